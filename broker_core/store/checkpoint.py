@@ -1,0 +1,58 @@
+"""StoreCheckpoint (spec §9.1): the recovery starting hints, in a 4,096-byte mapped file."""
+
+from __future__ import annotations
+
+import mmap
+import os
+from pathlib import Path
+
+from .codec.checkpoint_format import CHECKPOINT, CHECKPOINT_FILE_SIZE
+
+
+class StoreCheckpoint:
+    def __init__(self, path: Path, read_only: bool = False) -> None:
+        self.path = path
+        self.read_only = read_only
+        self.physic_msg_timestamp = 0
+        self.logics_msg_timestamp = 0
+        self.index_msg_timestamp = 0
+        self.master_flushed_offset = 0
+        self.confirm_phy_offset = 0
+        self._mm: mmap.mmap | None = None
+        self._fd = -1
+        if read_only:
+            if path.exists() and path.stat().st_size >= CHECKPOINT.size:
+                self._set(CHECKPOINT.unpack_from(path.read_bytes(), 0))
+            return
+        exists = path.exists()
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        if os.fstat(self._fd).st_size != CHECKPOINT_FILE_SIZE:
+            os.ftruncate(self._fd, CHECKPOINT_FILE_SIZE)
+        self._mm = mmap.mmap(self._fd, CHECKPOINT_FILE_SIZE)
+        if exists:
+            self._set(CHECKPOINT.unpack_from(self._mm, 0))
+
+    def _set(self, values: tuple[int, int, int, int, int]) -> None:
+        (self.physic_msg_timestamp, self.logics_msg_timestamp, self.index_msg_timestamp,
+         self.master_flushed_offset, self.confirm_phy_offset) = values
+
+    @property
+    def min_timestamp(self) -> int:
+        """Where abnormal recovery may start: 3 s before the older of the two progress stamps."""
+        return max(0, min(self.physic_msg_timestamp, self.logics_msg_timestamp) - 3000)
+
+    def flush(self) -> None:
+        if self._mm is None:
+            return
+        CHECKPOINT.pack_into(self._mm, 0, self.physic_msg_timestamp, self.logics_msg_timestamp,
+                             self.index_msg_timestamp, self.master_flushed_offset, self.confirm_phy_offset)
+        self._mm.flush()
+
+    def shutdown(self) -> None:
+        if self._mm is not None:
+            self.flush()
+            self._mm.close()
+            self._mm = None
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1

@@ -1,0 +1,304 @@
+"""The CommitLog: one append-only log of every record of every topic (spec §1, §9).
+
+Records are encoded outside the append lock; inside it only the queue offset, physical offset and
+store timestamp are patched in and the bytes copied into the mapped file. A record that does not fit
+the current file ends it with a BLANK marker (spec §1.7). Flushing is ASYNC (a background thread every
+flushIntervalCommitLog) or SYNC with group commit: concurrent putters wait on one fsync that covers
+all of them.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
+
+from .codec.message import (
+    END_FILE_MIN_BLANK_LENGTH,
+    MessageExt,
+    MessageInner,
+    RecordError,
+    decode_record,
+    encode_blank,
+    encode_record,
+    patch_record,
+    read_total_size,
+)
+from .codec.message_id import create_offset_msg_id
+from .mapped_file import MappedFileQueue
+from .store_config import SYNC_FLUSH, StoreConfig
+
+log = logging.getLogger("rmqops.store")
+
+
+class PutMessageStatus(str, Enum):
+    PUT_OK = "PUT_OK"
+    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
+    CREATE_MAPPED_FILE_FAILED = "CREATE_MAPPED_FILE_FAILED"
+    MESSAGE_ILLEGAL = "MESSAGE_ILLEGAL"
+    PROPERTIES_SIZE_EXCEEDED = "PROPERTIES_SIZE_EXCEEDED"
+    SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"
+    UNKNOWN_ERROR = "UNKNOWN_ERROR"
+
+
+@dataclass(slots=True)
+class PutMessageResult:
+    status: PutMessageStatus
+    wrote_offset: int = -1
+    wrote_bytes: int = 0
+    msg_id: str = ""
+    queue_offset: int = -1
+    msg_num: int = 1
+    store_timestamp: int = 0
+    remark: str = ""
+    msg_ids: list[str] | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status is PutMessageStatus.PUT_OK
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class QueueOffsetAssigner:
+    """Next queue offset per ``topic-queueId``; rebuilt from consume queues at recovery."""
+
+    def __init__(self) -> None:
+        self.table: dict[str, int] = {}
+
+    def next(self, topic: str, queue_id: int) -> int:
+        return self.table.get(f"{topic}-{queue_id}", 0)
+
+    def advance(self, topic: str, queue_id: int, step: int) -> None:
+        key = f"{topic}-{queue_id}"
+        self.table[key] = self.table.get(key, 0) + step
+
+    def set(self, topic: str, queue_id: int, offset: int) -> None:
+        self.table[f"{topic}-{queue_id}"] = offset
+
+    def remove_topic(self, topic: str) -> None:
+        prefix = topic + "-"
+        for key in [k for k in self.table if k.startswith(prefix) and k[len(prefix):].isdigit()]:
+            del self.table[key]
+
+
+class CommitLog:
+    def __init__(self, config: StoreConfig, clock: Callable[[], int] = now_ms, read_only: bool = False) -> None:
+        self.config = config
+        self.clock = clock
+        self.read_only = read_only
+        self.file_size = config.mapped_file_size_commit_log
+        self.file_queue = MappedFileQueue(config.commit_log_dir, self.file_size, read_only)
+        self.put_lock = threading.Lock()
+        self.queue_offsets = QueueOffsetAssigner()
+        self.last_store_timestamp = 0
+        self.sync_flush = config.flush_disk_type == SYNC_FLUSH
+        self._flush_cond = threading.Condition()
+        self._flush_requested_to = 0
+        self.flushed_offset = 0
+        self.fsync_count = 0
+        self._flush_thread: threading.Thread | None = None
+        self._stopping = False
+        self.append_listeners: list[Callable[[], None]] = []
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+    def load(self) -> None:
+        self.file_queue.load()
+
+    def start(self) -> None:
+        if self.read_only or self._flush_thread is not None:
+            return
+        self._stopping = False
+        target = self._group_commit_loop if self.sync_flush else self._async_flush_loop
+        self._flush_thread = threading.Thread(target=target, name="CommitLogFlush", daemon=True)
+        self._flush_thread.start()
+
+    def shutdown(self) -> None:
+        self._stopping = True
+        with self._flush_cond:
+            self._flush_cond.notify_all()
+        if self._flush_thread is not None:
+            self._flush_thread.join(timeout=10)
+            self._flush_thread = None
+        if not self.read_only:
+            self.flush()
+
+    def close(self) -> None:
+        self.file_queue.close()
+
+    # -- offsets -----------------------------------------------------------------------------------
+    def min_offset(self) -> int:
+        return self.file_queue.min_offset()
+
+    def max_offset(self) -> int:
+        return self.file_queue.max_offset()
+
+    def roll_next_file(self, offset: int) -> int:
+        return offset + self.file_size - offset % self.file_size
+
+    # -- append ------------------------------------------------------------------------------------
+    def _store_time(self, msg_store_ts: int | None) -> int:
+        if msg_store_ts is not None:
+            return msg_store_ts
+        ts = self.clock()
+        return ts
+
+    def put_message(self, msg: MessageInner, queue_step: int = 1, queue_offset: int | None = None,
+                    properties_string: str | None = None) -> PutMessageResult:
+        """Append one record; ``queue_step`` is how many queue offsets it consumes (INNER_NUM)."""
+        return self._put([msg], [properties_string], queue_step, queue_offset)
+
+    def put_messages(self, msgs: list[MessageInner], properties_strings: list[str | None] | None = None
+                     ) -> PutMessageResult:
+        """Append an exploded batch: contiguous records in one file, consecutive queue offsets."""
+        return self._put(msgs, properties_strings or [None] * len(msgs), 1, None)
+
+    def _put(self, msgs: list[MessageInner], props: list[str | None], queue_step: int,
+             fixed_queue_offset: int | None) -> PutMessageResult:
+        if self.read_only:
+            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="store is open read-only")
+        try:
+            encoded = [encode_record(m, 0, 0, 0, p, self.config.max_message_size) for m, p in zip(msgs, props)]
+        except RecordError as e:
+            status = PutMessageStatus.PROPERTIES_SIZE_EXCEEDED if "properties" in str(e) else \
+                PutMessageStatus.MESSAGE_ILLEGAL
+            return PutMessageResult(status, remark=str(e))
+        total = sum(len(b) for b in encoded)
+        if total + END_FILE_MIN_BLANK_LENGTH > self.file_size:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
+                                    remark=f"batch of {total} bytes cannot fit one commitlog file")
+        first = msgs[0]
+        with self.put_lock:
+            mf = self.file_queue.get_last_mapped_file(0)
+            if mf is None:
+                return PutMessageResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED)
+            if total + END_FILE_MIN_BLANK_LENGTH > mf.free:
+                mf.append(encode_blank(mf.free))
+                mf.wrote_position = self.file_size
+                mf = self.file_queue.get_last_mapped_file(0)
+                if mf is None:
+                    return PutMessageResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED)
+            store_ts = first.store_timestamp if first.keep_store_timestamp else self.clock()
+            if store_ts < self.last_store_timestamp and not first.keep_store_timestamp:
+                pass  # clock stepped back: keep it as Java does (no guarantee of monotonicity)
+            self.last_store_timestamp = store_ts
+            wrote_offset = mf.file_from_offset + mf.wrote_position
+            base_q = fixed_queue_offset if fixed_queue_offset is not None else \
+                self.queue_offsets.next(first.topic, first.queue_id)
+            ids: list[str] = []
+            phy = wrote_offset
+            q = base_q
+            tran_typed = (first.sys_flag & 0xC) in (0x4, 0xC)
+            for m, buf in zip(msgs, encoded):
+                ts = m.store_timestamp if m.keep_store_timestamp else store_ts
+                patch_record(buf, 0, 0 if tran_typed else q, phy, ts)
+                mf.append(buf)
+                ids.append(create_offset_msg_id(m.store_host, phy))
+                phy += len(buf)
+                q += 1 if len(msgs) > 1 else queue_step
+            if not tran_typed and fixed_queue_offset is None:
+                self.queue_offsets.advance(first.topic, first.queue_id, q - base_q)
+            end_offset = phy
+        for listener in self.append_listeners:
+            listener()
+        result = PutMessageResult(PutMessageStatus.PUT_OK, wrote_offset, total, ",".join(ids), base_q,
+                                  len(msgs) if len(msgs) > 1 else queue_step, store_ts, msg_ids=ids)
+        if self.sync_flush and self._wait_for_flush(end_offset, first):
+            result.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
+        return result
+
+    # -- flush -------------------------------------------------------------------------------------
+    def _wait_for_flush(self, end_offset: int, msg: MessageInner) -> bool:
+        """Block until ``end_offset`` is on disk; True on timeout. WAIT=false skips waiting."""
+        if msg.properties.get("WAIT") == "false":
+            return False
+        deadline = time.monotonic() + self.config.sync_flush_timeout / 1000
+        with self._flush_cond:
+            if end_offset > self._flush_requested_to:
+                self._flush_requested_to = end_offset
+            self._flush_cond.notify_all()
+            while self.flushed_offset < end_offset:
+                if self._flush_thread is None:
+                    self._flush_cond.release()
+                    try:
+                        self.flush()
+                    finally:
+                        self._flush_cond.acquire()
+                    continue
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return True
+                self._flush_cond.wait(left)
+        return False
+
+    def _group_commit_loop(self) -> None:
+        while True:
+            with self._flush_cond:
+                while not self._stopping and self._flush_requested_to <= self.flushed_offset:
+                    self._flush_cond.wait(0.01)
+                if self._stopping and self._flush_requested_to <= self.flushed_offset:
+                    return
+            self.flush()
+
+    def _async_flush_loop(self) -> None:
+        interval = self.config.flush_interval_commit_log / 1000
+        thorough = self.config.flush_commit_log_thorough_interval / 1000
+        last_thorough = time.monotonic()
+        while not self._stopping:
+            with self._flush_cond:
+                self._flush_cond.wait(interval)
+            if self._stopping:
+                break
+            least = self.config.flush_commit_log_least_pages
+            if time.monotonic() - last_thorough >= thorough:
+                least = 0
+                last_thorough = time.monotonic()
+            self.flush(least)
+
+    def flush(self, least_pages: int = 0) -> None:
+        """msync every dirty file; wakes putters waiting on a group commit."""
+        with self.put_lock:
+            target = self.max_offset()
+            dirty = [mf for mf in self.file_queue.files if mf.flushed_position < mf.wrote_position]
+        for mf in dirty:
+            mf.flush(least_pages)
+        if dirty:
+            self.fsync_count += 1
+        flushed = target if least_pages == 0 or not dirty else min(
+            (mf.file_from_offset + mf.flushed_position for mf in dirty), default=target)
+        with self._flush_cond:
+            if flushed > self.flushed_offset:
+                self.flushed_offset = flushed
+            self._flush_cond.notify_all()
+
+    # -- read --------------------------------------------------------------------------------------
+    def get_data(self, offset: int, size: int | None = None) -> memoryview | None:
+        mf = self.file_queue.find_mapped_file_by_offset(offset)
+        if mf is None:
+            return None
+        pos = offset - mf.file_from_offset
+        if size is None:
+            if pos + 4 > mf.wrote_position:
+                return None
+            size = read_total_size(mf.mv, pos)
+        if size <= 0 or pos + size > mf.wrote_position:
+            return None
+        return mf.mv[pos:pos + size]
+
+    def get_message(self, offset: int, size: int | None = None, read_body: bool = True) -> MessageExt | None:
+        data = self.get_data(offset, size)
+        if data is None:
+            return None
+        try:
+            return decode_record(data, 0, read_body)
+        except RecordError:
+            return None
+
+    def pickup_store_timestamp(self, offset: int, size: int) -> int:
+        msg = self.get_message(offset, size, read_body=False)
+        return msg.store_timestamp if msg else -1

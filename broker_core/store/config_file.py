@@ -1,0 +1,138 @@
+"""Config JSON files as RocketMQ's ConfigManager keeps them.
+
+Why this module exists: every JSON config file under ``<store>/config`` must survive a crash at any
+moment (write temp, fsync, rename; the previous content is kept as ``<name>.bak`` as Java does), and
+must read the Java dialect fastjson writes (unquoted integer map keys such as ``{0:250,1:251}``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+# fastjson writes Integer/Long-keyed maps with bare numeric keys: `{0:250,` or `,\n\t\t1:251`.
+_BARE_NUMERIC_KEY = re.compile(r'([{,]\s*)(-?\d+)(\s*:)')
+
+
+class ConfigFileError(Exception):
+    """A config file (and its .bak) exists but cannot be parsed."""
+
+
+def loads_java_json(text: str) -> Any:
+    """Parse fastjson output, accepting unquoted integer map keys (outside string literals)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        pass
+    out: list[str] = []
+    # Quote bare keys only outside string literals: split on JSON strings and fix the gaps.
+    pos = 0
+    for m in re.finditer(r'"(?:[^"\\]|\\.)*"', text):
+        out.append(_BARE_NUMERIC_KEY.sub(r'\1"\2"\3', text[pos : m.start()]))
+        out.append(m.group(0))
+        pos = m.end()
+    out.append(_BARE_NUMERIC_KEY.sub(r'\1"\2"\3', text[pos:]))
+    return json.loads("".join(out))
+
+
+def _fastjson_value(value: Any, indent: int) -> str:
+    tab = "\t"
+    if isinstance(value, dict):
+        if not value:
+            return "{}"
+        items = []
+        for k, v in value.items():
+            if v is None:
+                continue
+            key = str(k) if isinstance(k, int) and not isinstance(k, bool) else json.dumps(str(k), ensure_ascii=False)
+            items.append(f"{tab * (indent + 1)}{key}:{_fastjson_value(v, indent + 1)}")
+        return "{\n" + ",\n".join(items) + "\n" + tab * indent + "}"
+    if isinstance(value, list | tuple):
+        if not value:
+            return "[]"
+        items = [f"{tab * (indent + 1)}{_fastjson_value(v, indent + 1)}" for v in value]
+        return "[\n" + ",\n".join(items) + "\n" + tab * indent + "]"
+    return json.dumps(value, ensure_ascii=False)
+
+
+def dumps_java_json(value: Any) -> str:
+    """Serialize like fastjson's pretty printer: TAB indentation, no space after ':', int keys bare.
+
+    Dict keys that are Python ints are written unquoted (Java Integer/Long-keyed maps); string keys
+    are quoted. Callers order bean fields alphabetically themselves where it matters.
+    """
+    return _fastjson_value(value, 0)
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, keep_backup: bool = True) -> None:
+    """Write ``data`` so that ``path`` holds either the old or the new content after any crash."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    if keep_backup and path.exists():
+        bak = path.with_name(path.name + ".bak")
+        try:
+            _copy_for_backup(path, bak)
+        except OSError:
+            pass
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+def _copy_for_backup(src: Path, dst: Path) -> None:
+    # Copy (not rename) so `path` never disappears, even for an instant.
+    data = src.read_bytes()
+    tmp = dst.with_name(dst.name + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, dst)
+
+
+def _fsync_dir(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def write_config_json(path: str | os.PathLike[str], value: Any) -> None:
+    """Persist a config object in fastjson's dialect, atomically, keeping ``<name>.bak``."""
+    atomic_write_bytes(path, dumps_java_json(value).encode("utf-8"))
+
+
+def read_config_json(path: str | os.PathLike[str]) -> Any | None:
+    """Load a config file; fall back to ``<name>.bak`` as Java does. None when neither exists.
+
+    Raises ConfigFileError when a file exists but neither it nor its backup parses.
+    """
+    path = Path(path)
+    errors: list[str] = []
+    for candidate in (path, path.with_name(path.name + ".bak")):
+        try:
+            text = candidate.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            continue
+        if not text.strip():
+            continue
+        try:
+            return loads_java_json(text)
+        except (json.JSONDecodeError, ValueError) as e:
+            errors.append(f"{candidate}: {e}")
+    if errors:
+        raise ConfigFileError("cannot parse config file: " + "; ".join(errors))
+    return None

@@ -1,0 +1,346 @@
+"""Consume queues: SimpleCQ (20-byte units, spec §5) and the shared queue machinery.
+
+A consume queue is an index over the commitlog for one (topic, queueId). Units are appended by the
+dispatcher, recovered by scanning, truncated when recovery cuts the commitlog, and searched by
+queue offset or by store time. BatchConsumeQueue (46-byte units) subclasses the machinery here.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from .codec.cq_unit import CQ_FILLER, CQ_STORE_UNIT_SIZE, CQ_UNIT
+from .mapped_file import MappedFile, MappedFileQueue
+
+log = logging.getLogger("rmqops.store")
+
+BOUNDARY_LOWER = "lower"
+BOUNDARY_UPPER = "upper"
+
+
+@dataclass(slots=True, frozen=True)
+class CqUnit:
+    """One consume queue entry. For BatchCQ units, ``queue_offset`` is the batch's base offset."""
+
+    queue_offset: int
+    phy_offset: int
+    size: int
+    tags_code: int
+    batch_num: int = 1
+    store_time: int = 0
+    compacted_offset: int = -1
+
+
+class ConsumeQueueBase:
+    """Machinery shared by SimpleCQ and BatchCQ: files, recovery, truncation."""
+
+    unit_size = CQ_STORE_UNIT_SIZE
+    cq_type = "SimpleCQ"
+
+    def __init__(self, topic: str, queue_id: int, root_dir: Path, file_size: int, read_only: bool = False) -> None:
+        self.topic = topic
+        self.queue_id = queue_id
+        self.file_size = file_size
+        self.read_only = read_only
+        self.file_queue = MappedFileQueue(root_dir / topic / str(queue_id), file_size, read_only)
+        self.max_physic_offset = -1  # end (SimpleCQ) or start (BatchCQ) of the last dispatched record
+
+    def load(self) -> None:
+        self.file_queue.load()
+
+    # -- unit validity and decoding; subclasses override -------------------------------------------
+    def _unit_is_valid(self, mv: memoryview, pos: int) -> bool:
+        phy, size, _ = CQ_UNIT.unpack_from(mv, pos)
+        return phy >= 0 and size > 0
+
+    def _unit_phy(self, mv: memoryview, pos: int) -> tuple[int, int]:
+        phy, size, _ = CQ_UNIT.unpack_from(mv, pos)
+        return phy, size
+
+    def _after_recover(self) -> None:
+        pass
+
+    # -- recovery ----------------------------------------------------------------------------------
+    def recover(self) -> None:
+        """Find the end of valid units (spec §5.5); drop files after it (in memory if read-only)."""
+        files = self.file_queue.files
+        if not files:
+            return
+        index = max(0, len(files) - 3)
+        unit = self.unit_size
+        last_end = -1
+        process_offset = files[index].file_from_offset
+        while index < len(files):
+            mf = files[index]
+            mv = mf.mv
+            usable = min(mf.length, self.file_size) // unit * unit
+            pos = 0
+            while pos < usable and self._unit_is_valid(mv, pos):
+                phy, size = self._unit_phy(mv, pos)
+                last_end = phy + size if self.cq_type == "SimpleCQ" else phy
+                pos += unit
+            process_offset = mf.file_from_offset + pos
+            if pos >= usable and pos > 0 and index + 1 < len(files):
+                index += 1
+                continue
+            break
+        if last_end >= 0:
+            self.max_physic_offset = last_end
+        self._truncate_to_logic(process_offset)
+        self._after_recover()
+
+    def _truncate_to_logic(self, logic_offset: int) -> None:
+        if self.read_only:
+            for mf in self.file_queue.files:
+                if mf.file_from_offset <= logic_offset < mf.file_from_offset + self.file_size:
+                    mf.wrote_position = logic_offset - mf.file_from_offset
+                elif mf.file_from_offset > logic_offset:
+                    mf.wrote_position = 0
+            self.file_queue.files = [f for f in self.file_queue.files
+                                     if f.file_from_offset <= logic_offset or f.wrote_position > 0]
+            return
+        self.file_queue.set_max_offset(logic_offset)
+
+    def truncate_dirty_logic_files(self, phy_offset: int) -> None:
+        """Drop every unit pointing at or beyond ``phy_offset`` (recovery cut the commitlog there)."""
+        unit = self.unit_size
+        files = self.file_queue.files
+        new_logic_end: int | None = None
+        while files:
+            mf = files[-1]
+            mv = mf.mv
+            pos = 0
+            cut_at = None
+            while pos < mf.wrote_position:
+                phy, _size = self._unit_phy(mv, pos)
+                if phy >= phy_offset:
+                    cut_at = pos
+                    break
+                pos += unit
+            if cut_at is None:
+                break
+            new_logic_end = mf.file_from_offset + cut_at
+            if cut_at == 0 and len(files) > 1:
+                if self.read_only:
+                    files.pop()
+                else:
+                    files.pop().destroy()
+                continue
+            mf.wrote_position = cut_at
+            mf.flushed_position = min(mf.flushed_position, cut_at)
+            break
+        if new_logic_end is not None:
+            self._recompute_max_physic_offset()
+            self._after_recover()
+
+    def _recompute_max_physic_offset(self) -> None:
+        last = self.file_queue.last_file()
+        self.max_physic_offset = -1
+        if last is None:
+            return
+        files = self.file_queue.files
+        for mf in reversed(files):
+            if mf.wrote_position >= self.unit_size:
+                phy, size = self._unit_phy(mf.mv, mf.wrote_position - self.unit_size)
+                self.max_physic_offset = phy + size if self.cq_type == "SimpleCQ" else phy
+                return
+
+    def max_physic_end(self) -> int:
+        """End offset of the last dispatched record (-1 when empty): where re-dispatch resumes."""
+        for mf in reversed(self.file_queue.files):
+            if mf.wrote_position >= self.unit_size:
+                phy, size = self._unit_phy(mf.mv, mf.wrote_position - self.unit_size)
+                return phy + size
+        return -1
+
+    def flush(self, least_pages: int = 0) -> None:
+        self.file_queue.flush(least_pages)
+
+    def close(self) -> None:
+        self.file_queue.close()
+
+    def destroy(self) -> None:
+        self.file_queue.destroy()
+        parent = self.file_queue.directory.parent
+        try:
+            parent.rmdir()
+        except OSError:
+            pass
+
+    def file_count(self) -> int:
+        return len(self.file_queue.files)
+
+
+class ConsumeQueue(ConsumeQueueBase):
+    """SimpleCQ: unit ``q`` lives at logical byte ``q * 20``."""
+
+    def __init__(self, topic: str, queue_id: int, root_dir: Path, file_size: int, read_only: bool = False) -> None:
+        super().__init__(topic, queue_id, root_dir, file_size, read_only)
+        self.min_logic_offset = 0
+
+    def _after_recover(self) -> None:
+        files = self.file_queue.files
+        if files and self.min_logic_offset < files[0].file_from_offset:
+            self.min_logic_offset = files[0].file_from_offset
+        # Skip pre-blank fillers of a queue that started at a non-zero offset.
+        if files:
+            mf = files[0]
+            pos = max(0, self.min_logic_offset - mf.file_from_offset)
+            while pos < mf.wrote_position:
+                phy, size, _ = CQ_UNIT.unpack_from(mf.mv, pos)
+                if not (phy == 0 and size == 0x7FFFFFFF):
+                    break
+                pos += CQ_STORE_UNIT_SIZE
+            self.min_logic_offset = max(self.min_logic_offset, mf.file_from_offset + pos)
+
+    # -- offsets -----------------------------------------------------------------------------------
+    def get_max_offset_in_queue(self) -> int:
+        return self.file_queue.max_offset() // CQ_STORE_UNIT_SIZE
+
+    def get_min_offset_in_queue(self) -> int:
+        return self.min_logic_offset // CQ_STORE_UNIT_SIZE
+
+    # -- write -------------------------------------------------------------------------------------
+    def put_message_position_info(self, phy_offset: int, size: int, tags_code: int, cq_offset: int,
+                                  store_time: int = 0, batch_num: int = 1) -> bool:
+        """Append one unit at queue offset ``cq_offset`` (idempotent for units already present)."""
+        if phy_offset + size <= self.max_physic_offset:
+            return True
+        expect = cq_offset * CQ_STORE_UNIT_SIZE
+        mf = self.file_queue.get_last_mapped_file(expect)
+        if mf is None:
+            return False
+        if len(self.file_queue.files) == 1 and cq_offset != 0 and mf.wrote_position == 0 \
+                and mf.file_from_offset <= expect:
+            self.min_logic_offset = expect
+            self._fill_pre_blank(mf, expect)
+        current = mf.file_from_offset + mf.wrote_position
+        if expect < current:
+            return True  # already dispatched
+        if expect != current:
+            log.warning("consume queue %s-%d: expected logic offset %d but the queue is at %d",
+                        self.topic, self.queue_id, expect, current)
+        mf.append(CQ_UNIT.pack(phy_offset, size, tags_code))
+        self.max_physic_offset = phy_offset + size
+        return True
+
+    def _fill_pre_blank(self, mf: MappedFile, until_where: int) -> None:
+        end = until_where % self.file_size
+        if end:
+            mf.write_at(0, CQ_FILLER * (end // CQ_STORE_UNIT_SIZE))
+            mf.wrote_position = end
+
+    # -- read --------------------------------------------------------------------------------------
+    def get_units(self, start_offset: int, max_units: int) -> list[CqUnit]:
+        """Units from ``start_offset`` on, within one file (as RocketMQ's getIndexBuffer)."""
+        min_off = self.get_min_offset_in_queue()
+        if start_offset < min_off:
+            start_offset = min_off
+        logic = start_offset * CQ_STORE_UNIT_SIZE
+        mf = self.file_queue.find_mapped_file_by_offset(logic)
+        if mf is None:
+            return []
+        pos = logic - mf.file_from_offset
+        end = min(mf.wrote_position, pos + max_units * CQ_STORE_UNIT_SIZE)
+        out = []
+        q = start_offset
+        for phy, size, tags in CQ_UNIT.iter_unpack(mf.mv[pos:end]):
+            if phy < 0 or size <= 0:
+                break
+            out.append(CqUnit(q, phy, size, tags))
+            q += 1
+        return out
+
+    def get_unit(self, offset: int) -> CqUnit | None:
+        units = self.get_units(offset, 1)
+        return units[0] if units and units[0].queue_offset == offset else None
+
+    def iter_all_units(self):
+        """Every valid unit from the min offset on (verifyStore, Spark verify)."""
+        q = self.get_min_offset_in_queue()
+        max_q = self.get_max_offset_in_queue()
+        while q < max_q:
+            units = self.get_units(q, 4096)
+            if not units:
+                break
+            yield from units
+            q = units[-1].queue_offset + 1
+
+    def correct_min_offset(self, commit_log_min_offset: int) -> None:
+        """Raise the min offset past units whose records were deleted (spec §5.4)."""
+        files = self.file_queue.files
+        if not files:
+            return
+        mf = files[0]
+        lo, hi = max(0, self.min_logic_offset - mf.file_from_offset) // CQ_STORE_UNIT_SIZE, \
+            mf.wrote_position // CQ_STORE_UNIT_SIZE
+        if hi == 0:
+            return
+        last_phy = CQ_UNIT.unpack_from(mf.mv, (hi - 1) * CQ_STORE_UNIT_SIZE)[0]
+        if last_phy < commit_log_min_offset:
+            if len(files) == 1:
+                self.min_logic_offset = mf.file_from_offset + mf.wrote_position
+            else:
+                self.min_logic_offset = files[1].file_from_offset
+            return
+        while lo < hi:
+            mid = (lo + hi) // 2
+            phy = CQ_UNIT.unpack_from(mf.mv, mid * CQ_STORE_UNIT_SIZE)[0]
+            if phy >= commit_log_min_offset:
+                hi = mid
+            else:
+                lo = mid + 1
+        self.min_logic_offset = max(self.min_logic_offset, mf.file_from_offset + lo * CQ_STORE_UNIT_SIZE)
+
+    def delete_expired_files(self, commit_log_min_offset: int) -> int:
+        """Delete leading files whose last unit points below the commitlog min (never the last file)."""
+        deleted = 0
+        files = self.file_queue.files
+        while len(files) > 1:
+            mf = files[0]
+            last_phy = CQ_UNIT.unpack_from(mf.mv, self.file_size - CQ_STORE_UNIT_SIZE)[0]
+            if last_phy >= commit_log_min_offset:
+                break
+            self.file_queue.delete_first_file()
+            deleted += 1
+        self.correct_min_offset(commit_log_min_offset)
+        return deleted
+
+    def get_offset_in_queue_by_time(self, timestamp: int, store_time_of: Callable[[int, int], int],
+                                    boundary: str = BOUNDARY_LOWER) -> int:
+        """Binary search over units by the store time of their records (read via ``store_time_of``)."""
+        lo = self.get_min_offset_in_queue()
+        hi = self.get_max_offset_in_queue() - 1
+        if hi < lo:
+            return lo
+        first_unit = self.get_unit(lo)
+        last_unit = self.get_unit(hi)
+        if first_unit is None or last_unit is None:
+            return lo
+        if store_time_of(first_unit.phy_offset, first_unit.size) >= timestamp:
+            return lo
+        if store_time_of(last_unit.phy_offset, last_unit.size) < timestamp:
+            return hi + 1
+        # first offset whose store time >= timestamp (LOWER); UPPER: last offset whose time <= timestamp
+        if boundary == BOUNDARY_UPPER:
+            a, b = lo, hi
+            while a < b:
+                mid = (a + b + 1) // 2
+                u = self.get_unit(mid)
+                if u is not None and store_time_of(u.phy_offset, u.size) <= timestamp:
+                    a = mid
+                else:
+                    b = mid - 1
+            return a
+        a, b = lo, hi
+        while a < b:
+            mid = (a + b) // 2
+            u = self.get_unit(mid)
+            if u is not None and store_time_of(u.phy_offset, u.size) >= timestamp:
+                b = mid
+            else:
+                a = mid + 1
+        return a

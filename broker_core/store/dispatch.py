@@ -1,0 +1,83 @@
+"""From a commitlog record to what consume queues and the index need (DispatchRequest).
+
+The one place that decides tagsCode (spec §5.2, incl. delay-level due times) and the BatchCQ
+msgBaseOffset / batchSize rule (spec §6.1); used by the reput service, recovery and the Spark jobs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .codec.hashing import java_string_hash
+from .codec.message import MessageExt
+from .codec.properties import get_property
+from .codec.sys_flag import INNER_BATCH_FLAG, TRANSACTION_TYPE_MASK, is_dispatched_to_queue
+
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+
+
+@dataclass(slots=True)
+class DispatchRequest:
+    topic: str
+    queue_id: int
+    commit_log_offset: int
+    msg_size: int
+    tags_code: int
+    store_timestamp: int
+    consume_queue_offset: int
+    keys: str | None
+    uniq_key: str | None
+    sys_flag: int
+    prepared_transaction_offset: int
+    batch_size: int = 1
+    msg_base_offset: int = 0
+    properties_string: str = ""
+
+    @property
+    def tran_type(self) -> int:
+        return self.sys_flag & TRANSACTION_TYPE_MASK
+
+    @property
+    def enters_queue(self) -> bool:
+        return is_dispatched_to_queue(self.sys_flag)
+
+    @property
+    def is_inner_batch(self) -> bool:
+        return bool(self.sys_flag & INNER_BATCH_FLAG)
+
+
+def compute_tags_code(topic: str, props: str, store_timestamp: int, delay_levels_ms: list[int]) -> int:
+    if topic == SCHEDULE_TOPIC:
+        delay = get_property(props, "DELAY")
+        if delay is not None:
+            try:
+                level = int(delay)
+            except ValueError:
+                level = 0
+            max_level = len(delay_levels_ms)
+            if level > max_level:
+                level = max_level
+            if level > 0:
+                return store_timestamp + (delay_levels_ms[level - 1] if level <= max_level else 1000)
+    tags = get_property(props, "TAGS")
+    return java_string_hash(tags) if tags else 0
+
+
+def build_dispatch_request(msg: MessageExt, delay_levels_ms: list[int]) -> DispatchRequest:
+    props = msg.properties_string
+    batch_size = 1
+    base = msg.queue_offset
+    inner_num = get_property(props, "INNER_NUM")
+    if inner_num is not None:
+        inner_base = get_property(props, "INNER_BASE")
+        try:
+            batch_size = int(inner_num)
+            if inner_base is not None:
+                base = int(inner_base)
+        except ValueError:
+            batch_size = 1
+    return DispatchRequest(
+        msg.topic, msg.queue_id, msg.commit_log_offset, msg.store_size,
+        compute_tags_code(msg.topic, props, msg.store_timestamp, delay_levels_ms),
+        msg.store_timestamp, msg.queue_offset, get_property(props, "KEYS"), get_property(props, "UNIQ_KEY"),
+        msg.sys_flag, msg.prepared_transaction_offset, batch_size, base, props)

@@ -1,0 +1,324 @@
+"""One RocketMQ IndexFile: a fixed-size, memory-mapped hash table from message keys to commitlog offsets.
+
+Behaviour follows Apache RocketMQ's ``IndexFile``/``IndexHeader`` (spec §7) so files written here are
+byte-identical to Java's and Java-written files read correctly:
+
+* a new file is created at full size, zero-filled (sparse), and only the header fields that Java
+  writes at construction time (begin/end timestamp and phy offset pre-set from the previous file,
+  when > 0) are written before the first entry;
+* ``put_key`` computes the entry's ``timeDiff`` against the header's *current* beginTimestamp before
+  the first entry resets it. In a rolled-over file that is the previous file's endTimestamp, so the
+  first entry may carry a non-zero timeDiff exactly like Java;
+* header fields are written to the mapping as they change; ``flush`` rewrites the whole header from
+  the live values (Java's ``updateByteBuffer``) and msyncs.
+
+In read-only mode the file is mapped with ``ACCESS_READ``: any write attempt raises, nothing is ever
+written (not even on ``close``).
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from broker_core.store.codec.hashing import index_key_hash
+from broker_core.store.codec.index_format import (
+    BEGIN_PHY_OFFSET_POS,
+    BEGIN_TIMESTAMP_POS,
+    END_PHY_OFFSET_POS,
+    END_TIMESTAMP_POS,
+    HASH_SLOT,
+    HASH_SLOT_SIZE,
+    I64,
+    INDEX_ENTRY,
+    INDEX_ENTRY_SIZE,
+    INDEX_HEADER,
+    INDEX_HEADER_SIZE,
+    INVALID_INDEX,
+    index_file_size,
+    time_diff_seconds,
+)
+
+__all__ = ["IndexFile", "IndexFileError"]
+
+
+class IndexFileError(Exception):
+    """An index file cannot be opened as configured (wrong size, or writing a read-only file)."""
+
+
+class IndexFile:
+    """A single index file. Not thread-safe by itself; ``IndexService`` serialises access."""
+
+    __slots__ = (
+        "path", "hash_slot_num", "index_num", "read_only", "created", "file_size",
+        "_mm", "_buf", "_entries_base",
+        "_begin_timestamp", "_end_timestamp", "_begin_phy_offset", "_end_phy_offset",
+        "_hash_slot_count", "_index_count",
+    )
+
+    def __init__(self, path: str | os.PathLike[str], hash_slot_num: int, index_num: int,
+                 end_phy_offset: int = 0, end_timestamp: int = 0, *, read_only: bool = False) -> None:
+        """Open ``path``, creating it (full size, sparse) when it does not exist.
+
+        ``end_phy_offset``/``end_timestamp`` are the previous file's end values; like Java they are
+        written into a *newly created* file's begin and end header fields when > 0. They are ignored
+        for an existing file, whose header is loaded from disk.
+        """
+        if hash_slot_num <= 0 or index_num <= 1:
+            raise ValueError(f"hash_slot_num must be > 0 and index_num > 1 (got {hash_slot_num}, {index_num})")
+        self.path = Path(path)
+        self.hash_slot_num = hash_slot_num
+        self.index_num = index_num
+        self.read_only = read_only
+        self.file_size = index_file_size(hash_slot_num, index_num)
+        self._entries_base = INDEX_HEADER_SIZE + hash_slot_num * HASH_SLOT_SIZE
+
+        exists = self.path.exists()
+        if read_only and not exists:
+            raise FileNotFoundError(f"index file {self.path} does not exist (read-only open)")
+        self.created = not exists
+        fd = os.open(self.path, os.O_RDONLY if read_only else os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            size = os.fstat(fd).st_size
+            if size != self.file_size:
+                # A 0-byte file is a creation interrupted before pre-allocation: extend it, as Java's
+                # mapping of a fresh file does. Any other size means a different maxHashSlotNum /
+                # maxIndexNum; reading it with this geometry would give garbage, so refuse.
+                if size == 0 and not read_only:
+                    os.ftruncate(fd, self.file_size)
+                    self.created = True
+                else:
+                    raise IndexFileError(
+                        f"index file {self.path} is {size} bytes, expected {self.file_size} "
+                        f"(maxHashSlotNum={hash_slot_num}, maxIndexNum={index_num})")
+            self._mm = mmap.mmap(fd, self.file_size, access=mmap.ACCESS_READ if read_only else mmap.ACCESS_WRITE)
+        finally:
+            os.close(fd)
+        self._buf = memoryview(self._mm)
+
+        # In-memory header, as IndexHeader keeps it: a fresh file starts at indexCount 1 even though
+        # the bytes still read 0 until the first entry.
+        self._begin_timestamp = 0
+        self._end_timestamp = 0
+        self._begin_phy_offset = 0
+        self._end_phy_offset = 0
+        self._hash_slot_count = 0
+        self._index_count = 1
+        if self.created:
+            if end_phy_offset > 0:
+                self._begin_phy_offset = self._end_phy_offset = end_phy_offset
+                I64.pack_into(self._buf, BEGIN_PHY_OFFSET_POS, end_phy_offset)
+                I64.pack_into(self._buf, END_PHY_OFFSET_POS, end_phy_offset)
+            if end_timestamp > 0:
+                self._begin_timestamp = self._end_timestamp = end_timestamp
+                I64.pack_into(self._buf, BEGIN_TIMESTAMP_POS, end_timestamp)
+                I64.pack_into(self._buf, END_TIMESTAMP_POS, end_timestamp)
+        else:
+            self.load()
+
+    # ------------------------------------------------------------------ header
+
+    def load(self) -> None:
+        """Re-read the header from the mapping (a stored indexCount <= 0 reads as 1)."""
+        (self._begin_timestamp, self._end_timestamp, self._begin_phy_offset, self._end_phy_offset,
+         self._hash_slot_count, ic) = INDEX_HEADER.unpack_from(self._buf, 0)
+        self._index_count = ic if ic > 0 else 1
+
+    def _write_header(self) -> None:
+        INDEX_HEADER.pack_into(self._buf, 0, self._begin_timestamp, self._end_timestamp,
+                               self._begin_phy_offset, self._end_phy_offset,
+                               self._hash_slot_count, self._index_count)
+
+    @property
+    def file_name(self) -> str:
+        return self.path.name
+
+    @property
+    def begin_timestamp(self) -> int:
+        return self._begin_timestamp
+
+    @property
+    def end_timestamp(self) -> int:
+        return self._end_timestamp
+
+    @property
+    def begin_phy_offset(self) -> int:
+        return self._begin_phy_offset
+
+    @property
+    def end_phy_offset(self) -> int:
+        return self._end_phy_offset
+
+    @property
+    def hash_slot_count(self) -> int:
+        return self._hash_slot_count
+
+    @property
+    def index_count(self) -> int:
+        """Next entry number to use (1 in an empty file)."""
+        return self._index_count
+
+    @property
+    def entry_count(self) -> int:
+        return self._index_count - 1
+
+    @property
+    def closed(self) -> bool:
+        return self._mm.closed
+
+    def is_full(self) -> bool:
+        """Java ``isWriteFull``: at most ``index_num - 1`` entries fit (entry 0 is never used)."""
+        return self._index_count >= self.index_num
+
+    def is_time_matched(self, begin: int, end: int) -> bool:
+        """Whether ``[begin, end]`` overlaps the file's ``[beginTimestamp, endTimestamp]`` (Java's test)."""
+        bt = self._begin_timestamp
+        et = self._end_timestamp
+        return (begin < bt and end > et) or (bt <= begin <= et) or (bt <= end <= et)
+
+    # ------------------------------------------------------------------ write
+
+    def put_key(self, key: str, phy_offset: int, store_timestamp: int) -> bool:
+        """Append one entry for ``key``; False when the file is full (the caller rolls to a new file)."""
+        if self.read_only:
+            raise IndexFileError(f"index file {self.path} is open read-only")
+        n = self._index_count
+        if n >= self.index_num:
+            return False
+        buf = self._buf
+        key_hash = index_key_hash(key)
+        spos = INDEX_HEADER_SIZE + (key_hash % self.hash_slot_num) * HASH_SLOT_SIZE
+        slot_value = HASH_SLOT.unpack_from(buf, spos)[0]
+        if slot_value <= INVALID_INDEX or slot_value > n:
+            slot_value = INVALID_INDEX
+        time_diff = time_diff_seconds(store_timestamp, self._begin_timestamp)
+        INDEX_ENTRY.pack_into(buf, self._entries_base + n * INDEX_ENTRY_SIZE,
+                              key_hash, phy_offset, time_diff, slot_value)
+        HASH_SLOT.pack_into(buf, spos, n)
+        if n <= 1:
+            self._begin_phy_offset = phy_offset
+            self._begin_timestamp = store_timestamp
+        if slot_value == INVALID_INDEX:
+            self._hash_slot_count += 1
+        self._index_count = n + 1
+        self._end_phy_offset = phy_offset
+        self._end_timestamp = store_timestamp
+        # Every header field has been written by Java once the first entry is in, so writing the
+        # whole header in one pack gives the same bytes as Java's field-by-field setters.
+        self._write_header()
+        return True
+
+    def truncate_from(self, phy_offset: int) -> int:
+        """Remove the trailing entries whose commitlog offset is >= ``phy_offset``; return how many.
+
+        Java has no such operation (its abnormal recovery deletes every non-full file instead). It is
+        needed when recovery cuts the commitlog: otherwise dispatch would skip re-written offsets
+        (they are < endPhyOffset) and queries would return offsets of records that no longer exist.
+        Entries are appended in commitlog order, so the ones to drop are the newest; each is the head
+        of its slot chain when removed newest-first, so the slot goes back to its prevIndex.
+
+        The restored endTimestamp is ``beginTimestamp + timeDiff*1000`` of the new last entry: the
+        exact value is not stored, and this lower bound is precisely the time queries match against.
+        Returns the number of entries removed. The caller deletes the file if no entry is left.
+        """
+        if self.read_only:
+            raise IndexFileError(f"index file {self.path} is open read-only")
+        buf = self._buf
+        base = self._entries_base
+        removed = 0
+        n = self._index_count - 1
+        zero_entry = bytes(INDEX_ENTRY_SIZE)
+        while n >= 1:
+            pos = base + n * INDEX_ENTRY_SIZE
+            key_hash, phy, _td, prev = INDEX_ENTRY.unpack_from(buf, pos)
+            if phy < phy_offset:
+                break
+            spos = INDEX_HEADER_SIZE + (key_hash % self.hash_slot_num) * HASH_SLOT_SIZE
+            if HASH_SLOT.unpack_from(buf, spos)[0] == n:
+                HASH_SLOT.pack_into(buf, spos, prev)
+            if prev == INVALID_INDEX:
+                # put_key counted a new slot exactly when it stored prevIndex 0.
+                self._hash_slot_count -= 1
+            buf[pos:pos + INDEX_ENTRY_SIZE] = zero_entry
+            removed += 1
+            n -= 1
+        if removed:
+            self._index_count = n + 1
+            if n >= 1:
+                _kh, phy, td, _prev = INDEX_ENTRY.unpack_from(buf, base + n * INDEX_ENTRY_SIZE)
+                self._end_phy_offset = phy
+                self._end_timestamp = max(self._begin_timestamp, self._begin_timestamp + td * 1000)
+            else:
+                self._end_phy_offset = self._begin_phy_offset
+                self._end_timestamp = self._begin_timestamp
+            self._write_header()
+        return removed
+
+    def flush(self) -> None:
+        """Rewrite the header from the live values (Java ``updateByteBuffer``) and msync."""
+        if self.read_only or self._mm.closed:
+            return
+        self._write_header()
+        self._mm.flush()
+
+    def close(self, flush: bool = True) -> None:
+        """Flush (writable files, unless told not to) and unmap. Safe to call twice."""
+        if self._mm.closed:
+            return
+        if flush and not self.read_only:
+            self.flush()
+        self._buf.release()
+        self._mm.close()
+
+    def destroy(self) -> None:
+        """Unmap without flushing and delete the file."""
+        self.close(flush=False)
+        self.path.unlink(missing_ok=True)
+
+    # ------------------------------------------------------------------ read
+
+    def select_phy_offsets(self, key: str, max_num: int, begin: int, end: int,
+                           out: list[int] | None = None) -> list[int]:
+        """Candidate commitlog offsets for ``key`` stored in ``[begin, end]`` (spec §7.4), newest first.
+
+        Appends to ``out`` (stopping when it holds ``max_num``) so the service can gather across files.
+        Results are hash matches only; callers must compare the real keys.
+        """
+        result: list[int] = [] if out is None else out
+        n_max = self._index_count
+        if n_max <= 1 or len(result) >= max_num:
+            return result
+        buf = self._buf
+        key_hash = index_key_hash(key)
+        spos = INDEX_HEADER_SIZE + (key_hash % self.hash_slot_num) * HASH_SLOT_SIZE
+        n = HASH_SLOT.unpack_from(buf, spos)[0]
+        if n <= INVALID_INDEX or n > n_max:
+            return result
+        base = self._entries_base
+        bt = self._begin_timestamp
+        unpack = INDEX_ENTRY.unpack_from
+        while len(result) < max_num:
+            kh, phy, time_diff, prev = unpack(buf, base + n * INDEX_ENTRY_SIZE)
+            if time_diff < 0:
+                break
+            t = bt + time_diff * 1000
+            if kh == key_hash and begin <= t <= end:
+                result.append(phy)
+            if prev <= INVALID_INDEX or prev > n_max or prev == n or t < begin:
+                break
+            n = prev
+        return result
+
+    def iter_entries(self) -> Iterator[tuple[int, int, int, int, int]]:
+        """Yield ``(n, keyHash, phyOffset, timeDiff, prevIndex)`` for every written entry (tools, tests)."""
+        buf = self._buf
+        base = self._entries_base
+        for n in range(1, self._index_count):
+            yield (n, *INDEX_ENTRY.unpack_from(buf, base + n * INDEX_ENTRY_SIZE))
+
+    def __repr__(self) -> str:
+        return (f"IndexFile({self.path.name}, entries={self.entry_count}, "
+                f"ts=[{self._begin_timestamp},{self._end_timestamp}], "
+                f"phy=[{self._begin_phy_offset},{self._end_phy_offset}], ro={self.read_only})")

@@ -1,0 +1,312 @@
+"""IndexService: the ordered list of index files under ``<root>/index`` (spec §7), as RocketMQ keeps it.
+
+Dispatch calls ``build_index`` once per commitlog record; ``query_offset`` serves queryMessage by key
+and by UNIQ_KEY. Rules follow Apache RocketMQ's ``IndexService`` so a store shared with Java behaves
+identically:
+
+* the last file is fetched (or created, when there is none or it is full) *before* any skip check,
+  so even a skipped record can roll a full file;
+* a record whose commitlog offset is ``<`` that file's endPhyOffset is taken as already indexed
+  (re-dispatch after recovery is idempotent); ROLLBACK records are not indexed;
+* keys are ``topic#UNIQ_KEY`` then ``topic#token`` per non-empty KEYS token split on single spaces;
+* a rolled-over file is pre-set from the previous file's end values and the previous (full) file is
+  flushed; its endTimestamp is what the checkpoint's ``indexMsgTimestamp`` may advance to.
+
+Recovery hooks: ``destroy_files_newer_than`` (abnormal restart, Java's ``load(lastExitOK=false)``),
+and ``truncate_beyond`` (commitlog cut), which Java does not have; see its docstring.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from broker_core.store.codec.index_format import (
+    DEFAULT_MAX_HASH_SLOT_NUM,
+    DEFAULT_MAX_INDEX_NUM,
+    DEFAULT_MAX_MSGS_NUM_BATCH,
+    index_file_name,
+    index_file_name_to_ms,
+    index_file_size,
+    is_index_file_name,
+)
+from broker_core.store.codec.sys_flag import TRANSACTION_ROLLBACK_TYPE, TRANSACTION_TYPE_MASK
+from broker_core.store.index_file import IndexFile, IndexFileError
+
+__all__ = ["IndexService", "IndexStats", "ms_now"]
+
+KEY_SEPARATOR = " "
+
+
+def ms_now() -> int:
+    """Wall clock in epoch milliseconds (index file names are creation times)."""
+    return time.time_ns() // 1_000_000
+
+
+def build_key(topic: str, key: str) -> str:
+    return f"{topic}#{key}"
+
+
+@dataclass(frozen=True, slots=True)
+class IndexStats:
+    file_count: int
+    entry_count: int
+    total_size: int
+    last_end_phy_offset: int
+    last_end_timestamp: int
+
+
+class IndexService:
+    """All index files of one store, oldest first. Thread-safe (one lock around files and list)."""
+
+    def __init__(self, index_dir: str | os.PathLike[str], hash_slot_num: int = DEFAULT_MAX_HASH_SLOT_NUM,
+                 index_num: int = DEFAULT_MAX_INDEX_NUM, clock: Callable[[], int] = ms_now,
+                 read_only: bool = False, max_msgs_num_batch: int = DEFAULT_MAX_MSGS_NUM_BATCH,
+                 on_full_file_flushed: Callable[[int], None] | None = None) -> None:
+        """Load every ``yyyyMMddHHmmssSSS`` file in ``index_dir`` in name order.
+
+        ``on_full_file_flushed(end_timestamp)`` is called after a full file has been flushed, so the
+        store can set checkpoint.indexMsgTimestamp (also readable as ``last_full_file_end_timestamp``).
+        """
+        self.index_dir = Path(index_dir)
+        self.hash_slot_num = hash_slot_num
+        self.index_num = index_num
+        self.clock = clock
+        self.read_only = read_only
+        self.max_msgs_num_batch = max_msgs_num_batch
+        self.on_full_file_flushed = on_full_file_flushed
+        self._lock = threading.RLock()
+        self._files: list[IndexFile] = []
+        self._last_full_file_end_timestamp = 0
+        if not read_only:
+            self.index_dir.mkdir(parents=True, exist_ok=True)
+        self._load()
+
+    def _load(self) -> None:
+        if not self.index_dir.is_dir():
+            return
+        names = sorted(p.name for p in self.index_dir.iterdir() if is_index_file_name(p.name) and p.is_file())
+        for name in names:
+            path = self.index_dir / name
+            if self.read_only and path.stat().st_size == 0:
+                continue  # an interrupted creation; cannot be mapped without writing
+            f = IndexFile(path, self.hash_slot_num, self.index_num, read_only=self.read_only)
+            self._files.append(f)
+            if f.is_full():
+                self._last_full_file_end_timestamp = f.end_timestamp
+
+    # ------------------------------------------------------------------ properties
+
+    @property
+    def files(self) -> list[IndexFile]:
+        with self._lock:
+            return list(self._files)
+
+    @property
+    def last_index_file_end_phy_offset(self) -> int:
+        """endPhyOffset of the newest file (0 if none): where index dispatch has got to."""
+        with self._lock:
+            return self._files[-1].end_phy_offset if self._files else 0
+
+    @property
+    def last_index_file_end_timestamp(self) -> int:
+        """endTimestamp of the newest file (QueryOffsetResult.indexLastUpdateTimestamp)."""
+        with self._lock:
+            return self._files[-1].end_timestamp if self._files else 0
+
+    @property
+    def last_full_file_end_timestamp(self) -> int:
+        """endTimestamp of the newest full file known flushed: the checkpoint's indexMsgTimestamp."""
+        return self._last_full_file_end_timestamp
+
+    def stats(self) -> IndexStats:
+        with self._lock:
+            last = self._files[-1] if self._files else None
+            return IndexStats(
+                file_count=len(self._files),
+                entry_count=sum(f.entry_count for f in self._files),
+                total_size=len(self._files) * index_file_size(self.hash_slot_num, self.index_num),
+                last_end_phy_offset=last.end_phy_offset if last else 0,
+                last_end_timestamp=last.end_timestamp if last else 0,
+            )
+
+    # ------------------------------------------------------------------ write
+
+    def _check_writable(self) -> None:
+        if self.read_only:
+            raise IndexFileError(f"index service on {self.index_dir} is read-only")
+
+    def _get_and_create_last_file(self) -> IndexFile:
+        """The last file if not full; otherwise a new one pre-set from the last, flushing the full one."""
+        prev: IndexFile | None = None
+        if self._files:
+            last = self._files[-1]
+            if not last.is_full():
+                return last
+            prev = last
+        ms = self.clock()
+        name = index_file_name(ms)
+        # Two files created in one millisecond would share a name (Java would reopen the full file),
+        # and a clock behind the newest name would sort the new file first on the next load. Move
+        # just past the newest name so names stay unique and in creation order.
+        if self._files and name <= self._files[-1].file_name:
+            ms = index_file_name_to_ms(self._files[-1].file_name) + 1
+            name = index_file_name(ms)
+        while (self.index_dir / name).exists():
+            ms += 1
+            name = index_file_name(ms)
+        f = IndexFile(self.index_dir / name, self.hash_slot_num, self.index_num,
+                      prev.end_phy_offset if prev else 0, prev.end_timestamp if prev else 0)
+        self._files.append(f)
+        if prev is not None:
+            self._flush_file(prev)
+        return f
+
+    def _flush_file(self, f: IndexFile) -> None:
+        """Flush one file; a full file's endTimestamp becomes the new safe indexMsgTimestamp."""
+        full_ts = f.end_timestamp if f.is_full() else 0
+        f.flush()
+        if full_ts > self._last_full_file_end_timestamp:
+            self._last_full_file_end_timestamp = full_ts
+            if self.on_full_file_flushed is not None:
+                self.on_full_file_flushed(full_ts)
+
+    def _put(self, f: IndexFile, key: str, phy_offset: int, store_timestamp: int) -> IndexFile:
+        while not f.put_key(key, phy_offset, store_timestamp):
+            f = self._get_and_create_last_file()
+        return f
+
+    def build_index(self, topic: str, phy_offset: int, store_timestamp: int, uniq_key: str | None,
+                    keys: str | None, tran_type: int) -> int:
+        """Index one dispatched record; returns the number of entries written (0 if skipped).
+
+        ``tran_type`` is ``sysFlag & 0xC`` (a full sysFlag is masked here too).
+        """
+        self._check_writable()
+        with self._lock:
+            f = self._get_and_create_last_file()
+            if phy_offset < f.end_phy_offset:
+                return 0
+            if tran_type & TRANSACTION_TYPE_MASK == TRANSACTION_ROLLBACK_TYPE:
+                return 0
+            written = 0
+            if uniq_key is not None:
+                f = self._put(f, build_key(topic, uniq_key), phy_offset, store_timestamp)
+                written += 1
+            if keys:
+                for token in keys.split(KEY_SEPARATOR):
+                    if token:
+                        f = self._put(f, build_key(topic, token), phy_offset, store_timestamp)
+                        written += 1
+            return written
+
+    # ------------------------------------------------------------------ read
+
+    def query_offset(self, topic: str, key: str, max_num: int, begin: int, end: int) -> list[int]:
+        """Candidate offsets of ``topic``/``key`` stored in ``[begin, end]``, newest file first.
+
+        ``max_num`` is capped at maxMsgsNumBatch. Candidates may include hash collisions.
+        """
+        max_num = min(max_num, self.max_msgs_num_batch)
+        out: list[int] = []
+        if max_num <= 0:
+            return out
+        full_key = build_key(topic, key)
+        with self._lock:
+            for f in reversed(self._files):
+                if f.is_time_matched(begin, end):
+                    f.select_phy_offsets(full_key, max_num, begin, end, out)
+                if f.begin_timestamp < begin or len(out) >= max_num:
+                    break
+        return out
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def delete_expired_file(self, commit_log_min_offset: int) -> int:
+        """Delete leading files whose endPhyOffset < the commitlog min offset; never the last file."""
+        self._check_writable()
+        with self._lock:
+            if not self._files or self._files[0].end_phy_offset >= commit_log_min_offset:
+                return 0
+            doomed: list[IndexFile] = []
+            for f in self._files[:-1]:
+                if f.end_phy_offset < commit_log_min_offset:
+                    doomed.append(f)
+                else:
+                    break
+            for f in doomed:
+                f.destroy()
+                self._files.remove(f)
+            return len(doomed)
+
+    def destroy_files_newer_than(self, index_msg_timestamp: int) -> int:
+        """Abnormal restart: delete every file with endTimestamp > checkpoint.indexMsgTimestamp.
+
+        Same test as Java's ``load(lastExitOK=false)``; the deleted range is rebuilt by re-dispatch.
+        """
+        self._check_writable()
+        with self._lock:
+            doomed = [f for f in self._files if f.end_timestamp > index_msg_timestamp]
+            for f in doomed:
+                f.destroy()
+                self._files.remove(f)
+            return len(doomed)
+
+    def truncate_beyond(self, phy_offset: int) -> int:
+        """Forget everything indexed at commitlog offsets >= ``phy_offset`` (recovery cut the log).
+
+        Java has no equivalent: it never trims index files when the commitlog is truncated and relies
+        on abnormal recovery deleting every non-full file. Left alone, the last file's endPhyOffset
+        would make dispatch skip the new records written from the cut onwards, and queries would
+        return offsets of records that no longer exist. So: files whose beginPhyOffset >= cut are
+        deleted (newest first), and the tail entries of the new last file that point at or beyond the
+        cut are removed (``IndexFile.truncate_from``). Afterwards no query returns an offset >= cut.
+        Returns the number of entries removed from the surviving last file plus deleted files' entries.
+        """
+        self._check_writable()
+        removed = 0
+        with self._lock:
+            while self._files and self._files[-1].begin_phy_offset >= phy_offset:
+                f = self._files.pop()
+                removed += f.entry_count
+                f.destroy()
+            if self._files:
+                removed += self._files[-1].truncate_from(phy_offset)
+        return removed
+
+    def flush(self) -> None:
+        """Flush the file being written (header rewrite + msync).
+
+        Older files are full and were flushed when the service rolled past them (or were loaded from
+        disk), as in Java. If the last file is full its endTimestamp advances the checkpoint value.
+        """
+        if self.read_only:
+            return
+        with self._lock:
+            if self._files:
+                self._flush_file(self._files[-1])
+
+    def shutdown(self) -> None:
+        """Flush (writable) and unmap all files; the service holds no files afterwards."""
+        with self._lock:
+            for f in self._files:
+                f.close(flush=not self.read_only)
+            self._files.clear()
+
+    def destroy(self) -> None:
+        """Delete every index file (used when the whole index must be rebuilt)."""
+        self._check_writable()
+        with self._lock:
+            for f in self._files:
+                f.destroy()
+            self._files.clear()
+
+    def __enter__(self) -> IndexService:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()

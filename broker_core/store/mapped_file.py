@@ -1,0 +1,225 @@
+"""Fixed-size memory-mapped files named by their global start offset (DefaultMappedFile).
+
+Files are created at full size (sparse, zero-filled) exactly as RocketMQ pre-allocates them, so a
+store written here opens in Java and vice versa. Read-only mode maps with ACCESS_READ and can never
+modify a byte, which is what makes inspection beside a running broker safe.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import threading
+from pathlib import Path
+
+PAGE_SIZE = mmap.PAGESIZE
+
+
+def offset_to_file_name(offset: int) -> str:
+    return f"{offset:020d}"
+
+
+class MappedFile:
+    __slots__ = ("path", "file_size", "file_from_offset", "read_only", "_fd", "_mm", "mv", "wrote_position",
+                 "flushed_position", "_lock")
+
+    def __init__(self, path: Path, file_size: int, read_only: bool = False, create: bool = True) -> None:
+        self.path = path
+        self.file_size = file_size
+        self.file_from_offset = int(path.name)
+        self.read_only = read_only
+        self.wrote_position = 0
+        self.flushed_position = 0
+        self._lock = threading.Lock()
+        if read_only:
+            self._fd = os.open(path, os.O_RDONLY)
+            length = os.fstat(self._fd).st_size
+            self._mm = mmap.mmap(self._fd, length, access=mmap.ACCESS_READ) if length else None
+        else:
+            exists = path.exists()
+            if not exists and not create:
+                raise FileNotFoundError(path)
+            self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            if os.fstat(self._fd).st_size != file_size:
+                os.ftruncate(self._fd, file_size)
+            self._mm = mmap.mmap(self._fd, file_size, access=mmap.ACCESS_WRITE)
+        self.mv = memoryview(self._mm) if self._mm is not None else memoryview(b"")
+
+    @property
+    def length(self) -> int:
+        return len(self.mv)
+
+    @property
+    def free(self) -> int:
+        return self.file_size - self.wrote_position
+
+    def is_full(self) -> bool:
+        return self.wrote_position >= self.file_size
+
+    def append(self, data: bytes | bytearray | memoryview) -> int:
+        """Copy ``data`` at the write position; returns the position it was written at."""
+        pos = self.wrote_position
+        n = len(data)
+        self.mv[pos:pos + n] = data
+        self.wrote_position = pos + n
+        return pos
+
+    def write_at(self, pos: int, data: bytes | bytearray | memoryview) -> None:
+        self.mv[pos:pos + len(data)] = data
+
+    def flush(self, least_pages: int = 0) -> int:
+        """msync the dirty range; returns the new flushed position."""
+        if self.read_only or self._mm is None:
+            return self.flushed_position
+        with self._lock:
+            end = self.wrote_position
+            start = self.flushed_position
+            if end <= start:
+                return start
+            if least_pages > 0 and (end // PAGE_SIZE - start // PAGE_SIZE) < least_pages:
+                return start
+            aligned = start - start % PAGE_SIZE
+            self._mm.flush(aligned, end - aligned)
+            self.flushed_position = end
+            return end
+
+    def flush_all(self) -> None:
+        if not self.read_only and self._mm is not None:
+            self._mm.flush()
+            self.flushed_position = self.wrote_position
+
+    def close(self) -> None:
+        try:
+            self.mv.release()
+        except Exception:  # a slice still exported somewhere: the mmap is freed when it goes
+            pass
+        if self._mm is not None:
+            try:
+                self._mm.close()
+            except BufferError:
+                pass
+            self._mm = None
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def destroy(self) -> None:
+        self.close()
+        try:
+            self.path.unlink()
+        except FileNotFoundError:
+            pass
+
+    def __repr__(self) -> str:
+        return f"MappedFile({self.path.name}, wrote={self.wrote_position})"
+
+
+class MappedFileQueue:
+    """An ordered, contiguous run of MappedFiles forming one logical log (MappedFileQueue)."""
+
+    def __init__(self, directory: Path, file_size: int, read_only: bool = False) -> None:
+        self.directory = directory
+        self.file_size = file_size
+        self.read_only = read_only
+        self.files: list[MappedFile] = []
+        self.flushed_where = 0
+
+    def load(self) -> None:
+        """Open every data file; an empty last file is dropped, a wrongly sized one is an error."""
+        if not self.directory.is_dir():
+            return
+        names = sorted(p for p in self.directory.iterdir() if p.is_file() and p.name.isdigit() and len(p.name) == 20)
+        for i, p in enumerate(names):
+            size = p.stat().st_size
+            if size != self.file_size:
+                if size == 0 and i == len(names) - 1 and not self.read_only:
+                    p.unlink()
+                    continue
+                raise ValueError(f"{p}: length {size} differs from the configured file size {self.file_size}; "
+                                 f"check the store config (mappedFileSize*) for this store")
+            mf = MappedFile(p, self.file_size, self.read_only)
+            mf.wrote_position = self.file_size
+            mf.flushed_position = self.file_size
+            self.files.append(mf)
+
+    def create_file(self, start_offset: int) -> MappedFile:
+        if self.read_only:
+            raise PermissionError("store is open read-only")
+        self.directory.mkdir(parents=True, exist_ok=True)
+        mf = MappedFile(self.directory / offset_to_file_name(start_offset), self.file_size)
+        self.files.append(mf)
+        return mf
+
+    def last_file(self) -> MappedFile | None:
+        return self.files[-1] if self.files else None
+
+    def get_last_mapped_file(self, start_offset: int = 0, need_create: bool = True) -> MappedFile | None:
+        last = self.files[-1] if self.files else None
+        if last is None:
+            if not need_create:
+                return None
+            start = start_offset - start_offset % self.file_size
+            return self.create_file(start)
+        if last.is_full() and need_create:
+            return self.create_file(last.file_from_offset + self.file_size)
+        return last
+
+    def find_mapped_file_by_offset(self, offset: int) -> MappedFile | None:
+        if not self.files:
+            return None
+        first = self.files[0].file_from_offset
+        idx = (offset - first) // self.file_size
+        if 0 <= idx < len(self.files):
+            mf = self.files[idx]
+            if mf.file_from_offset <= offset < mf.file_from_offset + self.file_size:
+                return mf
+        for mf in self.files:
+            if mf.file_from_offset <= offset < mf.file_from_offset + self.file_size:
+                return mf
+        return None
+
+    def min_offset(self) -> int:
+        return self.files[0].file_from_offset if self.files else 0
+
+    def max_offset(self) -> int:
+        last = self.last_file()
+        return last.file_from_offset + last.wrote_position if last else 0
+
+    def set_max_offset(self, offset: int) -> None:
+        """Truncate the logical end to ``offset`` (truncateDirtyFiles): later files are deleted."""
+        keep: list[MappedFile] = []
+        for mf in self.files:
+            tail = mf.file_from_offset + self.file_size
+            if tail > offset:
+                if offset >= mf.file_from_offset:
+                    pos = offset - mf.file_from_offset
+                    mf.wrote_position = pos
+                    mf.flushed_position = min(mf.flushed_position, pos)
+                else:
+                    mf.destroy()
+                    continue
+            keep.append(mf)
+        self.files = keep
+
+    def delete_first_file(self) -> None:
+        if self.files:
+            self.files.pop(0).destroy()
+
+    def flush(self, least_pages: int = 0) -> None:
+        for mf in self.files:
+            if mf.flushed_position < mf.wrote_position:
+                mf.flush(least_pages)
+
+    def close(self) -> None:
+        for mf in self.files:
+            mf.close()
+        self.files = []
+
+    def destroy(self) -> None:
+        for mf in self.files:
+            mf.destroy()
+        self.files = []
+        try:
+            self.directory.rmdir()
+        except OSError:
+            pass

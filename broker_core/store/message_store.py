@@ -1,0 +1,784 @@
+"""MessageStore: the facade over commitlog, consume queues, index, checkpoint and recovery.
+
+This is what the Broker, the admin tools and the tests talk to. It owns the store directory's
+layout (spec §4.3), takes the ``lock`` file unless opened read-only, recovers on open (normal or
+abnormal, spec §9.5/§9.6), runs the reput (dispatch) and flush services, and answers reads by queue
+offset, by physical offset, by key and by time. Read-only opening computes the same valid tail in
+memory and writes nothing, so it is safe beside a running broker, even a Java one.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+
+from .batch_consume_queue import BatchConsumeQueue
+from .checkpoint import StoreCheckpoint
+from .codec.batch import iter_batch_raw
+from .codec.message import RECORD_BLANK, RECORD_VALID, MessageExt, MessageInner, check_record
+from .codec.sys_flag import INNER_BATCH_FLAG, NEED_UNWRAP_FLAG
+from .commit_log import CommitLog, PutMessageResult, PutMessageStatus, now_ms
+from .consume_queue import BOUNDARY_LOWER, ConsumeQueue, ConsumeQueueBase, CqUnit
+from .dispatch import DispatchRequest, build_dispatch_request
+from .index_service import IndexService
+from .store_config import StoreConfig, parse_delay_levels
+from .store_lock import StoreLock
+from .topic_config import BATCH_CQ, SIMPLE_CQ, TopicConfigTable
+
+log = logging.getLogger("rmqops.store")
+
+CONSUME_QUEUE_DIR = "consumequeue"
+BATCH_CONSUME_QUEUE_DIR = "batchconsumequeue"
+
+
+class GetMessageStatus(str, Enum):
+    FOUND = "FOUND"
+    NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"
+    MESSAGE_WAS_REMOVING = "MESSAGE_WAS_REMOVING"
+    OFFSET_FOUND_NULL = "OFFSET_FOUND_NULL"
+    OFFSET_OVERFLOW_BADLY = "OFFSET_OVERFLOW_BADLY"
+    OFFSET_OVERFLOW_ONE = "OFFSET_OVERFLOW_ONE"
+    OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"
+    NO_MATCHED_LOGIC_QUEUE = "NO_MATCHED_LOGIC_QUEUE"
+    NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
+
+
+@dataclass(slots=True)
+class GetMessageResult:
+    status: GetMessageStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    messages: list[MessageExt] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class RecoveryReport:
+    abnormal: bool
+    start_offset: int
+    process_offset: int
+    truncated_bytes: int
+    stop_reason: str
+    dispatched: int
+
+
+class MessageFilterLike:
+    """What get_messages needs from a filter (the broker's tag/SQL filters provide it)."""
+
+    def is_matched_by_consume_queue(self, tags_code: int) -> bool:  # pragma: no cover - protocol
+        return True
+
+    def is_matched_by_commit_log(self, properties: dict[str, str]) -> bool:  # pragma: no cover
+        return True
+
+
+class MessageStore:
+    def __init__(self, root: str | Path, config: StoreConfig | None = None, clock: Callable[[], int] = now_ms,
+                 read_only: bool = False) -> None:
+        self.root = Path(root)
+        self.config = config or StoreConfig()
+        self.config.store_path_root_dir = str(self.root)
+        self.clock = clock
+        self.read_only = read_only
+        self.delay_levels_ms = parse_delay_levels(self.config.message_delay_level)
+        self.config_dir = self.root / "config"
+        self._lock_file = StoreLock(self.root)
+        self.commit_log = CommitLog(self.config, clock, read_only)
+        self.consume_queues: dict[tuple[str, int], ConsumeQueueBase] = {}
+        self._cq_guard = threading.RLock()
+        self.topic_table = TopicConfigTable(self.config_dir)
+        self.index_service: IndexService | None = None
+        self.checkpoint: StoreCheckpoint | None = None
+        self.reput = None
+        self.recovery_report: RecoveryReport | None = None
+        self.arrival_listeners: list[Callable[[str, int, int, int, int, str], None]] = []
+        self.dispatchers: list[Callable[[DispatchRequest], None]] = []
+        self._flush_thread: threading.Thread | None = None
+        self._stopping = False
+        self._started = False
+        self._opened = False
+        self.clean_shutdown = True
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+    def open(self) -> MessageStore:
+        """Load and recover. Writable opening takes the lock and marks the store running (abort)."""
+        from .reput import ReputMessageService
+
+        if not self.read_only:
+            self.root.mkdir(parents=True, exist_ok=True)
+            self._lock_file.acquire()
+        elif not self.root.is_dir():
+            raise FileNotFoundError(f"store directory {self.root} does not exist")
+        try:
+            self._infer_file_sizes()
+            self.topic_table.load()
+            abnormal = (self.root / "abort").exists()
+            self.checkpoint = StoreCheckpoint(self.root / "checkpoint", self.read_only)
+            self.commit_log.load()
+            self._load_consume_queues()
+            if abnormal and not self.read_only and self.config.message_index_enable:
+                pass  # index files newer than the checkpoint are dropped in _recover
+            self.index_service = IndexService(
+                self.root / "index", self.config.max_hash_slot_num, self.config.max_index_num, self.clock,
+                read_only=self.read_only, max_msgs_num_batch=self.config.max_msgs_num_batch,
+                on_full_file_flushed=self._on_full_index_file_flushed)
+            self.reput = ReputMessageService(self)
+            self.recovery_report = self._recover(abnormal)
+            if not self.read_only:
+                (self.root / "abort").write_text(str(os.getpid()))
+            self._opened = True
+        except BaseException:
+            self._close_files()
+            if not self.read_only:
+                self._lock_file.release()
+            raise
+        return self
+
+    def start(self) -> MessageStore:
+        """Start background services (flush, dispatch). Read-only stores have none."""
+        if not self._opened:
+            self.open()
+        if self.read_only or self._started:
+            return self
+        self._started = True
+        self._stopping = False
+        self.commit_log.append_listeners.append(self.reput.wake)
+        self.commit_log.start()
+        self.reput.start()
+        self._flush_thread = threading.Thread(target=self._flush_service, name="FlushConsumeQueue", daemon=True)
+        self._flush_thread.start()
+        return self
+
+    def __enter__(self) -> MessageStore:
+        return self.start() if not self.read_only else self.open()
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    def shutdown(self) -> None:
+        """Dispatch and flush everything, persist the checkpoint, remove ``abort``, release the lock."""
+        if not self._opened:
+            return
+        self._stopping = True
+        if self._flush_thread is not None:
+            self._flush_thread.join(timeout=10)
+            self._flush_thread = None
+        if not self.read_only:
+            self.commit_log.shutdown()
+            self.reput.shutdown()
+            self.flush()
+        self._close_files()
+        if not self.read_only:
+            if self.reput.behind() == 0:
+                try:
+                    (self.root / "abort").unlink()
+                except FileNotFoundError:
+                    pass
+            self._lock_file.release()
+        self._opened = False
+        self._started = False
+
+    def _close_files(self) -> None:
+        self.commit_log.close()
+        for cq in self.consume_queues.values():
+            cq.close()
+        if self.index_service is not None:
+            self.index_service.shutdown()
+        if self.checkpoint is not None:
+            self.checkpoint.shutdown()
+
+    def flush(self) -> None:
+        if self.read_only:
+            return
+        self.commit_log.flush()
+        with self._cq_guard:
+            queues = list(self.consume_queues.values())
+        for cq in queues:
+            cq.flush()
+        if self.index_service is not None:
+            self.index_service.flush()
+        if self.checkpoint is not None:
+            self.checkpoint.flush()
+
+    def _flush_service(self) -> None:
+        import time
+
+        interval = self.config.flush_interval_consume_queue / 1000
+        while not self._stopping:
+            time.sleep(min(interval, 0.2))
+            if self._stopping:
+                break
+            try:
+                with self._cq_guard:
+                    queues = list(self.consume_queues.values())
+                for cq in queues:
+                    cq.flush(self.config.flush_consume_queue_least_pages)
+                if self.checkpoint is not None:
+                    self.checkpoint.flush()
+            except Exception:
+                log.exception("consume queue flush failed")
+
+    def _on_full_index_file_flushed(self, end_timestamp: int) -> None:
+        if self.checkpoint is not None:
+            self.checkpoint.index_msg_timestamp = end_timestamp
+
+    # -- layout ------------------------------------------------------------------------------------
+    def _infer_file_sizes(self) -> None:
+        """An existing store's file sizes win over the config (they are unambiguous)."""
+        for directory, attr in ((self.config.commit_log_dir, "mapped_file_size_commit_log"),):
+            size = _first_file_size(directory)
+            if size:
+                setattr(self.config, attr, size)
+                self.commit_log.file_size = size
+                self.commit_log.file_queue.file_size = size
+        cq_size = _first_nested_file_size(self.root / CONSUME_QUEUE_DIR)
+        if cq_size and cq_size % 20 == 0:
+            self.config.mapped_file_size_consume_queue = cq_size
+        bcq_size = _first_nested_file_size(self.root / BATCH_CONSUME_QUEUE_DIR)
+        if bcq_size and bcq_size % 46 == 0:
+            self.config.mapper_file_size_batch_consume_queue = bcq_size
+
+    def queue_type_of(self, topic: str) -> str:
+        tc = self.topic_table.get(topic)
+        if tc is not None and tc.attributes.get("queue.type"):
+            return tc.queue_type
+        if (self.root / BATCH_CONSUME_QUEUE_DIR / topic).is_dir():
+            return BATCH_CQ
+        return SIMPLE_CQ
+
+    def _new_queue(self, topic: str, queue_id: int, queue_type: str) -> ConsumeQueueBase:
+        if queue_type == BATCH_CQ:
+            return BatchConsumeQueue(topic, queue_id, self.root / BATCH_CONSUME_QUEUE_DIR,
+                                     self.config.batch_consume_queue_file_size, self.read_only)
+        return ConsumeQueue(topic, queue_id, self.root / CONSUME_QUEUE_DIR, self.config.consume_queue_file_size,
+                            self.read_only)
+
+    def _load_consume_queues(self) -> None:
+        for dirname, qtype in ((CONSUME_QUEUE_DIR, SIMPLE_CQ), (BATCH_CONSUME_QUEUE_DIR, BATCH_CQ)):
+            base = self.root / dirname
+            if not base.is_dir():
+                continue
+            for topic_dir in sorted(base.iterdir()):
+                if not topic_dir.is_dir():
+                    continue
+                for qdir in sorted(topic_dir.iterdir()):
+                    if not (qdir.is_dir() and qdir.name.lstrip("-").isdigit()):
+                        continue
+                    cq = self._new_queue(topic_dir.name, int(qdir.name), qtype)
+                    cq.load()
+                    self.consume_queues[(topic_dir.name, int(qdir.name))] = cq
+
+    def find_consume_queue(self, topic: str, queue_id: int, create: bool = False,
+                           queue_type: str | None = None) -> ConsumeQueueBase | None:
+        key = (topic, queue_id)
+        cq = self.consume_queues.get(key)
+        if cq is not None or not create or self.read_only:
+            return cq
+        with self._cq_guard:
+            cq = self.consume_queues.get(key)
+            if cq is None:
+                cq = self._new_queue(topic, queue_id, queue_type or self.queue_type_of(topic))
+                self.consume_queues[key] = cq
+            return cq
+
+    # -- recovery ----------------------------------------------------------------------------------
+    def _recover(self, abnormal: bool) -> RecoveryReport:
+        for cq in self.consume_queues.values():
+            cq.recover()
+        dispatch_from = max((cq.max_physic_end() for cq in self.consume_queues.values()), default=-1)
+        files = self.commit_log.file_queue.files
+        cp = self.checkpoint
+        assert cp is not None and self.index_service is not None
+        if abnormal and not self.read_only and self.config.message_index_enable:
+            dropped = self.index_service.destroy_files_newer_than(cp.index_msg_timestamp)
+            if dropped:
+                log.info("abnormal recovery: dropped %d index file(s) newer than the checkpoint", dropped)
+        start_index = 0
+        for i in range(len(files) - 1, 0, -1):
+            mf = files[i]
+            rc = check_record(mf.mv, 0, mf.length, check_crc=False, read_body=False)
+            if rc.kind != RECORD_VALID or rc.message.store_timestamp == 0:
+                continue
+            m = rc.message
+            if abnormal:
+                ok = m.store_timestamp <= cp.min_timestamp
+            else:
+                ok = m.commit_log_offset <= max(dispatch_from, 0)
+            if ok and self.config.message_index_enable and self.config.message_index_safe:
+                ok = m.store_timestamp <= cp.index_msg_timestamp
+            if ok:
+                start_index = i
+                break
+        start_offset = files[start_index].file_from_offset if files else 0
+        process_offset = start_offset
+        stop_reason = ""
+        dispatched = 0
+        check_crc = self.config.check_crc_on_recover
+        idx = start_index
+        while idx < len(files):
+            mf = files[idx]
+            mv = mf.mv
+            limit = min(mf.length, self.commit_log.file_size)
+            pos = 0
+            while True:
+                rc = check_record(mv, pos, limit, check_crc=check_crc, read_body=False)
+                if rc.kind == RECORD_VALID:
+                    phy = mf.file_from_offset + pos
+                    if abnormal or phy >= dispatch_from:
+                        if not self.read_only or True:
+                            self._dispatch_recovered(build_dispatch_request(rc.message, self.delay_levels_ms))
+                        dispatched += 1
+                    pos += rc.size
+                    continue
+                if rc.kind == RECORD_BLANK:
+                    pos = self.commit_log.file_size
+                else:
+                    stop_reason = rc.reason
+                break
+            process_offset = mf.file_from_offset + pos
+            if pos >= self.commit_log.file_size and idx + 1 < len(files):
+                idx += 1
+                continue
+            break
+        max_before = self.commit_log.max_offset() if not files else files[-1].file_from_offset + self.commit_log.file_size
+        truncated = 0
+        if files:
+            # bytes of real data after the tail are what a torn/corrupt record cost
+            truncated = self._data_bytes_after(process_offset)
+        if stop_reason and truncated > 0 and "zero bytes" not in stop_reason:
+            log.warning("recovery: commitlog valid data ends at offset %d (%s); %d byte(s) after it are "
+                        "discarded", process_offset, stop_reason, truncated)
+        del max_before
+        for cq in self.consume_queues.values():
+            cq.truncate_dirty_logic_files(process_offset)
+        if not self.read_only:
+            self.index_service.truncate_beyond(process_offset)
+        self._truncate_commit_log(process_offset)
+        self._rebuild_queue_offset_table()
+        self.correct_min_offsets()
+        self.reput.reput_from_offset = process_offset
+        if not self.read_only and cp is not None:
+            cp.confirm_phy_offset = process_offset
+        return RecoveryReport(abnormal, start_offset, process_offset, truncated, stop_reason, dispatched)
+
+    def _data_bytes_after(self, offset: int) -> int:
+        """How many non-zero-looking bytes follow the valid tail (0 for a clean end)."""
+        mf = self.commit_log.file_queue.find_mapped_file_by_offset(offset)
+        if mf is None:
+            return 0
+        pos = offset - mf.file_from_offset
+        tail = mf.mv[pos:min(mf.length, pos + 65536)]
+        stripped = bytes(tail).rstrip(b"\x00")
+        extra = len(stripped)
+        later = [f for f in self.commit_log.file_queue.files if f.file_from_offset > mf.file_from_offset]
+        return extra + sum(len(bytes(f.mv[:4096]).rstrip(b"\x00")) for f in later)
+
+    def _truncate_commit_log(self, offset: int) -> None:
+        fq = self.commit_log.file_queue
+        if self.read_only:
+            for mf in fq.files:
+                if mf.file_from_offset <= offset < mf.file_from_offset + fq.file_size:
+                    mf.wrote_position = offset - mf.file_from_offset
+                elif mf.file_from_offset + fq.file_size <= offset:
+                    mf.wrote_position = fq.file_size
+            fq.files = [f for f in fq.files if f.file_from_offset <= offset]
+        else:
+            fq.set_max_offset(offset)
+            for mf in fq.files:
+                mf.flushed_position = mf.wrote_position
+        self.commit_log.flushed_offset = offset
+
+    def _rebuild_queue_offset_table(self) -> None:
+        table = self.commit_log.queue_offsets
+        for (topic, qid), cq in self.consume_queues.items():
+            table.set(topic, qid, cq.get_max_offset_in_queue())
+
+    def correct_min_offsets(self) -> None:
+        cl_min = self.commit_log.min_offset()
+        for cq in self.consume_queues.values():
+            cq.correct_min_offset(cl_min)
+
+    def _dispatch_recovered(self, req: DispatchRequest) -> None:
+        if self.read_only:
+            self._dispatch_in_memory(req)
+        else:
+            self.do_dispatch(req, notify=False)
+
+    def _dispatch_in_memory(self, req: DispatchRequest) -> None:
+        """Read-only recovery: records the CQ files do not have yet are known only by the count."""
+        cq = self.consume_queues.get((req.topic, req.queue_id))
+        if cq is None or not req.enters_queue:
+            return
+        # Units cannot be written; they stay readable through read-only re-dispatch maps.
+        pending = self._ro_pending.setdefault((req.topic, req.queue_id), [])
+        pending.append(req)
+
+    @property
+    def _ro_pending(self) -> dict[tuple[str, int], list[DispatchRequest]]:
+        if not hasattr(self, "_ro_pending_map"):
+            self._ro_pending_map: dict[tuple[str, int], list[DispatchRequest]] = {}
+        return self._ro_pending_map
+
+    # -- dispatch ----------------------------------------------------------------------------------
+    def do_dispatch(self, req: DispatchRequest, notify: bool = True) -> None:
+        if req.enters_queue:
+            qtype = BATCH_CQ if req.is_inner_batch else None
+            cq = self.find_consume_queue(req.topic, req.queue_id, create=True, queue_type=qtype)
+            if cq is not None:
+                if isinstance(cq, BatchConsumeQueue):
+                    cq.put_message_position_info(req.commit_log_offset, req.msg_size, req.tags_code,
+                                                 req.msg_base_offset, req.store_timestamp, req.batch_size)
+                else:
+                    cq.put_message_position_info(req.commit_log_offset, req.msg_size, req.tags_code,
+                                                 req.consume_queue_offset)
+                if self.checkpoint is not None:
+                    self.checkpoint.logics_msg_timestamp = req.store_timestamp
+        if self.config.message_index_enable and self.index_service is not None and not self.read_only \
+                and not self._already_indexed(req.commit_log_offset):
+            self.index_service.build_index(req.topic, req.commit_log_offset, req.store_timestamp, req.uniq_key,
+                                           req.keys, req.tran_type)
+        for d in self.dispatchers:
+            d(req)
+        if notify and req.enters_queue:
+            for listener in self.arrival_listeners:
+                listener(req.topic, req.queue_id, req.consume_queue_offset + req.batch_size, req.tags_code,
+                         req.store_timestamp, req.properties_string)
+
+    def _already_indexed(self, phy_offset: int) -> bool:
+        """Re-dispatch after recovery must not add a record's keys to the index twice."""
+        svc = self.index_service
+        files = svc.files if svc is not None else []
+        return bool(files) and files[-1].entry_count > 0 and phy_offset <= svc.last_index_file_end_phy_offset
+
+    def wait_for_dispatch(self, timeout: float = 10.0) -> bool:
+        """Block until every written record is in its consume queue and the index (tests, CLI)."""
+        return self.reput.wait_until_dispatched(timeout)
+
+    def dispatch_behind_bytes(self) -> int:
+        return self.reput.behind() if self.reput else 0
+
+    # -- write -------------------------------------------------------------------------------------
+    def _check_writable(self) -> PutMessageResult | None:
+        if self.read_only or not self._opened:
+            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE,
+                                    remark="store is read-only" if self.read_only else "store is not open")
+        return None
+
+    def put_message(self, msg: MessageInner) -> PutMessageResult:
+        bad = self._check_writable()
+        if bad:
+            return bad
+        result = self.commit_log.put_message(msg)
+        if self.checkpoint is not None and result.ok:
+            self.checkpoint.physic_msg_timestamp = result.store_timestamp
+        if not self._started:
+            self.reput.do_reput()
+        return result
+
+    def put_messages(self, msgs: list[MessageInner]) -> PutMessageResult:
+        """Exploded batch: one record per message, contiguous, consecutive queue offsets."""
+        bad = self._check_writable()
+        if bad:
+            return bad
+        if not msgs:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark="empty batch")
+        result = self.commit_log.put_messages(msgs)
+        if self.checkpoint is not None and result.ok:
+            self.checkpoint.physic_msg_timestamp = result.store_timestamp
+        if not self._started:
+            self.reput.do_reput()
+        return result
+
+    def put_inner_batch(self, msg: MessageInner, inner_num: int) -> PutMessageResult:
+        """BatchCQ path: ``msg.body`` is a packed batch; one record, INNER_NUM/INNER_BASE properties."""
+        bad = self._check_writable()
+        if bad:
+            return bad
+        if inner_num <= 0:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark="inner batch has no messages")
+        msg.sys_flag |= INNER_BATCH_FLAG  # NEED_UNWRAP is the broker's choice (SendMessageProcessor)
+        result = self._put_inner_batch_locked(msg, inner_num)
+        if self.checkpoint is not None and result.ok:
+            self.checkpoint.physic_msg_timestamp = result.store_timestamp
+        if not self._started:
+            self.reput.do_reput()
+        return result
+
+    def _put_inner_batch_locked(self, msg: MessageInner, inner_num: int) -> PutMessageResult:
+        cl = self.commit_log
+        # Serialize inner-batch puts of one queue so INNER_BASE matches the offset put_message assigns.
+        with self._inner_batch_guard(msg.topic, msg.queue_id):
+            base = cl.queue_offsets.next(msg.topic, msg.queue_id)
+            msg.properties["INNER_BASE"] = str(base)
+            return cl.put_message(msg, queue_step=inner_num)
+
+    def _inner_batch_guard(self, topic: str, queue_id: int) -> threading.Lock:
+        if not hasattr(self, "_queue_locks"):
+            self._queue_locks: dict[tuple[str, int], threading.Lock] = {}
+        with self._cq_guard:
+            return self._queue_locks.setdefault((topic, queue_id), threading.Lock())
+
+    # -- read --------------------------------------------------------------------------------------
+    def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        cq = self.consume_queues.get((topic, queue_id))
+        base = cq.get_max_offset_in_queue() if cq else 0
+        pending = self._ro_pending.get((topic, queue_id)) if self.read_only else None
+        if pending:
+            last = pending[-1]
+            base = max(base, last.msg_base_offset + last.batch_size if isinstance(cq, BatchConsumeQueue)
+                       else last.consume_queue_offset + 1)
+        return base
+
+    def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        cq = self.consume_queues.get((topic, queue_id))
+        return cq.get_min_offset_in_queue() if cq else 0
+
+    def get_min_phy_offset(self) -> int:
+        return self.commit_log.min_offset()
+
+    def get_max_phy_offset(self) -> int:
+        return self.commit_log.max_offset()
+
+    def topics(self) -> list[str]:
+        names = {t for t, _ in self.consume_queues}
+        names.update(self.topic_table.topics)
+        return sorted(names)
+
+    def queue_ids(self, topic: str) -> list[int]:
+        return sorted(q for t, q in self.consume_queues if t == topic)
+
+    def get_units(self, topic: str, queue_id: int, offset: int, max_units: int) -> list[CqUnit]:
+        cq = self.consume_queues.get((topic, queue_id))
+        units = cq.get_units(offset, max_units) if cq else []
+        if self.read_only:
+            pending = self._ro_pending.get((topic, queue_id))
+            if pending and len(units) < max_units:
+                nxt = units[-1].queue_offset + units[-1].batch_num if units else offset
+                for r in pending:
+                    q = r.msg_base_offset if isinstance(cq, BatchConsumeQueue) else r.consume_queue_offset
+                    if q + r.batch_size > nxt and len(units) < max_units and (not units or q >= nxt):
+                        units.append(CqUnit(q, r.commit_log_offset, r.msg_size, r.tags_code, r.batch_size,
+                                            r.store_timestamp))
+                        nxt = q + r.batch_size
+        return units
+
+    def get_messages(self, topic: str, queue_id: int, offset: int, max_num: int,
+                     message_filter: MessageFilterLike | None = None, max_units_scan: int = 32 * 1024
+                     ) -> GetMessageResult:
+        """Read up to ``max_num`` messages from ``offset`` (GetMessageStatus as RocketMQ's)."""
+        cq = self.consume_queues.get((topic, queue_id))
+        if cq is None:
+            return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
+        min_off = self.get_min_offset_in_queue(topic, queue_id)
+        max_off = self.get_max_offset_in_queue(topic, queue_id)
+        if max_off == 0:
+            return GetMessageResult(GetMessageStatus.NO_MESSAGE_IN_QUEUE, 0, min_off, max_off)
+        if offset < min_off:
+            return GetMessageResult(GetMessageStatus.OFFSET_TOO_SMALL, min_off, min_off, max_off)
+        if offset == max_off:
+            return GetMessageResult(GetMessageStatus.OFFSET_OVERFLOW_ONE, offset, min_off, max_off)
+        if offset > max_off:
+            return GetMessageResult(GetMessageStatus.OFFSET_OVERFLOW_BADLY, max_off if min_off != 0 else max_off,
+                                    min_off, max_off)
+        messages: list[MessageExt] = []
+        next_offset = offset
+        scanned = 0
+        cl_min = self.commit_log.min_offset()
+        batch = isinstance(cq, BatchConsumeQueue)
+        while len(messages) < max_num and next_offset < max_off and scanned < max_units_scan:
+            units = self.get_units(topic, queue_id, next_offset, min(64, max_units_scan - scanned))
+            if not units:
+                break
+            for u in units:
+                scanned += 1
+                unit_end = u.queue_offset + u.batch_num
+                if unit_end <= next_offset:
+                    continue
+                if u.phy_offset < cl_min:
+                    next_offset = unit_end
+                    continue
+                if message_filter is not None and not message_filter.is_matched_by_consume_queue(u.tags_code):
+                    next_offset = unit_end
+                    continue
+                record = self.commit_log.get_message(u.phy_offset, u.size)
+                if record is None:
+                    next_offset = unit_end
+                    continue
+                if batch and record.sys_flag & INNER_BATCH_FLAG:
+                    for m in unwrap_inner_batch(record, u.queue_offset):
+                        if m.queue_offset < next_offset:
+                            continue
+                        if len(messages) >= max_num:
+                            break
+                        if message_filter is None or message_filter.is_matched_by_commit_log(m.properties):
+                            messages.append(m)
+                        next_offset = m.queue_offset + 1
+                    if len(messages) >= max_num:
+                        break
+                    next_offset = max(next_offset, unit_end)
+                    continue
+                if batch:
+                    record.queue_offset = u.queue_offset
+                if message_filter is None or message_filter.is_matched_by_commit_log(record.properties):
+                    messages.append(record)
+                next_offset = unit_end
+                if len(messages) >= max_num:
+                    break
+        if messages:
+            status = GetMessageStatus.FOUND
+        elif next_offset > offset:
+            status = GetMessageStatus.NO_MATCHED_MESSAGE
+        else:
+            status = GetMessageStatus.OFFSET_FOUND_NULL
+            next_offset = offset + 1 if offset + 1 <= max_off else offset
+        return GetMessageResult(status, next_offset, min_off, max_off, messages)
+
+    def look_message_by_offset(self, commit_log_offset: int, size: int | None = None) -> MessageExt | None:
+        if commit_log_offset >= self.commit_log.max_offset():
+            return None
+        return self.commit_log.get_message(commit_log_offset, size)
+
+    def query_message(self, topic: str, key: str, max_num: int = 64, begin: int = 0, end: int = 2 ** 63 - 1,
+                      exact: bool = True) -> list[MessageExt]:
+        """Messages of ``topic`` whose UNIQ_KEY or a KEYS token is ``key`` (via the IndexFile)."""
+        if self.index_service is None:
+            return []
+        max_phy = self.commit_log.max_offset()
+        out = []
+        for phy in sorted(set(self.index_service.query_offset(topic, key, max_num, begin, end))):
+            if phy >= max_phy:
+                continue
+            m = self.commit_log.get_message(phy)
+            if m is None or m.topic != topic:
+                continue
+            if exact and m.uniq_key != key and key not in (m.keys or "").split(" "):
+                continue
+            out.append(m)
+        return out
+
+    def query_offsets_by_key(self, topic: str, key: str, max_num: int = 64, begin: int = 0,
+                             end: int = 2 ** 63 - 1) -> list[int]:
+        """Raw IndexService candidates (what IndexService.queryOffset returns), sorted."""
+        if self.index_service is None:
+            return []
+        max_phy = self.commit_log.max_offset()
+        return sorted(p for p in self.index_service.query_offset(topic, key, max_num, begin, end) if p < max_phy)
+
+    def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp: int,
+                                    boundary: str = BOUNDARY_LOWER) -> int:
+        cq = self.consume_queues.get((topic, queue_id))
+        if cq is None:
+            return 0
+        return cq.get_offset_in_queue_by_time(timestamp, self.commit_log.pickup_store_timestamp, boundary)
+
+    def get_exact_offset_by_time(self, topic: str, queue_id: int, timestamp: int) -> int:
+        """The first message offset stored at/after ``timestamp``, exact inside BatchCQ batches.
+
+        Items of an inner batch share the record's store time, so the exact offset is the unit's
+        base when the unit is at/after the time (every item qualifies) and its end otherwise.
+        """
+        return self.get_offset_in_queue_by_time(topic, queue_id, timestamp)
+
+    def get_message_store_timestamp(self, topic: str, queue_id: int, offset: int) -> int:
+        cq = self.consume_queues.get((topic, queue_id))
+        if cq is None:
+            return -1
+        unit = cq.get_unit(offset)
+        if unit is None:
+            return -1
+        if unit.store_time:
+            return unit.store_time
+        return self.commit_log.pickup_store_timestamp(unit.phy_offset, unit.size)
+
+    def get_earliest_message_time(self, topic: str | None = None, queue_id: int | None = None) -> int:
+        if topic is None:
+            mf = self.commit_log.file_queue.files[0] if self.commit_log.file_queue.files else None
+            if mf is None:
+                return -1
+            m = self.commit_log.get_message(mf.file_from_offset, read_body=False)
+            return m.store_timestamp if m else -1
+        return self.get_message_store_timestamp(topic, queue_id or 0,
+                                                self.get_min_offset_in_queue(topic, queue_id or 0))
+
+    def iter_commit_log(self, start: int | None = None, check_crc: bool = False,
+                        read_body: bool = True) -> Iterator[MessageExt]:
+        """Every valid record from ``start`` to the end of the valid data."""
+        cl = self.commit_log
+        offset = cl.min_offset() if start is None else start
+        while offset < cl.max_offset():
+            mf = cl.file_queue.find_mapped_file_by_offset(offset)
+            if mf is None:
+                return
+            pos = offset - mf.file_from_offset
+            rc = check_record(mf.mv, pos, mf.wrote_position, check_crc=check_crc, read_body=read_body)
+            if rc.kind == RECORD_VALID:
+                yield rc.message
+                offset += rc.size
+            elif rc.kind == RECORD_BLANK or pos >= mf.wrote_position:
+                offset = mf.file_from_offset + cl.file_size
+            else:
+                return
+
+    # -- admin -------------------------------------------------------------------------------------
+    def delete_topics(self, topics: Iterable[str]) -> int:
+        """Destroy the consume queues of ``topics`` and forget their queue offsets."""
+        if self.read_only:
+            raise PermissionError("store is open read-only")
+        removed = 0
+        with self._cq_guard:
+            for key in [k for k in self.consume_queues if k[0] in set(topics)]:
+                self.consume_queues.pop(key).destroy()
+                removed += 1
+        for t in topics:
+            self.commit_log.queue_offsets.remove_topic(t)
+            for d in (CONSUME_QUEUE_DIR, BATCH_CONSUME_QUEUE_DIR):
+                p = self.root / d / t
+                if p.is_dir():
+                    import shutil
+
+                    shutil.rmtree(p, ignore_errors=True)
+        return removed
+
+    def has_data(self, topic: str) -> bool:
+        return any(cq.get_max_offset_in_queue() > 0 for (t, _), cq in self.consume_queues.items() if t == topic)
+
+
+def unwrap_inner_batch(record: MessageExt, base_offset: int) -> list[MessageExt]:
+    """Items of an inner-batch record as messages; item i gets queue offset base + i."""
+    out = []
+    for i, (flag, body, props) in enumerate(iter_batch_raw(record.body)):
+        out.append(MessageExt(record.store_size, record.magic_code, record.body_crc, record.queue_id, flag,
+                              base_offset + i, record.commit_log_offset, record.sys_flag & ~(INNER_BATCH_FLAG |
+                              NEED_UNWRAP_FLAG), record.born_timestamp, record.born_host, record.store_timestamp,
+                              record.store_host, record.reconsume_times, record.prepared_transaction_offset, body,
+                              record.topic, props))
+    return out
+
+
+def _first_file_size(directory: Path) -> int:
+    if not directory.is_dir():
+        return 0
+    for p in sorted(directory.iterdir()):
+        if p.is_file() and p.name.isdigit() and len(p.name) == 20:
+            size = p.stat().st_size
+            if size:
+                return size
+    return 0
+
+
+def _first_nested_file_size(base: Path) -> int:
+    if not base.is_dir():
+        return 0
+    for topic_dir in sorted(base.iterdir()):
+        if not topic_dir.is_dir():
+            continue
+        for qdir in sorted(topic_dir.iterdir()):
+            size = _first_file_size(qdir)
+            if size:
+                return size
+    return 0

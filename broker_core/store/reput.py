@@ -1,0 +1,119 @@
+"""ReputMessageService: turns new commitlog records into consume queue units and index entries.
+
+It tracks ``reput_from_offset`` (the next commitlog byte to dispatch) and reports how far it is
+behind the commitlog's write position, which operators watch as dispatch lag.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+from .codec.message import RECORD_BLANK, RECORD_VALID, check_record
+from .dispatch import DispatchRequest, build_dispatch_request
+
+log = logging.getLogger("rmqops.store")
+
+Dispatcher = Callable[[DispatchRequest], None]
+
+
+class ReputMessageService:
+    def __init__(self, store) -> None:  # store: MessageStore (a type import would be circular)
+        self.store = store
+        self.reput_from_offset = 0
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._stopping = False
+        self._dispatch_lock = threading.Lock()
+
+    def behind(self) -> int:
+        return max(0, self.store.commit_log.max_offset() - self.reput_from_offset)
+
+    def wake(self) -> None:
+        with self._cond:
+            self._cond.notify_all()
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._stopping = False
+            self._thread = threading.Thread(target=self._run, name="ReputMessageService", daemon=True)
+            self._thread.start()
+
+    def shutdown(self) -> None:
+        """Dispatch everything written so far, then stop (a clean shutdown leaves no lag)."""
+        self._stopping = True
+        self.wake()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+            self._thread = None
+        self.do_reput()
+
+    def _run(self) -> None:
+        while not self._stopping:
+            if self.behind() == 0:
+                with self._cond:
+                    self._cond.wait(0.05)
+                continue
+            try:
+                self.do_reput()
+            except Exception:  # keep dispatching; a bug here must not silently stop the broker
+                log.exception("dispatch failed at commitlog offset %d", self.reput_from_offset)
+                with self._cond:
+                    self._cond.wait(1.0)
+
+    def wait_until_dispatched(self, timeout: float = 10.0) -> bool:
+        import time
+
+        deadline = time.monotonic() + timeout
+        while self.behind() > 0:
+            if self._thread is None:
+                self.do_reput()
+                continue
+            if time.monotonic() > deadline:
+                return False
+            self.wake()
+            time.sleep(0.001)
+        return True
+
+    def do_reput(self) -> int:
+        """Dispatch all complete records from reput_from_offset up to the commitlog's end."""
+        cl = self.store.commit_log
+        delay_levels = self.store.delay_levels_ms
+        dispatched = 0
+        with self._dispatch_lock:
+            while True:
+                max_offset = cl.max_offset()
+                offset = self.reput_from_offset
+                if offset >= max_offset:
+                    break
+                if offset < cl.min_offset():
+                    log.warning("reput offset %d is below the commitlog min %d; skipping ahead", offset,
+                                cl.min_offset())
+                    self.reput_from_offset = cl.min_offset()
+                    continue
+                mf = cl.file_queue.find_mapped_file_by_offset(offset)
+                if mf is None:
+                    break
+                pos = offset - mf.file_from_offset
+                limit = mf.wrote_position
+                mv = mf.mv
+                while pos < limit:
+                    rc = check_record(mv, pos, limit, check_crc=False, read_body=False)
+                    if rc.kind == RECORD_VALID:
+                        req = build_dispatch_request(rc.message, delay_levels)
+                        self.store.do_dispatch(req)
+                        pos += rc.size
+                        dispatched += 1
+                    elif rc.kind == RECORD_BLANK:
+                        pos = self.store.config.mapped_file_size_commit_log
+                        break
+                    else:
+                        log.error("dispatch stopped at commitlog offset %d: %s", mf.file_from_offset + pos,
+                                  rc.reason)
+                        self.reput_from_offset = mf.file_from_offset + pos
+                        return dispatched
+                self.reput_from_offset = mf.file_from_offset + pos
+                if pos < self.store.config.mapped_file_size_commit_log:
+                    break
+        return dispatched

@@ -1,0 +1,99 @@
+"""MessageStoreConfig: the store's settings with RocketMQ's key names and defaults (spec §12)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..config_loader import apply_properties, read_properties_file
+
+ASYNC_FLUSH = "ASYNC_FLUSH"
+SYNC_FLUSH = "SYNC_FLUSH"
+DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+
+
+@dataclass
+class StoreConfig:
+    store_path_root_dir: str = field(default_factory=lambda: os.path.join(os.path.expanduser("~"), "store"))
+    store_path_commit_log: str = ""
+    mapped_file_size_commit_log: int = 1024 * 1024 * 1024
+    mapped_file_size_consume_queue: int = 300_000 * 20
+    mapper_file_size_batch_consume_queue: int = 300_000 * 46
+    mapped_file_size_timer_log: int = 100 * 1024 * 1024
+    max_hash_slot_num: int = 5_000_000
+    max_index_num: int = 5_000_000 * 4
+    max_msgs_num_batch: int = 64
+    default_query_max_num: int = 32
+    message_index_enable: bool = True
+    message_index_safe: bool = False
+    flush_disk_type: str = ASYNC_FLUSH
+    sync_flush_timeout: int = 5000
+    flush_interval_commit_log: int = 500
+    flush_commit_log_least_pages: int = 4
+    flush_commit_log_thorough_interval: int = 10_000
+    flush_interval_consume_queue: int = 1000
+    flush_consume_queue_least_pages: int = 2
+    flush_consume_queue_thorough_interval: int = 60_000
+    file_reserved_time: int = 72
+    delete_when: str = "04"
+    disk_max_used_space_ratio: int = 75
+    disk_space_clean_forcibly_ratio: int = 85
+    disk_space_warning_level_ratio: int = 90
+    clean_resource_interval: int = 10_000
+    delete_file_batch_max: int = 10
+    max_message_size: int = 1024 * 1024 * 4
+    check_crc_on_recover: bool = True
+    auto_message_version_on_topic_len: bool = True
+    enable_consume_queue_ext: bool = False
+    duplication_enable: bool = False
+    message_delay_level: str = DEFAULT_DELAY_LEVELS
+    flush_delay_offset_interval: int = 10_000
+    timer_wheel_enable: bool = True
+    timer_precision_ms: int = 1000
+    timer_roll_window_slot: int = 3600 * 24 * 2
+    timer_max_delay_sec: int = 3600 * 24 * 3
+    timer_flush_interval_ms: int = 1000
+    broker_role: str = "ASYNC_MASTER"
+    store_type: str = "default"
+
+    @property
+    def root(self) -> Path:
+        return Path(self.store_path_root_dir)
+
+    @property
+    def commit_log_dir(self) -> Path:
+        return Path(self.store_path_commit_log) if self.store_path_commit_log else self.root / "commitlog"
+
+    @property
+    def consume_queue_file_size(self) -> int:
+        """Java rounds the configured CQ size up to a whole number of 20-byte units."""
+        return -(-self.mapped_file_size_consume_queue // 20) * 20
+
+    @property
+    def batch_consume_queue_file_size(self) -> int:
+        return -(-self.mapper_file_size_batch_consume_queue // 46) * 46
+
+    @classmethod
+    def from_properties(cls, props: dict[str, str], root: str | Path | None = None) -> StoreConfig:
+        cfg = apply_properties(cls, props)
+        if root is not None:
+            cfg.store_path_root_dir = str(root)
+        return cfg
+
+    @classmethod
+    def load(cls, config_file: str | Path | None = None, root: str | Path | None = None) -> StoreConfig:
+        props = read_properties_file(config_file) if config_file else {}
+        return cls.from_properties(props, root)
+
+
+def parse_delay_levels(spec: str) -> list[int]:
+    """``messageDelayLevel`` ("1s 5s ... 2h") as milliseconds per level (index 0 = level 1)."""
+    units = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+    levels = []
+    for token in spec.split():
+        unit = units.get(token[-1])
+        if unit is None or not token[:-1].isdigit():
+            raise ValueError(f"bad messageDelayLevel token {token!r}")
+        levels.append(int(token[:-1]) * unit)
+    return levels

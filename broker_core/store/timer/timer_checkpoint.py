@@ -1,0 +1,107 @@
+"""The timer checkpoint (``<root>/config/timercheck``, 4,096 bytes, memory-mapped).
+
+Why it exists: it records how far the timer service got — the read pointer of the wheel
+(``lastReadTimeMs``), how much TimerLog is safely on disk (``lastTimerLogFlushPos``, recovery rescans
+from one file before it) and how far ``rmq_sys_wheel_timer`` queue 0 has been consumed
+(``lastTimerQueueOffset`` / ``masterTimerQueueOffset``) — plus a DataVersion used by HA sync. The
+values live in memory and reach the file only on ``flush``, as with Java's ``TimerCheckpoint``.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from broker_core.store.codec.timer_format import (
+    CHECKPOINT_FILE_SIZE,
+    TimerCheckpointData,
+    decode_checkpoint,
+    pack_checkpoint_into,
+)
+
+
+def _system_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class TimerCheckpoint:
+    """Fields of ``timercheck`` with Java ``TimerCheckpoint`` load / flush behaviour."""
+
+    def __init__(self, path: str | os.PathLike[str], read_only: bool = False,
+                 clock: Callable[[], int] = _system_clock_ms) -> None:
+        self.path = Path(path)
+        self.read_only = read_only
+        self._clock = clock
+        self.last_read_time_ms = 0
+        self.last_timer_log_flush_pos = 0
+        self.last_timer_queue_offset = 0
+        self.master_timer_queue_offset = 0
+        # DataVersion defaults: stateVersion 0, timestamp = now, counter 0
+        self.state_version = 0
+        self.data_version_timestamp = clock()
+        self.data_version_counter = 0
+        self._mm: mmap.mmap | None = None
+        existed = self.path.is_file()
+        if read_only:
+            if not existed:
+                raise FileNotFoundError(f"timer checkpoint {self.path} does not exist")
+            with open(self.path, "rb") as f:
+                data = f.read(CHECKPOINT_FILE_SIZE)
+            self._apply(decode_checkpoint(data.ljust(CHECKPOINT_FILE_SIZE, b"\0")))
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            if os.fstat(fd).st_size < CHECKPOINT_FILE_SIZE:
+                os.ftruncate(fd, CHECKPOINT_FILE_SIZE)
+            self._mm = mmap.mmap(fd, CHECKPOINT_FILE_SIZE, access=mmap.ACCESS_WRITE)
+        finally:
+            os.close(fd)
+        if existed:
+            self._apply(decode_checkpoint(self._mm))
+
+    def _apply(self, cp: TimerCheckpointData) -> None:
+        self.last_read_time_ms = cp.last_read_time_ms
+        self.last_timer_log_flush_pos = cp.last_timer_log_flush_pos
+        self.last_timer_queue_offset = cp.last_timer_queue_offset
+        self.master_timer_queue_offset = cp.master_timer_queue_offset
+        self.state_version = cp.state_version
+        self.data_version_timestamp = cp.timestamp
+        self.data_version_counter = cp.counter
+
+    def snapshot(self) -> TimerCheckpointData:
+        """The in-memory values as they would be written."""
+        return TimerCheckpointData(self.last_read_time_ms, self.last_timer_log_flush_pos,
+                                   self.last_timer_queue_offset, self.master_timer_queue_offset,
+                                   self.state_version, self.data_version_timestamp, self.data_version_counter)
+
+    def update_data_version(self, state_version: int) -> None:
+        """Java ``DataVersion.nextVersion(stateVersion)``: new timestamp, counter + 1."""
+        self.state_version = state_version
+        self.data_version_timestamp = self._clock()
+        self.data_version_counter += 1
+
+    def flush(self) -> None:
+        """Write the fields into the map and msync it."""
+        if self._mm is None or self._mm.closed:
+            return
+        pack_checkpoint_into(self._mm, self.snapshot())
+        self._mm.flush()
+
+    def close(self, flush: bool = True) -> None:
+        if self._mm is None or self._mm.closed:
+            return
+        if flush:
+            self.flush()
+        self._mm.close()
+
+    shutdown = close
+
+    def __enter__(self) -> TimerCheckpoint:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,108 @@
+"""``config/topics.json`` (spec §10.2): topic configs as the store and the broker persist them."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .config_file import read_config_json, write_config_json
+
+PERM_PRIORITY = 8
+PERM_READ = 4
+PERM_WRITE = 2
+PERM_INHERIT = 1
+QUEUE_TYPE_KEY = "queue.type"
+SIMPLE_CQ = "SimpleCQ"
+BATCH_CQ = "BatchCQ"
+
+
+@dataclass
+class TopicConfig:
+    topic_name: str
+    read_queue_nums: int = 16
+    write_queue_nums: int = 16
+    perm: int = PERM_READ | PERM_WRITE
+    topic_filter_type: str = "SINGLE_TAG"
+    topic_sys_flag: int = 0
+    order: bool = False
+    attributes: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def queue_type(self) -> str:
+        return self.attributes.get(QUEUE_TYPE_KEY) or SIMPLE_CQ
+
+    def to_json(self) -> dict:
+        # fastjson writes bean fields in alphabetical order
+        return {"attributes": dict(self.attributes), "order": self.order, "perm": self.perm,
+                "readQueueNums": self.read_queue_nums, "topicFilterType": self.topic_filter_type,
+                "topicName": self.topic_name, "topicSysFlag": self.topic_sys_flag,
+                "writeQueueNums": self.write_queue_nums}
+
+    @classmethod
+    def from_json(cls, name: str, obj: dict) -> TopicConfig:
+        return cls(topic_name=obj.get("topicName") or name,
+                   read_queue_nums=int(obj.get("readQueueNums", 16)),
+                   write_queue_nums=int(obj.get("writeQueueNums", 16)),
+                   perm=int(obj.get("perm", 6)),
+                   topic_filter_type=obj.get("topicFilterType", "SINGLE_TAG"),
+                   topic_sys_flag=int(obj.get("topicSysFlag", 0)),
+                   order=bool(obj.get("order", False)),
+                   attributes={str(k): str(v) for k, v in (obj.get("attributes") or {}).items()})
+
+
+@dataclass
+class DataVersion:
+    counter: int = 0
+    state_version: int = 0
+    timestamp: int = 0
+
+    def next_version(self, now_ms: int) -> None:
+        self.counter += 1
+        self.timestamp = now_ms
+
+    def to_json(self) -> dict:
+        return {"counter": self.counter, "stateVersion": self.state_version, "timestamp": self.timestamp}
+
+    @classmethod
+    def from_json(cls, obj: dict | None) -> DataVersion:
+        obj = obj or {}
+        return cls(int(obj.get("counter", 0)), int(obj.get("stateVersion", 0)), int(obj.get("timestamp", 0)))
+
+
+class TopicConfigTable:
+    """The topic table with atomic persistence; reading never writes (safe read-only)."""
+
+    def __init__(self, config_dir: Path) -> None:
+        self.path = config_dir / "topics.json"
+        self.topics: dict[str, TopicConfig] = {}
+        self.data_version = DataVersion()
+        self.lock = threading.RLock()
+
+    def load(self) -> None:
+        obj = read_config_json(self.path)
+        if not obj:
+            return
+        self.data_version = DataVersion.from_json(obj.get("dataVersion"))
+        self.topics = {name: TopicConfig.from_json(name, tc)
+                       for name, tc in (obj.get("topicConfigTable") or {}).items()}
+
+    def persist(self) -> None:
+        with self.lock:
+            write_config_json(self.path, {"dataVersion": self.data_version.to_json(),
+                                          "topicConfigTable": {n: t.to_json() for n, t in self.topics.items()}})
+
+    def get(self, topic: str) -> TopicConfig | None:
+        return self.topics.get(topic)
+
+    def put(self, config: TopicConfig, now_ms: int) -> None:
+        with self.lock:
+            self.topics[config.topic_name] = config
+            self.data_version.next_version(now_ms)
+
+    def remove(self, topic: str, now_ms: int) -> TopicConfig | None:
+        with self.lock:
+            old = self.topics.pop(topic, None)
+            if old is not None:
+                self.data_version.next_version(now_ms)
+            return old
