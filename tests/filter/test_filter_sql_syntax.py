@@ -37,8 +37,10 @@ def refuse(expr: str) -> FilterSyntaxError:
         ("a BETWEEN 1 AND 3 AND b = 1", "(((a >= 1) AND (a <= 3)) AND (b = 1))"),
         ("a NOT BETWEEN 1 AND 3", "((a < 1) OR (a > 3))"),
         ("a NOT IN ('x')", "(a NOT IN ('x'))"),
-        ("a NOT CONTAINS 'x' AND b STARTSWITH 'y' OR c NOT ENDSWITH 'z'",
-         "(((a NOT CONTAINS 'x') AND (b STARTSWITH 'y')) OR (c NOT ENDSWITH 'z'))"),
+        (
+            "a NOT CONTAINS 'x' AND b STARTSWITH 'y' OR c NOT ENDSWITH 'z'",
+            "(((a NOT CONTAINS 'x') AND (b STARTSWITH 'y')) OR (c NOT ENDSWITH 'z'))",
+        ),
         ("((((a = 1))))", "(a = 1)"),
         ("((a = 1 OR (b = 2 AND (c = 3 OR d = 4))))", "((a = 1) OR ((b = 2) AND ((c = 3) OR (d = 4))))"),
         ("a", "a"),

@@ -35,7 +35,9 @@ def test_single_tag() -> None:
     assert sub.code_set == {TAG_A}
 
 
-@pytest.mark.parametrize("expr", ["TagA||TagB||TagC", " TagA || TagB ||TagC ", "TagA ||\tTagB|| TagC||", "||TagA||TagB||||TagC"])
+@pytest.mark.parametrize(
+    "expr", ["TagA||TagB||TagC", " TagA || TagB ||TagC ", "TagA ||\tTagB|| TagC||", "||TagA||TagB||||TagC"]
+)
 def test_tag_list_is_whitespace_tolerant(expr: str) -> None:
     sub = parse_tag_expression(expr)
     assert sub.tags_set == {"TagA", "TagB", "TagC"}

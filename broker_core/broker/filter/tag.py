@@ -68,9 +68,7 @@ def parse_tag_expression(expression: str | None) -> TagSubscription:
     tags = [t.strip() for t in stripped.split(TAG_SEPARATOR)]
     tags = [t for t in tags if t]
     if not tags:
-        raise FilterSyntaxError(
-            "tag expression names no tag", expression=expression, expected=("a tag", "*")
-        )
+        raise FilterSyntaxError("tag expression names no tag", expression=expression, expected=("a tag", "*"))
     tag_set = frozenset(tags)
     return TagSubscription(
         sub_string=expression,

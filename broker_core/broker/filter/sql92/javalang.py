@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 
 INT_MIN, INT_MAX = -(2**31), 2**31 - 1
 LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
@@ -50,16 +51,27 @@ _DOUBLE = re.compile(
 _JAVA_TRIM = "".join(chr(c) for c in range(0x21))
 
 
+def _integral_value(text: str) -> int | None:
+    """``int()`` of a signed digit string, also past Python's digit limit when the excess is leading zeros."""
+    try:
+        return int(text)
+    except ValueError:
+        signed = text[0] in "+-"
+        body = text[1:] if signed else text
+        significant = body.lstrip("".join(c for c in set(body) if unicodedata.digit(c) == 0))
+        if len(significant) > 20:
+            return None  # far outside any Java integral range
+        return int((text[0] if signed else "") + (significant or "0"))
+
+
 def parse_int(text: str, lo: int, hi: int, java_name: str) -> int:
     """``Integer.valueOf`` / ``Long.valueOf``: optional sign, digits, no blanks, in range."""
     if _INTEGRAL.fullmatch(text) is not None:
-        try:
-            value = int(text)
-        except ValueError:  # beyond Python's digit limit: certainly out of range
-            value = hi + 1
-        if lo <= value <= hi:
+        value = _integral_value(text)
+        if value is not None and lo <= value <= hi:
             return value
-    raise SqlEvaluationError(f'NumberFormatException: {java_name}.valueOf("{text}")')
+    shown = text if len(text) <= 40 else text[:40] + "..."
+    raise SqlEvaluationError(f'NumberFormatException: {java_name}.valueOf("{shown}")')
 
 
 def parse_java_int(text: str) -> int:
@@ -75,7 +87,7 @@ def parse_java_double(text: str) -> float:
     s = text.strip(_JAVA_TRIM)
     m = _DOUBLE.fullmatch(s)
     if m is None:
-        raise SqlEvaluationError(f'NumberFormatException: Double.valueOf("{text}")')
+        raise SqlEvaluationError(f'NumberFormatException: Double.valueOf("{text[:40]}")')
     negative = s.startswith("-")
     if m.group("special") is not None:
         if m.group("special") == "NaN":

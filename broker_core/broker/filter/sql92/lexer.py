@@ -2,7 +2,7 @@
 
 The lexer is lazy, like JavaCC's token manager, so the first error reported is the leftmost one.
 Where several token rules match, the longest wins and on a tie keywords beat identifiers; numbers
-follow the same rule (``5.5`` is one float, ``007`` is three zeros-and-sevens and fails to parse).
+follow the same rule (``5.5`` is one float; ``007`` lexes as 0, 0, 7 and so fails to parse).
 """
 
 from __future__ import annotations
