@@ -136,6 +136,40 @@ class TimerWheel:
                     continue
                 yield pos // SLOT_SIZE, Slot(time_div * prec, first, last, num, magic)
 
+    def next_slot_time(self, from_ms: int, until_ms: int) -> int | None:
+        """Earliest slot time in ``[from_ms, until_ms)`` whose slot holds that lap, else None.
+
+        Lets the timer service jump over empty ticks instead of visiting them one by one (an empty
+        slot does nothing when it fires). At most one lap (2·slotsTotal ticks) is looked at.
+        """
+        prec = self.precision_ms
+        start_div = java_div(from_ms, prec)
+        if from_ms != start_div * prec:
+            start_div += 1  # only slot starts at or after from_ms count
+        end_div = -(-until_ms // prec) if until_ms > 0 else java_div(until_ms, prec)
+        count = min(end_div - start_div, self.wheel_slots)
+        if count <= 0:
+            return None
+        first_index = start_div % self.wheel_slots
+        mm = self._mm
+        mv = self._mv
+        unpack_from = SLOT_STRUCT.unpack_from
+        done = 0
+        while done < count:
+            index = (first_index + done) % self.wheel_slots
+            # stay inside one scan chunk and before the file end
+            chunk_end_index = min((index // _SCAN_CHUNK_SLOTS + 1) * _SCAN_CHUNK_SLOTS, self.wheel_slots,
+                                  index + (count - done))
+            a = index * SLOT_SIZE
+            b = chunk_end_index * SLOT_SIZE
+            if mm[a:b] != (_ZERO_CHUNK if b - a == _SCAN_CHUNK_BYTES else bytes(b - a)):
+                for i in range(index, chunk_end_index):
+                    want = start_div + done + (i - index)
+                    if unpack_from(mv, i * SLOT_SIZE)[0] == want:
+                        return want * prec
+            done += chunk_end_index - index
+        return None
+
     def get_all_num(self, time_start_ms: int) -> int:
         """Sum of ``num`` over the wheel window starting at ``time_start_ms`` (Java ``getAllNum``)."""
         return sum(slot.num for _, slot in self.iter_slots(time_start_ms))

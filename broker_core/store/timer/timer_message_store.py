@@ -1,0 +1,681 @@
+"""The timer service: ``rmq_sys_wheel_timer`` → TimerLog + wheel → the real topic (RocketMQ 5.x).
+
+Why it looks like this. Apache RocketMQ's ``TimerMessageStore`` runs five threads (enqueue get/put,
+dequeue get/get-message/put) linked by queues. Here the same steps run in one deterministic
+``tick()``, so a test with a fake clock can drive it exactly; ``start()`` only calls ``tick()`` from
+a thread for real use. What is kept from Java, because the files and the recovery depend on it:
+
+* enqueue reads queue 0 of the timer topic from ``currQueueOffset``; a target at or beyond the roll
+  window gets a ROLL unit in a nearer slot (half the window if the excess is under a third of it,
+  else the whole window); a TIMER_DEL_UNIQKEY message gets a DELETE unit (slot count − 1); a target
+  already behind the write pointer is delivered at once with TIMER_ENQUEUE_MS = Long.MAX_VALUE;
+* a slot fires once the write pointer is past it; its chain is walked from ``lastPos`` through
+  ``prevPos``, deletes are collected first, the rest are re-put oldest first to REAL_TOPIC/REAL_QID
+  (properties kept, REAL_TOPIC/REAL_QID included, plus TIMER_ENQUEUE_MS/TIMER_DEQUEUE_MS) or, for
+  ROLL units, back into the timer topic with TIMER_ROLL_TIMES + 1;
+* the checkpoint and recovery follow Java (rescan from ``lastTimerLogFlushPos`` − one file,
+  revise the queue offset from the last unit, bound the read pointer to one wheel lap).
+
+One difference on purpose: when the clock has jumped ahead by more than a tick (a fake clock, or
+a paused process), the write pointer is moved forward slot by slot (jumping over empty ones) instead
+of straight to now. Each slot is then handled as if the service had been running all along, so
+messages that roll over during the catch-up still come out in delivery order.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from broker_core.store.codec.hashing import java_string_hash
+from broker_core.store.codec.message import MessageExt, MessageInner
+from broker_core.store.codec.properties import (
+    PROPERTY_REAL_QUEUE_ID,
+    PROPERTY_REAL_TOPIC,
+    PROPERTY_TIMER_DEL_UNIQKEY,
+    PROPERTY_TIMER_DEQUEUE_MS,
+    PROPERTY_TIMER_ENQUEUE_MS,
+    PROPERTY_TIMER_OUT_MS,
+    PROPERTY_TIMER_ROLL_TIMES,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+)
+from broker_core.store.codec.timer_format import (
+    DEFAULT_SLOTS_TOTAL,
+    MAGIC_DEFAULT,
+    MAGIC_DELETE,
+    MAGIC_ROLL,
+    TIMER_BLANK_SLOTS,
+    UNIT_SIZE,
+    java_div,
+)
+from broker_core.store.timer.convert import TIMER_TOPIC, build_delete_key
+from broker_core.store.timer.timer_checkpoint import TimerCheckpoint
+from broker_core.store.timer.timer_log import TimerLog
+from broker_core.store.timer.timer_wheel import IGNORE, TimerWheel
+
+log = logging.getLogger("rmqops.store.timer")
+
+LONG_MAX = (1 << 63) - 1
+#: Backlog buckets by time until a slot fires: upper bound in ms (None = unbounded).
+BACKLOG_BUCKETS: tuple[tuple[str, int | None], ...] = (
+    ("10s", 10_000), ("1m", 60_000), ("10m", 600_000), ("1h", 3_600_000), ("later", None))
+_RATE_WINDOW_MS = 60_000
+_CLEAN_TIMER_LOG_INTERVAL_MS = 30_000
+_ENQUEUE_BATCH = 256
+#: Put statuses after which the message is not retried (Java PUT_NO_RETRY). The flush timeouts are
+#: here too: the record is in the commitlog, so a retry would only duplicate it.
+_NO_RETRY = {"MESSAGE_ILLEGAL", "PROPERTIES_SIZE_EXCEEDED", "WHEEL_TIMER_NOT_ENABLE", "WHEEL_TIMER_MSG_ILLEGAL",
+             "FLUSH_DISK_TIMEOUT", "FLUSH_SLAVE_TIMEOUT"}
+
+
+def _status_name(result: Any) -> str:
+    status = getattr(result, "status", None)
+    return str(getattr(status, "value", status))
+
+
+def _wrap_i32(value: int) -> int:
+    """Java ``(int)`` cast of a long."""
+    value &= 0xFFFFFFFF
+    return value - (1 << 32) if value & 0x80000000 else value
+
+
+@dataclass(slots=True)
+class TickResult:
+    """What one ``tick()`` did (all counts are messages / units)."""
+
+    enqueued: int = 0  # units appended to the TimerLog (normal, roll and delete units)
+    delivered: int = 0  # re-put to their real topic (including expired-on-arrival ones)
+    expired_on_enqueue: int = 0  # of ``delivered``: already due when read from the timer topic
+    rolled: int = 0  # re-put into the timer topic with TIMER_ROLL_TIMES + 1
+    cancelled: int = 0  # skipped because a delete unit of the same slot names them
+    dropped: int = 0  # refused by the store without retry, or unreadable timer-topic records
+    missing: int = 0  # the commitlog no longer has the record a unit points at
+    slots: int = 0  # wheel slots that fired with content
+    blocked: bool = False  # a retryable put failure stopped the dequeue; the next tick resumes
+
+
+@dataclass(slots=True)
+class TimerBacklog:
+    """Operator figures: how much is waiting, when it is due, how fast and how late it moves."""
+
+    now_ms: int
+    pending: int  # live count of the wheel from the read pointer on (Java getAllCongestNum)
+    enqueue_behind_messages: int  # in the timer topic, not yet in the wheel
+    enqueue_behind_ms: int  # age of the oldest such message
+    dequeue_behind_ms: int  # now − read pointer
+    due: dict[str, int] = field(default_factory=dict)  # pending by time until its slot fires
+    enqueue_rate: float = 0.0  # units per second over the last minute
+    dequeue_rate: float = 0.0  # messages put per second over the last minute
+    curr_read_time_ms: int = 0
+    curr_write_time_ms: int = 0
+    queue_offset: int = 0
+    timer_log_min_offset: int = 0
+    timer_log_max_offset: int = 0
+
+
+def _system_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class TimerMessageStore:
+    """Timer service over a ``MessageStore``; owns ``timerwheel``, ``timerlog/`` and ``config/timercheck``.
+
+    Opening recovers (as Java ``load``/``recover``); ``tick()`` does all due work for the clock's
+    current time; ``flush()`` persists; ``shutdown()`` persists and closes.
+    """
+
+    def __init__(self, message_store: Any, root: str | Path | None = None, config: Any = None,
+                 clock: Callable[[], int] | None = None, should_running_dequeue: bool = True,
+                 put_message_hook: Callable[[MessageInner], Any] | None = None) -> None:
+        self.message_store = message_store
+        self.config = config if config is not None else message_store.config
+        self.root = Path(root if root is not None else message_store.root)
+        self.clock: Callable[[], int] = clock or getattr(message_store, "clock", None) or _system_clock_ms
+        self.read_only = bool(getattr(message_store, "read_only", False))
+        self.should_running_dequeue = should_running_dequeue
+        self.put_message_hook = put_message_hook
+        cfg = self.config
+        self.precision_ms: int = int(getattr(cfg, "timer_precision_ms", 1000))
+        self.slots_total = DEFAULT_SLOTS_TOTAL
+        roll = int(getattr(cfg, "timer_roll_window_slot", 2 * 86_400))
+        if roll > self.slots_total - TIMER_BLANK_SLOTS or roll < 2:
+            roll = self.slots_total - TIMER_BLANK_SLOTS
+        self.timer_roll_window_slots = roll
+        self.flush_interval_ms = int(getattr(cfg, "timer_flush_interval_ms", 1000))
+        self.congest_num_each_slot = int(getattr(cfg, "timer_congest_num_each_slot", 2**31 - 1))
+        log_dir = self.root / "timerlog"
+        file_size = _existing_file_size(log_dir) or int(getattr(cfg, "mapped_file_size_timer_log", 104_857_600))
+        self._lock = threading.RLock()
+        self.timer_wheel = TimerWheel(self.root / "timerwheel", self.slots_total, self.precision_ms,
+                                      read_only=self.read_only)
+        try:
+            self.timer_log = TimerLog(log_dir, file_size, read_only=self.read_only)
+            try:
+                self.timer_checkpoint = TimerCheckpoint(self.root / "config" / "timercheck",
+                                                        read_only=self.read_only, clock=self.clock)
+            except BaseException:
+                self.timer_log.close(flush=False)
+                raise
+        except BaseException:
+            self.timer_wheel.close(flush=False)
+            raise
+        self.curr_read_time_ms = 0
+        self.curr_write_time_ms = 0
+        self.commit_read_time_ms = 0
+        self.curr_queue_offset = 0
+        self.commit_queue_offset = 0
+        self._last_commit_read_time_ms = 0
+        self._last_commit_queue_offset = 0
+        self._resume: tuple[int, int] | None = None  # (slot time, next normal unit index)
+        self.enqueue_count = 0
+        self.dequeue_count = 0
+        self._last_flush_ms = self.clock()
+        # (clock, enqueue_count, dequeue_count) after each tick; rates are taken over the last minute
+        self._rate_samples: deque[tuple[int, int, int]] = deque([(self._last_flush_ms, 0, 0)])
+        self._last_clean_ms = self._last_flush_ms
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._closed = False
+        self.recover()
+
+    # ---- recovery ---------------------------------------------------------------------------
+
+    def format_time_ms(self, time_ms: int) -> int:
+        return java_div(time_ms, self.precision_ms) * self.precision_ms
+
+    def recover(self) -> None:
+        """Java ``recover``: re-link slots from the TimerLog, then restore both pointers."""
+        cp = self.timer_checkpoint
+        now = self.clock()
+        if self.read_only:
+            self.curr_queue_offset = min(cp.last_timer_queue_offset, cp.master_timer_queue_offset)
+            process_offset = self.timer_log.max_offset
+        else:
+            last_flush_pos = cp.last_timer_log_flush_pos
+            if self.timer_log.file_offsets:
+                last_flush_pos -= self.timer_log.file_size
+            process_offset = self._recover_and_revise(max(last_flush_pos, 0), check=True)
+            self.timer_log.flushed_where = process_offset
+            queue_offset = self._revise_queue_offset(process_offset)
+            current = cp.last_timer_queue_offset if queue_offset == -1 else queue_offset + 1
+            self.curr_queue_offset = min(current, cp.master_timer_queue_offset)
+        ms = self.message_store
+        if ms.find_consume_queue(TIMER_TOPIC, 0) is not None:
+            min_off = ms.get_min_offset_in_queue(TIMER_TOPIC, 0)
+            max_off = ms.get_max_offset_in_queue(TIMER_TOPIC, 0)
+            if self.curr_queue_offset < min_off:
+                log.warning("timer queue offset %d below the queue's min %d", self.curr_queue_offset, min_off)
+                self.curr_queue_offset = min_off
+            elif self.curr_queue_offset > max_off:
+                log.warning("timer queue offset %d beyond the queue's max %d", self.curr_queue_offset, max_off)
+                self.curr_queue_offset = max_off
+        self.curr_read_time_ms = self.format_time_ms(cp.last_read_time_ms)
+        oldest = self.format_time_ms(now) - (self.slots_total - TIMER_BLANK_SLOTS) * self.precision_ms
+        if self.curr_read_time_ms < oldest:
+            self.curr_read_time_ms = oldest
+        if not self.read_only:
+            # slots pointing past a truncated TimerLog: re-link from their first unit
+            min_first = self.timer_wheel.check_phy_pos(self.curr_read_time_ms, process_offset)
+            if min_first < process_offset:
+                log.warning("timer recheck from %d (valid TimerLog ends at %d)", min_first, process_offset)
+                self._recover_and_revise(min_first, check=False)
+        self.commit_read_time_ms = self.curr_read_time_ms
+        self.commit_queue_offset = self.curr_queue_offset
+        # Java moves the write pointer to "now" when the services start (maybeMoveWriteTime)
+        self.curr_write_time_ms = max(self.curr_write_time_ms, self.format_time_ms(now))
+        if not self.read_only:
+            self._prepare_checkpoint()
+        log.info("timer recovered: read=%d write=%d queueOffset=%d timerLog=%d", self.curr_read_time_ms,
+                 self.curr_write_time_ms, self.curr_queue_offset, process_offset)
+
+    def _recover_and_revise(self, begin_offset: int, check: bool) -> int:
+        wheel = self.timer_wheel
+
+        def relink(pos: int, _magic: int, delivery_ms: int) -> None:
+            wheel.revise_slot(delivery_ms, IGNORE, pos, True)
+
+        return self.timer_log.recover(begin_offset, relink, check=check)
+
+    def _revise_queue_offset(self, process_offset: int) -> int:
+        """Timer-topic queue offset of the message behind the last unit, checked against the CQ."""
+        last_unit = process_offset - UNIT_SIZE
+        if last_unit < self.timer_log.min_offset or process_offset % self.timer_log.file_size == 0:
+            return -1
+        try:
+            offset_py, size_py = self.timer_log.read_offset_py(last_unit)
+        except IndexError:
+            return -1
+        msg = self._read_message(offset_py, size_py)
+        if msg is None:
+            return -1
+        ms = self.message_store
+        if ms.find_consume_queue(TIMER_TOPIC, msg.queue_id) is None:
+            return msg.queue_offset
+        tmp = msg.queue_offset
+        for _ in range(20_000):
+            if tmp < 0:
+                break
+            units = ms.get_units(TIMER_TOPIC, msg.queue_id, tmp, 1)
+            if units and units[0].queue_offset == tmp:
+                if units[0].phy_offset == offset_py and units[0].size == size_py:
+                    return tmp
+            tmp -= 1
+        return msg.queue_offset
+
+    # ---- helpers ----------------------------------------------------------------------------
+
+    def _read_message(self, offset_py: int, size_py: int) -> MessageExt | None:
+        try:
+            return self.message_store.look_message_by_offset(offset_py, size_py)
+        except Exception:  # a damaged record must not stop the wheel
+            log.exception("cannot read timer message at commitlog offset %d", offset_py)
+            return None
+
+    def _check_writable(self) -> None:
+        if self.read_only:
+            raise PermissionError("timer store is open read-only")
+        if self._closed:
+            raise RuntimeError("timer store is shut down")
+
+    def _timer_queue_max(self) -> int:
+        return self.message_store.get_max_offset_in_queue(TIMER_TOPIC, 0)
+
+    # ---- enqueue ----------------------------------------------------------------------------
+
+    def _enqueue(self, result: TickResult) -> None:
+        """Move every message of timer-topic queue 0 past ``curr_queue_offset`` into the wheel."""
+        ms = self.message_store
+        if ms.find_consume_queue(TIMER_TOPIC, 0) is None:
+            return
+        min_off = ms.get_min_offset_in_queue(TIMER_TOPIC, 0)
+        if self.curr_queue_offset < min_off:
+            log.warning("timer queue offset %d below the queue's min %d", self.curr_queue_offset, min_off)
+            self.curr_queue_offset = min_off
+        while True:
+            units = ms.get_units(TIMER_TOPIC, 0, self.curr_queue_offset, _ENQUEUE_BATCH)
+            units = [u for u in units if u.queue_offset >= self.curr_queue_offset]
+            if not units:
+                break
+            for unit in units:
+                msg = self._read_message(unit.phy_offset, unit.size)
+                if msg is None:
+                    result.missing += 1
+                elif not self._enqueue_one(unit.phy_offset, unit.size, msg, result):
+                    result.blocked = True  # retry this offset on the next tick
+                    self.commit_queue_offset = self.curr_queue_offset
+                    return
+                self.curr_queue_offset = unit.queue_offset + 1
+        self.commit_queue_offset = self.curr_queue_offset
+
+    def _enqueue_one(self, offset_py: int, size_py: int, msg: MessageExt, result: TickResult) -> bool:
+        """Wheel one message (or deliver it if already due); False if a put must be retried."""
+        out_ms = msg.get_property(PROPERTY_TIMER_OUT_MS)
+        try:
+            delayed_time = int(out_ms) if out_ms is not None else None
+        except ValueError:
+            delayed_time = None
+        if delayed_time is None:
+            log.warning("timer message at %d has no valid TIMER_OUT_MS (%r); skipped", offset_py, out_ms)
+            result.dropped += 1
+            return True
+        if self.should_running_dequeue and delayed_time < self.curr_write_time_ms:
+            # already due: straight to the real topic, marked as never enqueued
+            status = self._deliver(msg, LONG_MAX, roll=False, result=result)
+            if status == "ok":
+                result.expired_on_enqueue += 1
+            return status != "retry"
+        self.do_enqueue(offset_py, size_py, delayed_time, msg)
+        result.enqueued += 1
+        return True
+
+    def do_enqueue(self, offset_py: int, size_py: int, delayed_time: int, msg: MessageExt) -> int:
+        """Append the unit for one timer message and link it into its slot; returns its position."""
+        write_time = self.curr_write_time_ms
+        window = self.timer_roll_window_slots * self.precision_ms
+        magic = MAGIC_DEFAULT
+        if delayed_time - write_time >= window:
+            magic |= MAGIC_ROLL
+            if delayed_time - write_time - window < self.timer_roll_window_slots // 3 * self.precision_ms:
+                delayed_time = write_time + self.timer_roll_window_slots // 2 * self.precision_ms
+            else:
+                delayed_time = write_time + window
+        is_delete = msg.get_property(PROPERTY_TIMER_DEL_UNIQKEY) is not None
+        if is_delete:
+            magic |= MAGIC_DELETE
+        real_topic = msg.get_property(PROPERTY_REAL_TOPIC)
+        slot = self.timer_wheel.get_slot(delayed_time)
+        pos = self.timer_log.append_unit(slot.last_pos, magic, write_time, _wrap_i32(delayed_time - write_time),
+                                         offset_py, size_py, java_string_hash(real_topic) if real_topic else 0)
+        self.timer_wheel.put_slot(delayed_time, slot.first_pos if slot.first_pos != -1 else pos, pos,
+                                  slot.num - 1 if is_delete else slot.num + 1, slot.magic)
+        self.enqueue_count += 1
+        return pos
+
+    # ---- dequeue ----------------------------------------------------------------------------
+
+    def _dequeue_slot(self, slot_time: int, result: TickResult) -> bool:
+        """Fire one slot. Returns False if a retryable put failure must stop the dequeue here."""
+        slot = self.timer_wheel.get_slot(slot_time)
+        if slot.time_ms == -1:
+            return True
+        deletes = []
+        normals = []
+        pos = slot.last_pos
+        while pos != -1:
+            try:
+                unit = self.timer_log.read_unit(pos)
+            except IndexError:
+                log.warning("slot %d links to %d, outside the TimerLog", slot_time, pos)
+                break
+            if unit.is_delete and not unit.is_roll:
+                deletes.append(unit)
+            else:
+                normals.append(unit)
+            if unit.prev_pos >= pos:  # chains only point backwards; anything else is damage
+                log.warning("slot %d: unit %d links forward to %d", slot_time, pos, unit.prev_pos)
+                break
+            pos = unit.prev_pos
+        normals.reverse()  # oldest first, as Java's addFirst
+        result.slots += 1
+        delete_keys: set[str] = set()
+        for unit in deletes:
+            msg = self._read_message(unit.offset_py, unit.size_py)
+            if msg is None:
+                result.missing += 1
+                continue
+            key = msg.get_property(PROPERTY_TIMER_DEL_UNIQKEY)
+            if key is not None:
+                delete_keys.add(key)
+        start = 0
+        if self._resume is not None and self._resume[0] == slot_time:
+            start = self._resume[1]
+        self._resume = None
+        for index in range(start, len(normals)):
+            unit = normals[index]
+            msg = self._read_message(unit.offset_py, unit.size_py)
+            if msg is None:
+                result.missing += 1
+                continue
+            if delete_keys:
+                uniq = msg.get_property(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+                real_topic = msg.get_property(PROPERTY_REAL_TOPIC)
+                if uniq is not None and build_delete_key(str(real_topic), uniq) in delete_keys:
+                    result.cancelled += 1
+                    continue
+            status = self._deliver(msg, unit.curr_write_time_ms, unit.is_roll, result)
+            if status == "retry":
+                self._resume = (slot_time, index)
+                result.blocked = True
+                return False
+        return True
+
+    def convert(self, msg: MessageExt, enqueue_time: int, roll: bool) -> MessageInner:
+        """The message to put when a unit fires (Java ``convert`` + ``convertMessage``).
+
+        The stored properties keep REAL_TOPIC / REAL_QID (Java clears them from the map only after
+        the properties string was built) and gain TIMER_ENQUEUE_MS / TIMER_DEQUEUE_MS.
+        """
+        props = dict(msg.properties)
+        if enqueue_time != -1:
+            props[PROPERTY_TIMER_ENQUEUE_MS] = str(enqueue_time)
+        if roll:
+            props[PROPERTY_TIMER_ROLL_TIMES] = str(int(props.get(PROPERTY_TIMER_ROLL_TIMES, "0")) + 1)
+        props[PROPERTY_TIMER_DEQUEUE_MS] = str(self.clock())
+        if roll:
+            topic, queue_id = msg.topic, msg.queue_id
+        else:
+            topic = props.get(PROPERTY_REAL_TOPIC) or msg.topic
+            queue_id = int(props.get(PROPERTY_REAL_QUEUE_ID, msg.queue_id))
+        return MessageInner(topic=topic, body=msg.body, properties=props, queue_id=queue_id, flag=msg.flag,
+                            sys_flag=msg.sys_flag, born_timestamp=msg.born_timestamp, born_host=msg.born_host,
+                            store_host=msg.store_host, reconsume_times=msg.reconsume_times)
+
+    def _deliver(self, msg: MessageExt, enqueue_time: int, roll: bool, result: TickResult) -> str:
+        """Put one fired message; returns "ok", "dropped" or "retry"."""
+        if not roll and msg.get_property(PROPERTY_TIMER_DEL_UNIQKEY) is not None:
+            return "dropped"  # a delete marker is never delivered (Java doPut: PUT_NO_RETRY)
+        try:
+            inner = self.convert(msg, enqueue_time, roll)
+        except ValueError:
+            log.warning("timer message at %d has a bad REAL_QID; dropped", msg.commit_log_offset)
+            result.dropped += 1
+            return "dropped"
+        put = self.put_message_hook or self.message_store.put_message
+        try:
+            put_result = put(inner)
+        except Exception:
+            log.exception("timer re-put of %d failed", msg.commit_log_offset)
+            return "retry"
+        status = _status_name(put_result)
+        if status == "PUT_OK" or status in _NO_RETRY:
+            if status == "PUT_OK" or status.startswith("FLUSH_"):
+                self.dequeue_count += 1
+                if roll:
+                    result.rolled += 1
+                else:
+                    result.delivered += 1
+                return "ok"
+            log.warning("timer re-put of %d refused (%s); dropped", msg.commit_log_offset, status)
+            result.dropped += 1
+            return "dropped"
+        log.warning("timer re-put of %d failed (%s); will retry", msg.commit_log_offset, status)
+        return "retry"
+
+    # ---- the loop ---------------------------------------------------------------------------
+
+    def tick(self) -> TickResult:
+        """Do everything due at ``clock()``: enqueue new timer messages, fire due slots, persist
+        periodically. Deterministic: a fake clock fully controls what happens."""
+        with self._lock:
+            self._check_writable()
+            result = TickResult()
+            prec = self.precision_ms
+            now = self.clock()
+            target = self.format_time_ms(now)
+            self._enqueue(result)
+            if not self.should_running_dequeue:
+                # a slave only builds the wheel; the master's checkpoint moves its read pointer
+                self.curr_write_time_ms = max(self.curr_write_time_ms, target)
+            while self.should_running_dequeue and not result.blocked:
+                if self.curr_read_time_ms < self.curr_write_time_ms:
+                    if self._resume is not None:
+                        slot_time: int | None = self._resume[0]
+                    else:
+                        slot_time = self.timer_wheel.next_slot_time(self.curr_read_time_ms,
+                                                                    self.curr_write_time_ms)
+                    if slot_time is None:
+                        self._move_read_time(self.curr_write_time_ms)
+                        continue
+                    rolled_before = result.rolled
+                    if not self._dequeue_slot(slot_time, result):
+                        self._move_read_time(slot_time)
+                        break
+                    self._move_read_time(slot_time + prec)
+                    if result.rolled != rolled_before:
+                        self._sync_dispatch()
+                        self._enqueue(result)
+                    continue
+                if self.curr_write_time_ms >= target:
+                    break
+                # catch up: advance the write pointer to the next slot with content (or to now)
+                if self.curr_queue_offset < self._timer_queue_max():
+                    self.curr_write_time_ms += prec
+                    self._enqueue(result)
+                    continue
+                nxt = self.timer_wheel.next_slot_time(self.curr_write_time_ms, target)
+                self.curr_write_time_ms = target if nxt is None else min(target, nxt + prec)
+            self._record_rates(now)
+            if now - self._last_clean_ms >= _CLEAN_TIMER_LOG_INTERVAL_MS:
+                self._last_clean_ms = now
+                self.timer_log.delete_expired_files(self.message_store.get_min_phy_offset())
+            if now - self._last_flush_ms >= self.flush_interval_ms:
+                self.flush()
+            return result
+
+    def _move_read_time(self, time_ms: int) -> None:
+        self.curr_read_time_ms = time_ms
+        self.commit_read_time_ms = time_ms
+
+    def _sync_dispatch(self) -> None:
+        """Make rolled re-puts visible in the timer topic's consume queue before enqueueing again."""
+        wait = getattr(self.message_store, "wait_for_dispatch", None)
+        if wait is not None:
+            wait(1.0)
+
+    # ---- persistence ------------------------------------------------------------------------
+
+    def _prepare_checkpoint(self) -> None:
+        """Java ``prepareTimerCheckPoint``: copy the committed pointers into the checkpoint."""
+        cp = self.timer_checkpoint
+        cp.last_timer_log_flush_pos = self.timer_log.flushed_where
+        cp.last_read_time_ms = self.commit_read_time_ms
+        if self.should_running_dequeue:
+            cp.master_timer_queue_offset = self.commit_queue_offset
+            if (self.commit_read_time_ms != self._last_commit_read_time_ms
+                    or self.commit_queue_offset != self._last_commit_queue_offset):
+                cp.update_data_version(int(getattr(self.message_store, "state_machine_version", 0) or 0))
+                self._last_commit_read_time_ms = self.commit_read_time_ms
+                self._last_commit_queue_offset = self.commit_queue_offset
+        cp.last_timer_queue_offset = min(self.commit_queue_offset, cp.master_timer_queue_offset)
+
+    def flush(self) -> None:
+        """Persist TimerLog, wheel and checkpoint (in that order, so the checkpoint never claims
+        more than the files hold)."""
+        with self._lock:
+            if self.read_only or self._closed:
+                return
+            self.timer_log.flush()
+            self.timer_wheel.flush()
+            self._prepare_checkpoint()
+            self.timer_checkpoint.flush()
+            self._last_flush_ms = self.clock()
+
+    # ---- background service -----------------------------------------------------------------
+
+    def start(self, interval_s: float | None = None) -> TimerMessageStore:
+        """Run ``tick()`` in a daemon thread (every 100 ms at 1 s precision, as Java polls)."""
+        self._check_writable()
+        if self._thread is not None:
+            return self
+        period = interval_s if interval_s is not None else 0.1 * self.precision_ms / 1000
+        self._stop.clear()
+
+        def run() -> None:
+            while not self._stop.is_set():
+                try:
+                    self.tick()
+                except Exception:
+                    log.exception("timer tick failed")
+                self._stop.wait(period)
+
+        self._thread = threading.Thread(target=run, name="TimerMessageStore", daemon=True)
+        self._thread.start()
+        return self
+
+    def shutdown(self, flush: bool = True) -> None:
+        """Stop the thread, persist (unless ``flush=False``, which is what a crash leaves) and close."""
+        if self._closed:
+            return
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+            self._thread = None
+        with self._lock:
+            if flush and not self.read_only:
+                self.flush()
+            self._closed = True
+            self.timer_checkpoint.close(flush=False)
+            self.timer_wheel.close(flush=False)
+            self.timer_log.close(flush=False)
+
+    close = shutdown
+
+    def __enter__(self) -> TimerMessageStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    # ---- figures ----------------------------------------------------------------------------
+
+    def _record_rates(self, now: int) -> None:
+        samples = self._rate_samples
+        samples.append((now, self.enqueue_count, self.dequeue_count))
+        # keep one sample at or before the window start as the base of the rates
+        while len(samples) > 2 and samples[1][0] <= now - _RATE_WINDOW_MS:
+            samples.popleft()
+
+    def _rates(self) -> tuple[float, float]:
+        if len(self._rate_samples) < 2:
+            return 0.0, 0.0
+        t0, e0, d0 = self._rate_samples[0]
+        t1, e1, d1 = self._rate_samples[-1]
+        if t1 <= t0:
+            return 0.0, 0.0
+        secs = (t1 - t0) / 1000
+        return (e1 - e0) / secs, (d1 - d0) / secs
+
+    def get_all_congest_num(self) -> int:
+        """Live messages in the wheel from the read pointer on (Java ``getAllCongestNum``)."""
+        return self.timer_wheel.get_all_num(self.curr_read_time_ms)
+
+    def get_congest_num(self, deliver_ms: int) -> int:
+        return self.timer_wheel.get_num(deliver_ms)
+
+    def is_reject(self, deliver_ms: int) -> bool:
+        """Flow control for a new timer message (Java ``isReject``, ``timerCongestNumEachSlot``)."""
+        congest = self.timer_wheel.get_num(deliver_ms)
+        limit = self.congest_num_each_slot
+        if congest <= limit:
+            return False
+        if congest >= limit * 2:
+            return True
+        return random.randrange(1000) > 1000 * (congest - limit) / (limit + 0.1)
+
+    def backlog(self) -> TimerBacklog:
+        """Pending counts (total and by due bucket), rates and lag, from the wheel and the queue."""
+        with self._lock:
+            now = self.clock()
+            due = {name: 0 for name, _ in BACKLOG_BUCKETS}
+            pending = 0
+            if not self._closed:
+                for _, slot in self.timer_wheel.iter_slots(self.curr_read_time_ms):
+                    pending += slot.num
+                    fires_in = slot.time_ms + self.precision_ms - now
+                    for name, bound in BACKLOG_BUCKETS:
+                        if bound is None or fires_in <= bound:
+                            due[name] += slot.num
+                            break
+            ms = self.message_store
+            behind_msgs = max(0, self._timer_queue_max() - self.curr_queue_offset)
+            behind_ms = 0
+            if behind_msgs:
+                ts = ms.get_message_store_timestamp(TIMER_TOPIC, 0, self.curr_queue_offset)
+                if ts > 0:
+                    behind_ms = max(0, now - ts)
+            enq_rate, deq_rate = self._rates()
+            return TimerBacklog(
+                now_ms=now, pending=pending, enqueue_behind_messages=behind_msgs, enqueue_behind_ms=behind_ms,
+                dequeue_behind_ms=max(0, now - self.curr_read_time_ms), due=due, enqueue_rate=enq_rate,
+                dequeue_rate=deq_rate, curr_read_time_ms=self.curr_read_time_ms,
+                curr_write_time_ms=self.curr_write_time_ms, queue_offset=self.curr_queue_offset,
+                timer_log_min_offset=self.timer_log.min_offset, timer_log_max_offset=self.timer_log.max_offset)
+
+
+def _existing_file_size(directory: Path) -> int:
+    """Size of the first TimerLog file: an existing store's file size wins over the config."""
+    if not directory.is_dir():
+        return 0
+    for p in sorted(directory.iterdir()):
+        if p.is_file() and p.name.isdigit() and len(p.name) == 20:
+            size = p.stat().st_size
+            if size:
+                return size
+    return 0
