@@ -26,6 +26,7 @@ from .commit_log import CommitLog, PutMessageResult, PutMessageStatus, now_ms
 from .consume_queue import BOUNDARY_LOWER, ConsumeQueue, ConsumeQueueBase, CqUnit
 from .dispatch import DispatchRequest, build_dispatch_request
 from .index_service import IndexService
+from .retention import RetentionReport, RetentionService
 from .store_config import StoreConfig, parse_delay_levels
 from .store_lock import StoreLock
 from .topic_config import BATCH_CQ, SIMPLE_CQ, TopicConfigTable
@@ -98,11 +99,17 @@ class MessageStore:
         self.recovery_report: RecoveryReport | None = None
         self.arrival_listeners: list[Callable[[str, int, int, int, int, str], None]] = []
         self.dispatchers: list[Callable[[DispatchRequest], None]] = []
+        # False for a record that must not reach any queue or index (the broker uses it so a
+        # deleted topic's old records are not re-dispatched into a new consume queue on recovery).
+        self.dispatch_filter: Callable[[DispatchRequest], bool] | None = None
         self._flush_thread: threading.Thread | None = None
         self._stopping = False
         self._started = False
         self._opened = False
         self.clean_shutdown = True
+        # Retention (CleanCommitLogService); tests swap in fake ``disk_usage`` / ``mtime_of``.
+        self.retention = RetentionService(self)
+        self._last_clean_ms: int | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def open(self) -> MessageStore:
@@ -222,6 +229,25 @@ class MessageStore:
                     self.checkpoint.flush()
             except Exception:
                 log.exception("consume queue flush failed")
+            try:
+                now = self.clock()
+                if self._last_clean_ms is None:
+                    self._last_clean_ms = now
+                elif now - self._last_clean_ms >= self.config.clean_resource_interval:
+                    self._last_clean_ms = now
+                    self.delete_expired_files()
+            except Exception:
+                log.exception("deleting expired files failed")
+
+    def delete_expired_files(self, force: bool = False) -> RetentionReport:
+        """Run retention now (spec §12 fileReservedTime/deleteWhen/diskMaxUsedSpaceRatio).
+
+        ``force`` deletes expired files whatever the hour (mqadmin deleteExpiredCommitLog); the flush
+        thread calls this every cleanResourceInterval with ``force=False``.
+        """
+        if self.read_only:
+            raise PermissionError("store is open read-only")
+        return self.retention.run(force)
 
     def _on_full_index_file_flushed(self, end_timestamp: int) -> None:
         if self.checkpoint is not None:
@@ -404,6 +430,8 @@ class MessageStore:
             cq.correct_min_offset(cl_min)
 
     def _dispatch_recovered(self, req: DispatchRequest) -> None:
+        if self.dispatch_filter is not None and not self.dispatch_filter(req):
+            return
         if self.read_only:
             self._dispatch_in_memory(req)
         else:
@@ -426,6 +454,8 @@ class MessageStore:
 
     # -- dispatch ----------------------------------------------------------------------------------
     def do_dispatch(self, req: DispatchRequest, notify: bool = True) -> None:
+        if self.dispatch_filter is not None and not self.dispatch_filter(req):
+            return
         if req.enters_queue:
             qtype = BATCH_CQ if req.is_inner_batch else None
             cq = self.find_consume_queue(req.topic, req.queue_id, create=True, queue_type=qtype)
@@ -438,10 +468,8 @@ class MessageStore:
                                                  req.consume_queue_offset)
                 if self.checkpoint is not None:
                     self.checkpoint.logics_msg_timestamp = req.store_timestamp
-        if self.config.message_index_enable and self.index_service is not None and not self.read_only \
-                and not self._already_indexed(req.commit_log_offset):
-            self.index_service.build_index(req.topic, req.commit_log_offset, req.store_timestamp, req.uniq_key,
-                                           req.keys, req.tran_type)
+        if self.config.message_index_enable and self.index_service is not None and not self.read_only:
+            self._build_index(req)
         for d in self.dispatchers:
             d(req)
         if notify and req.enters_queue:
@@ -449,11 +477,29 @@ class MessageStore:
                 listener(req.topic, req.queue_id, req.consume_queue_offset + req.batch_size, req.tags_code,
                          req.store_timestamp, req.properties_string)
 
-    def _already_indexed(self, phy_offset: int) -> bool:
-        """Re-dispatch after recovery must not add a record's keys to the index twice."""
+    def _build_index(self, req: DispatchRequest) -> None:
+        """Index one record; re-dispatch after recovery must not add a record's keys twice.
+
+        Records before the newest indexed offset are complete in the index. The record *at* that
+        offset may be only partly there: its keys can straddle a full file and the next one, and
+        abnormal recovery deletes the newer file. Only its missing keys are added then.
+        """
         svc = self.index_service
-        files = svc.files if svc is not None else []
-        return bool(files) and files[-1].entry_count > 0 and phy_offset <= svc.last_index_file_end_phy_offset
+        phy = req.commit_log_offset
+        end_phy = svc.last_index_file_end_phy_offset
+        uniq_key, keys = req.uniq_key, req.keys
+        if phy <= end_phy and svc.stats().entry_count > 0:
+            if phy < end_phy:
+                return
+            max_ts = 2 ** 63 - 1
+            if uniq_key is not None and phy in svc.query_offset(req.topic, uniq_key, 64, 0, max_ts):
+                uniq_key = None
+            if keys:
+                keys = " ".join(k for k in keys.split(" ")
+                                if k and phy not in svc.query_offset(req.topic, k, 64, 0, max_ts)) or None
+            if uniq_key is None and not keys:
+                return
+        svc.build_index(req.topic, phy, req.store_timestamp, uniq_key, keys, req.tran_type)
 
     def wait_for_dispatch(self, timeout: float = 10.0) -> bool:
         """Block until every written record is in its consume queue and the index (tests, CLI)."""
@@ -515,6 +561,9 @@ class MessageStore:
         with self._inner_batch_guard(msg.topic, msg.queue_id):
             base = cl.queue_offsets.next(msg.topic, msg.queue_id)
             msg.properties["INNER_BASE"] = str(base)
+            # The BCQ unit's batchSize comes from INNER_NUM (spec §6.1): without it the unit covers
+            # one offset and the queue's max offset falls behind the offsets the commitlog assigned.
+            msg.properties["INNER_NUM"] = str(inner_num)
             return cl.put_message(msg, queue_step=inner_num)
 
     def _inner_batch_guard(self, topic: str, queue_id: int) -> threading.Lock:

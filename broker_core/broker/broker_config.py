@@ -1,0 +1,113 @@
+"""BrokerConfig: the broker's settings with RocketMQ's key names and defaults (spec §12).
+
+Why: one broker.conf (``key=value`` or YAML) configures everything — broker keys here, store keys in
+``StoreConfig``, ACL keys in ``AuthConfig`` — exactly as an operator writes it for a Java broker.
+Keys no dataclass knows are kept in ``properties`` so later features can read them without a new
+loader.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from broker_core.auth.config import AuthConfig
+from broker_core.config_loader import ConfigError, apply_properties, read_properties_file, to_properties
+from broker_core.store.store_config import StoreConfig
+
+MASTER_ID = 0
+
+
+@dataclass
+class BrokerConfig:
+    broker_name: str = "broker-a"
+    broker_cluster_name: str = "DefaultCluster"
+    broker_id: int = MASTER_ID
+    broker_ip1: str = field(default="127.0.0.1", metadata={"key": "brokerIP1"})
+    listen_port: int = 10911
+    namesrv_addr: str = ""
+    broker_permission: int = 6
+    default_topic_queue_nums: int = 8
+    auto_create_topic_enable: bool = True
+    cluster_topic_enable: bool = True
+    broker_topic_enable: bool = True
+    trace_topic_enable: bool = False
+    msg_trace_topic_name: str = "RMQ_SYS_TRACE_TOPIC"
+    auto_create_subscription_group: bool = True
+    validate_system_topic_when_update_topic: bool = True
+    enable_mixed_message_type: bool = False
+    clear_retry_topic_when_delete_topic: bool = True
+    region_id: str = "DefaultRegion"
+    trace_on: bool = True
+    flush_consumer_offset_interval: int = 5000
+    use_server_side_reset_offset: bool = True
+    long_polling_enable: bool = True
+    short_polling_time_mills: int = 1000
+    # JVM system property rocketmq.broker.rebalance.lockMaxLiveTime upstream; a key here.
+    rebalance_lock_max_live_time: int = 60_000
+    reject_transaction_message: bool = False
+    transaction_time_out: int = 6000
+    transaction_check_max: int = 15
+    transaction_check_interval: int = 30_000
+    revive_queue_num: int = 8
+    max_reconsume_times: int = 16
+    store: StoreConfig = field(default_factory=StoreConfig)
+    auth: AuthConfig = field(default_factory=AuthConfig)
+    properties: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def broker_addr(self) -> str:
+        return f"{self.broker_ip1}:{self.listen_port}"
+
+    @property
+    def store_host(self) -> tuple[str, int]:
+        return (self.broker_ip1, self.listen_port)
+
+    @classmethod
+    def from_properties(cls, props: dict[str, str], store_root: str | Path | None = None) -> BrokerConfig:
+        """Build broker, store and auth settings from one map of RocketMQ keys."""
+        simple = {k: v for k, v in props.items()}
+        base = apply_properties(_BrokerKeys, simple)
+        values = {f.name: getattr(base, f.name) for f in dataclasses.fields(_BrokerKeys)}
+        store = StoreConfig.from_properties(props, store_root)
+        try:
+            auth = AuthConfig.from_properties(props)
+        except ValueError as e:
+            raise ConfigError(str(e)) from e
+        cfg = cls(**values, store=store, auth=auth, properties=dict(props))
+        if cfg.default_topic_queue_nums <= 0:
+            raise ConfigError(f"defaultTopicQueueNums must be positive, got {cfg.default_topic_queue_nums}")
+        if cfg.flush_consumer_offset_interval <= 0:
+            raise ConfigError(f"flushConsumerOffsetInterval must be positive, got {cfg.flush_consumer_offset_interval}")
+        return cfg
+
+    @classmethod
+    def load(cls, config_file: str | Path | None = None, store_root: str | Path | None = None) -> BrokerConfig:
+        """Read broker.conf (properties or YAML); ``store_root`` overrides storePathRootDir."""
+        props = read_properties_file(config_file) if config_file else {}
+        return cls.from_properties(props, store_root)
+
+    def to_properties(self) -> dict[str, str]:
+        """Every setting as RocketMQ ``key -> value`` strings (what getBrokerConfig prints)."""
+        out = dict(self.properties)
+        out.update(to_properties(self.store))
+        out.update(self.auth.to_properties())
+        broker_part = to_properties(self)
+        broker_part.pop("properties", None)
+        out.update(broker_part)
+        return dict(sorted(out.items()))
+
+
+def _broker_fields() -> list[tuple[str, type, dataclasses.Field]]:
+    skip = {"store", "auth", "properties"}
+    out = []
+    for f in dataclasses.fields(BrokerConfig):
+        if f.name in skip:
+            continue
+        out.append((f.name, f.type, dataclasses.field(default=f.default, metadata=f.metadata)))
+    return out
+
+
+# The broker's own keys as a flat dataclass, so config_loader can coerce them by type.
+_BrokerKeys = dataclasses.make_dataclass("_BrokerKeys", _broker_fields())

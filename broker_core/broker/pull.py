@@ -1,0 +1,169 @@
+"""4.x pull (PullMessageProcessor, spec B.2.2): status mapping, offsets, filters and long polling.
+
+Why: a pull is where group and topic permissions, the subscription filter, an admin's pending
+offset reset and the store's GetMessageStatus meet; the result carries both the client-side
+PullStatus and the remoting response code so every adapter answers the same way.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from broker_core.store.codec.message import MessageExt
+from broker_core.store.message_store import GetMessageResult, GetMessageStatus, MessageStore
+
+from .broker_config import BrokerConfig
+from .consumer_offset_manager import ConsumerOffsetManager
+from .errors import (
+    InvalidParameterError,
+    NoPermissionError,
+    ResponseCode,
+    SubscriptionParseFailedError,
+    TopicNotExistError,
+)
+from .filter import FilterSyntaxError, UnsupportedExpressionTypeError, build_filter
+from .long_polling import PullRequestHoldService
+from .subscription_group_manager import SubscriptionGroupManager
+from .topic_manager import TopicManager, is_readable
+
+OFFSET_RESET = "OFFSET_RESET"
+
+
+class PullStatus(StrEnum):
+    FOUND = "FOUND"
+    NO_NEW_MSG = "NO_NEW_MSG"
+    NO_MATCHED_MSG = "NO_MATCHED_MSG"
+    OFFSET_ILLEGAL = "OFFSET_ILLEGAL"
+
+
+@dataclass(slots=True)
+class PullResult:
+    status: PullStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    messages: list[MessageExt] = field(default_factory=list)
+    detail: str | None = None  # store status name behind a non-FOUND result (e.g. OFFSET_OVERFLOW_BADLY)
+    suggest_which_broker_id: int = 0
+    response_code: int = ResponseCode.SUCCESS
+    topic_sys_flag: int = 0
+    group_sys_flag: int = 0
+
+    @property
+    def remark(self) -> str:
+        return self.detail or PullStatus.FOUND.value
+
+
+_STATUS_MAP = {
+    GetMessageStatus.FOUND: (PullStatus.FOUND, ResponseCode.SUCCESS),
+    GetMessageStatus.NO_MATCHED_MESSAGE: (PullStatus.NO_MATCHED_MSG, ResponseCode.PULL_RETRY_IMMEDIATELY),
+    GetMessageStatus.MESSAGE_WAS_REMOVING: (PullStatus.NO_MATCHED_MSG, ResponseCode.PULL_RETRY_IMMEDIATELY),
+    GetMessageStatus.OFFSET_OVERFLOW_ONE: (PullStatus.NO_NEW_MSG, ResponseCode.PULL_NOT_FOUND),
+    GetMessageStatus.OFFSET_FOUND_NULL: (PullStatus.NO_NEW_MSG, ResponseCode.PULL_NOT_FOUND),
+    GetMessageStatus.OFFSET_TOO_SMALL: (PullStatus.OFFSET_ILLEGAL, ResponseCode.PULL_OFFSET_MOVED),
+    GetMessageStatus.OFFSET_OVERFLOW_BADLY: (PullStatus.OFFSET_ILLEGAL, ResponseCode.PULL_OFFSET_MOVED),
+}
+
+
+def map_get_result(result: GetMessageResult, requested_offset: int) -> tuple[PullStatus, int, int]:
+    """(PullStatus, response code, nextBeginOffset) for a store result, as PullMessageProcessor maps it."""
+    st = result.status
+    if st in (GetMessageStatus.NO_MESSAGE_IN_QUEUE, GetMessageStatus.NO_MATCHED_LOGIC_QUEUE):
+        if requested_offset == 0:
+            return PullStatus.NO_NEW_MSG, ResponseCode.PULL_NOT_FOUND, 0
+        return PullStatus.OFFSET_ILLEGAL, ResponseCode.PULL_OFFSET_MOVED, 0
+    status, code = _STATUS_MAP[st]
+    return status, code, result.next_begin_offset
+
+
+class PullService:
+    def __init__(self, store: MessageStore, topics: TopicManager, groups: SubscriptionGroupManager,
+                 offsets: ConsumerOffsetManager, config: BrokerConfig, hold: PullRequestHoldService,
+                 on_get: Callable[[str, str, int], None] | None = None) -> None:
+        self.store = store
+        self.topics = topics
+        self.groups = groups
+        self.offsets = offsets
+        self.config = config
+        self.hold = hold
+        self._on_get = on_get
+
+    def pull_message(self, group: str, topic: str, queue_id: int, offset: int, max_msgs: int = 32,
+                     expression_type: str | None = "TAG", subscription: str | None = "*",
+                     suspend_timeout_ms: int = 0, commit_offset: int | None = None) -> PullResult:
+        if not is_readable(self.config.broker_permission):
+            raise NoPermissionError(f"the broker[{self.config.broker_ip1}] pulling message is forbidden")
+        sgc = self.groups.find(group)
+        if not sgc.consume_enable:
+            raise NoPermissionError(f"subscription group no permission, {group}")
+        tc = self.topics.get(topic)
+        if tc is None:
+            raise TopicNotExistError(f"topic[{topic}] not exist, apply first please!")
+        if not is_readable(tc.perm):
+            raise NoPermissionError(f"the topic[{topic}] pulling message is forbidden")
+        if queue_id < 0 or queue_id >= tc.read_queue_nums:
+            raise InvalidParameterError(f"queueId[{queue_id}] is illegal, topic:[{topic}] "
+                                        f"topicConfig.readQueueNums:[{tc.read_queue_nums}]")
+        if max_msgs <= 0:
+            raise InvalidParameterError(f"maxMsgNums must be positive, got {max_msgs}")
+        if offset < 0:
+            raise InvalidParameterError(f"queueOffset must be >= 0, got {offset}")
+        try:
+            message_filter = build_filter(expression_type, subscription)
+        except (FilterSyntaxError, UnsupportedExpressionTypeError) as e:
+            raise SubscriptionParseFailedError(f"parse the consumer's subscription failed: {e}") from e
+
+        reset_pending = self.config.use_server_side_reset_offset and \
+            self.offsets.has_offset_reset(group, topic, queue_id)
+        if commit_offset is not None and commit_offset >= 0 and not reset_pending:
+            self.offsets.commit_offset(group, topic, queue_id, commit_offset)
+
+        result = self._pull_once(group, topic, queue_id, offset, max_msgs, message_filter, sgc.broker_id)
+        if result.status is PullStatus.NO_NEW_MSG and suspend_timeout_ms > 0 and result.detail != OFFSET_RESET:
+            result = self._suspend(group, topic, queue_id, offset, max_msgs, message_filter, sgc.broker_id,
+                                   suspend_timeout_ms, result.max_offset)
+        result.topic_sys_flag = tc.topic_sys_flag
+        result.group_sys_flag = sgc.group_sys_flag
+        return result
+
+    def _pull_once(self, group: str, topic: str, queue_id: int, offset: int, max_msgs: int,
+                   message_filter: object, broker_id: int) -> PullResult:
+        if self.config.use_server_side_reset_offset:
+            reset = self.offsets.query_then_erase_reset_offset(group, topic, queue_id)
+            if reset is not None:
+                return PullResult(PullStatus.OFFSET_ILLEGAL, reset, self.store.get_min_offset_in_queue(topic, queue_id),
+                                  self.store.get_max_offset_in_queue(topic, queue_id), detail=OFFSET_RESET,
+                                  suggest_which_broker_id=broker_id, response_code=ResponseCode.PULL_OFFSET_MOVED)
+        got = self.store.get_messages(topic, queue_id, offset, max_msgs, message_filter)  # type: ignore[arg-type]
+        status, code, next_begin = map_get_result(got, offset)
+        self.offsets.commit_pull_offset(group, topic, queue_id, next_begin)
+        if status is PullStatus.FOUND and self._on_get is not None:
+            self._on_get(group, topic, len(got.messages))
+        return PullResult(status, next_begin, got.min_offset, got.max_offset, got.messages,
+                          None if status is PullStatus.FOUND else got.status.value, broker_id, code)
+
+    def _suspend(self, group: str, topic: str, queue_id: int, offset: int, max_msgs: int, message_filter: object,
+                 broker_id: int, timeout_ms: int, seen_max: int) -> PullResult:
+        """Park until a matching message arrives or the time is up, then answer without suspending."""
+        if not self.config.long_polling_enable:
+            timeout_ms = min(timeout_ms, self.config.short_polling_time_mills)
+        deadline = time.monotonic() + timeout_ms / 1000
+        waiter = self.hold.hold(topic, queue_id, offset, message_filter)
+        try:
+            while True:
+                # A message may have arrived between the first read and hold(): look once more.
+                now_max = self.store.get_max_offset_in_queue(topic, queue_id)
+                if now_max > seen_max:
+                    result = self._pull_once(group, topic, queue_id, offset, max_msgs, message_filter, broker_id)
+                    if result.status is not PullStatus.NO_MATCHED_MSG and result.status is not PullStatus.NO_NEW_MSG:
+                        return result
+                    seen_max = result.max_offset
+                left = deadline - time.monotonic()
+                if left <= 0 or waiter.event.wait(left):
+                    break
+        finally:
+            self.hold.release(waiter)
+        return self._pull_once(group, topic, queue_id, offset, max_msgs, message_filter, broker_id)

@@ -1,0 +1,147 @@
+"""Consumer offset resets: by time (now / epoch ms / ``yyyy-MM-dd#HH:mm:ss:SSS``) or to an offset.
+
+Why plan-then-apply: operators (and playbooks) want to see old -> new offsets per queue before
+anything changes. Applying stores the new offsets as a server-side reset (RIP-48), so pull, pop and
+FIFO-pop groups all pick them up, and tells the offset-reset listeners (pop/FIFO state) about it.
+Time lookups take the first message stored at or after the time, so a batch whose messages share
+one store time is reset to its first message (RocketMQ #5445), and an explicit offset inside a
+BatchCQ batch stays on that exact message.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from .errors import InvalidParameterError, SubscriptionGroupNotExistError, TopicNotExistError
+
+if TYPE_CHECKING:
+    from broker_core.store.message_store import MessageStore
+    from broker_core.store.topic_config import TopicConfig
+
+    from .consumer_offset_manager import ConsumerOffsetManager
+    from .subscription_group_manager import SubscriptionGroupManager
+    from .topic_manager import TopicManager
+
+_DATE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})#(\d{2}):(\d{2}):(\d{2}):(\d{3})$")
+TIMESTAMP_FORMAT_HELP = "now, milliseconds since the epoch, or yyyy-MM-dd#HH:mm:ss:SSS (local time)"
+
+
+@dataclass(frozen=True, slots=True)
+class ResetOffsetPlanEntry:
+    topic: str
+    queue_id: int
+    old_offset: int  # -1: the group had no offset for this queue
+    new_offset: int
+
+
+def parse_reset_timestamp(value: str | int, clock: Callable[[], int]) -> int:
+    """mqadmin's ``-s`` argument as epoch milliseconds (-1 means "the max offset", i.e. skip all)."""
+    if isinstance(value, bool):
+        raise InvalidParameterError(f"bad timestamp {value!r}; expected {TIMESTAMP_FORMAT_HELP}")
+    if isinstance(value, int):
+        return value
+    text = str(value).strip()
+    if text.lower() == "now":
+        return clock()
+    if re.fullmatch(r"-?\d+", text):
+        return int(text)
+    m = _DATE.match(text)
+    if m:
+        y, mo, d, h, mi, s, ms = (int(g) for g in m.groups())
+        try:
+            dt = datetime(y, mo, d, h, mi, s, ms * 1000)
+        except ValueError as e:
+            raise InvalidParameterError(f"bad timestamp {text!r}: {e}") from None
+        return int(dt.timestamp() * 1000)
+    raise InvalidParameterError(f"bad timestamp {text!r}; expected {TIMESTAMP_FORMAT_HELP}")
+
+
+def format_reset_timestamp(ms: int) -> str:
+    """The inverse of the date form (what mqadmin prints as ``timestamp(string)``)."""
+    dt = datetime.fromtimestamp(ms / 1000)
+    return dt.strftime("%Y-%m-%d#%H:%M:%S:") + f"{ms % 1000:03d}"
+
+
+OffsetResetListener = Callable[[str, str, int, int], None]
+
+
+class ResetOffsetService:
+    """Plans and applies resets against one broker's queues and offset table."""
+
+    def __init__(self, store: MessageStore, topics: TopicManager, groups: SubscriptionGroupManager,
+                 offsets: ConsumerOffsetManager, clock: Callable[[], int],
+                 listeners: list[OffsetResetListener]) -> None:
+        self.store = store
+        self.topics = topics
+        self.groups = groups
+        self.offsets = offsets
+        self.clock = clock
+        self.listeners = listeners
+
+    def _check(self, group: str, topic: str) -> TopicConfig:
+        tc = self.topics.get(topic)
+        if tc is None:
+            raise TopicNotExistError(f"Topic {topic} does not exist")
+        if not self.groups.contains(group):
+            raise SubscriptionGroupNotExistError(f"Group {group} does not exist")
+        return tc
+
+    def plan(self, group: str, topic: str, timestamp: str | int | None = None, *, offset: int | None = None,
+             queue_id: int | None = None) -> list[ResetOffsetPlanEntry]:
+        """What a reset would do, per queue; nothing changes. Exactly one of timestamp/offset."""
+        if (timestamp is None) == (offset is None):
+            raise InvalidParameterError("give either a timestamp or an offset to reset to")
+        tc = self._check(group, topic)
+        if queue_id is not None:
+            if queue_id < 0 or queue_id >= max(tc.read_queue_nums, tc.write_queue_nums):
+                raise InvalidParameterError(f"queueId[{queue_id}] is illegal, topic:[{topic}] has "
+                                            f"{tc.read_queue_nums} read queues")
+            qids = [queue_id]
+        else:
+            qids = list(range(tc.read_queue_nums))
+        ts = None if timestamp is None else parse_reset_timestamp(timestamp, self.clock)
+        plan = []
+        for qid in qids:
+            lo = self.store.get_min_offset_in_queue(topic, qid)
+            hi = self.store.get_max_offset_in_queue(topic, qid)
+            if offset is not None:
+                if offset < lo or offset > hi:
+                    raise InvalidParameterError(
+                        f"Target offset {offset} not in consume queue range [{lo}-{hi}] (topic {topic}, queue {qid})")
+                new = offset
+            elif ts is not None and ts < 0:
+                new = hi
+            else:
+                new = self.store.get_offset_in_queue_by_time(topic, qid, ts)
+            plan.append(ResetOffsetPlanEntry(topic, qid, self.offsets.query_offset(group, topic, qid), new))
+        return plan
+
+    def apply(self, group: str, plan: list[ResetOffsetPlanEntry]) -> list[ResetOffsetPlanEntry]:
+        """Store the plan as server-side resets, persist at once, then notify the listeners."""
+        for e in plan:
+            self._check(group, e.topic)
+        for e in plan:
+            self.offsets.assign_reset_offset(group, e.topic, e.queue_id, e.new_offset)
+        self.offsets.persist(force=True)
+        for e in plan:
+            for listener in list(self.listeners):
+                listener(group, e.topic, e.queue_id, e.new_offset)
+        return plan
+
+    def clone(self, src_group: str, dst_group: str, topic: str) -> list[ResetOffsetPlanEntry]:
+        """cloneGroupOffset: the destination group takes the source group's committed offsets."""
+        self._check(src_group, topic)
+        if not self.groups.contains(dst_group):
+            self.groups.find(dst_group)
+        old = self.offsets.query_offsets(dst_group, topic)
+        copied = self.offsets.clone_offset(src_group, dst_group, topic)
+        self.offsets.persist(force=True)
+        plan = [ResetOffsetPlanEntry(topic, q, old.get(q, -1), o) for q, o in sorted(copied.items())]
+        for e in plan:
+            for listener in list(self.listeners):
+                listener(dst_group, e.topic, e.queue_id, e.new_offset)
+        return plan

@@ -1,0 +1,158 @@
+"""Operator statistics: put/get TPS and totals, per-queue offsets, per-group progress.
+
+Why: ``brokerStatus``, ``topicStatus``, ``consumerProgress`` and the dashboard read the same
+numbers; TPS comes from per-second buckets driven by the injected clock so tests never sleep, and
+the day totals roll at local midnight as BrokerStats does (TodayMorning / YesterdayMorning).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+
+class TpsCounter:
+    """Counts per second; answers the rate over the last full second and the last full minute."""
+
+    def __init__(self, clock: Callable[[], int], window_seconds: int = 60) -> None:
+        self.clock = clock
+        self.window = window_seconds
+        self._buckets: deque[list[int]] = deque()  # [second, count]
+        self._lock = threading.Lock()
+
+    def add(self, n: int = 1) -> None:
+        sec = self.clock() // 1000
+        with self._lock:
+            if self._buckets and self._buckets[-1][0] == sec:
+                self._buckets[-1][1] += n
+            else:
+                self._buckets.append([sec, n])
+            while self._buckets and self._buckets[0][0] < sec - self.window - 1:
+                self._buckets.popleft()
+
+    def _sum(self, first_sec: int, last_sec: int) -> int:
+        with self._lock:
+            return sum(c for s, c in self._buckets if first_sec <= s <= last_sec)
+
+    def tps_last_second(self) -> float:
+        prev = self.clock() // 1000 - 1
+        return float(self._sum(prev, prev))
+
+    def tps_last_minute(self) -> float:
+        now = self.clock() // 1000
+        return self._sum(now - self.window, now - 1) / self.window
+
+
+class DayTotals:
+    """Running total plus its value at the last two local midnights (msgPutTotalTodayMorning...)."""
+
+    def __init__(self, clock: Callable[[], int]) -> None:
+        self.clock = clock
+        self.total = 0
+        self.today_morning = 0
+        self.yesterday_morning = 0
+        self._day = self._day_of(clock())
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _day_of(ms: int) -> int:
+        return datetime.fromtimestamp(ms / 1000).toordinal()
+
+    def _roll(self) -> None:
+        day = self._day_of(self.clock())
+        if day != self._day:
+            self.yesterday_morning = self.today_morning if day == self._day + 1 else self.total
+            self.today_morning = self.total
+            self._day = day
+
+    def add(self, n: int) -> None:
+        with self._lock:
+            self._roll()
+            self.total += n
+
+    def snapshot(self) -> tuple[int, int, int]:
+        with self._lock:
+            self._roll()
+            return self.yesterday_morning, self.today_morning, self.total
+
+
+class BrokerStats:
+    def __init__(self, clock: Callable[[], int]) -> None:
+        self.clock = clock
+        self.start_ms = clock()
+        self.put_tps = TpsCounter(clock)
+        self.get_tps = TpsCounter(clock)
+        self.put_totals = DayTotals(clock)
+        self.get_totals = DayTotals(clock)
+        self.topic_put: dict[str, TpsCounter] = {}
+        self.group_get: dict[tuple[str, str], TpsCounter] = {}
+        self.topic_put_total: dict[str, int] = {}
+        self.group_get_total: dict[tuple[str, str], int] = {}
+        self._lock = threading.Lock()
+
+    def record_put(self, topic: str, n: int) -> None:
+        self.put_tps.add(n)
+        self.put_totals.add(n)
+        with self._lock:
+            counter = self.topic_put.get(topic)
+            if counter is None:
+                counter = self.topic_put[topic] = TpsCounter(self.clock)
+            self.topic_put_total[topic] = self.topic_put_total.get(topic, 0) + n
+        counter.add(n)
+
+    def record_get(self, group: str, topic: str, n: int) -> None:
+        self.get_tps.add(n)
+        self.get_totals.add(n)
+        key = (group, topic)
+        with self._lock:
+            counter = self.group_get.get(key)
+            if counter is None:
+                counter = self.group_get[key] = TpsCounter(self.clock)
+            self.group_get_total[key] = self.group_get_total.get(key, 0) + n
+        counter.add(n)
+
+    def topic_put_tps(self, topic: str) -> float:
+        c = self.topic_put.get(topic)
+        return c.tps_last_minute() if c else 0.0
+
+    def group_get_tps(self, group: str, topic: str | None = None) -> float:
+        return sum(c.tps_last_minute() for (g, t), c in list(self.group_get.items())
+                   if g == group and (topic is None or t == topic))
+
+    def runtime(self) -> str:
+        """BrokerController's ``runtime`` text: `[ d days, h hours, m minutes, s seconds ]`."""
+        secs = max(0, (self.clock() - self.start_ms) // 1000)
+        d, rem = divmod(secs, 86400)
+        h, rem = divmod(rem, 3600)
+        m, s = divmod(rem, 60)
+        return f"[ {d} days, {h} hours, {m} minutes, {s} seconds ]"
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStats:
+    """topicStatus row: offsets of one queue and the store time of its newest message (0 if none)."""
+
+    topic: str
+    queue_id: int
+    min_offset: int
+    max_offset: int
+    last_update_timestamp: int
+
+
+@dataclass(frozen=True, slots=True)
+class GroupQueueStats:
+    """consumerProgress row for one queue of one topic."""
+
+    topic: str
+    queue_id: int
+    broker_offset: int
+    consumer_offset: int  # -1 never committed (shown as 0 lag base by mqadmin)
+    pull_offset: int
+    diff: int
+    inflight: int
+    blocked: bool
+    last_timestamp: int  # store time of the last consumed message (consumerOffset - 1), 0 if none
+    last_consume_timestamp: int  # when the group last committed this queue, 0 if never

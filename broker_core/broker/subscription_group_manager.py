@@ -1,0 +1,113 @@
+"""Consumer groups: system groups, create/update/delete, auto-creation on first use.
+
+Why: pull, pop, offset commits and resets all need the group's settings (consumeEnable, retry
+queue count, retry policy...) and must agree on whether an unknown group is created or refused.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import fields, replace
+from typing import Any
+
+from broker_core.store.subscription_group_config import SubscriptionGroupConfig, SubscriptionGroupTable
+
+from .broker_config import BrokerConfig
+from .errors import InvalidParameterError, ServiceNotAvailableError, SubscriptionGroupNotExistError
+from .topic_validator import SYSTEM_GROUPS, validate_group
+
+RETRY_POLICY_TYPES = ("CUSTOMIZED", "EXPONENTIAL")
+_FIELD_NAMES = {f.name for f in fields(SubscriptionGroupConfig)} - {"group_name", "extra"}
+
+
+class SubscriptionGroupManager:
+    def __init__(self, table: SubscriptionGroupTable, config: BrokerConfig, clock: Callable[[], int],
+                 read_only: bool = False) -> None:
+        self.table = table
+        self.config = config
+        self.clock = clock
+        self.read_only = read_only
+        self.system_groups = {name for name, _ in SYSTEM_GROUPS}
+        self._lock = threading.RLock()
+
+    def init(self) -> None:
+        self.table.load()
+        changed = False
+        for name, broadcast in SYSTEM_GROUPS:
+            if name not in self.table.groups:
+                self.table.groups[name] = SubscriptionGroupConfig(name, consume_broadcast_enable=broadcast)
+                changed = True
+        if changed and not self.read_only:
+            self.table.data_version.next_version(self.clock())
+            self.table.persist()
+
+    # -- queries ---------------------------------------------------------------------------------
+    def get(self, group: str) -> SubscriptionGroupConfig | None:
+        return self.table.groups.get(group)
+
+    def contains(self, group: str) -> bool:
+        return group in self.table.groups
+
+    def list(self) -> list[SubscriptionGroupConfig]:
+        return [self.table.groups[n] for n in sorted(self.table.groups)]
+
+    def find(self, group: str, auto_create: bool = True) -> SubscriptionGroupConfig:
+        """findSubscriptionGroupConfig: the group, created with defaults when allowed, else an error."""
+        sgc = self.table.groups.get(group)
+        if sgc is not None:
+            return sgc
+        if auto_create and (self.config.auto_create_subscription_group or group in self.system_groups) \
+                and not self.read_only:
+            bad = validate_group(group)
+            if bad:
+                raise InvalidParameterError(bad)
+            return self.create_or_update(group)
+        raise SubscriptionGroupNotExistError(
+            f"subscription group [{group}] does not exist, apply first please!")
+
+    # -- changes ---------------------------------------------------------------------------------
+    def create_or_update(self, group: str | SubscriptionGroupConfig, **settings: Any) -> SubscriptionGroupConfig:
+        """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP; ``settings`` are SubscriptionGroupConfig field names."""
+        if self.read_only:
+            raise ServiceNotAvailableError("the broker is open read-only; groups cannot change")
+        if isinstance(group, SubscriptionGroupConfig):
+            base, name = group, group.group_name
+        else:
+            name = group
+            base = self.table.groups.get(name) or SubscriptionGroupConfig(name)
+        bad = validate_group(name)
+        if bad:
+            raise InvalidParameterError(bad)
+        unknown = set(settings) - _FIELD_NAMES
+        if unknown:
+            raise InvalidParameterError(f"unknown subscription group setting(s): {', '.join(sorted(unknown))}")
+        cfg = replace(base, **settings) if settings else replace(base)
+        if cfg.retry_queue_nums < 0:
+            raise InvalidParameterError(f"retryQueueNums must be >= 0, got {cfg.retry_queue_nums}")
+        if cfg.retry_max_times < -1:
+            raise InvalidParameterError(f"retryMaxTimes must be >= -1, got {cfg.retry_max_times}")
+        policy_type = str(cfg.group_retry_policy.get("type", "CUSTOMIZED")).upper()
+        if policy_type not in RETRY_POLICY_TYPES:
+            raise InvalidParameterError(
+                f"groupRetryPolicy.type must be CUSTOMIZED or EXPONENTIAL, got {cfg.group_retry_policy.get('type')!r}")
+        with self._lock:
+            self.table.groups[name] = cfg
+            self.table.data_version.next_version(self.clock())
+            self.table.persist()
+        return cfg
+
+    def delete(self, group: str) -> bool:
+        if self.read_only:
+            raise ServiceNotAvailableError("the broker is open read-only; groups cannot change")
+        with self._lock:
+            old = self.table.groups.pop(group, None)
+            self.table.forbidden_table.pop(group, None)
+            if old is None:
+                return False
+            self.table.data_version.next_version(self.clock())
+            self.table.persist()
+        return True
+
+    def get_forbidden(self, group: str, topic: str) -> int:
+        return max(0, self.table.forbidden_table.get(group, {}).get(topic, 0))

@@ -1,0 +1,278 @@
+"""Topics: validation, system topics, create/update/delete, auto-creation on send (TopicConfigManager).
+
+Why: every send, pull and admin call resolves its topic here, so the naming rules, the permission
+bits and the ``queue.type`` rule are enforced once. Deleted topics are remembered with the commitlog
+offset at deletion (``config/deletedTopics.json``) so their old records are never re-dispatched into
+a consume queue when the store recovers — the topic stays deleted after a restart.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from pathlib import Path
+
+from broker_core.store.config_file import read_config_json, write_config_json
+from broker_core.store.dispatch import DispatchRequest
+from broker_core.store.message_store import MessageStore
+from broker_core.store.topic_config import (
+    BATCH_CQ,
+    PERM_INHERIT,
+    PERM_READ,
+    PERM_WRITE,
+    QUEUE_TYPE_KEY,
+    TopicConfig,
+)
+
+from .broker_config import BrokerConfig
+from .errors import BrokerSystemError, InvalidParameterError, ServiceNotAvailableError, TopicNotExistError
+from .topic_attributes import QUEUE_TYPE, alter_attributes, parse_attribute_modifications
+from .topic_validator import (
+    AUTO_CREATE_TOPIC_KEY_TOPIC,
+    REPLY_TOPIC_POSTFIX,
+    RMQ_SYS_BENCHMARK_TOPIC,
+    RMQ_SYS_OFFSET_MOVED_EVENT,
+    RMQ_SYS_SCHEDULE_TOPIC,
+    RMQ_SYS_SELF_TEST_TOPIC,
+    RMQ_SYS_TRANS_HALF_TOPIC,
+    RMQ_SYS_TRANS_OP_HALF_TOPIC,
+    SCHEDULE_TOPIC_QUEUE_NUM,
+    SYNC_BROKER_MEMBER_GROUP_PREFIX,
+    SYSTEM_TOPIC_PREFIX,
+    SYSTEM_TOPICS,
+    TIMER_TOPIC,
+    revive_topic,
+    validate_topic,
+)
+
+DELETED_TOPICS_FILE = "deletedTopics.json"
+TOPIC_FILTER_TYPES = ("SINGLE_TAG", "MULTI_TAG")
+
+
+def is_writeable(perm: int) -> bool:
+    return bool(perm & PERM_WRITE)
+
+
+def is_readable(perm: int) -> bool:
+    return bool(perm & PERM_READ)
+
+
+def is_inherited(perm: int) -> bool:
+    return bool(perm & PERM_INHERIT)
+
+
+def perm_to_string(perm: int) -> str:
+    """PermName#perm2String: ``RW-`` style."""
+    return ("R" if perm & PERM_READ else "-") + ("W" if perm & PERM_WRITE else "-") + \
+        ("X" if perm & PERM_INHERIT else "-")
+
+
+class TopicManager:
+    def __init__(self, store: MessageStore, config: BrokerConfig, clock: Callable[[], int],
+                 read_only: bool = False) -> None:
+        self.store = store
+        self.config = config
+        self.clock = clock
+        self.read_only = read_only
+        self.table = store.topic_table
+        self.system_topics: set[str] = set(SYSTEM_TOPICS)
+        self.deleted_topics: dict[str, int] = {}  # topic -> commitlog max offset when deleted
+        self._lock = threading.RLock()
+        self.change_listeners: list[Callable[[str, TopicConfig | None], None]] = []
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    @property
+    def _deleted_path(self) -> Path:
+        return self.store.config_dir / DELETED_TOPICS_FILE
+
+    def load_deleted_topics(self) -> None:
+        """Read tombstones before the store opens so recovery can skip a deleted topic's records."""
+        obj = read_config_json(self._deleted_path) or {}
+        self.deleted_topics = {str(t): int(o) for t, o in (obj.get("deletedTopicTable") or {}).items()}
+
+    def dispatch_filter(self, req: DispatchRequest) -> bool:
+        cut = self.deleted_topics.get(req.topic)
+        return cut is None or req.commit_log_offset >= cut
+
+    def _persist_deleted(self) -> None:
+        write_config_json(self._deleted_path, {"deletedTopicTable": dict(self.deleted_topics)})
+
+    def init(self) -> None:
+        """System topics as RocketMQ's TopicConfigManager#init, then topics known only by their queues."""
+        before = {n: t.to_json() for n, t in self.table.topics.items()}
+        cfg = self.config
+        self._system(RMQ_SYS_SELF_TEST_TOPIC, 1, 1)
+        if cfg.auto_create_topic_enable:
+            self._system(AUTO_CREATE_TOPIC_KEY_TOPIC, cfg.default_topic_queue_nums, cfg.default_topic_queue_nums,
+                         PERM_INHERIT | PERM_READ | PERM_WRITE)
+        self._system(RMQ_SYS_BENCHMARK_TOPIC, 1024, 1024)
+        self._system(cfg.broker_cluster_name, 16, 16,
+                     PERM_INHERIT | (PERM_READ | PERM_WRITE if cfg.cluster_topic_enable else 0))
+        self._system(cfg.broker_name, 1, 1,
+                     PERM_INHERIT | (PERM_READ | PERM_WRITE if cfg.broker_topic_enable else 0))
+        self._system(RMQ_SYS_OFFSET_MOVED_EVENT, 1, 1)
+        self._system(RMQ_SYS_SCHEDULE_TOPIC, SCHEDULE_TOPIC_QUEUE_NUM, SCHEDULE_TOPIC_QUEUE_NUM)
+        if cfg.trace_topic_enable:
+            self._system(cfg.msg_trace_topic_name, 1, 1)
+        self._system(f"{cfg.broker_cluster_name}_{REPLY_TOPIC_POSTFIX}", 1, 1)
+        self._system(revive_topic(cfg.broker_cluster_name), cfg.revive_queue_num, cfg.revive_queue_num)
+        self._system(SYNC_BROKER_MEMBER_GROUP_PREFIX + cfg.broker_name, 1, 1, PERM_INHERIT)
+        self._system(RMQ_SYS_TRANS_HALF_TOPIC, 1, 1)
+        self._system(RMQ_SYS_TRANS_OP_HALF_TOPIC, 1, 1)
+        if cfg.store.timer_wheel_enable:
+            self._system(TIMER_TOPIC, 1, 1)
+        self._infer_from_queues()
+        after = {n: t.to_json() for n, t in self.table.topics.items()}
+        if after != before and not self.read_only:
+            self.table.data_version.next_version(self.clock())
+            self.table.persist()
+
+    def _system(self, name: str, read: int, write: int, perm: int = PERM_READ | PERM_WRITE) -> None:
+        self.system_topics.add(name)
+        # Java rebuilds system topic configs at every start, then lets topics.json override them.
+        if name not in self.table.topics:
+            self.table.topics[name] = TopicConfig(name, read, write, perm)
+
+    def _infer_from_queues(self) -> None:
+        """A store written without topics.json (e.g. a golden store): its queues define its topics."""
+        queues: dict[str, int] = {}
+        for topic, qid in list(self.store.consume_queues):
+            queues[topic] = max(queues.get(topic, 0), qid + 1)
+        for topic, n in queues.items():
+            if topic in self.table.topics:
+                continue
+            attrs = {QUEUE_TYPE_KEY: BATCH_CQ} if self.store.queue_type_of(topic) == BATCH_CQ else {}
+            self.table.topics[topic] = TopicConfig(topic, n, n, PERM_READ | PERM_WRITE, attributes=attrs)
+
+    # -- queries ---------------------------------------------------------------------------------
+    def get(self, topic: str) -> TopicConfig | None:
+        return self.table.get(topic)
+
+    def require(self, topic: str) -> TopicConfig:
+        tc = self.table.get(topic)
+        if tc is None:
+            raise TopicNotExistError(f"No topic in this broker. topic: {topic}")
+        return tc
+
+    def list(self) -> list[TopicConfig]:
+        return [self.table.topics[n] for n in sorted(self.table.topics)]
+
+    def is_system_topic(self, topic: str) -> bool:
+        return topic in self.system_topics or topic.startswith(SYSTEM_TOPIC_PREFIX)
+
+    # -- changes ---------------------------------------------------------------------------------
+    def _check_writable(self) -> None:
+        if self.read_only:
+            raise ServiceNotAvailableError("the broker is open read-only; topic configs cannot change")
+
+    def create_or_update(self, topic: str, read_queue_nums: int | None = None, write_queue_nums: int | None = None,
+                         perm: int = PERM_READ | PERM_WRITE, order: bool = False,
+                         attributes: str | Mapping[str, str] | None = None, topic_filter_type: str = "SINGLE_TAG",
+                         topic_sys_flag: int = 0, system: bool = False) -> TopicConfig:
+        """UPDATE_AND_CREATE_TOPIC. ``system=True`` is for the broker's own topics (retry, DLQ, ...)."""
+        self._check_writable()
+        bad = validate_topic(topic)
+        if bad:
+            raise InvalidParameterError(bad)
+        if not system and self.config.validate_system_topic_when_update_topic and self.is_system_topic(topic):
+            raise InvalidParameterError(f"The topic[{topic}] is conflict with system topic.")
+        n_default = self.config.default_topic_queue_nums
+        read = n_default if read_queue_nums is None else int(read_queue_nums)
+        write = n_default if write_queue_nums is None else int(write_queue_nums)
+        if read < 0 or write < 0 or (read == 0 and write == 0):
+            raise InvalidParameterError(f"queue numbers must be >= 0 and not both 0 (read={read}, write={write})")
+        if not 0 <= perm <= 15:
+            raise InvalidParameterError(f"perm must be a bit set of 8/4/2/1 (0..15), got {perm}")
+        if topic_filter_type not in TOPIC_FILTER_TYPES:
+            raise InvalidParameterError(f"topicFilterType must be SINGLE_TAG or MULTI_TAG, got {topic_filter_type!r}")
+        mods = parse_attribute_modifications(attributes)
+        if not self.config.enable_mixed_message_type and mods.get("+message.type") == "MIXED":
+            raise InvalidParameterError("MIXED message type is not supported.")
+        with self._lock:
+            old = self.table.get(topic)
+            has_data = old is not None and self.store.has_data(topic)
+            new_attrs = alter_attributes(old is None, old.attributes if old else {}, mods,
+                                         frozenset() if has_data else frozenset({QUEUE_TYPE.name}))
+            if old is not None and has_data and old.queue_type != (new_attrs.get(QUEUE_TYPE_KEY) or "SimpleCQ"):
+                raise BrokerSystemError(
+                    f"attempt to update an unchangeable attribute. key: queue.type (topic {topic} already has "
+                    f"messages in a {old.queue_type} queue; delete the topic first to change its queue type)")
+            tc = TopicConfig(topic, read, write, perm, topic_filter_type, topic_sys_flag, bool(order), new_attrs)
+            if old is not None and old.to_json() == tc.to_json():
+                return old
+            if old is not None and old.queue_type != tc.queue_type:
+                # No data: drop the empty queues of the old type so the next dispatch builds the new one.
+                self.store.delete_topics([topic])
+            self.table.put(tc, self.clock())
+            self.table.persist()
+        self._notify(topic, tc)
+        return tc
+
+    def create_if_absent(self, tc: TopicConfig) -> TopicConfig:
+        """For the broker's own topics (retry/DLQ/POP retry): no name policing beyond the charset."""
+        with self._lock:
+            old = self.table.get(tc.topic_name)
+            if old is not None:
+                return old
+            self._check_writable()
+            self.table.put(tc, self.clock())
+            self.table.persist()
+        self._notify(tc.topic_name, tc)
+        return tc
+
+    def create_in_send(self, topic: str, default_topic: str = AUTO_CREATE_TOPIC_KEY_TOPIC,
+                       client_default_queue_nums: int | None = None, topic_sys_flag: int = 0) -> TopicConfig | None:
+        """createTopicInSendMessageMethod: inherit from ``default_topic`` when its perm allows it."""
+        with self._lock:
+            existing = self.table.get(topic)
+            if existing is not None:
+                return existing
+            default = self.table.get(default_topic)
+            if default is None:
+                return None
+            perm = default.perm
+            if default_topic == AUTO_CREATE_TOPIC_KEY_TOPIC and not self.config.auto_create_topic_enable:
+                perm = PERM_READ | PERM_WRITE
+            if not is_inherited(perm):
+                return None
+            self._check_writable()
+            want = self.config.default_topic_queue_nums if client_default_queue_nums is None \
+                else client_default_queue_nums
+            n = max(0, min(want, default.write_queue_nums))
+            tc = TopicConfig(topic, n, n, perm & ~PERM_INHERIT, default.topic_filter_type, topic_sys_flag)
+            self.table.put(tc, self.clock())
+            self.table.persist()
+        self._notify(topic, tc)
+        return tc
+
+    def delete(self, topic: str, system: bool = False) -> bool:
+        """DELETE_TOPIC_IN_BROKER: config, consume queues; offsets are cleaned by the caller."""
+        self._check_writable()
+        if topic is None or not topic.strip():
+            raise InvalidParameterError("The specified topic is blank.")
+        if not system and self.config.validate_system_topic_when_update_topic and self.is_system_topic(topic):
+            raise InvalidParameterError(f"The topic[{topic}] is conflict with system topic.")
+        with self._lock:
+            old = self.table.remove(topic, self.clock())
+            had_queues = any(t == topic for t, _ in self.store.consume_queues)
+            if old is None and not had_queues:
+                return False
+            self.deleted_topics[topic] = self.store.get_max_phy_offset()
+            self._persist_deleted()
+            self.store.delete_topics([topic])
+            self.table.persist()
+        self._notify(topic, None)
+        return True
+
+    def replace(self, tc: TopicConfig) -> None:
+        """Store a config as given (tools that copy configs between brokers)."""
+        self._check_writable()
+        with self._lock:
+            self.table.put(replace(tc, attributes=dict(tc.attributes)), self.clock())
+            self.table.persist()
+        self._notify(tc.topic_name, tc)
+
+    def _notify(self, topic: str, tc: TopicConfig | None) -> None:
+        for listener in list(self.change_listeners):
+            listener(topic, tc)

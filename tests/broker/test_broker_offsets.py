@@ -1,0 +1,164 @@
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from broker_core.broker.broker_config import BrokerConfig
+from broker_core.broker.errors import (
+    InvalidParameterError,
+    ResponseCode,
+    SubscriptionGroupNotExistError,
+    TopicNotExistError,
+)
+from broker_core.broker.queue_lock import MessageQueue
+from broker_core.store.config_file import ConfigFileError, read_config_json
+from broker_core.store.consumer_offset_file import read_consumer_offsets
+
+from .conftest import small_config
+
+
+def test_group_crud_and_persistence(make_broker, tmp_path):
+    b = make_broker()
+    assert b.get_subscription_group("TOOLS_CONSUMER") is not None  # system groups
+    g = b.create_or_update_subscription_group("orders", consume_message_orderly=True, retry_max_times=3,
+                                              group_retry_policy={"type": "EXPONENTIAL",
+                                                                  "exponentialRetryPolicy": {"initial": 5000}})
+    assert g.consume_message_orderly and g.retry_max_times == 3
+    b.create_or_update_subscription_group("orders", retry_queue_nums=2)
+    assert b.get_subscription_group("orders").consume_message_orderly  # update keeps other fields
+    with pytest.raises(InvalidParameterError, match="illegal characters"):
+        b.create_or_update_subscription_group("bad group")
+    with pytest.raises(InvalidParameterError, match="groupRetryPolicy"):
+        b.create_or_update_subscription_group("x", group_retry_policy={"type": "LINEAR"})
+    with pytest.raises(InvalidParameterError, match="unknown subscription group setting"):
+        b.create_or_update_subscription_group("x", consume_speed=3)
+    raw = (tmp_path / "store" / "config" / "subscriptionGroup.json").read_text()
+    assert '"groupName":"orders"' in raw and '"retryQueueNums":2' in raw and "\t" in raw
+    b.shutdown()
+    b2 = make_broker()
+    assert b2.get_subscription_group("orders").retry_queue_nums == 2
+    assert b2.get_subscription_group("orders").group_retry_policy["exponentialRetryPolicy"]["initial"] == 5000
+    assert b2.delete_subscription_group("orders")
+    assert b2.get_subscription_group("orders") is None
+    assert "orders" not in {g.group_name for g in b2.list_subscription_groups()}
+
+
+def test_group_auto_create_and_refusal(make_broker):
+    b = make_broker()
+    b.create_or_update_topic("T", 1, 1)
+    b.commit_offset("auto", "T", 0, 0)
+    assert b.get_subscription_group("auto") is not None
+    b.shutdown()
+    b2 = make_broker(autoCreateSubscriptionGroup="false")
+    with pytest.raises(SubscriptionGroupNotExistError) as ei:
+        b2.commit_offset("never", "T", 0, 0)
+    assert ei.value.code == ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST
+    with pytest.raises(TopicNotExistError):
+        b2.commit_offset("auto", "Missing", 0, 0)
+
+
+def test_offsets_persist_at_shutdown_in_java_shape(make_broker, tmp_path):
+    b = make_broker()
+    b.create_or_update_topic("T", 4, 4)
+    for q in range(4):
+        b.commit_offset("g", "T", q, 250 + q)
+    assert b.query_offset("g", "T", 3) == 253 and b.query_offset("g", "T", 9) == -1
+    b.shutdown()
+    text = (tmp_path / "store" / "config" / "consumerOffset.json").read_text()
+    assert '"T@g":{\n\t\t\t0:250,\n\t\t\t1:251,\n\t\t\t2:252,\n\t\t\t3:253\n\t\t}' in text
+    assert '"groupTopicMap"' in text and '"dataVersion"' in text
+    b2 = make_broker()
+    assert [b2.query_offset("g", "T", q) for q in range(4)] == [250, 251, 252, 253]
+
+
+def test_offsets_flushed_periodically(make_broker, tmp_path):
+    b = make_broker(flushConsumerOffsetInterval="30")
+    b.start()
+    b.create_or_update_topic("T", 1, 1)
+    b.commit_offset("g", "T", 0, 42)
+    path = tmp_path / "store" / "config" / "consumerOffset.json"
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline:
+        if path.exists() and read_consumer_offsets(path.parent)[0].get("T@g") == {0: 42}:
+            break
+        time.sleep(0.01)
+    else:
+        pytest.fail("consumerOffset.json was not flushed by the periodic task")
+
+
+def test_reads_java_dialect_and_quoted_keys(tmp_path, make_broker):
+    cfg = tmp_path / "store" / "config"
+    cfg.mkdir(parents=True)
+    (cfg / "consumerOffset.json").write_text(
+        '{\n\t"offsetTable":{\n\t\t"TopicTest@my_group":{0:250,1:251},\n\t\t"%RETRY%my_group@my_group":{"0":7}\n\t},'
+        '\n\t"dataVersion":{"counter":1448,"stateVersion":0,"timestamp":1700000000000}\n}')
+    b = make_broker()
+    assert b.query_offset("my_group", "TopicTest", 1) == 251
+    assert b.query_offset("my_group", "%RETRY%my_group", 0) == 7
+    assert b.offset_manager.data_version.counter == 1448
+
+
+def test_corrupt_offset_file_falls_back_to_bak_or_fails_clearly(tmp_path):
+    cfg = tmp_path / "config"
+    cfg.mkdir()
+    (cfg / "consumerOffset.json").write_text('{"offsetTable":{"T@g":{0:')
+    with pytest.raises(ConfigFileError):
+        read_consumer_offsets(cfg)
+    (cfg / "consumerOffset.json.bak").write_text('{"offsetTable":{"T@g":{0:5}}}')
+    assert read_consumer_offsets(cfg)[0] == {"T@g": {0: 5}}
+    (cfg / "consumerOffset.json").write_text('{"offsetTable":{"T@g":{"x":1}}}')
+    with pytest.raises(ConfigFileError, match="non-integer"):
+        read_consumer_offsets(cfg)
+
+
+def test_lock_unlock_with_expiry(make_broker, clock):
+    b = make_broker()
+    q0, q1 = ("T", 0), ("T", 1)
+    assert b.lock_batch_mq("g", "c1", [q0, q1]) == {MessageQueue("T", "broker-a", 0), MessageQueue("T", "broker-a", 1)}
+    assert b.lock_batch_mq("g", "c2", [q0, q1]) == set()
+    assert b.lock_batch_mq("other-group", "c2", [q0]) == {MessageQueue("T", "broker-a", 0)}
+    clock.advance(50_000)
+    assert b.lock_batch_mq("g", "c1", [q0]) == {MessageQueue("T", "broker-a", 0)}  # renews q0 only
+    clock.advance(10_001)
+    # q1 expired (60 s since its last renewal), q0 renewed 10 s ago
+    assert b.lock_batch_mq("g", "c2", [q0, q1]) == {MessageQueue("T", "broker-a", 1)}
+    assert b.unlock_batch_mq("g", "c2", [q0]) == set()  # c2 cannot release c1's lock
+    assert b.unlock_batch_mq("g", "c1", [q0]) == {MessageQueue("T", "broker-a", 0)}
+    assert b.lock_batch_mq("g", "c2", [q0]) == {MessageQueue("T", "broker-a", 0)}
+    assert b.lock_manager.owner("g", MessageQueue("T", "broker-a", 0)) == "c2"
+
+
+def test_config_loads_one_file(tmp_path):
+    conf = tmp_path / "broker.conf"
+    conf.write_text("brokerName=broker-b\nbrokerIP1=10.1.2.3\nlistenPort=10920\nmaxMessageSize=2048\n"
+                    "flushConsumerOffsetInterval=1000\nauthorizationEnabled=true\ncustomKey=kept\n")
+    cfg = BrokerConfig.load(conf, tmp_path / "s")
+    assert (cfg.broker_name, cfg.broker_ip1, cfg.listen_port) == ("broker-b", "10.1.2.3", 10920)
+    assert cfg.store.max_message_size == 2048 and cfg.store.store_path_root_dir == str(tmp_path / "s")
+    assert cfg.auth.authorization_enabled and cfg.auth.cluster_name == "DefaultCluster"
+    assert cfg.properties["customKey"] == "kept"
+    props = cfg.to_properties()
+    assert props["brokerIP1"] == "10.1.2.3" and props["maxMessageSize"] == "2048"
+    yaml_conf = tmp_path / "broker.yaml"
+    yaml_conf.write_text("brokerClusterName: C1\ndefaultTopicQueueNums: 4\nautoCreateTopicEnable: false\n")
+    cfg = BrokerConfig.load(yaml_conf)
+    assert cfg.broker_cluster_name == "C1" and cfg.default_topic_queue_nums == 4 and not cfg.auto_create_topic_enable
+
+
+def test_config_bad_values(tmp_path):
+    from broker_core.config_loader import ConfigError
+
+    with pytest.raises(ConfigError, match="listenPort"):
+        small_config(listenPort="ten")
+    with pytest.raises(ConfigError, match="defaultTopicQueueNums"):
+        small_config(defaultTopicQueueNums="0")
+
+
+def test_topics_json_written_atomically_with_backup(make_broker, tmp_path):
+    b = make_broker()
+    b.create_or_update_topic("A", 1, 1)
+    b.create_or_update_topic("B", 1, 1)
+    cfg = tmp_path / "store" / "config"
+    assert "B" in read_config_json(cfg / "topics.json")["topicConfigTable"]
+    assert "A" in read_config_json(cfg / "topics.json.bak")["topicConfigTable"]
