@@ -182,27 +182,37 @@ class BatchConsumeQueue(ConsumeQueueBase):
 
     def get_offset_in_queue_by_time(self, timestamp: int, store_time_of: Callable[[int, int], int] | None = None,
                                     boundary: str = "lower") -> int:
-        """msgBaseOffset of the first unit stored at or after ``timestamp`` (§6.3, by unit store time)."""
+        """Exact message offset by store time (§6.3 searches units by their store time).
+
+        LOWER: the first message stored at/after ``timestamp`` — the base of the first unit with
+        ``storeTime >= timestamp`` (every item of an inner batch shares the record's time), or the max
+        offset when nothing is that new. UPPER: the last message stored at/before ``timestamp`` — the
+        *last item* of the last unit with ``storeTime <= timestamp``, not its base (Java answers the
+        base, which would replay the rest of the batch). Never below the min offset.
+        """
         units = [u for u in self.iter_all_units() if u.queue_offset + u.batch_num > self.min_offset]
         if not units:
             return self.min_offset
-        if timestamp > units[-1].store_time:
-            return self.max_offset if boundary != BOUNDARY_UPPER else units[-1].queue_offset
-        lo, hi = 0, len(units) - 1
         if boundary == BOUNDARY_UPPER:
+            if units[0].store_time > timestamp:
+                return self.min_offset
+            lo, hi = 0, len(units) - 1
             while lo < hi:
                 mid = (lo + hi + 1) // 2
                 if units[mid].store_time <= timestamp:
                     lo = mid
                 else:
                     hi = mid - 1
-        else:
-            while lo < hi:
-                mid = (lo + hi) // 2
-                if units[mid].store_time >= timestamp:
-                    hi = mid
-                else:
-                    lo = mid + 1
+            return max(units[lo].queue_offset + units[lo].batch_num - 1, self.min_offset)
+        if timestamp > units[-1].store_time:
+            return self.max_offset
+        lo, hi = 0, len(units) - 1
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if units[mid].store_time >= timestamp:
+                hi = mid
+            else:
+                lo = mid + 1
         return max(units[lo].queue_offset, self.min_offset)
 
 

@@ -8,10 +8,13 @@ must read the Java dialect fastjson writes (unquoted integer map keys such as ``
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 from pathlib import Path
 from typing import Any
+
+log = logging.getLogger("rmqops.store")
 
 # fastjson writes Integer/Long-keyed maps with bare numeric keys: `{0:250,` or `,\n\t\t1:251`.
 _BARE_NUMERIC_KEY = re.compile(r'([{,]\s*)(-?\d+)(\s*:)')
@@ -128,11 +131,19 @@ def read_config_json(path: str | os.PathLike[str]) -> Any | None:
         except FileNotFoundError:
             continue
         if not text.strip():
+            if candidate == path:
+                errors.append(f"{candidate}: empty")
             continue
         try:
-            return loads_java_json(text)
+            value = loads_java_json(text)
         except (json.JSONDecodeError, ValueError) as e:
             errors.append(f"{candidate}: {e}")
+            continue
+        if errors:  # the main file was damaged: say so once, with the reason and what was used
+            log.warning("config file %s is damaged (%s); loaded the previous version from %s", path,
+                        errors[0].split(": ", 1)[1], candidate)
+        return value
+    errors = [e for e in errors if not e.endswith(": empty")]
     if errors:
         raise ConfigFileError("cannot parse config file: " + "; ".join(errors))
     return None

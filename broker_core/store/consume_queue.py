@@ -320,12 +320,16 @@ class ConsumeQueue(ConsumeQueueBase):
         last_unit = self.get_unit(hi)
         if first_unit is None or last_unit is None:
             return lo
-        if store_time_of(first_unit.phy_offset, first_unit.size) >= timestamp:
-            return lo
-        if store_time_of(last_unit.phy_offset, last_unit.size) < timestamp:
-            return hi + 1
+        first_time = store_time_of(first_unit.phy_offset, first_unit.size)
+        last_time = store_time_of(last_unit.phy_offset, last_unit.size)
         # first offset whose store time >= timestamp (LOWER); UPPER: last offset whose time <= timestamp
         if boundary == BOUNDARY_UPPER:
+            # As Java: a time at/after the last message answers the last offset (not max), and
+            # several messages sharing the first store time answer the last of them.
+            if last_time <= timestamp:
+                return hi
+            if first_time > timestamp:
+                return lo
             a, b = lo, hi
             while a < b:
                 mid = (a + b + 1) // 2
@@ -335,6 +339,10 @@ class ConsumeQueue(ConsumeQueueBase):
                 else:
                     b = mid - 1
             return a
+        if first_time >= timestamp:
+            return lo
+        if last_time < timestamp:
+            return hi + 1
         a, b = lo, hi
         while a < b:
             mid = (a + b) // 2

@@ -2,21 +2,39 @@
 
 from __future__ import annotations
 
+import array
+import sys
 import zlib
+from operator import mul
 
 _MASK32 = 0xFFFFFFFF
 
 
+# _POW31[k] = 31**k mod 2**32. ``h = sum(c_i * 31**(n-1-i)) mod 2**32`` is the same value as Java's
+# loop, and ``sum(map(mul, ...))`` runs in C: the index (two keys per message) and tagsCode hash on
+# every dispatch, so this is on the hot path.
+_POW31: list[int] = [1]
+
+
+def _powers(n: int) -> list[int]:
+    p = _POW31
+    while len(p) < n:
+        p.append((p[-1] * 31) & _MASK32)
+    return p
+
+
 def java_string_hash(s: str) -> int:
     """Java ``String.hashCode()``: 31*h + c over UTF-16 code units, as a signed 32-bit int."""
-    h = 0
     if s.isascii():
-        for c in s.encode("ascii"):
-            h = (31 * h + c) & _MASK32
+        units: bytes | array.array = s.encode("ascii")
     else:
-        data = s.encode("utf-16-be")
-        for i in range(0, len(data), 2):
-            h = (31 * h + ((data[i] << 8) | data[i + 1])) & _MASK32
+        units = array.array("H", s.encode("utf-16-be"))
+        if sys.byteorder == "little":
+            units.byteswap()
+    n = len(units)
+    if n == 0:
+        return 0
+    h = sum(map(mul, units, _powers(n)[n - 1::-1])) & _MASK32
     return h - 0x100000000 if h & 0x80000000 else h
 
 

@@ -24,7 +24,12 @@ def is_ipv6(host: Host) -> bool:
 
 
 def decode_host(raw: bytes | memoryview) -> Host:
-    raw = bytes(raw)
+    return _decode_host(bytes(raw))
+
+
+@lru_cache(maxsize=4096)
+def _decode_host(raw: bytes) -> Host:
+    """Cached: every decoded record carries two hosts and a store sees few distinct ones."""
     if len(raw) == 8:
         return socket.inet_ntoa(raw[:4]), int.from_bytes(raw[4:], "big", signed=True)
     return socket.inet_ntop(socket.AF_INET6, raw[:16]), int.from_bytes(raw[16:], "big", signed=True)

@@ -12,13 +12,16 @@ from dataclasses import dataclass, field
 
 from .hashing import rmq_crc32
 from .hosts import Host, decode_host, encode_host
-from .properties import decode_properties, encode_properties, get_property
+from .properties import PROPERTY_SEPARATOR, decode_properties, encode_properties, get_property
 from .sys_flag import BORNHOST_V6_FLAG, STOREHOSTADDRESS_V6_FLAG
 
 MESSAGE_MAGIC_CODE_V1 = -626843481  # 0xDAA320A7
 MESSAGE_MAGIC_CODE_V2 = -626843477  # 0xDAA320AB
 BLANK_MAGIC_CODE = -875286124  # 0xCBD43194
 END_FILE_MIN_BLANK_LENGTH = 8
+# enabledAppendPropCRC (spec §1.6): ``__CRC32#`` 0x01 + 10 digits + 0x02 at the end of PROPERTIES.
+CRC32_RESERVED_LEN = 20
+PROP_CRC_PREFIX = b"__CRC32#\x01"
 
 # Offsets of fields patched inside the append lock (independent of host families).
 QUEUE_OFFSET_POS = 20
@@ -137,10 +140,20 @@ class MessageExt:
 
 
 def encode_record(msg: MessageInner, queue_offset: int, physical_offset: int, store_timestamp: int,
-                  properties_string: str | None = None, max_message_size: int = 4 * 1024 * 1024) -> bytearray:
-    """Encode one full record. The append path patches offsets/timestamps later with ``patch_record``."""
+                  properties_string: str | None = None, max_message_size: int = 4 * 1024 * 1024,
+                  append_prop_crc: bool = False) -> bytearray:
+    """Encode one full record. The append path patches offsets/timestamps later with ``patch_record``.
+
+    ``append_prop_crc`` is ``enabledAppendPropCRC`` (spec §1.6): 20 bytes ``__CRC32#``/digits are
+    reserved at the end of PROPERTIES (after a 0x02 if the string lacks one) and filled with the CRC
+    of the rest of the record; ``patch_record(..., prop_crc=True)`` refreshes it after patching.
+    """
     props = encode_properties(msg.properties) if properties_string is None else properties_string
+    if append_prop_crc and props and not props.endswith(PROPERTY_SEPARATOR):
+        props += PROPERTY_SEPARATOR
     props_bytes = props.encode("utf-8")
+    if append_prop_crc:
+        props_bytes += bytes(CRC32_RESERVED_LEN)
     topic_bytes = msg.topic.encode("utf-8")
     body = msg.body
     body_len = len(body)
@@ -181,7 +194,35 @@ def encode_record(msg: MessageInner, queue_offset: int, physical_offset: int, st
     pos += topic_len
     _I16.pack_into(buf, pos, len(props_bytes))
     buf[pos + 2:] = props_bytes
+    if append_prop_crc:
+        write_prop_crc(buf, 0, total)
     return buf
+
+
+def write_prop_crc(buf: bytearray | memoryview, pos: int, total: int) -> None:
+    """Fill the reserved last 20 bytes of the record at ``pos`` (Java ``MessageDecoder.createCrc32``).
+
+    The CRC covers ``[0, total - 20)``; its decimal digits are written least significant first,
+    padded with '0' to 10 digits, as ``__CRC32#`` 0x01 digits 0x02.
+    """
+    crc = rmq_crc32(buf[pos:pos + total - CRC32_RESERVED_LEN])
+    digits = bytearray()
+    for _ in range(10):
+        digits.append(0x30 + crc % 10)
+        crc //= 10
+    buf[pos + total - CRC32_RESERVED_LEN:pos + total] = PROP_CRC_PREFIX + bytes(digits) + b"\x02"
+
+
+def verify_prop_crc(buf: bytes | bytearray | memoryview, pos: int, total: int) -> bool:
+    """True when the record ends with a ``__CRC32#`` property matching its bytes (forceVerifyPropCRC)."""
+    tail = bytes(buf[pos + total - CRC32_RESERVED_LEN:pos + total])
+    if not tail.startswith(PROP_CRC_PREFIX) or tail[-1:] != b"\x02":
+        return False
+    digits = tail[len(PROP_CRC_PREFIX):-1]
+    if not digits.isdigit():
+        return False
+    stored = sum((d - 0x30) * 10 ** i for i, d in enumerate(digits))
+    return stored == rmq_crc32(buf[pos:pos + total - CRC32_RESERVED_LEN])
 
 
 def store_timestamp_pos(sys_flag: int) -> int:
@@ -189,13 +230,15 @@ def store_timestamp_pos(sys_flag: int) -> int:
 
 
 def patch_record(buf: bytearray | memoryview, pos: int, queue_offset: int, physical_offset: int,
-                 store_timestamp: int | None) -> None:
-    """Fill the fields only known inside the append lock."""
+                 store_timestamp: int | None, prop_crc: bool = False) -> None:
+    """Fill the fields only known inside the append lock (and then the whole-record CRC, if any)."""
     _I64.pack_into(buf, pos + QUEUE_OFFSET_POS, queue_offset)
     _I64.pack_into(buf, pos + PHYSICAL_OFFSET_POS, physical_offset)
     if store_timestamp is not None:
         sys_flag = _I32.unpack_from(buf, pos + SYS_FLAG_POS)[0]
         _I64.pack_into(buf, pos + store_timestamp_pos(sys_flag), store_timestamp)
+    if prop_crc:
+        write_prop_crc(buf, pos, _I32.unpack_from(buf, pos)[0])
 
 
 def encode_blank(free: int) -> bytes:
@@ -285,12 +328,18 @@ def check_record(buf, pos: int, limit: int, check_crc: bool = True, read_body: b
     if total <= 0 or remaining < total:
         return RecordCheck(RECORD_INVALID, 0, f"torn record: TOTALSIZE {total} but only {remaining} bytes left")
     try:
-        msg = decode_record(buf, pos, read_body=True)
+        # The body is copied only when the caller wants it; the CRC is computed in place.
+        msg = decode_record(buf, pos, read_body=read_body)
     except (RecordError, struct.error) as e:
         return RecordCheck(RECORD_INVALID, 0, str(e))
-    if check_crc and msg.body and rmq_crc32(msg.body) != msg.body_crc:
-        return RecordCheck(RECORD_INVALID, 0,
-                           f"body CRC mismatch (stored {msg.body_crc}, computed {rmq_crc32(msg.body)})")
-    if not read_body:
-        msg.body = b""
+    if check_crc:
+        sys_flag = msg.sys_flag
+        body_len_pos = pos + BORN_HOST_POS + (20 if sys_flag & BORNHOST_V6_FLAG else 8) + 8 \
+            + (20 if sys_flag & STOREHOSTADDRESS_V6_FLAG else 8) + 12
+        body_len = _I32.unpack_from(buf, body_len_pos)[0]
+        if body_len > 0:
+            with memoryview(buf) as mv:
+                crc = rmq_crc32(mv[body_len_pos + 4:body_len_pos + 4 + body_len])
+            if crc != msg.body_crc:
+                return RecordCheck(RECORD_INVALID, 0, f"body CRC mismatch (stored {msg.body_crc}, computed {crc})")
     return RecordCheck(RECORD_VALID, total, "", msg)

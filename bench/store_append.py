@@ -1,0 +1,198 @@
+"""Store append benchmark: put + dispatch throughput against same-run baselines (prints one JSON line).
+
+Why: absolute msg/s depend on the machine; the ratios to what bare Python can do on the same machine
+in the same run (an encode-and-copy loop into an mmap, sequential page-cache writes) tell whether
+the store's hot path wastes time. Figures:
+
+* (a) ``put_dispatch_*``: per-message ``put_message`` with synchronous dispatch to the consume queue
+  and the index, 1 KiB bodies, ASYNC_FLUSH; ratio to the bare encode+copy loop.
+* (b) ``batchcq_*``: ``put_inner_batch`` of 64 x 1 KiB items on a BatchCQ topic; ratio of MB/s to
+  sequential page-cache write bandwidth.
+* (c) ``sync_*``: SYNC_FLUSH with 16 producer threads: puts/s, fsyncs/s and puts per fsync.
+
+Usage: ``python bench/store_append.py [--messages N] [--profile]`` (runs in a temp dir).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import mmap
+import os
+import struct
+import sys
+import tempfile
+import threading
+import time
+import zlib
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from broker_core.store.codec.batch import BatchItem, encode_batch  # noqa: E402
+from broker_core.store.codec.message import MessageInner  # noqa: E402
+from broker_core.store.message_store import MessageStore  # noqa: E402
+from broker_core.store.store_config import ASYNC_FLUSH, SYNC_FLUSH, StoreConfig  # noqa: E402
+from broker_core.store.topic_config import TopicConfig  # noqa: E402
+
+BODY = bytes(range(256)) * 4  # 1 KiB
+TOPIC = "BenchTopic"
+_HEAD = struct.Struct(">iiiiiqqiq8sq8siqi")
+
+
+def config(flush: str) -> StoreConfig:
+    return StoreConfig(mapped_file_size_commit_log=256 * 1024 * 1024, flush_disk_type=flush)
+
+
+def make_msg(i: int, body: bytes = BODY, queue_id: int | None = None) -> MessageInner:
+    return MessageInner(topic=TOPIC, body=body, queue_id=i % 8 if queue_id is None else queue_id,
+                        properties={"UNIQ_KEY": f"7F000001{i:024X}", "KEYS": f"key{i}", "TAGS": "TagA",
+                                    "WAIT": "true"},
+                        born_timestamp=1_700_000_000_000, born_host=("10.0.0.1", 40000),
+                        store_host=("127.0.0.1", 10911))
+
+
+def bare_encode_copy(n: int, directory: Path) -> float:
+    """msg/s of the minimum Python work per record: encode header/props, CRC the body, copy to an mmap."""
+    path = directory / "bare.mmap"
+    size = 256 * 1024 * 1024
+    with open(path, "w+b") as f:
+        f.truncate(size)
+        mm = mmap.mmap(f.fileno(), size)
+    born = bytes([10, 0, 0, 1]) + (40000).to_bytes(4, "big")
+    store = bytes([127, 0, 0, 1]) + (10911).to_bytes(4, "big")
+    topic = TOPIC.encode()
+    pos = 0
+    t0 = time.perf_counter()
+    for i in range(n):
+        props = f"UNIQ_KEY\x017F000001{i:024X}\x02KEYS\x01key{i}\x02TAGS\x01TagA\x02WAIT\x01true\x02".encode()
+        total = _HEAD.size + len(BODY) + 1 + len(topic) + 2 + len(props)
+        if pos + total > size:
+            pos = 0
+        buf = bytearray(total)
+        _HEAD.pack_into(buf, 0, total, -626843481, zlib.crc32(BODY) & 0x7FFFFFFF, i % 8, 0, i, pos, 0,
+                        1_700_000_000_000, born, int(time.time() * 1000), store, 0, 0, len(BODY))
+        p = _HEAD.size
+        buf[p:p + len(BODY)] = BODY
+        p += len(BODY)
+        buf[p] = len(topic)
+        buf[p + 1:p + 1 + len(topic)] = topic
+        p += 1 + len(topic)
+        buf[p:p + 2] = len(props).to_bytes(2, "big")
+        buf[p + 2:] = props
+        mm[pos:pos + total] = buf
+        pos += total
+    dt = time.perf_counter() - t0
+    mm.close()
+    path.unlink()
+    return n / dt
+
+
+def page_cache_write_mb_s(directory: Path, total_mb: int = 256) -> float:
+    """Sequential buffered write bandwidth (MB/s), 1 MiB writes, no fsync: the page-cache ceiling."""
+    path = directory / "seq.bin"
+    chunk = os.urandom(1 << 20)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    t0 = time.perf_counter()
+    for _ in range(total_mb):
+        os.write(fd, chunk)
+    dt = time.perf_counter() - t0
+    os.close(fd)
+    path.unlink()
+    return total_mb / dt
+
+
+def bench_put_dispatch(n: int, directory: Path, profile: bool = False) -> float:
+    store = MessageStore(directory / "a", config(ASYNC_FLUSH)).open()
+    msgs = [make_msg(i) for i in range(n)]
+    prof = None
+    if profile:
+        import cProfile
+
+        prof = cProfile.Profile()
+        prof.enable()
+    t0 = time.perf_counter()
+    for m in msgs:
+        store.put_message(m)
+    dt = time.perf_counter() - t0
+    if prof is not None:
+        import pstats
+
+        prof.disable()
+        pstats.Stats(prof, stream=sys.stderr).sort_stats("tottime").print_stats(25)
+    assert sum(store.get_max_offset_in_queue(TOPIC, q) for q in range(8)) == n
+    store.shutdown()
+    return n / dt
+
+
+def bench_batchcq(n_msgs: int, directory: Path) -> tuple[float, float]:
+    store = MessageStore(directory / "b", config(ASYNC_FLUSH)).open()
+    store.topic_table.put(TopicConfig(TOPIC, 8, 8, attributes={"queue.type": "BatchCQ"}), 0)
+    body = encode_batch([BatchItem(BODY, {"TAGS": "TagA"}) for _ in range(64)])
+    batches = max(1, n_msgs // 64)
+    msgs = [make_msg(i, body) for i in range(batches)]
+    t0 = time.perf_counter()
+    for m in msgs:
+        store.put_inner_batch(m, 64)
+    dt = time.perf_counter() - t0
+    assert sum(store.get_max_offset_in_queue(TOPIC, q) for q in range(8)) == batches * 64
+    store.shutdown()
+    return batches * 64 / dt, batches * len(body) / dt / 1e6
+
+
+def bench_sync(n: int, directory: Path, threads: int = 16) -> tuple[float, float]:
+    store = MessageStore(directory / "c", config(SYNC_FLUSH)).open()
+    store.start()
+    per = max(1, n // threads)
+    failures = []
+
+    def producer(t: int) -> None:
+        for i in range(per):
+            if not store.put_message(make_msg(t * per + i, BODY, t % 8)).ok:
+                failures.append(i)
+
+    ths = [threading.Thread(target=producer, args=(t,)) for t in range(threads)]
+    f0 = store.commit_log.fsync_count
+    t0 = time.perf_counter()
+    for th in ths:
+        th.start()
+    for th in ths:
+        th.join()
+    dt = time.perf_counter() - t0
+    fsyncs = store.commit_log.fsync_count - f0
+    store.shutdown()
+    assert not failures
+    return per * threads / dt, fsyncs / dt
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--messages", type=int, default=20000, help="messages per scenario (default 20000)")
+    ap.add_argument("--profile", action="store_true", help="cProfile the put+dispatch path to stderr")
+    ap.add_argument("--dir", default=None, help="work directory (default: a fresh temp dir)")
+    args = ap.parse_args()
+    n = args.messages
+    with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+        d = Path(tmp)
+        bare = bare_encode_copy(n, d)
+        put = bench_put_dispatch(n, d, args.profile)
+        pc = page_cache_write_mb_s(d)
+        b_msgs, b_mb = bench_batchcq(n * 4, d)
+        s_puts, s_fsyncs = bench_sync(max(n // 4, 16), d)
+    print(json.dumps({
+        "messages": n,
+        "bare_encode_copy_msg_s": round(bare),
+        "put_dispatch_msg_s": round(put),
+        "put_dispatch_ratio": round(put / bare, 3),
+        "page_cache_write_mb_s": round(pc, 1),
+        "batchcq_msg_s": round(b_msgs),
+        "batchcq_mb_s": round(b_mb, 1),
+        "batchcq_ratio": round(b_mb / pc, 3),
+        "sync_puts_s": round(s_puts),
+        "sync_fsyncs_s": round(s_fsyncs, 1),
+        "sync_puts_per_fsync": round(s_puts / s_fsyncs, 2) if s_fsyncs else None,
+    }))
+
+
+if __name__ == "__main__":
+    main()

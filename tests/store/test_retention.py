@@ -1,0 +1,163 @@
+"""Retention (CleanCommitLogService): when commitlog files go, and what goes with them.
+
+Why: deleting too early loses messages, too late fills the disk; and consume queue / index files
+left pointing into deleted commitlog files would answer lookups with data that no longer exists.
+Time, file mtimes and disk usage are injected, so nothing sleeps and no disk has to fill up.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime
+from pathlib import Path
+
+from store_util import FakeClock, make_msg, small_config
+
+from broker_core.store.message_store import GetMessageStatus, MessageStore
+from broker_core.store.retention import parse_delete_when
+
+HOUR = 3_600_000
+
+
+def local_ms(hour: int, minute: int = 30) -> int:
+    return int(datetime(2026, 11, 20, hour, minute).timestamp() * 1000)
+
+
+def filled_store(root: Path, clock: FakeClock, n: int = 120, **over: object) -> MessageStore:
+    store = MessageStore(root, small_config(**over), clock=clock).open()
+    for i in range(n):
+        assert store.put_message(make_msg("Ret", i % 2, b"r" * 300, key=f"r{i}")).ok
+    return store
+
+
+def ages(store: MessageStore, hours_old: list[float], now: int) -> None:
+    """Give commitlog file k the age hours_old[k] (the last file is the one being written)."""
+    mtimes = {mf.path.name: now - int(h * HOUR) for mf, h in zip(store.commit_log.file_queue.files, hours_old,
+                                                                  strict=False)}
+    store.retention.mtime_of = lambda p: mtimes.get(p.name, now)
+
+
+def test_parse_delete_when() -> None:
+    assert parse_delete_when("04") == {4}
+    assert parse_delete_when("04;16; 23") == {4, 16, 23}
+    assert parse_delete_when("x;25;") == set()
+
+
+def test_expired_files_deleted_only_at_delete_when_hour(tmp_path: Path) -> None:
+    clock = FakeClock(local_ms(3), step=0)
+    store = filled_store(tmp_path, clock)
+    store.retention.disk_usage = lambda p: 0.10
+    try:
+        files = [mf.path.name for mf in store.commit_log.file_queue.files]
+        assert len(files) >= 8
+        ages(store, [100, 90, 80, 10, 90, 100] + [0] * 20, clock.now)
+        rep = store.delete_expired_files()
+        assert rep.trigger == "" and not rep.deleted_any and len(store.commit_log.file_queue.files) == len(files)
+        clock.now = local_ms(4)
+        rep = store.delete_expired_files()
+        # oldest first, stopping at the first file younger than fileReservedTime (72 h)
+        assert rep.trigger == "time" and rep.deleted_commit_log_files == files[:3]
+        assert store.get_min_phy_offset() == 3 * 4096 == rep.commit_log_min_offset
+        assert not (tmp_path / "commitlog" / files[0]).exists()
+        assert store.delete_expired_files().deleted_commit_log_files == []  # file 3 is only 10 h old
+    finally:
+        store.shutdown()
+
+
+def test_disk_usage_triggers_and_forcible_clean(tmp_path: Path) -> None:
+    clock = FakeClock(local_ms(13), step=0)
+    store = filled_store(tmp_path, clock, delete_file_batch_max=2)
+    try:
+        n_files = len(store.commit_log.file_queue.files)
+        ages(store, [100] * 4 + [1] * 30, clock.now)
+        store.retention.disk_usage = lambda p: 0.80  # > diskMaxUsedSpaceRatio 75 %, < forcibly 85 %
+        rep = store.delete_expired_files()
+        assert rep.trigger == "disk" and not rep.clean_at_once and len(rep.deleted_commit_log_files) == 2
+        rep = store.delete_expired_files()
+        assert len(rep.deleted_commit_log_files) == 2  # deleteFileBatchMax per run
+        assert store.delete_expired_files().deleted_commit_log_files == []  # the rest are young
+        store.retention.disk_usage = lambda p: 0.90  # > diskSpaceCleanForciblyRatio: young files go too
+        for _ in range(20):
+            rep = store.delete_expired_files()
+            assert rep.clean_at_once
+        files = store.commit_log.file_queue.files
+        assert len(files) == 1 and n_files > 1  # never the file being written
+        assert store.put_message(make_msg("Ret", 0, b"still writable")).ok
+    finally:
+        store.shutdown()
+
+
+def test_consume_queue_and_index_follow_the_commitlog(tmp_path: Path) -> None:
+    clock = FakeClock(local_ms(4), step=1)
+    store = filled_store(tmp_path, clock, n=160)
+    store.retention.disk_usage = lambda p: 0.10
+    try:
+        cq = store.consume_queues[("Ret", 0)]
+        cq_files_before = cq.file_count()
+        idx_before = len(store.index_service.files)
+        assert cq_files_before >= 5 and idx_before >= 3
+        ages(store, [100] * 7 + [0] * 30, clock.now)
+        rep = store.delete_expired_files()
+        min_phy = store.get_min_phy_offset()
+        assert len(rep.deleted_commit_log_files) == 7 and min_phy == 7 * 4096
+        assert rep.deleted_consume_queue_files > 0 and rep.deleted_index_files > 0
+        assert cq.file_count() < cq_files_before and len(store.index_service.files) < idx_before
+        for f in store.index_service.files[:-1]:
+            assert f.end_phy_offset >= min_phy
+        for qid in (0, 1):
+            q = store.consume_queues[("Ret", qid)]
+            min_off = store.get_min_offset_in_queue("Ret", qid)
+            first = q.get_unit(min_off)
+            assert first.phy_offset >= min_phy
+            assert q.get_unit(min_off - 1) is None or q.get_unit(min_off - 1).phy_offset < min_phy
+            r = store.get_messages("Ret", qid, 0, 1)
+            assert r.status is GetMessageStatus.OFFSET_TOO_SMALL and r.next_begin_offset == min_off
+            r = store.get_messages("Ret", qid, min_off, 500)
+            assert r.status is GetMessageStatus.FOUND
+            assert [m.queue_offset for m in r.messages] == list(range(min_off, store.get_max_offset_in_queue("Ret",
+                                                                                                           qid)))
+        assert store.query_message("Ret", "r0") == []
+        assert [m.keys for m in store.query_message("Ret", "r159")] == ["r159"]
+    finally:
+        store.shutdown()
+    store = MessageStore(tmp_path, small_config(), clock=clock).open()  # the deletions survive a reopen
+    try:
+        assert store.get_min_phy_offset() == 7 * 4096
+        assert store.get_min_offset_in_queue("Ret", 0) > 0
+    finally:
+        store.shutdown()
+
+
+def test_flush_thread_runs_retention_every_clean_resource_interval(tmp_path: Path) -> None:
+    clock = FakeClock(local_ms(4), step=0)
+    store = filled_store(tmp_path, clock, clean_resource_interval=10_000, flush_interval_consume_queue=10)
+    store.retention.disk_usage = lambda p: 0.10
+    ages(store, [100] * 3 + [0] * 30, clock.now)
+    store.start()
+    try:
+        deadline = time.monotonic() + 3
+        while store._last_clean_ms is None and time.monotonic() < deadline:  # first clock reading taken
+            time.sleep(0.005)
+        assert store.get_min_phy_offset() == 0  # not yet: the interval has not passed on the store clock
+        clock.advance(10_000)
+        deadline = time.monotonic() + 3
+        while store.get_min_phy_offset() == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert store.get_min_phy_offset() == 3 * 4096
+    finally:
+        store.shutdown()
+
+
+def test_read_only_store_refuses_retention(tmp_path: Path) -> None:
+    clock = FakeClock(local_ms(4), step=1)
+    filled_store(tmp_path, clock, n=5).shutdown()
+    ro = MessageStore(tmp_path, small_config(), read_only=True).open()
+    try:
+        try:
+            ro.delete_expired_files(force=True)
+        except PermissionError:
+            pass
+        else:
+            raise AssertionError("read-only store deleted files")
+    finally:
+        ro.shutdown()
