@@ -7,14 +7,13 @@ landing on the exact message).
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable
 from pathlib import Path
 
 from .codec.cq_unit import BCQ_MSG_BASE_OFFSET_POS, BCQ_STORE_TIME_POS, BCQ_STORE_UNIT_SIZE, BCQ_UNIT
 from .consume_queue import BOUNDARY_UPPER, ConsumeQueueBase, CqUnit
 from .mapped_file import MappedFile
-
-import struct
 
 _I64 = struct.Struct(">q")
 _U = BCQ_STORE_UNIT_SIZE

@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 from .codec.message import (
     END_FILE_MIN_BLANK_LENGTH,
@@ -34,7 +34,7 @@ from .store_config import SYNC_FLUSH, StoreConfig
 log = logging.getLogger("rmqops.store")
 
 
-class PutMessageStatus(str, Enum):
+class PutMessageStatus(StrEnum):
     PUT_OK = "PUT_OK"
     FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
     CREATE_MAPPED_FILE_FAILED = "CREATE_MAPPED_FILE_FAILED"
@@ -163,7 +163,7 @@ class CommitLog:
         if self.read_only:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="store is open read-only")
         try:
-            encoded = [encode_record(m, 0, 0, 0, p, self.config.max_message_size) for m, p in zip(msgs, props)]
+            encoded = [encode_record(m, 0, 0, 0, p, self.config.max_message_size) for m, p in zip(msgs, props, strict=False)]
         except RecordError as e:
             status = PutMessageStatus.PROPERTIES_SIZE_EXCEEDED if "properties" in str(e) else \
                 PutMessageStatus.MESSAGE_ILLEGAL
@@ -194,7 +194,7 @@ class CommitLog:
             phy = wrote_offset
             q = base_q
             tran_typed = (first.sys_flag & 0xC) in (0x4, 0xC)
-            for m, buf in zip(msgs, encoded):
+            for m, buf in zip(msgs, encoded, strict=False):
                 ts = m.store_timestamp if m.keep_store_timestamp else store_ts
                 patch_record(buf, 0, 0 if tran_typed else q, phy, ts)
                 mf.append(buf)

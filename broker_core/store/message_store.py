@@ -14,7 +14,7 @@ import os
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 
 from .batch_consume_queue import BatchConsumeQueue
@@ -37,7 +37,7 @@ CONSUME_QUEUE_DIR = "consumequeue"
 BATCH_CONSUME_QUEUE_DIR = "batchconsumequeue"
 
 
-class GetMessageStatus(str, Enum):
+class GetMessageStatus(StrEnum):
     FOUND = "FOUND"
     NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"
     MESSAGE_WAS_REMOVING = "MESSAGE_WAS_REMOVING"
