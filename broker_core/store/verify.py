@@ -1,0 +1,244 @@
+"""verifyStore: check every consume queue unit and index entry of a store against its commitlog.
+
+Why this module exists: after a crash, a copy, a disk problem or a rebuild, an operator needs one
+read-only answer to "do the derived files still describe the commitlog?". The checks, both ways:
+
+* each CQ/BCQ unit points at a valid record of the same topic and queue, whose size, queue offset
+  (batch base and count for BatchCQ), tagsCode and (BatchCQ) store time match the unit;
+* each record that enters a queue has its unit (unless its queue has aged out below it), and records
+  beyond the queue's end are counted as not yet dispatched (a broker re-dispatches them on start);
+* each index entry points at a record start whose ``topic#key`` (UNIQ_KEY or a KEYS token) hashes to
+  the entry's hash, and each record inside the index's coverage has an entry for every key.
+
+Only the store's read API and the codec are used; nothing is written.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+from .batch_consume_queue import BatchConsumeQueue
+from .codec.hashing import index_key_hash
+from .codec.properties import KEY_SEPARATOR
+from .codec.sys_flag import TRANSACTION_ROLLBACK_TYPE, TRANSACTION_TYPE_MASK, is_dispatched_to_queue
+from .dispatch import build_dispatch_request
+from .index_service import build_key
+from .message_store import MessageStore
+
+ProgressFn = Callable[[int, int], None]
+_MB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class VerifyIssue:
+    kind: str  # cq-*, bcq-*, log-*, index-*
+    where: str  # topic/queue or index file name
+    offset: int  # queue offset, or commitlog offset for log/index issues
+    detail: str
+
+
+@dataclass
+class VerifyReport:
+    store: str
+    commit_log_min_offset: int = 0
+    commit_log_max_offset: int = 0
+    records: int = 0
+    queues: int = 0
+    cq_units: int = 0
+    bcq_units: int = 0
+    index_files: int = 0
+    index_entries: int = 0
+    expired_units: int = 0
+    undispatched_records: int = 0
+    issues: list[VerifyIssue] = field(default_factory=list)
+    issues_truncated: int = 0
+    elapsed_seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.issues and not self.issues_truncated
+
+    @property
+    def mismatch_count(self) -> int:
+        return len(self.issues) + self.issues_truncated
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["ok"] = self.ok
+        d["mismatchCount"] = self.mismatch_count
+        return d
+
+
+class _Collector:
+    def __init__(self, report: VerifyReport, limit: int) -> None:
+        self.report = report
+        self.limit = limit
+
+    def add(self, kind: str, where: str, offset: int, detail: str) -> None:
+        if len(self.report.issues) < self.limit:
+            self.report.issues.append(VerifyIssue(kind, where, offset, detail))
+        else:
+            self.report.issues_truncated += 1
+
+
+def _record_key_hashes(topic: str, uniq_key: str | None, keys: str | None) -> set[int]:
+    hashes = set()
+    if uniq_key is not None:
+        hashes.add(index_key_hash(build_key(topic, uniq_key)))
+    if keys:
+        for token in keys.split(KEY_SEPARATOR):
+            if token:
+                hashes.add(index_key_hash(build_key(topic, token)))
+    return hashes
+
+
+def verify_store(store: MessageStore, progress: ProgressFn | None = None, max_issues: int = 1000,
+                 check_crc: bool = True) -> VerifyReport:
+    """Run every check on an opened store (read-only opening recommended) and return the report."""
+    t0 = time.monotonic()
+    cl_min, cl_max = store.get_min_phy_offset(), store.get_max_phy_offset()
+    report = VerifyReport(str(store.root), cl_min, cl_max)
+    issues = _Collector(report, max_issues)
+    queues = sorted(store.consume_queues.items())
+    index_files = store.index_service.files if store.index_service is not None else []
+    log_steps = max(1, -(-(cl_max - cl_min) // _MB))
+    total = len(queues) + log_steps + len(index_files)
+    done = 0
+
+    def step(n: int = 1) -> None:
+        nonlocal done
+        done += n
+        if progress is not None:
+            progress(min(done, total), total)
+
+    delay_levels = store.delay_levels_ms
+    # (topic, qid) -> {unit queue offset: (phy, batch_num)} for the log -> queue direction.
+    unit_maps: dict[tuple[str, int], dict[int, tuple[int, int]]] = {}
+    unit_ends: dict[tuple[str, int], tuple[int, int]] = {}
+
+    # -- 1. queue units -> commitlog ------------------------------------------------------------------
+    for (topic, qid), cq in queues:
+        report.queues += 1
+        where = f"{topic}/{qid}"
+        batch = isinstance(cq, BatchConsumeQueue)
+        kind = "bcq" if batch else "cq"
+        units: dict[int, tuple[int, int]] = {}
+        expected_next: int | None = None
+        for u in cq.iter_all_units():
+            if batch:
+                report.bcq_units += 1
+            else:
+                report.cq_units += 1
+            units[u.queue_offset] = (u.phy_offset, u.batch_num)
+            if batch and expected_next is not None and u.queue_offset != expected_next:
+                issues.add("bcq-gap", where, u.queue_offset,
+                           f"unit base offset {u.queue_offset} but the previous unit ends at {expected_next}")
+            expected_next = u.queue_offset + u.batch_num
+            if u.phy_offset < cl_min:
+                report.expired_units += 1
+                continue
+            if u.phy_offset + u.size > cl_max:
+                issues.add(f"{kind}-beyond-log", where, u.queue_offset,
+                           f"unit points at {u.phy_offset}+{u.size}, past the commitlog end {cl_max}")
+                continue
+            msg = store.commit_log.get_message(u.phy_offset, u.size, read_body=False)
+            if msg is None:
+                issues.add(f"{kind}-bad-record", where, u.queue_offset,
+                           f"no valid record at commitlog offset {u.phy_offset} (size {u.size})")
+                continue
+            problems = []
+            if msg.store_size != u.size:
+                problems.append(f"size {u.size} but record is {msg.store_size} bytes")
+            if msg.topic != topic or msg.queue_id != qid:
+                problems.append(f"record belongs to {msg.topic}/{msg.queue_id}")
+            req = build_dispatch_request(msg, delay_levels)
+            base = req.msg_base_offset if batch else req.consume_queue_offset
+            if base != u.queue_offset:
+                problems.append(f"record's queue offset is {base}")
+            if batch and req.batch_size != u.batch_num:
+                problems.append(f"batch of {u.batch_num} but record holds {req.batch_size}")
+            if req.tags_code != u.tags_code:
+                problems.append(f"tagsCode {u.tags_code} but record gives {req.tags_code}")
+            if batch and u.store_time and u.store_time != msg.store_timestamp:
+                problems.append(f"store time {u.store_time} but record has {msg.store_timestamp}")
+            if problems:
+                issues.add(f"{kind}-mismatch", where, u.queue_offset,
+                           f"unit -> commitlog {u.phy_offset}: " + "; ".join(problems))
+        unit_maps[(topic, qid)] = units
+        unit_ends[(topic, qid)] = (cq.get_min_offset_in_queue(), cq.get_max_offset_in_queue())
+        step()
+
+    # -- 2. commitlog -> queue units (and the expected index keys) ---------------------------------
+    first_index_phy = index_files[0].begin_phy_offset if index_files else None
+    last_index_phy = index_files[-1].end_phy_offset if index_files else None
+    record_hashes: dict[int, set[int]] = {}
+    record_offsets: set[int] = set()
+    next_step_at = cl_min + _MB
+    log_steps_done = 0
+    for msg in store.iter_commit_log(check_crc=check_crc, read_body=check_crc):
+        report.records += 1
+        phy = msg.commit_log_offset
+        record_offsets.add(phy)
+        while phy >= next_step_at and log_steps_done < log_steps:
+            next_step_at += _MB
+            log_steps_done += 1
+            step()
+        req = build_dispatch_request(msg, delay_levels)
+        if (first_index_phy is not None and first_index_phy <= phy <= last_index_phy
+                and (msg.sys_flag & TRANSACTION_TYPE_MASK) != TRANSACTION_ROLLBACK_TYPE):
+            hashes = _record_key_hashes(msg.topic, req.uniq_key, req.keys)
+            if hashes:
+                record_hashes[phy] = hashes
+        if not is_dispatched_to_queue(msg.sys_flag):
+            continue
+        key = (msg.topic, msg.queue_id)
+        units = unit_maps.get(key)
+        offset = req.msg_base_offset if req.is_inner_batch else req.consume_queue_offset
+        if units is None:
+            report.undispatched_records += 1
+            continue
+        q_min, q_max = unit_ends[key]
+        if offset >= q_max:
+            report.undispatched_records += 1
+            continue
+        if offset < q_min:
+            continue
+        found = units.get(offset)
+        if found is None:
+            issues.add("log-missing-unit", f"{msg.topic}/{msg.queue_id}", phy,
+                       f"record at queue offset {offset} has no consume queue unit")
+        elif found[0] != phy:
+            issues.add("log-unit-elsewhere", f"{msg.topic}/{msg.queue_id}", phy,
+                       f"unit at queue offset {offset} points at {found[0]}, not at this record")
+    step(log_steps - log_steps_done)
+
+    # -- 3. index entries <-> commitlog --------------------------------------------------------------
+    seen_hashes: dict[int, set[int]] = {}
+    for f in index_files:
+        for n, key_hash, phy, time_diff, _prev in f.iter_entries():
+            report.index_entries += 1
+            if phy < cl_min:
+                continue
+            seen_hashes.setdefault(phy, set()).add(key_hash)
+            if phy not in record_offsets:
+                issues.add("index-bad-offset", f.file_name, phy, f"entry {n} points at no record start")
+                continue
+            expected = record_hashes.get(phy)
+            if expected is None or key_hash not in expected:
+                issues.add("index-key-mismatch", f.file_name, phy,
+                           f"entry {n} hash {key_hash} matches none of the record's keys")
+            if time_diff < 0:
+                issues.add("index-bad-time", f.file_name, phy, f"entry {n} has negative time diff {time_diff}")
+        report.index_files += 1
+        step()
+    for phy, expected in record_hashes.items():
+        if phy < cl_min:
+            continue
+        missing = expected - seen_hashes.get(phy, set())
+        if missing:
+            issues.add("index-missing-entry", "index", phy,
+                       f"{len(missing)} of the record's {len(expected)} key(s) have no index entry")
+    report.elapsed_seconds = round(time.monotonic() - t0, 3)
+    return report

@@ -1,0 +1,300 @@
+"""The command framework: case-insensitive lookup, options every command has, output, exit codes.
+
+Why this module exists: mqadmin has ~40 commands that must all accept ``--store/--config/-n/--output/
+--verbose``, resolve names case-insensitively (``mqadmin topiclist``), print either mqadmin's table or
+JSON/YAML, and turn every failure into one line on stderr with the documented exit code. Each command
+module only declares its own options and renders what the Admin interface returns.
+"""
+
+from __future__ import annotations
+
+import inspect
+import io
+import json
+import os
+import sys
+import traceback
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from enum import Enum, StrEnum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from rich.text import Text
+from typer.core import TyperGroup
+
+from mqadmin.errors import EXIT_FAILURE, AdminError, RemoteUnavailableError
+
+
+class OutputFormat(StrEnum):
+    table = "table"
+    json = "json"
+    yaml = "yaml"
+
+
+# ------------------------------------------------------------------------------ case-insensitive group
+
+class CaseInsensitiveGroup(TyperGroup):
+    """mqadmin resolves sub-commands case-insensitively (``decodemessageid`` finds ``decodeMessageId``)."""
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        found = self.commands.get(cmd_name)
+        if found is not None:
+            return found
+        lowered = cmd_name.lower()
+        for name, cmd in self.commands.items():
+            if name.lower() == lowered:
+                return cmd
+        return None
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        name = args[0] if args else ""
+        cmd = self.get_command(ctx, name)
+        if cmd is None and name and not name.startswith("-"):
+            ctx.fail(f"The sub command {name} not exist.")
+        return super().resolve_command(ctx, args)
+
+
+# ------------------------------------------------------------------------------ shared options
+
+@dataclass
+class GlobalOptions:
+    store: str | None
+    config: str | None
+    namesrv_addr: str | None
+    output: OutputFormat
+    verbose: bool
+
+    @property
+    def store_dir(self) -> Path:
+        return Path(self.store or os.environ.get("RMQ_STORE") or "./store")
+
+    @property
+    def remote_target(self) -> str | None:
+        return self.namesrv_addr or os.environ.get("NAMESRV_ADDR") or None
+
+
+def complete_topic(ctx: typer.Context, incomplete: str) -> list[str]:
+    """Shell completion of topic names from the target store (read-only opening)."""
+    return _complete(ctx, incomplete, lambda admin: admin.list_topics())
+
+
+def complete_group(ctx: typer.Context, incomplete: str) -> list[str]:
+    return _complete(ctx, incomplete, lambda admin: admin.list_groups())
+
+
+def _complete(ctx: typer.Context, incomplete: str, fetch: Callable[[Any], list[str]]) -> list[str]:
+    from mqadmin.embedded import EmbeddedAdmin
+
+    params = ctx.params if ctx is not None else {}
+    store = params.get("store") or os.environ.get("RMQ_STORE") or "./store"
+    try:
+        with EmbeddedAdmin(store, params.get("config"), read_only=True) as admin:
+            return [n for n in fetch(admin) if n.startswith(incomplete)]
+    except Exception:  # noqa: BLE001 - completion must never fail the shell
+        return []
+
+
+_COMMON: list[inspect.Parameter] = [
+    inspect.Parameter("store", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[
+        str | None, typer.Option("--store", help="store directory (default: $RMQ_STORE, else ./store)",
+                                 rich_help_panel="Target")]),
+    inspect.Parameter("config", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[
+        str | None, typer.Option("--config", help="RocketMQ-style broker config (broker.conf or YAML)",
+                                 rich_help_panel="Target")]),
+    inspect.Parameter("namesrv_addr", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[
+        str | None, typer.Option("-n", "--namesrvAddr", help="name server address (remote mode)",
+                                 rich_help_panel="Target")]),
+    inspect.Parameter("output", inspect.Parameter.KEYWORD_ONLY, default=OutputFormat.table, annotation=Annotated[
+        OutputFormat, typer.Option("--output", help="table (mqadmin's layout), json or yaml",
+                                   case_sensitive=False, rich_help_panel="Output")]),
+    inspect.Parameter("verbose", inspect.Parameter.KEYWORD_ONLY, default=False, annotation=Annotated[
+        bool, typer.Option("--verbose", help="show the stack trace of a failure", rich_help_panel="Output")]),
+]
+_COMMON_NAMES = [p.name for p in _COMMON]
+
+
+# ------------------------------------------------------------------------------ per-invocation context
+
+class Cmd:
+    """What a command body gets: the Admin to talk to, and the output helpers."""
+
+    def __init__(self, name: str, opts: GlobalOptions, writes: bool) -> None:
+        self.name = name
+        self.opts = opts
+        self.writes = writes
+        self._admins: list[Any] = []
+        self._admin: Any = None
+        self.err_console = Console(stderr=True, markup=False, highlight=False)
+
+    # -- targets --------------------------------------------------------------------------------------
+    def admin(self) -> Any:
+        """The Admin for this command's target (embedded store, or remote when -n is given)."""
+        if self._admin is None:
+            remote = self.opts.remote_target
+            if remote:
+                raise RemoteUnavailableError(remote)
+            self._admin = self.open_store(self.opts.store_dir, self.writes)
+        return self._admin
+
+    def open_store(self, store_dir: Path, writes: bool) -> Any:
+        from mqadmin.embedded import EmbeddedAdmin
+
+        admin = EmbeddedAdmin(store_dir, self.opts.config, read_only=not writes)
+        self._admins.append(admin)
+        return admin
+
+    def open_target(self, target: str, writes: bool) -> Any:
+        """copyUser/copyAcl -f/-t: a path that exists is a store directory; anything else an address."""
+        path = Path(target).expanduser()
+        if path.is_dir():
+            return self.open_store(path, writes)
+        raise RemoteUnavailableError(target)
+
+    def close(self) -> None:
+        while self._admins:
+            self._admins.pop().close()
+
+    # -- output ---------------------------------------------------------------------------------------
+    @property
+    def structured(self) -> bool:
+        return self.opts.output is not OutputFormat.table
+
+    def emit(self, data: Any, render: Callable[[], None]) -> None:
+        """JSON/YAML of ``data``, or mqadmin's text via ``render``."""
+        if self.opts.output is OutputFormat.json:
+            typer.echo(json.dumps(data, indent=2, ensure_ascii=False, default=_json_default))
+        elif self.opts.output is OutputFormat.yaml:
+            import yaml
+
+            typer.echo(yaml.safe_dump(json.loads(json.dumps(data, default=_json_default)), sort_keys=False,
+                                      allow_unicode=True), nl=False)
+        else:
+            render()
+
+    def print(self, text: str = "", end: str = "\n") -> None:
+        typer.echo(text + end, nl=False)
+
+    def table(self, headers: Sequence[str], rows: Sequence[Sequence[Any]], right: Sequence[int] = ()) -> None:
+        """A plain table with mqadmin's column names (``#Broker Name`` ...), no borders."""
+        t = Table(box=None, show_edge=False, pad_edge=False, show_lines=False)
+        for i, h in enumerate(headers):
+            t.add_column(Text(h), justify="right" if i in right else "left", no_wrap=True, overflow="fold")
+        for row in rows:
+            t.add_row(*[Text("" if v is None else str(v)) for v in row])
+        buf = io.StringIO()
+        Console(file=buf, width=4096, markup=False, highlight=False, color_system=None).print(t)
+        typer.echo("\n".join(line.rstrip() for line in buf.getvalue().rstrip("\n").split("\n")))
+
+    @contextmanager
+    def progress(self, description: str) -> Iterator[Callable[[int, int], None]]:
+        """A rich progress bar on stderr (only on a terminal); yields ``update(done, total)``."""
+        enabled = self.err_console.is_terminal and not self.structured
+        if not enabled:
+            yield lambda done, total: None
+            return
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      console=self.err_console, transient=True) as bar:
+            task = bar.add_task(description, total=None)
+
+            def update(done: int, total: int) -> None:
+                bar.update(task, completed=done, total=total)
+
+            yield update
+
+
+def _json_default(value: Any) -> Any:
+    if hasattr(value, "to_dict"):
+        return value.to_dict()
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, Path):
+        return str(value)
+    raise TypeError(f"cannot serialize {type(value).__name__}")
+
+
+def parse_bool(value: str | None, option: str, default: bool) -> bool:
+    """mqadmin's boolean options take a value (``-f true``), parsed like Java's Boolean.parseBoolean."""
+    if value is None:
+        return default
+    text = value.strip().lower()
+    if text in ("true", "false"):
+        return text == "true"
+    raise AdminError(f"invalid value {value!r} for {option}: expected true or false")
+
+
+def split_list(value: str | None) -> list[str] | None:
+    """Comma lists (``-r Topic:a,Group:b``), blanks dropped; None when the option is absent."""
+    if value is None:
+        return None
+    return [p.strip() for p in value.split(",") if p.strip()]
+
+
+# ------------------------------------------------------------------------------ registration
+
+def register(app: typer.Typer, name: str, help_text: str, *, writes: bool = False) -> Callable:
+    """Register ``fn(cmd: Cmd, **options)`` as mqadmin command ``name`` with the common options added."""
+
+    def decorate(fn: Callable[..., None]) -> Callable[..., None]:
+        sig = inspect.signature(fn, eval_str=True)
+        own = list(sig.parameters.values())[1:]
+
+        def wrapper(**kwargs: Any) -> None:
+            opts = GlobalOptions(**{k: kwargs.pop(k) for k in _COMMON_NAMES})
+            run_command(name, opts, writes, fn, kwargs)
+
+        wrapper.__signature__ = sig.replace(parameters=own + _COMMON)  # type: ignore[attr-defined]
+        wrapper.__annotations__ = {}
+        wrapper.__name__ = fn.__name__
+        wrapper.__doc__ = help_text
+        app.command(name=name, help=help_text)(wrapper)
+        return fn
+
+    return decorate
+
+
+def run_command(name: str, opts: GlobalOptions, writes: bool, fn: Callable[..., None],
+                kwargs: dict[str, Any]) -> None:
+    cmd = Cmd(name, opts, writes)
+    code = 0
+    try:
+        fn(cmd, **kwargs)
+    except AdminError as e:
+        code = e.exit_code
+        _report(cmd, e.message, opts.verbose)
+    except (typer.Exit, typer.Abort, typer.TyperException):
+        raise
+    except BrokenPipeError:
+        # The reader went away (``| head``): stop quietly, as a filter should.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        code = 0
+    except KeyboardInterrupt:
+        code = 130
+        _report(cmd, "interrupted", False)
+    except Exception as e:  # noqa: BLE001 - one line, never a stack trace (unless --verbose)
+        code = EXIT_FAILURE
+        _report(cmd, f"{type(e).__name__}: {e}", opts.verbose)
+    finally:
+        try:
+            cmd.close()
+        except Exception as e:  # noqa: BLE001
+            if code == 0:
+                code = EXIT_FAILURE
+                _report(cmd, f"closing the store failed: {e}", opts.verbose)
+    if code:
+        raise typer.Exit(code)
+
+
+def _report(cmd: Cmd, message: str, verbose: bool) -> None:
+    if verbose:
+        traceback.print_exc(file=sys.stderr)
+    line = " ".join(message.split("\n"))
+    typer.echo(f"mqadmin {cmd.name}: {line}", err=True)

@@ -1,0 +1,90 @@
+"""Cluster / broker commands (spec E.7): clusterList, brokerStatus, getBrokerConfig."""
+
+import time
+from typing import Annotated
+
+import typer
+
+from mqadmin.cli import Cmd, register
+from mqadmin.errors import UsageProblem
+
+app = typer.Typer()
+
+
+@register(app, "clusterList", "List clusters and their brokers.")
+def cluster_list(
+    cmd: Cmd,
+    more_stats: Annotated[bool, typer.Option("-m", "--moreStats", help="message totals instead of TPS")] = False,
+    interval: Annotated[int | None, typer.Option("-i", "--interval", help="repeat every N seconds")] = None,
+    cluster: Annotated[str | None, typer.Option("-c", "--clusterName", help="cluster name")] = None,
+) -> None:
+    admin = cmd.admin()
+    if cluster is not None:
+        admin.check_target(cluster_name=cluster)
+    while True:
+        _print_cluster(cmd, admin.cluster_list(), more_stats)
+        if not interval or interval <= 0:
+            return
+        time.sleep(interval)
+
+
+def _print_cluster(cmd: Cmd, rows: list[dict], more_stats: bool) -> None:
+    if more_stats:
+        cmd.emit(rows, lambda: cmd.table(
+            ("#Cluster Name", "#Broker Name", "#InTotalYest", "#OutTotalYest", "#InTotalToday", "#OutTotalToday"),
+            [(r["clusterName"], r["brokerName"], r["inTotalYest"], r["outTotalYest"], r["inTotalToday"],
+              r["outTotalToday"]) for r in rows]))
+    else:
+        cmd.emit(rows, lambda: cmd.table(
+            ("#Cluster Name", "#Broker Name", "#BID", "#Addr", "#Version", "#InTPS(LOAD)", "#OutTPS(LOAD)",
+             "#Timer(Progress)", "#PCWait(ms)", "#Hour", "#SPACE", "#ACTIVATED"),
+            [(r["clusterName"], r["brokerName"], r["brokerId"], r["brokerAddr"], r["version"],
+              f"{r['inTps']:9.2f}({r['sendThreadPoolQueueSize']},{r['sendThreadPoolQueueHeadWaitTimeMills']}ms)",
+              f"{r['outTps']:9.2f}({r['pullThreadPoolQueueSize']},{r['pullThreadPoolQueueHeadWaitTimeMills']}ms"
+              f"|{r['ackThreadPoolQueueSize']},{r['ackThreadPoolQueueHeadWaitTimeMills']}ms)",
+              f"{r['timerReadBehind']}-{r['timerOffsetBehind']}({r['timerCongestNum'] / 10000:.1f}w, "
+              f"{r['timerEnqueueTps']:.1f}, {r['timerDequeueTps']:.1f})",
+              r["pageCacheLockTimeMills"], f"{r['hours']:2.2f}", f"{r['space']:.4f}",
+              "true" if r["activated"] else "false") for r in rows]))
+
+
+@register(app, "brokerStatus", "Show a broker's runtime information.")
+def broker_status(
+    cmd: Cmd,
+    broker: Annotated[str | None, typer.Option("-b", "--brokerAddr", help="broker address")] = None,
+    cluster: Annotated[str | None, typer.Option("-c", "--clusterName", help="cluster name")] = None,
+) -> None:
+    if broker is None and cluster is None:
+        raise UsageProblem("one of -b/--brokerAddr or -c/--clusterName is required")
+    admin = cmd.admin()
+    targets = admin.check_target(cluster_name=cluster, broker_addr=broker)
+    status = dict(sorted(admin.broker_status().items()))
+
+    def render() -> None:
+        for k, v in status.items():
+            prefix = f"{targets[0].broker_addr:<24} " if cluster is not None else ""
+            cmd.print(f"{prefix}{k:<32}: {v}")
+
+    cmd.emit(status, render)
+
+
+@register(app, "getBrokerConfig", "Print a broker's configuration.")
+def get_broker_config(
+    cmd: Cmd,
+    broker: Annotated[str | None, typer.Option("-b", "--brokerAddr", help="broker address")] = None,
+    cluster: Annotated[str | None, typer.Option("-c", "--clusterName", help="cluster name")] = None,
+) -> None:
+    if broker is None and cluster is None:
+        return  # as mqadmin: neither option prints nothing
+    admin = cmd.admin()
+    targets = admin.check_target(cluster_name=cluster, broker_addr=broker)
+    props = admin.get_broker_config()
+
+    def render() -> None:
+        addr = targets[0].broker_addr
+        cmd.print(f"============Master: {addr}============" if cluster is not None else f"============{addr}============")
+        for k, v in props.items():
+            cmd.print(f"{k:<50}=  {v}")
+        cmd.print("")
+
+    cmd.emit(props, render)

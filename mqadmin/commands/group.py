@@ -1,0 +1,142 @@
+"""Group commands (spec E.5): updateSubGroup, deleteSubGroup, consumerProgress."""
+
+import json
+from typing import Annotated
+
+import typer
+
+from mqadmin.admin import SubscriptionGroupInfo
+from mqadmin.cli import Cmd, complete_group, complete_topic, parse_bool, register
+from mqadmin.errors import AdminError, UsageProblem
+from mqadmin.timefmt import seconds_text
+
+app = typer.Typer()
+
+GroupOpt = Annotated[str, typer.Option("-g", "--groupName", help="consumer group", autocompletion=complete_group)]
+
+
+def _targets(cmd: Cmd, cluster: str | None, broker: str | None) -> list[str]:
+    if cluster is None and broker is None:
+        raise UsageProblem("one of -b/--brokerAddr or -c/--clusterName is required")
+    return [b.broker_addr for b in cmd.admin().check_target(cluster_name=cluster, broker_addr=broker)]
+
+
+def _java_bool(v: bool) -> str:
+    return "true" if v else "false"
+
+
+def group_config_text(g: SubscriptionGroupInfo) -> str:
+    """SubscriptionGroupConfig's Guava toString, as mqadmin prints it."""
+    attrs = "{" + ", ".join(f"{k}={v}" for k, v in g.attributes.items()) + "}"
+    return (f"SubscriptionGroupConfig{{groupName={g.group_name}, consumeEnable={_java_bool(g.consume_enable)}, "
+            f"consumeFromMinEnable={_java_bool(g.consume_from_min_enable)}, "
+            f"consumeBroadcastEnable={_java_bool(g.consume_broadcast_enable)}, "
+            f"consumeMessageOrderly={_java_bool(g.consume_message_orderly)}, retryQueueNums={g.retry_queue_nums}, "
+            f"retryMaxTimes={g.retry_max_times}, groupRetryPolicy={g.group_retry_policy}, brokerId={g.broker_id}, "
+            f"whichBrokerWhenConsumeSlowly={g.which_broker_when_consume_slowly}, "
+            f"notifyConsumerIdsChangedEnable={_java_bool(g.notify_consumer_ids_changed_enable)}, "
+            f"attributes={attrs}}}")
+
+
+@register(app, "updateSubGroup", "Create or update a subscription (consumer) group.", writes=True)
+def update_sub_group(
+    cmd: Cmd,
+    group: Annotated[str, typer.Option("-g", "--groupName", help="consumer group")],
+    broker: Annotated[str | None, typer.Option("-b", "--brokerAddr", help="broker address")] = None,
+    cluster: Annotated[str | None, typer.Option("-c", "--clusterName", help="cluster name")] = None,
+    consume_enable: Annotated[str | None, typer.Option("-s", "--consumeEnable", help="true/false")] = None,
+    from_min: Annotated[str | None, typer.Option("-m", "--consumeFromMinEnable", help="true/false")] = None,
+    broadcast: Annotated[str | None, typer.Option("-d", "--consumeBroadcastEnable", help="true/false")] = None,
+    orderly: Annotated[str | None, typer.Option("-o", "--consumeMessageOrderly", help="true/false")] = None,
+    retry_queue_nums: Annotated[int, typer.Option("-q", "--retryQueueNums", help="retry queues")] = 1,
+    retry_max_times: Annotated[int, typer.Option("-r", "--retryMaxTimes", help="max retries")] = 16,
+    retry_policy: Annotated[str | None, typer.Option("-p", "--groupRetryPolicy", help="retry policy JSON")] = None,
+    broker_id: Annotated[int, typer.Option("-i", "--brokerId", help="consume from broker id")] = 0,
+    slowly: Annotated[int, typer.Option("-w", "--whichBrokerWhenConsumeSlowly", help="broker id")] = 1,
+    notify: Annotated[str | None, typer.Option("-a", "--notifyConsumerIdsChanged", help="true/false")] = None,
+    attributes: Annotated[str | None, typer.Option("--attributes", help="+a=b,+c=d,-e")] = None,
+) -> None:
+    if retry_policy is not None:
+        try:
+            json.loads(retry_policy)
+        except json.JSONDecodeError as e:
+            raise AdminError(f"invalid -p/--groupRetryPolicy JSON: {e.msg} at character {e.pos}") from None
+    from mqadmin.commands.topic import parse_attributes
+
+    config = SubscriptionGroupInfo(
+        group, parse_bool(consume_enable, "-s", True), parse_bool(from_min, "-m", False),
+        parse_bool(broadcast, "-d", False), parse_bool(orderly, "-o", False), retry_queue_nums, retry_max_times,
+        retry_policy, broker_id, slowly, parse_bool(notify, "-a", True), parse_attributes(attributes))
+    addrs = _targets(cmd, cluster, broker)
+    result = cmd.admin().update_sub_group(config)
+
+    def render() -> None:
+        for a in addrs:
+            cmd.print(f"create subscription group to {a} success.")
+        cmd.print(group_config_text(result))
+
+    cmd.emit({"brokers": addrs, "subscriptionGroupConfig": result.to_dict()}, render)
+
+
+@register(app, "deleteSubGroup", "Delete a subscription group (and optionally its offsets).", writes=True)
+def delete_sub_group(
+    cmd: Cmd,
+    group: GroupOpt,
+    broker: Annotated[str | None, typer.Option("-b", "--brokerAddr", help="broker address")] = None,
+    cluster: Annotated[str | None, typer.Option("-c", "--clusterName", help="cluster name")] = None,
+    remove_offset: Annotated[str | None, typer.Option("-r", "--removeOffset", help="true/false")] = None,
+) -> None:
+    addrs = _targets(cmd, cluster, broker)
+    cmd.admin().delete_sub_group(group, parse_bool(remove_offset, "-r/--removeOffset", False),
+                                 delete_retry_topics=cluster is not None)
+
+    def render() -> None:
+        for a in addrs:
+            suffix = f" in cluster [{cluster}]" if cluster is not None else ""
+            cmd.print(f"delete subscription group [{group}] from broker [{a}]{suffix} success.")
+
+    cmd.emit({"brokers": addrs, "group": group}, render)
+
+
+@register(app, "consumerProgress", "Show a group's consume progress (or every group's summary).")
+def consumer_progress(
+    cmd: Cmd,
+    group: Annotated[str | None, typer.Option("-g", "--groupName", help="consumer group",
+                                              autocompletion=complete_group)] = None,
+    topic: Annotated[str | None, typer.Option("-t", "--topicName", help="topic",
+                                              autocompletion=complete_topic)] = None,
+    show_client_ip: Annotated[str | None, typer.Option("-s", "--showClientIP", help="true/false")] = None,
+    cluster: Annotated[str | None, typer.Option("-c", "--cluster", help="cluster name")] = None,
+) -> None:
+    admin = cmd.admin()
+    if cluster is not None:
+        admin.check_target(cluster_name=cluster)
+    with_ip = parse_bool(show_client_ip, "-s/--showClientIP", False)
+    if group is None:
+        rows = admin.group_summaries()
+        cmd.emit([r.to_dict() for r in rows], lambda: cmd.table(
+            ("#Group", "#Count", "#Version", "#Type", "#Model", "#TPS", "#Diff Total"),
+            [(r.group, r.count, r.version, r.consume_type, r.message_model, f"{r.consume_tps:.0f}", r.diff_total)
+             for r in rows]))
+        return
+    rows = admin.consumer_progress(group, topic)
+
+    def render() -> None:
+        headers = ["#Topic", "#Broker Name", "#QID", "#Broker Offset", "#Consumer Offset"]
+        if with_ip:
+            headers.append("#Client IP")
+        headers += ["#Diff", "#Inflight", "#LastTime"]
+        table = []
+        for r in rows:
+            row = [r.topic, r.broker_name, r.queue_id, r.broker_offset, r.consumer_offset]
+            if with_ip:
+                row.append(r.client_ip or "N/A")
+            row += [r.diff, r.inflight, seconds_text(r.last_timestamp) if r.last_timestamp else "N/A"]
+            table.append(row)
+        cmd.table(headers, table)
+        cmd.print("")
+        cmd.print("Consume TPS: 0.00")
+        cmd.print(f"Consume Diff Total: {sum(r.diff for r in rows)}")
+        cmd.print(f"Consume Inflight Total: {sum(r.inflight for r in rows)}")
+
+    cmd.emit([r.to_dict() for r in rows], render)

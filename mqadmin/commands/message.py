@@ -1,0 +1,327 @@
+"""Message commands (spec E.6): queries by id / key / unique key / offset, printing, send, consume."""
+
+import tempfile
+from collections import Counter
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from mqadmin.admin import MessageRecord, QueueScan
+from mqadmin.cli import Cmd, complete_group, complete_topic, parse_bool, register, split_list
+from mqadmin.errors import AdminError, NotFoundError, UsageProblem
+from mqadmin.msgid import decode_message_id
+from mqadmin.timefmt import human2, input_style, parse_millis, parse_timestamp
+
+app = typer.Typer()
+
+TopicOpt = Annotated[str, typer.Option("-t", "--topic", help="topic", autocompletion=complete_topic)]
+LONG_MAX = 2**63 - 1
+
+
+def _java_map(props: dict[str, str]) -> str:
+    return "{" + ", ".join(f"{k}={v}" for k, v in props.items()) + "}"
+
+
+def _body_path(name: str) -> Path:
+    return Path(tempfile.gettempdir()) / "rocketmq" / "msgbodys" / name
+
+
+def _write_body(name: str, body: bytes) -> Path:
+    """mqadmin stores the body next to its report, so binary bodies can be inspected with other tools."""
+    path = _body_path(name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(body)
+    return path
+
+
+def _print_detail(cmd: Cmd, r: MessageRecord, offset_id: bool, body_file: str, charset: str | None) -> None:
+    lines = []
+    if offset_id:
+        lines.append(("OffsetID:", r.msg_id))
+    lines += [
+        ("Topic:", r.topic), ("Tags:", f"[{r.tags}]"), ("Keys:", f"[{r.keys}]"), ("Queue ID:", r.queue_id),
+        ("Queue Offset:", r.queue_offset), ("CommitLog Offset:", r.commit_log_offset),
+        ("Reconsume Times:", r.reconsume_times), ("Born Timestamp:", human2(r.born_timestamp)),
+        ("Store Timestamp:", human2(r.store_timestamp)), ("Born Host:", r.born_host),
+        ("Store Host:", r.store_host), ("System Flag:", r.sys_flag), ("Properties:", _java_map(r.properties)),
+        ("Message Body Path:", _write_body(body_file, r.body)),
+    ]
+    if charset is not None:
+        lines.append(("Message Body:", _decode(r.body, charset)))
+    for label, value in lines:
+        cmd.print(f"{label:<20} {value}")
+
+
+def _print_tracks(cmd: Cmd, r: MessageRecord) -> None:
+    tracks = cmd.admin().message_tracks(r)
+    if not tracks:
+        cmd.print("\n\nWARN: No Consumer")
+        return
+    cmd.print("")
+    for t in tracks:
+        cmd.print(f"MessageTrack [consumerGroup={t['consumerGroup']}, trackType={t['trackType']}, "
+                  f"exceptionDesc={t['exceptionDesc']}]")
+
+
+def _decode(body: bytes, charset: str) -> str:
+    try:
+        return body.decode(charset)
+    except LookupError:
+        raise AdminError(f"unknown charset {charset!r}") from None
+    except UnicodeDecodeError:
+        return body.decode(charset, "replace")
+
+
+@register(app, "queryMsgById", "Query messages by offset message id (or unique id).")
+def query_msg_by_id(
+    cmd: Cmd,
+    topic: TopicOpt,
+    msg_ids: Annotated[str, typer.Option("-i", "--msgId", help="message id(s), comma separated")],
+    body_format: Annotated[str | None, typer.Option("-f", "--bodyFormat", help="charset to print the body")] = None,
+    cluster: Annotated[str | None, typer.Option("-c", "--cluster", help="cluster name")] = None,
+) -> None:
+    admin = cmd.admin()
+    if cluster is not None:
+        admin.check_target(cluster_name=cluster)
+    ids = split_list(msg_ids) or []
+    found: list[tuple[str, MessageRecord]] = []
+    missing = []
+    for msg_id in ids:
+        records = admin.query_msg_by_id(topic, msg_id)
+        if records:
+            found.extend((msg_id, r) for r in records)
+        else:
+            missing.append(msg_id)
+
+    def render() -> None:
+        for _, r in found:
+            _print_detail(cmd, r, True, r.msg_id, body_format)
+            _print_tracks(cmd, r)
+        for msg_id in missing:
+            cmd.print(f"\nMessage not found! ({msg_id})")
+
+    cmd.emit([r.to_dict() for _, r in found], render)
+    if missing:
+        raise NotFoundError(f"message not found: {', '.join(missing)}")
+
+
+@register(app, "queryMsgByKey", "Query messages by key (KEYS property).")
+def query_msg_by_key(
+    cmd: Cmd,
+    topic: TopicOpt,
+    key: Annotated[str, typer.Option("-k", "--msgKey", help="message key")],
+    begin: Annotated[str | None, typer.Option("-b", "--beginTimestamp", help="epoch ms (default 0)")] = None,
+    end: Annotated[str | None, typer.Option("-e", "--endTimestamp", help="epoch ms (default Long.MAX)")] = None,
+    max_num: Annotated[int, typer.Option("-m", "--maxNum", help="max messages (default 64)")] = 64,
+    cluster: Annotated[str | None, typer.Option("-c", "--cluster", help="cluster name")] = None,
+) -> None:
+    admin = cmd.admin()
+    if cluster is not None:
+        admin.check_target(cluster_name=cluster)
+    b = parse_millis(begin, "-b/--beginTimestamp")
+    e = parse_millis(end, "-e/--endTimestamp")
+    records = admin.query_msg_by_key(topic, key, max_num, 0 if b is None else b, LONG_MAX if e is None else e)
+    if not records:
+        raise NotFoundError("query message by key finished, but no message.")
+    cmd.emit([r.to_dict() for r in records],
+             lambda: cmd.table(("#Message ID", "#QID", "#Offset"),
+                               [(r.display_id, r.queue_id, r.queue_offset) for r in records], right=(1, 2)))
+
+
+@register(app, "queryMsgByUniqueKey", "Query a message by its unique key (UNIQ_KEY / client msgId).")
+def query_msg_by_unique_key(
+    cmd: Cmd,
+    msg_id: Annotated[str, typer.Option("-i", "--msgId", help="unique key")],
+    topic: TopicOpt,
+    show_all: Annotated[bool, typer.Option("-a", "--showAll", help="print every match (up to 32)")] = False,
+    cluster: Annotated[str | None, typer.Option("-c", "--cluster", help="cluster name")] = None,
+) -> None:
+    admin = cmd.admin()
+    if cluster is not None:
+        admin.check_target(cluster_name=cluster)
+    records = admin.query_msg_by_unique_key(topic, msg_id.strip())
+    if not records:
+        raise NotFoundError(f"message not found: unique key {msg_id} in topic {topic}")
+    shown = records if show_all else records[:1]
+
+    def render() -> None:
+        for i, r in enumerate(shown):
+            _print_detail(cmd, r, False, msg_id.strip() + (f"_{i}" if show_all else ""), None)
+            _print_tracks(cmd, r)
+
+    cmd.emit([r.to_dict() for r in shown] if show_all else shown[0].to_dict(), render)
+
+
+@register(app, "queryMsgByOffset", "Query the message at a queue offset.")
+def query_msg_by_offset(
+    cmd: Cmd,
+    topic: TopicOpt,
+    broker_name: Annotated[str, typer.Option("-b", "--brokerName", help="broker name")],
+    queue_id: Annotated[int, typer.Option("-i", "--queueId", help="queue id")],
+    offset: Annotated[int, typer.Option("-o", "--offset", help="queue offset")],
+    body_format: Annotated[str | None, typer.Option("-f", "--bodyFormat", help="charset to print the body")] = None,
+) -> None:
+    r = cmd.admin().query_msg_by_offset(topic, broker_name, queue_id, offset)
+
+    def render() -> None:
+        _print_detail(cmd, r, True, r.msg_id, body_format)
+        _print_tracks(cmd, r)
+
+    cmd.emit(r.to_dict(), render)
+
+
+def _message_line(r: MessageRecord, charset: str, print_body: bool) -> str:
+    ext = (f"MessageExt [brokerName=, queueId={r.queue_id}, storeSize={r.store_size}, "
+           f"queueOffset={r.queue_offset}, sysFlag={r.sys_flag}, bornTimestamp={r.born_timestamp}, "
+           f"bornHost=/{r.born_host}, storeTimestamp={r.store_timestamp}, storeHost=/{r.store_host}, "
+           f"msgId={r.msg_id}, commitLogOffset={r.commit_log_offset}, bodyCRC={r.body_crc}, "
+           f"reconsumeTimes={r.reconsume_times}, preparedTransactionOffset={r.prepared_transaction_offset}, "
+           f"toString()=Message{{topic='{r.topic}', flag={r.flag}, properties={_java_map(r.properties)}, "
+           f"body=[{len(r.body)} bytes], transactionId='null'}}]")
+    body = _decode(r.body, charset) if print_body else "NOT PRINT BODY"
+    return f"MSGID: {r.display_id} {ext} BODY: {body}"
+
+
+def _timestamps(begin: str | None, end: str | None) -> tuple[int | None, int | None]:
+    b = parse_timestamp(begin, option="beginTimestamp") if begin else None
+    e = parse_timestamp(end, option="endTimestamp") if end else None
+    if b is not None and e is not None and b > e:
+        raise AdminError(f"beginTimestamp {b} is after endTimestamp {e}")
+    return b, e
+
+
+def _render_scan(cmd: Cmd, scan: QueueScan, charset: str, print_body: bool, print_messages: bool = True) -> None:
+    mq = f"MessageQueue [topic={scan.topic}, brokerName={scan.broker_name}, queueId={scan.queue_id}]"
+    cmd.print(f"minOffset={scan.min_offset}, maxOffset={scan.max_offset}, {mq}")
+    if print_messages:
+        for r in scan.messages:
+            cmd.print(_message_line(r, charset, print_body))
+    status = "FOUND" if scan.messages else "NO_MATCHED_MSG"
+    verb = "print msg finished." if scan.messages else "no matched msg."
+    cmd.print(f"{mq} {verb} status={status}, offset={scan.end_offset}")
+    cmd.print("-" * 56)
+
+
+@register(app, "printMsg", "Print the messages of every queue of a topic.")
+def print_msg(
+    cmd: Cmd,
+    topic: TopicOpt,
+    charset: Annotated[str, typer.Option("-c", "--charsetName", help="body charset")] = "UTF-8",
+    sub_expression: Annotated[str, typer.Option("-s", "--subExpression", help="tag expression")] = "*",
+    begin: Annotated[str | None, typer.Option("-b", "--beginTimestamp", help="now | ms | yyyy-MM-dd#HH:mm:ss:SSS")] = None,
+    end: Annotated[str | None, typer.Option("-e", "--endTimestamp", help="now | ms | yyyy-MM-dd#HH:mm:ss:SSS")] = None,
+    print_body: Annotated[str | None, typer.Option("-d", "--printBody", help="true/false (default true)")] = None,
+    lmq_parent_topic: Annotated[str | None, typer.Option("-l", "--lmqParentTopic", help="LMQ parent topic")] = None,
+) -> None:
+    show_body = parse_bool(print_body, "-d/--printBody", True)
+    b, e = _timestamps(begin, end)
+    admin = cmd.admin()
+    scans = []
+    with cmd.progress(f"printMsg {topic}") as update:
+        for scan in admin.iter_print_msg(topic, sub_expression, b, e, update):
+            scans.append(scan)
+            if not cmd.structured:
+                _render_scan(cmd, scan, charset, show_body)
+    if cmd.structured:
+        cmd.emit([r.to_dict() for s in scans for r in s.messages], lambda: None)
+
+
+@register(app, "printMsgByQueue", "Print (or count by tag) the messages of one queue.")
+def print_msg_by_queue(
+    cmd: Cmd,
+    topic: TopicOpt,
+    broker_name: Annotated[str, typer.Option("-a", "--brokerName", help="broker name")],
+    queue_id: Annotated[int, typer.Option("-i", "--queueId", help="queue id")],
+    charset: Annotated[str, typer.Option("-c", "--charsetName", help="body charset")] = "UTF-8",
+    sub_expression: Annotated[str, typer.Option("-s", "--subExpression", help="tag expression")] = "*",
+    begin: Annotated[str | None, typer.Option("-b", "--beginTimestamp", help="now | ms | yyyy-MM-dd#HH:mm:ss:SSS")] = None,
+    end: Annotated[str | None, typer.Option("-e", "--endTimestamp", help="now | ms | yyyy-MM-dd#HH:mm:ss:SSS")] = None,
+    print_msg_flag: Annotated[str | None, typer.Option("-p", "--printMsg", help="true/false (default false)")] = None,
+    print_body: Annotated[str | None, typer.Option("-d", "--printBody", help="true/false (default false)")] = None,
+    calculate: Annotated[str | None, typer.Option("-f", "--calculate", help="count tags: true/false")] = None,
+) -> None:
+    show_msgs = parse_bool(print_msg_flag, "-p/--printMsg", False)
+    show_body = parse_bool(print_body, "-d/--printBody", False)
+    count_tags = parse_bool(calculate, "-f/--calculate", False)
+    b, e = _timestamps(begin, end)
+    with cmd.progress(f"printMsgByQueue {topic}/{queue_id}") as update:
+        scan = cmd.admin().print_msg_by_queue(topic, broker_name, queue_id, sub_expression, b, e, update)
+    counts = Counter(r.tags or "" for r in scan.messages)
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+
+    def render() -> None:
+        if show_msgs:
+            for r in scan.messages:
+                cmd.print(_message_line(r, charset, show_body))
+        if count_tags:
+            for tag, n in ranked:
+                cmd.print(f"Tag: {tag:<30} Count: {n}")
+
+    if count_tags:
+        cmd.emit([{"tag": t, "count": n} for t, n in ranked], render)
+    else:
+        cmd.emit([r.to_dict() for r in scan.messages], render)
+
+
+@register(app, "sendMessage", "Send one message.", writes=True)
+def send_message(
+    cmd: Cmd,
+    topic: TopicOpt,
+    body: Annotated[str, typer.Option("-p", "--body", help="message body (UTF-8)")],
+    key: Annotated[str | None, typer.Option("-k", "--key", help="message key(s)")] = None,
+    tags: Annotated[str | None, typer.Option("-c", "--tags", help="message tag")] = None,
+    broker_name: Annotated[str | None, typer.Option("-b", "--broker", help="broker name")] = None,
+    queue_id: Annotated[int | None, typer.Option("-i", "--qid", help="queue id (requires -b)")] = None,
+    msg_trace: Annotated[str | None, typer.Option("-m", "--msgTraceEnable", help="true/false")] = None,
+) -> None:
+    parse_bool(msg_trace, "-m/--msgTraceEnable", False)
+    if queue_id is not None and broker_name is None:
+        raise UsageProblem("Broker name must be set if the queue is chosen!")
+    result = cmd.admin().send_message(topic, body.encode("utf-8"), key, tags, broker_name, queue_id)
+    cmd.emit(result.to_dict(), lambda: cmd.table(
+        ("#Broker Name", "#QID", "#Send Result", "#MsgId"),
+        [(result.broker_name, result.queue_id, result.send_status, result.msg_id)]))
+
+
+@register(app, "consumeMessage", "Read messages like a pull consumer (nothing is committed).")
+def consume_message(
+    cmd: Cmd,
+    topic: TopicOpt,
+    broker_name: Annotated[str | None, typer.Option("-b", "--brokerName", help="broker name")] = None,
+    queue_id: Annotated[int | None, typer.Option("-i", "--queueId", help="queue id (requires -b)")] = None,
+    offset: Annotated[int | None, typer.Option("-o", "--offset", help="queue offset (requires -i)")] = None,
+    group: Annotated[str, typer.Option("-g", "--consumerGroup", help="consumer group",
+                                       autocompletion=complete_group)] = "TOOLS_CONSUMER",
+    begin: Annotated[str | None, typer.Option("-s", "--beginTimestamp", help="now | ms | yyyy-MM-dd#HH:mm:ss:SSS")] = None,
+    end: Annotated[str | None, typer.Option("-e", "--endTimestamp", help="now | ms | yyyy-MM-dd#HH:mm:ss:SSS")] = None,
+    count: Annotated[int, typer.Option("-c", "--MessageNumber", help="how many messages (default 128)")] = 128,
+) -> None:
+    if queue_id is not None and broker_name is None:
+        raise UsageProblem("Please set the brokerName before queueId!")
+    if offset is not None and queue_id is None:
+        raise UsageProblem("Please set queueId before offset!")
+    if count <= 0:
+        raise UsageProblem("-c/--MessageNumber must be positive")
+    b, e = _timestamps(begin, end)
+    scans = cmd.admin().consume_message(topic, group, broker_name, queue_id, offset, b, e, count)
+
+    def render() -> None:
+        cmd.print("Consume ok")
+        for scan in scans:
+            _render_scan(cmd, scan, "UTF-8", True)
+
+    cmd.emit([r.to_dict() for s in scans for r in s.messages], render)
+
+
+@register(app, "decodeMessageId", "Decode a unique message id: client ip and (nearly) the send time.")
+def decode_message_id_cmd(
+    cmd: Cmd,
+    message_id: Annotated[str | None, typer.Option("-i", "--messageId", help="unique message id")] = None,
+) -> None:
+    if not message_id:
+        raise UsageProblem("-i/--messageId is required")
+    d = decode_message_id(message_id)
+    data = {"ip": d.ip, "date": input_style(d.date_ms), "dateMs": d.date_ms, "pid": d.pid,
+            "offsetStoreHost": d.offset_store_host, "offsetCommitLogOffset": d.offset_commit_log_offset}
+    cmd.emit(data, lambda: cmd.print(f"ip={d.ip}date={input_style(d.date_ms)}"))

@@ -1,0 +1,99 @@
+"""Offset commands (spec E.5): resetOffsetByTime, skipAccumulatedMessage, cloneGroupOffset."""
+
+from typing import Annotated
+
+import typer
+
+from mqadmin.admin import ResetPlan
+from mqadmin.cli import Cmd, complete_group, complete_topic, parse_bool, register
+from mqadmin.errors import UsageProblem
+from mqadmin.timefmt import parse_timestamp
+
+app = typer.Typer()
+
+GroupOpt = Annotated[str, typer.Option("-g", "--group", help="consumer group", autocompletion=complete_group)]
+TopicOpt = Annotated[str, typer.Option("-t", "--topic", help="topic", autocompletion=complete_topic)]
+ForceOpt = Annotated[str | None, typer.Option("-f", "--force", help="true/false (default true)")]
+DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="print the plan, change nothing")]
+PLAN_HEADERS = ("#brokerName", "#queueId", "#brokerOffset", "#consumerOffset", "#timestampOffset", "#resetOffset")
+
+
+def _render_plan(cmd: Cmd, plan: ResetPlan, dry_run: bool) -> None:
+    if dry_run:
+        cmd.print("[dry-run] nothing changed; the reset would move these queues:")
+        cmd.table(PLAN_HEADERS, [(c.broker_name, c.queue_id, c.broker_offset, c.consumer_offset,
+                                  c.timestamp_offset, c.reset_offset) for c in plan.changes])
+        return
+    cmd.table(("#brokerName", "#queueId", "#offset"),
+              [(c.broker_name, c.queue_id, c.reset_offset) for c in plan.changes])
+
+
+@register(app, "resetOffsetByTime", "Reset a group's consume offsets to a point in time.", writes=True)
+def reset_offset_by_time(
+    cmd: Cmd,
+    group: GroupOpt,
+    topic: TopicOpt,
+    timestamp: Annotated[str, typer.Option("-s", "--timestamp", help="now | ms | yyyy-MM-dd#HH:mm:ss:SSS")],
+    force: ForceOpt = None,
+    cluster: Annotated[str | None, typer.Option("-c", "--cluster", help="cluster name")] = None,
+    broker: Annotated[str | None, typer.Option("-b", "--broker", help="broker address (with -q)")] = None,
+    queue_id: Annotated[int | None, typer.Option("-q", "--queue", help="queue id (with -b)")] = None,
+    offset: Annotated[int | None, typer.Option("-o", "--offset", help="exact offset (with -b and -q)")] = None,
+    dry_run: DryRunOpt = False,
+) -> None:
+    cmd.writes = not dry_run  # a dry run opens the store read-only: it cannot change anything
+    is_force = parse_bool(force, "-f/--force", True)
+    if queue_id is not None and broker is None:
+        raise UsageProblem("-q/--queue needs -b/--broker")
+    if offset is not None and queue_id is None:
+        raise UsageProblem("-o/--offset needs -b/--broker and -q/--queue")
+    ts = parse_timestamp(timestamp, cmd.admin().clock, "-s/--timestamp")
+    admin = cmd.admin()
+    admin.check_target(cluster_name=cluster, broker_addr=broker)
+    plan = admin.reset_offset_by_time(group, topic, ts, is_force, queue_id, offset, dry_run=dry_run)
+
+    def render() -> None:
+        if queue_id is not None:
+            cmd.print(f"start reset consumer offset by specified, group[{group}], topic[{topic}], queueId[{queue_id}], "
+                      f"broker[{broker}], timestamp(string)[{timestamp}], timestamp(long)[{ts}]")
+            if dry_run:
+                _render_plan(cmd, plan, True)
+            else:
+                cmd.print(f"reset consumer offset to {plan.changes[0].reset_offset if plan.changes else -1}")
+            return
+        cmd.print(f"start reset consumer offset by specified, group[{group}], topic[{topic}], "
+                  f"force[{'true' if is_force else 'false'}], timestamp(string)[{timestamp}], timestamp(long)[{ts}]")
+        _render_plan(cmd, plan, dry_run)
+
+    cmd.emit(plan.to_dict(), render)
+
+
+@register(app, "skipAccumulatedMessage", "Move a group's offsets to the end of every queue.", writes=True)
+def skip_accumulated_message(
+    cmd: Cmd,
+    group: GroupOpt,
+    topic: TopicOpt,
+    force: ForceOpt = None,
+    cluster: Annotated[str | None, typer.Option("-c", "--cluster", help="cluster name")] = None,
+    dry_run: DryRunOpt = False,
+) -> None:
+    cmd.writes = not dry_run  # a dry run opens the store read-only: it cannot change anything
+    is_force = parse_bool(force, "-f/--force", True)
+    admin = cmd.admin()
+    if cluster is not None:
+        admin.check_target(cluster_name=cluster)
+    plan = admin.skip_accumulated_message(group, topic, is_force, dry_run=dry_run)
+    cmd.emit(plan.to_dict(), lambda: _render_plan(cmd, plan, dry_run))
+
+
+@register(app, "cloneGroupOffset", "Copy one group's offsets on a topic to another group.", writes=True)
+def clone_group_offset(
+    cmd: Cmd,
+    src_group: Annotated[str, typer.Option("-s", "--srcGroup", help="source group", autocompletion=complete_group)],
+    dest_group: Annotated[str, typer.Option("-d", "--destGroup", help="destination group")],
+    topic: TopicOpt,
+    offline: Annotated[str | None, typer.Option("-o", "--offline", help="parsed, unused (as mqadmin)")] = None,
+) -> None:
+    plan = cmd.admin().clone_group_offset(src_group, dest_group, topic)
+    cmd.emit(plan.to_dict(), lambda: cmd.print(
+        f"clone group offset success. srcGroup[{src_group}], destGroup=[{dest_group}], topic[{topic}]"))

@@ -1,0 +1,72 @@
+"""Store maintenance commands (ours): verifyStore (read-only check) and rebuildStore (Spark)."""
+
+from typing import Annotated
+
+import typer
+
+from mqadmin.cli import Cmd, register, split_list
+from mqadmin.errors import AdminError
+
+app = typer.Typer()
+
+
+@register(app, "verifyStore", "Check every CQ/BCQ unit and index entry against the commitlog (read-only).")
+def verify_store(
+    cmd: Cmd,
+    max_issues: Annotated[int, typer.Option("--max-issues", help="list at most this many mismatches")] = 50,
+) -> None:
+    with cmd.progress("verifyStore") as update:
+        report = cmd.admin().verify_store(update)
+
+    def render() -> None:
+        cmd.table(("#Item", "#Value"), [
+            ("store", report.store),
+            ("commitlog range", f"[{report.commit_log_min_offset}, {report.commit_log_max_offset})"),
+            ("records", report.records), ("queues", report.queues), ("CQ units", report.cq_units),
+            ("BCQ units", report.bcq_units), ("index files", report.index_files),
+            ("index entries", report.index_entries), ("expired units", report.expired_units),
+            ("not yet dispatched", report.undispatched_records), ("mismatches", report.mismatch_count),
+            ("time (s)", f"{report.elapsed_seconds:.3f}")])
+        if report.issues:
+            cmd.print("")
+            cmd.table(("#Kind", "#Where", "#Offset", "#Detail"),
+                      [(i.kind, i.where, i.offset, i.detail) for i in report.issues[:max_issues]])
+            more = report.mismatch_count - min(len(report.issues), max_issues)
+            if more > 0:
+                cmd.print(f"... {more} more mismatch(es)")
+        cmd.print("")
+        cmd.print("store OK" if report.ok else f"store has {report.mismatch_count} mismatch(es)")
+
+    cmd.emit(report.to_dict(), render)
+    if not report.ok:
+        raise AdminError(f"verifyStore found {report.mismatch_count} mismatch(es) in {report.store}")
+
+
+@register(app, "rebuildStore", "Rebuild (or --verify) consume queues, index files and offsets with Spark.",
+          writes=True)
+def rebuild_store(
+    cmd: Cmd,
+    parts: Annotated[str, typer.Option("--parts", help="comma list of cq,index,offsets")] = "cq,index,offsets",
+    master: Annotated[str, typer.Option("--master", help="local[*] or spark://host:port")] = "local[*]",
+    verify: Annotated[bool, typer.Option("--verify", help="compare only, write nothing")] = False,
+) -> None:
+    admin = cmd.admin()
+    wanted = split_list(parts) or []
+    with cmd.progress("rebuildStore") as update:
+        summary = admin.rebuild_store(wanted, master, verify, cmd.opts.config,
+                                      lambda phase, done, total: update(done, total))
+
+    def render() -> None:
+        from rich.console import Console
+
+        from spark.rebuild import render_details, render_summary
+
+        console = Console(markup=False, highlight=False)
+        console.print(render_summary(summary))
+        details = render_details(summary)
+        if details is not None:
+            console.print(details)
+
+    cmd.emit(summary.to_dict(), render)
+    if verify and summary.mismatch_count:
+        raise AdminError(f"rebuildStore --verify found {summary.mismatch_count} mismatch(es)")

@@ -1,0 +1,183 @@
+"""Topic commands (spec E.4): updateTopic, deleteTopic, topicList, topicRoute, topicStatus."""
+
+import json
+from typing import Annotated
+
+import typer
+
+from mqadmin.admin import TopicInfo
+from mqadmin.cli import Cmd, complete_topic, parse_bool, register
+from mqadmin.errors import NotFoundError, UsageProblem
+from mqadmin.timefmt import human2
+
+app = typer.Typer()
+
+TopicOpt = Annotated[str, typer.Option("-t", "--topic", help="topic", autocompletion=complete_topic)]
+
+
+def perm_to_string(perm: int) -> str:
+    """PermName.perm2String: R, W, X (inherit) or '-'."""
+    return ("R" if perm & 4 else "-") + ("W" if perm & 2 else "-") + ("X" if perm & 1 else "-")
+
+
+def topic_config_line(t: TopicInfo, attributes_text: str) -> str:
+    return (f"TopicConfig [topicName={t.topic_name}, readQueueNums={t.read_queue_nums}, "
+            f"writeQueueNums={t.write_queue_nums}, perm={perm_to_string(t.perm)}, "
+            f"topicFilterType={t.topic_filter_type}, topicSysFlag={t.topic_sys_flag}, "
+            f"order={'true' if t.order else 'false'}, attributes={attributes_text}]")
+
+
+def parse_attributes(text: str | None) -> dict[str, str]:
+    """``+a=b,+c=d,-e`` (mqadmin's -a) as an ordered map of signed keys to values."""
+    out: dict[str, str] = {}
+    if not text:
+        return out
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        key, sep, value = part.partition("=")
+        if not key or key[0] not in "+-":
+            raise UsageProblem(f"bad attribute {part!r}: write +key=value to set or -key to remove")
+        if key[0] == "+" and not sep:
+            raise UsageProblem(f"bad attribute {part!r}: +key needs =value")
+        out[key] = value
+    return out
+
+
+@register(app, "updateTopic", "Create or update a topic.", writes=True)
+def update_topic(
+    cmd: Cmd,
+    topic: Annotated[str, typer.Option("-t", "--topic", help="topic")],
+    broker: Annotated[str | None, typer.Option("-b", "--brokerAddr", help="broker address")] = None,
+    cluster: Annotated[str | None, typer.Option("-c", "--clusterName", help="cluster name")] = None,
+    read_queue_nums: Annotated[int, typer.Option("-r", "--readQueueNums", help="read queues")] = 8,
+    write_queue_nums: Annotated[int, typer.Option("-w", "--writeQueueNums", help="write queues")] = 8,
+    perm: Annotated[int, typer.Option("-p", "--perm", help="2 W, 4 R, 6 RW")] = 6,
+    order: Annotated[str | None, typer.Option("-o", "--order", help="ordered topic: true/false")] = None,
+    unit: Annotated[str | None, typer.Option("-u", "--unit", help="unit topic: true/false")] = None,
+    has_unit_sub: Annotated[str | None, typer.Option("-s", "--hasUnitSub", help="true/false")] = None,
+    attributes: Annotated[str | None, typer.Option("-a", "--attributes", help="+a=b,+c=d,-e")] = None,
+) -> None:
+    if (broker is None) == (cluster is None):
+        raise UsageProblem("exactly one of -b/--brokerAddr or -c/--clusterName is required")
+    is_order = parse_bool(order, "-o/--order", False)
+    is_unit = parse_bool(unit, "-u/--unit", False)
+    has_sub = parse_bool(has_unit_sub, "-s/--hasUnitSub", False)
+    attrs = parse_attributes(attributes)
+    admin = cmd.admin()
+    targets = admin.check_target(cluster_name=cluster, broker_addr=broker)
+    sys_flag = (1 if is_unit else 0) | (2 if has_sub else 0)
+    wanted = TopicInfo(topic, read_queue_nums, write_queue_nums, perm, "SINGLE_TAG", sys_flag, is_order, attrs)
+    result = admin.update_topic(wanted)
+    attr_text = "{" + ", ".join(f"{k}={v}" for k, v in attrs.items()) + "}"
+
+    def render() -> None:
+        for b in targets:
+            cmd.print(f"create topic to {b.broker_addr} success.")
+        if is_order:
+            names = ";".join(f"{b.broker_name}:{write_queue_nums}" for b in targets)
+            scope = "cluster" if cluster is not None else "broker"
+            cmd.print(f"set {scope} orderConf. isOrder={'true'}, orderConf=[{names}]")
+        cmd.print(topic_config_line(wanted, attr_text))
+
+    cmd.emit({"brokers": [b.broker_addr for b in targets], "topicConfig": result.to_dict()}, render)
+
+
+@register(app, "deleteTopic", "Delete a topic (config, consume queues and offsets).", writes=True)
+def delete_topic(
+    cmd: Cmd,
+    topic: TopicOpt,
+    cluster: Annotated[str, typer.Option("-c", "--clusterName", help="cluster name")],
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="print what would be deleted, change nothing")] = False,
+) -> None:
+    cmd.writes = not dry_run  # a dry run opens the store read-only: it cannot change anything
+    admin = cmd.admin()
+    admin.check_target(cluster_name=cluster)
+    plan = admin.delete_topic(topic, cluster, dry_run=dry_run)
+
+    def render() -> None:
+        if dry_run:
+            cmd.print(f"[dry-run] would delete topic [{topic}] from cluster [{cluster}]: {plan.queues} queue(s), "
+                      f"{plan.messages} message(s) no longer readable, consumer offsets of "
+                      f"{len(plan.groups_with_offsets)} group(s)"
+                      + (f" ({', '.join(plan.groups_with_offsets)})" if plan.groups_with_offsets else ""))
+            return
+        cmd.print(f"delete topic [{topic}] from cluster [{cluster}] success.")
+        cmd.print(f"delete topic [{topic}] from NameServer success.")
+
+    cmd.emit(plan.to_dict(), render)
+
+
+@register(app, "topicList", "List topics (-c: with cluster and consumer groups).")
+def topic_list(
+    cmd: Cmd,
+    cluster_model: Annotated[bool, typer.Option("-c", "--clusterModel", help="print cluster and groups")] = False,
+) -> None:
+    admin = cmd.admin()
+    topics = admin.list_topics()
+    if not cluster_model:
+        cmd.emit(topics, lambda: [cmd.print(t) for t in topics])
+        return
+    cluster = admin.identity().cluster_name
+    rows = []
+    for t in topics:
+        if t.startswith("%RETRY%") or t.startswith("%DLQ%"):
+            continue
+        groups = admin.topic_groups(t) or [""]
+        rows.extend((cluster, t, g) for g in groups)
+    cmd.emit([{"clusterName": c, "topic": t, "consumerGroup": g} for c, t, g in rows],
+             lambda: cmd.table(("#Cluster Name", "#Topic", "#Consumer Group"), rows))
+
+
+@register(app, "topicRoute", "Show a topic's route (brokers and queues).")
+def topic_route(
+    cmd: Cmd,
+    topic: TopicOpt,
+    as_list: Annotated[bool, typer.Option("-l", "--list", help="print as a table")] = False,
+) -> None:
+    route = cmd.admin().topic_route(topic)
+
+    def render() -> None:
+        if not as_list:
+            cmd.print(json.dumps(route, indent="\t", sort_keys=True))
+            return
+        clusters = {b["brokerName"]: b["cluster"] for b in route["brokerDatas"]}
+        addrs = {b["brokerName"]: b["brokerAddrs"] for b in route["brokerDatas"]}
+        rows = []
+        total_r = total_w = 0
+        for q in sorted(route["queueDatas"], key=lambda q: q["brokerName"]):
+            name = q["brokerName"]
+            addr_text = "{" + ", ".join(f"{k}={v}" for k, v in addrs.get(name, {}).items()) + "}"
+            rows.append((clusters.get(name, ""), name, addr_text, q["readQueueNums"], q["writeQueueNums"],
+                         q["perm"]))
+            total_r += q["readQueueNums"]
+            total_w += q["writeQueueNums"]
+        cmd.table(("#ClusterName", "#BrokerName", "#BrokerAddrs", "#ReadQueue", "#WriteQueue", "#Perm"), rows)
+        cmd.print("-" * 158)
+        cmd.table(("Total:", str(len(rows)), "", str(total_r), str(total_w), ""), [])
+
+    cmd.emit(route, render)
+
+
+@register(app, "topicStatus", "Show each queue's min/max offset and last update time.")
+def topic_status(
+    cmd: Cmd,
+    topic: TopicOpt,
+    cluster: Annotated[str | None, typer.Option("-c", "--cluster", help="cluster name")] = None,
+) -> None:
+    admin = cmd.admin()
+    if cluster is not None:
+        admin.check_target(cluster_name=cluster)
+    rows = admin.topic_status(topic)
+    if not rows:
+        raise NotFoundError("Not found the topic stats info")
+
+    def render() -> None:
+        cmd.table(("#Broker Name", "#QID", "#Min Offset", "#Max Offset", "#Last Updated"),
+                  [(r.broker_name, r.queue_id, r.min_offset, r.max_offset,
+                    human2(r.last_update_timestamp) if r.last_update_timestamp else "") for r in rows])
+        cmd.print("")
+        cmd.print("Topic Put TPS: 0.0")
+
+    cmd.emit([r.to_dict() for r in rows], render)

@@ -1,0 +1,56 @@
+"""The CLI's failure vocabulary: every error maps to one line on stderr and one exit code.
+
+Why a module: the Admin implementations (embedded, remote) raise these, and ``app.py`` turns them
+into RocketMQ-flavoured one-line messages with the documented exit codes (1 failure, 3 not found),
+so no command needs its own try/except.
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+EXIT_NOT_FOUND = 3
+
+DEFAULT_NAMESRV = "127.0.0.1:9876"
+
+
+class AdminError(Exception):
+    """A command failed for a reason the operator can act on; ``exit_code`` is what the shell sees."""
+
+    exit_code = EXIT_FAILURE
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class NotFoundError(AdminError):
+    """The thing asked for (topic, message, user...) does not exist: exit 3."""
+
+    exit_code = EXIT_NOT_FOUND
+
+
+class UsageProblem(AdminError):
+    """Options that parse but do not fit together (mqadmin's option groups): exit 2 like a parse error."""
+
+    exit_code = EXIT_USAGE
+
+
+class StoreBusyError(AdminError):
+    """A running broker holds the store; the operator should talk to it over the network instead."""
+
+    def __init__(self, store_dir: str, namesrv: str = DEFAULT_NAMESRV) -> None:
+        super().__init__(
+            f"store {store_dir} is held by a running broker; run this command against it with -n {namesrv}"
+        )
+
+
+class RemoteUnavailableError(AdminError):
+    def __init__(self, target: str) -> None:
+        super().__init__(f"remote mode (-n / broker address {target}) is not available yet in this build; "
+                         "use --store DIR on a store directory")
+
+
+class WrongTargetError(AdminError):
+    """``-c``/``-b`` name a cluster or broker other than the embedded one."""

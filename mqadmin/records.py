@@ -1,0 +1,37 @@
+"""Conversions from the store's MessageExt to the Admin interface's MessageRecord.
+
+Why a module: EmbeddedAdmin (and later RemoteAdmin, which decodes the same stored records from
+QUERY_MESSAGE / PULL bodies with the shared codec) must present messages identically.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+
+from broker_core.store.codec.message import MessageExt
+from mqadmin.admin import MessageRecord
+
+
+def java_host(host: tuple[str, int]) -> str:
+    """``ip:port`` as Java prints a socket address: IPv6 in full groups without zero compression."""
+    ip, port = host
+    if ":" in ip:
+        ip = ":".join(f"{g:x}" for g in _groups(ipaddress.IPv6Address(ip)))
+    return f"{ip}:{port}"
+
+
+def _groups(addr: ipaddress.IPv6Address) -> list[int]:
+    raw = addr.packed
+    return [int.from_bytes(raw[i:i + 2], "big") for i in range(0, 16, 2)]
+
+
+def to_record(m: MessageExt) -> MessageRecord:
+    props = dict(m.properties)
+    return MessageRecord(
+        msg_id=m.msg_id, uniq_key=props.get("UNIQ_KEY"), topic=m.topic, queue_id=m.queue_id,
+        queue_offset=m.queue_offset, commit_log_offset=m.commit_log_offset, store_size=m.store_size,
+        sys_flag=m.sys_flag, flag=m.flag, body_crc=m.body_crc, born_timestamp=m.born_timestamp,
+        born_host=java_host(m.born_host), store_timestamp=m.store_timestamp,
+        store_host=java_host(m.store_host), reconsume_times=m.reconsume_times,
+        prepared_transaction_offset=m.prepared_transaction_offset, properties=props, body=bytes(m.body),
+    )

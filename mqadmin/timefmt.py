@@ -1,0 +1,89 @@
+"""mqadmin's time formats: parse ``now`` / epoch millis / ``yyyy-MM-dd#HH:mm:ss:SSS``, print Java's styles.
+
+Why a module: several commands accept the same timestamp syntax (resetOffsetByTime, printMsg,
+consumeMessage) and print the same human formats, and a bad value must fail with one precise line.
+Local time is used, as the Java tools use the JVM default time zone.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from datetime import datetime
+
+from mqadmin.errors import AdminError
+
+INPUT_PATTERN = "%Y-%m-%d#%H:%M:%S"
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def parse_timestamp(text: str, clock: Callable[[], int] = now_ms, option: str = "timestamp") -> int:
+    """``now``, epoch millis, or ``yyyy-MM-dd#HH:mm:ss:SSS`` (as mqadmin's resetOffsetByTime -s)."""
+    value = (text or "").strip()
+    if value.lower() == "now":
+        return clock()
+    if value.lstrip("-").isdigit():
+        return int(value)
+    head, sep, millis = value.rpartition(":")
+    if sep and millis.isdigit() and len(millis) == 3:
+        try:
+            dt = datetime.strptime(head, INPUT_PATTERN)
+        except ValueError:
+            pass
+        else:
+            return int(dt.timestamp() * 1000) + int(millis)
+    raise AdminError(
+        f"invalid {option} {text!r}: expected 'now', epoch milliseconds or yyyy-MM-dd#HH:mm:ss:SSS "
+        "(e.g. 2024-05-01#13:45:00:000)"
+    )
+
+
+def parse_millis(text: str | None, option: str) -> int | None:
+    """Plain epoch-millis options (queryMsgByKey -b/-e, printMsg -b/-e): None when absent."""
+    if text is None or text == "":
+        return None
+    value = text.strip()
+    if value.lstrip("-").isdigit():
+        return int(value)
+    raise AdminError(f"invalid {option} {text!r}: expected epoch milliseconds")
+
+
+def _local(ms: int) -> datetime:
+    return datetime.fromtimestamp(ms / 1000)
+
+
+def human2(ms: int) -> str:
+    """UtilAll.timeMillisToHumanString2: ``yyyy-MM-dd HH:mm:ss,SSS``."""
+    return _local(ms).strftime("%Y-%m-%d %H:%M:%S") + f",{ms % 1000:03d}"
+
+
+def seconds_text(ms: int) -> str:
+    """``yyyy-MM-dd HH:mm:ss`` (consumerProgress #LastTime)."""
+    return _local(ms).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def input_style(ms: int) -> str:
+    """``yyyy-MM-dd#HH:mm:ss:SSS`` (decodeMessageId, timestamp(string) in resetOffsetByTime)."""
+    return _local(ms).strftime(INPUT_PATTERN) + f":{ms % 1000:03d}"
+
+
+def month_start_ms(ms: int) -> int:
+    dt = _local(ms).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    return int(dt.timestamp() * 1000)
+
+
+def previous_month_start_ms(month_start: int) -> int:
+    dt = _local(month_start)
+    year, month = (dt.year - 1, 12) if dt.month == 1 else (dt.year, dt.month - 1)
+    return int(dt.replace(year=year, month=month).timestamp() * 1000)
+
+
+def nearly_time_from_span(span_ms: int, now: int) -> int:
+    """MessageClientIDSetter.getNearlyTimeFromID: month start + span, or last month's if in the future."""
+    start = month_start_ms(now)
+    if start + span_ms >= now:
+        start = previous_month_start_ms(start)
+    return start + span_ms

@@ -1,0 +1,103 @@
+"""ACL 2.0 commands on a store directory, including seed 004's examples written with --store."""
+
+from __future__ import annotations
+
+import json
+
+
+def test_seed_examples_work_with_store(cli):
+    r = cli("createUser", "-c", "DefaultCluster", "-u", "rocketmq", "-p", "rocketmq", "-t", "Super")
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout == "create user to 127.0.0.1:10911 success.\n"
+    r = cli("createAcl", "-c", "DefaultCluster", "-s", "User:rocketmq", "-r", "Topic:*,Group:*", "-a", "Pub,Sub",
+            "-i", "192.168.1.0/24", "-d", "Allow")
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout == "create acl to 127.0.0.1:10911 success.\n"
+    r = cli("updateAcl", "-c", "DefaultCluster", "-s", "User:rocketmq", "-r", "Topic:*,Group:*", "-a", "Pub,Sub",
+            "-i", "192.168.1.0/24", "-d", "Deny")
+    assert r.exit_code == 0
+    acl = cli.json("getAcl", "-c", "DefaultCluster", "-s", "User:rocketmq")
+    entries = acl["policies"][0]["entries"]
+    assert [(e["resource"], e["actions"], e["sourceIps"], e["decision"]) for e in entries] == [
+        ("Topic:*", ["Pub", "Sub"], ["192.168.1.0/24"], "Deny"), ("Group:*", ["Pub", "Sub"], ["192.168.1.0/24"], "Deny")]
+    table = cli("listAcl", "-c", "DefaultCluster", "-s", "User:rocketmq", "-r", "Topic:*")
+    lines = table.stdout.splitlines()
+    assert lines[0].split() == ["#Subject", "#PolicyType", "#Resource", "#Actions", "#SourceIp", "#Decision"]
+    assert lines[1].split() == ["User:rocketmq", "Custom", "Topic:*", "[Pub,", "Sub]", "[192.168.1.0/24]", "Deny"]
+    assert len(lines) == 2
+    assert cli("deleteAcl", "-c", "DefaultCluster", "-s", "User:rocketmq", "-r", "Topic:*").exit_code == 0
+    assert [e["resource"] for e in cli.json("getAcl", "-c", "DefaultCluster", "-s", "User:rocketmq")
+            ["policies"][0]["entries"]] == ["Group:*"]
+    assert cli("deleteAcl", "-c", "DefaultCluster", "-s", "User:rocketmq").exit_code == 0
+    assert cli("getAcl", "-c", "DefaultCluster", "-s", "User:rocketmq").exit_code == 3
+    users = cli.json("listUser", "-c", "DefaultCluster", "-f", "mq")
+    assert users == [{"username": "rocketmq", "password": "rocketmq", "userType": "Super", "userStatus": "enable"}]
+
+
+def test_user_lifecycle_and_errors(cli):
+    assert cli("createUser", "-b", "127.0.0.1:10911", "-u", "alice", "-p", "secret").exit_code == 0
+    again = cli("createUser", "-b", "127.0.0.1:10911", "-u", "alice", "-p", "secret")
+    assert again.exit_code == 1 and "The user is existed" in again.stderr
+    assert cli("updateUser", "-c", "DefaultCluster", "-u", "alice", "-s", "disable").exit_code == 0
+    got = cli("getUser", "-c", "DefaultCluster", "-u", "alice")
+    assert got.stdout.splitlines()[1].split() == ["alice", "secret", "Normal", "disable"]
+    both = cli("updateUser", "-c", "DefaultCluster", "-u", "alice", "-p", "x", "-s", "enable")
+    assert both.exit_code == 2
+    assert cli("deleteUser", "-c", "DefaultCluster", "-u", "alice").exit_code == 0
+    assert cli("getUser", "-c", "DefaultCluster", "-u", "alice").exit_code == 3
+    bad_type = cli("createUser", "-c", "DefaultCluster", "-u", "bob", "-p", "pw", "-t", "Admin")
+    assert bad_type.exit_code == 1 and "UserType" in bad_type.stderr
+    no_target = cli("createUser", "-u", "bob", "-p", "pw")
+    assert no_target.exit_code == 2 and "-c/--clusterName" in no_target.stderr
+    wrong_cluster = cli("createUser", "-c", "OtherCluster", "-u", "bob", "-p", "pw")
+    assert wrong_cluster.exit_code == 1 and "OtherCluster" in wrong_cluster.stderr
+    wrong_broker = cli("createUser", "-b", "10.1.1.1:10911", "-u", "bob", "-p", "pw")
+    assert wrong_broker.exit_code == 1 and "-n" in wrong_broker.stderr
+    unknown_subject = cli("createAcl", "-c", "DefaultCluster", "-s", "User:ghost", "-r", "Topic:T", "-a", "Pub",
+                          "-d", "Allow")
+    assert unknown_subject.exit_code == 1 and "User:ghost" in unknown_subject.stderr
+    bad_ip = cli("createUser", "-c", "DefaultCluster", "-u", "carol", "-p", "pw")
+    assert bad_ip.exit_code == 0
+    r = cli("createAcl", "-c", "DefaultCluster", "-s", "User:carol", "-r", "Topic:T", "-a", "Pub", "-d", "Allow",
+            "-i", "300.1.1.1")
+    assert r.exit_code == 1 and "source ip is invalid" in r.stderr
+
+
+def test_explain_acl(cli):
+    cli("createUser", "-c", "DefaultCluster", "-u", "alice", "-p", "pw")
+    cli("createAcl", "-c", "DefaultCluster", "-s", "User:alice", "-r", "Topic:order*", "-a", "Pub", "-d", "Allow")
+    cli("createAcl", "-c", "DefaultCluster", "-s", "User:alice", "-r", "Topic:orderSecret", "-a", "Pub", "-d", "Deny")
+    allow = cli.json("explainAcl", "-s", "User:alice", "-r", "Topic:orderEvents", "-a", "Pub", "-i", "10.0.0.1")
+    assert allow["decision"] == "Allow" and allow["entry"].startswith("Topic:order*")
+    deny = cli.json("explainAcl", "-s", "User:alice", "-r", "Topic:orderSecret", "-a", "Pub")
+    assert deny["decision"] == "Deny" and "the decision is deny" in deny["failureMessage"]
+    none = cli("explainAcl", "-s", "User:alice", "-r", "Topic:other", "-a", "Sub")
+    assert none.exit_code == 0
+    assert "Decision:            Deny" in none.stdout and "no matched policies" in none.stdout
+
+
+def test_copy_user_and_acl_between_store_directories(cli, tmp_path):
+    cli("createUser", "-c", "DefaultCluster", "-u", "alice", "-p", "pw")
+    cli("createUser", "-c", "DefaultCluster", "-u", "bob", "-p", "pw2", "-t", "Super")
+    cli("createAcl", "-c", "DefaultCluster", "-s", "User:alice", "-r", "Topic:T", "-a", "Pub", "-d", "Allow")
+    target = tmp_path / "other"
+    target.mkdir()
+    r = cli("copyUser", "-f", str(cli.store), "-t", str(target))
+    assert r.exit_code == 0, r.stderr
+    assert f"copy user of alice from {cli.store} to {target} success." in r.stdout
+    r = cli("copyAcl", "-f", str(cli.store), "-t", str(target), "-s", "User:alice")
+    assert r.exit_code == 0, r.stderr
+    users = cli.json("listUser", "-c", "DefaultCluster", store=target)
+    assert [(u["username"], u["userType"]) for u in users] == [("alice", "Normal"), ("bob", "Super")]
+    acl = cli.json("getAcl", "-c", "DefaultCluster", "-s", "User:alice", store=target)
+    assert acl["policies"][0]["entries"][0]["resource"] == "Topic:T"
+    remote = cli("copyUser", "-f", str(cli.store), "-t", "192.168.0.2:10911")
+    assert remote.exit_code == 1 and "not available yet" in remote.stderr
+
+
+def test_yaml_output(cli):
+    cli("createUser", "-c", "DefaultCluster", "-u", "alice", "-p", "pw")
+    r = cli("listUser", "-c", "DefaultCluster", "--output", "yaml")
+    assert r.exit_code == 0
+    assert r.stdout.startswith("- username: alice\n")
+    assert json.loads(cli("listUser", "-c", "DefaultCluster", "--output", "json").stdout)[0]["username"] == "alice"

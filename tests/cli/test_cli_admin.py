@@ -1,0 +1,261 @@
+"""Topic, group, offset, send and cluster commands on a store directory (state-changing ones included)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from golden_helpers import load_manifest
+
+
+def test_batchcq_topic_send_and_query(cli):
+    r = cli("updateTopic", "-c", "DefaultCluster", "-t", "OrderEvents", "-r", "4", "-w", "4", "-a", "+queue.type=BatchCQ")
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout.splitlines() == [
+        "create topic to 127.0.0.1:10911 success.",
+        "TopicConfig [topicName=OrderEvents, readQueueNums=4, writeQueueNums=4, perm=RW-, topicFilterType=SINGLE_TAG, "
+        "topicSysFlag=0, order=false, attributes={+queue.type=BatchCQ}]"]
+    sent = cli.json("sendMessage", "-t", "OrderEvents", "-p", '{"order": 42}', "-k", "order-42", "-c", "TagA")
+    assert sent["sendStatus"] == "SEND_OK" and sent["brokerName"] == "broker-a"
+    cli.json("sendMessage", "-t", "OrderEvents", "-p", "second", "-k", "order-43", "-b", "broker-a", "-i", "2")
+    found = cli.json("queryMsgByKey", "-t", "OrderEvents", "-k", "order-42")
+    assert len(found) == 1
+    assert found[0]["uniqKey"] == sent["msgId"] and found[0]["body"] == '{"order": 42}'
+    assert found[0]["tags"] == "TagA" and found[0]["msgId"] == sent["offsetMsgId"]
+    status = {r["queueId"]: r for r in cli.json("topicStatus", "-t", "OrderEvents")}
+    assert sum(r["maxOffset"] for r in status.values()) == 2 and status[2]["maxOffset"] == 1
+    assert (cli.store / "batchconsumequeue" / "OrderEvents").is_dir()
+    info = cli.json("topicRoute", "-t", "OrderEvents")
+    assert info["queueDatas"][0]["readQueueNums"] == 4
+    assert cli.json("verifyStore")["ok"] is True
+    change = cli("updateTopic", "-c", "DefaultCluster", "-t", "OrderEvents", "-a", "+queue.type=SimpleCQ")
+    assert change.exit_code == 1 and "queue.type" in change.stderr
+    assert "OrderEvents" in cli.json("topicList")
+
+
+def test_send_message_option_rules(cli):
+    cli("updateTopic", "-c", "DefaultCluster", "-t", "T1", "-r", "2", "-w", "2")
+    r = cli("sendMessage", "-t", "T1", "-p", "x", "-i", "1")
+    assert r.exit_code == 2 and "Broker name must be set" in r.stderr
+    r = cli("sendMessage", "-t", "T1", "-p", "x", "-b", "broker-b", "-i", "1")
+    assert r.exit_code == 1 and "broker-b" in r.stderr
+    r = cli("sendMessage", "-t", "T1", "-p", "x", "-b", "broker-a", "-i", "7")
+    assert r.exit_code == 1
+
+
+def test_delete_topic_dry_run_then_real(golden_cli):
+    cli = golden_cli("store-basic")
+    plan = cli.json("deleteTopic", "-t", "GoldenTopicB", "-c", "DefaultCluster", "--dry-run")
+    assert plan == {"topic": "GoldenTopicB", "clusterName": "DefaultCluster", "queues": 4, "messages": 100,
+                    "groupsWithOffsets": [], "applied": False}
+    assert (cli.store / "consumequeue" / "GoldenTopicB").is_dir()
+    assert not (cli.store / "config").exists()  # a dry run writes nothing at all
+    r = cli("deleteTopic", "-t", "GoldenTopicB", "-c", "DefaultCluster")
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout.splitlines() == ["delete topic [GoldenTopicB] from cluster [DefaultCluster] success.",
+                                     "delete topic [GoldenTopicB] from NameServer success."]
+    assert not (cli.store / "consumequeue" / "GoldenTopicB").exists()
+    assert cli("topicStatus", "-t", "GoldenTopicB").exit_code == 3
+    assert cli("deleteTopic", "-t", "GoldenTopicB", "-c", "DefaultCluster").exit_code == 3
+    assert cli("deleteTopic", "-t", "GoldenTopicA").exit_code == 2  # -c is required
+
+
+def test_groups_and_offsets(golden_cli):
+    cli = golden_cli("store-basic")
+    manifest = load_manifest("store-basic")
+    r = cli("updateSubGroup", "-c", "DefaultCluster", "-g", "G1", "-r", "3")
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout.startswith("create subscription group to 127.0.0.1:10911 success.\nSubscriptionGroupConfig{groupName=G1")
+    assert "retryMaxTimes=3" in r.stdout
+    no_offsets = cli("consumerProgress", "-g", "G1")
+    assert no_offsets.exit_code == 3
+    # dry run: the plan, nothing stored
+    plan = cli.json("resetOffsetByTime", "-g", "G1", "-t", "GoldenTopicA", "-s", "0", "--dry-run")
+    assert plan["applied"] is False and [q["resetOffset"] for q in plan["queues"]] == [0, 0, 0, 0]
+    assert cli("consumerProgress", "-g", "G1").exit_code == 3
+    # by time: the first message stored at/after the 11th message of queue 1
+    q1 = sorted((m for m in manifest["messages"] if (m["topic"], m["queueId"]) == ("GoldenTopicA", 1)),
+                key=lambda m: m["queueOffset"])
+    ts = q1[10]["storeTimestamp"]
+    applied = cli.json("resetOffsetByTime", "-g", "G1", "-t", "GoldenTopicA", "-s", str(ts))
+    assert applied["applied"] is True
+    by_q = {q["queueId"]: q["resetOffset"] for q in applied["queues"]}
+    expect_q1 = min(m["queueOffset"] for m in q1 if m["storeTimestamp"] >= ts)
+    assert by_q[1] == expect_q1
+    rows = {r["queueId"]: r for r in cli.json("consumerProgress", "-g", "G1", "-t", "GoldenTopicA")}
+    assert rows[1]["consumerOffset"] == expect_q1 and rows[1]["diff"] == 25 - expect_q1
+    # one queue to an exact offset
+    one = cli("resetOffsetByTime", "-g", "G1", "-t", "GoldenTopicA", "-s", "now", "-b", "127.0.0.1:10911", "-q", "2",
+              "-o", "7")
+    assert one.exit_code == 0, one.stderr
+    assert one.stdout.splitlines()[-1] == "reset consumer offset to 7"
+    assert {r["queueId"]: r["consumerOffset"] for r in cli.json("consumerProgress", "-g", "G1")}[2] == 7
+    skipped = cli.json("skipAccumulatedMessage", "-g", "G1", "-t", "GoldenTopicA")
+    assert [q["resetOffset"] for q in skipped["queues"]] == [25, 25, 25, 25]
+    table = cli("consumerProgress", "-g", "G1")
+    assert table.stdout.splitlines()[0].split()[:3] == ["#Topic", "#Broker", "Name"]
+    assert "Consume Diff Total: 0" in table.stdout
+    clone = cli("cloneGroupOffset", "-s", "G1", "-d", "G2", "-t", "GoldenTopicA")
+    assert clone.exit_code == 0 and clone.stdout.startswith("clone group offset success. srcGroup[G1], destGroup=[G2]")
+    assert [r["consumerOffset"] for r in cli.json("consumerProgress", "-g", "G2")] == [25, 25, 25, 25]
+    groups = {g["group"] for g in cli.json("consumerProgress")}
+    assert {"G1", "G2"} <= groups
+    assert cli.json("topicList", "-c")[0]["clusterName"] == "DefaultCluster"
+    r = cli("deleteSubGroup", "-c", "DefaultCluster", "-g", "G2", "-r", "true")
+    assert r.exit_code == 0 and "delete subscription group [G2] from broker [127.0.0.1:10911] in cluster" in r.stdout
+    assert cli("consumerProgress", "-g", "G2").exit_code == 3
+
+
+def test_reset_offset_errors(golden_cli):
+    cli = golden_cli("store-basic")
+    cli("updateSubGroup", "-c", "DefaultCluster", "-g", "G1")
+    bad = cli("resetOffsetByTime", "-g", "G1", "-t", "GoldenTopicA", "-s", "yesterday")
+    assert bad.exit_code == 1
+    assert "invalid -s/--timestamp 'yesterday'" in bad.stderr and "yyyy-MM-dd#HH:mm:ss:SSS" in bad.stderr
+    assert bad.stderr.count("\n") == 1
+    unknown = cli("resetOffsetByTime", "-g", "G1", "-t", "NoTopic", "-s", "now")
+    assert unknown.exit_code == 3
+    no_group = cli("resetOffsetByTime", "-g", "NoGroup", "-t", "GoldenTopicA", "-s", "now")
+    assert no_group.exit_code == 3 and "NoGroup" in no_group.stderr
+    bad_range = cli("resetOffsetByTime", "-g", "G1", "-t", "GoldenTopicA", "-s", "now", "-b", "127.0.0.1:10911",
+                    "-q", "0", "-o", "99")
+    assert bad_range.exit_code == 1 and "99" in bad_range.stderr
+    assert cli("resetOffsetByTime", "-g", "G1", "-t", "GoldenTopicA", "-s", "now", "-q", "0").exit_code == 2
+    date_ok = cli("resetOffsetByTime", "-g", "G1", "-t", "GoldenTopicA", "-s", "2020-01-01#00:00:00:000", "--dry-run")
+    assert date_ok.exit_code == 0, date_ok.stderr
+
+
+def test_cluster_commands(golden_cli):
+    cli = golden_cli("store-basic")
+    rows = cli.json("clusterList")
+    assert [(r["clusterName"], r["brokerName"], r["brokerAddr"]) for r in rows] == [
+        ("DefaultCluster", "broker-a", "127.0.0.1:10911")]
+    assert rows[0]["activated"] is False
+    table = cli("clusterList")
+    assert table.stdout.splitlines()[0].split()[:4] == ["#Cluster", "Name", "#Broker", "Name"]
+    status = cli.json("brokerStatus", "-b", "127.0.0.1:10911")
+    assert status["commitLogMaxOffset"] == str(load_manifest("store-basic")["commitLogMaxOffset"])
+    text = cli("brokerStatus", "-c", "DefaultCluster")
+    assert any(line.startswith("127.0.0.1:10911") and "commitLogMaxOffset" in line for line in text.stdout.splitlines())
+    conf = cli.json("getBrokerConfig", "-c", "DefaultCluster")
+    assert conf["brokerName"] == "broker-a" and conf["mappedFileSizeConsumeQueue"] == "400"
+    assert cli("getBrokerConfig", "-b", "127.0.0.1:10911").stdout.startswith("============127.0.0.1:10911============")
+    route = cli("topicRoute", "-t", "GoldenTopicA", "-l")
+    assert route.stdout.splitlines()[1].split()[:2] == ["DefaultCluster", "broker-a"]
+
+
+def test_config_names_the_embedded_broker(golden_cli, tmp_path):
+    cli = golden_cli("store-basic")
+    conf = Path(cli.config)
+    conf.write_text(conf.read_text() + "brokerName=broker-x\nbrokerClusterName=ProdCluster\nlistenPort=10999\n")
+    assert cli.json("topicStatus", "-t", "GoldenTopicA", "-c", "ProdCluster")[0]["brokerName"] == "broker-x"
+    wrong = cli("topicStatus", "-t", "GoldenTopicA", "-c", "DefaultCluster")
+    assert wrong.exit_code == 1 and "ProdCluster" in wrong.stderr
+    assert cli.json("queryMsgByOffset", "-t", "GoldenTopicA", "-b", "broker-x", "-i", "0", "-o", "0")["queueOffset"] == 0
+    assert cli("createUser", "-b", "127.0.0.1:10999", "-u", "u", "-p", "p").exit_code == 0
+
+
+def test_decode_message_id(cli):
+    r = cli.json("decodeMessageId", "-i", "7F0000010001000010000000000A0000")
+    assert r["ip"] == "127.0.0.1" and r["pid"] == 1
+    text = cli("DecodeMessageId", "-i", "7F0000010001000010000000000A0000")
+    assert text.stdout.startswith("ip=127.0.0.1date=") and text.exit_code == 0
+    assert cli("decodeMessageId").exit_code == 2
+    assert cli("decodeMessageId", "-i", "xyz").exit_code == 1
+
+
+def test_store_lock_held_by_another_process(golden_cli):
+    cli = golden_cli("store-basic")
+    holder = textwrap.dedent(f"""
+        import sys
+        from pathlib import Path
+        from broker_core.store.store_lock import StoreLock
+        lock = StoreLock(Path({str(cli.store)!r}))
+        lock.acquire()
+        print("locked", flush=True)
+        sys.stdin.readline()
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", holder], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                            cwd=os.getcwd())
+    try:
+        assert proc.stdout.readline().strip() == "locked"
+        write = cli("updateTopic", "-c", "DefaultCluster", "-t", "T2")
+        assert write.exit_code == 1
+        assert "held by a running broker" in write.stderr and "-n 127.0.0.1:9876" in write.stderr
+        assert write.stderr.count("\n") == 1
+        user = cli("createUser", "-c", "DefaultCluster", "-u", "a", "-p", "b")
+        assert user.exit_code == 1 and "-n 127.0.0.1:9876" in user.stderr
+        # inspection still works beside the running broker
+        assert len(cli.json("topicStatus", "-t", "GoldenTopicA")) == 4
+        assert cli.json("verifyStore")["ok"] is True
+        rebuild = cli("rebuildStore", "--parts", "cq")
+        assert rebuild.exit_code == 1 and "-n 127.0.0.1:9876" in rebuild.stderr
+        dry = cli("resetOffsetByTime", "-g", "G", "-t", "GoldenTopicA", "-s", "now", "--dry-run")
+        assert dry.exit_code == 3 and "Group G does not exist" in dry.stderr  # read-only: not the lock error
+    finally:
+        proc.stdin.write("\n")
+        proc.stdin.flush()
+        proc.wait(timeout=10)
+    assert cli("updateTopic", "-c", "DefaultCluster", "-t", "T2").exit_code == 0
+
+
+def test_usage_and_failure_conventions(golden_cli, tmp_path):
+    cli = golden_cli("store-basic")
+    missing = cli("topicStatus")
+    assert missing.exit_code == 2 and "--topic" in missing.stderr
+    unknown = cli("noSuchCommand")
+    assert unknown.exit_code == 2 and "The sub command noSuchCommand not exist." in unknown.stderr
+    assert cli("TOPICSTATUS", "-t", "GoldenTopicA").exit_code == 0
+    assert cli("topicstatus", "-t", "GoldenTopicA", "--output", "json").exit_code == 0
+    unknown_topic = cli("topicStatus", "-t", "Nope")
+    assert unknown_topic.exit_code == 3 and "Nope" in unknown_topic.stderr
+    remote = cli("topicStatus", "-t", "GoldenTopicA", "-n", "127.0.0.1:9876")
+    assert remote.exit_code == 1 and "remote mode" in remote.stderr
+    env_remote = cli("topicList", env={"NAMESRV_ADDR": "10.0.0.1:9876"})
+    assert env_remote.exit_code == 1 and "remote mode" in env_remote.stderr
+    no_store = cli("topicList", store=tmp_path / "absent")
+    assert no_store.exit_code == 3 and "does not exist" in no_store.stderr
+    assert not (tmp_path / "absent").exists()
+    quiet = cli("queryMsgByKey", "-t", "GoldenTopicA", "-k", "none")
+    assert "Traceback" not in quiet.stderr
+    loud = cli("queryMsgByKey", "-t", "GoldenTopicA", "-k", "none", "--verbose")
+    assert loud.exit_code == 3 and "Traceback" in loud.stderr
+    bad_conf = tmp_path / "bad.conf"
+    bad_conf.write_text("listenPort=abc\n")
+    r = cli.runner.invoke(__import__("mqadmin.app", fromlist=["app"]).app,
+                          ["topicList", "--store", str(cli.store), "--config", str(bad_conf)])
+    assert r.exit_code == 1 and "listenPort" in r.stderr
+    help_text = cli.runner.invoke(__import__("mqadmin.app", fromlist=["app"]).app, ["updateTopic", "-h"])
+    assert help_text.exit_code == 0 and "--attributes" in help_text.stdout
+
+
+def test_shell_completion_lists_topics(golden_cli):
+    cli = golden_cli("store-basic")
+    from mqadmin.cli import complete_topic
+
+    class Ctx:
+        params = {"store": str(cli.store), "config": str(cli.config)}
+
+    assert complete_topic(Ctx(), "Golden") == ["GoldenTopicA", "GoldenTopicB"]
+    Ctx.params = {"store": "/nonexistent/dir"}
+    assert complete_topic(Ctx(), "G") == []
+
+
+def test_tour_runs_twice(tmp_path):
+    store = tmp_path / "store"
+    env = dict(os.environ, NAMESRV_ADDR="")
+    for run in range(2):
+        out = subprocess.run([sys.executable, "-m", "broker_core.tour", "--store", str(store)], capture_output=True,
+                             text=True, env=env, timeout=120)
+        assert out.returncode == 0, out.stderr
+        assert "$ mqadmin queryMsgByKey -t OrderEvents -k order-42" in out.stdout
+        assert ("updating its password" in out.stdout) == (run == 1)
+        assert "store OK" in out.stdout
+    status = json.loads(subprocess.run([sys.executable, "-m", "mqadmin.app", "topicStatus", "-t", "OrderEvents",
+                                        "--store", str(store), "--output", "json"], capture_output=True, text=True,
+                                       env=env).stdout)
+    assert sum(r["maxOffset"] for r in status) == 4
