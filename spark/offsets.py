@@ -1,0 +1,119 @@
+"""Offset outputs of a rebuild: per-queue min/max, consumerOffset.json repair, offsets by time.
+
+Why: after a crash or a manual copy, committed consumer offsets can point beyond a queue's max
+(consumers would stall or get OFFSET_ILLEGAL) or below its min (they would re-read deleted data).
+The rebuild knows every queue's true range from the commitlog, so it clamps each committed offset
+into ``[min, max]`` and reports each change. The by-time table lets ``resetOffsetByTime`` answer
+from a small JSON file instead of binary-searching every consume queue.
+"""
+
+from __future__ import annotations
+
+import bisect
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from broker_core.store.config_file import read_config_json, write_config_json
+
+from .queues import QueueResult
+
+RMQOPS_DIR = "rmqops"
+QUEUE_OFFSET_TABLE = "queueOffsetTable.json"
+OFFSET_TIME_TABLE = "offsetTimeTable.json"
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetChange:
+    key: str  # topic@group
+    queue_id: int
+    old: int
+    new: int
+    min_offset: int
+    max_offset: int
+
+    @property
+    def reason(self) -> str:
+        return "above max" if self.old > self.max_offset else "below min"
+
+
+def queue_ranges(results: list[QueueResult]) -> dict[tuple[str, int], tuple[int, int]]:
+    return {(r.topic, r.queue_id): (r.min_offset, r.max_offset) for r in results}
+
+
+def repair_consumer_offsets(config_dir: Path, ranges: dict[tuple[str, int], tuple[int, int]],
+                            write: bool) -> list[OffsetChange]:
+    """Clamp every committed offset in consumerOffset.json into its queue's [min, max].
+
+    A queue with no records in the commitlog has range [0, 0]. With ``write`` the file is rewritten
+    atomically in fastjson's dialect (keeping ``.bak``) only if something changed.
+    """
+    path = config_dir / "consumerOffset.json"
+    obj = read_config_json(path)
+    if not obj:
+        return []
+    table = obj.get("offsetTable") or {}
+    changes: list[OffsetChange] = []
+    new_table: dict[str, dict[int, int]] = {}
+    for key, per_queue in table.items():
+        topic = key.rsplit("@", 1)[0] if "@" in key else key
+        fixed: dict[int, int] = {}
+        for qid_raw, off_raw in (per_queue or {}).items():
+            qid = int(qid_raw)
+            off = int(off_raw)
+            lo, hi = ranges.get((topic, qid), (0, 0))
+            new = min(max(off, lo), hi)
+            if new != off:
+                changes.append(OffsetChange(key, qid, off, new, lo, hi))
+            fixed[qid] = new
+        new_table[key] = fixed
+    if write and changes:
+        dv = dict(obj.get("dataVersion") or {})
+        dv["counter"] = int(dv.get("counter", 0)) + 1
+        dv["timestamp"] = int(time.time() * 1000)
+        dv.setdefault("stateVersion", 0)
+        out = {"dataVersion": {k: dv[k] for k in sorted(dv)}}
+        if "groupTopicMap" in obj:
+            out["groupTopicMap"] = obj["groupTopicMap"]
+        out["offsetTable"] = new_table
+        for k, v in obj.items():
+            if k not in out:
+                out[k] = v
+        write_config_json(path, out)
+    return changes
+
+
+def write_offset_tables(store_root: Path, results: list[QueueResult], granularity_ms: int) -> tuple[Path, Path]:
+    """Write ``rmqops/queueOffsetTable.json`` and ``rmqops/offsetTimeTable.json`` atomically."""
+    minmax: dict[str, dict[int, dict[str, int | str]]] = {}
+    times: dict[str, dict[int, list[list[int]]]] = {}
+    for r in sorted(results, key=lambda r: (r.topic, r.queue_id)):
+        minmax.setdefault(r.topic, {})[r.queue_id] = {"cqType": r.cq_type, "maxOffset": r.max_offset,
+                                                      "maxPhysicOffset": r.max_phy_offset,
+                                                      "minOffset": r.min_offset}
+        times.setdefault(r.topic, {})[r.queue_id] = [[b, o] for b, o in r.time_table]
+    d = store_root / RMQOPS_DIR
+    p1 = d / QUEUE_OFFSET_TABLE
+    p2 = d / OFFSET_TIME_TABLE
+    write_config_json(p1, {"queues": minmax})
+    write_config_json(p2, {"granularityMs": granularity_ms, "queues": times})
+    return p1, p2
+
+
+def offset_at_time(time_table: list[tuple[int, int]] | list[list[int]], timestamp: int, max_offset: int,
+                   granularity_ms: int) -> int:
+    """Reset-by-time answer from a queue's table: the first offset of the bucket holding ``timestamp``.
+
+    This is at or before the first message stored at ``timestamp`` (never after it), so a reset
+    re-delivers at most one bucket of messages and never skips one. In a gap between buckets: the next
+    bucket's first offset; past the last bucket: the max offset.
+    """
+    if not time_table:
+        return max_offset
+    starts = [b for b, _ in time_table]
+    i = bisect.bisect_right(starts, timestamp) - 1
+    if i < 0:
+        return time_table[0][1]
+    if timestamp >= starts[i] + granularity_ms:  # in a gap after bucket i: the next bucket starts later
+        return time_table[i + 1][1] if i + 1 < len(starts) else max_offset
+    return time_table[i][1]

@@ -1,0 +1,201 @@
+"""Per-queue stage: write (or verify, or only measure) consume queues from packed dispatch records.
+
+Input is ``((topic, queueId), [(range_index, packed CQ_REC bytes), ...])`` after a groupByKey, so one
+task owns whole queues. Writing goes through the store's own ``ConsumeQueue``/``BatchConsumeQueue``
+classes into a staging directory (the driver swaps it into place afterwards), which keeps the
+RocketMQ placement rules (units by stored queue offset, pre-blank fillers, BCQ file roll-over) in
+the store. Verify reads the existing files through the same classes in read-only mode.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from broker_core.store.batch_consume_queue import BatchConsumeQueue
+from broker_core.store.consume_queue import ConsumeQueue
+from broker_core.store.topic_config import BATCH_CQ
+
+from .scan import CQ_REC
+
+CQ_DIR = "consumequeue"
+BCQ_DIR = "batchconsumequeue"
+
+
+@dataclass(frozen=True, slots=True)
+class QueueJobConf:
+    """Everything a queue task needs, as plain values (shipped inside the task closure)."""
+
+    mode: str  # "write" | "verify" | "stats"
+    staging_root: str  # write: where consumequeue/ and batchconsumequeue/ are created
+    store_root: str  # verify: where the existing queues are read
+    cq_file_size: int
+    bcq_file_size: int
+    queue_types: dict[str, str]
+    time_granularity_ms: int
+
+
+@dataclass(slots=True)
+class Mismatch:
+    """One difference between what the commitlog implies and what is on disk."""
+
+    kind: str  # wrong-unit | missing-unit | extra-unit | unreadable-queue | missing-index-entry | extra-index-entry
+    where: str  # "topic/queueId" or "index"
+    offset: int  # queue offset (CQ/BCQ) or commitlog offset (index)
+    expected: tuple | None
+    actual: tuple | None
+    detail: str = ""
+
+
+@dataclass(slots=True)
+class QueueResult:
+    topic: str
+    queue_id: int
+    cq_type: str
+    units: int
+    min_offset: int
+    max_offset: int
+    max_phy_offset: int
+    files: int
+    # (bucket start ms, first queue offset stored in that bucket), ascending by bucket
+    time_table: list[tuple[int, int]] = field(default_factory=list)
+    mismatches: list[Mismatch] = field(default_factory=list)
+
+
+def _expected_units(chunks: Iterable[tuple[int, bytes]]) -> Iterator[tuple]:
+    for _range_index, blob in sorted(chunks, key=lambda c: c[0]):
+        yield from CQ_REC.iter_unpack(blob)
+
+
+
+
+def process_queue(conf: QueueJobConf, topic: str, queue_id: int, chunks: Iterable[tuple[int, bytes]]) -> QueueResult:
+    batch = conf.queue_types.get(topic) == BATCH_CQ
+    cq_type = "BatchCQ" if batch else "SimpleCQ"
+    gran = conf.time_granularity_ms
+    writer = None
+    if conf.mode == "write":
+        if batch:
+            writer = BatchConsumeQueue(topic, queue_id, Path(conf.staging_root) / BCQ_DIR, conf.bcq_file_size)
+        else:
+            writer = ConsumeQueue(topic, queue_id, Path(conf.staging_root) / CQ_DIR, conf.cq_file_size)
+    expected: list[tuple] | None = [] if conf.mode == "verify" else None
+    units = 0
+    min_off = -1
+    max_off = 0
+    max_phy = -1
+    table: list[tuple[int, int]] = []
+    last_bucket = None
+    seen_buckets: set[int] = set()
+    for cq_off, base_off, phy, size, tags, ts, batch_size in _expected_units(chunks):
+        off = base_off if batch else cq_off
+        num = batch_size if batch else 1
+        if writer is not None:
+            if batch:
+                writer.put_message_position_info(phy, size, tags, off, ts, num)
+            else:
+                writer.put_message_position_info(phy, size, tags, off)
+        elif expected is not None:
+            expected.append((off, phy, size, tags, num, ts) if batch else (off, phy, size, tags))
+        if min_off < 0:
+            min_off = off
+        max_off = off + num
+        max_phy = phy if batch else phy + size
+        units += 1
+        bucket = ts - ts % gran
+        if bucket != last_bucket:
+            last_bucket = bucket
+            if bucket not in seen_buckets:
+                seen_buckets.add(bucket)
+                table.append((bucket, off))
+    files = 0
+    if writer is not None:
+        writer.flush()
+        files = writer.file_count()
+        writer.close()
+    table.sort()
+    # A later bucket can only start at a higher offset; keep the table monotonic for lookups.
+    mono: list[tuple[int, int]] = []
+    for b, o in reversed(table):
+        if mono and o > mono[-1][1]:
+            o = mono[-1][1]
+        mono.append((b, o))
+    mono.reverse()
+    result = QueueResult(topic, queue_id, cq_type, units, max(min_off, 0), max_off, max_phy, files, mono)
+    if expected is not None:
+        result.mismatches = verify_queue(conf, topic, queue_id, batch, expected)
+        qdir = Path(conf.store_root) / (BCQ_DIR if batch else CQ_DIR) / topic / str(queue_id)
+        result.files = sum(1 for p in qdir.iterdir() if p.is_file()) if qdir.is_dir() else 0
+    return result
+
+
+def read_existing_units(store_root: Path, topic: str, queue_id: int, batch: bool, file_size: int) -> list[tuple]:
+    """Units a broker would see in an existing queue (loaded and recovered read-only)."""
+    if batch:
+        q = BatchConsumeQueue(topic, queue_id, store_root / BCQ_DIR, file_size, read_only=True)
+    else:
+        q = ConsumeQueue(topic, queue_id, store_root / CQ_DIR, file_size, read_only=True)
+    try:
+        q.load()
+        q.recover()
+        if batch:
+            return [(u.queue_offset, u.phy_offset, u.size, u.tags_code, u.batch_num, u.store_time)
+                    for u in q.iter_all_units()]
+        return [(u.queue_offset, u.phy_offset, u.size, u.tags_code) for u in q.iter_all_units()]
+    finally:
+        q.close()
+
+
+def verify_queue(conf: QueueJobConf, topic: str, queue_id: int, batch: bool, expected: list[tuple]) -> list[Mismatch]:
+    where = f"{topic}/{queue_id}"
+    try:
+        actual = read_existing_units(Path(conf.store_root), topic, queue_id, batch,
+                                     conf.bcq_file_size if batch else conf.cq_file_size)
+    except (ValueError, OSError) as e:
+        return [Mismatch("unreadable-queue", where, -1, None, None, str(e))]
+    return diff_units(where, expected, actual)
+
+
+def diff_units(where: str, expected: list[tuple], actual: list[tuple]) -> list[Mismatch]:
+    """Merge two unit lists ordered by queue offset; every difference becomes one Mismatch."""
+    out: list[Mismatch] = []
+    i = j = 0
+    while i < len(expected) or j < len(actual):
+        e = expected[i] if i < len(expected) else None
+        a = actual[j] if j < len(actual) else None
+        if e is not None and a is not None and e[0] == a[0]:
+            if e != a:
+                out.append(Mismatch("wrong-unit", where, e[0], e, a))
+            i += 1
+            j += 1
+        elif a is None or (e is not None and e[0] < a[0]):
+            out.append(Mismatch("missing-unit", where, e[0], e, None))
+            i += 1
+        else:
+            out.append(Mismatch("extra-unit", where, a[0], None, a))
+            j += 1
+    return out
+
+
+def queue_partition(conf: QueueJobConf, rows: Iterable[tuple[tuple[str, int], Iterable[tuple[int, bytes]]]]
+                    ) -> Iterator[QueueResult]:
+    """mapPartitions body for the grouped per-queue data."""
+    for (topic, queue_id), chunks in rows:
+        yield process_queue(conf, topic, queue_id, chunks)
+
+
+def existing_queues(store_root: Path) -> list[tuple[str, int, str]]:
+    """(topic, queueId, cqType) of every queue directory present in the store (for verify)."""
+    out: list[tuple[str, int, str]] = []
+    for sub, kind in ((CQ_DIR, "SimpleCQ"), (BCQ_DIR, "BatchCQ")):
+        d = store_root / sub
+        if not d.is_dir():
+            continue
+        for tdir in sorted(d.iterdir()):
+            if not tdir.is_dir():
+                continue
+            for qdir in sorted(tdir.iterdir()):
+                if qdir.is_dir() and qdir.name.lstrip("-").isdigit():
+                    out.append((tdir.name, int(qdir.name), kind))
+    return out

@@ -1,0 +1,572 @@
+"""Rebuild (or verify) consume queues, BatchCQ, index files and offsets of a store with Spark.
+
+Entry points: :func:`run_rebuild` (called by ``mqadmin rebuildStore`` and ``spark/rebuild_store.py``)
+and :func:`render_summary` / :func:`print_summary` for the result.
+
+Pipeline (driver orchestrates, executors do the byte work):
+1. list commitlog files; pass 1 finds record boundaries per file (``scan.scan_boundaries``);
+2. pass 2 decodes byte ranges with the shared codec (``scan.decode_range``), cached;
+3. the log end is the first invalid record in log order, as recovery finds it; ranges after it
+   are ignored and the summary says where and why the log ends;
+4. per-queue tasks write CQ/BCQ files through the store's queue classes into a staging directory,
+   or compare against the existing files (verify);
+5. per-index-file tasks write index files (or verify reachable entries against the commitlog);
+6. offsets: per-queue min/max and by-time tables, consumerOffset.json clamped into [min, max];
+7. staged directories replace the live ones by rename, only while holding the store lock.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import os
+import shutil
+import struct
+import time
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from broker_core.store.codec.hashing import index_key_hash
+from broker_core.store.codec.index_format import index_file_name, index_file_size, is_index_file_name
+from broker_core.store.codec.message import RECORD_VALID, check_record
+from broker_core.store.dispatch import build_dispatch_request
+from broker_core.store.store_lock import StoreLock, StoreLockedError, is_store_locked
+from broker_core.store.topic_config import BATCH_CQ
+
+from .index_build import IndexFileResult, index_file_task, reachable_entries, split_range_keys
+from .offsets import OffsetChange, queue_ranges, repair_consumer_offsets, write_offset_tables
+from .progress import ProgressCallback, StatusPoller
+from .queues import BCQ_DIR, CQ_DIR, Mismatch, QueueJobConf, QueueResult, existing_queues, queue_partition
+from .scan import (
+    IDX_REC,
+    DecodedRange,
+    LogEnd,
+    decode_partition,
+    file_starts_with_record,
+    find_log_end,
+    plan_ranges,
+    scan_boundaries,
+)
+from .session import get_spark, is_local_master
+from .store_input import StoreInput, load_store_input
+
+ALL_PARTS = ("cq", "index", "offsets")
+DEFAULT_SPLIT_BYTES = 64 * 1024 * 1024
+DEFAULT_TIME_GRANULARITY_MS = 60_000
+INDEX_DIR = "index"
+_HP = struct.Struct(">iq")  # keyHash, phyOffset (index verify)
+_VERIFY_BUCKETS = 16
+
+
+class RebuildError(RuntimeError):
+    """The rebuild cannot run (store held by a running broker, bad parts, missing commitlog)."""
+
+
+@dataclass
+class RebuildSummary:
+    store: str
+    master: str
+    parts: list[str]
+    verify: bool
+    commitlog_files: int = 0
+    commitlog_bytes: int = 0  # bytes of valid log processed (up to the log end)
+    records: int = 0
+    ranges: int = 0
+    log_end_offset: int = 0
+    log_end_clean: bool = True
+    log_end_reason: str = ""
+    queues: int = 0
+    cq_files: int = 0
+    bcq_files: int = 0
+    index_files: int = 0
+    index_entries: int = 0
+    mismatches: list[Mismatch] = field(default_factory=list)
+    offset_changes: list[OffsetChange] = field(default_factory=list)
+    queue_results: list[QueueResult] = field(default_factory=list)
+    written: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    phase_seconds: dict[str, float] = field(default_factory=dict)
+    elapsed_seconds: float = 0.0
+
+    @property
+    def mismatch_count(self) -> int:
+        return len(self.mismatches)
+
+    @property
+    def mb_per_s(self) -> float:
+        return self.commitlog_bytes / 1e6 / self.elapsed_seconds if self.elapsed_seconds > 0 else 0.0
+
+    @property
+    def stopped_early(self) -> bool:
+        """True when the log ends at torn or corrupt data (recovery would cut the commitlog there)."""
+        return not self.log_end_clean
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d.pop("queue_results")
+        d["mismatch_count"] = self.mismatch_count
+        d["mb_per_s"] = round(self.mb_per_s, 3)
+        return d
+
+
+# ------------------------------------------------------------------------------------------ helpers
+
+def _normalize_parts(parts: Sequence[str] | str) -> list[str]:
+    if isinstance(parts, str):
+        parts = [p for p in parts.split(",")]
+    out = []
+    for p in parts:
+        p = p.strip().lower()
+        if not p:
+            continue
+        if p not in ALL_PARTS:
+            raise RebuildError(f"unknown part {p!r}; choose from {','.join(ALL_PARTS)}")
+        if p not in out:
+            out.append(p)
+    if not out:
+        raise RebuildError("no parts selected")
+    return out
+
+
+def _exchange_paths(a: Path, b: Path) -> bool:
+    """Atomically swap two existing paths (Linux renameat2 RENAME_EXCHANGE); False if unsupported."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        fn = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    return fn(at_fdcwd, os.fsencode(str(a)), at_fdcwd, os.fsencode(str(b)), rename_exchange) == 0
+
+
+def replace_dir(staged: Path | None, target: Path, trash: Path) -> None:
+    """Put ``staged`` at ``target`` by rename; the old ``target`` ends up under ``trash`` and is deleted.
+
+    With both present the two directories are exchanged in one atomic step, so ``target`` always
+    holds a complete old or new tree. ``staged`` None means the rebuilt state has no such directory.
+    """
+    trash.mkdir(parents=True, exist_ok=True)
+    old = trash / (target.name + ".old")
+    if staged is not None and staged.exists() and target.exists():
+        if _exchange_paths(staged, target):
+            shutil.rmtree(staged)
+            return
+        os.rename(target, old)
+        os.rename(staged, target)
+    elif staged is not None and staged.exists():
+        os.rename(staged, target)
+    elif target.exists():
+        os.rename(target, old)
+    if old.exists():
+        shutil.rmtree(old)
+
+
+def _meta(r: DecodedRange) -> tuple:
+    return (r.range_index, r.file_index, r.base, r.start, r.end, r.records, r.stop, r.stop_reason,
+            r.key_count, sorted(r.batch_topics), sorted(r.cq))
+
+
+def _emit_queue_chunks(valid: frozenset[int], r: DecodedRange) -> Iterator[tuple[tuple[str, int], tuple[int, bytes]]]:
+    if r.range_index in valid:
+        for qkey, blob in r.cq.items():
+            yield qkey, (r.range_index, blob)
+
+
+def _emit_index_chunks(first_key: dict[int, int], per_file: int, n_files: int, r: DecodedRange):
+    start = first_key.get(r.range_index)
+    if start is None or not r.index:
+        return iter(())
+    return split_range_keys(start, r.index, per_file, n_files)
+
+
+def _emit_expected_hashes(valid: frozenset[int], r: DecodedRange) -> Iterator[tuple[int, tuple[int, bytes]]]:
+    if r.range_index not in valid or not r.index:
+        return
+    buckets: dict[int, bytearray] = {}
+    for h, phy, _ts in IDX_REC.iter_unpack(r.index):
+        b = h % _VERIFY_BUCKETS
+        buf = buckets.get(b)
+        if buf is None:
+            buf = buckets[b] = bytearray()
+        buf += _HP.pack(h, phy)
+    for b, buf in buckets.items():
+        yield b, (0, bytes(buf))
+
+
+def _emit_actual_hashes(hash_slot_num: int, index_num: int, path: str) -> Iterator[tuple[int, tuple[int, bytes]]]:
+    buckets: dict[int, bytearray] = {}
+    for h, phy in reachable_entries(path, hash_slot_num, index_num):
+        b = h % _VERIFY_BUCKETS
+        buf = buckets.get(b)
+        if buf is None:
+            buf = buckets[b] = bytearray()
+        buf += _HP.pack(h, phy)
+    for b, buf in buckets.items():
+        yield b, (1, bytes(buf))
+
+
+def _diff_hash_bucket(row: tuple[int, Iterable[tuple[int, bytes]]]) -> list[tuple[int, int, int, int]]:
+    _bucket, chunks = row
+    exp: Counter = Counter()
+    act: Counter = Counter()
+    for side, blob in chunks:
+        (exp if side == 0 else act).update(_HP.iter_unpack(blob))
+    out = []
+    for key in exp.keys() | act.keys():
+        e, a = exp.get(key, 0), act.get(key, 0)
+        if e != a:
+            out.append((key[0], key[1], e, a))
+    return out
+
+
+def _key_names_at(si: StoreInput, phy: int) -> list[str]:
+    """Index keys (``topic#key``) of the record at commitlog offset ``phy`` (for readable reports)."""
+    for f in si.files:
+        if f.base <= phy < f.base + f.length:
+            with open(f.path, "rb") as fh:
+                data = fh.read()
+            chk = check_record(data, phy - f.base, len(data), False, False)
+            if chk.kind != RECORD_VALID:
+                return []
+            req = build_dispatch_request(chk.message, si.delay_levels_ms)
+            keys = []
+            if req.uniq_key is not None:
+                keys.append(f"{req.topic}#{req.uniq_key}")
+            keys += [f"{req.topic}#{t}" for t in (req.keys or "").split(" ") if t]
+            return keys
+    return []
+
+
+# ------------------------------------------------------------------------------------------ main
+
+def run_rebuild(store_dir: str | os.PathLike[str], config_file: str | os.PathLike[str] | None = None,
+                parts: Sequence[str] | str = ALL_PARTS, master: str = "local[*]", verify: bool = False,
+                progress: ProgressCallback | None = None, *, spark=None,
+                split_bytes: int = DEFAULT_SPLIT_BYTES,
+                time_granularity_ms: int = DEFAULT_TIME_GRANULARITY_MS) -> RebuildSummary:
+    """Rebuild (or with ``verify`` only check) the selected ``parts`` of the store at ``store_dir``.
+
+    ``spark`` lets a caller reuse a running SparkSession (tests, benchmarks); otherwise one is created
+    for ``master`` and stopped at the end. ``progress(phase, done_tasks, total_tasks)`` is called from
+    a poller thread. Raises RebuildError if a broker holds the store (unless verifying).
+    """
+    t0 = time.monotonic()
+    part_list = _normalize_parts(parts)
+    try:
+        si = load_store_input(store_dir, config_file)
+    except FileNotFoundError as e:
+        raise RebuildError(str(e)) from e
+    summary = RebuildSummary(str(si.root), master, part_list, verify, commitlog_files=len(si.files))
+    summary.warnings.extend(si.warnings)
+    cfg = si.config
+    lock: StoreLock | None = None
+    if verify:
+        if is_store_locked(si.root):
+            summary.warnings.append("a broker holds this store; verify read files that may be changing")
+    else:
+        lock = StoreLock(si.root)
+        try:
+            lock.acquire()
+        except StoreLockedError as e:
+            raise RebuildError(f"{e}; stop the broker before rebuilding (or use --verify)") from e
+    staging = si.root / f".rmqops-rebuild-{os.getpid()}-{int(time.time() * 1000)}"
+    own_spark = spark is None
+    decoded = None
+    try:
+        if own_spark:
+            spark = get_spark(master, "rmqops-rebuildStore")
+        sc = spark.sparkContext
+        summary.master = sc.master
+        if not verify:
+            staging.mkdir(parents=True)
+        with StatusPoller(sc, progress) as poller:
+            phase_t = time.monotonic()
+
+            def phase(name: str) -> None:
+                nonlocal phase_t
+                now = time.monotonic()
+                if poller.phase:
+                    summary.phase_seconds[poller.phase] = round(now - phase_t, 3)
+                phase_t = now
+                poller.set_phase(name)
+
+            # -- pass 1: record boundaries --------------------------------------------------------
+            phase("scan boundaries")
+            file_rows = [(i, f.path, f.base) for i, f in enumerate(si.files)]
+            split = max(1, int(split_bytes))
+            scans = (sc.parallelize(file_rows, max(1, len(file_rows)))
+                     .map(lambda r: scan_boundaries(r[0], r[1], r[2], split)).collect()) if file_rows else []
+            scans.sort(key=lambda s: s.file_index)
+            planned = plan_ranges(scans)
+            summary.ranges = len(planned)
+
+            # -- pass 2: decode ------------------------------------------------------------------
+            phase("decode records")
+            want_index = "index" in part_list and cfg.message_index_enable
+            check_crc = cfg.check_crc_on_recover
+            delay_levels = si.delay_levels_ms
+            rows = [(ri, fi, si.files[fi].path, base, start, end) for ri, fi, base, start, end in planned]
+            from pyspark import StorageLevel
+
+            metas: list[tuple] = []
+            if rows:
+                decoded = (sc.parallelize(rows, len(rows))
+                           .mapPartitions(lambda it: decode_partition(it, check_crc, delay_levels, want_index))
+                           .persist(StorageLevel.MEMORY_AND_DISK))
+                metas = decoded.map(_meta).collect()
+            metas.sort(key=lambda m: m[0])
+            light = [DecodedRange(m[0], m[1], m[2], m[3], m[4], m[5], m[6], m[7]) for m in metas]
+            after_has_data = {}
+            later = False
+            for i in range(len(si.files) - 1, -1, -1):
+                after_has_data[i] = later
+                later = later or file_starts_with_record(si.files[i].path)
+            log_end: LogEnd = find_log_end(light, after_has_data)
+            summary.log_end_offset = log_end.offset
+            summary.log_end_clean = log_end.clean
+            summary.log_end_reason = log_end.reason
+            if not log_end.clean:
+                summary.warnings.append(
+                    f"commitlog valid data ends at offset {log_end.offset}: {log_end.reason}; "
+                    f"recovery stops there too, records after it are not dispatched")
+            valid = frozenset(m[0] for m in metas if m[2] + m[3] < log_end.offset)
+            summary.records = sum(m[5] for m in metas if m[0] in valid)
+            summary.commitlog_bytes = sum(m[4] - m[3] for m in metas if m[0] in valid)
+            batch_seen: set[str] = set()
+            all_queues: set[tuple[str, int]] = set()
+            for m in metas:
+                if m[0] in valid:
+                    batch_seen.update(m[9])
+                    all_queues.update(tuple(q) for q in m[10])
+            queue_types = {t: BATCH_CQ for t in batch_seen if si.queue_type(t, batch_seen) == BATCH_CQ}
+            if si.topic_queue_types:
+                queue_types.update({t: v for t, v in si.topic_queue_types.items() if v == BATCH_CQ})
+            summary.queues = len(all_queues)
+
+            # -- index plan: key k of the valid log goes to file k // (maxIndexNum - 1) ----------------
+            per_file = cfg.max_index_num - 1
+            first_key: dict[int, int] = {}
+            total_keys = 0
+            for m in metas:
+                if m[0] in valid:
+                    first_key[m[0]] = total_keys
+                    total_keys += m[8]
+            n_files = math.ceil(total_keys / per_file) if total_keys else 0
+            slot_num, index_num = cfg.max_hash_slot_num, cfg.max_index_num
+            index_thread = None
+            index_out: dict[str, object] = {}
+            if decoded is not None and want_index and not verify:
+                summary.index_entries = total_keys
+                idx_dir = staging / INDEX_DIR
+                idx_dir.mkdir(parents=True, exist_ok=True)
+                base_ms = time.time_ns() // 1_000_000
+                names = [index_file_name(base_ms + i) for i in range(n_files)]
+
+                def write_index() -> None:
+                    # Runs beside the queue stage: one file is built by one task, so the other cores
+                    # write consume queues meanwhile.
+                    try:
+                        index_out["results"] = (
+                            decoded.flatMap(lambda r: _emit_index_chunks(first_key, per_file, n_files, r))
+                            .groupByKey(max(1, n_files))
+                            .mapPartitions(lambda it: index_file_task(str(idx_dir), names, slot_num,
+                                                                      index_num, it)).collect()) if n_files else []
+                    except BaseException as e:  # re-raised in the driver thread below
+                        index_out["error"] = e
+
+                phase("write queues + index" if "cq" in part_list else "write index")
+                from pyspark import InheritableThread
+
+                index_thread = InheritableThread(target=write_index, name="rmqops-index-job")
+                index_thread.start()
+
+            # -- queues --------------------------------------------------------------------------
+            queue_results: list[QueueResult] = []
+            if decoded is not None and ("cq" in part_list or "offsets" in part_list):
+                mode = "verify" if verify and "cq" in part_list else ("write" if "cq" in part_list and not verify
+                                                                      else "stats")
+                if index_thread is None:
+                    phase({"verify": "verify queues", "write": "write queues", "stats": "queue offsets"}[mode])
+                conf = QueueJobConf(mode, str(staging), str(si.root), cfg.consume_queue_file_size,
+                                    cfg.batch_consume_queue_file_size, queue_types, time_granularity_ms)
+                n_parts = max(1, min(len(all_queues), sc.defaultParallelism * 4))
+                if all_queues:
+                    queue_results = (decoded.flatMap(lambda r: _emit_queue_chunks(valid, r))
+                                     .groupByKey(n_parts)
+                                     .mapPartitions(lambda it: queue_partition(conf, it)).collect())
+                queue_results.sort(key=lambda q: (q.topic, q.queue_id))
+                summary.queue_results = queue_results
+                for q in queue_results:
+                    summary.mismatches.extend(q.mismatches)
+                    if q.cq_type == "BatchCQ":
+                        summary.bcq_files += q.files
+                    else:
+                        summary.cq_files += q.files
+                if mode == "verify":
+                    expected_keys = {(q.topic, q.queue_id) for q in queue_results}
+                    for topic, qid, kind in existing_queues(si.root):
+                        where = f"{topic}/{qid}"
+                        want = "BatchCQ" if queue_types.get(topic) == BATCH_CQ else "SimpleCQ"
+                        if (topic, qid) in expected_keys and kind == want:
+                            continue
+                        from .queues import read_existing_units
+
+                        try:
+                            units = read_existing_units(si.root, topic, qid, kind == "BatchCQ",
+                                                        cfg.batch_consume_queue_file_size if kind == "BatchCQ"
+                                                        else cfg.consume_queue_file_size)
+                        except (ValueError, OSError) as e:
+                            summary.mismatches.append(Mismatch("unreadable-queue", where, -1, None, None, str(e)))
+                            continue
+                        detail = (f"{kind} directory for a {want} topic" if (topic, qid) in expected_keys
+                                  else "queue has no records in the commitlog")
+                        for u in units:
+                            summary.mismatches.append(Mismatch("extra-unit", where, u[0], None, u, detail))
+
+            # -- index ---------------------------------------------------------------------------
+            if index_thread is not None:
+                index_thread.join()
+                if "error" in index_out:
+                    raise index_out["error"]  # type: ignore[misc]
+                results: list[IndexFileResult] = index_out.get("results", [])  # type: ignore[assignment]
+                summary.index_files = len(results)
+            if decoded is not None and want_index and verify:
+                summary.index_entries = total_keys
+                phase("verify index")
+                idx_dir = si.root / INDEX_DIR
+                size = index_file_size(slot_num, index_num)
+                paths = []
+                if idx_dir.is_dir():
+                    for p in sorted(idx_dir.iterdir()):
+                        if not (p.is_file() and is_index_file_name(p.name)):
+                            continue
+                        if p.stat().st_size != size:
+                            summary.mismatches.append(Mismatch(
+                                "unreadable-index", "index", -1, None, None,
+                                f"{p.name} is {p.stat().st_size} bytes, expected {size}"))
+                            continue
+                        paths.append(str(p))
+                summary.index_files = len(paths)
+                expected = decoded.flatMap(lambda r: _emit_expected_hashes(valid, r))
+                actual = (sc.parallelize(paths, max(1, len(paths)))
+                          .flatMap(lambda p: _emit_actual_hashes(slot_num, index_num, p)))
+                diffs = (expected.union(actual).groupByKey(_VERIFY_BUCKETS)
+                         .flatMap(_diff_hash_bucket).collect())
+                for h, phy, e, a in sorted(diffs, key=lambda d: (d[1], d[0])):
+                    names_at = [k for k in _key_names_at(si, phy) if index_key_hash(k) == h]
+                    key_name = names_at[0] if names_at else f"hash {h}"
+                    kind = "missing-index-entry" if e > a else "extra-index-entry"
+                    summary.mismatches.append(Mismatch(kind, "index", phy, (h, phy, e), (h, phy, a),
+                                                       f"key {key_name}: expected {e} entries, found {a}"))
+
+            # -- offsets -------------------------------------------------------------------------
+            if "offsets" in part_list:
+                phase("offsets")
+                ranges = queue_ranges(queue_results)
+                summary.offset_changes = repair_consumer_offsets(si.root / "config", ranges, write=not verify)
+                if summary.offset_changes and not verify:
+                    summary.written.append(str(si.root / "config" / "consumerOffset.json"))
+                if not verify:
+                    summary.written.extend(str(p) for p in write_offset_tables(si.root, queue_results,
+                                                                                time_granularity_ms))
+
+            # -- swap staged output into place ---------------------------------------------------
+            if not verify:
+                phase("replace files")
+                trash = staging / "trash"
+                if "cq" in part_list:
+                    for sub in (CQ_DIR, BCQ_DIR):
+                        replace_dir(staging / sub, si.root / sub, trash)
+                        summary.written.append(str(si.root / sub))
+                if want_index:
+                    replace_dir(staging / INDEX_DIR, si.root / INDEX_DIR, trash)
+                    summary.written.append(str(si.root / INDEX_DIR))
+            phase("")
+    finally:
+        if decoded is not None:
+            try:
+                decoded.unpersist()
+            except Exception:
+                pass
+        if own_spark and spark is not None:
+            spark.stop()
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+        if lock is not None:
+            lock.release()
+    summary.phase_seconds.pop("", None)
+    summary.elapsed_seconds = time.monotonic() - t0
+    if not is_local_master(summary.master):
+        summary.warnings.append("cluster mode: executors read and write the store path directly; "
+                                "it must be the same path on every worker")
+    return summary
+
+
+# ------------------------------------------------------------------------------------------ output
+
+def render_summary(summary: RebuildSummary):
+    """The final summary as a rich Table (records, files, mismatches, time, MB/s)."""
+    from rich.table import Table
+
+    title = "rebuildStore --verify" if summary.verify else "rebuildStore"
+    t = Table(title=f"{title}: {summary.store}", show_header=True, header_style="bold")
+    t.add_column("item")
+    t.add_column("value", justify="right")
+    t.add_row("master", summary.master)
+    t.add_row("parts", ",".join(summary.parts))
+    t.add_row("commitlog files", str(summary.commitlog_files))
+    t.add_row("records", f"{summary.records:,}")
+    t.add_row("commitlog MB", f"{summary.commitlog_bytes / 1e6:,.1f}")
+    end = f"{summary.log_end_offset:,}" + ("" if summary.log_end_clean else f" (STOPPED: {summary.log_end_reason})")
+    t.add_row("log end offset", end)
+    t.add_row("queues", str(summary.queues))
+    verb = "checked" if summary.verify else "written"
+    if "cq" in summary.parts:
+        t.add_row(f"CQ files {verb}", str(summary.cq_files))
+        t.add_row(f"BCQ files {verb}", str(summary.bcq_files))
+    if "index" in summary.parts:
+        t.add_row(f"index files {verb}", str(summary.index_files))
+        t.add_row("index entries", f"{summary.index_entries:,}")
+    if "offsets" in summary.parts:
+        t.add_row("consumer offsets clamped" if not summary.verify else "consumer offsets out of range",
+                  str(len(summary.offset_changes)))
+    t.add_row("mismatches", str(summary.mismatch_count) if summary.verify else "-")
+    t.add_row("time (s)", f"{summary.elapsed_seconds:.2f}")
+    t.add_row("MB/s", f"{summary.mb_per_s:.1f}")
+    return t
+
+
+def render_details(summary: RebuildSummary, limit: int = 50):
+    """Mismatches and offset changes as a rich Table (None when there is nothing to list)."""
+    from rich.table import Table
+
+    if not summary.mismatches and not summary.offset_changes and not summary.warnings:
+        return None
+    t = Table(title="details", show_header=True, header_style="bold")
+    t.add_column("kind")
+    t.add_column("where")
+    t.add_column("offset", justify="right")
+    t.add_column("detail")
+    for m in summary.mismatches[:limit]:
+        detail = m.detail or f"expected {m.expected} found {m.actual}"
+        t.add_row(m.kind, m.where, str(m.offset), detail)
+    if len(summary.mismatches) > limit:
+        t.add_row("...", "", "", f"{len(summary.mismatches) - limit} more mismatches")
+    for c in summary.offset_changes[:limit]:
+        t.add_row("offset-clamped" if not summary.verify else "offset-out-of-range", f"{c.key} q{c.queue_id}",
+                  str(c.old), f"{c.reason}: [{c.min_offset}, {c.max_offset}] -> {c.new}")
+    for w in summary.warnings:
+        t.add_row("warning", "", "", w)
+    return t
+
+
+def print_summary(summary: RebuildSummary, console=None) -> None:
+    from rich.console import Console
+
+    console = console or Console()
+    console.print(render_summary(summary))
+    details = render_details(summary)
+    if details is not None:
+        console.print(details)
