@@ -113,6 +113,11 @@ def decode_unit(buf: bytes | bytearray | memoryview, pos: int = 0) -> TimerLogUn
     return TimerLogUnit._make(UNIT_STRUCT.unpack_from(buf, pos))
 
 
+def unpack_unit(buf: bytes | bytearray | memoryview, pos: int = 0) -> tuple[int, int, int, int, int, int, int, int, int]:
+    """The nine unit fields as a plain tuple, in ``TimerLogUnit`` order (hot path: no named tuple)."""
+    return UNIT_STRUCT.unpack_from(buf, pos)
+
+
 def read_unit_head(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, int, int]:
     """``(size, prevPos, magic)`` of the record at ``pos``: tells a unit, a blank or garbage apart."""
     return UNIT_HEAD_STRUCT.unpack_from(buf, pos)
@@ -151,6 +156,7 @@ SLOT_STRUCT = struct.Struct(">qqqii")
 SLOT_SIZE = SLOT_STRUCT.size  # 32
 _SLOT_HEAD_STRUCT = struct.Struct(">qqq")  # the 3-field ``putSlot`` variant leaves num/magic alone
 _SLOT_POS_STRUCT = struct.Struct(">q")
+_SLOT_TIME_DIV_UNPACK = _SLOT_POS_STRUCT.unpack_from  # the slot's first field is an i64 too
 
 
 class Slot(NamedTuple):
@@ -202,6 +208,11 @@ def pack_slot_head_into(buf: bytearray | memoryview, pos: int, time_div: int, fi
 def pack_slot_pos_into(buf: bytearray | memoryview, pos: int, value: int) -> None:
     """Overwrite one i64 of a slot (firstPos at +8 or lastPos at +16) during ``reviseSlot``."""
     _SLOT_POS_STRUCT.pack_into(buf, pos, value)
+
+
+def read_slot_time_div(buf: bytes | bytearray | memoryview, pos: int) -> int:
+    """Only the stored ``time / precision`` of the slot at ``pos`` (tells which lap it holds)."""
+    return _SLOT_TIME_DIV_UNPACK(buf, pos)[0]
 
 
 def unpack_slot_raw(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, int, int, int, int]:

@@ -150,6 +150,11 @@ class TimerMessageStore:
         self.timer_roll_window_slots = roll
         self.flush_interval_ms = int(getattr(cfg, "timer_flush_interval_ms", 1000))
         self.congest_num_each_slot = int(getattr(cfg, "timer_congest_num_each_slot", 2**31 - 1))
+        commit_log = getattr(message_store, "commit_log", None)
+        self._get_message: Callable[[int, int, bool], MessageExt | None] | None = getattr(
+            commit_log, "get_message", None)
+        # REAL_TOPIC -> Java hashCode for the TimerLog's metric field; topics are few, a put is not
+        self._topic_hashes: dict[str, int] = {}
         log_dir = self.root / "timerlog"
         file_size = _existing_file_size(log_dir) or int(getattr(cfg, "mapped_file_size_timer_log", 104_857_600))
         self._lock = threading.RLock()
@@ -271,8 +276,16 @@ class TimerMessageStore:
 
     # ---- helpers ----------------------------------------------------------------------------
 
-    def _read_message(self, offset_py: int, size_py: int) -> MessageExt | None:
+    def _read_message(self, offset_py: int, size_py: int, read_body: bool = True) -> MessageExt | None:
+        """The commitlog record a unit points at, or None when it is gone or damaged.
+
+        Goes to the commitlog directly when the store has one (the record is bounds-checked there
+        anyway); the enqueue reads without the body, which it never needs unless the message is
+        already due."""
         try:
+            get_message = self._get_message
+            if get_message is not None:
+                return get_message(offset_py, size_py, read_body)
             return self.message_store.look_message_by_offset(offset_py, size_py)
         except Exception:  # a damaged record must not stop the wheel
             log.exception("cannot read timer message at commitlog offset %d", offset_py)
@@ -304,7 +317,7 @@ class TimerMessageStore:
             if not units:
                 break
             for unit in units:
-                msg = self._read_message(unit.phy_offset, unit.size)
+                msg = self._read_message(unit.phy_offset, unit.size, read_body=False)
                 if msg is None:
                     result.missing += 1
                 elif not self._enqueue_one(unit.phy_offset, unit.size, msg, result):
@@ -316,7 +329,7 @@ class TimerMessageStore:
 
     def _enqueue_one(self, offset_py: int, size_py: int, msg: MessageExt, result: TickResult) -> bool:
         """Wheel one message (or deliver it if already due); False if a put must be retried."""
-        out_ms = msg.get_property(PROPERTY_TIMER_OUT_MS)
+        out_ms = msg.properties.get(PROPERTY_TIMER_OUT_MS)  # decoded once; do_enqueue reads two more
         try:
             delayed_time = int(out_ms) if out_ms is not None else None
         except ValueError:
@@ -327,6 +340,11 @@ class TimerMessageStore:
             return True
         if self.should_running_dequeue and delayed_time < self.curr_write_time_ms:
             # already due: straight to the real topic, marked as never enqueued
+            full = self._read_message(offset_py, size_py)  # the enqueue read skipped the body
+            if full is None:
+                result.missing += 1
+                return True
+            msg = full
             status = self._deliver(msg, LONG_MAX, roll=False, result=result)
             if status == "ok":
                 result.expired_on_enqueue += 1
@@ -350,9 +368,17 @@ class TimerMessageStore:
         if is_delete:
             magic |= MAGIC_DELETE
         real_topic = msg.get_property(PROPERTY_REAL_TOPIC)
+        if real_topic:
+            topic_hash = self._topic_hashes.get(real_topic)
+            if topic_hash is None:
+                if len(self._topic_hashes) >= 4096:
+                    self._topic_hashes.clear()
+                topic_hash = self._topic_hashes[real_topic] = java_string_hash(real_topic)
+        else:
+            topic_hash = 0
         slot = self.timer_wheel.get_slot(delayed_time)
         pos = self.timer_log.append_unit(slot.last_pos, magic, write_time, _wrap_i32(delayed_time - write_time),
-                                         offset_py, size_py, java_string_hash(real_topic) if real_topic else 0)
+                                         offset_py, size_py, topic_hash)
         self.timer_wheel.put_slot(delayed_time, slot.first_pos if slot.first_pos != -1 else pos, pos,
                                   slot.num - 1 if is_delete else slot.num + 1, slot.magic)
         self.enqueue_count += 1
@@ -365,28 +391,33 @@ class TimerMessageStore:
         slot = self.timer_wheel.get_slot(slot_time)
         if slot.time_ms == -1:
             return True
+        # units as raw field tuples (TimerLogUnit order): 1 prevPos, 2 magic, 3 currWriteTimeMs,
+        # 5 offsetPy, 6 sizePy
         deletes = []
         normals = []
+        read_unit = self.timer_log.read_unit_fields
         pos = slot.last_pos
         while pos != -1:
             try:
-                unit = self.timer_log.read_unit(pos)
+                unit = read_unit(pos)
             except IndexError:
                 log.warning("slot %d links to %d, outside the TimerLog", slot_time, pos)
                 break
-            if unit.is_delete and not unit.is_roll:
+            magic = unit[2]
+            if magic & MAGIC_DELETE and not magic & MAGIC_ROLL:
                 deletes.append(unit)
             else:
                 normals.append(unit)
-            if unit.prev_pos >= pos:  # chains only point backwards; anything else is damage
-                log.warning("slot %d: unit %d links forward to %d", slot_time, pos, unit.prev_pos)
+            prev_pos = unit[1]
+            if prev_pos >= pos:  # chains only point backwards; anything else is damage
+                log.warning("slot %d: unit %d links forward to %d", slot_time, pos, prev_pos)
                 break
-            pos = unit.prev_pos
+            pos = prev_pos
         normals.reverse()  # oldest first, as Java's addFirst
         result.slots += 1
         delete_keys: set[str] = set()
         for unit in deletes:
-            msg = self._read_message(unit.offset_py, unit.size_py)
+            msg = self._read_message(unit[5], unit[6], read_body=False)
             if msg is None:
                 result.missing += 1
                 continue
@@ -397,9 +428,11 @@ class TimerMessageStore:
         if self._resume is not None and self._resume[0] == slot_time:
             start = self._resume[1]
         self._resume = None
+        read_message = self._read_message
+        deliver = self._deliver
         for index in range(start, len(normals)):
             unit = normals[index]
-            msg = self._read_message(unit.offset_py, unit.size_py)
+            msg = read_message(unit[5], unit[6])
             if msg is None:
                 result.missing += 1
                 continue
@@ -409,7 +442,7 @@ class TimerMessageStore:
                 if uniq is not None and build_delete_key(str(real_topic), uniq) in delete_keys:
                     result.cancelled += 1
                     continue
-            status = self._deliver(msg, unit.curr_write_time_ms, unit.is_roll, result)
+            status = deliver(msg, unit[3], bool(unit[2] & MAGIC_ROLL), result)
             if status == "retry":
                 self._resume = (slot_time, index)
                 result.blocked = True
@@ -439,7 +472,8 @@ class TimerMessageStore:
 
     def _deliver(self, msg: MessageExt, enqueue_time: int, roll: bool, result: TickResult) -> str:
         """Put one fired message; returns "ok", "dropped" or "retry"."""
-        if not roll and msg.get_property(PROPERTY_TIMER_DEL_UNIQKEY) is not None:
+        # decode the properties once: convert() copies the same dict
+        if not roll and msg.properties.get(PROPERTY_TIMER_DEL_UNIQKEY) is not None:
             return "dropped"  # a delete marker is never delivered (Java doPut: PUT_NO_RETRY)
         try:
             inner = self.convert(msg, enqueue_time, roll)

@@ -27,6 +27,7 @@ from broker_core.store.codec.timer_format import (
     pack_slot_head_into,
     pack_slot_into,
     pack_slot_pos_into,
+    read_slot_time_div,
     wheel_length,
 )
 
@@ -154,6 +155,9 @@ class TimerWheel:
         mm = self._mm
         mv = self._mv
         unpack_from = SLOT_STRUCT.unpack_from
+        # a busy wheel has content in the very next slot: answer that without copying a chunk
+        if read_slot_time_div(mv, first_index * SLOT_SIZE) == start_div:
+            return start_div * prec
         done = 0
         while done < count:
             index = (first_index + done) % self.wheel_slots
