@@ -141,7 +141,8 @@ def test_flush_thread_runs_retention_every_clean_resource_interval(tmp_path: Pat
         assert store.get_min_phy_offset() == 0  # not yet: the interval has not passed on the store clock
         clock.advance(10_000)
         deadline = time.monotonic() + 3
-        while store.get_min_phy_offset() == 0 and time.monotonic() < deadline:
+        # one run deletes the three expired files one after another; wait for the run to finish
+        while store.get_min_phy_offset() < 3 * 4096 and time.monotonic() < deadline:
             time.sleep(0.01)
         assert store.get_min_phy_offset() == 3 * 4096
     finally:
