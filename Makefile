@@ -23,6 +23,8 @@ lint: $(BIN)/mqadmin
 
 bench: $(BIN)/mqadmin
 	$(BIN)/python bench/store_append.py
+	$(BIN)/python bench/timers.py
+	$(BIN)/python bench/rebuild.py
 
 clean-store:
 	rm -rf $(STORE)

@@ -10,7 +10,15 @@ the store's hot path wastes time. Figures:
   sequential page-cache write bandwidth.
 * (c) ``sync_*``: SYNC_FLUSH with 16 producer threads: puts/s, fsyncs/s and puts per fsync.
 
-Usage: ``python bench/store_append.py [--messages N] [--profile]`` (runs in a temp dir).
+Noise: the machines this runs on are small and shared, so a single run of each side says little.
+Each baseline and its subject run ``--reps`` times, interleaved (A B, then B A, ...) so that load
+changes hit both sides alike; every run starts from a fresh store directory. The JSON reports the
+median of each side and the ratio of the medians, plus every repetition's figures (``*_runs``).
+The ``*_cpu`` ratios use the same runs timed by this thread's CPU time instead of wall time; the
+``*_paired`` ratios are the median of each repetition's own ratio (its two runs are adjacent, so a
+machine that changes speed between repetitions moves both sides of a pair together).
+
+Usage: ``python bench/store_append.py [--messages N] [--reps R] [--profile]`` (runs in a temp dir).
 """
 
 from __future__ import annotations
@@ -19,6 +27,8 @@ import argparse
 import json
 import mmap
 import os
+import shutil
+import statistics
 import struct
 import sys
 import tempfile
@@ -40,6 +50,26 @@ TOPIC = "BenchTopic"
 _HEAD = struct.Struct(">iiiiiqqiq8sq8siqi")
 
 
+class Timed:
+    """Wall-clock and this thread's CPU time (user + system) of one timed section.
+
+    CPU time is reported beside wall time because other processes on a small shared machine
+    stretch wall time a lot and CPU time much less; every scenario here runs in the calling thread.
+    """
+
+    wall: float
+    cpu: float
+
+    def __enter__(self) -> Timed:
+        self._w0 = time.perf_counter()
+        self._c0 = time.thread_time()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.wall = time.perf_counter() - self._w0
+        self.cpu = time.thread_time() - self._c0
+
+
 def config(flush: str) -> StoreConfig:
     return StoreConfig(mapped_file_size_commit_log=256 * 1024 * 1024, flush_disk_type=flush)
 
@@ -52,8 +82,9 @@ def make_msg(i: int, body: bytes = BODY, queue_id: int | None = None) -> Message
                         store_host=("127.0.0.1", 10911))
 
 
-def bare_encode_copy(n: int, directory: Path) -> float:
-    """msg/s of the minimum Python work per record: encode header/props, CRC the body, copy to an mmap."""
+def bare_encode_copy(n: int, directory: Path) -> tuple[float, float]:
+    """msg/s (wall, CPU) of the minimum Python work per record: encode header/props, CRC the body, copy
+    it into an mmap."""
     path = directory / "bare.mmap"
     size = 256 * 1024 * 1024
     with open(path, "w+b") as f:
@@ -63,47 +94,47 @@ def bare_encode_copy(n: int, directory: Path) -> float:
     store = bytes([127, 0, 0, 1]) + (10911).to_bytes(4, "big")
     topic = TOPIC.encode()
     pos = 0
-    t0 = time.perf_counter()
-    for i in range(n):
-        props = f"UNIQ_KEY\x017F000001{i:024X}\x02KEYS\x01key{i}\x02TAGS\x01TagA\x02WAIT\x01true\x02".encode()
-        total = _HEAD.size + len(BODY) + 1 + len(topic) + 2 + len(props)
-        if pos + total > size:
-            pos = 0
-        buf = bytearray(total)
-        _HEAD.pack_into(buf, 0, total, -626843481, zlib.crc32(BODY) & 0x7FFFFFFF, i % 8, 0, i, pos, 0,
-                        1_700_000_000_000, born, int(time.time() * 1000), store, 0, 0, len(BODY))
-        p = _HEAD.size
-        buf[p:p + len(BODY)] = BODY
-        p += len(BODY)
-        buf[p] = len(topic)
-        buf[p + 1:p + 1 + len(topic)] = topic
-        p += 1 + len(topic)
-        buf[p:p + 2] = len(props).to_bytes(2, "big")
-        buf[p + 2:] = props
-        mm[pos:pos + total] = buf
-        pos += total
-    dt = time.perf_counter() - t0
+    with Timed() as t:
+        for i in range(n):
+            props = f"UNIQ_KEY\x017F000001{i:024X}\x02KEYS\x01key{i}\x02TAGS\x01TagA\x02WAIT\x01true\x02".encode()
+            total = _HEAD.size + len(BODY) + 1 + len(topic) + 2 + len(props)
+            if pos + total > size:
+                pos = 0
+            buf = bytearray(total)
+            _HEAD.pack_into(buf, 0, total, -626843481, zlib.crc32(BODY) & 0x7FFFFFFF, i % 8, 0, i, pos, 0,
+                            1_700_000_000_000, born, int(time.time() * 1000), store, 0, 0, len(BODY))
+            p = _HEAD.size
+            buf[p:p + len(BODY)] = BODY
+            p += len(BODY)
+            buf[p] = len(topic)
+            buf[p + 1:p + 1 + len(topic)] = topic
+            p += 1 + len(topic)
+            buf[p:p + 2] = len(props).to_bytes(2, "big")
+            buf[p + 2:] = props
+            mm[pos:pos + total] = buf
+            pos += total
     mm.close()
     path.unlink()
-    return n / dt
+    return n / t.wall, n / t.cpu
 
 
-def page_cache_write_mb_s(directory: Path, total_mb: int = 256) -> float:
-    """Sequential buffered write bandwidth (MB/s), 1 MiB writes, no fsync: the page-cache ceiling."""
+def page_cache_write_mb_s(directory: Path, total_mb: int = 256) -> tuple[float, float]:
+    """Sequential buffered write bandwidth (MB/s: wall, CPU), 1 MiB writes, no fsync: the page-cache
+    ceiling."""
     path = directory / "seq.bin"
     chunk = os.urandom(1 << 20)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    t0 = time.perf_counter()
-    for _ in range(total_mb):
-        os.write(fd, chunk)
-    dt = time.perf_counter() - t0
+    with Timed() as t:
+        for _ in range(total_mb):
+            os.write(fd, chunk)
     os.close(fd)
     path.unlink()
-    return total_mb / dt
+    return total_mb / t.wall, total_mb / t.cpu
 
 
-def bench_put_dispatch(n: int, directory: Path, profile: bool = False) -> float:
-    store = MessageStore(directory / "a", config(ASYNC_FLUSH)).open()
+def bench_put_dispatch(n: int, directory: Path, profile: bool = False) -> tuple[float, float]:
+    root = directory / "a"
+    store = MessageStore(root, config(ASYNC_FLUSH)).open()
     msgs = [make_msg(i) for i in range(n)]
     prof = None
     if profile:
@@ -111,37 +142,42 @@ def bench_put_dispatch(n: int, directory: Path, profile: bool = False) -> float:
 
         prof = cProfile.Profile()
         prof.enable()
-    t0 = time.perf_counter()
-    for m in msgs:
-        store.put_message(m)
-    dt = time.perf_counter() - t0
+    with Timed() as t:
+        for m in msgs:
+            store.put_message(m)
     if prof is not None:
         import pstats
 
         prof.disable()
         pstats.Stats(prof, stream=sys.stderr).sort_stats("tottime").print_stats(25)
     assert sum(store.get_max_offset_in_queue(TOPIC, q) for q in range(8)) == n
+    assert len(store.query_message(TOPIC, f"key{n - 1}")) == 1  # the index was really built
     store.shutdown()
-    return n / dt
+    shutil.rmtree(root)
+    return n / t.wall, n / t.cpu
 
 
-def bench_batchcq(n_msgs: int, directory: Path) -> tuple[float, float]:
-    store = MessageStore(directory / "b", config(ASYNC_FLUSH)).open()
+def bench_batchcq(n_msgs: int, directory: Path) -> tuple[float, float, float]:
+    """(msg/s, MB/s of batch bodies, MB/s by CPU time)."""
+    root = directory / "b"
+    store = MessageStore(root, config(ASYNC_FLUSH)).open()
     store.topic_table.put(TopicConfig(TOPIC, 8, 8, attributes={"queue.type": "BatchCQ"}), 0)
     body = encode_batch([BatchItem(BODY, {"TAGS": "TagA"}) for _ in range(64)])
     batches = max(1, n_msgs // 64)
     msgs = [make_msg(i, body) for i in range(batches)]
-    t0 = time.perf_counter()
-    for m in msgs:
-        store.put_inner_batch(m, 64)
-    dt = time.perf_counter() - t0
+    with Timed() as t:
+        for m in msgs:
+            store.put_inner_batch(m, 64)
     assert sum(store.get_max_offset_in_queue(TOPIC, q) for q in range(8)) == batches * 64
     store.shutdown()
-    return batches * 64 / dt, batches * len(body) / dt / 1e6
+    shutil.rmtree(root)
+    mb = batches * len(body) / 1e6
+    return batches * 64 / t.wall, mb / t.wall, mb / t.cpu
 
 
 def bench_sync(n: int, directory: Path, threads: int = 16) -> tuple[float, float]:
-    store = MessageStore(directory / "c", config(SYNC_FLUSH)).open()
+    root = directory / "c"
+    store = MessageStore(root, config(SYNC_FLUSH)).open()
     store.start()
     per = max(1, n // threads)
     failures = []
@@ -161,36 +197,67 @@ def bench_sync(n: int, directory: Path, threads: int = 16) -> tuple[float, float
     dt = time.perf_counter() - t0
     fsyncs = store.commit_log.fsync_count - f0
     store.shutdown()
+    shutil.rmtree(root)
     assert not failures
     return per * threads / dt, fsyncs / dt
+
+
+def interleaved(reps: int, baseline, subject) -> tuple[list, list]:
+    """Run ``baseline()`` and ``subject()`` ``reps`` times each, alternating which goes first."""
+    base_runs, subj_runs = [], []
+    for r in range(reps):
+        if r % 2 == 0:
+            base_runs.append(baseline())
+            subj_runs.append(subject())
+        else:
+            subj_runs.append(subject())
+            base_runs.append(baseline())
+    return base_runs, subj_runs
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--messages", type=int, default=20000, help="messages per scenario (default 20000)")
-    ap.add_argument("--profile", action="store_true", help="cProfile the put+dispatch path to stderr")
+    ap.add_argument("--reps", type=int, default=5, help="repetitions of each scenario (default 5)")
+    ap.add_argument("--profile", action="store_true", help="cProfile the put+dispatch path to stderr (one rep)")
     ap.add_argument("--dir", default=None, help="work directory (default: a fresh temp dir)")
     args = ap.parse_args()
     n = args.messages
+    reps = 1 if args.profile else max(1, args.reps)
+    med = statistics.median
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         d = Path(tmp)
-        bare = bare_encode_copy(n, d)
-        put = bench_put_dispatch(n, d, args.profile)
-        pc = page_cache_write_mb_s(d)
-        b_msgs, b_mb = bench_batchcq(n * 4, d)
+        bare_runs, put_runs = interleaved(reps, lambda: bare_encode_copy(n, d),
+                                          lambda: bench_put_dispatch(n, d, args.profile))
+        pc_runs, bcq_runs = interleaved(reps, lambda: page_cache_write_mb_s(d), lambda: bench_batchcq(n * 4, d))
         s_puts, s_fsyncs = bench_sync(max(n // 4, 16), d)
+    bare, put = med(r[0] for r in bare_runs), med(r[0] for r in put_runs)
+    bare_cpu, put_cpu = med(r[1] for r in bare_runs), med(r[1] for r in put_runs)
+    pc, pc_cpu = med(r[0] for r in pc_runs), med(r[1] for r in pc_runs)
+    b_msgs, b_mb, b_mb_cpu = (med(r[i] for r in bcq_runs) for i in range(3))
     print(json.dumps({
         "messages": n,
+        "reps": reps,
         "bare_encode_copy_msg_s": round(bare),
         "put_dispatch_msg_s": round(put),
         "put_dispatch_ratio": round(put / bare, 3),
+        "put_dispatch_ratio_cpu": round(put_cpu / bare_cpu, 3),
+        "put_dispatch_ratio_paired": round(med(p[0] / b[0] for p, b in zip(put_runs, bare_runs, strict=True)), 3),
         "page_cache_write_mb_s": round(pc, 1),
         "batchcq_msg_s": round(b_msgs),
         "batchcq_mb_s": round(b_mb, 1),
         "batchcq_ratio": round(b_mb / pc, 3),
+        "batchcq_ratio_cpu": round(b_mb_cpu / pc_cpu, 3),
+        "batchcq_ratio_paired": round(med(b[1] / p[0] for b, p in zip(bcq_runs, pc_runs, strict=True)), 3),
         "sync_puts_s": round(s_puts),
         "sync_fsyncs_s": round(s_fsyncs, 1),
         "sync_puts_per_fsync": round(s_puts / s_fsyncs, 2) if s_fsyncs else None,
+        "bare_encode_copy_msg_s_runs": [round(r[0]) for r in bare_runs],
+        "put_dispatch_msg_s_runs": [round(r[0]) for r in put_runs],
+        "page_cache_write_mb_s_runs": [round(r[0], 1) for r in pc_runs],
+        "batchcq_mb_s_runs": [round(r[1], 1) for r in bcq_runs],
+        "cpu_msg_s": {"bare_encode_copy": round(bare_cpu), "put_dispatch": round(put_cpu)},
+        "cpu_mb_s": {"page_cache_write": round(pc_cpu, 1), "batchcq": round(b_mb_cpu, 1)},
     }))
 
 

@@ -1,8 +1,13 @@
-"""Broker: the typed facade over one store directory (topics, groups, send, pull, offsets, stats, ACL).
+"""Broker: the typed facade over one store directory (topics, groups, send, pull, pop, retries,
+delay/timer messages, transactions, offsets, stats, ACL).
 
 Why: the remoting server, the gRPC server and EmbeddedAdmin only translate requests into these
 calls; keeping every rule here means a local ``mqadmin`` on a store directory and a running cluster
-behave the same. Read-only mode opens the store without the lock and never writes a byte, for
+behave the same. Every message the broker writes itself (pop revive, retries, delay and timer
+delivery, transaction commits and op markers) goes through ``put_message_internal``, so the put
+hooks treat them exactly like client sends. Clock-driven services run on their own threads after
+``start()``; ``tick()`` runs one deterministic round of all of them at the injected clock's time.
+Read-only mode opens the store without the lock, starts nothing and never writes a byte, for
 inspecting a store a running broker (even a Java one) owns.
 """
 
@@ -12,37 +17,56 @@ import dataclasses
 import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from broker_core.auth.audit import AuditLog
 from broker_core.auth.errors import AuthError
 from broker_core.auth.manager import AuthManager, default_audit_log_path
 from broker_core.store.codec.batch import BatchItem
-from broker_core.store.codec.message import MessageExt
-from broker_core.store.commit_log import now_ms
+from broker_core.store.codec.message import MessageExt, MessageInner
+from broker_core.store.codec.message_id import decode_offset_msg_id
+from broker_core.store.codec.properties import PROPERTY_REAL_TOPIC
+from broker_core.store.commit_log import PutMessageResult, PutMessageStatus, now_ms
 from broker_core.store.message_store import MessageStore
+from broker_core.store.schedule import ScheduleMessageService, ScheduleStats
 from broker_core.store.subscription_group_config import SubscriptionGroupConfig, SubscriptionGroupTable
+from broker_core.store.timer.timer_message_store import TickResult, TimerBacklog, TimerMessageStore
 from broker_core.store.topic_config import TopicConfig
 
 from .broker_config import BrokerConfig
 from .consumer_offset_manager import ConsumerOffsetManager
 from .errors import (
     BrokerError,
+    BrokerSystemError,
     InvalidParameterError,
     NoPermissionError,
     ServiceNotAvailableError,
     TopicNotExistError,
 )
+from .hooks import PutMessageHookError, build_put_message_hooks
 from .long_polling import PullRequestHoldService
+from .pop import AckResult, ChangeInvisibleResult, PopResult, PopService
+from .pop.pop_service import CONSUME_INIT_MODE_MAX, MAX_POP_MSG_NUMS
 from .pull import PullResult, PullService
 from .queue_lock import MessageQueue, RebalanceLockManager
 from .request_context import RequestContext
 from .reset_offset import OffsetResetListener, ResetOffsetPlanEntry, ResetOffsetService
+from .retry import PERM_READ_WRITE, RetryService, SendBackResult
 from .send import MessageSender, PutMessageHook, SendResult
 from .stats import BrokerStats, GroupQueueStats, QueueStats
 from .subscription_group_manager import SubscriptionGroupManager
 from .topic_manager import TopicManager
 from .topic_validator import RETRY_GROUP_TOPIC_PREFIX, dlq_topic, is_retry_topic, retry_topic
+from .transaction import (
+    TRANS_CHECK_MAX_TIME_TOPIC,
+    CheckListener,
+    CheckReport,
+    EndTransactionResult,
+    TransactionalMessageCheckService,
+    TransactionalMessageService,
+)
+from .transaction.transaction_metrics import TransactionCounters
 
 log = logging.getLogger("rmqops.broker")
 
@@ -50,6 +74,29 @@ QueueRef = MessageQueue | tuple[str, int]
 # Optional hooks part B (pop/FIFO) installs: (group, topic, queue_id) -> value.
 InflightProvider = Callable[[str, str, int], int]
 BlockedProvider = Callable[[str, str, int], bool]
+TCMT_QUEUE_NUMS = 1  # TRANS_CHECK_MAX_TIME_TOPIC queues (TopicConfigManager#createTopicOfTranCheckMaxTime)
+
+
+@dataclass(slots=True)
+class BrokerTickResult:
+    """What one ``Broker.tick()`` did, per service."""
+
+    timer: TickResult | None = None
+    scheduled_delivered: int = 0
+    revived: int = 0
+    transaction_check: CheckReport | None = None
+
+
+@dataclass(slots=True)
+class TransactionMetricsView:
+    """Half messages pending per real topic (persisted TransactionMetrics) and this process's counters."""
+
+    half_pending: dict[str, int] = field(default_factory=dict)
+    counters: TransactionCounters = field(default_factory=TransactionCounters)
+
+    @property
+    def half_pending_total(self) -> int:
+        return sum(self.half_pending.values())
 
 
 class Broker:
@@ -83,6 +130,8 @@ class Broker:
         self.sender = MessageSender(self.store, self.topic_manager, self.group_manager, self.config, clock,
                                     on_put=self.stats.record_put)
         self.put_message_hooks: list[PutMessageHook] = self.sender.put_message_hooks
+        self.put_message_hooks.extend(build_put_message_hooks(self.config.store, clock))
+        self.sender.put_message = self.put_message_internal
         self.puller = PullService(self.store, self.topic_manager, self.group_manager, self.offset_manager,
                                   self.config, self.pull_hold_service, on_get=self.stats.record_get)
         self.lock_manager = RebalanceLockManager(clock, self.config.rebalance_lock_max_live_time)
@@ -95,6 +144,40 @@ class Broker:
         self._flush_thread: threading.Thread | None = None
         self._started = False
         self._closed = False
+        try:
+            self._init_services()
+        except BaseException:
+            self.auth_manager.close()
+            self.store.shutdown()
+            raise
+
+    def _init_services(self) -> None:
+        """Retry, pop, delay levels, timer wheel and transactions, all writing through put_message_internal."""
+        cfg, clock = self.config, self.clock
+        self.retry_service = RetryService(self.put_message_internal, self.group_manager.find, self.topic_manager,
+                                          cfg.store_host)
+        self.pop_service = PopService(self.store, self.offset_manager, self.group_manager.find,
+                                      self.put_message_internal, cfg.broker_name, cfg.broker_cluster_name, clock,
+                                      self.store.config_dir, topics=self.topic_manager, config=cfg.pop_config(),
+                                      store_host=cfg.store_host)
+        self.pop_service.load()
+        self.offset_reset_listeners.append(self.pop_service.on_offset_reset)
+        self.inflight_provider = self.pop_service.inflight
+        self.fifo_blocked_provider = self.pop_service.is_fifo_blocked
+        self.schedule_service = ScheduleMessageService(self.store, self.put_message_internal, self.store.config_dir,
+                                                       clock=clock)
+        self.schedule_service.load()
+        # A read-only look at a store that never had a wheel must not create one.
+        self.timer_store: TimerMessageStore | None = None
+        if cfg.store.timer_wheel_enable and not (self.read_only and not (self.root / "timerwheel").exists()):
+            self.timer_store = TimerMessageStore(self.store, config=cfg.store, clock=clock,
+                                                 put_message_hook=self.put_message_internal)
+        self.transaction_service = TransactionalMessageService(
+            self.store, self._transaction_put, self.offset_manager, cfg.transaction_config(), clock,
+            self.store.config_dir, cfg.store_host)
+        self.transaction_service.load()
+        self.transaction_check_service = TransactionalMessageCheckService(self.transaction_service, clock)
+        self.sender.prepare_transaction = self.transaction_service.prepare_message
 
     def _make_auth_manager(self, audit_log_path: Path | None) -> AuthManager:
         auth_cfg = self.config.auth
@@ -114,6 +197,11 @@ class Broker:
         if self.read_only or self._started:
             return self
         self.store.start()
+        self.schedule_service.start()
+        if self.timer_store is not None:
+            self.timer_store.start()
+        self.pop_service.start()
+        self.transaction_check_service.start()
         self._flush_stop.clear()
         self._flush_thread = threading.Thread(target=self._flush_loop, name="ConsumerOffsetFlush", daemon=True)
         self._flush_thread.start()
@@ -132,7 +220,39 @@ class Broker:
         """Write every changed config file now (atomic writes)."""
         if self.read_only:
             return
+        self.pop_service.persist()
+        self.schedule_service.persist()
+        self.transaction_service.persist()
         self.offset_manager.persist()
+
+    def _shutdown_services(self) -> None:
+        """Stop every service that writes, newest work first; each persists its own files on the way out."""
+        if self.read_only:
+            self.pop_service.long_polling.shutdown()
+            if self.timer_store is not None:
+                self.timer_store.shutdown(flush=False)
+            return
+        for stop in (self.transaction_check_service.shutdown, self.pop_service.shutdown,
+                     self.schedule_service.shutdown,
+                     self.timer_store.shutdown if self.timer_store is not None else None):
+            if stop is None:
+                continue
+            try:
+                stop()
+            except Exception:
+                log.exception("broker service shutdown failed")
+
+    def tick(self) -> BrokerTickResult:
+        """One round of every clock-driven service at ``clock()``: timer wheel, delay levels, pop revive,
+        transaction op markers / check-back. Deterministic; what tests call instead of sleeping."""
+        self._require_writable()
+        out = BrokerTickResult()
+        if self.timer_store is not None:
+            out.timer = self.timer_store.tick()
+        out.scheduled_delivered = self.schedule_service.tick()
+        out.revived = self.pop_service.tick()
+        out.transaction_check = self.transaction_check_service.tick()
+        return out
 
     def shutdown(self) -> None:
         if self._closed:
@@ -143,6 +263,7 @@ class Broker:
             self._flush_thread.join(timeout=10)
         self.pull_hold_service.shutdown()
         try:
+            self._shutdown_services()
             self.persist()
         finally:
             self.auth_manager.close()
@@ -155,9 +276,10 @@ class Broker:
         self.shutdown()
 
     # -- ACL ---------------------------------------------------------------------------------------
-    def _authorize(self, auth: RequestContext | None, request: str, *, topic: str | None = None,
+    def _authorize(self, auth: RequestContext | None, request: str | None, *, topic: str | None = None,
                    group: str | None = None, topics: Iterable[str] = ()) -> None:
-        """Authenticate and authorize a remote caller; in-process callers (auth=None) are trusted."""
+        """Authenticate and authorize a remote caller; in-process callers (auth=None) are trusted.
+        ``request`` None authenticates only."""
         if auth is None:
             return
         cfg = self.auth_manager.config
@@ -173,6 +295,8 @@ class Broker:
                 raise NoPermissionError("the request carries no credentials (AccessKey/Signature)")
             if subject is not None and not subject.startswith("User:"):
                 subject = "User:" + subject
+            if request is None:
+                return
             self.auth_manager.authorize_request(subject, auth.source_ip, request,
                                                 request_code=auth.request_code, channel_id=auth.channel_id,
                                                 topic=topic, group=group, topics=topics)
@@ -270,6 +394,126 @@ class Broker:
                                       born_host=born_host, born_timestamp=born_timestamp, sys_flag=sys_flag,
                                       default_topic=default_topic, default_topic_queue_nums=default_topic_queue_nums)
 
+    # -- internal writes ---------------------------------------------------------------------------
+    def put_message_internal(self, msg: MessageInner) -> PutMessageResult:
+        """The put every broker-side writer uses: the put hooks (DELAY -> SCHEDULE_TOPIC_XXXX, TIMER_* ->
+        rmq_sys_wheel_timer), then the store. A hook's refusal is returned as its put status, as the
+        Java store answers (WHEEL_TIMER_NOT_ENABLE, WHEEL_TIMER_MSG_ILLEGAL, MESSAGE_ILLEGAL)."""
+        if self.read_only:
+            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="the broker is open read-only")
+        try:
+            msg = self.sender.run_hooks(msg)
+        except BrokerError:
+            raise
+        except PutMessageHookError as e:
+            status = PutMessageStatus.__members__.get(e.status, PutMessageStatus.MESSAGE_ILLEGAL)
+            return PutMessageResult(status, remark=str(e))
+        except ValueError as e:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=str(e))
+        return self.store.put_message(msg)
+
+    def _transaction_put(self, msg: MessageInner) -> PutMessageResult:
+        """Discarded halves go to TRANS_CHECK_MAX_TIME_TOPIC, which exists only once the first one does."""
+        if msg.topic == TRANS_CHECK_MAX_TIME_TOPIC and self.topic_manager.get(TRANS_CHECK_MAX_TIME_TOPIC) is None:
+            self.topic_manager.create_if_absent(TopicConfig(TRANS_CHECK_MAX_TIME_TOPIC, TCMT_QUEUE_NUMS,
+                                                            TCMT_QUEUE_NUMS, PERM_READ_WRITE))
+        return self.put_message_internal(msg)
+
+    # -- transactions ------------------------------------------------------------------------------
+    def end_transaction(self, producer_group: str, tran_state_table_offset: int, commit_log_offset: int,
+                        commit_or_rollback: int, *, msg_id: str | None = None, transaction_id: str | None = None,
+                        from_transaction_check: bool = False, topic: str | None = None,
+                        auth: RequestContext | None = None) -> EndTransactionResult:
+        """END_TRANSACTION: commit (8) or roll back (12) the half at ``commit_log_offset`` (the send
+        result's offset msgId) whose queue offset is ``tran_state_table_offset``; 0 is IGNORED.
+
+        Authorization is against the half's real topic (a caller cannot name another topic to end a
+        transaction it may not publish to); a ``topic`` that contradicts the half is refused."""
+        half = self.store.look_message_by_offset(commit_log_offset) if commit_log_offset >= 0 else None
+        real = half.get_property(PROPERTY_REAL_TOPIC) if half is not None else None
+        self._authorize(auth, "END_TRANSACTION", topic=real or topic)
+        if topic and real and topic != real:
+            raise InvalidParameterError(f"the transaction at commit log offset {commit_log_offset} belongs to "
+                                        f"topic {real}, not {topic}")
+        self._require_writable()
+        return self.transaction_service.end_transaction(producer_group, tran_state_table_offset, commit_log_offset,
+                                                        msg_id, transaction_id, commit_or_rollback,
+                                                        from_transaction_check)
+
+    def set_transaction_check_listener(self, listener: CheckListener | None) -> None:
+        """Who asks a producer group about an unfinished half: ``listener(half, producer_group)``. The
+        network layers install one that sends CHECK_TRANSACTION_STATE to a live producer; it answers
+        with ``end_transaction(..., from_transaction_check=True)``."""
+        self.transaction_service.check_listener = listener
+
+    def transaction_metrics(self, auth: RequestContext | None = None) -> TransactionMetricsView:
+        self._authorize(auth, "GET_BROKER_RUNTIME_INFO")
+        metrics = self.transaction_service.metrics
+        return TransactionMetricsView({t: m.count for t, m in sorted(metrics.transaction_count.items())},
+                                      dataclasses.replace(metrics.counters))
+
+    # -- 5.x pop -----------------------------------------------------------------------------------
+    def pop_message(self, group: str, topic: str, queue_id: int | None = None, max_msgs: int = MAX_POP_MSG_NUMS,
+                    invisible_time_ms: int = 60_000, expression_type: str | None = "TAG",
+                    expression: str | None = "*", *, attempt_id: str | None = None, order: bool | None = None,
+                    poll_time_ms: int = 0, init_mode: int = CONSUME_INIT_MODE_MAX,
+                    auth: RequestContext | None = None) -> PopResult:
+        """POP_MESSAGE; with ``poll_time_ms`` it parks until messages arrive (call from a worker thread)."""
+        self._authorize(auth, "POP_MESSAGE", topic=topic, group=group)
+        self._require_writable()
+        return self.pop_service.pop(group, topic, queue_id, max_msgs, invisible_time_ms, expression_type, expression,
+                                    attempt_id, order, poll_time_ms, init_mode)
+
+    def ack_message(self, group: str, topic: str, receipt_handle: str,
+                    auth: RequestContext | None = None) -> AckResult:
+        self._authorize(auth, "ACK_MESSAGE", topic=topic, group=group)
+        self._require_writable()
+        return self.pop_service.ack(group, topic, receipt_handle)
+
+    def batch_ack(self, group: str, topic: str, receipt_handles: Iterable[str],
+                  auth: RequestContext | None = None) -> list[AckResult]:
+        self._authorize(auth, "BATCH_ACK_MESSAGE", topic=topic, group=group)
+        self._require_writable()
+        return self.pop_service.batch_ack(group, topic, receipt_handles)
+
+    def change_invisible_time(self, group: str, topic: str, receipt_handle: str, invisible_time_ms: int,
+                              auth: RequestContext | None = None) -> ChangeInvisibleResult:
+        self._authorize(auth, "CHANGE_MESSAGE_INVISIBLETIME", topic=topic, group=group)
+        self._require_writable()
+        return self.pop_service.change_invisible_time(group, topic, receipt_handle, invisible_time_ms)
+
+    # -- retries -----------------------------------------------------------------------------------
+    def consumer_send_back(self, group: str, message: int | str, delay_level: int = 0,
+                           origin_topic: str | None = None, max_reconsume_times: int | None = None,
+                           auth: RequestContext | None = None) -> SendBackResult:
+        """CONSUMER_SEND_MSG_BACK: ``message`` is the commit log offset or the offset msgId of the
+        message the consumer failed; it goes to %RETRY%group with a growing delay level, or to
+        %DLQ%group once its reconsume times reach the maximum (or ``delay_level`` < 0)."""
+        self._authorize(auth, "CONSUMER_SEND_MSG_BACK", group=group)
+        self._require_writable()
+        if isinstance(message, str):
+            try:
+                offset = decode_offset_msg_id(message).commit_log_offset
+            except ValueError as e:
+                raise InvalidParameterError(f"not an offset msgId: {message!r} ({e})") from e
+        else:
+            offset = message
+        msg = self.store.look_message_by_offset(offset) if offset >= 0 else None
+        if msg is None:
+            raise BrokerSystemError(f"look message by offset failed, {offset}")
+        return self.retry_service.send_back(group, msg, delay_level, max_reconsume_times, origin_topic)
+
+    # -- delay levels and timer wheel --------------------------------------------------------------
+    def timer_backlog(self, auth: RequestContext | None = None) -> TimerBacklog | None:
+        """Timer messages waiting, by due bucket, with rates and lag; None when timerWheelEnable is off."""
+        self._authorize(auth, "GET_BROKER_RUNTIME_INFO")
+        return self.timer_store.backlog() if self.timer_store is not None else None
+
+    def schedule_stats(self, auth: RequestContext | None = None) -> list[ScheduleStats]:
+        """Per delay level: its delay, delivery offset, queue end, next due time, delivered count."""
+        self._authorize(auth, "GET_BROKER_RUNTIME_INFO")
+        return self.schedule_service.stats()
+
     # -- consume (4.x pull) ------------------------------------------------------------------------
     def pull_message(self, group: str, topic: str, queue_id: int, offset: int, max_msgs: int = 32,
                      expression_type: str | None = "TAG", subscription: str | None = "*",
@@ -358,25 +602,38 @@ class Broker:
         self._require_writable()
         return self.reset_service.clone(src_group, dst_group, topic)
 
-    def which_group_by_topic(self, topic: str) -> set[str]:
+    def which_group_by_topic(self, topic: str, auth: RequestContext | None = None) -> set[str]:
         """Groups holding offsets for ``topic`` (QUERY_TOPIC_CONSUME_BY_WHO, stored part)."""
+        self._authorize(auth, "QUERY_TOPIC_CONSUME_BY_WHO", topic=topic)
         return self.offset_manager.which_group_by_topic(topic)
 
-    def which_topic_by_consumer(self, group: str) -> set[str]:
+    def which_topic_by_consumer(self, group: str, auth: RequestContext | None = None) -> set[str]:
+        """QUERY_TOPICS_BY_CONSUMER: Group [Get], the same demand as the group part of GET_CONSUME_STATS."""
+        self._authorize(auth, "GET_CONSUME_STATS", group=group)
         return self.offset_manager.which_topic_by_consumer(group)
 
     # -- queue queries -----------------------------------------------------------------------------
-    def get_min_offset(self, topic: str, queue_id: int) -> int:
+    def get_min_offset(self, topic: str, queue_id: int, auth: RequestContext | None = None) -> int:
+        self._authorize(auth, "GET_MIN_OFFSET", topic=topic)
         return self.store.get_min_offset_in_queue(topic, queue_id)
 
-    def get_max_offset(self, topic: str, queue_id: int) -> int:
+    def get_max_offset(self, topic: str, queue_id: int, auth: RequestContext | None = None) -> int:
+        self._authorize(auth, "GET_MAX_OFFSET", topic=topic)
         return self.store.get_max_offset_in_queue(topic, queue_id)
 
-    def search_offset_by_timestamp(self, topic: str, queue_id: int, timestamp: int, boundary: str = "lower") -> int:
+    def search_offset_by_timestamp(self, topic: str, queue_id: int, timestamp: int, boundary: str = "lower",
+                                   auth: RequestContext | None = None) -> int:
+        self._authorize(auth, "SEARCH_OFFSET_BY_TIMESTAMP", topic=topic)
         return self.store.get_offset_in_queue_by_time(topic, queue_id, timestamp, boundary.lower())
 
-    def view_message(self, commit_log_offset: int) -> MessageExt | None:
-        return self.store.look_message_by_offset(commit_log_offset)
+    def view_message(self, commit_log_offset: int, auth: RequestContext | None = None) -> MessageExt | None:
+        """VIEW_MESSAGE_BY_ID: Topic [Get] on the message's own topic (authentication only when none)."""
+        msg = self.store.look_message_by_offset(commit_log_offset)
+        if msg is None:
+            self._authorize(auth, None)
+            return None
+        self._authorize(auth, "VIEW_MESSAGE_BY_ID", topic=msg.topic)
+        return msg
 
     # -- stats -------------------------------------------------------------------------------------
     def topic_stats(self, topic: str, auth: RequestContext | None = None) -> list[QueueStats]:
@@ -442,7 +699,19 @@ class Broker:
             "brokerAddr": self.config.broker_addr, "readOnly": "true" if self.read_only else "false",
             "pullLongPollingWaiting": str(self.pull_hold_service.waiting()),
         }
+        info.update(self._timer_runtime_info())
+        info.update(self.schedule_service.running_stats())
         return dict(sorted(info.items()))
+
+    def _timer_runtime_info(self) -> dict[str, str]:
+        """The timer keys of GET_BROKER_RUNTIME_INFO (all "0" when the wheel is off, as RocketMQ)."""
+        keys = ("timerReadBehind", "timerOffsetBehind", "timerCongestNum", "timerEnqueueTps", "timerDequeueTps")
+        if self.timer_store is None:
+            return dict.fromkeys(keys, "0")
+        b = self.timer_store.backlog()
+        return {"timerReadBehind": str(b.dequeue_behind_ms // 1000), "timerOffsetBehind": str(b.enqueue_behind_messages),
+                "timerCongestNum": str(b.pending), "timerEnqueueTps": f"{b.enqueue_rate:.1f}",
+                "timerDequeueTps": f"{b.dequeue_rate:.1f}"}
 
     # -- helpers other features use ----------------------------------------------------------------
     def retry_topic_of(self, group: str) -> str:

@@ -3,7 +3,9 @@
 Why: one broker.conf (``key=value`` or YAML) configures everything — broker keys here, store keys in
 ``StoreConfig``, ACL keys in ``AuthConfig`` — exactly as an operator writes it for a Java broker.
 Keys no dataclass knows are kept in ``properties`` so later features can read them without a new
-loader.
+loader: the pop keys (``PopConfig``: popCk*, reviveInterval, enableRetryTopicV2, ...) and the rest of
+the transaction keys (``TransactionConfig``) are read from there by ``pop_config()`` and
+``transaction_config()``, and checked when the file is loaded.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from broker_core.auth.config import AuthConfig
+from broker_core.broker.pop.pop_service import PopConfig
+from broker_core.broker.transaction.transaction_config import TransactionConfig
 from broker_core.config_loader import ConfigError, apply_properties, read_properties_file, to_properties
 from broker_core.store.store_config import StoreConfig
 
@@ -80,6 +84,33 @@ class BrokerConfig:
             raise ConfigError(f"defaultTopicQueueNums must be positive, got {cfg.default_topic_queue_nums}")
         if cfg.flush_consumer_offset_interval <= 0:
             raise ConfigError(f"flushConsumerOffsetInterval must be positive, got {cfg.flush_consumer_offset_interval}")
+        for name in ("transaction_time_out", "transaction_check_interval"):
+            if getattr(cfg, name) < 0:
+                raise ConfigError(f"{name}: must not be negative, got {getattr(cfg, name)}")
+        cfg.pop_config()
+        cfg.transaction_config()
+        return cfg
+
+    def pop_config(self) -> PopConfig:
+        """The pop service's settings: reviveQueueNum and the flush interval from here, the rest from the file."""
+        base = PopConfig(revive_queue_num=self.revive_queue_num,
+                         flush_consumer_offset_interval=self.flush_consumer_offset_interval)
+        try:
+            return PopConfig.from_properties(self.properties, base)
+        except ValueError as e:
+            raise ConfigError(str(e)) from e
+
+    def transaction_config(self) -> TransactionConfig:
+        """transactionTimeOut/CheckMax/CheckInterval/rejectTransactionMessage from here; the op-batch and
+        metrics keys from the file; halves older than fileReservedTime are discarded, as RocketMQ."""
+        base = TransactionConfig(transaction_timeout=self.transaction_time_out,
+                                 transaction_check_max=self.transaction_check_max,
+                                 transaction_check_interval=self.transaction_check_interval,
+                                 reject_transaction_message=self.reject_transaction_message,
+                                 transaction_check_max_time_in_ms=self.store.file_reserved_time * 3_600_000)
+        cfg = apply_properties(TransactionConfig, self.properties, base)
+        if cfg.transaction_op_msg_max_size <= 0 or cfg.transaction_op_batch_interval < 0:
+            raise ConfigError("transactionOpMsgMaxSize must be positive and transactionOpBatchInterval >= 0")
         return cfg
 
     @classmethod

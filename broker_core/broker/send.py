@@ -4,7 +4,8 @@ Why: topic checks (existence, auto-creation from TBW102, permission, queue id), 
 broker adds (UNIQ_KEY when absent, CLUSTER), the batch rules and the choice between an exploded
 batch and one BatchCQ inner-batch record must be the same for remoting, gRPC and embedded callers.
 ``put_message_hooks`` run right before the store put, like RocketMQ's putMessageHookList: the timer
-and transaction features register there to re-route DELAY / TIMER_* / TRAN_MSG messages.
+and delay-level conversions are registered there by the Broker, which also sets ``put_message`` (its
+internal put: hooks, then the store) and ``prepare_transaction`` (TRAN_MSG sends become half messages).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from broker_core.broker.transaction.transactional_message_util import is_transaction_prepare_message
 from broker_core.store.codec.batch import BatchItem, encode_batch
 from broker_core.store.codec.message import MessageInner
 from broker_core.store.codec.message_id import UniqKeyGenerator
@@ -60,6 +62,7 @@ from .topic_validator import (
 )
 
 PutMessageHook = Callable[[MessageInner], "MessageInner | None"]
+PutMessage = Callable[[MessageInner], PutMessageResult]
 FAQ = "\nSee https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details."
 
 
@@ -112,6 +115,9 @@ class MessageSender:
         self.clock = clock
         self.uniq_keys = UniqKeyGenerator(config.broker_ip1, clock)
         self.put_message_hooks: list[PutMessageHook] = []
+        # The Broker replaces both: its internal put and TransactionalMessageService.prepare_message.
+        self.put_message: PutMessage = self._put_with_hooks
+        self.prepare_transaction: PutMessage | None = None
         self.round_robin = RoundRobinSelector()
         self._on_put = on_put
 
@@ -182,8 +188,11 @@ class MessageSender:
         msg = MessageInner(topic, bytes(body), props, qid, flag, sys_flag,
                            self.clock() if born_timestamp is None else born_timestamp, born_host,
                            self.config.store_host, reconsume_times)
-        msg = self._run_hooks(msg)
-        result = self.store.put_message(msg)
+        if self.prepare_transaction is not None and is_transaction_prepare_message(msg):
+            # The producer gets the half's offsets back (msgId, queue offset): END_TRANSACTION names them.
+            result = self.prepare_transaction(msg)
+        else:
+            result = self.put_message(msg)
         self._raise_for(result)
         self._count(topic, 1)
         return SendResult(self._status(result), result.msg_id, uniq, qid, result.queue_offset, topic,
@@ -191,18 +200,24 @@ class MessageSender:
                           commit_log_offset=result.wrote_offset, store_timestamp=result.store_timestamp,
                           msg_ids=list(result.msg_ids or [result.msg_id]), uniq_keys=[uniq])
 
-    def _run_hooks(self, msg: MessageInner) -> MessageInner:
-        """Each hook may return a replacement message (None keeps it) or raise a BrokerError to refuse."""
+    def run_hooks(self, msg: MessageInner) -> MessageInner:
+        """Each hook may return a replacement message (None keeps it); a hook refuses by raising
+        (a ValueError — ``hooks.PutMessageHookError`` carries the put status — or a BrokerError)."""
         for hook in list(self.put_message_hooks):
-            try:
-                out = hook(msg)
-            except BrokerError:
-                raise
-            except ValueError as e:
-                raise MessageIllegalError(str(e)) from e
+            out = hook(msg)
             if out is not None:
                 msg = out
         return msg
+
+    def _put_with_hooks(self, msg: MessageInner) -> PutMessageResult:
+        """Default put without a Broker: hooks, then the store; a hook's refusal becomes MESSAGE_ILLEGAL."""
+        try:
+            msg = self.run_hooks(msg)
+        except BrokerError:
+            raise
+        except ValueError as e:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=str(e))
+        return self.store.put_message(msg)
 
     # -- batch ---------------------------------------------------------------------------------------
     def send_batch(self, topic: str, messages: Sequence[BatchItem], properties: dict[str, str] | None = None, *,
@@ -306,6 +321,10 @@ class MessageSender:
         status = result.status
         if status in (PutMessageStatus.PUT_OK, PutMessageStatus.FLUSH_DISK_TIMEOUT):
             return
+        if status.value in ("WHEEL_TIMER_MSG_ILLEGAL", "WHEEL_TIMER_NOT_ENABLE"):
+            raise MessageIllegalError(result.remark or status.value)
+        if status.value == "WHEEL_TIMER_FLOW_CONTROL":
+            raise BrokerSystemError(result.remark or "timer message is under flow control")
         if status in (PutMessageStatus.MESSAGE_ILLEGAL, PutMessageStatus.PROPERTIES_SIZE_EXCEEDED):
             raise MessageIllegalError(
                 f"the message is illegal, maybe msg body or properties length not matched: {result.remark}")

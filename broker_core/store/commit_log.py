@@ -28,10 +28,13 @@ from .codec.message import (
     read_total_size,
 )
 from .codec.message_id import create_offset_msg_id
-from .mapped_file import MappedFileQueue
+from .mapped_file import MappedFile, MappedFileQueue
 from .store_config import SYNC_FLUSH, StoreConfig
 
 log = logging.getLogger("rmqops.store")
+
+# How far ahead of the write position the commitlog mapping is faulted in, in one call.
+POPULATE_AHEAD = 1 << 20
 
 
 class PutMessageStatus(StrEnum):
@@ -42,6 +45,10 @@ class PutMessageStatus(StrEnum):
     PROPERTIES_SIZE_EXCEEDED = "PROPERTIES_SIZE_EXCEEDED"
     SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"
     UNKNOWN_ERROR = "UNKNOWN_ERROR"
+    # Put-hook refusals of timer messages (RocketMQ HookUtils); never produced by the store itself.
+    WHEEL_TIMER_FLOW_CONTROL = "WHEEL_TIMER_FLOW_CONTROL"
+    WHEEL_TIMER_MSG_ILLEGAL = "WHEEL_TIMER_MSG_ILLEGAL"
+    WHEEL_TIMER_NOT_ENABLE = "WHEEL_TIMER_NOT_ENABLE"
 
 
 @dataclass(slots=True)
@@ -61,6 +68,11 @@ class PutMessageResult:
         return self.status is PutMessageStatus.PUT_OK
 
 
+def _encode_failure(e: RecordError) -> PutMessageResult:
+    status = PutMessageStatus.PROPERTIES_SIZE_EXCEEDED if "properties" in str(e) else PutMessageStatus.MESSAGE_ILLEGAL
+    return PutMessageResult(status, remark=str(e))
+
+
 def now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -77,6 +89,14 @@ class QueueOffsetAssigner:
     def advance(self, topic: str, queue_id: int, step: int) -> None:
         key = f"{topic}-{queue_id}"
         self.table[key] = self.table.get(key, 0) + step
+
+    def assign(self, topic: str, queue_id: int, step: int) -> int:
+        """``next`` then ``advance`` with one key formatting and lookup (the single-put path)."""
+        key = f"{topic}-{queue_id}"
+        table = self.table
+        base = table.get(key, 0)
+        table[key] = base + step
+        return base
 
     def set(self, topic: str, queue_id: int, offset: int) -> None:
         self.table[f"{topic}-{queue_id}"] = offset
@@ -150,8 +170,56 @@ class CommitLog:
 
     def put_message(self, msg: MessageInner, queue_step: int = 1, queue_offset: int | None = None,
                     properties_string: str | None = None) -> PutMessageResult:
-        """Append one record; ``queue_step`` is how many queue offsets it consumes (INNER_NUM)."""
-        return self._put([msg], [properties_string], queue_step, queue_offset)
+        """Append one record; ``queue_step`` is how many queue offsets it consumes (INNER_NUM).
+
+        The same steps as ``_put`` for one message, without its per-batch lists: this is the path
+        every single send takes.
+        """
+        if self.read_only:
+            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="store is open read-only")
+        try:
+            buf = encode_record(msg, 0, 0, 0, properties_string, self.config.max_message_size)
+        except RecordError as e:
+            return _encode_failure(e)
+        size = len(buf)
+        if size + END_FILE_MIN_BLANK_LENGTH > self.file_size:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
+                                    remark=f"batch of {size} bytes cannot fit one commitlog file")
+        tran_typed = (msg.sys_flag & 0xC) in (0x4, 0xC)
+        with self.put_lock:
+            mf = self._file_for(size)
+            if mf is None:
+                return PutMessageResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED)
+            store_ts = msg.store_timestamp if msg.keep_store_timestamp else self.clock()
+            self.last_store_timestamp = store_ts
+            phy = mf.file_from_offset + mf.wrote_position
+            if queue_offset is not None:
+                base_q = queue_offset
+            elif tran_typed:
+                base_q = self.queue_offsets.next(msg.topic, msg.queue_id)
+            else:
+                base_q = self.queue_offsets.assign(msg.topic, msg.queue_id, queue_step)
+            patch_record(buf, 0, 0 if tran_typed else base_q, phy, store_ts)
+            mf.append(buf)
+        for listener in self.append_listeners:
+            listener()
+        msg_id = create_offset_msg_id(msg.store_host, phy)
+        result = PutMessageResult(PutMessageStatus.PUT_OK, phy, size, msg_id, base_q, queue_step, store_ts,
+                                  msg_ids=[msg_id])
+        if self.sync_flush and self._wait_for_flush(phy + size, msg):
+            result.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
+        return result
+
+    def _file_for(self, size: int) -> MappedFile | None:
+        """The file the next ``size`` bytes go to; a file they do not fit is ended with BLANK first."""
+        mf = self.file_queue.get_last_mapped_file(0)
+        if mf is not None and size + END_FILE_MIN_BLANK_LENGTH > mf.free:
+            mf.append(encode_blank(mf.free))
+            mf.wrote_position = self.file_size
+            mf = self.file_queue.get_last_mapped_file(0)
+        if mf is not None and mf.wrote_position + size > mf.populated_to:
+            mf.populate(mf.wrote_position + size + POPULATE_AHEAD)
+        return mf
 
     def put_messages(self, msgs: list[MessageInner], properties_strings: list[str | None] | None = None
                      ) -> PutMessageResult:
@@ -165,24 +233,16 @@ class CommitLog:
         try:
             encoded = [encode_record(m, 0, 0, 0, p, self.config.max_message_size) for m, p in zip(msgs, props, strict=False)]
         except RecordError as e:
-            status = PutMessageStatus.PROPERTIES_SIZE_EXCEEDED if "properties" in str(e) else \
-                PutMessageStatus.MESSAGE_ILLEGAL
-            return PutMessageResult(status, remark=str(e))
+            return _encode_failure(e)
         total = sum(len(b) for b in encoded)
         if total + END_FILE_MIN_BLANK_LENGTH > self.file_size:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
                                     remark=f"batch of {total} bytes cannot fit one commitlog file")
         first = msgs[0]
         with self.put_lock:
-            mf = self.file_queue.get_last_mapped_file(0)
+            mf = self._file_for(total)
             if mf is None:
                 return PutMessageResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED)
-            if total + END_FILE_MIN_BLANK_LENGTH > mf.free:
-                mf.append(encode_blank(mf.free))
-                mf.wrote_position = self.file_size
-                mf = self.file_queue.get_last_mapped_file(0)
-                if mf is None:
-                    return PutMessageResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED)
             store_ts = first.store_timestamp if first.keep_store_timestamp else self.clock()
             if store_ts < self.last_store_timestamp and not first.keep_store_timestamp:
                 pass  # clock stepped back: keep it as Java does (no guarantee of monotonicity)

@@ -17,6 +17,8 @@ from .mapped_file import MappedFile, MappedFileQueue
 
 log = logging.getLogger("rmqops.store")
 
+_pack_cq_unit = CQ_UNIT.pack_into
+
 BOUNDARY_LOWER = "lower"
 BOUNDARY_UPPER = "upper"
 
@@ -213,17 +215,20 @@ class ConsumeQueue(ConsumeQueueBase):
         mf = self.file_queue.get_last_mapped_file(expect)
         if mf is None:
             return False
-        if len(self.file_queue.files) == 1 and cq_offset != 0 and mf.wrote_position == 0 \
-                and mf.file_from_offset <= expect:
+        pos = mf.wrote_position
+        if pos == 0 and cq_offset != 0 and len(self.file_queue.files) == 1 and mf.file_from_offset <= expect:
             self.min_logic_offset = expect
             self._fill_pre_blank(mf, expect)
-        current = mf.file_from_offset + mf.wrote_position
+            pos = mf.wrote_position
+        current = mf.file_from_offset + pos
         if expect < current:
             return True  # already dispatched
         if expect != current:
             log.warning("consume queue %s-%d: expected logic offset %d but the queue is at %d",
                         self.topic, self.queue_id, expect, current)
-        mf.append(CQ_UNIT.pack(phy_offset, size, tags_code))
+        # Packed straight into the mapping (what MappedFile.append does, minus a temporary bytes).
+        _pack_cq_unit(mf.mv, pos, phy_offset, size, tags_code)
+        mf.wrote_position = pos + CQ_STORE_UNIT_SIZE
         self.max_physic_offset = phy_offset + size
         return True
 

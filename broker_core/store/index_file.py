@@ -43,6 +43,12 @@ from broker_core.store.codec.index_format import (
 
 __all__ = ["IndexFile", "IndexFileError"]
 
+# Bound methods of the precompiled structs: put_key runs twice per dispatched message.
+_pack_entry = INDEX_ENTRY.pack_into
+_pack_slot = HASH_SLOT.pack_into
+_unpack_slot = HASH_SLOT.unpack_from
+_pack_header = INDEX_HEADER.pack_into
+
 
 class IndexFileError(Exception):
     """An index file cannot be opened as configured (wrong size, or writing a read-only file)."""
@@ -190,16 +196,17 @@ class IndexFile:
         buf = self._buf
         key_hash = index_key_hash(key)
         spos = INDEX_HEADER_SIZE + (key_hash % self.hash_slot_num) * HASH_SLOT_SIZE
-        slot_value = HASH_SLOT.unpack_from(buf, spos)[0]
+        slot_value = _unpack_slot(buf, spos)[0]
         if slot_value <= INVALID_INDEX or slot_value > n:
             slot_value = INVALID_INDEX
-        time_diff = time_diff_seconds(store_timestamp, self._begin_timestamp)
-        INDEX_ENTRY.pack_into(buf, self._entries_base + n * INDEX_ENTRY_SIZE,
-                              key_hash, phy_offset, time_diff, slot_value)
-        HASH_SLOT.pack_into(buf, spos, n)
+        begin_ts = self._begin_timestamp
+        # timeDiff is taken against the begin time *before* the first entry resets it (as Java).
+        time_diff = time_diff_seconds(store_timestamp, begin_ts)
         if n <= 1:
             self._begin_phy_offset = phy_offset
-            self._begin_timestamp = store_timestamp
+            self._begin_timestamp = begin_ts = store_timestamp
+        _pack_entry(buf, self._entries_base + n * INDEX_ENTRY_SIZE, key_hash, phy_offset, time_diff, slot_value)
+        _pack_slot(buf, spos, n)
         if slot_value == INVALID_INDEX:
             self._hash_slot_count += 1
         self._index_count = n + 1
@@ -207,7 +214,8 @@ class IndexFile:
         self._end_timestamp = store_timestamp
         # Every header field has been written by Java once the first entry is in, so writing the
         # whole header in one pack gives the same bytes as Java's field-by-field setters.
-        self._write_header()
+        _pack_header(buf, 0, begin_ts, store_timestamp, self._begin_phy_offset, phy_offset,
+                     self._hash_slot_count, n + 1)
         return True
 
     def truncate_from(self, phy_offset: int) -> int:

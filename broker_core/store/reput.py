@@ -10,8 +10,8 @@ import logging
 import threading
 from collections.abc import Callable
 
-from .codec.message import RECORD_BLANK, RECORD_VALID, check_record
-from .dispatch import DispatchRequest, build_dispatch_request
+from .codec.message import RECORD_BLANK, RECORD_VALID, check_record, decode_dispatch_fields
+from .dispatch import DispatchRequest, build_dispatch_request, dispatch_request_of
 
 log = logging.getLogger("rmqops.store")
 
@@ -78,8 +78,11 @@ class ReputMessageService:
 
     def do_reput(self) -> int:
         """Dispatch all complete records from reput_from_offset up to the commitlog's end."""
-        cl = self.store.commit_log
-        delay_levels = self.store.delay_levels_ms
+        store = self.store
+        cl = store.commit_log
+        do_dispatch = store.do_dispatch
+        delay_levels = store.delay_levels_ms
+        file_size = store.config.mapped_file_size_commit_log
         dispatched = 0
         with self._dispatch_lock:
             while True:
@@ -99,14 +102,23 @@ class ReputMessageService:
                 limit = mf.wrote_position
                 mv = mf.mv
                 while pos < limit:
+                    # Fast path: decode only the fields dispatch needs. Anything else (the BLANK end
+                    # of a file, torn or corrupt data) goes through check_record for its verdict.
+                    fields = decode_dispatch_fields(mv, pos, limit)
+                    if fields is not None:
+                        size, topic, queue_id, queue_offset, phy, sys_flag, store_ts, prepared, props = fields
+                        do_dispatch(dispatch_request_of(topic, queue_id, phy, size, sys_flag, store_ts, queue_offset,
+                                                        prepared, props, delay_levels))
+                        pos += size
+                        dispatched += 1
+                        continue
                     rc = check_record(mv, pos, limit, check_crc=False, read_body=False)
                     if rc.kind == RECORD_VALID:
-                        req = build_dispatch_request(rc.message, delay_levels)
-                        self.store.do_dispatch(req)
+                        do_dispatch(build_dispatch_request(rc.message, delay_levels))
                         pos += rc.size
                         dispatched += 1
                     elif rc.kind == RECORD_BLANK:
-                        pos = self.store.config.mapped_file_size_commit_log
+                        pos = file_size
                         break
                     else:
                         log.error("dispatch stopped at commitlog offset %d: %s", mf.file_from_offset + pos,
@@ -114,6 +126,6 @@ class ReputMessageService:
                         self.reput_from_offset = mf.file_from_offset + pos
                         return dispatched
                 self.reput_from_offset = mf.file_from_offset + pos
-                if pos < self.store.config.mapped_file_size_commit_log:
+                if pos < file_size:
                     break
         return dispatched

@@ -161,9 +161,9 @@ def test_put_message_hooks_reroute_and_refuse(make_broker):
     b.create_or_update_topic("Dst", 1, 1)
     seen = []
 
-    def reroute(msg):
+    def reroute(msg):  # registered after the broker's own DELAY/TIMER hook; a marker of its own
         seen.append(msg.topic)
-        if msg.properties.get("DELAY"):
+        if msg.properties.get("REROUTE"):
             msg.properties["REAL_TOPIC"] = msg.topic
             msg.topic = "Dst"
             return msg
@@ -171,7 +171,7 @@ def test_put_message_hooks_reroute_and_refuse(make_broker):
 
     b.put_message_hooks.append(reroute)
     b.send_message("Src", b"now", queue_id=0)
-    b.send_message("Src", b"later", {"DELAY": "1"}, queue_id=0)
+    b.send_message("Src", b"later", {"REROUTE": "1"}, queue_id=0)
     assert seen == ["Src", "Src"]
     assert b.get_max_offset("Src", 0) == 1 and b.get_max_offset("Dst", 0) == 1
 

@@ -119,6 +119,10 @@ class TransactionalMessageService:
         self._loaded = False
 
     def load(self) -> None:
+        """Read the check offsets and metrics once; a later call (the check service's start) must not
+        replace in-memory state that is newer than the files."""
+        if self._loaded:
+            return
         if isinstance(self.offsets, TransactionCheckOffsetTable) and self._owns_offsets:
             self.offsets.load()
         if self.config.enable_transaction_metrics:

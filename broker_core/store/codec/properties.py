@@ -14,7 +14,7 @@ def encode_properties(properties: dict[str, str] | None) -> str:
     """Serialize in the dict's insertion order; None values are skipped as Java skips nulls."""
     if not properties:
         return ""
-    return "".join(f"{k}\x01{v}\x02" for k, v in properties.items() if v is not None)
+    return "".join([f"{k}\x01{v}\x02" for k, v in properties.items() if v is not None])
 
 
 def decode_properties(text: str) -> dict[str, str]:
@@ -35,12 +35,10 @@ def get_property(text: str, key: str) -> str | None:
     """Value of ``key`` in an encoded properties string (last occurrence wins), or None."""
     if not text:
         return None
-    needle = "\x02" + key + "\x01"
-    padded_start = text.startswith(key + "\x01")
-    pos = text.rfind(needle)
+    pos = text.rfind("\x02" + key + "\x01")
     if pos >= 0:
-        start = pos + len(needle)
-    elif padded_start:
+        start = pos + len(key) + 2
+    elif text.startswith(key + "\x01"):
         start = len(key) + 1
     else:
         return None

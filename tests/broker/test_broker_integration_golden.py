@@ -1,0 +1,88 @@
+"""The golden store-timer (written by Apache RocketMQ) opened by a Broker with the golden config.
+
+Six timer messages were still in the wheel when the Java broker shut down; a Broker that comes back
+later and whose clock moves past their delivery times must deliver each of them exactly once to
+GoldenTimerTopic, pullable like any message, with the figures an operator sees moving accordingly.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from pathlib import Path
+
+import pytest
+from golden_helpers import golden_store_config, write_broker_conf
+
+from broker_core.broker.broker_config import BrokerConfig
+from broker_core.broker.errors import ServiceNotAvailableError
+from mqadmin.embedded import EmbeddedAdmin
+
+from .conftest import FakeClock
+
+TOPIC = "GoldenTimerTopic"
+
+
+def test_golden_timer_store_delivers_its_pending_messages_through_the_broker(golden_copy, manifests, make_broker,
+                                                                            clock: FakeClock):
+    manifest = manifests["store-timer"]
+    root = golden_copy("store-timer")
+    delivered_before = {d["uniqKey"] for d in manifest["deliveredToRealTopic"]}
+    pending = [m for m in manifest["messages"] if m["uniqKey"] not in delivered_before]
+    assert len(pending) == 6
+    clock.now = manifest["timerCheckpointAfterShutdown"]["lastReadTimeMs"] + 5_000
+    config = BrokerConfig.from_properties(golden_store_config("store-timer"))
+    b = make_broker(root, config=config)
+
+    info = b.broker_runtime_info()
+    assert info["timerCongestNum"] == "6" and info["timerOffsetBehind"] == "0"
+    backlog = b.timer_backlog()
+    assert backlog is not None and backlog.pending == 6 and backlog.queue_offset == 10
+    before = {q: b.get_max_offset(TOPIC, q) for q in (0, 1)}
+    assert before == {0: 2, 1: 2}
+    assert b.tick().timer.delivered == 0  # nothing is due yet
+
+    first = min(m["timerOutMs"] for m in pending)
+    clock.now = first + 999
+    b.tick()
+    assert {q: b.get_max_offset(TOPIC, q) for q in (0, 1)} == before
+    clock.now = max(m["timerOutMs"] for m in pending) + 1_000
+    assert b.tick().timer.delivered == 6
+
+    got = {m.uniq_key: m for q in (0, 1) for m in b.pull_message("G_golden", TOPIC, q, 0, 32).messages}
+    assert len(got) == 10
+    for m in pending:
+        msg = got[m["uniqKey"]]
+        assert msg.queue_id == m["realQueueId"] and msg.body == base64.b64decode(m["body"])
+        assert msg.properties["TIMER_OUT_MS"] == m["properties"]["TIMER_OUT_MS"]
+        assert "TIMER_DEQUEUE_MS" in msg.properties and "TIMER_ENQUEUE_MS" in msg.properties
+    assert b.timer_backlog().pending == 0 and b.broker_runtime_info()["timerCongestNum"] == "0"
+
+    b.shutdown()
+    clock.advance(60_000)
+    b = make_broker(root, config=BrokerConfig.from_properties(golden_store_config("store-timer")))
+    b.tick()
+    assert {q: b.get_max_offset(TOPIC, q) for q in (0, 1)} == {0: 5, 1: 5}  # nothing delivered twice
+
+
+def _snapshot(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).digest() for p in sorted(root.rglob("*"))
+            if p.is_file()}
+
+
+def test_read_only_broker_shows_timer_figures_and_writes_nothing(golden_copy, manifests, make_broker,
+                                                                 clock: FakeClock, tmp_path: Path):
+    root = golden_copy("store-timer")
+    clock.now = manifests["store-timer"]["timerCheckpointAfterShutdown"]["lastReadTimeMs"] + 5_000
+    before = _snapshot(root)
+    conf = write_broker_conf("store-timer", tmp_path / "broker.conf")
+    with EmbeddedAdmin(root, conf, read_only=True, clock=clock) as admin:
+        row = admin.cluster_list()[0]
+        assert row["timerCongestNum"] == 6 and row["timerOffsetBehind"] == 0 and row["timerReadBehind"] == 5
+        assert admin.broker_status()["timerCongestNum"] == "6"
+        b = admin.broker()
+        assert b.start() is b  # starts nothing
+        with pytest.raises(ServiceNotAvailableError):
+            b.tick()
+        assert b.timer_backlog().pending == 6
+    assert _snapshot(root) == before
