@@ -24,6 +24,21 @@ def offset_to_file_name(offset: int) -> str:
     return f"{offset:020d}"
 
 
+def first_data_file_size(directory: Path) -> int:
+    """Length of the first non-empty 20-digit file in ``directory`` (0 if none).
+
+    An existing store's file sizes are unambiguous and win over the configuration.
+    """
+    if not directory.is_dir():
+        return 0
+    for p in sorted(directory.iterdir()):
+        if p.is_file() and p.name.isdigit() and len(p.name) == 20:
+            size = p.stat().st_size
+            if size:
+                return size
+    return 0
+
+
 class MappedFile:
     __slots__ = ("path", "file_size", "file_from_offset", "read_only", "_fd", "_mm", "mv", "wrote_position",
                  "flushed_position", "_lock", "populated_to")

@@ -26,6 +26,7 @@ from .commit_log import CommitLog, PutMessageResult, PutMessageStatus, now_ms
 from .consume_queue import BOUNDARY_LOWER, ConsumeQueue, ConsumeQueueBase, CqUnit
 from .dispatch import DispatchRequest, build_dispatch_request
 from .index_service import IndexService
+from .mapped_file import first_data_file_size
 from .retention import RetentionReport, RetentionService
 from .store_config import StoreConfig, parse_delay_levels
 from .store_lock import StoreLock
@@ -257,7 +258,7 @@ class MessageStore:
     def _infer_file_sizes(self) -> None:
         """An existing store's file sizes win over the config (they are unambiguous)."""
         for directory, attr in ((self.config.commit_log_dir, "mapped_file_size_commit_log"),):
-            size = _first_file_size(directory)
+            size = first_data_file_size(directory)
             if size:
                 setattr(self.config, attr, size)
                 self.commit_log.file_size = size
@@ -812,17 +813,6 @@ def unwrap_inner_batch(record: MessageExt, base_offset: int) -> list[MessageExt]
     return out
 
 
-def _first_file_size(directory: Path) -> int:
-    if not directory.is_dir():
-        return 0
-    for p in sorted(directory.iterdir()):
-        if p.is_file() and p.name.isdigit() and len(p.name) == 20:
-            size = p.stat().st_size
-            if size:
-                return size
-    return 0
-
-
 def _first_nested_file_size(base: Path) -> int:
     if not base.is_dir():
         return 0
@@ -830,7 +820,7 @@ def _first_nested_file_size(base: Path) -> int:
         if not topic_dir.is_dir():
             continue
         for qdir in sorted(topic_dir.iterdir()):
-            size = _first_file_size(qdir)
+            size = first_data_file_size(qdir)
             if size:
                 return size
     return 0

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from schedule_util import FakeClock
+from hooked_store import FakeClock
 
 
 @pytest.fixture

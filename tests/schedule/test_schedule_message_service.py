@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 
 import pytest
-from schedule_util import T0, FakeClock, broker_put, open_store
+from hooked_store import T0, FakeClock, broker_put, open_store
 
 from broker_core.broker.hooks import DelayLevelIllegal, handle_schedule_message, schedule_message_hook
 from broker_core.store.codec.message import MessageInner

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from transaction_util import T0, FakeClock, broker_put, open_store
+from hooked_store import T0, FakeClock, broker_put, open_store
 
 from broker_core.broker.hooks import TransactionMessageRejected, transaction_prepare_hook
 from broker_core.broker.transaction import (

@@ -55,6 +55,7 @@ from broker_core.store.codec.timer_format import (
     UNIT_SIZE,
     java_div,
 )
+from broker_core.store.mapped_file import first_data_file_size
 from broker_core.store.timer.convert import TIMER_TOPIC, build_delete_key
 from broker_core.store.timer.timer_checkpoint import TimerCheckpoint
 from broker_core.store.timer.timer_log import TimerLog
@@ -156,7 +157,7 @@ class TimerMessageStore:
         # REAL_TOPIC -> Java hashCode for the TimerLog's metric field; topics are few, a put is not
         self._topic_hashes: dict[str, int] = {}
         log_dir = self.root / "timerlog"
-        file_size = _existing_file_size(log_dir) or int(getattr(cfg, "mapped_file_size_timer_log", 104_857_600))
+        file_size = first_data_file_size(log_dir) or int(getattr(cfg, "mapped_file_size_timer_log", 104_857_600))
         self._lock = threading.RLock()
         self.timer_wheel = TimerWheel(self.root / "timerwheel", self.slots_total, self.precision_ms,
                                       read_only=self.read_only)
@@ -701,15 +702,3 @@ class TimerMessageStore:
                 dequeue_rate=deq_rate, curr_read_time_ms=self.curr_read_time_ms,
                 curr_write_time_ms=self.curr_write_time_ms, queue_offset=self.curr_queue_offset,
                 timer_log_min_offset=self.timer_log.min_offset, timer_log_max_offset=self.timer_log.max_offset)
-
-
-def _existing_file_size(directory: Path) -> int:
-    """Size of the first TimerLog file: an existing store's file size wins over the config."""
-    if not directory.is_dir():
-        return 0
-    for p in sorted(directory.iterdir()):
-        if p.is_file() and p.name.isdigit() and len(p.name) == 20:
-            size = p.stat().st_size
-            if size:
-                return size
-    return 0

@@ -1,4 +1,4 @@
-"""Helpers for transaction tests: a fake clock, a small real MessageStore, the Broker-style put with hooks."""
+"""Helpers for delay-level and transaction tests: a fake clock, a small real MessageStore, the Broker-style put with hooks."""
 
 from __future__ import annotations
 
