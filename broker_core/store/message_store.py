@@ -107,7 +107,9 @@ class MessageStore:
         self._stopping = False
         self._started = False
         self._opened = False
-        self.clean_shutdown = True
+        # Read-only recovery cannot write consume queue units; records the queues lack are kept here.
+        self._ro_pending: dict[tuple[str, int], list[DispatchRequest]] = {}
+        self._queue_locks: dict[tuple[str, int], threading.Lock] = {}
         # Retention (CleanCommitLogService); tests swap in fake ``disk_usage`` / ``mtime_of``.
         self.retention = RetentionService(self)
         self._last_clean_ms: int | None = None
@@ -129,8 +131,6 @@ class MessageStore:
             self.checkpoint = StoreCheckpoint(self.root / "checkpoint", self.read_only)
             self.commit_log.load()
             self._load_consume_queues()
-            if abnormal and not self.read_only and self.config.message_index_enable:
-                pass  # index files newer than the checkpoint are dropped in _recover
             self.index_service = IndexService(
                 self.root / "index", self.config.max_hash_slot_num, self.config.max_index_num, self.clock,
                 read_only=self.read_only, max_msgs_num_batch=self.config.max_msgs_num_batch,
@@ -357,8 +357,7 @@ class MessageStore:
                 if rc.kind == RECORD_VALID:
                     phy = mf.file_from_offset + pos
                     if abnormal or phy >= dispatch_from:
-                        if not self.read_only or True:
-                            self._dispatch_recovered(build_dispatch_request(rc.message, self.delay_levels_ms))
+                        self._dispatch_recovered(build_dispatch_request(rc.message, self.delay_levels_ms))
                         dispatched += 1
                     pos += rc.size
                     continue
@@ -372,7 +371,6 @@ class MessageStore:
                 idx += 1
                 continue
             break
-        max_before = self.commit_log.max_offset() if not files else files[-1].file_from_offset + self.commit_log.file_size
         truncated = 0
         if files:
             # bytes of real data after the tail are what a torn/corrupt record cost
@@ -380,7 +378,6 @@ class MessageStore:
         if stop_reason and truncated > 0 and "zero bytes" not in stop_reason:
             log.warning("recovery: commitlog valid data ends at offset %d (%s); %d byte(s) after it are "
                         "discarded", process_offset, stop_reason, truncated)
-        del max_before
         for cq in self.consume_queues.values():
             cq.truncate_dirty_logic_files(process_offset)
         if not self.read_only:
@@ -447,11 +444,6 @@ class MessageStore:
         pending = self._ro_pending.setdefault((req.topic, req.queue_id), [])
         pending.append(req)
 
-    @property
-    def _ro_pending(self) -> dict[tuple[str, int], list[DispatchRequest]]:
-        if not hasattr(self, "_ro_pending_map"):
-            self._ro_pending_map: dict[tuple[str, int], list[DispatchRequest]] = {}
-        return self._ro_pending_map
 
     # -- dispatch ----------------------------------------------------------------------------------
     def do_dispatch(self, req: DispatchRequest, notify: bool = True) -> None:
@@ -571,8 +563,6 @@ class MessageStore:
             return cl.put_message(msg, queue_step=inner_num)
 
     def _inner_batch_guard(self, topic: str, queue_id: int) -> threading.Lock:
-        if not hasattr(self, "_queue_locks"):
-            self._queue_locks: dict[tuple[str, int], threading.Lock] = {}
         with self._cq_guard:
             return self._queue_locks.setdefault((topic, queue_id), threading.Lock())
 
