@@ -162,12 +162,6 @@ class CommitLog:
         return offset + self.file_size - offset % self.file_size
 
     # -- append ------------------------------------------------------------------------------------
-    def _store_time(self, msg_store_ts: int | None) -> int:
-        if msg_store_ts is not None:
-            return msg_store_ts
-        ts = self.clock()
-        return ts
-
     def put_message(self, msg: MessageInner, queue_step: int = 1, queue_offset: int | None = None,
                     properties_string: str | None = None) -> PutMessageResult:
         """Append one record; ``queue_step`` is how many queue offsets it consumes (INNER_NUM).
@@ -201,10 +195,46 @@ class CommitLog:
                 base_q = self.queue_offsets.assign(msg.topic, msg.queue_id, queue_step)
             patch_record(buf, 0, 0 if tran_typed else base_q, phy, store_ts)
             mf.append(buf)
+        return self._appended(msg, phy, size, base_q, queue_step, store_ts)
+
+    def put_inner_batch(self, msg: MessageInner, inner_num: int) -> PutMessageResult:
+        """Append a BatchCQ inner-batch record consuming ``inner_num`` queue offsets.
+
+        INNER_BASE must equal the queue offset the record gets, which is only known under the
+        append lock, so this record is encoded inside the lock (spec §1.11.3).
+        """
+        if self.read_only:
+            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="store is open read-only")
+        with self.put_lock:
+            base_q = self.queue_offsets.next(msg.topic, msg.queue_id)
+            msg.properties["INNER_BASE"] = str(base_q)
+            msg.properties["INNER_NUM"] = str(inner_num)
+            try:
+                buf = encode_record(msg, 0, 0, 0, None, self.config.max_message_size)
+            except RecordError as e:
+                return _encode_failure(e)
+            size = len(buf)
+            if size + END_FILE_MIN_BLANK_LENGTH > self.file_size:
+                return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
+                                        remark=f"batch of {size} bytes cannot fit one commitlog file")
+            mf = self._file_for(size)
+            if mf is None:
+                return PutMessageResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED)
+            store_ts = msg.store_timestamp if msg.keep_store_timestamp else self.clock()
+            self.last_store_timestamp = store_ts
+            phy = mf.file_from_offset + mf.wrote_position
+            self.queue_offsets.advance(msg.topic, msg.queue_id, inner_num)
+            patch_record(buf, 0, base_q, phy, store_ts)
+            mf.append(buf)
+        return self._appended(msg, phy, size, base_q, inner_num, store_ts)
+
+    def _appended(self, msg: MessageInner, phy: int, size: int, base_q: int, msg_num: int,
+                  store_ts: int) -> PutMessageResult:
+        """After an append: wake dispatch, build the result, wait for the flush under SYNC_FLUSH."""
         for listener in self.append_listeners:
             listener()
         msg_id = create_offset_msg_id(msg.store_host, phy)
-        result = PutMessageResult(PutMessageStatus.PUT_OK, phy, size, msg_id, base_q, queue_step, store_ts,
+        result = PutMessageResult(PutMessageStatus.PUT_OK, phy, size, msg_id, base_q, msg_num, store_ts,
                                   msg_ids=[msg_id])
         if self.sync_flush and self._wait_for_flush(phy + size, msg):
             result.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
@@ -231,7 +261,7 @@ class CommitLog:
         if self.read_only:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="store is open read-only")
         try:
-            encoded = [encode_record(m, 0, 0, 0, p, self.config.max_message_size) for m, p in zip(msgs, props, strict=False)]
+            encoded = [encode_record(m, 0, 0, 0, p, self.config.max_message_size) for m, p in zip(msgs, props, strict=True)]
         except RecordError as e:
             return _encode_failure(e)
         total = sum(len(b) for b in encoded)
@@ -244,8 +274,6 @@ class CommitLog:
             if mf is None:
                 return PutMessageResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED)
             store_ts = first.store_timestamp if first.keep_store_timestamp else self.clock()
-            if store_ts < self.last_store_timestamp and not first.keep_store_timestamp:
-                pass  # clock stepped back: keep it as Java does (no guarantee of monotonicity)
             self.last_store_timestamp = store_ts
             wrote_offset = mf.file_from_offset + mf.wrote_position
             base_q = fixed_queue_offset if fixed_queue_offset is not None else \
@@ -254,7 +282,7 @@ class CommitLog:
             phy = wrote_offset
             q = base_q
             tran_typed = (first.sys_flag & 0xC) in (0x4, 0xC)
-            for m, buf in zip(msgs, encoded, strict=False):
+            for m, buf in zip(msgs, encoded, strict=True):
                 ts = m.store_timestamp if m.keep_store_timestamp else store_ts
                 patch_record(buf, 0, 0 if tran_typed else q, phy, ts)
                 mf.append(buf)

@@ -109,7 +109,6 @@ class MessageStore:
         self._opened = False
         # Read-only recovery cannot write consume queue units; records the queues lack are kept here.
         self._ro_pending: dict[tuple[str, int], list[DispatchRequest]] = {}
-        self._queue_locks: dict[tuple[str, int], threading.Lock] = {}
         # Retention (CleanCommitLogService); tests swap in fake ``disk_usage`` / ``mtime_of``.
         self.retention = RetentionService(self)
         self._last_clean_ms: int | None = None
@@ -544,27 +543,12 @@ class MessageStore:
         if inner_num <= 0:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark="inner batch has no messages")
         msg.sys_flag |= INNER_BATCH_FLAG  # NEED_UNWRAP is the broker's choice (SendMessageProcessor)
-        result = self._put_inner_batch_locked(msg, inner_num)
+        result = self.commit_log.put_inner_batch(msg, inner_num)
         if self.checkpoint is not None and result.ok:
             self.checkpoint.physic_msg_timestamp = result.store_timestamp
         if not self._started:
             self.reput.do_reput()
         return result
-
-    def _put_inner_batch_locked(self, msg: MessageInner, inner_num: int) -> PutMessageResult:
-        cl = self.commit_log
-        # Serialize inner-batch puts of one queue so INNER_BASE matches the offset put_message assigns.
-        with self._inner_batch_guard(msg.topic, msg.queue_id):
-            base = cl.queue_offsets.next(msg.topic, msg.queue_id)
-            msg.properties["INNER_BASE"] = str(base)
-            # The BCQ unit's batchSize comes from INNER_NUM (spec §6.1): without it the unit covers
-            # one offset and the queue's max offset falls behind the offsets the commitlog assigned.
-            msg.properties["INNER_NUM"] = str(inner_num)
-            return cl.put_message(msg, queue_step=inner_num)
-
-    def _inner_batch_guard(self, topic: str, queue_id: int) -> threading.Lock:
-        with self._cq_guard:
-            return self._queue_locks.setdefault((topic, queue_id), threading.Lock())
 
     # -- read --------------------------------------------------------------------------------------
     def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
