@@ -21,6 +21,11 @@ _DIGITS31 = b"0123456789abcdefghijklmnopqrstu"
 _MOD31 = bytes(_DIGITS31[c % 31] for c in range(128)) + bytes(128)
 _DIV31 = bytes(_DIGITS31[c // 31] for c in range(128)) + bytes(128)
 
+# ``int()`` refuses numerals longer than sys.get_int_max_str_digits() (4300 by default, 640 at the
+# least) and is quadratic in their length: longer ASCII strings (a user's KEYS can be thousands of
+# characters) are hashed in chunks of this many characters, combined as h * 31**len(chunk) + chunk.
+_ASCII_CHUNK = 512
+
 # _POW31[k] = 31**k mod 2**32, for the non-ASCII path.
 _POW31: list[int] = [1]
 
@@ -38,7 +43,14 @@ def java_string_hash(s: str) -> int:
         return 0
     if s.isascii():
         raw = s.encode("ascii")
-        h = (int(raw.translate(_MOD31), 31) + int(raw.translate(_DIV31) + b"0", 31)) & _MASK32
+        if len(raw) <= _ASCII_CHUNK:
+            h = (int(raw.translate(_MOD31), 31) + int(raw.translate(_DIV31) + b"0", 31)) & _MASK32
+        else:
+            h = 0
+            for i in range(0, len(raw), _ASCII_CHUNK):
+                part = raw[i:i + _ASCII_CHUNK]
+                h = (h * pow(31, len(part), 1 << 32) + int(part.translate(_MOD31), 31)
+                     + int(part.translate(_DIV31) + b"0", 31)) & _MASK32
     else:
         units = array.array("H", s.encode("utf-16-be"))
         if sys.byteorder == "little":

@@ -32,7 +32,7 @@ def decode_properties(text: str) -> dict[str, str]:
 
 
 def get_property(text: str, key: str) -> str | None:
-    """Value of ``key`` in an encoded properties string (last occurrence wins), or None."""
+    """Value of ``key`` in an encoded properties string (last non-empty occurrence wins), or None."""
     if not text:
         return None
     pos = text.rfind("\x02" + key + "\x01")
@@ -44,7 +44,27 @@ def get_property(text: str, key: str) -> str | None:
         return None
     end = text.find("\x02", start)
     value = text[start:] if end < 0 else text[start:end]
-    return value or None
+    if value or pos <= 0:
+        return value or None
+    return _earlier_value(text, key, pos)
+
+
+def _earlier_value(text: str, key: str, hi: int) -> str | None:
+    """Java skips a pair with an empty value, so an occurrence of ``key`` before ``hi`` still counts."""
+    needle = "\x02" + key + "\x01"
+    while True:
+        pos = text.rfind(needle, 0, hi)
+        if pos >= 0:
+            start = pos + len(needle)
+        elif text.startswith(key + "\x01"):
+            start = len(key) + 1
+        else:
+            return None
+        end = text.find("\x02", start)
+        value = text[start:end]  # not the last pair: a separator follows
+        if value or pos <= 0:
+            return value or None
+        hi = pos
 
 
 # Well-known keys (spec §2.2), named as MessageConst does.
