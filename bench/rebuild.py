@@ -1,17 +1,25 @@
 """Benchmark: Spark rebuild (local[2]) vs the store core's single-process reput, on one generated store.
 
 Generates a store of about ``--size-mb`` MiB of commitlog (1 KiB bodies, 8 topics x 8 queues, KEYS
-and UNIQ_KEY on every message) with the store's own CommitLog, then in the same run:
+and UNIQ_KEY on every message) with the store's own CommitLog, then in the same run, ``--rounds``
+times and alternating which goes first:
 
 1. single process: ``MessageStore.open()`` on the store with no consume queues and no index, i.e.
    recovery re-dispatching every record through the store core's dispatch (what a broker does at
    start-up after losing its consume queues);
-2. Spark: ``run_rebuild(parts=cq,index, master=local[2])`` on the same commitlog; session start and
-   Python worker start are timed separately and a ratio including them is printed as well.
+2. Spark: ``run_rebuild(parts=cq,index, master=local[2])`` on the same commitlog, in a session
+   started once beforehand; start-up (session, Python workers, and one rebuild of a small warm-up
+   store that JIT-compiles the JVM side) is timed separately and ratios including it are printed.
 
-Prints MB/s of commitlog for each and the ratio, checks both produced the same consume queue bytes,
-and ends with one JSON line (ratios named ``..._ratio``). Target: spark_vs_reput_ratio >= 1.5.
-Not part of the test suite. Example: ``.venv/bin/python bench/rebuild.py --size-mb 256``.
+Why alternate and take medians: this machine is shared, and other processes' CPU use hurts the
+2-core Spark job more than the 1-core reput. Before every timed run the benchmark waits (up to
+``--quiet-wait`` s) for the machine to be quiet and records how busy it was, so both sides run in
+the same machine state and the report shows that state. CPU seconds of each side (the driver, the
+JVM and the Python workers) are reported too: they do not depend on the other processes.
+
+Checks every round that both produced the same consume queue bytes and index contents, and ends with
+one JSON line (ratios named ``..._ratio``). Target: spark_vs_reput_ratio >= 1.5.
+Not part of the test suite. Example: ``.venv/bin/python bench/rebuild.py --size-mb 512``.
 """
 
 from __future__ import annotations
@@ -21,9 +29,11 @@ import hashlib
 import json
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -38,10 +48,12 @@ from broker_core.store.store_config import StoreConfig  # noqa: E402
 TOPICS = 8
 QUEUES = 8
 BODY_SIZE = 1024
+DERIVED = ("consumequeue", "batchconsumequeue", "index")
+CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
-def generate(root: Path, size_mb: int, commitlog_file_mb: int) -> tuple[int, int]:
-    """Write the commitlog with the store's CommitLog; returns (messages, commitlog bytes)."""
+def generate(root: Path, size_mb: int, commitlog_file_mb: int) -> int:
+    """Write the commitlog with the store's CommitLog (appending to an existing one); returns messages written."""
     config = StoreConfig(store_path_root_dir=str(root), mapped_file_size_commit_log=commitlog_file_mb << 20)
     cl = CommitLog(config)
     cl.load()
@@ -64,12 +76,20 @@ def generate(root: Path, size_mb: int, commitlog_file_mb: int) -> tuple[int, int
     finally:
         cl.flush()
         cl.close()
-    return n, sum(p.stat().st_size for p in (root / "commitlog").iterdir())
+    return n
+
+
+def clean_derived(store: Path) -> None:
+    """Back to a commitlog-only store: no queues, no index, no checkpoint, no abort marker."""
+    for sub in DERIVED:
+        shutil.rmtree(store / sub, ignore_errors=True)
+    for name in ("abort", "checkpoint"):
+        (store / name).unlink(missing_ok=True)
 
 
 def tree_digest(d: Path) -> str:
     h = hashlib.sha256()
-    for p in sorted(d.rglob("*")):
+    for p in sorted(d.rglob("*")) if d.is_dir() else []:
         if p.is_file():
             h.update(p.relative_to(d).as_posix().encode())
             with open(p, "rb") as f:
@@ -78,72 +98,213 @@ def tree_digest(d: Path) -> str:
     return h.hexdigest()
 
 
+def index_digest(d: Path) -> str:
+    """Index files' contents in name order (names are creation times, so they differ between runs)."""
+    h = hashlib.sha256()
+    for p in sorted(d.iterdir()) if d.is_dir() else []:
+        with open(p, "rb") as f:
+            while chunk := f.read(1 << 20):
+                h.update(chunk)
+    return h.hexdigest()
+
+
+def outputs_digest(store: Path) -> tuple[str, str]:
+    return tree_digest(store / "consumequeue"), index_digest(store / "index")
+
+
+# ------------------------------------------------------------------------------ machine state / CPU
+
+def _cpu_times() -> tuple[int, int]:
+    """(busy, total) jiffies of the whole machine from /proc/stat."""
+    with open("/proc/stat", encoding="ascii") as f:
+        vals = [int(x) for x in f.readline().split()[1:]]
+    idle = vals[3] + (vals[4] if len(vals) > 4 else 0)
+    total = sum(vals[:8])
+    return total - idle, total
+
+
+def machine_busy(seconds: float = 1.0) -> float:
+    """Fraction of all cores busy over ``seconds`` (ours are idle meanwhile: this is everyone else)."""
+    b0, t0 = _cpu_times()
+    time.sleep(seconds)
+    b1, t1 = _cpu_times()
+    return (b1 - b0) / (t1 - t0) if t1 > t0 else 0.0
+
+
+def wait_quiet(max_wait: float, threshold: float) -> float:
+    """Wait until the machine is at most ``threshold`` busy (or ``max_wait`` passed); return the last busy."""
+    deadline = time.monotonic() + max_wait
+    busy = machine_busy()
+    while busy > threshold and time.monotonic() < deadline:
+        busy = machine_busy()
+    return busy
+
+
+def tree_cpu_seconds(root: int | None = None) -> float:
+    """User+system CPU seconds of ``root`` and every live descendant (incl. their reaped children).
+
+    The Spark JVM is a child of this process and the Python workers are children of the JVM, so the
+    difference over a run is the CPU the whole job used.
+    """
+    root = root or os.getpid()
+    children: dict[int, list[tuple[int, list[str]]]] = {}
+    own: list[str] | None = None
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", encoding="ascii", errors="replace") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        pid = int(name)
+        if pid == root:
+            own = fields
+        children.setdefault(int(fields[1]), []).append((pid, fields))
+    if own is None:
+        return 0.0
+    total = 0
+    stack = [(root, own)]
+    while stack:
+        pid, fields = stack.pop()
+        total += sum(int(x) for x in fields[11:15])  # utime stime cutime cstime
+        stack.extend(children.get(pid, []))
+    return total / CLK_TCK
+
+
+def timed(fn: Callable[[], object]) -> tuple[float, float, object]:
+    c0 = tree_cpu_seconds()
+    t0 = time.monotonic()
+    out = fn()
+    wall = time.monotonic() - t0
+    return wall, tree_cpu_seconds() - c0, out
+
+
+# ------------------------------------------------------------------------------------------- main
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size-mb", type=int, default=2048, help="commitlog size to generate (MiB)")
     ap.add_argument("--commitlog-file-mb", type=int, default=1024, help="mappedFileSizeCommitLog (MiB)")
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--split-mb", type=int, default=64)
-    ap.add_argument("--dir", default=None, help="work directory (default: a temp dir, removed afterwards)")
+    ap.add_argument("--rounds", type=int, default=3, help="timed runs of each side (alternating)")
+    ap.add_argument("--warmup-mb", type=int, default=64,
+                    help="size of the store rebuilt once before timing (counted as Spark start-up); 0: none")
+    ap.add_argument("--quiet-wait", type=float, default=60.0,
+                    help="max seconds to wait before each run for the machine to be quiet")
+    ap.add_argument("--quiet-busy", type=float, default=0.10,
+                    help="machine busy fraction counted as quiet (0..1)")
+    ap.add_argument("--dir", default=None,
+                    help="work directory, kept afterwards; a store generated there before is reused")
     args = ap.parse_args(argv)
 
     work = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="rmqops-bench-rebuild-"))
     store = work / "store"
     try:
         t = time.monotonic()
-        messages, cl_bytes = generate(store, args.size_mb, args.commitlog_file_mb)
+        written = generate(store, args.size_mb, args.commitlog_file_mb)
         gen_s = time.monotonic() - t
-        print(f"generated {messages:,} messages, {cl_bytes / 2**20:,.0f} MiB commitlog in {gen_s:.1f}s", flush=True)
+        cl_bytes = sum(p.stat().st_size for p in (store / "commitlog").iterdir())
+        print(f"generated {written:,} messages ({cl_bytes / 2**20:,.0f} MiB of commitlog files) in {gen_s:.1f}s",
+              flush=True)
         cfg_file = work / "broker.conf"
         cfg_file.write_text(f"mappedFileSizeCommitLog={args.commitlog_file_mb << 20}\n", encoding="utf-8")
-
-        # 1. single-process reput: recovery re-dispatches every record (no CQ, no index yet)
         config = StoreConfig(store_path_root_dir=str(store), mapped_file_size_commit_log=args.commitlog_file_mb << 20)
-        t = time.monotonic()
-        ms = MessageStore(store, config)
-        ms.open()
-        ms.shutdown()
-        reput_s = time.monotonic() - t
-        reput_digest = tree_digest(store / "consumequeue")
-        for sub in ("consumequeue", "batchconsumequeue", "index"):
-            shutil.rmtree(store / sub, ignore_errors=True)
 
-        # 2. Spark rebuild (session started beforehand; startup reported separately)
         from spark.rebuild import run_rebuild
         from spark.session import get_spark
 
+        # Start-up, paid once by a long-running cluster or a series of rebuilds, so it is reported
+        # apart from the job: the session, the Python workers (one trivial task per core), and a
+        # rebuild of a small store, which JIT-compiles the JVM's shuffle path (the first rebuild
+        # in a fresh JVM spends seconds of CPU compiling). The reput gets the same warm-up run.
+        warm = work / "warmup"
+        if args.warmup_mb > 0:
+            generate(warm / "store", args.warmup_mb, args.commitlog_file_mb)
+            (warm / "broker.conf").write_text(cfg_file.read_text(encoding="utf-8"), encoding="utf-8")
+            clean_derived(warm / "store")
+            ms = MessageStore(warm / "store", StoreConfig(store_path_root_dir=str(warm / "store"),
+                                                          mapped_file_size_commit_log=args.commitlog_file_mb << 20))
+            ms.open()
+            ms.shutdown()
+            clean_derived(warm / "store")
         t = time.monotonic()
         session = get_spark(args.master, "rmqops-bench-rebuild")
-        # Start the Python workers too (one trivial task per core): a long-running cluster or a
-        # repeated rebuild pays this once, so it is reported with the session start, not the job.
         sc = session.sparkContext
         sc.parallelize(range(sc.defaultParallelism), sc.defaultParallelism).map(lambda x: x).count()
+        session_s = time.monotonic() - t
+        if args.warmup_mb > 0:
+            run_rebuild(warm / "store", warm / "broker.conf", parts=("cq", "index"), master=args.master,
+                        spark=session, split_bytes=args.split_mb << 20)
         startup_s = time.monotonic() - t
+        print(f"spark start-up {startup_s:.1f}s (session + workers {session_s:.1f}s, "
+              f"{args.warmup_mb} MiB warm-up rebuild {startup_s - session_s:.1f}s)", flush=True)
+
+        def reput() -> object:
+            ms = MessageStore(store, config)
+            ms.open()
+            ms.shutdown()
+            return ms.recovery_report.dispatched
+
+        def rebuild() -> object:
+            return run_rebuild(store, cfg_file, parts=("cq", "index"), master=args.master, spark=session,
+                               split_bytes=args.split_mb << 20)
+
+        runs: dict[str, list[dict]] = {"reput": [], "spark": []}
+        identical = True
+        summary = None
         try:
-            summary = run_rebuild(store, cfg_file, parts=("cq", "index"), master=args.master, spark=session,
-                                  split_bytes=args.split_mb << 20)
+            for rnd in range(args.rounds):
+                order = ("reput", "spark") if rnd % 2 == 0 else ("spark", "reput")
+                digests = {}
+                for side in order:
+                    clean_derived(store)
+                    busy = wait_quiet(args.quiet_wait, args.quiet_busy)
+                    wall, cpu, out = timed(reput if side == "reput" else rebuild)
+                    if side == "spark":
+                        summary = out
+                    digests[side] = outputs_digest(store)
+                    runs[side].append({"s": round(wall, 3), "cpu_s": round(cpu, 2), "busy_before": round(busy, 3)})
+                    print(f"round {rnd + 1} {side:5}: {wall:7.2f}s wall {cpu:7.2f}s cpu "
+                          f"(machine {busy:.0%} busy before)", flush=True)
+                same = digests["reput"] == digests["spark"]
+                identical = identical and same
+                if not same:
+                    print(f"round {rnd + 1}: OUTPUTS DIFFER (cq, index): reput {digests['reput']} "
+                          f"spark {digests['spark']}", flush=True)
         finally:
             session.stop()
-        spark_s = summary.elapsed_seconds
-        data_bytes = summary.commitlog_bytes
-        same = tree_digest(store / "consumequeue") == reput_digest
+        assert summary is not None
+        data_bytes = summary.commitlog_bytes  # type: ignore[attr-defined]
+        reput_s = statistics.median(r["s"] for r in runs["reput"])
+        spark_s = statistics.median(r["s"] for r in runs["spark"])
+        reput_cpu = statistics.median(r["cpu_s"] for r in runs["reput"])
+        spark_cpu = statistics.median(r["cpu_s"] for r in runs["spark"])
         reput_mbps = data_bytes / 1e6 / reput_s
         spark_mbps = data_bytes / 1e6 / spark_s
-        print(f"single-process reput: {reput_s:8.2f}s  {reput_mbps:8.1f} MB/s")
-        print(f"spark {args.master:>14}: {spark_s:8.2f}s  {spark_mbps:8.1f} MB/s  (+{startup_s:.1f}s session start)")
+        print(f"single-process reput: median {reput_s:8.2f}s  {reput_mbps:8.1f} MB/s  ({reput_cpu:.1f}s cpu)")
+        print(f"spark {args.master:>14}: median {spark_s:8.2f}s  {spark_mbps:8.1f} MB/s  ({spark_cpu:.1f}s cpu, "
+              f"+{startup_s:.1f}s session start)")
         print(f"ratio spark/reput: {reput_s / spark_s:.2f}x  (with session start {reput_s / (spark_s + startup_s):.2f}x)")
-        print(f"consume queues identical: {same}; phases: {summary.phase_seconds}")
+        print(f"outputs identical: {identical}; last spark phases: {summary.phase_seconds}")  # type: ignore[attr-defined]
         result = {
-            "bench": "rebuild", "master": args.master, "messages": messages, "records": summary.records,
-            "commitlog_mb": round(data_bytes / 1e6, 1), "index_entries": summary.index_entries,
+            "bench": "rebuild", "master": args.master, "rounds": args.rounds,
+            "records": summary.records, "commitlog_mb": round(data_bytes / 1e6, 1),  # type: ignore[attr-defined]
+            "index_entries": summary.index_entries,  # type: ignore[attr-defined]
             "reput_s": round(reput_s, 3), "spark_s": round(spark_s, 3), "spark_startup_s": round(startup_s, 3),
+            "spark_session_s": round(session_s, 3), "warmup_mb": args.warmup_mb,
+            "reput_cpu_s": reput_cpu, "spark_cpu_s": spark_cpu,
             "reput_mb_per_s": round(reput_mbps, 2), "spark_mb_per_s": round(spark_mbps, 2),
             "spark_vs_reput_ratio": round(reput_s / spark_s, 3),
             "spark_with_startup_vs_reput_ratio": round(reput_s / (spark_s + startup_s), 3),
-            "cq_identical": same, "cpus": os.cpu_count(),
+            "spark_vs_reput_cpu_ratio": round(spark_cpu / reput_cpu, 3) if reput_cpu else None,
+            "round_ratios": [round(a["s"] / b["s"], 3) for a, b in zip(runs["reput"], runs["spark"], strict=True)],
+            "busy_before_max": max(r["busy_before"] for side in runs.values() for r in side),
+            "runs": runs, "outputs_identical": identical, "cpus": os.cpu_count(),
         }
         print(json.dumps(result), flush=True)
-        return 0 if same else 1
+        return 0 if identical else 1
     finally:
         if not args.dir:
             shutil.rmtree(work, ignore_errors=True)

@@ -1,5 +1,8 @@
 """Index files from packed ``(keyHash, phyOffset, storeTimestamp)`` keys, one Spark task per file.
 
+With the default maxIndexNum (20M keys) a store of several GiB has one index file, built by the
+shuffle's index task beside the queue tasks; more files are built in parallel, one task each.
+
 Why this is parallel: RocketMQ fills index files strictly in commitlog order, and a file holds
 ``maxIndexNum - 1`` entries, so the driver knows from per-range key counts which file and entry
 number every key gets. Each file then depends only on its own keys plus the previous file's last
@@ -9,7 +12,9 @@ decode pass, so a file task only links slot chains.
 
 The byte layout comes from ``codec/index_format`` (the single definition of the IndexFile layout)
 and the putKey rules mirror ``IndexFile.put_key``; tests check the files are byte-identical to what
-the store's ``IndexService.build_index`` writes for the same records.
+the store's ``IndexService.build_index`` writes for the same records. Why not the store's class with
+``IndexFile.put_key_hash``: one file is the critical path of the write stage, and linking through
+the class (header rewrite per key, writes through the mapping) measured 1.6 us/key against 0.8 here.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Per-queue stage: write (or verify, or only measure) consume queues from packed dispatch records.
 
-Input is ``((topic, queueId), [(range_index, packed CQ_REC bytes), ...])`` after a groupByKey, so one
-task owns whole queues. Writing goes through the store's own ``ConsumeQueue``/``BatchConsumeQueue``
+Input is ``(topic, queueId)`` with ``[(range_index, packed CQ_REC bytes), ...]`` from the rebuild's
+one shuffle (``routing``), in which one task owns whole queues. Writing goes through the store's own ``ConsumeQueue``/``BatchConsumeQueue``
 classes into a staging directory (the driver swaps it into place afterwards), which keeps the
 RocketMQ placement rules (units by stored queue offset, pre-blank fillers, BCQ file roll-over) in
 the store. Verify reads the existing files through the same classes in read-only mode.
@@ -176,13 +176,6 @@ def diff_units(where: str, expected: list[tuple], actual: list[tuple]) -> list[M
             out.append(Mismatch("extra-unit", where, a[0], None, a))
             j += 1
     return out
-
-
-def queue_partition(conf: QueueJobConf, rows: Iterable[tuple[tuple[str, int], Iterable[tuple[int, bytes]]]]
-                    ) -> Iterator[QueueResult]:
-    """mapPartitions body for the grouped per-queue data."""
-    for (topic, queue_id), chunks in rows:
-        yield process_queue(conf, topic, queue_id, chunks)
 
 
 def existing_queues(store_root: Path) -> list[tuple[str, int, str]]:

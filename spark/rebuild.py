@@ -5,12 +5,15 @@ and :func:`render_summary` / :func:`print_summary` for the result.
 
 Pipeline (driver orchestrates, executors do the byte work):
 1. list commitlog files; pass 1 finds record boundaries per file (``scan.scan_boundaries``);
-2. pass 2 decodes byte ranges with the shared codec (``scan.decode_range``), cached;
+2. pass 2 decodes byte ranges with the store's reput decoder (``scan.decode_range``) and writes
+   packed units and index keys straight into one shuffle (``routing``); a first job reads only the
+   ranges' metadata from it;
 3. the log end is the first invalid record in log order, as recovery finds it; ranges after it
    are ignored and the summary says where and why the log ends;
-4. per-queue tasks write CQ/BCQ files through the store's queue classes into a staging directory,
-   or compare against the existing files (verify);
-5. per-index-file tasks write index files (or verify reachable entries against the commitlog);
+4. a second job over the same shuffle output: per-queue tasks write CQ/BCQ files through the store's
+   queue classes into a staging directory (or compare against the existing files: verify), and the
+   index task writes the index file beside them (several index files: one task per file);
+5. verify: reachable index entries are compared with the keys the commitlog implies;
 6. offsets: per-queue min/max and by-time tables, consumerOffset.json clamped into [min, max];
 7. staged directories replace the live ones by rename, only while holding the store lock.
 """
@@ -35,15 +38,39 @@ from broker_core.store.dispatch import build_dispatch_request
 from broker_core.store.store_lock import StoreLock, StoreLockedError, is_store_locked
 from broker_core.store.topic_config import BATCH_CQ
 
-from .index_build import IndexFileResult, index_file_task, reachable_entries, split_range_keys
+from .index_build import (
+    IndexFileResult,
+    build_index_file,
+    index_file_task,
+    reachable_entries,
+    split_range_keys,
+)
 from .offsets import OffsetChange, queue_ranges, repair_consumer_offsets, write_offset_tables
 from .progress import ProgressCallback, StatusPoller
-from .queues import BCQ_DIR, CQ_DIR, Mismatch, QueueJobConf, QueueResult, existing_queues, queue_partition
+from .queues import (
+    BCQ_DIR,
+    CQ_DIR,
+    Mismatch,
+    QueueJobConf,
+    QueueResult,
+    existing_queues,
+    process_queue,
+    read_existing_units,
+)
+from .routing import (
+    FIRST_QUEUE_PARTITION,
+    INDEX,
+    INDEX_PARTITION,
+    META_PARTITION,
+    QUEUE,
+    RangePartitioner,
+    decode_and_route,
+    valid_index_blobs,
+)
 from .scan import (
     IDX_REC,
     DecodedRange,
     LogEnd,
-    decode_partition,
     file_starts_with_record,
     find_log_end,
     plan_ranges,
@@ -58,6 +85,8 @@ DEFAULT_TIME_GRANULARITY_MS = 60_000
 INDEX_DIR = "index"
 _HP = struct.Struct(">iq")  # keyHash, phyOffset (index verify)
 _VERIFY_BUCKETS = 16
+# Queue partitions of the shuffle per core: several per core keeps both cores busy beside the index task.
+QUEUE_PARTITIONS_PER_CORE = 4
 
 
 class RebuildError(RuntimeError):
@@ -163,34 +192,62 @@ def replace_dir(staged: Path | None, target: Path, trash: Path) -> None:
         shutil.rmtree(old)
 
 
-def _meta(r: DecodedRange) -> tuple:
-    return (r.range_index, r.file_index, r.base, r.start, r.end, r.records, r.stop, r.stop_reason,
-            r.key_count, sorted(r.batch_topics), sorted(r.cq))
+def _drain(rows: Iterable[object]) -> None:
+    # A Python worker that leaves input unread is not reused; read what a task ignores.
+    for _ in rows:
+        pass
 
 
-def _emit_queue_chunks(valid: frozenset[int], r: DecodedRange) -> Iterator[tuple[tuple[str, int], tuple[int, bytes]]]:
-    if r.range_index in valid:
-        for qkey, blob in r.cq.items():
-            yield qkey, (r.range_index, blob)
+def _write_partition(rows: Iterable[tuple[tuple, object]], conf: QueueJobConf, valid: frozenset[int],
+                     staging_index_dir: str, index_name: str, hash_slot_num: int, index_num: int
+                     ) -> Iterator[QueueResult | IndexFileResult]:
+    """Second-job task: the index partition builds the (single) index file, a queue partition its queues."""
+    index_chunks: list[tuple[int, bytes]] = []
+    queues: dict[tuple[str, int], list[tuple[int, bytes]]] = {}
+    for key, value in rows:
+        if key[0] == QUEUE:
+            if value[0] in valid:  # type: ignore[index]
+                q = (key[1], key[2])
+                chunks = queues.get(q)
+                if chunks is None:
+                    chunks = queues[q] = []
+                chunks.append(value)  # type: ignore[arg-type]
+        elif key[0] == INDEX and key[1] in valid:
+            index_chunks.append((key[1], value))  # type: ignore[arg-type]
+    if index_chunks and index_name:
+        index_chunks.sort(key=lambda c: c[0])
+        keys = b"".join(c[1] for c in index_chunks)
+        del index_chunks[:]
+        bt, et, bp, ep, hsc, ic = build_index_file(os.path.join(staging_index_dir, index_name), hash_slot_num,
+                                                   index_num, 0, 0, keys)
+        yield IndexFileResult(0, index_name, ic - 1, bt, et, bp, ep, hsc)
+    for (topic, queue_id), chunks in queues.items():
+        yield process_queue(conf, topic, queue_id, chunks)
 
 
-def _emit_index_chunks(first_key: dict[int, int], per_file: int, n_files: int, r: DecodedRange):
-    start = first_key.get(r.range_index)
-    if start is None or not r.index:
-        return iter(())
-    return split_range_keys(start, r.index, per_file, n_files)
+def _index_file_chunks(partition: int, rows: Iterable[tuple[tuple, object]], valid: frozenset[int],
+                       first_key: dict[int, int], per_file: int, n_files: int):
+    """Index keys of the index partition re-keyed by index file (several files are built in parallel)."""
+    if partition != INDEX_PARTITION:
+        _drain(rows)
+        return
+    for range_index, blob in valid_index_blobs(rows, valid):
+        yield from split_range_keys(first_key[range_index], blob, per_file, n_files)
 
 
-def _emit_expected_hashes(valid: frozenset[int], r: DecodedRange) -> Iterator[tuple[int, tuple[int, bytes]]]:
-    if r.range_index not in valid or not r.index:
+def _emit_expected_hashes(partition: int, rows: Iterable[tuple[tuple, object]], valid: frozenset[int]
+                          ) -> Iterator[tuple[int, tuple[int, bytes]]]:
+    if partition != INDEX_PARTITION:
+        _drain(rows)
         return
     buckets: dict[int, bytearray] = {}
-    for h, phy, _ts in IDX_REC.iter_unpack(r.index):
-        b = h % _VERIFY_BUCKETS
-        buf = buckets.get(b)
-        if buf is None:
-            buf = buckets[b] = bytearray()
-        buf += _HP.pack(h, phy)
+    for _range_index, blob in valid_index_blobs(rows, valid):
+        for h, phy, _ts in IDX_REC.iter_unpack(blob):
+            b = h % _VERIFY_BUCKETS
+            buf = buckets.get(b)
+            if buf is None:
+                buf = buckets[b] = bytearray()
+            buf += _HP.pack(h, phy)
     for b, buf in buckets.items():
         yield b, (0, bytes(buf))
 
@@ -239,6 +296,59 @@ def _key_names_at(si: StoreInput, phy: int) -> list[str]:
     return []
 
 
+def _verify_leftover_queues(si: StoreInput, queue_results: list[QueueResult], queue_types: dict[str, str],
+                            summary: RebuildSummary) -> None:
+    """Queue directories the commitlog does not explain (or of the wrong CQ type): every unit is extra."""
+    cfg = si.config
+    expected_keys = {(q.topic, q.queue_id) for q in queue_results}
+    for topic, qid, kind in existing_queues(si.root):
+        where = f"{topic}/{qid}"
+        want = "BatchCQ" if queue_types.get(topic) == BATCH_CQ else "SimpleCQ"
+        if (topic, qid) in expected_keys and kind == want:
+            continue
+        try:
+            units = read_existing_units(si.root, topic, qid, kind == "BatchCQ",
+                                        cfg.batch_consume_queue_file_size if kind == "BatchCQ"
+                                        else cfg.consume_queue_file_size)
+        except (ValueError, OSError) as e:
+            summary.mismatches.append(Mismatch("unreadable-queue", where, -1, None, None, str(e)))
+            continue
+        detail = (f"{kind} directory for a {want} topic" if (topic, qid) in expected_keys
+                  else "queue has no records in the commitlog")
+        for u in units:
+            summary.mismatches.append(Mismatch("extra-unit", where, u[0], None, u, detail))
+
+
+def _verify_index(sc, si: StoreInput, shuffled, valid: frozenset[int], slot_num: int, index_num: int,
+                  summary: RebuildSummary) -> None:
+    """Entries reachable in the existing index files vs the keys the commitlog implies, as multisets."""
+    idx_dir = si.root / INDEX_DIR
+    size = index_file_size(slot_num, index_num)
+    paths = []
+    if idx_dir.is_dir():
+        for p in sorted(idx_dir.iterdir()):
+            if not (p.is_file() and is_index_file_name(p.name)):
+                continue
+            if p.stat().st_size != size:
+                summary.mismatches.append(Mismatch(
+                    "unreadable-index", "index", -1, None, None,
+                    f"{p.name} is {p.stat().st_size} bytes, expected {size}"))
+                continue
+            paths.append(str(p))
+    summary.index_files = len(paths)
+    expected = shuffled.mapPartitionsWithIndex(lambda i, it: _emit_expected_hashes(i, it, valid))
+    actual = (sc.parallelize(paths, max(1, len(paths)))
+              .flatMap(lambda p: _emit_actual_hashes(slot_num, index_num, p)))
+    diffs = (expected.union(actual).groupByKey(_VERIFY_BUCKETS)
+             .flatMap(_diff_hash_bucket).collect())
+    for h, phy, e, a in sorted(diffs, key=lambda d: (d[1], d[0])):
+        names_at = [k for k in _key_names_at(si, phy) if index_key_hash(k) == h]
+        key_name = names_at[0] if names_at else f"hash {h}"
+        kind = "missing-index-entry" if e > a else "extra-index-entry"
+        summary.mismatches.append(Mismatch(kind, "index", phy, (h, phy, e), (h, phy, a),
+                                           f"key {key_name}: expected {e} entries, found {a}"))
+
+
 # ------------------------------------------------------------------------------------------ main
 
 def run_rebuild(store_dir: str | os.PathLike[str], config_file: str | os.PathLike[str] | None = None,
@@ -273,7 +383,6 @@ def run_rebuild(store_dir: str | os.PathLike[str], config_file: str | os.PathLik
             raise RebuildError(f"{e}; stop the broker before rebuilding (or use --verify)") from e
     staging = si.root / f".rmqops-rebuild-{os.getpid()}-{int(time.time() * 1000)}"
     own_spark = spark is None
-    decoded = None
     try:
         if own_spark:
             spark = get_spark(master, "rmqops-rebuildStore")
@@ -302,20 +411,22 @@ def run_rebuild(store_dir: str | os.PathLike[str], config_file: str | os.PathLik
             planned = plan_ranges(scans)
             summary.ranges = len(planned)
 
-            # -- pass 2: decode ------------------------------------------------------------------
+            # -- pass 2: decode, straight into the one shuffle (see routing.py) -------------------
             phase("decode records")
             want_index = "index" in part_list and cfg.message_index_enable
+            want_queues = "cq" in part_list or "offsets" in part_list
             check_crc = cfg.check_crc_on_recover
             delay_levels = si.delay_levels_ms
             rows = [(ri, fi, si.files[fi].path, base, start, end) for ri, fi, base, start, end in planned]
-            from pyspark import StorageLevel
-
+            partitioner = RangePartitioner(max(1, sc.defaultParallelism * QUEUE_PARTITIONS_PER_CORE))
             metas: list[tuple] = []
             if rows:
-                decoded = (sc.parallelize(rows, len(rows))
-                           .mapPartitions(lambda it: decode_partition(it, check_crc, delay_levels, want_index))
-                           .persist(StorageLevel.MEMORY_AND_DISK))
-                metas = decoded.map(_meta).collect()
+                shuffled = (sc.parallelize(rows, len(rows))
+                            .mapPartitions(lambda it: decode_and_route(it, check_crc, delay_levels, want_index,
+                                                                       want_queues))
+                            .partitionBy(partitioner.num_partitions, partitioner))
+                # Only the metadata partition is read now; this runs every decode task.
+                metas = [meta for _key, meta in sc.runJob(shuffled, lambda it: it, [META_PARTITION])]
             metas.sort(key=lambda m: m[0])
             light = [DecodedRange(m[0], m[1], m[2], m[3], m[4], m[5], m[6], m[7]) for m in metas]
             after_has_data = {}
@@ -355,111 +466,83 @@ def run_rebuild(store_dir: str | os.PathLike[str], config_file: str | os.PathLik
                     total_keys += m[8]
             n_files = math.ceil(total_keys / per_file) if total_keys else 0
             slot_num, index_num = cfg.max_hash_slot_num, cfg.max_index_num
-            index_thread = None
-            index_out: dict[str, object] = {}
-            if decoded is not None and want_index and not verify:
+            build_index = bool(rows) and want_index and not verify and n_files > 0
+            idx_dir = staging / INDEX_DIR
+            names: list[str] = []
+            if want_index and not verify:
                 summary.index_entries = total_keys
-                idx_dir = staging / INDEX_DIR
                 idx_dir.mkdir(parents=True, exist_ok=True)
                 base_ms = time.time_ns() // 1_000_000
                 names = [index_file_name(base_ms + i) for i in range(n_files)]
+            # One file (the usual case: maxIndexNum is 20M keys) is built by the index partition's own
+            # task beside the queue tasks. Several files are built in parallel, one task per file,
+            # after re-keying the index partition's keys by file (a second, index-only shuffle).
+            single_index_file = build_index and n_files == 1
 
-                def write_index() -> None:
-                    # Runs beside the queue stage: one file is built by one task, so the other cores
-                    # write consume queues meanwhile.
+            # -- queues (+ the single index file) from the shuffle -------------------------------------
+            mode = "verify" if verify and "cq" in part_list else ("write" if "cq" in part_list and not verify
+                                                                  else "stats")
+            conf = QueueJobConf(mode, str(staging), str(si.root), cfg.consume_queue_file_size,
+                                cfg.batch_consume_queue_file_size, queue_types, time_granularity_ms)
+            run_queues = bool(rows) and want_queues and bool(all_queues)
+            index_thread = None
+            index_out: dict[str, object] = {}
+            if build_index and not single_index_file:
+                def write_index_files() -> None:
                     try:
                         index_out["results"] = (
-                            decoded.flatMap(lambda r: _emit_index_chunks(first_key, per_file, n_files, r))
-                            .groupByKey(max(1, n_files))
+                            shuffled.mapPartitionsWithIndex(
+                                lambda i, it: _index_file_chunks(i, it, valid, first_key, per_file, n_files),
+                                preservesPartitioning=False)
+                            .groupByKey(n_files)
                             .mapPartitions(lambda it: index_file_task(str(idx_dir), names, slot_num,
-                                                                      index_num, it)).collect()) if n_files else []
+                                                                      index_num, it)).collect())
                     except BaseException as e:  # re-raised in the driver thread below
                         index_out["error"] = e
 
-                phase("write queues + index" if "cq" in part_list else "write index")
                 from pyspark import InheritableThread
 
-                index_thread = InheritableThread(target=write_index, name="rmqops-index-job")
-                index_thread.start()
-
-            # -- queues --------------------------------------------------------------------------
-            queue_results: list[QueueResult] = []
-            if decoded is not None and ("cq" in part_list or "offsets" in part_list):
-                mode = "verify" if verify and "cq" in part_list else ("write" if "cq" in part_list and not verify
-                                                                      else "stats")
-                if index_thread is None:
+                index_thread = InheritableThread(target=write_index_files, name="rmqops-index-job")
+            if run_queues or single_index_file or index_thread is not None:
+                if build_index:
+                    phase("write queues + index" if run_queues else "write index")
+                else:
                     phase({"verify": "verify queues", "write": "write queues", "stats": "queue offsets"}[mode])
-                conf = QueueJobConf(mode, str(staging), str(si.root), cfg.consume_queue_file_size,
-                                    cfg.batch_consume_queue_file_size, queue_types, time_granularity_ms)
-                n_parts = max(1, min(len(all_queues), sc.defaultParallelism * 4))
-                if all_queues:
-                    queue_results = (decoded.flatMap(lambda r: _emit_queue_chunks(valid, r))
-                                     .groupByKey(n_parts)
-                                     .mapPartitions(lambda it: queue_partition(conf, it)).collect())
-                queue_results.sort(key=lambda q: (q.topic, q.queue_id))
-                summary.queue_results = queue_results
-                for q in queue_results:
-                    summary.mismatches.extend(q.mismatches)
-                    if q.cq_type == "BatchCQ":
-                        summary.bcq_files += q.files
-                    else:
-                        summary.cq_files += q.files
-                if mode == "verify":
-                    expected_keys = {(q.topic, q.queue_id) for q in queue_results}
-                    for topic, qid, kind in existing_queues(si.root):
-                        where = f"{topic}/{qid}"
-                        want = "BatchCQ" if queue_types.get(topic) == BATCH_CQ else "SimpleCQ"
-                        if (topic, qid) in expected_keys and kind == want:
-                            continue
-                        from .queues import read_existing_units
-
-                        try:
-                            units = read_existing_units(si.root, topic, qid, kind == "BatchCQ",
-                                                        cfg.batch_consume_queue_file_size if kind == "BatchCQ"
-                                                        else cfg.consume_queue_file_size)
-                        except (ValueError, OSError) as e:
-                            summary.mismatches.append(Mismatch("unreadable-queue", where, -1, None, None, str(e)))
-                            continue
-                        detail = (f"{kind} directory for a {want} topic" if (topic, qid) in expected_keys
-                                  else "queue has no records in the commitlog")
-                        for u in units:
-                            summary.mismatches.append(Mismatch("extra-unit", where, u[0], None, u, detail))
+            if index_thread is not None:
+                index_thread.start()
+            queue_results: list[QueueResult] = []
+            index_results: list[IndexFileResult] = []
+            work_parts = ([INDEX_PARTITION] if single_index_file else []) + (
+                list(range(FIRST_QUEUE_PARTITION, partitioner.num_partitions)) if run_queues else [])
+            if work_parts:
+                index_name = names[0] if single_index_file else ""
+                out = sc.runJob(shuffled, lambda it: _write_partition(it, conf, valid, str(idx_dir), index_name,
+                                                                      slot_num, index_num), work_parts)
+                for r in out:
+                    (index_results if isinstance(r, IndexFileResult) else queue_results).append(r)
+            queue_results.sort(key=lambda q: (q.topic, q.queue_id))
+            summary.queue_results = queue_results
+            for q in queue_results:
+                summary.mismatches.extend(q.mismatches)
+                if q.cq_type == "BatchCQ":
+                    summary.bcq_files += q.files
+                else:
+                    summary.cq_files += q.files
+            if rows and mode == "verify":
+                _verify_leftover_queues(si, queue_results, queue_types, summary)
 
             # -- index ---------------------------------------------------------------------------
             if index_thread is not None:
                 index_thread.join()
                 if "error" in index_out:
                     raise index_out["error"]  # type: ignore[misc]
-                results: list[IndexFileResult] = index_out.get("results", [])  # type: ignore[assignment]
-                summary.index_files = len(results)
-            if decoded is not None and want_index and verify:
+                index_results = index_out.get("results", [])  # type: ignore[assignment]
+            if build_index:
+                summary.index_files = len(index_results)
+            if rows and want_index and verify:
                 summary.index_entries = total_keys
                 phase("verify index")
-                idx_dir = si.root / INDEX_DIR
-                size = index_file_size(slot_num, index_num)
-                paths = []
-                if idx_dir.is_dir():
-                    for p in sorted(idx_dir.iterdir()):
-                        if not (p.is_file() and is_index_file_name(p.name)):
-                            continue
-                        if p.stat().st_size != size:
-                            summary.mismatches.append(Mismatch(
-                                "unreadable-index", "index", -1, None, None,
-                                f"{p.name} is {p.stat().st_size} bytes, expected {size}"))
-                            continue
-                        paths.append(str(p))
-                summary.index_files = len(paths)
-                expected = decoded.flatMap(lambda r: _emit_expected_hashes(valid, r))
-                actual = (sc.parallelize(paths, max(1, len(paths)))
-                          .flatMap(lambda p: _emit_actual_hashes(slot_num, index_num, p)))
-                diffs = (expected.union(actual).groupByKey(_VERIFY_BUCKETS)
-                         .flatMap(_diff_hash_bucket).collect())
-                for h, phy, e, a in sorted(diffs, key=lambda d: (d[1], d[0])):
-                    names_at = [k for k in _key_names_at(si, phy) if index_key_hash(k) == h]
-                    key_name = names_at[0] if names_at else f"hash {h}"
-                    kind = "missing-index-entry" if e > a else "extra-index-entry"
-                    summary.mismatches.append(Mismatch(kind, "index", phy, (h, phy, e), (h, phy, a),
-                                                       f"key {key_name}: expected {e} entries, found {a}"))
+                _verify_index(sc, si, shuffled, valid, slot_num, index_num, summary)
 
             # -- offsets -------------------------------------------------------------------------
             if "offsets" in part_list:
@@ -485,11 +568,6 @@ def run_rebuild(store_dir: str | os.PathLike[str], config_file: str | os.PathLik
                     summary.written.append(str(si.root / INDEX_DIR))
             phase("")
     finally:
-        if decoded is not None:
-            try:
-                decoded.unpersist()
-            except Exception:
-                pass
         if own_spark and spark is not None:
             spark.stop()
         if staging.exists():

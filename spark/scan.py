@@ -3,7 +3,8 @@
 Pass 1 (``scan_boundaries``, one task per file) hops from TOTALSIZE to TOTALSIZE without decoding,
 noting a record boundary every ``split_bytes``, so one large file can be decoded by several tasks.
 Pass 2 (``decode_range``, one task per byte range) validates and decodes every record with the
-shared codec (``check_record``) and the store's ``build_dispatch_request``, and packs what the
+store's reput decoder (``decode_dispatch_fields`` + ``body_crc_matches`` + ``dispatch_request_of``;
+``check_record`` only gives the verdict on a record that decoder rejects), and packs what the
 consume queues and the index need into compact per-queue byte strings: no per-record objects leave
 the task. Files are read through a memoryview over a read-only mmap.
 
@@ -17,7 +18,6 @@ from __future__ import annotations
 import mmap
 import os
 import struct
-from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from broker_core.store.codec.hashing import index_key_hash
@@ -27,7 +27,9 @@ from broker_core.store.codec.message import (
     MESSAGE_MAGIC_CODE_V2,
     RECORD_BLANK,
     RECORD_VALID,
+    body_crc_matches,
     check_record,
+    decode_dispatch_fields,
     read_magic,
     read_total_size,
 )
@@ -37,7 +39,7 @@ from broker_core.store.codec.sys_flag import (
     TRANSACTION_TYPE_MASK,
     is_dispatched_to_queue,
 )
-from broker_core.store.dispatch import build_dispatch_request
+from broker_core.store.dispatch import build_dispatch_request, dispatch_request_of
 
 # One packed consume-queue record per dispatched commitlog record:
 # consumeQueueOffset, msgBaseOffset, phyOffset, size, tagsCode, storeTimestamp, batchSize
@@ -159,7 +161,12 @@ def plan_ranges(scans: list[FileScan]) -> list[tuple[int, int, int, int, int]]:
 
 def decode_range(range_index: int, file_index: int, path: str, base: int, start: int, end: int,
                  check_crc: bool, delay_levels_ms: list[int], want_index: bool) -> DecodedRange:
-    """Validate and decode the records of ``[start, end)`` (or to the end of the file's data)."""
+    """Validate and decode the records of ``[start, end)`` (or to the end of the file's data).
+
+    Every record goes through the store's reput decoder (``decode_dispatch_fields``, plus the body
+    CRC when recovery would check it) and ``dispatch_request_of``; only a record that decoder rejects
+    is handed to ``check_record``, whose verdict (blank, invalid and why) ends the range.
+    """
     mm, length = _map(path)
     out = DecodedRange(range_index, file_index, base, start, start, 0, STOP_INVALID, "empty file")
     if mm is None:
@@ -172,41 +179,50 @@ def decode_range(range_index: int, file_index: int, path: str, base: int, start:
     batch_topics: set[str] = set()
     pack_cq = CQ_REC.pack
     pack_idx = IDX_REC.pack
+    decode = decode_dispatch_fields
+    crc_matches = body_crc_matches
+    request_of = dispatch_request_of
+    key_hash = index_key_hash
     pos = start
     records = 0
     stop = STOP_NONE
     reason = ""
     try:
         while pos < stop_at:
-            chk = check_record(mv, pos, limit, check_crc, True)
-            if chk.kind != RECORD_VALID:
-                stop = STOP_BLANK if chk.kind == RECORD_BLANK else STOP_INVALID
-                reason = chk.reason
-                break
-            req = build_dispatch_request(chk.message, delay_levels_ms)
-            sys_flag = req.sys_flag
-            topic = req.topic
-            phy = req.commit_log_offset
-            ts = req.store_timestamp
+            fields = decode(mv, pos, limit)
+            if fields is not None and (not check_crc or crc_matches(mv, pos, fields[5])):
+                size, topic, queue_id, queue_offset, phy, sys_flag, ts, prepared, props = fields
+                req = request_of(topic, queue_id, phy, size, sys_flag, ts, queue_offset, prepared, props,
+                                 delay_levels_ms)
+            else:
+                chk = check_record(mv, pos, limit, check_crc, False)
+                if chk.kind != RECORD_VALID:
+                    stop = STOP_BLANK if chk.kind == RECORD_BLANK else STOP_INVALID
+                    reason = chk.reason
+                    break
+                req = build_dispatch_request(chk.message, delay_levels_ms)
+                size, topic, phy, sys_flag, ts = chk.size, req.topic, req.commit_log_offset, req.sys_flag, \
+                    req.store_timestamp
             if is_dispatched_to_queue(sys_flag):
                 qkey = (topic, req.queue_id)
                 buf = cq.get(qkey)
                 if buf is None:
                     buf = cq[qkey] = bytearray()
-                buf += pack_cq(req.consume_queue_offset, req.msg_base_offset, phy, req.msg_size,
-                               req.tags_code, ts, req.batch_size)
+                buf += pack_cq(req.consume_queue_offset, req.msg_base_offset, phy, size, req.tags_code, ts,
+                               req.batch_size)
                 if sys_flag & INNER_BATCH_FLAG:
                     batch_topics.add(topic)
             if want_index and sys_flag & TRANSACTION_TYPE_MASK != TRANSACTION_ROLLBACK_TYPE:
                 prefix = topic + "#"
-                if req.uniq_key is not None:
-                    index += pack_idx(index_key_hash(prefix + req.uniq_key), phy, ts)
+                uniq_key = req.uniq_key
+                if uniq_key is not None:
+                    index += pack_idx(key_hash(prefix + uniq_key), phy, ts)
                 keys = req.keys
                 if keys:
                     for token in keys.split(" "):
                         if token:
-                            index += pack_idx(index_key_hash(prefix + token), phy, ts)
-            pos += chk.size
+                            index += pack_idx(key_hash(prefix + token), phy, ts)
+            pos += size
             records += 1
         else:
             if end < 0:  # ran into the physical end of the file without a terminator
@@ -222,13 +238,6 @@ def decode_range(range_index: int, file_index: int, path: str, base: int, start:
     out.index = bytes(index)
     out.batch_topics = batch_topics
     return out
-
-
-def decode_partition(rows: Iterable[tuple[int, int, str, int, int, int]], check_crc: bool,
-                     delay_levels_ms: list[int], want_index: bool) -> Iterator[DecodedRange]:
-    """mapPartitions body: one DecodedRange per planned range in the partition."""
-    for range_index, file_index, path, base, start, end in rows:
-        yield decode_range(range_index, file_index, path, base, start, end, check_crc, delay_levels_ms, want_index)
 
 
 @dataclass(frozen=True, slots=True)

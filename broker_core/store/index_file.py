@@ -188,13 +188,19 @@ class IndexFile:
 
     def put_key(self, key: str, phy_offset: int, store_timestamp: int) -> bool:
         """Append one entry for ``key``; False when the file is full (the caller rolls to a new file)."""
+        return self.put_key_hash(index_key_hash(key), phy_offset, store_timestamp)
+
+    def put_key_hash(self, key_hash: int, phy_offset: int, store_timestamp: int) -> bool:
+        """``put_key`` for a key whose ``index_key_hash`` is already known.
+
+        Why: a bulk rebuild hashes keys in parallel while decoding and only links them here, in order.
+        """
         if self.read_only:
             raise IndexFileError(f"index file {self.path} is open read-only")
         n = self._index_count
         if n >= self.index_num:
             return False
         buf = self._buf
-        key_hash = index_key_hash(key)
         spos = INDEX_HEADER_SIZE + (key_hash % self.hash_slot_num) * HASH_SLOT_SIZE
         slot_value = _unpack_slot(buf, spos)[0]
         if slot_value <= INVALID_INDEX or slot_value > n:

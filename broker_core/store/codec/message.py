@@ -353,6 +353,22 @@ def decode_dispatch_fields(buf, pos: int, limit: int) -> DispatchFields | None:
     return total, topic, queue_id, queue_offset, phy_offset, sys_flag, store_ts, prepared, props
 
 
+def body_crc_matches(buf, pos: int, sys_flag: int) -> bool:
+    """Recovery's BODYCRC check for a record ``decode_dispatch_fields`` accepted (spec §9.4).
+
+    Lets a bulk reader keep the fast field decoder and still verify the body CRC in place, exactly as
+    ``check_record(..., check_crc=True)`` does: an empty body always matches.
+    """
+    header = _HEADER_BY_HOST_FLAGS[sys_flag & _HOST_FLAGS]
+    body_pos = pos + header.size
+    body_len = _I32.unpack_from(buf, body_pos - 4)[0]
+    if body_len <= 0:
+        return True
+    with memoryview(buf) as mv:
+        crc = rmq_crc32(mv[body_pos:body_pos + body_len])
+    return crc == _I32.unpack_from(buf, pos + 8)[0]
+
+
 # Result kinds of ``check_record``.
 RECORD_VALID = 1
 RECORD_BLANK = 0
