@@ -1,0 +1,60 @@
+"""mqbroker as a real process: it owns the store, mqadmin sees that, SIGTERM shuts it down cleanly."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from mqadmin.app import app
+
+
+def _start(store: Path) -> subprocess.Popen[str]:
+    proc = subprocess.Popen([sys.executable, "-m", "broker_core.mqbroker", "--store", str(store)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    line = proc.stdout.readline() if proc.stdout else ""
+    assert "boot success" in line, (line, proc.stderr.read() if proc.poll() is not None and proc.stderr else "")
+    assert time.monotonic() < deadline
+    return proc
+
+
+def test_running_broker_holds_the_store_and_stops_cleanly(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    proc = _start(store)
+    try:
+        assert (store / "abort").exists()
+        runner = CliRunner()
+        changed = runner.invoke(app, ["updateTopic", "-c", "DefaultCluster", "-t", "T1", "--store", str(store)])
+        assert changed.exit_code == 1
+        assert "-n" in changed.output and "running broker" in changed.output
+        # inspection still works beside it (read-only, no lock)
+        listed = runner.invoke(app, ["topicList", "--store", str(store)])
+        assert listed.exit_code == 0, listed.output
+        second = subprocess.run([sys.executable, "-m", "broker_core.mqbroker", "--store", str(store)],
+                                capture_output=True, text=True, timeout=60)
+        assert second.returncode == 1 and "locked" in second.stderr
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert "shut down cleanly" in out
+    assert not (store / "abort").exists()
+    # the store is free again
+    runner = CliRunner()
+    result = runner.invoke(app, ["updateTopic", "-c", "DefaultCluster", "-t", "T1", "--store", str(store)])
+    assert result.exit_code == 0, result.output
+
+
+def test_bad_config_is_one_line_and_exit_1(tmp_path: Path) -> None:
+    conf = tmp_path / "broker.conf"
+    conf.write_text("flushIntervalCommitLog=soon\n")
+    result = subprocess.run([sys.executable, "-m", "broker_core.mqbroker", "-c", str(conf), "--store",
+                             str(tmp_path / "s")], capture_output=True, text=True, timeout=60, env=os.environ)
+    assert result.returncode == 1
+    assert result.stderr.strip().count("\n") == 0 and "flushIntervalCommitLog" in result.stderr
