@@ -28,6 +28,7 @@ from .codec.message import (
     read_total_size,
 )
 from .codec.message_id import create_offset_msg_id
+from .codec.sys_flag import is_dispatched_to_queue
 from .mapped_file import MappedFile, MappedFileQueue
 from .store_config import SYNC_FLUSH, StoreConfig
 
@@ -176,16 +177,14 @@ class CommitLog:
         except RecordError as e:
             return _encode_failure(e)
         size = len(buf)
-        if size + END_FILE_MIN_BLANK_LENGTH > self.file_size:
-            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
-                                    remark=f"batch of {size} bytes cannot fit one commitlog file")
-        tran_typed = (msg.sys_flag & 0xC) in (0x4, 0xC)
+        if (too_large := self._too_large(size)) is not None:
+            return too_large
+        tran_typed = not is_dispatched_to_queue(msg.sys_flag)
         with self.put_lock:
             mf = self._file_for(size)
             if mf is None:
                 return PutMessageResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED)
-            store_ts = msg.store_timestamp if msg.keep_store_timestamp else self.clock()
-            self.last_store_timestamp = store_ts
+            store_ts = self._store_timestamp(msg)
             phy = mf.file_from_offset + mf.wrote_position
             if queue_offset is not None:
                 base_q = queue_offset
@@ -214,19 +213,30 @@ class CommitLog:
             except RecordError as e:
                 return _encode_failure(e)
             size = len(buf)
-            if size + END_FILE_MIN_BLANK_LENGTH > self.file_size:
-                return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
-                                        remark=f"batch of {size} bytes cannot fit one commitlog file")
+            if (too_large := self._too_large(size)) is not None:
+                return too_large
             mf = self._file_for(size)
             if mf is None:
                 return PutMessageResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED)
-            store_ts = msg.store_timestamp if msg.keep_store_timestamp else self.clock()
-            self.last_store_timestamp = store_ts
+            store_ts = self._store_timestamp(msg)
             phy = mf.file_from_offset + mf.wrote_position
             self.queue_offsets.advance(msg.topic, msg.queue_id, inner_num)
             patch_record(buf, 0, base_q, phy, store_ts)
             mf.append(buf)
         return self._appended(msg, phy, size, base_q, inner_num, store_ts)
+
+    def _too_large(self, size: int) -> PutMessageResult | None:
+        """A record (or whole batch) must fit one file with room for the 8-byte BLANK marker."""
+        if size + END_FILE_MIN_BLANK_LENGTH > self.file_size:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
+                                    remark=f"batch of {size} bytes cannot fit one commitlog file")
+        return None
+
+    def _store_timestamp(self, msg: MessageInner) -> int:
+        """The append time, taken under the put lock (kept as given when the caller fixes it)."""
+        store_ts = msg.store_timestamp if msg.keep_store_timestamp else self.clock()
+        self.last_store_timestamp = store_ts
+        return store_ts
 
     def _appended(self, msg: MessageInner, phy: int, size: int, base_q: int, msg_num: int,
                   store_ts: int) -> PutMessageResult:
@@ -254,10 +264,7 @@ class CommitLog:
     def put_messages(self, msgs: list[MessageInner], properties_strings: list[str | None] | None = None
                      ) -> PutMessageResult:
         """Append an exploded batch: contiguous records in one file, consecutive queue offsets."""
-        return self._put(msgs, properties_strings or [None] * len(msgs), 1, None)
-
-    def _put(self, msgs: list[MessageInner], props: list[str | None], queue_step: int,
-             fixed_queue_offset: int | None) -> PutMessageResult:
+        props = properties_strings or [None] * len(msgs)
         if self.read_only:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="store is open read-only")
         try:
@@ -265,37 +272,34 @@ class CommitLog:
         except RecordError as e:
             return _encode_failure(e)
         total = sum(len(b) for b in encoded)
-        if total + END_FILE_MIN_BLANK_LENGTH > self.file_size:
-            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
-                                    remark=f"batch of {total} bytes cannot fit one commitlog file")
+        if (too_large := self._too_large(total)) is not None:
+            return too_large
         first = msgs[0]
         with self.put_lock:
             mf = self._file_for(total)
             if mf is None:
                 return PutMessageResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED)
-            store_ts = first.store_timestamp if first.keep_store_timestamp else self.clock()
-            self.last_store_timestamp = store_ts
+            store_ts = self._store_timestamp(first)
             wrote_offset = mf.file_from_offset + mf.wrote_position
-            base_q = fixed_queue_offset if fixed_queue_offset is not None else \
-                self.queue_offsets.next(first.topic, first.queue_id)
+            base_q = self.queue_offsets.next(first.topic, first.queue_id)
             ids: list[str] = []
             phy = wrote_offset
             q = base_q
-            tran_typed = (first.sys_flag & 0xC) in (0x4, 0xC)
+            tran_typed = not is_dispatched_to_queue(first.sys_flag)
             for m, buf in zip(msgs, encoded, strict=True):
                 ts = m.store_timestamp if m.keep_store_timestamp else store_ts
                 patch_record(buf, 0, 0 if tran_typed else q, phy, ts)
                 mf.append(buf)
                 ids.append(create_offset_msg_id(m.store_host, phy))
                 phy += len(buf)
-                q += 1 if len(msgs) > 1 else queue_step
-            if not tran_typed and fixed_queue_offset is None:
+                q += 1
+            if not tran_typed:
                 self.queue_offsets.advance(first.topic, first.queue_id, q - base_q)
             end_offset = phy
         for listener in self.append_listeners:
             listener()
         result = PutMessageResult(PutMessageStatus.PUT_OK, wrote_offset, total, ",".join(ids), base_q,
-                                  len(msgs) if len(msgs) > 1 else queue_step, store_ts, msg_ids=ids)
+                                  len(msgs), store_ts, msg_ids=ids)
         if self.sync_flush and self._wait_for_flush(end_offset, first):
             result.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
         return result
