@@ -240,28 +240,26 @@ def _emit_expected_hashes(partition: int, rows: Iterable[tuple[tuple, object]], 
     if partition != INDEX_PARTITION:
         _drain(rows)
         return
-    buckets: dict[int, bytearray] = {}
-    for _range_index, blob in valid_index_blobs(rows, valid):
-        for h, phy, _ts in IDX_REC.iter_unpack(blob):
-            b = h % _VERIFY_BUCKETS
-            buf = buckets.get(b)
-            if buf is None:
-                buf = buckets[b] = bytearray()
-            buf += _HP.pack(h, phy)
-    for b, buf in buckets.items():
-        yield b, (0, bytes(buf))
+    pairs = ((h, phy) for _range_index, blob in valid_index_blobs(rows, valid)
+             for h, phy, _ts in IDX_REC.iter_unpack(blob))
+    yield from _bucket_hash_pairs(pairs, 0)
 
 
 def _emit_actual_hashes(hash_slot_num: int, index_num: int, path: str) -> Iterator[tuple[int, tuple[int, bytes]]]:
+    yield from _bucket_hash_pairs(reachable_entries(path, hash_slot_num, index_num), 1)
+
+
+def _bucket_hash_pairs(pairs: Iterable[tuple[int, int]], side: int) -> Iterator[tuple[int, tuple[int, bytes]]]:
+    """(key hash, phy offset) pairs packed per verify bucket, tagged 0 = expected, 1 = actual."""
     buckets: dict[int, bytearray] = {}
-    for h, phy in reachable_entries(path, hash_slot_num, index_num):
+    for h, phy in pairs:
         b = h % _VERIFY_BUCKETS
         buf = buckets.get(b)
         if buf is None:
             buf = buckets[b] = bytearray()
         buf += _HP.pack(h, phy)
     for b, buf in buckets.items():
-        yield b, (1, bytes(buf))
+        yield b, (side, bytes(buf))
 
 
 def _diff_hash_bucket(row: tuple[int, Iterable[tuple[int, bytes]]]) -> list[tuple[int, int, int, int]]:
