@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
+from typing import Protocol
 
 from .batch_consume_queue import BatchConsumeQueue
 from .checkpoint import StoreCheckpoint
@@ -69,14 +70,12 @@ class RecoveryReport:
     dispatched: int
 
 
-class MessageFilterLike:
+class MessageFilterLike(Protocol):
     """What get_messages needs from a filter (the broker's tag/SQL filters provide it)."""
 
-    def is_matched_by_consume_queue(self, tags_code: int) -> bool:  # pragma: no cover - protocol
-        return True
+    def is_matched_by_consume_queue(self, tags_code: int) -> bool: ...
 
-    def is_matched_by_commit_log(self, properties: dict[str, str]) -> bool:  # pragma: no cover
-        return True
+    def is_matched_by_commit_log(self, properties: dict[str, str]) -> bool: ...
 
 
 class MessageStore:
@@ -702,14 +701,6 @@ class MessageStore:
         if cq is None:
             return 0
         return cq.get_offset_in_queue_by_time(timestamp, self.commit_log.pickup_store_timestamp, boundary)
-
-    def get_exact_offset_by_time(self, topic: str, queue_id: int, timestamp: int) -> int:
-        """The first message offset stored at/after ``timestamp``, exact inside BatchCQ batches.
-
-        Items of an inner batch share the record's store time, so the exact offset is the unit's
-        base when the unit is at/after the time (every item qualifies) and its end otherwise.
-        """
-        return self.get_offset_in_queue_by_time(topic, queue_id, timestamp)
 
     def get_message_store_timestamp(self, topic: str, queue_id: int, offset: int) -> int:
         cq = self.consume_queues.get((topic, queue_id))
