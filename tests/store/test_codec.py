@@ -9,6 +9,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import struct
+import zlib
 from datetime import datetime
 
 import pytest
@@ -130,6 +131,14 @@ def test_body_crc_13_4() -> None:
     assert rmq_crc32(b"Hello RocketMQ 0") == 613185359
     assert rmq_crc32(b"Hello RocketMQ 2") == 1250039395
     assert rmq_crc32(b"") == 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=200_000))
+def test_body_crc_backend_is_zlib_crc32(data: bytes) -> None:
+    """BODYCRC may come from ISA-L (fast) or zlib (fallback): both must give Java's CRC32 value."""
+    assert rmq_crc32(data) == zlib.crc32(data) & 0x7FFFFFFF
+    assert rmq_crc32(memoryview(data)[1:]) == zlib.crc32(data[1:]) & 0x7FFFFFFF
 
 
 # ---------------------------------------------------------------- §13.5 record + derived

