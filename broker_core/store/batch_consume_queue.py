@@ -22,6 +22,7 @@ _U = BCQ_STORE_UNIT_SIZE
 class BatchConsumeQueue(ConsumeQueueBase):
     unit_size = BCQ_STORE_UNIT_SIZE
     cq_type = "BatchCQ"
+    is_batch = True
 
     def __init__(self, topic: str, queue_id: int, root_dir: Path, file_size: int, read_only: bool = False) -> None:
         super().__init__(topic, queue_id, root_dir, file_size, read_only)

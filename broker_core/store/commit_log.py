@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
@@ -20,19 +21,32 @@ from .codec.message import (
     END_FILE_MIN_BLANK_LENGTH,
     MessageExt,
     MessageInner,
+    PreparedRecord,
     RecordError,
     decode_record,
     encode_blank,
-    encode_record,
-    patch_record,
+    prepare_record,
     read_total_size,
+    record_parts,
+    write_record,
 )
 from .codec.message_id import create_offset_msg_id
 from .codec.sys_flag import is_dispatched_to_queue
+from .dispatch import KnownProperties, known_dispatch_properties
 from .mapped_file import MappedFile, MappedFileQueue
 from .store_config import SYNC_FLUSH, StoreConfig
 
 log = logging.getLogger("rmqops.store")
+
+# One appended record as dispatch needs it: (commit_log_offset, size, topic, queue_id, queue_offset,
+# sys_flag, store_timestamp, prepared_transaction_offset, properties string, TAGS/KEYS/UNIQ_KEY if known).
+AppendedRecord = tuple[int, int, str, int, int, int, int, int, str, KnownProperties | None]
+APPENDED_RECORDS_MAX = 65536
+
+# Records of at least this many bytes are written with pwritev instead of a copy into the mapping.
+# Measured here per record, copy into a populated mapping vs pwritev: 1 KiB 2.0 vs 2.0 us, 4 KiB 5.6 vs
+# 4.1 us, 64 KiB 78 vs 21.5 us (populating zero-fills every page before the copy overwrites it).
+DIRECT_WRITE_MIN = 4 * 1024
 
 # How far ahead of the write position the commitlog mapping is faulted in, in one call.
 POPULATE_AHEAD = 1 << 20
@@ -126,6 +140,9 @@ class CommitLog:
         self._flush_thread: threading.Thread | None = None
         self._stopping = False
         self.append_listeners: list[Callable[[], None]] = []
+        # What each append wrote, in commitlog order, for dispatch: it need not decode what was just
+        # encoded. Bounded; dispatch reads from the file whatever is not (or no longer) here.
+        self.appended_records: deque[AppendedRecord] = deque(maxlen=APPENDED_RECORDS_MAX)
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def load(self) -> None:
@@ -167,40 +184,45 @@ class CommitLog:
                     properties_string: str | None = None) -> PutMessageResult:
         """Append one record; ``queue_step`` is how many queue offsets it consumes (INNER_NUM).
 
-        The same steps as ``_put`` for one message, without its per-batch lists: this is the path
-        every single send takes.
+        The same steps as ``put_messages`` for one message, without its per-batch lists: this is the
+        path every single send takes.
         """
         if self.read_only:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="store is open read-only")
         try:
-            buf = encode_record(msg, 0, 0, 0, properties_string, self.config.max_message_size)
+            rec = prepare_record(msg, properties_string, self.config.max_message_size)
         except RecordError as e:
             return _encode_failure(e)
-        size = len(buf)
+        size = rec[0]
         if (too_large := self._too_large(size)) is not None:
             return too_large
+        known = None if properties_string is not None else known_dispatch_properties(msg.topic, msg.properties, rec[8])
         tran_typed = not is_dispatched_to_queue(msg.sys_flag)
         with self.put_lock:
             mf = self._file_for(size)
             if mf is None:
                 return PutMessageResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED)
             store_ts = self._store_timestamp(msg)
-            phy = mf.file_from_offset + mf.wrote_position
+            pos = mf.wrote_position
+            phy = mf.file_from_offset + pos
             if queue_offset is not None:
                 base_q = queue_offset
             elif tran_typed:
                 base_q = self.queue_offsets.next(msg.topic, msg.queue_id)
             else:
                 base_q = self.queue_offsets.assign(msg.topic, msg.queue_id, queue_step)
-            patch_record(buf, 0, 0 if tran_typed else base_q, phy, store_ts)
-            mf.append(buf)
+            record_q = 0 if tran_typed else base_q
+            self._write(mf, pos, rec, msg, record_q, phy, store_ts)
+            mf.wrote_position = pos + size
+            self.appended_records.append((phy, size, msg.topic, msg.queue_id, record_q, rec[4], store_ts,
+                                          msg.prepared_transaction_offset, rec[8], known))
         return self._appended(msg, phy, size, base_q, queue_step, store_ts)
 
     def put_inner_batch(self, msg: MessageInner, inner_num: int) -> PutMessageResult:
         """Append a BatchCQ inner-batch record consuming ``inner_num`` queue offsets.
 
         INNER_BASE must equal the queue offset the record gets, which is only known under the
-        append lock, so this record is encoded inside the lock (spec §1.11.3).
+        append lock, so this record is prepared inside the lock (spec §1.11.3).
         """
         if self.read_only:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="store is open read-only")
@@ -209,20 +231,23 @@ class CommitLog:
             msg.properties["INNER_BASE"] = str(base_q)
             msg.properties["INNER_NUM"] = str(inner_num)
             try:
-                buf = encode_record(msg, 0, 0, 0, None, self.config.max_message_size)
+                rec = prepare_record(msg, None, self.config.max_message_size)
             except RecordError as e:
                 return _encode_failure(e)
-            size = len(buf)
+            size = rec[0]
             if (too_large := self._too_large(size)) is not None:
                 return too_large
             mf = self._file_for(size)
             if mf is None:
                 return PutMessageResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED)
             store_ts = self._store_timestamp(msg)
-            phy = mf.file_from_offset + mf.wrote_position
+            pos = mf.wrote_position
+            phy = mf.file_from_offset + pos
             self.queue_offsets.advance(msg.topic, msg.queue_id, inner_num)
-            patch_record(buf, 0, base_q, phy, store_ts)
-            mf.append(buf)
+            self._write(mf, pos, rec, msg, base_q, phy, store_ts)
+            mf.wrote_position = pos + size
+            self.appended_records.append((phy, size, msg.topic, msg.queue_id, base_q, rec[4], store_ts,
+                                          msg.prepared_transaction_offset, rec[8], None))
         return self._appended(msg, phy, size, base_q, inner_num, store_ts)
 
     def _too_large(self, size: int) -> PutMessageResult | None:
@@ -250,6 +275,15 @@ class CommitLog:
             result.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
         return result
 
+    @staticmethod
+    def _write(mf: MappedFile, pos: int, rec: PreparedRecord, msg: MessageInner, queue_offset: int, phy: int,
+               store_ts: int) -> None:
+        """Small records are copied into the mapping (populated ahead); large ones go in with pwritev."""
+        if rec[0] < DIRECT_WRITE_MIN:
+            write_record(mf.mv, pos, rec, msg, queue_offset, phy, store_ts)
+        else:
+            mf.write_vectored(pos, record_parts(rec, msg, queue_offset, phy, store_ts))
+
     def _file_for(self, size: int) -> MappedFile | None:
         """The file the next ``size`` bytes go to; a file they do not fit is ended with BLANK first."""
         mf = self.file_queue.get_last_mapped_file(0)
@@ -257,7 +291,7 @@ class CommitLog:
             mf.append(encode_blank(mf.free))
             mf.wrote_position = self.file_size
             mf = self.file_queue.get_last_mapped_file(0)
-        if mf is not None and mf.wrote_position + size > mf.populated_to:
+        if mf is not None and size < DIRECT_WRITE_MIN and mf.wrote_position + size > mf.populated_to:
             mf.populate(mf.wrote_position + size + POPULATE_AHEAD)
         return mf
 
@@ -268,13 +302,14 @@ class CommitLog:
         if self.read_only:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="store is open read-only")
         try:
-            encoded = [encode_record(m, 0, 0, 0, p, self.config.max_message_size) for m, p in zip(msgs, props, strict=True)]
+            prepared = [prepare_record(m, p, self.config.max_message_size) for m, p in zip(msgs, props, strict=True)]
         except RecordError as e:
             return _encode_failure(e)
-        total = sum(len(b) for b in encoded)
+        total = sum(rec[0] for rec in prepared)
         if (too_large := self._too_large(total)) is not None:
             return too_large
         first = msgs[0]
+        appended = self.appended_records
         with self.put_lock:
             mf = self._file_for(total)
             if mf is None:
@@ -283,15 +318,21 @@ class CommitLog:
             wrote_offset = mf.file_from_offset + mf.wrote_position
             base_q = self.queue_offsets.next(first.topic, first.queue_id)
             ids: list[str] = []
+            pos = mf.wrote_position
             phy = wrote_offset
             q = base_q
             tran_typed = not is_dispatched_to_queue(first.sys_flag)
-            for m, buf in zip(msgs, encoded, strict=True):
+            for m, rec, p in zip(msgs, prepared, props, strict=True):
                 ts = m.store_timestamp if m.keep_store_timestamp else store_ts
-                patch_record(buf, 0, 0 if tran_typed else q, phy, ts)
-                mf.append(buf)
+                record_q = 0 if tran_typed else q
+                self._write(mf, pos, rec, m, record_q, phy, ts)
+                size = rec[0]
+                pos += size
+                mf.wrote_position = pos
+                appended.append((phy, size, m.topic, m.queue_id, record_q, rec[4], ts, m.prepared_transaction_offset,
+                                 rec[8], known_dispatch_properties(m.topic, m.properties, rec[8]) if p is None else None))
                 ids.append(create_offset_msg_id(m.store_host, phy))
-                phy += len(buf)
+                phy += size
                 q += 1
             if not tran_typed:
                 self.queue_offsets.advance(first.topic, first.queue_id, q - base_q)

@@ -41,6 +41,7 @@ class ConsumeQueueBase:
 
     unit_size = CQ_STORE_UNIT_SIZE
     cq_type = "SimpleCQ"
+    is_batch = False  # BatchCQ units carry msgBaseOffset, store time and batch size besides the position
 
     def __init__(self, topic: str, queue_id: int, root_dir: Path, file_size: int, read_only: bool = False) -> None:
         self.topic = topic
@@ -212,6 +213,16 @@ class ConsumeQueue(ConsumeQueueBase):
         if phy_offset + size <= self.max_physic_offset:
             return True
         expect = cq_offset * CQ_STORE_UNIT_SIZE
+        files = self.file_queue.files
+        if files:
+            mf = files[-1]
+            pos = mf.wrote_position
+            if mf.file_from_offset + pos == expect and pos < mf.file_size:
+                # The next unit of the file being written: what almost every dispatch is.
+                _pack_cq_unit(mf.mv, pos, phy_offset, size, tags_code)
+                mf.wrote_position = pos + CQ_STORE_UNIT_SIZE
+                self.max_physic_offset = phy_offset + size
+                return True
         mf = self.file_queue.get_last_mapped_file(expect)
         if mf is None:
             return False

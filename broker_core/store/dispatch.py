@@ -7,11 +7,15 @@ msgBaseOffset / batchSize rule (spec §6.1); used by the reput service, recovery
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .codec.hashing import tags_code
 from .codec.message import MessageExt
 from .codec.properties import get_property
 from .codec.sys_flag import INNER_BATCH_FLAG, TRANSACTION_TYPE_MASK, is_dispatched_to_queue
+
+if TYPE_CHECKING:
+    from .commit_log import AppendedRecord
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 
@@ -90,3 +94,35 @@ def dispatch_request_of(topic: str, queue_id: int, commit_log_offset: int, msg_s
         compute_tags_code(topic, props, store_timestamp, delay_levels_ms),
         store_timestamp, queue_offset, get_property(props, "KEYS"), get_property(props, "UNIQ_KEY"),
         sys_flag, prepared_transaction_offset, batch_size, base, props)
+
+
+
+# TAGS, KEYS and UNIQ_KEY of a record as the append path looked them up (see ``known_dispatch_properties``).
+KnownProperties = tuple[str | None, str | None, str | None]
+
+
+def known_dispatch_properties(topic: str, properties: dict[str, str], props: str) -> KnownProperties | None:
+    """TAGS/KEYS/UNIQ_KEY from the dict a record was encoded from, when they say what ``props`` says.
+
+    Why: three lookups at append time save dispatch three scans of the encoded string. The dict
+    agrees with the string when it has one separator pair per entry (no key or value holds a
+    separator, no None value was skipped). Delay-level tagsCodes and inner batches (rare) are left
+    to the string: None.
+    """
+    n = len(properties)
+    if topic == SCHEDULE_TOPIC or "INNER_NUM" in properties or props.count("\x01") != n \
+            or props.count("\x02") != n:
+        return None
+    get = properties.get
+    return get("TAGS"), get("KEYS") or None, get("UNIQ_KEY") or None
+
+
+def dispatch_request_of_appended(rec: AppendedRecord, delay_levels_ms: list[int]) -> DispatchRequest:
+    """The request for a record this process just appended, from what the append path knew."""
+    phy, size, topic, queue_id, queue_offset, sys_flag, store_ts, prepared, props, known = rec
+    if known is None:
+        return dispatch_request_of(topic, queue_id, phy, size, sys_flag, store_ts, queue_offset, prepared, props,
+                                   delay_levels_ms)
+    tags, keys, uniq_key = known
+    return DispatchRequest(topic, queue_id, phy, size, tags_code(tags), store_ts, queue_offset, keys, uniq_key,
+                           sys_flag, prepared, 1, queue_offset, props)

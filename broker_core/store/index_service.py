@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from broker_core.store.codec.hashing import index_key_hash
 from broker_core.store.codec.index_format import (
     DEFAULT_MAX_HASH_SLOT_NUM,
     DEFAULT_MAX_INDEX_NUM,
@@ -109,8 +110,8 @@ class IndexService:
     @property
     def last_index_file_end_phy_offset(self) -> int:
         """endPhyOffset of the newest file (0 if none): where index dispatch has got to."""
-        with self._lock:
-            return self._files[-1].end_phy_offset if self._files else 0
+        files = self._files  # no lock: one list read and one int read (dispatch asks once per record)
+        return files[-1].end_phy_offset if files else 0
 
     @property
     def last_index_file_end_timestamp(self) -> int:
@@ -175,33 +176,26 @@ class IndexService:
             if self.on_full_file_flushed is not None:
                 self.on_full_file_flushed(full_ts)
 
-    def _put(self, f: IndexFile, key: str, phy_offset: int, store_timestamp: int) -> IndexFile:
-        while not f.put_key(key, phy_offset, store_timestamp):
-            f = self._get_and_create_last_file()
-        return f
-
     def build_index(self, topic: str, phy_offset: int, store_timestamp: int, uniq_key: str | None,
                     keys: str | None, tran_type: int) -> int:
         """Index one dispatched record; returns the number of entries written (0 if skipped).
 
-        ``tran_type`` is ``sysFlag & 0xC`` (a full sysFlag is masked here too).
+        ``tran_type`` is ``sysFlag & 0xC`` (a full sysFlag is masked here too). Keys are hashed
+        before taking the lock; the UNIQ_KEY entry comes first, then each KEYS token, as in Java.
         """
         self._check_writable()
+        prefix = topic + "#"
+        hashes = [index_key_hash(prefix + uniq_key)] if uniq_key is not None else []
+        if keys:
+            hashes += [index_key_hash(prefix + token) for token in keys.split(KEY_SEPARATOR) if token]
         with self._lock:
             f = self._get_and_create_last_file()
-            if phy_offset < f.end_phy_offset:
+            if phy_offset < f.end_phy_offset or tran_type & TRANSACTION_TYPE_MASK == TRANSACTION_ROLLBACK_TYPE:
                 return 0
-            if tran_type & TRANSACTION_TYPE_MASK == TRANSACTION_ROLLBACK_TYPE:
-                return 0
-            written = 0
-            if uniq_key is not None:
-                f = self._put(f, build_key(topic, uniq_key), phy_offset, store_timestamp)
-                written += 1
-            if keys:
-                for token in keys.split(KEY_SEPARATOR):
-                    if token:
-                        f = self._put(f, build_key(topic, token), phy_offset, store_timestamp)
-                        written += 1
+            written = f.put_key_hashes(hashes, phy_offset, store_timestamp)
+            while written < len(hashes):
+                f = self._get_and_create_last_file()
+                written += f.put_key_hashes(hashes[written:], phy_offset, store_timestamp)
             return written
 
     # ------------------------------------------------------------------ read

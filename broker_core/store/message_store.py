@@ -22,7 +22,13 @@ from .batch_consume_queue import BatchConsumeQueue
 from .checkpoint import StoreCheckpoint
 from .codec.batch import iter_batch_raw
 from .codec.message import RECORD_BLANK, RECORD_VALID, MessageExt, MessageInner, check_record
-from .codec.sys_flag import INNER_BATCH_FLAG, NEED_UNWRAP_FLAG
+from .codec.sys_flag import (
+    INNER_BATCH_FLAG,
+    NEED_UNWRAP_FLAG,
+    TRANSACTION_COMMIT_TYPE,
+    TRANSACTION_NOT_TYPE,
+    TRANSACTION_TYPE_MASK,
+)
 from .commit_log import CommitLog, PutMessageResult, PutMessageStatus, now_ms
 from .consume_queue import BOUNDARY_LOWER, ConsumeQueue, ConsumeQueueBase, CqUnit
 from .dispatch import DispatchRequest, build_dispatch_request
@@ -414,6 +420,7 @@ class MessageStore:
             for mf in fq.files:
                 mf.flushed_position = mf.wrote_position
         self.commit_log.flushed_offset = offset
+        self.commit_log.appended_records.clear()  # they describe bytes that may be gone
 
     def _rebuild_queue_offset_table(self) -> None:
         table = self.commit_log.queue_offsets
@@ -447,14 +454,15 @@ class MessageStore:
     def do_dispatch(self, req: DispatchRequest, notify: bool = True) -> None:
         if self.dispatch_filter is not None and not self.dispatch_filter(req):
             return
-        enters_queue = req.enters_queue
+        tran_type = req.sys_flag & TRANSACTION_TYPE_MASK
+        enters_queue = tran_type == TRANSACTION_NOT_TYPE or tran_type == TRANSACTION_COMMIT_TYPE
         if enters_queue:
             cq = self.consume_queues.get((req.topic, req.queue_id))
             if cq is None:
                 qtype = BATCH_CQ if req.is_inner_batch else None
                 cq = self.find_consume_queue(req.topic, req.queue_id, create=True, queue_type=qtype)
             if cq is not None:
-                if isinstance(cq, BatchConsumeQueue):
+                if cq.is_batch:
                     cq.put_message_position_info(req.commit_log_offset, req.msg_size, req.tags_code,
                                                  req.msg_base_offset, req.store_timestamp, req.batch_size)
                 else:
@@ -462,7 +470,7 @@ class MessageStore:
                                                  req.consume_queue_offset)
                 if self.checkpoint is not None:
                     self.checkpoint.logics_msg_timestamp = req.store_timestamp
-        if self.config.message_index_enable and self.index_service is not None and not self.read_only:
+        if self.index_service is not None and self.config.message_index_enable and not self.read_only:
             self._build_index(req)
         for d in self.dispatchers:
             d(req)
@@ -480,10 +488,9 @@ class MessageStore:
         """
         svc = self.index_service
         phy = req.commit_log_offset
-        end_phy = svc.last_index_file_end_phy_offset
         uniq_key, keys = req.uniq_key, req.keys
-        if phy <= end_phy and svc.stats().entry_count > 0:
-            if phy < end_phy:
+        if phy <= svc.last_index_file_end_phy_offset and svc.stats().entry_count > 0:
+            if phy < svc.last_index_file_end_phy_offset:
                 return
             max_ts = 2 ** 63 - 1
             if uniq_key is not None and phy in svc.query_offset(req.topic, uniq_key, 64, 0, max_ts):
@@ -493,7 +500,7 @@ class MessageStore:
                                 if k and phy not in svc.query_offset(req.topic, k, 64, 0, max_ts)) or None
             if uniq_key is None and not keys:
                 return
-        svc.build_index(req.topic, phy, req.store_timestamp, uniq_key, keys, req.tran_type)
+        svc.build_index(req.topic, phy, req.store_timestamp, uniq_key, keys, req.sys_flag)
 
     def wait_for_dispatch(self, timeout: float = 10.0) -> bool:
         """Block until every written record is in its consume queue and the index (tests, CLI)."""

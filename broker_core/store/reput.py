@@ -11,7 +11,12 @@ import threading
 from collections.abc import Callable
 
 from .codec.message import RECORD_BLANK, RECORD_VALID, check_record, decode_dispatch_fields
-from .dispatch import DispatchRequest, build_dispatch_request, dispatch_request_of
+from .dispatch import (
+    DispatchRequest,
+    build_dispatch_request,
+    dispatch_request_of,
+    dispatch_request_of_appended,
+)
 
 log = logging.getLogger("rmqops.store")
 
@@ -83,8 +88,17 @@ class ReputMessageService:
         do_dispatch = store.do_dispatch
         delay_levels = store.delay_levels_ms
         file_size = store.config.mapped_file_size_commit_log
+        appended = cl.appended_records
         dispatched = 0
         with self._dispatch_lock:
+            # Records this process appended, contiguous from reput_from_offset: no file lookup, no decoding.
+            offset = self.reput_from_offset
+            while appended and appended[0][0] == offset:
+                rec = appended.popleft()
+                do_dispatch(dispatch_request_of_appended(rec, delay_levels))
+                offset += rec[1]
+                self.reput_from_offset = offset
+                dispatched += 1
             while True:
                 max_offset = cl.max_offset()
                 offset = self.reput_from_offset
@@ -98,10 +112,21 @@ class ReputMessageService:
                 mf = cl.file_queue.find_mapped_file_by_offset(offset)
                 if mf is None:
                     break
-                pos = offset - mf.file_from_offset
+                base = mf.file_from_offset
+                pos = offset - base
                 limit = mf.wrote_position
                 mv = mf.mv
                 while pos < limit:
+                    # Records this process appended come with their fields (nothing to decode); the
+                    # rest is read from the file. Entries dispatch has moved past are stale.
+                    while appended and appended[0][0] < base + pos:
+                        appended.popleft()
+                    if appended and appended[0][0] == base + pos:
+                        rec = appended.popleft()
+                        do_dispatch(dispatch_request_of_appended(rec, delay_levels))
+                        pos += rec[1]
+                        dispatched += 1
+                        continue
                     # Fast path: decode only the fields dispatch needs. Anything else (the BLANK end
                     # of a file, torn or corrupt data) goes through check_record for its verdict.
                     fields = decode_dispatch_fields(mv, pos, limit)
@@ -121,9 +146,8 @@ class ReputMessageService:
                         pos = file_size
                         break
                     else:
-                        log.error("dispatch stopped at commitlog offset %d: %s", mf.file_from_offset + pos,
-                                  rc.reason)
-                        self.reput_from_offset = mf.file_from_offset + pos
+                        log.error("dispatch stopped at commitlog offset %d: %s", base + pos, rc.reason)
+                        self.reput_from_offset = base + pos
                         return dispatched
                 self.reput_from_offset = mf.file_from_offset + pos
                 if pos < file_size:

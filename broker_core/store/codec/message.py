@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from .hashing import rmq_crc32
 from .hosts import Host, decode_host, encode_host
@@ -151,14 +152,30 @@ class MessageExt:
         return create_offset_msg_id(self.store_host, self.commit_log_offset)
 
 
-def encode_record(msg: MessageInner, queue_offset: int, physical_offset: int, store_timestamp: int,
-                  properties_string: str | None = None, max_message_size: int = 4 * 1024 * 1024,
-                  append_prop_crc: bool = False) -> bytearray:
-    """Encode one full record. The append path patches offsets/timestamps later with ``patch_record``.
+# What ``prepare_record`` returns: (TOTALSIZE, header struct, MAGICCODE, BODYCRC, SYSFLAG, BORNHOST raw,
+# STOREHOST raw, tail = TOPICLEN+TOPIC+PROPERTIESLENGTH+PROPERTIES, PROPERTIES string).
+PreparedRecord = tuple[int, struct.Struct, int, int, int, bytes, bytes, bytes, str]
 
-    ``append_prop_crc`` is ``enabledAppendPropCRC`` (spec §1.6): 20 bytes ``__CRC32#``/digits are
-    reserved at the end of PROPERTIES (after a 0x02 if the string lacks one) and filled with the CRC
-    of the rest of the record; ``patch_record(..., prop_crc=True)`` refreshes it after patching.
+
+@lru_cache(maxsize=1024)
+def _topic_field(topic: str) -> tuple[bytes, bool]:
+    """TOPICLEN + TOPIC bytes of a topic and whether it needs the V2 (2-byte length) layout."""
+    raw = topic.encode("utf-8")
+    n = len(raw)
+    if n > 32767:
+        raise RecordError(f"topic length {n} too long")
+    v2 = n > 127
+    return (_I16.pack(n) if v2 else _TOPIC_LEN_V1[n]) + raw, v2
+
+
+def prepare_record(msg: MessageInner, properties_string: str | None = None,
+                   max_message_size: int = 4 * 1024 * 1024, append_prop_crc: bool = False) -> PreparedRecord:
+    """Everything of a record that does not depend on where it lands (offsets, store time).
+
+    Why split from writing: the append path does this (and the body CRC) outside the append lock and
+    then writes the record straight into the mapped file under the lock with ``write_record``, with
+    no intermediate buffer and no patching. ``append_prop_crc`` reserves the 20 bytes of
+    ``enabledAppendPropCRC`` (spec §1.6) at the end of PROPERTIES (after a 0x02 if missing).
     """
     props = encode_properties(msg.properties) if properties_string is None else properties_string
     if append_prop_crc and props and not props.endswith(PROPERTY_SEPARATOR):
@@ -166,17 +183,14 @@ def encode_record(msg: MessageInner, queue_offset: int, physical_offset: int, st
     props_bytes = props.encode("utf-8")
     if append_prop_crc:
         props_bytes += bytes(CRC32_RESERVED_LEN)
-    topic_bytes = msg.topic.encode("utf-8")
+    props_len = len(props_bytes)
     body = msg.body
     body_len = len(body)
     if body_len > max_message_size:
         raise RecordError(f"message body size {body_len} exceeds maxMessageSize {max_message_size}")
-    if len(props_bytes) > 32767:
-        raise RecordError(f"properties size {len(props_bytes)} exceeds 32767 bytes")
-    topic_len = len(topic_bytes)
-    v2 = topic_len > 127
-    if topic_len > 32767:
-        raise RecordError(f"topic length {topic_len} too long")
+    if props_len > 32767:
+        raise RecordError(f"properties size {props_len} exceeds 32767 bytes")
+    topic_raw, v2 = _topic_field(msg.topic)
     born_raw = encode_host(msg.born_host)
     store_raw = encode_host(msg.store_host)
     sys_flag = msg.sys_flag & ~_HOST_FLAGS
@@ -185,19 +199,53 @@ def encode_record(msg: MessageInner, queue_offset: int, physical_offset: int, st
     if len(store_raw) == 20:
         sys_flag |= STOREHOSTADDRESS_V6_FLAG
     header = _HEADER_BY_HOST_FLAGS[sys_flag & _HOST_FLAGS]
-    topic_len_raw = _I16.pack(topic_len) if v2 else _TOPIC_LEN_V1[topic_len]
-    total = header.size + body_len + len(topic_len_raw) + topic_len + 2 + len(props_bytes)
+    tail = topic_raw + _I16.pack(props_len) + props_bytes
+    total = header.size + body_len + len(tail)
     if total > max_message_size + 65536:
         raise RecordError(f"encoded record size {total} exceeds the limit {max_message_size + 65536}")
-    # One C-level join into an exactly sized bytearray: far cheaper than zero-filling a buffer and
-    # copying each part in with slice assignments.
-    buf = bytearray().join((
-        header.pack(total, MESSAGE_MAGIC_CODE_V2 if v2 else MESSAGE_MAGIC_CODE_V1, rmq_crc32(body), msg.queue_id,
-                    msg.flag, queue_offset, physical_offset, sys_flag, msg.born_timestamp, born_raw,
-                    store_timestamp, store_raw, msg.reconsume_times, msg.prepared_transaction_offset, body_len),
-        body, topic_len_raw, topic_bytes, _I16.pack(len(props_bytes)), props_bytes))
+    return (total, header, MESSAGE_MAGIC_CODE_V2 if v2 else MESSAGE_MAGIC_CODE_V1,
+            rmq_crc32(body) if body_len else 0, sys_flag, born_raw, store_raw, tail, props)
+
+
+def write_record(buf: bytearray | memoryview, pos: int, rec: PreparedRecord, msg: MessageInner, queue_offset: int,
+                 physical_offset: int, store_timestamp: int) -> None:
+    """Write a prepared record at ``pos``: one header pack, then the body and the tail copied in."""
+    total, header, magic, body_crc, sys_flag, born_raw, store_raw, tail, _ = rec
+    body = msg.body
+    body_len = len(body)
+    header.pack_into(buf, pos, total, magic, body_crc, msg.queue_id, msg.flag, queue_offset, physical_offset,
+                     sys_flag, msg.born_timestamp, born_raw, store_timestamp, store_raw, msg.reconsume_times,
+                     msg.prepared_transaction_offset, body_len)
+    p = pos + header.size
+    buf[p:p + body_len] = body
+    p += body_len
+    buf[p:pos + total] = tail
+
+
+def record_parts(rec: PreparedRecord, msg: MessageInner, queue_offset: int, physical_offset: int,
+                 store_timestamp: int) -> tuple[bytes, bytes, bytes]:
+    """A prepared record as (header, body, tail) buffers for a vectored write: the body is not copied."""
+    total, header, magic, body_crc, sys_flag, born_raw, store_raw, tail, _ = rec
+    body = msg.body
+    return (header.pack(total, magic, body_crc, msg.queue_id, msg.flag, queue_offset, physical_offset, sys_flag,
+                        msg.born_timestamp, born_raw, store_timestamp, store_raw, msg.reconsume_times,
+                        msg.prepared_transaction_offset, len(body)), body, tail)
+
+
+def encode_record(msg: MessageInner, queue_offset: int, physical_offset: int, store_timestamp: int,
+                  properties_string: str | None = None, max_message_size: int = 4 * 1024 * 1024,
+                  append_prop_crc: bool = False) -> bytearray:
+    """Encode one full record into a new buffer (``prepare_record`` + ``write_record``).
+
+    ``append_prop_crc`` is ``enabledAppendPropCRC`` (spec §1.6): the reserved last 20 bytes of
+    PROPERTIES are filled with the CRC of the rest of the record; ``patch_record(..., prop_crc=True)``
+    refreshes it after patching.
+    """
+    rec = prepare_record(msg, properties_string, max_message_size, append_prop_crc)
+    buf = bytearray(rec[0])
+    write_record(buf, 0, rec, msg, queue_offset, physical_offset, store_timestamp)
     if append_prop_crc:
-        write_prop_crc(buf, 0, total)
+        write_prop_crc(buf, 0, rec[0])
     return buf
 
 
