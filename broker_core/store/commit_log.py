@@ -203,19 +203,13 @@ class CommitLog:
             if mf is None:
                 return PutMessageResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED)
             store_ts = self._store_timestamp(msg)
-            pos = mf.wrote_position
-            phy = mf.file_from_offset + pos
             if queue_offset is not None:
                 base_q = queue_offset
             elif tran_typed:
                 base_q = self.queue_offsets.next(msg.topic, msg.queue_id)
             else:
                 base_q = self.queue_offsets.assign(msg.topic, msg.queue_id, queue_step)
-            record_q = 0 if tran_typed else base_q
-            self._write(mf, pos, rec, msg, record_q, phy, store_ts)
-            mf.wrote_position = pos + size
-            self.appended_records.append((phy, size, msg.topic, msg.queue_id, record_q, rec[4], store_ts,
-                                          msg.prepared_transaction_offset, rec[8], known))
+            phy = self._append_record(mf, rec, msg, 0 if tran_typed else base_q, store_ts, known)
         return self._appended(msg, phy, size, base_q, queue_step, store_ts)
 
     def put_inner_batch(self, msg: MessageInner, inner_num: int) -> PutMessageResult:
@@ -241,13 +235,8 @@ class CommitLog:
             if mf is None:
                 return PutMessageResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED)
             store_ts = self._store_timestamp(msg)
-            pos = mf.wrote_position
-            phy = mf.file_from_offset + pos
             self.queue_offsets.advance(msg.topic, msg.queue_id, inner_num)
-            self._write(mf, pos, rec, msg, base_q, phy, store_ts)
-            mf.wrote_position = pos + size
-            self.appended_records.append((phy, size, msg.topic, msg.queue_id, base_q, rec[4], store_ts,
-                                          msg.prepared_transaction_offset, rec[8], None))
+            phy = self._append_record(mf, rec, msg, base_q, store_ts, None)
         return self._appended(msg, phy, size, base_q, inner_num, store_ts)
 
     def _too_large(self, size: int) -> PutMessageResult | None:
@@ -275,14 +264,24 @@ class CommitLog:
             result.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
         return result
 
-    @staticmethod
-    def _write(mf: MappedFile, pos: int, rec: PreparedRecord, msg: MessageInner, queue_offset: int, phy: int,
-               store_ts: int) -> None:
-        """Small records are copied into the mapping (populated ahead); large ones go in with pwritev."""
-        if rec[0] < DIRECT_WRITE_MIN:
+    def _append_record(self, mf: MappedFile, rec: PreparedRecord, msg: MessageInner, queue_offset: int,
+                       store_ts: int, known: KnownProperties | None) -> int:
+        """Write a prepared record at the file's write position (under the put lock), advance it and
+        hand dispatch the record's fields; returns its commitlog offset.
+
+        Small records are copied into the mapping (populated ahead); large ones go in with pwritev.
+        """
+        pos = mf.wrote_position
+        phy = mf.file_from_offset + pos
+        size = rec[0]
+        if size < DIRECT_WRITE_MIN:
             write_record(mf.mv, pos, rec, msg, queue_offset, phy, store_ts)
         else:
             mf.write_vectored(pos, record_parts(rec, msg, queue_offset, phy, store_ts))
+        mf.wrote_position = pos + size
+        self.appended_records.append((phy, size, msg.topic, msg.queue_id, queue_offset, rec[4], store_ts,
+                                      msg.prepared_transaction_offset, rec[8], known))
+        return phy
 
     def _file_for(self, size: int) -> MappedFile | None:
         """The file the next ``size`` bytes go to; a file they do not fit is ended with BLANK first."""
@@ -308,8 +307,9 @@ class CommitLog:
         total = sum(rec[0] for rec in prepared)
         if (too_large := self._too_large(total)) is not None:
             return too_large
+        known = [known_dispatch_properties(m.topic, m.properties, rec[8]) if p is None else None
+                 for m, rec, p in zip(msgs, prepared, props, strict=True)]
         first = msgs[0]
-        appended = self.appended_records
         with self.put_lock:
             mf = self._file_for(total)
             if mf is None:
@@ -318,25 +318,16 @@ class CommitLog:
             wrote_offset = mf.file_from_offset + mf.wrote_position
             base_q = self.queue_offsets.next(first.topic, first.queue_id)
             ids: list[str] = []
-            pos = mf.wrote_position
-            phy = wrote_offset
             q = base_q
             tran_typed = not is_dispatched_to_queue(first.sys_flag)
-            for m, rec, p in zip(msgs, prepared, props, strict=True):
+            for m, rec, k in zip(msgs, prepared, known, strict=True):
                 ts = m.store_timestamp if m.keep_store_timestamp else store_ts
-                record_q = 0 if tran_typed else q
-                self._write(mf, pos, rec, m, record_q, phy, ts)
-                size = rec[0]
-                pos += size
-                mf.wrote_position = pos
-                appended.append((phy, size, m.topic, m.queue_id, record_q, rec[4], ts, m.prepared_transaction_offset,
-                                 rec[8], known_dispatch_properties(m.topic, m.properties, rec[8]) if p is None else None))
+                phy = self._append_record(mf, rec, m, 0 if tran_typed else q, ts, k)
                 ids.append(create_offset_msg_id(m.store_host, phy))
-                phy += size
                 q += 1
             if not tran_typed:
                 self.queue_offsets.advance(first.topic, first.queue_id, q - base_q)
-            end_offset = phy
+            end_offset = wrote_offset + total
         for listener in self.append_listeners:
             listener()
         result = PutMessageResult(PutMessageStatus.PUT_OK, wrote_offset, total, ",".join(ids), base_q,

@@ -214,29 +214,25 @@ class ConsumeQueue(ConsumeQueueBase):
             return True
         expect = cq_offset * CQ_STORE_UNIT_SIZE
         files = self.file_queue.files
-        if files:
-            mf = files[-1]
+        mf = files[-1] if files else None
+        if mf is None or mf.file_from_offset + mf.wrote_position != expect or mf.wrote_position >= mf.file_size:
+            # Not simply the next unit of the file being written (what almost every dispatch is): a new
+            # file, a queue starting past 0, a unit already there or a gap.
+            mf = self.file_queue.get_last_mapped_file(expect)
+            if mf is None:
+                return False
             pos = mf.wrote_position
-            if mf.file_from_offset + pos == expect and pos < mf.file_size:
-                # The next unit of the file being written: what almost every dispatch is.
-                _pack_cq_unit(mf.mv, pos, phy_offset, size, tags_code)
-                mf.wrote_position = pos + CQ_STORE_UNIT_SIZE
-                self.max_physic_offset = phy_offset + size
-                return True
-        mf = self.file_queue.get_last_mapped_file(expect)
-        if mf is None:
-            return False
+            if pos == 0 and cq_offset != 0 and len(self.file_queue.files) == 1 and mf.file_from_offset <= expect:
+                self.min_logic_offset = expect
+                self._fill_pre_blank(mf, expect)
+                pos = mf.wrote_position
+            current = mf.file_from_offset + pos
+            if expect < current:
+                return True  # already dispatched
+            if expect != current:
+                log.warning("consume queue %s-%d: expected logic offset %d but the queue is at %d",
+                            self.topic, self.queue_id, expect, current)
         pos = mf.wrote_position
-        if pos == 0 and cq_offset != 0 and len(self.file_queue.files) == 1 and mf.file_from_offset <= expect:
-            self.min_logic_offset = expect
-            self._fill_pre_blank(mf, expect)
-            pos = mf.wrote_position
-        current = mf.file_from_offset + pos
-        if expect < current:
-            return True  # already dispatched
-        if expect != current:
-            log.warning("consume queue %s-%d: expected logic offset %d but the queue is at %d",
-                        self.topic, self.queue_id, expect, current)
         # Packed straight into the mapping (what MappedFile.append does, minus a temporary bytes).
         _pack_cq_unit(mf.mv, pos, phy_offset, size, tags_code)
         mf.wrote_position = pos + CQ_STORE_UNIT_SIZE

@@ -184,10 +184,9 @@ class IndexService:
         before taking the lock; the UNIQ_KEY entry comes first, then each KEYS token, as in Java.
         """
         self._check_writable()
-        prefix = topic + "#"
-        hashes = [index_key_hash(prefix + uniq_key)] if uniq_key is not None else []
+        hashes = [index_key_hash(build_key(topic, uniq_key))] if uniq_key is not None else []
         if keys:
-            hashes += [index_key_hash(prefix + token) for token in keys.split(KEY_SEPARATOR) if token]
+            hashes += [index_key_hash(build_key(topic, token)) for token in keys.split(KEY_SEPARATOR) if token]
         with self._lock:
             f = self._get_and_create_last_file()
             if phy_offset < f.end_phy_offset or tran_type & TRANSACTION_TYPE_MASK == TRANSACTION_ROLLBACK_TYPE:

@@ -22,13 +22,7 @@ from .batch_consume_queue import BatchConsumeQueue
 from .checkpoint import StoreCheckpoint
 from .codec.batch import iter_batch_raw
 from .codec.message import RECORD_BLANK, RECORD_VALID, MessageExt, MessageInner, check_record
-from .codec.sys_flag import (
-    INNER_BATCH_FLAG,
-    NEED_UNWRAP_FLAG,
-    TRANSACTION_COMMIT_TYPE,
-    TRANSACTION_NOT_TYPE,
-    TRANSACTION_TYPE_MASK,
-)
+from .codec.sys_flag import INNER_BATCH_FLAG, NEED_UNWRAP_FLAG, is_dispatched_to_queue
 from .commit_log import CommitLog, PutMessageResult, PutMessageStatus, now_ms
 from .consume_queue import BOUNDARY_LOWER, ConsumeQueue, ConsumeQueueBase, CqUnit
 from .dispatch import DispatchRequest, build_dispatch_request
@@ -454,8 +448,7 @@ class MessageStore:
     def do_dispatch(self, req: DispatchRequest, notify: bool = True) -> None:
         if self.dispatch_filter is not None and not self.dispatch_filter(req):
             return
-        tran_type = req.sys_flag & TRANSACTION_TYPE_MASK
-        enters_queue = tran_type == TRANSACTION_NOT_TYPE or tran_type == TRANSACTION_COMMIT_TYPE
+        enters_queue = is_dispatched_to_queue(req.sys_flag)
         if enters_queue:
             cq = self.consume_queues.get((req.topic, req.queue_id))
             if cq is None:
@@ -488,9 +481,10 @@ class MessageStore:
         """
         svc = self.index_service
         phy = req.commit_log_offset
+        end_phy = svc.last_index_file_end_phy_offset
         uniq_key, keys = req.uniq_key, req.keys
-        if phy <= svc.last_index_file_end_phy_offset and svc.stats().entry_count > 0:
-            if phy < svc.last_index_file_end_phy_offset:
+        if phy <= end_phy and svc.stats().entry_count > 0:
+            if phy < end_phy:
                 return
             max_ts = 2 ** 63 - 1
             if uniq_key is not None and phy in svc.query_offset(req.topic, uniq_key, 64, 0, max_ts):

@@ -81,6 +81,26 @@ class ReputMessageService:
             time.sleep(0.001)
         return True
 
+    def _dispatch_appended(self, offset: int) -> int:
+        """Dispatch the appended records that follow on from ``offset`` one after another, moving
+        reput_from_offset past each; returns how many. Entries dispatch has moved past are dropped.
+
+        A run never crosses a commitlog file: every file ends with a BLANK, which is not appended.
+        """
+        appended = self.store.commit_log.appended_records
+        while appended and appended[0][0] < offset:
+            appended.popleft()
+        do_dispatch = self.store.do_dispatch
+        delay_levels = self.store.delay_levels_ms
+        n = 0
+        while appended and appended[0][0] == offset:
+            rec = appended.popleft()
+            do_dispatch(dispatch_request_of_appended(rec, delay_levels))
+            offset += rec[1]
+            self.reput_from_offset = offset
+            n += 1
+        return n
+
     def do_reput(self) -> int:
         """Dispatch all complete records from reput_from_offset up to the commitlog's end."""
         store = self.store
@@ -88,17 +108,10 @@ class ReputMessageService:
         do_dispatch = store.do_dispatch
         delay_levels = store.delay_levels_ms
         file_size = store.config.mapped_file_size_commit_log
-        appended = cl.appended_records
         dispatched = 0
         with self._dispatch_lock:
-            # Records this process appended, contiguous from reput_from_offset: no file lookup, no decoding.
-            offset = self.reput_from_offset
-            while appended and appended[0][0] == offset:
-                rec = appended.popleft()
-                do_dispatch(dispatch_request_of_appended(rec, delay_levels))
-                offset += rec[1]
-                self.reput_from_offset = offset
-                dispatched += 1
+            # Usually everything new was appended by this process: no file lookup, no decoding.
+            dispatched += self._dispatch_appended(self.reput_from_offset)
             while True:
                 max_offset = cl.max_offset()
                 offset = self.reput_from_offset
@@ -118,14 +131,11 @@ class ReputMessageService:
                 mv = mf.mv
                 while pos < limit:
                     # Records this process appended come with their fields (nothing to decode); the
-                    # rest is read from the file. Entries dispatch has moved past are stale.
-                    while appended and appended[0][0] < base + pos:
-                        appended.popleft()
-                    if appended and appended[0][0] == base + pos:
-                        rec = appended.popleft()
-                        do_dispatch(dispatch_request_of_appended(rec, delay_levels))
-                        pos += rec[1]
-                        dispatched += 1
+                    # rest is read from the file.
+                    n = self._dispatch_appended(base + pos)
+                    if n:
+                        dispatched += n
+                        pos = self.reput_from_offset - base
                         continue
                     # Fast path: decode only the fields dispatch needs. Anything else (the BLANK end
                     # of a file, torn or corrupt data) goes through check_record for its verdict.
