@@ -27,33 +27,39 @@ from broker_core.store.codec.batch import BatchItem
 from broker_core.store.codec.message import MessageExt, MessageInner
 from broker_core.store.codec.message_id import decode_offset_msg_id
 from broker_core.store.codec.properties import PROPERTY_REAL_TOPIC
-from broker_core.store.commit_log import PutMessageResult, PutMessageStatus, now_ms
-from broker_core.store.message_store import MessageStore
+from broker_core.store.commit_log import PutMessageResult, now_ms
+from broker_core.store.message_store import GetMessageResult, GetMessageStatus, MessageStore
 from broker_core.store.schedule import ScheduleMessageService, ScheduleStats
 from broker_core.store.subscription_group_config import SubscriptionGroupConfig, SubscriptionGroupTable
 from broker_core.store.timer.timer_message_store import TickResult, TimerBacklog, TimerMessageStore
 from broker_core.store.topic_config import TopicConfig
 
 from .broker_config import BrokerConfig
+from .client_registry import Channel, ClientRegistry, ConsumerData, ConsumerGroupInfo, HeartbeatResult
 from .consumer_offset_manager import ConsumerOffsetManager
 from .errors import (
     BrokerError,
     BrokerSystemError,
     InvalidParameterError,
     NoPermissionError,
+    QueryNotFoundError,
     ServiceNotAvailableError,
+    SubscriptionParseFailedError,
     TopicNotExistError,
 )
-from .hooks import PutMessageHookError, build_put_message_hooks
+from .filter import FilterSyntaxError, UnsupportedExpressionTypeError, build_filter
+from .hooks import PutMessageHook, build_put_message_hooks
 from .long_polling import PullRequestHoldService
 from .pop import AckResult, ChangeInvisibleResult, PopResult, PopService
 from .pop.pop_service import CONSUME_INIT_MODE_MAX, MAX_POP_MSG_NUMS
 from .pull import PullResult, PullService
+from .put_pipeline import PutPipeline
 from .queue_lock import MessageQueue, RebalanceLockManager
 from .request_context import RequestContext
 from .reset_offset import OffsetResetListener, ResetOffsetPlanEntry, ResetOffsetService
 from .retry import PERM_READ_WRITE, RetryService, SendBackResult
-from .send import MessageSender, PutMessageHook, SendResult
+from .route_info import BrokerRegistration, TopicQueueConfig
+from .send import MessageSender, SendResult
 from .stats import BrokerStats, GroupQueueStats, QueueStats
 from .subscription_group_manager import SubscriptionGroupManager
 from .topic_manager import TopicManager
@@ -74,6 +80,7 @@ QueueRef = MessageQueue | tuple[str, int]
 # Optional hooks part B (pop/FIFO) installs: (group, topic, queue_id) -> value.
 InflightProvider = Callable[[str, str, int], int]
 BlockedProvider = Callable[[str, str, int], bool]
+TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"  # the group Apache's mqadmin tools pull with
 TCMT_QUEUE_NUMS = 1  # TRANS_CHECK_MAX_TIME_TOPIC queues (TopicConfigManager#createTopicOfTranCheckMaxTime)
 
 
@@ -125,13 +132,14 @@ class Broker:
             self.store.shutdown()
             raise
         self.stats = BrokerStats(clock)
+        self.client_registry = ClientRegistry(clock)
         self.pull_hold_service = PullRequestHoldService()
         self.store.arrival_listeners.append(self.pull_hold_service.notify_message_arriving)
+        self.put_pipeline = PutPipeline(self.store, build_put_message_hooks(self.config.store, clock), read_only)
+        self.put_message_hooks: list[PutMessageHook] = self.put_pipeline.hooks
         self.sender = MessageSender(self.store, self.topic_manager, self.group_manager, self.config, clock,
-                                    on_put=self.stats.record_put)
-        self.put_message_hooks: list[PutMessageHook] = self.sender.put_message_hooks
-        self.put_message_hooks.extend(build_put_message_hooks(self.config.store, clock))
-        self.sender.put_message = self.put_message_internal
+                                    self.put_pipeline, on_put=self.stats.record_put,
+                                    prepare_transaction=self._prepare_transaction)
         self.puller = PullService(self.store, self.topic_manager, self.group_manager, self.offset_manager,
                                   self.config, self.pull_hold_service, on_get=self.stats.record_get)
         self.lock_manager = RebalanceLockManager(clock, self.config.rebalance_lock_max_live_time)
@@ -177,7 +185,6 @@ class Broker:
             self.store.config_dir, cfg.store_host)
         self.transaction_service.load()
         self.transaction_check_service = TransactionalMessageCheckService(self.transaction_service, clock)
-        self.sender.prepare_transaction = self.transaction_service.prepare_message
 
     def _make_auth_manager(self, audit_log_path: Path | None) -> AuthManager:
         auth_cfg = self.config.auth
@@ -277,7 +284,8 @@ class Broker:
 
     # -- ACL ---------------------------------------------------------------------------------------
     def _authorize(self, auth: RequestContext | None, request: str | None, *, topic: str | None = None,
-                   group: str | None = None, topics: Iterable[str] = ()) -> None:
+                   group: str | None = None, topics: Iterable[str] = (),
+                   subscriptions: dict[str, list[str]] | None = None) -> None:
         """Authenticate and authorize a remote caller; in-process callers (auth=None) are trusted.
         ``request`` None authenticates only."""
         if auth is None:
@@ -299,7 +307,8 @@ class Broker:
                 return
             self.auth_manager.authorize_request(subject, auth.source_ip, request,
                                                 request_code=auth.request_code, channel_id=auth.channel_id,
-                                                topic=topic, group=group, topics=topics)
+                                                topic=topic, group=group, topics=topics,
+                                                subscriptions=subscriptions)
         except AuthError as e:
             raise NoPermissionError(e.message, code=e.code) from e
 
@@ -396,21 +405,14 @@ class Broker:
 
     # -- internal writes ---------------------------------------------------------------------------
     def put_message_internal(self, msg: MessageInner) -> PutMessageResult:
-        """The put every broker-side writer uses: the put hooks (DELAY -> SCHEDULE_TOPIC_XXXX, TIMER_* ->
-        rmq_sys_wheel_timer), then the store. A hook's refusal is returned as its put status, as the
-        Java store answers (WHEEL_TIMER_NOT_ENABLE, WHEEL_TIMER_MSG_ILLEGAL, MESSAGE_ILLEGAL)."""
-        if self.read_only:
-            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="the broker is open read-only")
-        try:
-            msg = self.sender.run_hooks(msg)
-        except BrokerError:
-            raise
-        except PutMessageHookError as e:
-            status = PutMessageStatus.__members__.get(e.status, PutMessageStatus.MESSAGE_ILLEGAL)
-            return PutMessageResult(status, remark=str(e))
-        except ValueError as e:
-            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=str(e))
-        return self.store.put_message(msg)
+        """The put every broker-side writer uses: ``put_pipeline`` (the put hooks: DELAY ->
+        SCHEDULE_TOPIC_XXXX, TIMER_* -> rmq_sys_wheel_timer; then the store). A hook's refusal is
+        returned as its put status, as the Java store answers (WHEEL_TIMER_NOT_ENABLE, MESSAGE_ILLEGAL)."""
+        return self.put_pipeline.put(msg)
+
+    def _prepare_transaction(self, msg: MessageInner) -> PutMessageResult:
+        """TRAN_MSG client sends become half messages (through the same pipeline)."""
+        return self.transaction_service.prepare_message(msg)
 
     def _transaction_put(self, msg: MessageInner) -> PutMessageResult:
         """Discarded halves go to TRANS_CHECK_MAX_TIME_TOPIC, which exists only once the first one does."""
@@ -463,6 +465,19 @@ class Broker:
         self._require_writable()
         return self.pop_service.pop(group, topic, queue_id, max_msgs, invisible_time_ms, expression_type, expression,
                                     attempt_id, order, poll_time_ms, init_mode)
+
+    async def pop_message_async(self, group: str, topic: str, queue_id: int | None = None,
+                                max_msgs: int = MAX_POP_MSG_NUMS, invisible_time_ms: int = 60_000,
+                                expression_type: str | None = "TAG", expression: str | None = "*", *,
+                                attempt_id: str | None = None, order: bool | None = None, poll_time_ms: int = 0,
+                                init_mode: int = CONSUME_INIT_MODE_MAX,
+                                auth: RequestContext | None = None) -> PopResult:
+        """POP_MESSAGE for an asyncio server: a parked pop awaits its waiter (no thread parked)."""
+        self._authorize(auth, "POP_MESSAGE", topic=topic, group=group)
+        self._require_writable()
+        return await self.pop_service.pop_async(group, topic, queue_id, max_msgs, invisible_time_ms,
+                                                expression_type, expression, attempt_id, order, poll_time_ms,
+                                                init_mode)
 
     def ack_message(self, group: str, topic: str, receipt_handle: str,
                     auth: RequestContext | None = None) -> AckResult:
@@ -525,6 +540,18 @@ class Broker:
             commit_offset = None
         return self.puller.pull_message(group, topic, queue_id, offset, max_msgs, expression_type, subscription,
                                         suspend_timeout_ms, commit_offset)
+
+    async def pull_message_async(self, group: str, topic: str, queue_id: int, offset: int, max_msgs: int = 32,
+                                 expression_type: str | None = "TAG", subscription: str | None = "*",
+                                 suspend_timeout_ms: int = 0, commit_offset: int | None = None,
+                                 auth: RequestContext | None = None) -> PullResult:
+        """PULL_MESSAGE for an asyncio server: a suspended pull awaits a waiter that dispatch wakes,
+        so no thread is parked per request. Same checks and answers as ``pull_message``."""
+        self._authorize(auth, "PULL_MESSAGE", topic=topic, group=group)
+        if self.read_only:
+            commit_offset = None
+        return await self.puller.pull_message_async(group, topic, queue_id, offset, max_msgs, expression_type,
+                                                    subscription, suspend_timeout_ms, commit_offset)
 
     def lock_batch_mq(self, group: str, client_id: str, queues: Iterable[QueueRef],
                       auth: RequestContext | None = None) -> set[MessageQueue]:
@@ -634,6 +661,101 @@ class Broker:
             return None
         self._authorize(auth, "VIEW_MESSAGE_BY_ID", topic=msg.topic)
         return msg
+
+    def view_message_by_id(self, msg_id: str, auth: RequestContext | None = None) -> MessageExt | None:
+        """An offset msgId (store host + commit log offset): the message stored there, when that
+        message's own offset id is ``msg_id`` (a stale id pointing into rewritten data finds nothing)."""
+        try:
+            decoded = decode_offset_msg_id(msg_id.strip())
+        except ValueError:
+            self._authorize(auth, None)
+            return None
+        if not 0 <= decoded.commit_log_offset < self.store.get_max_phy_offset():
+            self._authorize(auth, None)
+            return None
+        msg = self.view_message(decoded.commit_log_offset, auth)
+        if msg is None or msg.commit_log_offset != decoded.commit_log_offset \
+                or msg.msg_id.upper() != msg_id.strip().upper():
+            return None
+        return msg
+
+    def query_message(self, topic: str, key: str, max_num: int = 64, begin_timestamp: int = 0,
+                      end_timestamp: int = 2**63 - 1, *, unique_key: bool = False,
+                      auth: RequestContext | None = None) -> list[MessageExt]:
+        """QUERY_MESSAGE through the IndexFile: messages of ``topic`` whose KEYS holds the token ``key``,
+        or (``unique_key``, the _UNIQUE_KEY_QUERY flag) whose UNIQ_KEY is ``key``, oldest first.
+        Index hash collisions are filtered out here, so every caller gets exact matches."""
+        self._authorize(auth, "QUERY_MESSAGE", topic=topic)
+        found = self.store.query_message(topic, key, max_num, begin_timestamp, end_timestamp, exact=False)
+        if unique_key:
+            hits = [m for m in found if m.topic == topic and m.uniq_key == key]
+            return sorted(hits, key=lambda m: m.store_timestamp)
+        return [m for m in found if m.topic == topic and key in (m.keys or "").split(" ")]
+
+    def read_queue(self, topic: str, queue_id: int, offset: int, max_num: int = 32,
+                   expression_type: str | None = "TAG", expression: str | None = "*",
+                   group: str = TOOLS_CONSUMER_GROUP, auth: RequestContext | None = None) -> GetMessageResult:
+        """Read a queue as a tool does (mqadmin printMsg / queryMsgByOffset / consumeMessage): nothing is
+        committed, no pull offset moves, no group is created. Authorized as PULL_MESSAGE by ``group``
+        (Apache's tools pull as TOOLS_CONSUMER), so an ACL that allows a tool allows this read."""
+        self._authorize(auth, "PULL_MESSAGE", topic=topic, group=group)
+        if self.topic_manager.get(topic) is None:
+            raise TopicNotExistError(f"topic[{topic}] not exist, apply first please!")
+        if max_num <= 0:
+            raise InvalidParameterError(f"maxMsgNums must be positive, got {max_num}")
+        try:
+            message_filter = build_filter(expression_type, expression)
+        except (FilterSyntaxError, UnsupportedExpressionTypeError) as e:
+            raise SubscriptionParseFailedError(f"parse the subscription failed: {e}") from e
+        return self.store.get_messages(topic, queue_id, max(offset, 0), max_num, message_filter)
+
+    def message_at(self, topic: str, queue_id: int, offset: int, group: str = TOOLS_CONSUMER_GROUP,
+                   auth: RequestContext | None = None) -> MessageExt:
+        """The message at a queue offset (queryMsgByOffset); QUERY_NOT_FOUND names the queue's range."""
+        result = self.read_queue(topic, queue_id, offset, 1, group=group, auth=auth)
+        if result.status is not GetMessageStatus.FOUND or not result.messages:
+            raise QueryNotFoundError(f"no message at offset {offset} of {topic}/{queue_id}: {result.status.value} "
+                                 f"(queue holds [{result.min_offset}, {result.max_offset}))")
+        return result.messages[0]
+
+    # -- clients (HEART_BEAT and what reads the client registry) -----------------------------------
+    def heartbeat(self, channel: Channel, client_id: str, *, language: str = "JAVA", version: int = 0,
+                  remote_addr: str = "", producer_groups: Sequence[str] = (), consumers: Sequence[ConsumerData] = (),
+                  auth: RequestContext | None = None) -> HeartbeatResult:
+        """HEART_BEAT: register the client's groups; consumer groups are created when allowed
+        (autoCreateSubscriptionGroup), as the Java broker does on a consumer's first heartbeat."""
+        self._authorize(auth, "HEART_BEAT",
+                        subscriptions={c.group_name: [s.topic for s in c.subscriptions] for c in consumers})
+        if not self.read_only:
+            for c in consumers:
+                self.group_manager.find(c.group_name)
+        return self.client_registry.heartbeat(channel, client_id, language=language, version=version,
+                                              remote_addr=remote_addr, producer_groups=tuple(producer_groups),
+                                              consumers=tuple(consumers))
+
+    def unregister_client(self, channel: Channel, producer_group: str | None = None,
+                          consumer_group: str | None = None, auth: RequestContext | None = None) -> None:
+        self._authorize(auth, "UNREGISTER_CLIENT", group=consumer_group)
+        self.client_registry.unregister(channel, producer_group, consumer_group)
+
+    def consumer_ids(self, group: str, auth: RequestContext | None = None) -> list[str]:
+        """GET_CONSUMER_LIST_BY_GROUP."""
+        self._authorize(auth, "GET_CONSUMER_LIST_BY_GROUP", group=group)
+        return self.client_registry.consumer_ids(group)
+
+    def consumer_connection(self, group: str, auth: RequestContext | None = None) -> ConsumerGroupInfo | None:
+        """GET_CONSUMER_CONNECTION_LIST: the group's online clients and subscriptions (None: offline)."""
+        self._authorize(auth, "GET_CONSUMER_CONNECTION_LIST", group=group)
+        return self.client_registry.consumer_group(group)
+
+    # -- name server registration ------------------------------------------------------------------
+    def registration(self) -> BrokerRegistration:
+        """What REGISTER_BROKER carries for this broker: its identity and every topic's queues."""
+        c = self.config
+        topics = [TopicQueueConfig(tc.topic_name, tc.read_queue_nums, tc.write_queue_nums, tc.perm,
+                                   tc.topic_sys_flag, tc.order) for tc in self.topic_manager.list()]
+        return BrokerRegistration(c.broker_cluster_name, c.broker_name, c.broker_addr, c.broker_id,
+                                  topics=topics, data_version=self.topic_manager.table.data_version.counter)
 
     # -- stats -------------------------------------------------------------------------------------
     def topic_stats(self, topic: str, auth: RequestContext | None = None) -> list[QueueStats]:

@@ -1,5 +1,8 @@
 """Long polling for 4.x pulls (PullRequestHoldService, spec B.2.2).
 
+Each parked pull is a ``PullWaiter`` whose ``event`` is a ``waiter.Waiter``: a worker thread
+blocks on it, an asyncio server awaits it; dispatch wakes both the same way.
+
 Why: a consumer that has caught up parks its pull for up to ``suspendTimeoutMillis`` instead of
 spinning; the pull must return as soon as a message *that its filter accepts* arrives, and a
 message it would filter out must not wake it. The store's arrival listeners deliver every new
@@ -13,14 +16,17 @@ from dataclasses import dataclass, field
 
 from broker_core.store.codec.properties import decode_properties
 
+from .filter import MessageFilter
+from .waiter import Waiter
+
 
 @dataclass(eq=False)
 class PullWaiter:
     topic: str
     queue_id: int
     offset: int
-    message_filter: object | None
-    event: threading.Event = field(default_factory=threading.Event)
+    message_filter: MessageFilter | None
+    event: Waiter = field(default_factory=Waiter)
 
 
 class PullRequestHoldService:
@@ -29,11 +35,12 @@ class PullRequestHoldService:
         self._lock = threading.Lock()
         self._stopped = False
 
-    def hold(self, topic: str, queue_id: int, offset: int, message_filter: object | None) -> PullWaiter:
+    def hold(self, topic: str, queue_id: int, offset: int, message_filter: MessageFilter | None) -> PullWaiter:
+        """Register a parked pull; dispatch wakes ``waiter.event`` (thread ``wait`` or ``await wait_async``)."""
         waiter = PullWaiter(topic, queue_id, offset, message_filter)
         with self._lock:
             if self._stopped:
-                waiter.event.set()
+                waiter.event.wake()
             self._waiters.setdefault((topic, queue_id), []).append(waiter)
         return waiter
 
@@ -65,13 +72,13 @@ class PullRequestHoldService:
                 continue
             f = w.message_filter
             if f is not None:
-                if not f.is_matched_by_consume_queue(tags_code):  # type: ignore[attr-defined]
+                if not f.is_matched_by_consume_queue(tags_code):
                     continue
                 if props is None:
                     props = decode_properties(properties_string) if properties_string else {}
-                if not f.is_matched_by_commit_log(props):  # type: ignore[attr-defined]
+                if not f.is_matched_by_commit_log(props):
                     continue
-            w.event.set()
+            w.event.wake()
 
     def shutdown(self) -> None:
         """Wake everything so no pull outlives the broker."""
@@ -79,4 +86,4 @@ class PullRequestHoldService:
             self._stopped = True
             for lst in self._waiters.values():
                 for w in lst:
-                    w.event.set()
+                    w.event.wake()

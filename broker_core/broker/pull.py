@@ -2,7 +2,8 @@
 
 Why: a pull is where group and topic permissions, the subscription filter, an admin's pending
 offset reset and the store's GetMessageStatus meet; the result carries both the client-side
-PullStatus and the remoting response code so every adapter answers the same way.
+PullStatus and the remoting response code so every adapter answers the same way. The pull is
+written once as wait steps (``wait_steps``): a thread drives it blocking, an asyncio server awaits.
 """
 
 from __future__ import annotations
@@ -24,10 +25,11 @@ from .errors import (
     SubscriptionParseFailedError,
     TopicNotExistError,
 )
-from .filter import FilterSyntaxError, UnsupportedExpressionTypeError, build_filter
+from .filter import FilterSyntaxError, MessageFilter, UnsupportedExpressionTypeError, build_filter
 from .long_polling import PullRequestHoldService
 from .subscription_group_manager import SubscriptionGroupManager
 from .topic_manager import TopicManager, is_readable
+from .wait_steps import WaitSteps, drive_async, drive_blocking
 
 OFFSET_RESET = "OFFSET_RESET"
 
@@ -94,6 +96,22 @@ class PullService:
     def pull_message(self, group: str, topic: str, queue_id: int, offset: int, max_msgs: int = 32,
                      expression_type: str | None = "TAG", subscription: str | None = "*",
                      suspend_timeout_ms: int = 0, commit_offset: int | None = None) -> PullResult:
+        """PULL_MESSAGE; with ``suspend_timeout_ms`` this thread blocks until a match or the timeout."""
+        return drive_blocking(self.pull_steps(group, topic, queue_id, offset, max_msgs, expression_type,
+                                              subscription, suspend_timeout_ms, commit_offset))
+
+    async def pull_message_async(self, group: str, topic: str, queue_id: int, offset: int, max_msgs: int = 32,
+                                 expression_type: str | None = "TAG", subscription: str | None = "*",
+                                 suspend_timeout_ms: int = 0, commit_offset: int | None = None) -> PullResult:
+        """The same pull for an asyncio server: a suspended pull awaits its waiter, holding no thread."""
+        return await drive_async(self.pull_steps(group, topic, queue_id, offset, max_msgs, expression_type,
+                                                 subscription, suspend_timeout_ms, commit_offset))
+
+    def pull_steps(self, group: str, topic: str, queue_id: int, offset: int, max_msgs: int,
+                   expression_type: str | None, subscription: str | None, suspend_timeout_ms: int,
+                   commit_offset: int | None) -> WaitSteps[PullResult]:
+        """The pull as a generator that yields ``(waiter, seconds)`` whenever it must wait; the caller
+        waits (blocking or awaiting) and sends back whether the waiter was woken. One logic, two drivers."""
         if not is_readable(self.config.broker_permission):
             raise NoPermissionError(f"the broker[{self.config.broker_ip1}] pulling message is forbidden")
         sgc = self.groups.find(group)
@@ -123,21 +141,21 @@ class PullService:
 
         result = self._pull_once(group, topic, queue_id, offset, max_msgs, message_filter, sgc.broker_id)
         if result.status is PullStatus.NO_NEW_MSG and suspend_timeout_ms > 0 and result.detail != OFFSET_RESET:
-            result = self._suspend(group, topic, queue_id, offset, max_msgs, message_filter, sgc.broker_id,
-                                   suspend_timeout_ms, result.max_offset)
+            result = yield from self._suspend(group, topic, queue_id, offset, max_msgs, message_filter,
+                                              sgc.broker_id, suspend_timeout_ms, result.max_offset)
         result.topic_sys_flag = tc.topic_sys_flag
         result.group_sys_flag = sgc.group_sys_flag
         return result
 
     def _pull_once(self, group: str, topic: str, queue_id: int, offset: int, max_msgs: int,
-                   message_filter: object, broker_id: int) -> PullResult:
+                   message_filter: MessageFilter, broker_id: int) -> PullResult:
         if self.config.use_server_side_reset_offset:
             reset = self.offsets.query_then_erase_reset_offset(group, topic, queue_id)
             if reset is not None:
                 return PullResult(PullStatus.OFFSET_ILLEGAL, reset, self.store.get_min_offset_in_queue(topic, queue_id),
                                   self.store.get_max_offset_in_queue(topic, queue_id), detail=OFFSET_RESET,
                                   suggest_which_broker_id=broker_id, response_code=ResponseCode.PULL_OFFSET_MOVED)
-        got = self.store.get_messages(topic, queue_id, offset, max_msgs, message_filter)  # type: ignore[arg-type]
+        got = self.store.get_messages(topic, queue_id, offset, max_msgs, message_filter)
         status, code, next_begin = map_get_result(got, offset)
         self.offsets.commit_pull_offset(group, topic, queue_id, next_begin)
         if status is PullStatus.FOUND and self._on_get is not None:
@@ -145,8 +163,9 @@ class PullService:
         return PullResult(status, next_begin, got.min_offset, got.max_offset, got.messages,
                           None if status is PullStatus.FOUND else got.status.value, broker_id, code)
 
-    def _suspend(self, group: str, topic: str, queue_id: int, offset: int, max_msgs: int, message_filter: object,
-                 broker_id: int, timeout_ms: int, seen_max: int) -> PullResult:
+    def _suspend(self, group: str, topic: str, queue_id: int, offset: int, max_msgs: int,
+                 message_filter: MessageFilter, broker_id: int, timeout_ms: int,
+                 seen_max: int) -> WaitSteps[PullResult]:
         """Park until a matching message arrives or the time is up, then answer without suspending."""
         if not self.config.long_polling_enable:
             timeout_ms = min(timeout_ms, self.config.short_polling_time_mills)
@@ -162,7 +181,10 @@ class PullService:
                         return result
                     seen_max = result.max_offset
                 left = deadline - time.monotonic()
-                if left <= 0 or waiter.event.wait(left):
+                if left <= 0:
+                    break
+                woken = yield waiter.event, left
+                if woken:
                     break
         finally:
             self.hold.release(waiter)

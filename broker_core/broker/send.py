@@ -3,9 +3,9 @@
 Why: topic checks (existence, auto-creation from TBW102, permission, queue id), the properties the
 broker adds (UNIQ_KEY when absent, CLUSTER), the batch rules and the choice between an exploded
 batch and one BatchCQ inner-batch record must be the same for remoting, gRPC and embedded callers.
-``put_message_hooks`` run right before the store put, like RocketMQ's putMessageHookList: the timer
-and delay-level conversions are registered there by the Broker, which also sets ``put_message`` (its
-internal put: hooks, then the store) and ``prepare_transaction`` (TRAN_MSG sends become half messages).
+Every write goes through the ``PutPipeline`` given at construction (put hooks, then the store), the
+same pipeline the Broker's own writers use; ``prepare_transaction`` (given by the Broker) turns
+TRAN_MSG sends into half messages.
 """
 
 from __future__ import annotations
@@ -42,7 +42,6 @@ from broker_core.store.topic_config import BATCH_CQ, TopicConfig
 
 from .broker_config import BrokerConfig
 from .errors import (
-    BrokerError,
     BrokerSystemError,
     InvalidParameterError,
     MessageIllegalError,
@@ -50,6 +49,7 @@ from .errors import (
     ServiceNotAvailableError,
     TopicNotExistError,
 )
+from .put_pipeline import PutPipeline
 from .queue_selector import RoundRobinSelector, queue_for_message_group
 from .subscription_group_manager import SubscriptionGroupManager
 from .topic_manager import TopicManager, is_writeable
@@ -61,7 +61,6 @@ from .topic_validator import (
     validate_topic,
 )
 
-PutMessageHook = Callable[[MessageInner], "MessageInner | None"]
 PutMessage = Callable[[MessageInner], PutMessageResult]
 FAQ = "\nSee https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details."
 
@@ -106,18 +105,17 @@ def _has_timer_or_delay(props: dict[str, str]) -> bool:
 
 class MessageSender:
     def __init__(self, store: MessageStore, topics: TopicManager, groups: SubscriptionGroupManager,
-                 config: BrokerConfig, clock: Callable[[], int],
-                 on_put: Callable[[str, int], None] | None = None) -> None:
+                 config: BrokerConfig, clock: Callable[[], int], pipeline: PutPipeline | None = None,
+                 on_put: Callable[[str, int], None] | None = None,
+                 prepare_transaction: PutMessage | None = None) -> None:
         self.store = store
         self.topics = topics
         self.groups = groups
         self.config = config
         self.clock = clock
         self.uniq_keys = UniqKeyGenerator(config.broker_ip1, clock)
-        self.put_message_hooks: list[PutMessageHook] = []
-        # The Broker replaces both: its internal put and TransactionalMessageService.prepare_message.
-        self.put_message: PutMessage = self._put_with_hooks
-        self.prepare_transaction: PutMessage | None = None
+        self.pipeline = pipeline or PutPipeline(store)
+        self.prepare_transaction = prepare_transaction
         self.round_robin = RoundRobinSelector()
         self._on_put = on_put
 
@@ -192,32 +190,13 @@ class MessageSender:
             # The producer gets the half's offsets back (msgId, queue offset): END_TRANSACTION names them.
             result = self.prepare_transaction(msg)
         else:
-            result = self.put_message(msg)
+            result = self.pipeline.put(msg)
         self._raise_for(result)
         self._count(topic, 1)
         return SendResult(self._status(result), result.msg_id, uniq, qid, result.queue_offset, topic,
                           transaction_id=uniq, region_id=self.config.region_id, trace_on=self.config.trace_on,
                           commit_log_offset=result.wrote_offset, store_timestamp=result.store_timestamp,
                           msg_ids=list(result.msg_ids or [result.msg_id]), uniq_keys=[uniq])
-
-    def run_hooks(self, msg: MessageInner) -> MessageInner:
-        """Each hook may return a replacement message (None keeps it); a hook refuses by raising
-        (a ValueError — ``hooks.PutMessageHookError`` carries the put status — or a BrokerError)."""
-        for hook in list(self.put_message_hooks):
-            out = hook(msg)
-            if out is not None:
-                msg = out
-        return msg
-
-    def _put_with_hooks(self, msg: MessageInner) -> PutMessageResult:
-        """Default put without a Broker: hooks, then the store; a hook's refusal becomes MESSAGE_ILLEGAL."""
-        try:
-            msg = self.run_hooks(msg)
-        except BrokerError:
-            raise
-        except ValueError as e:
-            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=str(e))
-        return self.store.put_message(msg)
 
     # -- batch ---------------------------------------------------------------------------------------
     def send_batch(self, topic: str, messages: Sequence[BatchItem], properties: dict[str, str] | None = None, *,
@@ -284,7 +263,7 @@ class MessageSender:
         props[PROPERTY_INNER_NUM] = str(len(items))
         msg = MessageInner(tc.topic_name, body, props, qid, flag, sys_flag | NEED_UNWRAP_FLAG | INNER_BATCH_FLAG,
                            born, born_host, self.config.store_host)
-        result = self.store.put_inner_batch(msg, len(items))
+        result = self.pipeline.put_inner_batch(msg, len(items))
         self._raise_for(result)
         self._count(tc.topic_name, len(items))
         return SendResult(self._status(result), result.msg_id, uniq, qid, result.queue_offset, tc.topic_name,
@@ -300,7 +279,7 @@ class MessageSender:
                              born_host, self.config.store_host) for item in items]
         if batch_props.get(PROPERTY_WAIT_STORE_MSG_OK) == "false":
             msgs[0].properties.setdefault(PROPERTY_WAIT_STORE_MSG_OK, "false")
-        result = self.store.put_messages(msgs)
+        result = self.pipeline.put_batch(msgs)
         self._raise_for(result)
         self._count(tc.topic_name, len(items))
         uniq = batch_props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or ",".join(item_keys)

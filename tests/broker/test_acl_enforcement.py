@@ -10,6 +10,7 @@ Broker method fail until it is put in OPS (with its check) or, for in-process pl
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 from collections.abc import Callable
 from pathlib import Path
@@ -22,6 +23,7 @@ from broker_core.auth.converter import acl_from_info
 from broker_core.auth.model import User, UserStatus, UserType
 from broker_core.auth.signer import sign_remoting
 from broker_core.broker.broker import Broker
+from broker_core.broker.client_registry import ConsumerData, SubscriptionData
 from broker_core.broker.errors import BrokerError, NoPermissionError
 from broker_core.broker.queue_lock import MessageQueue
 from broker_core.broker.request_context import RequestContext
@@ -117,12 +119,27 @@ OPS: dict[str, tuple[Op, list[tuple[str, str]]]] = {
                               [(f"Group:{G}", "Sub"), (f"Topic:{T}", "Sub")]),
     "consumer_send_back": (_send_back, [(f"Group:{G}", "Sub")]),
     "end_transaction": (_end, [(f"Topic:{T}", "Pub")]),
+    "pull_message_async": (lambda b, a: asyncio.run(b.pull_message_async(G, T, 0, 0, auth=a)),
+                           [(f"Topic:{T}", "Sub"), (f"Group:{G}", "Sub")]),
+    "pop_message_async": (lambda b, a: asyncio.run(b.pop_message_async(G, T, invisible_time_ms=60_000, auth=a)),
+                          [(f"Group:{G}", "Sub"), (f"Topic:{T}", "Sub")]),
+    "query_message": (lambda b, a: b.query_message(T, "k", auth=a), [(f"Topic:{T}", "Get")]),
+    "view_message_by_id": (lambda b, a: b.view_message_by_id(b.send_message(T, b"v", queue_id=0).msg_id, auth=a),
+                           [(f"Topic:{T}", "Get")]),
+    "read_queue": (lambda b, a: b.read_queue(T, 0, 0, group=G, auth=a), [(f"Topic:{T}", "Sub"), (f"Group:{G}", "Sub")]),
+    "message_at": (lambda b, a: b.message_at(T, 0, 0, group=G, auth=a), [(f"Topic:{T}", "Sub"), (f"Group:{G}", "Sub")]),
+    "heartbeat": (lambda b, a: b.heartbeat("chan-1", "client-1", consumers=[
+        ConsumerData(G, subscriptions=(SubscriptionData(T),))], auth=a), [(f"Group:{G}", "Sub"), (f"Topic:{T}", "Sub")]),
+    "unregister_client": (lambda b, a: b.unregister_client("chan-1", consumer_group=G, auth=a), [(f"Group:{G}", "Sub")]),
+    "consumer_ids": (lambda b, a: b.consumer_ids(G, auth=a), [(f"Group:{G}", "Get")]),
+    "consumer_connection": (lambda b, a: b.consumer_connection(G, auth=a), [(f"Group:{G}", "Get")]),
 }
 
 # In-process plumbing a network caller never reaches directly, and pure name helpers.
 EXEMPT = {
     "start": "lifecycle", "shutdown": "lifecycle", "persist": "lifecycle", "tick": "lifecycle (service rounds)",
     "put_message_internal": "the broker's own writers", "set_transaction_check_listener": "network-layer wiring",
+    "registration": "name-server registration (broker to namesrv, not a client request)",
     "retry_topic_of": "name helper", "dlq_topic_of": "name helper", "is_retry_topic": "name helper",
 }
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
+from ..waiter import Waiter
 from .receipt_handle import build_pop_retry_topic
 
 
@@ -20,7 +21,7 @@ class PopWaiter:
     group: str
     queue_id: int  # -1: any queue
     watched: tuple[str, ...]
-    event: threading.Event = field(default_factory=threading.Event)
+    event: Waiter = field(default_factory=Waiter)
 
 
 class PopLongPollingService:
@@ -42,7 +43,7 @@ class PopLongPollingService:
                     len(self._by_topic.get(topic, ())) >= self.pop_polling_size:
                 return None
             if self._stopped:
-                waiter.event.set()
+                waiter.event.wake()
             for t in watched:
                 self._by_topic.setdefault(t, []).append(waiter)
             self._count += 1
@@ -78,7 +79,7 @@ class PopLongPollingService:
             waiters = list(self._by_topic.get(topic, ()))
         for w in waiters:
             if w.topic != topic or w.queue_id < 0 or w.queue_id == queue_id:
-                w.event.set()
+                w.event.wake()
 
     def notify(self, topic: str, group: str, queue_id: int) -> None:
         """Wake one group's pops of a topic (a FIFO queue was unblocked, an offset was reset)."""
@@ -86,11 +87,11 @@ class PopLongPollingService:
             waiters = list(self._by_topic.get(topic, ()))
         for w in waiters:
             if w.group == group and w.topic == topic and (w.queue_id < 0 or w.queue_id == queue_id):
-                w.event.set()
+                w.event.wake()
 
     def shutdown(self) -> None:
         with self._lock:
             self._stopped = True
             for lst in self._by_topic.values():
                 for w in lst:
-                    w.event.set()
+                    w.event.wake()

@@ -57,6 +57,7 @@ from broker_core.store.commit_log import PutMessageResult, PutMessageStatus
 from broker_core.store.message_store import GetMessageStatus, MessageStore
 from broker_core.store.topic_config import TopicConfig
 
+from ..wait_steps import WaitSteps, drive_async, drive_blocking
 from .order_info import ConsumerOrderInfoManager
 from .pop_ck import AckMsg, PopCheckPoint, build_cluster_revive_topic
 from .pop_ck_log import CheckpointMatch, PopCheckpointLog
@@ -327,7 +328,24 @@ class PopService:
             invisible_time_ms: int = 60_000, expression_type: str | None = "TAG", expression: str | None = "*",
             attempt_id: str | None = None, order: bool | None = None, poll_time_ms: int = 0,
             init_mode: int = CONSUME_INIT_MODE_MAX) -> PopResult:
-        """POP_MESSAGE. With ``poll_time_ms`` it parks until messages arrive (call from a worker thread)."""
+        """POP_MESSAGE. With ``poll_time_ms`` this thread blocks until messages arrive or time is up."""
+        return drive_blocking(self.pop_steps(group, topic, queue_id, max_msgs, invisible_time_ms, expression_type,
+                                             expression, attempt_id, order, poll_time_ms, init_mode))
+
+    async def pop_async(self, group: str, topic: str, queue_id: int | None = None,
+                        max_msgs: int = MAX_POP_MSG_NUMS, invisible_time_ms: int = 60_000,
+                        expression_type: str | None = "TAG", expression: str | None = "*",
+                        attempt_id: str | None = None, order: bool | None = None, poll_time_ms: int = 0,
+                        init_mode: int = CONSUME_INIT_MODE_MAX) -> PopResult:
+        """The same pop for an asyncio server: a parked pop awaits its waiter, holding no thread."""
+        return await drive_async(self.pop_steps(group, topic, queue_id, max_msgs, invisible_time_ms,
+                                                expression_type, expression, attempt_id, order, poll_time_ms,
+                                                init_mode))
+
+    def pop_steps(self, group: str, topic: str, queue_id: int | None, max_msgs: int, invisible_time_ms: int,
+                  expression_type: str | None, expression: str | None, attempt_id: str | None,
+                  order: bool | None, poll_time_ms: int, init_mode: int) -> WaitSteps[PopResult]:
+        """The pop as wait steps (see ``wait_steps``): yields ``(waiter, seconds)`` while parked."""
         if max_msgs <= 0 or max_msgs > MAX_POP_MSG_NUMS:
             raise InvalidParameterError(f"the broker[{self.broker_name}] pop message's num must be 1..32, "
                                         f"got {max_msgs}")
@@ -371,7 +389,7 @@ class PopService:
                 left = deadline - time.monotonic()
                 if left <= 0 or self._closed:
                     break
-                waiter.event.wait(min(left, slice_s))
+                yield waiter.event, min(left, slice_s)
                 waiter.event.clear()
         finally:
             self.long_polling.release(waiter)

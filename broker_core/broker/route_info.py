@@ -1,0 +1,248 @@
+"""Name server route data: which brokers form which cluster and which queues each serves per topic.
+
+Why: clients find brokers through routes (GET_ROUTEINFO_BY_TOPIC), mqadmin lists clusters
+(GET_BROKER_CLUSTER_INFO), and brokers keep themselves in the table by REGISTER_BROKER every 30 s
+(dropped after 120 s of silence). The table and its rules live here, socket-free, so the asyncio
+name server only translates requests, and an in-process Admin builds the same route for one local
+broker (``Broker.registration()`` registered into a ``RouteInfoManager``) instead of faking it.
+JSON shapes (``to_dict``) are RocketMQ's TopicRouteData / ClusterInfo field names.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from typing import Any
+
+BROKER_CHANNEL_EXPIRED_TIME_MS = 120_000  # RouteInfoManager.DEFAULT_BROKER_CHANNEL_EXPIRED_TIME
+REGISTER_BROKER_INTERVAL_MS = 30_000  # registerBrokerToNameServer period (brokers)
+MASTER_ID = 0
+
+
+@dataclass(slots=True)
+class BrokerData:
+    cluster: str
+    broker_name: str
+    broker_addrs: dict[int, str] = field(default_factory=dict)
+    enable_acting_master: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"brokerAddrs": dict(sorted(self.broker_addrs.items())), "brokerName": self.broker_name,
+                "cluster": self.cluster, "enableActingMaster": self.enable_acting_master}
+
+    def master_addr(self) -> str | None:
+        return self.broker_addrs.get(MASTER_ID)
+
+
+@dataclass(frozen=True, slots=True)
+class QueueData:
+    broker_name: str
+    read_queue_nums: int
+    write_queue_nums: int
+    perm: int
+    topic_sys_flag: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"brokerName": self.broker_name, "perm": self.perm, "readQueueNums": self.read_queue_nums,
+                "topicSysFlag": self.topic_sys_flag, "writeQueueNums": self.write_queue_nums}
+
+
+@dataclass(slots=True)
+class TopicRouteData:
+    queue_datas: list[QueueData] = field(default_factory=list)
+    broker_datas: list[BrokerData] = field(default_factory=list)
+    filter_server_table: dict[str, list[str]] = field(default_factory=dict)
+    order_topic_conf: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"brokerDatas": [b.to_dict() for b in self.broker_datas],
+                "filterServerTable": dict(self.filter_server_table),
+                "queueDatas": [q.to_dict() for q in self.queue_datas]}
+
+
+@dataclass(slots=True)
+class ClusterInfo:
+    """GET_BROKER_CLUSTER_INFO: brokers by name, and broker names by cluster."""
+
+    broker_addr_table: dict[str, BrokerData] = field(default_factory=dict)
+    cluster_addr_table: dict[str, list[str]] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"brokerAddrTable": {n: b.to_dict() for n, b in sorted(self.broker_addr_table.items())},
+                "clusterAddrTable": {c: sorted(ns) for c, ns in sorted(self.cluster_addr_table.items())}}
+
+
+@dataclass(frozen=True, slots=True)
+class TopicQueueConfig:
+    """The part of a TopicConfig the name server keeps (REGISTER_BROKER's topicConfigTable)."""
+
+    topic_name: str
+    read_queue_nums: int
+    write_queue_nums: int
+    perm: int
+    topic_sys_flag: int = 0
+    order: bool = False
+
+
+@dataclass(slots=True)
+class BrokerRegistration:
+    """REGISTER_BROKER's header and body: who the broker is and which topics it serves."""
+
+    cluster_name: str
+    broker_name: str
+    broker_addr: str
+    broker_id: int = MASTER_ID
+    ha_server_addr: str = ""
+    topics: list[TopicQueueConfig] = field(default_factory=list)
+    data_version: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterBrokerResult:
+    master_addr: str
+    ha_server_addr: str
+
+
+@dataclass(slots=True)
+class _LiveBroker:
+    cluster_name: str
+    broker_name: str
+    broker_id: int
+    last_update_timestamp: int
+    data_version: int
+    ha_server_addr: str
+    channel: Hashable | None
+
+
+class RouteInfoManager:
+    """The name server's tables (RouteInfoManager): clusters, brokers, topic queues, live brokers."""
+
+    def __init__(self, clock: Callable[[], int],
+                 broker_channel_expired_time_ms: int = BROKER_CHANNEL_EXPIRED_TIME_MS) -> None:
+        self.clock = clock
+        self.broker_channel_expired_time_ms = broker_channel_expired_time_ms
+        self._brokers: dict[str, BrokerData] = {}
+        self._clusters: dict[str, set[str]] = {}
+        self._topic_queues: dict[str, dict[str, QueueData]] = {}
+        self._live: dict[str, _LiveBroker] = {}
+        self._lock = threading.RLock()
+
+    def register_broker(self, reg: BrokerRegistration, channel: Hashable | None = None) -> RegisterBrokerResult:
+        """REGISTER_BROKER: add or refresh the broker and replace its topics' queue data (masters only)."""
+        with self._lock:
+            self._clusters.setdefault(reg.cluster_name, set()).add(reg.broker_name)
+            data = self._brokers.get(reg.broker_name)
+            if data is None:
+                data = BrokerData(reg.cluster_name, reg.broker_name)
+                self._brokers[reg.broker_name] = data
+            for bid, addr in list(data.broker_addrs.items()):  # one address per id (a restarted broker moves)
+                if addr == reg.broker_addr and bid != reg.broker_id:
+                    del data.broker_addrs[bid]
+            data.broker_addrs[reg.broker_id] = reg.broker_addr
+            if reg.broker_id == MASTER_ID:
+                served = {t.topic_name for t in reg.topics}
+                for topic, queues in list(self._topic_queues.items()):
+                    if topic not in served and reg.broker_name in queues:
+                        del queues[reg.broker_name]
+                        if not queues:
+                            del self._topic_queues[topic]
+                for t in reg.topics:
+                    self._topic_queues.setdefault(t.topic_name, {})[reg.broker_name] = QueueData(
+                        reg.broker_name, t.read_queue_nums, t.write_queue_nums, t.perm, t.topic_sys_flag)
+            self._live[reg.broker_addr] = _LiveBroker(reg.cluster_name, reg.broker_name, reg.broker_id, self.clock(),
+                                                      reg.data_version, reg.ha_server_addr, channel)
+            master = data.master_addr() or ""
+            ha = self._live[master].ha_server_addr if master in self._live else ""
+            return RegisterBrokerResult(master, ha)
+
+    def unregister_broker(self, cluster_name: str, broker_addr: str, broker_name: str, broker_id: int) -> None:
+        """UNREGISTER_BROKER (a clean shutdown), or expiry: the broker's address and, when it was the
+        last of its name, its queues and cluster membership go."""
+        with self._lock:
+            self._live.pop(broker_addr, None)
+            data = self._brokers.get(broker_name)
+            if data is None:
+                return
+            if data.broker_addrs.get(broker_id) == broker_addr:
+                del data.broker_addrs[broker_id]
+            if data.broker_addrs:
+                return
+            del self._brokers[broker_name]
+            names = self._clusters.get(cluster_name)
+            if names is not None:
+                names.discard(broker_name)
+                if not names:
+                    del self._clusters[cluster_name]
+            for topic, queues in list(self._topic_queues.items()):
+                queues.pop(broker_name, None)
+                if not queues:
+                    del self._topic_queues[topic]
+
+    def scan_not_active_brokers(self) -> list[str]:
+        """Brokers silent for 120 s are removed; returns their addresses (the caller closes channels)."""
+        deadline = self.clock() - self.broker_channel_expired_time_ms
+        with self._lock:
+            gone = [(addr, b) for addr, b in self._live.items() if b.last_update_timestamp < deadline]
+            for addr, b in gone:
+                self.unregister_broker(b.cluster_name, addr, b.broker_name, b.broker_id)
+        return [addr for addr, _ in gone]
+
+    def channel_closed(self, channel: Hashable) -> list[str]:
+        """A broker's connection closed: unregister every broker that registered over it."""
+        with self._lock:
+            gone = [(addr, b) for addr, b in self._live.items() if b.channel is not None and b.channel == channel]
+            for addr, b in gone:
+                self.unregister_broker(b.cluster_name, addr, b.broker_name, b.broker_id)
+        return [addr for addr, _ in gone]
+
+    # -- queries ----------------------------------------------------------------------------------
+    def pick_topic_route(self, topic: str) -> TopicRouteData | None:
+        """GET_ROUTEINFO_BY_TOPIC; None is TOPIC_NOT_EXIST ("No topic route info in name server")."""
+        with self._lock:
+            queues = self._topic_queues.get(topic)
+            if not queues:
+                return None
+            qds = [queues[n] for n in sorted(queues)]
+            bds = [BrokerData(b.cluster, b.broker_name, dict(b.broker_addrs), b.enable_acting_master)
+                   for n in sorted(queues) if (b := self._brokers.get(n)) is not None]
+            return TopicRouteData(qds, bds)
+
+    def cluster_info(self) -> ClusterInfo:
+        with self._lock:
+            return ClusterInfo({n: BrokerData(b.cluster, b.broker_name, dict(b.broker_addrs), b.enable_acting_master)
+                                for n, b in self._brokers.items()},
+                               {c: sorted(ns) for c, ns in self._clusters.items()})
+
+    def topic_list(self) -> list[str]:
+        """GET_ALL_TOPIC_LIST_FROM_NAMESERVER."""
+        with self._lock:
+            return sorted(self._topic_queues)
+
+    def topics_of_cluster(self, cluster_name: str) -> list[str]:
+        """GET_TOPICS_BY_CLUSTER."""
+        with self._lock:
+            names = self._clusters.get(cluster_name, set())
+            return sorted(t for t, qs in self._topic_queues.items() if names & qs.keys())
+
+    def delete_topic(self, topic: str, cluster_name: str | None = None) -> None:
+        """DELETE_TOPIC_IN_NAMESRV: the topic's queue data, of one cluster's brokers or everywhere."""
+        with self._lock:
+            queues = self._topic_queues.get(topic)
+            if queues is None:
+                return
+            names = set(queues) if cluster_name is None else self._clusters.get(cluster_name, set())
+            for n in names:
+                queues.pop(n, None)
+            if not queues:
+                del self._topic_queues[topic]
+
+    def broker_addrs_of_cluster(self, cluster_name: str) -> list[str]:
+        """Master addresses of a cluster's brokers (how ``updateTopic -c`` finds where to create)."""
+        with self._lock:
+            out = []
+            for n in sorted(self._clusters.get(cluster_name, set())):
+                b = self._brokers.get(n)
+                if b is not None and b.master_addr():
+                    out.append(b.master_addr() or "")
+            return out

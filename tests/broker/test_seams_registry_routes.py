@@ -1,0 +1,101 @@
+"""The client registry (HEART_BEAT tables) and the name server's route tables, without sockets."""
+
+from __future__ import annotations
+
+from broker_core.broker.client_registry import ClientRegistry, ConsumerData, SubscriptionData
+from broker_core.broker.route_info import BrokerRegistration, RouteInfoManager, TopicQueueConfig
+
+from .conftest import FakeClock
+
+
+def test_heartbeats_fill_groups_and_notify_when_consumer_ids_change() -> None:
+    clock = FakeClock()
+    reg = ClientRegistry(clock)
+    changes: list[tuple[str, list[str]]] = []
+    reg.consumer_ids_changed_listeners.append(lambda g, clients: changes.append((g, [c.client_id for c in clients])))
+    sub = ConsumerData("G", subscriptions=(SubscriptionData("T", "TagA"),))
+    first = reg.heartbeat("conn-1", "10.0.0.1@1", language="JAVA", version=479, producer_groups=["PG"],
+                          consumers=[sub])
+    assert first.consumer_ids_changed == ("G",) and first.new_channel
+    again = reg.heartbeat("conn-1", "10.0.0.1@1", consumers=[sub])
+    assert again.consumer_ids_changed == () and not again.new_channel  # a refresh is not a change
+    reg.heartbeat("conn-2", "10.0.0.2@7", consumers=[sub])
+    assert reg.consumer_ids("G") == ["10.0.0.1@1", "10.0.0.2@7"]
+    assert changes == [("G", ["10.0.0.1@1"]), ("G", ["10.0.0.1@1", "10.0.0.2@7"])]
+    info = reg.consumer_group("G")
+    assert info is not None and info.subscriptions["T"].sub_string == "TagA"
+    assert reg.find_producer_channel("PG") == "conn-1"  # where CHECK_TRANSACTION_STATE goes
+    assert reg.find_channel("10.0.0.2@7") == "conn-2"
+
+    reg.unregister("conn-2", consumer_group="G")
+    assert reg.consumer_ids("G") == ["10.0.0.1@1"] and changes[-1] == ("G", ["10.0.0.1@1"])
+    reg.channel_closed("conn-1")
+    assert reg.consumer_group("G") is None and reg.find_producer_channel("PG") is None
+
+
+def test_silent_clients_expire_after_two_minutes() -> None:
+    clock = FakeClock()
+    reg = ClientRegistry(clock)
+    reg.heartbeat("old", "c-old", producer_groups=["PG"], consumers=[ConsumerData("G")])
+    clock.advance(60_000)
+    reg.heartbeat("new", "c-new", consumers=[ConsumerData("G")])
+    clock.advance(60_001)
+    expired = reg.scan_expired()
+    assert [c.channel for c in expired] == ["old"]
+    assert reg.consumer_ids("G") == ["c-new"] and reg.producer_clients("PG") == []
+
+
+def _reg(name: str, addr: str, topics: list[TopicQueueConfig], cluster: str = "C1") -> BrokerRegistration:
+    return BrokerRegistration(cluster, name, addr, topics=topics)
+
+
+def test_routes_of_a_two_broker_cluster_and_expiry() -> None:
+    clock = FakeClock()
+    routes = RouteInfoManager(clock)
+    t_a = TopicQueueConfig("T", 4, 4, 6)
+    routes.register_broker(_reg("broker-a", "127.0.0.1:10911", [t_a]), channel="ch-a")
+    clock.advance(90_000)
+    routes.register_broker(_reg("broker-b", "127.0.0.1:10921", [TopicQueueConfig("T", 2, 2, 6),
+                                                                TopicQueueConfig("OnlyB", 1, 1, 6)]))
+    route = routes.pick_topic_route("T")
+    assert route is not None
+    assert [(q.broker_name, q.read_queue_nums) for q in route.queue_datas] == [("broker-a", 4), ("broker-b", 2)]
+    assert route.to_dict()["brokerDatas"][0] == {"brokerAddrs": {0: "127.0.0.1:10911"}, "brokerName": "broker-a",
+                                                 "cluster": "C1", "enableActingMaster": False}
+    assert routes.cluster_info().cluster_addr_table == {"C1": ["broker-a", "broker-b"]}
+    assert routes.broker_addrs_of_cluster("C1") == ["127.0.0.1:10911", "127.0.0.1:10921"]
+    assert routes.topics_of_cluster("C1") == ["OnlyB", "T"]
+
+    # A re-registration without a topic drops that broker's queues of it.
+    routes.register_broker(_reg("broker-b", "127.0.0.1:10921", [TopicQueueConfig("T", 2, 2, 6)]))
+    assert routes.pick_topic_route("OnlyB") is None
+
+    clock.advance(40_000)  # broker-a silent for 130 s, broker-b for 40 s
+    assert routes.scan_not_active_brokers() == ["127.0.0.1:10911"]
+    route = routes.pick_topic_route("T")
+    assert route is not None and [q.broker_name for q in route.queue_datas] == ["broker-b"]
+    assert routes.cluster_info().cluster_addr_table == {"C1": ["broker-b"]}
+
+    routes.delete_topic("T", "C1")
+    assert routes.pick_topic_route("T") is None and routes.topic_list() == []
+
+
+def test_a_closed_broker_connection_unregisters_it() -> None:
+    routes = RouteInfoManager(FakeClock())
+    routes.register_broker(_reg("broker-a", "127.0.0.1:10911", [TopicQueueConfig("T", 1, 1, 6)]), channel="ch")
+    assert routes.channel_closed("ch") == ["127.0.0.1:10911"]
+    assert routes.cluster_info().broker_addr_table == {} and routes.pick_topic_route("T") is None
+
+
+def test_the_broker_registers_its_topics(make_broker) -> None:
+    b = make_broker()
+    b.create_or_update_topic("RegT", 3, 2, perm=6)
+    reg = b.registration()
+    assert (reg.cluster_name, reg.broker_name, reg.broker_addr) == (b.config.broker_cluster_name,
+                                                                    b.config.broker_name, b.config.broker_addr)
+    mine = {t.topic_name: t for t in reg.topics}
+    assert (mine["RegT"].read_queue_nums, mine["RegT"].write_queue_nums) == (3, 2)
+    routes = RouteInfoManager(FakeClock())
+    routes.register_broker(reg)
+    route = routes.pick_topic_route("RegT")
+    assert route is not None and route.broker_datas[0].master_addr() == b.config.broker_addr
