@@ -8,17 +8,20 @@ Broker or a socket. Failures are raised as ``mqadmin.errors`` exceptions.
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from broker_core.auth.evaluator import Explanation
 from broker_core.auth.model import Acl, User
-
-ProgressFn = Callable[[int, int], None]
-"""``progress(done, total)``: commands pass a rich progress bar here for long scans."""
-
+from mqadmin.transport.base import (
+    MessageRecord,
+    ProgressFn,
+    QueueStatus,
+    SendResult,
+    SubscriptionGroupInfo,
+    TopicInfo,
+)
 
 # ------------------------------------------------------------------------------------ value types
 
@@ -28,100 +31,6 @@ class BrokerIdentity:
     broker_name: str
     broker_addr: str
     broker_id: int = 0
-
-
-@dataclass
-class TopicInfo:
-    """A topic's configuration (TopicConfig) plus its queue type."""
-
-    topic_name: str
-    read_queue_nums: int
-    write_queue_nums: int
-    perm: int
-    topic_filter_type: str = "SINGLE_TAG"
-    topic_sys_flag: int = 0
-    order: bool = False
-    attributes: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def queue_type(self) -> str:
-        return self.attributes.get("queue.type") or "SimpleCQ"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"topicName": self.topic_name, "readQueueNums": self.read_queue_nums,
-                "writeQueueNums": self.write_queue_nums, "perm": self.perm,
-                "topicFilterType": self.topic_filter_type, "topicSysFlag": self.topic_sys_flag,
-                "order": self.order, "attributes": dict(self.attributes), "queueType": self.queue_type}
-
-
-@dataclass(frozen=True)
-class QueueStatus:
-    """One row of topicStatus (GET_TOPIC_STATS_INFO)."""
-
-    broker_name: str
-    queue_id: int
-    min_offset: int
-    max_offset: int
-    last_update_timestamp: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"brokerName": self.broker_name, "queueId": self.queue_id, "minOffset": self.min_offset,
-                "maxOffset": self.max_offset, "lastUpdateTimestamp": self.last_update_timestamp}
-
-
-@dataclass
-class MessageRecord:
-    """A stored message as operators see it (all record fields, decoded properties, body both ways)."""
-
-    msg_id: str
-    uniq_key: str | None
-    topic: str
-    queue_id: int
-    queue_offset: int
-    commit_log_offset: int
-    store_size: int
-    sys_flag: int
-    flag: int
-    body_crc: int
-    born_timestamp: int
-    born_host: str
-    store_timestamp: int
-    store_host: str
-    reconsume_times: int
-    prepared_transaction_offset: int
-    properties: dict[str, str]
-    body: bytes = field(repr=False)
-
-    @property
-    def tags(self) -> str | None:
-        return self.properties.get("TAGS")
-
-    @property
-    def keys(self) -> str | None:
-        return self.properties.get("KEYS")
-
-    @property
-    def display_id(self) -> str:
-        """What mqadmin prints as the message id: the unique key if present, else the offset id."""
-        return self.uniq_key or self.msg_id
-
-    def body_text(self, charset: str = "utf-8") -> str | None:
-        try:
-            return self.body.decode(charset)
-        except (UnicodeDecodeError, LookupError):
-            return None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "msgId": self.msg_id, "uniqKey": self.uniq_key, "topic": self.topic, "queueId": self.queue_id,
-            "queueOffset": self.queue_offset, "commitLogOffset": self.commit_log_offset,
-            "storeSize": self.store_size, "sysFlag": self.sys_flag, "flag": self.flag, "bodyCRC": self.body_crc,
-            "bornTimestamp": self.born_timestamp, "bornHost": self.born_host,
-            "storeTimestamp": self.store_timestamp, "storeHost": self.store_host,
-            "reconsumeTimes": self.reconsume_times, "preparedTransactionOffset": self.prepared_transaction_offset,
-            "tags": self.tags, "keys": self.keys, "properties": dict(self.properties),
-            "body": self.body_text(), "bodyBase64": base64.b64encode(self.body).decode("ascii"),
-        }
 
 
 @dataclass
@@ -223,46 +132,6 @@ class DeleteTopicPlan:
         return {"topic": self.topic, "clusterName": self.cluster_name, "queues": self.queues,
                 "messages": self.messages, "groupsWithOffsets": list(self.groups_with_offsets),
                 "applied": self.applied}
-
-
-@dataclass(frozen=True)
-class SendResult:
-    broker_name: str
-    queue_id: int
-    send_status: str
-    msg_id: str
-    offset_msg_id: str
-    queue_offset: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"brokerName": self.broker_name, "queueId": self.queue_id, "sendStatus": self.send_status,
-                "msgId": self.msg_id, "offsetMsgId": self.offset_msg_id, "queueOffset": self.queue_offset}
-
-
-@dataclass
-class SubscriptionGroupInfo:
-    group_name: str
-    consume_enable: bool = True
-    consume_from_min_enable: bool = False
-    consume_broadcast_enable: bool = False
-    consume_message_orderly: bool = False
-    retry_queue_nums: int = 1
-    retry_max_times: int = 16
-    group_retry_policy: str | None = None
-    broker_id: int = 0
-    which_broker_when_consume_slowly: int = 1
-    notify_consumer_ids_changed_enable: bool = True
-    attributes: dict[str, str] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"groupName": self.group_name, "consumeEnable": self.consume_enable,
-                "consumeFromMinEnable": self.consume_from_min_enable,
-                "consumeBroadcastEnable": self.consume_broadcast_enable,
-                "consumeMessageOrderly": self.consume_message_orderly, "retryQueueNums": self.retry_queue_nums,
-                "retryMaxTimes": self.retry_max_times, "groupRetryPolicy": self.group_retry_policy,
-                "brokerId": self.broker_id, "whichBrokerWhenConsumeSlowly": self.which_broker_when_consume_slowly,
-                "notifyConsumerIdsChangedEnable": self.notify_consumer_ids_changed_enable,
-                "attributes": dict(self.attributes)}
 
 
 @dataclass(frozen=True)

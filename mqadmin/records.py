@@ -9,7 +9,7 @@ from __future__ import annotations
 import ipaddress
 
 from broker_core.store.codec.message import MessageExt
-from mqadmin.admin import MessageRecord
+from mqadmin.transport.base import MessageRecord
 
 
 def java_host(host: tuple[str, int]) -> str:

@@ -1,0 +1,420 @@
+"""The BrokerClient transport: what the one Admin implementation asks of a name server and brokers.
+
+Why: the operator logic (plans, dry runs, filters, output records) is written once, in
+``mqadmin.admin.Admin``. Below it sits this narrow, request-level interface: each method is one
+RocketMQ remoting request (its code is named in the docstring) addressed to the name server or to
+one broker by address, the way httpx has one client over several transports and RocketMQ's proxy
+has local and cluster message services. Two implementations:
+
+* ``mqadmin.transport.local.LocalBrokerClient`` — calls a ``Broker`` over a store directory in
+  process (``--store``): read-only opening for inspection, the store lock for writes.
+* ``mqadmin.transport.remoting.RemotingBrokerClient`` — frames over TCP to a name server and its
+  brokers (``-n``).
+
+Contract every implementation keeps (the contract suite in tests/contract runs on both):
+* Values in and out are the dataclasses below (plus ``broker_core.auth.model`` User/Acl and the
+  ``broker_core.broker.route_info`` route types): never a store, a Broker or a socket.
+* Failures are ``mqadmin.errors`` exceptions carrying the broker's remark as the message:
+  ``NotFoundError`` for TOPIC_NOT_EXIST (17), SUBSCRIPTION_GROUP_NOT_EXIST (26), QUERY_NOT_FOUND (22)
+  and NO_MESSAGE (208); ``StoreBusyError`` when a local store is held by a running broker;
+  ``AdminError`` for every other refusal (NO_PERMISSION, INVALID_PARAMETER, SYSTEM_ERROR ...).
+* ``broker_addr`` is a broker's ``ip:port`` as the name server lists it (ClusterInfo).
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from broker_core.auth.model import Acl, User
+from broker_core.broker.route_info import ClusterInfo, TopicRouteData
+
+if TYPE_CHECKING:
+    from broker_core.store.verify import VerifyReport
+    from spark.rebuild import RebuildSummary
+
+ProgressFn = Callable[[int, int], None]
+"""``progress(done, total)``: commands pass a rich progress bar here for long scans."""
+
+
+# ------------------------------------------------------------------------------------ value types
+
+@dataclass
+class TopicInfo:
+    """A topic's configuration (TopicConfig) plus its queue type."""
+
+    topic_name: str
+    read_queue_nums: int
+    write_queue_nums: int
+    perm: int
+    topic_filter_type: str = "SINGLE_TAG"
+    topic_sys_flag: int = 0
+    order: bool = False
+    attributes: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def queue_type(self) -> str:
+        return self.attributes.get("queue.type") or "SimpleCQ"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"topicName": self.topic_name, "readQueueNums": self.read_queue_nums,
+                "writeQueueNums": self.write_queue_nums, "perm": self.perm,
+                "topicFilterType": self.topic_filter_type, "topicSysFlag": self.topic_sys_flag,
+                "order": self.order, "attributes": dict(self.attributes), "queueType": self.queue_type}
+
+
+@dataclass(frozen=True)
+class QueueStatus:
+    """One row of topicStatus (GET_TOPIC_STATS_INFO)."""
+
+    broker_name: str
+    queue_id: int
+    min_offset: int
+    max_offset: int
+    last_update_timestamp: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"brokerName": self.broker_name, "queueId": self.queue_id, "minOffset": self.min_offset,
+                "maxOffset": self.max_offset, "lastUpdateTimestamp": self.last_update_timestamp}
+
+
+@dataclass
+class MessageRecord:
+    """A stored message as operators see it (all record fields, decoded properties, body both ways)."""
+
+    msg_id: str
+    uniq_key: str | None
+    topic: str
+    queue_id: int
+    queue_offset: int
+    commit_log_offset: int
+    store_size: int
+    sys_flag: int
+    flag: int
+    body_crc: int
+    born_timestamp: int
+    born_host: str
+    store_timestamp: int
+    store_host: str
+    reconsume_times: int
+    prepared_transaction_offset: int
+    properties: dict[str, str]
+    body: bytes = field(repr=False)
+
+    @property
+    def tags(self) -> str | None:
+        return self.properties.get("TAGS")
+
+    @property
+    def keys(self) -> str | None:
+        return self.properties.get("KEYS")
+
+    @property
+    def display_id(self) -> str:
+        """What mqadmin prints as the message id: the unique key if present, else the offset id."""
+        return self.uniq_key or self.msg_id
+
+    def body_text(self, charset: str = "utf-8") -> str | None:
+        try:
+            return self.body.decode(charset)
+        except (UnicodeDecodeError, LookupError):
+            return None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "msgId": self.msg_id, "uniqKey": self.uniq_key, "topic": self.topic, "queueId": self.queue_id,
+            "queueOffset": self.queue_offset, "commitLogOffset": self.commit_log_offset,
+            "storeSize": self.store_size, "sysFlag": self.sys_flag, "flag": self.flag, "bodyCRC": self.body_crc,
+            "bornTimestamp": self.born_timestamp, "bornHost": self.born_host,
+            "storeTimestamp": self.store_timestamp, "storeHost": self.store_host,
+            "reconsumeTimes": self.reconsume_times, "preparedTransactionOffset": self.prepared_transaction_offset,
+            "tags": self.tags, "keys": self.keys, "properties": dict(self.properties),
+            "body": self.body_text(), "bodyBase64": base64.b64encode(self.body).decode("ascii"),
+        }
+
+
+@dataclass(frozen=True)
+class SendResult:
+    broker_name: str
+    queue_id: int
+    send_status: str
+    msg_id: str
+    offset_msg_id: str
+    queue_offset: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"brokerName": self.broker_name, "queueId": self.queue_id, "sendStatus": self.send_status,
+                "msgId": self.msg_id, "offsetMsgId": self.offset_msg_id, "queueOffset": self.queue_offset}
+
+
+@dataclass
+class SubscriptionGroupInfo:
+    group_name: str
+    consume_enable: bool = True
+    consume_from_min_enable: bool = False
+    consume_broadcast_enable: bool = False
+    consume_message_orderly: bool = False
+    retry_queue_nums: int = 1
+    retry_max_times: int = 16
+    group_retry_policy: str | None = None
+    broker_id: int = 0
+    which_broker_when_consume_slowly: int = 1
+    notify_consumer_ids_changed_enable: bool = True
+    attributes: dict[str, str] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"groupName": self.group_name, "consumeEnable": self.consume_enable,
+                "consumeFromMinEnable": self.consume_from_min_enable,
+                "consumeBroadcastEnable": self.consume_broadcast_enable,
+                "consumeMessageOrderly": self.consume_message_orderly, "retryQueueNums": self.retry_queue_nums,
+                "retryMaxTimes": self.retry_max_times, "groupRetryPolicy": self.group_retry_policy,
+                "brokerId": self.broker_id, "whichBrokerWhenConsumeSlowly": self.which_broker_when_consume_slowly,
+                "notifyConsumerIdsChangedEnable": self.notify_consumer_ids_changed_enable,
+                "attributes": dict(self.attributes)}
+
+
+@dataclass(frozen=True)
+class ConsumeQueueStats:
+    """One queue of GET_CONSUME_STATS (OffsetWrapper): where the broker and the group are."""
+
+    topic: str
+    broker_name: str
+    queue_id: int
+    broker_offset: int
+    consumer_offset: int  # -1: the group never committed on this queue
+    pull_offset: int
+    inflight: int
+    last_timestamp: int
+
+
+@dataclass
+class QueueRead:
+    """PULL_MESSAGE-like read of one queue without a group: the store's status name and the messages."""
+
+    status: str  # GetMessageStatus name: FOUND, NO_MATCHED_MESSAGE, OFFSET_OVERFLOW_ONE ...
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    messages: list[MessageRecord] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ClientConnection:
+    """One online client of a group (GET_CONSUMER_CONNECTION_LIST's connectionSet)."""
+
+    client_id: str
+    client_addr: str
+    language: str
+    version: int
+
+
+@dataclass(frozen=True)
+class SubscriptionEntry:
+    topic: str
+    sub_string: str
+    expression_type: str = "TAG"
+
+
+@dataclass
+class ConsumerConnection:
+    """GET_CONSUMER_CONNECTION_LIST: how a group consumes and who is connected right now."""
+
+    group: str
+    consume_type: str
+    message_model: str
+    consume_from_where: str
+    connections: list[ClientConnection] = field(default_factory=list)
+    subscriptions: list[SubscriptionEntry] = field(default_factory=list)
+
+
+# ------------------------------------------------------------------------------------ the transport
+
+class BrokerClient(Protocol):
+    """Request-level access to a name server and its brokers (see the module docstring)."""
+
+    @property
+    def target(self) -> str:
+        """Where requests go, for messages: ``store /path`` or ``name server 127.0.0.1:9876``."""
+        ...
+
+    def close(self) -> None: ...
+
+    # -- name server -------------------------------------------------------------------------------
+    def cluster_info(self) -> ClusterInfo:
+        """GET_BROKER_CLUSTER_INFO (106)."""
+        ...
+
+    def topic_route(self, topic: str) -> TopicRouteData | None:
+        """GET_ROUTEINFO_BY_TOPIC (105); None when the name server has no route (TOPIC_NOT_EXIST)."""
+        ...
+
+    def delete_topic_in_namesrv(self, topic: str, cluster_name: str) -> None:
+        """DELETE_TOPIC_IN_NAMESRV (216)."""
+        ...
+
+    # -- topics --------------------------------------------------------------------------------------
+    def get_all_topic_config(self, broker_addr: str) -> list[TopicInfo]:
+        """GET_ALL_TOPIC_CONFIG (21)."""
+        ...
+
+    def get_topic_config(self, broker_addr: str, topic: str) -> TopicInfo | None:
+        """GET_TOPIC_CONFIG (351); None when the broker does not have the topic."""
+        ...
+
+    def update_and_create_topic(self, broker_addr: str, topic: TopicInfo) -> TopicInfo:
+        """UPDATE_AND_CREATE_TOPIC (17). ``topic.attributes`` holds mqadmin's signed changes
+        (``{"+queue.type": "BatchCQ", "-k": ""}``); returns the topic as now stored."""
+        ...
+
+    def delete_topic_in_broker(self, broker_addr: str, topic: str) -> None:
+        """DELETE_TOPIC_IN_BROKER (215): config, queues and offsets."""
+        ...
+
+    def topic_stats(self, broker_addr: str, topic: str) -> list[QueueStatus]:
+        """GET_TOPIC_STATS_INFO (202)."""
+        ...
+
+    def query_topic_consume_by_who(self, broker_addr: str, topic: str) -> list[str]:
+        """QUERY_TOPIC_CONSUME_BY_WHO (300): groups holding offsets on the topic, sorted."""
+        ...
+
+    # -- subscription groups -------------------------------------------------------------------------
+    def get_all_subscription_group(self, broker_addr: str) -> list[SubscriptionGroupInfo]:
+        """GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201)."""
+        ...
+
+    def get_subscription_group(self, broker_addr: str, group: str) -> SubscriptionGroupInfo | None:
+        """GET_SUBSCRIPTIONGROUP_CONFIG (352); None when absent."""
+        ...
+
+    def update_and_create_subscription_group(self, broker_addr: str,
+                                             config: SubscriptionGroupInfo) -> SubscriptionGroupInfo:
+        """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200); ``config.attributes`` is the full new map."""
+        ...
+
+    def delete_subscription_group(self, broker_addr: str, group: str, clean_offset: bool) -> None:
+        """DELETE_SUBSCRIPTIONGROUP (207), with ``cleanOffset``."""
+        ...
+
+    def consume_stats(self, broker_addr: str, group: str, topic: str | None = None) -> list[ConsumeQueueStats]:
+        """GET_CONSUME_STATS (208): every read queue of ``topic`` (or of every topic the group
+        committed on); empty when the group has no offsets."""
+        ...
+
+    def consumer_connection(self, broker_addr: str, group: str) -> ConsumerConnection | None:
+        """GET_CONSUMER_CONNECTION_LIST (203); None when no client of the group is online."""
+        ...
+
+    # -- offsets -------------------------------------------------------------------------------------
+    def query_consumer_offset(self, broker_addr: str, group: str, topic: str, queue_id: int) -> int:
+        """QUERY_CONSUMER_OFFSET (14); -1 when the group never committed on the queue."""
+        ...
+
+    def get_min_offset(self, broker_addr: str, topic: str, queue_id: int) -> int:
+        """GET_MIN_OFFSET (31)."""
+        ...
+
+    def get_max_offset(self, broker_addr: str, topic: str, queue_id: int) -> int:
+        """GET_MAX_OFFSET (30)."""
+        ...
+
+    def search_offset(self, broker_addr: str, topic: str, queue_id: int, timestamp: int) -> int:
+        """SEARCH_OFFSET_BY_TIMESTAMP (29): the first message stored at or after ``timestamp``."""
+        ...
+
+    def reset_offset(self, broker_addr: str, group: str, topic: str, offsets: dict[int, int]) -> None:
+        """INVOKE_BROKER_TO_RESET_OFFSET (222), server-side mode: each queue id -> its new offset.
+        The broker checks topic and group exist (TOPIC_NOT_EXIST / SUBSCRIPTION_GROUP_NOT_EXIST)."""
+        ...
+
+    def clone_group_offset(self, broker_addr: str, src_group: str, dest_group: str, topic: str) -> None:
+        """CLONE_GROUP_OFFSET (43)."""
+        ...
+
+    # -- messages ------------------------------------------------------------------------------------
+    def query_message(self, broker_addr: str, topic: str, key: str, max_num: int, begin_timestamp: int,
+                      end_timestamp: int, unique_key: bool = False) -> list[MessageRecord]:
+        """QUERY_MESSAGE (12): exact KEYS-token matches, or with ``unique_key`` (_UNIQUE_KEY_QUERY)
+        exact UNIQ_KEY matches oldest first."""
+        ...
+
+    def view_message(self, broker_addr: str, commit_log_offset: int) -> MessageRecord | None:
+        """VIEW_MESSAGE_BY_ID (33): the message at a commit log offset; None past the end."""
+        ...
+
+    def read_queue(self, broker_addr: str, topic: str, queue_id: int, offset: int, max_num: int,
+                   sub_expression: str = "*") -> QueueRead:
+        """PULL_MESSAGE (11) as group TOOLS_CONSUMER, no suspend, no commit: one batch from ``offset``."""
+        ...
+
+    def send_message(self, topic: str, body: bytes, properties: dict[str, str], broker_name: str | None = None,
+                     queue_id: int | None = None) -> SendResult:
+        """SEND_MESSAGE_V2 (310) to ``broker_name``/``queue_id`` or to a queue the route picks."""
+        ...
+
+    # -- broker runtime --------------------------------------------------------------------------------
+    def broker_runtime_info(self, broker_addr: str) -> dict[str, str]:
+        """GET_BROKER_RUNTIME_INFO (28): the KVTable mqadmin brokerStatus prints."""
+        ...
+
+    def broker_config(self, broker_addr: str) -> dict[str, str]:
+        """GET_BROKER_CONFIG (26)."""
+        ...
+
+    # -- ACL 2.0 ---------------------------------------------------------------------------------------
+    def create_user(self, broker_addr: str, user: User) -> None:
+        """AUTH_CREATE_USER (3001); ``user.user_type``/``user_status`` as given."""
+        ...
+
+    def update_user(self, broker_addr: str, username: str, password: str | None, user_type: str | None,
+                    user_status: str | None) -> None:
+        """AUTH_UPDATE_USER (3002): only the given fields change."""
+        ...
+
+    def delete_user(self, broker_addr: str, username: str) -> None:
+        """AUTH_DELETE_USER (3003)."""
+        ...
+
+    def get_user(self, broker_addr: str, username: str) -> User | None:
+        """AUTH_GET_USER (3004)."""
+        ...
+
+    def list_users(self, broker_addr: str, filter_text: str | None = None) -> list[User]:
+        """AUTH_LIST_USER (3005)."""
+        ...
+
+    def create_acl(self, broker_addr: str, acl: Acl) -> None:
+        """AUTH_CREATE_ACL (3006): create or merge into the subject's ACL."""
+        ...
+
+    def update_acl(self, broker_addr: str, acl: Acl) -> None:
+        """AUTH_UPDATE_ACL (3007)."""
+        ...
+
+    def delete_acl(self, broker_addr: str, subject: str, resource: str | None = None) -> None:
+        """AUTH_DELETE_ACL (3008): the subject's ACL, or one resource's entry."""
+        ...
+
+    def get_acl(self, broker_addr: str, subject: str) -> Acl | None:
+        """AUTH_GET_ACL (3009); AdminError when the subject's user does not exist."""
+        ...
+
+    def list_acls(self, broker_addr: str, subject_filter: str | None = None,
+                  resource_filter: str | None = None) -> list[Acl]:
+        """AUTH_LIST_ACL (3010)."""
+        ...
+
+
+class StoreMaintenance(Protocol):
+    """Jobs on a store directory's files (verifyStore, rebuildStore): local targets only."""
+
+    def verify_store(self, progress: ProgressFn | None = None) -> VerifyReport:
+        """Every CQ/BCQ unit and index entry checked against the commitlog, read-only."""
+        ...
+
+    def rebuild_store(self, parts: list[str], master: str, verify: bool, config_file: str | None = None,
+                      progress: Callable[[str, int, int], None] | None = None) -> RebuildSummary:
+        """The Spark rebuild of consume queues, index files and offsets (or ``verify``: compare only)."""
+        ...
