@@ -1,7 +1,7 @@
 """decodeMessageId: what a message id says about its producer (no store or network needed).
 
 Why a module: the CLI decodes ids without opening any target (mqadmin's DecodeMessageId connects to
-nothing), and EmbeddedAdmin/RemoteAdmin answer the same question through the Admin interface.
+nothing), and Admin.decode_message_id answers the same question over any transport.
 """
 
 from __future__ import annotations

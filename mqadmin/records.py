@@ -1,7 +1,8 @@
 """Conversions from the store's MessageExt to the Admin interface's MessageRecord.
 
-Why a module: EmbeddedAdmin (and later RemoteAdmin, which decodes the same stored records from
-QUERY_MESSAGE / PULL bodies with the shared codec) must present messages identically.
+Why a module: both transports (LocalBrokerClient reading the Broker in process, RemotingBrokerClient
+decoding the same stored records from QUERY_MESSAGE / PULL bodies with the shared codec) must present
+messages identically.
 """
 
 from __future__ import annotations

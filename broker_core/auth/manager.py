@@ -1,4 +1,4 @@
-"""AuthManager: the one object the Broker, the protocol adapters and EmbeddedAdmin use for ACL 2.0.
+"""AuthManager: the one object the Broker, the protocol adapters and mqadmin's LocalBrokerClient use for ACL 2.0.
 
 Why this module exists: user/ACL administration (with RocketMQ's validation messages and Super-user
 guards), per-request authentication and authorization, audit logging, first-start users, the ACL 1.0

@@ -1,8 +1,8 @@
 """Broker: the typed facade over one store directory (topics, groups, send, pull, pop, retries,
 delay/timer messages, transactions, offsets, stats, ACL).
 
-Why: the remoting server, the gRPC server and EmbeddedAdmin only translate requests into these
-calls; keeping every rule here means a local ``mqadmin`` on a store directory and a running cluster
+Why: the remoting server, the gRPC server and mqadmin's LocalBrokerClient only translate requests into
+these calls; keeping every rule here means a local ``mqadmin`` on a store directory and a running cluster
 behave the same. Every message the broker writes itself (pop revive, retries, delay and timer
 delivery, transaction commits and op markers) goes through ``put_message_internal``, so the put
 hooks treat them exactly like client sends. Clock-driven services run on their own threads after
@@ -19,6 +19,7 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from broker_core.auth.audit import AuditLog
 from broker_core.auth.errors import AuthError
@@ -35,6 +36,9 @@ from broker_core.store.timer.timer_message_store import TickResult, TimerBacklog
 from broker_core.store.topic_config import TopicConfig
 
 from .broker_config import BrokerConfig
+
+if TYPE_CHECKING:
+    from broker_core.store.verify import VerifyReport
 from .client_registry import Channel, ClientRegistry, ConsumerData, ConsumerGroupInfo, HeartbeatResult
 from .consumer_offset_manager import ConsumerOffsetManager
 from .errors import (
@@ -834,6 +838,13 @@ class Broker:
         return {"timerReadBehind": str(b.dequeue_behind_ms // 1000), "timerOffsetBehind": str(b.enqueue_behind_messages),
                 "timerCongestNum": str(b.pending), "timerEnqueueTps": f"{b.enqueue_rate:.1f}",
                 "timerDequeueTps": f"{b.dequeue_rate:.1f}"}
+
+    def verify_store(self, progress: Callable[[int, int], None] | None = None) -> VerifyReport:
+        """Check every CQ/BCQ unit and index entry against the commitlog (read-only; mqadmin verifyStore).
+        In-process maintenance: the network never reaches it."""
+        from broker_core.store.verify import verify_store
+
+        return verify_store(self.store, progress)
 
     # -- helpers other features use ----------------------------------------------------------------
     def retry_topic_of(self, group: str) -> str:

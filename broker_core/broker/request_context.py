@@ -1,7 +1,7 @@
 """Who is asking: what every Broker operation may carry for ACL 2.0 checks.
 
 Why: the remoting and gRPC adapters authenticate a request from its signature and then need every
-operation to authorize the same subject and source address; in-process callers (EmbeddedAdmin on a
+operation to authorize the same subject and source address; in-process callers (mqadmin's LocalBrokerClient on a
 local store) pass no context and are trusted, like a shell on the broker host.
 """
 

@@ -365,7 +365,7 @@ class BrokerClient(Protocol):
 
     # -- ACL 2.0 ---------------------------------------------------------------------------------------
     def create_user(self, broker_addr: str, user: User) -> None:
-        """AUTH_CREATE_USER (3001); ``user.user_type``/``user_status`` as given."""
+        """AUTH_CREATE_USER (3001); the broker validates (blank name or password, existing user ...)."""
         ...
 
     def update_user(self, broker_addr: str, username: str, password: str | None, user_type: str | None,

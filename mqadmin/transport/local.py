@@ -1,0 +1,382 @@
+"""LocalBrokerClient: the BrokerClient transport over a store directory, calling a Broker in process.
+
+Why: the default target of every mqadmin command is a store directory on this machine (DESIGN.md).
+Inspection opens the Broker READ-ONLY (no lock, no writes: safe beside a running broker, even a Java
+one); a client opened for writes takes the store lock through a writable Broker, and when a running
+broker holds it every request fails with one line naming the ``-n`` address to use instead. The
+Broker is opened on the first request that needs it, so config-only answers (cluster info, broker
+config) work on a directory that is not a store. Broker and auth errors become ``mqadmin.errors``
+exactly as the remoting transport maps response codes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, ParamSpec, TypeVar
+
+from broker_core.auth.errors import AuthError
+from broker_core.auth.model import Acl, User
+from broker_core.broker.broker import Broker
+from broker_core.broker.broker_config import BrokerConfig
+from broker_core.broker.errors import BrokerError, ResponseCode
+from broker_core.broker.reset_offset import ResetOffsetPlanEntry
+from broker_core.broker.route_info import BrokerData, ClusterInfo, RouteInfoManager, TopicRouteData
+from broker_core.config_loader import ConfigError
+from broker_core.store.index_file import IndexFileError
+from broker_core.store.store_lock import StoreLockedError, is_store_locked
+from broker_core.store.subscription_group_config import SubscriptionGroupConfig
+from broker_core.store.topic_config import TopicConfig
+from mqadmin.errors import AdminError, NotFoundError, StoreBusyError, WrongTargetError
+from mqadmin.records import to_record
+from mqadmin.timefmt import now_ms
+from mqadmin.transport.base import (
+    ClientConnection,
+    ConsumeQueueStats,
+    ConsumerConnection,
+    MessageRecord,
+    ProgressFn,
+    QueueRead,
+    QueueStatus,
+    SendResult,
+    SubscriptionEntry,
+    SubscriptionGroupInfo,
+    TopicInfo,
+)
+
+if TYPE_CHECKING:
+    from broker_core.store.verify import VerifyReport
+    from spark.rebuild import RebuildSummary
+
+P = ParamSpec("P")
+R = TypeVar("R")
+_NOT_FOUND = (ResponseCode.TOPIC_NOT_EXIST, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+              ResponseCode.QUERY_NOT_FOUND, ResponseCode.NO_MESSAGE)
+
+
+def admin_error(e: BrokerError) -> AdminError:
+    """A Broker refusal as the CLI's error: the not-found codes exit 3, the rest 1 (same as on the wire)."""
+    return NotFoundError(e.message) if e.code in _NOT_FOUND else AdminError(e.message)
+
+
+class LocalBrokerClient:
+    """BrokerClient over ``store_dir``; ``read_only`` decides whether the store lock may be taken."""
+
+    def __init__(self, store_dir: str | Path, config_file: str | Path | None = None, read_only: bool = True,
+                 clock: Callable[[], int] = now_ms) -> None:
+        self.store_dir = Path(store_dir)
+        self.config_file = config_file
+        self.read_only = read_only
+        self.clock = clock
+        try:
+            self.config = BrokerConfig.load(config_file, self.store_dir)
+        except (ConfigError, ValueError) as e:
+            raise AdminError(str(e)) from None
+        self._broker: Broker | None = None
+
+    @property
+    def target(self) -> str:
+        return f"store {self.store_dir}"
+
+    def close(self) -> None:
+        if self._broker is not None:
+            broker, self._broker = self._broker, None
+            broker.shutdown()
+
+    # -- the one Broker ------------------------------------------------------------------------------
+    def _open(self) -> Broker:
+        """The Broker over this store: read-only (no lock, no writes) or writable (holds the lock)."""
+        if self._broker is None:
+            if self.read_only:
+                if not self.store_dir.is_dir():
+                    raise NotFoundError(f"store directory {self.store_dir} does not exist "
+                                        "(give --store DIR or set RMQ_STORE)")
+            elif is_store_locked(self.store_dir):
+                raise StoreBusyError(str(self.store_dir))
+            try:
+                self._broker = Broker(self.store_dir, dataclasses.replace(self.config), self.clock,
+                                      read_only=self.read_only, audit_log_path=None)
+            except StoreLockedError:
+                raise StoreBusyError(str(self.store_dir)) from None
+            except BrokerError as e:
+                raise admin_error(e) from None
+            except AuthError as e:
+                raise AdminError(e.message) from None
+            except IndexFileError as e:
+                raise AdminError(f"cannot open store {self.store_dir}: {e}; give --config with the store's "
+                                 "maxHashSlotNum/maxIndexNum") from None
+            except (OSError, ValueError) as e:
+                raise AdminError(f"cannot open store {self.store_dir}: {e}") from None
+        return self._broker
+
+    def _call(self, broker_addr: str | None, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+        """Run one Broker call for ``broker_addr``, its refusals turned into the CLI's errors."""
+        if broker_addr is not None and broker_addr.strip() != self.config.broker_addr:
+            raise WrongTargetError(f"broker address {broker_addr.strip()!r} is not this store's broker "
+                                   f"({self.config.broker_addr}); to reach another broker use -n <namesrv>")
+        try:
+            return fn(*args, **kwargs)
+        except BrokerError as e:
+            raise admin_error(e) from None
+        except AuthError as e:
+            raise AdminError(e.message) from None
+
+    def _broker_for(self, broker_addr: str) -> Broker:
+        return self._call(broker_addr, self._open)
+
+    # -- name server (answered from this broker's own registration) ----------------------------------
+    def cluster_info(self) -> ClusterInfo:
+        c = self.config
+        data = BrokerData(c.broker_cluster_name, c.broker_name, {c.broker_id: c.broker_addr})
+        return ClusterInfo({c.broker_name: data}, {c.broker_cluster_name: [c.broker_name]})
+
+    def topic_route(self, topic: str) -> TopicRouteData | None:
+        """The route a name server would hand out after this broker's REGISTER_BROKER."""
+        broker = self._broker_for(self.config.broker_addr)
+        routes = RouteInfoManager(self.clock)
+        routes.register_broker(broker.registration())
+        return routes.pick_topic_route(topic)
+
+    def delete_topic_in_namesrv(self, topic: str, cluster_name: str) -> None:
+        """No name server in process: the route is derived from the broker's topics, already gone."""
+
+    # -- topics --------------------------------------------------------------------------------------
+    def get_all_topic_config(self, broker_addr: str) -> list[TopicInfo]:
+        b = self._broker_for(broker_addr)
+        return [_topic_info(tc) for tc in self._call(broker_addr, b.list_topics)]
+
+    def get_topic_config(self, broker_addr: str, topic: str) -> TopicInfo | None:
+        b = self._broker_for(broker_addr)
+        tc = self._call(broker_addr, b.get_topic, topic)
+        return None if tc is None else _topic_info(tc)
+
+    def update_and_create_topic(self, broker_addr: str, topic: TopicInfo) -> TopicInfo:
+        b = self._broker_for(broker_addr)
+        tc = self._call(broker_addr, b.create_or_update_topic, topic.topic_name, topic.read_queue_nums,
+                        topic.write_queue_nums, topic.perm, topic.order, dict(topic.attributes),
+                        topic.topic_filter_type, topic.topic_sys_flag)
+        return _topic_info(tc)
+
+    def delete_topic_in_broker(self, broker_addr: str, topic: str) -> None:
+        b = self._broker_for(broker_addr)
+        self._call(broker_addr, b.delete_topic, topic)
+
+    def topic_stats(self, broker_addr: str, topic: str) -> list[QueueStatus]:
+        b = self._broker_for(broker_addr)
+        name = self.config.broker_name
+        return [QueueStatus(name, q.queue_id, q.min_offset, q.max_offset, q.last_update_timestamp)
+                for q in self._call(broker_addr, b.topic_stats, topic)]
+
+    def query_topic_consume_by_who(self, broker_addr: str, topic: str) -> list[str]:
+        b = self._broker_for(broker_addr)
+        return sorted(self._call(broker_addr, b.which_group_by_topic, topic))
+
+    # -- subscription groups -------------------------------------------------------------------------
+    def get_all_subscription_group(self, broker_addr: str) -> list[SubscriptionGroupInfo]:
+        b = self._broker_for(broker_addr)
+        return [_group_info(g) for g in self._call(broker_addr, b.list_subscription_groups)]
+
+    def get_subscription_group(self, broker_addr: str, group: str) -> SubscriptionGroupInfo | None:
+        b = self._broker_for(broker_addr)
+        g = self._call(broker_addr, b.get_subscription_group, group)
+        return None if g is None else _group_info(g)
+
+    def update_and_create_subscription_group(self, broker_addr: str,
+                                             config: SubscriptionGroupInfo) -> SubscriptionGroupInfo:
+        b = self._broker_for(broker_addr)
+        settings: dict[str, object] = {
+            "consume_enable": config.consume_enable, "consume_from_min_enable": config.consume_from_min_enable,
+            "consume_broadcast_enable": config.consume_broadcast_enable,
+            "consume_message_orderly": config.consume_message_orderly, "retry_queue_nums": config.retry_queue_nums,
+            "retry_max_times": config.retry_max_times, "broker_id": config.broker_id,
+            "which_broker_when_consume_slowly": config.which_broker_when_consume_slowly,
+            "notify_consumer_ids_changed_enable": config.notify_consumer_ids_changed_enable,
+            "attributes": dict(config.attributes),
+        }
+        if config.group_retry_policy:
+            try:
+                settings["group_retry_policy"] = json.loads(config.group_retry_policy)
+            except json.JSONDecodeError as e:
+                raise AdminError(f"invalid groupRetryPolicy JSON: {e.msg} at character {e.pos}") from None
+        g = self._call(broker_addr, b.create_or_update_subscription_group, config.group_name, **settings)
+        return _group_info(g)
+
+    def delete_subscription_group(self, broker_addr: str, group: str, clean_offset: bool) -> None:
+        b = self._broker_for(broker_addr)
+        self._call(broker_addr, b.delete_subscription_group, group, clean_offset)
+
+    def consume_stats(self, broker_addr: str, group: str, topic: str | None = None) -> list[ConsumeQueueStats]:
+        b = self._broker_for(broker_addr)
+        name = self.config.broker_name
+        return [ConsumeQueueStats(s.topic, name, s.queue_id, s.broker_offset, s.consumer_offset, s.pull_offset,
+                                  s.inflight, s.last_timestamp)
+                for s in self._call(broker_addr, b.consume_stats, group, topic)]
+
+    def consumer_connection(self, broker_addr: str, group: str) -> ConsumerConnection | None:
+        b = self._broker_for(broker_addr)
+        g = self._call(broker_addr, b.consumer_connection, group)
+        if g is None:
+            return None
+        return ConsumerConnection(
+            g.group_name, g.consume_type, g.message_model, g.consume_from_where,
+            [ClientConnection(c.client_id, c.remote_addr, c.language, c.version)
+             for c in sorted(g.channels.values(), key=lambda c: c.client_id)],
+            [SubscriptionEntry(s.topic, s.sub_string, s.expression_type) for _, s in sorted(g.subscriptions.items())])
+
+    # -- offsets -------------------------------------------------------------------------------------
+    def query_consumer_offset(self, broker_addr: str, group: str, topic: str, queue_id: int) -> int:
+        b = self._broker_for(broker_addr)
+        return self._call(broker_addr, b.query_offset, group, topic, queue_id)
+
+    def get_min_offset(self, broker_addr: str, topic: str, queue_id: int) -> int:
+        b = self._broker_for(broker_addr)
+        return self._call(broker_addr, b.get_min_offset, topic, queue_id)
+
+    def get_max_offset(self, broker_addr: str, topic: str, queue_id: int) -> int:
+        b = self._broker_for(broker_addr)
+        return self._call(broker_addr, b.get_max_offset, topic, queue_id)
+
+    def search_offset(self, broker_addr: str, topic: str, queue_id: int, timestamp: int) -> int:
+        b = self._broker_for(broker_addr)
+        return self._call(broker_addr, b.search_offset_by_timestamp, topic, queue_id, timestamp)
+
+    def reset_offset(self, broker_addr: str, group: str, topic: str, offsets: dict[int, int]) -> None:
+        b = self._broker_for(broker_addr)
+        plan = [ResetOffsetPlanEntry(topic, qid, b.query_offset(group, topic, qid), new)
+                for qid, new in sorted(offsets.items())]
+        self._call(broker_addr, b.apply_reset_offset, group, plan)
+
+    def clone_group_offset(self, broker_addr: str, src_group: str, dest_group: str, topic: str) -> None:
+        b = self._broker_for(broker_addr)
+        self._call(broker_addr, b.clone_group_offset, src_group, dest_group, topic)
+
+    # -- messages ------------------------------------------------------------------------------------
+    def query_message(self, broker_addr: str, topic: str, key: str, max_num: int, begin_timestamp: int,
+                      end_timestamp: int, unique_key: bool = False) -> list[MessageRecord]:
+        b = self._broker_for(broker_addr)
+        found = self._call(broker_addr, b.query_message, topic, key, max_num, begin_timestamp, end_timestamp,
+                           unique_key=unique_key)
+        return [to_record(m) for m in found]
+
+    def view_message(self, broker_addr: str, commit_log_offset: int) -> MessageRecord | None:
+        b = self._broker_for(broker_addr)
+        m = self._call(broker_addr, b.view_message, commit_log_offset)
+        return None if m is None else to_record(m)
+
+    def read_queue(self, broker_addr: str, topic: str, queue_id: int, offset: int, max_num: int,
+                   sub_expression: str = "*") -> QueueRead:
+        b = self._broker_for(broker_addr)
+        got = self._call(broker_addr, b.read_queue, topic, queue_id, offset, max_num, "TAG", sub_expression)
+        return QueueRead(got.status.value, got.next_begin_offset, got.min_offset, got.max_offset,
+                         [to_record(m) for m in got.messages])
+
+    def send_message(self, topic: str, body: bytes, properties: dict[str, str], broker_name: str | None = None,
+                     queue_id: int | None = None) -> SendResult:
+        if broker_name is not None and broker_name.strip() != self.config.broker_name:
+            raise WrongTargetError(f"broker {broker_name.strip()!r} not found: this store's broker is "
+                                   f"{self.config.broker_name!r} (brokerName in --config)")
+        b = self._broker_for(self.config.broker_addr)
+        r = self._call(None, b.send_message, topic, body, dict(properties), queue_id=queue_id)
+        return SendResult(self.config.broker_name, r.queue_id, str(r.status), r.uniq_key, r.msg_id, r.queue_offset)
+
+    # -- broker runtime ------------------------------------------------------------------------------
+    def broker_runtime_info(self, broker_addr: str) -> dict[str, str]:
+        """GET_BROKER_RUNTIME_INFO plus what only the store directory can tell (disk, lock holder)."""
+        b = self._broker_for(broker_addr)
+        info = dict(self._call(broker_addr, b.broker_runtime_info))
+        usage = shutil.disk_usage(self.store_dir)
+        info["brokerActive"] = str(is_store_locked(self.store_dir)).lower() if self.read_only else "true"
+        info["commitLogDirCapacity"] = f"Total : {_gib(usage.total)}, Free : {_gib(usage.free)}."
+        info["commitLogDiskRatio"] = f"{(usage.total - usage.free) / usage.total if usage.total else 0.0}"
+        info["storePathRootDir"] = str(self.store_dir)
+        info["topicCount"] = str(len(self._call(broker_addr, b.list_topics)))
+        return dict(sorted(info.items()))
+
+    def broker_config(self, broker_addr: str) -> dict[str, str]:
+        return self._call(broker_addr, self.config.to_properties)
+
+    # -- ACL 2.0 ---------------------------------------------------------------------------------------
+    def create_user(self, broker_addr: str, user: User) -> None:
+        auth = self._broker_for(broker_addr).auth_manager
+        self._call(broker_addr, auth.create_user, user.username, user.password, user.user_type, user.user_status)
+
+    def update_user(self, broker_addr: str, username: str, password: str | None, user_type: str | None,
+                    user_status: str | None) -> None:
+        auth = self._broker_for(broker_addr).auth_manager
+        self._call(broker_addr, auth.update_user, username, password, user_type, user_status)
+
+    def delete_user(self, broker_addr: str, username: str) -> None:
+        auth = self._broker_for(broker_addr).auth_manager
+        self._call(broker_addr, auth.delete_user, username)
+
+    def get_user(self, broker_addr: str, username: str) -> User | None:
+        auth = self._broker_for(broker_addr).auth_manager
+        return self._call(broker_addr, auth.get_user, username)
+
+    def list_users(self, broker_addr: str, filter_text: str | None = None) -> list[User]:
+        auth = self._broker_for(broker_addr).auth_manager
+        return self._call(broker_addr, auth.list_users, filter_text)
+
+    def create_acl(self, broker_addr: str, acl: Acl) -> None:
+        auth = self._broker_for(broker_addr).auth_manager
+        self._call(broker_addr, auth.create_acl, acl)
+
+    def update_acl(self, broker_addr: str, acl: Acl) -> None:
+        auth = self._broker_for(broker_addr).auth_manager
+        self._call(broker_addr, auth.update_acl, acl)
+
+    def delete_acl(self, broker_addr: str, subject: str, resource: str | None = None) -> None:
+        auth = self._broker_for(broker_addr).auth_manager
+        self._call(broker_addr, auth.delete_acl, subject, resource)
+
+    def get_acl(self, broker_addr: str, subject: str) -> Acl | None:
+        auth = self._broker_for(broker_addr).auth_manager
+        return self._call(broker_addr, auth.get_acl, subject)
+
+    def list_acls(self, broker_addr: str, subject_filter: str | None = None,
+                  resource_filter: str | None = None) -> list[Acl]:
+        auth = self._broker_for(broker_addr).auth_manager
+        return self._call(broker_addr, auth.list_acls, subject_filter, resource_filter)
+
+    # -- store maintenance (StoreMaintenance: local targets only) --------------------------------------
+    def verify_store(self, progress: ProgressFn | None = None) -> VerifyReport:
+        b = self._broker_for(self.config.broker_addr)
+        return self._call(None, b.verify_store, progress)
+
+    def rebuild_store(self, parts: list[str], master: str, verify: bool, config_file: str | None = None,
+                      progress: Callable[[str, int, int], None] | None = None) -> RebuildSummary:
+        """Spark rebuild over the store's files; refused while a broker holds the store (unless verify)."""
+        if not self.store_dir.is_dir():
+            raise NotFoundError(f"store directory {self.store_dir} does not exist")
+        if not verify and is_store_locked(self.store_dir):
+            raise StoreBusyError(str(self.store_dir))
+        try:
+            from spark.rebuild import RebuildError, run_rebuild
+        except ImportError as e:
+            raise AdminError(f"rebuildStore needs PySpark and the spark/ jobs: {e}") from None
+        try:
+            return run_rebuild(self.store_dir, config_file, parts, master, verify, progress)
+        except RebuildError as e:
+            if "locked" in str(e) or "held" in str(e):
+                raise StoreBusyError(str(self.store_dir)) from None
+            raise AdminError(str(e)) from None
+
+
+def _topic_info(tc: TopicConfig) -> TopicInfo:
+    return TopicInfo(tc.topic_name, tc.read_queue_nums, tc.write_queue_nums, tc.perm, tc.topic_filter_type,
+                     tc.topic_sys_flag, tc.order, dict(tc.attributes))
+
+
+def _group_info(g: SubscriptionGroupConfig) -> SubscriptionGroupInfo:
+    return SubscriptionGroupInfo(
+        g.group_name, g.consume_enable, g.consume_from_min_enable, g.consume_broadcast_enable,
+        g.consume_message_orderly, g.retry_queue_nums, g.retry_max_times,
+        json.dumps(g.group_retry_policy, separators=(",", ":")) if g.group_retry_policy else None, g.broker_id,
+        g.which_broker_when_consume_slowly, g.notify_consumer_ids_changed_enable, dict(g.attributes))
+
+
+def _gib(n: int) -> str:
+    return f"{n / 1024 ** 3:.2f} GiB"
