@@ -1,27 +1,44 @@
-"""The Admin interface: what every operator front end (CLI, dashboard, playbooks) may ask of a cluster.
+"""Admin: the one implementation of every operator question (CLI, dashboard, playbooks ask only this).
 
 Why this module exists: ``mqadmin`` commands, the TUI and the playbooks must work the same on a local
-store directory (EmbeddedAdmin) and on a running cluster (RemoteAdmin). They talk only to this
-Protocol, whose methods take and return plain values and the dataclasses below — never a store, a
-Broker or a socket. Failures are raised as ``mqadmin.errors`` exceptions.
+store directory and on a running cluster. The operator logic — which brokers a command targets,
+reset plans and dry runs, queue scans with filters and time ranges, queries by id/key, ACL copies and
+explanations, the output records below — is written once here, over a request-level
+``BrokerClient`` transport (``mqadmin.transport``): in process (``LocalBrokerClient``) or over TCP
+(``RemotingBrokerClient``). ``mqadmin.connect.open_admin`` picks one from ``--store`` / ``-n``.
+Methods take and return plain values and dataclasses — never a store, a Broker or a socket; failures
+are ``mqadmin.errors`` exceptions.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
-from broker_core.auth.evaluator import Explanation
-from broker_core.auth.model import Acl, User
+from broker_core.auth.authorization import AuthorizationContext
+from broker_core.auth.errors import AuthError
+from broker_core.auth.evaluator import Explanation, evaluate
+from broker_core.auth.model import Acl, User, UserStatus, UserType
+from broker_core.broker.filter import FilterSyntaxError, build_filter
+from mqadmin.errors import AdminError, NotFoundError, WrongTargetError
+from mqadmin.timefmt import now_ms
 from mqadmin.transport.base import (
+    BrokerClient,
+    ConsumeQueueStats,
     MessageRecord,
     ProgressFn,
     QueueStatus,
     SendResult,
+    StoreMaintenance,
     SubscriptionGroupInfo,
     TopicInfo,
 )
+
+if TYPE_CHECKING:
+    from broker_core.store.verify import VerifyReport
+    from spark.rebuild import RebuildSummary
 
 # ------------------------------------------------------------------------------------ value types
 
@@ -143,83 +160,679 @@ class DecodedMessageId:
     offset_commit_log_offset: int | None = None
 
 
-# ------------------------------------------------------------------------------------ the interface
+# ------------------------------------------------------------------------------------ the Admin
 
-class Admin(Protocol):
-    """One interface, two implementations (EmbeddedAdmin now, RemoteAdmin with the network layer)."""
+MAX_OFFSET_TIMESTAMP = -1  # skipAccumulatedMessage: "reset to the max offset"
+PULL_BATCH = 32
+LONG_MAX = 2**63 - 1
+_SCAN_GOES_ON = ("FOUND", "NO_MATCHED_MESSAGE", "OFFSET_FOUND_NULL")
+_CONSUME_TYPES = {"CONSUME_PASSIVELY": "PUSH", "CONSUME_ACTIVELY": "PULL", "CONSUME_POP": "POP"}
 
-    def close(self) -> None: ...
 
-    # identity / cluster
-    def identity(self) -> BrokerIdentity: ...
+class Admin:
+    """Operator logic over one ``BrokerClient``; ``maintenance`` is set for a store directory target.
+
+    Commands that name a target (-c cluster, -b broker address, broker name) pass what
+    ``check_target`` returned; without one a request goes to every broker that has the topic."""
+
+    def __init__(self, client: BrokerClient, maintenance: StoreMaintenance | None = None,
+                 clock: Callable[[], int] = now_ms) -> None:
+        self.client = client
+        self.maintenance = maintenance
+        self.clock = clock
+
+    # -- lifecycle ------------------------------------------------------------------------------------
+    def close(self) -> None:
+        self.client.close()
+
+    def __enter__(self) -> Admin:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def target(self) -> str:
+        """What this Admin talks to, as messages name it (``store DIR`` / ``name server ADDR``)."""
+        return self.client.target
+
+    # -- brokers --------------------------------------------------------------------------------------
+    def brokers(self) -> list[BrokerIdentity]:
+        """Every broker group's master (lowest id) from the cluster info, by cluster then name."""
+        info = self.client.cluster_info()
+        out = []
+        for cluster, names in sorted(info.cluster_addr_table.items()):
+            for name in sorted(names):
+                data = info.broker_addr_table.get(name)
+                if data is None or not data.broker_addrs:
+                    continue
+                bid = min(data.broker_addrs)
+                out.append(BrokerIdentity(cluster, name, data.broker_addrs[bid], bid))
+        if not out:
+            raise AdminError(f"no broker is registered at {self.target}")
+        return out
+
+    def identity(self) -> BrokerIdentity:
+        """The first broker (the only one of a store directory)."""
+        return self.brokers()[0]
+
     def check_target(self, cluster_name: str | None = None, broker_addr: str | None = None,
-                     broker_name: str | None = None) -> list[BrokerIdentity]: ...
-    def cluster_list(self) -> list[dict[str, Any]]: ...
-    def broker_status(self) -> dict[str, str]: ...
-    def get_broker_config(self) -> dict[str, str]: ...
+                     broker_name: str | None = None) -> list[BrokerIdentity]:
+        """mqadmin's -c / -b / brokerName options: the brokers they select, or one line saying why none."""
+        known = self.brokers()
+        chosen = known
+        if cluster_name is not None:
+            chosen = [b for b in chosen if b.cluster_name == cluster_name.strip()]
+            if not chosen:
+                raise WrongTargetError(self._missing("cluster", cluster_name.strip(), known))
+        if broker_addr is not None:
+            chosen = [b for b in chosen if b.broker_addr == broker_addr.strip()]
+            if not chosen:
+                raise WrongTargetError(self._missing("broker address", broker_addr.strip(), known))
+        if broker_name is not None:
+            chosen = [b for b in chosen if b.broker_name == broker_name.strip()]
+            if not chosen:
+                raise WrongTargetError(self._missing("broker", broker_name.strip(), known))
+        return chosen
 
-    # topics
-    def list_topics(self) -> list[str]: ...
-    def topic_info(self, topic: str) -> TopicInfo: ...
-    def topic_status(self, topic: str) -> list[QueueStatus]: ...
-    def topic_route(self, topic: str) -> dict[str, Any]: ...
-    def update_topic(self, topic: TopicInfo) -> TopicInfo: ...
-    def delete_topic(self, topic: str, cluster_name: str, dry_run: bool = False) -> DeleteTopicPlan: ...
-    def topic_groups(self, topic: str) -> list[str]: ...
+    def _missing(self, what: str, value: str, known: list[BrokerIdentity]) -> str:
+        if self.maintenance is not None and len(known) == 1:  # a store directory: name its config keys
+            me = known[0]
+            if what == "cluster":
+                return (f"cluster {value!r} not found: this store's broker is in cluster {me.cluster_name!r} "
+                        "(brokerClusterName in --config)")
+            if what == "broker address":
+                return (f"broker address {value!r} is not this store's broker ({me.broker_addr}); "
+                        "to reach another broker use -n <namesrv>")
+            return f"broker {value!r} not found: this store's broker is {me.broker_name!r} (brokerName in --config)"
+        field_of = {"cluster": "cluster_name", "broker address": "broker_addr", "broker": "broker_name"}[what]
+        names = sorted({getattr(b, field_of) for b in known})
+        return f"{what} {value!r} not found at {self.target}; known: {', '.join(names)}"
 
-    # groups and offsets
-    def list_groups(self) -> list[str]: ...
-    def update_sub_group(self, config: SubscriptionGroupInfo) -> SubscriptionGroupInfo: ...
-    def delete_sub_group(self, group: str, remove_offset: bool = False,
-                         delete_retry_topics: bool = False) -> None: ...
-    def consumer_progress(self, group: str, topic: str | None = None) -> list[ConsumerProgressRow]: ...
-    def group_summaries(self) -> list[GroupSummary]: ...
+    def _addr(self, broker_addr: str | None) -> str:
+        return broker_addr if broker_addr is not None else self.identity().broker_addr
+
+    def get_broker_config(self, broker_addr: str | None = None) -> dict[str, str]:
+        return self.client.broker_config(self._addr(broker_addr))
+
+    def broker_status(self, broker_addr: str | None = None) -> dict[str, str]:
+        """GET_BROKER_RUNTIME_INFO of one broker (the first when none is named)."""
+        return dict(sorted(self.client.broker_runtime_info(self._addr(broker_addr)).items()))
+
+    def cluster_list(self) -> list[dict[str, Any]]:
+        """clusterList's rows: each broker's runtime figures as mqadmin prints them."""
+        rows = []
+        for me in self.brokers():
+            info = self.broker_status(me.broker_addr)
+            earliest = int(info.get("earliestMessageTimeStamp", "0") or 0)
+            hours = (self.clock() - earliest) / 3_600_000 if earliest > 0 else 0.0
+
+            def num(key: str, info: dict[str, str] = info) -> int:
+                return int(info.get(key, "0") or 0)
+
+            rows.append({
+                "clusterName": me.cluster_name, "brokerName": me.broker_name, "brokerId": me.broker_id,
+                "brokerAddr": me.broker_addr, "version": info.get("brokerVersionDesc", ""),
+                "inTps": float((info.get("putTps") or "0").split()[0]),
+                "outTps": float((info.get("getTransferredTps") or "0").split()[0]),
+                "sendThreadPoolQueueSize": num("sendThreadPoolQueueSize"),
+                "sendThreadPoolQueueHeadWaitTimeMills": num("sendThreadPoolQueueHeadWaitTimeMills"),
+                "pullThreadPoolQueueSize": num("pullThreadPoolQueueSize"),
+                "pullThreadPoolQueueHeadWaitTimeMills": num("pullThreadPoolQueueHeadWaitTimeMills"),
+                "ackThreadPoolQueueSize": num("ackThreadPoolQueueSize"),
+                "ackThreadPoolQueueHeadWaitTimeMills": num("ackThreadPoolQueueHeadWaitTimeMills"),
+                "timerReadBehind": num("timerReadBehind"), "timerOffsetBehind": num("timerOffsetBehind"),
+                "timerCongestNum": num("timerCongestNum"),
+                "timerEnqueueTps": float(info.get("timerEnqueueTps", 0) or 0),
+                "timerDequeueTps": float(info.get("timerDequeueTps", 0) or 0),
+                "pageCacheLockTimeMills": num("pageCacheLockTimeMills"), "hours": hours,
+                "space": float(info.get("commitLogDiskRatio", "0") or 0),
+                "activated": info.get("brokerActive") == "true",
+                "inTotalYest": num("msgPutTotalTodayMorning") - num("msgPutTotalYesterdayMorning"),
+                "outTotalYest": num("msgGetTotalTodayMorning") - num("msgGetTotalYesterdayMorning"),
+                "inTotalToday": num("msgPutTotalTodayNow") - num("msgPutTotalTodayMorning"),
+                "outTotalToday": num("msgGetTotalTodayNow") - num("msgGetTotalTodayMorning"),
+            })
+        return rows
+
+    # -- topics ---------------------------------------------------------------------------------------
+    def list_topics(self) -> list[str]:
+        names: set[str] = set()
+        for b in self.brokers():
+            names.update(t.topic_name for t in self.client.get_all_topic_config(b.broker_addr))
+        return sorted(names)
+
+    def _topic_brokers(self, topic: str, among: list[BrokerIdentity] | None = None
+                       ) -> list[tuple[BrokerIdentity, TopicInfo]]:
+        """The brokers (of ``among``, default all) that have ``topic``, with its config there."""
+        out = []
+        for b in among if among is not None else self.brokers():
+            info = self.client.get_topic_config(b.broker_addr, topic)
+            if info is not None:
+                out.append((b, info))
+        return out
+
+    def _require_topic(self, topic: str, among: list[BrokerIdentity] | None = None
+                       ) -> list[tuple[BrokerIdentity, TopicInfo]]:
+        found = self._topic_brokers(topic, among)
+        if not found:
+            raise NotFoundError(f"topic [{topic}] not found in {self.target}")
+        return found
+
+    def topic_info(self, topic: str) -> TopicInfo:
+        return self._require_topic(topic)[0][1]
+
+    def topic_status(self, topic: str) -> list[QueueStatus]:
+        """GET_TOPIC_STATS_INFO of every broker that has the topic (the broker's error when none has)."""
+        rows: list[QueueStatus] = []
+        missing: NotFoundError | None = None
+        for b in self.brokers():
+            try:
+                rows.extend(self.client.topic_stats(b.broker_addr, topic))
+            except NotFoundError as e:
+                missing = e
+        if not rows and missing is not None:
+            raise missing
+        return rows
+
+    def topic_route(self, topic: str) -> dict[str, Any]:
+        route = self.client.topic_route(topic)
+        if route is None:
+            raise NotFoundError(f"topic [{topic}] not found in {self.target}")
+        return route.to_dict()
+
+    def update_topic(self, topic: TopicInfo, targets: list[BrokerIdentity] | None = None) -> TopicInfo:
+        """UPDATE_AND_CREATE_TOPIC on each target (default every broker); ``topic.attributes`` holds
+        mqadmin's signed changes (+k=v / -k). Returns the topic as the first target stores it."""
+        results = [self.client.update_and_create_topic(b.broker_addr, topic) for b in targets or self.brokers()]
+        return results[0]
+
+    def delete_topic(self, topic: str, cluster_name: str, dry_run: bool = False) -> DeleteTopicPlan:
+        """What deleting the topic from the cluster's brokers removes; applied unless ``dry_run``."""
+        found = self._require_topic(topic, self.check_target(cluster_name=cluster_name))
+        queues = messages = 0
+        groups: set[str] = set()
+        for b, _ in found:
+            for q in self.client.topic_stats(b.broker_addr, topic):
+                if q.max_offset > 0:
+                    queues += 1
+                    messages += q.max_offset - q.min_offset
+            groups.update(self.client.query_topic_consume_by_who(b.broker_addr, topic))
+        plan = DeleteTopicPlan(topic, cluster_name, queues, messages, sorted(groups), applied=False)
+        if not dry_run:
+            for b, _ in found:
+                self.client.delete_topic_in_broker(b.broker_addr, topic)
+            self.client.delete_topic_in_namesrv(topic, cluster_name)
+            plan.applied = True
+        return plan
+
+    # -- groups ---------------------------------------------------------------------------------------
+    def list_groups(self) -> list[str]:
+        """Subscription groups plus every group holding offsets on some topic."""
+        groups: set[str] = set()
+        for b in self.brokers():
+            groups.update(g.group_name for g in self.client.get_all_subscription_group(b.broker_addr))
+            for t in self.client.get_all_topic_config(b.broker_addr):
+                groups.update(self.client.query_topic_consume_by_who(b.broker_addr, t.topic_name))
+        return sorted(groups)
+
+    def topic_groups(self, topic: str) -> list[str]:
+        """Groups holding offsets on ``topic`` (QUERY_TOPIC_CONSUME_BY_WHO, stored part)."""
+        groups: set[str] = set()
+        for b in self.brokers():
+            groups.update(self.client.query_topic_consume_by_who(b.broker_addr, topic))
+        return sorted(groups)
+
+    def update_sub_group(self, config: SubscriptionGroupInfo,
+                         targets: list[BrokerIdentity] | None = None) -> SubscriptionGroupInfo:
+        """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP; ``config.attributes`` holds signed changes (+k=v / -k)
+        applied to each broker's current attributes (none given: the current ones stay)."""
+        results = []
+        for b in targets or self.brokers():
+            current = self.client.get_subscription_group(b.broker_addr, config.group_name)
+            attrs = dict(current.attributes) if current is not None else {}
+            for key, value in config.attributes.items():
+                if key.startswith("-"):
+                    attrs.pop(key[1:], None)
+                else:
+                    attrs[key.lstrip("+")] = value
+            wanted = dataclasses.replace(config, attributes=attrs)
+            results.append(self.client.update_and_create_subscription_group(b.broker_addr, wanted))
+        return results[0]
+
+    def delete_sub_group(self, group: str, remove_offset: bool = False, delete_retry_topics: bool = False,
+                         targets: list[BrokerIdentity] | None = None) -> None:
+        """DELETE_SUBSCRIPTIONGROUP on each target; with ``delete_retry_topics`` (mqadmin -c) its
+        %RETRY% and %DLQ% topics go too. Not found when no target had it (and no offsets were removed)."""
+        existed = False
+        for b in targets or self.brokers():
+            existed |= self.client.get_subscription_group(b.broker_addr, group) is not None
+            self.client.delete_subscription_group(b.broker_addr, group, remove_offset)
+            if delete_retry_topics:
+                for topic in (f"%RETRY%{group}", f"%DLQ%{group}"):
+                    if self.client.get_topic_config(b.broker_addr, topic) is not None:
+                        self.client.delete_topic_in_broker(b.broker_addr, topic)
+        if not existed and not remove_offset:
+            raise NotFoundError(f"subscription group [{group}] does not exist in {self.target}")
+
+    def _consume_stats(self, group: str, topic: str | None = None) -> list[ConsumeQueueStats]:
+        out: list[ConsumeQueueStats] = []
+        for b in self.brokers():
+            out.extend(self.client.consume_stats(b.broker_addr, group, topic))
+        return out
+
+    def consumer_progress(self, group: str, topic: str | None = None) -> list[ConsumerProgressRow]:
+        """GET_CONSUME_STATS of every broker: broker vs group offset, lag and in-flight per queue."""
+        stats = self._consume_stats(group, topic)
+        if not stats:
+            what = f"group [{group}]" + (f" on topic [{topic}]" if topic else "")
+            raise NotFoundError(f"Not found the consumer group consume stats: {what} has no consume offsets "
+                                f"in {self.target}")
+        rows = []
+        for s in stats:
+            consumer = max(s.consumer_offset, 0)
+            inflight = s.inflight or max(0, s.pull_offset - consumer)
+            rows.append(ConsumerProgressRow(s.topic, s.broker_name, s.queue_id, s.broker_offset, consumer,
+                                            inflight, s.last_timestamp))
+        return rows
+
+    def group_summaries(self) -> list[GroupSummary]:
+        """consumerProgress without -g: lag per group, and who is online (OFFLINE when nobody)."""
+        out = []
+        for group in self.list_groups():
+            diff = sum(max(0, s.broker_offset - max(s.consumer_offset, 0)) for s in self._consume_stats(group))
+            count, version, ctype, model = 0, "OFFLINE", "", ""
+            for b in self.brokers():
+                conn = self.client.consumer_connection(b.broker_addr, group)
+                if conn is not None and conn.connections:
+                    count = max(count, len(conn.connections))
+                    version = str(min(c.version for c in conn.connections))
+                    ctype = _CONSUME_TYPES.get(conn.consume_type, conn.consume_type)
+                    model = conn.message_model
+            out.append(GroupSummary(group, count, version, ctype, model, 0.0, diff))
+        return out
+
+    # -- offsets --------------------------------------------------------------------------------------
+    def _require_group(self, broker_addr: str, group: str) -> None:
+        if self.client.get_subscription_group(broker_addr, group) is None:
+            raise NotFoundError(f"Group {group} does not exist")
+
     def reset_offset_by_time(self, group: str, topic: str, timestamp: int, force: bool = True,
-                             queue_id: int | None = None, offset: int | None = None,
-                             dry_run: bool = False) -> ResetPlan: ...
-    def skip_accumulated_message(self, group: str, topic: str, force: bool = True,
-                                 dry_run: bool = False) -> ResetPlan: ...
-    def clone_group_offset(self, src_group: str, dest_group: str, topic: str) -> ResetPlan: ...
+                             queue_id: int | None = None, offset: int | None = None, dry_run: bool = False,
+                             broker_addr: str | None = None) -> ResetPlan:
+        """resetOffsetByTime: per queue, the offset stored at ``timestamp`` (-1: the max offset) or the
+        exact ``offset``; without ``force`` a group already behind that point stays. Planned from
+        reads on every broker with the topic (or ``broker_addr``), applied unless ``dry_run``."""
+        among = None if broker_addr is None else self.check_target(broker_addr=broker_addr)
+        found = self._topic_brokers(topic, among)
+        if not found:
+            raise NotFoundError(f"Topic {topic} does not exist")
+        changes: list[OffsetChange] = []
+        per_broker: list[tuple[BrokerIdentity, dict[int, int]]] = []
+        for b, info in found:
+            addr = b.broker_addr
+            self._require_group(addr, group)
+            if queue_id is not None:
+                if queue_id < 0 or queue_id >= max(info.read_queue_nums, info.write_queue_nums):
+                    raise AdminError(f"queueId[{queue_id}] is illegal, topic:[{topic}] has "
+                                     f"{info.read_queue_nums} read queues")
+                qids = [queue_id]
+            else:
+                qids = list(range(info.read_queue_nums))
+            wanted: dict[int, int] = {}
+            for qid in qids:
+                hi = self.client.get_max_offset(addr, topic, qid)
+                if offset is not None:
+                    lo = self.client.get_min_offset(addr, topic, qid)
+                    if offset < lo or offset > hi:
+                        raise AdminError(f"Target offset {offset} not in consume queue range [{lo}-{hi}] "
+                                         f"(topic {topic}, queue {qid})")
+                    ts_off = offset
+                elif timestamp < 0:
+                    ts_off = hi
+                else:
+                    ts_off = self.client.search_offset(addr, topic, qid, timestamp)
+                old = self.client.query_consumer_offset(addr, group, topic, qid)
+                reset = ts_off if (force or old < 0 or ts_off < old) else old
+                changes.append(OffsetChange(b.broker_name, qid, hi, old, ts_off, reset))
+                wanted[qid] = reset
+            per_broker.append((b, wanted))
+        plan = ResetPlan(group, topic, timestamp, force, changes, applied=False)
+        if not dry_run:
+            for b, wanted in per_broker:
+                self.client.reset_offset(b.broker_addr, group, topic, wanted)
+            plan.applied = True
+        return plan
 
-    # messages
-    def query_msg_by_id(self, topic: str, msg_id: str) -> list[MessageRecord]: ...
+    def skip_accumulated_message(self, group: str, topic: str, force: bool = True,
+                                 dry_run: bool = False) -> ResetPlan:
+        return self.reset_offset_by_time(group, topic, MAX_OFFSET_TIMESTAMP, force, dry_run=dry_run)
+
+    def clone_group_offset(self, src_group: str, dest_group: str, topic: str) -> ResetPlan:
+        """CLONE_GROUP_OFFSET on every broker with the topic; the plan shows each copied queue."""
+        found = self._topic_brokers(topic)
+        if not found:
+            raise NotFoundError(f"Topic {topic} does not exist")
+        changes = []
+        for b, info in found:
+            addr = b.broker_addr
+            self._require_group(addr, src_group)
+            qids = range(max(info.read_queue_nums, info.write_queue_nums))
+            before = {q: self.client.query_consumer_offset(addr, dest_group, topic, q) for q in qids}
+            self.client.clone_group_offset(addr, src_group, dest_group, topic)
+            for q in qids:
+                new = self.client.query_consumer_offset(addr, src_group, topic, q)
+                if new >= 0:
+                    changes.append(OffsetChange(b.broker_name, q, self.client.get_max_offset(addr, topic, q),
+                                                before[q], new, new))
+        return ResetPlan(dest_group, topic, 0, True, changes, applied=True)
+
+    # -- messages -------------------------------------------------------------------------------------
+    def query_msg_by_id(self, topic: str, msg_id: str) -> list[MessageRecord]:
+        """An offset msgId is read at its commitlog offset (on the broker it names, else each broker);
+        anything else, or an id that does not match there, falls back to the unique key."""
+        from broker_core.store.codec.message_id import decode_offset_msg_id
+
+        text = msg_id.strip()
+        try:
+            decoded = decode_offset_msg_id(text)
+        except ValueError:
+            decoded = None
+        if decoded is not None:
+            brokers = self.brokers()
+            host = f"{decoded.store_host[0]}:{decoded.store_host[1]}"
+            named = [b for b in brokers if b.broker_addr == host]
+            for b in named or brokers:
+                r = self.client.view_message(b.broker_addr, decoded.commit_log_offset)
+                if r is not None and r.commit_log_offset == decoded.commit_log_offset \
+                        and r.msg_id.upper() == text.upper():
+                    return [r]
+        return self.query_msg_by_unique_key(topic, text, 32)
+
     def query_msg_by_key(self, topic: str, key: str, max_num: int = 64, begin: int = 0,
-                         end: int = 2**63 - 1) -> list[MessageRecord]: ...
-    def query_msg_by_unique_key(self, topic: str, key: str, max_num: int = 32) -> list[MessageRecord]: ...
-    def query_msg_by_offset(self, topic: str, broker_name: str, queue_id: int, offset: int) -> MessageRecord: ...
+                         end: int = LONG_MAX) -> list[MessageRecord]:
+        """QUERY_MESSAGE by key on every broker with the topic: messages whose KEYS has the token ``key``."""
+        out: list[MessageRecord] = []
+        for b, _ in self._require_topic(topic):
+            out.extend(self.client.query_message(b.broker_addr, topic, key, max_num, begin, end))
+        return out
+
+    def query_msg_by_unique_key(self, topic: str, key: str, max_num: int = 32) -> list[MessageRecord]:
+        out: list[MessageRecord] = []
+        for b, _ in self._require_topic(topic):
+            out.extend(self.client.query_message(b.broker_addr, topic, key, max_num, 0, LONG_MAX, unique_key=True))
+        return sorted(out, key=lambda r: r.store_timestamp)
+
+    def query_msg_by_offset(self, topic: str, broker_name: str, queue_id: int, offset: int) -> MessageRecord:
+        b = self.check_target(broker_name=broker_name)[0]
+        self._require_topic(topic, [b])
+        got = self.client.read_queue(b.broker_addr, topic, queue_id, offset, 1)
+        if got.status != "FOUND" or not got.messages:
+            raise NotFoundError(f"no message at offset {offset} of {topic}/{queue_id} on {broker_name}: "
+                                f"{got.status} (queue holds [{got.min_offset}, {got.max_offset}))")
+        return got.messages[0]
+
+    @staticmethod
+    def _check_expression(sub_expression: str | None) -> str:
+        """The tag expression, refused here with the CLI's message before any request is sent."""
+        expression = sub_expression or "*"
+        try:
+            build_filter("TAG", expression)
+        except FilterSyntaxError as e:
+            raise AdminError(f"invalid subExpression {sub_expression!r}: {e}") from None
+        return expression
+
+    def _scan_queue(self, b: BrokerIdentity, topic: str, qid: int, span: tuple[int, int, int, int],
+                    expression: str, progress: ProgressFn | None, max_num: int | None = None) -> QueueScan:
+        """Read [begin, end) of one queue in pulls of 32, as mqadmin's pull consumer does."""
+        lo, hi, begin, end = span
+        scan = QueueScan(b.broker_name, topic, qid, lo, hi, begin, end)
+        offset = begin
+        status = "NO_MATCHED_MESSAGE"
+        while offset < end and (max_num is None or len(scan.messages) < max_num):
+            want = PULL_BATCH if max_num is None else min(PULL_BATCH, max_num - len(scan.messages))
+            got = self.client.read_queue(b.broker_addr, topic, qid, offset, want, expression)
+            status = got.status
+            for r in got.messages:
+                if r.queue_offset >= end:
+                    break
+                scan.messages.append(r)
+            if got.next_begin_offset <= offset:
+                break
+            offset = got.next_begin_offset
+            if progress is not None:
+                progress(min(offset, end) - begin, max(end - begin, 1))
+            if status not in _SCAN_GOES_ON:
+                break
+        scan.status = status
+        return scan
+
+    def _span(self, addr: str, topic: str, qid: int, begin_ts: int | None,
+              end_ts: int | None) -> tuple[int, int, int, int]:
+        """(queue min, queue max, first offset, end offset) of a queue for an optional time range."""
+        lo = self.client.get_min_offset(addr, topic, qid)
+        hi = self.client.get_max_offset(addr, topic, qid)
+        begin, end = lo, hi
+        if begin_ts is not None:
+            begin = max(lo, self.client.search_offset(addr, topic, qid, begin_ts))
+        if end_ts is not None:
+            end = min(hi, self.client.search_offset(addr, topic, qid, end_ts))
+        return lo, hi, begin, end
+
+    @staticmethod
+    def _queue_ids(info: TopicInfo) -> list[int]:
+        return list(range(max(info.read_queue_nums, info.write_queue_nums)))
+
     def print_msg_by_queue(self, topic: str, broker_name: str, queue_id: int, sub_expression: str = "*",
                            begin_timestamp: int | None = None, end_timestamp: int | None = None,
-                           progress: ProgressFn | None = None) -> QueueScan: ...
+                           progress: ProgressFn | None = None) -> QueueScan:
+        b = self.check_target(broker_name=broker_name)[0]
+        (_, info), = self._require_topic(topic, [b])
+        if queue_id not in self._queue_ids(info):
+            raise NotFoundError(f"queue {queue_id} of topic [{topic}] does not exist")
+        span = self._span(b.broker_addr, topic, queue_id, begin_timestamp, end_timestamp)
+        return self._scan_queue(b, topic, queue_id, span, self._check_expression(sub_expression), progress)
+
     def iter_print_msg(self, topic: str, sub_expression: str = "*", begin_timestamp: int | None = None,
-                       end_timestamp: int | None = None, progress: ProgressFn | None = None
-                       ) -> Iterator[QueueScan]: ...
+                       end_timestamp: int | None = None, progress: ProgressFn | None = None) -> Iterator[QueueScan]:
+        found = self._require_topic(topic)
+        expression = self._check_expression(sub_expression)
+        for b, info in found:
+            for qid in self._queue_ids(info):
+                span = self._span(b.broker_addr, topic, qid, begin_timestamp, end_timestamp)
+                yield self._scan_queue(b, topic, qid, span, expression, progress)
+
     def send_message(self, topic: str, body: bytes, keys: str | None = None, tags: str | None = None,
-                     broker_name: str | None = None, queue_id: int | None = None) -> SendResult: ...
+                     broker_name: str | None = None, queue_id: int | None = None) -> SendResult:
+        """SEND_MESSAGE_V2 (the broker adds UNIQ_KEY; the transport picks the queue unless given)."""
+        if broker_name is not None:
+            self.check_target(broker_name=broker_name)
+        props: dict[str, str] = {}
+        if keys:
+            props["KEYS"] = keys
+        if tags:
+            props["TAGS"] = tags
+        props["WAIT"] = "true"
+        return self.client.send_message(topic, body, props, broker_name, queue_id)
+
     def consume_message(self, topic: str, group: str, broker_name: str | None = None,
                         queue_id: int | None = None, offset: int | None = None,
                         begin_timestamp: int | None = None, end_timestamp: int | None = None,
-                        max_num: int = 128) -> list[QueueScan]: ...
-    def decode_message_id(self, msg_id: str) -> DecodedMessageId: ...
-    def message_tracks(self, record: MessageRecord) -> list[dict[str, Any]]: ...
+                        max_num: int = 128) -> list[QueueScan]:
+        """A pull consumer's read (mqadmin consumeMessage): nothing is committed."""
+        found = self._require_topic(topic)
+        if broker_name is not None:
+            chosen = {b.broker_name for b in self.check_target(broker_name=broker_name)}
+            found = [(b, i) for b, i in found if b.broker_name in chosen]
+        now = self.clock()
+        for name, ts in (("beginTimestamp", begin_timestamp), ("endTimestamp", end_timestamp)):
+            if ts is not None and ts > now:
+                raise AdminError(f"{name} {ts} is in the future (now is {now})")
+        scans = []
+        remaining = max_num
+        for b, info in found:
+            qids = self._queue_ids(info)
+            if queue_id is not None:
+                if queue_id not in qids:
+                    raise NotFoundError(f"queue {queue_id} of topic [{topic}] does not exist")
+                qids = [queue_id]
+            for qid in qids:
+                if remaining <= 0:
+                    break
+                lo, hi, begin, end = self._span(b.broker_addr, topic, qid, begin_timestamp, end_timestamp)
+                if offset is not None:
+                    begin = offset
+                scan = self._scan_queue(b, topic, qid, (lo, hi, begin, end), "*", None, remaining)
+                remaining -= len(scan.messages)
+                scans.append(scan)
+        return scans
 
-    # ACL 2.0
-    def create_user(self, username: str, password: str, user_type: str | None = None) -> User: ...
+    def decode_message_id(self, msg_id: str) -> DecodedMessageId:
+        from mqadmin.msgid import decode_message_id
+
+        return decode_message_id(msg_id, self.clock)
+
+    def message_tracks(self, record: MessageRecord) -> list[dict[str, Any]]:
+        """Which groups consumed the message, judged by their committed offsets on its queue."""
+        found = self._topic_brokers(record.topic)
+        if not found:
+            return []
+        stored_on = [b for b, _ in found if b.broker_addr == record.store_host]
+        addr = (stored_on[0] if stored_on else found[0][0]).broker_addr
+        tracks = []
+        for group in self.client.query_topic_consume_by_who(addr, record.topic):
+            committed = self.client.query_consumer_offset(addr, group, record.topic, record.queue_id)
+            consumed = committed > record.queue_offset
+            tracks.append({"consumerGroup": group,
+                           "trackType": "SUBSCRIBED_AND_CONSUMED" if consumed else "NOT_CONSUME_YET",
+                           "exceptionDesc": None})
+        return tracks
+
+    # -- ACL 2.0 --------------------------------------------------------------------------------------
+    def _acl_addrs(self, broker_addrs: list[str] | None) -> list[str]:
+        return broker_addrs if broker_addrs else [b.broker_addr for b in self.brokers()]
+
+    def create_user(self, username: str, password: str, user_type: str | None = None,
+                    broker_addrs: list[str] | None = None) -> User:
+        """AUTH_CREATE_USER on each broker (default all); the user as the first one stores it."""
+        try:
+            utype = UserType.parse(user_type) if user_type is not None else UserType.NORMAL
+        except ValueError as e:
+            raise AdminError(str(e)) from None
+        addrs = self._acl_addrs(broker_addrs)
+        for addr in addrs:
+            self.client.create_user(addr, User(username, password, utype, UserStatus.ENABLE))
+        return self._stored_user(addrs[0], username)
+
+    def _stored_user(self, addr: str, username: str) -> User:
+        user = self.client.get_user(addr, username.strip())
+        if user is None:
+            raise AdminError(f"user {username} was not stored on {addr}")
+        return user
+
     def update_user(self, username: str, password: str | None = None, user_type: str | None = None,
-                    user_status: str | None = None) -> User: ...
-    def delete_user(self, username: str) -> None: ...
-    def get_user(self, username: str) -> User | None: ...
-    def list_users(self, filter_text: str | None = None) -> list[User]: ...
-    def create_acl(self, acl: Acl) -> Acl: ...
-    def update_acl(self, acl: Acl) -> Acl: ...
-    def delete_acl(self, subject: str, resource: str | None = None) -> None: ...
-    def get_acl(self, subject: str) -> Acl | None: ...
-    def list_acls(self, subject_filter: str | None = None, resource_filter: str | None = None) -> list[Acl]: ...
-    def copy_users_to(self, target: Admin, usernames: list[str] | None = None) -> list[str]: ...
-    def copy_acls_to(self, target: Admin, subjects: list[str] | None = None,
-                     progress: ProgressFn | None = None) -> list[str]: ...
-    def explain_acl(self, subject: str, resource: str, actions: list[str], source_ip: str | None) -> Explanation: ...
+                    user_status: str | None = None, broker_addrs: list[str] | None = None) -> User:
+        addrs = self._acl_addrs(broker_addrs)
+        for addr in addrs:
+            self.client.update_user(addr, username, password, user_type, user_status)
+        return self._stored_user(addrs[0], username)
 
-    # store maintenance (embedded only; RemoteAdmin raises)
-    def verify_store(self, progress: ProgressFn | None = None) -> Any: ...
+    def delete_user(self, username: str, broker_addrs: list[str] | None = None) -> None:
+        for addr in self._acl_addrs(broker_addrs):
+            self.client.delete_user(addr, username)
+
+    def get_user(self, username: str, broker_addr: str | None = None) -> User | None:
+        return self.client.get_user(self._addr(broker_addr), username)
+
+    def list_users(self, filter_text: str | None = None, broker_addr: str | None = None) -> list[User]:
+        return self.client.list_users(self._addr(broker_addr), filter_text)
+
+    def create_acl(self, acl: Acl, broker_addrs: list[str] | None = None) -> Acl:
+        """AUTH_CREATE_ACL (create or merge) on each broker; the merged ACL as the first one stores it."""
+        addrs = self._acl_addrs(broker_addrs)
+        for addr in addrs:
+            self.client.create_acl(addr, acl)
+        return self._stored_acl(addrs[0], acl)
+
+    def _stored_acl(self, addr: str, acl: Acl) -> Acl:
+        stored = self.client.get_acl(addr, acl.subject.key)
+        if stored is None:
+            raise AdminError(f"the ACL of {acl.subject.key} was not stored on {addr}")
+        return stored
+
+    def update_acl(self, acl: Acl, broker_addrs: list[str] | None = None) -> Acl:
+        addrs = self._acl_addrs(broker_addrs)
+        for addr in addrs:
+            self.client.update_acl(addr, acl)
+        return self._stored_acl(addrs[0], acl)
+
+    def delete_acl(self, subject: str, resource: str | None = None, broker_addrs: list[str] | None = None) -> None:
+        for addr in self._acl_addrs(broker_addrs):
+            self.client.delete_acl(addr, subject, resource)
+
+    def get_acl(self, subject: str, broker_addr: str | None = None) -> Acl | None:
+        return self.client.get_acl(self._addr(broker_addr), subject)
+
+    def list_acls(self, subject_filter: str | None = None, resource_filter: str | None = None,
+                  broker_addr: str | None = None) -> list[Acl]:
+        return self.client.list_acls(self._addr(broker_addr), subject_filter, resource_filter)
+
+    def copy_users_to(self, target: Admin, usernames: list[str] | None = None, source_addr: str | None = None,
+                      target_addr: str | None = None) -> list[str]:
+        """copyUser: each user is created on the target, or updated in every field when it exists there."""
+        src, dst = self._addr(source_addr), target._addr(target_addr)
+        names = ([u.username for u in self.client.list_users(src)] if usernames is None
+                 else [n.strip() for n in usernames])
+        copied = []
+        for name in names:
+            user = self.client.get_user(src, name)
+            if user is None:
+                raise AdminError(f"The user {name} is not exist")
+            if target.client.get_user(dst, name) is None:
+                target.client.create_user(dst, user)
+            else:
+                target.client.update_user(dst, name, user.password, user.user_type.value, user.user_status.value)
+            copied.append(name)
+        return copied
+
+    def copy_acls_to(self, target: Admin, subjects: list[str] | None = None, progress: ProgressFn | None = None,
+                     source_addr: str | None = None, target_addr: str | None = None) -> list[str]:
+        """copyAcl: each subject's ACL merged into the target's (whose user must exist there)."""
+        src, dst = self._addr(source_addr), target._addr(target_addr)
+        wanted = subjects if subjects is not None else [a.subject.key for a in self.client.list_acls(src)]
+        copied = []
+        for i, subject in enumerate(wanted, 1):
+            acl = self.client.get_acl(src, subject)
+            if acl is not None:
+                target.client.create_acl(dst, acl)
+                copied.append(acl.subject.key)
+            if progress is not None:
+                progress(i, len(wanted))
+        return copied
+
+    def explain_acl(self, subject: str, resource: str, actions: list[str], source_ip: str | None,
+                    broker_addr: str | None = None) -> Explanation:
+        """Which entry of the subject's ACL decides (and why), evaluated here from the broker's user
+        and ACL with the broker's own evaluator — so the answer is the broker's, over any transport."""
+        addr = self._addr(broker_addr)
+        try:
+            ctx = AuthorizationContext(subject, resource, actions, source_ip)
+        except AuthError as e:
+            raise AdminError(e.message) from None
+        subj = ctx.subject
+        user = self.client.get_user(addr, subj.name) if subj is not None else None
+        acl = self.client.get_acl(addr, subj.key) if subj is not None and user is not None else None
+        return evaluate(subj, user, acl, ctx.resource, ctx.actions, ctx.source_ip)
+
+    # -- store maintenance (a store directory target only) --------------------------------------------
+    def _maintenance(self, what: str) -> StoreMaintenance:
+        if self.maintenance is None:
+            raise AdminError(f"{what} works on a store directory: give --store DIR (it cannot run over -n)")
+        return self.maintenance
+
+    def verify_store(self, progress: ProgressFn | None = None) -> VerifyReport:
+        return self._maintenance("verifyStore").verify_store(progress)
+
     def rebuild_store(self, parts: list[str], master: str, verify: bool, config_file: str | None = None,
-                      progress: Callable[[str, int, int], None] | None = None) -> Any: ...
+                      progress: Callable[[str, int, int], None] | None = None) -> RebuildSummary:
+        return self._maintenance("rebuildStore").rebuild_store(parts, master, verify, config_file, progress)

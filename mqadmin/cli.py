@@ -28,7 +28,8 @@ from rich.table import Table
 from rich.text import Text
 from typer.core import TyperGroup
 
-from mqadmin.errors import EXIT_FAILURE, AdminError, RemoteUnavailableError
+from mqadmin.admin import Admin
+from mqadmin.errors import EXIT_FAILURE, AdminError
 
 
 class OutputFormat(StrEnum):
@@ -88,13 +89,12 @@ def complete_group(ctx: typer.Context, incomplete: str) -> list[str]:
     return _complete(ctx, incomplete, lambda admin: admin.list_groups())
 
 
-def _complete(ctx: typer.Context, incomplete: str, fetch: Callable[[Any], list[str]]) -> list[str]:
-    from mqadmin.embedded import EmbeddedAdmin
+def _complete(ctx: typer.Context, incomplete: str, fetch: Callable[[Admin], list[str]]) -> list[str]:
+    from mqadmin.connect import open_admin
 
     params = ctx.params if ctx is not None else {}
-    store = params.get("store") or os.environ.get("RMQ_STORE") or "./store"
     try:
-        with EmbeddedAdmin(store, params.get("config"), read_only=True) as admin:
+        with open_admin(params.get("store"), params.get("namesrv_addr"), params.get("config")) as admin:
             return [n for n in fetch(admin) if n.startswith(incomplete)]
     except Exception:  # noqa: BLE001 - completion must never fail the shell
         return []
@@ -128,33 +128,35 @@ class Cmd:
         self.name = name
         self.opts = opts
         self.writes = writes
-        self._admins: list[Any] = []
-        self._admin: Any = None
+        self._admins: list[Admin] = []
+        self._admin: Admin | None = None
         self.err_console = Console(stderr=True, markup=False, highlight=False)
 
     # -- targets --------------------------------------------------------------------------------------
-    def admin(self) -> Any:
-        """The Admin for this command's target (embedded store, or remote when -n is given)."""
+    def admin(self) -> Admin:
+        """The Admin for this command's target: the store directory, or remoting when -n is given."""
         if self._admin is None:
-            remote = self.opts.remote_target
-            if remote:
-                raise RemoteUnavailableError(remote)
-            self._admin = self.open_store(self.opts.store_dir, self.writes)
+            from mqadmin.connect import open_admin
+
+            self._admin = open_admin(self.opts.store_dir, self.opts.remote_target, self.opts.config, self.writes)
+            self._admins.append(self._admin)
         return self._admin
 
-    def open_store(self, store_dir: Path, writes: bool) -> Any:
-        from mqadmin.embedded import EmbeddedAdmin
-
-        admin = EmbeddedAdmin(store_dir, self.opts.config, read_only=not writes)
-        self._admins.append(admin)
-        return admin
-
-    def open_target(self, target: str, writes: bool) -> Any:
-        """copyUser/copyAcl -f/-t: a path that exists is a store directory; anything else an address."""
+    def open_target(self, target: str, writes: bool) -> tuple[Admin, str | None]:
+        """copyUser/copyAcl -f/-t: a path that exists is a store directory (its own Admin); anything
+        else is a broker address reached through this command's -n Admin. Returns (admin, address)."""
         path = Path(target).expanduser()
         if path.is_dir():
-            return self.open_store(path, writes)
-        raise RemoteUnavailableError(target)
+            from mqadmin.connect import open_local_admin
+
+            admin = open_local_admin(path, self.opts.config, writes)
+            self._admins.append(admin)
+            return admin, None
+        if not self.opts.remote_target:
+            from mqadmin.errors import RemoteUnavailableError
+
+            raise RemoteUnavailableError(target)
+        return self.admin(), target
 
     def close(self) -> None:
         while self._admins:

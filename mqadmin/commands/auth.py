@@ -68,7 +68,7 @@ def create_user(
     broker: BrokerOpt = None,
 ) -> None:
     addrs = _targets(cmd, cluster, broker)
-    user = cmd.admin().create_user(username, password, user_type)
+    user = cmd.admin().create_user(username, password, user_type, addrs)
     cmd.emit({"brokers": addrs, "user": user_to_info(user)},
              lambda: [cmd.print(f"create user to {a} success.") for a in addrs])
 
@@ -87,7 +87,7 @@ def update_user(
     if len(given) != 1:
         raise UsageProblem("exactly one of -p/--password, -t/--userType, -s/--userStatus is required")
     addrs = _targets(cmd, cluster, broker)
-    user = cmd.admin().update_user(username, password, user_type, user_status)
+    user = cmd.admin().update_user(username, password, user_type, user_status, addrs)
     cmd.emit({"brokers": addrs, "user": user_to_info(user)},
              lambda: [cmd.print(f"update user to {a} success.") for a in addrs])
 
@@ -100,7 +100,7 @@ def delete_user(
     broker: BrokerOpt = None,
 ) -> None:
     addrs = _targets(cmd, cluster, broker)
-    cmd.admin().delete_user(username)
+    cmd.admin().delete_user(username, addrs)
     cmd.emit({"brokers": addrs, "username": username},
              lambda: [cmd.print(f"delete user to {a} success.") for a in addrs])
 
@@ -112,10 +112,10 @@ def get_user(
     cluster: ClusterOpt = None,
     broker: BrokerOpt = None,
 ) -> None:
-    _targets(cmd, cluster, broker)
+    addrs = _targets(cmd, cluster, broker)
     if not username:
         raise UsageProblem("-u/--username is required")
-    user = cmd.admin().get_user(username)
+    user = cmd.admin().get_user(username, addrs[0])
     if user is None:
         raise NotFoundError(f"user {username} not found")
     cmd.emit(user_to_info(user), lambda: cmd.table(USER_HEADERS, [_user_row(user)]))
@@ -129,7 +129,7 @@ def list_user(
     broker: BrokerOpt = None,
 ) -> None:
     addrs = _targets(cmd, cluster, broker)
-    users = cmd.admin().list_users(filter_text)
+    users = cmd.admin().list_users(filter_text, addrs[0])
 
     def render() -> None:
         cmd.table(USER_HEADERS, [_user_row(u) for u in users])
@@ -146,9 +146,9 @@ def copy_user(
     to_broker: Annotated[str, typer.Option("-t", "--toBroker", help="target broker address or store dir")],
     usernames: Annotated[str | None, typer.Option("-u", "--usernames", help="comma list (default all)")] = None,
 ) -> None:
-    source = cmd.open_target(from_broker, writes=False)
-    target = cmd.open_target(to_broker, writes=True)
-    copied = source.copy_users_to(target, split_list(usernames))
+    source, source_addr = cmd.open_target(from_broker, writes=False)
+    target, target_addr = cmd.open_target(to_broker, writes=True)
+    copied = source.copy_users_to(target, split_list(usernames), source_addr, target_addr)
     cmd.emit({"from": from_broker, "to": to_broker, "users": copied},
              lambda: [cmd.print(f"copy user of {u} from {from_broker} to {to_broker} success.") for u in copied])
 
@@ -166,7 +166,7 @@ AclSourceIp = Annotated[str | None, typer.Option("-i", "--sourceIp", help="comma
 def create_acl(cmd: Cmd, subject: AclSubject, resources: AclResources, actions: AclActions, decision: AclDecision,
                source_ip: AclSourceIp = None, cluster: ClusterOpt = None, broker: BrokerOpt = None) -> None:
     addrs = _targets(cmd, cluster, broker)
-    acl = cmd.admin().create_acl(_build_acl(subject, resources, actions, decision, source_ip))
+    acl = cmd.admin().create_acl(_build_acl(subject, resources, actions, decision, source_ip), addrs)
     cmd.emit({"brokers": addrs, "acl": acl_to_info(acl)},
              lambda: [cmd.print(f"create acl to {a} success.") for a in addrs])
 
@@ -175,7 +175,7 @@ def create_acl(cmd: Cmd, subject: AclSubject, resources: AclResources, actions: 
 def update_acl(cmd: Cmd, subject: AclSubject, resources: AclResources, actions: AclActions, decision: AclDecision,
                source_ip: AclSourceIp = None, cluster: ClusterOpt = None, broker: BrokerOpt = None) -> None:
     addrs = _targets(cmd, cluster, broker)
-    acl = cmd.admin().update_acl(_build_acl(subject, resources, actions, decision, source_ip))
+    acl = cmd.admin().update_acl(_build_acl(subject, resources, actions, decision, source_ip), addrs)
     cmd.emit({"brokers": addrs, "acl": acl_to_info(acl)},
              lambda: [cmd.print(f"update acl to {a} success.") for a in addrs])
 
@@ -189,7 +189,7 @@ def delete_acl(
     broker: BrokerOpt = None,
 ) -> None:
     addrs = _targets(cmd, cluster, broker)
-    cmd.admin().delete_acl(subject, resource)
+    cmd.admin().delete_acl(subject, resource, addrs)
     cmd.emit({"brokers": addrs, "subject": subject, "resource": resource},
              lambda: [cmd.print(f"delete acl to {a} success.") for a in addrs])
 
@@ -201,10 +201,10 @@ def get_acl(
     cluster: ClusterOpt = None,
     broker: BrokerOpt = None,
 ) -> None:
-    _targets(cmd, cluster, broker)
+    addrs = _targets(cmd, cluster, broker)
     if not subject:
         raise UsageProblem("-s/--subject is required")
-    acl = cmd.admin().get_acl(subject)
+    acl = cmd.admin().get_acl(subject, addrs[0])
     if acl is None:
         raise NotFoundError(f"no ACL for {subject}")
     cmd.emit(acl_to_info(acl), lambda: cmd.table(ACL_HEADERS, _acl_rows(acl)))
@@ -218,8 +218,8 @@ def list_acl(
     cluster: ClusterOpt = None,
     broker: BrokerOpt = None,
 ) -> None:
-    _targets(cmd, cluster, broker)
-    acls = cmd.admin().list_acls(subject, resource)
+    addrs = _targets(cmd, cluster, broker)
+    acls = cmd.admin().list_acls(subject, resource, addrs[0])
     cmd.emit([acl_to_info(a) for a in acls],
              lambda: cmd.table(ACL_HEADERS, [row for a in acls for row in _acl_rows(a)]))
 
@@ -231,10 +231,10 @@ def copy_acl(
     to_broker: Annotated[str, typer.Option("-t", "--toBroker", help="target broker address or store dir")],
     subjects: Annotated[str | None, typer.Option("-s", "--subjects", help="comma list (default all)")] = None,
 ) -> None:
-    source = cmd.open_target(from_broker, writes=False)
-    target = cmd.open_target(to_broker, writes=True)
+    source, source_addr = cmd.open_target(from_broker, writes=False)
+    target, target_addr = cmd.open_target(to_broker, writes=True)
     with cmd.progress("copyAcl") as update:
-        copied = source.copy_acls_to(target, split_list(subjects), update)
+        copied = source.copy_acls_to(target, split_list(subjects), update, source_addr, target_addr)
     cmd.emit({"from": from_broker, "to": to_broker, "subjects": copied},
              lambda: [cmd.print(f"copy acl of {s} from {from_broker} to {to_broker} success.") for s in copied])
 

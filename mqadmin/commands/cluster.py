@@ -1,7 +1,7 @@
 """Cluster / broker commands (spec E.7): clusterList, brokerStatus, getBrokerConfig."""
 
 import time
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -28,7 +28,7 @@ def cluster_list(
         time.sleep(interval)
 
 
-def _print_cluster(cmd: Cmd, rows: list[dict], more_stats: bool) -> None:
+def _print_cluster(cmd: Cmd, rows: list[dict[str, Any]], more_stats: bool) -> None:
     if more_stats:
         cmd.emit(rows, lambda: cmd.table(
             ("#Cluster Name", "#Broker Name", "#InTotalYest", "#OutTotalYest", "#InTotalToday", "#OutTotalToday"),
@@ -58,7 +58,7 @@ def broker_status(
         raise UsageProblem("one of -b/--brokerAddr or -c/--clusterName is required")
     admin = cmd.admin()
     targets = admin.check_target(cluster_name=cluster, broker_addr=broker)
-    status = dict(sorted(admin.broker_status().items()))
+    status = dict(sorted(admin.broker_status(targets[0].broker_addr).items()))
 
     def render() -> None:
         for k, v in status.items():
@@ -78,7 +78,7 @@ def get_broker_config(
         return  # as mqadmin: neither option prints nothing
     admin = cmd.admin()
     targets = admin.check_target(cluster_name=cluster, broker_addr=broker)
-    props = admin.get_broker_config()
+    props = admin.get_broker_config(targets[0].broker_addr)
 
     def render() -> None:
         addr = targets[0].broker_addr

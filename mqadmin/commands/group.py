@@ -5,7 +5,7 @@ from typing import Annotated
 
 import typer
 
-from mqadmin.admin import SubscriptionGroupInfo
+from mqadmin.admin import BrokerIdentity, SubscriptionGroupInfo
 from mqadmin.cli import Cmd, complete_group, complete_topic, parse_bool, register
 from mqadmin.errors import AdminError, UsageProblem
 from mqadmin.timefmt import seconds_text
@@ -15,10 +15,10 @@ app = typer.Typer()
 GroupOpt = Annotated[str, typer.Option("-g", "--groupName", help="consumer group", autocompletion=complete_group)]
 
 
-def _targets(cmd: Cmd, cluster: str | None, broker: str | None) -> list[str]:
+def _targets(cmd: Cmd, cluster: str | None, broker: str | None) -> list[BrokerIdentity]:
     if cluster is None and broker is None:
         raise UsageProblem("one of -b/--brokerAddr or -c/--clusterName is required")
-    return [b.broker_addr for b in cmd.admin().check_target(cluster_name=cluster, broker_addr=broker)]
+    return cmd.admin().check_target(cluster_name=cluster, broker_addr=broker)
 
 
 def _java_bool(v: bool) -> str:
@@ -67,8 +67,9 @@ def update_sub_group(
         group, parse_bool(consume_enable, "-s", True), parse_bool(from_min, "-m", False),
         parse_bool(broadcast, "-d", False), parse_bool(orderly, "-o", False), retry_queue_nums, retry_max_times,
         retry_policy, broker_id, slowly, parse_bool(notify, "-a", True), parse_attributes(attributes))
-    addrs = _targets(cmd, cluster, broker)
-    result = cmd.admin().update_sub_group(config)
+    targets = _targets(cmd, cluster, broker)
+    addrs = [b.broker_addr for b in targets]
+    result = cmd.admin().update_sub_group(config, targets)
 
     def render() -> None:
         for a in addrs:
@@ -86,9 +87,10 @@ def delete_sub_group(
     cluster: Annotated[str | None, typer.Option("-c", "--clusterName", help="cluster name")] = None,
     remove_offset: Annotated[str | None, typer.Option("-r", "--removeOffset", help="true/false")] = None,
 ) -> None:
-    addrs = _targets(cmd, cluster, broker)
+    targets = _targets(cmd, cluster, broker)
+    addrs = [b.broker_addr for b in targets]
     cmd.admin().delete_sub_group(group, parse_bool(remove_offset, "-r/--removeOffset", False),
-                                 delete_retry_topics=cluster is not None)
+                                 delete_retry_topics=cluster is not None, targets=targets)
 
     def render() -> None:
         for a in addrs:

@@ -50,7 +50,8 @@ def reset_offset_by_time(
     ts = parse_timestamp(timestamp, cmd.admin().clock, "-s/--timestamp")
     admin = cmd.admin()
     admin.check_target(cluster_name=cluster, broker_addr=broker)
-    plan = admin.reset_offset_by_time(group, topic, ts, is_force, queue_id, offset, dry_run=dry_run)
+    plan = admin.reset_offset_by_time(group, topic, ts, is_force, queue_id, offset, dry_run=dry_run,
+                                      broker_addr=broker)
 
     def render() -> None:
         if queue_id is not None:

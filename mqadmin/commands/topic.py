@@ -69,7 +69,7 @@ def update_topic(
     targets = admin.check_target(cluster_name=cluster, broker_addr=broker)
     sys_flag = (1 if is_unit else 0) | (2 if has_sub else 0)
     wanted = TopicInfo(topic, read_queue_nums, write_queue_nums, perm, "SINGLE_TAG", sys_flag, is_order, attrs)
-    result = admin.update_topic(wanted)
+    result = admin.update_topic(wanted, targets)
     attr_text = "{" + ", ".join(f"{k}={v}" for k, v in attrs.items()) + "}"
 
     def render() -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from golden_helpers import golden_store_config, write_broker_conf
 
+from broker_core.broker.broker import Broker
 from broker_core.broker.broker_config import BrokerConfig
 from broker_core.broker.errors import ServiceNotAvailableError
 from mqadmin.embedded import EmbeddedAdmin
@@ -80,9 +81,13 @@ def test_read_only_broker_shows_timer_figures_and_writes_nothing(golden_copy, ma
         row = admin.cluster_list()[0]
         assert row["timerCongestNum"] == 6 and row["timerOffsetBehind"] == 0 and row["timerReadBehind"] == 5
         assert admin.broker_status()["timerCongestNum"] == "6"
-        b = admin.broker()
+    # The Admin has no Broker escape hatch any more: open the same read-only Broker it uses.
+    b = Broker(root, BrokerConfig.load(conf, root), clock, read_only=True)
+    try:
         assert b.start() is b  # starts nothing
         with pytest.raises(ServiceNotAvailableError):
             b.tick()
         assert b.timer_backlog().pending == 6
+    finally:
+        b.shutdown()
     assert _snapshot(root) == before

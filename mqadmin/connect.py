@@ -1,0 +1,54 @@
+"""open_admin: the one place that decides which transport an Admin runs over.
+
+Why: every front end (CLI, dashboard, playbooks) names a target the same way — a store directory
+(``--store``, $RMQ_STORE, ./store) or a name server (``-n``, $NAMESRV_ADDR) — and must get the same
+Admin either way. A name server means the remoting transport (``mqadmin.transport.remoting``);
+anything else is the in-process transport over the store directory.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from mqadmin.admin import Admin
+from mqadmin.errors import RemoteUnavailableError
+from mqadmin.timefmt import now_ms
+from mqadmin.transport.local import LocalBrokerClient
+
+REMOTING_MODULE = "mqadmin.transport.remoting"
+
+
+def store_dir_from(value: str | Path | None) -> Path:
+    """``--store``, else $RMQ_STORE, else ./store (DESIGN.md defaults)."""
+    return Path(value or os.environ.get("RMQ_STORE") or "./store")
+
+
+def open_local_admin(store_dir: str | Path, config_file: str | Path | None = None, writes: bool = False,
+                     clock: Callable[[], int] = now_ms) -> Admin:
+    """An Admin over a store directory: read-only unless ``writes`` (then it takes the store lock)."""
+    client = LocalBrokerClient(store_dir, config_file, read_only=not writes, clock=clock)
+    return Admin(client, maintenance=client, clock=clock)
+
+
+def open_remote_admin(namesrv_addr: str, clock: Callable[[], int] = now_ms) -> Admin:
+    """An Admin over the remoting transport to ``namesrv_addr`` (``host:port[;host:port]``)."""
+    try:
+        from mqadmin.transport.remoting import RemotingBrokerClient
+    except ModuleNotFoundError as e:
+        if e.name != REMOTING_MODULE:
+            raise
+        raise RemoteUnavailableError(namesrv_addr) from None
+    return Admin(RemotingBrokerClient(namesrv_addr), clock=clock)
+
+
+def open_admin(store: str | Path | None = None, namesrv_addr: str | None = None,
+               config_file: str | Path | None = None, writes: bool = False,
+               clock: Callable[[], int] = now_ms) -> Admin:
+    """The Admin for a target: ``namesrv_addr`` (or $NAMESRV_ADDR) picks remoting, else the store
+    directory ``store`` (or $RMQ_STORE, else ./store) in process."""
+    remote = namesrv_addr or os.environ.get("NAMESRV_ADDR") or None
+    if remote:
+        return open_remote_admin(remote, clock)
+    return open_local_admin(store_dir_from(store), config_file, writes, clock)
