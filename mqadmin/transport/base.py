@@ -330,7 +330,7 @@ class BrokerClient(Protocol):
         ...
 
     def clone_group_offset(self, broker_addr: str, src_group: str, dest_group: str, topic: str) -> None:
-        """CLONE_GROUP_OFFSET (43)."""
+        """CLONE_GROUP_OFFSET (314)."""
         ...
 
     # -- messages ------------------------------------------------------------------------------------
