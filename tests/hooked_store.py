@@ -6,6 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from broker_core.broker.hooks import build_put_message_hooks
+from broker_core.broker.put_pipeline import PutPipeline
 from broker_core.store.codec.message import MessageInner
 from broker_core.store.commit_log import PutMessageResult
 from broker_core.store.message_store import MessageStore
@@ -38,15 +39,6 @@ def open_store(root: Path, clock: FakeClock) -> MessageStore:
 
 
 def broker_put(store: MessageStore, clock: Callable[[], int]) -> Callable[[MessageInner], PutMessageResult]:
-    """What Broker.put_message_internal does: run the put hooks, then the store put."""
-    hooks = build_put_message_hooks(store.config, clock)
-
-    def put(msg: MessageInner) -> PutMessageResult:
-        for hook in hooks:
-            converted = hook(msg)
-            if converted is not None:
-                msg = converted
-        return store.put_message(msg)
-
-    return put
+    """What Broker.put_message_internal does: the Broker's own put pipeline (put hooks, then the store)."""
+    return PutPipeline(store, build_put_message_hooks(store.config, clock)).put
 

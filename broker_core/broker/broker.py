@@ -726,13 +726,18 @@ class Broker:
     def heartbeat(self, channel: Channel, client_id: str, *, language: str = "JAVA", version: int = 0,
                   remote_addr: str = "", producer_groups: Sequence[str] = (), consumers: Sequence[ConsumerData] = (),
                   auth: RequestContext | None = None) -> HeartbeatResult:
-        """HEART_BEAT: register the client's groups; consumer groups are created when allowed
-        (autoCreateSubscriptionGroup), as the Java broker does on a consumer's first heartbeat."""
+        """HEART_BEAT: register the client's groups. A consumer group is created when allowed
+        (autoCreateSubscriptionGroup); when it is not, the consumer is still registered (as the Java
+        broker does: its pulls are the ones refused)."""
         self._authorize(auth, "HEART_BEAT",
                         subscriptions={c.group_name: [s.topic for s in c.subscriptions] for c in consumers})
         if not self.read_only:
             for c in consumers:
-                self.group_manager.find(c.group_name)
+                try:
+                    self.group_manager.find(c.group_name)
+                except BrokerError:
+                    log.info("heartbeat of %s for unknown group %s (autoCreateSubscriptionGroup is off)",
+                             client_id, c.group_name)
         return self.client_registry.heartbeat(channel, client_id, language=language, version=version,
                                               remote_addr=remote_addr, producer_groups=tuple(producer_groups),
                                               consumers=tuple(consumers))

@@ -15,6 +15,7 @@ from pathlib import Path
 from broker_core.broker.broker import Broker
 from broker_core.broker.hooks import build_put_message_hooks
 from broker_core.broker.pop import PopConfig, PopService, ReceiptHandle
+from broker_core.broker.put_pipeline import PutPipeline
 from broker_core.store.codec.message import MessageExt, MessageInner
 from broker_core.store.codec.properties import PROPERTY_POP_CK
 from broker_core.store.commit_log import PutMessageResult
@@ -23,14 +24,8 @@ from .conftest import FakeClock, small_config
 
 
 def internal_put(broker: Broker, clock: Callable[[], int]) -> Callable[[MessageInner], PutMessageResult]:
-    hooks = build_put_message_hooks(broker.config.store, clock)
-
-    def put(msg: MessageInner) -> PutMessageResult:
-        for hook in hooks:
-            msg = hook(msg) or msg
-        return broker.store.put_message(msg)
-
-    return put
+    """The Broker's put pipeline on ``clock`` (a service under test writes exactly as the Broker would)."""
+    return PutPipeline(broker.store, build_put_message_hooks(broker.config.store, clock)).put
 
 
 @dataclass

@@ -99,3 +99,13 @@ def test_the_broker_registers_its_topics(make_broker) -> None:
     routes.register_broker(reg)
     route = routes.pick_topic_route("RegT")
     assert route is not None and route.broker_datas[0].master_addr() == b.config.broker_addr
+
+
+def test_heartbeat_registers_consumers_even_when_groups_are_not_auto_created(make_broker, tmp_path) -> None:
+    b = make_broker(autoCreateSubscriptionGroup="false")
+    res = b.heartbeat("conn", "c-1", consumers=[ConsumerData("NotCreated")])
+    assert res.consumer_ids_changed == ("NotCreated",) and b.consumer_ids("NotCreated") == ["c-1"]
+    assert b.get_subscription_group("NotCreated") is None
+    b2 = make_broker(tmp_path / "store2", autoCreateSubscriptionGroup="true")
+    b2.heartbeat("conn", "c-1", consumers=[ConsumerData("AutoMade")])
+    assert b2.get_subscription_group("AutoMade") is not None

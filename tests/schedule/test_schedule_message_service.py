@@ -99,8 +99,10 @@ def test_non_numeric_level_is_refused_and_nothing_is_written(tmp_path: Path, clo
     store = open_store(tmp_path / "store", clock)
     put = broker_put(store, clock)
     before = store.get_max_phy_offset()
+    result = put(delay_msg("soon", b"x"))  # the Broker's pipeline answers the hook's refusal as a status
+    assert result.status is PutMessageStatus.MESSAGE_ILLEGAL and "'soon'" in result.remark
     with pytest.raises(DelayLevelIllegal, match="'soon'"):
-        put(delay_msg("soon", b"x"))
+        handle_schedule_message(delay_msg("soon", b"x"), T0)
     assert store.get_max_phy_offset() == before
     store.shutdown()
 
