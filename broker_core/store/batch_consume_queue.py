@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .codec.cq_unit import BCQ_MSG_BASE_OFFSET_POS, BCQ_STORE_TIME_POS, BCQ_STORE_UNIT_SIZE, BCQ_UNIT
+from .codec.hotpath import put_bcq_unit
 from .consume_queue import BOUNDARY_UPPER, ConsumeQueueBase, CqUnit
 from .mapped_file import MappedFile
 
@@ -72,7 +73,9 @@ class BatchConsumeQueue(ConsumeQueueBase):
             assert mf is not None
         if self.max_offset == 0 and len(self.file_queue.files) == 1 and mf.wrote_position == 0:
             self.min_offset = cq_offset
-        mf.append(BCQ_UNIT.pack(phy_offset, size, tags_code, store_time, cq_offset, batch_num, -1, 0))
+        pos = mf.wrote_position
+        put_bcq_unit(mf.mv, pos, phy_offset, size, tags_code, store_time, cq_offset, batch_num)
+        mf.wrote_position = pos + _U
         if mf.free < _U:
             mf.wrote_position = self.file_size if mf.free == 0 else mf.wrote_position
         self.max_physic_offset = phy_offset

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
+from .codec.hotpath import offset_msg_id
 from .codec.message import (
     END_FILE_MIN_BLANK_LENGTH,
     MessageExt,
@@ -30,9 +31,8 @@ from .codec.message import (
     record_parts,
     write_record,
 )
-from .codec.message_id import create_offset_msg_id
 from .codec.sys_flag import is_dispatched_to_queue
-from .dispatch import KnownProperties, known_dispatch_properties
+from .dispatch import KnownProperties
 from .mapped_file import MappedFile, MappedFileQueue
 from .store_config import SYNC_FLUSH, StoreConfig
 
@@ -184,8 +184,9 @@ class CommitLog:
                     properties_string: str | None = None) -> PutMessageResult:
         """Append one record; ``queue_step`` is how many queue offsets it consumes (INNER_NUM).
 
-        The same steps as ``put_messages`` for one message, without its per-batch lists: this is the
-        path every single send takes.
+        The same steps as ``put_messages`` for one message, without its per-batch lists, written out
+        flat: this is the path every single send takes. The record is prepared (and its body CRC
+        computed) before the lock; under it only the file, offsets and store time are decided.
         """
         if self.read_only:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="store is open read-only")
@@ -194,23 +195,29 @@ class CommitLog:
         except RecordError as e:
             return _encode_failure(e)
         size = rec[0]
-        if (too_large := self._too_large(size)) is not None:
-            return too_large
-        known = None if properties_string is not None else known_dispatch_properties(msg.topic, msg.properties, rec[8])
+        if size + END_FILE_MIN_BLANK_LENGTH > self.file_size:
+            return self._too_large(size)
         tran_typed = not is_dispatched_to_queue(msg.sys_flag)
         with self.put_lock:
             mf = self._file_for(size)
             if mf is None:
                 return PutMessageResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED)
-            store_ts = self._store_timestamp(msg)
+            store_ts = msg.store_timestamp if msg.keep_store_timestamp else self.clock()
+            self.last_store_timestamp = store_ts
             if queue_offset is not None:
                 base_q = queue_offset
             elif tran_typed:
                 base_q = self.queue_offsets.next(msg.topic, msg.queue_id)
             else:
                 base_q = self.queue_offsets.assign(msg.topic, msg.queue_id, queue_step)
-            phy = self._append_record(mf, rec, msg, 0 if tran_typed else base_q, store_ts, known)
-        return self._appended(msg, phy, size, base_q, queue_step, store_ts)
+            phy, msg_id = self._append_record(mf, rec, msg, 0 if tran_typed else base_q, store_ts)
+        for listener in self.append_listeners:
+            listener()
+        result = PutMessageResult(PutMessageStatus.PUT_OK, phy, size, msg_id, base_q, queue_step, store_ts,
+                                  msg_ids=[msg_id])
+        if self.sync_flush and self._wait_for_flush(phy + size, msg):
+            result.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
+        return result
 
     def put_inner_batch(self, msg: MessageInner, inner_num: int) -> PutMessageResult:
         """Append a BatchCQ inner-batch record consuming ``inner_num`` queue offsets.
@@ -229,22 +236,20 @@ class CommitLog:
             except RecordError as e:
                 return _encode_failure(e)
             size = rec[0]
-            if (too_large := self._too_large(size)) is not None:
-                return too_large
+            if size + END_FILE_MIN_BLANK_LENGTH > self.file_size:
+                return self._too_large(size)
             mf = self._file_for(size)
             if mf is None:
                 return PutMessageResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED)
             store_ts = self._store_timestamp(msg)
             self.queue_offsets.advance(msg.topic, msg.queue_id, inner_num)
-            phy = self._append_record(mf, rec, msg, base_q, store_ts, None)
-        return self._appended(msg, phy, size, base_q, inner_num, store_ts)
+            phy, msg_id = self._append_record(mf, rec, msg, base_q, store_ts)
+        return self._appended(msg, phy, msg_id, size, base_q, inner_num, store_ts)
 
-    def _too_large(self, size: int) -> PutMessageResult | None:
+    def _too_large(self, size: int) -> PutMessageResult:
         """A record (or whole batch) must fit one file with room for the 8-byte BLANK marker."""
-        if size + END_FILE_MIN_BLANK_LENGTH > self.file_size:
-            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
-                                    remark=f"batch of {size} bytes cannot fit one commitlog file")
-        return None
+        return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
+                                remark=f"batch of {size} bytes cannot fit one commitlog file")
 
     def _store_timestamp(self, msg: MessageInner) -> int:
         """The append time, taken under the put lock (kept as given when the caller fixes it)."""
@@ -252,12 +257,11 @@ class CommitLog:
         self.last_store_timestamp = store_ts
         return store_ts
 
-    def _appended(self, msg: MessageInner, phy: int, size: int, base_q: int, msg_num: int,
+    def _appended(self, msg: MessageInner, phy: int, msg_id: str, size: int, base_q: int, msg_num: int,
                   store_ts: int) -> PutMessageResult:
         """After an append: wake dispatch, build the result, wait for the flush under SYNC_FLUSH."""
         for listener in self.append_listeners:
             listener()
-        msg_id = create_offset_msg_id(msg.store_host, phy)
         result = PutMessageResult(PutMessageStatus.PUT_OK, phy, size, msg_id, base_q, msg_num, store_ts,
                                   msg_ids=[msg_id])
         if self.sync_flush and self._wait_for_flush(phy + size, msg):
@@ -265,9 +269,9 @@ class CommitLog:
         return result
 
     def _append_record(self, mf: MappedFile, rec: PreparedRecord, msg: MessageInner, queue_offset: int,
-                       store_ts: int, known: KnownProperties | None) -> int:
+                       store_ts: int) -> tuple[int, str]:
         """Write a prepared record at the file's write position (under the put lock), advance it and
-        hand dispatch the record's fields; returns its commitlog offset.
+        hand dispatch the record's fields; returns its commitlog offset and offset msgId.
 
         Small records are copied into the mapping (populated ahead); large ones go in with pwritev.
         """
@@ -275,16 +279,24 @@ class CommitLog:
         phy = mf.file_from_offset + pos
         size = rec[0]
         if size < DIRECT_WRITE_MIN:
-            write_record(mf.mv, pos, rec, msg, queue_offset, phy, store_ts)
+            msg_id = write_record(mf.mv, pos, rec, msg, queue_offset, phy, store_ts)
         else:
             mf.write_vectored(pos, record_parts(rec, msg, queue_offset, phy, store_ts))
+            msg_id = offset_msg_id(rec[5], phy)
         mf.wrote_position = pos + size
-        self.appended_records.append((phy, size, msg.topic, msg.queue_id, queue_offset, rec[4], store_ts,
-                                      msg.prepared_transaction_offset, rec[8], known))
-        return phy
+        self.appended_records.append((phy, size, msg.topic, msg.queue_id, queue_offset, rec[3], store_ts,
+                                      msg.prepared_transaction_offset, rec[7], rec[8]))
+        return phy, msg_id
 
     def _file_for(self, size: int) -> MappedFile | None:
         """The file the next ``size`` bytes go to; a file they do not fit is ended with BLANK first."""
+        files = self.file_queue.files
+        if files:  # the common case: the last file has room and is populated past the record
+            mf = files[-1]
+            end = mf.wrote_position + size
+            if end + END_FILE_MIN_BLANK_LENGTH <= self.file_size and (end <= mf.populated_to
+                                                                      or size >= DIRECT_WRITE_MIN):
+                return mf
         mf = self.file_queue.get_last_mapped_file(0)
         if mf is not None and size + END_FILE_MIN_BLANK_LENGTH > mf.free:
             mf.append(encode_blank(mf.free))
@@ -305,10 +317,8 @@ class CommitLog:
         except RecordError as e:
             return _encode_failure(e)
         total = sum(rec[0] for rec in prepared)
-        if (too_large := self._too_large(total)) is not None:
-            return too_large
-        known = [known_dispatch_properties(m.topic, m.properties, rec[8]) if p is None else None
-                 for m, rec, p in zip(msgs, prepared, props, strict=True)]
+        if total + END_FILE_MIN_BLANK_LENGTH > self.file_size:
+            return self._too_large(total)
         first = msgs[0]
         with self.put_lock:
             mf = self._file_for(total)
@@ -320,10 +330,9 @@ class CommitLog:
             ids: list[str] = []
             q = base_q
             tran_typed = not is_dispatched_to_queue(first.sys_flag)
-            for m, rec, k in zip(msgs, prepared, known, strict=True):
+            for m, rec in zip(msgs, prepared, strict=True):
                 ts = m.store_timestamp if m.keep_store_timestamp else store_ts
-                phy = self._append_record(mf, rec, m, 0 if tran_typed else q, ts, k)
-                ids.append(create_offset_msg_id(m.store_host, phy))
+                ids.append(self._append_record(mf, rec, m, 0 if tran_typed else q, ts)[1])
                 q += 1
             if not tran_typed:
                 self.queue_offsets.advance(first.topic, first.queue_id, q - base_q)

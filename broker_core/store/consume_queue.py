@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .codec.cq_unit import CQ_FILLER, CQ_STORE_UNIT_SIZE, CQ_UNIT
+from .codec.hotpath import put_cq_unit
 from .mapped_file import MappedFile, MappedFileQueue
 
 log = logging.getLogger("rmqops.store")
 
-_pack_cq_unit = CQ_UNIT.pack_into
 
 BOUNDARY_LOWER = "lower"
 BOUNDARY_UPPER = "upper"
@@ -234,7 +234,7 @@ class ConsumeQueue(ConsumeQueueBase):
                             self.topic, self.queue_id, expect, current)
         pos = mf.wrote_position
         # Packed straight into the mapping (what MappedFile.append does, minus a temporary bytes).
-        _pack_cq_unit(mf.mv, pos, phy_offset, size, tags_code)
+        put_cq_unit(mf.mv, pos, phy_offset, size, tags_code)
         mf.wrote_position = pos + CQ_STORE_UNIT_SIZE
         self.max_physic_offset = phy_offset + size
         return True

@@ -23,7 +23,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from broker_core.store.codec.hashing import index_key_hash
+from broker_core.store.codec.hotpath import index_key_hash, index_put_keys
 from broker_core.store.codec.index_format import (
     BEGIN_PHY_OFFSET_POS,
     BEGIN_TIMESTAMP_POS,
@@ -193,6 +193,28 @@ class IndexFile:
     def put_key(self, key: str, phy_offset: int, store_timestamp: int) -> bool:
         """Append one entry for ``key``; False when the file is full (the caller rolls to a new file)."""
         return self.put_key_hash(index_key_hash(key), phy_offset, store_timestamp)
+
+    def put_keys(self, topic: str, uniq_key: str | None, keys: str | None, phy_offset: int, store_timestamp: int,
+                 skip: int = 0) -> tuple[int, int]:
+        """Append the entries of one record's keys (``topic#UNIQ_KEY``, then ``topic#token`` per KEYS
+        token), leaving out the first ``skip``; returns (entries written, keys of the record).
+
+        Why: this is the per-put path; hashing, slot and entry writes and the header update are one
+        call to the hot path (``hotpath.index_put_keys``, same bytes as ``put_key_hashes``). The
+        caller rolls to a new file when fewer than ``key_count - skip`` fit.
+        """
+        if self.read_only:
+            raise IndexFileError(f"index file {self.path} is open read-only")
+        written, key_count, begin_ts, begin_phy, slot_count, n = index_put_keys(
+            self._buf, self.hash_slot_num, self.index_num, topic, uniq_key, keys, phy_offset, store_timestamp, skip)
+        if written:
+            self._begin_timestamp = begin_ts
+            self._begin_phy_offset = begin_phy
+            self._hash_slot_count = slot_count
+            self._index_count = n
+            self._end_phy_offset = phy_offset
+            self._end_timestamp = store_timestamp
+        return written, key_count
 
     def put_key_hash(self, key_hash: int, phy_offset: int, store_timestamp: int) -> bool:
         """``put_key`` for a key whose ``index_key_hash`` is already known.

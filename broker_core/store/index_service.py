@@ -25,7 +25,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from broker_core.store.codec.hashing import index_key_hash
 from broker_core.store.codec.index_format import (
     DEFAULT_MAX_HASH_SLOT_NUM,
     DEFAULT_MAX_INDEX_NUM,
@@ -180,21 +179,19 @@ class IndexService:
                     keys: str | None, tran_type: int) -> int:
         """Index one dispatched record; returns the number of entries written (0 if skipped).
 
-        ``tran_type`` is ``sysFlag & 0xC`` (a full sysFlag is masked here too). Keys are hashed
-        before taking the lock; the UNIQ_KEY entry comes first, then each KEYS token, as in Java.
+        ``tran_type`` is ``sysFlag & 0xC`` (a full sysFlag is masked here too). The UNIQ_KEY entry
+        comes first, then each KEYS token, as in Java; hashing and writing is one hot-path call per
+        file (``IndexFile.put_keys``), a record's keys straddling a full file continue in the next.
         """
         self._check_writable()
-        hashes = [index_key_hash(build_key(topic, uniq_key))] if uniq_key is not None else []
-        if keys:
-            hashes += [index_key_hash(build_key(topic, token)) for token in keys.split(KEY_SEPARATOR) if token]
         with self._lock:
             f = self._get_and_create_last_file()
             if phy_offset < f.end_phy_offset or tran_type & TRANSACTION_TYPE_MASK == TRANSACTION_ROLLBACK_TYPE:
                 return 0
-            written = f.put_key_hashes(hashes, phy_offset, store_timestamp)
-            while written < len(hashes):
+            written, key_count = f.put_keys(topic, uniq_key, keys, phy_offset, store_timestamp)
+            while written < key_count:
                 f = self._get_and_create_last_file()
-                written += f.put_key_hashes(hashes[written:], phy_offset, store_timestamp)
+                written += f.put_keys(topic, uniq_key, keys, phy_offset, store_timestamp, written)[0]
             return written
 
     # ------------------------------------------------------------------ read

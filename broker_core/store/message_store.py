@@ -21,11 +21,12 @@ from typing import Protocol
 from .batch_consume_queue import BatchConsumeQueue
 from .checkpoint import StoreCheckpoint
 from .codec.batch import iter_batch_raw
+from .codec.hashing import tags_code
 from .codec.message import RECORD_BLANK, RECORD_VALID, MessageExt, MessageInner, check_record
 from .codec.sys_flag import INNER_BATCH_FLAG, NEED_UNWRAP_FLAG, is_dispatched_to_queue
-from .commit_log import CommitLog, PutMessageResult, PutMessageStatus, now_ms
+from .commit_log import AppendedRecord, CommitLog, PutMessageResult, PutMessageStatus, now_ms
 from .consume_queue import BOUNDARY_LOWER, ConsumeQueue, ConsumeQueueBase, CqUnit
-from .dispatch import DispatchRequest, build_dispatch_request
+from .dispatch import DispatchRequest, build_dispatch_request, dispatch_request_of_appended
 from .index_service import IndexService
 from .mapped_file import first_data_file_size
 from .retention import RetentionReport, RetentionService
@@ -445,6 +446,41 @@ class MessageStore:
 
 
     # -- dispatch ----------------------------------------------------------------------------------
+    def dispatch_appended(self, rec: AppendedRecord) -> None:
+        """Dispatch a record this process just appended, from the fields the append path kept.
+
+        Why a second entry beside ``do_dispatch``: this runs once per put, and building a
+        DispatchRequest only to take it apart again costs as much as the unit write. When nothing
+        needs a request object (no extra dispatchers, no dispatch filter) and the append path knew
+        TAGS/KEYS/UNIQ_KEY, the consume queue unit and the index entries are written from the fields
+        directly, with the same decisions ``do_dispatch`` makes.
+        """
+        known = rec[9]
+        if known is None or self.dispatchers or self.dispatch_filter is not None:
+            self.do_dispatch(dispatch_request_of_appended(rec, self.delay_levels_ms))
+            return
+        phy, size, topic, queue_id, queue_offset, sys_flag, store_ts, _prepared, props, _ = rec
+        tags, keys, uniq_key = known
+        tc = tags_code(tags)
+        enters_queue = is_dispatched_to_queue(sys_flag)
+        if enters_queue:
+            cq = self.consume_queues.get((topic, queue_id))
+            if cq is None:
+                cq = self.find_consume_queue(topic, queue_id, create=True,
+                                             queue_type=BATCH_CQ if sys_flag & INNER_BATCH_FLAG else None)
+            if cq is not None:
+                if cq.is_batch:
+                    cq.put_message_position_info(phy, size, tc, queue_offset, store_ts, 1)
+                else:
+                    cq.put_message_position_info(phy, size, tc, queue_offset)
+                if self.checkpoint is not None:
+                    self.checkpoint.logics_msg_timestamp = store_ts
+        if self.index_service is not None and self.config.message_index_enable and not self.read_only:
+            self._index_record(topic, phy, store_ts, uniq_key, keys, sys_flag)
+        if enters_queue:
+            for listener in self.arrival_listeners:
+                listener(topic, queue_id, queue_offset + 1, tc, store_ts, props)
+
     def do_dispatch(self, req: DispatchRequest, notify: bool = True) -> None:
         if self.dispatch_filter is not None and not self.dispatch_filter(req):
             return
@@ -479,22 +515,27 @@ class MessageStore:
         offset may be only partly there: its keys can straddle a full file and the next one, and
         abnormal recovery deletes the newer file. Only its missing keys are added then.
         """
+        self._index_record(req.topic, req.commit_log_offset, req.store_timestamp, req.uniq_key, req.keys,
+                           req.sys_flag)
+
+    def _index_record(self, topic: str, phy: int, store_timestamp: int, uniq_key: str | None, keys: str | None,
+                      sys_flag: int) -> None:
+        """``_build_index`` from a record's fields (the per-put path has no DispatchRequest)."""
         svc = self.index_service
-        phy = req.commit_log_offset
+        assert svc is not None
         end_phy = svc.last_index_file_end_phy_offset
-        uniq_key, keys = req.uniq_key, req.keys
         if phy <= end_phy and svc.stats().entry_count > 0:
             if phy < end_phy:
                 return
             max_ts = 2 ** 63 - 1
-            if uniq_key is not None and phy in svc.query_offset(req.topic, uniq_key, 64, 0, max_ts):
+            if uniq_key is not None and phy in svc.query_offset(topic, uniq_key, 64, 0, max_ts):
                 uniq_key = None
             if keys:
                 keys = " ".join(k for k in keys.split(" ")
-                                if k and phy not in svc.query_offset(req.topic, k, 64, 0, max_ts)) or None
+                                if k and phy not in svc.query_offset(topic, k, 64, 0, max_ts)) or None
             if uniq_key is None and not keys:
                 return
-        svc.build_index(req.topic, phy, req.store_timestamp, uniq_key, keys, req.sys_flag)
+        svc.build_index(topic, phy, store_timestamp, uniq_key, keys, sys_flag)
 
     def wait_for_dispatch(self, timeout: float = 10.0) -> bool:
         """Block until every written record is in its consume queue and the index (tests, CLI)."""
@@ -511,9 +552,8 @@ class MessageStore:
         return None
 
     def put_message(self, msg: MessageInner) -> PutMessageResult:
-        bad = self._check_writable()
-        if bad:
-            return bad
+        if self.read_only or not self._opened:
+            return self._check_writable()
         result = self.commit_log.put_message(msg)
         if self.checkpoint is not None and result.ok:
             self.checkpoint.physic_msg_timestamp = result.store_timestamp

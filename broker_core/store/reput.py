@@ -11,12 +11,7 @@ import threading
 from collections.abc import Callable
 
 from .codec.message import RECORD_BLANK, RECORD_VALID, check_record, decode_dispatch_fields
-from .dispatch import (
-    DispatchRequest,
-    build_dispatch_request,
-    dispatch_request_of,
-    dispatch_request_of_appended,
-)
+from .dispatch import DispatchRequest, build_dispatch_request, dispatch_request_of
 
 log = logging.getLogger("rmqops.store")
 
@@ -90,12 +85,11 @@ class ReputMessageService:
         appended = self.store.commit_log.appended_records
         while appended and appended[0][0] < offset:
             appended.popleft()
-        do_dispatch = self.store.do_dispatch
-        delay_levels = self.store.delay_levels_ms
+        dispatch_appended = self.store.dispatch_appended
         n = 0
         while appended and appended[0][0] == offset:
             rec = appended.popleft()
-            do_dispatch(dispatch_request_of_appended(rec, delay_levels))
+            dispatch_appended(rec)
             offset += rec[1]
             self.reput_from_offset = offset
             n += 1

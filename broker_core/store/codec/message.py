@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
-from functools import lru_cache
 
+from . import hotpath
+from .errors import RecordError
 from .hashing import rmq_crc32
-from .hosts import Host, decode_host, encode_host
-from .properties import PROPERTY_SEPARATOR, decode_properties, encode_properties, get_property
+from .hosts import Host, decode_host
+from .properties import decode_properties, get_property
 from .sys_flag import BORNHOST_V6_FLAG, STOREHOSTADDRESS_V6_FLAG
 
 MESSAGE_MAGIC_CODE_V1 = -626843481  # 0xDAA320A7
@@ -51,22 +52,8 @@ _HEADERS = {
     (False, True): _header_struct(8, 20),
     (True, True): _header_struct(20, 20),
 }
-_HOST_FLAGS = BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG
-# The same headers keyed by ``sys_flag & _HOST_FLAGS`` (an int key is cheaper than a tuple).
-_HEADER_BY_HOST_FLAGS = {
-    0: _HEADERS[(False, False)],
-    BORNHOST_V6_FLAG: _HEADERS[(True, False)],
-    STOREHOSTADDRESS_V6_FLAG: _HEADERS[(False, True)],
-    _HOST_FLAGS: _HEADERS[(True, True)],
-}
-# One-byte TOPICLEN prefixes of V1 records, built once.
-_TOPIC_LEN_V1 = [bytes((n,)) for n in range(128)]
 # QUEUEOFFSET and PHYSICALOFFSET are adjacent: patched with one pack.
 _QUEUE_AND_PHY_OFFSET = struct.Struct(">qq")
-
-
-class RecordError(ValueError):
-    """A record cannot be encoded (too large, bad field) or decoded (truncated, bad magic or CRC)."""
 
 
 @dataclass(slots=True)
@@ -152,84 +139,15 @@ class MessageExt:
         return create_offset_msg_id(self.store_host, self.commit_log_offset)
 
 
-# What ``prepare_record`` returns: (TOTALSIZE, header struct, MAGICCODE, BODYCRC, SYSFLAG, BORNHOST raw,
-# STOREHOST raw, tail = TOPICLEN+TOPIC+PROPERTIESLENGTH+PROPERTIES, PROPERTIES string).
-PreparedRecord = tuple[int, struct.Struct, int, int, int, bytes, bytes, bytes, str]
-
-
-@lru_cache(maxsize=1024)
-def _topic_field(topic: str) -> tuple[bytes, bool]:
-    """TOPICLEN + TOPIC bytes of a topic and whether it needs the V2 (2-byte length) layout."""
-    raw = topic.encode("utf-8")
-    n = len(raw)
-    if n > 32767:
-        raise RecordError(f"topic length {n} too long")
-    v2 = n > 127
-    return (_I16.pack(n) if v2 else _TOPIC_LEN_V1[n]) + raw, v2
-
-
-def prepare_record(msg: MessageInner, properties_string: str | None = None,
-                   max_message_size: int = 4 * 1024 * 1024, append_prop_crc: bool = False) -> PreparedRecord:
-    """Everything of a record that does not depend on where it lands (offsets, store time).
-
-    Why split from writing: the append path does this (and the body CRC) outside the append lock and
-    then writes the record straight into the mapped file under the lock with ``write_record``, with
-    no intermediate buffer and no patching. ``append_prop_crc`` reserves the 20 bytes of
-    ``enabledAppendPropCRC`` (spec §1.6) at the end of PROPERTIES (after a 0x02 if missing).
-    """
-    props = encode_properties(msg.properties) if properties_string is None else properties_string
-    if append_prop_crc and props and not props.endswith(PROPERTY_SEPARATOR):
-        props += PROPERTY_SEPARATOR
-    props_bytes = props.encode("utf-8")
-    if append_prop_crc:
-        props_bytes += bytes(CRC32_RESERVED_LEN)
-    props_len = len(props_bytes)
-    body = msg.body
-    body_len = len(body)
-    if body_len > max_message_size:
-        raise RecordError(f"message body size {body_len} exceeds maxMessageSize {max_message_size}")
-    if props_len > 32767:
-        raise RecordError(f"properties size {props_len} exceeds 32767 bytes")
-    topic_raw, v2 = _topic_field(msg.topic)
-    born_raw = encode_host(msg.born_host)
-    store_raw = encode_host(msg.store_host)
-    sys_flag = msg.sys_flag & ~_HOST_FLAGS
-    if len(born_raw) == 20:
-        sys_flag |= BORNHOST_V6_FLAG
-    if len(store_raw) == 20:
-        sys_flag |= STOREHOSTADDRESS_V6_FLAG
-    header = _HEADER_BY_HOST_FLAGS[sys_flag & _HOST_FLAGS]
-    tail = topic_raw + _I16.pack(props_len) + props_bytes
-    total = header.size + body_len + len(tail)
-    if total > max_message_size + 65536:
-        raise RecordError(f"encoded record size {total} exceeds the limit {max_message_size + 65536}")
-    return (total, header, MESSAGE_MAGIC_CODE_V2 if v2 else MESSAGE_MAGIC_CODE_V1,
-            rmq_crc32(body) if body_len else 0, sys_flag, born_raw, store_raw, tail, props)
-
-
-def write_record(buf: bytearray | memoryview, pos: int, rec: PreparedRecord, msg: MessageInner, queue_offset: int,
-                 physical_offset: int, store_timestamp: int) -> None:
-    """Write a prepared record at ``pos``: one header pack, then the body and the tail copied in."""
-    total, header, magic, body_crc, sys_flag, born_raw, store_raw, tail, _ = rec
-    body = msg.body
-    body_len = len(body)
-    header.pack_into(buf, pos, total, magic, body_crc, msg.queue_id, msg.flag, queue_offset, physical_offset,
-                     sys_flag, msg.born_timestamp, born_raw, store_timestamp, store_raw, msg.reconsume_times,
-                     msg.prepared_transaction_offset, body_len)
-    p = pos + header.size
-    buf[p:p + body_len] = body
-    p += body_len
-    buf[p:pos + total] = tail
-
-
-def record_parts(rec: PreparedRecord, msg: MessageInner, queue_offset: int, physical_offset: int,
-                 store_timestamp: int) -> tuple[bytes, bytes, bytes]:
-    """A prepared record as (header, body, tail) buffers for a vectored write: the body is not copied."""
-    total, header, magic, body_crc, sys_flag, born_raw, store_raw, tail, _ = rec
-    body = msg.body
-    return (header.pack(total, magic, body_crc, msg.queue_id, msg.flag, queue_offset, physical_offset, sys_flag,
-                        msg.born_timestamp, born_raw, store_timestamp, store_raw, msg.reconsume_times,
-                        msg.prepared_transaction_offset, len(body)), body, tail)
+# The hot functions (record encoding, the dispatch-field decoder, the BODYCRC check) live in
+# ``hotpath``: compiled when built, else their pure-Python twin ``hot_py``. Re-exported here because
+# this module is where callers look for the record format.
+PreparedRecord = hotpath.PreparedRecord
+prepare_record = hotpath.prepare_record
+write_record = hotpath.write_record
+record_parts = hotpath.record_parts
+decode_dispatch_fields = hotpath.decode_dispatch_fields
+body_crc_matches = hotpath.body_crc_matches
 
 
 def encode_record(msg: MessageInner, queue_offset: int, physical_offset: int, store_timestamp: int,
@@ -341,80 +259,6 @@ def decode_record(buf: bytes | bytearray | memoryview, pos: int = 0, read_body: 
     return MessageExt(total, magic, body_crc, queue_id, flag, queue_offset, phy_offset, sys_flag, born_ts,
                       decode_host(born_raw), store_ts, decode_host(store_raw), reconsume, prepared, body,
                       topic, props)
-
-
-def _dispatch_struct(born_len: int, store_len: int) -> struct.Struct:
-    # The header with everything dispatch does not need skipped as padding: TOTALSIZE MAGIC QUEUEID
-    # QUEUEOFFSET PHYOFFSET SYSFLAG STORETS PREPAREDTXOFFSET BODYLEN.
-    return struct.Struct(f">ii4xi4xqqi8x{born_len}xq{store_len}x4xqi")
-
-
-_DISPATCH_BY_HOST_FLAGS = {
-    0: _dispatch_struct(8, 8),
-    BORNHOST_V6_FLAG: _dispatch_struct(20, 8),
-    STOREHOSTADDRESS_V6_FLAG: _dispatch_struct(8, 20),
-    _HOST_FLAGS: _dispatch_struct(20, 20),
-}
-
-# What ``decode_dispatch_fields`` returns.
-DispatchFields = tuple[int, str, int, int, int, int, int, int, str]
-
-
-def decode_dispatch_fields(buf, pos: int, limit: int) -> DispatchFields | None:
-    """What dispatch needs from the record at ``pos``, or None unless it is a complete, well-formed record.
-
-    Returns ``(total_size, topic, queue_id, queue_offset, commit_log_offset, sys_flag, store_timestamp,
-    prepared_transaction_offset, properties_string)``. This is the reput hot path: one unpack of
-    the header (unused fields skipped as padding), no body copy, no MessageExt, no host decoding.
-    It accepts exactly the records ``check_record(..., check_crc=False)`` finds valid; on None
-    (BLANK marker, torn or corrupt data) the caller asks ``check_record`` for the verdict and reason.
-    """
-    try:
-        header = _DISPATCH_BY_HOST_FLAGS[buf[pos + SYS_FLAG_POS + 3] & _HOST_FLAGS]  # flags: SYSFLAG low byte
-        total, magic, queue_id, queue_offset, phy_offset, sys_flag, store_ts, prepared, body_len = \
-            header.unpack_from(buf, pos)
-        end = pos + total
-        if total <= 0 or end > limit or end > len(buf) or body_len < 0:
-            return None
-        p = pos + header.size + body_len
-        if magic == MESSAGE_MAGIC_CODE_V1:
-            topic_len = buf[p]
-            if topic_len > 127:  # a signed byte on disk: negative lengths are corrupt
-                return None
-            p += 1
-        elif magic == MESSAGE_MAGIC_CODE_V2:
-            topic_len = _I16.unpack_from(buf, p)[0]
-            p += 2
-        else:
-            return None
-        if topic_len < 0 or p + topic_len + 2 > end:
-            return None
-        topic = str(buf[p:p + topic_len], "utf-8", "replace")
-        p += topic_len
-        props_len = _I16.unpack_from(buf, p)[0]
-        p += 2
-        if props_len < 0 or p + props_len != end:
-            return None
-    except (IndexError, struct.error):
-        return None
-    props = str(buf[p:end], "utf-8", "replace") if props_len else ""
-    return total, topic, queue_id, queue_offset, phy_offset, sys_flag, store_ts, prepared, props
-
-
-def body_crc_matches(buf, pos: int, sys_flag: int) -> bool:
-    """Recovery's BODYCRC check for a record ``decode_dispatch_fields`` accepted (spec §9.4).
-
-    Lets a bulk reader keep the fast field decoder and still verify the body CRC in place, exactly as
-    ``check_record(..., check_crc=True)`` does: an empty body always matches.
-    """
-    header = _HEADER_BY_HOST_FLAGS[sys_flag & _HOST_FLAGS]
-    body_pos = pos + header.size
-    body_len = _I32.unpack_from(buf, body_pos - 4)[0]
-    if body_len <= 0:
-        return True
-    with memoryview(buf) as mv:
-        crc = rmq_crc32(mv[body_pos:body_pos + body_len])
-    return crc == _I32.unpack_from(buf, pos + 8)[0]
 
 
 # Result kinds of ``check_record``.

@@ -1,0 +1,891 @@
+/* The store's hot byte work, compiled: the twin of hot_py.py (which is the reference and fallback).
+ *
+ * Why C: per 1 KiB message the pure-Python store spends most of its time in CPython call and object
+ * overhead around a few hundred bytes of work (record encoding, a consume queue unit, two index
+ * entries). Each function here does exactly what the same-named function of hot_py.py does, with
+ * the same results, bytes and exceptions; the test suite runs the codec, store and golden tests on
+ * both. Anything unusual (non-str properties, odd host values, lone surrogates) is handed to the
+ * Python functions registered with init(), so rare paths cannot drift from the reference.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <arpa/inet.h>
+#include <stdint.h>
+#include <string.h>
+
+#define MAGIC_V1 ((int32_t)-626843481)
+#define MAGIC_V2 ((int32_t)-626843477)
+#define BORNHOST_V6_FLAG 0x10
+#define STOREHOST_V6_FLAG 0x20
+#define HOST_FLAGS (BORNHOST_V6_FLAG | STOREHOST_V6_FLAG)
+#define SYS_FLAG_POS 36
+#define CRC32_RESERVED_LEN 20
+#define INDEX_HEADER_SIZE 40
+#define INT32_MAX_V 0x7FFFFFFF
+
+/* Registered by init(): RecordError, the CRC function (isal or zlib crc32), and Python fallbacks. */
+static PyObject *RecordError = NULL;
+static PyObject *crc32_func = NULL;
+static PyObject *encode_properties_func = NULL;
+static PyObject *encode_host_func = NULL;
+static PyObject *known_properties_func = NULL;
+static PyObject *java_hash_func = NULL;
+static PyObject *py_index_put_keys = NULL;
+
+static PyObject *s_topic, *s_body, *s_properties, *s_queue_id, *s_flag, *s_sys_flag, *s_born_timestamp,
+    *s_born_host, *s_store_host, *s_reconsume_times, *s_prepared_transaction_offset, *s_TAGS, *s_KEYS,
+    *s_UNIQ_KEY, *s_INNER_NUM, *s_schedule_topic;
+
+/* ------------------------------------------------------------------ big-endian helpers */
+
+static inline void put_i16(unsigned char *p, int32_t v) { p[0] = (unsigned char)(v >> 8); p[1] = (unsigned char)v; }
+static inline void put_i32(unsigned char *p, int64_t v) {
+    uint32_t u = (uint32_t)v;
+    p[0] = (unsigned char)(u >> 24); p[1] = (unsigned char)(u >> 16); p[2] = (unsigned char)(u >> 8); p[3] = (unsigned char)u;
+}
+static inline void put_i64(unsigned char *p, int64_t v) {
+    uint64_t u = (uint64_t)v;
+    for (int i = 7; i >= 0; i--) { p[i] = (unsigned char)u; u >>= 8; }
+}
+static inline int32_t get_i32(const unsigned char *p) {
+    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | (uint32_t)p[3]);
+}
+static inline int16_t get_i16(const unsigned char *p) { return (int16_t)(((uint16_t)p[0] << 8) | (uint16_t)p[1]); }
+static inline int64_t get_i64(const unsigned char *p) {
+    uint64_t u = 0;
+    for (int i = 0; i < 8; i++) u = (u << 8) | p[i];
+    return (int64_t)u;
+}
+
+/* Range-checked integer conversions, matching struct's 'h', 'i' and 'q' codes (struct.error otherwise). */
+static PyObject *struct_error = NULL;
+
+static int as_i64(PyObject *o, int64_t *out) {
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (v == -1 && PyErr_Occurred()) {
+        if (PyErr_ExceptionMatches(PyExc_TypeError)) {
+            PyErr_Clear();
+            PyErr_SetString(struct_error, "required argument is not an integer");
+        }
+        return -1;
+    }
+    if (overflow) {
+        PyErr_SetString(struct_error, "argument out of range");
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int as_i32(PyObject *o, int64_t *out) {
+    if (as_i64(o, out) < 0) return -1;
+    if (*out < INT32_MIN || *out > INT32_MAX) {
+        PyErr_SetString(struct_error, "argument out of range");
+        return -1;
+    }
+    return 0;
+}
+
+static int as_i16(PyObject *o, int64_t *out) {
+    if (as_i64(o, out) < 0) return -1;
+    if (*out < -32768 || *out > 32767) {
+        PyErr_SetString(struct_error, "argument out of range");
+        return -1;
+    }
+    return 0;
+}
+
+static int attr_i(PyObject *obj, PyObject *name, int64_t *out, int bits) {
+    PyObject *v = PyObject_GetAttr(obj, name);
+    if (v == NULL) return -1;
+    int rc = bits == 64 ? as_i64(v, out) : as_i32(v, out);
+    Py_DECREF(v);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ Java String.hashCode */
+
+/* h = 31*h + c over UTF-16 code units of s, continuing from h. Returns -1 with no error set when s
+ * holds a lone surrogate (the caller defers to the Python reference, which raises on it). */
+static int java_hash_range(PyObject *s, Py_ssize_t from, Py_ssize_t n, uint32_t *h) {
+    int kind = PyUnicode_KIND(s);
+    const void *data = PyUnicode_DATA(s);
+    uint32_t x = *h;
+    if (kind == PyUnicode_1BYTE_KIND) {
+        const Py_UCS1 *d = (const Py_UCS1 *)data;
+        for (Py_ssize_t i = from; i < n; i++) x = 31u * x + d[i];
+    } else if (kind == PyUnicode_2BYTE_KIND) {
+        const Py_UCS2 *d = (const Py_UCS2 *)data;
+        for (Py_ssize_t i = from; i < n; i++) {
+            if (d[i] >= 0xD800 && d[i] <= 0xDFFF) return -1;
+            x = 31u * x + d[i];
+        }
+    } else {
+        const Py_UCS4 *d = (const Py_UCS4 *)data;
+        for (Py_ssize_t i = from; i < n; i++) {
+            Py_UCS4 c = d[i];
+            if (c >= 0xD800 && c <= 0xDFFF) return -1;
+            if (c >= 0x10000) {
+                c -= 0x10000;
+                x = 31u * x + (0xD800 + (c >> 10));
+                x = 31u * x + (0xDC00 + (c & 0x3FF));
+            } else {
+                x = 31u * x + c;
+            }
+        }
+    }
+    *h = x;
+    return 0;
+}
+
+static int java_hash_continue(PyObject *s, uint32_t *h) { return java_hash_range(s, 0, PyUnicode_GET_LENGTH(s), h); }
+
+static int32_t key_hash_of(uint32_t h) {
+    int32_t v = (int32_t)h;
+    if (v == INT32_MIN) return 0;  /* abs(MIN_INT) overflows to MIN_INT in Java; the store maps it to 0 */
+    return v < 0 ? -v : v;
+}
+
+static PyObject *hp_java_string_hash(PyObject *self, PyObject *s) {
+    if (!PyUnicode_Check(s)) return PyObject_CallOneArg(java_hash_func, s);
+    uint32_t h = 0;
+    if (java_hash_continue(s, &h) < 0) return PyObject_CallOneArg(java_hash_func, s);
+    return PyLong_FromLong((long)(int32_t)h);
+}
+
+static PyObject *hp_index_key_hash(PyObject *self, PyObject *s) {
+    uint32_t h = 0;
+    if (!PyUnicode_Check(s) || java_hash_continue(s, &h) < 0) {
+        PyObject *r = PyObject_CallOneArg(java_hash_func, s);
+        if (r == NULL) return NULL;
+        long v = PyLong_AsLong(r);
+        Py_DECREF(r);
+        if (v == -1 && PyErr_Occurred()) return NULL;
+        h = (uint32_t)v;
+    }
+    return PyLong_FromLong((long)key_hash_of(h));
+}
+
+/* ------------------------------------------------------------------ hosts */
+
+/* Raw host bytes (4/16-byte address + big-endian port) into out; returns the length or -1. Anything
+ * but a (str, int) tuple with a parseable address goes through the Python encode_host, which gives
+ * the reference's result or exception. */
+static Py_ssize_t encode_host(PyObject *host, unsigned char out[20]) {
+    if (PyTuple_CheckExact(host) && PyTuple_GET_SIZE(host) == 2) {
+        PyObject *ip = PyTuple_GET_ITEM(host, 0), *port = PyTuple_GET_ITEM(host, 1);
+        if (PyUnicode_Check(ip) && PyLong_CheckExact(port) && PyUnicode_IS_ASCII(ip)) {
+            Py_ssize_t iplen;
+            const char *text = PyUnicode_AsUTF8AndSize(ip, &iplen);
+            int overflow = 0;
+            long long p = PyLong_AsLongLongAndOverflow(port, &overflow);
+            if (text != NULL && !overflow && p >= INT32_MIN && p <= INT32_MAX && (size_t)iplen == strlen(text)) {
+                if (memchr(text, ':', (size_t)iplen) != NULL) {
+                    if (inet_pton(AF_INET6, text, out) == 1) {
+                        put_i32(out + 16, p);
+                        return 20;
+                    }
+                } else {
+                    struct in_addr a;
+                    if (inet_aton(text, &a) != 0) {
+                        memcpy(out, &a, 4);
+                        put_i32(out + 4, p);
+                        return 8;
+                    }
+                }
+            }
+            if (PyErr_Occurred()) PyErr_Clear();
+        }
+    }
+    PyObject *raw = PyObject_CallOneArg(encode_host_func, host);
+    if (raw == NULL) return -1;
+    Py_ssize_t n = PyBytes_Check(raw) ? PyBytes_GET_SIZE(raw) : -1;
+    if (n != 8 && n != 20) {
+        Py_DECREF(raw);
+        PyErr_SetString(PyExc_ValueError, "encode_host returned an unexpected value");
+        return -1;
+    }
+    memcpy(out, PyBytes_AS_STRING(raw), (size_t)n);
+    Py_DECREF(raw);
+    return n;
+}
+
+/* ------------------------------------------------------------------ properties */
+
+/* The PROPERTIES string of a dict: name 0x01 value 0x02 per entry whose value is not None, or the
+ * Python encode_properties when a key or value is not a str. New reference. */
+static PyObject *encode_properties(PyObject *props) {
+    if (props == Py_None || (PyDict_Check(props) && PyDict_GET_SIZE(props) == 0)) {
+        return PyUnicode_New(0, 0);
+    }
+    if (!PyDict_CheckExact(props)) return PyObject_CallOneArg(encode_properties_func, props);
+    Py_ssize_t i = 0, len = 0;
+    PyObject *k, *v;
+    Py_UCS4 maxchar = 0x7F;
+    while (PyDict_Next(props, &i, &k, &v)) {
+        if (v == Py_None) continue;
+        if (!PyUnicode_CheckExact(k) || !PyUnicode_CheckExact(v)) {
+            return PyObject_CallOneArg(encode_properties_func, props);
+        }
+        len += PyUnicode_GET_LENGTH(k) + PyUnicode_GET_LENGTH(v) + 2;
+        Py_UCS4 mk = PyUnicode_MAX_CHAR_VALUE(k), mv = PyUnicode_MAX_CHAR_VALUE(v);
+        if (mk > maxchar) maxchar = mk;
+        if (mv > maxchar) maxchar = mv;
+    }
+    PyObject *out = PyUnicode_New(len, maxchar);
+    if (out == NULL) return NULL;
+    Py_ssize_t pos = 0;
+    i = 0;
+    while (PyDict_Next(props, &i, &k, &v)) {
+        if (v == Py_None) continue;
+        Py_ssize_t kl = PyUnicode_GET_LENGTH(k), vl = PyUnicode_GET_LENGTH(v);
+        if (maxchar <= 0x7F) {
+            char *d = (char *)PyUnicode_DATA(out);
+            memcpy(d + pos, PyUnicode_DATA(k), (size_t)kl);
+            d[pos + kl] = 0x01;
+            memcpy(d + pos + kl + 1, PyUnicode_DATA(v), (size_t)vl);
+            d[pos + kl + 1 + vl] = 0x02;
+        } else {
+            if (PyUnicode_CopyCharacters(out, pos, k, 0, kl) < 0) { Py_DECREF(out); return NULL; }
+            PyUnicode_WriteChar(out, pos + kl, 0x01);
+            if (PyUnicode_CopyCharacters(out, pos + kl + 1, v, 0, vl) < 0) { Py_DECREF(out); return NULL; }
+            PyUnicode_WriteChar(out, pos + kl + 1 + vl, 0x02);
+        }
+        pos += kl + vl + 2;
+    }
+    return out;
+}
+
+/* known_properties of hot_py.py: (TAGS, KEYS or None, UNIQ_KEY or None) when the dict says what the
+ * string says, else None. New reference. */
+static PyObject *known_properties(PyObject *topic, PyObject *props, const char *utf8, Py_ssize_t utf8_len) {
+    if (!PyDict_CheckExact(props) || !PyUnicode_CheckExact(topic)) {
+        PyObject *text = PyUnicode_FromStringAndSize(utf8, utf8_len);
+        if (text == NULL) return NULL;
+        PyObject *r = PyObject_CallFunctionObjArgs(known_properties_func, topic, props, text, NULL);
+        Py_DECREF(text);
+        return r;
+    }
+    int eq = PyUnicode_Compare(topic, s_schedule_topic);
+    if (eq == -1 && PyErr_Occurred()) return NULL;
+    if (eq == 0) Py_RETURN_NONE;
+    if (PyDict_Contains(props, s_INNER_NUM)) Py_RETURN_NONE;
+    Py_ssize_t n = PyDict_GET_SIZE(props), c1 = 0, c2 = 0;
+    for (Py_ssize_t i = 0; i < utf8_len; i++) {  /* 0x01/0x02 never occur inside multi-byte UTF-8 sequences */
+        c1 += utf8[i] == 0x01;
+        c2 += utf8[i] == 0x02;
+    }
+    if (c1 != n || c2 != n) Py_RETURN_NONE;
+    PyObject *tags = PyDict_GetItemWithError(props, s_TAGS);
+    if (tags == NULL && PyErr_Occurred()) return NULL;
+    PyObject *keys = PyDict_GetItemWithError(props, s_KEYS);
+    if (keys == NULL && PyErr_Occurred()) return NULL;
+    PyObject *uniq = PyDict_GetItemWithError(props, s_UNIQ_KEY);
+    if (uniq == NULL && PyErr_Occurred()) return NULL;
+    int kt = keys == NULL ? 0 : PyObject_IsTrue(keys);
+    int ut = uniq == NULL ? 0 : PyObject_IsTrue(uniq);
+    if (kt < 0 || ut < 0) return NULL;
+    return PyTuple_Pack(3, tags ? tags : Py_None, kt ? keys : Py_None, ut ? uniq : Py_None);
+}
+
+/* ------------------------------------------------------------------ CRC */
+
+static int body_crc(const char *data, Py_ssize_t len, int64_t *out) {
+    PyObject *mv = PyMemoryView_FromMemory((char *)data, len, PyBUF_READ);
+    if (mv == NULL) return -1;
+    PyObject *r = PyObject_CallOneArg(crc32_func, mv);
+    Py_DECREF(mv);
+    if (r == NULL) return -1;
+    unsigned long v = PyLong_AsUnsignedLongMask(r);
+    Py_DECREF(r);
+    if (v == (unsigned long)-1 && PyErr_Occurred()) return -1;
+    *out = (int64_t)(v & 0x7FFFFFFFUL);
+    return 0;
+}
+
+/* ------------------------------------------------------------------ prepare_record */
+
+static PyObject *record_error(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    PyObject *msg = PyUnicode_FromFormatV(fmt, ap);
+    va_end(ap);
+    if (msg != NULL) {
+        PyErr_SetObject(RecordError, msg);
+        Py_DECREF(msg);
+    }
+    return NULL;
+}
+
+static PyObject *hp_prepare_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    static const char *names[] = {"msg", "properties_string", "max_message_size", "append_prop_crc"};
+    PyObject *a[4] = {NULL, Py_None, NULL, Py_False};
+    if (nargs > 4) { PyErr_SetString(PyExc_TypeError, "prepare_record takes at most 4 arguments"); return NULL; }
+    for (Py_ssize_t i = 0; i < nargs; i++) a[i] = args[i];
+    if (kwnames != NULL) {
+        for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(kwnames); j++) {
+            const char *kn = PyUnicode_AsUTF8(PyTuple_GET_ITEM(kwnames, j));
+            int found = 0;
+            for (int i = 0; i < 4 && kn != NULL; i++) {
+                if (strcmp(kn, names[i]) == 0) { a[i] = args[nargs + j]; found = 1; }
+            }
+            if (!found) { PyErr_Format(PyExc_TypeError, "prepare_record got an unexpected keyword argument"); return NULL; }
+        }
+    }
+    if (a[0] == NULL) { PyErr_SetString(PyExc_TypeError, "prepare_record needs msg"); return NULL; }
+    PyObject *msg = a[0];
+    int64_t max_size = 4 * 1024 * 1024;
+    if (a[2] != NULL && as_i64(a[2], &max_size) < 0) return NULL;
+    int prop_crc = PyObject_IsTrue(a[3]);
+    if (prop_crc < 0) return NULL;
+
+    PyObject *topic = NULL, *properties = NULL, *props = NULL, *body = NULL, *born = NULL, *store = NULL,
+             *tail = NULL, *known = NULL, *result = NULL;
+    PyObject *born_b = NULL, *store_b = NULL;
+    Py_buffer bv = {0};
+    int have_bv = 0;
+
+    topic = PyObject_GetAttr(msg, s_topic);
+    if (topic == NULL) goto done;
+    properties = PyObject_GetAttr(msg, s_properties);
+    if (properties == NULL) goto done;
+    if (a[1] == Py_None) {
+        props = encode_properties(properties);
+    } else {
+        props = a[1];
+        Py_INCREF(props);
+    }
+    if (props == NULL) goto done;
+    if (!PyUnicode_Check(props)) { PyErr_SetString(PyExc_TypeError, "properties string must be str"); goto done; }
+    if (prop_crc && PyUnicode_GET_LENGTH(props) > 0 &&
+        PyUnicode_READ_CHAR(props, PyUnicode_GET_LENGTH(props) - 1) != 0x02) {
+        PyObject *sep = PyUnicode_FromOrdinal(0x02);
+        if (sep == NULL) goto done;
+        PyObject *joined = PyUnicode_Concat(props, sep);
+        Py_DECREF(sep);
+        if (joined == NULL) goto done;
+        Py_SETREF(props, joined);
+    }
+    Py_ssize_t props_text_len;
+    const char *props_utf8 = PyUnicode_AsUTF8AndSize(props, &props_text_len);
+    if (props_utf8 == NULL) goto done;
+    Py_ssize_t props_len = props_text_len + (prop_crc ? CRC32_RESERVED_LEN : 0);
+
+    body = PyObject_GetAttr(msg, s_body);
+    if (body == NULL) goto done;
+    if (PyObject_GetBuffer(body, &bv, PyBUF_SIMPLE) < 0) goto done;
+    have_bv = 1;
+    Py_ssize_t body_len = bv.len;
+    if (body_len > max_size) {
+        record_error("message body size %zd exceeds maxMessageSize %lld", body_len, (long long)max_size);
+        goto done;
+    }
+    if (props_len > 32767) {
+        record_error("properties size %zd exceeds 32767 bytes", props_len);
+        goto done;
+    }
+    if (!PyUnicode_Check(topic)) { PyErr_SetString(PyExc_TypeError, "topic must be str"); goto done; }
+    Py_ssize_t topic_len;
+    const char *topic_utf8 = PyUnicode_AsUTF8AndSize(topic, &topic_len);
+    if (topic_utf8 == NULL) goto done;
+    if (topic_len > 32767) {
+        record_error("topic length %zd too long", topic_len);
+        goto done;
+    }
+    int v2 = topic_len > 127;
+    unsigned char born_raw[20], store_raw[20];
+    born = PyObject_GetAttr(msg, s_born_host);
+    if (born == NULL) goto done;
+    Py_ssize_t born_len = encode_host(born, born_raw);
+    if (born_len < 0) goto done;
+    store = PyObject_GetAttr(msg, s_store_host);
+    if (store == NULL) goto done;
+    Py_ssize_t store_len = encode_host(store, store_raw);
+    if (store_len < 0) goto done;
+    int64_t sys_flag;
+    if (attr_i(msg, s_sys_flag, &sys_flag, 64) < 0) goto done;
+    sys_flag &= ~(int64_t)HOST_FLAGS;
+    if (born_len == 20) sys_flag |= BORNHOST_V6_FLAG;
+    if (store_len == 20) sys_flag |= STOREHOST_V6_FLAG;
+
+    Py_ssize_t tail_len = (v2 ? 2 : 1) + topic_len + 2 + props_len;
+    tail = PyBytes_FromStringAndSize(NULL, tail_len);
+    if (tail == NULL) goto done;
+    unsigned char *t = (unsigned char *)PyBytes_AS_STRING(tail);
+    if (v2) { put_i16(t, (int32_t)topic_len); t += 2; } else { *t++ = (unsigned char)topic_len; }
+    memcpy(t, topic_utf8, (size_t)topic_len);
+    t += topic_len;
+    put_i16(t, (int32_t)props_len);
+    t += 2;
+    memcpy(t, props_utf8, (size_t)props_text_len);
+    if (prop_crc) memset(t + props_text_len, 0, CRC32_RESERVED_LEN);
+
+    Py_ssize_t total = 72 + born_len + store_len + body_len + tail_len;
+    if (total > max_size + 65536) {
+        record_error("encoded record size %zd exceeds the limit %lld", total, (long long)(max_size + 65536));
+        goto done;
+    }
+    if (a[1] == Py_None) {
+        known = known_properties(topic, properties, props_utf8, props_text_len);
+        if (known == NULL) goto done;
+    } else {
+        known = Py_None;
+        Py_INCREF(known);
+    }
+    int64_t crc = 0;
+    if (body_len > 0 && body_crc((const char *)bv.buf, body_len, &crc) < 0) goto done;
+    born_b = PyBytes_FromStringAndSize((const char *)born_raw, born_len);
+    store_b = PyBytes_FromStringAndSize((const char *)store_raw, store_len);
+    if (born_b == NULL || store_b == NULL) goto done;
+    result = Py_BuildValue("(niLLOOOOO)", total, (int)(v2 ? MAGIC_V2 : MAGIC_V1), (long long)crc,
+                           (long long)sys_flag, born_b, store_b, tail, props, known);
+done:
+    if (have_bv) PyBuffer_Release(&bv);
+    Py_XDECREF(topic); Py_XDECREF(properties); Py_XDECREF(props); Py_XDECREF(body); Py_XDECREF(born);
+    Py_XDECREF(store); Py_XDECREF(tail); Py_XDECREF(known); Py_XDECREF(born_b); Py_XDECREF(store_b);
+    return result;
+}
+
+/* ------------------------------------------------------------------ write_record / record_parts */
+
+typedef struct {
+    Py_ssize_t total;
+    int64_t magic, crc, sys_flag;
+    const char *born, *store, *tail;
+    Py_ssize_t born_len, store_len, tail_len;
+} Prepared;
+
+static int unpack_prepared(PyObject *rec, Prepared *p) {
+    if (!PyTuple_Check(rec) || PyTuple_GET_SIZE(rec) != 9) {
+        PyErr_SetString(PyExc_TypeError, "rec must be a prepare_record tuple");
+        return -1;
+    }
+    int64_t total;
+    if (as_i64(PyTuple_GET_ITEM(rec, 0), &total) < 0 || as_i32(PyTuple_GET_ITEM(rec, 1), &p->magic) < 0 ||
+        as_i32(PyTuple_GET_ITEM(rec, 2), &p->crc) < 0 || as_i32(PyTuple_GET_ITEM(rec, 3), &p->sys_flag) < 0) {
+        return -1;
+    }
+    p->total = (Py_ssize_t)total;
+    PyObject *b = PyTuple_GET_ITEM(rec, 4), *s = PyTuple_GET_ITEM(rec, 5), *t = PyTuple_GET_ITEM(rec, 6);
+    if (!PyBytes_Check(b) || !PyBytes_Check(s) || !PyBytes_Check(t)) {
+        PyErr_SetString(PyExc_TypeError, "rec must be a prepare_record tuple");
+        return -1;
+    }
+    p->born = PyBytes_AS_STRING(b); p->born_len = PyBytes_GET_SIZE(b);
+    p->store = PyBytes_AS_STRING(s); p->store_len = PyBytes_GET_SIZE(s);
+    p->tail = PyBytes_AS_STRING(t); p->tail_len = PyBytes_GET_SIZE(t);
+    int want_born = (p->sys_flag & BORNHOST_V6_FLAG) ? 20 : 8, want_store = (p->sys_flag & STOREHOST_V6_FLAG) ? 20 : 8;
+    if (p->born_len != want_born || p->store_len != want_store) {
+        PyErr_SetString(struct_error, "host bytes do not match the SYSFLAG host bits");
+        return -1;
+    }
+    return 0;
+}
+
+/* The record header (72 + host bytes) into out; body_len from msg.body's buffer. */
+static Py_ssize_t write_header(unsigned char *out, const Prepared *p, PyObject *msg, int64_t queue_offset,
+                               int64_t phy, int64_t store_ts, Py_ssize_t body_len) {
+    int64_t queue_id, flag, born_ts, reconsume, prepared;
+    if (attr_i(msg, s_queue_id, &queue_id, 32) < 0 || attr_i(msg, s_flag, &flag, 32) < 0 ||
+        attr_i(msg, s_born_timestamp, &born_ts, 64) < 0 || attr_i(msg, s_reconsume_times, &reconsume, 32) < 0 ||
+        attr_i(msg, s_prepared_transaction_offset, &prepared, 64) < 0) {
+        return -1;
+    }
+    if (body_len > INT32_MAX) { PyErr_SetString(struct_error, "argument out of range"); return -1; }
+    unsigned char *o = out;
+    put_i32(o, p->total); put_i32(o + 4, p->magic); put_i32(o + 8, p->crc); put_i32(o + 12, queue_id);
+    put_i32(o + 16, flag); put_i64(o + 20, queue_offset); put_i64(o + 28, phy); put_i32(o + 36, p->sys_flag);
+    put_i64(o + 40, born_ts);
+    o += 48;
+    memcpy(o, p->born, (size_t)p->born_len);
+    o += p->born_len;
+    put_i64(o, store_ts);
+    o += 8;
+    memcpy(o, p->store, (size_t)p->store_len);
+    o += p->store_len;
+    put_i32(o, reconsume); put_i64(o + 4, prepared); put_i32(o + 12, body_len);
+    return (o + 16) - out;
+}
+
+static const char HEX[] = "0123456789ABCDEF";
+
+static PyObject *msg_id_of(const char *store, Py_ssize_t store_len, int64_t phy) {
+    unsigned char raw[28];
+    memcpy(raw, store, (size_t)store_len);
+    put_i64(raw + store_len, phy);
+    Py_ssize_t n = store_len + 8;
+    PyObject *out = PyUnicode_New(n * 2, 0x7F);
+    if (out == NULL) return NULL;
+    char *d = (char *)PyUnicode_DATA(out);
+    for (Py_ssize_t i = 0; i < n; i++) { d[2 * i] = HEX[raw[i] >> 4]; d[2 * i + 1] = HEX[raw[i] & 15]; }
+    return out;
+}
+
+static int parse_i64_args(PyObject *const *args, Py_ssize_t from, Py_ssize_t count, int64_t *out) {
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (as_i64(args[from + i], &out[i]) < 0) return -1;
+    }
+    return 0;
+}
+
+static PyObject *hp_write_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 7) { PyErr_SetString(PyExc_TypeError, "write_record(buf, pos, rec, msg, queue_offset, phy, store_ts)"); return NULL; }
+    Prepared p;
+    int64_t pos, v[3];
+    if (as_i64(args[1], &pos) < 0 || unpack_prepared(args[2], &p) < 0 || parse_i64_args(args, 4, 3, v) < 0) return NULL;
+    Py_buffer out, bv;
+    if (PyObject_GetBuffer(args[0], &out, PyBUF_WRITABLE) < 0) return NULL;
+    if (pos < 0 || pos + p.total > out.len) {
+        PyErr_Format(PyExc_ValueError, "record of %zd bytes at %lld does not fit a buffer of %zd", p.total,
+                     (long long)pos, out.len);
+        PyBuffer_Release(&out);
+        return NULL;
+    }
+    PyObject *body = PyObject_GetAttr(args[3], s_body);
+    if (body == NULL) { PyBuffer_Release(&out); return NULL; }
+    if (PyObject_GetBuffer(body, &bv, PyBUF_SIMPLE) < 0) { Py_DECREF(body); PyBuffer_Release(&out); return NULL; }
+    unsigned char *dst = (unsigned char *)out.buf + pos;
+    Py_ssize_t hlen = 72 + p.born_len + p.store_len;
+    PyObject *result = NULL;
+    if (hlen + bv.len + p.tail_len != p.total) {
+        PyErr_SetString(PyExc_ValueError, "rec does not describe this message (sizes differ)");
+    } else if (write_header(dst, &p, args[3], v[0], v[1], v[2], bv.len) >= 0) {
+        memcpy(dst + hlen, bv.buf, (size_t)bv.len);
+        memcpy(dst + hlen + bv.len, p.tail, (size_t)p.tail_len);
+        result = msg_id_of(p.store, p.store_len, v[1]);
+    }
+    PyBuffer_Release(&bv);
+    Py_DECREF(body);
+    PyBuffer_Release(&out);
+    return result;
+}
+
+static PyObject *hp_record_parts(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 5) { PyErr_SetString(PyExc_TypeError, "record_parts(rec, msg, queue_offset, phy, store_ts)"); return NULL; }
+    Prepared p;
+    int64_t v[3];
+    if (unpack_prepared(args[0], &p) < 0 || parse_i64_args(args, 2, 3, v) < 0) return NULL;
+    PyObject *body = PyObject_GetAttr(args[1], s_body);
+    if (body == NULL) return NULL;
+    Py_buffer bv;
+    if (PyObject_GetBuffer(body, &bv, PyBUF_SIMPLE) < 0) { Py_DECREF(body); return NULL; }
+    Py_ssize_t body_len = bv.len;
+    PyBuffer_Release(&bv);
+    Py_ssize_t hlen = 72 + p.born_len + p.store_len;
+    PyObject *header = PyBytes_FromStringAndSize(NULL, hlen);
+    if (header == NULL || write_header((unsigned char *)PyBytes_AS_STRING(header), &p, args[1], v[0], v[1], v[2],
+                                       body_len) < 0) {
+        Py_XDECREF(header);
+        Py_DECREF(body);
+        return NULL;
+    }
+    PyObject *tail = PyTuple_GET_ITEM(args[0], 6);
+    PyObject *r = PyTuple_Pack(3, header, body, tail);
+    Py_DECREF(header);
+    Py_DECREF(body);
+    return r;
+}
+
+static PyObject *hp_offset_msg_id(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyBytes_Check(args[0]) || PyBytes_GET_SIZE(args[0]) > 20) {
+        PyErr_SetString(PyExc_TypeError, "offset_msg_id(store_raw: bytes, commit_log_offset)");
+        return NULL;
+    }
+    int64_t phy;
+    if (as_i64(args[1], &phy) < 0) return NULL;
+    return msg_id_of(PyBytes_AS_STRING(args[0]), PyBytes_GET_SIZE(args[0]), phy);
+}
+
+/* ------------------------------------------------------------------ dispatch decoder */
+
+static PyObject *hp_decode_dispatch_fields(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) { PyErr_SetString(PyExc_TypeError, "decode_dispatch_fields(buf, pos, limit)"); return NULL; }
+    int64_t pos, limit;
+    if (as_i64(args[1], &pos) < 0 || as_i64(args[2], &limit) < 0) return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) return NULL;
+    const unsigned char *b = (const unsigned char *)view.buf;
+    int64_t n = view.len;
+    PyObject *result = NULL;
+    if (pos < 0 || pos + SYS_FLAG_POS + 4 > n) goto none;
+    int flags = b[pos + SYS_FLAG_POS + 3] & HOST_FLAGS;
+    int born_len = (flags & BORNHOST_V6_FLAG) ? 20 : 8, store_len = (flags & STOREHOST_V6_FLAG) ? 20 : 8;
+    int64_t hsize = 72 + born_len + store_len;
+    if (pos + hsize > n) goto none;
+    const unsigned char *h = b + pos;
+    int32_t total = get_i32(h), magic = get_i32(h + 4), queue_id = get_i32(h + 12);
+    int64_t queue_offset = get_i64(h + 20), phy = get_i64(h + 28);
+    int32_t sys_flag = get_i32(h + 36);
+    int64_t store_ts = get_i64(h + 48 + born_len);
+    int64_t prepared = get_i64(h + 48 + born_len + 8 + store_len + 4);
+    int32_t body_len = get_i32(h + hsize - 4);
+    int64_t end = pos + (int64_t)total;
+    if (total <= 0 || end > limit || end > n || body_len < 0) goto none;
+    int64_t p = pos + hsize + body_len;
+    int32_t topic_len;
+    if (magic == MAGIC_V1) {
+        if (p + 1 > end) goto none;
+        topic_len = b[p];
+        if (topic_len > 127) goto none;
+        p += 1;
+    } else if (magic == MAGIC_V2) {
+        if (p + 2 > end) goto none;
+        topic_len = get_i16(b + p);
+        p += 2;
+    } else {
+        goto none;
+    }
+    if (topic_len < 0 || p + topic_len + 2 > end) goto none;
+    PyObject *topic = PyUnicode_DecodeUTF8((const char *)b + p, topic_len, "replace");
+    if (topic == NULL) goto out;
+    p += topic_len;
+    int32_t props_len = get_i16(b + p);
+    p += 2;
+    if (props_len < 0 || p + props_len != end) { Py_DECREF(topic); goto none; }
+    PyObject *props = PyUnicode_DecodeUTF8((const char *)b + p, props_len, "replace");
+    if (props == NULL) { Py_DECREF(topic); goto out; }
+    result = Py_BuildValue("(iNiLLiLLN)", total, topic, queue_id, (long long)queue_offset, (long long)phy, sys_flag,
+                           (long long)store_ts, (long long)prepared, props);
+    goto out;
+none:
+    result = Py_None;
+    Py_INCREF(result);
+out:
+    PyBuffer_Release(&view);
+    return result;
+}
+
+static PyObject *hp_body_crc_matches(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) { PyErr_SetString(PyExc_TypeError, "body_crc_matches(buf, pos, sys_flag)"); return NULL; }
+    int64_t pos, sys_flag;
+    if (as_i64(args[1], &pos) < 0 || as_i64(args[2], &sys_flag) < 0) return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) return NULL;
+    int64_t body_pos = pos + 72 + ((sys_flag & BORNHOST_V6_FLAG) ? 20 : 8) + ((sys_flag & STOREHOST_V6_FLAG) ? 20 : 8);
+    PyObject *result = NULL;
+    if (pos < 0 || body_pos > view.len) {
+        PyErr_SetString(struct_error, "unpack_from requires a buffer of more bytes");
+    } else {
+        int32_t body_len = get_i32((const unsigned char *)view.buf + body_pos - 4);
+        if (body_len <= 0) {
+            result = Py_True;
+            Py_INCREF(result);
+        } else {
+            int64_t avail = view.len - body_pos;
+            Py_ssize_t len = body_len < avail ? body_len : (Py_ssize_t)avail;
+            int64_t crc;
+            if (body_crc((const char *)view.buf + body_pos, len, &crc) == 0) {
+                result = PyBool_FromLong(crc == get_i32((const unsigned char *)view.buf + pos + 8));
+            }
+        }
+    }
+    PyBuffer_Release(&view);
+    return result;
+}
+
+/* ------------------------------------------------------------------ consume queue units */
+
+static PyObject *hp_put_cq_unit(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 5) { PyErr_SetString(PyExc_TypeError, "put_cq_unit(buf, pos, phy_offset, size, tags_code)"); return NULL; }
+    int64_t pos, phy, size, tags;
+    if (as_i64(args[1], &pos) < 0 || as_i64(args[2], &phy) < 0 || as_i32(args[3], &size) < 0 ||
+        as_i64(args[4], &tags) < 0) return NULL;
+    Py_buffer out;
+    if (PyObject_GetBuffer(args[0], &out, PyBUF_WRITABLE) < 0) return NULL;
+    if (pos < 0 || pos + 20 > out.len) {
+        PyErr_Format(struct_error, "pack_into requires a buffer of at least %lld bytes", (long long)(pos + 20));
+        PyBuffer_Release(&out);
+        return NULL;
+    }
+    unsigned char *d = (unsigned char *)out.buf + pos;
+    put_i64(d, phy); put_i32(d + 8, size); put_i64(d + 12, tags);
+    PyBuffer_Release(&out);
+    Py_RETURN_NONE;
+}
+
+static PyObject *hp_put_bcq_unit(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError, "put_bcq_unit(buf, pos, phy, size, tags, store_time, base, batch_size)");
+        return NULL;
+    }
+    int64_t pos, phy, size, tags, store_time, base, batch;
+    if (as_i64(args[1], &pos) < 0 || as_i64(args[2], &phy) < 0 || as_i32(args[3], &size) < 0 ||
+        as_i64(args[4], &tags) < 0 || as_i64(args[5], &store_time) < 0 || as_i64(args[6], &base) < 0 ||
+        as_i16(args[7], &batch) < 0) return NULL;
+    Py_buffer out;
+    if (PyObject_GetBuffer(args[0], &out, PyBUF_WRITABLE) < 0) return NULL;
+    if (pos < 0 || pos + 46 > out.len) {
+        PyErr_Format(struct_error, "pack_into requires a buffer of at least %lld bytes", (long long)(pos + 46));
+        PyBuffer_Release(&out);
+        return NULL;
+    }
+    unsigned char *d = (unsigned char *)out.buf + pos;
+    put_i64(d, phy); put_i32(d + 8, size); put_i64(d + 12, tags); put_i64(d + 20, store_time);
+    put_i64(d + 28, base); put_i16(d + 36, (int32_t)batch); put_i32(d + 38, -1); put_i32(d + 42, 0);
+    PyBuffer_Release(&out);
+    Py_RETURN_NONE;
+}
+
+/* ------------------------------------------------------------------ index entries */
+
+/* Hash of topic + "#" + key[from:to] (Java hashCode over the whole string), -1 on a lone surrogate. */
+static int key_hash_span(uint32_t prefix_hash, PyObject *key, Py_ssize_t from, Py_ssize_t to, int32_t *out) {
+    uint32_t h = prefix_hash;
+    if (java_hash_range(key, from, to, &h) < 0) return -1;
+    *out = key_hash_of(h);
+    return 0;
+}
+
+#define MAX_KEYS 64
+
+static PyObject *hp_index_put_keys(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 8 && nargs != 9) {
+        PyErr_SetString(PyExc_TypeError, "index_put_keys(buf, hash_slot_num, index_num, topic, uniq_key, keys, "
+                                         "phy_offset, store_timestamp, skip=0)");
+        return NULL;
+    }
+    int64_t slot_num, index_num, phy, ts, skip = 0;
+    if (as_i64(args[1], &slot_num) < 0 || as_i64(args[2], &index_num) < 0 || as_i64(args[6], &phy) < 0 ||
+        as_i64(args[7], &ts) < 0 || (nargs == 9 && as_i64(args[8], &skip) < 0)) return NULL;
+    PyObject *topic = args[3], *uniq = args[4], *keys = args[5];
+    if (slot_num <= 0 || !PyUnicode_Check(topic) || (uniq != Py_None && !PyUnicode_Check(uniq)) ||
+        (keys != Py_None && !PyUnicode_Check(keys))) {
+        goto fallback;
+    }
+    uint32_t prefix = 0;
+    if (java_hash_continue(topic, &prefix) < 0) goto fallback;
+    prefix = 31u * prefix + '#';
+    int32_t hashes[MAX_KEYS];
+    int count = 0;
+    if (uniq != Py_None) {
+        int rc = key_hash_span(prefix, uniq, 0, PyUnicode_GET_LENGTH(uniq), &hashes[count]);
+        if (rc == -2) return NULL;
+        if (rc < 0) goto fallback;
+        count++;
+    }
+    if (keys != Py_None) {
+        Py_ssize_t len = PyUnicode_GET_LENGTH(keys), start = 0;
+        int kind = PyUnicode_KIND(keys);
+        const void *data = PyUnicode_DATA(keys);
+        for (Py_ssize_t i = 0; i <= len; i++) {
+            if (i == len || PyUnicode_READ(kind, data, i) == ' ') {
+                if (i > start) {
+                    if (count == MAX_KEYS) goto fallback;
+                    int rc = key_hash_span(prefix, keys, start, i, &hashes[count]);
+                    if (rc == -2) return NULL;
+                    if (rc < 0) goto fallback;
+                    count++;
+                }
+                start = i + 1;
+            }
+        }
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_WRITABLE) < 0) return NULL;
+    unsigned char *b = (unsigned char *)view.buf;
+    int64_t entries_base = INDEX_HEADER_SIZE + slot_num * 4;
+    if (view.len < entries_base) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(struct_error, "index buffer is smaller than its header and slots");
+        return NULL;
+    }
+    int64_t begin_ts = get_i64(b), begin_phy = get_i64(b + 16);
+    int64_t slot_count = get_i32(b + 32), n = get_i32(b + 36);
+    if (n <= 0) n = 1;
+    int64_t room = index_num - n;
+    int written = 0;
+    for (int k = (int)(skip < 0 ? 0 : skip); k < count; k++) {
+        if (written >= room) break;
+        int64_t epos = entries_base + n * 20;
+        if (epos + 20 > view.len) {
+            PyBuffer_Release(&view);
+            PyErr_SetString(struct_error, "index entry beyond the end of the buffer");
+            return NULL;
+        }
+        int32_t kh = hashes[k];
+        int64_t spos = INDEX_HEADER_SIZE + (kh % slot_num) * 4;
+        int64_t slot_value = get_i32(b + spos);
+        if (slot_value <= 0 || slot_value > n) {
+            slot_value = 0;
+            slot_count++;
+        }
+        int64_t time_diff = 0;
+        if (begin_ts > 0) {
+            time_diff = (ts - begin_ts) / 1000;
+            if (time_diff < 0) time_diff = 0;
+            if (time_diff > INT32_MAX_V) time_diff = INT32_MAX_V;
+        }
+        if (n <= 1) {
+            begin_phy = phy;
+            begin_ts = ts;
+        }
+        unsigned char *e = b + epos;
+        put_i32(e, kh); put_i64(e + 4, phy); put_i32(e + 12, time_diff); put_i32(e + 16, slot_value);
+        put_i32(b + spos, n);
+        n++;
+        written++;
+    }
+    if (written) {
+        put_i64(b, begin_ts); put_i64(b + 8, ts); put_i64(b + 16, begin_phy); put_i64(b + 24, phy);
+        put_i32(b + 32, slot_count); put_i32(b + 36, n);
+    }
+    PyBuffer_Release(&view);
+    return Py_BuildValue("(iiLLLL)", written, count, (long long)begin_ts, (long long)begin_phy,
+                         (long long)slot_count, (long long)n);
+fallback:
+    return PyObject_Vectorcall(py_index_put_keys, args, (size_t)nargs, NULL);
+}
+
+/* ------------------------------------------------------------------ init */
+
+static PyObject *hp_init(PyObject *self, PyObject *args) {
+    PyObject *err, *crc, *enc_props, *enc_host, *known, *jhash, *idx;
+    if (!PyArg_ParseTuple(args, "OOOOOOO", &err, &crc, &enc_props, &enc_host, &known, &jhash, &idx)) return NULL;
+    Py_XSETREF(RecordError, Py_NewRef(err));
+    Py_XSETREF(crc32_func, Py_NewRef(crc));
+    Py_XSETREF(encode_properties_func, Py_NewRef(enc_props));
+    Py_XSETREF(encode_host_func, Py_NewRef(enc_host));
+    Py_XSETREF(known_properties_func, Py_NewRef(known));
+    Py_XSETREF(java_hash_func, Py_NewRef(jhash));
+    Py_XSETREF(py_index_put_keys, Py_NewRef(idx));
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"init", (PyCFunction)hp_init, METH_VARARGS, "Register RecordError, the CRC function and the Python fallbacks."},
+    {"prepare_record", (PyCFunction)(void (*)(void))hp_prepare_record, METH_FASTCALL | METH_KEYWORDS, NULL},
+    {"write_record", (PyCFunction)(void (*)(void))hp_write_record, METH_FASTCALL, NULL},
+    {"record_parts", (PyCFunction)(void (*)(void))hp_record_parts, METH_FASTCALL, NULL},
+    {"offset_msg_id", (PyCFunction)(void (*)(void))hp_offset_msg_id, METH_FASTCALL, NULL},
+    {"decode_dispatch_fields", (PyCFunction)(void (*)(void))hp_decode_dispatch_fields, METH_FASTCALL, NULL},
+    {"body_crc_matches", (PyCFunction)(void (*)(void))hp_body_crc_matches, METH_FASTCALL, NULL},
+    {"put_cq_unit", (PyCFunction)(void (*)(void))hp_put_cq_unit, METH_FASTCALL, NULL},
+    {"put_bcq_unit", (PyCFunction)(void (*)(void))hp_put_bcq_unit, METH_FASTCALL, NULL},
+    {"index_put_keys", (PyCFunction)(void (*)(void))hp_index_put_keys, METH_FASTCALL, NULL},
+    {"java_string_hash", hp_java_string_hash, METH_O, NULL},
+    {"index_key_hash", hp_index_key_hash, METH_O, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_hotpath", "Compiled twin of hot_py.py.", -1, methods};
+
+PyMODINIT_FUNC PyInit__hotpath(void) {
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL) return NULL;
+    PyObject *st = PyImport_ImportModule("struct");
+    if (st == NULL) return NULL;
+    struct_error = PyObject_GetAttrString(st, "error");
+    Py_DECREF(st);
+    if (struct_error == NULL) return NULL;
+#define INTERN(var, text) if ((var = PyUnicode_InternFromString(text)) == NULL) return NULL
+    INTERN(s_topic, "topic"); INTERN(s_body, "body"); INTERN(s_properties, "properties");
+    INTERN(s_queue_id, "queue_id"); INTERN(s_flag, "flag"); INTERN(s_sys_flag, "sys_flag");
+    INTERN(s_born_timestamp, "born_timestamp"); INTERN(s_born_host, "born_host"); INTERN(s_store_host, "store_host");
+    INTERN(s_reconsume_times, "reconsume_times"); INTERN(s_prepared_transaction_offset, "prepared_transaction_offset");
+    INTERN(s_TAGS, "TAGS"); INTERN(s_KEYS, "KEYS"); INTERN(s_UNIQ_KEY, "UNIQ_KEY"); INTERN(s_INNER_NUM, "INNER_NUM");
+    INTERN(s_schedule_topic, "SCHEDULE_TOPIC_XXXX");
+#undef INTERN
+    if (PyModule_AddStringConstant(m, "IMPLEMENTATION", "c") < 0) return NULL;
+    return m;
+}

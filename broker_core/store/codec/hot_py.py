@@ -1,0 +1,285 @@
+"""The store's hot byte work in pure Python: the reference for, and the fallback of, ``_hotpath.c``.
+
+Why two implementations: per message the store encodes a record, writes a consume queue unit and
+two index entries, and CPython's call and object overhead dominates that work (issue 17 measured
+~12 us per 1 KiB message). The compiled module ``_hotpath`` does exactly what this module does, byte
+for byte and verdict for verdict; ``hotpath`` picks one (``RMQ_PURE_PYTHON=1`` forces this one) and
+the codec, store and golden tests run on both. Everything here is a flat function over buffers and
+plain values: file rolls, BLANK records, locks and every decision stay with the callers.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from .errors import RecordError
+from .hashing import index_key_hash, java_string_hash, rmq_crc32
+from .hosts import encode_host
+from .properties import PROPERTY_SEPARATOR, encode_properties
+from .sys_flag import BORNHOST_V6_FLAG, STOREHOSTADDRESS_V6_FLAG
+
+IMPLEMENTATION = "python"
+
+MESSAGE_MAGIC_CODE_V1 = -626843481  # 0xDAA320A7
+MESSAGE_MAGIC_CODE_V2 = -626843477  # 0xDAA320AB
+CRC32_RESERVED_LEN = 20
+SYS_FLAG_POS = 36
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+_HOST_FLAGS = BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG
+
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+_CQ_UNIT = struct.Struct(">qiq")
+_BCQ_UNIT = struct.Struct(">qiqqqhii")
+_INDEX_HEADER = struct.Struct(">qqqqii")
+_INDEX_ENTRY = struct.Struct(">iqii")
+_INDEX_HEADER_SIZE = 40
+_INT32_MAX = 0x7FFFFFFF
+
+
+def _header_struct(born_len: int, store_len: int) -> struct.Struct:
+    # TOTALSIZE MAGIC BODYCRC QUEUEID FLAG QUEUEOFFSET PHYOFFSET SYSFLAG BORNTS BORNHOST STORETS
+    # STOREHOST RECONSUMETIMES PREPAREDTXOFFSET BODYLEN
+    return struct.Struct(f">iiiiiqqiq{born_len}sq{store_len}siqi")
+
+
+def _dispatch_struct(born_len: int, store_len: int) -> struct.Struct:
+    # TOTALSIZE MAGIC QUEUEID QUEUEOFFSET PHYOFFSET SYSFLAG STORETS PREPAREDTXOFFSET BODYLEN, the rest skipped.
+    return struct.Struct(f">ii4xi4xqqi8x{born_len}xq{store_len}x4xqi")
+
+
+# Keyed by ``sys_flag & _HOST_FLAGS``.
+_HEADERS = {flags: _header_struct(20 if flags & BORNHOST_V6_FLAG else 8, 20 if flags & STOREHOSTADDRESS_V6_FLAG else 8)
+            for flags in (0, BORNHOST_V6_FLAG, STOREHOSTADDRESS_V6_FLAG, _HOST_FLAGS)}
+_DISPATCH = {flags: _dispatch_struct(20 if flags & BORNHOST_V6_FLAG else 8, 20 if flags & STOREHOSTADDRESS_V6_FLAG else 8)
+             for flags in (0, BORNHOST_V6_FLAG, STOREHOSTADDRESS_V6_FLAG, _HOST_FLAGS)}
+
+# What ``prepare_record`` returns: (TOTALSIZE, MAGICCODE, BODYCRC, SYSFLAG, BORNHOST raw, STOREHOST raw,
+# tail = TOPICLEN+TOPIC+PROPERTIESLENGTH+PROPERTIES, PROPERTIES string, TAGS/KEYS/UNIQ_KEY or None).
+PreparedRecord = tuple[int, int, int, int, bytes, bytes, bytes, str, "tuple[str | None, str | None, str | None] | None"]
+
+
+def known_properties(topic: str, properties: dict[str, str], props: str
+                     ) -> tuple[str | None, str | None, str | None] | None:
+    """TAGS/KEYS/UNIQ_KEY from the dict a record was encoded from, when they say what ``props`` says.
+
+    The dict agrees with the string when it has one separator pair per entry (no key or value holds
+    a separator, no None value was skipped). Delay-level tagsCodes (SCHEDULE_TOPIC) and inner batches
+    are left to the string: None.
+    """
+    n = len(properties)
+    if topic == SCHEDULE_TOPIC or "INNER_NUM" in properties or props.count("\x01") != n \
+            or props.count("\x02") != n:
+        return None
+    get = properties.get
+    return get("TAGS"), get("KEYS") or None, get("UNIQ_KEY") or None
+
+
+def prepare_record(msg, properties_string: str | None = None, max_message_size: int = 4 * 1024 * 1024,
+                   append_prop_crc: bool = False) -> PreparedRecord:
+    """Everything of a record that does not depend on where it lands (offsets, store time).
+
+    The append path calls this (and so the body CRC) outside the append lock and then writes the
+    record into the mapped file under the lock with ``write_record``. ``append_prop_crc`` reserves
+    the 20 bytes of ``enabledAppendPropCRC`` (spec §1.6) at the end of PROPERTIES.
+    """
+    topic = msg.topic
+    properties = msg.properties
+    props = encode_properties(properties) if properties_string is None else properties_string
+    if append_prop_crc and props and not props.endswith(PROPERTY_SEPARATOR):
+        props += PROPERTY_SEPARATOR
+    props_bytes = props.encode("utf-8")
+    if append_prop_crc:
+        props_bytes += bytes(CRC32_RESERVED_LEN)
+    props_len = len(props_bytes)
+    body = msg.body
+    body_len = len(body)
+    if body_len > max_message_size:
+        raise RecordError(f"message body size {body_len} exceeds maxMessageSize {max_message_size}")
+    if props_len > 32767:
+        raise RecordError(f"properties size {props_len} exceeds 32767 bytes")
+    topic_raw = topic.encode("utf-8")
+    topic_len = len(topic_raw)
+    if topic_len > 32767:
+        raise RecordError(f"topic length {topic_len} too long")
+    v2 = topic_len > 127
+    born_raw = encode_host(msg.born_host)
+    store_raw = encode_host(msg.store_host)
+    sys_flag = msg.sys_flag & ~_HOST_FLAGS
+    if len(born_raw) == 20:
+        sys_flag |= BORNHOST_V6_FLAG
+    if len(store_raw) == 20:
+        sys_flag |= STOREHOSTADDRESS_V6_FLAG
+    tail = (_I16.pack(topic_len) if v2 else bytes((topic_len,))) + topic_raw + _I16.pack(props_len) + props_bytes
+    total = 72 + len(born_raw) + len(store_raw) + body_len + len(tail)
+    if total > max_message_size + 65536:
+        raise RecordError(f"encoded record size {total} exceeds the limit {max_message_size + 65536}")
+    known = known_properties(topic, properties, props) if properties_string is None else None
+    return (total, MESSAGE_MAGIC_CODE_V2 if v2 else MESSAGE_MAGIC_CODE_V1, rmq_crc32(body) if body_len else 0,
+            sys_flag, born_raw, store_raw, tail, props, known)
+
+
+def offset_msg_id(store_raw: bytes, commit_log_offset: int) -> str:
+    """The offset msgId (spec §3): store host bytes + commitlog offset, upper-case hex."""
+    return (store_raw + _I64.pack(commit_log_offset)).hex().upper()
+
+
+def _header(rec: PreparedRecord, msg, queue_offset: int, physical_offset: int, store_timestamp: int) -> bytes:
+    total, magic, body_crc, sys_flag, born_raw, store_raw, _tail, _props, _known = rec
+    return _HEADERS[sys_flag & _HOST_FLAGS].pack(
+        total, magic, body_crc, msg.queue_id, msg.flag, queue_offset, physical_offset, sys_flag,
+        msg.born_timestamp, born_raw, store_timestamp, store_raw, msg.reconsume_times,
+        msg.prepared_transaction_offset, len(msg.body))
+
+
+def write_record(buf, pos: int, rec: PreparedRecord, msg, queue_offset: int, physical_offset: int,
+                 store_timestamp: int) -> str:
+    """Write a prepared record at ``pos`` (header, body, tail); returns its offset msgId."""
+    total = rec[0]
+    if pos < 0 or pos + total > len(buf):
+        raise ValueError(f"record of {total} bytes at {pos} does not fit a buffer of {len(buf)}")
+    header = _header(rec, msg, queue_offset, physical_offset, store_timestamp)
+    body = msg.body
+    if len(header) + len(body) + len(rec[6]) != total:
+        raise ValueError("rec does not describe this message (sizes differ)")
+    p = pos + len(header)
+    buf[pos:p] = header
+    buf[p:p + len(body)] = body
+    buf[p + len(body):pos + total] = rec[6]
+    return offset_msg_id(rec[5], physical_offset)
+
+
+def record_parts(rec: PreparedRecord, msg, queue_offset: int, physical_offset: int,
+                 store_timestamp: int) -> tuple[bytes, bytes, bytes]:
+    """A prepared record as (header, body, tail) buffers for a vectored write: the body is not copied."""
+    return _header(rec, msg, queue_offset, physical_offset, store_timestamp), msg.body, rec[6]
+
+
+def decode_dispatch_fields(buf, pos: int, limit: int):
+    """What dispatch needs from the record at ``pos``, or None unless it is a complete, well-formed record.
+
+    Returns ``(total_size, topic, queue_id, queue_offset, commit_log_offset, sys_flag, store_timestamp,
+    prepared_transaction_offset, properties_string)``: one unpack of the header, no body copy.
+    It accepts exactly the records ``check_record(..., check_crc=False)`` finds valid; on None
+    (BLANK marker, torn or corrupt data) the caller asks ``check_record`` for the verdict and reason.
+    """
+    n = len(buf)
+    if pos < 0 or pos + SYS_FLAG_POS + 4 > n:
+        return None
+    header = _DISPATCH[buf[pos + SYS_FLAG_POS + 3] & _HOST_FLAGS]  # the flag bits are in SYSFLAG's low byte
+    if pos + header.size > n:
+        return None
+    total, magic, queue_id, queue_offset, phy_offset, sys_flag, store_ts, prepared, body_len = \
+        header.unpack_from(buf, pos)
+    end = pos + total
+    if total <= 0 or end > limit or end > n or body_len < 0:
+        return None
+    p = pos + header.size + body_len
+    if magic == MESSAGE_MAGIC_CODE_V1:
+        if p + 1 > end:
+            return None
+        topic_len = buf[p]
+        if topic_len > 127:  # a signed byte on disk: negative lengths are corrupt
+            return None
+        p += 1
+    elif magic == MESSAGE_MAGIC_CODE_V2:
+        if p + 2 > end:
+            return None
+        topic_len = _I16.unpack_from(buf, p)[0]
+        p += 2
+    else:
+        return None
+    if topic_len < 0 or p + topic_len + 2 > end:
+        return None
+    topic = str(buf[p:p + topic_len], "utf-8", "replace")
+    p += topic_len
+    props_len = _I16.unpack_from(buf, p)[0]
+    p += 2
+    if props_len < 0 or p + props_len != end:
+        return None
+    props = str(buf[p:end], "utf-8", "replace") if props_len else ""
+    return total, topic, queue_id, queue_offset, phy_offset, sys_flag, store_ts, prepared, props
+
+
+def body_crc_matches(buf, pos: int, sys_flag: int) -> bool:
+    """Recovery's BODYCRC check for a record ``decode_dispatch_fields`` accepted (spec §9.4).
+
+    An empty body always matches, as in ``check_record(..., check_crc=True)``.
+    """
+    body_pos = pos + _HEADERS[sys_flag & _HOST_FLAGS].size
+    body_len = _I32.unpack_from(buf, body_pos - 4)[0]
+    if body_len <= 0:
+        return True
+    with memoryview(buf) as mv:
+        crc = rmq_crc32(mv[body_pos:body_pos + body_len])
+    return crc == _I32.unpack_from(buf, pos + 8)[0]
+
+
+def put_cq_unit(buf, pos: int, phy_offset: int, size: int, tags_code: int) -> None:
+    """SimpleCQ unit (spec §5.1): phyOffset, size, tagsCode."""
+    _CQ_UNIT.pack_into(buf, pos, phy_offset, size, tags_code)
+
+
+def put_bcq_unit(buf, pos: int, phy_offset: int, size: int, tags_code: int, store_time: int,
+                 msg_base_offset: int, batch_size: int) -> None:
+    """BatchCQ unit (spec §6.1); compactedOffset -1 and the reserved int 0, as Java writes them."""
+    _BCQ_UNIT.pack_into(buf, pos, phy_offset, size, tags_code, store_time, msg_base_offset, batch_size, -1, 0)
+
+
+def index_keys(topic: str, uniq_key: str | None, keys: str | None) -> list[str]:
+    """The index keys of a record in Java's order: ``topic#UNIQ_KEY``, then ``topic#token`` per KEYS token."""
+    out = [f"{topic}#{uniq_key}"] if uniq_key is not None else []
+    if keys:
+        out += [f"{topic}#{token}" for token in keys.split(" ") if token]
+    return out
+
+
+def index_put_keys(buf, hash_slot_num: int, index_num: int, topic: str, uniq_key: str | None,
+                   keys: str | None, phy_offset: int, store_timestamp: int, skip: int = 0
+                   ) -> tuple[int, int, int, int, int, int]:
+    """Append the index entries of one record to an IndexFile mapping (spec §7), as Java's putKey does.
+
+    The keys are ``index_keys``; the first ``skip`` are left out (already in the previous file). As
+    many as fit are written: entries, slots, and the header (read from ``buf``, an indexCount <= 0
+    reading as 1) written once. ``timeDiff`` is taken against the begin time *before* the first entry
+    resets it, as Java. Returns ``(written, key_count, beginTimestamp, beginPhyOffset, hashSlotCount,
+    indexCount)``; the caller rolls to a new file when ``skip + written < key_count``.
+    """
+    all_keys = index_keys(topic, uniq_key, keys)
+    begin_ts, _end_ts, begin_phy, _end_phy, slot_count, n = _INDEX_HEADER.unpack_from(buf, 0)
+    if n <= 0:
+        n = 1
+    room = index_num - n
+    entries_base = _INDEX_HEADER_SIZE + hash_slot_num * 4
+    written = 0
+    for key in all_keys[skip:]:
+        if written >= room:
+            break
+        key_hash = index_key_hash(key)
+        spos = _INDEX_HEADER_SIZE + (key_hash % hash_slot_num) * 4
+        slot_value = _I32.unpack_from(buf, spos)[0]
+        if slot_value <= 0 or slot_value > n:
+            slot_value = 0
+            slot_count += 1
+        if begin_ts <= 0:
+            time_diff = 0
+        else:
+            time_diff = min(max((store_timestamp - begin_ts) // 1000, 0), _INT32_MAX)
+        if n <= 1:
+            begin_phy = phy_offset
+            begin_ts = store_timestamp
+        _INDEX_ENTRY.pack_into(buf, entries_base + n * 20, key_hash, phy_offset, time_diff, slot_value)
+        _I32.pack_into(buf, spos, n)
+        n += 1
+        written += 1
+    if written:
+        _INDEX_HEADER.pack_into(buf, 0, begin_ts, store_timestamp, begin_phy, phy_offset, slot_count, n)
+    return written, len(all_keys), begin_ts, begin_phy, slot_count, n
+
+
+__all__ = [
+    "IMPLEMENTATION", "PreparedRecord", "body_crc_matches", "decode_dispatch_fields", "index_key_hash",
+    "index_keys", "index_put_keys", "java_string_hash", "known_properties", "offset_msg_id", "prepare_record",
+    "put_bcq_unit", "put_cq_unit", "record_parts", "write_record",
+]

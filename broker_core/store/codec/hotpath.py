@@ -1,0 +1,55 @@
+"""The store's hot byte work: the compiled ``_hotpath`` when it is built, else its pure-Python twin.
+
+Why a switch and not a choice: ``_hotpath.c`` and ``hot_py.py`` are the same functions (the Python
+one is the reference); the compiled one makes the put + dispatch path ~2x faster. The extension is
+built by ``pip install -e .`` (setup.py, optional); a machine without a compiler gets the twin.
+``RMQ_PURE_PYTHON=1`` forces the twin (the test suite runs the codec, store and golden tests both
+ways). ``IMPLEMENTATION`` says which one is in use ("c" or "python").
+"""
+
+from __future__ import annotations
+
+import os
+
+from . import hot_py
+from .errors import RecordError
+from .hashing import _crc32, java_string_hash
+from .hosts import encode_host
+from .properties import encode_properties
+
+FORCE_PURE_PYTHON_ENV = "RMQ_PURE_PYTHON"
+
+
+def _load():
+    if os.environ.get(FORCE_PURE_PYTHON_ENV, "") not in ("", "0"):
+        return hot_py
+    try:
+        from . import _hotpath  # type: ignore[attr-defined]
+    except ImportError:
+        return hot_py
+    _hotpath.init(RecordError, _crc32, encode_properties, encode_host, hot_py.known_properties, java_string_hash,
+                  hot_py.index_put_keys)
+    return _hotpath
+
+
+_impl = _load()
+
+IMPLEMENTATION: str = _impl.IMPLEMENTATION
+prepare_record = _impl.prepare_record
+write_record = _impl.write_record
+record_parts = _impl.record_parts
+offset_msg_id = _impl.offset_msg_id
+decode_dispatch_fields = _impl.decode_dispatch_fields
+body_crc_matches = _impl.body_crc_matches
+put_cq_unit = _impl.put_cq_unit
+put_bcq_unit = _impl.put_bcq_unit
+index_put_keys = _impl.index_put_keys
+index_key_hash = _impl.index_key_hash
+java_hash = _impl.java_string_hash
+PreparedRecord = hot_py.PreparedRecord
+
+__all__ = [
+    "FORCE_PURE_PYTHON_ENV", "IMPLEMENTATION", "PreparedRecord", "body_crc_matches", "decode_dispatch_fields",
+    "index_key_hash", "index_put_keys", "java_hash", "offset_msg_id", "prepare_record", "put_bcq_unit", "put_cq_unit",
+    "record_parts", "write_record",
+]
