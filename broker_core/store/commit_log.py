@@ -31,7 +31,7 @@ from .codec.message import (
     record_parts,
     write_record,
 )
-from .codec.sys_flag import is_dispatched_to_queue
+from .codec.sys_flag import TRANSACTION_PREPARED_TYPE, is_dispatched_to_queue
 from .dispatch import KnownProperties
 from .mapped_file import MappedFile, MappedFileQueue
 from .store_config import SYNC_FLUSH, StoreConfig
@@ -81,6 +81,9 @@ class PutMessageResult:
     @property
     def ok(self) -> bool:
         return self.status is PutMessageStatus.PUT_OK
+
+
+PUT_OK = PutMessageStatus.PUT_OK
 
 
 def _encode_failure(e: RecordError) -> PutMessageResult:
@@ -195,13 +198,22 @@ class CommitLog:
         except RecordError as e:
             return _encode_failure(e)
         size = rec[0]
-        if size + END_FILE_MIN_BLANK_LENGTH > self.file_size:
+        file_size = self.file_size
+        if size + END_FILE_MIN_BLANK_LENGTH > file_size:
             return self._too_large(size)
-        tran_typed = not is_dispatched_to_queue(msg.sys_flag)
+        # PREPARED and ROLLBACK records (TRANSACTION_PREPARED_TYPE bit set) get no queue offset.
+        tran_typed = msg.sys_flag & TRANSACTION_PREPARED_TYPE
         with self.put_lock:
-            mf = self._file_for(size)
-            if mf is None:
-                return PutMessageResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED)
+            files = self.file_queue.files
+            mf = files[-1] if files else None
+            pos = mf.wrote_position if mf is not None else 0
+            if mf is None or pos + size + END_FILE_MIN_BLANK_LENGTH > file_size or (
+                    pos + size > mf.populated_to and size < DIRECT_WRITE_MIN):
+                # A new file, the end of one (BLANK), or a mapping to populate ahead.
+                mf = self._file_for(size)
+                if mf is None:
+                    return PutMessageResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED)
+                pos = mf.wrote_position
             store_ts = msg.store_timestamp if msg.keep_store_timestamp else self.clock()
             self.last_store_timestamp = store_ts
             if queue_offset is not None:
@@ -210,11 +222,19 @@ class CommitLog:
                 base_q = self.queue_offsets.next(msg.topic, msg.queue_id)
             else:
                 base_q = self.queue_offsets.assign(msg.topic, msg.queue_id, queue_step)
-            phy, msg_id = self._append_record(mf, rec, msg, 0 if tran_typed else base_q, store_ts)
+            q = 0 if tran_typed else base_q
+            phy = mf.file_from_offset + pos
+            if size < DIRECT_WRITE_MIN:
+                msg_id = write_record(mf.mv, pos, rec, msg, q, phy, store_ts)
+            else:
+                mf.write_vectored(pos, record_parts(rec, msg, q, phy, store_ts))
+                msg_id = offset_msg_id(rec[5], phy)
+            mf.wrote_position = pos + size
+            self.appended_records.append((phy, size, msg.topic, msg.queue_id, q, rec[3], store_ts,
+                                          msg.prepared_transaction_offset, rec[7], rec[8]))
         for listener in self.append_listeners:
             listener()
-        result = PutMessageResult(PutMessageStatus.PUT_OK, phy, size, msg_id, base_q, queue_step, store_ts,
-                                  msg_ids=[msg_id])
+        result = PutMessageResult(PUT_OK, phy, size, msg_id, base_q, queue_step, store_ts, msg_ids=[msg_id])
         if self.sync_flush and self._wait_for_flush(phy + size, msg):
             result.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
         return result

@@ -183,9 +183,13 @@ class IndexService:
         comes first, then each KEYS token, as in Java; hashing and writing is one hot-path call per
         file (``IndexFile.put_keys``), a record's keys straddling a full file continue in the next.
         """
-        self._check_writable()
+        if self.read_only:
+            self._check_writable()
         with self._lock:
-            f = self._get_and_create_last_file()
+            files = self._files
+            f = files[-1] if files else None
+            if f is None or f.is_full():
+                f = self._get_and_create_last_file()
             if phy_offset < f.end_phy_offset or tran_type & TRANSACTION_TYPE_MASK == TRANSACTION_ROLLBACK_TYPE:
                 return 0
             written, key_count = f.put_keys(topic, uniq_key, keys, phy_offset, store_timestamp)

@@ -23,8 +23,13 @@ from .checkpoint import StoreCheckpoint
 from .codec.batch import iter_batch_raw
 from .codec.hashing import tags_code
 from .codec.message import RECORD_BLANK, RECORD_VALID, MessageExt, MessageInner, check_record
-from .codec.sys_flag import INNER_BATCH_FLAG, NEED_UNWRAP_FLAG, is_dispatched_to_queue
-from .commit_log import AppendedRecord, CommitLog, PutMessageResult, PutMessageStatus, now_ms
+from .codec.sys_flag import (
+    INNER_BATCH_FLAG,
+    NEED_UNWRAP_FLAG,
+    TRANSACTION_PREPARED_TYPE,
+    is_dispatched_to_queue,
+)
+from .commit_log import PUT_OK, AppendedRecord, CommitLog, PutMessageResult, PutMessageStatus, now_ms
 from .consume_queue import BOUNDARY_LOWER, ConsumeQueue, ConsumeQueueBase, CqUnit
 from .dispatch import DispatchRequest, build_dispatch_request, dispatch_request_of_appended
 from .index_service import IndexService
@@ -462,7 +467,7 @@ class MessageStore:
         phy, size, topic, queue_id, queue_offset, sys_flag, store_ts, _prepared, props, _ = rec
         tags, keys, uniq_key = known
         tc = tags_code(tags)
-        enters_queue = is_dispatched_to_queue(sys_flag)
+        enters_queue = not sys_flag & TRANSACTION_PREPARED_TYPE  # NOT_TYPE and COMMIT records
         if enters_queue:
             cq = self.consume_queues.get((topic, queue_id))
             if cq is None:
@@ -555,7 +560,7 @@ class MessageStore:
         if self.read_only or not self._opened:
             return self._check_writable()
         result = self.commit_log.put_message(msg)
-        if self.checkpoint is not None and result.ok:
+        if result.status is PUT_OK and self.checkpoint is not None:
             self.checkpoint.physic_msg_timestamp = result.store_timestamp
         if not self._started:
             self.reput.do_reput()

@@ -106,6 +106,9 @@ class ReputMessageService:
         with self._dispatch_lock:
             # Usually everything new was appended by this process: no file lookup, no decoding.
             dispatched += self._dispatch_appended(self.reput_from_offset)
+            files = cl.file_queue.files
+            if files and self.reput_from_offset == files[-1].file_from_offset + files[-1].wrote_position:
+                return dispatched  # caught up (what max_offset() would say, without the calls)
             while True:
                 max_offset = cl.max_offset()
                 offset = self.reput_from_offset

@@ -172,7 +172,34 @@ static PyObject *hp_index_key_hash(PyObject *self, PyObject *s) {
 /* Raw host bytes (4/16-byte address + big-endian port) into out; returns the length or -1. Anything
  * but a (str, int) tuple with a parseable address goes through the Python encode_host, which gives
  * the reference's result or exception. */
-static Py_ssize_t encode_host(PyObject *host, unsigned char out[20]) {
+#define HOST_CACHE 8
+static PyObject *host_cache_key[HOST_CACHE];
+static PyObject *host_cache_raw[HOST_CACHE];
+static int host_cache_next = 0;
+
+static Py_ssize_t encode_host_uncached(PyObject *host, unsigned char out[20]);
+
+/* encode_host with a small cache keyed by the tuple's identity: a store sees few distinct host
+ * tuples (the Python twin's encode_host is lru_cached for the same reason). */
+static PyObject *host_bytes(PyObject *host) {
+    for (int i = 0; i < HOST_CACHE; i++) {
+        if (host_cache_key[i] == host) { Py_INCREF(host_cache_raw[i]); return host_cache_raw[i]; }
+    }
+    unsigned char raw[20];
+    Py_ssize_t n = encode_host_uncached(host, raw);
+    if (n < 0) return NULL;
+    PyObject *b = PyBytes_FromStringAndSize((const char *)raw, n);
+    if (b == NULL) return NULL;
+    if (PyTuple_CheckExact(host)) {
+        int i = host_cache_next;
+        host_cache_next = (i + 1) % HOST_CACHE;
+        Py_XSETREF(host_cache_key[i], Py_NewRef(host));
+        Py_XSETREF(host_cache_raw[i], Py_NewRef(b));
+    }
+    return b;
+}
+
+static Py_ssize_t encode_host_uncached(PyObject *host, unsigned char out[20]) {
     if (PyTuple_CheckExact(host) && PyTuple_GET_SIZE(host) == 2) {
         PyObject *ip = PyTuple_GET_ITEM(host, 0), *port = PyTuple_GET_ITEM(host, 1);
         if (PyUnicode_Check(ip) && PyLong_CheckExact(port) && PyUnicode_IS_ASCII(ip)) {
@@ -394,15 +421,15 @@ static PyObject *hp_prepare_record(PyObject *self, PyObject *const *args, Py_ssi
         goto done;
     }
     int v2 = topic_len > 127;
-    unsigned char born_raw[20], store_raw[20];
     born = PyObject_GetAttr(msg, s_born_host);
     if (born == NULL) goto done;
-    Py_ssize_t born_len = encode_host(born, born_raw);
-    if (born_len < 0) goto done;
+    born_b = host_bytes(born);
+    if (born_b == NULL) goto done;
     store = PyObject_GetAttr(msg, s_store_host);
     if (store == NULL) goto done;
-    Py_ssize_t store_len = encode_host(store, store_raw);
-    if (store_len < 0) goto done;
+    store_b = host_bytes(store);
+    if (store_b == NULL) goto done;
+    Py_ssize_t born_len = PyBytes_GET_SIZE(born_b), store_len = PyBytes_GET_SIZE(store_b);
     int64_t sys_flag;
     if (attr_i(msg, s_sys_flag, &sys_flag, 64) < 0) goto done;
     sys_flag &= ~(int64_t)HOST_FLAGS;
@@ -435,11 +462,23 @@ static PyObject *hp_prepare_record(PyObject *self, PyObject *const *args, Py_ssi
     }
     int64_t crc = 0;
     if (body_len > 0 && body_crc((const char *)bv.buf, body_len, &crc) < 0) goto done;
-    born_b = PyBytes_FromStringAndSize((const char *)born_raw, born_len);
-    store_b = PyBytes_FromStringAndSize((const char *)store_raw, store_len);
-    if (born_b == NULL || store_b == NULL) goto done;
-    result = Py_BuildValue("(niLLOOOOO)", total, (int)(v2 ? MAGIC_V2 : MAGIC_V1), (long long)crc,
-                           (long long)sys_flag, born_b, store_b, tail, props, known);
+    result = PyTuple_New(9);
+    if (result == NULL) goto done;
+    PyObject *items[4] = {PyLong_FromSsize_t(total), PyLong_FromLong(v2 ? MAGIC_V2 : MAGIC_V1),
+                          PyLong_FromLongLong(crc), PyLong_FromLongLong(sys_flag)};
+    for (int i = 0; i < 4; i++) {
+        if (items[i] == NULL) {
+            for (int j = 0; j < 4; j++) Py_XDECREF(items[j]);
+            Py_CLEAR(result);
+            goto done;
+        }
+        PyTuple_SET_ITEM(result, i, items[i]);
+    }
+    PyTuple_SET_ITEM(result, 4, Py_NewRef(born_b));
+    PyTuple_SET_ITEM(result, 5, Py_NewRef(store_b));
+    PyTuple_SET_ITEM(result, 6, Py_NewRef(tail));
+    PyTuple_SET_ITEM(result, 7, Py_NewRef(props));
+    PyTuple_SET_ITEM(result, 8, Py_NewRef(known));
 done:
     if (have_bv) PyBuffer_Release(&bv);
     Py_XDECREF(topic); Py_XDECREF(properties); Py_XDECREF(props); Py_XDECREF(body); Py_XDECREF(born);
