@@ -206,7 +206,8 @@ class IndexFile:
         if self.read_only:
             raise IndexFileError(f"index file {self.path} is open read-only")
         written, key_count, begin_ts, begin_phy, slot_count, n = index_put_keys(
-            self._buf, self.hash_slot_num, self.index_num, topic, uniq_key, keys, phy_offset, store_timestamp, skip)
+            self._buf, self.hash_slot_num, self.index_num, self._index_count, self._begin_timestamp,
+            self._begin_phy_offset, self._hash_slot_count, topic, uniq_key, keys, phy_offset, store_timestamp, skip)
         if written:
             self._begin_timestamp = begin_ts
             self._begin_phy_offset = begin_phy

@@ -21,7 +21,7 @@ from typing import Protocol
 from .batch_consume_queue import BatchConsumeQueue
 from .checkpoint import StoreCheckpoint
 from .codec.batch import iter_batch_raw
-from .codec.hashing import tags_code
+from .codec.hotpath import java_hash
 from .codec.message import RECORD_BLANK, RECORD_VALID, MessageExt, MessageInner, check_record
 from .codec.sys_flag import (
     INNER_BATCH_FLAG,
@@ -466,7 +466,7 @@ class MessageStore:
             return
         phy, size, topic, queue_id, queue_offset, sys_flag, store_ts, _prepared, props, _ = rec
         tags, keys, uniq_key = known
-        tc = tags_code(tags)
+        tc = java_hash(tags) if tags else 0  # tags_code(), one call
         enters_queue = not sys_flag & TRANSACTION_PREPARED_TYPE  # NOT_TYPE and COMMIT records
         if enters_queue:
             cq = self.consume_queues.get((topic, queue_id))
@@ -480,8 +480,12 @@ class MessageStore:
                     cq.put_message_position_info(phy, size, tc, queue_offset)
                 if self.checkpoint is not None:
                     self.checkpoint.logics_msg_timestamp = store_ts
-        if self.index_service is not None and self.config.message_index_enable and not self.read_only:
-            self._index_record(topic, phy, store_ts, uniq_key, keys, sys_flag)
+        svc = self.index_service
+        if svc is not None and self.config.message_index_enable and not self.read_only:
+            if phy > svc.last_index_file_end_phy_offset:  # the common case of _index_record: a new record
+                svc.build_index(topic, phy, store_ts, uniq_key, keys, sys_flag)
+            else:
+                self._index_record(topic, phy, store_ts, uniq_key, keys, sys_flag)
         if enters_queue:
             for listener in self.arrival_listeners:
                 listener(topic, queue_id, queue_offset + 1, tc, store_ts, props)

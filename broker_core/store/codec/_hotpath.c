@@ -779,15 +779,19 @@ static int key_hash_span(uint32_t prefix_hash, PyObject *key, Py_ssize_t from, P
 #define MAX_KEYS 64
 
 static PyObject *hp_index_put_keys(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 8 && nargs != 9) {
-        PyErr_SetString(PyExc_TypeError, "index_put_keys(buf, hash_slot_num, index_num, topic, uniq_key, keys, "
-                                         "phy_offset, store_timestamp, skip=0)");
+    if (nargs != 12 && nargs != 13) {
+        PyErr_SetString(PyExc_TypeError, "index_put_keys(buf, hash_slot_num, index_num, index_count, begin_timestamp, "
+                                         "begin_phy_offset, hash_slot_count, topic, uniq_key, keys, phy_offset, "
+                                         "store_timestamp, skip=0)");
         return NULL;
     }
-    int64_t slot_num, index_num, phy, ts, skip = 0;
-    if (as_i64(args[1], &slot_num) < 0 || as_i64(args[2], &index_num) < 0 || as_i64(args[6], &phy) < 0 ||
-        as_i64(args[7], &ts) < 0 || (nargs == 9 && as_i64(args[8], &skip) < 0)) return NULL;
-    PyObject *topic = args[3], *uniq = args[4], *keys = args[5];
+    int64_t slot_num, index_num, n, begin_ts, begin_phy, slot_count, phy, ts, skip = 0;
+    if (as_i64(args[1], &slot_num) < 0 || as_i64(args[2], &index_num) < 0 || as_i64(args[3], &n) < 0 ||
+        as_i64(args[4], &begin_ts) < 0 || as_i64(args[5], &begin_phy) < 0 || as_i64(args[6], &slot_count) < 0 ||
+        as_i64(args[10], &phy) < 0 || as_i64(args[11], &ts) < 0 || (nargs == 13 && as_i64(args[12], &skip) < 0)) {
+        return NULL;
+    }
+    PyObject *topic = args[7], *uniq = args[8], *keys = args[9];
     if (slot_num <= 0 || !PyUnicode_Check(topic) || (uniq != Py_None && !PyUnicode_Check(uniq)) ||
         (keys != Py_None && !PyUnicode_Check(keys))) {
         goto fallback;
@@ -829,9 +833,6 @@ static PyObject *hp_index_put_keys(PyObject *self, PyObject *const *args, Py_ssi
         PyErr_SetString(struct_error, "index buffer is smaller than its header and slots");
         return NULL;
     }
-    int64_t begin_ts = get_i64(b), begin_phy = get_i64(b + 16);
-    int64_t slot_count = get_i32(b + 32), n = get_i32(b + 36);
-    if (n <= 0) n = 1;
     int64_t room = index_num - n;
     int written = 0;
     for (int k = (int)(skip < 0 ? 0 : skip); k < count; k++) {

@@ -11,6 +11,7 @@ plain values: file rolls, BLANK records, locks and every decision stay with the 
 from __future__ import annotations
 
 import struct
+from functools import lru_cache
 
 from .errors import RecordError
 from .hashing import index_key_hash, java_string_hash, rmq_crc32
@@ -35,6 +36,10 @@ _BCQ_UNIT = struct.Struct(">qiqqqhii")
 _INDEX_HEADER = struct.Struct(">qqqqii")
 _INDEX_ENTRY = struct.Struct(">iqii")
 _INDEX_HEADER_SIZE = 40
+_unpack_i32 = _I32.unpack_from
+_pack_i32 = _I32.pack_into
+_pack_entry = _INDEX_ENTRY.pack_into
+_pack_header = _INDEX_HEADER.pack_into
 _INT32_MAX = 0x7FFFFFFF
 
 
@@ -58,6 +63,16 @@ _DISPATCH = {flags: _dispatch_struct(20 if flags & BORNHOST_V6_FLAG else 8, 20 i
 # What ``prepare_record`` returns: (TOTALSIZE, MAGICCODE, BODYCRC, SYSFLAG, BORNHOST raw, STOREHOST raw,
 # tail = TOPICLEN+TOPIC+PROPERTIESLENGTH+PROPERTIES, PROPERTIES string, TAGS/KEYS/UNIQ_KEY or None).
 PreparedRecord = tuple[int, int, int, int, bytes, bytes, bytes, str, "tuple[str | None, str | None, str | None] | None"]
+
+
+@lru_cache(maxsize=1024)
+def _topic_field(topic: str) -> tuple[bytes, bool]:
+    """TOPICLEN + TOPIC bytes and whether the V2 (2-byte length) layout is needed; cached: few topics."""
+    raw = topic.encode("utf-8")
+    n = len(raw)
+    if n > 32767:
+        raise RecordError(f"topic length {n} too long")
+    return (_I16.pack(n) if n > 127 else bytes((n,))) + raw, n > 127
 
 
 def known_properties(topic: str, properties: dict[str, str], props: str
@@ -99,11 +114,7 @@ def prepare_record(msg, properties_string: str | None = None, max_message_size: 
         raise RecordError(f"message body size {body_len} exceeds maxMessageSize {max_message_size}")
     if props_len > 32767:
         raise RecordError(f"properties size {props_len} exceeds 32767 bytes")
-    topic_raw = topic.encode("utf-8")
-    topic_len = len(topic_raw)
-    if topic_len > 32767:
-        raise RecordError(f"topic length {topic_len} too long")
-    v2 = topic_len > 127
+    topic_field, v2 = _topic_field(topic)
     born_raw = encode_host(msg.born_host)
     store_raw = encode_host(msg.store_host)
     sys_flag = msg.sys_flag & ~_HOST_FLAGS
@@ -111,7 +122,7 @@ def prepare_record(msg, properties_string: str | None = None, max_message_size: 
         sys_flag |= BORNHOST_V6_FLAG
     if len(store_raw) == 20:
         sys_flag |= STOREHOSTADDRESS_V6_FLAG
-    tail = (_I16.pack(topic_len) if v2 else bytes((topic_len,))) + topic_raw + _I16.pack(props_len) + props_bytes
+    tail = topic_field + _I16.pack(props_len) + props_bytes
     total = 72 + len(born_raw) + len(store_raw) + body_len + len(tail)
     if total > max_message_size + 65536:
         raise RecordError(f"encoded record size {total} exceeds the limit {max_message_size + 65536}")
@@ -136,18 +147,21 @@ def _header(rec: PreparedRecord, msg, queue_offset: int, physical_offset: int, s
 def write_record(buf, pos: int, rec: PreparedRecord, msg, queue_offset: int, physical_offset: int,
                  store_timestamp: int) -> str:
     """Write a prepared record at ``pos`` (header, body, tail); returns its offset msgId."""
-    total = rec[0]
+    total, magic, body_crc, sys_flag, born_raw, store_raw, tail, _props, _known = rec
     if pos < 0 or pos + total > len(buf):
         raise ValueError(f"record of {total} bytes at {pos} does not fit a buffer of {len(buf)}")
-    header = _header(rec, msg, queue_offset, physical_offset, store_timestamp)
+    header = _HEADERS[sys_flag & _HOST_FLAGS]
     body = msg.body
-    if len(header) + len(body) + len(rec[6]) != total:
+    body_len = len(body)
+    p = pos + header.size
+    if header.size + body_len + len(tail) != total:
         raise ValueError("rec does not describe this message (sizes differ)")
-    p = pos + len(header)
-    buf[pos:p] = header
-    buf[p:p + len(body)] = body
-    buf[p + len(body):pos + total] = rec[6]
-    return offset_msg_id(rec[5], physical_offset)
+    header.pack_into(buf, pos, total, magic, body_crc, msg.queue_id, msg.flag, queue_offset, physical_offset,
+                     sys_flag, msg.born_timestamp, born_raw, store_timestamp, store_raw, msg.reconsume_times,
+                     msg.prepared_transaction_offset, body_len)
+    buf[p:p + body_len] = body
+    buf[p + body_len:pos + total] = tail
+    return (store_raw + _I64.pack(physical_offset)).hex().upper()
 
 
 def record_parts(rec: PreparedRecord, msg, queue_offset: int, physical_offset: int,
@@ -235,30 +249,32 @@ def index_keys(topic: str, uniq_key: str | None, keys: str | None) -> list[str]:
     return out
 
 
-def index_put_keys(buf, hash_slot_num: int, index_num: int, topic: str, uniq_key: str | None,
-                   keys: str | None, phy_offset: int, store_timestamp: int, skip: int = 0
-                   ) -> tuple[int, int, int, int, int, int]:
+def index_put_keys(buf, hash_slot_num: int, index_num: int, index_count: int, begin_timestamp: int,
+                   begin_phy_offset: int, hash_slot_count: int, topic: str, uniq_key: str | None, keys: str | None,
+                   phy_offset: int, store_timestamp: int, skip: int = 0) -> tuple[int, int, int, int, int, int]:
     """Append the index entries of one record to an IndexFile mapping (spec §7), as Java's putKey does.
 
+    ``index_count`` .. ``hash_slot_count`` are the file's live header values (IndexFile keeps them).
     The keys are ``index_keys``; the first ``skip`` are left out (already in the previous file). As
-    many as fit are written: entries, slots, and the header (read from ``buf``, an indexCount <= 0
-    reading as 1) written once. ``timeDiff`` is taken against the begin time *before* the first entry
-    resets it, as Java. Returns ``(written, key_count, beginTimestamp, beginPhyOffset, hashSlotCount,
-    indexCount)``; the caller rolls to a new file when ``skip + written < key_count``.
+    many as fit are written: entries, slots, and the whole header once. ``timeDiff`` is taken against
+    the begin time *before* the first entry resets it, as Java. Returns ``(written, key_count,
+    beginTimestamp, beginPhyOffset, hashSlotCount, indexCount)``; the caller rolls to a new file
+    when ``skip + written < key_count``.
     """
     all_keys = index_keys(topic, uniq_key, keys)
-    begin_ts, _end_ts, begin_phy, _end_phy, slot_count, n = _INDEX_HEADER.unpack_from(buf, 0)
-    if n <= 0:
-        n = 1
+    n = index_count
+    begin_ts = begin_timestamp
+    begin_phy = begin_phy_offset
+    slot_count = hash_slot_count
     room = index_num - n
     entries_base = _INDEX_HEADER_SIZE + hash_slot_num * 4
     written = 0
-    for key in all_keys[skip:]:
+    for key in all_keys[skip:] if skip else all_keys:
         if written >= room:
             break
         key_hash = index_key_hash(key)
         spos = _INDEX_HEADER_SIZE + (key_hash % hash_slot_num) * 4
-        slot_value = _I32.unpack_from(buf, spos)[0]
+        slot_value = _unpack_i32(buf, spos)[0]
         if slot_value <= 0 or slot_value > n:
             slot_value = 0
             slot_count += 1
@@ -269,12 +285,12 @@ def index_put_keys(buf, hash_slot_num: int, index_num: int, topic: str, uniq_key
         if n <= 1:
             begin_phy = phy_offset
             begin_ts = store_timestamp
-        _INDEX_ENTRY.pack_into(buf, entries_base + n * 20, key_hash, phy_offset, time_diff, slot_value)
-        _I32.pack_into(buf, spos, n)
+        _pack_entry(buf, entries_base + n * 20, key_hash, phy_offset, time_diff, slot_value)
+        _pack_i32(buf, spos, n)
         n += 1
         written += 1
     if written:
-        _INDEX_HEADER.pack_into(buf, 0, begin_ts, store_timestamp, begin_phy, phy_offset, slot_count, n)
+        _pack_header(buf, 0, begin_ts, store_timestamp, begin_phy, phy_offset, slot_count, n)
     return written, len(all_keys), begin_ts, begin_phy, slot_count, n
 
 
