@@ -48,6 +48,10 @@ APPENDED_RECORDS_MAX = 65536
 # 4.1 us, 64 KiB 78 vs 21.5 us (populating zero-fills every page before the copy overwrites it).
 DIRECT_WRITE_MIN = 4 * 1024
 
+# The longest a group commit round waits for requests to join it (RocketMQ's GroupCommitService
+# waits up to 10 ms between rounds).
+GROUP_COMMIT_GATHER_S = 0.01
+
 # How far ahead of the write position the commitlog mapping is faulted in, in one call.
 POPULATE_AHEAD = 1 << 20
 
@@ -138,6 +142,9 @@ class CommitLog:
         self.sync_flush = config.flush_disk_type == SYNC_FLUSH
         self._flush_cond = threading.Condition()
         self._flush_requested_to = 0
+        # Group commit rounds (SYNC_FLUSH): flush requests since the current round began, and last round's.
+        self._requests_this_round = 0
+        self._requests_last_round = 1
         self.flushed_offset = 0
         self.fsync_count = 0
         self._flush_thread: threading.Thread | None = None
@@ -374,6 +381,7 @@ class CommitLog:
         with self._flush_cond:
             if end_offset > self._flush_requested_to:
                 self._flush_requested_to = end_offset
+            self._requests_this_round += 1
             self._flush_cond.notify_all()
             while self.flushed_offset < end_offset:
                 if self._flush_thread is None:
@@ -390,12 +398,30 @@ class CommitLog:
         return False
 
     def _group_commit_loop(self) -> None:
+        """GroupCommitService: one flush for every waiting request.
+
+        RocketMQ swaps its whole request list and flushes once for all of it; its putters run in
+        parallel, so by the time a flush starts every producer that is going to ask has asked. Here
+        the putters woken by the last flush take turns on the GIL, and the first request would
+        start a flush before the others have even written their records: each then costs one more
+        flush. So a round gathers: after the first request it waits (at most GROUP_COMMIT_GATHER_S)
+        until as many requests have come as the last round had, then flushes everything written
+        so far. A lone producer is flushed at once (its last round had one request).
+        """
         while True:
             with self._flush_cond:
                 while not self._stopping and self._flush_requested_to <= self.flushed_offset:
                     self._flush_cond.wait(0.01)
                 if self._stopping and self._flush_requested_to <= self.flushed_offset:
                     return
+                deadline = time.monotonic() + GROUP_COMMIT_GATHER_S
+                while self._requests_this_round < self._requests_last_round and not self._stopping:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._flush_cond.wait(left)
+                self._requests_last_round = max(1, self._requests_this_round)
+                self._requests_this_round = 0
             self.flush()
 
     def _async_flush_loop(self) -> None:

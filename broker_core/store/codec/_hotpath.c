@@ -36,6 +36,12 @@ static PyObject *s_topic, *s_body, *s_properties, *s_queue_id, *s_flag, *s_sys_f
     *s_born_host, *s_store_host, *s_reconsume_times, *s_prepared_transaction_offset, *s_TAGS, *s_KEYS,
     *s_UNIQ_KEY, *s_INNER_NUM, *s_schedule_topic;
 
+static int not_initialised(void) {
+    if (RecordError != NULL) return 0;
+    PyErr_SetString(PyExc_RuntimeError, "_hotpath.init() has not been called (import hotpath instead)");
+    return 1;
+}
+
 /* ------------------------------------------------------------------ big-endian helpers */
 
 static inline void put_i16(unsigned char *p, int32_t v) { p[0] = (unsigned char)(v >> 8); p[1] = (unsigned char)v; }
@@ -148,6 +154,7 @@ static int32_t key_hash_of(uint32_t h) {
 }
 
 static PyObject *hp_java_string_hash(PyObject *self, PyObject *s) {
+    if (not_initialised()) return NULL;
     if (!PyUnicode_Check(s)) return PyObject_CallOneArg(java_hash_func, s);
     uint32_t h = 0;
     if (java_hash_continue(s, &h) < 0) return PyObject_CallOneArg(java_hash_func, s);
@@ -155,6 +162,7 @@ static PyObject *hp_java_string_hash(PyObject *self, PyObject *s) {
 }
 
 static PyObject *hp_index_key_hash(PyObject *self, PyObject *s) {
+    if (not_initialised()) return NULL;
     uint32_t h = 0;
     if (!PyUnicode_Check(s) || java_hash_continue(s, &h) < 0) {
         PyObject *r = PyObject_CallOneArg(java_hash_func, s);
@@ -346,6 +354,7 @@ static PyObject *record_error(const char *fmt, ...) {
 }
 
 static PyObject *hp_prepare_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    if (not_initialised()) return NULL;
     static const char *names[] = {"msg", "properties_string", "max_message_size", "append_prop_crc"};
     PyObject *a[4] = {NULL, Py_None, NULL, Py_False};
     if (nargs > 4) { PyErr_SetString(PyExc_TypeError, "prepare_record takes at most 4 arguments"); return NULL; }
@@ -696,6 +705,7 @@ out:
 }
 
 static PyObject *hp_body_crc_matches(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (not_initialised()) return NULL;
     if (nargs != 3) { PyErr_SetString(PyExc_TypeError, "body_crc_matches(buf, pos, sys_flag)"); return NULL; }
     int64_t pos, sys_flag;
     if (as_i64(args[1], &pos) < 0 || as_i64(args[2], &sys_flag) < 0) return NULL;
@@ -779,6 +789,7 @@ static int key_hash_span(uint32_t prefix_hash, PyObject *key, Py_ssize_t from, P
 #define MAX_KEYS 64
 
 static PyObject *hp_index_put_keys(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (not_initialised()) return NULL;
     if (nargs != 12 && nargs != 13) {
         PyErr_SetString(PyExc_TypeError, "index_put_keys(buf, hash_slot_num, index_num, index_count, begin_timestamp, "
                                          "begin_phy_offset, hash_slot_count, topic, uniq_key, keys, phy_offset, "

@@ -21,14 +21,15 @@ FORCE_PURE_PYTHON_ENV = "RMQ_PURE_PYTHON"
 
 
 def _load():
-    if os.environ.get(FORCE_PURE_PYTHON_ENV, "") not in ("", "0"):
-        return hot_py
     try:
         from . import _hotpath  # type: ignore[attr-defined]
     except ImportError:
         return hot_py
+    # Registered even when the twin is forced, so tests can compare the two in one process.
     _hotpath.init(RecordError, _crc32, encode_properties, encode_host, hot_py.known_properties, java_string_hash,
                   hot_py.index_put_keys)
+    if os.environ.get(FORCE_PURE_PYTHON_ENV, "") not in ("", "0"):
+        return hot_py
     return _hotpath
 
 
