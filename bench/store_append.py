@@ -9,10 +9,15 @@ the store's hot path wastes time. Figures:
 * (b) ``batchcq_*``: ``put_inner_batch`` of 64 x 1 KiB items on a BatchCQ topic; ratio of MB/s to
   sequential page-cache write bandwidth.
 * (c) ``sync_*``: SYNC_FLUSH with 16 producer threads: puts/s, fsyncs/s and puts per fsync.
+* ``implementation``: the hot path in use ("c" or "python"); ``fallback_put_dispatch_*`` are (a)
+  again in a child process on the pure-Python twin (``RMQ_PURE_PYTHON=1``).
 
 Noise: the machines this runs on are small and shared, so a single run of each side says little.
-Each baseline and its subject run ``--reps`` times, interleaved (A B, then B A, ...) so that load
-changes hit both sides alike; every run starts from a fresh store directory. The JSON reports the
+One run of each side is made first and discarded (the first is always slow: cold page cache and
+allocator). Each baseline and its subject then run ``--reps`` times, interleaved (A B, then B A,
+...) so that load changes hit both sides alike; every run starts from a fresh store directory; the
+SYNC_FLUSH scenario is repeated ``--reps`` times too. The load average before and after is
+printed: compare figures only between runs under similar load. The JSON reports the
 median of each side and the ratio of the medians, plus every repetition's figures (``*_runs``).
 The ``*_cpu`` ratios use the same runs timed by this thread's CPU time instead of wall time; the
 ``*_paired`` ratios are the median of each repetition's own ratio (its two runs are adjacent, so a
@@ -30,6 +35,7 @@ import os
 import shutil
 import statistics
 import struct
+import subprocess
 import sys
 import tempfile
 import threading
@@ -38,6 +44,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from broker_core.store.codec import hotpath  # noqa: E402
 from broker_core.store.codec.batch import BatchItem, encode_batch  # noqa: E402
 from broker_core.store.codec.hashing import rmq_crc32  # noqa: E402
 from broker_core.store.codec.message import MessageInner  # noqa: E402
@@ -202,8 +209,15 @@ def bench_sync(n: int, directory: Path, threads: int = 16) -> tuple[float, float
     return per * threads / dt, fsyncs / dt
 
 
-def interleaved(reps: int, baseline, subject) -> tuple[list, list]:
-    """Run ``baseline()`` and ``subject()`` ``reps`` times each, alternating which goes first."""
+def interleaved(reps: int, baseline, subject, warmup: bool = True) -> tuple[list, list]:
+    """Run ``baseline()`` and ``subject()`` ``reps`` times each, alternating which goes first.
+
+    One run of each is made first and discarded: the first repetition is always slow (page cache,
+    allocator and CPU caches cold), which made single-run figures swing by 10x.
+    """
+    if warmup:
+        baseline()
+        subject()
     base_runs, subj_runs = [], []
     for r in range(reps):
         if r % 2 == 0:
@@ -215,50 +229,104 @@ def interleaved(reps: int, baseline, subject) -> tuple[list, list]:
     return base_runs, subj_runs
 
 
+def spread(values: list[float]) -> list[float]:
+    """[min, max] of a figure's repetitions, rounded: how much the machine moved during the run."""
+    return [round(min(values), 3), round(max(values), 3)]
+
+
+def fallback_figures(args: argparse.Namespace) -> dict | None:
+    """The put+dispatch scenario again in a child process on the pure-Python twin (RMQ_PURE_PYTHON=1).
+
+    A child because the implementation is chosen at import; it runs right after this process's
+    own repetitions, so the two sets of figures share the machine's conditions as far as possible.
+    """
+    env = dict(os.environ, RMQ_PURE_PYTHON="1")
+    cmd = [sys.executable, __file__, "--only-put", "--messages", str(args.messages), "--reps", str(args.reps)]
+    if args.dir:
+        cmd += ["--dir", args.dir]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        print(proc.stderr, file=sys.stderr)
+        return None
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def put_figures(n: int, reps: int, d: Path, profile: bool) -> dict:
+    med = statistics.median
+    bare_runs, put_runs = interleaved(reps, lambda: bare_encode_copy(n, d), lambda: bench_put_dispatch(n, d, profile),
+                                      warmup=not profile)
+    bare, put = med(r[0] for r in bare_runs), med(r[0] for r in put_runs)
+    bare_cpu, put_cpu = med(r[1] for r in bare_runs), med(r[1] for r in put_runs)
+    paired = [p[0] / b[0] for p, b in zip(put_runs, bare_runs, strict=True)]
+    return {
+        "implementation": hotpath.IMPLEMENTATION,
+        "bare_encode_copy_msg_s": round(bare),
+        "put_dispatch_msg_s": round(put),
+        "put_dispatch_ratio": round(put / bare, 3),
+        "put_dispatch_ratio_cpu": round(put_cpu / bare_cpu, 3),
+        "put_dispatch_ratio_paired": round(med(paired), 3),
+        "put_dispatch_ratio_paired_spread": spread(paired),
+        "bare_encode_copy_msg_s_runs": [round(r[0]) for r in bare_runs],
+        "put_dispatch_msg_s_runs": [round(r[0]) for r in put_runs],
+        "cpu_msg_s": {"bare_encode_copy": round(bare_cpu), "put_dispatch": round(put_cpu)},
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--messages", type=int, default=20000, help="messages per scenario (default 20000)")
     ap.add_argument("--reps", type=int, default=5, help="repetitions of each scenario (default 5)")
     ap.add_argument("--profile", action="store_true", help="cProfile the put+dispatch path to stderr (one rep)")
     ap.add_argument("--dir", default=None, help="work directory (default: a fresh temp dir)")
+    ap.add_argument("--only-put", action="store_true", help="only the put+dispatch scenario (used for the fallback)")
+    ap.add_argument("--no-fallback", action="store_true", help="skip the pure-Python twin's put+dispatch figures")
     args = ap.parse_args()
     n = args.messages
     reps = 1 if args.profile else max(1, args.reps)
     med = statistics.median
+    load_before = [round(x, 2) for x in os.getloadavg()]
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         d = Path(tmp)
-        bare_runs, put_runs = interleaved(reps, lambda: bare_encode_copy(n, d),
-                                          lambda: bench_put_dispatch(n, d, args.profile))
+        put = put_figures(n, reps, d, args.profile)
+        if args.only_put:
+            print(json.dumps(put))
+            return
         pc_runs, bcq_runs = interleaved(reps, lambda: page_cache_write_mb_s(d), lambda: bench_batchcq(n * 4, d))
-        s_puts, s_fsyncs = bench_sync(max(n // 4, 16), d)
-    bare, put = med(r[0] for r in bare_runs), med(r[0] for r in put_runs)
-    bare_cpu, put_cpu = med(r[1] for r in bare_runs), med(r[1] for r in put_runs)
+        sync_n = max(n // 4, 16)
+        bench_sync(sync_n, d)  # warm-up, discarded
+        sync_runs = [bench_sync(sync_n, d) for _ in range(reps)]
+    fallback = None if args.no_fallback or args.profile else fallback_figures(args)
     pc, pc_cpu = med(r[0] for r in pc_runs), med(r[1] for r in pc_runs)
     b_msgs, b_mb, b_mb_cpu = (med(r[i] for r in bcq_runs) for i in range(3))
-    print(json.dumps({
-        "messages": n,
-        "reps": reps,
-        "bare_encode_copy_msg_s": round(bare),
-        "put_dispatch_msg_s": round(put),
-        "put_dispatch_ratio": round(put / bare, 3),
-        "put_dispatch_ratio_cpu": round(put_cpu / bare_cpu, 3),
-        "put_dispatch_ratio_paired": round(med(p[0] / b[0] for p, b in zip(put_runs, bare_runs, strict=True)), 3),
+    bcq_paired = [b[1] / p[0] for b, p in zip(bcq_runs, pc_runs, strict=True)]
+    per_fsync = [p / f for p, f in sync_runs if f]
+    out = {"messages": n, "reps": reps, "warmup_discarded": not args.profile, "cpus": os.cpu_count(),
+           "loadavg_before": load_before, "loadavg_after": [round(x, 2) for x in os.getloadavg()]}
+    out.update(put)
+    if fallback is not None:
+        out["fallback_put_dispatch_ratio"] = fallback["put_dispatch_ratio"]
+        out["fallback_put_dispatch_ratio_cpu"] = fallback["put_dispatch_ratio_cpu"]
+        out["fallback_put_dispatch_ratio_paired"] = fallback["put_dispatch_ratio_paired"]
+        out["fallback_put_dispatch_ratio_paired_spread"] = fallback["put_dispatch_ratio_paired_spread"]
+        out["fallback_put_dispatch_msg_s"] = fallback["put_dispatch_msg_s"]
+    out.update({
         "page_cache_write_mb_s": round(pc, 1),
         "batchcq_msg_s": round(b_msgs),
         "batchcq_mb_s": round(b_mb, 1),
         "batchcq_ratio": round(b_mb / pc, 3),
         "batchcq_ratio_cpu": round(b_mb_cpu / pc_cpu, 3),
-        "batchcq_ratio_paired": round(med(b[1] / p[0] for b, p in zip(bcq_runs, pc_runs, strict=True)), 3),
-        "sync_puts_s": round(s_puts),
-        "sync_fsyncs_s": round(s_fsyncs, 1),
-        "sync_puts_per_fsync": round(s_puts / s_fsyncs, 2) if s_fsyncs else None,
-        "bare_encode_copy_msg_s_runs": [round(r[0]) for r in bare_runs],
-        "put_dispatch_msg_s_runs": [round(r[0]) for r in put_runs],
+        "batchcq_ratio_paired": round(med(bcq_paired), 3),
+        "batchcq_ratio_paired_spread": spread(bcq_paired),
         "page_cache_write_mb_s_runs": [round(r[0], 1) for r in pc_runs],
         "batchcq_mb_s_runs": [round(r[1], 1) for r in bcq_runs],
-        "cpu_msg_s": {"bare_encode_copy": round(bare_cpu), "put_dispatch": round(put_cpu)},
         "cpu_mb_s": {"page_cache_write": round(pc_cpu, 1), "batchcq": round(b_mb_cpu, 1)},
-    }))
+        "sync_producers": 16,
+        "sync_puts_s": round(med(p for p, _ in sync_runs)),
+        "sync_fsyncs_s": round(med(f for _, f in sync_runs), 1),
+        "sync_puts_per_fsync": round(med(per_fsync), 2) if per_fsync else None,
+        "sync_puts_per_fsync_runs": [round(x, 2) for x in per_fsync],
+    })
+    print(json.dumps(out))
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ import os
 import struct
 from dataclasses import dataclass, field
 
-from broker_core.store.codec.hashing import index_key_hash
+from broker_core.store.codec.hotpath import index_key_hash
 from broker_core.store.codec.message import (
     BLANK_MAGIC_CODE,
     MESSAGE_MAGIC_CODE_V1,

@@ -21,7 +21,7 @@ from typing import Protocol
 from .batch_consume_queue import BatchConsumeQueue
 from .checkpoint import StoreCheckpoint
 from .codec.batch import iter_batch_raw
-from .codec.hotpath import java_hash
+from .codec.hotpath import tags_code
 from .codec.message import RECORD_BLANK, RECORD_VALID, MessageExt, MessageInner, check_record
 from .codec.sys_flag import (
     INNER_BATCH_FLAG,
@@ -466,7 +466,7 @@ class MessageStore:
             return
         phy, size, topic, queue_id, queue_offset, sys_flag, store_ts, _prepared, props, _ = rec
         tags, keys, uniq_key = known
-        tc = java_hash(tags) if tags else 0  # tags_code(), one call
+        tc = tags_code(tags)
         enters_queue = not sys_flag & TRANSACTION_PREPARED_TYPE  # NOT_TYPE and COMMIT records
         if enters_queue:
             cq = self.consume_queues.get((topic, queue_id))

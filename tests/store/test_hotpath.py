@@ -172,6 +172,8 @@ def test_dispatch_decoder_is_identical_on_damaged_records(msg, flips) -> None:
 def test_java_hashes_are_identical(s) -> None:
     assert _outcome(hot_py.java_string_hash, s) == _outcome(compiled.java_string_hash, s)
     assert _outcome(hot_py.index_key_hash, s) == _outcome(compiled.index_key_hash, s)
+    for tags in (s, None, ""):
+        assert _outcome(hot_py.tags_code, tags) == _outcome(compiled.tags_code, tags)
 
 
 @needs_c

@@ -161,6 +161,12 @@ static PyObject *hp_java_string_hash(PyObject *self, PyObject *s) {
     return PyLong_FromLong((long)(int32_t)h);
 }
 
+/* tags_code of hashing.py: 0 for None or "", else the Java hash of the TAGS string. */
+static PyObject *hp_tags_code(PyObject *self, PyObject *s) {
+    if (s == Py_None || (PyUnicode_Check(s) && PyUnicode_GET_LENGTH(s) == 0)) return PyLong_FromLong(0);
+    return hp_java_string_hash(self, s);
+}
+
 static PyObject *hp_index_key_hash(PyObject *self, PyObject *s) {
     if (not_initialised()) return NULL;
     uint32_t h = 0;
@@ -916,6 +922,7 @@ static PyMethodDef methods[] = {
     {"index_put_keys", (PyCFunction)(void (*)(void))hp_index_put_keys, METH_FASTCALL, NULL},
     {"java_string_hash", hp_java_string_hash, METH_O, NULL},
     {"index_key_hash", hp_index_key_hash, METH_O, NULL},
+    {"tags_code", hp_tags_code, METH_O, NULL},
     {NULL, NULL, 0, NULL},
 };
 

@@ -14,7 +14,7 @@ import struct
 from functools import lru_cache
 
 from .errors import RecordError
-from .hashing import index_key_hash, java_string_hash, rmq_crc32
+from .hashing import index_key_hash, java_string_hash, rmq_crc32, tags_code
 from .hosts import encode_host
 from .properties import PROPERTY_SEPARATOR, encode_properties
 from .sys_flag import BORNHOST_V6_FLAG, STOREHOSTADDRESS_V6_FLAG
@@ -297,5 +297,5 @@ def index_put_keys(buf, hash_slot_num: int, index_num: int, index_count: int, be
 __all__ = [
     "IMPLEMENTATION", "PreparedRecord", "body_crc_matches", "decode_dispatch_fields", "index_key_hash",
     "index_keys", "index_put_keys", "java_string_hash", "known_properties", "offset_msg_id", "prepare_record",
-    "put_bcq_unit", "put_cq_unit", "record_parts", "write_record",
+    "put_bcq_unit", "put_cq_unit", "record_parts", "tags_code", "write_record",
 ]

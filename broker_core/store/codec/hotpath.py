@@ -47,10 +47,11 @@ put_bcq_unit = _impl.put_bcq_unit
 index_put_keys = _impl.index_put_keys
 index_key_hash = _impl.index_key_hash
 java_hash = _impl.java_string_hash
+tags_code = _impl.tags_code
 PreparedRecord = hot_py.PreparedRecord
 
 __all__ = [
     "FORCE_PURE_PYTHON_ENV", "IMPLEMENTATION", "PreparedRecord", "body_crc_matches", "decode_dispatch_fields",
     "index_key_hash", "index_put_keys", "java_hash", "offset_msg_id", "prepare_record", "put_bcq_unit", "put_cq_unit",
-    "record_parts", "write_record",
+    "record_parts", "tags_code", "write_record",
 ]
