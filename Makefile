@@ -6,7 +6,9 @@ STORE ?= ./store
 
 .PHONY: run test lint bench clean-store
 
-$(BIN)/mqadmin: pyproject.toml
+# setup.py and the C source too: `pip install -e .` compiles the store's hot path
+# (broker_core/store/codec/_hotpath.c) in place; without a compiler the pure-Python twin is used.
+$(BIN)/mqadmin: pyproject.toml setup.py broker_core/store/codec/_hotpath.c
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
@@ -25,6 +27,8 @@ bench: $(BIN)/mqadmin
 	$(BIN)/python bench/store_append.py
 	$(BIN)/python bench/timers.py
 	$(BIN)/python bench/rebuild.py
+	$(BIN)/python bench/recovery.py
+	$(BIN)/python bench/query.py
 
 clean-store:
 	rm -rf $(STORE)
