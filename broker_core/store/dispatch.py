@@ -97,24 +97,9 @@ def dispatch_request_of(topic: str, queue_id: int, commit_log_offset: int, msg_s
 
 
 
-# TAGS, KEYS and UNIQ_KEY of a record as the append path looked them up (see ``known_dispatch_properties``).
+# TAGS, KEYS and UNIQ_KEY of a record as the append path looked them up (``prepare_record``'s last
+# field, see ``codec.hot_py.known_properties``), or None when dispatch must read the string.
 KnownProperties = tuple[str | None, str | None, str | None]
-
-
-def known_dispatch_properties(topic: str, properties: dict[str, str], props: str) -> KnownProperties | None:
-    """TAGS/KEYS/UNIQ_KEY from the dict a record was encoded from, when they say what ``props`` says.
-
-    Why: three lookups at append time save dispatch three scans of the encoded string. The dict
-    agrees with the string when it has one separator pair per entry (no key or value holds a
-    separator, no None value was skipped). Delay-level tagsCodes and inner batches (rare) are left
-    to the string: None.
-    """
-    n = len(properties)
-    if topic == SCHEDULE_TOPIC or "INNER_NUM" in properties or props.count("\x01") != n \
-            or props.count("\x02") != n:
-        return None
-    get = properties.get
-    return get("TAGS"), get("KEYS") or None, get("UNIQ_KEY") or None
 
 
 def dispatch_request_of_appended(rec: AppendedRecord, delay_levels_ms: list[int]) -> DispatchRequest:
