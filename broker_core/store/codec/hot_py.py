@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import struct
 from functools import lru_cache
+from typing import Protocol
 
 from .errors import RecordError
 from .hashing import index_key_hash, java_string_hash, rmq_crc32, tags_code
@@ -60,6 +61,22 @@ _HEADERS = {flags: _header_struct(20 if flags & BORNHOST_V6_FLAG else 8, 20 if f
 _DISPATCH = {flags: _dispatch_struct(20 if flags & BORNHOST_V6_FLAG else 8, 20 if flags & STOREHOSTADDRESS_V6_FLAG else 8)
              for flags in (0, BORNHOST_V6_FLAG, STOREHOSTADDRESS_V6_FLAG, _HOST_FLAGS)}
 
+class RecordSource(Protocol):
+    """What a record is encoded from (``MessageInner`` has these; a Protocol avoids importing it here)."""
+
+    topic: str
+    body: bytes
+    properties: dict[str, str]
+    queue_id: int
+    flag: int
+    sys_flag: int
+    born_timestamp: int
+    born_host: tuple[str, int]
+    store_host: tuple[str, int]
+    reconsume_times: int
+    prepared_transaction_offset: int
+
+
 # What ``prepare_record`` returns: (TOTALSIZE, MAGICCODE, BODYCRC, SYSFLAG, BORNHOST raw, STOREHOST raw,
 # tail = TOPICLEN+TOPIC+PROPERTIESLENGTH+PROPERTIES, PROPERTIES string, TAGS/KEYS/UNIQ_KEY or None).
 PreparedRecord = tuple[int, int, int, int, bytes, bytes, bytes, str, "tuple[str | None, str | None, str | None] | None"]
@@ -91,7 +108,7 @@ def known_properties(topic: str, properties: dict[str, str], props: str
     return get("TAGS"), get("KEYS") or None, get("UNIQ_KEY") or None
 
 
-def prepare_record(msg, properties_string: str | None = None, max_message_size: int = 4 * 1024 * 1024,
+def prepare_record(msg: RecordSource, properties_string: str | None = None, max_message_size: int = 4 * 1024 * 1024,
                    append_prop_crc: bool = False) -> PreparedRecord:
     """Everything of a record that does not depend on where it lands (offsets, store time).
 
@@ -136,7 +153,7 @@ def offset_msg_id(store_raw: bytes, commit_log_offset: int) -> str:
     return (store_raw + _I64.pack(commit_log_offset)).hex().upper()
 
 
-def _header(rec: PreparedRecord, msg, queue_offset: int, physical_offset: int, store_timestamp: int) -> bytes:
+def _header(rec: PreparedRecord, msg: RecordSource, queue_offset: int, physical_offset: int, store_timestamp: int) -> bytes:
     total, magic, body_crc, sys_flag, born_raw, store_raw, _tail, _props, _known = rec
     return _HEADERS[sys_flag & _HOST_FLAGS].pack(
         total, magic, body_crc, msg.queue_id, msg.flag, queue_offset, physical_offset, sys_flag,
@@ -144,7 +161,7 @@ def _header(rec: PreparedRecord, msg, queue_offset: int, physical_offset: int, s
         msg.prepared_transaction_offset, len(msg.body))
 
 
-def write_record(buf, pos: int, rec: PreparedRecord, msg, queue_offset: int, physical_offset: int,
+def write_record(buf, pos: int, rec: PreparedRecord, msg: RecordSource, queue_offset: int, physical_offset: int,
                  store_timestamp: int) -> str:
     """Write a prepared record at ``pos`` (header, body, tail); returns its offset msgId."""
     total, magic, body_crc, sys_flag, born_raw, store_raw, tail, _props, _known = rec
@@ -164,7 +181,7 @@ def write_record(buf, pos: int, rec: PreparedRecord, msg, queue_offset: int, phy
     return (store_raw + _I64.pack(physical_offset)).hex().upper()
 
 
-def record_parts(rec: PreparedRecord, msg, queue_offset: int, physical_offset: int,
+def record_parts(rec: PreparedRecord, msg: RecordSource, queue_offset: int, physical_offset: int,
                  store_timestamp: int) -> tuple[bytes, bytes, bytes]:
     """A prepared record as (header, body, tail) buffers for a vectored write: the body is not copied."""
     return _header(rec, msg, queue_offset, physical_offset, store_timestamp), msg.body, rec[6]
