@@ -82,7 +82,7 @@ def main() -> None:
         rng = random.Random(11)
 
         t0 = time.perf_counter()
-        store = MessageStore(root, StoreConfig(), read_only=True).open()
+        store = MessageStore(root, StoreConfig(), read_only=True).open()  # file sizes come from the files
         ro_open_s = time.perf_counter() - t0
         try:
             keys = [rng.randrange(n) for _ in range(args.queries)]
