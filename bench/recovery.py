@@ -67,8 +67,9 @@ def config() -> StoreConfig:
     return StoreConfig(mapped_file_size_commit_log=mb << 20)
 
 
-def write_store(root: Path, n: int, body_size: int) -> None:
-    """Child: write ``n`` messages, wait for dispatch, flush, say ready, then wait to be killed."""
+def write_store(root: Path, n: int, body_size: int, clean: bool = False) -> None:
+    """Child: write ``n`` messages, wait for dispatch, flush, say ready, then wait to be killed
+    (``clean``: shut the store down and exit instead)."""
     body = (b"0123456789abcdef" * (body_size // 16 + 1))[:body_size]
     store = MessageStore(root, config()).open()
     store.start()
@@ -79,6 +80,10 @@ def write_store(root: Path, n: int, body_size: int) -> None:
     if not store.wait_for_dispatch(600):
         raise SystemExit("dispatch did not catch up")
     store.flush()
+    if clean:
+        store.shutdown()
+        print("ready", flush=True)
+        return
     print("ready", flush=True)
     time.sleep(3600)
 
@@ -124,6 +129,15 @@ def child_open(root: Path, n: int, sample: int) -> dict:
     return out
 
 
+def make_clean_store(root: Path, n: int, body_size: int) -> float:
+    """Run the writer child with a clean shutdown at the end; returns the seconds it took."""
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, __file__, "--write", str(root), "--clean", "--messages", str(n), "--body",
+                    str(body_size)], check=True, stdout=subprocess.DEVNULL, env=env)
+    return time.perf_counter() - t0
+
+
 def make_crashed_store(root: Path, n: int, body_size: int) -> float:
     """Run the writer child until ``ready`` and SIGKILL it; returns the seconds it took."""
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
@@ -157,9 +171,10 @@ def main() -> None:
     ap.add_argument("--dir", default=None, help="work directory (kept); default: a temp dir, removed")
     ap.add_argument("--write", type=Path, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--open", type=Path, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--clean", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.write is not None:
-        write_store(args.write, args.messages, args.body)
+        write_store(args.write, args.messages, args.body, args.clean)
         return
     if args.open is not None:
         print(json.dumps(open_store(args.open, args.messages, args.sample)))
