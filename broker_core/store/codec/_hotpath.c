@@ -590,7 +590,7 @@ static PyObject *hp_write_record(PyObject *self, PyObject *const *args, Py_ssize
     if (as_i64(args[1], &pos) < 0 || unpack_prepared(args[2], &p) < 0 || parse_i64_args(args, 4, 3, v) < 0) return NULL;
     Py_buffer out, bv;
     if (PyObject_GetBuffer(args[0], &out, PyBUF_WRITABLE) < 0) return NULL;
-    if (pos < 0 || pos + p.total > out.len) {
+    if (pos < 0 || pos > out.len || p.total < 0 || pos + p.total > out.len) {
         PyErr_Format(PyExc_ValueError, "record of %zd bytes at %lld does not fit a buffer of %zd", p.total,
                      (long long)pos, out.len);
         PyBuffer_Release(&out);
@@ -662,7 +662,7 @@ static PyObject *hp_decode_dispatch_fields(PyObject *self, PyObject *const *args
     const unsigned char *b = (const unsigned char *)view.buf;
     int64_t n = view.len;
     PyObject *result = NULL;
-    if (pos < 0 || pos + SYS_FLAG_POS + 4 > n) goto none;
+    if (pos < 0 || pos > n || pos + SYS_FLAG_POS + 4 > n) goto none;
     int flags = b[pos + SYS_FLAG_POS + 3] & HOST_FLAGS;
     int born_len = (flags & BORNHOST_V6_FLAG) ? 20 : 8, store_len = (flags & STOREHOST_V6_FLAG) ? 20 : 8;
     int64_t hsize = 72 + born_len + store_len;
@@ -748,7 +748,7 @@ static PyObject *hp_put_cq_unit(PyObject *self, PyObject *const *args, Py_ssize_
         as_i64(args[4], &tags) < 0) return NULL;
     Py_buffer out;
     if (PyObject_GetBuffer(args[0], &out, PyBUF_WRITABLE) < 0) return NULL;
-    if (pos < 0 || pos + 20 > out.len) {
+    if (pos < 0 || pos > out.len || pos + 20 > out.len) {
         PyErr_Format(struct_error, "pack_into requires a buffer of at least %lld bytes", (long long)(pos + 20));
         PyBuffer_Release(&out);
         return NULL;
@@ -770,7 +770,7 @@ static PyObject *hp_put_bcq_unit(PyObject *self, PyObject *const *args, Py_ssize
         as_i16(args[7], &batch) < 0) return NULL;
     Py_buffer out;
     if (PyObject_GetBuffer(args[0], &out, PyBUF_WRITABLE) < 0) return NULL;
-    if (pos < 0 || pos + 46 > out.len) {
+    if (pos < 0 || pos > out.len || pos + 46 > out.len) {
         PyErr_Format(struct_error, "pack_into requires a buffer of at least %lld bytes", (long long)(pos + 46));
         PyBuffer_Release(&out);
         return NULL;
@@ -806,6 +806,10 @@ static PyObject *hp_index_put_keys(PyObject *self, PyObject *const *args, Py_ssi
     if (as_i64(args[1], &slot_num) < 0 || as_i64(args[2], &index_num) < 0 || as_i64(args[3], &n) < 0 ||
         as_i64(args[4], &begin_ts) < 0 || as_i64(args[5], &begin_phy) < 0 || as_i64(args[6], &slot_count) < 0 ||
         as_i64(args[10], &phy) < 0 || as_i64(args[11], &ts) < 0 || (nargs == 13 && as_i64(args[12], &skip) < 0)) {
+        return NULL;
+    }
+    if (n < 1 || n > index_num) {
+        PyErr_SetString(PyExc_ValueError, "index_count must be between 1 and index_num");
         return NULL;
     }
     PyObject *topic = args[7], *uniq = args[8], *keys = args[9];

@@ -278,6 +278,8 @@ def index_put_keys(buf, hash_slot_num: int, index_num: int, index_count: int, be
     beginTimestamp, beginPhyOffset, hashSlotCount, indexCount)``; the caller rolls to a new file
     when ``skip + written < key_count``.
     """
+    if index_count < 1 or index_count > index_num:
+        raise ValueError("index_count must be between 1 and index_num")
     all_keys = index_keys(topic, uniq_key, keys)
     n = index_count
     begin_ts = begin_timestamp
