@@ -784,7 +784,8 @@ static PyObject *hp_put_bcq_unit(PyObject *self, PyObject *const *args, Py_ssize
 
 /* ------------------------------------------------------------------ index entries */
 
-/* Hash of topic + "#" + key[from:to] (Java hashCode over the whole string), -1 on a lone surrogate. */
+/* Hash of topic + "#" + key[from:to] (Java hashCode over the whole string, continued from the hash
+ * of "topic#"), -1 on a lone surrogate. */
 static int key_hash_span(uint32_t prefix_hash, PyObject *key, Py_ssize_t from, Py_ssize_t to, int32_t *out) {
     uint32_t h = prefix_hash;
     if (java_hash_range(key, from, to, &h) < 0) return -1;
@@ -823,9 +824,7 @@ static PyObject *hp_index_put_keys(PyObject *self, PyObject *const *args, Py_ssi
     int32_t hashes[MAX_KEYS];
     int count = 0;
     if (uniq != Py_None) {
-        int rc = key_hash_span(prefix, uniq, 0, PyUnicode_GET_LENGTH(uniq), &hashes[count]);
-        if (rc == -2) return NULL;
-        if (rc < 0) goto fallback;
+        if (key_hash_span(prefix, uniq, 0, PyUnicode_GET_LENGTH(uniq), &hashes[count]) < 0) goto fallback;
         count++;
     }
     if (keys != Py_None) {
@@ -836,9 +835,7 @@ static PyObject *hp_index_put_keys(PyObject *self, PyObject *const *args, Py_ssi
             if (i == len || PyUnicode_READ(kind, data, i) == ' ') {
                 if (i > start) {
                     if (count == MAX_KEYS) goto fallback;
-                    int rc = key_hash_span(prefix, keys, start, i, &hashes[count]);
-                    if (rc == -2) return NULL;
-                    if (rc < 0) goto fallback;
+                    if (key_hash_span(prefix, keys, start, i, &hashes[count]) < 0) goto fallback;
                     count++;
                 }
                 start = i + 1;
