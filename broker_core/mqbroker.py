@@ -1,24 +1,33 @@
-"""``mqbroker``: run the embedded broker as a process that owns a store directory.
+"""``mqbroker``: the main job — a name server and a broker serving the RocketMQ remoting protocol.
 
-It takes the store lock (so ``mqadmin`` state changes on that store are refused and name ``-n``),
-runs the broker's background services (flush, dispatch, timers, delay levels, pop revive,
-transaction checks, offset persistence) and shuts down cleanly on SIGTERM/SIGINT, leaving no
-``abort`` file. The network endpoints (name server 9876, remoting 10911, gRPC 8081) are not part of
-this build yet; the process says so when it starts.
+By default one process runs both (name server on 9876, broker on listenPort 10911, 127.0.0.1);
+``--namesrv-only`` / ``--broker-only`` run one of them, and ``-n host:port[;host:port]`` makes the
+broker register with other name servers (no embedded one then). Port 0 picks a free port; the
+"boot success" lines name the real addresses. The broker takes the store lock (so ``mqadmin --store``
+state changes on that store are refused and name ``-n``), runs its background services and stops
+cleanly on SIGTERM/SIGINT: it unregisters, closes connections, flushes, checkpoints, saves offsets
+and removes the ``abort`` file.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
+import logging
 import os
 import signal
+import socket
 import sys
-import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from broker_core.broker.broker import Broker
 from broker_core.broker.broker_config import BrokerConfig
 from broker_core.config_loader import ConfigError, read_properties_file
+from broker_core.net.broker_server import BrokerRemotingServer
+from broker_core.net.namesrv import NameServer, NamesrvConfig
+from broker_core.net.net_config import NetConfig
 from broker_core.store.store_lock import StoreLockedError
 
 
@@ -26,39 +35,142 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="mqbroker", description=__doc__.splitlines()[0])
     ap.add_argument("-c", "--configFile", dest="config", help="broker config (key=value or YAML, RocketMQ keys)")
     ap.add_argument("--store", default=None, help="store root (default: $RMQ_STORE, else storePathRootDir, else ./store)")
+    ap.add_argument("-n", "--namesrvAddr", dest="namesrv", default=None,
+                    help="register with these name servers (host:port;host:port) instead of an embedded one")
+    only = ap.add_mutually_exclusive_group()
+    only.add_argument("--namesrv-only", action="store_true", help="run only the name server")
+    only.add_argument("--broker-only", action="store_true", help="run only the broker (needs -n or namesrvAddr)")
+    ap.add_argument("--host", default=None, help="address to listen on and advertise (default brokerIP1, 127.0.0.1)")
+    ap.add_argument("--listenPort", type=int, default=None, help="broker port (default listenPort, 10911; 0 = free)")
+    ap.add_argument("--namesrvPort", type=int, default=None, help="name server port (default 9876; 0 = free)")
+    ap.add_argument("--registerNameServerPeriod", type=int, default=None, help="ms between registrations (30000)")
+    ap.add_argument("--brokerChannelExpiredTime", type=int, default=None,
+                    help="ms without registration before the name server drops a broker (120000)")
+    ap.add_argument("--scanNotActiveBrokerInterval", type=int, default=None, help="ms between expiry scans (5000)")
+    ap.add_argument("--idleTimeout", type=float, default=None, help="seconds before an idle connection is closed (120)")
+    ap.add_argument("--frameMaxLength", type=int, default=None, help="largest accepted frame in bytes (16 MiB)")
     return ap.parse_args(argv)
 
 
+def _bind(host: str, port: int) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(1024)
+    sock.setblocking(False)
+    return sock
+
+
+def _event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop when installed (a faster libuv loop), else asyncio's default."""
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.new_event_loop
+
+
+async def _serve(broker: Broker | None, net: NetConfig, namesrv_sock: socket.socket | None,
+                 broker_sock: socket.socket | None, namesrv_addrs: list[str], host: str) -> None:
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    namesrv: NameServer | None = None
+    server: BrokerRemotingServer | None = None
+    try:
+        if namesrv_sock is not None:
+            namesrv = NameServer(NamesrvConfig(listen_host=host, scan_not_active_broker_interval=net.scan_not_active_broker_interval,
+                                               broker_channel_expired_time=net.broker_channel_expired_time),
+                                 net.server_config())
+            await namesrv.start(sock=namesrv_sock)
+            print(f"The Name Server boot success. serializeType=JSON, address {host}:{namesrv.port}", flush=True)
+        if broker is not None and broker_sock is not None:
+            server = BrokerRemotingServer(broker, namesrv_addrs, register_period_ms=net.register_name_server_period,
+                                          heartbeat_timeout_ms=net.broker_channel_expired_time,
+                                          server_config=net.server_config())
+            await server.start(sock=broker_sock)
+            cfg = broker.config
+            print(f"The broker[{cfg.broker_name}, {cfg.broker_addr}] boot success. serializeType=JSON and name server "
+                  f"is {';'.join(namesrv_addrs)} (cluster {cfg.broker_cluster_name}, store {broker.root.resolve()}, "
+                  f"pid {os.getpid()})", flush=True)
+        if namesrv_sock is not None:
+            addr = f"{host}:{namesrv.port if namesrv else 9876}"
+            print(f"Use it: mqadmin clusterList -n {addr}   |   mqadmin updateTopic -n {addr} -c "
+                  f"{broker.config.broker_cluster_name if broker else 'DefaultCluster'} -t MyTopic   |   "
+                  f"mqadmin topicRoute -n {addr} -t MyTopic   (Ctrl-C stops)", flush=True)
+        await stop.wait()
+    finally:
+        if server is not None:
+            await server.stop()
+        if namesrv is not None:
+            await namesrv.stop()
+
+
 def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     args = _parse(argv)
     try:
         props = read_properties_file(args.config) if args.config else {}
         root = Path(args.store or os.environ.get("RMQ_STORE") or props.get("storePathRootDir") or "./store")
         config = BrokerConfig.from_properties(props, root)
+        net = NetConfig.from_properties(props)
     except ConfigError as e:
         print(f"mqbroker: {e}", file=sys.stderr)
         return 1
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
-    try:
-        broker = Broker(root, config)
-    except StoreLockedError as e:
-        print(f"mqbroker: {e}", file=sys.stderr)
+    for key in ("namesrv_port", "register_name_server_period", "broker_channel_expired_time",
+                "scan_not_active_broker_interval", "frame_max_length"):
+        value = getattr(args, "namesrvPort" if key == "namesrv_port" else _camel(key))
+        if value is not None:
+            setattr(net, key, value)
+    if args.idleTimeout is not None:
+        net.server_channel_max_idle_time_seconds = args.idleTimeout
+    host = args.host or config.broker_ip1
+    config.broker_ip1 = host
+    external = args.namesrv or (config.namesrv_addr if args.broker_only else None)
+    run_namesrv = not args.broker_only and not (args.namesrv and not args.namesrv_only)
+    run_broker = not args.namesrv_only
+    if run_broker and not run_namesrv and not external:
+        print("mqbroker: --broker-only needs name server addresses (-n host:port or namesrvAddr)", file=sys.stderr)
         return 1
-    except (OSError, ValueError) as e:
-        print(f"mqbroker: cannot open store {root}: {e}", file=sys.stderr)
-        return 1
-    broker.start()
-    print(f"The broker[{config.broker_name}, cluster {config.broker_cluster_name}] boot success on store "
-          f"{root.resolve()} (pid {os.getpid()}); network endpoints are not available in this build: "
-          f"inspect it with `mqadmin <command> --store {root}`", flush=True)
     try:
-        stop.wait()
+        namesrv_sock = _bind(host, net.namesrv_port) if run_namesrv else None
+        broker_sock = _bind(host, config.listen_port if args.listenPort is None else args.listenPort) \
+            if run_broker else None
+    except OSError as e:
+        print(f"mqbroker: cannot listen on {host}: {e}", file=sys.stderr)
+        return 1
+    broker: Broker | None = None
+    try:
+        if broker_sock is not None:
+            config.listen_port = broker_sock.getsockname()[1]  # before the Broker: it stamps store hosts
+            try:
+                broker = Broker(root, config)
+            except StoreLockedError as e:
+                print(f"mqbroker: {e}", file=sys.stderr)
+                return 1
+            except (OSError, ValueError) as e:
+                print(f"mqbroker: cannot open store {root}: {e}", file=sys.stderr)
+                return 1
+            broker.start()
+        addrs = [a.strip() for a in external.split(";") if a.strip()] if external else \
+            [f"{host}:{namesrv_sock.getsockname()[1]}"] if namesrv_sock is not None else []
+        with asyncio.Runner(loop_factory=_event_loop_factory()) as runner:
+            runner.run(_serve(broker, net, namesrv_sock, broker_sock, addrs, host))
     finally:
-        broker.shutdown()
-    print("The broker shut down cleanly.", flush=True)
+        if broker is not None:
+            broker.shutdown()
+            print("The broker shut down cleanly.", flush=True)
+        for s in (namesrv_sock, broker_sock):
+            if s is not None:
+                with contextlib.suppress(OSError):
+                    s.close()
     return 0
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(p[:1].upper() + p[1:] for p in rest)
 
 
 if __name__ == "__main__":

@@ -316,6 +316,18 @@ class Broker:
         except AuthError as e:
             raise NoPermissionError(e.message, code=e.code) from e
 
+    def authenticate(self, auth: RequestContext) -> RequestContext:
+        """A protocol pipeline's first step (spec D.2): verify the request's signature once; the returned
+        context names the user and carries no signature, so each operation only authorizes it."""
+        if auth.authentication is None:
+            return auth
+        try:
+            user = self.auth_manager.authenticate(auth.authentication)
+        except AuthError as e:
+            raise NoPermissionError(e.remark, code=e.code) from e
+        subject = user.username if user is not None else auth.subject or auth.authentication.username
+        return dataclasses.replace(auth, subject=subject, authentication=None)
+
     def _require_writable(self) -> None:
         if self.read_only:
             raise ServiceNotAvailableError("the broker is open read-only (inspection mode); nothing can change")

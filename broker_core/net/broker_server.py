@@ -1,0 +1,151 @@
+"""The broker's remoting endpoint (default port 10911): the handler table over the Broker, the ACL
+pipeline on the wire, and registration with the name servers.
+
+Why here: handlers only translate (``handlers_*``); this module decides what runs before them —
+authentication of every request when it is on (spec D.2: AccessKey + Signature, RocketMQ's codes
+and remarks) — and keeps the name servers' route data fresh: REGISTER_BROKER at start, every
+``register_period_ms`` (RocketMQ: 30 s) and right after a topic change, UNREGISTER_BROKER at stop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+import zlib
+
+from broker_core.auth.authentication import AuthenticationContext
+from broker_core.broker.broker import Broker
+from broker_core.broker.request_context import RequestContext
+from broker_core.remoting import RemotingCommand, RequestCode, ResponseCode
+from broker_core.remoting.bodies import DataVersion, RegisterBrokerBody, TopicConfigSerializeWrapper
+from broker_core.remoting.headers import RegisterBrokerRequestHeader, UnRegisterBrokerRequestHeader
+
+from .broker_context import BrokerContext, BrokerHandler
+from .channel import Channel
+from .handlers_admin import AdminHandlers
+from .handlers_consume import ConsumeHandlers
+from .handlers_produce import ProduceHandlers
+from .outbound import OutboundConnection
+from .remoting_server import Handler, RemotingServer, ServerConfig
+from .wire_convert import topic_config_body
+
+log = logging.getLogger("rmqops.broker.net")
+
+REGISTER_NAME_SERVER_PERIOD_MS = 30_000
+
+
+class BrokerRemotingServer:
+    def __init__(self, broker: Broker, namesrv_addrs: list[str] | None = None, *,
+                 register_period_ms: int = REGISTER_NAME_SERVER_PERIOD_MS, heartbeat_timeout_ms: int | None = None,
+                 server_config: ServerConfig | None = None, workers: int = 8) -> None:
+        self.broker = broker
+        self.namesrv_addrs = list(namesrv_addrs or [])
+        self.register_period_ms = register_period_ms
+        self.heartbeat_timeout_ms = heartbeat_timeout_ms
+        self.ctx = BrokerContext(broker, workers, self.register_all)
+        self.server = RemotingServer("broker", self._wrap_all(self._broker_handlers()), server_config)
+        self._namesrv: dict[str, OutboundConnection] = {}
+        self._register_task: asyncio.Task[None] | None = None
+        self._register_lock: asyncio.Lock | None = None
+        self.data_version = DataVersion(timestamp=broker.clock())
+
+    def _broker_handlers(self) -> dict[int, BrokerHandler]:
+        table: dict[int, BrokerHandler] = {}
+        for part in (ProduceHandlers(self.ctx), ConsumeHandlers(self.ctx), AdminHandlers(self.ctx)):
+            table.update(part.table())
+        return table
+
+    @property
+    def served_codes(self) -> list[int]:
+        return sorted(self.server.handlers)
+
+    # -- the ACL pipeline ------------------------------------------------------------------------
+    def _wrap_all(self, table: dict[int, BrokerHandler]) -> dict[int, Handler]:
+        return {code: self._wrap(h) for code, h in table.items()}
+
+    def _wrap(self, handler: BrokerHandler) -> Handler:
+        async def with_auth(ch: Channel, req: RemotingCommand) -> RemotingCommand | None:
+            return await handler(ch, req, self._authenticate(ch, req))
+        return with_auth
+
+    def _authenticate(self, ch: Channel, req: RemotingCommand) -> RequestContext:
+        """Authentication first, for every request (spec D.2); raises NoPermissionError with RocketMQ's remark."""
+        ctx = RequestContext(source_ip=ch.remote_ip, channel_id=ch.id, request_code=str(req.code),
+                             authentication=AuthenticationContext.from_remoting(
+                                 req.ext_fields, req.body, request_code=str(req.code), version=req.version,
+                                 channel_id=ch.id))
+        return self.broker.authenticate(ctx)
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    async def start(self, host: str = "127.0.0.1", port: int | None = None, sock: socket.socket | None = None) -> int:
+        """Serve on ``sock`` (already bound, e.g. to learn a free port before the Broker opens) or host:port."""
+        self._register_lock = asyncio.Lock()
+        bound = await self.server.start(host, self.broker.config.listen_port if port is None else port, sock=sock)
+        await self.register_all()
+        if self.namesrv_addrs:
+            self._register_task = asyncio.get_running_loop().create_task(self._register_loop())
+        return bound
+
+    async def stop(self) -> None:
+        if self._register_task is not None:
+            self._register_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._register_task
+        await self._unregister_all()
+        await self.server.stop()
+        for conn in self._namesrv.values():
+            await conn.close()
+        self.ctx.close()
+
+    # -- name servers ----------------------------------------------------------------------------
+    async def _register_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.register_period_ms / 1000)
+            await self.register_all()
+
+    def _conn(self, addr: str) -> OutboundConnection:
+        conn = self._namesrv.get(addr)
+        if conn is None:
+            conn = self._namesrv[addr] = OutboundConnection(addr)
+        return conn
+
+    def _register_request(self) -> RemotingCommand:
+        cfg = self.broker.config
+        topics = {t.topic_name: topic_config_body(t) for t in self.broker.list_topics()}
+        self.data_version.counter += 1
+        self.data_version.timestamp = self.broker.clock()
+        body = RegisterBrokerBody(topic_config_serialize_wrapper=TopicConfigSerializeWrapper(
+            topic_config_table=topics, data_version=DataVersion(counter=self.data_version.counter,
+                                                                timestamp=self.data_version.timestamp))).to_json()
+        header = RegisterBrokerRequestHeader(broker_name=cfg.broker_name, broker_addr=cfg.broker_addr,
+                                             cluster_name=cfg.broker_cluster_name, ha_server_addr="",
+                                             broker_id=cfg.broker_id, heartbeat_timeout_millis=self.heartbeat_timeout_ms,
+                                             body_crc32=zlib.crc32(body) & 0x7FFFFFFF)
+        return RemotingCommand.request(RequestCode.REGISTER_BROKER, header.to_ext_fields(), body)
+
+    async def register_all(self) -> None:
+        """REGISTER_BROKER to every name server; a name server that is down is logged and retried next period."""
+        if not self.namesrv_addrs or self._register_lock is None:
+            return
+        async with self._register_lock:
+            req = self._register_request()
+            for addr in self.namesrv_addrs:
+                try:
+                    resp = await self._conn(addr).request(RemotingCommand(req.code, ext_fields=dict(req.ext_fields),
+                                                                          body=req.body), timeout=3.0)
+                    if resp.code != ResponseCode.SUCCESS:
+                        log.warning("register broker to name server %s failed: code %d %s", addr, resp.code,
+                                    resp.remark)
+                except (OSError, TimeoutError) as e:
+                    log.warning("register broker to name server %s failed: %s", addr, e or type(e).__name__)
+
+    async def _unregister_all(self) -> None:
+        cfg = self.broker.config
+        header = UnRegisterBrokerRequestHeader(broker_name=cfg.broker_name, broker_addr=cfg.broker_addr,
+                                               cluster_name=cfg.broker_cluster_name, broker_id=cfg.broker_id)
+        for addr in self.namesrv_addrs:
+            with contextlib.suppress(OSError, TimeoutError):
+                await self._conn(addr).request(RemotingCommand.request(RequestCode.UNREGISTER_BROKER,
+                                                                       header.to_ext_fields()), timeout=2.0)

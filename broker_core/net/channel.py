@@ -1,0 +1,112 @@
+"""Channel: one TCP connection of a remoting server (Netty's Channel).
+
+Why a class of its own: besides answering requests, a broker *sends* requests to clients over the
+connection they opened (CHECK_TRANSACTION_STATE, NOTIFY_CONSUMER_IDS_CHANGED, GET_CONSUMER_RUNNING_INFO,
+spec B.9), from broker threads as well as from the event loop. The channel keeps the opaque ->
+future table for those and the thread-safe entry points; the client registry keeps channels as the
+handle of a live client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from collections.abc import Callable
+
+from broker_core.remoting import RemotingCommand, encode_frame
+from broker_core.remoting.command import FLAG_ONEWAY
+
+log = logging.getLogger("rmqops.net")
+_ids = itertools.count(1)
+_opaques = itertools.count(1)
+
+
+class ChannelClosedError(ConnectionError):
+    pass
+
+
+class Channel:
+    __slots__ = ("id", "remote_addr", "local_addr", "_transport", "_loop", "_pending", "closed", "_on_close",
+                 "last_activity", "__weakref__")
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        peer = transport.get_extra_info("peername") or ("?", 0)
+        sock = transport.get_extra_info("sockname") or ("?", 0)
+        self.remote_addr = f"{peer[0]}:{peer[1]}"
+        self.local_addr = f"{sock[0]}:{sock[1]}"
+        self.id = f"{self.remote_addr}#{next(_ids)}"
+        self._transport = transport
+        self._loop = loop
+        self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
+        self.closed = False
+        self._on_close: list[Callable[[Channel], None]] = []
+        self.last_activity = loop.time()
+
+    @property
+    def remote_ip(self) -> str:
+        return self.remote_addr.rsplit(":", 1)[0]
+
+    def on_close(self, callback: Callable[[Channel], None]) -> None:
+        self._on_close.append(callback)
+
+    # -- event-loop side -------------------------------------------------------------------------
+    def write(self, cmd: RemotingCommand) -> None:
+        if self.closed:
+            return
+        self._transport.write(encode_frame(cmd))
+        self.last_activity = self._loop.time()
+
+    def complete(self, response: RemotingCommand) -> None:
+        """A response from the peer to a request we sent; unknown opaques are dropped (spec A.4)."""
+        fut = self._pending.pop(response.opaque, None)
+        if fut is None:
+            log.debug("%s: response with unknown opaque %d dropped", self.remote_addr, response.opaque)
+        elif not fut.done():
+            fut.set_result(response)
+
+    async def request(self, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
+        """Send a request to the peer and await its answer."""
+        if self.closed:
+            raise ChannelClosedError(f"channel {self.remote_addr} is closed")
+        cmd.opaque = next(_opaques)
+        fut: asyncio.Future[RemotingCommand] = self._loop.create_future()
+        self._pending[cmd.opaque] = fut
+        try:
+            self.write(cmd)
+            async with asyncio.timeout(timeout):
+                return await fut
+        finally:
+            self._pending.pop(cmd.opaque, None)
+
+    def close(self) -> None:
+        if not self.closed:
+            self._transport.close()
+
+    def closed_by_transport(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        for fut in self._pending.values():
+            if not fut.done():
+                fut.set_exception(ChannelClosedError(f"channel {self.remote_addr} closed"))
+        self._pending.clear()
+        for cb in self._on_close:
+            try:
+                cb(self)
+            except Exception:
+                log.exception("channel close listener failed")
+
+    # -- any thread ------------------------------------------------------------------------------
+    def send_oneway_threadsafe(self, cmd: RemotingCommand) -> None:
+        """Send a oneway request from any thread (broker services run on their own threads)."""
+        cmd.flag |= FLAG_ONEWAY
+        cmd.opaque = next(_opaques)
+        try:
+            self._loop.call_soon_threadsafe(self.write, cmd)
+        except RuntimeError:  # loop closed: the connection is gone
+            pass
+
+    def request_threadsafe(self, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
+        """Send a request from a non-loop thread and block for the answer."""
+        return asyncio.run_coroutine_threadsafe(self.request(cmd, timeout), self._loop).result(timeout + 1)

@@ -1,0 +1,190 @@
+"""Broker handlers for operators (what mqadmin sends): topics, subscription groups, stats, offsets
+reset, runtime info and config, and the message reads by offset (spec B.2, B.3, B.7)."""
+
+from __future__ import annotations
+
+from broker_core.broker.request_context import RequestContext
+from broker_core.config_loader import to_properties
+from broker_core.remoting import RemotingCommand, RequestCode, ResponseCode, fastjson
+from broker_core.remoting.bodies import (
+    DataVersion,
+    GroupList,
+    KVTable,
+    SubscriptionGroupWrapper,
+    TopicConfigAndMappingSerializeWrapper,
+    TopicList,
+)
+from broker_core.remoting.headers import (
+    CreateTopicRequestHeader,
+    DeleteSubscriptionGroupRequestHeader,
+    DeleteTopicRequestHeader,
+    GetAllTopicConfigResponseHeader,
+    GetBrokerConfigResponseHeader,
+    GetConsumeStatsRequestHeader,
+    GetSubscriptionGroupConfigRequestHeader,
+    GetTopicConfigRequestHeader,
+    QueryTopicsByConsumerRequestHeader,
+    ResetOffsetRequestHeader,
+    TopicRequestHeader,
+    ViewMessageRequestHeader,
+)
+from broker_core.store.codec.wire_record import message_ext_to_record
+from broker_core.store.subscription_group_config import SubscriptionGroupConfig
+
+from .broker_context import BrokerContext, BrokerHandler
+from .channel import Channel
+from .remoting_server import RequestError
+from .wire_convert import (
+    consume_stats,
+    properties_text,
+    reset_offset_body,
+    topic_config_body,
+    topic_stats_table,
+)
+
+
+class AdminHandlers:
+    def __init__(self, ctx: BrokerContext) -> None:
+        self.ctx = ctx
+        self.broker = ctx.broker
+
+    @property
+    def broker_name(self) -> str:
+        return self.broker.config.broker_name
+
+    def table(self) -> dict[int, BrokerHandler]:
+        return {
+            RequestCode.UPDATE_AND_CREATE_TOPIC: self.update_and_create_topic,
+            RequestCode.DELETE_TOPIC_IN_BROKER: self.delete_topic,
+            RequestCode.GET_ALL_TOPIC_CONFIG: self.get_all_topic_config,
+            RequestCode.GET_TOPIC_CONFIG: self.get_topic_config,
+            RequestCode.GET_TOPIC_STATS_INFO: self.get_topic_stats_info,
+            RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: self.update_and_create_subscription_group,
+            RequestCode.DELETE_SUBSCRIPTIONGROUP: self.delete_subscription_group,
+            RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: self.get_all_subscription_group_config,
+            RequestCode.GET_SUBSCRIPTIONGROUP_CONFIG: self.get_subscription_group_config,
+            RequestCode.GET_CONSUME_STATS: self.get_consume_stats,
+            RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: self.query_topic_consume_by_who,
+            RequestCode.QUERY_TOPICS_BY_CONSUMER: self.query_topics_by_consumer,
+            RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: self.invoke_broker_to_reset_offset,
+            RequestCode.GET_BROKER_RUNTIME_INFO: self.get_broker_runtime_info,
+            RequestCode.GET_BROKER_CONFIG: self.get_broker_config,
+            RequestCode.VIEW_MESSAGE_BY_ID: self.view_message_by_id,
+        }
+
+    # -- topics ----------------------------------------------------------------------------------
+    async def update_and_create_topic(self, ch: Channel, req: RemotingCommand, auth: RequestContext) -> RemotingCommand:
+        h = CreateTopicRequestHeader.from_ext_fields(req.ext_fields)
+        await self.ctx.run(self.broker.create_or_update_topic, h.topic, h.read_queue_nums, h.write_queue_nums, h.perm,
+                           h.order, h.attributes or None, h.topic_filter_type, h.topic_sys_flag or 0, auth=auth)
+        await self.ctx.register_now()
+        return req.response()
+
+    async def delete_topic(self, ch: Channel, req: RemotingCommand, auth: RequestContext) -> RemotingCommand:
+        h = DeleteTopicRequestHeader.from_ext_fields(req.ext_fields)
+        if not h.topic.strip():
+            raise RequestError(ResponseCode.INVALID_PARAMETER, "The specified topic is blank.")
+        await self.ctx.run(self.broker.delete_topic, h.topic, auth=auth)
+        await self.ctx.register_now()
+        return req.response()
+
+    async def get_all_topic_config(self, ch: Channel, req: RemotingCommand, auth: RequestContext) -> RemotingCommand:
+        topics = await self.ctx.run(self.broker.list_topics, auth=auth)
+        body = TopicConfigAndMappingSerializeWrapper(
+            topic_config_table={t.topic_name: topic_config_body(t) for t in topics})
+        header = GetAllTopicConfigResponseHeader(total_topic_num=len(topics))
+        return req.response(ext_fields=header.to_ext_fields(), body=body.to_json())
+
+    async def get_topic_config(self, ch: Channel, req: RemotingCommand, auth: RequestContext) -> RemotingCommand:
+        h = GetTopicConfigRequestHeader.from_ext_fields(req.ext_fields)
+        tc = await self.ctx.run(self.broker.get_topic, h.topic, auth=auth)
+        if tc is None:
+            return req.response(ResponseCode.TOPIC_NOT_EXIST, f"No topic in this broker. topic: {h.topic}")
+        return req.response(body=topic_config_body(tc).to_json())
+
+    async def get_topic_stats_info(self, ch: Channel, req: RemotingCommand, auth: RequestContext) -> RemotingCommand:
+        h = TopicRequestHeader.from_ext_fields(req.ext_fields)
+        stats = await self.ctx.run(self.broker.topic_stats, h.topic, auth=auth)
+        return req.response(body=topic_stats_table(self.broker_name, stats).to_json())
+
+    # -- subscription groups ---------------------------------------------------------------------
+    async def update_and_create_subscription_group(self, ch: Channel, req: RemotingCommand,
+                                                   auth: RequestContext) -> RemotingCommand:
+        obj = fastjson.loads(req.body) if req.body else None
+        if not isinstance(obj, dict) or not isinstance(obj.get("groupName"), str):
+            raise RequestError(ResponseCode.SYSTEM_ERROR, "the body is not a SubscriptionGroupConfig with a groupName")
+        cfg = SubscriptionGroupConfig.from_json(obj["groupName"], obj)
+        await self.ctx.run(self.broker.create_or_update_subscription_group, cfg, auth=auth)
+        return req.response()
+
+    async def delete_subscription_group(self, ch: Channel, req: RemotingCommand,
+                                        auth: RequestContext) -> RemotingCommand:
+        h = DeleteSubscriptionGroupRequestHeader.from_ext_fields(req.ext_fields)
+        await self.ctx.run(self.broker.delete_subscription_group, h.group_name, h.clean_offset, auth=auth)
+        return req.response()
+
+    async def get_all_subscription_group_config(self, ch: Channel, req: RemotingCommand,
+                                                auth: RequestContext) -> RemotingCommand:
+        groups = await self.ctx.run(self.broker.list_subscription_groups, auth=auth)
+        body = SubscriptionGroupWrapper(subscription_group_table={g.group_name: g.to_json() for g in groups})
+        return req.response(ext_fields={"totalGroupNum": str(len(groups))}, body=body.to_json())
+
+    async def get_subscription_group_config(self, ch: Channel, req: RemotingCommand,
+                                            auth: RequestContext) -> RemotingCommand:
+        h = GetSubscriptionGroupConfigRequestHeader.from_ext_fields(req.ext_fields)
+        cfg = await self.ctx.run(self.broker.get_subscription_group, h.group, auth=auth)
+        if cfg is None:
+            return req.response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, "No group in this broker")
+        return req.response(body=fastjson.dumps(cfg.to_json()))
+
+    # -- stats and offsets -----------------------------------------------------------------------
+    async def get_consume_stats(self, ch: Channel, req: RemotingCommand, auth: RequestContext) -> RemotingCommand:
+        h = GetConsumeStatsRequestHeader.from_ext_fields(req.ext_fields)
+        topics = [t for t in (h.topic_list or "").split(";") if t] or [h.topic or None]
+        rows = []
+        for topic in topics:
+            rows += await self.ctx.run(self.broker.consume_stats, h.consumer_group, topic, auth=auth)
+        return req.response(body=consume_stats(self.broker_name, rows).to_json())
+
+    async def query_topic_consume_by_who(self, ch: Channel, req: RemotingCommand,
+                                         auth: RequestContext) -> RemotingCommand:
+        h = TopicRequestHeader.from_ext_fields(req.ext_fields)
+        groups = await self.ctx.run(self.broker.which_group_by_topic, h.topic, auth=auth)
+        return req.response(body=GroupList(group_list=sorted(groups)).to_json())
+
+    async def query_topics_by_consumer(self, ch: Channel, req: RemotingCommand,
+                                       auth: RequestContext) -> RemotingCommand:
+        h = QueryTopicsByConsumerRequestHeader.from_ext_fields(req.ext_fields)
+        topics = await self.ctx.run(self.broker.which_topic_by_consumer, h.group, auth=auth)
+        return req.response(body=TopicList(topic_list=sorted(topics), broker_addr=self.broker.config.broker_addr)
+                            .to_json())
+
+    async def invoke_broker_to_reset_offset(self, ch: Channel, req: RemotingCommand,
+                                            auth: RequestContext) -> RemotingCommand:
+        """Server-side reset (useServerSideResetOffset): queueId < 0 -> every queue by timestamp."""
+        h = ResetOffsetRequestHeader.from_ext_fields(req.ext_fields)
+        if h.queue_id >= 0 and h.offset is not None and h.offset != -1:
+            plan = await self.ctx.run(self.broker.reset_offset, h.group, h.topic, None, offset=h.offset,
+                                      queue_id=h.queue_id, auth=auth)
+        else:
+            plan = await self.ctx.run(self.broker.reset_offset, h.group, h.topic, h.timestamp,
+                                      queue_id=h.queue_id if h.queue_id >= 0 else None, auth=auth)
+        return req.response(body=reset_offset_body(self.broker_name, plan).to_json())
+
+    # -- broker ----------------------------------------------------------------------------------
+    async def get_broker_runtime_info(self, ch: Channel, req: RemotingCommand,
+                                      auth: RequestContext) -> RemotingCommand:
+        info = await self.ctx.run(self.broker.broker_runtime_info, auth=auth)
+        return req.response(body=KVTable(table=info).to_json())
+
+    async def get_broker_config(self, ch: Channel, req: RemotingCommand, auth: RequestContext) -> RemotingCommand:
+        props = to_properties(self.broker.config)
+        header = GetBrokerConfigResponseHeader(version=DataVersion().to_json().decode())
+        return req.response(ext_fields=header.to_ext_fields(), body=properties_text(props))
+
+    async def view_message_by_id(self, ch: Channel, req: RemotingCommand, auth: RequestContext) -> RemotingCommand:
+        h = ViewMessageRequestHeader.from_ext_fields(req.ext_fields)
+        msg = await self.ctx.run(self.broker.view_message, h.offset, auth=auth)
+        if msg is None:
+            return req.response(ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {h.offset}")
+        return req.response(body=message_ext_to_record(msg))

@@ -1,0 +1,76 @@
+"""Broker handlers for writers: SEND_MESSAGE / V2 / BATCH, END_TRANSACTION, CONSUMER_SEND_MSG_BACK (spec B.2, B.5)."""
+
+from __future__ import annotations
+
+from broker_core.broker.request_context import RequestContext
+from broker_core.remoting import RemotingCommand, RequestCode
+from broker_core.remoting.headers import (
+    ConsumerSendMsgBackRequestHeader,
+    EndTransactionRequestHeader,
+    SendMessageRequestHeader,
+    SendMessageRequestHeaderV2,
+    SendMessageResponseHeader,
+)
+from broker_core.store.codec.batch import decode_batch
+from broker_core.store.codec.properties import decode_properties
+
+from .broker_context import BrokerContext, BrokerHandler
+from .channel import Channel
+
+
+def send_header(req: RemotingCommand) -> SendMessageRequestHeader:
+    """V1 names or V2 one-letter names; Java picks V2 for SEND_MESSAGE_V2 and for smart batch sends."""
+    if req.code == RequestCode.SEND_MESSAGE_V2 or ("b" in req.ext_fields and "topic" not in req.ext_fields):
+        return SendMessageRequestHeaderV2.from_ext_fields(req.ext_fields).to_v1()
+    return SendMessageRequestHeader.from_ext_fields(req.ext_fields)
+
+
+class ProduceHandlers:
+    def __init__(self, ctx: BrokerContext) -> None:
+        self.ctx = ctx
+        self.broker = ctx.broker
+
+    def table(self) -> dict[int, BrokerHandler]:
+        return {
+            RequestCode.SEND_MESSAGE: self.send_message,
+            RequestCode.SEND_MESSAGE_V2: self.send_message,
+            RequestCode.SEND_BATCH_MESSAGE: self.send_message,
+            RequestCode.END_TRANSACTION: self.end_transaction,
+            RequestCode.CONSUMER_SEND_MSG_BACK: self.consumer_send_msg_back,
+        }
+
+    async def send_message(self, ch: Channel, req: RemotingCommand, auth: RequestContext) -> RemotingCommand:
+        h = send_header(req)
+        props = decode_properties(h.properties) if h.properties else {}
+        host, _, port = ch.remote_addr.rpartition(":")
+        common = {"queue_id": h.queue_id if h.queue_id >= 0 else None, "born_host": (host, int(port or 0)),
+                  "born_timestamp": h.born_timestamp, "sys_flag": h.sys_flag, "producer_group": h.producer_group,
+                  "default_topic": h.default_topic, "default_topic_queue_nums": h.default_topic_queue_nums,
+                  "auth": auth}
+        if req.code == RequestCode.SEND_BATCH_MESSAGE or h.batch:
+            items = decode_batch(req.body)
+            result = await self.ctx.run(self.broker.send_batch, h.topic, items, props, **common)
+        else:
+            result = await self.ctx.run(self.broker.send_message, h.topic, req.body, props, flag=h.flag,
+                                        reconsume_times=h.reconsume_times or 0, **common)
+        header = SendMessageResponseHeader(msg_id=result.msg_id, queue_id=result.queue_id,
+                                           queue_offset=result.queue_offset,
+                                           transaction_id=result.transaction_id or result.uniq_key or None,
+                                           batch_uniq_id=result.batch_uniq_id)
+        ext = header.to_ext_fields() | {"MSG_REGION": result.region_id, "TRACE_ON": "true" if result.trace_on else "false"}
+        return req.response(result.response_code, None, ext)
+
+    async def end_transaction(self, ch: Channel, req: RemotingCommand, auth: RequestContext) -> RemotingCommand | None:
+        h = EndTransactionRequestHeader.from_ext_fields(req.ext_fields)
+        result = await self.ctx.run(self.broker.end_transaction, h.producer_group, h.tran_state_table_offset,
+                                    h.commit_log_offset, h.commit_or_rollback, msg_id=h.msg_id,
+                                    transaction_id=h.transaction_id, from_transaction_check=h.from_transaction_check,
+                                    topic=h.topic, auth=auth)
+        code = result.response_code
+        return None if code is None else req.response(code, result.remark or None)
+
+    async def consumer_send_msg_back(self, ch: Channel, req: RemotingCommand, auth: RequestContext) -> RemotingCommand:
+        h = ConsumerSendMsgBackRequestHeader.from_ext_fields(req.ext_fields)
+        await self.ctx.run(self.broker.consumer_send_back, h.group, h.offset, h.delay_level,
+                           origin_topic=h.origin_topic, max_reconsume_times=h.max_reconsume_times, auth=auth)
+        return req.response()

@@ -1,0 +1,196 @@
+"""The name server (default port 9876): brokers register here, clients and mqadmin read routes (spec B.1).
+
+Why a thin adapter: every rule lives in ``RouteInfoManager``; this module decodes the request
+headers/bodies, calls it and encodes the answers. Like RocketMQ's, the name server does no
+authentication (spec D.2): signed requests are simply accepted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+import time
+import zlib
+from dataclasses import dataclass
+
+from broker_core.remoting import RemotingCommand, RequestCode, ResponseCode
+from broker_core.remoting.bodies import DataVersion, KVTable, RegisterBrokerBody, TopicList
+from broker_core.remoting.codes import V4_9_4
+from broker_core.remoting.headers import (
+    DeleteKVConfigRequestHeader,
+    DeleteTopicFromNamesrvRequestHeader,
+    GetKVConfigRequestHeader,
+    GetKVConfigResponseHeader,
+    GetRouteInfoRequestHeader,
+    GetTopicsByClusterRequestHeader,
+    PutKVConfigRequestHeader,
+    RegisterBrokerRequestHeader,
+    RegisterBrokerResponseHeader,
+    UnRegisterBrokerRequestHeader,
+)
+
+from .channel import Channel
+from .remoting_server import Handler, RemotingServer, RequestError, ServerConfig
+from .route_info import DEFAULT_BROKER_CHANNEL_EXPIRED_TIME_MS, RouteInfoManager
+
+log = logging.getLogger("rmqops.namesrv")
+
+FAQ = "\nSee https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details."
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass(slots=True)
+class NamesrvConfig:
+    """RocketMQ's NamesrvConfig names: how often to scan for silent brokers and when one is dead."""
+
+    listen_port: int = 9876
+    listen_host: str = "127.0.0.1"
+    scan_not_active_broker_interval: int = 5_000  # ms
+    broker_channel_expired_time: int = DEFAULT_BROKER_CHANNEL_EXPIRED_TIME_MS  # ms, when the broker sends none
+    enable_all_topic_list: bool = True
+
+
+class NameServer:
+    def __init__(self, config: NamesrvConfig | None = None, server_config: ServerConfig | None = None) -> None:
+        self.config = config or NamesrvConfig()
+        self.routes = RouteInfoManager(_now_ms, self.config.broker_channel_expired_time)
+        self.server = RemotingServer("namesrv", self._handlers(), server_config)
+        self._scan: asyncio.Task[None] | None = None
+        self._watched: set[str] = set()
+
+    @property
+    def port(self) -> int:
+        return self.server.port
+
+    async def start(self, sock: socket.socket | None = None) -> int:
+        """Serve on ``sock`` when given (already bound), else on listen_host:listen_port (0 = free port)."""
+        port = await self.server.start(self.config.listen_host, self.config.listen_port, sock=sock)
+        self._scan = asyncio.get_running_loop().create_task(self._scan_loop())
+        return port
+
+    async def stop(self) -> None:
+        if self._scan is not None:
+            self._scan.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._scan
+        await self.server.stop()
+
+    async def _scan_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.scan_not_active_broker_interval / 1000)
+            self.routes.scan_not_active_broker()
+
+    def _on_channel_close(self, ch: Channel) -> None:
+        self._watched.discard(ch.id)
+        self.routes.on_channel_destroy(ch.id)
+
+    def _handlers(self) -> dict[int, Handler]:
+        return {
+            RequestCode.REGISTER_BROKER: self.register_broker,
+            RequestCode.UNREGISTER_BROKER: self.unregister_broker,
+            RequestCode.GET_ROUTEINFO_BY_TOPIC: self.get_route_info,
+            RequestCode.GET_BROKER_CLUSTER_INFO: self.get_cluster_info,
+            RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: self.get_all_topic_list,
+            RequestCode.DELETE_TOPIC_IN_NAMESRV: self.delete_topic,
+            RequestCode.PUT_KV_CONFIG: self.put_kv_config,
+            RequestCode.GET_KV_CONFIG: self.get_kv_config,
+            RequestCode.DELETE_KV_CONFIG: self.delete_kv_config,
+            RequestCode.GET_KVLIST_BY_NAMESPACE: self.get_kv_list,
+            RequestCode.GET_TOPICS_BY_CLUSTER: self.get_topics_by_cluster,
+            RequestCode.QUERY_DATA_VERSION: self.query_data_version,
+            RequestCode.BROKER_HEARTBEAT: self.broker_heartbeat,
+        }
+
+    # -- handlers --------------------------------------------------------------------------------
+    async def register_broker(self, ch: Channel, req: RemotingCommand) -> RemotingCommand:
+        h = RegisterBrokerRequestHeader.from_ext_fields(req.ext_fields)
+        if h.body_crc32 and (zlib.crc32(req.body) & 0x7FFFFFFF) != h.body_crc32:
+            return req.response(ResponseCode.SYSTEM_ERROR, "crc32 not match")
+        if h.compressed:
+            raise RequestError(ResponseCode.SYSTEM_ERROR, "register broker failed: compressed registration bodies "
+                                                          "are not supported by this name server")
+        body = RegisterBrokerBody.from_json(req.body) if req.body else RegisterBrokerBody()
+        wrapper = body.topic_config_serialize_wrapper
+        if ch.id not in self._watched:  # a broker's connection closing drops what it registered
+            self._watched.add(ch.id)
+            ch.on_close(self._on_channel_close)
+        result = self.routes.register_broker(h.cluster_name, h.broker_addr, h.broker_name, h.broker_id,
+                                             h.ha_server_addr, wrapper.data_version, wrapper.topic_config_table,
+                                             h.heartbeat_timeout_millis, ch.id)
+        resp = RegisterBrokerResponseHeader(ha_server_addr=result.ha_server_addr, master_addr=result.master_addr)
+        body_out = KVTable(table=result.order_topic_config).to_json() if result.order_topic_config else b""
+        return req.response(ext_fields=resp.to_ext_fields(), body=body_out)
+
+    async def unregister_broker(self, ch: Channel, req: RemotingCommand) -> RemotingCommand:
+        h = UnRegisterBrokerRequestHeader.from_ext_fields(req.ext_fields)
+        self.routes.unregister_broker(h.cluster_name, h.broker_addr, h.broker_name, h.broker_id)
+        return req.response()
+
+    async def get_route_info(self, ch: Channel, req: RemotingCommand) -> RemotingCommand:
+        h = GetRouteInfoRequestHeader.from_ext_fields(req.ext_fields)
+        route = self.routes.pick_topic_route(h.topic)
+        if route is None:
+            return req.response(ResponseCode.TOPIC_NOT_EXIST,
+                                f"No topic route info in name server for the topic: {h.topic}{FAQ}")
+        browser = req.version >= V4_9_4 or bool(h.accept_standard_json_only)
+        return req.response(body=route.to_json(browser_compatible=browser))
+
+    async def get_cluster_info(self, ch: Channel, req: RemotingCommand) -> RemotingCommand:
+        return req.response(body=self.routes.cluster_info().to_json())
+
+    async def get_all_topic_list(self, ch: Channel, req: RemotingCommand) -> RemotingCommand:
+        if not self.config.enable_all_topic_list:
+            return req.response(ResponseCode.SYSTEM_ERROR, "disable")
+        return req.response(body=TopicList(topic_list=self.routes.all_topics()).to_json())
+
+    async def delete_topic(self, ch: Channel, req: RemotingCommand) -> RemotingCommand:
+        h = DeleteTopicFromNamesrvRequestHeader.from_ext_fields(req.ext_fields)
+        self.routes.delete_topic(h.topic, h.cluster_name)
+        return req.response()
+
+    async def put_kv_config(self, ch: Channel, req: RemotingCommand) -> RemotingCommand:
+        h = PutKVConfigRequestHeader.from_ext_fields(req.ext_fields)
+        self.routes.put_kv(h.namespace, h.key, h.value)
+        return req.response()
+
+    async def get_kv_config(self, ch: Channel, req: RemotingCommand) -> RemotingCommand:
+        h = GetKVConfigRequestHeader.from_ext_fields(req.ext_fields)
+        value = self.routes.get_kv(h.namespace, h.key)
+        if value is None:
+            return req.response(ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {h.namespace} Key: {h.key}")
+        return req.response(ext_fields=GetKVConfigResponseHeader(value=value).to_ext_fields())
+
+    async def delete_kv_config(self, ch: Channel, req: RemotingCommand) -> RemotingCommand:
+        h = DeleteKVConfigRequestHeader.from_ext_fields(req.ext_fields)
+        self.routes.delete_kv(h.namespace, h.key)
+        return req.response()
+
+    async def get_kv_list(self, ch: Channel, req: RemotingCommand) -> RemotingCommand:
+        namespace = req.ext_fields.get("namespace", "")
+        table = self.routes.kv_config.get(namespace)
+        if not table:
+            return req.response(ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {namespace}")
+        return req.response(body=KVTable(table=dict(table)).to_json())
+
+    async def get_topics_by_cluster(self, ch: Channel, req: RemotingCommand) -> RemotingCommand:
+        h = GetTopicsByClusterRequestHeader.from_ext_fields(req.ext_fields)
+        return req.response(body=TopicList(topic_list=self.routes.topics_by_cluster(h.cluster)).to_json())
+
+    async def query_data_version(self, ch: Channel, req: RemotingCommand) -> RemotingCommand:
+        addr = req.ext_fields.get("brokerAddr", "")
+        live = self.routes.broker_live_table.get(addr)
+        theirs = DataVersion.from_json(req.body) if req.body else DataVersion()
+        changed = live is None or live.data_version != theirs
+        self.routes.refresh(addr)
+        body = live.data_version.to_json() if live is not None else b""
+        return req.response(ext_fields={"changed": "true" if changed else "false"}, body=body)
+
+    async def broker_heartbeat(self, ch: Channel, req: RemotingCommand) -> RemotingCommand:
+        self.routes.refresh(req.ext_fields.get("brokerAddr", ""))
+        return req.response()
+

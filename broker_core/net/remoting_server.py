@@ -1,0 +1,208 @@
+"""The asyncio remoting server shared by the name server and the broker.
+
+Why one server: framing, dispatch by request code, oneway handling, errors-to-response-codes and the
+hostile-input policy are the same for both; each side only supplies a table ``code -> handler``.
+Hostile input never takes the server down: an oversize frame, a header that does not decode, a
+peer idle past ``idle_timeout`` (e.g. a half-sent frame that never completes) or a connection over
+``max_connections`` closes *that* connection with one log line; every other client goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import cast
+
+from broker_core.auth.errors import AuthError
+from broker_core.broker.errors import BrokerError
+from broker_core.remoting import (
+    DEFAULT_FRAME_MAX_LENGTH,
+    FrameDecoder,
+    FrameError,
+    HeaderError,
+    RemotingCommand,
+    RequestCode,
+    ResponseCode,
+)
+from broker_core.remoting.body_base import BodyError
+
+from .channel import Channel
+
+log = logging.getLogger("rmqops.net")
+
+Handler = Callable[[Channel, RemotingCommand], Awaitable[RemotingCommand | None]]
+"""Answers one request; returns the response (ignored for oneway requests) or None for no answer."""
+PreHandler = Callable[[Channel, RemotingCommand], Awaitable[RemotingCommand | None]]
+"""Runs before the handler (ACL pipeline); a returned command is the answer and the handler is skipped."""
+
+
+class RequestError(Exception):
+    """A handler's refusal with a response code and remark (errors that are not the Broker's)."""
+
+    def __init__(self, code: int, remark: str) -> None:
+        super().__init__(remark)
+        self.code = code
+        self.remark = remark
+
+
+@dataclass(slots=True)
+class ServerConfig:
+    """RocketMQ's netty server settings that matter here (names from NettyServerConfig / system properties)."""
+
+    frame_max_length: int = DEFAULT_FRAME_MAX_LENGTH  # com.rocketmq.remoting.frameMaxLength
+    idle_timeout: float = 120.0  # serverChannelMaxIdleTimeSeconds
+    max_connections: int = 10_000
+
+
+class _Connection(asyncio.Protocol):
+    def __init__(self, server: RemotingServer) -> None:
+        self.server = server
+        self.decoder = FrameDecoder(server.config.frame_max_length)
+        self.channel: Channel | None = None
+        self._idle: asyncio.TimerHandle | None = None
+        self._reason: str | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        loop = self.server.loop
+        # uvloop's transports are not asyncio.Transport subclasses but have the same methods
+        ch = self.channel = Channel(cast(asyncio.Transport, transport), loop)
+        srv = self.server
+        if len(srv.channels) >= srv.config.max_connections:
+            self._reject(f"{len(srv.channels)} connections open, the limit is {srv.config.max_connections}")
+            return
+        srv.channels.add(ch)
+        self._arm_idle()
+
+    def _arm_idle(self) -> None:
+        if self._idle is not None:
+            self._idle.cancel()
+        self._idle = self.server.loop.call_later(self.server.config.idle_timeout, self._check_idle)
+
+    def _check_idle(self) -> None:
+        ch = self.channel
+        if ch is None or ch.closed:
+            return
+        idle = self.server.loop.time() - ch.last_activity
+        timeout = self.server.config.idle_timeout
+        if idle + 0.001 < timeout:
+            self._idle = self.server.loop.call_later(timeout - idle, self._check_idle)
+            return
+        extra = f" with {self.decoder.pending} bytes of an unfinished frame" if self.decoder.pending else ""
+        self._reject(f"idle for {timeout:g}s{extra}")
+
+    def _reject(self, reason: str) -> None:
+        ch = self.channel
+        assert ch is not None
+        if self._reason is None:
+            self._reason = reason
+            log.warning("%s: closing connection %s: %s", self.server.name, ch.remote_addr, reason)
+        ch.close()
+
+    def data_received(self, data: bytes) -> None:
+        ch = self.channel
+        if ch is None or ch.closed or self._reason is not None:
+            return
+        ch.last_activity = self.server.loop.time()
+        try:
+            commands = self.decoder.feed(data)
+        except FrameError as e:
+            self._reject(str(e))
+            return
+        for cmd in commands:
+            if cmd.is_response:
+                ch.complete(cmd)
+            else:
+                self.server.dispatch(ch, cmd)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._idle is not None:
+            self._idle.cancel()
+        ch = self.channel
+        if ch is not None:
+            self.server.channels.discard(ch)
+            ch.closed_by_transport()
+
+
+class RemotingServer:
+    def __init__(self, name: str, handlers: Mapping[int, Handler], config: ServerConfig | None = None,
+                 pre_handler: PreHandler | None = None) -> None:
+        self.name = name
+        self.handlers = dict(handlers)
+        self.config = config or ServerConfig()
+        self.pre_handler = pre_handler
+        self.channels: set[Channel] = set()
+        self._server: asyncio.base_events.Server | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.port = 0
+        self.shutting_down = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        assert self._loop is not None
+        return self._loop
+
+    async def start(self, host: str, port: int, sock: socket.socket | None = None) -> int:
+        """Listen on host:port (0 = a free port) or on an already bound ``sock``; returns the bound port."""
+        self._loop = asyncio.get_running_loop()
+        if sock is not None:
+            self._server = await self._loop.create_server(lambda: _Connection(self), sock=sock, backlog=1024)
+        else:
+            self._server = await self._loop.create_server(lambda: _Connection(self), host, port, reuse_address=True,
+                                                          backlog=1024)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self.port
+
+    async def stop(self) -> None:
+        self.shutting_down = True
+        if self._server is not None:
+            self._server.close()
+        for ch in list(self.channels):
+            ch.close()
+        if self._tasks:
+            for t in list(self._tasks):
+                t.cancel()
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._server is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), 2)
+
+    def dispatch(self, ch: Channel, cmd: RemotingCommand) -> None:
+        task = self.loop.create_task(self._handle(ch, cmd))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _handle(self, ch: Channel, cmd: RemotingCommand) -> None:
+        response = await self.process(ch, cmd)
+        if response is not None and not cmd.is_oneway:
+            response.opaque = cmd.opaque
+            response.flag |= 0x1
+            response.serialize_type = cmd.serialize_type
+            ch.write(response)
+
+    async def process(self, ch: Channel, cmd: RemotingCommand) -> RemotingCommand | None:
+        """The answer to one request (spec A.5), before the oneway rule is applied."""
+        if self.shutting_down and cmd.version > 475:
+            return cmd.response(ResponseCode.GO_AWAY, "please go away")
+        handler = self.handlers.get(cmd.code)
+        if handler is None:
+            return cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {cmd.code} not supported")
+        try:
+            if self.pre_handler is not None:
+                refused = await self.pre_handler(ch, cmd)
+                if refused is not None:
+                    return refused
+            return await handler(ch, cmd)
+        except asyncio.CancelledError:
+            raise
+        except (HeaderError, BodyError) as e:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, str(e))
+        except (RequestError, BrokerError, AuthError) as e:  # each carries RocketMQ's response code
+            return cmd.response(e.code, e.remark)
+        except Exception as e:
+            log.exception("%s: %s from %s failed", self.name, RequestCode.name_of(cmd.code), ch.remote_addr)
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(e).__name__}: {e}")
