@@ -19,17 +19,22 @@ from broker_core.auth.authentication import AuthenticationContext
 from broker_core.broker.broker import Broker
 from broker_core.broker.request_context import RequestContext
 from broker_core.remoting import RemotingCommand, RequestCode, ResponseCode
-from broker_core.remoting.bodies import DataVersion, RegisterBrokerBody, TopicConfigSerializeWrapper
+from broker_core.remoting.bodies import (
+    DataVersion,
+    RegisterBrokerBody,
+    TopicConfigBody,
+    TopicConfigSerializeWrapper,
+)
 from broker_core.remoting.headers import RegisterBrokerRequestHeader, UnRegisterBrokerRequestHeader
 
 from .broker_context import BrokerContext, BrokerHandler
 from .channel import Channel
 from .handlers_admin import AdminHandlers
+from .handlers_client import ClientHandlers
 from .handlers_consume import ConsumeHandlers
 from .handlers_produce import ProduceHandlers
 from .outbound import OutboundConnection
 from .remoting_server import Handler, RemotingServer, ServerConfig
-from .wire_convert import topic_config_body
 
 log = logging.getLogger("rmqops.broker.net")
 
@@ -49,11 +54,11 @@ class BrokerRemotingServer:
         self._namesrv: dict[str, OutboundConnection] = {}
         self._register_task: asyncio.Task[None] | None = None
         self._register_lock: asyncio.Lock | None = None
-        self.data_version = DataVersion(timestamp=broker.clock())
 
     def _broker_handlers(self) -> dict[int, BrokerHandler]:
         table: dict[int, BrokerHandler] = {}
-        for part in (ProduceHandlers(self.ctx), ConsumeHandlers(self.ctx), AdminHandlers(self.ctx)):
+        for part in (ProduceHandlers(self.ctx), ConsumeHandlers(self.ctx), AdminHandlers(self.ctx),
+                     ClientHandlers(self.ctx)):
             table.update(part.table())
         return table
 
@@ -112,16 +117,16 @@ class BrokerRemotingServer:
         return conn
 
     def _register_request(self) -> RemotingCommand:
-        cfg = self.broker.config
-        topics = {t.topic_name: topic_config_body(t) for t in self.broker.list_topics()}
-        self.data_version.counter += 1
-        self.data_version.timestamp = self.broker.clock()
+        reg = self.broker.registration()
+        topics = {t.topic_name: TopicConfigBody(topic_name=t.topic_name, read_queue_nums=t.read_queue_nums,
+                                                write_queue_nums=t.write_queue_nums, perm=t.perm,
+                                                topic_sys_flag=t.topic_sys_flag, order=t.order) for t in reg.topics}
         body = RegisterBrokerBody(topic_config_serialize_wrapper=TopicConfigSerializeWrapper(
-            topic_config_table=topics, data_version=DataVersion(counter=self.data_version.counter,
-                                                                timestamp=self.data_version.timestamp))).to_json()
-        header = RegisterBrokerRequestHeader(broker_name=cfg.broker_name, broker_addr=cfg.broker_addr,
-                                             cluster_name=cfg.broker_cluster_name, ha_server_addr="",
-                                             broker_id=cfg.broker_id, heartbeat_timeout_millis=self.heartbeat_timeout_ms,
+            topic_config_table=topics, data_version=DataVersion(counter=reg.data_version,
+                                                                timestamp=self.broker.clock()))).to_json()
+        header = RegisterBrokerRequestHeader(broker_name=reg.broker_name, broker_addr=reg.broker_addr,
+                                             cluster_name=reg.cluster_name, ha_server_addr=reg.ha_server_addr,
+                                             broker_id=reg.broker_id, heartbeat_timeout_millis=self.heartbeat_timeout_ms,
                                              body_crc32=zlib.crc32(body) & 0x7FFFFFFF)
         return RemotingCommand.request(RequestCode.REGISTER_BROKER, header.to_ext_fields(), body)
 

@@ -70,9 +70,14 @@ class ConsumeHandlers:
         }
 
     def subscription_of(self, h: PullMessageRequestHeader) -> tuple[str, str]:
-        """(expressionType, expression): the request's own when it carries one (SUBSCRIPTION flag)."""
+        """(expressionType, expression): the request's own when it carries one (SUBSCRIPTION flag), else
+        what the group's consumers declared in their heartbeats (spec B.2.2), else everything."""
         if h.sys_flag & FLAG_SUBSCRIPTION and h.subscription:
             return h.expression_type or "TAG", h.subscription
+        group = self.broker.client_registry.consumer_group(h.consumer_group)
+        sub = group.subscriptions.get(h.topic) if group is not None else None
+        if sub is not None:
+            return sub.expression_type or "TAG", sub.sub_string or "*"
         return "TAG", "*"
 
     async def pull_message(self, ch: Channel, req: RemotingCommand, auth: RequestContext) -> RemotingCommand:
@@ -80,9 +85,10 @@ class ConsumeHandlers:
         suspend = bool(h.sys_flag & FLAG_SUSPEND)
         commit = h.commit_offset if (h.sys_flag & FLAG_COMMIT_OFFSET and suspend) else None
         exp_type, exp = self.subscription_of(h)
-        result = await self.ctx.run(self.broker.pull_message, h.consumer_group, h.topic, h.queue_id, h.queue_offset,
-                                    h.max_msg_nums, exp_type, exp, h.suspend_timeout_millis if suspend else 0,
-                                    commit, auth=auth)
+        # a suspended pull awaits the Broker's waiter (dispatch wakes it): no thread is parked
+        result = await self.broker.pull_message_async(h.consumer_group, h.topic, h.queue_id, h.queue_offset,
+                                                      h.max_msg_nums, exp_type, exp,
+                                                      h.suspend_timeout_millis if suspend else 0, commit, auth=auth)
         header = PullMessageResponseHeader(suggest_which_broker_id=result.suggest_which_broker_id,
                                            next_begin_offset=result.next_begin_offset, min_offset=result.min_offset,
                                            max_offset=result.max_offset, topic_sys_flag=result.topic_sys_flag,
@@ -92,10 +98,10 @@ class ConsumeHandlers:
 
     async def pop_message(self, ch: Channel, req: RemotingCommand, auth: RequestContext) -> RemotingCommand:
         h = PopMessageRequestHeader.from_ext_fields(req.ext_fields)
-        result = await self.ctx.run(self.broker.pop_message, h.consumer_group, h.topic,
-                                    h.queue_id if h.queue_id >= 0 else None, h.max_msg_nums, h.invisible_time,
-                                    h.exp_type or "TAG", h.exp or "*", attempt_id=h.attempt_id, order=h.order,
-                                    poll_time_ms=h.poll_time, init_mode=h.init_mode, auth=auth)
+        result = await self.broker.pop_message_async(h.consumer_group, h.topic, h.queue_id if h.queue_id >= 0 else None,
+                                                     h.max_msg_nums, h.invisible_time, h.exp_type or "TAG",
+                                                     h.exp or "*", attempt_id=h.attempt_id, order=h.order,
+                                                     poll_time_ms=h.poll_time, init_mode=h.init_mode, auth=auth)
         header = PopMessageResponseHeader(pop_time=result.pop_time, invisible_time=result.invisible_time,
                                           revive_qid=result.revive_qid, rest_num=result.rest_num,
                                           start_offset_info=result.start_offset_info or None,

@@ -15,8 +15,14 @@ import time
 import zlib
 from dataclasses import dataclass
 
-from broker_core.remoting import RemotingCommand, RequestCode, ResponseCode
-from broker_core.remoting.bodies import DataVersion, KVTable, RegisterBrokerBody, TopicList
+from broker_core.broker.route_info import (
+    BROKER_CHANNEL_EXPIRED_TIME_MS,
+    BrokerRegistration,
+    RouteInfoManager,
+    TopicQueueConfig,
+)
+from broker_core.remoting import RemotingCommand, RequestCode, ResponseCode, fastjson
+from broker_core.remoting.bodies import KVTable, RegisterBrokerBody, TopicList
 from broker_core.remoting.codes import V4_9_4
 from broker_core.remoting.headers import (
     DeleteKVConfigRequestHeader,
@@ -33,10 +39,10 @@ from broker_core.remoting.headers import (
 
 from .channel import Channel
 from .remoting_server import Handler, RemotingServer, RequestError, ServerConfig
-from .route_info import DEFAULT_BROKER_CHANNEL_EXPIRED_TIME_MS, RouteInfoManager
 
 log = logging.getLogger("rmqops.namesrv")
 
+ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"
 FAQ = "\nSee https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details."
 
 
@@ -51,7 +57,7 @@ class NamesrvConfig:
     listen_port: int = 9876
     listen_host: str = "127.0.0.1"
     scan_not_active_broker_interval: int = 5_000  # ms
-    broker_channel_expired_time: int = DEFAULT_BROKER_CHANNEL_EXPIRED_TIME_MS  # ms, when the broker sends none
+    broker_channel_expired_time: int = BROKER_CHANNEL_EXPIRED_TIME_MS  # ms, when the broker sends none
     enable_all_topic_list: bool = True
 
 
@@ -62,6 +68,7 @@ class NameServer:
         self.server = RemotingServer("namesrv", self._handlers(), server_config)
         self._scan: asyncio.Task[None] | None = None
         self._watched: set[str] = set()
+        self.kv_config: dict[str, dict[str, str]] = {}  # KVConfigManager (in memory)
 
     @property
     def port(self) -> int:
@@ -83,11 +90,14 @@ class NameServer:
     async def _scan_loop(self) -> None:
         while True:
             await asyncio.sleep(self.config.scan_not_active_broker_interval / 1000)
-            self.routes.scan_not_active_broker()
+            for addr in self.routes.scan_not_active_brokers():
+                log.warning("broker %s removed from routes: no registration for more than %d ms", addr,
+                            self.config.broker_channel_expired_time)
 
     def _on_channel_close(self, ch: Channel) -> None:
         self._watched.discard(ch.id)
-        self.routes.on_channel_destroy(ch.id)
+        for addr in self.routes.channel_closed(ch.id):
+            log.info("broker %s removed from routes: its connection closed", addr)
 
     def _handlers(self) -> dict[int, Handler]:
         return {
@@ -102,8 +112,6 @@ class NameServer:
             RequestCode.DELETE_KV_CONFIG: self.delete_kv_config,
             RequestCode.GET_KVLIST_BY_NAMESPACE: self.get_kv_list,
             RequestCode.GET_TOPICS_BY_CLUSTER: self.get_topics_by_cluster,
-            RequestCode.QUERY_DATA_VERSION: self.query_data_version,
-            RequestCode.BROKER_HEARTBEAT: self.broker_heartbeat,
         }
 
     # -- handlers --------------------------------------------------------------------------------
@@ -119,11 +127,15 @@ class NameServer:
         if ch.id not in self._watched:  # a broker's connection closing drops what it registered
             self._watched.add(ch.id)
             ch.on_close(self._on_channel_close)
-        result = self.routes.register_broker(h.cluster_name, h.broker_addr, h.broker_name, h.broker_id,
-                                             h.ha_server_addr, wrapper.data_version, wrapper.topic_config_table,
-                                             h.heartbeat_timeout_millis, ch.id)
-        resp = RegisterBrokerResponseHeader(ha_server_addr=result.ha_server_addr, master_addr=result.master_addr)
-        body_out = KVTable(table=result.order_topic_config).to_json() if result.order_topic_config else b""
+        topics = [TopicQueueConfig(name, tc.read_queue_nums, tc.write_queue_nums, tc.perm, tc.topic_sys_flag, tc.order)
+                  for name, tc in wrapper.topic_config_table.items()]
+        result = self.routes.register_broker(BrokerRegistration(h.cluster_name, h.broker_name, h.broker_addr,
+                                                                h.broker_id, h.ha_server_addr, topics,
+                                                                wrapper.data_version.counter), ch.id)
+        resp = RegisterBrokerResponseHeader(ha_server_addr=result.ha_server_addr or None,
+                                            master_addr=result.master_addr or None)
+        order = self.kv_config.get(ORDER_TOPIC_CONFIG)
+        body_out = KVTable(table=dict(order)).to_json() if order else b""
         return req.response(ext_fields=resp.to_ext_fields(), body=body_out)
 
     async def unregister_broker(self, ch: Channel, req: RemotingCommand) -> RemotingCommand:
@@ -138,15 +150,19 @@ class NameServer:
             return req.response(ResponseCode.TOPIC_NOT_EXIST,
                                 f"No topic route info in name server for the topic: {h.topic}{FAQ}")
         browser = req.version >= V4_9_4 or bool(h.accept_standard_json_only)
-        return req.response(body=route.to_json(browser_compatible=browser))
+        obj = route.to_dict()
+        order_conf = self.kv_config.get(ORDER_TOPIC_CONFIG, {}).get(h.topic)
+        if order_conf:
+            obj["orderTopicConf"] = order_conf
+        return req.response(body=fastjson.dumps(obj, browser_compatible=browser))
 
     async def get_cluster_info(self, ch: Channel, req: RemotingCommand) -> RemotingCommand:
-        return req.response(body=self.routes.cluster_info().to_json())
+        return req.response(body=fastjson.dumps(self.routes.cluster_info().to_dict()))
 
     async def get_all_topic_list(self, ch: Channel, req: RemotingCommand) -> RemotingCommand:
         if not self.config.enable_all_topic_list:
             return req.response(ResponseCode.SYSTEM_ERROR, "disable")
-        return req.response(body=TopicList(topic_list=self.routes.all_topics()).to_json())
+        return req.response(body=TopicList(topic_list=self.routes.topic_list()).to_json())
 
     async def delete_topic(self, ch: Channel, req: RemotingCommand) -> RemotingCommand:
         h = DeleteTopicFromNamesrvRequestHeader.from_ext_fields(req.ext_fields)
@@ -155,42 +171,31 @@ class NameServer:
 
     async def put_kv_config(self, ch: Channel, req: RemotingCommand) -> RemotingCommand:
         h = PutKVConfigRequestHeader.from_ext_fields(req.ext_fields)
-        self.routes.put_kv(h.namespace, h.key, h.value)
+        self.kv_config.setdefault(h.namespace, {})[h.key] = h.value
         return req.response()
 
     async def get_kv_config(self, ch: Channel, req: RemotingCommand) -> RemotingCommand:
         h = GetKVConfigRequestHeader.from_ext_fields(req.ext_fields)
-        value = self.routes.get_kv(h.namespace, h.key)
+        value = self.kv_config.get(h.namespace, {}).get(h.key)
         if value is None:
             return req.response(ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {h.namespace} Key: {h.key}")
         return req.response(ext_fields=GetKVConfigResponseHeader(value=value).to_ext_fields())
 
     async def delete_kv_config(self, ch: Channel, req: RemotingCommand) -> RemotingCommand:
         h = DeleteKVConfigRequestHeader.from_ext_fields(req.ext_fields)
-        self.routes.delete_kv(h.namespace, h.key)
+        table = self.kv_config.get(h.namespace, {})
+        table.pop(h.key, None)
+        if not table:
+            self.kv_config.pop(h.namespace, None)
         return req.response()
 
     async def get_kv_list(self, ch: Channel, req: RemotingCommand) -> RemotingCommand:
         namespace = req.ext_fields.get("namespace", "")
-        table = self.routes.kv_config.get(namespace)
+        table = self.kv_config.get(namespace)
         if not table:
             return req.response(ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {namespace}")
         return req.response(body=KVTable(table=dict(table)).to_json())
 
     async def get_topics_by_cluster(self, ch: Channel, req: RemotingCommand) -> RemotingCommand:
         h = GetTopicsByClusterRequestHeader.from_ext_fields(req.ext_fields)
-        return req.response(body=TopicList(topic_list=self.routes.topics_by_cluster(h.cluster)).to_json())
-
-    async def query_data_version(self, ch: Channel, req: RemotingCommand) -> RemotingCommand:
-        addr = req.ext_fields.get("brokerAddr", "")
-        live = self.routes.broker_live_table.get(addr)
-        theirs = DataVersion.from_json(req.body) if req.body else DataVersion()
-        changed = live is None or live.data_version != theirs
-        self.routes.refresh(addr)
-        body = live.data_version.to_json() if live is not None else b""
-        return req.response(ext_fields={"changed": "true" if changed else "false"}, body=body)
-
-    async def broker_heartbeat(self, ch: Channel, req: RemotingCommand) -> RemotingCommand:
-        self.routes.refresh(req.ext_fields.get("brokerAddr", ""))
-        return req.response()
-
+        return req.response(body=TopicList(topic_list=self.routes.topics_of_cluster(h.cluster)).to_json())

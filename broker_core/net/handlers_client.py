@@ -1,0 +1,153 @@
+"""Broker handlers for client sessions: HEART_BEAT, UNREGISTER_CLIENT, GET_CONSUMER_LIST_BY_GROUP,
+GET_CONSUMER_CONNECTION_LIST, QUERY_MESSAGE, and the broker -> client requests over the client's own
+connection: NOTIFY_CONSUMER_IDS_CHANGED and CHECK_TRANSACTION_STATE (spec B.4, B.9).
+
+Why together: they all read or write the Broker's client registry, whose connection handles are
+this server's ``Channel`` objects.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+from broker_core.broker.client_registry import ClientChannelInfo, ConsumerData, SubscriptionData
+from broker_core.broker.request_context import RequestContext
+from broker_core.remoting import RemotingCommand, RequestCode, ResponseCode
+from broker_core.remoting import bodies as wire
+from broker_core.remoting.headers import (
+    CheckTransactionStateRequestHeader,
+    GetConsumerConnectionListRequestHeader,
+    GetConsumerListByGroupRequestHeader,
+    NotifyConsumerIdsChangedRequestHeader,
+    QueryMessageRequestHeader,
+    QueryMessageResponseHeader,
+    UnregisterClientRequestHeader,
+)
+from broker_core.store.codec.message import MessageExt
+from broker_core.store.codec.properties import PROPERTY_REAL_QUEUE_ID, PROPERTY_REAL_TOPIC
+from broker_core.store.codec.wire_record import message_ext_to_record, records_body
+
+from .broker_context import BrokerContext, BrokerHandler
+from .channel import Channel
+
+log = logging.getLogger("rmqops.broker.net")
+UNIQUE_KEY_QUERY = "_UNIQUE_KEY_QUERY"
+MAX_MSGS_NUM_BATCH = 64  # maxMsgsNumBatch: QUERY_MESSAGE's cap
+DEFAULT_QUERY_MAX_NUM = 32  # defaultQueryMaxNum: the cap of a unique-key query
+
+
+def consumer_data(c: wire.ConsumerData) -> ConsumerData:
+    subs = tuple(SubscriptionData(s.topic, s.sub_string, s.expression_type, s.sub_version, tuple(s.tags_set),
+                                  tuple(s.code_set)) for s in c.subscription_data_set)
+    return ConsumerData(c.group_name, c.consume_type, c.message_model, c.consume_from_where, subs, c.unit_mode)
+
+
+def wire_subscription(s: SubscriptionData) -> wire.SubscriptionData:
+    return wire.SubscriptionData(topic=s.topic, sub_string=s.sub_string, expression_type=s.expression_type,
+                                 sub_version=s.sub_version, tags_set=list(s.tags), code_set=list(s.codes))
+
+
+class ClientHandlers:
+    def __init__(self, ctx: BrokerContext) -> None:
+        self.ctx = ctx
+        self.broker = ctx.broker
+        self._watched: set[str] = set()
+        ctx.broker.client_registry.consumer_ids_changed_listeners.append(self._notify_consumer_ids_changed)
+        ctx.broker.set_transaction_check_listener(self._check_transaction_state)
+
+    def table(self) -> dict[int, BrokerHandler]:
+        return {
+            RequestCode.HEART_BEAT: self.heart_beat,
+            RequestCode.UNREGISTER_CLIENT: self.unregister_client,
+            RequestCode.GET_CONSUMER_LIST_BY_GROUP: self.get_consumer_list_by_group,
+            RequestCode.GET_CONSUMER_CONNECTION_LIST: self.get_consumer_connection_list,
+            RequestCode.QUERY_MESSAGE: self.query_message,
+        }
+
+    def _watch(self, ch: Channel) -> None:
+        """When a client's connection closes, the registry forgets it (and its consumers rebalance)."""
+        if ch.id not in self._watched:
+            self._watched.add(ch.id)
+            ch.on_close(self._channel_closed)
+
+    def _channel_closed(self, ch: Channel) -> None:
+        self._watched.discard(ch.id)
+        self.broker.client_registry.channel_closed(ch)
+
+    async def heart_beat(self, ch: Channel, req: RemotingCommand, auth: RequestContext) -> RemotingCommand:
+        hb = wire.HeartbeatData.from_json(req.body)
+        self._watch(ch)
+        await self.ctx.run(self.broker.heartbeat, ch, hb.client_id, language=req.language.name,
+                           version=req.version, remote_addr=ch.remote_addr,
+                           producer_groups=[p.group_name for p in hb.producer_data_set],
+                           consumers=[consumer_data(c) for c in hb.consumer_data_set], auth=auth)
+        return req.response(ext_fields={"IS_SUPPORT_HEART_BEAT_V2": "true", "IS_SUB_CHANGE": "true"})
+
+    async def unregister_client(self, ch: Channel, req: RemotingCommand, auth: RequestContext) -> RemotingCommand:
+        h = UnregisterClientRequestHeader.from_ext_fields(req.ext_fields)
+        await self.ctx.run(self.broker.unregister_client, ch, h.producer_group, h.consumer_group, auth=auth)
+        return req.response()
+
+    async def get_consumer_list_by_group(self, ch: Channel, req: RemotingCommand,
+                                         auth: RequestContext) -> RemotingCommand:
+        h = GetConsumerListByGroupRequestHeader.from_ext_fields(req.ext_fields)
+        ids = await self.ctx.run(self.broker.consumer_ids, h.consumer_group, auth=auth)
+        if not ids:
+            return req.response(ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {h.consumer_group}")
+        return req.response(body=wire.GetConsumerListByGroupResponseBody(consumer_id_list=ids).to_json())
+
+    async def get_consumer_connection_list(self, ch: Channel, req: RemotingCommand,
+                                           auth: RequestContext) -> RemotingCommand:
+        h = GetConsumerConnectionListRequestHeader.from_ext_fields(req.ext_fields)
+        info = await self.ctx.run(self.broker.consumer_connection, h.consumer_group, auth=auth)
+        if info is None or not info.channels:
+            return req.response(ResponseCode.CONSUMER_NOT_ONLINE, f"the consumer group[{h.consumer_group}] not online")
+        body = wire.ConsumerConnection(
+            connection_set=[wire.Connection(client_id=c.client_id, client_addr=c.remote_addr, language=c.language,
+                                            version=c.version)
+                            for c in sorted(info.channels.values(), key=lambda c: c.client_id)],
+            subscription_table={t: wire_subscription(s) for t, s in sorted(info.subscriptions.items())},
+            consume_type=info.consume_type, message_model=info.message_model,
+            consume_from_where=info.consume_from_where)
+        return req.response(body=body.to_json())
+
+    async def query_message(self, ch: Channel, req: RemotingCommand, auth: RequestContext) -> RemotingCommand:
+        h = QueryMessageRequestHeader.from_ext_fields(req.ext_fields)
+        unique = req.ext_fields.get(UNIQUE_KEY_QUERY, "false").lower() == "true"
+        max_num = DEFAULT_QUERY_MAX_NUM if unique else min(h.max_num, MAX_MSGS_NUM_BATCH)
+        found = await self.ctx.run(self.broker.query_message, h.topic, h.key, max_num, h.begin_timestamp,
+                                   h.end_timestamp, unique_key=unique, auth=auth)
+        if not found:
+            return req.response(ResponseCode.QUERY_NOT_FOUND, "can not find message, maybe time range not correct")
+        last = max(m.store_timestamp for m in found)
+        header = QueryMessageResponseHeader(index_last_update_timestamp=last,
+                                            index_last_update_phyoffset=max(m.commit_log_offset for m in found))
+        return req.response(ext_fields=header.to_ext_fields(), body=records_body(found))
+
+    # -- broker -> client ------------------------------------------------------------------------
+    def _notify_consumer_ids_changed(self, group: str, clients: list[ClientChannelInfo]) -> None:
+        """Called by the registry (any thread): every client of the group rebalances."""
+        header = NotifyConsumerIdsChangedRequestHeader(consumer_group=group).to_ext_fields()
+        for client in clients:
+            if isinstance(client.channel, Channel) and not client.channel.closed:
+                client.channel.send_oneway_threadsafe(
+                    RemotingCommand.request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, header))
+
+    def _check_transaction_state(self, half: MessageExt, producer_group: str) -> None:
+        """The transaction check service asks a live producer of the group (oneway, spec B.5); the
+        producer answers later with END_TRANSACTION (fromTransactionCheck=true)."""
+        channel = self.broker.client_registry.find_producer_channel(producer_group)
+        if not isinstance(channel, Channel) or channel.closed:
+            log.info("no live producer of group %s to check the transaction at offset %d", producer_group,
+                     half.commit_log_offset)
+            return
+        real_topic = half.get_property(PROPERTY_REAL_TOPIC) or half.topic
+        real_qid = half.get_property(PROPERTY_REAL_QUEUE_ID)
+        shown = dataclasses.replace(half, topic=real_topic,
+                                    queue_id=int(real_qid) if real_qid and real_qid.isdigit() else half.queue_id)
+        header = CheckTransactionStateRequestHeader(
+            tran_state_table_offset=half.queue_offset, commit_log_offset=half.commit_log_offset, topic=real_topic,
+            msg_id=half.uniq_key, transaction_id=half.uniq_key, offset_msg_id=half.msg_id)
+        channel.send_oneway_threadsafe(RemotingCommand.request(RequestCode.CHECK_TRANSACTION_STATE,
+                                                               header.to_ext_fields(), message_ext_to_record(shown)))
