@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from broker_core.auth.audit import AuditLog
 from broker_core.auth.errors import AuthError
 from broker_core.auth.manager import AuthManager, default_audit_log_path
+from broker_core.auth.model import Acl, PolicyType, User
 from broker_core.store.codec.batch import BatchItem
 from broker_core.store.codec.message import MessageExt, MessageInner
 from broker_core.store.codec.message_id import decode_offset_msg_id
@@ -862,6 +863,66 @@ class Broker:
         from broker_core.store.verify import verify_store
 
         return verify_store(self.store, progress)
+
+    # -- ACL 2.0 administration (AUTH_* codes) ----------------------------------------------------
+    def _auth_admin(self, auth: RequestContext | None, request: str) -> str | None:
+        """Authorize an AUTH_* request (Cluster [Update]/[Get]) and name the caller for the Super-user guards."""
+        self._authorize(auth, request)
+        subject = auth.subject if auth is not None else None
+        return subject.removeprefix("User:") if subject else None
+
+    def create_user(self, username: str, password: str, user_type: str | None = None, user_status: str | None = None,
+                    auth: RequestContext | None = None) -> User:
+        caller = self._auth_admin(auth, "AUTH_CREATE_USER")
+        self._require_writable()
+        return self.auth_manager.create_user(username, password, user_type, user_status, caller=caller)
+
+    def update_user(self, username: str, password: str | None = None, user_type: str | None = None,
+                    user_status: str | None = None, auth: RequestContext | None = None) -> User:
+        caller = self._auth_admin(auth, "AUTH_UPDATE_USER")
+        self._require_writable()
+        return self.auth_manager.update_user(username, password, user_type, user_status, caller=caller)
+
+    def delete_user(self, username: str, auth: RequestContext | None = None) -> None:
+        caller = self._auth_admin(auth, "AUTH_DELETE_USER")
+        self._require_writable()
+        self.auth_manager.delete_user(username, caller=caller)
+
+    def get_user(self, username: str, auth: RequestContext | None = None) -> User | None:
+        self._auth_admin(auth, "AUTH_GET_USER")
+        return self.auth_manager.get_user(username)
+
+    def list_users(self, filter_text: str | None = None, auth: RequestContext | None = None) -> list[User]:
+        self._auth_admin(auth, "AUTH_LIST_USER")
+        return self.auth_manager.list_users(filter_text)
+
+    def create_acl(self, acl: Acl, auth: RequestContext | None = None) -> Acl:
+        self._auth_admin(auth, "AUTH_CREATE_ACL")
+        self._require_writable()
+        return self.auth_manager.create_acl(acl)
+
+    def update_acl(self, acl: Acl, auth: RequestContext | None = None) -> Acl:
+        self._auth_admin(auth, "AUTH_UPDATE_ACL")
+        self._require_writable()
+        return self.auth_manager.update_acl(acl)
+
+    def delete_acl(self, subject: str, resource: str | None = None, policy_type: str | None = None,
+                   auth: RequestContext | None = None) -> None:
+        self._auth_admin(auth, "AUTH_DELETE_ACL")
+        self._require_writable()
+        ptype = next((t for t in PolicyType if t.value.lower() == (policy_type or "Custom").strip().lower()), None)
+        if ptype is None:
+            raise InvalidParameterError(f"unknown policyType {policy_type!r} (Custom or Default)")
+        self.auth_manager.delete_acl(subject, resource, ptype)
+
+    def get_acl(self, subject: str, auth: RequestContext | None = None) -> Acl | None:
+        self._auth_admin(auth, "AUTH_GET_ACL")
+        return self.auth_manager.get_acl(subject)
+
+    def list_acls(self, subject_filter: str | None = None, resource_filter: str | None = None,
+                  auth: RequestContext | None = None) -> list[Acl]:
+        self._auth_admin(auth, "AUTH_LIST_ACL")
+        return self.auth_manager.list_acls(subject_filter, resource_filter)
 
     # -- helpers other features use ----------------------------------------------------------------
     def retry_topic_of(self, group: str) -> str:

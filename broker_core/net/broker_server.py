@@ -30,6 +30,7 @@ from broker_core.remoting.headers import RegisterBrokerRequestHeader, UnRegister
 from .broker_context import BrokerContext, BrokerHandler
 from .channel import Channel
 from .handlers_admin import AdminHandlers
+from .handlers_auth import AuthHandlers
 from .handlers_client import ClientHandlers
 from .handlers_consume import ConsumeHandlers
 from .handlers_produce import ProduceHandlers
@@ -58,7 +59,7 @@ class BrokerRemotingServer:
     def _broker_handlers(self) -> dict[int, BrokerHandler]:
         table: dict[int, BrokerHandler] = {}
         for part in (ProduceHandlers(self.ctx), ConsumeHandlers(self.ctx), AdminHandlers(self.ctx),
-                     ClientHandlers(self.ctx)):
+                     ClientHandlers(self.ctx), AuthHandlers(self.ctx)):
             table.update(part.table())
         return table
 

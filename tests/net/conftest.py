@@ -1,0 +1,28 @@
+"""Fixtures of the network tests (servers are always stopped, even when a test fails)."""
+
+from __future__ import annotations
+
+import pytest
+from harness import Servers
+from net_util import RawClient
+
+
+@pytest.fixture
+def servers(tmp_path):
+    s = Servers(tmp_path)
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+@pytest.fixture
+def broker_setup(servers):
+    """(servers, broker, namesrv client, broker client) with one broker registered."""
+    broker, _server, addr = servers.add_broker()
+    ns, bc = RawClient(servers.namesrv_addr), RawClient(addr)
+    try:
+        yield servers, broker, ns, bc
+    finally:
+        ns.close()
+        bc.close()
