@@ -13,6 +13,7 @@ from broker_core.remoting import RemotingCommand, RequestCode, ResponseCode, Ser
 from broker_core.remoting.bodies import (
     ClusterInfo,
     ConsumerConnection,
+    ConsumerData,
     ConsumeStats,
     GetConsumerListByGroupResponseBody,
     GroupList,
@@ -20,7 +21,9 @@ from broker_core.remoting.bodies import (
     KVTable,
     LockBatchResponseBody,
     MessageQueue,
+    ProducerData,
     ResetOffsetBody,
+    SubscriptionData,
     TopicList,
     TopicRouteData,
     TopicStatsTable,
@@ -306,8 +309,7 @@ def test_client_codes_and_broker_to_client_notify(broker_setup):
         other.close()
 
 
-def _consumer(group: str, topic: str):
-    from broker_core.remoting.bodies import ConsumerData, SubscriptionData
+def _consumer(group: str, topic: str) -> ConsumerData:
     return ConsumerData(group_name=group, subscription_data_set=[
         SubscriptionData(topic=topic, sub_string="TagA", tags_set=["TagA"], code_set=[2598919])])
 
@@ -362,9 +364,7 @@ def test_admin_codes(broker_setup):
 def test_transaction_end_and_check_back(broker_setup):
     _, broker, _, bc = broker_setup
     create_topic(bc, "TX", 1)
-    hb = HeartbeatData(client_id="p1", producer_data_set=[__import__("broker_core.remoting.bodies",
-                                                                      fromlist=["ProducerData"]).ProducerData(
-                                                                          group_name="TP")])
+    hb = HeartbeatData(client_id="p1", producer_data_set=[ProducerData(group_name="TP")])
     assert bc.call(RC.HEART_BEAT, {}, hb.to_json()).code == OK
     half = send(bc, "TX", b"half", 0, {"TRAN_MSG": "true", "PGROUP": "TP", "UNIQ_KEY": "TXU1"}, sys_flag=0x4, group="TP")
     assert half.code == OK
