@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STORE ?= ./store
 
-.PHONY: run test lint bench clean-store
+.PHONY: run tour test lint bench clean-store
 
 # setup.py and the C source too: `pip install -e .` compiles the store's hot path
 # (broker_core/store/codec/_hotpath.c) in place; without a compiler the pure-Python twin is used.
@@ -14,7 +14,14 @@ $(BIN)/mqadmin: pyproject.toml setup.py broker_core/store/codec/_hotpath.c
 	$(BIN)/pip install --quiet -e '.[dev]'
 	@touch $(BIN)/mqadmin
 
+# The main job in the foreground: name server 127.0.0.1:9876 + broker 127.0.0.1:10911 on $(STORE).
 run: $(BIN)/mqadmin
+	@echo "mqbroker on $(STORE): name server 127.0.0.1:9876, broker 127.0.0.1:10911 (Ctrl-C stops it cleanly)."
+	@echo "In another shell:  . .venv/bin/activate && mqadmin clusterList -n 127.0.0.1:9876"
+	$(BIN)/python -m broker_core.mqbroker --store $(STORE)
+
+# The embedded tour: mqadmin commands on $(STORE) in-process (no broker running on that store).
+tour: $(BIN)/mqadmin
 	$(BIN)/python -m broker_core.tour --store $(STORE)
 
 test: $(BIN)/mqadmin

@@ -1,4 +1,4 @@
-"""``make run``: a short embedded tour of rmqops on a store directory, using the README's commands.
+"""``make tour``: a short embedded tour of rmqops on a store directory, using the README's commands.
 
 Why a subprocess per step: the tour must show (and run) exactly what an operator types, so each step
 is a real ``mqadmin`` invocation — same parsing, same output, same exit codes — printed before it
