@@ -1,0 +1,13 @@
+"""rmqops' own RocketMQ remoting client: producer, pull consumer, push consumer (cluster + orderly).
+
+Why it lives in broker_core: mqadmin's RemotingBrokerClient, the benchmarks and the tests all speak
+the remoting protocol through it, on top of the pure protocol package ``broker_core.remoting``.
+Layout (one purpose per module):
+
+- ``message_queue`` / ``route``: MessageQueue and TopicRouteData as the client sees them.
+- ``allocate`` / ``selector``: who consumes which queue; which queue a send goes to.
+- ``process_queue`` / ``offset_store``: per-queue in-flight messages and the consumer offsets.
+- ``rebalance``: the cluster-mode assignment state machine (with queue locks for orderly mode).
+- ``connection`` / ``instance``: sockets, request/response by opaque, broker->client requests.
+- ``producer`` / ``pull_consumer`` / ``push_consumer``: the user-facing clients.
+"""

@@ -1,0 +1,59 @@
+"""Consumer offsets kept on the broker (cluster mode), cached in memory between persists.
+
+Why a cache: a push consumer commits after every consumed batch; sending each commit would double the
+traffic, so commits update memory and a timer (and shutdown/rebalance) persists them with
+UPDATE_CONSUMER_OFFSET, as RocketMQ's RemoteBrokerOffsetStore does.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from .message_queue import MessageQueue
+
+
+class OffsetBackend(Protocol):
+    async def query_consumer_offset(self, mq: MessageQueue) -> int | None:
+        """The stored offset, None when the broker has none (QUERY_NOT_FOUND)."""
+        ...
+
+    async def update_consumer_offset(self, mq: MessageQueue, offset: int) -> None: ...
+
+
+class RemoteBrokerOffsetStore:
+    def __init__(self, backend: OffsetBackend) -> None:
+        self._backend = backend
+        self._table: dict[MessageQueue, int] = {}
+        self._persisted: dict[MessageQueue, int] = {}
+
+    def update(self, mq: MessageQueue, offset: int, increase_only: bool = True) -> None:
+        if offset < 0:
+            return
+        cur = self._table.get(mq)
+        if cur is None or not increase_only or offset > cur:
+            self._table[mq] = offset
+
+    def read_memory(self, mq: MessageQueue) -> int | None:
+        return self._table.get(mq)
+
+    async def read_store(self, mq: MessageQueue) -> int | None:
+        off = await self._backend.query_consumer_offset(mq)
+        if off is not None:
+            self.update(mq, off, increase_only=False)
+            self._persisted[mq] = off
+        return off
+
+    async def persist(self, mq: MessageQueue) -> None:
+        off = self._table.get(mq)
+        if off is not None and self._persisted.get(mq) != off:
+            await self._backend.update_consumer_offset(mq, off)
+            self._persisted[mq] = off
+
+    async def persist_all(self, mqs: set[MessageQueue] | None = None) -> None:
+        for mq in list(self._table):
+            if mqs is None or mq in mqs:
+                await self.persist(mq)
+
+    def remove(self, mq: MessageQueue) -> None:
+        self._table.pop(mq, None)
+        self._persisted.pop(mq, None)

@@ -1,0 +1,170 @@
+"""Cluster-mode rebalancing: which queues this consumer owns, and where it starts pulling each.
+
+Why a state machine separate from the sockets: the rules (allocate from the sorted queue and client
+id lists; drop queues no longer ours after persisting their offset and releasing their lock; in
+orderly mode own a queue only while its broker lock is held; compute the first pull offset from the
+stored offset or consumeFromWhere) are what makes several clients of a group cooperate, and they are
+tested here without a network. The backend does the calls.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Protocol
+
+from .allocate import allocate_averagely
+from .message_queue import MessageQueue
+from .offset_store import RemoteBrokerOffsetStore
+from .process_queue import ProcessQueue
+
+RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
+
+
+class ConsumeFromWhere(StrEnum):
+    CONSUME_FROM_LAST_OFFSET = "CONSUME_FROM_LAST_OFFSET"
+    CONSUME_FROM_FIRST_OFFSET = "CONSUME_FROM_FIRST_OFFSET"
+    CONSUME_FROM_TIMESTAMP = "CONSUME_FROM_TIMESTAMP"
+
+
+class RebalanceBackend(Protocol):
+    async def subscribe_queues(self, topic: str) -> list[MessageQueue]: ...
+
+    async def find_consumer_ids(self, topic: str, group: str) -> list[str]: ...
+
+    async def lock_batch(self, broker_name: str, mqs: list[MessageQueue]) -> set[MessageQueue]: ...
+
+    async def unlock_batch(self, broker_name: str, mqs: list[MessageQueue]) -> None: ...
+
+    async def max_offset(self, mq: MessageQueue) -> int: ...
+
+    async def search_offset(self, mq: MessageQueue, timestamp_ms: int) -> int: ...
+
+
+@dataclass
+class PullRequest:
+    """One queue to pull, the next offset to ask for and the queue's in-flight messages."""
+
+    group: str
+    mq: MessageQueue
+    process_queue: ProcessQueue
+    next_offset: int
+
+
+class Rebalancer:
+    def __init__(self, group: str, client_id: str, backend: RebalanceBackend, offsets: RemoteBrokerOffsetStore,
+                 *, orderly: bool = False,
+                 consume_from: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
+                 consume_timestamp_ms: int | None = None,
+                 allocate: Callable[[str, list[MessageQueue], list[str]], list[MessageQueue]] = allocate_averagely
+                 ) -> None:
+        self.group = group
+        self.client_id = client_id
+        self.orderly = orderly
+        self._backend = backend
+        self._offsets = offsets
+        self._consume_from = consume_from
+        self._consume_ts = consume_timestamp_ms
+        self._allocate = allocate
+        self.process_queues: dict[MessageQueue, ProcessQueue] = {}
+
+    async def rebalance(self, topics: list[str]) -> list[PullRequest]:
+        """One round over every subscribed topic; returns pull requests for newly owned queues."""
+        new: list[PullRequest] = []
+        wanted: set[MessageQueue] = set()
+        for topic in topics:
+            mqs = await self._backend.subscribe_queues(topic)
+            if not mqs:
+                continue
+            cids = await self._backend.find_consumer_ids(topic, self.group)
+            if not cids:
+                continue
+            wanted.update(self._allocate(self.client_id, mqs, cids))
+        topics_set = set(topics)
+        for mq in [mq for mq in self.process_queues if mq.topic in topics_set and mq not in wanted]:
+            await self._drop(mq)
+        for mq in [mq for mq in self.process_queues if mq.topic not in topics_set]:
+            await self._drop(mq)
+        for mq in sorted(wanted - set(self.process_queues)):
+            if self.orderly and not await self.lock(mq):
+                continue  # another client still holds it; retried next round
+            offset = await self.compute_pull_from_where(mq)
+            if offset < 0:
+                continue
+            pq = ProcessQueue()
+            if self.orderly:
+                pq.locked = True
+                pq.last_lock_ms = int(time.time() * 1000)
+            self.process_queues[mq] = pq
+            new.append(PullRequest(self.group, mq, pq, offset))
+        return new
+
+    async def _drop(self, mq: MessageQueue) -> None:
+        pq = self.process_queues.pop(mq)
+        pq.dropped = True
+        await self._offsets.persist(mq)
+        self._offsets.remove(mq)
+        if self.orderly and pq.locked:
+            # wait for a batch being consumed to finish before the lock is released
+            with pq.consume_lock:
+                await self._backend.unlock_batch(mq.broker_name, [mq])
+            pq.locked = False
+
+    async def lock(self, mq: MessageQueue) -> bool:
+        got = await self._backend.lock_batch(mq.broker_name, [mq])
+        pq = self.process_queues.get(mq)
+        if pq is not None:
+            pq.locked = mq in got
+            if pq.locked:
+                pq.last_lock_ms = int(time.time() * 1000)
+        return mq in got
+
+    async def lock_all(self) -> None:
+        """Renew the locks of every owned queue (every 20 s in Java), per broker in one request."""
+        by_broker: dict[str, list[MessageQueue]] = {}
+        for mq in self.process_queues:
+            by_broker.setdefault(mq.broker_name, []).append(mq)
+        now = int(time.time() * 1000)
+        for broker, mqs in by_broker.items():
+            got = await self._backend.lock_batch(broker, mqs)
+            for mq in mqs:
+                pq = self.process_queues.get(mq)
+                if pq is None:
+                    continue
+                pq.locked = mq in got
+                if pq.locked:
+                    pq.last_lock_ms = now
+
+    async def unlock_all(self) -> None:
+        by_broker: dict[str, list[MessageQueue]] = {}
+        for mq, pq in self.process_queues.items():
+            if pq.locked:
+                by_broker.setdefault(mq.broker_name, []).append(mq)
+        for broker, mqs in by_broker.items():
+            await self._backend.unlock_batch(broker, mqs)
+            for mq in mqs:
+                self.process_queues[mq].locked = False
+
+    async def compute_pull_from_where(self, mq: MessageQueue) -> int:
+        """Stored offset if any; else by consumeFromWhere (retry topics always start at 0)."""
+        stored = await self._offsets.read_store(mq)
+        if stored is not None and stored >= 0:
+            return stored
+        if mq.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            return 0
+        if self._consume_from == ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET:
+            return 0
+        if self._consume_from == ConsumeFromWhere.CONSUME_FROM_TIMESTAMP:
+            ts = self._consume_ts if self._consume_ts is not None else int(time.time() * 1000) - 30 * 60_000
+            return await self._backend.search_offset(mq, ts)
+        return await self._backend.max_offset(mq)
+
+    async def shutdown(self) -> None:
+        await self._offsets.persist_all()
+        if self.orderly:
+            await self.unlock_all()
+        for pq in self.process_queues.values():
+            pq.dropped = True
+        self.process_queues.clear()
