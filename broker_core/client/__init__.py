@@ -4,7 +4,7 @@ Why it lives in broker_core: mqadmin's RemotingBrokerClient, the benchmarks and 
 the remoting protocol through it, on top of the pure protocol package ``broker_core.remoting``.
 Layout (one purpose per module):
 
-- ``message_queue`` / ``route``: MessageQueue and TopicRouteData as the client sees them.
+- ``route``: what producers and consumers read from TopicRouteData (MessageQueue is the protocol's).
 - ``allocate`` / ``selector``: who consumes which queue; which queue a send goes to.
 - ``process_queue`` / ``offset_store``: per-queue in-flight messages and the consumer offsets.
 - ``rebalance``: the cluster-mode assignment state machine (with queue locks for orderly mode).

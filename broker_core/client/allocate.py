@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .message_queue import MessageQueue
+from broker_core.remoting.bodies import MessageQueue
 
 
 def allocate_averagely(current_cid: str, mq_all: Sequence[MessageQueue],

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from .message_queue import MessageQueue
+from broker_core.remoting.bodies import MessageQueue
 
 
 class OffsetBackend(Protocol):

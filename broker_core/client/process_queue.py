@@ -9,8 +9,8 @@ consuming.
 
 from __future__ import annotations
 
+import asyncio
 import bisect
-import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -31,7 +31,7 @@ class ProcessQueue:
     _msgs: dict[int, MessageExt] = field(default_factory=dict)
     _max_offset: int = -1
     _consuming: dict[int, MessageExt] = field(default_factory=dict)  # orderly: taken, not committed
-    consume_lock: threading.Lock = field(default_factory=threading.Lock)
+    consume_lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # held while a batch is consumed
 
     # ---------------------------------------------------------------- shared
     def put(self, msgs: Sequence[MessageExt]) -> None:

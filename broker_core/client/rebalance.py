@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
 
+from broker_core.remoting.bodies import MessageQueue
+
 from .allocate import allocate_averagely
-from .message_queue import MessageQueue
 from .offset_store import RemoteBrokerOffsetStore
 from .process_queue import ProcessQueue
 
@@ -108,7 +109,7 @@ class Rebalancer:
         self._offsets.remove(mq)
         if self.orderly and pq.locked:
             # wait for a batch being consumed to finish before the lock is released
-            with pq.consume_lock:
+            async with pq.consume_lock:
                 await self._backend.unlock_batch(mq.broker_name, [mq])
             pq.locked = False
 

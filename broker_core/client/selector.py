@@ -12,7 +12,7 @@ import itertools
 import random
 from collections.abc import Sequence
 
-from .message_queue import MessageQueue
+from broker_core.remoting.bodies import MessageQueue
 
 
 class RoundRobinSelector:

@@ -1,0 +1,256 @@
+"""The client instance (MQClientInstance): name servers, routes, broker connections, heartbeats.
+
+Why one instance per process-side client id: producers and consumers of one client share the
+connections, the route cache and the heartbeat (the broker keys the client registry by client id
+and needs *the* connection of a producer group to send CHECK_TRANSACTION_STATE back on). Requests
+the brokers send us are dispatched here to the producer or consumer they concern.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import time
+from collections.abc import Sequence
+from typing import Protocol
+
+from broker_core.remoting import CommandHeader, RemotingCommand, RequestCode, ResponseCode
+from broker_core.remoting.bodies import (
+    ClusterInfo,
+    ConsumerData,
+    HeartbeatData,
+    ProducerData,
+    TopicRouteData,
+)
+from broker_core.remoting.body_base import BodyError
+from broker_core.remoting.headers import GetRouteInfoRequestHeader, UnregisterClientRequestHeader
+
+from .connection import RemotingConnection, RemotingError
+from .credentials import SessionCredentials
+from .route import TopicRoute
+
+log = logging.getLogger(__name__)
+
+HEARTBEAT_INTERVAL_S = 30.0
+ROUTE_REFRESH_INTERVAL_S = 30.0
+
+
+class BrokerError(Exception):
+    """The server answered a code other than the ones the caller accepts."""
+
+    def __init__(self, code: int, remark: str | None, addr: str = "") -> None:
+        self.code = code
+        self.remark = remark or ""
+        self.addr = addr
+        name = ResponseCode(code).name if code in ResponseCode._value2member_map_ else str(code)
+        super().__init__(f"CODE: {code} ({name})  DESC: {self.remark}" + (f"  [{addr}]" if addr else ""))
+
+
+class ClientRole(Protocol):
+    """A producer or consumer registered with the instance (what the heartbeat and dispatch need)."""
+
+    def heartbeat_data(self) -> ProducerData | ConsumerData: ...
+
+    async def handle_request(self, conn: RemotingConnection, req: RemotingCommand) -> RemotingCommand | None: ...
+
+
+def _instance_name() -> str:
+    return f"{os.getpid()}#{time.monotonic_ns()}"
+
+
+class MQClientInstance:
+    def __init__(self, namesrv_addrs: str | Sequence[str], *, credentials: SessionCredentials | None = None,
+                 client_ip: str = "127.0.0.1", instance_name: str | None = None,
+                 request_timeout: float = 5.0) -> None:
+        addrs = namesrv_addrs.split(";") if isinstance(namesrv_addrs, str) else list(namesrv_addrs)
+        self.namesrv_addrs = [a.strip() for a in addrs if a.strip()]
+        if not self.namesrv_addrs:
+            raise ValueError("no name server address given")
+        self.credentials = credentials
+        self.client_id = f"{client_ip}@{instance_name or _instance_name()}"
+        self.request_timeout = request_timeout
+        self._conns: dict[str, RemotingConnection] = {}
+        self._conn_locks: dict[str, asyncio.Lock] = {}
+        self._routes: dict[str, TopicRoute] = {}
+        self._producers: dict[str, ClientRole] = {}
+        self._consumers: dict[str, ClientRole] = {}
+        self._broker_addrs: dict[str, dict[int, str]] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self._ns_index = 0
+        self._started = False
+
+    # ------------------------------------------------------------------ lifecycle
+    async def start(self) -> None:
+        if self._started:
+            return
+        self._started = True
+        self._tasks.append(asyncio.get_running_loop().create_task(self._periodic()))
+
+    async def shutdown(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+        self._tasks.clear()
+        for conn in list(self._conns.values()):
+            conn.close()
+        self._conns.clear()
+        self._started = False
+
+    async def _periodic(self) -> None:
+        last_route = time.monotonic()
+        while True:
+            await asyncio.sleep(HEARTBEAT_INTERVAL_S)
+            try:
+                if time.monotonic() - last_route >= ROUTE_REFRESH_INTERVAL_S:
+                    last_route = time.monotonic()
+                    for topic in list(self._routes):
+                        await self.get_route(topic, refresh=True)
+                await self.send_heartbeat_to_all()
+            except (RemotingError, BrokerError) as e:
+                log.warning("periodic heartbeat/route refresh failed: %s", e)
+
+    # ------------------------------------------------------------------ registration
+    def register_producer(self, group: str, role: ClientRole) -> None:
+        self._producers[group] = role
+
+    def register_consumer(self, group: str, role: ClientRole) -> None:
+        self._consumers[group] = role
+
+    async def unregister(self, producer_group: str | None = None, consumer_group: str | None = None) -> None:
+        """Forget a group and tell every broker (UNREGISTER_CLIENT), as a closing Java client does."""
+        if producer_group:
+            self._producers.pop(producer_group, None)
+        if consumer_group:
+            self._consumers.pop(consumer_group, None)
+        header = UnregisterClientRequestHeader(client_id=self.client_id, producer_group=producer_group,
+                                               consumer_group=consumer_group)
+        for addr in self.all_broker_addrs():
+            with contextlib.suppress(RemotingError, BrokerError):
+                await self.invoke(addr, RequestCode.UNREGISTER_CLIENT, header, timeout=3.0)
+
+    # ------------------------------------------------------------------ connections
+    async def connection(self, addr: str) -> RemotingConnection:
+        conn = self._conns.get(addr)
+        if conn is not None and conn.is_open:
+            return conn
+        lock = self._conn_locks.setdefault(addr, asyncio.Lock())
+        async with lock:
+            conn = self._conns.get(addr)
+            if conn is None or not conn.is_open:
+                conn = await RemotingConnection.open(addr, self._on_request, self.credentials)
+                self._conns[addr] = conn
+            return conn
+
+    async def invoke(self, addr: str, code: int, header: CommandHeader | None = None, body: bytes = b"",
+                     timeout: float | None = None, ext: dict[str, str] | None = None) -> RemotingCommand:
+        fields = header.to_ext_fields() if header is not None else {}
+        if ext:
+            fields.update(ext)
+        conn = await self.connection(addr)
+        return await conn.invoke(RemotingCommand.request(int(code), fields, body), timeout or self.request_timeout)
+
+    async def invoke_oneway(self, addr: str, code: int, header: CommandHeader | None = None,
+                            body: bytes = b"") -> None:
+        conn = await self.connection(addr)
+        conn.invoke_oneway(RemotingCommand.request(int(code), header.to_ext_fields() if header else {}, body))
+
+    async def invoke_namesrv(self, code: int, header: CommandHeader | None = None, body: bytes = b"",
+                             timeout: float | None = None, ext: dict[str, str] | None = None) -> RemotingCommand:
+        """Ask the name servers in turn until one answers (any code)."""
+        last: Exception | None = None
+        n = len(self.namesrv_addrs)
+        for i in range(n):
+            addr = self.namesrv_addrs[(self._ns_index + i) % n]
+            try:
+                resp = await self.invoke(addr, code, header, body, timeout, ext)
+                self._ns_index = (self._ns_index + i) % n
+                return resp
+            except RemotingError as e:
+                last = e
+        raise RemotingError(f"no name server answered ({'; '.join(self.namesrv_addrs)}): {last}")
+
+    @staticmethod
+    def check(resp: RemotingCommand, *accept: int, addr: str = "") -> RemotingCommand:
+        if resp.code not in (accept or (ResponseCode.SUCCESS,)):
+            raise BrokerError(resp.code, resp.remark, addr)
+        return resp
+
+    # ------------------------------------------------------------------ routes
+    async def get_route(self, topic: str, refresh: bool = False) -> TopicRoute | None:
+        """The topic's route from the name server (cached); None when the topic does not exist."""
+        if not refresh and topic in self._routes:
+            return self._routes[topic]
+        resp = await self.invoke_namesrv(RequestCode.GET_ROUTEINFO_BY_TOPIC, GetRouteInfoRequestHeader(topic=topic))
+        if resp.code == ResponseCode.TOPIC_NOT_EXIST:
+            self._routes.pop(topic, None)
+            return None
+        self.check(resp)
+        try:
+            data = TopicRouteData.from_json(resp.body)
+        except BodyError as e:
+            raise RemotingError(f"route of {topic}: undecodable TopicRouteData: {e}") from None
+        route = TopicRoute(topic, data)
+        self._routes[topic] = route
+        for b in data.broker_datas:
+            self._broker_addrs[b.broker_name] = dict(b.broker_addrs)
+        return route
+
+    def broker_addr(self, broker_name: str) -> str | None:
+        """The master (else lowest-id) address of a broker seen in any route."""
+        addrs = self._broker_addrs.get(broker_name)
+        if not addrs:
+            return None
+        return addrs.get(0) or addrs[min(addrs)]
+
+    def all_broker_addrs(self) -> list[str]:
+        return sorted({a for addrs in self._broker_addrs.values() for a in addrs.values()})
+
+    async def cluster_info(self) -> ClusterInfo:
+        resp = self.check(await self.invoke_namesrv(RequestCode.GET_BROKER_CLUSTER_INFO))
+        info = ClusterInfo.from_json(resp.body)
+        for name, b in info.broker_addr_table.items():
+            self._broker_addrs[name] = dict(b.broker_addrs)
+        return info
+
+    # ------------------------------------------------------------------ heartbeat
+    def heartbeat(self) -> HeartbeatData:
+        producers: list[ProducerData] = []
+        consumers: list[ConsumerData] = []
+        for role in list(self._producers.values()) + list(self._consumers.values()):
+            data = role.heartbeat_data()
+            if isinstance(data, ProducerData):
+                producers.append(data)
+            else:
+                consumers.append(data)
+        return HeartbeatData(client_id=self.client_id, producer_data_set=producers, consumer_data_set=consumers)
+
+    async def send_heartbeat(self, addr: str) -> None:
+        body = self.heartbeat().to_json()
+        self.check(await self.invoke(addr, RequestCode.HEART_BEAT, None, body), addr=addr)
+
+    async def send_heartbeat_to_all(self) -> None:
+        if not self._producers and not self._consumers:
+            return
+        for addr in self.all_broker_addrs():
+            try:
+                await self.send_heartbeat(addr)
+            except (RemotingError, BrokerError) as e:
+                log.warning("heartbeat to %s failed: %s", addr, e)
+
+    # ------------------------------------------------------------------ broker -> client requests
+    async def _on_request(self, conn: RemotingConnection, req: RemotingCommand) -> RemotingCommand | None:
+        group = req.ext_fields.get("consumerGroup") or req.ext_fields.get("group")
+        if req.code == RequestCode.CHECK_TRANSACTION_STATE:
+            # oneway; the half message names its producer group (PGROUP) and only that producer answers
+            for role in list(self._producers.values()):
+                await role.handle_request(conn, req)
+            return None
+        if group and group in self._consumers:
+            return await self._consumers[group].handle_request(conn, req)
+        if req.code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED:
+            return None
+        return req.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {req.code} not supported")

@@ -1,0 +1,90 @@
+"""The message a producer sends, and decoding what pull/query answers carry.
+
+Why here: a send needs the properties string (TAGS, KEYS, UNIQ_KEY, DELAY, ...) in RocketMQ's
+encoding, and pull/query/check bodies are stored records decoded by the store codec — the only
+module that knows the record bytes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from broker_core.store.codec.batch import iter_batch_raw
+from broker_core.store.codec.message import MessageExt, RecordError, decode_record
+from broker_core.store.codec.message_id import UniqKeyGenerator
+from broker_core.store.codec.sys_flag import INNER_BATCH_FLAG, NEED_UNWRAP_FLAG
+
+PROPERTY_KEYS = "KEYS"
+PROPERTY_TAGS = "TAGS"
+PROPERTY_WAIT_STORE_MSG_OK = "WAIT"
+PROPERTY_DELAY_TIME_LEVEL = "DELAY"
+PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX = "UNIQ_KEY"
+PROPERTY_TRANSACTION_PREPARED = "TRAN_MSG"
+PROPERTY_PRODUCER_GROUP = "PGROUP"
+PROPERTY_SHARDING_KEY = "__SHARDINGKEY"
+PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
+PROPERTY_MAX_RECONSUME_TIMES = "MAX_RECONSUME_TIMES"
+PROPERTY_RECONSUME_TIME = "RECONSUME_TIME"
+
+_uniq = UniqKeyGenerator()
+
+
+def new_uniq_key() -> str:
+    return _uniq.next_id()
+
+
+@dataclass
+class Message:
+    topic: str
+    body: bytes
+    tags: str | None = None
+    keys: str | list[str] | None = None
+    properties: dict[str, str] = field(default_factory=dict)
+    flag: int = 0
+    delay_level: int = 0
+
+    def wire_properties(self) -> dict[str, str]:
+        """Properties as sent: user ones plus TAGS/KEYS/DELAY/WAIT and a UNIQ_KEY if none yet."""
+        props = dict(self.properties)
+        if self.tags:
+            props[PROPERTY_TAGS] = self.tags
+        if self.keys:
+            props[PROPERTY_KEYS] = self.keys if isinstance(self.keys, str) else " ".join(self.keys)
+        if self.delay_level > 0:
+            props[PROPERTY_DELAY_TIME_LEVEL] = str(self.delay_level)
+        props.setdefault(PROPERTY_WAIT_STORE_MSG_OK, "true")
+        props.setdefault(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, new_uniq_key())
+        return props
+
+
+def decode_records(body: bytes) -> list[MessageExt]:
+    """Every stored record of a PULL/QUERY/VIEW/CHECK body, in order; RecordError on torn data."""
+    out: list[MessageExt] = []
+    pos = 0
+    n = len(body)
+    mv = memoryview(body)
+    while pos < n:
+        msg = decode_record(mv, pos)
+        if msg.store_size <= 0:
+            raise RecordError(f"record at body offset {pos} has size {msg.store_size}")
+        pos += msg.store_size
+        if msg.sys_flag & INNER_BATCH_FLAG:
+            out.extend(_unwrap(msg))
+        else:
+            out.append(msg)
+    return out
+
+
+def _unwrap(record: MessageExt) -> list[MessageExt]:
+    """A BatchCQ inner-batch record as its messages: item i has queue offset base + i (as Java unwraps)."""
+    flags = record.sys_flag & ~(INNER_BATCH_FLAG | NEED_UNWRAP_FLAG)
+    return [MessageExt(record.store_size, record.magic_code, record.body_crc, record.queue_id, flag,
+                       record.queue_offset + i, record.commit_log_offset, flags, record.born_timestamp,
+                       record.born_host, record.store_timestamp, record.store_host, record.reconsume_times,
+                       record.prepared_transaction_offset, body, record.topic, props)
+            for i, (flag, body, props) in enumerate(iter_batch_raw(record.body))]
+
+
+def message_id(msg: MessageExt) -> str:
+    """What users see as the msgId: the client's UNIQ_KEY, else the offset id."""
+    return msg.uniq_key or msg.msg_id

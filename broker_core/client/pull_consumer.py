@@ -1,0 +1,70 @@
+"""Pull consumer: the application chooses queues and offsets; the client pulls and stores offsets.
+
+Why it exists beside the push consumer: operator tools (``mqadmin consumeMessage``, printMsg) and the
+benchmark read given queues from given offsets without joining a rebalance; it registers with the
+brokers as CONSUME_ACTIVELY so they still see the group online.
+"""
+
+from __future__ import annotations
+
+from broker_core.remoting import RemotingCommand
+from broker_core.remoting.bodies import ConsumerData, MessageQueue, SubscriptionData
+
+from .connection import RemotingConnection
+from .consumer_api import ConsumerApi, PullResult
+from .instance import MQClientInstance
+from .subscription import build_subscription
+
+
+class PullConsumer:
+    def __init__(self, group: str, instance: MQClientInstance) -> None:
+        self.group = group
+        self.instance = instance
+        self.api = ConsumerApi(instance, group)
+        self._subs: dict[str, SubscriptionData] = {}
+        self._started = False
+
+    async def start(self) -> None:
+        self.instance.register_consumer(self.group, self)
+        await self.instance.start()
+        self._started = True
+
+    async def shutdown(self) -> None:
+        if self._started:
+            self._started = False
+            await self.instance.unregister(consumer_group=self.group)
+
+    def heartbeat_data(self) -> ConsumerData:
+        return ConsumerData(group_name=self.group, consume_type="CONSUME_ACTIVELY", message_model="CLUSTERING",
+                            consume_from_where="CONSUME_FROM_LAST_OFFSET",
+                            subscription_data_set=list(self._subs.values()))
+
+    async def handle_request(self, conn: RemotingConnection, req: RemotingCommand) -> RemotingCommand | None:
+        return None
+
+    async def fetch_subscribe_queues(self, topic: str) -> list[MessageQueue]:
+        return await self.api.subscribe_queues(topic)
+
+    async def pull(self, mq: MessageQueue, expression: str | None, offset: int, max_nums: int = 32,
+                   *, block_ms: int = 0) -> PullResult:
+        """One pull; ``block_ms`` > 0 lets the broker hold it (long polling) until a message arrives."""
+        sub = self._subs.get(mq.topic)
+        if sub is None or sub.sub_string != (expression or "*"):
+            sub = build_subscription(mq.topic, expression)
+            self._subs[mq.topic] = sub
+        return await self.api.pull(mq, offset, max_nums, sub, suspend_ms=block_ms)
+
+    async def fetch_consume_offset(self, mq: MessageQueue) -> int | None:
+        return await self.api.query_consumer_offset(mq)
+
+    async def update_consume_offset(self, mq: MessageQueue, offset: int) -> None:
+        await self.api.update_consumer_offset(mq, offset)
+
+    async def min_offset(self, mq: MessageQueue) -> int:
+        return await self.api.min_offset(mq)
+
+    async def max_offset(self, mq: MessageQueue) -> int:
+        return await self.api.max_offset(mq)
+
+    async def search_offset(self, mq: MessageQueue, timestamp_ms: int) -> int:
+        return await self.api.search_offset(mq, timestamp_ms)

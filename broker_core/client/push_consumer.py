@@ -1,0 +1,302 @@
+"""Push consumer: cluster-mode rebalancing, long-polling pull loops, concurrent or orderly consumption.
+
+Why these behaviours (DefaultMQPushConsumer's): each owned queue has one pull loop that long-polls
+(15 s suspend) and hands messages to the listener; in concurrent mode a failed message is sent back
+to the broker (CONSUMER_SEND_MSG_BACK -> %RETRY%group, delayed) and the offset commits past it; the
+group's retry topic is subscribed automatically. In orderly mode a queue is consumed only while this
+client holds its broker lock, one batch at a time in offset order, and a failure suspends the queue
+and retries the same messages. Rebalance runs every 20 s and at once on NOTIFY_CONSUMER_IDS_CHANGED;
+offsets persist every 5 s and at shutdown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from enum import StrEnum
+
+from broker_core.remoting import RemotingCommand, RequestCode
+from broker_core.remoting.bodies import ConsumerData, SubscriptionData
+from broker_core.store.codec.message import MessageExt
+
+from .connection import RemotingConnection, RemotingError
+from .consumer_api import ConsumerApi, PullStatus
+from .instance import BrokerError, MQClientInstance
+from .message import PROPERTY_RETRY_TOPIC
+from .offset_store import RemoteBrokerOffsetStore
+from .rebalance import RETRY_GROUP_TOPIC_PREFIX, ConsumeFromWhere, PullRequest, Rebalancer
+from .subscription import build_subscription
+
+log = logging.getLogger(__name__)
+
+REBALANCE_INTERVAL_S = 20.0
+LOCK_RENEW_INTERVAL_S = 20.0
+PERSIST_INTERVAL_S = 5.0
+PULL_SUSPEND_MS = 15_000
+PULL_DELAY_ON_ERROR_S = 3.0
+PULL_THRESHOLD_FOR_QUEUE = 1000
+SUSPEND_ORDERLY_S = 1.0
+
+
+class ConsumeConcurrentlyStatus(StrEnum):
+    CONSUME_SUCCESS = "CONSUME_SUCCESS"
+    RECONSUME_LATER = "RECONSUME_LATER"
+
+
+class ConsumeOrderlyStatus(StrEnum):
+    SUCCESS = "SUCCESS"
+    SUSPEND_CURRENT_QUEUE_A_MOMENT = "SUSPEND_CURRENT_QUEUE_A_MOMENT"
+
+
+ConcurrentListener = Callable[[list[MessageExt]], ConsumeConcurrentlyStatus
+                              | Awaitable[ConsumeConcurrentlyStatus]]
+OrderlyListener = Callable[[list[MessageExt]], ConsumeOrderlyStatus | Awaitable[ConsumeOrderlyStatus]]
+
+
+class PushConsumer:
+    def __init__(self, group: str, instance: MQClientInstance, *,
+                 consume_from: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
+                 consume_timestamp_ms: int | None = None, pull_batch_size: int = 32,
+                 consume_batch_max_size: int = 1, consume_concurrency: int = 20,
+                 max_reconsume_times: int = 16) -> None:
+        self.group = group
+        self.instance = instance
+        self.api = ConsumerApi(instance, group)
+        self.offsets = RemoteBrokerOffsetStore(self.api)
+        self._consume_from = consume_from
+        self._consume_ts = consume_timestamp_ms
+        self.pull_batch_size = pull_batch_size
+        self.consume_batch_max_size = consume_batch_max_size
+        self.max_reconsume_times = max_reconsume_times
+        self._sem = asyncio.Semaphore(consume_concurrency)
+        self._subs: dict[str, SubscriptionData] = {}
+        self._concurrent: ConcurrentListener | None = None
+        self._orderly: OrderlyListener | None = None
+        self.rebalancer: Rebalancer | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._rebalance_now = asyncio.Event()
+        self._rebalance_lock = asyncio.Lock()
+        self._running = False
+
+    # ---------------------------------------------------------------- configuration
+    def subscribe(self, topic: str, expression: str | None = "*") -> None:
+        self._subs[topic] = build_subscription(topic, expression)
+
+    def register_concurrently(self, listener: ConcurrentListener) -> None:
+        self._concurrent = listener
+
+    def register_orderly(self, listener: OrderlyListener) -> None:
+        self._orderly = listener
+
+    @property
+    def orderly(self) -> bool:
+        return self._orderly is not None
+
+    # ---------------------------------------------------------------- lifecycle
+    async def start(self) -> None:
+        if self._concurrent is None and self._orderly is None:
+            raise ValueError("register a listener before start()")
+        if not self.orderly:
+            # failed messages come back through the group's retry topic
+            retry = RETRY_GROUP_TOPIC_PREFIX + self.group
+            self._subs.setdefault(retry, build_subscription(retry, "*"))
+        self.rebalancer = Rebalancer(self.group, self.instance.client_id, self.api, self.offsets,
+                                     orderly=self.orderly, consume_from=self._consume_from,
+                                     consume_timestamp_ms=self._consume_ts)
+        self.instance.register_consumer(self.group, self)
+        await self.instance.start()
+        for topic in self._subs:
+            with contextlib.suppress(RemotingError, BrokerError):
+                await self.instance.get_route(topic)
+        await self.instance.send_heartbeat_to_all()
+        self._running = True
+        self._spawn(self._rebalance_loop())
+        self._spawn(self._persist_loop())
+        if self.orderly:
+            self._spawn(self._lock_loop())
+
+    async def shutdown(self) -> None:
+        if not self._running:
+            return
+        self._running = False
+        for t in list(self._tasks):
+            t.cancel()
+        for t in list(self._tasks):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+        self._tasks.clear()
+        if self.rebalancer is not None:
+            with contextlib.suppress(RemotingError, BrokerError):
+                await self.rebalancer.shutdown()
+        await self.instance.unregister(consumer_group=self.group)
+
+    def _spawn(self, coro: Awaitable[None]) -> asyncio.Task[None]:
+        task: asyncio.Task[None] = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    def heartbeat_data(self) -> ConsumerData:
+        return ConsumerData(group_name=self.group, consume_type="CONSUME_PASSIVELY", message_model="CLUSTERING",
+                            consume_from_where=self._consume_from.value,
+                            subscription_data_set=list(self._subs.values()))
+
+    async def handle_request(self, conn: RemotingConnection, req: RemotingCommand) -> RemotingCommand | None:
+        if req.code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED:
+            self._rebalance_now.set()
+            return None
+        return req.response(3, f" request type {req.code} not supported")
+
+    # ---------------------------------------------------------------- rebalance
+    async def rebalance_once(self) -> None:
+        assert self.rebalancer is not None
+        async with self._rebalance_lock:
+            for pr in await self.rebalancer.rebalance(sorted(self._subs)):
+                self._spawn(self._pull_loop(pr))
+
+    async def _rebalance_loop(self) -> None:
+        while self._running:
+            try:
+                await self.rebalance_once()
+            except (RemotingError, BrokerError) as e:
+                log.warning("rebalance of %s failed: %s", self.group, e)
+            self._rebalance_now.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._rebalance_now.wait(), REBALANCE_INTERVAL_S)
+
+    async def _persist_loop(self) -> None:
+        while self._running:
+            await asyncio.sleep(PERSIST_INTERVAL_S)
+            try:
+                await self.offsets.persist_all()
+            except (RemotingError, BrokerError) as e:
+                log.warning("persisting offsets of %s failed: %s", self.group, e)
+
+    async def _lock_loop(self) -> None:
+        assert self.rebalancer is not None
+        while self._running:
+            await asyncio.sleep(LOCK_RENEW_INTERVAL_S)
+            try:
+                await self.rebalancer.lock_all()
+            except (RemotingError, BrokerError) as e:
+                log.warning("renewing queue locks of %s failed: %s", self.group, e)
+
+    # ---------------------------------------------------------------- pulling
+    async def _pull_loop(self, pr: PullRequest) -> None:
+        sub = self._subs[pr.mq.topic]
+        pq = pr.process_queue
+        while self._running and not pq.dropped:
+            if pq.count > PULL_THRESHOLD_FOR_QUEUE:
+                await asyncio.sleep(0.05)
+                continue
+            commit = self.offsets.read_memory(pr.mq) or 0
+            try:
+                result = await self.api.pull(pr.mq, pr.next_offset, self.pull_batch_size, sub,
+                                             commit_offset=commit, suspend_ms=PULL_SUSPEND_MS)
+            except (RemotingError, BrokerError) as e:
+                if pq.dropped or not self._running:
+                    return
+                log.warning("pull %s at %d failed: %s", pr.mq, pr.next_offset, e)
+                await asyncio.sleep(PULL_DELAY_ON_ERROR_S)
+                continue
+            if pq.dropped:
+                return
+            if result.status == PullStatus.FOUND:
+                pr.next_offset = result.next_begin_offset
+                msgs = [self._reset_retry_topic(m) for m in result.messages]
+                if not msgs:
+                    continue
+                pq.put(msgs)
+                if self.orderly:
+                    self._spawn(self._consume_orderly(pr))
+                else:
+                    for i in range(0, len(msgs), self.consume_batch_max_size):
+                        self._spawn(self._consume_concurrently(pr, msgs[i:i + self.consume_batch_max_size]))
+            elif result.status in (PullStatus.NO_NEW_MSG, PullStatus.NO_MATCHED_MSG):
+                pr.next_offset = result.next_begin_offset
+            else:  # OFFSET_ILLEGAL: jump to where the broker says and remember it
+                log.warning("pull %s: offset %d illegal, moving to %d", pr.mq, pr.next_offset,
+                            result.next_begin_offset)
+                pr.next_offset = result.next_begin_offset
+                self.offsets.update(pr.mq, pr.next_offset, increase_only=False)
+                with contextlib.suppress(RemotingError, BrokerError):
+                    await self.offsets.persist(pr.mq)
+
+    @staticmethod
+    def _reset_retry_topic(msg: MessageExt) -> MessageExt:
+        """Messages from %RETRY%group are shown under their original topic, as Java shows them."""
+        original = msg.get_property(PROPERTY_RETRY_TOPIC)
+        if original and msg.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            msg.topic = original
+        return msg
+
+    async def _call(self, listener: Callable[[list[MessageExt]], object], msgs: list[MessageExt]) -> object:
+        if inspect.iscoroutinefunction(listener):
+            return await listener(msgs)
+        result = await asyncio.to_thread(listener, msgs)
+        if inspect.isawaitable(result):
+            return await result
+        return result
+
+    # ---------------------------------------------------------------- concurrent consumption
+    async def _consume_concurrently(self, pr: PullRequest, msgs: Sequence[MessageExt]) -> None:
+        assert self._concurrent is not None
+        batch = list(msgs)
+        async with self._sem:
+            if pr.process_queue.dropped:
+                return
+            try:
+                status = await self._call(self._concurrent, batch)
+            except Exception:
+                log.exception("listener of %s raised; the messages will be consumed again", self.group)
+                status = ConsumeConcurrentlyStatus.RECONSUME_LATER
+        if pr.process_queue.dropped:
+            return
+        if status != ConsumeConcurrentlyStatus.CONSUME_SUCCESS:
+            failed: list[MessageExt] = []
+            for m in batch:
+                try:
+                    await self.api.send_back(m, pr.mq.broker_name, 0, self.max_reconsume_times)
+                except (RemotingError, BrokerError) as e:
+                    log.warning("send back of %s failed (%s); consuming it again locally", m.msg_id, e)
+                    failed.append(m)
+            if failed:
+                await asyncio.sleep(5.0)
+                self._spawn(self._consume_concurrently(pr, failed))
+                batch = [m for m in batch if m not in failed]
+        offset = pr.process_queue.remove(batch)
+        if offset >= 0:
+            self.offsets.update(pr.mq, offset)
+
+    # ---------------------------------------------------------------- orderly consumption
+    async def _consume_orderly(self, pr: PullRequest) -> None:
+        assert self._orderly is not None and self.rebalancer is not None
+        pq = pr.process_queue
+        if pq.consume_lock.locked():
+            return  # a consume loop is already running for this queue
+        async with pq.consume_lock:
+            while self._running and not pq.dropped:
+                if not pq.locked or pq.lock_expired():
+                    if not await self.rebalancer.lock(pr.mq):
+                        await asyncio.sleep(SUSPEND_ORDERLY_S)
+                        continue
+                msgs = pq.take(self.consume_batch_max_size)
+                if not msgs:
+                    return
+                try:
+                    status = await self._call(self._orderly, msgs)
+                except Exception:
+                    log.exception("orderly listener of %s raised; suspending the queue", self.group)
+                    status = ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
+                if status == ConsumeOrderlyStatus.SUCCESS:
+                    offset = pq.commit()
+                    if offset >= 0:
+                        self.offsets.update(pr.mq, offset)
+                else:
+                    for m in msgs:
+                        m.reconsume_times += 1
+                    pq.rollback()
+                    await asyncio.sleep(SUSPEND_ORDERLY_S)
