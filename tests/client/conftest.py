@@ -1,0 +1,42 @@
+"""One real mqbroker per module for the client tests; each test makes its own topics and groups."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from broker_core.client.instance import MQClientInstance
+from broker_core.remoting import RequestCode
+from broker_core.remoting.headers import CreateTopicRequestHeader
+from tests.remoting_broker import BrokerProcess, running_broker
+
+_names = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    with running_broker(Path(tmp_path_factory.mktemp("mqbroker"))) as b:
+        yield b
+
+
+@pytest.fixture
+def unique() -> str:
+    return f"t{next(_names)}"
+
+
+async def create_topic(inst: MQClientInstance, broker_addr: str, topic: str, queues: int = 4,
+                       attributes: str | None = None) -> None:
+    """UPDATE_AND_CREATE_TOPIC then wait until the name server routes it."""
+    header = CreateTopicRequestHeader(topic=topic, default_topic="TBW102", read_queue_nums=queues,
+                                      write_queue_nums=queues, perm=6, topic_filter_type="SINGLE_TAG",
+                                      attributes=attributes)
+    inst.check(await inst.invoke(broker_addr, RequestCode.UPDATE_AND_CREATE_TOPIC, header))
+    for _ in range(50):
+        if await inst.get_route(topic, refresh=True):
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"no route for {topic}")
