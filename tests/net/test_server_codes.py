@@ -59,6 +59,14 @@ def send(bc: RawClient, topic: str, body: bytes, queue_id: int = 0, props: dict[
     return bc.call(code, h.to_ext_fields(), body)
 
 
+def dispatched(bc: RawClient, topic: str, queue_id: int, count: int) -> None:
+    """Wait until dispatch (reput, asynchronous after the put) made ``count`` messages readable."""
+    deadline = time.time() + 10
+    while int(bc.call(RC.GET_MAX_OFFSET, {"topic": topic, "queueId": str(queue_id)}).ext_fields["offset"]) < count:
+        assert time.time() < deadline, f"{topic}/{queue_id} never reached {count} messages"
+        time.sleep(0.02)
+
+
 def pull(bc, topic, queue_id=0, offset=0, group="G", sys_flag=0, suspend_ms=0, sub=None):
     ext = {"consumerGroup": group, "topic": topic, "queueId": str(queue_id), "queueOffset": str(offset),
            "maxMsgNums": "32", "sysFlag": str(sys_flag), "commitOffset": "0", "suspendTimeoutMillis": str(suspend_ms),
@@ -161,6 +169,7 @@ def test_produce_and_consume_codes(broker_setup):
     rb = send(bc, "T", batch, 1, code=RC.SEND_BATCH_MESSAGE)
     assert rb.code == OK and rb.ext_fields["queueOffset"] == "2" and rb.ext_fields["msgId"].count(",") == 1
     # pull everything, then only tag a (subscription in the request)
+    dispatched(bc, "T", 1, 4)
     r = pull(bc, "T", 1)
     assert (r.code, r.remark, r.ext_fields["nextBeginOffset"], r.ext_fields["maxOffset"]) == (OK, "FOUND", "4", "4")
     assert [m.body for m in records(r.body)] == [b"hello", b"second", b"b1", b"b2"]
@@ -203,7 +212,7 @@ def test_produce_and_consume_codes(broker_setup):
     r = bc.call(RC.CONSUMER_SEND_MSG_BACK, {"offset": str(int(offset_msg_id[16:], 16)), "group": "G",
                                             "delayLevel": "-1", "originTopic": "T"})
     assert r.code == OK
-    assert broker.get_max_offset("%DLQ%G", 0) == 1
+    dispatched(bc, "%DLQ%G", 0, 1)
 
 
 def test_long_poll_pull_is_woken_by_a_send(broker_setup):
@@ -234,12 +243,13 @@ def test_pop_ack_change_invisible_batch_ack(broker_setup):
     create_topic(bc, "PT", 1)
     for i in range(4):
         send(bc, "PT", f"m{i}".encode())
+    dispatched(bc, "PT", 0, 4)
     pop = {"consumerGroup": "PG", "topic": "PT", "queueId": "-1", "maxMsgNums": "2", "invisibleTime": "60000",
            "pollTime": "1000", "bornTime": str(int(time.time() * 1000)), "initMode": "0"}
     r = bc.call(RC.POP_MESSAGE, pop)
     assert r.code == OK, r.remark
     got = records(r.body)
-    assert [m.body for m in got] == [b"m0", b"m1"]
+    assert [m.body for m in got] == [b"m0", b"m1"]  # (pop long-polls until dispatch shows them)
     pop_time, revive_qid = r.ext_fields["popTime"], r.ext_fields["reviveQid"]
     extra = f"0 {pop_time} 60000 {revive_qid} 0 broker-a 0"
     r = bc.call(RC.ACK_MESSAGE, {"consumerGroup": "PG", "topic": "PT", "queueId": "0", "extraInfo": extra,
@@ -284,6 +294,7 @@ def test_client_codes_and_broker_to_client_notify(broker_setup):
         # a pull without its own subscription uses the registered one (TagA)
         send(bc, "CT", b"x", 0, {"TAGS": "TagB"})
         send(bc, "CT", b"y", 0, {"TAGS": "TagA"})
+        dispatched(bc, "CT", 0, 2)
         assert [m.body for m in records(pull(bc, "CT", group="CG").body)] == [b"y"]
         # queue locks
         lock = {"consumerGroup": "CG", "clientId": "c1",
@@ -326,6 +337,7 @@ def test_admin_codes(broker_setup):
     all_topics = fastjson.loads(bc.call(RC.GET_ALL_TOPIC_CONFIG).body)
     assert "AT" in all_topics["topicConfigTable"]
     send(bc, "AT", b"1", 1)
+    dispatched(bc, "AT", 1, 1)
     stats = TopicStatsTable.from_json(bc.call(RC.GET_TOPIC_STATS_INFO, {"topic": "AT"}).body)
     mq1 = MessageQueue(topic="AT", broker_name="broker-a", queue_id=1)
     assert stats.offset_table[mq1].max_offset == 1
