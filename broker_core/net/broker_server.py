@@ -16,6 +16,7 @@ import socket
 import zlib
 
 from broker_core.auth.authentication import AuthenticationContext
+from broker_core.auth.signer import ACCESS_KEY
 from broker_core.broker.broker import Broker
 from broker_core.broker.request_context import RequestContext
 from broker_core.remoting import RemotingCommand, RequestCode, ResponseCode
@@ -77,11 +78,17 @@ class BrokerRemotingServer:
         return with_auth
 
     def _authenticate(self, ch: Channel, req: RemotingCommand) -> RequestContext:
-        """Authentication first, for every request (spec D.2); raises NoPermissionError with RocketMQ's remark."""
-        ctx = RequestContext(source_ip=ch.remote_ip, channel_id=ch.id, request_code=str(req.code),
+        """Authentication first, for every request (spec D.2); raises NoPermissionError with RocketMQ's remark.
+        With authentication off the signed bytes are not even built; authorization (if on) then takes the
+        caller from AccessKey, as RocketMQ's context builder does."""
+        auth_cfg = self.broker.config.auth
+        code = str(req.code)
+        if not auth_cfg.authentication_enabled:
+            return RequestContext(subject=req.ext_fields.get(ACCESS_KEY) if auth_cfg.authorization_enabled else None,
+                                  source_ip=ch.remote_ip, channel_id=ch.id, request_code=code)
+        ctx = RequestContext(source_ip=ch.remote_ip, channel_id=ch.id, request_code=code,
                              authentication=AuthenticationContext.from_remoting(
-                                 req.ext_fields, req.body, request_code=str(req.code), version=req.version,
-                                 channel_id=ch.id))
+                                 req.ext_fields, req.body, request_code=code, version=req.version, channel_id=ch.id))
         return self.broker.authenticate(ctx)
 
     # -- lifecycle -------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ class ChannelClosedError(ConnectionError):
 
 class Channel:
     __slots__ = ("id", "remote_addr", "local_addr", "_transport", "_loop", "_pending", "closed", "_on_close",
-                 "last_activity", "__weakref__")
+                 "last_activity", "_out", "_flush_scheduled", "__weakref__")
 
     def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
         peer = transport.get_extra_info("peername") or ("?", 0)
@@ -42,6 +42,8 @@ class Channel:
         self.closed = False
         self._on_close: list[Callable[[Channel], None]] = []
         self.last_activity = loop.time()
+        self._out: list[bytes] = []
+        self._flush_scheduled = False
 
     @property
     def remote_ip(self) -> str:
@@ -52,10 +54,22 @@ class Channel:
 
     # -- event-loop side -------------------------------------------------------------------------
     def write(self, cmd: RemotingCommand) -> None:
+        """Queue a frame; the frames written during one loop iteration go out in one send (pipelined
+        clients get many answers per system call)."""
         if self.closed:
             return
-        self._transport.write(encode_frame(cmd))
-        self.last_activity = self._loop.time()
+        self._out.append(encode_frame(cmd))
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        if self._out and not self.closed:
+            data = b"".join(self._out) if len(self._out) > 1 else self._out[0]
+            self._out.clear()
+            self._transport.write(data)
+            self.last_activity = self._loop.time()
 
     def complete(self, response: RemotingCommand) -> None:
         """A response from the peer to a request we sent; unknown opaques are dropped (spec A.4)."""
