@@ -126,8 +126,9 @@ class BrokerRemotingServer:
 
     def _register_request(self) -> RemotingCommand:
         reg = self.broker.registration()
+        broker_perm = self.broker.config.broker_permission  # a read-only broker advertises read-only queues
         topics = {t.topic_name: TopicConfigBody(topic_name=t.topic_name, read_queue_nums=t.read_queue_nums,
-                                                write_queue_nums=t.write_queue_nums, perm=t.perm,
+                                                write_queue_nums=t.write_queue_nums, perm=t.perm & broker_perm,
                                                 topic_sys_flag=t.topic_sys_flag, order=t.order) for t in reg.topics}
         body = RegisterBrokerBody(topic_config_serialize_wrapper=TopicConfigSerializeWrapper(
             topic_config_table=topics, data_version=DataVersion(counter=reg.data_version,

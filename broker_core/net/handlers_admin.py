@@ -21,10 +21,12 @@ from broker_core.remoting.headers import (
     GetAllTopicConfigResponseHeader,
     GetBrokerConfigResponseHeader,
     GetConsumeStatsRequestHeader,
+    GetEarliestMsgStoretimeResponseHeader,
     GetSubscriptionGroupConfigRequestHeader,
     GetTopicConfigRequestHeader,
     QueryTopicsByConsumerRequestHeader,
     ResetOffsetRequestHeader,
+    TopicQueueRequestHeader,
     TopicRequestHeader,
     ViewMessageRequestHeader,
 )
@@ -36,6 +38,7 @@ from .channel import Channel
 from .remoting_server import RequestError
 from .wire_convert import (
     consume_stats,
+    parse_properties_text,
     properties_text,
     reset_offset_body,
     topic_config_body,
@@ -69,6 +72,8 @@ class AdminHandlers:
             RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: self.invoke_broker_to_reset_offset,
             RequestCode.GET_BROKER_RUNTIME_INFO: self.get_broker_runtime_info,
             RequestCode.GET_BROKER_CONFIG: self.get_broker_config,
+            RequestCode.UPDATE_BROKER_CONFIG: self.update_broker_config,
+            RequestCode.GET_EARLIEST_MSG_STORETIME: self.get_earliest_msg_storetime,
             RequestCode.VIEW_MESSAGE_BY_ID: self.view_message_by_id,
         }
 
@@ -181,6 +186,18 @@ class AdminHandlers:
         props = to_properties(self.broker.config)
         header = GetBrokerConfigResponseHeader(version=DataVersion().to_json().decode())
         return req.response(ext_fields=header.to_ext_fields(), body=properties_text(props))
+
+    async def update_broker_config(self, ch: Channel, req: RemotingCommand, auth: RequestContext) -> RemotingCommand:
+        props = parse_properties_text(req.body) if req.body else {}
+        await self.ctx.run(self.broker.update_broker_config, props, auth=auth)
+        await self.ctx.register_now()  # e.g. brokerPermission changes what the routes advertise
+        return req.response()
+
+    async def get_earliest_msg_storetime(self, ch: Channel, req: RemotingCommand,
+                                         auth: RequestContext) -> RemotingCommand:
+        h = TopicQueueRequestHeader.from_ext_fields(req.ext_fields)
+        ts = await self.ctx.run(self.broker.earliest_msg_store_time, h.topic, h.queue_id, auth=auth)
+        return req.response(ext_fields=GetEarliestMsgStoretimeResponseHeader(timestamp=ts).to_ext_fields())
 
     async def view_message_by_id(self, ch: Channel, req: RemotingCommand, auth: RequestContext) -> RemotingCommand:
         h = ViewMessageRequestHeader.from_ext_fields(req.ext_fields)

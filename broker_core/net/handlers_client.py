@@ -19,6 +19,8 @@ from broker_core.remoting.headers import (
     CheckTransactionStateRequestHeader,
     GetConsumerConnectionListRequestHeader,
     GetConsumerListByGroupRequestHeader,
+    GetConsumerRunningInfoRequestHeader,
+    GetProducerConnectionListRequestHeader,
     NotifyConsumerIdsChangedRequestHeader,
     QueryMessageRequestHeader,
     QueryMessageResponseHeader,
@@ -35,6 +37,7 @@ log = logging.getLogger("rmqops.broker.net")
 UNIQUE_KEY_QUERY = "_UNIQUE_KEY_QUERY"
 MAX_MSGS_NUM_BATCH = 64  # maxMsgsNumBatch: QUERY_MESSAGE's cap
 DEFAULT_QUERY_MAX_NUM = 32  # defaultQueryMaxNum: the cap of a unique-key query
+RUNNING_INFO_TIMEOUT_S = 5.0
 
 
 def consumer_data(c: wire.ConsumerData) -> ConsumerData:
@@ -63,6 +66,8 @@ class ClientHandlers:
             RequestCode.GET_CONSUMER_LIST_BY_GROUP: self.get_consumer_list_by_group,
             RequestCode.GET_CONSUMER_CONNECTION_LIST: self.get_consumer_connection_list,
             RequestCode.QUERY_MESSAGE: self.query_message,
+            RequestCode.GET_PRODUCER_CONNECTION_LIST: self.get_producer_connection_list,
+            RequestCode.GET_CONSUMER_RUNNING_INFO: self.get_consumer_running_info,
         }
 
     def _watch(self, ch: Channel) -> None:
@@ -111,6 +116,33 @@ class ClientHandlers:
             consume_type=info.consume_type, message_model=info.message_model,
             consume_from_where=info.consume_from_where)
         return req.response(body=body.to_json())
+
+    async def get_producer_connection_list(self, ch: Channel, req: RemotingCommand,
+                                           auth: RequestContext) -> RemotingCommand:
+        h = GetProducerConnectionListRequestHeader.from_ext_fields(req.ext_fields)
+        clients = self.broker.client_registry.producer_clients(h.producer_group)
+        if not clients:
+            return req.response(ResponseCode.SYSTEM_ERROR, f"the producer group[{h.producer_group}] not exist")
+        body = wire.ProducerConnection(connection_set=[
+            wire.Connection(client_id=c.client_id, client_addr=c.remote_addr, language=c.language, version=c.version)
+            for c in clients])
+        return req.response(body=body.to_json())
+
+    async def get_consumer_running_info(self, ch: Channel, req: RemotingCommand,
+                                        auth: RequestContext) -> RemotingCommand:
+        """mqadmin consumerStatus: the broker relays the request to the client and its answer back."""
+        h = GetConsumerRunningInfoRequestHeader.from_ext_fields(req.ext_fields)
+        client = self.broker.client_registry.find_channel(h.client_id)
+        if not isinstance(client, Channel) or client.closed:
+            return req.response(ResponseCode.SYSTEM_ERROR,
+                                f"The Consumer <{h.consumer_group}> <{h.client_id}> not online")
+        relay = RemotingCommand.request(RequestCode.GET_CONSUMER_RUNNING_INFO, h.to_ext_fields())
+        try:
+            answer = await client.request(relay, RUNNING_INFO_TIMEOUT_S)
+        except (TimeoutError, ConnectionError) as e:
+            return req.response(ResponseCode.SYSTEM_ERROR,
+                                f"invoke consumer <{h.consumer_group}> <{h.client_id}> failed: {e or 'timeout'}")
+        return req.response(answer.code, answer.remark, answer.ext_fields, answer.body)
 
     async def query_message(self, ch: Channel, req: RemotingCommand, auth: RequestContext) -> RemotingCommand:
         h = QueryMessageRequestHeader.from_ext_fields(req.ext_fields)

@@ -165,6 +165,11 @@ class ConsumerConnection(JsonBody):
 
 
 @B
+class ProducerConnection(JsonBody):
+    connection_set: list[Connection] = field(default_factory=list)
+
+
+@B
 class LockBatchRequestBody(JsonBody):
     consumer_group: str
     client_id: str

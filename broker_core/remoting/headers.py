@@ -375,6 +375,11 @@ class NotifyConsumerIdsChangedRequestHeader(CommandHeader):
 
 
 @H
+class GetProducerConnectionListRequestHeader(CommandHeader):
+    producer_group: str
+
+
+@H
 class GetConsumerRunningInfoRequestHeader(CommandHeader):
     consumer_group: str
     client_id: str

@@ -409,3 +409,45 @@ def test_binary_header_requests_get_binary_answers(broker_setup):
                 struct.pack(">i", 0))
     raw = ns.recv()
     assert raw.opaque == 4242 and raw.serialize_type == SerializeType.ROCKETMQ
+
+
+def test_broker_config_update_and_earliest_store_time(broker_setup):
+    _, _, ns, bc = broker_setup
+    create_topic(bc, "ET", 1)
+    q = {"topic": "ET", "queueId": "0"}
+    assert bc.call(RC.GET_EARLIEST_MSG_STORETIME, q).ext_fields["timestamp"] == "-1"
+    before = int(time.time() * 1000)
+    send(bc, "ET", b"first")
+    dispatched(bc, "ET", 0, 1)
+    assert int(bc.call(RC.GET_EARLIEST_MSG_STORETIME, q).ext_fields["timestamp"]) >= before - 1000
+    r = bc.call(RC.UPDATE_BROKER_CONFIG, {}, b"rocketmqHome=/tmp\n")
+    assert (r.code, r.remark) == (ResponseCode.NO_PERMISSION, "Can not update config in black list.")
+    assert bc.call(RC.UPDATE_BROKER_CONFIG, {}, b"brokerPermission=4\nnotAKey=1\n").code == OK
+    assert b"brokerPermission=4\n" in bc.call(RC.GET_BROKER_CONFIG).body
+    route = TopicRouteData.from_json(ns.call(RC.GET_ROUTEINFO_BY_TOPIC, {"topic": "ET"}).body)
+    assert route.queue_datas[0].perm == 4  # re-registered read-only at once
+
+
+def test_producer_connections_and_consumer_running_info_relay(broker_setup):
+    servers, broker, _, bc = broker_setup
+    consumer = RawClient(broker.config.broker_addr)
+    try:
+        hb = HeartbeatData(client_id="cid-9", producer_data_set=[ProducerData(group_name="PG9")],
+                           consumer_data_set=[_consumer("CG9", "TBW102")])
+        assert consumer.call(RC.HEART_BEAT, {}, hb.to_json()).code == OK
+        pc = json.loads(bc.call(RC.GET_PRODUCER_CONNECTION_LIST, {"producerGroup": "PG9"}).body)
+        assert [c["clientId"] for c in pc["connectionSet"]] == ["cid-9"]
+        assert bc.call(RC.GET_PRODUCER_CONNECTION_LIST, {"producerGroup": "nope"}).code == ResponseCode.SYSTEM_ERROR
+        # the broker relays GET_CONSUMER_RUNNING_INFO to the client and the client's answer back
+        ask = RemotingCommand.request(RC.GET_CONSUMER_RUNNING_INFO, {"consumerGroup": "CG9", "clientId": "cid-9",
+                                                                     "jstackEnable": "false"}, opaque=31)
+        bc.send(ask)
+        relayed = consumer.recv(10)
+        assert relayed.code == RC.GET_CONSUMER_RUNNING_INFO and not relayed.is_response
+        consumer.send(relayed.response(body=b'{"properties":{"PROP_CONSUME_TYPE":"CONSUME_PASSIVELY"}}'))
+        answer = bc.recv(10)
+        assert answer.opaque == 31 and answer.code == OK and b"PROP_CONSUME_TYPE" in answer.body
+        r = bc.call(RC.GET_CONSUMER_RUNNING_INFO, {"consumerGroup": "CG9", "clientId": "ghost"})
+        assert (r.code, r.remark) == (ResponseCode.SYSTEM_ERROR, "The Consumer <CG9> <ghost> not online")
+    finally:
+        consumer.close()
