@@ -41,6 +41,7 @@ from .remoting_server import Handler, RemotingServer, ServerConfig
 log = logging.getLogger("rmqops.broker.net")
 
 REGISTER_NAME_SERVER_PERIOD_MS = 30_000
+CLIENT_HOUSEKEEPING_PERIOD_S = 10.0  # ClientHousekeepingService: scan for silent clients every 10 s
 
 
 class BrokerRemotingServer:
@@ -55,6 +56,7 @@ class BrokerRemotingServer:
         self.server = RemotingServer("broker", self._wrap_all(self._broker_handlers()), server_config)
         self._namesrv: dict[str, OutboundConnection] = {}
         self._register_task: asyncio.Task[None] | None = None
+        self._housekeeping: asyncio.Task[None] | None = None
         self._register_lock: asyncio.Lock | None = None
 
     def _broker_handlers(self) -> dict[int, BrokerHandler]:
@@ -97,20 +99,33 @@ class BrokerRemotingServer:
         self._register_lock = asyncio.Lock()
         bound = await self.server.start(host, self.broker.config.listen_port if port is None else port, sock=sock)
         await self.register_all()
+        loop = asyncio.get_running_loop()
         if self.namesrv_addrs:
-            self._register_task = asyncio.get_running_loop().create_task(self._register_loop())
+            self._register_task = loop.create_task(self._register_loop())
+        self._housekeeping = loop.create_task(self._housekeeping_loop())
         return bound
 
     async def stop(self) -> None:
-        if self._register_task is not None:
-            self._register_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._register_task
+        for task in (self._register_task, self._housekeeping):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         await self._unregister_all()
         await self.server.stop()
         for conn in self._namesrv.values():
             await conn.close()
         self.ctx.close()
+
+    async def _housekeeping_loop(self) -> None:
+        """Clients silent past the registry's expiry (120 s) are dropped and their connections closed."""
+        while True:
+            await asyncio.sleep(CLIENT_HOUSEKEEPING_PERIOD_S)
+            for info in self.broker.client_registry.scan_expired():
+                log.warning("client %s (%s) sent no heartbeat for %d ms: closing its connection", info.client_id,
+                            info.remote_addr, self.broker.client_registry.channel_expired_timeout_ms)
+                if isinstance(info.channel, Channel):
+                    info.channel.close()
 
     # -- name servers ----------------------------------------------------------------------------
     async def _register_loop(self) -> None:

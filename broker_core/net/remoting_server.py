@@ -56,6 +56,7 @@ class ServerConfig:
     frame_max_length: int = DEFAULT_FRAME_MAX_LENGTH  # com.rocketmq.remoting.frameMaxLength
     idle_timeout: float = 120.0  # serverChannelMaxIdleTimeSeconds
     max_connections: int = 10_000
+    max_inflight_per_connection: int = 1024  # above this, stop reading that connection until answers go out
 
 
 class _Connection(asyncio.Protocol):
@@ -65,9 +66,13 @@ class _Connection(asyncio.Protocol):
         self.channel: Channel | None = None
         self._idle: asyncio.TimerHandle | None = None
         self._reason: str | None = None
+        self._transport: asyncio.BaseTransport | None = None
+        self.inflight = 0
+        self._paused = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         loop = self.server.loop
+        self._transport = transport
         # uvloop's transports are not asyncio.Transport subclasses but have the same methods
         ch = self.channel = Channel(cast(asyncio.Transport, transport), loop)
         srv = self.server
@@ -116,7 +121,18 @@ class _Connection(asyncio.Protocol):
             if cmd.is_response:
                 ch.complete(cmd)
             else:
-                self.server.dispatch(ch, cmd)
+                self.inflight += 1
+                self.server.dispatch(ch, cmd, self)
+        if self.inflight > self.server.config.max_inflight_per_connection and not self._paused:
+            self._paused = True  # backpressure: a client that only sends cannot queue unbounded work
+            cast(asyncio.ReadTransport, self._transport).pause_reading()
+
+    def request_done(self) -> None:
+        self.inflight -= 1
+        if self._paused and self.inflight <= self.server.config.max_inflight_per_connection // 2:
+            self._paused = False
+            if self.channel is not None and not self.channel.closed:
+                cast(asyncio.ReadTransport, self._transport).resume_reading()
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self._idle is not None:
@@ -171,13 +187,16 @@ class RemotingServer:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 2)
 
-    def dispatch(self, ch: Channel, cmd: RemotingCommand) -> None:
-        task = self.loop.create_task(self._handle(ch, cmd))
+    def dispatch(self, ch: Channel, cmd: RemotingCommand, conn: _Connection) -> None:
+        task = self.loop.create_task(self._handle(ch, cmd, conn))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _handle(self, ch: Channel, cmd: RemotingCommand) -> None:
-        response = await self.process(ch, cmd)
+    async def _handle(self, ch: Channel, cmd: RemotingCommand, conn: _Connection) -> None:
+        try:
+            response = await self.process(ch, cmd)
+        finally:
+            conn.request_done()
         if response is not None and not cmd.is_oneway:
             response.opaque = cmd.opaque
             response.flag |= 0x1

@@ -12,7 +12,7 @@ from harness import Servers
 from net_util import RawClient
 
 from broker_core.net.remoting_server import ServerConfig
-from broker_core.remoting import RequestCode, ResponseCode
+from broker_core.remoting import RemotingCommand, RequestCode, ResponseCode, encode_frame
 
 LOGGER = "rmqops.net"
 
@@ -122,4 +122,21 @@ def test_connections_over_the_limit_are_refused_one_by_one(tmp_path, caplog):
     finally:
         for c in clients:
             c.close()
+        s.close()
+
+
+def test_a_flood_of_pipelined_requests_is_throttled_not_dropped(tmp_path):
+    s = Servers(tmp_path, ServerConfig(max_inflight_per_connection=16))
+    flood = RawClient(s.namesrv_addr)
+    other = RawClient(s.namesrv_addr)
+    try:
+        n = 3000
+        flood.send_raw(b"".join(encode_frame(RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO, opaque=i))
+                                for i in range(n)))
+        assert other.call(RequestCode.GET_BROKER_CLUSTER_INFO).code == ResponseCode.SUCCESS
+        got = {flood.recv(10).opaque for _ in range(n)}
+        assert got == set(range(n))
+    finally:
+        flood.close()
+        other.close()
         s.close()
