@@ -63,7 +63,7 @@ def _stop(proc: subprocess.Popen[str]) -> None:
 @contextmanager
 def running_broker(workdir: Path, conf: Mapping[str, str] | None = None, *, broker_name: str = "broker-a",
                    cluster: str = "DefaultCluster", namesrv: str | None = None,
-                   startup_timeout: float = 60.0) -> Iterator[BrokerProcess]:
+                   startup_timeout: float = 60.0, extra_args: tuple[str, ...] = ()) -> Iterator[BrokerProcess]:
     """Start mqbroker (with its own name server unless ``namesrv`` is given) and yield its addresses."""
     workdir.mkdir(parents=True, exist_ok=True)
     store = workdir / "store"
@@ -72,7 +72,7 @@ def running_broker(workdir: Path, conf: Mapping[str, str] | None = None, *, brok
     conf_path = workdir / "broker.conf"
     conf_path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
     cmd = [sys.executable, "-m", "broker_core.mqbroker", "--store", str(store), "-c", str(conf_path),
-           "--host", "127.0.0.1", "--listenPort", "0"]
+           "--host", "127.0.0.1", "--listenPort", "0"] + list(extra_args)
     cmd += ["-n", namesrv, "--broker-only"] if namesrv else ["--namesrvPort", "0"]
     log_path = workdir / "mqbroker.log"
     log = log_path.open("w")

@@ -33,6 +33,7 @@ from .subscription import build_subscription
 log = logging.getLogger(__name__)
 
 REBALANCE_INTERVAL_S = 20.0
+REBALANCE_RETRY_S = 1.0  # while a subscribed topic has no route yet
 LOCK_RENEW_INTERVAL_S = 20.0
 PERSIST_INTERVAL_S = 5.0
 PULL_SUSPEND_MS = 15_000
@@ -159,13 +160,15 @@ class PushConsumer:
 
     async def _rebalance_loop(self) -> None:
         while self._running:
+            self._rebalance_now.clear()  # before the round: a notify arriving during it triggers another
             try:
                 await self.rebalance_once()
             except (RemotingError, BrokerError) as e:
                 log.warning("rebalance of %s failed: %s", self.group, e)
-            self._rebalance_now.clear()
+            assert self.rebalancer is not None
+            wait = REBALANCE_RETRY_S if self.rebalancer.topics_without_route else REBALANCE_INTERVAL_S
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._rebalance_now.wait(), REBALANCE_INTERVAL_S)
+                await asyncio.wait_for(self._rebalance_now.wait(), wait)
 
     async def _persist_loop(self) -> None:
         while self._running:
@@ -208,6 +211,7 @@ class PushConsumer:
                 pr.next_offset = result.next_begin_offset
                 msgs = [self._reset_retry_topic(m) for m in result.messages]
                 if not msgs:
+                    self._correct_tags_offset(pr)
                     continue
                 pq.put(msgs)
                 if self.orderly:
@@ -217,6 +221,7 @@ class PushConsumer:
                         self._spawn(self._consume_concurrently(pr, msgs[i:i + self.consume_batch_max_size]))
             elif result.status in (PullStatus.NO_NEW_MSG, PullStatus.NO_MATCHED_MSG):
                 pr.next_offset = result.next_begin_offset
+                self._correct_tags_offset(pr)
             else:  # OFFSET_ILLEGAL: jump to where the broker says and remember it
                 log.warning("pull %s: offset %d illegal, moving to %d", pr.mq, pr.next_offset,
                             result.next_begin_offset)
@@ -224,6 +229,11 @@ class PushConsumer:
                 self.offsets.update(pr.mq, pr.next_offset, increase_only=False)
                 with contextlib.suppress(RemotingError, BrokerError):
                     await self.offsets.persist(pr.mq)
+
+    def _correct_tags_offset(self, pr: PullRequest) -> None:
+        """Nothing in flight: commit past messages the broker filtered out, or they pin the offset."""
+        if pr.process_queue.count == 0:
+            self.offsets.update(pr.mq, pr.next_offset)
 
     @staticmethod
     def _reset_retry_topic(msg: MessageExt) -> MessageExt:

@@ -70,14 +70,19 @@ class Rebalancer:
         self._consume_ts = consume_timestamp_ms
         self._allocate = allocate
         self.process_queues: dict[MessageQueue, ProcessQueue] = {}
+        # subscribed topics the name server had no route for in the last round (e.g. a retry topic the
+        # broker has not registered yet): the consumer rebalances again soon instead of in 20 s
+        self.topics_without_route: list[str] = []
 
     async def rebalance(self, topics: list[str]) -> list[PullRequest]:
         """One round over every subscribed topic; returns pull requests for newly owned queues."""
         new: list[PullRequest] = []
         wanted: set[MessageQueue] = set()
+        self.topics_without_route = []
         for topic in topics:
             mqs = await self._backend.subscribe_queues(topic)
             if not mqs:
+                self.topics_without_route.append(topic)
                 continue
             cids = await self._backend.find_consumer_ids(topic, self.group)
             if not cids:

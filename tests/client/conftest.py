@@ -15,11 +15,18 @@ from broker_core.remoting.headers import CreateTopicRequestHeader
 from tests.remoting_broker import BrokerProcess, running_broker
 
 _names = itertools.count()
+# Retries and transaction checks on a test's time scale: every delay level 1 s, checks after 1 s.
+FAST_CONF = {"messageDelayLevel": " ".join(["1s"] * 18), "transactionTimeOut": "1000",
+             "transactionCheckInterval": "1000"}
+# The broker publishes a group's new %RETRY% topic to the name server only at its periodic registration
+# (30 s; Java registers at once when HEART_BEAT creates it): register every 2 s so retry tests stay short.
+FAST_ARGS = ("--registerNameServerPeriod", "2000")
 
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    with running_broker(Path(tmp_path_factory.mktemp("mqbroker"))) as b:
+    with running_broker(Path(tmp_path_factory.mktemp("mqbroker")), FAST_CONF,
+                        extra_args=FAST_ARGS) as b:
         yield b
 
 
