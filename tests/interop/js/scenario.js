@@ -8,6 +8,8 @@
 const { Consumer, Producer, Message } = require('ali-ons');
 const RemotingCommand = require('ali-ons/lib/protocol/command/remoting_command');
 const MessageDecoder = require('ali-ons/lib/message/message_decoder');
+const ByteBuffer = require('byte');
+const crypto = require('crypto');
 
 const cfg = JSON.parse(process.argv[2]);
 const httpclient = {}; // ali-ons asserts one exists; unused when nameSrv is given
@@ -32,13 +34,13 @@ async function waitFor(cond, timeoutMs) {
 
 function newProducer(extra = {}) {
   return new Producer(Object.assign({ httpclient, nameSrv: cfg.namesrv, producerGroup: cfg.group + '_P',
-    logger: quietLogger, instanceName: 'p' + process.pid }, creds, extra));
+    logger: quietLogger, instanceName: 'p' + process.pid, heartbeatBrokerInterval: 1000 }, creds, extra));
 }
 
 function newConsumer(name, extra = {}) {
   return new Consumer(Object.assign({ httpclient, nameSrv: cfg.namesrv, consumerGroup: cfg.group,
     consumeFromWhere: 'CONSUME_FROM_FIRST_OFFSET', rebalanceInterval: 1000, logger: quietLogger,
-    instanceName: name }, creds, extra));
+    instanceName: name, heartbeatBrokerInterval: 1000, persistConsumerOffsetInterval: 1000 }, creds, extra));
 }
 
 function record(msg, who) {
@@ -85,10 +87,16 @@ async function ordered() {
   await consumer.ready();
   const producer = newProducer();
   await producer.ready();
+  // ali-ons picks the queue id at index md5(key) % n but treats queue id 0 as "no choice" (`|| ''`),
+  // so use a key that does not map to queue 0
+  let key = 'order-0';
+  for (let k = 1; crypto.createHash('md5').update(key).digest().readUInt32BE() % cfg.queues === 0; k++) {
+    key = `order-${k}`;
+  }
   const sent = [];
   for (let i = 0; i < cfg.n; i++) {
     const msg = new Message(cfg.topic, 'Order', `seq-${i}`);
-    msg.shardingKey = 'order-42';
+    msg.shardingKey = key;
     const r = await producer.send(msg);
     sent.push({ msgId: r.msgId, body: `seq-${i}`, queueId: r.messageQueue.queueId });
   }
@@ -131,7 +139,7 @@ async function transaction() {
     const req = entity.data;
     if (req.code !== CHECK_TRANSACTION_STATE) return;
     const h = req.extFields;
-    const msg = MessageDecoder.decode(req.body);
+    const msg = MessageDecoder.decode(ByteBuffer.wrap(req.body));
     checks.push({ body: msg.body.toString(), header: h });
     const end = RemotingCommand.createRequestCommand(END_TRANSACTION, {
       producerGroup: producer.producerGroup, tranStateTableOffset: h.tranStateTableOffset,
@@ -200,13 +208,24 @@ async function retry() {
 async function sendOnly() {
   // the producer alone, e.g. with wrong credentials: report the error instead of throwing
   const producer = newProducer();
+  const codes = [];
+  // ali-ons retries a refused send and then throws a generic error: record the broker's codes on the way
+  const kernel = producer.sendKernelImpl.bind(producer);
+  producer.sendKernelImpl = async (msg, mq) => {
+    try {
+      return await kernel(msg, mq);
+    } catch (err) {
+      codes.push({ code: err.code, message: String(err.message).split('\n')[0] });
+      throw err;
+    }
+  };
   try {
     await producer.ready();
     const r = await producer.send(new Message(cfg.topic, 'X', 'x'));
     await producer.close();
-    return { ok: true, status: r.sendStatus };
+    return { ok: true, status: r.sendStatus, codes };
   } catch (err) {
-    return { ok: false, error: String(err && err.message || err), code: err && err.code };
+    return { ok: false, error: String(err && err.message || err), codes };
   }
 }
 
