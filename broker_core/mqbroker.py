@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import shlex
 import signal
 import socket
 import sys
@@ -24,7 +25,7 @@ from pathlib import Path
 
 from broker_core.broker.broker import Broker
 from broker_core.broker.broker_config import BrokerConfig
-from broker_core.config_loader import ConfigError, read_properties_file
+from broker_core.config_loader import ConfigError, read_properties_file, snake_to_camel
 from broker_core.net.broker_server import BrokerRemotingServer
 from broker_core.net.namesrv import NameServer, NamesrvConfig
 from broker_core.net.net_config import NetConfig
@@ -94,11 +95,17 @@ async def _serve(broker: Broker | None, net: NetConfig, namesrv_sock: socket.soc
             print(f"The broker[{cfg.broker_name}, {cfg.broker_addr}] boot success. serializeType=JSON and name server "
                   f"is {';'.join(namesrv_addrs)} (cluster {cfg.broker_cluster_name}, store {broker.root.resolve()}, "
                   f"pid {os.getpid()})", flush=True)
-        if namesrv_sock is not None:
-            addr = f"{host}:{namesrv.port if namesrv else 9876}"
-            print(f"Use it: mqadmin clusterList -n {addr}   |   mqadmin updateTopic -n {addr} -c "
-                  f"{broker.config.broker_cluster_name if broker else 'DefaultCluster'} -t MyTopic   |   "
-                  f"mqadmin topicRoute -n {addr} -t MyTopic   (Ctrl-C stops)", flush=True)
+        if namesrv_addrs:
+            addr = shlex.quote(";".join(namesrv_addrs))
+            cluster = broker.config.broker_cluster_name if broker else "DefaultCluster"
+            print("\n".join([
+                "Use it from another shell (. .venv/bin/activate first):",
+                f"  mqadmin clusterList -n {addr}",
+                f"  mqadmin updateTopic -n {addr} -c {cluster} -t MyTopic",
+                f"  mqadmin sendMessage -n {addr} -t MyTopic -p 'hello' -k key-1",
+                f"  mqadmin queryMsgByKey -n {addr} -t MyTopic -k key-1",
+                f"  mqadmin topicStatus -n {addr} -t MyTopic",
+                "Ctrl-C (or SIGTERM) stops it cleanly."]), flush=True)
         await stop.wait()
     finally:
         if server is not None:
@@ -120,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     for key in ("namesrv_port", "register_name_server_period", "broker_channel_expired_time",
                 "scan_not_active_broker_interval", "frame_max_length"):
-        value = getattr(args, "namesrvPort" if key == "namesrv_port" else _camel(key))
+        value = getattr(args, snake_to_camel(key))
         if value is not None:
             setattr(net, key, value)
     if args.idleTimeout is not None:
@@ -166,11 +173,6 @@ def main(argv: list[str] | None = None) -> int:
                 with contextlib.suppress(OSError):
                     s.close()
     return 0
-
-
-def _camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(p[:1].upper() + p[1:] for p in rest)
 
 
 if __name__ == "__main__":
