@@ -29,7 +29,7 @@ from broker_core.config_loader import ConfigError, read_properties_file, snake_t
 from broker_core.net.broker_server import BrokerRemotingServer
 from broker_core.net.namesrv import NameServer, NamesrvConfig
 from broker_core.net.net_config import NetConfig
-from broker_core.store.store_lock import StoreLockedError
+from broker_core.store.store_lock import StoreLockedError, is_store_locked
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
@@ -139,6 +139,9 @@ def main(argv: list[str] | None = None) -> int:
     run_broker = not args.namesrv_only
     if run_broker and not run_namesrv and not external:
         print("mqbroker: --broker-only needs name server addresses (-n host:port or namesrvAddr)", file=sys.stderr)
+        return 1
+    if run_broker and is_store_locked(root):  # say so before a port clash (the broker holding it has the ports)
+        print(f"mqbroker: store {root} is locked by a running broker", file=sys.stderr)
         return 1
     try:
         namesrv_sock = _bind(host, net.namesrv_port) if run_namesrv else None

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import itertools
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -63,6 +64,26 @@ def _end(b: Broker, a: RequestContext):  # -> EndTransactionResult
 def _send_back(b: Broker, a: RequestContext):  # -> SendBackResult
     offset = b.send_message(T, b"sb", queue_id=0).commit_log_offset
     return b.consumer_send_back(G, offset, auth=a)
+
+
+_names = itertools.count()
+CLUSTER = "Cluster:DefaultCluster"
+BOB_ACL = {"subject": "User:bob", "policies": [{"entries": [
+    {"resource": "Topic:BobT", "actions": ["Pub"], "decision": "Allow"}]}]}
+
+
+def _user(b: Broker, name: str | None = None) -> str:
+    """A user to administer (created without auth); a fresh name when none is given."""
+    name = name or f"user{next(_names)}"
+    if b.get_user(name) is None:
+        b.create_user(name, "pw")
+    return name
+
+
+def _bob_acl(b: Broker) -> str:
+    _user(b, "bob")
+    b.create_acl(acl_from_info(BOB_ACL))
+    return "User:bob"
 
 
 # name -> (call, [(resource, action)] the spec demands; [] = authentication only)
@@ -133,6 +154,21 @@ OPS: dict[str, tuple[Op, list[tuple[str, str]]]] = {
     "unregister_client": (lambda b, a: b.unregister_client("chan-1", consumer_group=G, auth=a), [(f"Group:{G}", "Sub")]),
     "consumer_ids": (lambda b, a: b.consumer_ids(G, auth=a), [(f"Group:{G}", "Get")]),
     "consumer_connection": (lambda b, a: b.consumer_connection(G, auth=a), [(f"Group:{G}", "Get")]),
+    "authenticate": (lambda b, a: b.authenticate(a), []),
+    "earliest_msg_store_time": (lambda b, a: b.earliest_msg_store_time(T, 0, auth=a), [(f"Topic:{T}", "Get")]),
+    "update_broker_config": (lambda b, a: b.update_broker_config({"brokerPermission": "6"}, auth=a), []),
+    "create_user": (lambda b, a: b.create_user(f"new{next(_names)}", "pw", auth=a), [(CLUSTER, "Update")]),
+    "update_user": (lambda b, a: b.update_user(_user(b, "bob"), "pw2", auth=a), [(CLUSTER, "Update")]),
+    "delete_user": (lambda b, a: b.delete_user(_user(b), auth=a), [(CLUSTER, "Update")]),
+    "get_user": (lambda b, a: b.get_user(ALICE, auth=a), [(CLUSTER, "Get")]),
+    "list_users": (lambda b, a: b.list_users(auth=a), [(CLUSTER, "Get")]),
+    "create_acl": (lambda b, a: b.create_acl(acl_from_info(BOB_ACL), auth=a) if _user(b, "bob") else None,
+                   [(CLUSTER, "Update")]),
+    "update_acl": (lambda b, a: b.update_acl(acl_from_info(BOB_ACL), auth=a) if _user(b, "bob") else None,
+                   [(CLUSTER, "Update")]),
+    "delete_acl": (lambda b, a: b.delete_acl(_bob_acl(b), auth=a), [(CLUSTER, "Update")]),
+    "get_acl": (lambda b, a: b.get_acl(f"User:{ALICE}", auth=a), [(CLUSTER, "Get")]),
+    "list_acls": (lambda b, a: b.list_acls(auth=a), [(CLUSTER, "Get")]),
 }
 
 # In-process plumbing a network caller never reaches directly, and pure name helpers.

@@ -13,13 +13,16 @@ from typer.testing import CliRunner
 
 from mqadmin.app import app
 
+FREE_PORTS = ["--listenPort", "0", "--namesrvPort", "0"]  # never the fixed 9876/10911 in tests
+
 
 def _start(store: Path) -> subprocess.Popen[str]:
-    proc = subprocess.Popen([sys.executable, "-m", "broker_core.mqbroker", "--store", str(store)],
+    proc = subprocess.Popen([sys.executable, "-m", "broker_core.mqbroker", "--store", str(store), *FREE_PORTS],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 30
-    line = proc.stdout.readline() if proc.stdout else ""
-    assert "boot success" in line, (line, proc.stderr.read() if proc.poll() is not None and proc.stderr else "")
+    lines = [proc.stdout.readline() if proc.stdout else "" for _ in range(2)]  # name server, then broker
+    assert "The broker[" in lines[1] and "boot success" in lines[1], \
+        (lines, proc.stderr.read() if proc.poll() is not None and proc.stderr else "")
     assert time.monotonic() < deadline
     return proc
 
@@ -36,7 +39,7 @@ def test_running_broker_holds_the_store_and_stops_cleanly(tmp_path: Path) -> Non
         # inspection still works beside it (read-only, no lock)
         listed = runner.invoke(app, ["topicList", "--store", str(store)])
         assert listed.exit_code == 0, listed.output
-        second = subprocess.run([sys.executable, "-m", "broker_core.mqbroker", "--store", str(store)],
+        second = subprocess.run([sys.executable, "-m", "broker_core.mqbroker", "--store", str(store), *FREE_PORTS],
                                 capture_output=True, text=True, timeout=60)
         assert second.returncode == 1 and "locked" in second.stderr
     finally:
@@ -55,6 +58,7 @@ def test_bad_config_is_one_line_and_exit_1(tmp_path: Path) -> None:
     conf = tmp_path / "broker.conf"
     conf.write_text("flushIntervalCommitLog=soon\n")
     result = subprocess.run([sys.executable, "-m", "broker_core.mqbroker", "-c", str(conf), "--store",
-                             str(tmp_path / "s")], capture_output=True, text=True, timeout=60, env=os.environ)
+                             str(tmp_path / "s"), *FREE_PORTS], capture_output=True, text=True, timeout=60,
+                            env=os.environ)
     assert result.returncode == 1
     assert result.stderr.strip().count("\n") == 0 and "flushIntervalCommitLog" in result.stderr
