@@ -20,9 +20,10 @@ import pytest
 
 from broker_core.broker.broker_config import BrokerConfig
 from mqadmin.admin import Admin
-from mqadmin.connect import open_local_admin
+from mqadmin.connect import open_local_admin, open_remote_admin
+from tests.remoting_broker import running_broker
 
-TRANSPORTS = ["local"]
+TRANSPORTS = ["local", "remoting"]
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,14 @@ def _start(kind: str, tmp_path: Path) -> Iterator[Target]:
         cfg = BrokerConfig()
         yield Target("local", lambda: open_local_admin(store, writes=True), cfg.broker_cluster_name,
                      cfg.broker_name, cfg.broker_addr)
+        return
+    if kind == "remoting":
+        # a real mqbroker process (name server + broker) on free loopback ports, stopped by PID
+        cfg = BrokerConfig()
+        with running_broker(tmp_path / "mqbroker", broker_name=cfg.broker_name,
+                            cluster=cfg.broker_cluster_name) as proc:
+            yield Target("remoting", lambda: open_remote_admin(proc.namesrv_addr), cfg.broker_cluster_name,
+                         cfg.broker_name, proc.broker_addr)
         return
     raise ValueError(f"unknown transport {kind!r}")
 
