@@ -70,6 +70,8 @@ class GlobalOptions:
     namesrv_addr: str | None
     output: OutputFormat
     verbose: bool
+    access_key: str | None = None
+    secret_key: str | None = None
 
     @property
     def store_dir(self) -> Path:
@@ -110,6 +112,12 @@ _COMMON: list[inspect.Parameter] = [
     inspect.Parameter("namesrv_addr", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[
         str | None, typer.Option("-n", "--namesrvAddr", help="name server address (remote mode)",
                                  rich_help_panel="Target")]),
+    inspect.Parameter("access_key", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[
+        str | None, typer.Option("--ak", "--accessKey", help="ACL access key for signing remote requests "
+                                 "(default: $ROCKETMQ_ACCESS_KEY, else $ROCKETMQ_HOME/conf/tools.yml)",
+                                 rich_help_panel="Target")]),
+    inspect.Parameter("secret_key", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[
+        str | None, typer.Option("--sk", "--secretKey", help="ACL secret key (with --ak)", rich_help_panel="Target")]),
     inspect.Parameter("output", inspect.Parameter.KEYWORD_ONLY, default=OutputFormat.table, annotation=Annotated[
         OutputFormat, typer.Option("--output", help="table (mqadmin's layout), json or yaml",
                                    case_sensitive=False, rich_help_panel="Output")]),
@@ -138,7 +146,8 @@ class Cmd:
         if self._admin is None:
             from mqadmin.connect import open_admin
 
-            self._admin = open_admin(self.opts.store_dir, self.opts.remote_target, self.opts.config, self.writes)
+            self._admin = open_admin(self.opts.store_dir, self.opts.remote_target, self.opts.config, self.writes,
+                                     access_key=self.opts.access_key, secret_key=self.opts.secret_key)
             self._admins.append(self._admin)
         return self._admin
 

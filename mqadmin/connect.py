@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from mqadmin.admin import Admin
-from mqadmin.errors import RemoteUnavailableError
+from mqadmin.errors import AdminError, RemoteUnavailableError
 from mqadmin.timefmt import now_ms
 from mqadmin.transport.local import LocalBrokerClient
 
@@ -32,23 +32,33 @@ def open_local_admin(store_dir: str | Path, config_file: str | Path | None = Non
     return Admin(client, maintenance=client, clock=clock)
 
 
-def open_remote_admin(namesrv_addr: str, clock: Callable[[], int] = now_ms) -> Admin:
-    """An Admin over the remoting transport to ``namesrv_addr`` (``host:port[;host:port]``)."""
+def open_remote_admin(namesrv_addr: str, clock: Callable[[], int] = now_ms, *, access_key: str | None = None,
+                      secret_key: str | None = None) -> Admin:
+    """An Admin over the remoting transport to ``namesrv_addr`` (``host:port[;host:port]``); requests
+    are signed with ``--ak/--sk``, else $ROCKETMQ_ACCESS_KEY/$ROCKETMQ_SECRET_KEY, else
+    $ROCKETMQ_HOME/conf/tools.yml (as Apache mqadmin reads it), else sent unsigned."""
     try:
         from mqadmin.transport.remoting import RemotingBrokerClient
     except ModuleNotFoundError as e:
         if e.name != REMOTING_MODULE:
             raise
         raise RemoteUnavailableError(namesrv_addr) from None
-    return Admin(RemotingBrokerClient(namesrv_addr), clock=clock)
+    from broker_core.client.credentials import CredentialsError, resolve_credentials
+
+    try:
+        credentials = resolve_credentials(access_key, secret_key)
+    except CredentialsError as e:
+        raise AdminError(str(e)) from None
+    return Admin(RemotingBrokerClient(namesrv_addr, credentials), clock=clock)
 
 
 def open_admin(store: str | Path | None = None, namesrv_addr: str | None = None,
                config_file: str | Path | None = None, writes: bool = False,
-               clock: Callable[[], int] = now_ms) -> Admin:
+               clock: Callable[[], int] = now_ms, *, access_key: str | None = None,
+               secret_key: str | None = None) -> Admin:
     """The Admin for a target: ``namesrv_addr`` (or $NAMESRV_ADDR) picks remoting, else the store
     directory ``store`` (or $RMQ_STORE, else ./store) in process."""
     remote = namesrv_addr or os.environ.get("NAMESRV_ADDR") or None
     if remote:
-        return open_remote_admin(remote, clock)
+        return open_remote_admin(remote, clock, access_key=access_key, secret_key=secret_key)
     return open_local_admin(store_dir_from(store), config_file, writes, clock)

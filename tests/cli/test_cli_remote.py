@@ -1,0 +1,95 @@
+"""mqadmin with -n against a real mqbroker: commands over the remoting transport, and ACL signing
+from --ak/--sk, the environment, or $ROCKETMQ_HOME/conf/tools.yml."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.remoting_broker import REPO, BrokerProcess, running_broker
+
+SUPER = ("rocketmq", "12345678")
+
+
+def mqadmin(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    full = dict(os.environ, PYTHONPATH=str(REPO))
+    for k in ("NAMESRV_ADDR", "ROCKETMQ_ACCESS_KEY", "ROCKETMQ_SECRET_KEY", "ROCKETMQ_HOME"):
+        full.pop(k, None)
+    full.update(env or {})
+    return subprocess.run([sys.executable, "-m", "mqadmin.app", *args], capture_output=True, text=True,
+                          timeout=120, env=full, cwd=str(REPO))
+
+
+@pytest.fixture(scope="module")
+def plain(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    with running_broker(Path(tmp_path_factory.mktemp("cli-remote"))) as b:
+        yield b
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    conf = {"authenticationEnabled": "true", "authorizationEnabled": "true",
+            "initAuthenticationUser": json.dumps({"username": SUPER[0], "password": SUPER[1]})}
+    with running_broker(Path(tmp_path_factory.mktemp("cli-remote-acl")), conf) as b:
+        yield b
+
+
+def test_topic_send_consume_and_query_over_n(plain: BrokerProcess) -> None:
+    n = plain.namesrv_addr
+    r = mqadmin("updateTopic", "-n", n, "-c", "DefaultCluster", "-t", "CliTopic", "-r", "2", "-w", "2")
+    assert r.returncode == 0, r.stderr
+    assert "create topic to" in r.stdout and "CliTopic" in r.stdout
+    r = mqadmin("topicList", "-n", n)
+    assert "CliTopic" in r.stdout.split()
+    sent = mqadmin("sendMessage", "-n", n, "-t", "CliTopic", "-p", "hello remote", "-k", "K1", "-c", "TagX",
+                   "--output", "json")
+    assert sent.returncode == 0, sent.stderr
+    result = json.loads(sent.stdout)
+    assert result["sendStatus"] == "SEND_OK" and result["brokerName"] == plain.broker_name
+    consumed = mqadmin("consumeMessage", "-n", n, "-t", "CliTopic", "--output", "json")
+    assert consumed.returncode == 0, consumed.stderr
+    msgs = json.loads(consumed.stdout)
+    assert [(m["body"], m["tags"], m["keys"], m["uniqKey"]) for m in msgs] == [
+        ("hello remote", "TagX", "K1", result["msgId"])]
+    by_key = mqadmin("queryMsgByKey", "-n", n, "-t", "CliTopic", "-k", "K1")
+    assert by_key.returncode == 0 and result["msgId"] in by_key.stdout
+    route = mqadmin("topicRoute", "-n", n, "-t", "CliTopic", "--output", "json")
+    assert plain.broker_addr in route.stdout
+    missing = mqadmin("topicStatus", "-n", n, "-t", "NoSuchTopic")
+    assert missing.returncode != 0 and len(missing.stderr.strip().splitlines()) == 1
+
+
+def test_unreachable_name_server_is_one_line(tmp_path: Path) -> None:
+    r = mqadmin("clusterList", "-n", "127.0.0.1:1")
+    assert r.returncode == 1
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "127.0.0.1:1" in lines[0] and "Traceback" not in r.stderr
+
+
+def test_acl_credentials_from_flags_env_and_tools_yml(secured: BrokerProcess, tmp_path: Path) -> None:
+    n, b = secured.namesrv_addr, secured.broker_addr
+    unsigned = mqadmin("listUser", "-n", n, "-b", b)
+    assert unsigned.returncode == 1 and "username cannot be null" in unsigned.stderr
+    wrong = mqadmin("listUser", "-n", n, "-b", b, "--ak", SUPER[0], "--sk", "nope")
+    assert wrong.returncode == 1 and "check signature failed" in wrong.stderr
+    flags = mqadmin("createUser", "-n", n, "-b", b, "-u", "bob", "-p", "bob-pw", "--ak", SUPER[0], "--sk", SUPER[1])
+    assert flags.returncode == 0, flags.stderr
+    env = mqadmin("listUser", "-n", n, "-b", b,
+                  env={"ROCKETMQ_ACCESS_KEY": SUPER[0], "ROCKETMQ_SECRET_KEY": SUPER[1]})
+    assert env.returncode == 0 and "bob" in env.stdout, env.stderr
+    home = tmp_path / "rmqhome"
+    (home / "conf").mkdir(parents=True)
+    (home / "conf" / "tools.yml").write_text(f"accessKey: {SUPER[0]}\nsecretKey: {SUPER[1]}\n")
+    yml = mqadmin("getUser", "-n", n, "-b", b, "-u", "bob", env={"ROCKETMQ_HOME": str(home)})
+    assert yml.returncode == 0 and "bob" in yml.stdout, yml.stderr
+    (home / "conf" / "tools.yml").write_text("accessKey: [unclosed\n")
+    bad = mqadmin("getUser", "-n", n, "-b", b, "-u", "bob", env={"ROCKETMQ_HOME": str(home)})
+    assert bad.returncode == 1 and "tools.yml" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+    half = mqadmin("getUser", "-n", n, "-b", b, "-u", "bob", "--ak", "x")
+    assert half.returncode == 1 and "--ak and --sk" in half.stderr
