@@ -64,6 +64,7 @@ from broker_core.remoting.headers import (
     SearchOffsetRequestHeader,
     TopicQueueRequestHeader,
     TopicRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
     UserRequestHeader,
     ViewMessageRequestHeader,
 )
@@ -372,8 +373,18 @@ class RemotingBrokerClient:
             self._ok(self._call(broker_addr, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, header))
 
     def clone_group_offset(self, broker_addr: str, src_group: str, dest_group: str, topic: str) -> None:
+        """CLONE_GROUP_OFFSET; a broker without it gets what Apache mqadmin itself sends: the source
+        group's stored offsets (GET_CONSUME_STATS) copied with UPDATE_CONSUMER_OFFSET per queue."""
         ext = {"srcGroup": src_group, "destGroup": dest_group, "topic": topic, "offline": "false"}
-        self._ok(self._call(broker_addr, RequestCode.CLONE_GROUP_OFFSET, None, ext=ext))
+        resp = self._call(broker_addr, RequestCode.CLONE_GROUP_OFFSET, None, ext=ext)
+        if resp.code != ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
+            self._ok(resp)
+            return
+        for row in self.consume_stats(broker_addr, src_group, topic):
+            if row.consumer_offset >= 0:
+                header = UpdateConsumerOffsetRequestHeader(consumer_group=dest_group, topic=row.topic,
+                                                           queue_id=row.queue_id, commit_offset=row.consumer_offset)
+                self._ok(self._call(broker_addr, RequestCode.UPDATE_CONSUMER_OFFSET, header))
 
     # ----------------------------------------------------------------------------------- messages
     def query_message(self, broker_addr: str, topic: str, key: str, max_num: int, begin_timestamp: int,
