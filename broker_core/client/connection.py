@@ -118,15 +118,6 @@ class RemotingConnection(asyncio.Protocol):
         finally:
             self._pending.pop(cmd.opaque, None)
 
-    def invoke_future(self, cmd: RemotingCommand) -> asyncio.Future[RemotingCommand]:
-        """Send now; the future completes with the response (the caller applies its own timeout)."""
-        cmd.opaque = next(_opaques)
-        fut: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
-        self._pending[cmd.opaque] = fut
-        fut.add_done_callback(lambda _f, o=cmd.opaque: self._pending.pop(o, None))
-        self._write(self._prepare(cmd))
-        return fut
-
     def invoke_oneway(self, cmd: RemotingCommand) -> None:
         cmd.opaque = next(_opaques)
         cmd.flag |= 0x2

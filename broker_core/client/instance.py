@@ -13,8 +13,8 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import Sequence
-from typing import Protocol
+from collections.abc import Coroutine, Sequence
+from typing import Any, Protocol
 
 from broker_core.remoting import CommandHeader, RemotingCommand, RequestCode, ResponseCode
 from broker_core.remoting.bodies import (
@@ -78,6 +78,7 @@ class MQClientInstance:
         self._consumers: dict[str, ClientRole] = {}
         self._broker_addrs: dict[str, dict[int, str]] = {}
         self._tasks: list[asyncio.Task[None]] = []
+        self._background: set[asyncio.Task[None]] = set()
         self._ns_index = 0
         self._started = False
 
@@ -89,6 +90,8 @@ class MQClientInstance:
         self._tasks.append(asyncio.get_running_loop().create_task(self._periodic()))
 
     async def shutdown(self) -> None:
+        self._tasks.extend(self._background)
+        self._background.clear()
         for t in self._tasks:
             t.cancel()
         for t in self._tasks:
@@ -195,9 +198,26 @@ class MQClientInstance:
             raise RemotingError(f"route of {topic}: undecodable TopicRouteData: {e}") from None
         route = TopicRoute(topic, data)
         self._routes[topic] = route
+        known = set(self.all_broker_addrs())
         for b in data.broker_datas:
             self._broker_addrs[b.broker_name] = dict(b.broker_addrs)
+        if self._producers or self._consumers:
+            # a broker seen for the first time learns our groups now, not at the next 30 s heartbeat
+            # (it needs a producer group's connection to send CHECK_TRANSACTION_STATE back)
+            for addr in sorted(set(self.all_broker_addrs()) - known):
+                self._spawn(self._heartbeat_quietly(addr))
         return route
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _heartbeat_quietly(self, addr: str) -> None:
+        try:
+            await self.send_heartbeat(addr)
+        except (RemotingError, BrokerError) as e:
+            log.warning("heartbeat to %s failed: %s", addr, e)
 
     def broker_addr(self, broker_name: str) -> str | None:
         """The master (else lowest-id) address of a broker seen in any route."""

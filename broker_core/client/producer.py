@@ -29,6 +29,7 @@ from broker_core.remoting.headers import (
 from broker_core.store.codec.batch import BatchItem, encode_batch
 from broker_core.store.codec.message import MessageExt, RecordError
 from broker_core.store.codec.message_id import decode_offset_msg_id
+from broker_core.store.codec.properties import encode_properties
 from broker_core.store.codec.sys_flag import TRANSACTION_PREPARED_TYPE
 
 from .connection import RemotingConnection, RemotingError
@@ -198,8 +199,6 @@ class Producer:
 
     def _request(self, mq: MessageQueue, body: bytes, props: dict[str, str], flag: int, sys_flag: int,
                  batch: bool) -> RemotingCommand:
-        from broker_core.store.codec.properties import encode_properties
-
         now = int(time.time() * 1000)
         p = encode_properties(props)
         code = RequestCode.SEND_BATCH_MESSAGE if batch else (

@@ -18,7 +18,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from enum import StrEnum
 
-from broker_core.remoting import RemotingCommand, RequestCode
+from broker_core.remoting import RemotingCommand, RequestCode, ResponseCode
 from broker_core.remoting.bodies import ConsumerData, SubscriptionData
 from broker_core.store.codec.message import MessageExt
 
@@ -149,7 +149,7 @@ class PushConsumer:
         if req.code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED:
             self._rebalance_now.set()
             return None
-        return req.response(3, f" request type {req.code} not supported")
+        return req.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {req.code} not supported")
 
     # ---------------------------------------------------------------- rebalance
     async def rebalance_once(self) -> None:

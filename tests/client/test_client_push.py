@@ -195,8 +195,7 @@ def test_transaction_commit_rollback_and_check_back(broker: BrokerProcess, uniqu
         await create_topic(inst, broker.broker_addr, unique, queues=1)
         listener = Listener()
         tp = TransactionProducer(unique + "TP", inst, listener)
-        await tp.start()
-        await inst.send_heartbeat_to_all()  # the broker learns the producer group's connection
+        await tp.start()  # its first route makes the instance heartbeat the broker (check-back needs it)
         got: list[bytes] = []
         c = PushConsumer(unique + "G", inst, consume_from=FIRST)
         c.subscribe(unique, "*")
