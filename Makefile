@@ -36,6 +36,9 @@ bench: $(BIN)/mqadmin
 	$(BIN)/python bench/rebuild.py
 	$(BIN)/python bench/recovery.py
 	$(BIN)/python bench/query.py
+	@command -v redis-server >/dev/null || { echo "bench/remoting.py needs redis-server (apt-get install redis-server)"; exit 1; }
+	$(BIN)/pip install --quiet -e '.[bench]'
+	$(BIN)/python bench/remoting.py
 
 clean-store:
 	rm -rf $(STORE)
