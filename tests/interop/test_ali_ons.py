@@ -95,7 +95,9 @@ def _check_cluster_tags(out: dict[str, Any]) -> None:
 
 
 def test_ali_ons_cluster_consumers_with_tags(plain_broker: BrokerProcess) -> None:
-    _check_cluster_tags(scenario(plain_broker, "clusterTags", _topic(plain_broker), n=40))
+    out = scenario(plain_broker, "clusterTags", _topic(plain_broker), n=40)
+    assert out["split"], "the two ali-ons consumers did not share the queues within 20 s"
+    _check_cluster_tags(out)
 
 
 def test_ali_ons_ordered_messages(plain_broker: BrokerProcess) -> None:

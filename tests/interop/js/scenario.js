@@ -57,7 +57,10 @@ async function clusterTags() {
     c.subscribe(cfg.topic, 'TagA', async msg => { received.push(record(msg, 'c' + (i + 1))); });
   });
   await Promise.all(consumers.map(c => c.ready()));
-  await sleep(3000); // both clients rebalanced (rebalanceInterval 1 s): each owns a share of the queues
+  // both clients rebalanced (rebalanceInterval 1 s): each owns a share of the topic's queues
+  const owned = c => Array.from(c._processQueueTable.values()).filter(v => v.messageQueue.topic === cfg.topic).length;
+  const split = await waitFor(() => consumers.every(c => owned(c) > 0), 20000);
+  await sleep(500);
   const producer = newProducer();
   await producer.ready();
   const sent = [];
@@ -73,7 +76,7 @@ async function clusterTags() {
   await sleep(1000); // anything arriving late (a TagB leak) is caught too
   await producer.close();
   await Promise.all(consumers.map(c => c.close()));
-  return { sent, received };
+  return { sent, received, split };
 }
 
 async function ordered() {
