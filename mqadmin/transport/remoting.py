@@ -10,6 +10,7 @@ the broker's remark, so the CLI prints the same one line as on ``--store``.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Coroutine, Mapping
 from typing import Any, TypeVar
@@ -432,10 +433,27 @@ class RemotingBrokerClient:
                 mq = MessageQueue(topic=topic, broker_name=broker_name, queue_id=queue_id or 0)
                 await self._instance.get_route(topic)
             r = await self._producer.send(msg, mq)
+            await self._wait_dispatched(r.message_queue, r.queue_offset)
             return SendResult(r.message_queue.broker_name, r.message_queue.queue_id, r.status.value, r.msg_id,
                               r.offset_msg_id, r.queue_offset)
 
         return self._run(send())
+
+    async def _wait_dispatched(self, mq: MessageQueue, queue_offset: int, timeout: float = 3.0) -> None:
+        """The broker answers a send once the commitlog has it; its consume queue follows shortly
+        (reput). Wait for that, as the in-process transport does, so the next command (topicStatus,
+        consumeMessage...) sees the message: sendMessage has the same effect on -n as on --store."""
+        addr = self._instance.broker_addr(mq.broker_name)
+        if addr is None:
+            return
+        header = GetMaxOffsetRequestHeader(topic=mq.topic, queue_id=mq.queue_id)
+        deadline = asyncio.get_running_loop().time() + timeout
+        while asyncio.get_running_loop().time() < deadline:
+            resp = await self._instance.invoke(addr, RequestCode.GET_MAX_OFFSET, header)
+            if resp.code != ResponseCode.SUCCESS or \
+                    OffsetResponseHeader.from_ext_fields(resp.ext_fields).offset > queue_offset:
+                return
+            await asyncio.sleep(0.01)
 
     # ----------------------------------------------------------------------------------- broker
     def broker_runtime_info(self, broker_addr: str) -> dict[str, str]:
