@@ -93,3 +93,26 @@ def test_acl_credentials_from_flags_env_and_tools_yml(secured: BrokerProcess, tm
     assert bad.returncode == 1 and "tools.yml" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
     half = mqadmin("getUser", "-n", n, "-b", b, "-u", "bob", "--ak", "x")
     assert half.returncode == 1 and "--ak and --sk" in half.stderr
+
+
+@pytest.mark.parametrize("command", [
+    ["topicList"], ["topicStatus", "-t", "CmpTopic"], ["topicRoute", "-t", "CmpTopic"],
+    ["topicRoute", "-t", "CmpTopic", "-l"], ["queryMsgByKey", "-t", "CmpTopic", "-k", "CMP"],
+    ["consumeMessage", "-t", "CmpTopic"], ["printMsg", "-t", "CmpTopic"], ["consumerProgress"],
+    ["topicList", "--output", "json"], ["topicStatus", "-t", "NoSuchTopic"],
+])
+def test_same_output_over_n_as_on_store(plain: BrokerProcess, command: list[str]) -> None:
+    """Read-only commands print the same over -n as on --store of the very store the broker runs on
+    (the store's own view names the configured listen port; the running broker uses a free one)."""
+    n = plain.namesrv_addr
+    if "CmpTopic" not in mqadmin("topicList", "-n", n).stdout.split():
+        assert mqadmin("updateTopic", "-n", n, "-c", "DefaultCluster", "-t", "CmpTopic", "-r", "2", "-w", "2"
+                       ).returncode == 0
+        for i in range(3):
+            assert mqadmin("sendMessage", "-n", n, "-t", "CmpTopic", "-p", f"cmp-{i}", "-k", "CMP").returncode == 0
+    remote = mqadmin(*command, "-n", n)
+    local = mqadmin(*command, "--store", str(plain.store))
+    assert remote.returncode == local.returncode, (remote.stderr, local.stderr)
+    configured = "127.0.0.1:10911"
+    assert local.stdout.replace(configured, plain.broker_addr) == remote.stdout
+    assert local.stderr.replace(configured, plain.broker_addr) == remote.stderr
