@@ -47,3 +47,20 @@ async def create_topic(inst: MQClientInstance, broker_addr: str, topic: str, que
             return
         await asyncio.sleep(0.1)
     raise AssertionError(f"no route for {topic}")
+
+
+async def wait_dispatched(inst: MQClientInstance, topic: str, broker_name: str, want: dict[int, int],
+                          timeout: float = 10.0) -> None:
+    """Wait until each queue's max offset reaches ``want[queue_id]``: the broker answers a send once the
+    commitlog has it and dispatches to the consume queue just after (reput), as RocketMQ does."""
+    from broker_core.client.consumer_api import ConsumerApi
+    from broker_core.remoting.bodies import MessageQueue
+
+    api = ConsumerApi(inst, "probe")
+    deadline = asyncio.get_running_loop().time() + timeout
+    for qid, n in want.items():
+        mq = MessageQueue(topic=topic, broker_name=broker_name, queue_id=qid)
+        while await api.max_offset(mq) < n:
+            if asyncio.get_running_loop().time() > deadline:
+                raise AssertionError(f"{mq} not dispatched up to {n} within {timeout}s")
+            await asyncio.sleep(0.02)

@@ -13,12 +13,19 @@ from broker_core.client.message import Message
 from broker_core.client.producer import Producer, SendStatus
 from broker_core.client.pull_consumer import PullConsumer
 from broker_core.remoting.bodies import MessageQueue
-from tests.client.conftest import create_topic
+from tests.client.conftest import create_topic, wait_dispatched
 from tests.remoting_broker import BrokerProcess
 
 
 def run(coro, timeout: float = 60.0):
     return asyncio.run(asyncio.wait_for(coro, timeout))
+
+
+async def _dispatched(inst: MQClientInstance, topic: str, results: list) -> None:
+    want: dict[int, int] = {}
+    for r in results:
+        want[r.message_queue.queue_id] = max(want.get(r.message_queue.queue_id, 0), r.queue_offset + 1)
+    await wait_dispatched(inst, topic, results[0].message_queue.broker_name, want)
 
 
 async def _pull_all(consumer: PullConsumer, topic: str, expr: str = "*") -> list:
@@ -43,6 +50,7 @@ def test_sync_send_round_trips_body_tags_keys_and_ids(broker: BrokerProcess, uni
         sent = [await p.send(Message(unique, f"body-{i}".encode(), tags="TagA" if i % 2 else "TagB",
                                      keys=[f"k{i}", "common"], properties={"color": "red"}))
                 for i in range(8)]
+        await _dispatched(inst, unique, sent)
         c = PullConsumer(unique + "C", inst)
         await c.start()
         got = await _pull_all(c, unique)
@@ -105,6 +113,7 @@ def test_batch_send_lands_in_one_queue_with_consecutive_offsets(broker: BrokerPr
         p = Producer(topic + "P", inst)
         r1 = await p.send_batch([Message(topic, f"m{i}".encode(), tags="B") for i in range(32)])
         r2 = await p.send_batch([Message(topic, f"n{i}".encode()) for i in range(5)], mq=r1.message_queue)
+        await wait_dispatched(inst, topic, r1.message_queue.broker_name, {r1.message_queue.queue_id: 37})
         c = PullConsumer(topic + "C", inst)
         pr = await c.pull(r1.message_queue, "*", 0, 64)
         await inst.shutdown()
@@ -125,6 +134,7 @@ def test_ordered_sends_by_key_stay_in_one_queue_in_order(broker: BrokerProcess, 
         p = Producer(unique + "P", inst)
         res = {k: [await p.send_orderly(Message(unique, f"{k}-{i}".encode()), k) for i in range(10)]
                for k in ("order-1", "order-2", "order-3")}
+        await _dispatched(inst, unique, [r for rs in res.values() for r in rs])
         c = PullConsumer(unique + "C", inst)
         got = await _pull_all(c, unique)
         await inst.shutdown()
@@ -148,6 +158,7 @@ def test_offsets_and_long_polling(broker: BrokerProcess, unique: str) -> None:
         p = Producer(unique + "P", inst)
         for i in range(3):
             await p.send(Message(unique, f"x{i}".encode()), mq=mq)
+        await wait_dispatched(inst, unique, broker.broker_name, {0: 3})
         mx, mn = await c.max_offset(mq), await c.min_offset(mq)
         await c.update_consume_offset(mq, 2)
         after = await c.fetch_consume_offset(mq)
