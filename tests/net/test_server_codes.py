@@ -451,3 +451,16 @@ def test_producer_connections_and_consumer_running_info_relay(broker_setup):
         assert (r.code, r.remark) == (ResponseCode.SYSTEM_ERROR, "The Consumer <CG9> <ghost> not online")
     finally:
         consumer.close()
+
+
+def test_the_served_codes_are_the_documented_ones(broker_setup):
+    """The README's table of served codes is what the dispatch tables hold (nothing silently dropped)."""
+    servers, _, _, _ = broker_setup
+    broker_codes = set(servers.brokers[0][1].served_codes)
+    assert broker_codes == {
+        10, 310, 320, 11, 12, 33, 36, 37, 200050, 200051, 200151, 200053,
+        34, 35, 38, 203, 204, 41, 42, 307,
+        14, 15, 29, 30, 31, 32, 208, 222, 300, 343,
+        17, 215, 21, 351, 202, 200, 207, 201, 352, 28, 26, 25,
+        *range(3001, 3011)}
+    assert set(servers.namesrv.server.handlers) == {100, 101, 102, 103, 104, 105, 106, 206, 216, 219, 224}
