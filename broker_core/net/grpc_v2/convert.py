@@ -1,0 +1,190 @@
+"""Messages between the wire (apache.rocketmq.v2 Message) and the store (properties of a record).
+
+Why one module: a message sent over gRPC must be stored exactly as a remoting client's would be
+(UNIQ_KEY, TAGS, KEYS, __SHARDINGKEY, TIMER_DELIVER_MS, TRAN_MSG + PGROUP), so that a consumer on
+either protocol sees the same thing; and a stored record must come back with every system property
+the official clients rely on (receipt handle, delivery attempt >= 1, an upper-case MD5 body digest).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from broker_core.store.codec import properties as P
+from broker_core.store.codec.message import MessageExt
+from broker_core.store.codec.sys_flag import COMPRESSED_FLAG
+
+from .stubs import pb
+
+# Stored properties that are the broker's own bookkeeping: never handed back as user properties,
+# and refused as user property keys on send (ILLEGAL_MESSAGE_PROPERTY_KEY).
+SYSTEM_PROPERTY_KEYS = frozenset({
+    P.PROPERTY_KEYS, P.PROPERTY_TAGS, P.PROPERTY_WAIT_STORE_MSG_OK, P.PROPERTY_DELAY_TIME_LEVEL,
+    P.PROPERTY_RETRY_TOPIC, P.PROPERTY_REAL_TOPIC, P.PROPERTY_REAL_QUEUE_ID, P.PROPERTY_TRANSACTION_PREPARED,
+    P.PROPERTY_PRODUCER_GROUP, P.PROPERTY_MIN_OFFSET, P.PROPERTY_MAX_OFFSET, P.PROPERTY_ORIGIN_MESSAGE_ID,
+    P.PROPERTY_RECONSUME_TIME, P.PROPERTY_MSG_REGION, P.PROPERTY_TRACE_SWITCH,
+    P.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, P.PROPERTY_MAX_RECONSUME_TIMES, P.PROPERTY_CONSUME_START_TIMESTAMP,
+    P.PROPERTY_INNER_NUM, P.PROPERTY_INNER_BASE, P.PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS,
+    P.PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET, P.PROPERTY_TRANSACTION_ID, P.PROPERTY_TRANSACTION_CHECK_TIMES,
+    P.PROPERTY_CLUSTER, P.PROPERTY_POP_CK, P.PROPERTY_POP_CK_OFFSET, P.PROPERTY_FIRST_POP_TIME,
+    P.PROPERTY_SHARDING_KEY, P.PROPERTY_TIMER_DELIVER_MS, P.PROPERTY_TIMER_DELAY_SEC, P.PROPERTY_TIMER_DELAY_MS,
+    P.PROPERTY_TIMER_OUT_MS, P.PROPERTY_TIMER_ENQUEUE_MS, P.PROPERTY_TIMER_DEQUEUE_MS, P.PROPERTY_TIMER_ROLL_TIMES,
+    P.PROPERTY_TIMER_DEL_UNIQKEY, P.PROPERTY_DLQ_ORIGIN_TOPIC, P.PROPERTY_DLQ_ORIGIN_MESSAGE_ID,
+    "BORN_TIMESTAMP", "__BORNHOST", "TRACE_CONTEXT", "BUYER_ID", "CORRECTION_FLAG", "MSG_TYPE", "INSTANCE_ID",
+    "TRANSFER_FLAG", "CORRELATION_ID", "REPLY_TO_CLIENT", "TTL", "ARRIVE_TIME", "PUSH_REPLY_TIME",
+})
+
+
+class WireMessageError(ValueError):
+    """A sent message the broker refuses before storing it; ``code`` is the v2 status code to answer."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@dataclass(frozen=True, slots=True)
+class InboundMessage:
+    """What SendMessage asks the Broker to store."""
+
+    topic: str
+    body: bytes
+    properties: dict[str, str]
+    message_type: int
+    message_id: str
+    message_group: str | None
+    born_timestamp: int | None
+    born_host: tuple[str, int]
+
+
+def _check_text(value: str, code: int, what: str) -> None:
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in value):
+        raise WireMessageError(code, f"{what} {value!r} contains a control character")
+
+
+def inbound(message: object, peer_ip: str, max_body_size: int) -> InboundMessage:
+    """Validate one wire message (upstream's checks, in its order) and map it to stored properties."""
+    m = message  # pb.Message
+    sp = m.system_properties  # type: ignore[attr-defined]
+    topic = m.topic.name  # type: ignore[attr-defined]
+    body = bytes(m.body)  # type: ignore[attr-defined]
+    if not topic:
+        raise WireMessageError(pb.Code.ILLEGAL_TOPIC, "topic name is empty")
+    if not body:
+        raise WireMessageError(pb.Code.MESSAGE_BODY_EMPTY, "message body is empty")
+    if len(body) > max_body_size:
+        raise WireMessageError(pb.Code.MESSAGE_BODY_TOO_LARGE,
+                               f"message body size {len(body)} exceeds the limit of {max_body_size} bytes")
+    if not sp.message_id.strip():
+        raise WireMessageError(pb.Code.ILLEGAL_MESSAGE_ID, "message id is blank")
+    props: dict[str, str] = {}
+    for key, value in m.user_properties.items():  # type: ignore[attr-defined]
+        if key in SYSTEM_PROPERTY_KEYS:
+            raise WireMessageError(pb.Code.ILLEGAL_MESSAGE_PROPERTY_KEY, f"property key {key!r} is reserved")
+        if not key:
+            raise WireMessageError(pb.Code.ILLEGAL_MESSAGE_PROPERTY_KEY, "property key is empty")
+        _check_text(key, pb.Code.ILLEGAL_MESSAGE_PROPERTY_KEY, "property key")
+        _check_text(value, pb.Code.ILLEGAL_MESSAGE_PROPERTY_KEY, f"value of property {key}")
+        props[key] = value
+    if sp.HasField("tag"):
+        if not sp.tag.strip() or "|" in sp.tag:
+            raise WireMessageError(pb.Code.ILLEGAL_MESSAGE_TAG, f"tag {sp.tag!r} is blank or contains '|'")
+        _check_text(sp.tag, pb.Code.ILLEGAL_MESSAGE_TAG, "tag")
+        props[P.PROPERTY_TAGS] = sp.tag
+    if sp.keys:
+        for key in sp.keys:
+            if not key.strip():
+                raise WireMessageError(pb.Code.ILLEGAL_MESSAGE_KEY, "message key is blank")
+            _check_text(key, pb.Code.ILLEGAL_MESSAGE_KEY, "message key")
+        props[P.PROPERTY_KEYS] = P.KEY_SEPARATOR.join(sp.keys)
+    props[P.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = sp.message_id
+    group = None
+    if sp.HasField("message_group"):
+        group = sp.message_group
+        if not group.strip() or len(group) > 64:
+            raise WireMessageError(pb.Code.ILLEGAL_MESSAGE_GROUP, f"message group {group!r} is blank or too long")
+        _check_text(group, pb.Code.ILLEGAL_MESSAGE_GROUP, "message group")
+        props[P.PROPERTY_SHARDING_KEY] = group
+    if sp.HasField("delivery_timestamp"):
+        deliver_ms = sp.delivery_timestamp.seconds * 1000 + sp.delivery_timestamp.nanos // 1_000_000
+        props[P.PROPERTY_TIMER_DELIVER_MS] = str(deliver_ms)
+    if sp.message_type == pb.MessageType.TRANSACTION:
+        props[P.PROPERTY_TRANSACTION_PREPARED] = "true"
+        props[P.PROPERTY_PRODUCER_GROUP] = topic  # the topic doubles as producer group for check-back
+        if sp.HasField("orphaned_transaction_recovery_duration"):
+            seconds = sp.orphaned_transaction_recovery_duration.seconds
+            if seconds > 3600:
+                raise WireMessageError(pb.Code.BAD_REQUEST, "orphaned transaction recovery duration exceeds 1 h")
+            props[P.PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS] = str(seconds)
+    born_ms = None
+    if sp.HasField("born_timestamp"):
+        born_ms = sp.born_timestamp.seconds * 1000 + sp.born_timestamp.nanos // 1_000_000
+        props["BORN_TIMESTAMP"] = str(born_ms)
+    born_ip = sp.born_host or peer_ip
+    props["__BORNHOST"] = born_ip
+    if sp.HasField("trace_context"):
+        props["TRACE_CONTEXT"] = sp.trace_context
+    return InboundMessage(topic, body, props, sp.message_type, sp.message_id, group, born_ms, (born_ip, 0))
+
+
+def message_type_of(properties: dict[str, str]) -> int:
+    """The v2 MessageType a stored message has (upstream's rule, in its order)."""
+    if properties.get(P.PROPERTY_TRANSACTION_PREPARED, "").lower() == "true":
+        return pb.MessageType.TRANSACTION
+    if any(k in properties for k in (P.PROPERTY_DELAY_TIME_LEVEL, P.PROPERTY_TIMER_DELIVER_MS,
+                                     P.PROPERTY_TIMER_DELAY_SEC, P.PROPERTY_TIMER_DELAY_MS)):
+        return pb.MessageType.DELAY
+    if P.PROPERTY_SHARDING_KEY in properties:
+        return pb.MessageType.FIFO
+    return pb.MessageType.NORMAL
+
+
+def _timestamp(ms: int) -> Timestamp:
+    return Timestamp(seconds=ms // 1000, nanos=(ms % 1000) * 1_000_000)
+
+
+def _host(host: tuple[str, int]) -> str:
+    return f"{host[0]}:{host[1]}"
+
+
+def outbound(msg: MessageExt, receipt_handle: str | None = None, delivery_attempt: int | None = None,
+             invisible_ms: int | None = None) -> object:
+    """A stored record as the clients expect it delivered (spec §3.4: every 'server must set' field)."""
+    props = msg.properties
+    sp = pb.SystemProperties(
+        message_id=props.get(P.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or msg.msg_id,
+        body_digest=pb.Digest(type=pb.DigestType.MD5, checksum=hashlib.md5(msg.body).hexdigest().upper()),
+        body_encoding=pb.Encoding.GZIP if msg.sys_flag & COMPRESSED_FLAG else pb.Encoding.IDENTITY,
+        message_type=message_type_of(props),
+        born_timestamp=_timestamp(int(props.get("BORN_TIMESTAMP") or msg.born_timestamp)),
+        born_host=props.get("__BORNHOST") or msg.born_host[0],
+        store_timestamp=_timestamp(msg.store_timestamp),
+        store_host=_host(msg.store_host),
+        queue_id=msg.queue_id,
+        queue_offset=msg.queue_offset,
+        delivery_attempt=delivery_attempt if delivery_attempt is not None else msg.reconsume_times + 1,
+    )
+    if P.PROPERTY_TAGS in props:
+        sp.tag = props[P.PROPERTY_TAGS]
+    if props.get(P.PROPERTY_KEYS):
+        sp.keys.extend(k for k in props[P.PROPERTY_KEYS].split(P.KEY_SEPARATOR) if k)
+    if receipt_handle is not None:
+        sp.receipt_handle = receipt_handle
+    if invisible_ms is not None:
+        sp.invisible_duration.FromMilliseconds(invisible_ms)
+    if P.PROPERTY_SHARDING_KEY in props:
+        sp.message_group = props[P.PROPERTY_SHARDING_KEY]
+    if P.PROPERTY_TIMER_DELIVER_MS in props:
+        sp.delivery_timestamp.CopyFrom(_timestamp(int(props[P.PROPERTY_TIMER_DELIVER_MS])))
+    if "TRACE_CONTEXT" in props:
+        sp.trace_context = props["TRACE_CONTEXT"]
+    if P.PROPERTY_DLQ_ORIGIN_TOPIC in props:
+        sp.dead_letter_queue.topic = props[P.PROPERTY_DLQ_ORIGIN_TOPIC]
+        sp.dead_letter_queue.message_id = props.get(P.PROPERTY_DLQ_ORIGIN_MESSAGE_ID, "")
+    user = {k: v for k, v in props.items() if k not in SYSTEM_PROPERTY_KEYS}
+    return pb.Message(topic=pb.Resource(name=msg.topic), user_properties=user, system_properties=sp,
+                      body=msg.body)

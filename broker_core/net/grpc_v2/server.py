@@ -1,0 +1,102 @@
+"""The gRPC v2 endpoint as a component of the mqbroker process: start on a loop, stop cleanly.
+
+Why a class around grpc.aio: the broker process owns one asyncio loop for all its endpoints; this
+binds the MessagingService to a port (plaintext, or TLS when a certificate and key are configured),
+raises grpc's 4 MiB receive limit above the broker's maxMessageSize (spec §1), and runs the
+housekeeping the protocol needs (auto-renewal of push consumers' messages, expiry of silent
+clients) until it is stopped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+
+from broker_core.broker.broker import Broker
+
+from .service import MessagingService
+from .stubs import add_messaging_service
+
+log = logging.getLogger("rmqops.grpc")
+
+HOUSEKEEPING_INTERVAL_S = 1.0
+SESSION_SCAN_EVERY = 10  # housekeeping rounds between client expiry scans
+RECEIVE_HEADROOM = 4 * 1024 * 1024  # properties and framing beyond the body
+
+
+@dataclass(frozen=True, slots=True)
+class GrpcServerConfig:
+    host: str = "127.0.0.1"
+    port: int = 8081  # grpcServerPort; 0 picks a free port
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    worker_threads: int = 64  # broker calls (long polling parks one while it waits)
+
+
+class GrpcEndpoint:
+    """``await start()`` inside the process loop; ``port`` is the bound port afterwards."""
+
+    def __init__(self, broker: Broker, config: GrpcServerConfig | None = None) -> None:
+        self.broker = broker
+        self.config = config or GrpcServerConfig()
+        self.executor = ThreadPoolExecutor(self.config.worker_threads, thread_name_prefix="grpc-broker")
+        self.service = MessagingService(broker, self.executor)
+        self.port = 0
+        self._server: grpc.aio.Server | None = None
+        self._housekeeping: asyncio.Task[None] | None = None
+
+    async def start(self) -> int:
+        limit = self.broker.config.store.max_message_size + RECEIVE_HEADROOM
+        server = grpc.aio.server(options=[("grpc.max_receive_message_length", max(limit, 130 * 1024 * 1024)),
+                                          ("grpc.max_send_message_length", -1),
+                                          ("grpc.so_reuseport", 0)])
+        add_messaging_service(self.service, server)
+        address = f"{self.config.host}:{self.config.port}"
+        cert, key = self.config.tls_cert, self.config.tls_key
+        if cert is not None or key is not None:
+            if cert is None or key is None:
+                raise ValueError("gRPC TLS needs both a certificate and a key (grpcTlsCertPath, grpcTlsKeyPath)")
+            creds = grpc.ssl_server_credentials([(Path(key).read_bytes(), Path(cert).read_bytes())])
+            self.port = server.add_secure_port(address, creds)
+        else:
+            self.port = server.add_insecure_port(address)
+        if self.port == 0:
+            raise OSError(f"cannot bind the gRPC endpoint to {address}")
+        await server.start()
+        self._server = server
+        self.service.attach(asyncio.get_running_loop())
+        self._housekeeping = asyncio.ensure_future(self._run_housekeeping())
+        log.info("gRPC v2 endpoint listening on %s:%d%s", self.config.host, self.port,
+                 " (TLS)" if cert is not None else "")
+        return self.port
+
+    async def _run_housekeeping(self) -> None:
+        rounds = 0
+        while True:
+            await asyncio.sleep(HOUSEKEEPING_INTERVAL_S)
+            rounds += 1
+            try:
+                await self.service.renew_due()
+                if rounds % SESSION_SCAN_EVERY == 0:
+                    self.service.sessions.expire()
+            except Exception:
+                log.exception("gRPC housekeeping failed")
+
+    async def stop(self, grace_s: float = 1.0) -> None:
+        if self._housekeeping is not None:
+            self._housekeeping.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._housekeeping
+        for session in self.service.sessions.sessions():
+            for channel in session.telemetry:
+                channel.close()
+        if self._server is not None:
+            await self._server.stop(grace_s)
+            self._server = None
+        self.executor.shutdown(wait=False, cancel_futures=True)

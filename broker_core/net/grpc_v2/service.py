@@ -1,0 +1,570 @@
+"""apache.rocketmq.v2 MessagingService over the Broker: translate each RPC, call the Broker, answer.
+
+Why thin: every rule (queues, pop and FIFO order, retries and DLQ, timers, transactions, ACL) lives
+in the Broker so gRPC, remoting and mqadmin behave the same. What stays here is protocol work:
+metadata and status codes, Settings over the Telemetry stream, receipt-handle renewal for push
+consumers (auto_renew), transaction ids, and long-polling time rules (spec grpc-v2 §5).
+
+Broker calls may block (locks, file I/O, long polling), so they run on a thread pool and never on
+the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import grpc
+from google.protobuf.duration_pb2 import Duration
+
+from broker_core.auth.authentication import AuthenticationContext
+from broker_core.broker.broker import Broker
+from broker_core.broker.errors import BrokerError, ResponseCode
+from broker_core.broker.pop.pop_service import AckStatus, PopStatus
+from broker_core.broker.pop.receipt_handle import InvalidReceiptHandleError, ReceiptHandle
+from broker_core.broker.request_context import RequestContext
+from broker_core.broker.topic_validator import dlq_topic
+from broker_core.store.codec import properties as P
+from broker_core.store.codec.message import MessageExt
+
+from .convert import WireMessageError, inbound, outbound
+from .sessions import SessionRegistry, TelemetryChannel
+from .stubs import MessagingServiceServicer, pb
+
+log = logging.getLogger("rmqops.grpc")
+T = TypeVar("T")
+
+COMMIT, ROLLBACK, UNKNOWN = 8, 12, 0  # MessageSysFlag transaction types END_TRANSACTION takes
+MIN_POLLING_MS, MAX_POLLING_MS = 5_000, 20_000  # grpcClientConsumerMin/MaxLongPollingTimeoutMillis
+POLLING_RESERVE_MS = 500  # answer this long before the client's deadline
+DEFAULT_INVISIBLE_MS = 60_000  # proxy default invisible time for auto-renewed receives
+MIN_INVISIBLE_MS, MAX_INVISIBLE_MS = 10_000, 12 * 3_600_000
+RENEW_AHEAD_MS = 10_000  # renew an auto-renewed message this long before it would become visible
+RENEW_STEPS_MS = (60_000, 180_000, 300_000, 600_000, 1_800_000, 3_600_000)
+RENEW_MAX_TOTAL_MS = 3 * 3_600_000
+# The default customized retry ladder (delay levels 3..18 as durations), announced to push consumers.
+DEFAULT_BACKOFF_S = (1, 5, 10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800, 3600, 7200)
+_MESSAGE_TYPES = {"NORMAL": [pb.MessageType.NORMAL], "FIFO": [pb.MessageType.FIFO],
+                  "DELAY": [pb.MessageType.DELAY], "TRANSACTION": [pb.MessageType.TRANSACTION],
+                  "MIXED": [pb.MessageType.NORMAL, pb.MessageType.FIFO, pb.MessageType.DELAY,
+                            pb.MessageType.TRANSACTION]}
+_CODE_BY_RESPONSE = {
+    ResponseCode.TOPIC_NOT_EXIST: pb.Code.TOPIC_NOT_FOUND,
+    ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST: pb.Code.CONSUMER_GROUP_NOT_FOUND,
+    ResponseCode.NO_PERMISSION: pb.Code.FORBIDDEN,
+    ResponseCode.INVALID_PARAMETER: pb.Code.BAD_REQUEST,
+    ResponseCode.MESSAGE_ILLEGAL: pb.Code.BAD_REQUEST,
+    ResponseCode.SUBSCRIPTION_PARSE_FAILED: pb.Code.ILLEGAL_FILTER_EXPRESSION,
+    ResponseCode.SYSTEM_BUSY: pb.Code.TOO_MANY_REQUESTS,
+    ResponseCode.POLLING_FULL: pb.Code.TOO_MANY_REQUESTS,
+    ResponseCode.FLUSH_DISK_TIMEOUT: pb.Code.MASTER_PERSISTENCE_TIMEOUT,
+    ResponseCode.FLUSH_SLAVE_TIMEOUT: pb.Code.SLAVE_PERSISTENCE_TIMEOUT,
+    ResponseCode.SLAVE_NOT_AVAILABLE: pb.Code.HA_NOT_AVAILABLE,
+}
+
+
+def status(code: int, message: str = "OK") -> Any:
+    return pb.Status(code=code, message=message)
+
+
+OK = status(pb.Code.OK)
+
+
+class RpcError(Exception):
+    """An in-band failure: answered as ``status {code, message}`` in the RPC's normal response."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def _rpc_error(e: BrokerError) -> RpcError:
+    return RpcError(_CODE_BY_RESPONSE.get(e.code, pb.Code.INTERNAL_SERVER_ERROR), e.message)
+
+
+@dataclass(frozen=True, slots=True)
+class CallInfo:
+    """Who is calling: the metadata every v2 RPC carries (spec §2)."""
+
+    client_id: str
+    language: str
+    version: str
+    peer_ip: str
+    auth: RequestContext
+
+
+@dataclass(slots=True)
+class _Renewal:
+    """An auto-renewed (push consumer) message: the handle the client holds and the current one."""
+
+    group: str
+    topic: str
+    handle: str
+    visible_at_ms: int
+    started_ms: int
+    step: int = 0
+
+
+def _peer_ip(peer: str) -> str:
+    # grpc peers look like "ipv4:127.0.0.1:5555" or "ipv6:[::1]:5555"
+    kind, _, rest = peer.partition(":")
+    if kind == "ipv6":
+        return rest.rsplit(":", 1)[0].strip("[]")
+    return rest.rsplit(":", 1)[0] if kind == "ipv4" else peer
+
+
+def _millis(d: Any) -> int:
+    return d.seconds * 1000 + d.nanos // 1_000_000
+
+
+class MessagingService(MessagingServiceServicer):
+    """The servicer grpc.aio calls; one per server, over one Broker."""
+
+    def __init__(self, broker: Broker, executor: ThreadPoolExecutor, clock: Callable[[], int] | None = None) -> None:
+        self.broker = broker
+        self.executor = executor
+        self.clock = clock or broker.clock
+        self.sessions = SessionRegistry(self.clock)
+        self.max_body_size = broker.config.store.max_message_size
+        # transaction id -> (producer group, half queue offset, half commit log offset)
+        self._transactions: dict[str, tuple[str, int, int]] = {}
+        self._renewals: dict[str, _Renewal] = {}  # original handle -> renewal state
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # -- plumbing ----------------------------------------------------------------------------------
+    def attach(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Called by the server once its loop runs: check-backs are pushed from broker threads."""
+        self._loop = loop
+        previous = self.broker.transaction_service.check_listener
+
+        def check_listener(half: MessageExt, producer_group: str) -> None:
+            if not self._check_back(half, producer_group) and previous is not None:
+                previous(half, producer_group)
+
+        self.broker.set_transaction_check_listener(check_listener)
+
+    async def _call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(self.executor, lambda: fn(*args, **kwargs))
+        except BrokerError as e:
+            raise _rpc_error(e) from None
+
+    def _info(self, context: grpc.aio.ServicerContext, rpc: str) -> CallInfo:
+        md = {k.lower(): v for k, v in (context.invocation_metadata() or ()) if isinstance(v, str)}
+        client_id = md.get("x-mq-client-id", "")
+        if not client_id:
+            raise RpcError(pb.Code.CLIENT_ID_REQUIRED, "x-mq-client-id header is required")
+        ip = _peer_ip(context.peer() or "")
+        authn = AuthenticationContext.from_grpc(md, rpc, channel_id=client_id)
+        return CallInfo(client_id, md.get("x-mq-language", ""), md.get("x-mq-client-version", ""), ip,
+                        RequestContext(source_ip=ip, channel_id=client_id, request_code=rpc, authentication=authn))
+
+    async def _authorize(self, info: CallInfo, rpc: str, **kw: Any) -> None:
+        """Upstream answers every authentication and authorization failure with UNAUTHORIZED."""
+        try:
+            await self._call(self.broker.authorize_grpc, info.auth, rpc, **kw)
+        except RpcError as e:
+            raise RpcError(pb.Code.UNAUTHORIZED if e.code == pb.Code.FORBIDDEN else e.code, e.message) from None
+
+    def _group_config(self, group: str) -> Any:
+        return self.broker.group_manager.find(group)
+
+    # -- QueryRoute / QueryAssignment / Heartbeat --------------------------------------------------
+    async def QueryRoute(self, request: Any, context: grpc.aio.ServicerContext) -> Any:  # noqa: N802
+        try:
+            info = self._info(context, "QueryRoute")
+            topic = request.topic.name
+            await self._authorize(info, "QueryRoute", topic=topic)
+            tc = await self._call(self.broker.get_topic, topic)
+            if tc is None:
+                raise RpcError(pb.Code.TOPIC_NOT_FOUND, f"topic {topic} not found")
+            types = _MESSAGE_TYPES.get((tc.attributes or {}).get("message.type", "NORMAL").upper(),
+                                       [pb.MessageType.NORMAL])
+            queues = []
+            broker = pb.Broker(name=self.broker.config.broker_name, id=0, endpoints=request.endpoints)
+            for qid, perm in self._queue_layout(tc):
+                queues.append(pb.MessageQueue(topic=request.topic, id=qid, permission=perm, broker=broker,
+                                              accept_message_types=types))
+            return pb.QueryRouteResponse(status=OK, message_queues=queues)
+        except RpcError as e:
+            return pb.QueryRouteResponse(status=status(e.code, e.message))
+
+    @staticmethod
+    def _queue_layout(tc: Any) -> list[tuple[int, int]]:
+        """Upstream's order: read-only queues, write-only queues, then read-write (ids from 0)."""
+        perm = tc.perm
+        if not perm & 6:
+            return [(i, pb.Permission.NONE) for i in range(max(tc.read_queue_nums, tc.write_queue_nums))]
+        readable, writable = bool(perm & 4), bool(perm & 2)
+        r, w = (tc.read_queue_nums if readable else 0), (tc.write_queue_nums if writable else 0)
+        rw = min(r, w)
+        layout = [pb.Permission.READ] * (r - rw) + [pb.Permission.WRITE] * (w - rw) + [pb.Permission.READ_WRITE] * rw
+        return list(enumerate(layout))
+
+    async def QueryAssignment(self, request: Any, context: grpc.aio.ServicerContext) -> Any:  # noqa: N802
+        try:
+            info = self._info(context, "QueryAssignment")
+            topic, group = request.topic.name, request.group.name
+            await self._authorize(info, "QueryAssignment", topic=topic, group=group)
+            tc = await self._call(self.broker.get_topic, topic)
+            if tc is None:
+                raise RpcError(pb.Code.TOPIC_NOT_FOUND, f"topic {topic} not found")
+            if not tc.perm & 4 or tc.read_queue_nums <= 0:
+                raise RpcError(pb.Code.FORBIDDEN, "no readable queue")
+            cfg = await self._call(self._group_config, group)
+            broker = pb.Broker(name=self.broker.config.broker_name, id=0, endpoints=request.endpoints)
+            perm = pb.Permission.READ_WRITE if tc.perm & 2 else pb.Permission.READ
+            ids = range(tc.read_queue_nums) if cfg.consume_message_orderly else [-1]
+            assignments = [pb.Assignment(message_queue=pb.MessageQueue(topic=request.topic, id=i, permission=perm,
+                                                                       broker=broker)) for i in ids]
+            return pb.QueryAssignmentResponse(status=OK, assignments=assignments)
+        except RpcError as e:
+            return pb.QueryAssignmentResponse(status=status(e.code, e.message))
+
+    async def Heartbeat(self, request: Any, context: grpc.aio.ServicerContext) -> Any:  # noqa: N802
+        try:
+            info = self._info(context, "Heartbeat")
+            consumer = request.client_type in (pb.ClientType.PUSH_CONSUMER, pb.ClientType.SIMPLE_CONSUMER)
+            group = request.group.name if request.HasField("group") else None
+            await self._authorize(info, "Heartbeat", group=group, is_consumer=consumer)
+            session = self.sessions.touch(info.client_id, info.language, info.version, info.peer_ip)
+            session.client_type = request.client_type or session.client_type
+            if group:
+                session.group = group
+            return pb.HeartbeatResponse(status=OK)
+        except RpcError as e:
+            return pb.HeartbeatResponse(status=status(e.code, e.message))
+
+    # -- Telemetry ---------------------------------------------------------------------------------
+    async def Telemetry(self, request_iterator: AsyncIterator[Any],  # noqa: N802
+                        context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        try:
+            info = self._info(context, "Telemetry")
+        except RpcError as e:
+            yield pb.TelemetryCommand(status=status(e.code, e.message))
+            return
+        channel = TelemetryChannel(asyncio.get_running_loop())
+        session = self.sessions.touch(info.client_id, info.language, info.version, info.peer_ip)
+        session.telemetry.append(channel)
+
+        async def read() -> None:
+            try:
+                async for command in request_iterator:
+                    if command.HasField("settings"):
+                        channel.offer(await self._settings_reply(info, command.settings))
+            except (asyncio.CancelledError, grpc.aio.AioRpcError):
+                pass
+            finally:
+                channel.close()
+
+        reader = asyncio.ensure_future(read())
+        try:
+            while True:
+                command = await channel.queue.get()
+                if command is None:
+                    break
+                yield command
+        finally:
+            reader.cancel()
+            channel.close()
+            if channel in session.telemetry:
+                session.telemetry.remove(channel)
+
+    async def _settings_reply(self, info: CallInfo, settings: Any) -> Any:
+        session = self.sessions.touch(info.client_id, info.language, info.version, info.peer_ip)
+        session.client_type = settings.client_type
+        reply = pb.Settings()
+        reply.CopyFrom(settings)
+        try:
+            if settings.HasField("publishing"):
+                topics = [r.name for r in settings.publishing.topics]
+                await self._authorize(info, "Telemetry", publishing_topics=topics)
+                session.publishing_topics = set(topics)
+                reply.publishing.max_body_size = self.max_body_size
+                reply.publishing.validate_message_type = True
+                reply.backoff_policy.CopyFrom(pb.RetryPolicy(
+                    max_attempts=3, exponential_backoff=pb.ExponentialBackoff(
+                        initial=Duration(nanos=10_000_000), max=Duration(seconds=1), multiplier=2.0)))
+            elif settings.HasField("subscription"):
+                sub = settings.subscription
+                group = sub.group.name
+                topics = [e.topic.name for e in sub.subscriptions]
+                await self._authorize(info, "Telemetry", group=group, subscription_topics=topics)
+                cfg = await self._call(self._group_config, group)
+                session.group = group
+                session.subscriptions = {e.topic.name: (e.expression.type, e.expression.expression)
+                                         for e in sub.subscriptions}
+                reply.subscription.receive_batch_size = 32
+                if not sub.HasField("long_polling_timeout"):
+                    reply.subscription.long_polling_timeout.FromMilliseconds(MAX_POLLING_MS)
+                reply.subscription.fifo = bool(cfg.consume_message_orderly)
+                reply.backoff_policy.CopyFrom(pb.RetryPolicy(
+                    max_attempts=int(cfg.retry_max_times) + 1,
+                    customized_backoff=pb.CustomizedBackoff(next=[Duration(seconds=s) for s in self._backoff(cfg)])))
+            else:
+                return pb.TelemetryCommand(status=status(pb.Code.UNRECOGNIZED_CLIENT_TYPE,
+                                                         "settings carry neither publishing nor subscription"))
+        except RpcError as e:
+            return pb.TelemetryCommand(status=status(e.code, e.message))
+        reply.metric.CopyFrom(pb.Metric(on=False))
+        return pb.TelemetryCommand(status=OK, settings=reply)
+
+    @staticmethod
+    def _backoff(cfg: Any) -> list[int]:
+        policy = cfg.group_retry_policy or {}
+        custom = policy.get("customizedRetryPolicy") or {}
+        nxt = custom.get("next")
+        if isinstance(nxt, list) and nxt and all(isinstance(v, int) and v > 0 for v in nxt):
+            return [max(1, v // 1000) for v in nxt]
+        return list(DEFAULT_BACKOFF_S)
+
+    def _check_back(self, half: MessageExt, producer_group: str) -> bool:
+        """Ask a live gRPC producer of the half's topic for its decision (broker thread)."""
+        topic = half.get_property(P.PROPERTY_REAL_TOPIC) or producer_group
+        producers = self.sessions.producers_of(topic)
+        if not producers or self._loop is None:
+            return False
+        tx_id = half.get_property(P.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or half.msg_id
+        self._transactions[tx_id] = (producer_group, half.queue_offset, half.commit_log_offset)
+        wire = outbound(half)
+        wire.topic.name = topic
+        command = pb.TelemetryCommand(recover_orphaned_transaction_command=pb.RecoverOrphanedTransactionCommand(
+            message=wire, transaction_id=tx_id))
+        channel = next(ch for ch in producers[0].telemetry if not ch.closed)
+        channel.offer_threadsafe(command)
+        return True
+
+    # -- SendMessage / EndTransaction --------------------------------------------------------------
+    async def SendMessage(self, request: Any, context: grpc.aio.ServicerContext) -> Any:  # noqa: N802
+        try:
+            info = self._info(context, "SendMessage")
+            if not request.messages:
+                raise RpcError(pb.Code.BAD_REQUEST, "no message to send")
+            entries = []
+            for message in request.messages:
+                entries.append(await self._send_one(info, message))
+        except RpcError as e:
+            return pb.SendMessageResponse(status=status(e.code, e.message))
+        codes = {e.status.code for e in entries}
+        top = entries[0].status if len(codes) == 1 else status(pb.Code.MULTIPLE_RESULTS, "multiple results")
+        return pb.SendMessageResponse(status=top, entries=entries)
+
+    async def _send_one(self, info: CallInfo, message: Any) -> Any:
+        topic = message.topic.name
+        await self._authorize(info, "SendMessage", topic=topic)
+        try:
+            m = inbound(message, info.peer_ip, self.max_body_size)
+        except WireMessageError as e:
+            return pb.SendResultEntry(status=status(e.code, e.message))
+        tc = await self._call(self.broker.get_topic, topic)
+        if tc is None:
+            return pb.SendResultEntry(status=status(pb.Code.TOPIC_NOT_FOUND, f"topic {topic} not found"))
+        topic_type = (tc.attributes or {}).get("message.type", "NORMAL").upper()
+        allowed = _MESSAGE_TYPES.get(topic_type, [pb.MessageType.NORMAL])
+        if m.message_type not in allowed:
+            name = pb.MessageType.Name(m.message_type)
+            return pb.SendResultEntry(status=status(
+                pb.Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
+                f"message type {name} does not match topic {topic}'s type {topic_type}"))
+        try:
+            result = await self._call(self.broker.send_message, topic, m.body, m.properties,
+                                      message_group=m.message_group, born_host=m.born_host,
+                                      born_timestamp=m.born_timestamp)
+        except RpcError as e:
+            return pb.SendResultEntry(status=status(e.code, e.message))
+        tx_id = ""
+        if m.message_type == pb.MessageType.TRANSACTION:
+            tx_id = m.message_id
+            self._transactions[tx_id] = (topic, result.queue_offset, result.commit_log_offset)
+        return pb.SendResultEntry(status=OK, message_id=result.uniq_key, transaction_id=tx_id,
+                                  offset=result.queue_offset)
+
+    async def EndTransaction(self, request: Any, context: grpc.aio.ServicerContext) -> Any:  # noqa: N802
+        try:
+            info = self._info(context, "EndTransaction")
+            topic = request.topic.name
+            await self._authorize(info, "EndTransaction", topic=topic)
+            tx_id = request.transaction_id.strip()
+            if not tx_id:
+                raise RpcError(pb.Code.INVALID_TRANSACTION_ID, "transaction id is blank")
+            known = self._transactions.get(tx_id)
+            if known is None:
+                raise RpcError(pb.Code.INVALID_TRANSACTION_ID, f"transaction {tx_id} is not known to this broker")
+            resolution = {pb.TransactionResolution.COMMIT: COMMIT,
+                          pb.TransactionResolution.ROLLBACK: ROLLBACK}.get(request.resolution, UNKNOWN)
+            group, queue_offset, commit_log_offset = known
+            from_check = request.source == pb.TransactionSource.SOURCE_SERVER_CHECK
+            await self._call(self.broker.end_transaction, group, queue_offset, commit_log_offset, resolution,
+                             msg_id=request.message_id or None, transaction_id=tx_id,
+                             from_transaction_check=from_check, topic=topic)
+            if resolution != UNKNOWN:
+                self._transactions.pop(tx_id, None)
+            return pb.EndTransactionResponse(status=OK)
+        except RpcError as e:
+            return pb.EndTransactionResponse(status=status(e.code, e.message))
+
+    # -- ReceiveMessage ----------------------------------------------------------------------------
+    def _polling_ms(self, request: Any, context: grpc.aio.ServicerContext) -> int:
+        remaining = context.time_remaining()
+        remaining_ms = int(remaining * 1000) if remaining is not None else MAX_POLLING_MS + 3_000
+        if request.HasField("long_polling_timeout"):
+            polling = _millis(request.long_polling_timeout)
+        else:
+            polling = remaining_ms - 1_500  # half the client's 3 s request timeout
+        polling = min(max(polling, MIN_POLLING_MS), MAX_POLLING_MS)
+        if polling > remaining_ms - POLLING_RESERVE_MS:
+            polling = remaining_ms - POLLING_RESERVE_MS
+            if polling < MIN_POLLING_MS - POLLING_RESERVE_MS:
+                raise RpcError(pb.Code.ILLEGAL_POLLING_TIME, f"the polling time {polling} ms is too short")
+        return max(polling, 0)
+
+    async def ReceiveMessage(self, request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:  # noqa: N802
+        messages: list[Any] = []
+        try:
+            info = self._info(context, "ReceiveMessage")
+            group, topic = request.group.name, request.message_queue.topic.name
+            await self._authorize(info, "ReceiveMessage", topic=topic, group=group)
+            if request.auto_renew:
+                invisible = DEFAULT_INVISIBLE_MS
+            elif request.HasField("invisible_duration"):
+                invisible = _millis(request.invisible_duration)
+                if not MIN_INVISIBLE_MS <= invisible <= MAX_INVISIBLE_MS:
+                    raise RpcError(pb.Code.ILLEGAL_INVISIBLE_TIME,
+                                   f"invisible duration {invisible} ms is outside [10 s, 12 h]")
+            else:
+                invisible = DEFAULT_INVISIBLE_MS
+            polling = self._polling_ms(request, context)
+            expression = request.filter_expression
+            kind = "SQL92" if expression.type == pb.FilterType.SQL else "TAG"
+            batch = min(max(request.batch_size or 32, 1), 32)
+            result = await self._call(
+                self.broker.pop_message, group, topic, None, batch, invisible, kind, expression.expression or "*",
+                attempt_id=request.attempt_id if request.HasField("attempt_id") else None, poll_time_ms=polling)
+            if result.status is PopStatus.POLLING_FULL:
+                raise RpcError(pb.Code.TOO_MANY_REQUESTS, "polling full")
+            now = self.clock()
+            for m in result.messages:
+                handle = m.get_property(P.PROPERTY_POP_CK) or ""
+                if request.auto_renew:
+                    self._renewals[handle] = _Renewal(group, topic, handle, now + invisible, now)
+                messages.append(outbound(m, handle, invisible_ms=invisible))
+            first = OK if messages else status(pb.Code.MESSAGE_NOT_FOUND, "no new message")
+        except RpcError as e:
+            first = status(e.code, e.message)
+        yield pb.ReceiveMessageResponse(status=first)
+        for wire in messages:
+            yield pb.ReceiveMessageResponse(message=wire)
+        ts = pb.ReceiveMessageResponse()
+        ts.delivery_timestamp.FromMilliseconds(int(time.time() * 1000))
+        yield ts
+
+    # -- AckMessage / ChangeInvisibleDuration / DLQ ------------------------------------------------
+    def _current_handle(self, handle: str) -> str:
+        renewal = self._renewals.get(handle)
+        return renewal.handle if renewal is not None else handle
+
+    async def AckMessage(self, request: Any, context: grpc.aio.ServicerContext) -> Any:  # noqa: N802
+        try:
+            info = self._info(context, "AckMessage")
+            group, topic = request.group.name, request.topic.name
+            await self._authorize(info, "AckMessage", topic=topic, group=group)
+        except RpcError as e:
+            return pb.AckMessageResponse(status=status(e.code, e.message))
+        entries = []
+        for entry in request.entries:
+            try:
+                result = await self._call(self.broker.ack_message, group, topic,
+                                          self._current_handle(entry.receipt_handle))
+                self._renewals.pop(entry.receipt_handle, None)
+                code = status(pb.Code.OK) if result.ok else status(
+                    pb.Code.INTERNAL_SERVER_ERROR, f"ack failed: status is abnormal ({result.status.value})")
+            except RpcError as e:
+                code = status(pb.Code.INVALID_RECEIPT_HANDLE if e.code == pb.Code.BAD_REQUEST else e.code, e.message)
+            entries.append(pb.AckMessageResultEntry(message_id=entry.message_id,
+                                                    receipt_handle=entry.receipt_handle, status=code))
+        codes = {e.status.code for e in entries}
+        top = entries[0].status if len(codes) == 1 else status(pb.Code.MULTIPLE_RESULTS, "multiple results")
+        return pb.AckMessageResponse(status=top if entries else OK, entries=entries)
+
+    async def ChangeInvisibleDuration(self, request: Any, context: grpc.aio.ServicerContext) -> Any:  # noqa: N802
+        try:
+            info = self._info(context, "ChangeInvisibleDuration")
+            group, topic = request.group.name, request.topic.name
+            await self._authorize(info, "ChangeInvisibleDuration", group=group)
+            invisible = _millis(request.invisible_duration)
+            if invisible > MAX_INVISIBLE_MS or invisible < 0:
+                raise RpcError(pb.Code.ILLEGAL_INVISIBLE_TIME, f"invisible duration {invisible} ms exceeds 12 h")
+            handle = self._current_handle(request.receipt_handle)
+            self._renewals.pop(request.receipt_handle, None)  # a nack ends auto-renewal
+            try:
+                changed = await self._call(self.broker.change_invisible_time, group, topic, handle, invisible)
+            except RpcError as e:
+                if e.code == pb.Code.BAD_REQUEST:
+                    raise RpcError(pb.Code.INVALID_RECEIPT_HANDLE, e.message) from None
+                raise
+            return pb.ChangeInvisibleDurationResponse(status=OK, receipt_handle=changed.receipt_handle)
+        except RpcError as e:
+            return pb.ChangeInvisibleDurationResponse(status=status(e.code, e.message))
+
+    async def ForwardMessageToDeadLetterQueue(self, request: Any,  # noqa: N802
+                                              context: grpc.aio.ServicerContext) -> Any:
+        try:
+            info = self._info(context, "ForwardMessageToDeadLetterQueue")
+            group, topic = request.group.name, request.topic.name
+            await self._authorize(info, "ForwardMessageToDeadLetterQueue", topic=topic, group=group)
+            handle_text = self._current_handle(request.receipt_handle)
+            try:
+                handle = ReceiptHandle.decode(handle_text)
+            except InvalidReceiptHandleError as e:
+                raise RpcError(pb.Code.INVALID_RECEIPT_HANDLE, e.message) from None
+            if handle.commit_log_offset < 0:
+                raise RpcError(pb.Code.INVALID_RECEIPT_HANDLE, "the receipt handle has no commit log offset")
+            await self._call(self.broker.consumer_send_back, group, handle.commit_log_offset, -1, topic)
+            result = await self._call(self.broker.ack_message, group, topic, handle_text)
+            self._renewals.pop(request.receipt_handle, None)
+            if not result.ok and result.status is not AckStatus.ALREADY_ACKED:
+                log.info("forwarded to %s but the ack of %s failed: %s", dlq_topic(group), handle_text,
+                         result.status.value)
+            return pb.ForwardMessageToDeadLetterQueueResponse(status=OK)
+        except RpcError as e:
+            return pb.ForwardMessageToDeadLetterQueueResponse(status=status(e.code, e.message))
+
+    # -- NotifyClientTermination -------------------------------------------------------------------
+    async def NotifyClientTermination(self, request: Any, context: grpc.aio.ServicerContext) -> Any:  # noqa: N802
+        try:
+            info = self._info(context, "NotifyClientTermination")
+            group = request.group.name if request.HasField("group") else None
+            await self._authorize(info, "NotifyClientTermination", group=group)
+            self.sessions.remove(info.client_id)
+            return pb.NotifyClientTerminationResponse(status=OK)
+        except RpcError as e:
+            return pb.NotifyClientTerminationResponse(status=status(e.code, e.message))
+
+    # -- housekeeping ------------------------------------------------------------------------------
+    async def renew_due(self) -> int:
+        """Extend auto-renewed messages about to become visible again (proxy's renew steps, ≤ 3 h)."""
+        now = self.clock()
+        renewed = 0
+        for original, r in list(self._renewals.items()):
+            if r.visible_at_ms - now > RENEW_AHEAD_MS:
+                continue
+            if now - r.started_ms >= RENEW_MAX_TOTAL_MS:
+                self._renewals.pop(original, None)
+                continue
+            step = RENEW_STEPS_MS[min(r.step, len(RENEW_STEPS_MS) - 1)]
+            try:
+                changed = await self._call(self.broker.change_invisible_time, r.group, r.topic, r.handle, step)
+            except RpcError as e:
+                log.info("renewing %s failed: %s", original, e.message)
+                self._renewals.pop(original, None)
+                continue
+            r.handle, r.visible_at_ms, r.step = changed.receipt_handle, now + step, r.step + 1
+            renewed += 1
+        return renewed

@@ -1,0 +1,96 @@
+"""A real Broker with the gRPC v2 endpoint on 127.0.0.1 (free port), and the official Python client
+run in child processes (it cannot share a process with nothing else here, and it writes its logs
+under $HOME, which each run points at a temporary directory)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from broker_core.broker.broker import Broker
+from broker_core.broker.broker_config import BrokerConfig
+from broker_core.net.grpc_v2.server import GrpcEndpoint, GrpcServerConfig
+
+SCENARIOS = Path(__file__).with_name("client_scenarios.py")
+
+
+@dataclass
+class RunningGrpcBroker:
+    broker: Broker
+    endpoint: GrpcEndpoint
+    port: int
+    home: Path
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def client(self, scenario: str, *, limit: float = 90, **args: object) -> dict:
+        """Run one official-client scenario in a child process; its last stdout line is JSON."""
+        env = dict(os.environ, HOME=str(self.home), PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+        proc = subprocess.run([sys.executable, str(SCENARIOS), scenario, self.address, json.dumps(args)],
+                              capture_output=True, text=True, timeout=limit, env=env)
+        lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+        if proc.returncode != 0 or not lines:
+            raise AssertionError(f"client scenario {scenario} failed (rc={proc.returncode}):\n"
+                                 f"stdout: {proc.stdout[-3000:]}\nstderr: {proc.stderr[-3000:]}")
+        return json.loads(lines[-1])
+
+
+def start_grpc_broker(store: Path, home: Path, props: dict[str, str] | None = None) -> RunningGrpcBroker:
+    config = BrokerConfig.from_properties({"transactionTimeOut": "1000", "transactionCheckInterval": "1000",
+                                           **(props or {})}, store)
+    broker = Broker(store, config).start()
+    endpoint = GrpcEndpoint(broker, GrpcServerConfig(port=0))
+    loop = asyncio.new_event_loop()
+    started = threading.Event()
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        asyncio.set_event_loop(loop)
+        try:
+            loop.run_until_complete(endpoint.start())
+        except BaseException as e:  # pragma: no cover - reported below
+            failure.append(e)
+            started.set()
+            return
+        started.set()
+        loop.run_forever()
+
+    thread = threading.Thread(target=run, name="grpc-test-loop", daemon=True)
+    thread.start()
+    started.wait(30)
+    if failure:
+        broker.shutdown()
+        raise failure[0]
+    running = RunningGrpcBroker(broker, endpoint, endpoint.port, home)
+    running._loop, running._thread = loop, thread  # type: ignore[attr-defined]
+    return running
+
+
+def stop_grpc_broker(running: RunningGrpcBroker) -> None:
+    loop = running._loop  # type: ignore[attr-defined]
+    asyncio.run_coroutine_threadsafe(running.endpoint.stop(0.5), loop).result(30)
+    loop.call_soon_threadsafe(loop.stop)
+    running._thread.join(30)  # type: ignore[attr-defined]
+    running.broker.shutdown()
+
+
+@pytest.fixture
+def grpc_broker(tmp_path: Path) -> Iterator[RunningGrpcBroker]:
+    home = tmp_path / "home"
+    home.mkdir()
+    running = start_grpc_broker(tmp_path / "store", home)
+    try:
+        yield running
+    finally:
+        stop_grpc_broker(running)

@@ -1,0 +1,118 @@
+"""The official rocketmq-python-client against our gRPC v2 endpoint: every message type of the seeds."""
+
+from __future__ import annotations
+
+import time
+
+from broker_core.store.codec.properties import PROPERTY_TAGS
+
+
+def test_normal_messages_keys_properties_and_queue_offsets(grpc_broker):
+    grpc_broker.broker.create_or_update_topic("Orders", 4, 4)
+    sent = grpc_broker.client("produce", topic="Orders", count=8, tag="TagA", keys="order", props={"region": "eu"})
+    assert len(sent["sent"]) == 8 and not sent["errors"]
+    got = grpc_broker.client("simple_consume", topic="Orders", group="G1", expect=8)["received"]
+    assert {m["id"] for m in got} == set(sent["sent"])
+    one = next(m for m in got if m["body"] == "m-3")
+    assert one["keys"] == ["order-3"] and one["properties"] == {"region": "eu"}
+    # Stored exactly as a remoting producer's message: findable by key, tag in TAGS, UNIQ_KEY = message id.
+    found = grpc_broker.broker.store.query_message("Orders", "order-3", 10)
+    assert [m.uniq_key for m in found] == [one["id"]] and found[0].get_property(PROPERTY_TAGS) == "TagA"
+
+
+def test_message_type_must_match_the_topic(grpc_broker):
+    grpc_broker.broker.create_or_update_topic("Plain", 2, 2)
+    out = grpc_broker.client("produce", topic="Plain", count=1, groups=["g1"])
+    assert out["sent"] == [] and "type" in out["errors"][0].lower()
+
+
+def test_delay_message_is_delivered_at_its_time(grpc_broker):
+    grpc_broker.broker.create_or_update_topic("Later", 2, 2, attributes={"+message.type": "DELAY"})
+    t0 = time.time()
+    sent = grpc_broker.client("produce", topic="Later", count=1, delay_s=3)
+    assert len(sent["sent"]) == 1, sent
+    got = grpc_broker.client("simple_consume", topic="Later", group="G", expect=1, timeout=20)["received"]
+    assert [m["id"] for m in got] == sent["sent"]
+    assert time.time() - t0 >= 2.5
+
+
+def test_fifo_order_per_message_group_with_two_consumers(grpc_broker, tmp_path):
+    b = grpc_broker.broker
+    b.create_or_update_topic("Fifo", 4, 4, attributes={"+message.type": "FIFO"})
+    b.create_or_update_subscription_group("FG", consume_message_orderly=True)
+    groups = [f"order-{i}" for i in range(6)]
+    sent = grpc_broker.client("produce", topic="Fifo", count=60, groups=groups)
+    assert len(sent["sent"]) == 60, sent
+    import concurrent.futures as cf
+    with cf.ThreadPoolExecutor(2) as pool:
+        runs = [pool.submit(grpc_broker.client, "push_consume", topic="Fifo", group="FG", expect=60, timeout=15,
+                            linger=1.0) for _ in range(2)]
+        results = [r.result() for r in runs]
+    received = [m for r in results for m in r["received"]]
+    assert sorted(int(m["body"].split("-")[1]) for m in received) == list(range(60))
+    for g in groups:
+        mine = sorted((m["at"], int(m["body"].split("-")[1])) for m in received if m["group"] == g)
+        assert [n for _, n in mine] == sorted(n for _, n in mine), f"group {g} out of order: {mine}"
+
+
+def test_transaction_commit_rollback_and_check_back(grpc_broker):
+    b = grpc_broker.broker
+    b.create_or_update_topic("Tx", 2, 2, attributes={"+message.type": "TRANSACTION"})
+    committed = grpc_broker.client("transaction", topic="Tx", mode="commit", prefix="commit")
+    rolled = grpc_broker.client("transaction", topic="Tx", mode="rollback", prefix="rollback")
+    checked = grpc_broker.client("transaction", topic="Tx", mode="open", check="commit", prefix="checked")
+    assert checked["checked"] == [checked["id"]], checked  # the broker asked over telemetry
+    got = grpc_broker.client("simple_consume", topic="Tx", group="TG", expect=2, timeout=15)["received"]
+    assert sorted(m["body"] for m in got) == ["checked-0", "commit-0"]
+    assert rolled["id"] not in {m["id"] for m in got} and committed["id"] in {m["id"] for m in got}
+
+
+def test_change_invisible_duration_and_redelivery_after_invisible_time(grpc_broker):
+    grpc_broker.broker.create_or_update_topic("Slow", 1, 1)
+    grpc_broker.client("produce", topic="Slow", count=1)
+    first = grpc_broker.client("simple_consume", topic="Slow", group="SG", expect=1, ack=False,
+                               change_invisible=2)["received"]
+    assert [m["attempt"] for m in first] == [1]
+    again = grpc_broker.client("simple_consume", topic="Slow", group="SG", expect=1, timeout=25)["received"]
+    assert [(m["id"], m["attempt"]) for m in again] == [(first[0]["id"], 2)]
+
+
+def test_push_consumer_retries_then_dead_letter_queue(grpc_broker):
+    b = grpc_broker.broker
+    b.create_or_update_topic("Flaky", 1, 1)
+    b.create_or_update_subscription_group("PG", retry_max_times=2)
+    grpc_broker.client("produce", topic="Flaky", count=2)
+    out = grpc_broker.client("push_consume", topic="Flaky", group="PG", fail_bodies=["m-0"], expect=1,
+                             timeout=30, linger=9)
+    attempts = sorted(m["attempt"] for m in out["received"] if m["body"] == "m-0")
+    assert attempts == [1, 2, 3], out["received"]
+    assert [m["body"] for m in out["received"] if m["body"] == "m-1"] == ["m-1"]
+    deadline = time.time() + 15
+    while time.time() < deadline and b.get_max_offset("%DLQ%PG", 0) < 1:
+        time.sleep(0.2)
+    dlq = b.pull_message("DLQ-reader", "%DLQ%PG", 0, 0, 32)
+    assert [m.body for m in dlq.messages] == [b"m-0"]
+
+
+def test_tag_and_sql92_filters(grpc_broker):
+    b = grpc_broker.broker
+    b.create_or_update_topic("Mixed", 2, 2)
+    grpc_broker.client("produce", topic="Mixed", count=10, tag=["refund", "pay"], props={"amount": [500, 1500]})
+    by_tag = grpc_broker.client("simple_consume", topic="Mixed", group="TagG", tag_filter="refund", expect=5)
+    assert sorted(m["body"] for m in by_tag["received"]) == [f"m-{i}" for i in (0, 2, 4, 6, 8)]
+    by_sql = grpc_broker.client("simple_consume", topic="Mixed", group="SqlG", sql="amount > 1000", expect=5)
+    assert sorted(m["body"] for m in by_sql["received"]) == [f"m-{i}" for i in (1, 3, 5, 7, 9)]
+
+
+def test_body_over_the_broker_limit_is_refused(tmp_path):
+    from .conftest import start_grpc_broker, stop_grpc_broker
+    home = tmp_path / "home"
+    home.mkdir()
+    running = start_grpc_broker(tmp_path / "store", home, {"maxMessageSize": "1024"})
+    try:
+        running.broker.create_or_update_topic("Small", 1, 1)
+        out = running.client("produce", topic="Small", count=1, prefix="x" * 2000)
+        assert out["sent"] == [] and "exceeds" in out["errors"][0]
+        assert running.broker.get_max_offset("Small", 0) == 0
+    finally:
+        stop_grpc_broker(running)
