@@ -34,6 +34,11 @@ class RunningGrpcBroker:
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
 
+    def client_log(self) -> str:
+        """What the official client logged (it reports refused RPCs with their status code there)."""
+        logs = self.home / "logs" / "rocketmq_python"
+        return "\n".join(p.read_text(errors="replace") for p in sorted(logs.glob("*.log"))) if logs.is_dir() else ""
+
     def client(self, scenario: str, *, limit: float = 90, **args: object) -> dict:
         """Run one official-client scenario in a child process; its last stdout line is JSON."""
         env = dict(os.environ, HOME=str(self.home), PYTHONPATH=str(Path(__file__).resolve().parents[2]))
