@@ -56,6 +56,10 @@ class BrokerConfig:
     transaction_check_interval: int = 30_000
     revive_queue_num: int = 8
     max_reconsume_times: int = 16
+    # The gRPC v2 endpoint (the proxy's grpcServerPort; 0 disables it) and its TLS key pair (PEM files).
+    grpc_server_port: int = 8081
+    grpc_tls_cert_path: str = ""
+    grpc_tls_key_path: str = ""
     store: StoreConfig = field(default_factory=StoreConfig)
     auth: AuthConfig = field(default_factory=AuthConfig)
     properties: dict[str, str] = field(default_factory=dict)

@@ -55,7 +55,7 @@ def start_grpc_broker(store: Path, home: Path, props: dict[str, str] | None = No
     config = BrokerConfig.from_properties({"transactionTimeOut": "1000", "transactionCheckInterval": "1000",
                                            **(props or {})}, store)
     broker = Broker(store, config).start()
-    endpoint = GrpcEndpoint(broker, GrpcServerConfig(port=0))
+    endpoint = GrpcEndpoint(broker, GrpcServerConfig.from_broker_config(config, port=0))
     loop = asyncio.new_event_loop()
     started = threading.Event()
     failure: list[BaseException] = []

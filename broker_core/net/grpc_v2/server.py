@@ -19,6 +19,7 @@ from pathlib import Path
 import grpc
 
 from broker_core.broker.broker import Broker
+from broker_core.broker.broker_config import BrokerConfig
 
 from .service import MessagingService
 from .stubs import add_messaging_service
@@ -37,6 +38,14 @@ class GrpcServerConfig:
     tls_cert: Path | None = None
     tls_key: Path | None = None
     worker_threads: int = 64  # broker calls (long polling parks one while it waits)
+
+    @classmethod
+    def from_broker_config(cls, config: BrokerConfig, host: str = "127.0.0.1", port: int | None = None
+                           ) -> GrpcServerConfig:
+        """grpcServerPort / grpcTlsCertPath / grpcTlsKeyPath from the broker's configuration."""
+        return cls(host=host, port=config.grpc_server_port if port is None else port,
+                   tls_cert=Path(config.grpc_tls_cert_path) if config.grpc_tls_cert_path else None,
+                   tls_key=Path(config.grpc_tls_key_path) if config.grpc_tls_key_path else None)
 
 
 class GrpcEndpoint:

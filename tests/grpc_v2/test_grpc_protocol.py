@@ -1,0 +1,114 @@
+"""Protocol edges the official client never exercises, through a raw stub: status codes, bad input, TLS."""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+
+import grpc
+import pytest
+from google.protobuf.duration_pb2 import Duration
+
+from broker_core.net.grpc_v2.stubs import pb, service_pb2_grpc
+
+from .conftest import start_grpc_broker, stop_grpc_broker
+
+MD = (("x-mq-client-id", "test@1@0@abc"), ("x-mq-language", "PYTHON"), ("x-mq-client-version", "5.1.2"))
+
+
+def stub(port: int) -> service_pb2_grpc.MessagingServiceStub:
+    return service_pb2_grpc.MessagingServiceStub(grpc.insecure_channel(f"127.0.0.1:{port}"))
+
+
+def endpoints(port: int):
+    return pb.Endpoints(scheme=pb.AddressScheme.IPv4, addresses=[pb.Address(host="127.0.0.1", port=port)])
+
+
+def test_every_answer_carries_a_status_and_client_id_is_required(grpc_broker):
+    s = stub(grpc_broker.port)
+    r = s.QueryRoute(pb.QueryRouteRequest(topic=pb.Resource(name="Nope"), endpoints=endpoints(grpc_broker.port)))
+    assert r.status.code == pb.Code.CLIENT_ID_REQUIRED
+    r = s.QueryRoute(pb.QueryRouteRequest(topic=pb.Resource(name="Nope"), endpoints=endpoints(grpc_broker.port)),
+                     metadata=MD)
+    assert r.status.code == pb.Code.TOPIC_NOT_FOUND
+    grpc_broker.broker.create_or_update_topic("Route", 2, 3)
+    r = s.QueryRoute(pb.QueryRouteRequest(topic=pb.Resource(name="Route"), endpoints=endpoints(grpc_broker.port)),
+                     metadata=MD)
+    assert r.status.code == pb.Code.OK
+    # upstream layout: write-only queues first (3 writable, 2 readable), then read-write
+    assert [(q.id, q.permission) for q in r.message_queues] == [
+        (0, pb.Permission.WRITE), (1, pb.Permission.READ_WRITE), (2, pb.Permission.READ_WRITE)]
+    assert all(q.broker.endpoints == endpoints(grpc_broker.port) and q.broker.id == 0 for q in r.message_queues)
+
+
+def test_bad_receive_and_ack_input(grpc_broker):
+    grpc_broker.broker.create_or_update_topic("Edge", 1, 1)
+    s = stub(grpc_broker.port)
+    mq = pb.MessageQueue(topic=pb.Resource(name="Edge"), id=0)
+    req = pb.ReceiveMessageRequest(group=pb.Resource(name="G"), message_queue=mq, batch_size=1,
+                                   invisible_duration=Duration(seconds=1), long_polling_timeout=Duration(seconds=5))
+    items = list(s.ReceiveMessage(req, metadata=MD, timeout=10))
+    assert items[0].status.code == pb.Code.ILLEGAL_INVISIBLE_TIME and items[-1].HasField("delivery_timestamp")
+    ack = s.AckMessage(pb.AckMessageRequest(group=pb.Resource(name="G"), topic=pb.Resource(name="Edge"),
+                                            entries=[pb.AckMessageEntry(message_id="x", receipt_handle="garbage")]),
+                       metadata=MD)
+    assert ack.entries[0].status.code == pb.Code.INVALID_RECEIPT_HANDLE
+    end = s.EndTransaction(pb.EndTransactionRequest(topic=pb.Resource(name="Edge"), transaction_id=" "),
+                           metadata=MD)
+    assert end.status.code == pb.Code.INVALID_TRANSACTION_ID
+
+
+def test_empty_queue_long_poll_answers_message_not_found_in_time(grpc_broker):
+    import time
+    grpc_broker.broker.create_or_update_topic("Empty", 1, 1)
+    s = stub(grpc_broker.port)
+    req = pb.ReceiveMessageRequest(group=pb.Resource(name="G"),
+                                   message_queue=pb.MessageQueue(topic=pb.Resource(name="Empty"), id=0),
+                                   batch_size=4, invisible_duration=Duration(seconds=30),
+                                   long_polling_timeout=Duration(seconds=5))
+    t0 = time.monotonic()
+    items = list(s.ReceiveMessage(req, metadata=MD, timeout=8))
+    took = time.monotonic() - t0
+    assert items[0].status.code == pb.Code.MESSAGE_NOT_FOUND and 4.0 <= took < 7.5
+
+
+def _self_signed(tmp_path):
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=1))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost"),
+                                                        x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                           critical=False)
+            .sign(key, hashes.SHA256()))
+    cert_path, key_path = tmp_path / "broker.crt", tmp_path / "broker.key"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return cert_path, key_path
+
+
+def test_tls_when_a_certificate_is_configured(tmp_path):
+    cert, key = _self_signed(tmp_path)
+    home = tmp_path / "home"
+    home.mkdir()
+    running = start_grpc_broker(tmp_path / "store", home, {"grpcTlsCertPath": str(cert), "grpcTlsKeyPath": str(key)})
+    try:
+        running.broker.create_or_update_topic("T", 1, 1)
+        creds = grpc.ssl_channel_credentials(root_certificates=cert.read_bytes())
+        channel = grpc.secure_channel(f"localhost:{running.port}", creds)
+        s = service_pb2_grpc.MessagingServiceStub(channel)
+        r = s.QueryRoute(pb.QueryRouteRequest(topic=pb.Resource(name="T"), endpoints=endpoints(running.port)),
+                         metadata=MD, timeout=5)
+        assert r.status.code == pb.Code.OK
+        plain = stub(running.port)
+        with pytest.raises(grpc.RpcError):
+            plain.QueryRoute(pb.QueryRouteRequest(topic=pb.Resource(name="T")), metadata=MD, timeout=3)
+    finally:
+        stop_grpc_broker(running)
