@@ -27,6 +27,7 @@ from broker_core.broker.broker import Broker
 from broker_core.broker.broker_config import BrokerConfig
 from broker_core.config_loader import ConfigError, read_properties_file, snake_to_camel
 from broker_core.net.broker_server import BrokerRemotingServer
+from broker_core.net.grpc_v2.server import GrpcEndpoint, GrpcServerConfig
 from broker_core.net.namesrv import NameServer, NamesrvConfig
 from broker_core.net.net_config import NetConfig
 from broker_core.store.store_lock import StoreLockedError, is_store_locked
@@ -50,6 +51,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--scanNotActiveBrokerInterval", type=int, default=None, help="ms between expiry scans (5000)")
     ap.add_argument("--idleTimeout", type=float, default=None, help="seconds before an idle connection is closed (120)")
     ap.add_argument("--frameMaxLength", type=int, default=None, help="largest accepted frame in bytes (16 MiB)")
+    ap.add_argument("--grpc-port", "--grpcServerPort", dest="grpc_port", type=int, default=None,
+                    help="gRPC v2 endpoint port (default grpcServerPort, 8081; 0 = off; with --listenPort 0 and "
+                         "no --grpc-port it also takes a free port)")
     return ap.parse_args(argv)
 
 
@@ -72,13 +76,15 @@ def _event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
 
 
 async def _serve(broker: Broker | None, net: NetConfig, namesrv_sock: socket.socket | None,
-                 broker_sock: socket.socket | None, namesrv_addrs: list[str], host: str) -> None:
+                 broker_sock: socket.socket | None, namesrv_addrs: list[str], host: str,
+                 grpc_port: int | None = None) -> None:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     namesrv: NameServer | None = None
     server: BrokerRemotingServer | None = None
+    grpc_endpoint: GrpcEndpoint | None = None
     try:
         if namesrv_sock is not None:
             namesrv = NameServer(NamesrvConfig(listen_host=host, scan_not_active_broker_interval=net.scan_not_active_broker_interval,
@@ -95,6 +101,11 @@ async def _serve(broker: Broker | None, net: NetConfig, namesrv_sock: socket.soc
             print(f"The broker[{cfg.broker_name}, {cfg.broker_addr}] boot success. serializeType=JSON and name server "
                   f"is {';'.join(namesrv_addrs)} (cluster {cfg.broker_cluster_name}, store {broker.root.resolve()}, "
                   f"pid {os.getpid()})", flush=True)
+            if grpc_port is not None:
+                grpc_endpoint = GrpcEndpoint(broker, GrpcServerConfig.from_broker_config(cfg, host, grpc_port))
+                await grpc_endpoint.start()
+                print(f"The gRPC v2 endpoint boot success on {host}:{grpc_endpoint.port}"
+                      f"{' (TLS)' if cfg.grpc_tls_cert_path else ''}", flush=True)
         if namesrv_addrs:
             addr = shlex.quote(";".join(namesrv_addrs))
             cluster = broker.config.broker_cluster_name if broker else "DefaultCluster"
@@ -108,6 +119,8 @@ async def _serve(broker: Broker | None, net: NetConfig, namesrv_sock: socket.soc
                 "Ctrl-C (or SIGTERM) stops it cleanly."]), flush=True)
         await stop.wait()
     finally:
+        if grpc_endpoint is not None:
+            await grpc_endpoint.stop()
         if server is not None:
             await server.stop()
         if namesrv is not None:
@@ -150,6 +163,14 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as e:
         print(f"mqbroker: cannot listen on {host}: {e}", file=sys.stderr)
         return 1
+    grpc_port: int | None = None  # None: no gRPC endpoint; 0: a free port
+    if run_broker:
+        if args.grpc_port is not None:
+            grpc_port = args.grpc_port or None
+        elif args.listenPort == 0:
+            grpc_port = 0  # every port chosen by the system (tests, several brokers on one host)
+        else:
+            grpc_port = config.grpc_server_port or None
     broker: Broker | None = None
     try:
         if broker_sock is not None:
@@ -166,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
         addrs = [a.strip() for a in external.split(";") if a.strip()] if external else \
             [f"{host}:{namesrv_sock.getsockname()[1]}"] if namesrv_sock is not None else []
         with asyncio.Runner(loop_factory=_event_loop_factory()) as runner:
-            runner.run(_serve(broker, net, namesrv_sock, broker_sock, addrs, host))
+            runner.run(_serve(broker, net, namesrv_sock, broker_sock, addrs, host, grpc_port))
     finally:
         if broker is not None:
             broker.shutdown()

@@ -23,6 +23,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 _NAMESRV = re.compile(r"The Name Server boot success.*address (\S+:\d+)")
 _BROKER = re.compile(r"The broker\[([^,\]]+), (\S+:\d+)\] boot success")
+_GRPC = re.compile(r"The gRPC v2 endpoint boot success on (\S+:\d+)")
 
 
 @dataclass
@@ -33,6 +34,7 @@ class BrokerProcess:
     store: Path
     log_path: Path
     proc: subprocess.Popen[str]
+    grpc_addr: str | None = None
 
     def log_text(self) -> str:
         try:
@@ -89,9 +91,9 @@ def running_broker(workdir: Path, conf: Mapping[str, str] | None = None, *, brok
 
     threading.Thread(target=pump, daemon=True).start()
     try:
-        ns_addr, b_addr = namesrv, None
+        ns_addr, b_addr, g_addr = namesrv, None, None
         deadline = time.monotonic() + startup_timeout
-        while b_addr is None or ns_addr is None:
+        while b_addr is None or ns_addr is None or g_addr is None:
             try:
                 line = lines.get(timeout=max(0.1, deadline - time.monotonic()))
             except queue.Empty:
@@ -102,7 +104,9 @@ def running_broker(workdir: Path, conf: Mapping[str, str] | None = None, *, brok
                 ns_addr = m.group(1)
             if m := _BROKER.search(line):
                 b_addr = m.group(2)
-        yield BrokerProcess(ns_addr, b_addr, broker_name, store, log_path, proc)
+            if m := _GRPC.search(line):
+                g_addr = m.group(1)
+        yield BrokerProcess(ns_addr, b_addr, broker_name, store, log_path, proc, g_addr)
     finally:
         _stop(proc)
         log.close()

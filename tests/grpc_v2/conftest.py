@@ -40,15 +40,19 @@ class RunningGrpcBroker:
         return "\n".join(p.read_text(errors="replace") for p in sorted(logs.glob("*.log"))) if logs.is_dir() else ""
 
     def client(self, scenario: str, *, limit: float = 90, **args: object) -> dict:
-        """Run one official-client scenario in a child process; its last stdout line is JSON."""
-        env = dict(os.environ, HOME=str(self.home), PYTHONPATH=str(Path(__file__).resolve().parents[2]))
-        proc = subprocess.run([sys.executable, str(SCENARIOS), scenario, self.address, json.dumps(args)],
-                              capture_output=True, text=True, timeout=limit, env=env)
-        lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-        if proc.returncode != 0 or not lines:
-            raise AssertionError(f"client scenario {scenario} failed (rc={proc.returncode}):\n"
-                                 f"stdout: {proc.stdout[-3000:]}\nstderr: {proc.stderr[-3000:]}")
-        return json.loads(lines[-1])
+        return run_scenario(self.address, self.home, scenario, limit=limit, **args)
+
+
+def run_scenario(address: str, home: Path, scenario: str, *, limit: float = 90, **args: object) -> dict:
+    """Run one official-client scenario in a child process; its last stdout line is JSON."""
+    env = dict(os.environ, HOME=str(home), PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    proc = subprocess.run([sys.executable, str(SCENARIOS), scenario, address, json.dumps(args)],
+                          capture_output=True, text=True, timeout=limit, env=env)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        raise AssertionError(f"client scenario {scenario} failed (rc={proc.returncode}):\n"
+                             f"stdout: {proc.stdout[-3000:]}\nstderr: {proc.stderr[-3000:]}")
+    return json.loads(lines[-1])
 
 
 def start_grpc_broker(store: Path, home: Path, props: dict[str, str] | None = None) -> RunningGrpcBroker:

@@ -116,3 +116,27 @@ def test_body_over_the_broker_limit_is_refused(tmp_path):
         assert running.broker.get_max_offset("Small", 0) == 0
     finally:
         stop_grpc_broker(running)
+
+
+def test_grpc_clients_appear_in_the_client_registry(grpc_broker):
+    import threading
+    b = grpc_broker.broker
+    b.create_or_update_topic("Seen", 1, 1)
+    seen: list = []
+
+    def consume() -> None:
+        grpc_broker.client("push_consume", topic="Seen", group="SeenG", expect=10**6, timeout=6, linger=0)
+
+    t = threading.Thread(target=consume)
+    t.start()
+    try:
+        deadline = time.time() + 15
+        while time.time() < deadline and not seen:
+            info = b.consumer_connection("SeenG")
+            if info is not None and info.channels:
+                seen.extend(info.channels.values())
+            time.sleep(0.2)
+    finally:
+        t.join(30)
+    assert seen and seen[0].language == "PYTHON" and "@" in seen[0].client_id
+    assert b.consumer_connection("SeenG") is None or not b.consumer_connection("SeenG").channels  # gone at shutdown

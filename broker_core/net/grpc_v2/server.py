@@ -22,6 +22,7 @@ from broker_core.broker.broker import Broker
 from broker_core.broker.broker_config import BrokerConfig
 
 from .service import MessagingService
+from .sessions import GrpcChannel
 from .stubs import add_messaging_service
 
 log = logging.getLogger("rmqops.grpc")
@@ -93,7 +94,8 @@ class GrpcEndpoint:
             try:
                 await self.service.renew_due()
                 if rounds % SESSION_SCAN_EVERY == 0:
-                    self.service.sessions.expire()
+                    for gone in self.service.sessions.expire():
+                        self.broker.client_registry.channel_closed(GrpcChannel(gone.client_id))
             except Exception:
                 log.exception("gRPC housekeeping failed")
 

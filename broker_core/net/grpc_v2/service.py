@@ -24,6 +24,7 @@ from google.protobuf.duration_pb2 import Duration
 
 from broker_core.auth.authentication import AuthenticationContext
 from broker_core.broker.broker import Broker
+from broker_core.broker.client_registry import CONSUME_TYPE_POP, ConsumerData, SubscriptionData
 from broker_core.broker.errors import BrokerError, ResponseCode
 from broker_core.broker.pop.pop_service import AckStatus, PopStatus
 from broker_core.broker.pop.receipt_handle import InvalidReceiptHandleError, ReceiptHandle
@@ -33,7 +34,7 @@ from broker_core.store.codec import properties as P
 from broker_core.store.codec.message import MessageExt
 
 from .convert import WireMessageError, inbound, outbound
-from .sessions import SessionRegistry, TelemetryChannel
+from .sessions import ClientSession, GrpcChannel, SessionRegistry, TelemetryChannel
 from .stubs import MessagingServiceServicer, pb
 
 log = logging.getLogger("rmqops.grpc")
@@ -238,6 +239,7 @@ class MessagingService(MessagingServiceServicer):
             session.client_type = request.client_type or session.client_type
             if group:
                 session.group = group
+            await self._register(session)
             return pb.HeartbeatResponse(status=OK)
         except RpcError as e:
             return pb.HeartbeatResponse(status=status(e.code, e.message))
@@ -311,10 +313,28 @@ class MessagingService(MessagingServiceServicer):
             else:
                 return pb.TelemetryCommand(status=status(pb.Code.UNRECOGNIZED_CLIENT_TYPE,
                                                          "settings carry neither publishing nor subscription"))
+            await self._register(session)
         except RpcError as e:
             return pb.TelemetryCommand(status=status(e.code, e.message))
         reply.metric.CopyFrom(pb.Metric(on=False))
         return pb.TelemetryCommand(status=OK, settings=reply)
+
+    async def _register(self, session: ClientSession) -> None:
+        """Report the client to the Broker's client registry, as a remoting heartbeat would: producers
+        under their topics (the proxy's producer group for a topic is the topic), consumers as POP
+        consumers of their group, so mqadmin's connection commands and the dashboard list them."""
+        consumers: list[ConsumerData] = []
+        if session.group and session.client_type in (pb.ClientType.PUSH_CONSUMER, pb.ClientType.SIMPLE_CONSUMER):
+            subs = tuple(SubscriptionData(t, expr or "*", "SQL92" if kind == pb.FilterType.SQL else "TAG")
+                         for t, (kind, expr) in sorted(session.subscriptions.items()))
+            consumers.append(ConsumerData(session.group, CONSUME_TYPE_POP, "CLUSTERING",
+                                          "CONSUME_FROM_LAST_OFFSET", subs))
+        producers = sorted(session.publishing_topics) if session.client_type == pb.ClientType.PRODUCER else []
+        if not consumers and not producers:
+            return
+        await self._call(self.broker.heartbeat, GrpcChannel(session.client_id), session.client_id,
+                         language=session.language or "PYTHON", version=0, remote_addr=f"{session.address}:0",
+                         producer_groups=producers, consumers=consumers)
 
     @staticmethod
     def _backoff(cfg: Any) -> list[int]:
@@ -444,9 +464,12 @@ class MessagingService(MessagingServiceServicer):
             expression = request.filter_expression
             kind = "SQL92" if expression.type == pb.FilterType.SQL else "TAG"
             batch = min(max(request.batch_size or 32, 1), 32)
-            result = await self._call(
-                self.broker.pop_message, group, topic, None, batch, invisible, kind, expression.expression or "*",
-                attempt_id=request.attempt_id if request.HasField("attempt_id") else None, poll_time_ms=polling)
+            try:
+                result = await self.broker.pop_message_async(
+                    group, topic, None, batch, invisible, kind, expression.expression or "*",
+                    attempt_id=request.attempt_id if request.HasField("attempt_id") else None, poll_time_ms=polling)
+            except BrokerError as e:
+                raise _rpc_error(e) from None
             if result.status is PopStatus.POLLING_FULL:
                 raise RpcError(pb.Code.TOO_MANY_REQUESTS, "polling full")
             now = self.clock()
@@ -543,6 +566,7 @@ class MessagingService(MessagingServiceServicer):
             group = request.group.name if request.HasField("group") else None
             await self._authorize(info, "NotifyClientTermination", group=group)
             self.sessions.remove(info.client_id)
+            self.broker.client_registry.channel_closed(GrpcChannel(info.client_id))
             return pb.NotifyClientTerminationResponse(status=OK)
         except RpcError as e:
             return pb.NotifyClientTerminationResponse(status=status(e.code, e.message))

@@ -21,6 +21,13 @@ CHANNEL_EXPIRED_MS = 120_000  # channelExpiredTimeout: no heartbeat for this lon
 TELEMETRY_BACKLOG = 64  # commands queued for a stream that nobody reads are dropped past this
 
 
+@dataclass(frozen=True, slots=True)
+class GrpcChannel:
+    """The client registry's connection handle for a gRPC client (it is reached by client id)."""
+
+    client_id: str
+
+
 @dataclass
 class ClientSession:
     client_id: str
