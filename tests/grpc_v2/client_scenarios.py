@@ -7,6 +7,7 @@ Every scenario is bounded in time and shuts its client down.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import threading
 import time
@@ -122,9 +123,12 @@ def push_consume(endpoint: str, args: dict) -> dict:
     consumer.startup()
     deadline = time.time() + float(args.get("timeout", 20))
     try:
+        stop_file = args.get("stop_file")
         while time.time() < deadline:
             with lock:
                 done = sum(1 for g in got if g["body"] not in fail_ids) >= int(args.get("expect", 10**9))
+            if stop_file is not None:
+                done = os.path.exists(stop_file)
             if done:
                 break
             time.sleep(0.1)

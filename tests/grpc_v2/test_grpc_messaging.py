@@ -77,19 +77,32 @@ def test_change_invisible_duration_and_redelivery_after_invisible_time(grpc_brok
     assert [(m["id"], m["attempt"]) for m in again] == [(first[0]["id"], 2)]
 
 
-def test_push_consumer_retries_then_dead_letter_queue(grpc_broker):
+def test_push_consumer_retries_then_dead_letter_queue(grpc_broker, tmp_path):
+    import threading
     b = grpc_broker.broker
     b.create_or_update_topic("Flaky", 1, 1)
     b.create_or_update_subscription_group("PG", retry_max_times=2)
     grpc_broker.client("produce", topic="Flaky", count=2)
-    out = grpc_broker.client("push_consume", topic="Flaky", group="PG", fail_bodies=["m-0"], expect=1,
-                             timeout=30, linger=9)
+    stop = tmp_path / "stop"
+    out: dict = {}
+
+    def consume() -> None:
+        out.update(grpc_broker.client("push_consume", topic="Flaky", group="PG", fail_bodies=["m-0"],
+                                      timeout=60, linger=0, stop_file=str(stop)))
+
+    t = threading.Thread(target=consume)
+    t.start()
+    try:
+        # 3 deliveries (backoff 1 s, 5 s, 10 s), then the broker dead-letters it instead of a 4th.
+        deadline = time.time() + 45
+        while time.time() < deadline and b.get_max_offset("%DLQ%PG", 0) < 1:
+            time.sleep(0.2)
+    finally:
+        stop.touch()
+        t.join(60)
     attempts = sorted(m["attempt"] for m in out["received"] if m["body"] == "m-0")
     assert attempts == [1, 2, 3], out["received"]
     assert [m["body"] for m in out["received"] if m["body"] == "m-1"] == ["m-1"]
-    deadline = time.time() + 15
-    while time.time() < deadline and b.get_max_offset("%DLQ%PG", 0) < 1:
-        time.sleep(0.2)
     dlq = b.pull_message("DLQ-reader", "%DLQ%PG", 0, 0, 32)
     assert [m.body for m in dlq.messages] == [b"m-0"]
 
