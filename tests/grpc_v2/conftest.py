@@ -56,7 +56,7 @@ def run_scenario(address: str, home: Path, scenario: str, *, limit: float = 90, 
 
 
 def start_grpc_broker(store: Path, home: Path, props: dict[str, str] | None = None) -> RunningGrpcBroker:
-    config = BrokerConfig.from_properties({"transactionTimeOut": "1000", "transactionCheckInterval": "1000",
+    config = BrokerConfig.from_properties({"transactionTimeOut": "3000", "transactionCheckInterval": "1000",
                                            **(props or {})}, store)
     broker = Broker(store, config).start()
     endpoint = GrpcEndpoint(broker, GrpcServerConfig.from_broker_config(config, port=0))

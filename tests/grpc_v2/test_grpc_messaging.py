@@ -60,8 +60,11 @@ def test_transaction_commit_rollback_and_check_back(grpc_broker):
     b.create_or_update_topic("Tx", 2, 2, attributes={"+message.type": "TRANSACTION"})
     committed = grpc_broker.client("transaction", topic="Tx", mode="commit", prefix="commit")
     rolled = grpc_broker.client("transaction", topic="Tx", mode="rollback", prefix="rollback")
-    checked = grpc_broker.client("transaction", topic="Tx", mode="open", check="commit", prefix="checked")
-    assert checked["checked"] == [checked["id"]], checked  # the broker asked over telemetry
+    checked = grpc_broker.client("transaction", topic="Tx", mode="open", check="commit", prefix="checked",
+                                 timeout=25)
+    # The broker asked over telemetry (a slow machine may also ask about an older half of the topic:
+    # producers of a topic form its producer group, as on the proxy).
+    assert checked["id"] in checked["checked"], checked
     got = grpc_broker.client("simple_consume", topic="Tx", group="TG", expect=2, timeout=15)["received"]
     assert sorted(m["body"] for m in got) == ["checked-0", "commit-0"]
     assert rolled["id"] not in {m["id"] for m in got} and committed["id"] in {m["id"] for m in got}
