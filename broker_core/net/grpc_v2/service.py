@@ -168,11 +168,20 @@ class MessagingService(MessagingServiceServicer):
                         RequestContext(source_ip=ip, channel_id=client_id, request_code=rpc, authentication=authn))
 
     async def _authorize(self, info: CallInfo, rpc: str, **kw: Any) -> None:
-        """Upstream answers every authentication and authorization failure with UNAUTHORIZED."""
+        """Upstream answers every authentication and authorization failure with UNAUTHORIZED.
+        In-memory work (user and policy tables), so it runs on the loop without a thread hop."""
         try:
-            await self._call(self.broker.authorize_grpc, info.auth, rpc, **kw)
-        except RpcError as e:
-            raise RpcError(pb.Code.UNAUTHORIZED if e.code == pb.Code.FORBIDDEN else e.code, e.message) from None
+            self.broker.authorize_grpc(info.auth, rpc, **kw)
+        except BrokerError as e:
+            raise RpcError(pb.Code.UNAUTHORIZED if e.code == ResponseCode.NO_PERMISSION else
+                           _rpc_error(e).code, e.message) from None
+
+    def _topic(self, topic: str) -> Any:
+        """The topic's config (an in-memory table read, no thread hop); TOPIC_NOT_FOUND when absent."""
+        tc = self.broker.get_topic(topic)
+        if tc is None:
+            raise RpcError(pb.Code.TOPIC_NOT_FOUND, f"topic {topic} not found")
+        return tc
 
     def _group_config(self, group: str) -> Any:
         return self.broker.group_manager.find(group)
@@ -183,9 +192,7 @@ class MessagingService(MessagingServiceServicer):
             info = self._info(context, "QueryRoute")
             topic = request.topic.name
             await self._authorize(info, "QueryRoute", topic=topic)
-            tc = await self._call(self.broker.get_topic, topic)
-            if tc is None:
-                raise RpcError(pb.Code.TOPIC_NOT_FOUND, f"topic {topic} not found")
+            tc = self._topic(topic)
             types = _MESSAGE_TYPES.get((tc.attributes or {}).get("message.type", "NORMAL").upper(),
                                        [pb.MessageType.NORMAL])
             queues = []
@@ -214,9 +221,7 @@ class MessagingService(MessagingServiceServicer):
             info = self._info(context, "QueryAssignment")
             topic, group = request.topic.name, request.group.name
             await self._authorize(info, "QueryAssignment", topic=topic, group=group)
-            tc = await self._call(self.broker.get_topic, topic)
-            if tc is None:
-                raise RpcError(pb.Code.TOPIC_NOT_FOUND, f"topic {topic} not found")
+            tc = self._topic(topic)
             if not tc.perm & 4 or tc.read_queue_nums <= 0:
                 raise RpcError(pb.Code.FORBIDDEN, "no readable queue")
             cfg = await self._call(self._group_config, group)
@@ -383,9 +388,10 @@ class MessagingService(MessagingServiceServicer):
             m = inbound(message, info.peer_ip, self.max_body_size)
         except WireMessageError as e:
             return pb.SendResultEntry(status=status(e.code, e.message))
-        tc = await self._call(self.broker.get_topic, topic)
-        if tc is None:
-            return pb.SendResultEntry(status=status(pb.Code.TOPIC_NOT_FOUND, f"topic {topic} not found"))
+        try:
+            tc = self._topic(topic)
+        except RpcError as e:
+            return pb.SendResultEntry(status=status(e.code, e.message))
         topic_type = (tc.attributes or {}).get("message.type", "NORMAL").upper()
         allowed = _MESSAGE_TYPES.get(topic_type, [pb.MessageType.NORMAL])
         if m.message_type not in allowed:
