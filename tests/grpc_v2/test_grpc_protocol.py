@@ -112,3 +112,28 @@ def test_tls_when_a_certificate_is_configured(tmp_path):
             plain.QueryRoute(pb.QueryRouteRequest(topic=pb.Resource(name="T")), metadata=MD, timeout=3)
     finally:
         stop_grpc_broker(running)
+
+
+def test_pull_and_offset_rpcs(grpc_broker):
+    from google.protobuf.timestamp_pb2 import Timestamp
+    b = grpc_broker.broker
+    b.create_or_update_topic("PullT", 1, 1)
+    for i in range(5):
+        b.send_message("PullT", f"p{i}".encode(), queue_id=0)
+    s = stub(grpc_broker.port)
+    mq = pb.MessageQueue(topic=pb.Resource(name="PullT"), id=0)
+    items = list(s.PullMessage(pb.PullMessageRequest(group=pb.Resource(name="PullG"), message_queue=mq, offset=2,
+                                                     batch_size=10), metadata=MD, timeout=10))
+    assert items[0].status.code == pb.Code.OK
+    assert [i.message.body for i in items[1:-1]] == [b"p2", b"p3", b"p4"] and items[-1].next_offset == 5
+    r = s.GetOffset(pb.GetOffsetRequest(group=pb.Resource(name="PullG"), message_queue=mq), metadata=MD)
+    assert r.status.code == pb.Code.OFFSET_NOT_FOUND
+    assert s.UpdateOffset(pb.UpdateOffsetRequest(group=pb.Resource(name="PullG"), message_queue=mq, offset=4),
+                          metadata=MD).status.code == pb.Code.OK
+    assert s.GetOffset(pb.GetOffsetRequest(group=pb.Resource(name="PullG"), message_queue=mq),
+                       metadata=MD).offset == 4
+    q = pb.QueryOffsetRequest(message_queue=mq, query_offset_policy=pb.QueryOffsetPolicy.END)
+    assert s.QueryOffset(q, metadata=MD).offset == 5
+    q = pb.QueryOffsetRequest(message_queue=mq, query_offset_policy=pb.QueryOffsetPolicy.TIMESTAMP,
+                              timestamp=Timestamp(seconds=0))
+    assert s.QueryOffset(q, metadata=MD).offset == 0

@@ -124,6 +124,9 @@ def _millis(d: Any) -> int:
     return d.seconds * 1000 + d.nanos // 1_000_000
 
 
+_millis_ts = _millis  # Timestamp has the same seconds/nanos fields as Duration
+
+
 class MessagingService(MessagingServiceServicer):
     """The servicer grpc.aio calls; one per server, over one Broker."""
 
@@ -564,6 +567,82 @@ class MessagingService(MessagingServiceServicer):
             return pb.ForwardMessageToDeadLetterQueueResponse(status=OK)
         except RpcError as e:
             return pb.ForwardMessageToDeadLetterQueueResponse(status=status(e.code, e.message))
+
+    # -- PullMessage / offsets (in the proto; the official clients do not call them yet) -----------
+    async def PullMessage(self, request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:  # noqa: N802
+        """A 4.x-style pull over gRPC: status, the messages from ``offset``, then ``next_offset``."""
+        items: list[Any] = []
+        next_offset = request.offset
+        try:
+            info = self._info(context, "ReceiveMessage")
+            group, topic, qid = request.group.name, request.message_queue.topic.name, request.message_queue.id
+            await self._authorize(info, "ReceiveMessage", topic=topic, group=group)
+            expression = request.filter_expression
+            kind = "SQL92" if expression.type == pb.FilterType.SQL else "TAG"
+            polling = _millis(request.long_polling_timeout) if request.HasField("long_polling_timeout") else 0
+            try:
+                result = await self.broker.pull_message_async(
+                    group, topic, qid, request.offset, min(max(request.batch_size or 32, 1), 32), kind,
+                    expression.expression or "*", suspend_timeout_ms=min(polling, MAX_POLLING_MS))
+            except BrokerError as e:
+                raise _rpc_error(e) from None
+            next_offset = result.next_begin_offset
+            items = [pb.PullMessageResponse(message=outbound(m)) for m in result.messages]
+            if items:
+                first = OK
+            elif result.status.value == "OFFSET_ILLEGAL":
+                first = status(pb.Code.ILLEGAL_OFFSET, f"offset {request.offset} is outside "
+                                                       f"[{result.min_offset}, {result.max_offset}]")
+            else:
+                first = status(pb.Code.MESSAGE_NOT_FOUND, "no new message")
+        except RpcError as e:
+            first = status(e.code, e.message)
+        yield pb.PullMessageResponse(status=first)
+        for item in items:
+            yield item
+        yield pb.PullMessageResponse(next_offset=next_offset)
+
+    async def UpdateOffset(self, request: Any, context: grpc.aio.ServicerContext) -> Any:  # noqa: N802
+        try:
+            info = self._info(context, "AckMessage")
+            group, topic, qid = request.group.name, request.message_queue.topic.name, request.message_queue.id
+            await self._authorize(info, "AckMessage", topic=topic, group=group)
+            await self._call(self.broker.commit_offset, group, topic, qid, request.offset)
+            return pb.UpdateOffsetResponse(status=OK)
+        except RpcError as e:
+            return pb.UpdateOffsetResponse(status=status(e.code, e.message))
+
+    async def GetOffset(self, request: Any, context: grpc.aio.ServicerContext) -> Any:  # noqa: N802
+        try:
+            info = self._info(context, "AckMessage")
+            group, topic, qid = request.group.name, request.message_queue.topic.name, request.message_queue.id
+            await self._authorize(info, "AckMessage", topic=topic, group=group)
+            offset = await self._call(self.broker.query_offset, group, topic, qid)
+            if offset < 0:
+                raise RpcError(pb.Code.OFFSET_NOT_FOUND, f"group {group} has no offset on {topic}/{qid}")
+            return pb.GetOffsetResponse(status=OK, offset=offset)
+        except RpcError as e:
+            return pb.GetOffsetResponse(status=status(e.code, e.message))
+
+    async def QueryOffset(self, request: Any, context: grpc.aio.ServicerContext) -> Any:  # noqa: N802
+        try:
+            info = self._info(context, "QueryRoute")
+            topic, qid = request.message_queue.topic.name, request.message_queue.id
+            await self._authorize(info, "QueryRoute", topic=topic)
+            self._topic(topic)
+            policy = request.query_offset_policy
+            if policy == pb.QueryOffsetPolicy.BEGINNING:
+                offset = self.broker.get_min_offset(topic, qid)
+            elif policy == pb.QueryOffsetPolicy.END:
+                offset = self.broker.get_max_offset(topic, qid)
+            else:
+                if not request.HasField("timestamp"):
+                    raise RpcError(pb.Code.BAD_REQUEST, "query by TIMESTAMP needs a timestamp")
+                offset = await self._call(self.broker.search_offset_by_timestamp, topic, qid,
+                                          _millis_ts(request.timestamp))
+            return pb.QueryOffsetResponse(status=OK, offset=offset)
+        except RpcError as e:
+            return pb.QueryOffsetResponse(status=status(e.code, e.message))
 
     # -- NotifyClientTermination -------------------------------------------------------------------
     async def NotifyClientTermination(self, request: Any, context: grpc.aio.ServicerContext) -> Any:  # noqa: N802
