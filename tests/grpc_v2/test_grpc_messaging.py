@@ -156,3 +156,33 @@ def test_grpc_clients_appear_in_the_client_registry(grpc_broker):
         t.join(30)
     assert seen and seen[0].language == "PYTHON" and "@" in seen[0].client_id
     assert b.consumer_connection("SeenG") is None or not b.consumer_connection("SeenG").channels  # gone at shutdown
+
+
+def test_fifo_failing_message_blocks_its_group_until_dead_lettered(grpc_broker, tmp_path):
+    """Seed 000: N+1 of a message group only after N is done; N is retried, then sent to the DLQ."""
+    import threading
+    b = grpc_broker.broker
+    b.create_or_update_topic("FifoFail", 1, 1, attributes={"+message.type": "FIFO"})
+    b.create_or_update_subscription_group("FFG", consume_message_orderly=True, retry_max_times=2)
+    grpc_broker.client("produce", topic="FifoFail", count=3, groups=["only"])
+    stop = tmp_path / "stop"
+    out: dict = {}
+
+    def consume() -> None:
+        out.update(grpc_broker.client("push_consume", topic="FifoFail", group="FFG", fail_bodies=["m-1"],
+                                      timeout=60, linger=0, stop_file=str(stop)))
+
+    t = threading.Thread(target=consume)
+    t.start()
+    try:
+        deadline = time.time() + 45
+        while time.time() < deadline and b.get_max_offset("%DLQ%FFG", 0) < 1:
+            time.sleep(0.2)
+        time.sleep(2)  # let m-2 arrive after the forward
+    finally:
+        stop.touch()
+        t.join(60)
+    seq = [m["body"] for m in sorted(out["received"], key=lambda m: m["at"])]
+    assert seq[0] == "m-0" and seq[-1] == "m-2" and set(seq[1:-1]) == {"m-1"} and len(seq) >= 3, seq
+    dlq = b.pull_message("DLQ-reader", "%DLQ%FFG", 0, 0, 32)
+    assert [m.body for m in dlq.messages] == [b"m-1"]
