@@ -155,6 +155,8 @@ OPS: dict[str, tuple[Op, list[tuple[str, str]]]] = {
     "consumer_ids": (lambda b, a: b.consumer_ids(G, auth=a), [(f"Group:{G}", "Get")]),
     "consumer_connection": (lambda b, a: b.consumer_connection(G, auth=a), [(f"Group:{G}", "Get")]),
     "authenticate": (lambda b, a: b.authenticate(a), []),
+    "authorize_grpc": (lambda b, a: b.authorize_grpc(a, "ReceiveMessage", topic=T, group=G),
+                       [(f"Topic:{T}", "Sub"), (f"Group:{G}", "Sub")]),
     "earliest_msg_store_time": (lambda b, a: b.earliest_msg_store_time(T, 0, auth=a), [(f"Topic:{T}", "Get")]),
     "update_broker_config": (lambda b, a: b.update_broker_config({"brokerPermission": "6"}, auth=a), []),
     "create_user": (lambda b, a: b.create_user(f"new{next(_names)}", "pw", auth=a), [(CLUSTER, "Update")]),
