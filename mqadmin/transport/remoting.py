@@ -52,6 +52,7 @@ from broker_core.remoting.headers import (
     GetConsumerConnectionListRequestHeader,
     GetConsumeStatsRequestHeader,
     GetMaxOffsetRequestHeader,
+    GetRouteInfoRequestHeader,
     GetSubscriptionGroupConfigRequestHeader,
     GetTopicConfigRequestHeader,
     ListAclsRequestHeader,
@@ -199,8 +200,6 @@ class RemotingBrokerClient:
             cluster_addr_table={c: sorted(names) for c, names in body.cluster_addr_table.items()})
 
     def topic_route(self, topic: str) -> route_info.TopicRouteData | None:
-        from broker_core.remoting.headers import GetRouteInfoRequestHeader
-
         resp = self._call(None, RequestCode.GET_ROUTEINFO_BY_TOPIC, GetRouteInfoRequestHeader(topic=topic))
         if resp.code == ResponseCode.TOPIC_NOT_EXIST:
             return None
