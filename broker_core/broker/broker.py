@@ -780,13 +780,24 @@ class Broker:
         if not self.read_only:
             for c in consumers:
                 try:
-                    self.group_manager.find(c.group_name)
+                    group = self.group_manager.find(c.group_name)
                 except BrokerError:
                     log.info("heartbeat of %s for unknown group %s (autoCreateSubscriptionGroup is off)",
                              client_id, c.group_name)
+                    continue
+                if c.message_model == "CLUSTERING" and group.retry_queue_nums > 0:
+                    # As Java's heartbeat does: the group's retry topic exists (and is routed) before
+                    # the first failed message is sent back, so retries are consumed at once.
+                    self.topic_manager.create_if_absent(TopicConfig(retry_topic(c.group_name), group.retry_queue_nums,
+                                                                    group.retry_queue_nums, PERM_READ_WRITE))
         return self.client_registry.heartbeat(channel, client_id, language=language, version=version,
                                               remote_addr=remote_addr, producer_groups=tuple(producer_groups),
                                               consumers=tuple(consumers))
+
+    def add_topic_change_listener(self, listener: Callable[[str, TopicConfig | None], None]) -> None:
+        """``listener(topic, config or None)`` after any topic is created, changed or deleted — also the
+        broker's own retry/DLQ topics — so the network layer can re-register with the name servers."""
+        self.topic_manager.change_listeners.append(listener)
 
     def unregister_client(self, channel: Channel, producer_group: str | None = None,
                           consumer_group: str | None = None, auth: RequestContext | None = None) -> None:

@@ -58,6 +58,7 @@ class BrokerRemotingServer:
         self._register_task: asyncio.Task[None] | None = None
         self._housekeeping: asyncio.Task[None] | None = None
         self._register_lock: asyncio.Lock | None = None
+        self._pending_register: asyncio.Task[None] | None = None
 
     def _broker_handlers(self) -> dict[int, BrokerHandler]:
         table: dict[int, BrokerHandler] = {}
@@ -102,6 +103,7 @@ class BrokerRemotingServer:
         loop = asyncio.get_running_loop()
         if self.namesrv_addrs:
             self._register_task = loop.create_task(self._register_loop())
+            self.broker.add_topic_change_listener(lambda topic, tc: loop.call_soon_threadsafe(self._topics_changed))
         self._housekeeping = loop.create_task(self._housekeeping_loop())
         return bound
 
@@ -128,6 +130,12 @@ class BrokerRemotingServer:
                     info.channel.close()
 
     # -- name servers ----------------------------------------------------------------------------
+    def _topics_changed(self) -> None:
+        """A topic appeared or changed (an admin request, or the broker's own retry/DLQ topics):
+        register soon, once for a burst of changes, as Java's registerBrokerAll after a topic change."""
+        if self._pending_register is None or self._pending_register.done():
+            self._pending_register = asyncio.get_running_loop().create_task(self.register_all())
+
     async def _register_loop(self) -> None:
         while True:
             await asyncio.sleep(self.register_period_ms / 1000)
