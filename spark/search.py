@@ -1,0 +1,527 @@
+"""searchMessages, exportMessages and statsMessages over commitlog files, with Spark (driver side).
+
+Entry points: :func:`run_search`, :func:`run_export`, :func:`run_stats` (called by the mqadmin
+commands in ``mqadmin/commands/search.py`` and by the ``spark-submit`` scripts ``spark/*_messages.py``).
+
+Why straight from commitlog files: the IndexFile answers only "key or id, at most 64 per broker".
+Questions like "every message of topic T with orderId=42 between 10:00 and 10:05" need a scan, and
+the commitlog holds everything. The job never writes into a store (it maps files read-only and takes
+no lock), so it runs beside a running broker and on a copy of any RocketMQ store directory.
+
+Pipeline:
+1. validate the query on the driver (the SQL92 text goes through the broker's parser, so a typo is
+   one line naming the position, before any Spark start);
+2. list each store's commitlog files; a file whose first record is stored after ``--end`` is
+   skipped without reading further (store timestamps grow along the log);
+3. a Spark pass hops over the remaining files' record headers (``search_scan.hop_file``): record
+   boundaries every ``split_bytes`` plus the store timestamps of the first and last record of each
+   range; ranges (and so whole files) outside the time bounds are pruned;
+4. a Spark pass scans the kept ranges (``search_scan.scan_range``): recovery's validity checks on
+   every record, the query pushed into the partition scan, BatchCQ inner batches exploded;
+5. per file, the earliest invalid record ends that file's scan (where recovery would stop); ranges
+   after it are dropped and the stop is reported, never silently skipped.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from broker_core.broker.filter.errors import FilterSyntaxError
+from broker_core.broker.filter.sql92 import compile_sql92
+from broker_core.store.store_config import StoreConfig
+from broker_core.store.store_lock import is_store_locked
+
+from .progress import ProgressCallback, StatusPoller
+from .scan import STOP_INVALID, ZERO_REASON_PREFIX, file_starts_with_record
+from .search_scan import (
+    COLUMNS,
+    KEY_DIMENSIONS,
+    MODE_ROWS,
+    MODE_STATS,
+    MODE_TOP,
+    TIME_BUCKETS_MS,
+    FileBounds,
+    MessageRow,
+    RangeResult,
+    ScanQuery,
+    hop_file,
+    read_first_store_timestamp,
+    row_sort_key,
+    scan_range,
+)
+from .session import get_spark, is_local_master
+from .store_input import CommitLogFile, list_commitlog_files
+
+DEFAULT_SPLIT_BYTES = 64 * 1024 * 1024
+DEFAULT_LIMIT = 1000
+EXPORT_FORMATS = ("parquet", "jsonl")
+PARTITION_COLUMNS = ("topic", "date")
+
+
+class SearchError(RuntimeError):
+    """The query cannot run: bad SQL, bad options, missing store, existing output directory."""
+
+
+# ------------------------------------------------------------------------------------------ query
+
+def build_query(topic: str | None = None, begin_ms: int | None = None, end_ms: int | None = None,
+                where: str | None = None, body_contains: str | None = None,
+                stats_by: Sequence[str] | str = ("topic", "minute")) -> ScanQuery:
+    """Check everything a query says before any Spark work; raises SearchError with one line."""
+    if where is not None and not where.strip():
+        where = None
+    if where is not None:
+        try:
+            compile_sql92(where)
+        except FilterSyntaxError as e:
+            raise SearchError(f"bad --where SQL92: {e}") from None
+    if begin_ms is not None and end_ms is not None and begin_ms > end_ms:
+        raise SearchError(f"--begin {begin_ms} is after --end {end_ms}")
+    by = tuple(p.strip().lower() for p in (stats_by.split(",") if isinstance(stats_by, str) else stats_by)
+               if p.strip())
+    times = [d for d in by if d in TIME_BUCKETS_MS]
+    unknown = [d for d in by if d not in TIME_BUCKETS_MS and d not in KEY_DIMENSIONS]
+    if unknown or len(times) > 1 or not by or len(set(by)) != len(by):
+        raise SearchError(f"bad --by {','.join(by)!r}: choose from topic,queue and one of "
+                          f"{','.join(TIME_BUCKETS_MS)} (e.g. topic,minute)")
+    return ScanQuery(topic or None, begin_ms, end_ms, where, body_contains or None, by)
+
+
+# ------------------------------------------------------------------------------------------ results
+
+@dataclass(frozen=True, slots=True)
+class FileStop:
+    """A commitlog file whose scan ended at torn or corrupt data (recovery would stop there too)."""
+
+    store: str
+    file: str
+    offset: int  # global commitlog offset of the first invalid record
+    reason: str
+
+
+@dataclass
+class ScanSummary:
+    """What every mode reports: the exact scan figures, pruning, and where files' data ended early."""
+
+    stores: list[str]
+    master: str = ""
+    files_total: int = 0
+    files_scanned: int = 0
+    files_pruned: int = 0
+    ranges_scanned: int = 0
+    bytes_scanned: int = 0
+    records_scanned: int = 0
+    messages_matched: int = 0
+    stops: list[FileStop] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    phase_seconds: dict[str, float] = field(default_factory=dict)
+    elapsed_seconds: float = 0.0
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class SearchResult:
+    summary: ScanSummary
+    query: ScanQuery
+    limit: int
+    messages: list[dict]  # sorted by store time; at most ``limit``
+
+    @property
+    def truncated(self) -> bool:
+        return self.summary.messages_matched > len(self.messages)
+
+    def to_dict(self) -> dict:
+        return {"summary": self.summary.to_dict(), "query": asdict(self.query), "limit": self.limit,
+                "truncated": self.truncated, "messages": self.messages}
+
+
+@dataclass
+class ExportResult:
+    summary: ScanSummary
+    out: str
+    format: str
+    partition_by: list[str]
+    rows_written: int
+
+    def to_dict(self) -> dict:
+        return {"summary": self.summary.to_dict(), "out": self.out, "format": self.format,
+                "partitionBy": self.partition_by, "rowsWritten": self.rows_written}
+
+
+@dataclass
+class StatsResult:
+    summary: ScanSummary
+    by: list[str]
+    buckets: list[dict]  # {dims..., "messages", "records", "bytes"} sorted by time then key
+
+    def to_dict(self) -> dict:
+        return {"summary": self.summary.to_dict(), "by": self.by, "buckets": self.buckets}
+
+
+def row_to_dict(row: MessageRow) -> dict:
+    return dict(zip(COLUMNS, row, strict=True))
+
+
+# ------------------------------------------------------------------------------------------ planning
+
+@dataclass
+class _Store:
+    index: int
+    root: Path
+    name: str
+    check_crc: bool
+    files: list[CommitLogFile]
+
+
+def _load_store(index: int, store_dir: str | os.PathLike[str], config_file: str | os.PathLike[str] | None,
+                warnings: list[str]) -> _Store:
+    root = Path(store_dir).resolve()
+    if not root.is_dir():
+        raise SearchError(f"store directory {root} does not exist")
+    config = StoreConfig.load(config_file, root=root)
+    commitlog_dir = config.commit_log_dir
+    if not commitlog_dir.is_dir():
+        raise SearchError(f"no commitlog directory at {commitlog_dir}")
+    # Without a config, the files' own size is the mapped file size (real stores are often not 1 GiB).
+    size = config.mapped_file_size_commit_log
+    if config_file is None:
+        sizes = sorted({p.stat().st_size for p in commitlog_dir.iterdir() if p.is_file() and p.stat().st_size})
+        if sizes:
+            size = sizes[-1]
+    files = list_commitlog_files(commitlog_dir, size, warnings)
+    if is_store_locked(root):
+        warnings.append(f"{root}: a broker holds this store; the newest file is read as it is being written")
+    return _Store(index, root, str(root), config.check_crc_on_recover, files)
+
+
+def _file_stop_offsets(stores: list[_Store], results: list[RangeResult], summary: ScanSummary
+                       ) -> dict[tuple[int, int], int]:
+    """Per (store, file): the in-file position where its valid data ends (earliest invalid stop).
+
+    A stop at zero bytes in the newest file holding data is the log's normal end; any other invalid
+    stop is torn or corrupt data and is reported.
+    """
+    ends: dict[tuple[int, int], int] = {}
+    for r in sorted(results, key=lambda r: (r.store_index, r.file_index, r.start)):
+        key = (r.store_index, r.file_index)
+        if key in ends or r.stop != STOP_INVALID:
+            continue
+        ends[key] = r.end
+        store = stores[r.store_index]
+        later_data = any(file_starts_with_record(f.path) for f in store.files[r.file_index + 1:])
+        if r.stop_reason.startswith(ZERO_REASON_PREFIX) and not later_data:
+            continue
+        f = store.files[r.file_index]
+        summary.stops.append(FileStop(store.name, Path(f.path).name, f.base + r.end, r.stop_reason))
+    return ends
+
+
+def _valid_ranges(results: list[RangeResult], ends: dict[tuple[int, int], int]) -> list[RangeResult]:
+    """Ranges that start before their file's stop (a range after an invalid record is not data)."""
+    return [r for r in results if r.start < ends.get((r.store_index, r.file_index), 1 << 62)]
+
+
+class _Job:
+    """One search/export/stats run: stores, Spark session, progress phases and the summary."""
+
+    def __init__(self, store_dirs: Sequence[str | os.PathLike[str]], config_file, master: str, spark,
+                 progress: ProgressCallback | None, split_bytes: int) -> None:
+        if not store_dirs:
+            raise SearchError("no store directory given (--store DIR or --stores DIR,DIR)")
+        warnings: list[str] = []
+        self.stores = [_load_store(i, d, config_file, warnings) for i, d in enumerate(store_dirs)]
+        names = [s.name for s in self.stores]
+        if len(set(names)) != len(names):
+            raise SearchError("the same store directory is given twice")
+        self.summary = ScanSummary(names, warnings=warnings)
+        self.summary.files_total = sum(len(s.files) for s in self.stores)
+        self.master = master
+        self.spark = spark
+        self.own_spark = spark is None
+        self.progress = progress
+        self.split_bytes = max(1, int(split_bytes))
+        self.t0 = time.monotonic()
+        self.poller: StatusPoller | None = None
+        self._phase_t = 0.0
+
+    def __enter__(self) -> _Job:
+        if self.own_spark:
+            self.spark = get_spark(self.master, "rmqops-searchMessages")
+        self.sc = self.spark.sparkContext
+        self.summary.master = self.sc.master
+        self.poller = StatusPoller(self.sc, self.progress).__enter__()
+        self._phase_t = time.monotonic()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self.phase("")
+            if self.poller is not None:
+                self.poller.__exit__(*exc)
+        finally:
+            if self.own_spark and self.spark is not None:
+                self.spark.stop()
+        self.summary.phase_seconds.pop("", None)
+        self.summary.elapsed_seconds = round(time.monotonic() - self.t0, 3)
+        if not is_local_master(self.summary.master):
+            self.summary.warnings.append("cluster mode: executors read the store paths directly; "
+                                         "they must be the same paths on every worker")
+
+    def phase(self, name: str) -> None:
+        now = time.monotonic()
+        assert self.poller is not None
+        if self.poller.phase:
+            self.summary.phase_seconds[self.poller.phase] = round(now - self._phase_t, 3)
+        self._phase_t = now
+        self.poller.set_phase(name)
+
+    def plan(self, query: ScanQuery) -> list[tuple]:
+        """Prune by time and cut the kept files into ranges; returns ``scan_range`` tasks."""
+        candidates: list[tuple[int, int, str]] = []
+        for s in self.stores:
+            for fi, f in enumerate(s.files):
+                first = read_first_store_timestamp(f.path)
+                if first is None and not file_starts_with_record(f.path):
+                    # No record at the start: either empty (newest pre-created file) or damage; the
+                    # scan reports the latter, so only a truly empty file is skipped here.
+                    if fi == len(s.files) - 1 and _starts_with_zeros(f.path):
+                        continue
+                if first is not None and query.end_ms is not None and first > query.end_ms:
+                    continue  # stored after the window, and so is everything after it in this file
+                candidates.append((s.index, fi, f.path))
+        self.phase("find record boundaries")
+        split = self.split_bytes
+        bounds: list[FileBounds] = []
+        if candidates:
+            bounds = (self.sc.parallelize(candidates, len(candidates))
+                      .map(lambda c: hop_file(c[0], c[1], c[2], split)).collect())
+        tasks: list[tuple] = []
+        scanned_files: set[tuple[int, int]] = set()
+        for b in sorted(bounds, key=lambda b: (b.store_index, b.file_index)):
+            s = self.stores[b.store_index]
+            f = s.files[b.file_index]
+            starts = [p for p in b.splits if p < b.struct_end] or [0]
+            for i, start in enumerate(starts):
+                end = starts[i + 1] if i + 1 < len(starts) else -1
+                first, last = b.first_ts[i] if i < len(b.first_ts) else -1, b.last_ts[i] if i < len(b.last_ts) else -1
+                # A range with no readable record header is always scanned: its verdict may be damage.
+                if first >= 0 and last >= 0 and not query.overlaps(first, last):
+                    continue
+                scanned_files.add((b.store_index, b.file_index))
+                nbytes = (end if end >= 0 else b.struct_end) - start
+                self.summary.bytes_scanned += max(0, nbytes)
+                tasks.append((s.index, s.name, b.file_index, i, f.path, f.base, start, end, s.check_crc))
+        self.summary.files_scanned = len(scanned_files)
+        self.summary.files_pruned = self.summary.files_total - len(scanned_files)
+        self.summary.ranges_scanned = len(tasks)
+        return tasks
+
+    def finish_ranges(self, metas: list[RangeResult]) -> tuple[dict[tuple[int, int], int], set[tuple]]:
+        ends = _file_stop_offsets(self.stores, metas, self.summary)
+        valid = _valid_ranges(metas, ends)
+        self.summary.records_scanned = sum(r.records for r in valid)
+        self.summary.messages_matched = sum(r.messages_matched for r in valid)
+        return ends, {(r.store_index, r.file_index, r.range_index) for r in valid}
+
+
+def _starts_with_zeros(path: str) -> bool:
+    with open(path, "rb") as fh:
+        return not any(fh.read(8))
+
+
+def _meta(r: RangeResult) -> RangeResult:
+    """The range result without its rows (what the driver needs to decide validity)."""
+    return RangeResult(r.store_index, r.file_index, r.range_index, r.base, r.start, r.end, r.stop, r.stop_reason,
+                       r.records, r.messages_matched)
+
+
+# ------------------------------------------------------------------------------------------ modes
+
+def run_search(store_dirs: Sequence[str | os.PathLike[str]], query: ScanQuery, *, limit: int = DEFAULT_LIMIT,
+               config_file: str | os.PathLike[str] | None = None, master: str = "local[*]", spark=None,
+               progress: ProgressCallback | None = None, split_bytes: int = DEFAULT_SPLIT_BYTES) -> SearchResult:
+    """Messages matching ``query`` in all ``store_dirs``, sorted by store time (earliest ``limit``; 0 = all)."""
+    if limit < 0:
+        raise SearchError(f"--limit must be >= 0, got {limit}")
+    with _Job(store_dirs, config_file, master, spark, progress, split_bytes) as job:
+        tasks = job.plan(query)
+        job.phase("scan records")
+        results: list[RangeResult] = []
+        if tasks:
+            results = (job.sc.parallelize(tasks, len(tasks))
+                       .map(lambda t: scan_range(t, query, MODE_TOP, limit)).collect())
+        _ends, valid = job.finish_ranges(results)
+        rows = [row for r in results if (r.store_index, r.file_index, r.range_index) in valid for row in r.rows]
+        rows.sort(key=row_sort_key)
+        if limit:
+            del rows[limit:]
+    return SearchResult(job.summary, query, limit, [row_to_dict(r) for r in rows])
+
+
+def run_stats(store_dirs: Sequence[str | os.PathLike[str]], query: ScanQuery, *,
+              config_file: str | os.PathLike[str] | None = None, master: str = "local[*]", spark=None,
+              progress: ProgressCallback | None = None, split_bytes: int = DEFAULT_SPLIT_BYTES) -> StatsResult:
+    """Messages, records and commitlog bytes per bucket of ``query.stats_by`` (e.g. topic, minute).
+
+    A record counts once with its full size in ``bytes``; ``messages`` counts BatchCQ inner messages.
+    """
+    with _Job(store_dirs, config_file, master, spark, progress, split_bytes) as job:
+        tasks = job.plan(query)
+        job.phase("scan records")
+        results: list[RangeResult] = []
+        if tasks:
+            results = (job.sc.parallelize(tasks, len(tasks))
+                       .map(lambda t: scan_range(t, query, MODE_STATS)).collect())
+        _ends, valid = job.finish_ranges(results)
+        merged: dict[tuple, list[int]] = {}
+        for r in results:
+            if (r.store_index, r.file_index, r.range_index) not in valid:
+                continue
+            for key, (msgs, recs, nbytes) in r.stats.items():
+                acc = merged.setdefault(key, [0, 0, 0])
+                acc[0] += msgs
+                acc[1] += recs
+                acc[2] += nbytes
+    by = list(query.stats_by)
+    time_dim = next((d for d in by if d in TIME_BUCKETS_MS), None)
+
+    def order(item: tuple[tuple, list[int]]) -> tuple:
+        key = item[0]
+        t = key[by.index(time_dim)] if time_dim else 0
+        return (t, tuple(str(k) for k in key))
+
+    buckets = []
+    for key, (msgs, recs, nbytes) in sorted(merged.items(), key=order):
+        d: dict = dict(zip(by, key, strict=True))
+        d.update(messages=msgs, records=recs, bytes=nbytes)
+        buckets.append(d)
+    return StatsResult(job.summary, by, buckets)
+
+
+def _message_schema(with_date: bool):
+    from pyspark.sql.types import (
+        BinaryType,
+        IntegerType,
+        LongType,
+        MapType,
+        StringType,
+        StructField,
+        StructType,
+    )
+
+    types = {"store": StringType(), "topic": StringType(), "queueId": IntegerType(), "queueOffset": LongType(),
+             "commitLogOffset": LongType(), "msgId": StringType(), "uniqKey": StringType(), "tags": StringType(),
+             "keys": StringType(), "bornTimestamp": LongType(), "storeTimestamp": LongType(),
+             "bornHost": StringType(), "storeHost": StringType(), "reconsumeTimes": IntegerType(),
+             "sysFlag": IntegerType(), "flag": IntegerType(), "storeSize": IntegerType(),
+             "properties": MapType(StringType(), StringType()), "body": BinaryType(), "body_text": StringType()}
+    fields = [StructField(c, types[c], c not in ("topic", "queueId", "queueOffset", "commitLogOffset"))
+              for c in COLUMNS]
+    if with_date:
+        fields.append(StructField("date", StringType(), False))
+    return StructType(fields)
+
+
+def _utc_date(ms: int) -> str:
+    return time.strftime("%Y-%m-%d", time.gmtime(ms / 1000))
+
+
+def run_export(store_dirs: Sequence[str | os.PathLike[str]], query: ScanQuery, out_dir: str | os.PathLike[str], *,
+               fmt: str = "parquet", partition_by: Sequence[str] | str = (),
+               config_file: str | os.PathLike[str] | None = None, master: str = "local[*]", spark=None,
+               progress: ProgressCallback | None = None, split_bytes: int = DEFAULT_SPLIT_BYTES) -> ExportResult:
+    """Write every matching message to ``out_dir`` (Parquet or JSON lines) with Spark's writer.
+
+    Atomic: Spark writes into a staging directory beside ``out_dir``, which is renamed to ``out_dir``
+    only when the job succeeded; on failure the staging directory is removed and nothing else changed.
+    BatchCQ inner batches are one row per inner message. ``date`` (UTC, of the store timestamp) is
+    added as a column when partitioning by it.
+    """
+    fmt = fmt.lower()
+    if fmt not in EXPORT_FORMATS:
+        raise SearchError(f"bad --format {fmt!r}: choose parquet or jsonl")
+    parts = [p.strip() for p in (partition_by.split(",") if isinstance(partition_by, str) else partition_by)
+             if p.strip()]
+    bad = [p for p in parts if p not in PARTITION_COLUMNS]
+    if bad or len(set(parts)) != len(parts):
+        raise SearchError(f"bad --partition-by {','.join(parts)!r}: choose from topic,date")
+    out = Path(out_dir).resolve()
+    if out.exists():
+        raise SearchError(f"output directory {out} already exists; choose a new --out")
+    if not out.parent.is_dir():
+        raise SearchError(f"parent directory of --out {out.parent} does not exist")
+    staging = out.parent / f".{out.name}.staging-{os.getpid()}-{int(time.time() * 1000)}"
+    with_date = "date" in parts
+    rows_written = 0
+    try:
+        with _Job(store_dirs, config_file, master, spark, progress, split_bytes) as job:
+            tasks = job.plan(query)
+            job.phase("scan records")
+            from pyspark import StorageLevel
+
+            scanned = None
+            if tasks:
+                scanned = (job.sc.parallelize(tasks, len(tasks))
+                           .map(lambda t: scan_range(t, query, MODE_ROWS))
+                           .persist(StorageLevel.MEMORY_AND_DISK))
+                metas = scanned.map(_meta).collect()
+            else:
+                metas = []
+            _ends, valid = job.finish_ranges(metas)
+            job.phase("write " + fmt)
+            schema = _message_schema(with_date)
+            if scanned is not None:
+                rows = scanned.filter(lambda r: (r.store_index, r.file_index, r.range_index) in valid) \
+                    .flatMap(lambda r: r.rows)
+                if with_date:
+                    rows = rows.map(lambda row: row + (_utc_date(row[10]),))
+            else:
+                rows = job.sc.emptyRDD()
+            df = job.spark.createDataFrame(rows, schema, verifySchema=False)
+            writer = df.write.mode("errorifexists")
+            if parts:
+                writer = writer.partitionBy(*parts)
+            if fmt == "parquet":
+                writer.parquet(str(staging))
+            else:
+                writer.option("compression", "none").json(str(staging))
+            rows_written = job.summary.messages_matched
+            if scanned is not None:
+                scanned.unpersist()
+        os.rename(staging, out)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+    return ExportResult(job.summary, str(out), fmt, parts, rows_written)
+
+
+# ------------------------------------------------------------------------------------------ output
+
+def render_summary(summary: ScanSummary, title: str):
+    """The scan figures as a rich Table (files scanned/pruned, records, matches, stops)."""
+    from rich.table import Table
+
+    t = Table(title=title, show_header=True, header_style="bold")
+    t.add_column("item")
+    t.add_column("value", justify="right")
+    t.add_row("stores", ", ".join(summary.stores))
+    t.add_row("master", summary.master)
+    t.add_row("commitlog files", str(summary.files_total))
+    t.add_row("files scanned", str(summary.files_scanned))
+    t.add_row("files pruned by time", str(summary.files_pruned))
+    t.add_row("records scanned", f"{summary.records_scanned:,}")
+    t.add_row("messages matched", f"{summary.messages_matched:,}")
+    t.add_row("MB scanned", f"{summary.bytes_scanned / 1e6:,.1f}")
+    t.add_row("time (s)", f"{summary.elapsed_seconds:.2f}")
+    for s in summary.stops:
+        t.add_row("STOPPED", f"{s.store}/commitlog/{s.file} at offset {s.offset}: {s.reason}")
+    for w in summary.warnings:
+        t.add_row("warning", w)
+    return t
