@@ -9,7 +9,7 @@ from __future__ import annotations
 import typer
 
 from mqadmin.cli import CaseInsensitiveGroup
-from mqadmin.commands import auth, cluster, group, message, offset, store, topic
+from mqadmin.commands import auth, cluster, group, message, offset, search, store, topic
 
 app = typer.Typer(
     name="mqadmin",
@@ -22,7 +22,7 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
-for family in (auth, topic, group, offset, message, cluster, store):
+for family in (auth, topic, group, offset, message, cluster, store, search):
     app.registered_commands.extend(family.app.registered_commands)
 
 

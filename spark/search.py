@@ -69,6 +69,30 @@ class SearchError(RuntimeError):
 
 # ------------------------------------------------------------------------------------------ query
 
+_TIME_FORMATS = ("%Y-%m-%d#%H:%M:%S:%f", "%Y-%m-%dT%H:%M:%S.%f", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M",
+                 "%Y-%m-%d %H:%M:%S.%f", "%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%d")
+
+
+def parse_time(text: str | None, option: str) -> int | None:
+    """``--begin``/``--end``: epoch millis, ``now``, mqadmin's ``yyyy-MM-dd#HH:mm:ss:SSS`` or ISO local time."""
+    if text is None or not text.strip():
+        return None
+    value = text.strip()
+    if value.lower() == "now":
+        return int(time.time() * 1000)
+    if value.lstrip("-").isdigit():
+        return int(value)
+    from datetime import datetime
+
+    for fmt in _TIME_FORMATS:
+        try:
+            return int(datetime.strptime(value, fmt).timestamp() * 1000)
+        except ValueError:
+            continue
+    raise SearchError(f"bad {option} {text!r}: expected epoch millis, now, yyyy-MM-dd#HH:mm:ss:SSS "
+                      "or yyyy-MM-ddTHH:MM[:SS] (local time)")
+
+
 def build_query(topic: str | None = None, begin_ms: int | None = None, end_ms: int | None = None,
                 where: str | None = None, body_contains: str | None = None,
                 stats_by: Sequence[str] | str = ("topic", "minute")) -> ScanQuery:
