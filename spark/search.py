@@ -202,6 +202,7 @@ class _Store:
     name: str
     check_crc: bool
     files: list[CommitLogFile]
+    locked: bool
 
 
 def _load_store(index: int, store_dir: str | os.PathLike[str], config_file: str | os.PathLike[str] | None,
@@ -220,9 +221,10 @@ def _load_store(index: int, store_dir: str | os.PathLike[str], config_file: str 
         if sizes:
             size = sizes[-1]
     files = list_commitlog_files(commitlog_dir, size, warnings)
-    if is_store_locked(root):
+    locked = is_store_locked(root)
+    if locked:
         warnings.append(f"{root}: a broker holds this store; the newest file is read as it is being written")
-    return _Store(index, root, str(root), config.check_crc_on_recover, files)
+    return _Store(index, root, str(root), config.check_crc_on_recover, files, locked)
 
 
 def _file_stop_offsets(stores: list[_Store], results: list[RangeResult], summary: ScanSummary
@@ -240,9 +242,15 @@ def _file_stop_offsets(stores: list[_Store], results: list[RangeResult], summary
         ends[key] = r.end
         store = stores[r.store_index]
         later_data = any(file_starts_with_record(f.path) for f in store.files[r.file_index + 1:])
-        if r.stop_reason.startswith(ZERO_REASON_PREFIX) and not later_data:
-            continue
         f = store.files[r.file_index]
+        if not later_data and r.stop_reason.startswith(ZERO_REASON_PREFIX):
+            continue  # the log's normal end
+        if not later_data and store.locked:
+            # The newest file of a store a broker holds: a record being written right now reads as
+            # torn. That is the write frontier, not damage.
+            summary.warnings.append(f"{store.name}: read {Path(f.path).name} up to offset {f.base + r.end}, "
+                                    f"where the broker is writing ({r.stop_reason})")
+            continue
         summary.stops.append(FileStop(store.name, Path(f.path).name, f.base + r.end, r.stop_reason))
     return ends
 

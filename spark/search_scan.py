@@ -18,13 +18,14 @@ the same code runs in a Spark task and in the single-process scan the benchmark 
 
 from __future__ import annotations
 
+import ipaddress
 import mmap
 import os
 import struct
 from dataclasses import dataclass, field
 
 from broker_core.broker.filter.sql92 import compile_sql92
-from broker_core.store.codec.hosts import format_host
+from broker_core.store.codec.hosts import Host
 from broker_core.store.codec.message import (
     BLANK_MAGIC_CODE,
     MESSAGE_MAGIC_CODE_V1,
@@ -202,13 +203,25 @@ def _text(body: bytes) -> str | None:
         return None
 
 
+def java_host(host: Host) -> str:
+    """``ip:port`` as Java's InetSocketAddress prints it (IPv6 as eight groups, no ``::`` compression).
+
+    Why not ``codec.hosts.format_host``: that compresses IPv6 (``::1``), while RocketMQ's tools (and
+    the golden manifests) show ``0:0:0:0:0:0:0:1``; exported data should read like RocketMQ's.
+    """
+    ip, port = host
+    if ":" in ip:
+        ip = ":".join(f"{int(g, 16):x}" for g in ipaddress.IPv6Address(ip).exploded.split(":"))
+    return f"{ip}:{port}"
+
+
 def message_row(store: str, m: MessageExt, msg_id: str) -> MessageRow:
     """One message as the export/search row (COLUMNS order)."""
     props = decode_properties(m.properties_string)
     body = bytes(m.body)
     return (store, m.topic, m.queue_id, m.queue_offset, m.commit_log_offset, msg_id, props.get("UNIQ_KEY"),
-            props.get("TAGS"), props.get("KEYS"), m.born_timestamp, m.store_timestamp, format_host(m.born_host),
-            format_host(m.store_host), m.reconsume_times, m.sys_flag, m.flag, m.store_size, props, body,
+            props.get("TAGS"), props.get("KEYS"), m.born_timestamp, m.store_timestamp, java_host(m.born_host),
+            java_host(m.store_host), m.reconsume_times, m.sys_flag, m.flag, m.store_size, props, body,
             _text(body))
 
 
