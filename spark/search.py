@@ -58,6 +58,9 @@ from .session import get_spark, is_local_master
 from .store_input import CommitLogFile, list_commitlog_files
 
 DEFAULT_SPLIT_BYTES = 64 * 1024 * 1024
+# ``master`` value that runs the same plan and the same range scans in this process, one after the
+# other, without Spark: the single-process baseline of bench/search.py (and quick on tiny stores).
+IN_PROCESS = "in-process"
 DEFAULT_LIMIT = 1000
 EXPORT_FORMATS = ("parquet", "jsonl")
 PARTITION_COLUMNS = ("topic", "date")
@@ -281,16 +284,32 @@ class _Job:
         self.split_bytes = max(1, int(split_bytes))
         self.t0 = time.monotonic()
         self.poller: StatusPoller | None = None
+        self._phase = ""
         self._phase_t = 0.0
 
     def __enter__(self) -> _Job:
+        self._phase_t = time.monotonic()
+        if self.in_process:
+            self.summary.master = IN_PROCESS
+            return self
         if self.own_spark:
             self.spark = get_spark(self.master, "rmqops-searchMessages")
         self.sc = self.spark.sparkContext
         self.summary.master = self.sc.master
         self.poller = StatusPoller(self.sc, self.progress).__enter__()
-        self._phase_t = time.monotonic()
         return self
+
+    @property
+    def in_process(self) -> bool:
+        return self.master == IN_PROCESS and self.spark is None
+
+    def map_collect(self, fn, items: list) -> list:
+        """``[fn(x) for x in items]``: one Spark task per item, or in this process for IN_PROCESS."""
+        if not items:
+            return []
+        if self.in_process:
+            return [fn(x) for x in items]
+        return self.sc.parallelize(items, len(items)).map(fn).collect()
 
     def __exit__(self, *exc: object) -> None:
         try:
@@ -302,17 +321,18 @@ class _Job:
                 self.spark.stop()
         self.summary.phase_seconds.pop("", None)
         self.summary.elapsed_seconds = round(time.monotonic() - self.t0, 3)
-        if not is_local_master(self.summary.master):
+        if not is_local_master(self.summary.master) and self.summary.master != IN_PROCESS:
             self.summary.warnings.append("cluster mode: executors read the store paths directly; "
                                          "they must be the same paths on every worker")
 
     def phase(self, name: str) -> None:
         now = time.monotonic()
-        assert self.poller is not None
-        if self.poller.phase:
-            self.summary.phase_seconds[self.poller.phase] = round(now - self._phase_t, 3)
+        if self._phase:
+            self.summary.phase_seconds[self._phase] = round(now - self._phase_t, 3)
         self._phase_t = now
-        self.poller.set_phase(name)
+        self._phase = name
+        if self.poller is not None:
+            self.poller.set_phase(name)
 
     def plan(self, query: ScanQuery) -> list[tuple]:
         """Prune by time and cut the kept files into ranges; returns ``scan_range`` tasks."""
@@ -330,10 +350,7 @@ class _Job:
                 candidates.append((s.index, fi, f.path))
         self.phase("find record boundaries")
         split = self.split_bytes
-        bounds: list[FileBounds] = []
-        if candidates:
-            bounds = (self.sc.parallelize(candidates, len(candidates))
-                      .map(lambda c: hop_file(c[0], c[1], c[2], split)).collect())
+        bounds: list[FileBounds] = self.map_collect(lambda c: hop_file(c[0], c[1], c[2], split), candidates)
         tasks: list[tuple] = []
         scanned_files: set[tuple[int, int]] = set()
         for b in sorted(bounds, key=lambda b: (b.store_index, b.file_index)):
@@ -385,10 +402,7 @@ def run_search(store_dirs: Sequence[str | os.PathLike[str]], query: ScanQuery, *
     with _Job(store_dirs, config_file, master, spark, progress, split_bytes) as job:
         tasks = job.plan(query)
         job.phase("scan records")
-        results: list[RangeResult] = []
-        if tasks:
-            results = (job.sc.parallelize(tasks, len(tasks))
-                       .map(lambda t: scan_range(t, query, MODE_TOP, limit)).collect())
+        results: list[RangeResult] = job.map_collect(lambda t: scan_range(t, query, MODE_TOP, limit), tasks)
         _ends, valid = job.finish_ranges(results)
         rows = [row for r in results if (r.store_index, r.file_index, r.range_index) in valid for row in r.rows]
         rows.sort(key=row_sort_key)
@@ -407,10 +421,7 @@ def run_stats(store_dirs: Sequence[str | os.PathLike[str]], query: ScanQuery, *,
     with _Job(store_dirs, config_file, master, spark, progress, split_bytes) as job:
         tasks = job.plan(query)
         job.phase("scan records")
-        results: list[RangeResult] = []
-        if tasks:
-            results = (job.sc.parallelize(tasks, len(tasks))
-                       .map(lambda t: scan_range(t, query, MODE_STATS)).collect())
+        results: list[RangeResult] = job.map_collect(lambda t: scan_range(t, query, MODE_STATS), tasks)
         _ends, valid = job.finish_ranges(results)
         merged: dict[tuple, list[int]] = {}
         for r in results:
@@ -477,6 +488,8 @@ def run_export(store_dirs: Sequence[str | os.PathLike[str]], query: ScanQuery, o
     added as a column when partitioning by it.
     """
     fmt = fmt.lower()
+    if master == IN_PROCESS and spark is None:
+        raise SearchError("exportMessages needs Spark's writer: give --master local[*] or spark://host:port")
     if fmt not in EXPORT_FORMATS:
         raise SearchError(f"bad --format {fmt!r}: choose parquet or jsonl")
     parts = [p.strip() for p in (partition_by.split(",") if isinstance(partition_by, str) else partition_by)

@@ -305,3 +305,16 @@ def test_mqadmin_and_spark_submit_entry_points(stores, plain):
     assert proc.returncode == 0, proc.stderr[-3000:]
     stats = json.loads(proc.stdout[proc.stdout.index("{"):])
     assert {b["topic"]: b["messages"] for b in stats["buckets"]} == {"GoldenBatchTopic": 95, "GoldenSimpleTopic": 7}
+
+
+def test_in_process_plan_and_scan_equal_plain_scan(stores, plain):
+    """The benchmark's single-process baseline runs the same plan and range scans without Spark."""
+    from spark.search import IN_PROCESS
+
+    dirs = [str(stores["store-basic"]), str(stores["store-batchcq"])]
+    where = "TAGS IN ('TagA', 'BTag1') OR KEYS = 'hot'"
+    result = run_search(dirs, build_query(where=where), limit=0, master=IN_PROCESS, split_bytes=SPLIT)
+    assert result.summary.master == IN_PROCESS
+    assert _rows(result) == select(plain["store-basic"] + plain["store-batchcq"], where=where)
+    stats = run_stats(dirs, build_query(stats_by="topic"), master=IN_PROCESS)
+    assert {b["topic"]: b["messages"] for b in stats.buckets}["GoldenBatchTopic"] == 95
