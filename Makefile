@@ -39,6 +39,7 @@ bench: $(BIN)/mqadmin
 	@command -v redis-server >/dev/null || { echo "bench/remoting.py needs redis-server (apt-get install redis-server)"; exit 1; }
 	$(BIN)/pip install --quiet -e '.[bench]'
 	$(BIN)/python bench/remoting.py
+	$(BIN)/python bench/search.py
 
 clean-store:
 	rm -rf $(STORE)

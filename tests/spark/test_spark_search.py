@@ -318,3 +318,41 @@ def test_in_process_plan_and_scan_equal_plain_scan(stores, plain):
     assert _rows(result) == select(plain["store-basic"] + plain["store-batchcq"], where=where)
     stats = run_stats(dirs, build_query(stats_by="topic"), master=IN_PROCESS)
     assert {b["topic"]: b["messages"] for b in stats.buckets}["GoldenBatchTopic"] == 95
+
+
+def test_torn_tail_record_is_reported(spark, plain, tmp_path):
+    """A half-written record after the last one of the newest file (a crash mid-append) is reported."""
+    store = copy_golden_store("store-basic", tmp_path / "store-basic")
+    f2 = store / "commitlog" / "00000000000000131072"
+    data = bytearray(f2.read_bytes())
+    pos = 0
+    while check_record(data, pos, len(data), True, False).kind == RECORD_VALID:
+        pos += check_record(data, pos, len(data), True, False).size
+    data[pos:pos + 120] = data[0:120]  # the head of a record whose rest never reached the disk
+    f2.write_bytes(bytes(data))
+    result = _search(spark, [store])
+    assert _rows(result) == select(plain["store-basic"]) == select(scan_store(store)[0])
+    assert [(s.file, s.offset) for s in result.summary.stops] == [(f2.name, 131072 + pos)]
+
+
+def test_rendering_of_tables_plot_and_json(stores):
+    import io
+
+    from rich.console import Console
+
+    from spark.search import IN_PROCESS
+    from spark.search_render import print_search, print_stats, search_json
+
+    dirs = [str(stores["store-batchcq"])]
+    buf = io.StringIO()
+    console = Console(file=buf, width=200, color_system=None)
+    found = run_search(dirs, build_query(where="TAGS = 'S'"), limit=3, master=IN_PROCESS)
+    print_search(found, console)
+    stats = run_stats(dirs, build_query(stats_by="topic,minute"), master=IN_PROCESS)
+    print_stats(stats, console, plot=True)
+    text = buf.getvalue()
+    assert "#MsgId" in text and "showing the first 3 of 7 matches" in text
+    assert "records scanned: 33, messages matched: 7, files scanned: 1/1" in text
+    assert "GoldenBatchTopic" in text and "█" * 40 in text and "95" in text
+    data = json.loads(json.dumps(search_json(found)))
+    assert base64.b64decode(data["messages"][0]["body"]) == found.messages[0]["body"]
