@@ -331,7 +331,8 @@ def test_torn_tail_record_is_reported(spark, plain, tmp_path):
     data[pos:pos + 120] = data[0:120]  # the head of a record whose rest never reached the disk
     f2.write_bytes(bytes(data))
     result = _search(spark, [store])
-    assert _rows(result) == select(plain["store-basic"]) == select(scan_store(store)[0])
+    expected = select(scan_store(store)[0])
+    assert _rows(result) == expected and len(expected) == len(plain["store-basic"])
     assert [(s.file, s.offset) for s in result.summary.stops] == [(f2.name, 131072 + pos)]
 
 
