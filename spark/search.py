@@ -27,9 +27,10 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
 
 from broker_core.broker.filter.errors import FilterSyntaxError
 from broker_core.broker.filter.sql92 import compile_sql92
@@ -56,6 +57,12 @@ from .search_scan import (
 )
 from .session import get_spark, is_local_master
 from .store_input import CommitLogFile, list_commitlog_files
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+T = TypeVar("T")
+U = TypeVar("U")
 
 DEFAULT_SPLIT_BYTES = 64 * 1024 * 1024
 # ``master`` value that runs the same plan and the same range scans in this process, one after the
@@ -266,8 +273,9 @@ def _valid_ranges(results: list[RangeResult], ends: dict[tuple[int, int], int]) 
 class _Job:
     """One search/export/stats run: stores, Spark session, progress phases and the summary."""
 
-    def __init__(self, store_dirs: Sequence[str | os.PathLike[str]], config_file, master: str, spark,
-                 progress: ProgressCallback | None, split_bytes: int) -> None:
+    def __init__(self, store_dirs: Sequence[str | os.PathLike[str]], config_file: str | os.PathLike[str] | None,
+                 master: str, spark: SparkSession | None, progress: ProgressCallback | None,
+                 split_bytes: int) -> None:
         if not store_dirs:
             raise SearchError("no store directory given (--store DIR or --stores DIR,DIR)")
         warnings: list[str] = []
@@ -303,7 +311,7 @@ class _Job:
     def in_process(self) -> bool:
         return self.master == IN_PROCESS and self.spark is None
 
-    def map_collect(self, fn, items: list) -> list:
+    def map_collect(self, fn: Callable[[T], U], items: list[T]) -> list[U]:
         """``[fn(x) for x in items]``: one Spark task per item, or in this process for IN_PROCESS."""
         if not items:
             return []
@@ -359,7 +367,7 @@ class _Job:
             starts = [p for p in b.splits if p < b.struct_end] or [0]
             for i, start in enumerate(starts):
                 end = starts[i + 1] if i + 1 < len(starts) else -1
-                first, last = b.first_ts[i] if i < len(b.first_ts) else -1, b.last_ts[i] if i < len(b.last_ts) else -1
+                first, last = b.first_ts[i], b.last_ts[i]
                 # A range with no readable record header is always scanned: its verdict may be damage.
                 if first >= 0 and last >= 0 and not query.overlaps(first, last):
                     continue
@@ -394,7 +402,7 @@ def _meta(r: RangeResult) -> RangeResult:
 # ------------------------------------------------------------------------------------------ modes
 
 def run_search(store_dirs: Sequence[str | os.PathLike[str]], query: ScanQuery, *, limit: int = DEFAULT_LIMIT,
-               config_file: str | os.PathLike[str] | None = None, master: str = "local[*]", spark=None,
+               config_file: str | os.PathLike[str] | None = None, master: str = "local[*]", spark: SparkSession | None = None,
                progress: ProgressCallback | None = None, split_bytes: int = DEFAULT_SPLIT_BYTES) -> SearchResult:
     """Messages matching ``query`` in all ``store_dirs``, sorted by store time (earliest ``limit``; 0 = all)."""
     if limit < 0:
@@ -412,7 +420,7 @@ def run_search(store_dirs: Sequence[str | os.PathLike[str]], query: ScanQuery, *
 
 
 def run_stats(store_dirs: Sequence[str | os.PathLike[str]], query: ScanQuery, *,
-              config_file: str | os.PathLike[str] | None = None, master: str = "local[*]", spark=None,
+              config_file: str | os.PathLike[str] | None = None, master: str = "local[*]", spark: SparkSession | None = None,
               progress: ProgressCallback | None = None, split_bytes: int = DEFAULT_SPLIT_BYTES) -> StatsResult:
     """Messages, records and commitlog bytes per bucket of ``query.stats_by`` (e.g. topic, minute).
 
@@ -478,7 +486,7 @@ def _utc_date(ms: int) -> str:
 
 def run_export(store_dirs: Sequence[str | os.PathLike[str]], query: ScanQuery, out_dir: str | os.PathLike[str], *,
                fmt: str = "parquet", partition_by: Sequence[str] | str = (),
-               config_file: str | os.PathLike[str] | None = None, master: str = "local[*]", spark=None,
+               config_file: str | os.PathLike[str] | None = None, master: str = "local[*]", spark: SparkSession | None = None,
                progress: ProgressCallback | None = None, split_bytes: int = DEFAULT_SPLIT_BYTES) -> ExportResult:
     """Write every matching message to ``out_dir`` (Parquet or JSON lines) with Spark's writer.
 

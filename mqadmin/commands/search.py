@@ -7,14 +7,22 @@ running broker is never asked. Both front ends call :mod:`spark.search`.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
 from mqadmin.cli import Cmd, register, split_list
 from mqadmin.errors import AdminError, UsageProblem
 
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from spark.search import ScanSummary
+    from spark.search_scan import ScanQuery
+
 app = typer.Typer()
+R = TypeVar("R")
 
 Topic = Annotated[str | None, typer.Option("-t", "--topic", help="only this topic")]
 Stores = Annotated[str | None, typer.Option("--stores", help="comma list of store directories (one per broker)")]
@@ -28,7 +36,7 @@ Master = Annotated[str, typer.Option("--master", help="local[*] or spark://host:
 SplitMb = Annotated[int, typer.Option("--split-mb", help="commitlog MiB per scan task")]
 
 
-def _run(cmd: Cmd, stores: str | None, fn: Any, *args: Any, **kwargs: Any) -> Any:
+def _run(cmd: Cmd, stores: str | None, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
     """Run a spark.search job: store list, progress bar on stderr, errors as one line."""
     try:
         from spark.search import SearchError
@@ -37,6 +45,8 @@ def _run(cmd: Cmd, stores: str | None, fn: Any, *args: Any, **kwargs: Any) -> An
     dirs = split_list(stores) if stores else [str(cmd.opts.store_dir)]
     if stores and cmd.opts.store:
         raise UsageProblem("give either --store or --stores, not both")
+    if cmd.opts.namesrv_addr:
+        raise UsageProblem(f"{cmd.name} reads store directories (--store/--stores), not a cluster: -n does not apply")
     try:
         with cmd.progress(cmd.name) as update:
             return fn(dirs, *args, config_file=cmd.opts.config,
@@ -46,7 +56,7 @@ def _run(cmd: Cmd, stores: str | None, fn: Any, *args: Any, **kwargs: Any) -> An
 
 
 def _query(topic: str | None, begin: str | None, end: str | None, where: str | None, body_contains: str | None,
-           by: str = "topic,minute") -> Any:
+           by: str = "topic,minute") -> ScanQuery:
     """Checked before Spark starts: bad SQL is the parser's one line (exit 2)."""
     from spark.search import SearchError, build_query, parse_time
 
@@ -56,13 +66,13 @@ def _query(topic: str | None, begin: str | None, end: str | None, where: str | N
         raise UsageProblem(str(e)) from None
 
 
-def _console() -> Any:
+def _console() -> Console:
     from rich.console import Console
 
     return Console(markup=False, highlight=False, width=4096 if not Console().is_terminal else None)
 
 
-def _check_stops(cmd: Cmd, summary: Any) -> None:
+def _check_stops(cmd: Cmd, summary: ScanSummary) -> None:
     if summary.stops:
         raise AdminError(f"{len(summary.stops)} commitlog file(s) end at torn or corrupt data "
                          f"(first: {summary.stops[0].file} at offset {summary.stops[0].offset}: "
