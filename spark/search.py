@@ -345,6 +345,7 @@ class _Job:
     def plan(self, query: ScanQuery) -> list[tuple]:
         """Prune by time and cut the kept files into ranges; returns ``scan_range`` tasks."""
         candidates: list[tuple[int, int, str]] = []
+        tasks: list[tuple] = []
         for s in self.stores:
             for fi, f in enumerate(s.files):
                 first = read_first_store_timestamp(f.path)
@@ -356,10 +357,18 @@ class _Job:
                 if first is not None and query.end_ms is not None and first > query.end_ms:
                     continue  # stored after the window, and so is everything after it in this file
                 candidates.append((s.index, fi, f.path))
+        if self.in_process and query.begin_ms is None and query.end_ms is None:
+            # One process reads the files one after the other anyway: no ranges to cut, no hop.
+            for store_index, fi, path in candidates:
+                s = self.stores[store_index]
+                self.summary.bytes_scanned += s.files[fi].length
+                tasks.append((store_index, s.name, fi, 0, path, s.files[fi].base, 0, -1, s.check_crc))
+            self.summary.files_scanned = self.summary.ranges_scanned = len(tasks)
+            self.summary.files_pruned = self.summary.files_total - len(tasks)
+            return tasks
         self.phase("find record boundaries")
         split = self.split_bytes
         bounds: list[FileBounds] = self.map_collect(lambda c: hop_file(c[0], c[1], c[2], split), candidates)
-        tasks: list[tuple] = []
         scanned_files: set[tuple[int, int]] = set()
         for b in sorted(bounds, key=lambda b: (b.store_index, b.file_index)):
             s = self.stores[b.store_index]
