@@ -41,7 +41,7 @@ if str(REPO) not in sys.path:
 from broker_core.store.codec.message import MessageInner  # noqa: E402
 from broker_core.store.commit_log import CommitLog  # noqa: E402
 from broker_core.store.store_config import ASYNC_FLUSH, StoreConfig  # noqa: E402
-from spark.search import IN_PROCESS, build_query, run_search  # noqa: E402
+from spark.search import IN_PROCESS, SEARCH_SPARK_CONF, build_query, run_search  # noqa: E402
 from spark.session import get_spark  # noqa: E402
 
 TOPICS = 8
@@ -176,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
         split = args.split_mb << 20
 
         t = time.monotonic()
-        spark = get_spark(args.master, "rmqops-bench-search")
+        spark = get_spark(args.master, "rmqops-bench-search", SEARCH_SPARK_CONF)  # as the job starts it
         run_search([store], build_query(where=args.where, begin_ms=first_ts, end_ms=first_ts + 1), spark=spark,
                    split_bytes=split)  # warm-up: Python workers, JVM
         startup_s = time.monotonic() - t
