@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from broker_core.broker.filter.sql92 import compile_sql92
 from broker_core.store.codec.hosts import Host
 from broker_core.store.codec.message import (
-    BLANK_MAGIC_CODE,
     MESSAGE_MAGIC_CODE_V1,
     MESSAGE_MAGIC_CODE_V2,
     RECORD_BLANK,
@@ -51,6 +50,7 @@ from .scan import STOP_BLANK, STOP_INVALID, STOP_NONE
 
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
+_HEAD = struct.Struct(">ii")
 _MAGICS = (MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2)
 
 MODE_ROWS = "rows"  # keep every matching message (export)
@@ -163,12 +163,12 @@ def hop_file(store_index: int, file_index: int, path: str, split_bytes: int) -> 
     records = 0
     next_split = split_bytes
     range_open = False
+    head = _HEAD.unpack_from  # TOTALSIZE and MAGICCODE in one unpack: this loop runs once per record
+    v1, v2 = _MAGICS
     try:
         while length - pos >= 8:
-            total = read_total_size(mm, pos)
-            magic = read_magic(mm, pos)
-            if magic == BLANK_MAGIC_CODE or magic not in _MAGICS or total <= 0 or total > length - pos \
-                    or total < 80:
+            total, magic = head(mm, pos)
+            if (magic != v1 and magic != v2) or total < 80 or total > length - pos:
                 break
             if not range_open:
                 out.first_ts.append(_store_ts_at(mm, pos))
