@@ -10,8 +10,9 @@ range), then in the same run, ``--rounds`` times and alternating which side goes
   so pruning by the first/last store timestamps of files and ranges does most of the work.
 
 Each runs with Spark (``run_search(master=local[2])`` in a session started and warmed up once) and
-in this process (``run_search(master=IN_PROCESS)``: the same planning, the same hop and the same
-range scan with the same decoder, one range after the other). Both sides must return identical
+in this process (``run_search(master=IN_PROCESS)``: the same range scan with the same decoder and the
+same pruning; without time bounds it reads each file start to end and needs no boundary hop, which
+only Spark pays for to split files into tasks). Both sides must return identical
 answers. Reports records/s (records validated per second of wall time; for the selective search
 also the whole store's records per second, the figure an operator feels), the CPU seconds of each
 side, how busy the machine was before each run (it waits up to ``--quiet-wait`` s for the machine
