@@ -36,10 +36,10 @@ bench: $(BIN)/mqadmin
 	$(BIN)/python bench/rebuild.py
 	$(BIN)/python bench/recovery.py
 	$(BIN)/python bench/query.py
+	$(BIN)/python bench/search.py
 	@command -v redis-server >/dev/null || { echo "bench/remoting.py needs redis-server (apt-get install redis-server)"; exit 1; }
 	$(BIN)/pip install --quiet -e '.[bench]'
 	$(BIN)/python bench/remoting.py
-	$(BIN)/python bench/search.py
 
 clean-store:
 	rm -rf $(STORE)
