@@ -26,10 +26,11 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
+from typer._click.exceptions import ClickException, UsageError  # typer vendors click
 from typer.core import TyperGroup
 
 from mqadmin.admin import Admin
-from mqadmin.errors import EXIT_FAILURE, AdminError
+from mqadmin.errors import EXIT_FAILURE, EXIT_USAGE, AdminError
 
 
 class OutputFormat(StrEnum):
@@ -52,6 +53,23 @@ class CaseInsensitiveGroup(TyperGroup):
             if name.lower() == lowered:
                 return cmd
         return None
+
+    def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,
+             complete_var: str | None = None, standalone_mode: bool = True, **extra: Any) -> Any:
+        """Usage errors as ONE line on stderr plus a hint to ``--help`` (exit 2), not a boxed panel."""
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        try:
+            rv = super().main(args, prog_name, complete_var, False, **extra)
+        except ClickException as e:
+            path = e.ctx.command_path if isinstance(e, UsageError) and e.ctx is not None else (prog_name or "mqadmin")
+            line = " ".join(e.format_message().split())
+            typer.echo(f"{path}: {line} (see '{path} --help')", err=True)
+            sys.exit(e.exit_code)
+        except typer.Abort:
+            typer.echo("Aborted!", err=True)
+            sys.exit(1)
+        sys.exit(rv if isinstance(rv, int) else 0)
 
     def resolve_command(self, ctx: Any, args: list[str]) -> Any:
         name = args[0] if args else ""
@@ -279,7 +297,7 @@ def run_command(name: str, opts: GlobalOptions, writes: bool, fn: Callable[..., 
         fn(cmd, **kwargs)
     except AdminError as e:
         code = e.exit_code
-        _report(cmd, e.message, opts.verbose)
+        _report(cmd, e.message, opts.verbose, usage=code == EXIT_USAGE)
     except (typer.Exit, typer.Abort, typer.TyperException):
         raise
     except BrokenPipeError:
@@ -304,8 +322,9 @@ def run_command(name: str, opts: GlobalOptions, writes: bool, fn: Callable[..., 
         raise typer.Exit(code)
 
 
-def _report(cmd: Cmd, message: str, verbose: bool) -> None:
+def _report(cmd: Cmd, message: str, verbose: bool, usage: bool = False) -> None:
     if verbose:
         traceback.print_exc(file=sys.stderr)
     line = " ".join(message.split("\n"))
-    typer.echo(f"mqadmin {cmd.name}: {line}", err=True)
+    hint = f" (see 'mqadmin {cmd.name} --help')" if usage else ""
+    typer.echo(f"mqadmin {cmd.name}: {line}{hint}", err=True)

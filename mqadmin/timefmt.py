@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from datetime import datetime
 
+from broker_core.broker.limits import JAVA_LONG_MAX, JAVA_LONG_MIN
 from mqadmin.errors import AdminError
 
 INPUT_PATTERN = "%Y-%m-%d#%H:%M:%S"
@@ -20,35 +21,54 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def parse_timestamp(text: str, clock: Callable[[], int] = now_ms, option: str = "timestamp") -> int:
-    """``now``, epoch millis, or ``yyyy-MM-dd#HH:mm:ss:SSS`` (as mqadmin's resetOffsetByTime -s)."""
+def _java_long(value: str) -> int | None:
+    """Long.parseLong's syntax (optional sign, ASCII digits) within Java's long range; else None."""
+    digits = value[1:] if value[:1] in "+-" else value
+    if not digits or not digits.isascii() or not digits.isdigit():
+        return None
+    number = int(value)
+    return number if JAVA_LONG_MIN <= number <= JAVA_LONG_MAX else None
+
+
+def parse_timestamp(text: str, clock: Callable[[], int] = now_ms, option: str = "timestamp",
+                    allow_minus_one: bool = False) -> int:
+    """``now``, epoch millis, or ``yyyy-MM-dd#HH:mm:ss:SSS`` — the forms Apache's tools accept.
+
+    Negative millis are refused except ``-1`` where the command gives it a meaning
+    (``allow_minus_one``: resetOffsetByTime's "to the max offset"); so are values outside Java's long."""
     value = (text or "").strip()
-    if value.lower() == "now":
+    if value == "now":
         return clock()
-    if value.lstrip("-").isdigit():
-        return int(value)
-    head, sep, millis = value.rpartition(":")
-    if sep and millis.isdigit() and len(millis) == 3:
-        try:
-            dt = datetime.strptime(head, INPUT_PATTERN)
-        except ValueError:
-            pass
-        else:
-            return int(dt.timestamp() * 1000) + int(millis)
+    number = _java_long(value)
+    if number is not None and (number >= 0 or (allow_minus_one and number == -1)):
+        return number
+    if number is None and value.lstrip("+-").isdigit():
+        raise AdminError(f"invalid {option} {text!r}: outside Java's long range")
+    if number is None:
+        head, sep, millis = value.rpartition(":")
+        if sep and millis.isdigit() and len(millis) == 3:
+            try:
+                dt = datetime.strptime(head, INPUT_PATTERN)
+            except ValueError:
+                pass
+            else:
+                return int(dt.timestamp() * 1000) + int(millis)
+    minus_one = " or -1 (the max offset)" if allow_minus_one else ""
     raise AdminError(
-        f"invalid {option} {text!r}: expected 'now', epoch milliseconds or yyyy-MM-dd#HH:mm:ss:SSS "
-        "(e.g. 2024-05-01#13:45:00:000)"
+        f"invalid {option} {text!r}: expected 'now', epoch milliseconds >= 0{minus_one} or "
+        "yyyy-MM-dd#HH:mm:ss:SSS (e.g. 2024-05-01#13:45:00:000)"
     )
 
 
 def parse_millis(text: str | None, option: str) -> int | None:
-    """Plain epoch-millis options (queryMsgByKey -b/-e, printMsg -b/-e): None when absent."""
+    """Plain epoch-millis options (queryMsgByKey -b/-e): None when absent; Java long, not negative."""
     if text is None or text == "":
         return None
     value = text.strip()
-    if value.lstrip("-").isdigit():
-        return int(value)
-    raise AdminError(f"invalid {option} {text!r}: expected epoch milliseconds")
+    number = _java_long(value)
+    if number is not None and number >= 0:
+        return number
+    raise AdminError(f"invalid {option} {text!r}: expected epoch milliseconds (0..{JAVA_LONG_MAX})")
 
 
 def _local(ms: int) -> datetime:

@@ -15,6 +15,7 @@ from broker_core.store.subscription_group_config import SubscriptionGroupConfig,
 
 from .broker_config import BrokerConfig
 from .errors import InvalidParameterError, ServiceNotAvailableError, SubscriptionGroupNotExistError
+from .limits import JAVA_INT_MAX, JAVA_INT_MIN, JAVA_LONG_MAX, MAX_RETRY_TIMES, MAX_TOPIC_QUEUE_NUMS
 from .topic_validator import SYSTEM_GROUPS, validate_group
 
 RETRY_POLICY_TYPES = ("CUSTOMIZED", "EXPONENTIAL")
@@ -83,10 +84,16 @@ class SubscriptionGroupManager:
         if unknown:
             raise InvalidParameterError(f"unknown subscription group setting(s): {', '.join(sorted(unknown))}")
         cfg = replace(base, **settings) if settings else replace(base)
-        if cfg.retry_queue_nums < 0:
-            raise InvalidParameterError(f"retryQueueNums must be >= 0, got {cfg.retry_queue_nums}")
-        if cfg.retry_max_times < -1:
-            raise InvalidParameterError(f"retryMaxTimes must be >= -1, got {cfg.retry_max_times}")
+        if not 0 <= cfg.retry_queue_nums <= MAX_TOPIC_QUEUE_NUMS:
+            raise InvalidParameterError(f"retryQueueNums must be 0..{MAX_TOPIC_QUEUE_NUMS}, got {cfg.retry_queue_nums}")
+        if not -1 <= cfg.retry_max_times <= MAX_RETRY_TIMES:
+            raise InvalidParameterError(f"retryMaxTimes must be -1..{MAX_RETRY_TIMES}, got {cfg.retry_max_times}")
+        for field_name, lo, hi in (("broker_id", 0, JAVA_LONG_MAX), ("which_broker_when_consume_slowly", 0, JAVA_LONG_MAX),
+                                   ("consume_timeout_minute", JAVA_INT_MIN, JAVA_INT_MAX),
+                                   ("group_sys_flag", JAVA_INT_MIN, JAVA_INT_MAX)):
+            value = getattr(cfg, field_name)
+            if not lo <= value <= hi:
+                raise InvalidParameterError(f"{field_name} must be {lo}..{hi}, got {value}")
         policy_type = str(cfg.group_retry_policy.get("type", "CUSTOMIZED")).upper()
         if policy_type not in RETRY_POLICY_TYPES:
             raise InvalidParameterError(

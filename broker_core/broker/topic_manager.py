@@ -27,6 +27,7 @@ from broker_core.store.topic_config import (
 
 from .broker_config import BrokerConfig
 from .errors import BrokerSystemError, InvalidParameterError, ServiceNotAvailableError, TopicNotExistError
+from .limits import JAVA_INT_MAX, JAVA_INT_MIN, MAX_TOPIC_QUEUE_NUMS
 from .topic_attributes import QUEUE_TYPE, alter_attributes, parse_attribute_modifications
 from .topic_validator import (
     AUTO_CREATE_TOPIC_KEY_TOPIC,
@@ -182,6 +183,11 @@ class TopicManager:
         write = n_default if write_queue_nums is None else int(write_queue_nums)
         if read < 0 or write < 0 or (read == 0 and write == 0):
             raise InvalidParameterError(f"queue numbers must be >= 0 and not both 0 (read={read}, write={write})")
+        if max(read, write) > MAX_TOPIC_QUEUE_NUMS:
+            raise InvalidParameterError(f"queue numbers must be <= {MAX_TOPIC_QUEUE_NUMS} "
+                                        f"(read={read}, write={write})")
+        if not JAVA_INT_MIN <= topic_sys_flag <= JAVA_INT_MAX:
+            raise InvalidParameterError(f"topicSysFlag must fit a Java int, got {topic_sys_flag}")
         if not 0 <= perm <= 15:
             raise InvalidParameterError(f"perm must be a bit set of 8/4/2/1 (0..15), got {perm}")
         if topic_filter_type not in TOPIC_FILTER_TYPES:

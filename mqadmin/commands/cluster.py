@@ -5,6 +5,7 @@ from typing import Annotated, Any
 
 import typer
 
+from broker_core.broker.limits import JAVA_INT_MAX
 from mqadmin.cli import Cmd, register
 from mqadmin.errors import UsageProblem
 
@@ -15,7 +16,7 @@ app = typer.Typer()
 def cluster_list(
     cmd: Cmd,
     more_stats: Annotated[bool, typer.Option("-m", "--moreStats", help="message totals instead of TPS")] = False,
-    interval: Annotated[int | None, typer.Option("-i", "--interval", help="repeat every N seconds")] = None,
+    interval: Annotated[int | None, typer.Option("-i", "--interval", help="repeat every N seconds", min=0, max=JAVA_INT_MAX)] = None,
     cluster: Annotated[str | None, typer.Option("-c", "--clusterName", help="cluster name")] = None,
 ) -> None:
     admin = cmd.admin()

@@ -5,6 +5,7 @@ from typing import Annotated
 
 import typer
 
+from broker_core.broker.limits import JAVA_LONG_MAX, MAX_RETRY_TIMES, MAX_TOPIC_QUEUE_NUMS
 from mqadmin.admin import BrokerIdentity, SubscriptionGroupInfo
 from mqadmin.cli import Cmd, complete_group, complete_topic, parse_bool, register
 from mqadmin.errors import AdminError, UsageProblem
@@ -48,11 +49,11 @@ def update_sub_group(
     from_min: Annotated[str | None, typer.Option("-m", "--consumeFromMinEnable", help="true/false")] = None,
     broadcast: Annotated[str | None, typer.Option("-d", "--consumeBroadcastEnable", help="true/false")] = None,
     orderly: Annotated[str | None, typer.Option("-o", "--consumeMessageOrderly", help="true/false")] = None,
-    retry_queue_nums: Annotated[int, typer.Option("-q", "--retryQueueNums", help="retry queues")] = 1,
-    retry_max_times: Annotated[int, typer.Option("-r", "--retryMaxTimes", help="max retries")] = 16,
+    retry_queue_nums: Annotated[int, typer.Option("-q", "--retryQueueNums", help="retry queues", min=0, max=MAX_TOPIC_QUEUE_NUMS)] = 1,
+    retry_max_times: Annotated[int, typer.Option("-r", "--retryMaxTimes", help="max retries", min=-1, max=MAX_RETRY_TIMES)] = 16,
     retry_policy: Annotated[str | None, typer.Option("-p", "--groupRetryPolicy", help="retry policy JSON")] = None,
-    broker_id: Annotated[int, typer.Option("-i", "--brokerId", help="consume from broker id")] = 0,
-    slowly: Annotated[int, typer.Option("-w", "--whichBrokerWhenConsumeSlowly", help="broker id")] = 1,
+    broker_id: Annotated[int, typer.Option("-i", "--brokerId", help="consume from broker id", min=0, max=JAVA_LONG_MAX)] = 0,
+    slowly: Annotated[int, typer.Option("-w", "--whichBrokerWhenConsumeSlowly", help="broker id", min=0, max=JAVA_LONG_MAX)] = 1,
     notify: Annotated[str | None, typer.Option("-a", "--notifyConsumerIdsChanged", help="true/false")] = None,
     attributes: Annotated[str | None, typer.Option("--attributes", help="+a=b,+c=d,-e")] = None,
 ) -> None:

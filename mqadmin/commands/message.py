@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from broker_core.broker.limits import JAVA_INT_MAX, JAVA_LONG_MAX
 from mqadmin.admin import MessageRecord, QueueScan
 from mqadmin.cli import Cmd, complete_group, complete_topic, parse_bool, register, split_list
 from mqadmin.errors import AdminError, NotFoundError, UsageProblem
@@ -113,7 +114,7 @@ def query_msg_by_key(
     key: Annotated[str, typer.Option("-k", "--msgKey", help="message key")],
     begin: Annotated[str | None, typer.Option("-b", "--beginTimestamp", help="epoch ms (default 0)")] = None,
     end: Annotated[str | None, typer.Option("-e", "--endTimestamp", help="epoch ms (default Long.MAX)")] = None,
-    max_num: Annotated[int, typer.Option("-m", "--maxNum", help="max messages (default 64)")] = 64,
+    max_num: Annotated[int, typer.Option("-m", "--maxNum", help="max messages (default 64)", min=1, max=JAVA_INT_MAX)] = 64,
     cluster: Annotated[str | None, typer.Option("-c", "--cluster", help="cluster name")] = None,
 ) -> None:
     admin = cmd.admin()
@@ -158,8 +159,8 @@ def query_msg_by_offset(
     cmd: Cmd,
     topic: TopicOpt,
     broker_name: Annotated[str, typer.Option("-b", "--brokerName", help="broker name")],
-    queue_id: Annotated[int, typer.Option("-i", "--queueId", help="queue id")],
-    offset: Annotated[int, typer.Option("-o", "--offset", help="queue offset")],
+    queue_id: Annotated[int, typer.Option("-i", "--queueId", help="queue id", min=0, max=JAVA_INT_MAX)],
+    offset: Annotated[int, typer.Option("-o", "--offset", help="queue offset", min=0, max=JAVA_LONG_MAX)],
     body_format: Annotated[str | None, typer.Option("-f", "--bodyFormat", help="charset to print the body")] = None,
 ) -> None:
     r = cmd.admin().query_msg_by_offset(topic, broker_name, queue_id, offset)
@@ -232,7 +233,7 @@ def print_msg_by_queue(
     cmd: Cmd,
     topic: TopicOpt,
     broker_name: Annotated[str, typer.Option("-a", "--brokerName", help="broker name")],
-    queue_id: Annotated[int, typer.Option("-i", "--queueId", help="queue id")],
+    queue_id: Annotated[int, typer.Option("-i", "--queueId", help="queue id", min=0, max=JAVA_INT_MAX)],
     charset: Annotated[str, typer.Option("-c", "--charsetName", help="body charset")] = "UTF-8",
     sub_expression: Annotated[str, typer.Option("-s", "--subExpression", help="tag expression")] = "*",
     begin: Annotated[str | None, typer.Option("-b", "--beginTimestamp", help="now | ms | yyyy-MM-dd#HH:mm:ss:SSS")] = None,
@@ -272,7 +273,7 @@ def send_message(
     key: Annotated[str | None, typer.Option("-k", "--key", help="message key(s)")] = None,
     tags: Annotated[str | None, typer.Option("-c", "--tags", help="message tag")] = None,
     broker_name: Annotated[str | None, typer.Option("-b", "--broker", help="broker name")] = None,
-    queue_id: Annotated[int | None, typer.Option("-i", "--qid", help="queue id (requires -b)")] = None,
+    queue_id: Annotated[int | None, typer.Option("-i", "--qid", help="queue id (requires -b)", min=0, max=JAVA_INT_MAX)] = None,
     msg_trace: Annotated[str | None, typer.Option("-m", "--msgTraceEnable", help="true/false")] = None,
 ) -> None:
     parse_bool(msg_trace, "-m/--msgTraceEnable", False)
@@ -289,13 +290,13 @@ def consume_message(
     cmd: Cmd,
     topic: TopicOpt,
     broker_name: Annotated[str | None, typer.Option("-b", "--brokerName", help="broker name")] = None,
-    queue_id: Annotated[int | None, typer.Option("-i", "--queueId", help="queue id (requires -b)")] = None,
-    offset: Annotated[int | None, typer.Option("-o", "--offset", help="queue offset (requires -i)")] = None,
+    queue_id: Annotated[int | None, typer.Option("-i", "--queueId", help="queue id (requires -b)", min=0, max=JAVA_INT_MAX)] = None,
+    offset: Annotated[int | None, typer.Option("-o", "--offset", help="queue offset (requires -i)", min=0, max=JAVA_LONG_MAX)] = None,
     group: Annotated[str, typer.Option("-g", "--consumerGroup", help="consumer group",
                                        autocompletion=complete_group)] = "TOOLS_CONSUMER",
     begin: Annotated[str | None, typer.Option("-s", "--beginTimestamp", help="now | ms | yyyy-MM-dd#HH:mm:ss:SSS")] = None,
     end: Annotated[str | None, typer.Option("-e", "--endTimestamp", help="now | ms | yyyy-MM-dd#HH:mm:ss:SSS")] = None,
-    count: Annotated[int, typer.Option("-c", "--MessageNumber", help="how many messages (default 128)")] = 128,
+    count: Annotated[int, typer.Option("-c", "--MessageNumber", help="how many messages (default 128)", min=1, max=JAVA_LONG_MAX)] = 128,
 ) -> None:
     if queue_id is not None and broker_name is None:
         raise UsageProblem("Please set the brokerName before queueId!")

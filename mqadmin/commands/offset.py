@@ -4,6 +4,7 @@ from typing import Annotated
 
 import typer
 
+from broker_core.broker.limits import JAVA_INT_MAX, JAVA_LONG_MAX
 from mqadmin.admin import ResetPlan
 from mqadmin.cli import Cmd, complete_group, complete_topic, parse_bool, register
 from mqadmin.errors import UsageProblem
@@ -37,8 +38,8 @@ def reset_offset_by_time(
     force: ForceOpt = None,
     cluster: Annotated[str | None, typer.Option("-c", "--cluster", help="cluster name")] = None,
     broker: Annotated[str | None, typer.Option("-b", "--broker", help="broker address (with -q)")] = None,
-    queue_id: Annotated[int | None, typer.Option("-q", "--queue", help="queue id (with -b)")] = None,
-    offset: Annotated[int | None, typer.Option("-o", "--offset", help="exact offset (with -b and -q)")] = None,
+    queue_id: Annotated[int | None, typer.Option("-q", "--queue", help="queue id (with -b)", min=0, max=JAVA_INT_MAX)] = None,
+    offset: Annotated[int | None, typer.Option("-o", "--offset", help="exact offset (with -b and -q)", min=0, max=JAVA_LONG_MAX)] = None,
     dry_run: DryRunOpt = False,
 ) -> None:
     cmd.writes = not dry_run  # a dry run opens the store read-only: it cannot change anything
@@ -47,7 +48,7 @@ def reset_offset_by_time(
         raise UsageProblem("-q/--queue needs -b/--broker")
     if offset is not None and queue_id is None:
         raise UsageProblem("-o/--offset needs -b/--broker and -q/--queue")
-    ts = parse_timestamp(timestamp, cmd.admin().clock, "-s/--timestamp")
+    ts = parse_timestamp(timestamp, lambda: cmd.admin().clock(), "-s/--timestamp", allow_minus_one=True)
     admin = cmd.admin()
     admin.check_target(cluster_name=cluster, broker_addr=broker)
     plan = admin.reset_offset_by_time(group, topic, ts, is_force, queue_id, offset, dry_run=dry_run,

@@ -4,6 +4,7 @@ from typing import Annotated
 
 import typer
 
+from broker_core.broker.limits import JAVA_INT_MAX
 from mqadmin.cli import Cmd, register, split_list
 from mqadmin.errors import AdminError
 
@@ -13,7 +14,7 @@ app = typer.Typer()
 @register(app, "verifyStore", "Check every CQ/BCQ unit and index entry against the commitlog (read-only).")
 def verify_store(
     cmd: Cmd,
-    max_issues: Annotated[int, typer.Option("--max-issues", help="list at most this many mismatches")] = 50,
+    max_issues: Annotated[int, typer.Option("--max-issues", help="list at most this many mismatches", min=0, max=JAVA_INT_MAX)] = 50,
 ) -> None:
     with cmd.progress("verifyStore") as update:
         report = cmd.admin().verify_store(update)

@@ -5,6 +5,7 @@ from typing import Annotated
 
 import typer
 
+from broker_core.broker.limits import MAX_TOPIC_QUEUE_NUMS
 from mqadmin.admin import TopicInfo
 from mqadmin.cli import Cmd, complete_topic, parse_bool, register
 from mqadmin.errors import NotFoundError, UsageProblem
@@ -51,9 +52,9 @@ def update_topic(
     topic: Annotated[str, typer.Option("-t", "--topic", help="topic")],
     broker: Annotated[str | None, typer.Option("-b", "--brokerAddr", help="broker address")] = None,
     cluster: Annotated[str | None, typer.Option("-c", "--clusterName", help="cluster name")] = None,
-    read_queue_nums: Annotated[int, typer.Option("-r", "--readQueueNums", help="read queues")] = 8,
-    write_queue_nums: Annotated[int, typer.Option("-w", "--writeQueueNums", help="write queues")] = 8,
-    perm: Annotated[int, typer.Option("-p", "--perm", help="2 W, 4 R, 6 RW")] = 6,
+    read_queue_nums: Annotated[int, typer.Option("-r", "--readQueueNums", help="read queues", min=0, max=MAX_TOPIC_QUEUE_NUMS)] = 8,
+    write_queue_nums: Annotated[int, typer.Option("-w", "--writeQueueNums", help="write queues", min=0, max=MAX_TOPIC_QUEUE_NUMS)] = 8,
+    perm: Annotated[int, typer.Option("-p", "--perm", help="2 W, 4 R, 6 RW", min=0, max=15)] = 6,
     order: Annotated[str | None, typer.Option("-o", "--order", help="ordered topic: true/false")] = None,
     unit: Annotated[str | None, typer.Option("-u", "--unit", help="unit topic: true/false")] = None,
     has_unit_sub: Annotated[str | None, typer.Option("-s", "--hasUnitSub", help="true/false")] = None,
