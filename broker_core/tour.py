@@ -43,7 +43,8 @@ def run_tour(store: Path, config: str | None = None) -> None:
         print("\n# user rocketmq already exists (tour re-run): updating its password instead of creating it")
         _mqadmin(store, config, "updateUser", "-c", "DefaultCluster", "-u", "rocketmq", "-p", "rocketmq")
     else:
-        _mqadmin(store, config, "createUser", "-c", "DefaultCluster", "-u", "rocketmq", "-p", "rocketmq", "-t", "Super")
+        _mqadmin(store, config, "createUser", "-c", "DefaultCluster", "-u", "rocketmq", "-p", "rocketmq", "-t", "Super",
+                 "--create")  # make run's default ./store is built on purpose
     _mqadmin(store, config, "updateTopic", "-c", "DefaultCluster", "-t", TOPIC, "-r", "4", "-w", "4",
              "-a", "+queue.type=BatchCQ")
     _mqadmin(store, config, "sendMessage", "-t", TOPIC, "-p", '{"order": 42}', "-k", KEY, "-c", "TagA")

@@ -12,6 +12,7 @@ import inspect
 import io
 import json
 import os
+import re
 import sys
 import traceback
 from collections.abc import Callable, Iterator, Sequence
@@ -90,6 +91,7 @@ class GlobalOptions:
     verbose: bool
     access_key: str | None = None
     secret_key: str | None = None
+    create: bool = False
 
     @property
     def store_dir(self) -> Path:
@@ -141,11 +143,18 @@ _COMMON: list[inspect.Parameter] = [
                                    case_sensitive=False, rich_help_panel="Output")]),
     inspect.Parameter("verbose", inspect.Parameter.KEYWORD_ONLY, default=False, annotation=Annotated[
         bool, typer.Option("--verbose", help="show the stack trace of a failure", rich_help_panel="Output")]),
+    inspect.Parameter("create", inspect.Parameter.KEYWORD_ONLY, default=False, annotation=Annotated[
+        bool, typer.Option("--create", help="a write may build a new store at --store (never by accident)",
+                           rich_help_panel="Target")]),
 ]
 _COMMON_NAMES = [p.name for p in _COMMON]
 
 
 # ------------------------------------------------------------------------------ per-invocation context
+
+_BROKER_ADDR = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):\d{1,5}")
+"""A broker address as mqadmin takes it (``ip:port``, ``host:port``, ``[v6]:port``)."""
+
 
 class Cmd:
     """What a command body gets: the Admin to talk to, and the output helpers."""
@@ -165,18 +174,20 @@ class Cmd:
             from mqadmin.connect import open_admin
 
             self._admin = open_admin(self.opts.store_dir, self.opts.remote_target, self.opts.config, self.writes,
-                                     access_key=self.opts.access_key, secret_key=self.opts.secret_key)
+                                     access_key=self.opts.access_key, secret_key=self.opts.secret_key,
+                                     create=self.opts.create)
             self._admins.append(self._admin)
         return self._admin
 
     def open_target(self, target: str, writes: bool) -> tuple[Admin, str | None]:
-        """copyUser/copyAcl -f/-t: a path that exists is a store directory (its own Admin); anything
-        else is a broker address reached through this command's -n Admin. Returns (admin, address)."""
+        """copyUser/copyAcl -f/-t: ``host:port`` is a broker address reached through this command's -n
+        Admin; anything else is a store directory (its own Admin; a new one only with --create).
+        Returns (admin, address)."""
         path = Path(target).expanduser()
-        if path.is_dir():
+        if path.exists() or not _BROKER_ADDR.fullmatch(target.strip()):
             from mqadmin.connect import open_local_admin
 
-            admin = open_local_admin(path, self.opts.config, writes)
+            admin = open_local_admin(path, self.opts.config, writes, create=self.opts.create)
             self._admins.append(admin)
             return admin, None
         if not self.opts.remote_target:

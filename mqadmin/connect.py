@@ -26,9 +26,10 @@ def store_dir_from(value: str | Path | None) -> Path:
 
 
 def open_local_admin(store_dir: str | Path, config_file: str | Path | None = None, writes: bool = False,
-                     clock: Callable[[], int] = now_ms) -> Admin:
-    """An Admin over a store directory: read-only unless ``writes`` (then it takes the store lock)."""
-    client = LocalBrokerClient(store_dir, config_file, read_only=not writes, clock=clock)
+                     clock: Callable[[], int] = now_ms, create: bool = False) -> Admin:
+    """An Admin over a store directory: read-only unless ``writes`` (then it takes the store lock).
+    Only ``create`` lets a write build a new store where there is none (a typo must not)."""
+    client = LocalBrokerClient(store_dir, config_file, read_only=not writes, clock=clock, create=create)
     return Admin(client, maintenance=client, clock=clock)
 
 
@@ -55,10 +56,10 @@ def open_remote_admin(namesrv_addr: str, clock: Callable[[], int] = now_ms, *, a
 def open_admin(store: str | Path | None = None, namesrv_addr: str | None = None,
                config_file: str | Path | None = None, writes: bool = False,
                clock: Callable[[], int] = now_ms, *, access_key: str | None = None,
-               secret_key: str | None = None) -> Admin:
+               secret_key: str | None = None, create: bool = False) -> Admin:
     """The Admin for a target: ``namesrv_addr`` (or $NAMESRV_ADDR) picks remoting, else the store
     directory ``store`` (or $RMQ_STORE, else ./store) in process."""
     remote = namesrv_addr or os.environ.get("NAMESRV_ADDR") or None
     if remote:
         return open_remote_admin(remote, clock, access_key=access_key, secret_key=secret_key)
-    return open_local_admin(store_dir_from(store), config_file, writes, clock)
+    return open_local_admin(store_dir_from(store), config_file, writes, clock, create)

@@ -23,8 +23,8 @@ class EmbeddedAdmin(Admin):
     """``Admin(LocalBrokerClient(store_dir, ...))``; ``read_only`` decides whether the lock may be taken."""
 
     def __init__(self, store_dir: str | Path, config_file: str | Path | None = None, read_only: bool = True,
-                 clock: Callable[[], int] = now_ms) -> None:
-        client = LocalBrokerClient(store_dir, config_file, read_only=read_only, clock=clock)
+                 clock: Callable[[], int] = now_ms, create: bool = False) -> None:
+        client = LocalBrokerClient(store_dir, config_file, read_only=read_only, clock=clock, create=create)
         super().__init__(client, maintenance=client, clock=clock)
         self.store_dir = client.store_dir
         self.read_only = read_only

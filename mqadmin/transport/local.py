@@ -27,6 +27,7 @@ from broker_core.broker.reset_offset import ResetOffsetPlanEntry
 from broker_core.broker.route_info import BrokerData, ClusterInfo, RouteInfoManager, TopicRouteData
 from broker_core.config_loader import ConfigError
 from broker_core.store.index_file import IndexFileError
+from broker_core.store.store_dir import is_store_dir, not_a_store_reason
 from broker_core.store.store_lock import StoreLockedError, is_store_locked
 from broker_core.store.subscription_group_config import SubscriptionGroupConfig
 from broker_core.store.topic_config import TopicConfig
@@ -66,8 +67,9 @@ class LocalBrokerClient:
     """BrokerClient over ``store_dir``; ``read_only`` decides whether the store lock may be taken."""
 
     def __init__(self, store_dir: str | Path, config_file: str | Path | None = None, read_only: bool = True,
-                 clock: Callable[[], int] = now_ms) -> None:
+                 clock: Callable[[], int] = now_ms, create: bool = False) -> None:
         self.store_dir = Path(store_dir)
+        self.create = create  # a writable client may build a new store only when asked (mqadmin --create)
         self.config_file = config_file
         self.read_only = read_only
         self.clock = clock
@@ -90,11 +92,11 @@ class LocalBrokerClient:
     def _open(self) -> Broker:
         """The Broker over this store: read-only (no lock, no writes) or writable (holds the lock)."""
         if self._broker is None:
-            if self.read_only:
-                if not self.store_dir.is_dir():
-                    raise NotFoundError(f"store directory {self.store_dir} does not exist "
-                                        "(give --store DIR or set RMQ_STORE)")
-            elif is_store_locked(self.store_dir):
+            if not is_store_dir(self.store_dir) and (self.read_only or not self.create
+                                                      or self.store_dir.is_file()):
+                hint = "" if self.read_only or self.store_dir.is_file() else " (give --create to make a new store there)"
+                raise NotFoundError(not_a_store_reason(self.store_dir) + hint)
+            if not self.read_only and is_store_locked(self.store_dir):
                 raise StoreBusyError(str(self.store_dir))
             try:
                 self._broker = Broker(self.store_dir, dataclasses.replace(self.config), self.clock,
@@ -349,8 +351,8 @@ class LocalBrokerClient:
     def rebuild_store(self, parts: list[str], master: str, verify: bool, config_file: str | None = None,
                       progress: Callable[[str, int, int], None] | None = None) -> RebuildSummary:
         """Spark rebuild over the store's files; refused while a broker holds the store (unless verify)."""
-        if not self.store_dir.is_dir():
-            raise NotFoundError(f"store directory {self.store_dir} does not exist")
+        if not is_store_dir(self.store_dir):
+            raise NotFoundError(not_a_store_reason(self.store_dir))
         if not verify and is_store_locked(self.store_dir):
             raise StoreBusyError(str(self.store_dir))
         try:

@@ -54,5 +54,9 @@ def golden_cli(tmp_path: Path) -> Callable[[str], Cli]:
 
 @pytest.fixture
 def cli(tmp_path: Path) -> Cli:
-    """A Cli on a fresh, empty store directory with default settings."""
+    """A Cli on a fresh, empty store (made on purpose, as ``--create`` would) with default settings."""
+    from broker_core.broker.broker import Broker
+    from broker_core.broker.broker_config import BrokerConfig
+
+    Broker(tmp_path / "store", BrokerConfig(), audit_log_path=None).shutdown()
     return Cli(tmp_path / "store", None)

@@ -81,8 +81,10 @@ def test_copy_user_and_acl_between_store_directories(cli, tmp_path):
     cli("createUser", "-c", "DefaultCluster", "-u", "bob", "-p", "pw2", "-t", "Super")
     cli("createAcl", "-c", "DefaultCluster", "-s", "User:alice", "-r", "Topic:T", "-a", "Pub", "-d", "Allow")
     target = tmp_path / "other"
-    target.mkdir()
     r = cli("copyUser", "-f", str(cli.store), "-t", str(target))
+    assert r.exit_code == 3 and "is not a store directory" in r.stderr and "--create" in r.stderr
+    assert not target.exists()
+    r = cli("copyUser", "-f", str(cli.store), "-t", str(target), "--create")
     assert r.exit_code == 0, r.stderr
     assert f"copy user of alice from {cli.store} to {target} success." in r.stdout
     r = cli("copyAcl", "-f", str(cli.store), "-t", str(target), "-s", "User:alice")

@@ -43,7 +43,7 @@ def _start(kind: str, tmp_path: Path) -> Iterator[Target]:
         store = tmp_path / "store"
         store.mkdir()
         cfg = BrokerConfig()
-        yield Target("local", lambda: open_local_admin(store, writes=True), cfg.broker_cluster_name,
+        yield Target("local", lambda: open_local_admin(store, writes=True, create=True), cfg.broker_cluster_name,
                      cfg.broker_name, cfg.broker_addr)
         return
     if kind == "remoting":

@@ -1,0 +1,28 @@
+"""What makes a directory a RocketMQ store: the files a broker (Java or ours) leaves in its root.
+
+Why: opening a Broker on a path builds a store there (lock, config, checkpoint, a sparse timer
+wheel). Tools that take a path from an operator must tell "a store" from "a typo" BEFORE that,
+and only build a new store when asked to.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+STORE_MARKERS = ("checkpoint", "commitlog", "consumequeue", "batchconsumequeue", "config/topics.json")
+"""Any one of these in the root marks a store (a Java broker writes checkpoint at its first start)."""
+
+
+def is_store_dir(path: str | Path) -> bool:
+    root = Path(path)
+    return root.is_dir() and any((root / marker).exists() for marker in STORE_MARKERS)
+
+
+def not_a_store_reason(path: str | Path) -> str:
+    """One line saying why ``path`` is not a store (for an error message)."""
+    root = Path(path)
+    if not root.exists():
+        return f"{root} is not a store directory (it does not exist)"
+    if not root.is_dir():
+        return f"{root} is not a store directory (it is a file)"
+    return f"{root} is not a store directory (no commitlog, consumequeue, checkpoint or config/topics.json in it)"

@@ -1,0 +1,57 @@
+"""Issue 16, bugs 3-4: no store is ever created by accident, and a bad --store path is one plain line."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from mqadmin.app import app
+
+
+def run(*args: str):
+    return CliRunner().invoke(app, list(args), env={"NAMESRV_ADDR": "", "RMQ_STORE": ""})
+
+
+@pytest.mark.parametrize("argv", [
+    ("updateTopic", "-c", "DefaultCluster", "-t", "T"),
+    ("createUser", "-c", "DefaultCluster", "-u", "u", "-p", "p"),
+    ("sendMessage", "-t", "T", "-p", "x"),
+])
+def test_a_mistyped_store_path_is_not_created_by_a_write(tmp_path, argv):
+    typo = tmp_path / "stroe"
+    r = run(*argv, "--store", str(typo))
+    assert r.exit_code == 3, (r.stdout, r.stderr)
+    assert r.stderr.strip() == (f"mqadmin {argv[0]}: {typo} is not a store directory (it does not exist) "
+                                "(give --create to make a new store there)")
+    assert not typo.exists()
+
+
+@pytest.mark.parametrize("argv", [("topicList",), ("topicStatus", "-t", "TBW102"), ("verifyStore",),
+                                  ("listUser", "-c", "DefaultCluster")])
+def test_reads_on_an_empty_directory_say_it_is_not_a_store(tmp_path, argv):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    r = run(*argv, "--store", str(empty))
+    assert r.exit_code == 3, (r.stdout, r.stderr)
+    assert "is not a store directory" in r.stderr and "store OK" not in r.stdout
+    assert list(empty.iterdir()) == []
+
+
+def test_create_builds_a_store_on_purpose(tmp_path):
+    new = tmp_path / "new"
+    r = run("updateTopic", "-c", "DefaultCluster", "-t", "T", "--store", str(new), "--create")
+    assert r.exit_code == 0, r.stderr
+    assert (new / "config" / "topics.json").is_file()
+    r = run("topicList", "--store", str(new))
+    assert r.exit_code == 0 and "T" in r.stdout.split()
+
+
+@pytest.mark.parametrize("argv", [("updateTopic", "-c", "DefaultCluster", "-t", "T"), ("topicList",),
+                                  ("deleteTopic", "-c", "DefaultCluster", "-t", "T")])
+def test_a_store_path_that_is_a_file_is_one_plain_line(tmp_path, argv):
+    afile = tmp_path / "store.txt"
+    afile.write_text("not a store")
+    r = run(*argv, "--store", str(afile), "--create")
+    assert r.exit_code == 3, (r.stdout, r.stderr)
+    assert r.stderr.strip() == f"mqadmin {argv[0]}: {afile} is not a store directory (it is a file)"
+    assert afile.read_text() == "not a store"
