@@ -819,6 +819,8 @@ class Admin:
             ctx = AuthorizationContext(subject, resource, actions, source_ip)
         except AuthError as e:
             raise AdminError(e.message) from None
+        except ValueError as e:  # an unknown action or resource type: the parser's own words, no type name
+            raise AdminError(str(e)) from None
         subj = ctx.subject
         user = self.client.get_user(addr, subj.name) if subj is not None else None
         acl = self.client.get_acl(addr, subj.key) if subj is not None and user is not None else None

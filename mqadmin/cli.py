@@ -319,9 +319,9 @@ def run_command(name: str, opts: GlobalOptions, writes: bool, fn: Callable[..., 
     except KeyboardInterrupt:
         code = 130
         _report(cmd, "interrupted", False)
-    except Exception as e:  # noqa: BLE001 - one line, never a stack trace (unless --verbose)
+    except Exception as e:  # noqa: BLE001 - one line, never a stack trace or a type name (unless --verbose)
         code = EXIT_FAILURE
-        _report(cmd, f"{type(e).__name__}: {e}", opts.verbose)
+        _report(cmd, f"unexpected failure: {e} (run with --verbose for the details)", opts.verbose)
     finally:
         try:
             cmd.close()

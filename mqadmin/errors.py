@@ -52,5 +52,12 @@ class RemoteUnavailableError(AdminError):
                          "use --store DIR on a store directory")
 
 
-class WrongTargetError(AdminError):
-    """``-c``/``-b`` name a cluster or broker other than the embedded one."""
+class WrongTargetError(NotFoundError):
+    """``-c``/``-b`` name a cluster or broker that is not there: not found, exit 3."""
+
+
+def refusal(remark: str) -> AdminError:
+    """A broker's refusal by its remark: the ACL 2.0 handlers answer NO_PERMISSION for a user, subject
+    or ACL that is not there ("The user is not exist", "The subject is not exist."), which is
+    not found (exit 3) like every other missing thing; anything else is a failure (exit 1)."""
+    return NotFoundError(remark) if "not exist" in remark else AdminError(remark)

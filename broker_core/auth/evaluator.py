@@ -58,7 +58,8 @@ class Explanation:
         if self.detail.startswith("User:"):
             return self.detail
         subject = self.subject.key if self.subject else "User:null"
-        return f"{subject} has no permission to access {self.resource.key} from {self.source_ip}, {self.detail}"
+        origin = f" from {self.source_ip}" if self.source_ip is not None else ""
+        return f"{subject} has no permission to access {self.resource.key}{origin}, {self.detail}"
 
     def __str__(self) -> str:
         actions = ",".join(a.value for a in self.actions)

@@ -31,7 +31,7 @@ from broker_core.store.store_dir import is_store_dir, not_a_store_reason
 from broker_core.store.store_lock import StoreLockedError, is_store_locked
 from broker_core.store.subscription_group_config import SubscriptionGroupConfig
 from broker_core.store.topic_config import TopicConfig
-from mqadmin.errors import AdminError, NotFoundError, StoreBusyError, WrongTargetError
+from mqadmin.errors import AdminError, NotFoundError, StoreBusyError, WrongTargetError, refusal
 from mqadmin.records import to_record
 from mqadmin.timefmt import now_ms
 from mqadmin.transport.base import (
@@ -124,7 +124,9 @@ class LocalBrokerClient:
         except BrokerError as e:
             raise admin_error(e) from None
         except AuthError as e:
-            raise AdminError(e.message) from None
+            raise refusal(e.message) from None
+        except OSError as e:  # the file and the OS's reason, not "[Errno N]"
+            raise AdminError(f"{e.filename or self.store_dir}: {e.strerror or e}") from None
 
     def _broker_for(self, broker_addr: str) -> Broker:
         return self._call(broker_addr, self._open)

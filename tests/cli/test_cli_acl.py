@@ -50,12 +50,12 @@ def test_user_lifecycle_and_errors(cli):
     no_target = cli("createUser", "-u", "bob", "-p", "pw")
     assert no_target.exit_code == 2 and "-c/--clusterName" in no_target.stderr
     wrong_cluster = cli("createUser", "-c", "OtherCluster", "-u", "bob", "-p", "pw")
-    assert wrong_cluster.exit_code == 1 and "OtherCluster" in wrong_cluster.stderr
+    assert wrong_cluster.exit_code == 3 and "OtherCluster" in wrong_cluster.stderr  # not found: exit 3
     wrong_broker = cli("createUser", "-b", "10.1.1.1:10911", "-u", "bob", "-p", "pw")
-    assert wrong_broker.exit_code == 1 and "-n" in wrong_broker.stderr
+    assert wrong_broker.exit_code == 3 and "-n" in wrong_broker.stderr
     unknown_subject = cli("createAcl", "-c", "DefaultCluster", "-s", "User:ghost", "-r", "Topic:T", "-a", "Pub",
                           "-d", "Allow")
-    assert unknown_subject.exit_code == 1 and "User:ghost" in unknown_subject.stderr
+    assert unknown_subject.exit_code == 3 and "User:ghost" in unknown_subject.stderr
     bad_ip = cli("createUser", "-c", "DefaultCluster", "-u", "carol", "-p", "pw")
     assert bad_ip.exit_code == 0
     r = cli("createAcl", "-c", "DefaultCluster", "-s", "User:carol", "-r", "Topic:T", "-a", "Pub", "-d", "Allow",

@@ -42,7 +42,7 @@ def test_send_message_option_rules(cli):
     r = cli("sendMessage", "-t", "T1", "-p", "x", "-i", "1")
     assert r.exit_code == 2 and "Broker name must be set" in r.stderr
     r = cli("sendMessage", "-t", "T1", "-p", "x", "-b", "broker-b", "-i", "1")
-    assert r.exit_code == 1 and "broker-b" in r.stderr
+    assert r.exit_code == 3 and "broker-b" in r.stderr  # not found, like every missing thing
     r = cli("sendMessage", "-t", "T1", "-p", "x", "-b", "broker-a", "-i", "7")
     assert r.exit_code == 1
 
@@ -154,7 +154,7 @@ def test_config_names_the_embedded_broker(golden_cli, tmp_path):
     conf.write_text(conf.read_text() + "brokerName=broker-x\nbrokerClusterName=ProdCluster\nlistenPort=10999\n")
     assert cli.json("topicStatus", "-t", "GoldenTopicA", "-c", "ProdCluster")[0]["brokerName"] == "broker-x"
     wrong = cli("topicStatus", "-t", "GoldenTopicA", "-c", "DefaultCluster")
-    assert wrong.exit_code == 1 and "ProdCluster" in wrong.stderr
+    assert wrong.exit_code == 3 and "ProdCluster" in wrong.stderr  # not found: exit 3
     assert cli.json("queryMsgByOffset", "-t", "GoldenTopicA", "-b", "broker-x", "-i", "0", "-o", "0")["queueOffset"] == 0
     assert cli("createUser", "-b", "127.0.0.1:10999", "-u", "u", "-p", "p").exit_code == 0
 
