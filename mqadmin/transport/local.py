@@ -357,6 +357,12 @@ class LocalBrokerClient:
             raise NotFoundError(not_a_store_reason(self.store_dir))
         if not verify and is_store_locked(self.store_dir):
             raise StoreBusyError(str(self.store_dir))
+        from spark.master_url import MasterUrlError, check_master
+
+        try:
+            check_master(master)  # seconds, one line — before Spark retries for minutes
+        except MasterUrlError as e:
+            raise AdminError(str(e)) from None
         try:
             from spark.rebuild import RebuildError, run_rebuild
         except ImportError as e:
@@ -366,7 +372,9 @@ class LocalBrokerClient:
         except RebuildError as e:
             if "locked" in str(e) or "held" in str(e):
                 raise StoreBusyError(str(self.store_dir)) from None
-            raise AdminError(str(e)) from None
+            raise AdminError(_first_line(str(e))) from e
+        except Exception as e:  # noqa: BLE001 - a Py4J/Spark failure: its first line (--verbose: all of it)
+            raise AdminError(f"Spark failed: {_first_line(str(e))}") from e
 
 
 def _topic_info(tc: TopicConfig) -> TopicInfo:
@@ -380,6 +388,11 @@ def _group_info(g: SubscriptionGroupConfig) -> SubscriptionGroupInfo:
         g.consume_message_orderly, g.retry_queue_nums, g.retry_max_times,
         json.dumps(g.group_retry_policy, separators=(",", ":")) if g.group_retry_policy else None, g.broker_id,
         g.which_broker_when_consume_slowly, g.notify_consumer_ids_changed_enable, dict(g.attributes))
+
+
+def _first_line(text: str) -> str:
+    """The first non-blank line of a (Java) error text; the rest is for --verbose."""
+    return next((line.strip() for line in text.splitlines() if line.strip()), text)[:500]
 
 
 def _gib(n: int) -> str:

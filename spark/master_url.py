@@ -1,0 +1,47 @@
+"""Check a Spark master URL before a SparkSession is built for it.
+
+Why: a mistyped or unreachable master makes Spark spend ~90 s retrying and print a multi-KB Java
+stack trace plus pages of log; a URL Spark does not know prints a Java trace too. The operator needs
+one line, at once: what is wrong with the URL, or that nothing answers at host:port.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+
+CONNECT_TIMEOUT_S = 3.0
+
+_LOCAL = re.compile(r"local(\[(\*|\d+)(,\s*\d+)?\])?")
+_HOST_PORT = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})")
+
+
+class MasterUrlError(ValueError):
+    """The master URL is malformed, of a kind rmqops does not run on, or nothing answers there."""
+
+
+def check_master(master: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
+    """``local``, ``local[N]``, ``local[*]``, ``local[N,F]`` pass; ``spark://h:p[,h:p...]`` passes when one
+    of its masters accepts a TCP connection within ``timeout_s``; anything else raises MasterUrlError."""
+    url = master.strip()
+    if _LOCAL.fullmatch(url):
+        return
+    if not url.startswith("spark://"):
+        raise MasterUrlError(f"unsupported Spark master {master!r}: use local[*], local[N] or spark://host:port")
+    hosts = url[len("spark://"):].split(",")
+    addrs = []
+    for h in hosts:
+        m = _HOST_PORT.fullmatch(h.strip())
+        if m is None or not 0 < int(m.group(2)) < 65536:
+            raise MasterUrlError(f"bad Spark master {master!r}: expected spark://host:port[,host:port]")
+        addrs.append((m.group(1).strip("[]"), int(m.group(2))))
+    reasons = []
+    for host, port in addrs:
+        try:
+            with socket.create_connection((host, port), timeout=timeout_s):
+                return
+        except TimeoutError:
+            reasons.append(f"{host}:{port} did not answer within {timeout_s:g} s")
+        except OSError as e:
+            reasons.append(f"{host}:{port}: {e.strerror or e}")
+    raise MasterUrlError(f"cannot reach Spark master {master}: {'; '.join(reasons)}")
