@@ -906,7 +906,7 @@ class Broker:
         In-process maintenance: the network never reaches it."""
         from broker_core.store.verify import verify_store
 
-        return verify_store(self.store, progress)
+        return verify_store(self.store, progress, deleted_topics=dict(self.topic_manager.deleted_topics))
 
     def earliest_msg_store_time(self, topic: str, queue_id: int, auth: RequestContext | None = None) -> int:
         """GET_EARLIEST_MSG_STORETIME: store time of the queue's oldest message, -1 when it has none."""

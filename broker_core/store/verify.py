@@ -16,7 +16,7 @@ Only the store's read API and the codec are used; nothing is written.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 
 from .batch_consume_queue import BatchConsumeQueue
@@ -52,6 +52,7 @@ class VerifyReport:
     index_entries: int = 0
     expired_units: int = 0
     undispatched_records: int = 0
+    deleted_topic_records: int = 0  # records of topics deleted after they were written: never dispatched
     issues: list[VerifyIssue] = field(default_factory=list)
     issues_truncated: int = 0
     elapsed_seconds: float = 0.0
@@ -95,8 +96,12 @@ def _record_key_hashes(topic: str, uniq_key: str | None, keys: str | None) -> se
 
 
 def verify_store(store: MessageStore, progress: ProgressFn | None = None, max_issues: int = 1000,
-                 check_crc: bool = True) -> VerifyReport:
-    """Run every check on an opened store (read-only opening recommended) and return the report."""
+                 check_crc: bool = True, deleted_topics: Mapping[str, int] | None = None) -> VerifyReport:
+    """Run every check on an opened store (read-only opening recommended) and return the report.
+
+    ``deleted_topics`` (topic -> commitlog offset at deletion, the broker's deletedTopics.json): records
+    below that offset belong to a deleted topic and are counted apart, not as "not yet dispatched"."""
+    deleted = deleted_topics or {}
     t0 = time.monotonic()
     cl_min, cl_max = store.get_min_phy_offset(), store.get_max_phy_offset()
     report = VerifyReport(str(store.root), cl_min, cl_max)
@@ -192,6 +197,10 @@ def verify_store(store: MessageStore, progress: ProgressFn | None = None, max_is
             if hashes:
                 record_hashes[phy] = hashes
         if not is_dispatched_to_queue(msg.sys_flag):
+            continue
+        cut = deleted.get(msg.topic)
+        if cut is not None and phy < cut:
+            report.deleted_topic_records += 1
             continue
         key = (msg.topic, msg.queue_id)
         units = unit_maps.get(key)

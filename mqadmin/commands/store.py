@@ -26,7 +26,8 @@ def verify_store(
             ("records", report.records), ("queues", report.queues), ("CQ units", report.cq_units),
             ("BCQ units", report.bcq_units), ("index files", report.index_files),
             ("index entries", report.index_entries), ("expired units", report.expired_units),
-            ("not yet dispatched", report.undispatched_records), ("mismatches", report.mismatch_count),
+            ("not yet dispatched", report.undispatched_records),
+            ("deleted-topic records", report.deleted_topic_records), ("mismatches", report.mismatch_count),
             ("time (s)", f"{report.elapsed_seconds:.3f}")])
         if report.issues:
             cmd.print("")

@@ -261,3 +261,15 @@ def test_tour_runs_twice(tmp_path):
                                         "--store", str(store), "--output", "json"], capture_output=True, text=True,
                                        env=env).stdout)
     assert sum(r["maxOffset"] for r in status) == 4
+
+
+def test_verify_store_after_delete_topic_counts_its_records_apart(golden_cli):
+    """Issue 16, bug 7: a deleted topic's records are not 'not yet dispatched'."""
+    cli = golden_cli("store-basic")
+    before = cli.json("verifyStore")
+    assert before["undispatched_records"] == 0 and before["deleted_topic_records"] == 0
+    assert cli("deleteTopic", "-t", "GoldenTopicB", "-c", "DefaultCluster").exit_code == 0
+    after = cli.json("verifyStore")
+    assert after["undispatched_records"] == 0
+    assert after["deleted_topic_records"] == 100 and after["ok"] is True
+    assert "deleted-topic records" in cli("verifyStore").stdout
