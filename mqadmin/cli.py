@@ -28,7 +28,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 from typer._click.exceptions import ClickException, UsageError  # typer vendors click
-from typer.core import TyperGroup
+from typer.core import TyperGroup, TyperOption
 
 from mqadmin.admin import Admin
 from mqadmin.errors import EXIT_FAILURE, EXIT_USAGE, AdminError
@@ -47,13 +47,33 @@ class CaseInsensitiveGroup(TyperGroup):
 
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
         found = self.commands.get(cmd_name)
+        if found is None:
+            lowered = cmd_name.lower()
+            found = next((cmd for name, cmd in self.commands.items() if name.lower() == lowered), None)
         if found is not None:
-            return found
-        lowered = cmd_name.lower()
-        for name, cmd in self.commands.items():
-            if name.lower() == lowered:
-                return cmd
-        return None
+            _plain_flags(found, ctx)
+        return found
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        """``mqadmin help CMD`` (Apache's habit) is ``mqadmin CMD --help``; ``mqadmin help`` the list."""
+        if args and args[0].lower() == "help" and "help" not in self.commands:
+            args = [args[1], "--help"] if len(args) > 1 else ["--help"]
+        return super().parse_args(ctx, args)
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        _plain_flags(self, ctx)
+        super().format_help(ctx, formatter)
+
+    def shell_complete(self, ctx: Any, incomplete: str) -> list[Any]:
+        """Command names complete case-insensitively, as they are looked up (``topics`` -> topicStatus)."""
+        from typer._click.shell_completion import CompletionItem
+
+        results = [item for item in super().shell_complete(ctx, incomplete)
+                   if not isinstance(item.value, str) or item.value not in self.commands]
+        lowered = incomplete.lower()
+        names = [CompletionItem(name, help=cmd.get_short_help_str()) for name, cmd in self.commands.items()
+                 if name.lower().startswith(lowered) and not cmd.hidden]
+        return names + results
 
     def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,
              complete_var: str | None = None, standalone_mode: bool = True, **extra: Any) -> Any:
@@ -78,6 +98,13 @@ class CaseInsensitiveGroup(TyperGroup):
         if cmd is None and name and not name.startswith("-"):
             ctx.fail(f"The sub command {name} not exist.")
         return super().resolve_command(ctx, args)
+
+
+def _plain_flags(cmd: Any, ctx: Any) -> None:
+    """Boolean flags take no value: show no ``<bool>`` type placeholder for them in --help."""
+    for param in cmd.get_params(ctx):
+        if isinstance(param, TyperOption) and param.is_flag and param.metavar is None:
+            param.metavar = ""
 
 
 # ------------------------------------------------------------------------------ shared options
