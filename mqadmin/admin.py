@@ -162,6 +162,7 @@ class DecodedMessageId:
 
 # ------------------------------------------------------------------------------------ the Admin
 
+RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 MAX_OFFSET_TIMESTAMP = -1  # skipAccumulatedMessage: "reset to the max offset"
 PULL_BATCH = 32
 LONG_MAX = 2**63 - 1
@@ -436,10 +437,21 @@ class Admin:
                                             inflight, s.last_timestamp))
         return rows
 
+    def retry_topic_groups(self) -> list[str]:
+        """The groups Apache's consumerProgress lists without -g: one per ``%RETRY%`` topic (a POP v2
+        retry topic ``%RETRY%group+topic`` names its group before the ``+``), in topic order."""
+        groups: list[str] = []
+        for topic in self.list_topics():
+            if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+                group = topic[len(RETRY_GROUP_TOPIC_PREFIX):].split("+", 1)[0]
+                if group not in groups:
+                    groups.append(group)
+        return groups
+
     def group_summaries(self) -> list[GroupSummary]:
         """consumerProgress without -g: lag per group, and who is online (OFFLINE when nobody)."""
         out = []
-        for group in self.list_groups():
+        for group in self.retry_topic_groups():
             diff = sum(max(0, s.broker_offset - max(s.consumer_offset, 0)) for s in self._consume_stats(group))
             count, version, ctype, model = 0, "OFFLINE", "", ""
             for b in self.brokers():

@@ -26,17 +26,45 @@ def _java_bool(v: bool) -> str:
     return "true" if v else "false"
 
 
+def _to_string(name: str, fields: dict[str, object]) -> str:
+    """Guava's MoreObjects.toStringHelper: ``Name{a=1, b=null}``."""
+    return name + "{" + ", ".join(f"{k}={'null' if v is None else v}" for k, v in fields.items()) + "}"
+
+
+def retry_policy_text(policy_json: str | None) -> str:
+    """GroupRetryPolicy's toString from its JSON (type, exponentialRetryPolicy, customizedRetryPolicy)."""
+    policy = json.loads(policy_json) if policy_json else {"type": "CUSTOMIZED"}
+    exp = policy.get("exponentialRetryPolicy")
+    cust = policy.get("customizedRetryPolicy")
+    exp_text = None if not isinstance(exp, dict) else _to_string(
+        "ExponentialRetryPolicy", {k: exp.get(k) for k in ("initial", "max", "multiplier")})
+    cust_text = None if not isinstance(cust, dict) else _to_string(
+        "CustomizedRetryPolicy", {"next": "[" + ", ".join(str(n) for n in cust.get("next") or []) + "]"})
+    return _to_string("GroupRetryPolicy", {"type": policy.get("type", "CUSTOMIZED"),
+                                           "exponentialRetryPolicy": exp_text, "customizedRetryPolicy": cust_text})
+
+
+def _subscriptions_text(subs: list[dict[str, object]] | None) -> str | None:
+    if subs is None:
+        return None
+    return "[" + ", ".join(_to_string("SimpleSubscriptionData", {
+        "topic": s.get("topic"), "expressionType": s.get("expressionType"), "expression": s.get("expression"),
+        "version": s.get("version", 0)}) for s in subs) + "]"
+
+
 def group_config_text(g: SubscriptionGroupInfo) -> str:
-    """SubscriptionGroupConfig's Guava toString, as mqadmin prints it."""
+    """SubscriptionGroupConfig's Guava toString, as mqadmin prints it (every field, Java's order)."""
     attrs = "{" + ", ".join(f"{k}={v}" for k, v in g.attributes.items()) + "}"
-    return (f"SubscriptionGroupConfig{{groupName={g.group_name}, consumeEnable={_java_bool(g.consume_enable)}, "
-            f"consumeFromMinEnable={_java_bool(g.consume_from_min_enable)}, "
-            f"consumeBroadcastEnable={_java_bool(g.consume_broadcast_enable)}, "
-            f"consumeMessageOrderly={_java_bool(g.consume_message_orderly)}, retryQueueNums={g.retry_queue_nums}, "
-            f"retryMaxTimes={g.retry_max_times}, groupRetryPolicy={g.group_retry_policy}, brokerId={g.broker_id}, "
-            f"whichBrokerWhenConsumeSlowly={g.which_broker_when_consume_slowly}, "
-            f"notifyConsumerIdsChangedEnable={_java_bool(g.notify_consumer_ids_changed_enable)}, "
-            f"attributes={attrs}}}")
+    return _to_string("SubscriptionGroupConfig", {
+        "groupName": g.group_name, "consumeEnable": _java_bool(g.consume_enable),
+        "consumeFromMinEnable": _java_bool(g.consume_from_min_enable),
+        "consumeBroadcastEnable": _java_bool(g.consume_broadcast_enable),
+        "consumeMessageOrderly": _java_bool(g.consume_message_orderly), "retryQueueNums": g.retry_queue_nums,
+        "retryMaxTimes": g.retry_max_times, "groupRetryPolicy": retry_policy_text(g.group_retry_policy),
+        "brokerId": g.broker_id, "whichBrokerWhenConsumeSlowly": g.which_broker_when_consume_slowly,
+        "notifyConsumerIdsChangedEnable": _java_bool(g.notify_consumer_ids_changed_enable),
+        "groupSysFlag": g.group_sys_flag, "consumeTimeoutMinute": g.consume_timeout_minute,
+        "subscriptionDataSet": _subscriptions_text(g.subscription_data_set), "attributes": attrs})
 
 
 @register(app, "updateSubGroup", "Create or update a subscription (consumer) group.", writes=True)

@@ -172,8 +172,8 @@ def query_msg_by_offset(
     cmd.emit(r.to_dict(), render)
 
 
-def _message_line(r: MessageRecord, charset: str, print_body: bool) -> str:
-    ext = (f"MessageExt [brokerName=, queueId={r.queue_id}, storeSize={r.store_size}, "
+def _message_line(r: MessageRecord, charset: str, print_body: bool, broker_name: str) -> str:
+    ext = (f"MessageExt [brokerName={broker_name}, queueId={r.queue_id}, storeSize={r.store_size}, "
            f"queueOffset={r.queue_offset}, sysFlag={r.sys_flag}, bornTimestamp={r.born_timestamp}, "
            f"bornHost=/{r.born_host}, storeTimestamp={r.store_timestamp}, storeHost=/{r.store_host}, "
            f"msgId={r.msg_id}, commitLogOffset={r.commit_log_offset}, bodyCRC={r.body_crc}, "
@@ -197,7 +197,7 @@ def _render_scan(cmd: Cmd, scan: QueueScan, charset: str, print_body: bool, prin
     cmd.print(f"minOffset={scan.min_offset}, maxOffset={scan.max_offset}, {mq}")
     if print_messages:
         for r in scan.messages:
-            cmd.print(_message_line(r, charset, print_body))
+            cmd.print(_message_line(r, charset, print_body, scan.broker_name))
     status = "FOUND" if scan.messages else "NO_MATCHED_MSG"
     verb = "print msg finished." if scan.messages else "no matched msg."
     cmd.print(f"{mq} {verb} status={status}, offset={scan.end_offset}")
@@ -248,13 +248,13 @@ def print_msg_by_queue(
     b, e = _timestamps(begin, end)
     with cmd.progress(f"printMsgByQueue {topic}/{queue_id}") as update:
         scan = cmd.admin().print_msg_by_queue(topic, broker_name, queue_id, sub_expression, b, e, update)
-    counts = Counter(r.tags or "" for r in scan.messages)
+    counts = Counter(r.tags for r in scan.messages if r.tags and r.tags.strip())  # Apache skips untagged
     ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
 
     def render() -> None:
         if show_msgs:
             for r in scan.messages:
-                cmd.print(_message_line(r, charset, show_body))
+                cmd.print(_message_line(r, charset, show_body, scan.broker_name))
         if count_tags:
             for tag, n in ranked:
                 cmd.print(f"Tag: {tag:<30} Count: {n}")

@@ -163,9 +163,14 @@ class SubscriptionGroupInfo:
     which_broker_when_consume_slowly: int = 1
     notify_consumer_ids_changed_enable: bool = True
     attributes: dict[str, str] = field(default_factory=dict)
+    group_sys_flag: int = 0
+    consume_timeout_minute: int = 15
+    subscription_data_set: list[dict[str, Any]] | None = None  # SimpleSubscriptionData: topic, expressionType, expression, version
 
     def to_dict(self) -> dict[str, Any]:
-        return {"groupName": self.group_name, "consumeEnable": self.consume_enable,
+        return {"groupName": self.group_name, "groupSysFlag": self.group_sys_flag,
+                "consumeTimeoutMinute": self.consume_timeout_minute,
+                "subscriptionDataSet": self.subscription_data_set, "consumeEnable": self.consume_enable,
                 "consumeFromMinEnable": self.consume_from_min_enable,
                 "consumeBroadcastEnable": self.consume_broadcast_enable,
                 "consumeMessageOrderly": self.consume_message_orderly, "retryQueueNums": self.retry_queue_nums,

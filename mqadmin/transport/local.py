@@ -387,7 +387,9 @@ def _group_info(g: SubscriptionGroupConfig) -> SubscriptionGroupInfo:
         g.group_name, g.consume_enable, g.consume_from_min_enable, g.consume_broadcast_enable,
         g.consume_message_orderly, g.retry_queue_nums, g.retry_max_times,
         json.dumps(g.group_retry_policy, separators=(",", ":")) if g.group_retry_policy else None, g.broker_id,
-        g.which_broker_when_consume_slowly, g.notify_consumer_ids_changed_enable, dict(g.attributes))
+        g.which_broker_when_consume_slowly, g.notify_consumer_ids_changed_enable, dict(g.attributes),
+        g.group_sys_flag, g.consume_timeout_minute,
+        None if g.subscription_data_set is None else [dict(s) for s in g.subscription_data_set])
 
 
 def _first_line(text: str) -> str:

@@ -102,8 +102,7 @@ def test_groups_and_offsets(golden_cli):
     clone = cli("cloneGroupOffset", "-s", "G1", "-d", "G2", "-t", "GoldenTopicA")
     assert clone.exit_code == 0 and clone.stdout.startswith("clone group offset success. srcGroup[G1], destGroup=[G2]")
     assert [r["consumerOffset"] for r in cli.json("consumerProgress", "-g", "G2")] == [25, 25, 25, 25]
-    groups = {g["group"] for g in cli.json("consumerProgress")}
-    assert {"G1", "G2"} <= groups
+    assert cli.json("consumerProgress") == []  # as Apache: only groups with a %RETRY% topic are listed
     assert cli.json("topicList", "-c")[0]["clusterName"] == "DefaultCluster"
     r = cli("deleteSubGroup", "-c", "DefaultCluster", "-g", "G2", "-r", "true")
     assert r.exit_code == 0 and "delete subscription group [G2] from broker [127.0.0.1:10911] in cluster" in r.stdout

@@ -137,8 +137,11 @@ def test_reset_plans_progress_and_clone(admin: Admin) -> None:
     assert [(c.queue_id, c.reset_offset) for c in clone.changes] == [(0, 3), (1, 2)]
     assert [r.consumer_offset for r in admin.consumer_progress("OG2")] == [3, 2]
     assert "OG1" in admin.topic_groups("OffsetTopic")
+    assert "OG1" not in {s.group for s in admin.group_summaries()}  # as Apache: only groups with a %RETRY% topic
+    _topic(admin, "%RETRY%OG1", 1)
     summary = {s.group: s for s in admin.group_summaries()}
     assert summary["OG1"].diff_total == 2 and summary["OG1"].version == "OFFLINE"
+    assert "OG2" not in summary
 
     with pytest.raises(NotFoundError, match="Group NoGroup does not exist"):
         admin.reset_offset_by_time("NoGroup", "OffsetTopic", 0)
