@@ -247,6 +247,11 @@ class Cmd:
     def print(self, text: str = "", end: str = "\n") -> None:
         typer.echo(text + end, nl=False)
 
+    def printf(self, fmt: str, *values: Any) -> None:
+        """Java's ``System.out.printf`` as Apache mqadmin prints its tables: fixed widths, so scripts
+        that cut columns by position work on our output too (``jformat``)."""
+        typer.echo(jformat(fmt, *values), nl=False)
+
     def table(self, headers: Sequence[str], rows: Sequence[Sequence[Any]], right: Sequence[int] = ()) -> None:
         """A plain table with mqadmin's column names (``#Broker Name`` ...), no borders."""
         t = Table(box=None, show_edge=False, pad_edge=False, show_lines=False)
@@ -273,6 +278,27 @@ class Cmd:
                 bar.update(task, completed=done, total=total)
 
             yield update
+
+
+def java_text(value: Any) -> Any:
+    """A value as Java's %s prints it: true/false, null, a map as {k=v, ...}; numbers unchanged."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}={java_text(v)}" for k, v in value.items()) + "}"
+    return value
+
+
+def jformat(fmt: str, *values: Any) -> str:
+    """``String.format`` for the subset mqadmin uses (%-Ns, %Nd, %.2f, %n): Python's % does the rest."""
+    return fmt.replace("%n", "\n") % tuple(java_text(v) for v in values)
+
+
+def front(text: str, size: int) -> str:
+    """UtilAll.frontStringAtLeast: at most ``size`` characters (Apache cuts long names in tables)."""
+    return text[:size]
 
 
 def _json_default(value: Any) -> Any:

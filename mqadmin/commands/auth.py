@@ -17,6 +17,15 @@ ClusterOpt = Annotated[str | None, typer.Option("-c", "--clusterName", help="clu
 BrokerOpt = Annotated[str | None, typer.Option("-b", "--brokerAddr", help="broker address ip:port")]
 USER_HEADERS = ("#UserName", "#Password", "#UserType", "#UserStatus")
 ACL_HEADERS = ("#Subject", "#PolicyType", "#Resource", "#Actions", "#SourceIp", "#Decision")
+USER_FORMAT = "%-16s  %-22s  %-22s  %-22s%n"
+ACL_FORMAT = "%-16s  %-10s  %-22s  %-20s  %-24s  %-10s%n"
+
+
+def _print_rows(cmd: Cmd, fmt: str, headers: tuple[str, ...], rows: list[list[str]]) -> None:
+    """Apache's fixed-width printf layout (GetUserSubCommand / GetAclSubCommand FORMAT)."""
+    cmd.printf(fmt, *headers)
+    for row in rows:
+        cmd.printf(fmt, *row)
 
 
 def _targets(cmd: Cmd, cluster: str | None, broker: str | None) -> list[str]:
@@ -118,7 +127,7 @@ def get_user(
     user = cmd.admin().get_user(username, addrs[0])
     if user is None:
         raise NotFoundError(f"user {username} not found")
-    cmd.emit(user_to_info(user), lambda: cmd.table(USER_HEADERS, [_user_row(user)]))
+    cmd.emit(user_to_info(user), lambda: _print_rows(cmd, USER_FORMAT, USER_HEADERS, [_user_row(user)]))
 
 
 @register(app, "listUser", "List ACL 2.0 users (optionally whose name contains -f).")
@@ -132,7 +141,7 @@ def list_user(
     users = cmd.admin().list_users(filter_text, addrs[0])
 
     def render() -> None:
-        cmd.table(USER_HEADERS, [_user_row(u) for u in users])
+        _print_rows(cmd, USER_FORMAT, USER_HEADERS, [_user_row(u) for u in users])
         if cluster is not None:
             cmd.print(f"get user from {addrs[0]} success.")
 
@@ -207,7 +216,7 @@ def get_acl(
     acl = cmd.admin().get_acl(subject, addrs[0])
     if acl is None:
         raise NotFoundError(f"no ACL for {subject}")
-    cmd.emit(acl_to_info(acl), lambda: cmd.table(ACL_HEADERS, _acl_rows(acl)))
+    cmd.emit(acl_to_info(acl), lambda: _print_rows(cmd, ACL_FORMAT, ACL_HEADERS, _acl_rows(acl)))
 
 
 @register(app, "listAcl", "List ACLs (filters: subject and resource substrings).")
@@ -221,7 +230,7 @@ def list_acl(
     addrs = _targets(cmd, cluster, broker)
     acls = cmd.admin().list_acls(subject, resource, addrs[0])
     cmd.emit([acl_to_info(a) for a in acls],
-             lambda: cmd.table(ACL_HEADERS, [row for a in acls for row in _acl_rows(a)]))
+             lambda: _print_rows(cmd, ACL_FORMAT, ACL_HEADERS, [row for a in acls for row in _acl_rows(a)]))
 
 
 @register(app, "copyAcl", "Copy ACLs from one broker (or store directory) to another.", writes=True)

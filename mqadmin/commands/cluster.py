@@ -10,6 +10,7 @@ from mqadmin.cli import Cmd, register
 from mqadmin.errors import UsageProblem
 
 app = typer.Typer()
+BASE_FORMAT = "%-22s  %-22s  %-4s  %-22s %-16s  %16s  %30s  %-22s  %-11s  %-12s  %-8s  %-10s%n"
 
 
 @register(app, "clusterList", "List clusters and their brokers.")
@@ -30,23 +31,28 @@ def cluster_list(
 
 
 def _print_cluster(cmd: Cmd, rows: list[dict[str, Any]], more_stats: bool) -> None:
-    if more_stats:
-        cmd.emit(rows, lambda: cmd.table(
-            ("#Cluster Name", "#Broker Name", "#InTotalYest", "#OutTotalYest", "#InTotalToday", "#OutTotalToday"),
-            [(r["clusterName"], r["brokerName"], r["inTotalYest"], r["outTotalYest"], r["inTotalToday"],
-              r["outTotalToday"]) for r in rows]))
-    else:
-        cmd.emit(rows, lambda: cmd.table(
-            ("#Cluster Name", "#Broker Name", "#BID", "#Addr", "#Version", "#InTPS(LOAD)", "#OutTPS(LOAD)",
-             "#Timer(Progress)", "#PCWait(ms)", "#Hour", "#SPACE", "#ACTIVATED"),
-            [(r["clusterName"], r["brokerName"], r["brokerId"], r["brokerAddr"], r["version"],
-              f"{r['inTps']:9.2f}({r['sendThreadPoolQueueSize']},{r['sendThreadPoolQueueHeadWaitTimeMills']}ms)",
-              f"{r['outTps']:9.2f}({r['pullThreadPoolQueueSize']},{r['pullThreadPoolQueueHeadWaitTimeMills']}ms"
-              f"|{r['ackThreadPoolQueueSize']},{r['ackThreadPoolQueueHeadWaitTimeMills']}ms)",
-              f"{r['timerReadBehind']}-{r['timerOffsetBehind']}({r['timerCongestNum'] / 10000:.1f}w, "
-              f"{r['timerEnqueueTps']:.1f}, {r['timerDequeueTps']:.1f})",
-              r["pageCacheLockTimeMills"], f"{r['hours']:2.2f}", f"{r['space']:.4f}",
-              "true" if r["activated"] else "false") for r in rows]))
+    def render_more() -> None:
+        cmd.printf("%-16s  %-32s %14s %14s %14s %14s%n", "#Cluster Name", "#Broker Name", "#InTotalYest",
+                   "#OutTotalYest", "#InTotalToday", "#OutTotalToday")
+        for r in rows:
+            cmd.printf("%-16s  %-32s %14d %14d %14d %14d%n", r["clusterName"], r["brokerName"], r["inTotalYest"],
+                       r["outTotalYest"], r["inTotalToday"], r["outTotalToday"])
+
+    def render_base() -> None:
+        cmd.printf(BASE_FORMAT, "#Cluster Name", "#Broker Name", "#BID", "#Addr", "#Version", "#InTPS(LOAD)",
+                   "#OutTPS(LOAD)", "#Timer(Progress)", "#PCWait(ms)", "#Hour", "#SPACE", "#ACTIVATED")
+        for r in rows:
+            cmd.printf(
+                "%-22s  %-22s  %-4s  %-22s %-16s  %16s  %30s  %-22s  %11s  %-12s  %-8s  %10s%n",
+                r["clusterName"], r["brokerName"], r["brokerId"], r["brokerAddr"], r["version"],
+                f"{r['inTps']:9.2f}({r['sendThreadPoolQueueSize']},{r['sendThreadPoolQueueHeadWaitTimeMills']}ms)",
+                f"{r['outTps']:9.2f}({r['pullThreadPoolQueueSize']},{r['pullThreadPoolQueueHeadWaitTimeMills']}ms"
+                f"|{r['ackThreadPoolQueueSize']},{r['ackThreadPoolQueueHeadWaitTimeMills']}ms)",
+                f"{r['timerReadBehind']}-{r['timerOffsetBehind']}({r['timerCongestNum'] / 10000:.1f}w, "
+                f"{r['timerEnqueueTps']:.1f}, {r['timerDequeueTps']:.1f})",
+                r["pageCacheLockTimeMills"], f"{r['hours']:2.2f}", f"{r['space']:.4f}", r["activated"])
+
+    cmd.emit(rows, render_more if more_stats else render_base)
 
 
 @register(app, "brokerStatus", "Show a broker's runtime information.")

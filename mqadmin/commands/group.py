@@ -7,7 +7,7 @@ import typer
 
 from broker_core.broker.limits import JAVA_LONG_MAX, MAX_RETRY_TIMES, MAX_TOPIC_QUEUE_NUMS
 from mqadmin.admin import BrokerIdentity, SubscriptionGroupInfo
-from mqadmin.cli import Cmd, complete_group, complete_topic, parse_bool, register
+from mqadmin.cli import Cmd, complete_group, complete_topic, front, parse_bool, register
 from mqadmin.errors import AdminError, UsageProblem
 from mqadmin.timefmt import seconds_text
 
@@ -145,26 +145,34 @@ def consumer_progress(
     with_ip = parse_bool(show_client_ip, "-s/--showClientIP", False)
     if group is None:
         rows = admin.group_summaries()
-        cmd.emit([r.to_dict() for r in rows], lambda: cmd.table(
-            ("#Group", "#Count", "#Version", "#Type", "#Model", "#TPS", "#Diff Total"),
-            [(r.group, r.count, r.version, r.consume_type, r.message_model, f"{r.consume_tps:.0f}", r.diff_total)
-             for r in rows]))
+        def render_groups() -> None:
+            cmd.printf("%-64s  %-6s  %-24s %-5s  %-14s  %-7s  %s%n", "#Group", "#Count", "#Version", "#Type",
+                       "#Model", "#TPS", "#Diff Total")
+            for r in rows:
+                cmd.printf("%-64s  %-6d  %-24s %-5s  %-14s  %-7d  %d%n", front(r.group, 64), r.count, r.version,
+                           r.consume_type, r.message_model, int(r.consume_tps), r.diff_total)
+
+        cmd.emit([r.to_dict() for r in rows], render_groups)
         return
     rows = admin.consumer_progress(group, topic)
 
     def render() -> None:
-        headers = ["#Topic", "#Broker Name", "#QID", "#Broker Offset", "#Consumer Offset"]
         if with_ip:
-            headers.append("#Client IP")
-        headers += ["#Diff", "#Inflight", "#LastTime"]
-        table = []
-        for r in rows:
-            row = [r.topic, r.broker_name, r.queue_id, r.broker_offset, r.consumer_offset]
+            cmd.printf("%-64s  %-32s  %-4s  %-20s  %-20s  %-20s %-20s %-20s%s%n", "#Topic", "#Broker Name", "#QID",
+                       "#Broker Offset", "#Consumer Offset", "#Client IP", "#Diff", "#Inflight", "#LastTime")
+        else:
+            cmd.printf("%-64s  %-32s  %-4s  %-20s  %-20s  %-20s %-20s%s%n", "#Topic", "#Broker Name", "#QID",
+                       "#Broker Offset", "#Consumer Offset", "#Diff", "#Inflight", "#LastTime")
+        for r in sorted(rows, key=lambda r: (r.topic, r.broker_name, r.queue_id)):
+            last = seconds_text(r.last_timestamp) if r.last_timestamp else "N/A"
             if with_ip:
-                row.append(r.client_ip or "N/A")
-            row += [r.diff, r.inflight, seconds_text(r.last_timestamp) if r.last_timestamp else "N/A"]
-            table.append(row)
-        cmd.table(headers, table)
+                cmd.printf("%-64s  %-32s  %-4d  %-20d  %-20d  %-20s %-20d %-20d %s%n", front(r.topic, 64),
+                           front(r.broker_name, 32), r.queue_id, r.broker_offset, r.consumer_offset,
+                           r.client_ip or "N/A", r.diff, r.inflight, last)
+            else:
+                cmd.printf("%-64s  %-32s  %-4d  %-20d  %-20d  %-20d %-20d %s%n", front(r.topic, 64),
+                           front(r.broker_name, 32), r.queue_id, r.broker_offset, r.consumer_offset, r.diff,
+                           r.inflight, last)
         cmd.print("")
         cmd.print("Consume TPS: 0.00")
         cmd.print(f"Consume Diff Total: {sum(r.diff for r in rows)}")

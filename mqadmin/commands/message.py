@@ -125,9 +125,12 @@ def query_msg_by_key(
     records = admin.query_msg_by_key(topic, key, max_num, 0 if b is None else b, LONG_MAX if e is None else e)
     if not records:
         raise NotFoundError("query message by key finished, but no message.")
-    cmd.emit([r.to_dict() for r in records],
-             lambda: cmd.table(("#Message ID", "#QID", "#Offset"),
-                               [(r.display_id, r.queue_id, r.queue_offset) for r in records], right=(1, 2)))
+    def render() -> None:
+        cmd.printf("%-50s %4s %40s%n", "#Message ID", "#QID", "#Offset")
+        for r in records:
+            cmd.printf("%-50s %4d %40d%n", r.display_id, r.queue_id, r.queue_offset)
+
+    cmd.emit([r.to_dict() for r in records], render)
 
 
 @register(app, "queryMsgByUniqueKey", "Query a message by its unique key (UNIQ_KEY / client msgId).")
@@ -280,9 +283,12 @@ def send_message(
     if queue_id is not None and broker_name is None:
         raise UsageProblem("Broker name must be set if the queue is chosen!")
     result = cmd.admin().send_message(topic, body.encode("utf-8"), key, tags, broker_name, queue_id)
-    cmd.emit(result.to_dict(), lambda: cmd.table(
-        ("#Broker Name", "#QID", "#Send Result", "#MsgId"),
-        [(result.broker_name, result.queue_id, result.send_status, result.msg_id)]))
+    def render() -> None:
+        cmd.printf("%-32s  %-4s  %-20s    %s%n", "#Broker Name", "#QID", "#Send Result", "#MsgId")
+        cmd.printf("%-32s  %-4s  %-20s    %s%n", result.broker_name, result.queue_id, result.send_status,
+                   result.msg_id)
+
+    cmd.emit(result.to_dict(), render)
 
 
 @register(app, "consumeMessage", "Read messages like a pull consumer (nothing is committed).")

@@ -22,11 +22,14 @@ PLAN_HEADERS = ("#brokerName", "#queueId", "#brokerOffset", "#consumerOffset", "
 def _render_plan(cmd: Cmd, plan: ResetPlan, dry_run: bool) -> None:
     if dry_run:
         cmd.print("[dry-run] nothing changed; the reset would move these queues:")
-        cmd.table(PLAN_HEADERS, [(c.broker_name, c.queue_id, c.broker_offset, c.consumer_offset,
-                                  c.timestamp_offset, c.reset_offset) for c in plan.changes])
+        cmd.printf("%-20s  %-20s  %-20s  %-20s  %-20s  %-20s%n", *PLAN_HEADERS)
+        for c in plan.changes:
+            cmd.printf("%-20s  %-20d  %-20d  %-20d  %-20d  %-20d%n", c.broker_name, c.queue_id, c.broker_offset,
+                       c.consumer_offset, c.timestamp_offset, c.reset_offset)
         return
-    cmd.table(("#brokerName", "#queueId", "#offset"),
-              [(c.broker_name, c.queue_id, c.reset_offset) for c in plan.changes])
+    cmd.printf("%-40s  %-40s  %-40s%n", "#brokerName", "#queueId", "#offset")
+    for c in plan.changes:
+        cmd.printf("%-40s  %-40d  %-40d%n", c.broker_name, c.queue_id, c.reset_offset)
 
 
 @register(app, "resetOffsetByTime", "Reset a group's consume offsets to a point in time.", writes=True)

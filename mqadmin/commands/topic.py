@@ -7,12 +7,13 @@ import typer
 
 from broker_core.broker.limits import MAX_TOPIC_QUEUE_NUMS
 from mqadmin.admin import TopicInfo
-from mqadmin.cli import Cmd, complete_topic, parse_bool, register
+from mqadmin.cli import Cmd, complete_topic, front, parse_bool, register
 from mqadmin.errors import NotFoundError, UsageProblem
 from mqadmin.timefmt import human2
 
 app = typer.Typer()
 
+ROUTE_FORMAT = "%-45s %-32s %-50s %-10s %-11s %-5s%n"
 TopicOpt = Annotated[str, typer.Option("-t", "--topic", help="topic", autocompletion=complete_topic)]
 
 
@@ -127,8 +128,12 @@ def topic_list(
             continue
         groups = admin.topic_groups(t) or [""]
         rows.extend((cluster, t, g) for g in groups)
-    cmd.emit([{"clusterName": c, "topic": t, "consumerGroup": g} for c, t, g in rows],
-             lambda: cmd.table(("#Cluster Name", "#Topic", "#Consumer Group"), rows))
+    def render() -> None:
+        cmd.printf("%-20s  %-48s  %-48s%n", "#Cluster Name", "#Topic", "#Consumer Group")
+        for c, t, g in rows:
+            cmd.printf("%-20s  %-64s  %-64s%n", front(c, 20), front(t, 64), front(g, 64))
+
+    cmd.emit([{"clusterName": c, "topic": t, "consumerGroup": g} for c, t, g in rows], render)
 
 
 @register(app, "topicRoute", "Show a topic's route (brokers and queues).")
@@ -143,20 +148,19 @@ def topic_route(
         if not as_list:
             cmd.print(json.dumps(route, indent="\t", sort_keys=True))
             return
-        clusters = {b["brokerName"]: b["cluster"] for b in route["brokerDatas"]}
-        addrs = {b["brokerName"]: b["brokerAddrs"] for b in route["brokerDatas"]}
-        rows = []
+        queues = {q["brokerName"]: q for q in route["queueDatas"]}
         total_r = total_w = 0
-        for q in sorted(route["queueDatas"], key=lambda q: q["brokerName"]):
-            name = q["brokerName"]
-            addr_text = "{" + ", ".join(f"{k}={v}" for k, v in addrs.get(name, {}).items()) + "}"
-            rows.append((clusters.get(name, ""), name, addr_text, q["readQueueNums"], q["writeQueueNums"],
-                         q["perm"]))
+        cmd.printf(ROUTE_FORMAT, "#ClusterName", "#BrokerName", "#BrokerAddrs", "#ReadQueue", "#WriteQueue", "#Perm")
+        for b in sorted(route["brokerDatas"], key=lambda b: b["brokerName"]):
+            q = queues.get(b["brokerName"])
+            if q is None:
+                continue
             total_r += q["readQueueNums"]
             total_w += q["writeQueueNums"]
-        cmd.table(("#ClusterName", "#BrokerName", "#BrokerAddrs", "#ReadQueue", "#WriteQueue", "#Perm"), rows)
+            cmd.printf(ROUTE_FORMAT, b["cluster"], b["brokerName"], b["brokerAddrs"], q["readQueueNums"],
+                       q["writeQueueNums"], q["perm"])
         cmd.print("-" * 158)
-        cmd.table(("Total:", str(len(rows)), "", str(total_r), str(total_w), ""), [])
+        cmd.printf(ROUTE_FORMAT, "Total:", len(queues), "", total_r, total_w, "")
 
     cmd.emit(route, render)
 
@@ -175,9 +179,11 @@ def topic_status(
         raise NotFoundError("Not found the topic stats info")
 
     def render() -> None:
-        cmd.table(("#Broker Name", "#QID", "#Min Offset", "#Max Offset", "#Last Updated"),
-                  [(r.broker_name, r.queue_id, r.min_offset, r.max_offset,
-                    human2(r.last_update_timestamp) if r.last_update_timestamp else "") for r in rows])
+        cmd.printf("%-32s  %-4s  %-20s  %-20s    %s%n", "#Broker Name", "#QID", "#Min Offset", "#Max Offset",
+                   "#Last Updated")
+        for r in sorted(rows, key=lambda r: (r.broker_name, r.queue_id)):
+            cmd.printf("%-32s  %-4d  %-20d  %-20d    %s%n", front(r.broker_name, 32), r.queue_id, r.min_offset,
+                       r.max_offset, human2(r.last_update_timestamp) if r.last_update_timestamp else "")
         cmd.print("")
         cmd.print("Topic Put TPS: 0.0")
 
