@@ -17,11 +17,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from broker_core.auth.authorization import AuthorizationContext
-from broker_core.auth.errors import AuthError
-from broker_core.auth.evaluator import Explanation, evaluate
 from broker_core.auth.model import Acl, User, UserStatus, UserType
-from broker_core.broker.filter import FilterSyntaxError, build_filter
 from mqadmin.errors import AdminError, NotFoundError, WrongTargetError
 from mqadmin.timefmt import now_ms
 from mqadmin.transport.base import (
@@ -36,7 +32,8 @@ from mqadmin.transport.base import (
     TopicInfo,
 )
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # start-up: the evaluator and the filter parser load in the methods that use them
+    from broker_core.auth.evaluator import Explanation
     from broker_core.store.verify import VerifyReport
     from spark.rebuild import RebuildSummary
 
@@ -587,6 +584,8 @@ class Admin:
     @staticmethod
     def _check_expression(sub_expression: str | None) -> str:
         """The tag expression, refused here with the CLI's message before any request is sent."""
+        from broker_core.broker.filter import FilterSyntaxError, build_filter
+
         expression = sub_expression or "*"
         try:
             build_filter("TAG", expression)
@@ -826,6 +825,10 @@ class Admin:
                     broker_addr: str | None = None) -> Explanation:
         """Which entry of the subject's ACL decides (and why), evaluated here from the broker's user
         and ACL with the broker's own evaluator — so the answer is the broker's, over any transport."""
+        from broker_core.auth.authorization import AuthorizationContext
+        from broker_core.auth.errors import AuthError
+        from broker_core.auth.evaluator import evaluate
+
         addr = self._addr(broker_addr)
         try:
             ctx = AuthorizationContext(subject, resource, actions, source_ip)

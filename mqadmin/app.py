@@ -19,6 +19,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=True,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # plain help: rich (and its markdown parser) cost more than the whole command
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 

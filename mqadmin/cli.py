@@ -20,18 +20,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import Enum, StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
-from rich.text import Text
 from typer._click.exceptions import ClickException, UsageError  # typer vendors click
 from typer.core import TyperGroup, TyperOption
 
-from mqadmin.admin import Admin
 from mqadmin.errors import EXIT_FAILURE, EXIT_USAGE, AdminError
+
+if TYPE_CHECKING:  # start-up: the Admin (and the broker under it) load when a command needs them
+    from mqadmin.admin import Admin
 
 
 class OutputFormat(StrEnum):
@@ -192,7 +190,6 @@ class Cmd:
         self.writes = writes
         self._admins: list[Admin] = []
         self._admin: Admin | None = None
-        self.err_console = Console(stderr=True, markup=False, highlight=False)
 
     # -- targets --------------------------------------------------------------------------------------
     def admin(self) -> Admin:
@@ -254,6 +251,10 @@ class Cmd:
 
     def table(self, headers: Sequence[str], rows: Sequence[Sequence[Any]], right: Sequence[int] = ()) -> None:
         """A plain table with mqadmin's column names (``#Broker Name`` ...), no borders."""
+        from rich.console import Console
+        from rich.table import Table
+        from rich.text import Text
+
         t = Table(box=None, show_edge=False, pad_edge=False, show_lines=False)
         for i, h in enumerate(headers):
             t.add_column(Text(h), justify="right" if i in right else "left", no_wrap=True, overflow="fold")
@@ -266,12 +267,15 @@ class Cmd:
     @contextmanager
     def progress(self, description: str) -> Iterator[Callable[[int, int], None]]:
         """A rich progress bar on stderr (only on a terminal); yields ``update(done, total)``."""
-        enabled = self.err_console.is_terminal and not self.structured
-        if not enabled:
+        if not sys.stderr.isatty() or self.structured:
             yield lambda done, total: None
             return
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        err_console = Console(stderr=True, markup=False, highlight=False)
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      console=self.err_console, transient=True) as bar:
+                      console=err_console, transient=True) as bar:
             task = bar.add_task(description, total=None)
 
             def update(done: int, total: int) -> None:

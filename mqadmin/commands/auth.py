@@ -1,15 +1,19 @@
 """ACL 2.0 commands (spec E.2/E.3): users and ACLs, copies between brokers, and ``explainAcl``."""
 
-from typing import Annotated, Any
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from broker_core.auth.converter import acl_to_info, user_to_info
 from broker_core.auth.errors import AuthError
-from broker_core.auth.evaluator import Explanation, describe_entry
 from broker_core.auth.model import Acl, User
 from mqadmin.cli import Cmd, register, split_list
 from mqadmin.errors import AdminError, NotFoundError, UsageProblem
+
+if TYPE_CHECKING:
+    from broker_core.auth.evaluator import Explanation
 
 app = typer.Typer()
 
@@ -249,6 +253,8 @@ def copy_acl(
 
 
 def explanation_to_dict(x: Explanation) -> dict[str, Any]:
+    from broker_core.auth.evaluator import describe_entry
+
     return {
         "decision": x.decision.value, "allowed": x.allowed, "reason": x.reason,
         "subject": x.subject.key if x.subject else None, "resource": x.resource.key,
@@ -269,6 +275,8 @@ def explain_acl(
     actions: Annotated[str, typer.Option("-a", "--actions", help="comma list, e.g. Pub or Sub,Get")],
     source_ip: Annotated[str | None, typer.Option("-i", "--sourceIp", help="client IP")] = None,
 ) -> None:
+    from broker_core.auth.evaluator import describe_entry
+
     x = cmd.admin().explain_acl(subject, resource, split_list(actions) or [], source_ip)
     data = explanation_to_dict(x)
 

@@ -1,15 +1,19 @@
 """Group commands (spec E.5): updateSubGroup, deleteSubGroup, consumerProgress."""
 
+from __future__ import annotations
+
 import json
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from broker_core.broker.limits import JAVA_LONG_MAX, MAX_RETRY_TIMES, MAX_TOPIC_QUEUE_NUMS
-from mqadmin.admin import BrokerIdentity, SubscriptionGroupInfo
 from mqadmin.cli import Cmd, complete_group, complete_topic, front, parse_bool, register
 from mqadmin.errors import AdminError, UsageProblem
 from mqadmin.timefmt import seconds_text
+
+if TYPE_CHECKING:  # start-up: mqadmin.admin loads when a command runs
+    from mqadmin.admin import BrokerIdentity, SubscriptionGroupInfo
 
 app = typer.Typer()
 
@@ -91,6 +95,7 @@ def update_sub_group(
         except json.JSONDecodeError as e:
             raise AdminError(f"invalid -p/--groupRetryPolicy JSON: {e.msg} at character {e.pos}") from None
     from mqadmin.commands.topic import parse_attributes
+    from mqadmin.transport.base import SubscriptionGroupInfo
 
     config = SubscriptionGroupInfo(
         group, parse_bool(consume_enable, "-s", True), parse_bool(from_min, "-m", False),

@@ -1,18 +1,21 @@
 """Message commands (spec E.6): queries by id / key / unique key / offset, printing, send, consume."""
 
+from __future__ import annotations
+
 import tempfile
 from collections import Counter
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from broker_core.broker.limits import JAVA_INT_MAX, JAVA_LONG_MAX
-from mqadmin.admin import MessageRecord, QueueScan
 from mqadmin.cli import Cmd, complete_group, complete_topic, parse_bool, register, split_list
 from mqadmin.errors import AdminError, NotFoundError, UsageProblem
-from mqadmin.msgid import decode_message_id
 from mqadmin.timefmt import human2, input_style, parse_millis, parse_timestamp
+
+if TYPE_CHECKING:  # start-up: mqadmin.admin loads when a command runs
+    from mqadmin.admin import MessageRecord, QueueScan
 
 app = typer.Typer()
 
@@ -328,6 +331,8 @@ def decode_message_id_cmd(
 ) -> None:
     if not message_id:
         raise UsageProblem("-i/--messageId is required")
+    from mqadmin.msgid import decode_message_id
+
     d = decode_message_id(message_id)
     data = {"ip": d.ip, "date": input_style(d.date_ms), "dateMs": d.date_ms, "pid": d.pid,
             "offsetStoreHost": d.offset_store_host, "offsetCommitLogOffset": d.offset_commit_log_offset}

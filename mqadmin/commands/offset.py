@@ -1,14 +1,18 @@
 """Offset commands (spec E.5): resetOffsetByTime, skipAccumulatedMessage, cloneGroupOffset."""
 
-from typing import Annotated
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from broker_core.broker.limits import JAVA_INT_MAX, JAVA_LONG_MAX
-from mqadmin.admin import ResetPlan
 from mqadmin.cli import Cmd, complete_group, complete_topic, parse_bool, register
 from mqadmin.errors import UsageProblem
 from mqadmin.timefmt import parse_timestamp
+
+if TYPE_CHECKING:  # start-up: mqadmin.admin loads when a command runs
+    from mqadmin.admin import ResetPlan
 
 app = typer.Typer()
 

@@ -1,15 +1,19 @@
 """Topic commands (spec E.4): updateTopic, deleteTopic, topicList, topicRoute, topicStatus."""
 
+from __future__ import annotations
+
 import json
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from broker_core.broker.limits import MAX_TOPIC_QUEUE_NUMS
-from mqadmin.admin import TopicInfo
 from mqadmin.cli import Cmd, complete_topic, front, parse_bool, register
 from mqadmin.errors import NotFoundError, UsageProblem
 from mqadmin.timefmt import human2
+
+if TYPE_CHECKING:  # start-up: mqadmin.admin loads when a command runs
+    from mqadmin.admin import TopicInfo
 
 app = typer.Typer()
 
@@ -70,6 +74,8 @@ def update_topic(
     admin = cmd.admin()
     targets = admin.check_target(cluster_name=cluster, broker_addr=broker)
     sys_flag = (1 if is_unit else 0) | (2 if has_sub else 0)
+    from mqadmin.transport.base import TopicInfo
+
     wanted = TopicInfo(topic, read_queue_nums, write_queue_nums, perm, "SINGLE_TAG", sys_flag, is_order, attrs)
     result = admin.update_topic(wanted, targets)
     attr_text = "{" + ", ".join(f"{k}={v}" for k, v in attrs.items()) + "}"
