@@ -6,6 +6,9 @@ and this module merges them into one case-insensitive group (mqadmin's lookup ru
 
 from __future__ import annotations
 
+import os
+import sys
+
 import typer
 
 from mqadmin.cli import CaseInsensitiveGroup
@@ -27,8 +30,30 @@ for family in (auth, topic, group, offset, message, cluster, store, search):
     app.registered_commands.extend(family.app.registered_commands)
 
 
+def _app_for(argv: list[str]) -> typer.Typer:
+    """Start-up: when argv names one command, a group holding only it (typer builds every registered
+    command's parser before dispatching; ~40 of them cost more than a small read). Anything else —
+    no command, ``help``, completion, an unknown name — gets the full group and its messages."""
+    if not argv or argv[0].startswith("-") or "_MQADMIN_COMPLETE" in os.environ:
+        return app
+    wanted = argv[0].lower()
+    chosen = [c for c in app.registered_commands if (c.name or "").lower() == wanted]
+    if not chosen:
+        return app
+    single = typer.Typer(name="mqadmin", cls=CaseInsensitiveGroup, add_completion=False,
+                         pretty_exceptions_enable=False, rich_markup_mode=None,
+                         context_settings={"help_option_names": ["-h", "--help"]})
+    single.registered_commands.extend(chosen)
+    single.callback()(_group)  # a callback keeps it a group: ``mqadmin <cmd> ...`` parses as with the full app
+    return single
+
+
+def _group() -> None:
+    """RocketMQ admin tool (rmqops)."""
+
+
 def main() -> None:
-    app(prog_name="mqadmin")
+    _app_for(sys.argv[1:])(prog_name="mqadmin")
 
 
 if __name__ == "__main__":

@@ -18,8 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
-
 from broker_core.auth.errors import AuthError
 from broker_core.auth.model import (
     Acl,
@@ -121,6 +119,8 @@ def account_to_user_and_acl(account: dict[str, Any]) -> tuple[User, Acl | None]:
 
 
 def load_accounts(paths: Iterable[Path], report: MigrationReport) -> list[dict[str, Any]]:
+    import yaml  # only a migration reads YAML: every broker start would pay for it otherwise
+
     accounts: list[dict[str, Any]] = []
     for path in paths:
         try:

@@ -9,9 +9,12 @@ for an asyncio caller.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import threading
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # asyncio loads with the first awaiting caller (a server), not with every Broker
+    import asyncio
 
 
 def _resolve(fut: asyncio.Future[bool]) -> None:
@@ -53,6 +56,8 @@ class Waiter:
 
     async def wait_async(self, timeout: float) -> bool:
         """Await a wake-up for up to ``timeout`` seconds without holding a thread; True when woken."""
+        import asyncio
+
         loop = asyncio.get_running_loop()
         with self._lock:
             if self._event.is_set():
