@@ -72,7 +72,7 @@ from broker_core.remoting.headers import (
 )
 from broker_core.store.codec.message import RecordError
 from broker_core.store.subscription_group_config import SubscriptionGroupConfig
-from mqadmin.errors import AdminError, NotFoundError
+from mqadmin.errors import AdminError, NotFoundError, refusal
 from mqadmin.records import to_record
 from mqadmin.transport.base import (
     ClientConnection,
@@ -154,7 +154,7 @@ class RemotingBrokerClient:
     @staticmethod
     def _error(code: int, remark: str | None) -> AdminError:
         text = remark or f"request failed with code {code}"
-        return NotFoundError(text) if code in _NOT_FOUND_CODES else AdminError(text)
+        return NotFoundError(text) if code in _NOT_FOUND_CODES else refusal(text)
 
     def _call(self, addr: str | None, code: int, header: CommandHeader | None = None, body: bytes = b"",
               ext: dict[str, str] | None = None, timeout: float | None = None) -> RemotingCommand:
@@ -270,7 +270,10 @@ class RemotingBrokerClient:
             group_retry_policy=json.dumps(policy, separators=(",", ":"), sort_keys=True) if policy else None,
             broker_id=cfg.broker_id, which_broker_when_consume_slowly=cfg.which_broker_when_consume_slowly,
             notify_consumer_ids_changed_enable=cfg.notify_consumer_ids_changed_enable,
-            attributes=dict(cfg.attributes))
+            attributes=dict(cfg.attributes), group_sys_flag=cfg.group_sys_flag,
+            consume_timeout_minute=cfg.consume_timeout_minute,
+            subscription_data_set=None if cfg.subscription_data_set is None
+            else [dict(s) for s in cfg.subscription_data_set])
 
     def get_all_subscription_group(self, broker_addr: str) -> list[SubscriptionGroupInfo]:
         body = self._body(SubscriptionGroupWrapper,
