@@ -22,7 +22,9 @@ from mqadmin.errors import AdminError, NotFoundError, WrongTargetError
 from mqadmin.timefmt import now_ms
 from mqadmin.transport.base import (
     BrokerClient,
+    ClientConnection,
     ConsumeQueueStats,
+    ConsumerConnection,
     MessageRecord,
     ProgressFn,
     QueueStatus,
@@ -460,6 +462,79 @@ class Admin:
                     model = conn.message_model
             out.append(GroupSummary(group, count, version, ctype, model, 0.0, diff))
         return out
+
+    # -- connections and settings of running brokers -------------------------------------------------
+    def consumer_connection_info(self, group: str, broker_addr: str | None = None) -> ConsumerConnection:
+        """consumerConnection: who of ``group`` is online (the first broker that knows, or ``broker_addr``)."""
+        addrs = [broker_addr] if broker_addr else [b.broker_addr for b in self.brokers()]
+        for addr in addrs:
+            conn = self.client.consumer_connection(addr, group)
+            if conn is not None and conn.connections:
+                return conn
+        raise NotFoundError(f"the consumer group[{group}] not online at {self.target}")
+
+    def producer_connection_info(self, group: str, topic: str) -> list[ClientConnection]:
+        """producerConnection: the group's online producers on the brokers of ``topic``."""
+        found: dict[str, ClientConnection] = {}
+        for b, _ in self._require_topic(topic):
+            for c in self.client.producer_connection(b.broker_addr, group):
+                found.setdefault(c.client_id, c)
+        if not found:
+            raise NotFoundError(f"the producer group[{group}] not online at {self.target}")
+        return [found[k] for k in sorted(found)]
+
+    def update_broker_config(self, properties: dict[str, str], targets: list[BrokerIdentity]) -> list[str]:
+        """UPDATE_BROKER_CONFIG on each target; the addresses updated."""
+        for b in targets:
+            self.client.update_broker_config(b.broker_addr, dict(properties))
+        return [b.broker_addr for b in targets]
+
+    def update_topic_perm(self, topic: str, perm: int, targets: list[BrokerIdentity]
+                          ) -> list[tuple[BrokerIdentity, int, TopicInfo | None]]:
+        """updateTopicPerm: per target (old perm, the topic as now stored, or None when unchanged)."""
+        out: list[tuple[BrokerIdentity, int, TopicInfo | None]] = []
+        for b, info in self._require_topic(topic, targets):
+            if info.perm == perm:
+                out.append((b, info.perm, None))
+                continue
+            wanted = dataclasses.replace(info, perm=perm, attributes={})  # no attribute change
+            out.append((b, info.perm, self.client.update_and_create_topic(b.broker_addr, wanted)))
+        return out
+
+    def topic_cluster_list(self, topic: str) -> list[str]:
+        """topicClusterList: the clusters of the brokers in the topic's route."""
+        route = self.client.topic_route(topic)
+        if route is None or not route.broker_datas:
+            raise NotFoundError(f"topic [{topic}] not found in {self.target}")
+        return sorted({b.cluster for b in route.broker_datas})
+
+    def consumer_configs(self, group: str) -> list[tuple[BrokerIdentity, SubscriptionGroupInfo]]:
+        """getConsumerConfig: the group's config on every broker that has it."""
+        out = []
+        for b in self.brokers():
+            cfg = self.client.get_subscription_group(b.broker_addr, group)
+            if cfg is not None:
+                out.append((b, cfg))
+        if not out:
+            raise NotFoundError(f"subscription group [{group}] does not exist in {self.target}")
+        return out
+
+    def allocate_mq(self, topic: str, client_ids: list[str]) -> dict[str, list[dict[str, Any]]]:
+        """allocateMQ: how AllocateMessageQueueAveragely splits the topic's readable queues among ``client_ids``."""
+        from broker_core.client.allocate import allocate_averagely
+        from broker_core.remoting.bodies import MessageQueue
+
+        route = self.client.topic_route(topic)
+        if route is None:
+            raise NotFoundError(f"topic [{topic}] not found in {self.target}")
+        mqs = [MessageQueue(topic=topic, broker_name=q.broker_name, queue_id=i)
+               for q in route.queue_datas if q.perm & 4 for i in range(q.read_queue_nums)]
+        return {cid: [{"brokerName": m.broker_name, "queueId": m.queue_id, "topic": m.topic}
+                      for m in allocate_averagely(cid, mqs, client_ids)] for cid in client_ids}
+
+    def topic_write_queues(self, topic: str) -> list[tuple[BrokerIdentity, int]]:
+        """(broker, writeQueueNums) of every broker with the topic (checkMsgSendRT spreads over them)."""
+        return [(b, info.write_queue_nums) for b, info in self._require_topic(topic)]
 
     # -- offsets --------------------------------------------------------------------------------------
     def _require_group(self, broker_addr: str, group: str) -> None:

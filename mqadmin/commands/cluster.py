@@ -95,3 +95,24 @@ def get_broker_config(
         cmd.print("")
 
     cmd.emit(props, render)
+
+
+@register(app, "updateBrokerConfig", "Update broker's config.")
+def update_broker_config(
+    cmd: Cmd,
+    key: Annotated[str, typer.Option("-k", "--key", help="config key")],
+    value: Annotated[str, typer.Option("-v", "--value", help="config value")],
+    broker: Annotated[str | None, typer.Option("-b", "--brokerAddr", help="update which broker")] = None,
+    cluster: Annotated[str | None, typer.Option("-c", "--clusterName", help="update which cluster")] = None,
+    update_all: Annotated[str | None, typer.Option("-a", "--updateAllBroker",
+                                                   help="update all brokers include slave")] = None,
+) -> None:
+    if (broker is None) == (cluster is None):
+        raise UsageProblem("exactly one of -b/--brokerAddr or -c/--clusterName is required")
+    if not key.strip():
+        raise UsageProblem("-k/--key must not be blank")
+    admin = cmd.admin()
+    targets = admin.check_target(cluster_name=cluster, broker_addr=broker)
+    addrs = admin.update_broker_config({key.strip(): value.strip()}, targets)
+    cmd.emit({"brokers": addrs, "key": key.strip(), "value": value.strip()},
+             lambda: [cmd.printf("update broker config success, %s\n", a) for a in addrs])

@@ -184,3 +184,83 @@ def consumer_progress(
         cmd.print(f"Consume Inflight Total: {sum(r.inflight for r in rows)}")
 
     cmd.emit([r.to_dict() for r in rows], render)
+
+
+_CONFIG_FIELDS = ("groupName", "consumeEnable", "consumeFromMinEnable", "consumeBroadcastEnable",
+                  "consumeMessageOrderly", "retryQueueNums", "retryMaxTimes", "groupRetryPolicy", "brokerId",
+                  "whichBrokerWhenConsumeSlowly", "notifyConsumerIdsChangedEnable", "groupSysFlag",
+                  "consumeTimeoutMinute", "subscriptionDataSet", "attributes")
+
+
+def _config_values(g: SubscriptionGroupInfo) -> dict[str, str]:
+    """Each SubscriptionGroupConfig field as Java's toString prints it (null as ''), declaration order."""
+    attrs = "{" + ", ".join(f"{k}={v}" for k, v in g.attributes.items()) + "}"
+    subs = _subscriptions_text(g.subscription_data_set)
+    values: dict[str, object] = {
+        "groupName": g.group_name, "consumeEnable": _java_bool(g.consume_enable),
+        "consumeFromMinEnable": _java_bool(g.consume_from_min_enable),
+        "consumeBroadcastEnable": _java_bool(g.consume_broadcast_enable),
+        "consumeMessageOrderly": _java_bool(g.consume_message_orderly), "retryQueueNums": g.retry_queue_nums,
+        "retryMaxTimes": g.retry_max_times, "groupRetryPolicy": retry_policy_text(g.group_retry_policy),
+        "brokerId": g.broker_id, "whichBrokerWhenConsumeSlowly": g.which_broker_when_consume_slowly,
+        "notifyConsumerIdsChangedEnable": _java_bool(g.notify_consumer_ids_changed_enable),
+        "groupSysFlag": g.group_sys_flag, "consumeTimeoutMinute": g.consume_timeout_minute,
+        "subscriptionDataSet": subs, "attributes": attrs}
+    return {k: "" if values[k] is None else str(values[k]) for k in _CONFIG_FIELDS}
+
+
+@register(app, "getConsumerConfig", "Get consumer config by subscription group name.")
+def get_consumer_config(cmd: Cmd, group: GroupOpt) -> None:
+    found = cmd.admin().consumer_configs(group.strip())
+
+    def render() -> None:
+        for b, cfg in found:
+            cmd.printf("=============================%s:%s=============================\n", b.cluster_name,
+                       b.broker_name)
+            for k, v in _config_values(cfg).items():
+                cmd.printf("%s%-40s=  %s\n", "", k, v)
+
+    cmd.emit([{"clusterName": b.cluster_name, "brokerName": b.broker_name, "config": cfg.to_dict()}
+              for b, cfg in found], render)
+
+
+@register(app, "updateSubGroupList", "Update or create subscription group in batch", writes=True)
+def update_sub_group_list(
+    cmd: Cmd,
+    filename: Annotated[str, typer.Option("-f", "--filename", help="JSON file: a list of SubscriptionGroupConfig")],
+    broker: Annotated[str | None, typer.Option("-b", "--brokerAddr", help="broker address")] = None,
+    cluster: Annotated[str | None, typer.Option("-c", "--clusterName", help="cluster name")] = None,
+) -> None:
+    from mqadmin.commands.topic import _field, _read_json_list
+    from mqadmin.transport.base import SubscriptionGroupInfo
+
+    if (broker is None) == (cluster is None):
+        raise UsageProblem("exactly one of -b/--brokerAddr or -c/--clusterName is required")
+    wanted = []
+    for i, obj in enumerate(_read_json_list(filename, "SubscriptionGroupConfig")):
+        where = f"{filename}[{i}]"
+        name = _field(obj, "groupName", str, "", where)
+        if not name:
+            raise AdminError(f"{where}: groupName is required")
+        policy = obj.get("groupRetryPolicy")
+        attrs = obj.get("attributes") or {}
+        if not isinstance(attrs, dict):
+            raise AdminError(f"{where}: attributes must be an object")
+        wanted.append(SubscriptionGroupInfo(
+            name, _field(obj, "consumeEnable", bool, True, where),
+            _field(obj, "consumeFromMinEnable", bool, True, where),
+            _field(obj, "consumeBroadcastEnable", bool, True, where),
+            _field(obj, "consumeMessageOrderly", bool, False, where),
+            _field(obj, "retryQueueNums", int, 1, where), _field(obj, "retryMaxTimes", int, 16, where),
+            json.dumps(policy) if isinstance(policy, dict) else None, _field(obj, "brokerId", int, 0, where),
+            _field(obj, "whichBrokerWhenConsumeSlowly", int, 1, where),
+            _field(obj, "notifyConsumerIdsChangedEnable", bool, True, where),
+            {("+" + k.lstrip("+")): str(v) for k, v in attrs.items()}))
+    targets = _targets(cmd, cluster, broker)
+    admin = cmd.admin()
+    for g in wanted:
+        admin.update_sub_group(g, targets)
+    addrs = [b.broker_addr for b in targets]
+    what = "subscription group" if cluster is not None else "group"
+    cmd.emit({"brokers": addrs, "groups": [g.group_name for g in wanted]}, lambda: [cmd.print(
+        f"submit batch of {what} config to {a} success, please check the result later.") for a in addrs])

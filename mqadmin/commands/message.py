@@ -337,3 +337,41 @@ def decode_message_id_cmd(
     data = {"ip": d.ip, "date": input_style(d.date_ms), "dateMs": d.date_ms, "pid": d.pid,
             "offsetStoreHost": d.offset_store_host, "offsetCommitLogOffset": d.offset_commit_log_offset}
     cmd.emit(data, lambda: cmd.print(f"ip={d.ip}date={input_style(d.date_ms)}"))
+
+
+@register(app, "checkMsgSendRT", "check message send response time", writes=True)
+def check_msg_send_rt(
+    cmd: Cmd,
+    topic: TopicOpt,
+    amount: Annotated[int, typer.Option("-a", "--amount", help="message amount (default 100)",
+                                        min=1, max=JAVA_LONG_MAX)] = 100,
+    size: Annotated[int, typer.Option("-s", "--size", help="message size in bytes (default 128)",
+                                      min=0, max=4 * 1024 * 1024)] = 128,
+) -> None:
+    import time
+
+    admin = cmd.admin()
+    queues = [(b.broker_name, q) for b, n in admin.topic_write_queues(topic.strip()) for q in range(n)]
+    if not queues:
+        raise NotFoundError(f"topic [{topic}] has no writable queue")
+    body = b"a" * size
+    rows = []
+    for i in range(amount):
+        broker_name, qid = queues[i % len(queues)]
+        t0 = time.perf_counter()
+        try:
+            ok = admin.send_message(topic.strip(), body, broker_name=broker_name, queue_id=qid).send_status == "SEND_OK"
+        except AdminError:
+            ok = False
+        rows.append((broker_name, qid, ok, int((time.perf_counter() - t0) * 1000)))
+    timed = rows[1:] if len(rows) > 1 else rows
+    avg = sum(r[3] for r in timed) / len(timed)
+
+    def render() -> None:
+        cmd.printf("%-32s  %-4s  %-20s    %s%n", "#Broker Name", "#QID", "#Send Result", "#RT")
+        for name, qid, ok, rt in rows:
+            cmd.printf("%-32s  %-4d  %-20s    %s%n", name, qid, ok, rt)
+        cmd.printf("Avg RT: %.2f%n", avg)
+
+    cmd.emit({"rows": [{"brokerName": n, "queueId": q, "sendResult": ok, "rtMs": rt} for n, q, ok, rt in rows],
+              "avgRtMs": avg}, render)

@@ -312,6 +312,10 @@ class BrokerClient(Protocol):
         """GET_CONSUMER_CONNECTION_LIST (203); None when no client of the group is online."""
         ...
 
+    def producer_connection(self, broker_addr: str, group: str) -> list[ClientConnection]:
+        """GET_PRODUCER_CONNECTION_LIST (204): the group's online producers; [] when none is."""
+        ...
+
     # -- offsets -------------------------------------------------------------------------------------
     def query_consumer_offset(self, broker_addr: str, group: str, topic: str, queue_id: int) -> int:
         """QUERY_CONSUMER_OFFSET (14); -1 when the group never committed on the queue."""
@@ -366,6 +370,10 @@ class BrokerClient(Protocol):
 
     def broker_config(self, broker_addr: str) -> dict[str, str]:
         """GET_BROKER_CONFIG (26)."""
+        ...
+
+    def update_broker_config(self, broker_addr: str, properties: dict[str, str]) -> None:
+        """UPDATE_BROKER_CONFIG (25): settings of a running broker (black-listed keys refused)."""
         ...
 
     # -- ACL 2.0 ---------------------------------------------------------------------------------------

@@ -230,6 +230,12 @@ class LocalBrokerClient:
              for c in sorted(g.channels.values(), key=lambda c: c.client_id)],
             [SubscriptionEntry(s.topic, s.sub_string, s.expression_type) for _, s in sorted(g.subscriptions.items())])
 
+    def producer_connection(self, broker_addr: str, group: str) -> list[ClientConnection]:
+        """Producers register by heartbeat with a running broker; a store directory has none online."""
+        b = self._broker_for(broker_addr)
+        return [ClientConnection(c.client_id, c.remote_addr, c.language, c.version)
+                for c in self._call(broker_addr, b.client_registry.producer_clients, group)]
+
     # -- offsets -------------------------------------------------------------------------------------
     def query_consumer_offset(self, broker_addr: str, group: str, topic: str, queue_id: int) -> int:
         b = self._broker_for(broker_addr)
@@ -301,6 +307,12 @@ class LocalBrokerClient:
 
     def broker_config(self, broker_addr: str) -> dict[str, str]:
         return self._call(broker_addr, self.config.to_properties)
+
+    def update_broker_config(self, broker_addr: str, properties: dict[str, str]) -> None:
+        """A store directory has no running broker whose settings could change (they come from --config)."""
+        self._call(broker_addr, lambda: None)  # -b/-c must still name this store's broker
+        raise AdminError(f"updateBrokerConfig changes a running broker: use -n <namesrv> (on a store directory "
+                         f"the settings are the --config file: edit {self.config_file or 'it'} instead)")
 
     # -- ACL 2.0 ---------------------------------------------------------------------------------------
     def create_user(self, broker_addr: str, user: User) -> None:

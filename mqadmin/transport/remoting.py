@@ -41,6 +41,9 @@ from broker_core.remoting.bodies import (
 from broker_core.remoting.bodies import (
     ConsumerConnection as ConsumerConnectionBody,
 )
+from broker_core.remoting.bodies import (
+    ProducerConnection as ProducerConnectionBody,
+)
 from broker_core.remoting.body_base import BodyError
 from broker_core.remoting.headers import (
     AclRequestHeader,
@@ -52,6 +55,7 @@ from broker_core.remoting.headers import (
     GetConsumerConnectionListRequestHeader,
     GetConsumeStatsRequestHeader,
     GetMaxOffsetRequestHeader,
+    GetProducerConnectionListRequestHeader,
     GetRouteInfoRequestHeader,
     GetSubscriptionGroupConfigRequestHeader,
     GetTopicConfigRequestHeader,
@@ -346,6 +350,15 @@ class RemotingBrokerClient:
             subscriptions=[SubscriptionEntry(s.topic, s.sub_string, s.expression_type)
                            for _, s in sorted(body.subscription_table.items())])
 
+    def producer_connection(self, broker_addr: str, group: str) -> list[ClientConnection]:
+        resp = self._call(broker_addr, RequestCode.GET_PRODUCER_CONNECTION_LIST,
+                          GetProducerConnectionListRequestHeader(producer_group=group))
+        if resp.code == ResponseCode.SYSTEM_ERROR and "not exist" in (resp.remark or ""):
+            return []  # the broker's answer when no producer of the group is online
+        body = self._body(ProducerConnectionBody, self._ok(resp))
+        return sorted((ClientConnection(c.client_id, c.client_addr, c.language, c.version)
+                       for c in body.connection_set), key=lambda c: c.client_id)
+
     # ----------------------------------------------------------------------------------- offsets
     def query_consumer_offset(self, broker_addr: str, group: str, topic: str, queue_id: int) -> int:
         resp = self._call(broker_addr, RequestCode.QUERY_CONSUMER_OFFSET,
@@ -471,6 +484,10 @@ class RemotingBrokerClient:
                 key, _, value = line.partition("=")
                 out[key.strip()] = value.strip()
         return out
+
+    def update_broker_config(self, broker_addr: str, properties: dict[str, str]) -> None:
+        body = "".join(f"{k}={v}\n" for k, v in properties.items()).encode("utf-8")
+        self._ok(self._call(broker_addr, RequestCode.UPDATE_BROKER_CONFIG, body=body))
 
     # ----------------------------------------------------------------------------------- ACL 2.0
     def create_user(self, broker_addr: str, user: User) -> None:

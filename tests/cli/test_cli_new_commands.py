@@ -1,0 +1,93 @@
+"""Issue 16, missing commands on a store directory (embedded mode): Apache's names, flags and output."""
+
+from __future__ import annotations
+
+import json
+
+
+def _topic(cli, name="T", queues="4"):
+    r = cli("updateTopic", "-c", "DefaultCluster", "-t", name, "-r", queues, "-w", queues)
+    assert r.exit_code == 0, r.stderr
+
+
+def test_connections_on_a_store_directory_are_not_online(cli):
+    _topic(cli)
+    r = cli("consumerConnection", "-g", "G1")
+    assert r.exit_code == 3 and "not online" in r.stderr
+    r = cli("producerConnection", "-g", "P1", "-t", "T")
+    assert r.exit_code == 3 and "not online" in r.stderr
+    assert cli("producerConnection", "-g", "P1", "-t", "NoTopic").exit_code == 3
+
+
+def test_update_broker_config_needs_a_running_broker(cli):
+    r = cli("updateBrokerConfig", "-c", "DefaultCluster", "-k", "maxMessageSize", "-v", "1024")
+    assert r.exit_code == 1 and "use -n" in r.stderr
+    assert cli("updateBrokerConfig", "-k", "a", "-v", "b").exit_code == 2
+    assert cli("updateBrokerConfig", "-c", "Nope", "-k", "a", "-v", "b").exit_code == 3
+
+
+def test_update_topic_perm(cli):
+    _topic(cli)
+    r = cli("updateTopicPerm", "-b", "127.0.0.1:10911", "-t", "T", "-p", "4")
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout.splitlines() == [
+        "update topic perm from 6 to 4 in 127.0.0.1:10911 success.",
+        "TopicConfig [topicName=T, readQueueNums=4, writeQueueNums=4, perm=R--, topicFilterType=SINGLE_TAG, "
+        "topicSysFlag=0, order=false, attributes={}]."]
+    assert cli.json("topicRoute", "-t", "T")["queueDatas"][0]["perm"] == 4
+    again = cli("updateTopicPerm", "-c", "DefaultCluster", "-t", "T", "-p", "4")
+    assert again.stdout.strip() == "new perm equals to the old one!"
+    assert cli("updateTopicPerm", "-c", "DefaultCluster", "-t", "T", "-p", "5").exit_code == 2
+    assert cli("updateTopicPerm", "-c", "DefaultCluster", "-t", "Missing", "-p", "6").exit_code == 3
+
+
+def test_topic_cluster_list_and_allocate_mq(cli):
+    _topic(cli, queues="3")
+    r = cli("topicClusterList", "-t", "T")
+    assert r.exit_code == 0 and r.stdout == "DefaultCluster\n"
+    assert cli("topicClusterList", "-t", "Missing").exit_code == 3
+    r = cli("allocateMQ", "-t", "T", "-i", "10.0.0.1,10.0.0.2")
+    got = json.loads(r.stdout)["result"]
+    assert [q["queueId"] for q in got["10.0.0.1"]] == [0, 1] and [q["queueId"] for q in got["10.0.0.2"]] == [2]
+
+
+def test_get_consumer_config(cli):
+    cli("updateSubGroup", "-c", "DefaultCluster", "-g", "G1", "-r", "5")
+    r = cli("getConsumerConfig", "-g", "G1")
+    assert r.exit_code == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == "=============================DefaultCluster:broker-a============================="
+    assert lines[1] == f"{'groupName':<40}=  G1" and f"{'retryMaxTimes':<40}=  5" in lines
+    assert f"{'subscriptionDataSet':<40}=  " in lines
+    assert cli("getConsumerConfig", "-g", "NoGroup").exit_code == 3
+
+
+def test_update_topic_list_and_sub_group_list(cli, tmp_path):
+    topics = tmp_path / "topics.json"
+    topics.write_text(json.dumps([{"topicName": "A", "readQueueNums": 2, "writeQueueNums": 2, "perm": 6},
+                                  {"topicName": "B", "readQueueNums": 1, "writeQueueNums": 1, "perm": 6,
+                                   "attributes": {"queue.type": "BatchCQ"}}]))
+    r = cli("updateTopicList", "-c", "DefaultCluster", "-f", str(topics))
+    assert r.stdout == "submit batch of topic config to 127.0.0.1:10911 success, please check the result later.\n"
+    assert cli.json("topicRoute", "-t", "B")["queueDatas"][0]["readQueueNums"] == 1
+    groups = tmp_path / "groups.json"
+    groups.write_text(json.dumps([{"groupName": "GA", "retryMaxTimes": 3}, {"groupName": "GB"}]))
+    r = cli("updateSubGroupList", "-b", "127.0.0.1:10911", "-f", str(groups))
+    assert r.exit_code == 0, r.stderr
+    assert "retryMaxTimes=3" in cli("updateSubGroup", "-c", "DefaultCluster", "-g", "GA", "-r", "3").stdout
+    bad = tmp_path / "bad.json"
+    bad.write_text('[{"topicName": "C", "readQueueNums": "x"}]')
+    r = cli("updateTopicList", "-c", "DefaultCluster", "-f", str(bad))
+    assert r.exit_code == 1 and "readQueueNums must be an integer" in r.stderr
+    assert cli("updateTopicList", "-c", "DefaultCluster", "-f", str(tmp_path / "none.json")).exit_code == 3
+
+
+def test_check_msg_send_rt(cli):
+    _topic(cli, queues="2")
+    r = cli("checkMsgSendRT", "-t", "T", "-a", "4", "-s", "16")
+    assert r.exit_code == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].split() == ["#Broker", "Name", "#QID", "#Send", "Result", "#RT"]
+    assert [line[34:38].strip() for line in lines[1:5]] == ["0", "1", "0", "1"]
+    assert all(line[40:60].strip() == "true" for line in lines[1:5]) and lines[5].startswith("Avg RT: ")
+    assert sum(q["maxOffset"] for q in cli.json("topicStatus", "-t", "T")) == 4
