@@ -1,0 +1,114 @@
+"""Issue 16's new commands over -n against a real mqbroker (live producer/consumer where they need one)."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.cli.test_cli_remote import mqadmin
+from tests.remoting_broker import BrokerProcess, running_broker
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    with running_broker(Path(tmp_path_factory.mktemp("cli-remote-new")),
+                        extra_args=("--registerNameServerPeriod", "1000")) as b:
+        yield b
+
+
+def _ok(*args: str) -> str:
+    r = mqadmin(*args)
+    assert r.returncode == 0, (args, r.stdout, r.stderr)
+    return r.stdout
+
+
+def test_update_broker_config_over_n(broker: BrokerProcess) -> None:
+    n, addr = broker.namesrv_addr, broker.broker_addr
+    assert _ok("updateBrokerConfig", "-n", n, "-b", addr, "-k", "maxReconsumeTimes", "-v", "5") == \
+        f"update broker config success, {addr}\n"
+    config = json.loads(_ok("getBrokerConfig", "-n", n, "-b", addr, "--output", "json"))
+    assert config["maxReconsumeTimes"] == "5"
+    refused = mqadmin("updateBrokerConfig", "-n", n, "-b", addr, "-k", "brokerConfigPath", "-v", "/x")
+    assert refused.returncode == 1 and "black list" in refused.stderr
+
+
+def test_topic_commands_over_n(broker: BrokerProcess, tmp_path: Path) -> None:
+    n, addr = broker.namesrv_addr, broker.broker_addr
+    _ok("updateTopic", "-n", n, "-c", "DefaultCluster", "-t", "RT", "-r", "3", "-w", "3")
+    out = _ok("updateTopicPerm", "-n", n, "-b", addr, "-t", "RT", "-p", "4")
+    assert out.startswith(f"update topic perm from 6 to 4 in {addr} success.\n")
+    assert json.loads(_ok("topicRoute", "-n", n, "-t", "RT", "--output", "json"))["queueDatas"][0]["perm"] == 4
+    assert _ok("topicClusterList", "-n", n, "-t", "RT") == "DefaultCluster\n"
+    alloc = json.loads(_ok("allocateMQ", "-n", n, "-t", "RT", "-i", "c1,c2"))["result"]
+    assert [len(alloc["c1"]), len(alloc["c2"])] == [2, 1]
+    topics = tmp_path / "topics.json"
+    topics.write_text(json.dumps([{"topicName": "RT2", "readQueueNums": 2, "writeQueueNums": 2, "perm": 6}]))
+    assert "submit batch of topic config to" in _ok("updateTopicList", "-n", n, "-c", "DefaultCluster",
+                                                    "-f", str(topics))
+    rt = _ok("checkMsgSendRT", "-n", n, "-t", "RT2", "-a", "3", "-s", "8").splitlines()
+    assert [line[40:60].strip() for line in rt[1:4]] == ["true", "true", "true"]
+
+
+def test_group_commands_over_n(broker: BrokerProcess, tmp_path: Path) -> None:
+    n = broker.namesrv_addr
+    groups = tmp_path / "groups.json"
+    groups.write_text(json.dumps([{"groupName": "RG", "retryMaxTimes": 4}]))
+    _ok("updateSubGroupList", "-n", n, "-c", "DefaultCluster", "-f", str(groups))
+    out = _ok("getConsumerConfig", "-n", n, "-g", "RG").splitlines()
+    assert out[0] == f"=============================DefaultCluster:{broker.broker_name}============================="
+    assert f"{'retryMaxTimes':<40}=  4" in out
+
+
+def test_connections_of_live_clients_over_n(broker: BrokerProcess) -> None:
+    from broker_core.client.instance import MQClientInstance
+    from broker_core.client.producer import Producer
+    from broker_core.client.push_consumer import ConsumeConcurrentlyStatus, PushConsumer
+    from broker_core.client.sync_bridge import LoopThread
+
+    n = broker.namesrv_addr
+    _ok("updateTopic", "-n", n, "-c", "DefaultCluster", "-t", "LiveT", "-r", "2", "-w", "2")
+    assert mqadmin("consumerConnection", "-n", n, "-g", "LiveCG").returncode == 3
+    assert mqadmin("producerConnection", "-n", n, "-g", "LivePG", "-t", "LiveT").returncode == 3
+    loop = LoopThread("test-live-clients")
+    inst = MQClientInstance(n)
+    producer = Producer("LivePG", inst)
+    consumer = PushConsumer("LiveCG", inst)
+    consumer.subscribe("LiveT", "TagA || TagB")
+    consumer.register_concurrently(lambda msgs: ConsumeConcurrentlyStatus.CONSUME_SUCCESS)
+
+    async def start() -> None:
+        await producer.start()
+        await consumer.start()
+
+    async def stop() -> None:
+        await consumer.shutdown()
+        await producer.shutdown()
+        await inst.shutdown()
+
+    try:
+        loop.run(start(), timeout=30)
+        deadline = time.monotonic() + 20
+        while True:
+            cc = mqadmin("consumerConnection", "-n", n, "-g", "LiveCG")
+            pc = mqadmin("producerConnection", "-n", n, "-g", "LivePG", "-t", "LiveT")
+            if (cc.returncode, pc.returncode) == (0, 0) or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        assert cc.returncode == 0, cc.stderr
+        lines = cc.stdout.splitlines()
+        assert lines[0] == f"{'#ClientId':<36} {'#ClientAddr':<22} {'#Language':<10} #Version"
+        assert len(lines[1].split()) == 4  # clientId, addr, language, version
+        assert lines[1].split()[-1].startswith("V")
+        assert "LiveT" in cc.stdout and "TagA || TagB" in cc.stdout
+        assert "ConsumeType: CONSUME_PASSIVELY" in cc.stdout and "MessageModel: CLUSTERING" in cc.stdout
+        assert pc.returncode == 0, pc.stderr
+        assert pc.stdout.startswith("0001  ") and pc.stdout.strip().split()[-1].startswith("V")
+    finally:
+        try:
+            loop.run(stop(), timeout=30)
+        finally:
+            loop.close()
