@@ -86,6 +86,28 @@ class ConsumerProgressRow:
 
 
 @dataclass(frozen=True)
+class GroupQueueLag:
+    """brokerConsumeStats: one group's position on one queue of one broker."""
+
+    group: str
+    topic: str
+    broker_name: str
+    queue_id: int
+    broker_offset: int
+    consumer_offset: int
+    last_timestamp: int
+
+    @property
+    def diff(self) -> int:
+        return self.broker_offset - self.consumer_offset
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"group": self.group, "topic": self.topic, "brokerName": self.broker_name, "queueId": self.queue_id,
+                "brokerOffset": self.broker_offset, "consumerOffset": self.consumer_offset, "diff": self.diff,
+                "lastTimestamp": self.last_timestamp}
+
+
+@dataclass(frozen=True)
 class GroupSummary:
     """consumerProgress without -g: one row per consumer group."""
 
@@ -535,6 +557,71 @@ class Admin:
     def topic_write_queues(self, topic: str) -> list[tuple[BrokerIdentity, int]]:
         """(broker, writeQueueNums) of every broker with the topic (checkMsgSendRT spreads over them)."""
         return [(b, info.write_queue_nums) for b, info in self._require_topic(topic)]
+
+    def broker_consume_stats(self, broker_addr: str, diff_level: int = 0) -> list[GroupQueueLag]:
+        """brokerConsumeStats: every group's queues on one broker with a stored offset and lag >= diff_level."""
+        rows: list[GroupQueueLag] = []
+        for g in self.client.get_all_subscription_group(broker_addr):
+            for s in self.client.consume_stats(broker_addr, g.group_name):
+                consumer = max(s.consumer_offset, 0)
+                if s.broker_offset - consumer < diff_level or s.last_timestamp <= 0:
+                    continue  # Apache prints only queues with a last-consumed time
+                rows.append(GroupQueueLag(g.group_name, s.topic, s.broker_name, s.queue_id, s.broker_offset, consumer,
+                                          s.last_timestamp))
+        return sorted(rows, key=lambda r: (r.group, r.topic, r.broker_name, r.queue_id))
+
+    def user_metadata(self, targets: list[BrokerIdentity], special_topic: bool = False
+                      ) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
+        """exportMetadata: user topics (retry/DLQ only with ``special_topic``) and user groups of the
+        targets, queue counts summed over brokers as Apache does. System topics and groups are left out."""
+        from broker_core.broker.topic_validator import (
+            DLQ_GROUP_TOPIC_PREFIX,
+            REPLY_TOPIC_POSTFIX,
+            RETRY_GROUP_TOPIC_PREFIX,
+            SYSTEM_GROUPS,
+            SYSTEM_TOPIC_PREFIX,
+            SYSTEM_TOPICS,
+        )
+
+        system_groups = {name for name, _ in SYSTEM_GROUPS}
+        # the broker's own system topics: its cluster's and its name's topics, the cluster's reply topic
+        internal = ({b.cluster_name for b in targets} | {b.broker_name for b in targets}
+                    | {f"{b.cluster_name}_{REPLY_TOPIC_POSTFIX}" for b in targets})
+        topics: dict[str, dict[str, Any]] = {}
+        groups: dict[str, dict[str, Any]] = {}
+        for b in targets:
+            for t in self.client.get_all_topic_config(b.broker_addr):
+                name = t.topic_name
+                if name in SYSTEM_TOPICS or name.startswith(SYSTEM_TOPIC_PREFIX) or name in internal:
+                    continue
+                if not special_topic and name.startswith((RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX)):
+                    continue
+                d = t.to_dict()
+                d.pop("queueType", None)
+                if name in topics:
+                    d["readQueueNums"] += topics[name]["readQueueNums"]
+                    d["writeQueueNums"] += topics[name]["writeQueueNums"]
+                topics[name] = d
+            for g in self.client.get_all_subscription_group(b.broker_addr):
+                if g.group_name in system_groups:
+                    continue
+                d = g.to_dict()
+                if g.group_name in groups:
+                    d["retryQueueNums"] += groups[g.group_name]["retryQueueNums"]
+                groups[g.group_name] = d
+        return dict(sorted(topics.items())), dict(sorted(groups.items()))
+
+    def put_kv_config(self, namespace: str, key: str, value: str) -> None:
+        self.client.put_kv_config(namespace, key, value)
+
+    def get_kv_config(self, namespace: str, key: str) -> str:
+        value = self.client.get_kv_config(namespace, key)
+        if value is None:
+            raise NotFoundError(f"No config item, Namespace: {namespace} Key: {key}")
+        return value
+
+    def delete_kv_config(self, namespace: str, key: str) -> None:
+        self.client.delete_kv_config(namespace, key)
 
     # -- offsets --------------------------------------------------------------------------------------
     def _require_group(self, broker_addr: str, group: str) -> None:

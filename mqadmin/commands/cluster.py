@@ -5,7 +5,7 @@ from typing import Annotated, Any
 
 import typer
 
-from broker_core.broker.limits import JAVA_INT_MAX
+from broker_core.broker.limits import JAVA_INT_MAX, JAVA_LONG_MAX, JAVA_LONG_MIN
 from mqadmin.cli import Cmd, register
 from mqadmin.errors import UsageProblem
 
@@ -116,3 +116,106 @@ def update_broker_config(
     addrs = admin.update_broker_config({key.strip(): value.strip()}, targets)
     cmd.emit({"brokers": addrs, "key": key.strip(), "value": value.strip()},
              lambda: [cmd.printf("update broker config success, %s\n", a) for a in addrs])
+
+
+@register(app, "brokerConsumeStats", "Fetch broker consume stats data.")
+def broker_consume_stats(
+    cmd: Cmd,
+    broker: Annotated[str, typer.Option("-b", "--brokerAddr", help="Broker address")],
+    timeout_millis: Annotated[int | None, typer.Option("-t", "--timeoutMillis", help="request timeout Millis",
+                                                       min=0, max=JAVA_LONG_MAX)] = None,
+    level: Annotated[int, typer.Option("-l", "--level", help="threshold of print diff",
+                                       min=JAVA_LONG_MIN, max=JAVA_LONG_MAX)] = 0,
+    order: Annotated[str | None, typer.Option("-o", "--order", help="order topic: true/false")] = None,
+) -> None:
+    from mqadmin.cli import front, parse_bool
+    from mqadmin.timefmt import seconds_text
+
+    parse_bool(order, "-o/--order", False)
+    admin = cmd.admin()
+    addr = admin.check_target(broker_addr=broker)[0].broker_addr
+    rows = admin.broker_consume_stats(addr, level)
+    total = sum(r.diff for r in rows)
+
+    def render() -> None:
+        cmd.printf("%-64s  %-64s  %-32s  %-4s  %-20s  %-20s  %-20s  %s%n", "#Topic", "#Group", "#Broker Name",
+                   "#QID", "#Broker Offset", "#Consumer Offset", "#Diff", "#LastTime")
+        for r in rows:
+            cmd.printf("%-64s  %-64s  %-32s  %-4d  %-20d  %-20d  %-20d  %s%n", front(r.topic, 64), r.group,
+                       front(r.broker_name, 32), r.queue_id, r.broker_offset, r.consumer_offset, r.diff,
+                       seconds_text(r.last_timestamp))
+        cmd.printf("%nDiff Total: %d%n", total)
+
+    cmd.emit({"rows": [r.to_dict() for r in rows], "diffTotal": total}, render)
+
+
+def _write_export(path_text: str, name: str, data: dict[str, Any]) -> str:
+    """Write ``<dir>/<name>`` (mqadmin's export layout) atomically; the path written."""
+    import json
+    import os
+    from pathlib import Path
+
+    from mqadmin.errors import AdminError
+
+    target = Path(path_text) / name
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(target.name + ".tmp")
+        tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        os.replace(tmp, target)
+    except OSError as e:
+        raise AdminError(f"cannot write {target}: {e.strerror or e}") from None
+    return str(target)
+
+
+@register(app, "exportMetadata", "Export metadata.")
+def export_metadata(
+    cmd: Cmd,
+    cluster: Annotated[str | None, typer.Option("-c", "--clusterName", help="choose a cluster to export")] = None,
+    broker: Annotated[str | None, typer.Option("-b", "--brokerAddr", help="choose a broker to export")] = None,
+    file_path: Annotated[str, typer.Option("-f", "--filePath", help="export directory")] = "/tmp/rocketmq/export",
+    topic_only: Annotated[bool, typer.Option("-t", "--topic", help="only export topic metadata")] = False,
+    group_only: Annotated[bool, typer.Option("-g", "--subscriptionGroup",
+                                             help="only export subscriptionGroup metadata")] = False,
+    special_topic: Annotated[bool, typer.Option("-s", "--specialTopic", help="need retryTopic and dlqTopic")] = False,
+) -> None:
+    if (broker is None) == (cluster is None):
+        raise UsageProblem("exactly one of -b/--brokerAddr or -c/--clusterName is required")
+    admin = cmd.admin()
+    topics, groups = admin.user_metadata(admin.check_target(cluster_name=cluster, broker_addr=broker), special_topic)
+    data: dict[str, Any]
+    if topic_only:
+        name, data = "topic.json", {"topicConfigTable": topics}
+    elif group_only:
+        name, data = "subscriptionGroup.json", {"subscriptionGroupTable": groups}
+    else:
+        name, data = "metadata.json", {"topicConfigTable": topics, "subscriptionGroupTable": groups}
+    if cluster is not None:
+        data["exportTime"] = admin.clock()
+    path = _write_export(file_path, name, data)
+    cmd.emit({"path": path, **data}, lambda: cmd.printf("export %s success%n", path))
+
+
+_EXPORTED_BROKER_KEYS = ("brokerClusterName", "brokerId", "brokerName", "brokerRole", "fileReservedTime",
+                         "filterServerNums", "flushDiskType", "maxMessageSize", "messageDelayLevel",
+                         "msgTraceTopicName", "slaveReadEnable", "traceOn", "traceTopicEnable", "useTLS",
+                         "autoCreateTopicEnable", "autoCreateSubscriptionGroup")
+
+
+@register(app, "exportConfigs", "Export configs.")
+def export_configs(
+    cmd: Cmd,
+    cluster: Annotated[str, typer.Option("-c", "--clusterName", help="choose a cluster to export")],
+    file_path: Annotated[str, typer.Option("-f", "--filePath", help="export directory")] = "/tmp/rocketmq/export",
+) -> None:
+    admin = cmd.admin()
+    masters = admin.check_target(cluster_name=cluster)
+    configs = {}
+    for b in masters:
+        props = admin.get_broker_config(b.broker_addr)
+        configs[props.get("brokerName", b.broker_name)] = {k: props[k] for k in _EXPORTED_BROKER_KEYS if k in props}
+    namesrvs = [a for a in (cmd.opts.remote_target or "").split(";") if a]
+    data = {"brokerConfigs": configs, "clusterScale": {"namesrvSize": len(namesrvs), "masterBrokerSize": len(masters),
+                                                       "slaveBrokerSize": 0}}
+    path = _write_export(file_path, "configs.json", data)
+    cmd.emit({"path": path, **data}, lambda: cmd.printf("export %s success%n", path))

@@ -259,6 +259,18 @@ class BrokerClient(Protocol):
         """DELETE_TOPIC_IN_NAMESRV (216)."""
         ...
 
+    def put_kv_config(self, namespace: str, key: str, value: str) -> None:
+        """PUT_KV_CONFIG (100) on the first name server that answers."""
+        ...
+
+    def get_kv_config(self, namespace: str, key: str) -> str | None:
+        """GET_KV_CONFIG (101); None when the name server has no such item (QUERY_NOT_FOUND)."""
+        ...
+
+    def delete_kv_config(self, namespace: str, key: str) -> None:
+        """DELETE_KV_CONFIG (102) on the first name server that answers."""
+        ...
+
     # -- topics --------------------------------------------------------------------------------------
     def get_all_topic_config(self, broker_addr: str) -> list[TopicInfo]:
         """GET_ALL_TOPIC_CONFIG (21)."""

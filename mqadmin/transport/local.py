@@ -147,6 +147,18 @@ class LocalBrokerClient:
     def delete_topic_in_namesrv(self, topic: str, cluster_name: str) -> None:
         """No name server in process: the route is derived from the broker's topics, already gone."""
 
+    def _no_namesrv(self, what: str) -> AdminError:
+        return AdminError(f"{what} is name server data: a store directory has no name server; use -n <namesrv>")
+
+    def put_kv_config(self, namespace: str, key: str, value: str) -> None:
+        raise self._no_namesrv("a KV config")
+
+    def get_kv_config(self, namespace: str, key: str) -> str | None:
+        raise self._no_namesrv("a KV config")
+
+    def delete_kv_config(self, namespace: str, key: str) -> None:
+        raise self._no_namesrv("a KV config")
+
     # -- topics --------------------------------------------------------------------------------------
     def get_all_topic_config(self, broker_addr: str) -> list[TopicInfo]:
         b = self._broker_for(broker_addr)

@@ -220,6 +220,26 @@ class RemotingBrokerClient:
         self._ok(self._call(None, RequestCode.DELETE_TOPIC_IN_NAMESRV,
                             DeleteTopicFromNamesrvRequestHeader(topic=topic, cluster_name=cluster_name)))
 
+    def put_kv_config(self, namespace: str, key: str, value: str) -> None:
+        from broker_core.remoting.headers import PutKVConfigRequestHeader
+
+        self._ok(self._call(None, RequestCode.PUT_KV_CONFIG,
+                            PutKVConfigRequestHeader(namespace=namespace, key=key, value=value)))
+
+    def get_kv_config(self, namespace: str, key: str) -> str | None:
+        from broker_core.remoting.headers import GetKVConfigRequestHeader, GetKVConfigResponseHeader
+
+        resp = self._call(None, RequestCode.GET_KV_CONFIG, GetKVConfigRequestHeader(namespace=namespace, key=key))
+        if resp.code == ResponseCode.QUERY_NOT_FOUND:
+            return None
+        return GetKVConfigResponseHeader.from_ext_fields(self._ok(resp).ext_fields).value
+
+    def delete_kv_config(self, namespace: str, key: str) -> None:
+        from broker_core.remoting.headers import DeleteKVConfigRequestHeader
+
+        self._ok(self._call(None, RequestCode.DELETE_KV_CONFIG,
+                            DeleteKVConfigRequestHeader(namespace=namespace, key=key)))
+
     # ----------------------------------------------------------------------------------- topics
     @staticmethod
     def _topic_info(tc: TopicConfigBody) -> TopicInfo:

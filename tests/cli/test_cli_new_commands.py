@@ -91,3 +91,42 @@ def test_check_msg_send_rt(cli):
     assert [line[34:38].strip() for line in lines[1:5]] == ["0", "1", "0", "1"]
     assert all(line[40:60].strip() == "true" for line in lines[1:5]) and lines[5].startswith("Avg RT: ")
     assert sum(q["maxOffset"] for q in cli.json("topicStatus", "-t", "T")) == 4
+
+
+def test_broker_consume_stats(golden_cli):
+    cli = golden_cli("store-basic")
+    cli("updateSubGroup", "-c", "DefaultCluster", "-g", "G1")
+    cli("resetOffsetByTime", "-g", "G1", "-t", "GoldenTopicA", "-s", "-1")
+    cli("resetOffsetByTime", "-g", "G1", "-t", "GoldenTopicA", "-s", "0", "-b", "127.0.0.1:10911", "-q", "1",
+        "-o", "20")
+    out = cli("brokerConsumeStats", "-b", "127.0.0.1:10911").stdout.splitlines()
+    assert out[0].split()[:2] == ["#Topic", "#Group"]
+    rows = [line for line in out[1:] if line.startswith("GoldenTopicA")]
+    assert [(r[66:130].strip(), r[164:168].strip(), r[212:232].strip()) for r in rows] == [
+        ("G1", "0", "0"), ("G1", "1", "5"), ("G1", "2", "0"), ("G1", "3", "0")]
+    assert out[-1] == "Diff Total: 5"
+    assert len(cli.json("brokerConsumeStats", "-b", "127.0.0.1:10911", "-l", "1")["rows"]) == 1
+
+
+def test_export_metadata_and_configs(cli, tmp_path):
+    _topic(cli, "UserTopic")
+    cli("updateSubGroup", "-c", "DefaultCluster", "-g", "UserGroup")
+    r = cli("exportMetadata", "-c", "DefaultCluster", "-f", str(tmp_path / "exp"))
+    assert r.stdout == f"export {tmp_path / 'exp' / 'metadata.json'} success\n"
+    data = json.loads((tmp_path / "exp" / "metadata.json").read_text())
+    assert list(data["topicConfigTable"]) == ["UserTopic"]  # no TBW102, cluster/broker-name or system topics
+    assert list(data["subscriptionGroupTable"]) == ["UserGroup"] and data["exportTime"] > 0
+    cli("exportMetadata", "-b", "127.0.0.1:10911", "-t", "-f", str(tmp_path / "exp"))
+    assert list(json.loads((tmp_path / "exp" / "topic.json").read_text())) == ["topicConfigTable"]
+    r = cli("exportConfigs", "-c", "DefaultCluster", "-f", str(tmp_path / "exp"))
+    configs = json.loads((tmp_path / "exp" / "configs.json").read_text())
+    assert configs["brokerConfigs"]["broker-a"]["brokerClusterName"] == "DefaultCluster"
+    assert configs["clusterScale"]["masterBrokerSize"] == 1
+
+
+def test_kv_config_needs_a_name_server(cli):
+    for argv in (("updateKvConfig", "-s", "NS", "-k", "k", "-v", "v"), ("deleteKvConfig", "-s", "NS", "-k", "k"),
+                 ("updateOrderConf", "-t", "T", "-m", "get")):
+        r = cli(*argv)
+        assert r.exit_code == 1 and "use -n" in r.stderr, (argv, r.stderr)
+    assert cli("updateOrderConf", "-t", "T", "-m", "fly").exit_code == 2

@@ -112,3 +112,32 @@ def test_connections_of_live_clients_over_n(broker: BrokerProcess) -> None:
             loop.run(stop(), timeout=30)
         finally:
             loop.close()
+
+
+def test_kv_config_and_order_conf_over_n(broker: BrokerProcess) -> None:
+    n = broker.namesrv_addr
+    assert _ok("updateKvConfig", "-n", n, "-s", "NS1", "-k", "k1", "-v", "v1") == \
+        "create or update kv config to namespace success.\n"
+    assert _ok("updateOrderConf", "-n", n, "-t", "OT", "-m", "put", "-v", "broker-a:4") == \
+        "update orderConf success. topic=[OT], orderConf=[broker-a:4]"
+    assert _ok("updateOrderConf", "-n", n, "-t", "OT", "-m", "get") == \
+        "get orderConf success. topic=[OT], orderConf=[broker-a:4] "
+    assert _ok("updateOrderConf", "-n", n, "-t", "OT", "-m", "delete") == "delete orderConf success. topic=[OT]"
+    gone = mqadmin("updateOrderConf", "-n", n, "-t", "OT", "-m", "get")
+    assert gone.returncode == 3 and "No config item" in gone.stderr
+    assert _ok("deleteKvConfig", "-n", n, "-s", "NS1", "-k", "k1") == "delete kv config from namespace success.\n"
+
+
+def test_export_and_broker_consume_stats_over_n(broker: BrokerProcess, tmp_path: Path) -> None:
+    n, addr = broker.namesrv_addr, broker.broker_addr
+    _ok("updateTopic", "-n", n, "-c", "DefaultCluster", "-t", "ExpT", "-r", "1", "-w", "1")
+    _ok("updateSubGroup", "-n", n, "-c", "DefaultCluster", "-g", "ExpG")
+    _ok("sendMessage", "-n", n, "-t", "ExpT", "-p", "x")
+    _ok("resetOffsetByTime", "-n", n, "-g", "ExpG", "-t", "ExpT", "-s", "-1")
+    out = _ok("brokerConsumeStats", "-n", n, "-b", addr).splitlines()
+    row = next(line for line in out if line.startswith("ExpT"))
+    assert row[66:130].strip() == "ExpG" and out[-1].startswith("Diff Total: ")
+    _ok("exportMetadata", "-n", n, "-c", "DefaultCluster", "-f", str(tmp_path))
+    data = json.loads((tmp_path / "metadata.json").read_text())
+    assert "ExpT" in data["topicConfigTable"] and "ExpG" in data["subscriptionGroupTable"]
+    assert "TBW102" not in data["topicConfigTable"]

@@ -1,0 +1,67 @@
+"""Name server KV config commands (Apache tools/command/namesrv, topic/UpdateOrderConfCommand).
+
+The KV table lives in the name server, so these need ``-n``; on a store directory they say so.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from mqadmin.cli import Cmd, complete_topic, register
+from mqadmin.errors import UsageProblem
+
+app = typer.Typer()
+
+ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"
+
+
+@register(app, "updateKvConfig", "Create or update KV config.")
+def update_kv_config(
+    cmd: Cmd,
+    namespace: Annotated[str, typer.Option("-s", "--namespace", help="set the namespace")],
+    key: Annotated[str, typer.Option("-k", "--key", help="set the key name")],
+    value: Annotated[str, typer.Option("-v", "--value", help="set the key value")],
+) -> None:
+    cmd.admin().put_kv_config(namespace.strip(), key.strip(), value.strip())
+    cmd.emit({"namespace": namespace.strip(), "key": key.strip(), "value": value.strip()},
+             lambda: cmd.printf("create or update kv config to namespace success.%n"))
+
+
+@register(app, "deleteKvConfig", "Delete KV config.")
+def delete_kv_config(
+    cmd: Cmd,
+    namespace: Annotated[str, typer.Option("-s", "--namespace", help="set the namespace")],
+    key: Annotated[str, typer.Option("-k", "--key", help="set the key name")],
+) -> None:
+    cmd.admin().delete_kv_config(namespace.strip(), key.strip())
+    cmd.emit({"namespace": namespace.strip(), "key": key.strip()},
+             lambda: cmd.printf("delete kv config from namespace success.%n"))
+
+
+@register(app, "updateOrderConf", "Create or update or delete order conf.")
+def update_order_conf(
+    cmd: Cmd,
+    topic: Annotated[str, typer.Option("-t", "--topic", help="topic name", autocompletion=complete_topic)],
+    method: Annotated[str, typer.Option("-m", "--method", help="put | get | delete")],
+    order_conf: Annotated[str | None, typer.Option("-v", "--orderConf",
+                                                   help="brokerName1:num;brokerName2:num")] = None,
+) -> None:
+    admin = cmd.admin()
+    name, how = topic.strip(), method.strip()
+    if how == "get":
+        conf = admin.get_kv_config(ORDER_TOPIC_CONFIG, name)
+        cmd.emit({"topic": name, "orderConf": conf},
+                 lambda: cmd.printf("get orderConf success. topic=[%s], orderConf=[%s] ", name, conf))
+    elif how == "put":
+        if not order_conf or not order_conf.strip():
+            raise UsageProblem("please set orderConf with option -v.")
+        admin.put_kv_config(ORDER_TOPIC_CONFIG, name, order_conf.strip())
+        cmd.emit({"topic": name, "orderConf": order_conf.strip()},
+                 lambda: cmd.printf("update orderConf success. topic=[%s], orderConf=[%s]", name, order_conf.strip()))
+    elif how == "delete":
+        admin.delete_kv_config(ORDER_TOPIC_CONFIG, name)
+        cmd.emit({"topic": name}, lambda: cmd.printf("delete orderConf success. topic=[%s]", name))
+    else:
+        raise UsageProblem(f"invalid -m/--method {method!r}: expected put, get or delete")
