@@ -219,3 +219,91 @@ def export_configs(
                                                        "slaveBrokerSize": 0}}
     path = _write_export(file_path, "configs.json", data)
     cmd.emit({"path": path, **data}, lambda: cmd.printf("export %s success%n", path))
+
+
+def _send_result_text(r: Any, topic: str) -> str:
+    """SendResult.toString as Apache prints it."""
+    return (f"SendResult [sendStatus={r.send_status}, msgId={r.msg_id}, offsetMsgId={r.offset_msg_id}, "
+            f"messageQueue=MessageQueue [topic={topic}, brokerName={r.broker_name}, queueId={r.queue_id}], "
+            f"queueOffset={r.queue_offset}, recallHandle=null]")
+
+
+@register(app, "sendMsgStatus", "Send msg to broker.", writes=True)
+def send_msg_status(
+    cmd: Cmd,
+    broker_name: Annotated[str, typer.Option("-b", "--brokerName", help="Broker Name, e.g. broker-a")],
+    message_size: Annotated[int, typer.Option("-s", "--messageSize", help="Message Size, Default: 128",
+                                              min=0, max=4 * 1024 * 1024)] = 128,
+    count: Annotated[int, typer.Option("-c", "--count", help="send message count, Default: 50",
+                                       min=0, max=JAVA_INT_MAX)] = 50,
+) -> None:
+    admin = cmd.admin()
+    name = broker_name.strip()
+    admin.check_target(broker_name=name)
+    admin.send_message(name, b"a" * 16, broker_name=name)  # warm-up, as Apache's first send
+    results = []
+    for _ in range(count):
+        t0 = time.perf_counter()
+        r = admin.send_message(name, b"a" * message_size, broker_name=name)
+        results.append((int((time.perf_counter() - t0) * 1000), r))
+        if not cmd.structured:
+            cmd.printf("rt=%sms, SendResult=%s%n", results[-1][0], _send_result_text(r, name))
+    if cmd.structured:
+        cmd.emit([{"rtMs": rt, **r.to_dict()} for rt, r in results], lambda: None)
+
+
+@register(app, "clusterRT", "List All clusters Message Send RT.", writes=True)
+def cluster_rt(
+    cmd: Cmd,
+    amount: Annotated[int, typer.Option("-a", "--amount", help="message amount | default 100",
+                                        min=2, max=JAVA_LONG_MAX)] = 100,
+    size: Annotated[int, typer.Option("-s", "--size", help="message size | default 128 Byte",
+                                      min=0, max=4 * 1024 * 1024)] = 128,
+    cluster: Annotated[str | None, typer.Option("-c", "--cluster", help="cluster name | default all")] = None,
+    print_log: Annotated[str | None, typer.Option("-p", "--printLog", help="print as tlog: true/false")] = None,
+    machine_room: Annotated[str, typer.Option("-m", "--machineRoom", help="machine room name")] = "noname",
+    interval: Annotated[int | None, typer.Option("-i", "--interval", help="repeat every N seconds (Apache: "
+                                                 "always, every 10); without -i one round", min=1,
+                                                 max=JAVA_INT_MAX)] = None,
+) -> None:
+    from datetime import datetime
+
+    from mqadmin.cli import parse_bool
+    from mqadmin.errors import AdminError
+
+    tlog = parse_bool(print_log, "-p/--printLog", False)
+    admin = cmd.admin()
+    brokers = admin.check_target(cluster_name=cluster)
+    if not tlog and not cmd.structured:
+        cmd.printf("%-24s  %-24s  %-4s  %-8s  %-8s%n", "#Cluster Name", "#Broker Name", "#RT", "#successCount",
+                   "#failCount")
+    rows = []
+    while True:
+        for b in brokers:
+            ok = failed = 0
+            elapsed = 0.0
+            for i in range(amount):
+                t0 = time.perf_counter()
+                try:
+                    admin.send_message(b.broker_name, b"a" * size, broker_name=b.broker_name)
+                    ok += 1
+                except AdminError:
+                    failed += 1
+                if i:
+                    elapsed += (time.perf_counter() - t0) * 1000
+            rt = elapsed / (amount - 1)
+            rows.append({"clusterName": b.cluster_name, "brokerName": b.broker_name, "rtMs": rt,
+                         "successCount": ok, "failCount": failed})
+            if cmd.structured:
+                continue
+            if tlog:
+                now = datetime.now().strftime("%Y-%m-%d %H:%M:%S")
+                cmd.printf("%s", f"{now}|{machine_room}|{b.cluster_name}|{b.broker_name}|{round(rt)}\n")
+            else:
+                cmd.printf("%-24s  %-24s  %-8s  %-16s  %-16s%n", b.cluster_name, b.broker_name, f"{rt:.2f}", ok,
+                           failed)
+        if interval is None:
+            break
+        time.sleep(interval)
+    if cmd.structured:
+        cmd.emit(rows, lambda: None)

@@ -130,3 +130,19 @@ def test_kv_config_needs_a_name_server(cli):
         r = cli(*argv)
         assert r.exit_code == 1 and "use -n" in r.stderr, (argv, r.stderr)
     assert cli("updateOrderConf", "-t", "T", "-m", "fly").exit_code == 2
+
+
+def test_send_msg_status_and_cluster_rt(cli):
+    r = cli("sendMsgStatus", "-b", "broker-a", "-c", "3", "-s", "10")
+    assert r.exit_code == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert len(lines) == 3 and all(line.startswith("rt=") and "SendResult [sendStatus=SEND_OK" in line
+                                   and "messageQueue=MessageQueue [topic=broker-a, brokerName=broker-a" in line
+                                   for line in lines)
+    assert cli("sendMsgStatus", "-b", "broker-x").exit_code == 3
+    r = cli("clusterRT", "-a", "3", "-s", "8")
+    assert r.exit_code == 0, r.stderr
+    head, row = r.stdout.splitlines()
+    assert head == f"{'#Cluster Name':<24}  {'#Broker Name':<24}  {'#RT':<4}  {'#successCount':<8}  {'#failCount':<8}"
+    assert row[:24].strip() == "DefaultCluster" and row[26:50].strip() == "broker-a"
+    assert row[62:78].strip() == "3" and row[80:].strip() == "0"

@@ -141,3 +141,11 @@ def test_export_and_broker_consume_stats_over_n(broker: BrokerProcess, tmp_path:
     data = json.loads((tmp_path / "metadata.json").read_text())
     assert "ExpT" in data["topicConfigTable"] and "ExpG" in data["subscriptionGroupTable"]
     assert "TBW102" not in data["topicConfigTable"]
+
+
+def test_send_msg_status_and_cluster_rt_over_n(broker: BrokerProcess) -> None:
+    n, name = broker.namesrv_addr, broker.broker_name
+    lines = _ok("sendMsgStatus", "-n", n, "-b", name, "-c", "2").splitlines()
+    assert len(lines) == 2 and all("SendResult [sendStatus=SEND_OK" in line for line in lines)
+    row = _ok("clusterRT", "-n", n, "-a", "3").splitlines()[1]
+    assert row[26:50].strip() == name and row[62:78].strip() == "3"
