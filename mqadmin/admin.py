@@ -24,6 +24,7 @@ from mqadmin.transport.base import (
     BrokerClient,
     ClientConnection,
     ConsumeQueueStats,
+    ConsumeQueueView,
     ConsumerConnection,
     MessageRecord,
     ProgressFn,
@@ -553,6 +554,13 @@ class Admin:
                for q in route.queue_datas if q.perm & 4 for i in range(q.read_queue_nums)]
         return {cid: [{"brokerName": m.broker_name, "queueId": m.queue_id, "topic": m.topic}
                       for m in allocate_averagely(cid, mqs, client_ids)] for cid in client_ids}
+
+    def query_consume_queue(self, topic: str, queue_id: int, index: int, count: int,
+                            broker_addr: str | None = None) -> ConsumeQueueView:
+        """queryCq: units of one queue on ``broker_addr`` (default: the first broker with the topic)."""
+        among = None if broker_addr is None else self.check_target(broker_addr=broker_addr)
+        b, _ = self._require_topic(topic, among)[0]
+        return self.client.query_consume_queue(b.broker_addr, topic, queue_id, index, count)
 
     def topic_write_queues(self, topic: str) -> list[tuple[BrokerIdentity, int]]:
         """(broker, writeQueueNums) of every broker with the topic (checkMsgSendRT spreads over them)."""

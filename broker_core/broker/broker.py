@@ -32,6 +32,7 @@ from broker_core.store.codec.message import MessageExt, MessageInner
 from broker_core.store.codec.message_id import decode_offset_msg_id
 from broker_core.store.codec.properties import PROPERTY_REAL_TOPIC
 from broker_core.store.commit_log import PutMessageResult, now_ms
+from broker_core.store.consume_queue import CqUnit
 from broker_core.store.message_store import GetMessageResult, GetMessageStatus, MessageStore
 from broker_core.store.schedule import ScheduleMessageService, ScheduleStats
 from broker_core.store.subscription_group_config import SubscriptionGroupConfig, SubscriptionGroupTable
@@ -912,6 +913,18 @@ class Broker:
         """GET_EARLIEST_MSG_STORETIME: store time of the queue's oldest message, -1 when it has none."""
         self._authorize(auth, "GET_EARLIEST_MSG_STORETIME", topic=topic)
         return self.store.get_earliest_message_time(topic, queue_id)
+
+    def query_consume_queue(self, topic: str, queue_id: int, index: int, count: int,
+                            auth: RequestContext | None = None) -> tuple[int, int, list[CqUnit]]:
+        """QUERY_CONSUME_QUEUE (mqadmin queryCq): the queue's (min, max) offsets and up to ``count`` units
+        from ``index`` (within one CQ file, as RocketMQ reads them); a queue never written has none."""
+        self._authorize(auth, "QUERY_CONSUME_QUEUE", topic=topic)
+        if self.topic_manager.get(topic) is None:
+            raise TopicNotExistError(f"topic[{topic}] not exist")
+        cq = self.store.find_consume_queue(topic, queue_id)
+        if cq is None:
+            return 0, 0, []
+        return cq.get_min_offset_in_queue(), cq.get_max_offset_in_queue(), cq.get_units(index, max(count, 0))
 
     def update_broker_config(self, props: dict[str, str], auth: RequestContext | None = None) -> list[str]:
         """UPDATE_BROKER_CONFIG: change broker settings (top-level BrokerConfig keys) in this process.

@@ -7,9 +7,11 @@ from broker_core.broker.request_context import RequestContext
 from broker_core.config_loader import to_properties
 from broker_core.remoting import RemotingCommand, RequestCode, ResponseCode, fastjson
 from broker_core.remoting.bodies import (
+    ConsumeQueueData,
     DataVersion,
     GroupList,
     KVTable,
+    QueryConsumeQueueResponseBody,
     SubscriptionGroupWrapper,
     TopicConfigAndMappingSerializeWrapper,
     TopicList,
@@ -24,6 +26,7 @@ from broker_core.remoting.headers import (
     GetEarliestMsgStoretimeResponseHeader,
     GetSubscriptionGroupConfigRequestHeader,
     GetTopicConfigRequestHeader,
+    QueryConsumeQueueRequestHeader,
     QueryTopicsByConsumerRequestHeader,
     ResetOffsetRequestHeader,
     TopicQueueRequestHeader,
@@ -75,6 +78,7 @@ class AdminHandlers:
             RequestCode.UPDATE_BROKER_CONFIG: self.update_broker_config,
             RequestCode.GET_EARLIEST_MSG_STORETIME: self.get_earliest_msg_storetime,
             RequestCode.VIEW_MESSAGE_BY_ID: self.view_message_by_id,
+            RequestCode.QUERY_CONSUME_QUEUE: self.query_consume_queue,
         }
 
     # -- topics ----------------------------------------------------------------------------------
@@ -192,6 +196,15 @@ class AdminHandlers:
         await self.ctx.run(self.broker.update_broker_config, props, auth=auth)
         await self.ctx.register_now()  # e.g. brokerPermission changes what the routes advertise
         return req.response()
+
+    async def query_consume_queue(self, ch: Channel, req: RemotingCommand, auth: RequestContext) -> RemotingCommand:
+        h = QueryConsumeQueueRequestHeader.from_ext_fields(req.ext_fields)
+        lo, hi, units = await self.ctx.run(self.broker.query_consume_queue, h.topic, h.queue_id, h.index, h.count,
+                                           auth=auth)
+        body = QueryConsumeQueueResponseBody(
+            queue_data=[ConsumeQueueData(physic_offset=u.phy_offset, physic_size=u.size, tags_code=u.tags_code)
+                        for u in units], max_queue_index=hi, min_queue_index=lo)
+        return req.response(body=body.to_json())
 
     async def get_earliest_msg_storetime(self, ch: Channel, req: RemotingCommand,
                                          auth: RequestContext) -> RemotingCommand:

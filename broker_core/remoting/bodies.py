@@ -165,6 +165,26 @@ class ConsumerConnection(JsonBody):
 
 
 @B
+class ConsumeQueueData(JsonBody):
+    physic_offset: int = 0
+    physic_size: int = 0
+    tags_code: int = 0
+    extend_data_json: str | None = None
+    bit_map: str | None = None
+    eval: bool = False
+    msg: str | None = None
+
+
+@B
+class QueryConsumeQueueResponseBody(JsonBody):
+    """QUERY_CONSUME_QUEUE's answer (no subscription/filter data: no consumer group filter is applied)."""
+
+    queue_data: list[ConsumeQueueData] = field(default_factory=list)
+    max_queue_index: int = 0
+    min_queue_index: int = 0
+
+
+@B
 class ProducerConnection(JsonBody):
     connection_set: list[Connection] = field(default_factory=list)
 

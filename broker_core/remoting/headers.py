@@ -228,6 +228,17 @@ class GetAllTopicConfigResponseHeader(CommandHeader):
 
 
 @H
+class QueryConsumeQueueRequestHeader(CommandHeader):
+    """QUERY_CONSUME_QUEUE (mqadmin queryCq)."""
+
+    topic: str
+    queue_id: int
+    index: int
+    count: int
+    consumer_group: str | None = None
+
+
+@H
 class TopicQueueRequestHeader(CommandHeader):
     """GET_MIN_OFFSET, GET_EARLIEST_MSG_STORETIME (topic + queueId)."""
 

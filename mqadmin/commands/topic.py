@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from broker_core.broker.limits import MAX_TOPIC_QUEUE_NUMS
+from broker_core.broker.limits import JAVA_INT_MAX, JAVA_LONG_MAX, MAX_TOPIC_QUEUE_NUMS
 from mqadmin.cli import Cmd, complete_topic, front, parse_bool, register
 from mqadmin.errors import AdminError, NotFoundError, UsageProblem
 from mqadmin.timefmt import human2
@@ -308,3 +308,29 @@ def update_topic_list(
     addrs = [b.broker_addr for b in targets]
     cmd.emit({"brokers": addrs, "topics": [t.topic_name for t in wanted]}, lambda: [cmd.print(
         f"submit batch of topic config to {a} success, please check the result later.") for a in addrs])
+
+
+@register(app, "queryCq", "Query cq command.")
+def query_cq(
+    cmd: Cmd,
+    topic: TopicOpt,
+    queue_id: Annotated[int, typer.Option("-q", "--queue", help="queue num, ie. 1", min=0, max=JAVA_INT_MAX)],
+    index: Annotated[int, typer.Option("-i", "--index", help="start queue index.", min=0, max=JAVA_LONG_MAX)],
+    count: Annotated[int, typer.Option("-c", "--count", help="how many.", min=0, max=JAVA_INT_MAX)] = 10,
+    broker: Annotated[str | None, typer.Option("-b", "--broker", help="broker addr.")] = None,
+    group: Annotated[str | None, typer.Option("-g", "--consumer", help="consumer group (not used: no filter)")] = None,
+) -> None:
+    view = cmd.admin().query_consume_queue(topic.strip(), queue_id, index, count, broker.strip() if broker else None)
+
+    def render() -> None:
+        cmd.printf("Queue data: \nmax: %d, min: %d\n", view.max_queue_index, view.min_queue_index)
+        cmd.printf("======================================\n")
+        for i, e in enumerate(view.entries, index):
+            cmd.printf("idx: %d\n", i)
+            cmd.printf("ConsumeQueueData{physicOffset=%d, physicSize=%d, tagsCode=%d, extendDataJson='null', "
+                       "bitMap='null', eval=false, msg='null'}\n", e.physic_offset, e.physic_size, e.tags_code)
+            cmd.printf("======================================\n")
+
+    cmd.emit({"maxQueueIndex": view.max_queue_index, "minQueueIndex": view.min_queue_index,
+              "queueData": [{"physicOffset": e.physic_offset, "physicSize": e.physic_size, "tagsCode": e.tags_code}
+                            for e in view.entries]}, render)

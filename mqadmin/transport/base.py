@@ -194,6 +194,24 @@ class ConsumeQueueStats:
     last_timestamp: int
 
 
+@dataclass(frozen=True)
+class CqEntry:
+    """One consume queue unit: where its message is in the commitlog, and its tag hash."""
+
+    physic_offset: int
+    physic_size: int
+    tags_code: int
+
+
+@dataclass
+class ConsumeQueueView:
+    """queryCq: a queue's min/max offsets and the units read."""
+
+    min_queue_index: int
+    max_queue_index: int
+    entries: list[CqEntry] = field(default_factory=list)
+
+
 @dataclass
 class QueueRead:
     """PULL_MESSAGE-like read of one queue without a group: the store's status name and the messages."""
@@ -291,6 +309,11 @@ class BrokerClient(Protocol):
 
     def topic_stats(self, broker_addr: str, topic: str) -> list[QueueStatus]:
         """GET_TOPIC_STATS_INFO (202)."""
+        ...
+
+    def query_consume_queue(self, broker_addr: str, topic: str, queue_id: int, index: int,
+                            count: int) -> ConsumeQueueView:
+        """QUERY_CONSUME_QUEUE (321): the queue's offsets and ``count`` units from ``index``."""
         ...
 
     def query_topic_consume_by_who(self, broker_addr: str, topic: str) -> list[str]:

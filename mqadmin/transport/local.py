@@ -37,7 +37,9 @@ from mqadmin.timefmt import now_ms
 from mqadmin.transport.base import (
     ClientConnection,
     ConsumeQueueStats,
+    ConsumeQueueView,
     ConsumerConnection,
+    CqEntry,
     MessageRecord,
     ProgressFn,
     QueueRead,
@@ -185,6 +187,12 @@ class LocalBrokerClient:
         name = self.config.broker_name
         return [QueueStatus(name, q.queue_id, q.min_offset, q.max_offset, q.last_update_timestamp)
                 for q in self._call(broker_addr, b.topic_stats, topic)]
+
+    def query_consume_queue(self, broker_addr: str, topic: str, queue_id: int, index: int,
+                            count: int) -> ConsumeQueueView:
+        b = self._broker_for(broker_addr)
+        lo, hi, units = self._call(broker_addr, b.query_consume_queue, topic, queue_id, index, count)
+        return ConsumeQueueView(lo, hi, [CqEntry(u.phy_offset, u.size, u.tags_code) for u in units])
 
     def query_topic_consume_by_who(self, broker_addr: str, topic: str) -> list[str]:
         b = self._broker_for(broker_addr)

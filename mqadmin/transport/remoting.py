@@ -81,7 +81,9 @@ from mqadmin.records import to_record
 from mqadmin.transport.base import (
     ClientConnection,
     ConsumeQueueStats,
+    ConsumeQueueView,
     ConsumerConnection,
+    CqEntry,
     MessageRecord,
     QueueRead,
     QueueStatus,
@@ -276,6 +278,17 @@ class RemotingBrokerClient:
         table = self._body(TopicStatsTable, resp)
         return [QueueStatus(mq.broker_name, mq.queue_id, o.min_offset, o.max_offset, o.last_update_timestamp)
                 for mq, o in sorted(table.offset_table.items())]
+
+    def query_consume_queue(self, broker_addr: str, topic: str, queue_id: int, index: int,
+                            count: int) -> ConsumeQueueView:
+        from broker_core.remoting.bodies import QueryConsumeQueueResponseBody
+        from broker_core.remoting.headers import QueryConsumeQueueRequestHeader
+
+        header = QueryConsumeQueueRequestHeader(topic=topic, queue_id=queue_id, index=index, count=count)
+        body = self._body(QueryConsumeQueueResponseBody,
+                          self._ok(self._call(broker_addr, RequestCode.QUERY_CONSUME_QUEUE, header)))
+        return ConsumeQueueView(body.min_queue_index, body.max_queue_index,
+                                [CqEntry(d.physic_offset, d.physic_size, d.tags_code) for d in body.queue_data])
 
     def query_topic_consume_by_who(self, broker_addr: str, topic: str) -> list[str]:
         resp = self._ok(self._call(broker_addr, RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, TopicRequestHeader(topic=topic)))

@@ -158,6 +158,7 @@ OPS: dict[str, tuple[Op, list[tuple[str, str]]]] = {
     "authorize_grpc": (lambda b, a: b.authorize_grpc(a, "ReceiveMessage", topic=T, group=G),
                        [(f"Topic:{T}", "Sub"), (f"Group:{G}", "Sub")]),
     "earliest_msg_store_time": (lambda b, a: b.earliest_msg_store_time(T, 0, auth=a), [(f"Topic:{T}", "Get")]),
+    "query_consume_queue": (lambda b, a: b.query_consume_queue(T, 0, 0, 1, auth=a), [(f"Topic:{T}", "Get")]),
     "update_broker_config": (lambda b, a: b.update_broker_config({"brokerPermission": "6"}, auth=a), []),
     "create_user": (lambda b, a: b.create_user(f"new{next(_names)}", "pw", auth=a), [(CLUSTER, "Update")]),
     "update_user": (lambda b, a: b.update_user(_user(b, "bob"), "pw2", auth=a), [(CLUSTER, "Update")]),

@@ -146,3 +146,17 @@ def test_send_msg_status_and_cluster_rt(cli):
     assert head == f"{'#Cluster Name':<24}  {'#Broker Name':<24}  {'#RT':<4}  {'#successCount':<8}  {'#failCount':<8}"
     assert row[:24].strip() == "DefaultCluster" and row[26:50].strip() == "broker-a"
     assert row[62:78].strip() == "3" and row[80:].strip() == "0"
+
+
+def test_query_cq_reads_the_consume_queue(golden_cli):
+    cli = golden_cli("store-basic")
+    msgs = cli.json("printMsgByQueue", "-t", "GoldenTopicA", "-a", "broker-a", "-i", "0")
+    r = cli("queryCq", "-t", "GoldenTopicA", "-q", "0", "-i", "3", "-c", "2")
+    assert r.exit_code == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[:3] == ["Queue data: ", "max: 25, min: 0", "======================================"]
+    assert lines[3] == "idx: 3"
+    assert lines[4].startswith(f"ConsumeQueueData{{physicOffset={msgs[3]['commitLogOffset']}, "
+                               f"physicSize={msgs[3]['storeSize']}, tagsCode=")
+    assert lines[6] == "idx: 4" and len(lines) == 9
+    assert cli("queryCq", "-t", "NoTopic", "-q", "0", "-i", "0").exit_code == 3

@@ -149,3 +149,14 @@ def test_send_msg_status_and_cluster_rt_over_n(broker: BrokerProcess) -> None:
     assert len(lines) == 2 and all("SendResult [sendStatus=SEND_OK" in line for line in lines)
     row = _ok("clusterRT", "-n", n, "-a", "3").splitlines()[1]
     assert row[26:50].strip() == name and row[62:78].strip() == "3"
+
+
+def test_query_cq_over_n(broker: BrokerProcess) -> None:
+    n = broker.namesrv_addr
+    _ok("updateTopic", "-n", n, "-c", "DefaultCluster", "-t", "CqT", "-r", "1", "-w", "1")
+    sent = [json.loads(_ok("sendMessage", "-n", n, "-t", "CqT", "-p", f"m{i}", "--output", "json")) for i in range(2)]
+    view = json.loads(_ok("queryCq", "-n", n, "-t", "CqT", "-q", "0", "-i", "0", "-c", "5", "--output", "json"))
+    assert (view["minQueueIndex"], view["maxQueueIndex"]) == (0, 2) and len(view["queueData"]) == 2
+    by_id = json.loads(_ok("queryMsgById", "-n", n, "-t", "CqT", "-i", sent[1]["offsetMsgId"], "--output", "json"))
+    assert view["queueData"][1]["physicOffset"] == by_id[0]["commitLogOffset"]
+    assert mqadmin("queryCq", "-n", n, "-t", "NoSuchT", "-q", "0", "-i", "0").returncode == 3
