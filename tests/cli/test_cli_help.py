@@ -47,4 +47,4 @@ def _complete(words: str) -> list[str]:
 def test_command_names_complete_case_insensitively():
     assert _complete("mqadmin topics") == ["topicStatus"]
     assert _complete("mqadmin TOPICR") == ["topicRoute"]
-    assert set(_complete("mqadmin topic")) == {"topicList", "topicRoute", "topicStatus"}
+    assert set(_complete("mqadmin topic")) == {"topicList", "topicRoute", "topicStatus", "topicClusterList"}
