@@ -18,7 +18,7 @@ app = typer.Typer(
     name="mqadmin",
     cls=CaseInsensitiveGroup,
     help="RocketMQ admin tool (rmqops): Apache mqadmin's commands on a store directory (--store) "
-         "or, later, a cluster (-n).",
+         "or a running cluster (-n / NAMESRV_ADDR).",
     no_args_is_help=True,
     add_completion=True,
     pretty_exceptions_enable=False,

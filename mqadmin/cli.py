@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from typer._click.exceptions import ClickException, UsageError  # typer vendors click
+from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError  # typer vendors click
 from typer.core import TyperGroup, TyperOption
 
 from mqadmin.errors import EXIT_FAILURE, EXIT_USAGE, AdminError
@@ -80,6 +80,9 @@ class CaseInsensitiveGroup(TyperGroup):
             return super().main(args, prog_name, complete_var, standalone_mode, **extra)
         try:
             rv = super().main(args, prog_name, complete_var, False, **extra)
+        except NoArgsIsHelpError as e:  # bare ``mqadmin``: the command list, as before
+            e.show()
+            sys.exit(e.exit_code)
         except ClickException as e:
             path = e.ctx.command_path if isinstance(e, UsageError) and e.ctx is not None else (prog_name or "mqadmin")
             line = " ".join(e.format_message().split())

@@ -48,3 +48,10 @@ def test_command_names_complete_case_insensitively():
     assert _complete("mqadmin topics") == ["topicStatus"]
     assert _complete("mqadmin TOPICR") == ["topicRoute"]
     assert set(_complete("mqadmin topic")) == {"topicList", "topicRoute", "topicStatus", "topicClusterList"}
+
+
+def test_bare_mqadmin_lists_the_commands():
+    r = run()
+    assert r.exit_code == 2
+    assert "Usage: mqadmin" in r.stderr and "topicStatus" in r.stderr
+    assert len(r.stderr.splitlines()) > 20  # the list, one command a line, not one folded line
