@@ -32,6 +32,7 @@ from broker_core.remoting.bodies import (
     GroupList,
     KVTable,
     MessageQueue,
+    QueryConsumeQueueResponseBody,
     SubscriptionGroupWrapper,
     TopicConfigAndMappingSerializeWrapper,
     TopicConfigBody,
@@ -49,11 +50,14 @@ from broker_core.remoting.headers import (
     AclRequestHeader,
     CreateTopicRequestHeader,
     DeleteAclRequestHeader,
+    DeleteKVConfigRequestHeader,
     DeleteSubscriptionGroupRequestHeader,
     DeleteTopicFromNamesrvRequestHeader,
     DeleteTopicRequestHeader,
     GetConsumerConnectionListRequestHeader,
     GetConsumeStatsRequestHeader,
+    GetKVConfigRequestHeader,
+    GetKVConfigResponseHeader,
     GetMaxOffsetRequestHeader,
     GetProducerConnectionListRequestHeader,
     GetRouteInfoRequestHeader,
@@ -64,6 +68,8 @@ from broker_core.remoting.headers import (
     OffsetResponseHeader,
     PullMessageRequestHeader,
     PullMessageResponseHeader,
+    PutKVConfigRequestHeader,
+    QueryConsumeQueueRequestHeader,
     QueryConsumerOffsetRequestHeader,
     QueryMessageRequestHeader,
     ResetOffsetRequestHeader,
@@ -223,22 +229,16 @@ class RemotingBrokerClient:
                             DeleteTopicFromNamesrvRequestHeader(topic=topic, cluster_name=cluster_name)))
 
     def put_kv_config(self, namespace: str, key: str, value: str) -> None:
-        from broker_core.remoting.headers import PutKVConfigRequestHeader
-
         self._ok(self._call(None, RequestCode.PUT_KV_CONFIG,
                             PutKVConfigRequestHeader(namespace=namespace, key=key, value=value)))
 
     def get_kv_config(self, namespace: str, key: str) -> str | None:
-        from broker_core.remoting.headers import GetKVConfigRequestHeader, GetKVConfigResponseHeader
-
         resp = self._call(None, RequestCode.GET_KV_CONFIG, GetKVConfigRequestHeader(namespace=namespace, key=key))
         if resp.code == ResponseCode.QUERY_NOT_FOUND:
             return None
         return GetKVConfigResponseHeader.from_ext_fields(self._ok(resp).ext_fields).value
 
     def delete_kv_config(self, namespace: str, key: str) -> None:
-        from broker_core.remoting.headers import DeleteKVConfigRequestHeader
-
         self._ok(self._call(None, RequestCode.DELETE_KV_CONFIG,
                             DeleteKVConfigRequestHeader(namespace=namespace, key=key)))
 
@@ -281,9 +281,6 @@ class RemotingBrokerClient:
 
     def query_consume_queue(self, broker_addr: str, topic: str, queue_id: int, index: int,
                             count: int) -> ConsumeQueueView:
-        from broker_core.remoting.bodies import QueryConsumeQueueResponseBody
-        from broker_core.remoting.headers import QueryConsumeQueueRequestHeader
-
         header = QueryConsumeQueueRequestHeader(topic=topic, queue_id=queue_id, index=index, count=count)
         body = self._body(QueryConsumeQueueResponseBody,
                           self._ok(self._call(broker_addr, RequestCode.QUERY_CONSUME_QUEUE, header)))
