@@ -9,7 +9,7 @@ from __future__ import annotations
 import typer
 
 from mqadmin.cli import CaseInsensitiveGroup
-from mqadmin.commands import auth, cluster, group, message, offset, search, store, topic
+from mqadmin.commands import auth, cluster, group, message, offset, playbook, search, store, topic
 
 app = typer.Typer(
     name="mqadmin",
@@ -24,6 +24,7 @@ app = typer.Typer(
 
 for family in (auth, topic, group, offset, message, cluster, store, search):
     app.registered_commands.extend(family.app.registered_commands)
+app.add_typer(playbook.app, name="playbook")
 
 
 def main() -> None:

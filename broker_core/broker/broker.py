@@ -401,6 +401,23 @@ class Broker:
         self._authorize(auth, "GET_ALL_TOPIC_CONFIG")
         return self.topic_manager.list()
 
+    # -- broker config (updateBrokerConfig) ---------------------------------------------------------
+    def update_broker_config(self, changes: dict[str, str], persist_to: Path | None = None,
+                             auth: RequestContext | None = None) -> BrokerConfig:
+        """UPDATE_BROKER_CONFIG: set keys on the live config and write them to the broker's config file."""
+        from .config_update import apply_in_place, persist_changes, updated_config
+
+        self._authorize(auth, "UPDATE_BROKER_CONFIG")
+        self._require_writable()
+        new = updated_config(self.config, changes, self.root)
+        if persist_to is not None:
+            try:
+                persist_changes(persist_to, changes)
+            except OSError as e:
+                raise BrokerSystemError(f"cannot write broker config {persist_to}: {e.strerror}") from None
+        apply_in_place(self.config, new)
+        return self.config
+
     # -- subscription groups -----------------------------------------------------------------------
     def create_or_update_subscription_group(self, group: str | SubscriptionGroupConfig,
                                             auth: RequestContext | None = None, **settings: object
