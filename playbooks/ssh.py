@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import shlex
-import socket
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -105,7 +104,7 @@ class SshHost:
                     f"(ssh-keyscan -p {spec.port} {spec.host} >> {known}) or set trust_on_first_use: true "
                     "on the target") from None
             raise TransportError(f"ssh {spec.address}: {text}") from None
-        except (TimeoutError, socket.timeout):
+        except TimeoutError:
             client.close()
             raise TransportError(f"ssh {spec.address}: unreachable (no answer within {spec.timeout:g}s)") from None
         except OSError as e:
@@ -144,7 +143,7 @@ class SshHost:
             out = chan_out.read()
             err = chan_err.read()
             rc = chan_out.channel.recv_exit_status()
-        except (TimeoutError, socket.timeout):
+        except TimeoutError:
             raise TransportError(f"ssh {self.spec.address}: command timed out after {timeout:g}s") from None
         except (paramiko.SSHException, OSError) as e:
             raise TransportError(f"ssh {self.spec.address}: {e}") from None

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from mqadmin.admin import Admin
 from mqadmin.errors import NotFoundError
 from mqadmin.timefmt import parse_timestamp
 from playbooks.actions.base import ActionContext, Change, Outcome, Param, Plan, PlannedAction, poll
-from mqadmin.admin import Admin
 from playbooks.errors import StepError
 
 MAX_ISSUES_REPORTED = 20
