@@ -94,7 +94,8 @@ class Templater:
         return None
 
     def names(self, text: str, expression: bool = False) -> tuple[set[str], set[str]]:
-        """(top-level variable names, ``env.NAME`` names) a template refers to."""
+        """(top-level variable names, ``env.NAME`` names) a template needs; ``x | default(..)`` and
+        ``x is defined`` do not need ``x``."""
         ast = self.env.parse(_as_template(text, expression))
         env_names: set[str] = set()
         for node in ast.find_all((nodes.Getattr, nodes.Getitem)):
@@ -104,7 +105,11 @@ class Templater:
                     env_names.add(node.attr)
                 elif isinstance(node.arg, nodes.Const) and isinstance(node.arg.value, str):
                     env_names.add(node.arg.value)
-        return set(meta.find_undeclared_variables(ast)), env_names
+        optional = {n.node.name for n in ast.find_all(nodes.Filter)
+                    if n.name in ("default", "d") and isinstance(n.node, nodes.Name)}
+        optional |= {n.node.name for n in ast.find_all(nodes.Test)
+                     if n.name in ("defined", "undefined") and isinstance(n.node, nodes.Name)}
+        return set(meta.find_undeclared_variables(ast)) - optional, env_names
 
     # -- run time ------------------------------------------------------------------------------------
     def render(self, value: Any, context: Mapping[str, Any]) -> Any:

@@ -100,25 +100,28 @@ class WaitLag:
     """Wait until a group's lag (broker offset - consumer offset, summed) is at most ``max_lag``."""
 
     name = "wait.lag"
-    params = {"group": Param((str,), required=True), "topic": Param((str,)),
-              "max_lag": Param((int,), default=0), "timeout": Param((int, float), default=60),
+    params = {"group": Param((str, list), required=True, help="a group or a list of groups (lags summed)"),
+              "topic": Param((str,)), "max_lag": Param((int,), default=0), "timeout": Param((int, float), default=60),
               "interval": Param((int, float), default=1)}
     placement = "admin"
 
     def run(self, ctx: ActionContext, args: dict[str, Any], check: bool) -> Outcome:
-        group, topic = args["group"], args.get("topic")
+        groups = [args["group"]] if isinstance(args["group"], str) else [str(g) for g in args["group"]]
+        topic = args.get("topic")
+        group = ", ".join(groups)
         max_lag = int(args.get("max_lag") or 0)
         state: dict[str, Any] = {"lag": None}
 
         def probe() -> tuple[bool, str]:
+            lag = 0
             try:
                 with ctx.admin(writes=False) as admin:
-                    rows = admin.consumer_progress(group, topic)
+                    for g in groups:
+                        lag += sum(max(0, r.diff) for r in admin.consumer_progress(g, topic))
             except NotFoundError as e:
                 return False, e.message
-            state["lag"] = sum(max(0, r.diff) for r in rows)
-            state["queues"] = len(rows)
-            return state["lag"] <= max_lag, f"lag of {group} is {state['lag']} (want <= {max_lag})"
+            state["lag"] = lag
+            return lag <= max_lag, f"lag of {group} is {lag} (want <= {max_lag})"
 
         done, message = poll(ctx, float(args.get("timeout", 60)), float(args.get("interval", 1)), probe)
         data = {"lag": state["lag"], "group": group, "topic": topic}
