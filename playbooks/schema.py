@@ -29,7 +29,7 @@ SSH_KEYS = {"host": (str,), "port": (int,), "user": (str,), "key_file": (str,), 
             "trust_on_first_use": (bool,), "timeout": (int, float)}
 STEP_OPTIONS = ("name", "target", "when", "register", "until", "retries", "delay", "ignore_errors", "serial",
                 "assert", "check_mode")
-BUILTIN_NAMES = {"env", "target", "check_mode", "playbook"}
+BUILTIN_NAMES = {"env", "target", "check_mode", "playbook", "result"}
 STORE_ACTIONS = ("store.verify", "store.rebuild", "broker.start", "broker.stop")
 IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 

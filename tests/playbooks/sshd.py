@@ -68,7 +68,7 @@ def start_sshd(root: Path) -> Sshd:
     root.mkdir(parents=True, exist_ok=True)
     Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
     host_key = keygen(root / "ssh_host_ed25519_key")
-    other_host_key = keygen(root / "other_host_ed25519_key")
+    keygen(root / "other_host_ed25519_key")
     user_key = keygen(root / "id_user")
     wrong_key = keygen(root / "id_wrong")
     authorized = root / "authorized_keys"
