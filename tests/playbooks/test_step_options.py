@@ -18,7 +18,7 @@ def head(store: Path, extra_targets: str = "") -> str:
 def test_when_register_assert_and_native_types(pb: Playbooks, tmp_path: Path) -> None:
     store = tmp_path / "s"
     path = pb.write("p.yml", head(store).replace("steps:\n", "vars:\n  n: 2\nsteps:\n") + '''  - name: topic
-    topic.ensure: {topic: t1, read_queues: "{{ n }}", write_queues: "{{ n * 2 }}"}
+    topic.ensure: {topic: t1, read_queues: "{{ n }}", write_queues: "{{ (n | int) * 2 }}"}
     register: made
   - name: only when it changed
     group.ensure: {group: g1}
