@@ -10,6 +10,7 @@ and values that do not parse are refused before anything changes; the file is re
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -34,10 +35,12 @@ def updated_config(current: BrokerConfig, changes: Mapping[str, str], store_root
 
 
 def apply_in_place(target: BrokerConfig, new: BrokerConfig) -> None:
-    """Copy ``new``'s values onto the live objects (services keep their references to them)."""
+    """Copy ``new``'s values onto the live objects (services keep their references to them); a frozen
+    part (AuthConfig) is replaced whole."""
     for f in dataclasses.fields(BrokerConfig):
-        if f.name in ("store", "auth"):
-            sub_target, sub_new = getattr(target, f.name), getattr(new, f.name)
+        sub_target, sub_new = getattr(target, f.name), getattr(new, f.name)
+        mutable = dataclasses.is_dataclass(sub_target) and not type(sub_target).__dataclass_params__.frozen
+        if mutable:
             for sf in dataclasses.fields(sub_new):
                 setattr(sub_target, sf.name, getattr(sub_new, sf.name))
         else:
@@ -45,13 +48,22 @@ def apply_in_place(target: BrokerConfig, new: BrokerConfig) -> None:
 
 
 def persist_changes(path: Path, changes: Mapping[str, str]) -> None:
-    """Write ``changes`` into the config file at ``path`` (properties, or YAML for .yml/.yaml)."""
-    props = read_properties_file(path) if path.exists() else {}
-    props.update({k: str(v) for k, v in changes.items()})
+    """Write ``changes`` into the config file at ``path``: a properties file keeps its other lines and
+    comments (a changed key is rewritten where it stands, a new one appended); YAML is re-dumped."""
+    values = {k: str(v) for k, v in changes.items()}
     if path.suffix in (".yaml", ".yml"):
         import yaml
 
+        props = read_properties_file(path) if path.exists() else {}
+        props.update(values)
         text = yaml.safe_dump(props, sort_keys=True)
     else:
-        text = "".join(f"{k}={v}\n" for k, v in sorted(props.items()))
+        lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+        pending = dict(values)
+        for i, raw in enumerate(lines):
+            m = re.match(r"\s*([^=:\s#!]+)\s*[=:]", raw)
+            if m and m.group(1) in pending:
+                lines[i] = f"{m.group(1)}={pending.pop(m.group(1))}"
+        lines.extend(f"{k}={v}" for k, v in pending.items())
+        text = "\n".join(lines) + "\n"
     atomic_write_bytes(path, text.encode("utf-8"))

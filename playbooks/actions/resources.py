@@ -13,6 +13,13 @@ from typing import Any
 
 from broker_core.auth.errors import AuthError
 from broker_core.auth.model import Acl, PolicyType, Resource, normalize_actions
+from broker_core.broker.topic_validator import (
+    DLQ_GROUP_TOPIC_PREFIX,
+    REPLY_TOPIC_POSTFIX,
+    RETRY_GROUP_TOPIC_PREFIX,
+    SYSTEM_TOPIC_PREFIX,
+    SYSTEM_TOPICS,
+)
 from mqadmin.admin import Admin, SubscriptionGroupInfo, TopicInfo
 from mqadmin.errors import NotFoundError
 from playbooks.actions.base import Change, Param, Plan, PlannedAction
@@ -26,9 +33,8 @@ LIST_OR_STR = (list, str)
 PERM_READ, PERM_WRITE = 4, 2
 DEFAULT_QUEUES = 8
 
-# Names a topic pattern never matches: RocketMQ's own topics (they are not the operator's to drain).
-_SYSTEM_PREFIXES = ("%RETRY%", "%DLQ%", "rmq_sys_", "RMQ_SYS_", "SCHEDULE_TOPIC_", "TRANS_CHECK_MAX_TIME_TOPIC")
-_SYSTEM_NAMES = ("TBW102", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT", "BenchmarkTest")
+# A topic pattern never matches RocketMQ's own topics (TopicValidator's names): not the operator's to drain.
+_SYSTEM_PREFIXES = (RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX, SYSTEM_TOPIC_PREFIX)
 
 
 def parse_perm(value: int | str) -> int:
@@ -187,7 +193,8 @@ class TopicPerm(PlannedAction):
 
 
 def _is_system(topic: str, cluster: str, broker: str) -> bool:
-    return topic.startswith(_SYSTEM_PREFIXES) or topic in _SYSTEM_NAMES or topic in (cluster, broker)
+    return (topic.startswith(_SYSTEM_PREFIXES) or topic in SYSTEM_TOPICS
+            or topic in (cluster, broker, f"{cluster}_{REPLY_TOPIC_POSTFIX}"))
 
 
 def _perm_text(perm: int) -> str:
