@@ -149,8 +149,11 @@ def _emit(doc: dict[str, Any], output: OutputFormat) -> None:
         console = Console(highlight=False, width=200)
     title = f"{doc['playbook']}" + (" (check: nothing changed)" if doc["check"] else "")
     t = Table(title=title, title_justify="left", show_edge=False, box=None, pad_edge=False)
-    for col in ("#", "step", "target", "status", "what"):
-        t.add_column(col, no_wrap=col != "what", overflow="fold")
+    t.add_column("#", no_wrap=True)
+    t.add_column("step", max_width=32, overflow="fold")
+    t.add_column("target", no_wrap=True)
+    t.add_column("status", no_wrap=True)
+    t.add_column("what", min_width=30, overflow="fold")
     for s in doc["steps"]:
         status = s["status"] + (" (ignored)" if s.get("ignored") else "")
         what = s["message"]
@@ -168,7 +171,15 @@ def _emit(doc: dict[str, Any], output: OutputFormat) -> None:
 def _change_text(c: dict[str, Any]) -> str:
     if "field" not in c:
         return c["what"]
-    return f"{c['what']} {c['field']}: {c['old']} -> {c['new']}"
+    return f"{c['what']} {c['field']}: {_brief(c['old'])} -> {_brief(c['new'])}"
+
+
+def _brief(value: Any) -> str:
+    if isinstance(value, dict):
+        return " ".join(f"{k}={_brief(v)}" for k, v in value.items() if v not in ([], None, ""))
+    if isinstance(value, list):
+        return ",".join(map(str, value))
+    return "-" if value is None else str(value)
 
 
 class _Progress:
