@@ -10,7 +10,10 @@ secrets never appear on a command line) and host actions (shell, file.copy) here
 from __future__ import annotations
 
 import json
+import os
 import shlex
+import shutil
+import stat
 import subprocess
 import tempfile
 import time
@@ -70,12 +73,15 @@ class LocalHost:
         return hashlib.sha256(p.read_bytes()).hexdigest()
 
     def put(self, local_path: Path, remote_path: str, mode: int | None) -> None:
-        from broker_core.store.config_file import atomic_write_bytes
-
+        """Write via a temp file and rename, so the destination is never half written."""
         dest = Path(remote_path).expanduser()
-        atomic_write_bytes(dest, local_path.read_bytes(), keep_backup=False)
-        if mode is not None:
-            dest.chmod(mode)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = dest.with_name(dest.name + ".rmqops-tmp")
+        shutil.copyfile(local_path, tmp)
+        tmp.chmod(mode if mode is not None else stat.S_IMODE(local_path.stat().st_mode))
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, dest)
 
 
 # ------------------------------------------------------------------------------------------- contexts
@@ -135,14 +141,28 @@ class ClusterContext:
         return time.monotonic()
 
 
-class SshHostContext(ClusterContext):
+class SshHostContext:
     """Host actions on an SSH target: only ``host()`` is there; Admin actions run on the host itself."""
+
+    store_dir = None
+    config_file = None
 
     def __init__(self, host: SshHost) -> None:
         self._host = host
 
+    @contextmanager
+    def admin(self, writes: bool) -> Iterator[Admin]:
+        raise StepError("host actions do not use an Admin; Admin actions run on the host through mqadmin")
+        yield  # pragma: no cover - a generator for contextmanager
+
     def host(self) -> HostOps:
         return self._host
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+    def now(self) -> float:
+        return time.monotonic()
 
 
 # ------------------------------------------------------------------------------------------- executors
@@ -196,7 +216,9 @@ class Executors:
         if check:
             command += " --check"
         payload = json.dumps({"action": action.name, "args": args}, default=_json_default).encode()
-        timeout = float(args.get("timeout") or 0) + 600 if isinstance(args.get("timeout"), int | float) else 3600
+        # The remote step may wait itself (wait.lag, broker.start): allow its own timeout plus slack.
+        waits = args.get("timeout")
+        timeout = float(waits) + 600 if isinstance(waits, int | float) else 3600.0
         result = host.run(command, stdin=payload, timeout=timeout)
         for line in reversed(result.stdout.strip().splitlines()):
             if line.startswith("{"):

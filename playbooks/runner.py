@@ -9,13 +9,14 @@ steps), unless ``ignore_errors: true``. Nothing printed or logged carries a secr
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Protocol, TextIO
 
 from playbooks.actions.base import Outcome
 from playbooks.errors import PlaybookError, StepError
@@ -95,11 +96,19 @@ class RunLog:
         self._file.close()
 
 
-class Observer:
-    """Progress hooks (the CLI shows a rich spinner on a terminal); the default does nothing."""
+class Observer(Protocol):
+    """Progress hooks (the CLI shows a rich status line on a terminal)."""
 
     def step_started(self, step: Step, target: str) -> None: ...
     def step_finished(self, record: StepRecord) -> None: ...
+
+
+class _Quiet:
+    def step_started(self, step: Step, target: str) -> None:
+        pass
+
+    def step_finished(self, record: StepRecord) -> None:
+        pass
 
 
 class Runner:
@@ -111,10 +120,8 @@ class Runner:
         self.check = check
         self.limit = limit
         self.log_path = log_path
-        self.observer = observer or Observer()
+        self.observer: Observer = observer or _Quiet()
         self.secrets = Secrets()
-        import os
-
         self.environ = os.environ if environ is None else environ
         self.env = EnvironmentSecrets(self.secrets, self.environ)
         self.templater = Templater()

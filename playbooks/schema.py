@@ -155,13 +155,8 @@ class _Validator:
         if not isinstance(steps_node, LineList) or not steps_node:
             raise self.fail("steps: must be a non-empty list", doc.line_of("steps"))
         steps = [self.step(i, s, steps_node.line_of(i), targets) for i, s in enumerate(steps_node)]
-        registered: dict[str, int] = {}
-        for s in steps:
-            if s.register:
-                registered.setdefault(s.register, s.index)
-        pb = Playbook(name, self.source, {k: v for k, v in targets.items()},
-                      {k: _line_of(doc["targets"], k) for k in targets}, dict(variables), steps, self.refs)
-        return pb
+        return Playbook(name, self.source, dict(targets), {k: _line_of(doc["targets"], k) for k in targets},
+                        dict(variables), steps, self.refs)
 
     def targets(self, node: Any, line: int) -> dict[str, dict[str, Any]]:
         if not isinstance(node, LineMap) or not node:

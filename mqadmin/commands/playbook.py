@@ -111,8 +111,11 @@ def step(
     store: Annotated[Path, typer.Option("--store", help="store directory on this host")],
     config: Annotated[str | None, typer.Option("--config", help="broker config on this host")] = None,
     check: Annotated[bool, typer.Option("--check")] = False,
-    output: Annotated[OutputFormat, typer.Option("--output", case_sensitive=False)] = OutputFormat.json,
+    output: Annotated[OutputFormat, typer.Option("--output", case_sensitive=False,
+                                                 help="json (the only form the runner reads)")] = OutputFormat.json,
 ) -> None:
+    if output is not OutputFormat.json:
+        raise _fail("playbook step prints JSON only (--output json)", EXIT_USAGE)
     from playbooks.actions import REGISTRY
     from playbooks.actions.base import Outcome
     from playbooks.inventory import StoreContext, run_guarded
@@ -186,9 +189,6 @@ class _Progress:
     """A rich status line on stderr while steps run (only on a terminal)."""
 
     def __init__(self) -> None:
-        from playbooks.runner import Observer
-
-        self._base = Observer
         self.console = Console(stderr=True)
         self.status = self.console.status("starting")
         self.status.start()

@@ -8,8 +8,7 @@ exactly that plan. Actions never see a store, a Broker or a socket: only ``Admin
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -163,12 +162,3 @@ def poll(ctx: ActionContext, timeout: float, interval: float, probe: Callable[[]
         ctx.sleep(min(interval, max(0.0, deadline - ctx.now())))
 
 
-def wall_clock() -> float:
-    return time.monotonic()
-
-
-def iter_names(value: str | list[str]) -> Iterator[str]:
-    if isinstance(value, str):
-        yield value
-    else:
-        yield from (str(v) for v in value)
