@@ -176,3 +176,20 @@ def test_unknown_host_needs_trust_on_first_use(pb: Playbooks, sshd: Sshd, tmp_pa
     assert recorded[0] == f"[127.0.0.1]:{sshd.port}" and recorded[2] == sshd.known_hosts.read_text().split()[2]
     r = pb.run(pb.write("p.yml", host_book(sshd, tmp_path / "s", steps, known_hosts=known)))
     assert r.code == 0  # now known: strict checking passes
+
+
+def test_step_command_reports_bad_requests_as_json(tmp_path: Path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    cmd = [sys.executable, "-m", "mqadmin.app", "playbook", "step", "--store", str(tmp_path / "s"), "--output", "json"]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    bad = subprocess.run(cmd, input=b'{"action": "no.such"}', capture_output=True, env=env, timeout=60)
+    assert bad.returncode == 0
+    assert json.loads(bad.stdout)["message"] == "bad step request on stdin: 'no.such'"
+    good = subprocess.run(cmd, input=json.dumps({"action": "group.ensure", "args": {"group": "g"}}).encode(),
+                          capture_output=True, env=env, timeout=60)
+    assert json.loads(good.stdout)["status"] == "changed"
