@@ -15,11 +15,10 @@ from typer.testing import CliRunner
 from broker_core.broker.broker import Broker
 from mqadmin.app import app
 
+from .sshd import Sshd, available, start_sshd
+
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "playbooks" / "examples"
-sys.path.insert(0, str(Path(__file__).parent))
-
-from sshd import Sshd, available, start_sshd  # noqa: E402
 
 
 @dataclass

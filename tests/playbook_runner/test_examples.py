@@ -11,13 +11,14 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import EXAMPLES, REPO, Playbooks, seed_store, ssh_vars
-from sshd import Sshd
-from test_actions import _corrupt_first_cq_unit
-from test_ssh import stop_broker_by_pid
 
 from mqadmin.embedded import EmbeddedAdmin
 from playbooks.actions.broker_process import lock_owner
+
+from .conftest import EXAMPLES, REPO, Playbooks, seed_store, ssh_vars
+from .sshd import Sshd
+from .test_actions import _corrupt_first_cq_unit
+from .test_ssh import stop_broker_by_pid
 
 pytestmark = pytest.mark.timeout(600)
 

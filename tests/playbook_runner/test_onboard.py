@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import EXAMPLES, Playbooks
-
 from mqadmin.embedded import EmbeddedAdmin
+
+from .conftest import EXAMPLES, Playbooks
 
 ONBOARD = EXAMPLES / "onboard-team.yml"
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import Playbooks
-
 from mqadmin.embedded import EmbeddedAdmin
+
+from .conftest import Playbooks
 
 
 def head(store: Path, extra_targets: str = "") -> str:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import Playbooks
+
+from .conftest import Playbooks
 
 GOOD_HEAD = '''name: t
 targets:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import Playbooks, seed_store
-
 from mqadmin.embedded import EmbeddedAdmin
+
+from .conftest import Playbooks, seed_store
 
 
 def book(store: Path, steps: str, config: Path | None = None) -> str:

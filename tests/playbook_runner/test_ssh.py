@@ -10,11 +10,12 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import Playbooks, remote_mqadmin, seed_store
-from sshd import Sshd
 
 from mqadmin.embedded import EmbeddedAdmin
 from playbooks.actions.broker_process import lock_owner
+
+from .conftest import Playbooks, remote_mqadmin, seed_store
+from .sshd import Sshd
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -183,7 +184,7 @@ def test_step_command_reports_bad_requests_as_json(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    from conftest import REPO
+    from .conftest import REPO
 
     cmd = [sys.executable, "-m", "mqadmin.app", "playbook", "step", "--store", str(tmp_path / "s"), "--output", "json"]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
