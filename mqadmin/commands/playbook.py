@@ -52,6 +52,7 @@ def run(
     from playbooks.runner import Runner, parse_extra_vars
     from playbooks.schema import load_playbook
 
+    log_path: Path | None = None
     try:
         pb = load_playbook(file)
         extra_vars = parse_extra_vars(extra or [])
@@ -59,8 +60,8 @@ def run(
         if limits is not None and not any(any(_match(t, p) for t in pb.targets) for p in limits):
             raise PlaybookError(f"--limit {limit!r} matches no target (defined: {', '.join(pb.targets)})")
         observer = _Progress() if output is OutputFormat.table and sys.stderr.isatty() else None
-        runner = Runner(pb, extra_vars, check=check, limit=limits, log_path=log or _default_log(file),
-                        observer=observer)
+        log_path = log or _default_log(file)
+        runner = Runner(pb, extra_vars, check=check, limit=limits, log_path=log_path, observer=observer)
         try:
             report = runner.run()
         finally:
@@ -68,6 +69,8 @@ def run(
                 observer.stop()
     except PlaybookError as e:
         raise _fail(str(e), EXIT_USAGE) from None
+    except OSError as e:
+        raise _fail(f"cannot write the run log {e.filename or log_path}: {e.strerror or e}", EXIT_USAGE) from None
     doc = runner.secrets.mask(report.to_dict())
     _emit(doc, output)
     if report.failed:

@@ -91,3 +91,17 @@ def test_bad_extra_var_and_limit(pb: Playbooks, tmp_path: Path) -> None:
 def test_missing_file(pb: Playbooks, tmp_path: Path) -> None:
     r = pb.run(tmp_path / "nope.yml")
     assert r.code == 2 and "cannot read playbook" in r.stderr
+
+
+def test_unwritable_run_log(pb: Playbooks, tmp_path: Path) -> None:
+    good = pb.write("good.yml", GOOD_HEAD + "  - name: a\n    group.ensure: {group: g}\n")
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    from typer.testing import CliRunner
+
+    from mqadmin.app import app
+
+    r = CliRunner().invoke(app, ["playbook", "run", str(good), "-e", f"store={tmp_path}/s",
+                                 "--log", str(blocker / "run.jsonl")])
+    assert r.exit_code == 2
+    assert r.stderr.startswith("mqadmin playbook: cannot write the run log ") and len(r.stderr.splitlines()) == 1
