@@ -402,21 +402,30 @@ class Broker:
         return self.topic_manager.list()
 
     # -- broker config (updateBrokerConfig) ---------------------------------------------------------
-    def update_broker_config(self, changes: dict[str, str], persist_to: Path | None = None,
-                             auth: RequestContext | None = None) -> BrokerConfig:
-        """UPDATE_BROKER_CONFIG: set keys on the live config and write them to the broker's config file."""
-        from .config_update import apply_in_place, persist_changes, updated_config
+    def update_broker_config(self, props: dict[str, str], auth: RequestContext | None = None,
+                             persist_to: Path | None = None) -> list[str]:
+        """UPDATE_BROKER_CONFIG: set keys on the live config objects (broker, store and auth keys) and,
+        given ``persist_to`` (RocketMQ's brokerConfigPath: the file the broker was started with), write
+        them there. Black-listed keys are refused and unknown keys ignored, as RocketMQ's Configuration
+        does; a value that does not parse refuses the whole update. Returns the keys applied."""
+        from .config_update import BLACK_LIST, apply_in_place, persist_changes, updated_config
 
         self._authorize(auth, "UPDATE_BROKER_CONFIG")
         self._require_writable()
+        black = BLACK_LIST | {k.strip() for k in self.config.properties.get("configBlackList", "").split(";")
+                              if k.strip()}
+        if black & props.keys():
+            raise NoPermissionError("Can not update config in black list.")
+        known = self.config.to_properties()
+        changes = {k: str(v) for k, v in props.items() if k in known}
         new = updated_config(self.config, changes, self.root)
-        if persist_to is not None:
+        if persist_to is not None and changes:
             try:
                 persist_changes(persist_to, changes)
             except OSError as e:
                 raise BrokerSystemError(f"cannot write broker config {persist_to}: {e.strerror}") from None
         apply_in_place(self.config, new)
-        return self.config
+        return sorted(changes)
 
     # -- subscription groups -----------------------------------------------------------------------
     def create_or_update_subscription_group(self, group: str | SubscriptionGroupConfig,

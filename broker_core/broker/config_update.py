@@ -2,9 +2,9 @@
 
 Why a module: RocketMQ's UPDATE_BROKER_CONFIG sets the given keys on the running broker's config
 objects (BrokerConfig, MessageStoreConfig, AuthConfig: by name, as ``MixAll.properties2Object``) and
-writes them to the file the broker was started with, so the change survives a restart. Unknown keys
-and values that do not parse are refused before anything changes; the file is rewritten atomically
-(temp file, fsync, rename; the old one kept as ``.bak``).
+writes them to the file the broker was started with, so the change survives a restart. Values that do
+not parse are refused before anything changes; the file is rewritten atomically (temp file, fsync,
+rename; the old one kept as ``.bak``), keeping its other lines.
 """
 
 from __future__ import annotations
@@ -20,13 +20,12 @@ from broker_core.store.config_file import atomic_write_bytes
 from .broker_config import BrokerConfig
 from .errors import InvalidParameterError
 
+# Keys an update may never change (BrokerController's configBlackList default).
+BLACK_LIST = frozenset({"brokerConfigPath", "rocketmqHome", "configBlackList"})
+
 
 def updated_config(current: BrokerConfig, changes: Mapping[str, str], store_root: Path) -> BrokerConfig:
-    """The config ``current`` would become; raises InvalidParameterError for an unknown key or bad value."""
-    known = current.to_properties()
-    unknown = sorted(k for k in changes if k not in known)
-    if unknown:
-        raise InvalidParameterError(f"unknown broker config key(s): {', '.join(unknown)}")
+    """The config ``current`` would become; raises InvalidParameterError for a value that does not parse."""
     merged = {**current.properties, **{k: str(v) for k, v in changes.items()}}
     try:
         return BrokerConfig.from_properties(merged, store_root)

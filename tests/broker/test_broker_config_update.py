@@ -9,7 +9,7 @@ import pytest
 
 from broker_core.broker.broker import Broker
 from broker_core.broker.broker_config import BrokerConfig
-from broker_core.broker.errors import InvalidParameterError, ServiceNotAvailableError
+from broker_core.broker.errors import InvalidParameterError, NoPermissionError, ServiceNotAvailableError
 
 
 def test_update_changes_live_config_and_file(tmp_path: Path) -> None:
@@ -18,17 +18,18 @@ def test_update_changes_live_config_and_file(tmp_path: Path) -> None:
     broker = Broker(tmp_path / "store", BrokerConfig.load(conf, tmp_path / "store"))
     try:
         store_cfg = broker.config.store
-        broker.update_broker_config({"flushIntervalCommitLog": "900", "maxMessageSize": "1024",
-                                     "autoCreateTopicEnable": "false"}, conf)
+        applied = broker.update_broker_config({"flushIntervalCommitLog": "900", "maxMessageSize": "1024",
+                                               "autoCreateTopicEnable": "false", "noSuchKey": "1"}, persist_to=conf)
+        assert applied == ["autoCreateTopicEnable", "flushIntervalCommitLog", "maxMessageSize"]  # unknown: ignored
         assert broker.config.store is store_cfg and store_cfg.flush_interval_commit_log == 900
         assert store_cfg.max_message_size == 1024 and broker.config.auto_create_topic_enable is False
         assert conf.read_text().splitlines() == ["# ops", "brokerName=broker-x", "flushIntervalCommitLog=900",
                                                  "maxMessageSize=1024", "autoCreateTopicEnable=false"]
         before = conf.read_text()
-        with pytest.raises(InvalidParameterError, match="unknown broker config key"):
-            broker.update_broker_config({"noSuchKey": "1"}, conf)
+        with pytest.raises(NoPermissionError, match="black list"):
+            broker.update_broker_config({"brokerConfigPath": "/etc/x", "maxMessageSize": "1"}, persist_to=conf)
         with pytest.raises(InvalidParameterError, match="invalid broker config"):
-            broker.update_broker_config({"maxMessageSize": "big"}, conf)
+            broker.update_broker_config({"maxMessageSize": "big", "flushIntervalCommitLog": "1"}, persist_to=conf)
         assert conf.read_text() == before and store_cfg.max_message_size == 1024
     finally:
         broker.shutdown()
@@ -39,7 +40,7 @@ def test_read_only_broker_refuses(tmp_path: Path) -> None:
     broker = Broker(tmp_path / "store", read_only=True)
     try:
         with pytest.raises(ServiceNotAvailableError):
-            broker.update_broker_config({"flushIntervalCommitLog": "900"}, tmp_path / "b.conf")
+            broker.update_broker_config({"flushIntervalCommitLog": "900"}, persist_to=tmp_path / "b.conf")
         assert not (tmp_path / "b.conf").exists()
     finally:
         broker.shutdown()
