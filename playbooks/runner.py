@@ -319,12 +319,16 @@ class Runner:
                               timeout=float(s.get("timeout", DEFAULT_TIMEOUT)))
             except (TypeError, ValueError) as e:
                 raise StepError(f"target {name}: bad ssh settings: {e}") from None
-        store = spec.get("store")
-        if ssh is None and not spec.get("namesrv") and not str(store or "").strip():
-            raise StepError(f"target {name}: store: renders to an empty path")
-        return Target(name, str(store) if store is not None else None,
-                      str(spec["config"]) if spec.get("config") else None,
-                      str(spec["namesrv"]) if spec.get("namesrv") else None, ssh, str(spec.get("mqadmin") or "mqadmin"))
+        store = str(spec.get("store") or "").strip() or None
+        namesrv = str(spec.get("namesrv") or "").strip() or None
+        if ssh is None and store and namesrv:
+            raise StepError(f"target {name}: both store: ({store}) and namesrv: ({namesrv}) are set; give one")
+        if ssh is None and not store and not namesrv:
+            raise StepError(f"target {name}: " + ("store: and namesrv: both render empty; give -e store=DIR or "
+                                                  "-e namesrv=HOST:PORT" if "namesrv" in spec
+                                                  else "store: renders to an empty path"))
+        return Target(name, store, str(spec["config"]) if spec.get("config") else None, namesrv, ssh,
+                      str(spec.get("mqadmin") or "mqadmin"))
 
     def _asserts(self, step: Step, ctx: dict[str, Any], outcome: Outcome) -> Outcome:
         if outcome.status == "failed" or outcome.status == "skipped":

@@ -176,7 +176,9 @@ class _Validator:
                 raise self.fail(f"target {tname!r} has both namesrv: and ssh:; give one", spec.line)
             if not kinds and "store" not in spec:
                 raise self.fail(f"target {tname!r} needs store: (a directory), namesrv: (host:port) or ssh:", tline)
-            if "namesrv" in spec and "store" in spec:
+            if "namesrv" in spec and "store" in spec and not (is_template(spec["namesrv"]) and is_template(spec["store"])):
+                # Both may be given as templates (one playbook for a store and a cluster: -e store=... or
+                # -e namesrv=...); exactly one must render non-empty at run time.
                 raise self.fail(f"target {tname!r}: namesrv: and store: exclude each other", spec.line_of("store"))
             for key in ("store", "config", "namesrv", "mqadmin"):
                 if key in spec and not isinstance(spec[key], str):
@@ -323,7 +325,8 @@ class _Validator:
                 raise self.fail(f"unknown target {n!r}{_suggest(n, targets)} (defined: {', '.join(targets)})", line)
             for t in matched:
                 spec = targets[t]
-                if "namesrv" in spec and (step.action.placement == "host" or step.action.name in STORE_ACTIONS):
+                if "namesrv" in spec and "store" not in spec and (step.action.placement == "host"
+                                                                  or step.action.name in STORE_ACTIONS):
                     raise self.fail(f"{step.action.name} cannot run on cluster target {t!r}: it needs a host "
                                     "(an ssh target, or a store directory here)", line)
                 if "ssh" in spec and "store" not in spec and step.action.placement == "admin":

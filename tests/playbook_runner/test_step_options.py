@@ -178,3 +178,22 @@ def test_sandbox_refuses_python_internals(pb: Playbooks, tmp_path: Path) -> None
     msg = r.doc["steps"][0]["message"]
     assert "__class__" in msg and ("unsafe" in msg or "not allowed" in msg or "undefined" in msg), msg
     assert not (tmp_path / "s").exists()
+
+
+def test_target_given_as_store_or_namesrv(pb: Playbooks, tmp_path: Path) -> None:
+    text = '''name: either
+targets:
+  broker:
+    store: "{{ store | default('') }}"
+    namesrv: "{{ namesrv | default('') }}"
+steps:
+  - group.ensure: {group: g}
+'''
+    path = pb.write("p.yml", text)
+    r = pb.run(path)
+    assert r.code == 1 and r.doc["steps"][0]["message"] == (
+        "target broker: store: and namesrv: both render empty; give -e store=DIR or -e namesrv=HOST:PORT")
+    r = pb.run(path, "-e", f"store={tmp_path / 's'}", "-e", "namesrv=127.0.0.1:9")
+    assert r.code == 1 and "both store: (" in r.doc["steps"][0]["message"]
+    r = pb.run(path, "-e", f"store={tmp_path / 's'}")
+    assert r.code == 0 and r.doc["changed"] == 1
