@@ -142,15 +142,3 @@ def test_recover_after_crash(pb: Playbooks, sshd: Sshd, tmp_path: Path) -> None:
         stop_broker_by_pid(store)
 
 
-@pytest.mark.skip(reason="cluster targets (namesrv: host:port) need remote mode: `git log main` shows neither the "
-                         "remoting server nor `mqadmin -n`, so the Admin for a namesrv target says 'remote mode is "
-                         "not available yet'")
-def test_examples_against_a_running_mqbroker_cluster() -> None:
-    raise AssertionError("not reached")
-
-
-def test_cluster_target_says_remote_mode_is_missing(pb: Playbooks) -> None:
-    text = "name: c\ntargets:\n  c: {namesrv: '127.0.0.1:1'}\nsteps:\n  - group.ensure: {group: g}\n"
-    r = pb.run(pb.write("c.yml", text))
-    assert r.code == 1
-    assert "remote mode (-n / broker address 127.0.0.1:1) is not available yet" in r.doc["steps"][0]["message"]
