@@ -89,14 +89,24 @@ def remote_admin(namesrv: str):  # noqa: ANN201 - an Admin (only importable with
     return open_remote_admin(namesrv)
 
 
+@pytest.fixture
+def empty_cluster(tmp_path: Path) -> Iterator[Cluster]:
+    c = Cluster(tmp_path / "empty-store")
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
 @needs_remote
-def test_onboard_against_a_cluster(pb: Playbooks, cluster: Cluster) -> None:
+def test_onboard_against_a_cluster(pb: Playbooks, empty_cluster: Cluster) -> None:
+    cluster = empty_cluster
     text = (EXAMPLES / "onboard-team.yml").read_text().replace('store: "{{ store }}"', 'namesrv: "{{ namesrv }}"')
     path = pb.write("onboard-cluster.yml", text)
     args = ["-e", f"namesrv={cluster.namesrv}", "-e", "password=Cluster-Pw-1"]
     check = pb.run(path, *args, "--check")
     assert check.code == 0, check.stdout
-    assert check.doc["changed"] == 4
+    assert check.doc["changed"] == 4, [(s["name"], s["status"], s["message"]) for s in check.doc["steps"]]
     with remote_admin(cluster.namesrv) as admin:
         assert "orders-app" not in [u.username for u in admin.list_users()]
     first = pb.run(path, *args)
