@@ -361,7 +361,8 @@ class Runner:
         else:
             self.registered[step.register] = {
                 "results": values, "changed": any(v["changed"] for v in values),
-                "failed": any(v["failed"] for v in values), "skipped": all(v["skipped"] for v in values)}
+                "failed": any(v["failed"] for v in values), "skipped": all(v["skipped"] for v in values),
+                "ok": all(v["ok"] or v["skipped"] for v in values)}
 
 
 def _registered_value(outcome: Outcome) -> dict[str, Any]:
