@@ -255,6 +255,17 @@ class Admin:
     def get_broker_config(self, broker_addr: str | None = None) -> dict[str, str]:
         return self.client.broker_config(self._addr(broker_addr))
 
+    def update_broker_config(self, changes: dict[str, str], targets: list[BrokerIdentity] | None = None
+                             ) -> None:
+        """updateBrokerConfig on each target broker (all when none given); unknown keys are refused
+        here, since a broker silently ignores them."""
+        for b in targets or self.brokers():
+            unknown = sorted(set(changes) - set(self.client.broker_config(b.broker_addr)))
+            if unknown:
+                raise AdminError(f"unknown broker config key(s) for {b.broker_name}: {', '.join(unknown)} "
+                                 "(getBrokerConfig lists them)")
+            self.client.update_broker_config(b.broker_addr, dict(changes))
+
     def broker_status(self, broker_addr: str | None = None) -> dict[str, str]:
         """GET_BROKER_RUNTIME_INFO of one broker (the first when none is named)."""
         return dict(sorted(self.client.broker_runtime_info(self._addr(broker_addr)).items()))
@@ -382,6 +393,14 @@ class Admin:
         for b in self.brokers():
             groups.update(self.client.query_topic_consume_by_who(b.broker_addr, topic))
         return sorted(groups)
+
+    def get_sub_group(self, group: str) -> SubscriptionGroupInfo | None:
+        """The group's subscription config on the first broker that has it, None when none has."""
+        for b in self.brokers():
+            found = self.client.get_subscription_group(b.broker_addr, group)
+            if found is not None:
+                return found
+        return None
 
     def update_sub_group(self, config: SubscriptionGroupInfo,
                          targets: list[BrokerIdentity] | None = None) -> SubscriptionGroupInfo:

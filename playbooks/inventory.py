@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from mqadmin.admin import Admin
-from mqadmin.errors import AdminError, RemoteUnavailableError
+from mqadmin.errors import AdminError
 from playbooks.actions.base import Action, CommandResult, HostOps, Outcome
 from playbooks.errors import StepError, TransportError
 from playbooks.ssh import SshHost, SshSpec
@@ -96,15 +96,15 @@ class StoreContext:
 
     @contextmanager
     def admin(self, writes: bool) -> Iterator[Admin]:
-        from mqadmin.embedded import EmbeddedAdmin
+        from mqadmin.connect import open_local_admin
 
         if not writes and not self.store_dir.is_dir():
             # A store that does not exist yet is planned against as an empty one (nothing is created).
             with tempfile.TemporaryDirectory(prefix="rmqops-plan-") as empty:
-                with EmbeddedAdmin(empty, self.config_file, read_only=True) as admin:
+                with open_local_admin(empty, self.config_file, writes=False) as admin:
                     yield admin
             return
-        with EmbeddedAdmin(self.store_dir, self.config_file, read_only=not writes) as admin:
+        with open_local_admin(self.store_dir, self.config_file, writes=writes) as admin:
             yield admin
 
     def host(self) -> HostOps:
@@ -128,8 +128,10 @@ class ClusterContext:
 
     @contextmanager
     def admin(self, writes: bool) -> Iterator[Admin]:
-        raise RemoteUnavailableError(self.namesrv)
-        yield  # pragma: no cover - a generator for contextmanager
+        from mqadmin.connect import open_remote_admin
+
+        with open_remote_admin(self.namesrv) as admin:
+            yield admin
 
     def host(self) -> HostOps:
         raise StepError(f"a cluster target ({self.namesrv}) has no host to run commands on; use an ssh target")

@@ -363,6 +363,10 @@ class BrokerClient(Protocol):
         """GET_BROKER_CONFIG (26)."""
         ...
 
+    def update_broker_config(self, broker_addr: str, props: dict[str, str]) -> None:
+        """UPDATE_BROKER_CONFIG (25): set config keys on the broker (black-listed keys refused)."""
+        ...
+
     # -- ACL 2.0 ---------------------------------------------------------------------------------------
     def create_user(self, broker_addr: str, user: User) -> None:
         """AUTH_CREATE_USER (3001); the broker validates (blank name or password, existing user ...)."""

@@ -298,6 +298,15 @@ class LocalBrokerClient:
     def broker_config(self, broker_addr: str) -> dict[str, str]:
         return self._call(broker_addr, self.config.to_properties)
 
+    def update_broker_config(self, broker_addr: str, props: dict[str, str]) -> None:
+        """Persisted to --config, the file this store's broker is started with (RocketMQ's brokerConfigPath)."""
+        if self.config_file is None:
+            raise AdminError("updating broker config on a store directory needs the broker's config file "
+                             "(--config FILE, or config: on a playbook target): the change is persisted there")
+        broker = self._broker_for(broker_addr)
+        self._call(broker_addr, broker.update_broker_config, dict(props), persist_to=Path(self.config_file))
+        self.config = dataclasses.replace(broker.config)
+
     # -- ACL 2.0 ---------------------------------------------------------------------------------------
     def create_user(self, broker_addr: str, user: User) -> None:
         auth = self._broker_for(broker_addr).auth_manager

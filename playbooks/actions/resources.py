@@ -408,14 +408,17 @@ class BrokerConfigAction(PlannedAction):
         return "true" if value is True else "false" if value is False else str(value)
 
     def plan(self, admin: Admin, args: dict[str, Any]) -> Plan:
-        current = admin.get_broker_config()
         changes = []
-        for key, value in args["config"].items():
-            if key not in current:
-                raise StepError(f"unknown broker config key {key!r} (getBrokerConfig lists the known keys)")
-            if current[key] != self._text(value):
-                changes.append(Change("broker config", key, current[key], self._text(value)))
-        return Plan(changes, {"config": {k: current.get(k) for k in args["config"]}})
+        seen: dict[str, dict[str, str | None]] = {}
+        for b in admin.brokers():
+            current = admin.get_broker_config(b.broker_addr)
+            for key, value in args["config"].items():
+                if key not in current:
+                    raise StepError(f"unknown broker config key {key!r} (getBrokerConfig lists the known keys)")
+                if current[key] != self._text(value):
+                    changes.append(Change(f"broker {b.broker_name} config", key, current[key], self._text(value)))
+            seen[b.broker_name] = {k: current.get(k) for k in args["config"]}
+        return Plan(changes, {"config": seen})
 
     def apply(self, admin: Admin, args: dict[str, Any], plan: Plan) -> None:
-        admin.update_broker_config({c.field: c.new for c in plan.changes if c.field})
+        admin.update_broker_config({k: self._text(v) for k, v in args["config"].items()})
