@@ -26,7 +26,6 @@ from broker_core.auth.authorization import AuthorizationContext, checks_for_grpc
 from broker_core.auth.errors import AuthError
 from broker_core.auth.manager import AuthManager, default_audit_log_path
 from broker_core.auth.model import Acl, PolicyType, User
-from broker_core.config_loader import apply_properties, snake_to_camel
 from broker_core.store.codec.batch import BatchItem
 from broker_core.store.codec.message import MessageExt, MessageInner
 from broker_core.store.codec.message_id import decode_offset_msg_id
@@ -424,7 +423,7 @@ class Broker:
                 persist_changes(persist_to, changes)
             except OSError as e:
                 raise BrokerSystemError(f"cannot write broker config {persist_to}: {e.strerror}") from None
-        apply_in_place(self.config, new)
+        apply_in_place(self.config, new, changes)
         return sorted(changes)
 
     # -- subscription groups -----------------------------------------------------------------------
@@ -938,27 +937,6 @@ class Broker:
         """GET_EARLIEST_MSG_STORETIME: store time of the queue's oldest message, -1 when it has none."""
         self._authorize(auth, "GET_EARLIEST_MSG_STORETIME", topic=topic)
         return self.store.get_earliest_message_time(topic, queue_id)
-
-    def update_broker_config(self, props: dict[str, str], auth: RequestContext | None = None) -> list[str]:
-        """UPDATE_BROKER_CONFIG: change broker settings (top-level BrokerConfig keys) in this process.
-        Keys in the black list are refused as RocketMQ refuses them; unknown keys are ignored (as the
-        Java Configuration does). Returns the keys applied. Not written back to the config file."""
-        self._authorize(auth, "UPDATE_BROKER_CONFIG")
-        self._require_writable()
-        black = {"brokerConfigPath", "rocketmqHome", "configBlackList"}
-        black |= {k.strip() for k in self.config.properties.get("configBlackList", "").split(";") if k.strip()}
-        if black & props.keys():
-            raise NoPermissionError("Can not update config in black list.")
-        names = {f.metadata.get("key") or snake_to_camel(f.name): f.name for f in dataclasses.fields(self.config)
-                 if not f.name.startswith("_") and not dataclasses.is_dataclass(getattr(self.config, f.name))
-                 and isinstance(getattr(self.config, f.name), (str, int, float, bool))}
-        known = {k: v for k, v in props.items() if k in names}
-        updated = apply_properties(type(self.config), {snake_to_camel(names[k]): v for k, v in known.items()},
-                                   self.config)
-        for key in known:
-            setattr(self.config, names[key], getattr(updated, names[key]))
-        self.config.properties.update(known)
-        return sorted(known)
 
     # -- ACL 2.0 administration (AUTH_* codes) ----------------------------------------------------
     def _auth_admin(self, auth: RequestContext | None, request: str) -> str | None:

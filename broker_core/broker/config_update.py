@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from broker_core.config_loader import ConfigError, read_properties_file
+from broker_core.config_loader import ConfigError, read_properties_file, snake_to_camel
 from broker_core.store.config_file import atomic_write_bytes
 
 from .broker_config import BrokerConfig
@@ -33,17 +33,25 @@ def updated_config(current: BrokerConfig, changes: Mapping[str, str], store_root
         raise InvalidParameterError(f"invalid broker config: {e}") from None
 
 
-def apply_in_place(target: BrokerConfig, new: BrokerConfig) -> None:
-    """Copy ``new``'s values onto the live objects (services keep their references to them); a frozen
-    part (AuthConfig) is replaced whole."""
-    for f in dataclasses.fields(BrokerConfig):
-        sub_target, sub_new = getattr(target, f.name), getattr(new, f.name)
-        mutable = dataclasses.is_dataclass(sub_target) and not type(sub_target).__dataclass_params__.frozen
-        if mutable:
-            for sf in dataclasses.fields(sub_new):
-                setattr(sub_target, sf.name, getattr(sub_new, sf.name))
+def apply_in_place(target: BrokerConfig, new: BrokerConfig, keys: Iterable[str]) -> None:
+    """Set only ``keys`` on the live objects, from ``new`` (services keep their references to them);
+    everything else stays as the running broker has it (ports chosen at start, the store root, ...).
+    A frozen part (AuthConfig) is replaced by a copy with those fields changed."""
+    wanted = set(keys)
+    for part in (None, "store", "auth"):
+        live = target if part is None else getattr(target, part)
+        fresh = new if part is None else getattr(new, part)
+        fields = {f.metadata.get("key") or snake_to_camel(f.name): f.name for f in dataclasses.fields(live)
+                  if not f.name.startswith("_") and not dataclasses.is_dataclass(getattr(live, f.name))}
+        hits = {fields[k]: getattr(fresh, fields[k]) for k in wanted & fields.keys()}
+        if not hits:
+            continue
+        if type(live).__dataclass_params__.frozen and part is not None:
+            setattr(target, part, dataclasses.replace(live, **hits))
         else:
-            setattr(target, f.name, getattr(new, f.name))
+            for name, value in hits.items():
+                setattr(live, name, value)
+    target.properties.update({k: v for k, v in new.properties.items() if k in wanted})
 
 
 def persist_changes(path: Path, changes: Mapping[str, str]) -> None:

@@ -469,6 +469,10 @@ class RemotingBrokerClient:
                 out[key.strip()] = value.strip()
         return out
 
+    def update_broker_config(self, broker_addr: str, props: dict[str, str]) -> None:
+        body = "".join(f"{k}={v}\n" for k, v in props.items()).encode("utf-8")
+        self._ok(self._call(broker_addr, RequestCode.UPDATE_BROKER_CONFIG, body=body))
+
     # ----------------------------------------------------------------------------------- ACL 2.0
     def create_user(self, broker_addr: str, user: User) -> None:
         info = {"username": user.username, "password": user.password, "userType": user.user_type.value,

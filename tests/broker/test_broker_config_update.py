@@ -44,3 +44,16 @@ def test_read_only_broker_refuses(tmp_path: Path) -> None:
         assert not (tmp_path / "b.conf").exists()
     finally:
         broker.shutdown()
+
+
+def test_only_the_given_keys_change_on_the_live_broker(tmp_path: Path) -> None:
+    """A port chosen at start (mqbroker --listenPort 0) is not in the file: an update must keep it."""
+    broker = Broker(tmp_path / "store")
+    try:
+        broker.config.listen_port = 40123
+        broker.update_broker_config({"brokerPermission": "4", "authenticationEnabled": "true"})
+        assert broker.config.broker_permission == 4 and broker.config.auth.authentication_enabled is True
+        assert broker.config.listen_port == 40123
+        assert broker.config.properties["brokerPermission"] == "4"
+    finally:
+        broker.shutdown()
