@@ -406,6 +406,14 @@ class Admin:
             groups.update(self.client.query_topic_consume_by_who(b.broker_addr, topic))
         return sorted(groups)
 
+    def get_sub_group(self, group: str) -> SubscriptionGroupInfo | None:
+        """The group's subscription config on the first broker that has it, None when none has."""
+        for b in self.brokers():
+            found = self.client.get_subscription_group(b.broker_addr, group)
+            if found is not None:
+                return found
+        return None
+
     def update_sub_group(self, config: SubscriptionGroupInfo,
                          targets: list[BrokerIdentity] | None = None) -> SubscriptionGroupInfo:
         """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP; ``config.attributes`` holds signed changes (+k=v / -k)
@@ -506,11 +514,23 @@ class Admin:
             raise NotFoundError(f"the producer group[{group}] not online at {self.target}")
         return [found[k] for k in sorted(found)]
 
-    def update_broker_config(self, properties: dict[str, str], targets: list[BrokerIdentity]) -> list[str]:
-        """UPDATE_BROKER_CONFIG on each target; the addresses updated."""
-        for b in targets:
+    def update_broker_config(self, properties: dict[str, str], targets: list[BrokerIdentity] | None = None
+                             ) -> list[str]:
+        """UPDATE_BROKER_CONFIG on each target (all brokers when none given); the addresses updated.
+        Unknown keys are refused here, since a broker silently ignores them (a typo in a playbook must
+        not pass as a change); black-listed keys go through so the broker refuses them as RocketMQ does."""
+        from broker_core.broker.config_update import BLACK_LIST
+
+        done = []
+        for b in targets or self.brokers():
+            known = set(self.client.broker_config(b.broker_addr)) | set(BLACK_LIST)
+            unknown = sorted(set(properties) - known)
+            if unknown:
+                raise AdminError(f"unknown broker config key(s) for {b.broker_name}: {', '.join(unknown)} "
+                                 "(getBrokerConfig lists them)")
             self.client.update_broker_config(b.broker_addr, dict(properties))
-        return [b.broker_addr for b in targets]
+            done.append(b.broker_addr)
+        return done
 
     def update_topic_perm(self, topic: str, perm: int, targets: list[BrokerIdentity]
                           ) -> list[tuple[BrokerIdentity, int, TopicInfo | None]]:

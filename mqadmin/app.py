@@ -12,7 +12,19 @@ import sys
 import typer
 
 from mqadmin.cli import CaseInsensitiveGroup
-from mqadmin.commands import auth, cluster, connection, group, message, namesrv, offset, search, store, topic
+from mqadmin.commands import (
+    auth,
+    cluster,
+    connection,
+    group,
+    message,
+    namesrv,
+    offset,
+    playbook,
+    search,
+    store,
+    topic,
+)
 
 app = typer.Typer(
     name="mqadmin",
@@ -28,6 +40,7 @@ app = typer.Typer(
 
 for family in (auth, topic, group, offset, message, cluster, store, search, connection, namesrv):
     app.registered_commands.extend(family.app.registered_commands)
+app.add_typer(playbook.app, name="playbook")
 
 
 def _app_for(argv: list[str]) -> typer.Typer:

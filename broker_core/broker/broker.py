@@ -26,7 +26,6 @@ from broker_core.auth.authorization import AuthorizationContext, checks_for_grpc
 from broker_core.auth.errors import AuthError
 from broker_core.auth.manager import AuthManager, default_audit_log_path
 from broker_core.auth.model import Acl, PolicyType, User
-from broker_core.config_loader import apply_properties, snake_to_camel
 from broker_core.store.codec.batch import BatchItem
 from broker_core.store.codec.message import MessageExt, MessageInner
 from broker_core.store.codec.message_id import decode_offset_msg_id
@@ -401,6 +400,32 @@ class Broker:
     def list_topics(self, auth: RequestContext | None = None) -> list[TopicConfig]:
         self._authorize(auth, "GET_ALL_TOPIC_CONFIG")
         return self.topic_manager.list()
+
+    # -- broker config (updateBrokerConfig) ---------------------------------------------------------
+    def update_broker_config(self, props: dict[str, str], auth: RequestContext | None = None,
+                             persist_to: Path | None = None) -> list[str]:
+        """UPDATE_BROKER_CONFIG: set keys on the live config objects (broker, store and auth keys) and,
+        given ``persist_to`` (RocketMQ's brokerConfigPath: the file the broker was started with), write
+        them there. Black-listed keys are refused and unknown keys ignored, as RocketMQ's Configuration
+        does; a value that does not parse refuses the whole update. Returns the keys applied."""
+        from .config_update import BLACK_LIST, apply_in_place, persist_changes, updated_config
+
+        self._authorize(auth, "UPDATE_BROKER_CONFIG")
+        self._require_writable()
+        black = BLACK_LIST | {k.strip() for k in self.config.properties.get("configBlackList", "").split(";")
+                              if k.strip()}
+        if black & props.keys():
+            raise NoPermissionError("Can not update config in black list.")
+        known = self.config.to_properties()
+        changes = {k: str(v) for k, v in props.items() if k in known}
+        new = updated_config(self.config, changes, self.root)
+        if persist_to is not None and changes:
+            try:
+                persist_changes(persist_to, changes)
+            except OSError as e:
+                raise BrokerSystemError(f"cannot write broker config {persist_to}: {e.strerror}") from None
+        apply_in_place(self.config, new, changes)
+        return sorted(changes)
 
     # -- subscription groups -----------------------------------------------------------------------
     def create_or_update_subscription_group(self, group: str | SubscriptionGroupConfig,
@@ -925,27 +950,6 @@ class Broker:
         if cq is None:
             return 0, 0, []
         return cq.get_min_offset_in_queue(), cq.get_max_offset_in_queue(), cq.get_units(index, max(count, 0))
-
-    def update_broker_config(self, props: dict[str, str], auth: RequestContext | None = None) -> list[str]:
-        """UPDATE_BROKER_CONFIG: change broker settings (top-level BrokerConfig keys) in this process.
-        Keys in the black list are refused as RocketMQ refuses them; unknown keys are ignored (as the
-        Java Configuration does). Returns the keys applied. Not written back to the config file."""
-        self._authorize(auth, "UPDATE_BROKER_CONFIG")
-        self._require_writable()
-        black = {"brokerConfigPath", "rocketmqHome", "configBlackList"}
-        black |= {k.strip() for k in self.config.properties.get("configBlackList", "").split(";") if k.strip()}
-        if black & props.keys():
-            raise NoPermissionError("Can not update config in black list.")
-        names = {f.metadata.get("key") or snake_to_camel(f.name): f.name for f in dataclasses.fields(self.config)
-                 if not f.name.startswith("_") and not dataclasses.is_dataclass(getattr(self.config, f.name))
-                 and isinstance(getattr(self.config, f.name), (str, int, float, bool))}
-        known = {k: v for k, v in props.items() if k in names}
-        updated = apply_properties(type(self.config), {snake_to_camel(names[k]): v for k, v in known.items()},
-                                   self.config)
-        for key in known:
-            setattr(self.config, names[key], getattr(updated, names[key]))
-        self.config.properties.update(known)
-        return sorted(known)
 
     # -- ACL 2.0 administration (AUTH_* codes) ----------------------------------------------------
     def _auth_admin(self, auth: RequestContext | None, request: str) -> str | None:

@@ -329,10 +329,14 @@ class LocalBrokerClient:
         return self._call(broker_addr, self.config.to_properties)
 
     def update_broker_config(self, broker_addr: str, properties: dict[str, str]) -> None:
-        """A store directory has no running broker whose settings could change (they come from --config)."""
-        self._call(broker_addr, lambda: None)  # -b/-c must still name this store's broker
-        raise AdminError(f"updateBrokerConfig changes a running broker: use -n <namesrv> (on a store directory "
-                         f"the settings are the --config file: edit {self.config_file or 'it'} instead)")
+        """Persisted to --config, the file this store's broker is started with (RocketMQ's brokerConfigPath)."""
+        broker = self._broker_for(broker_addr)  # -b/-c must name this store's broker (not found: exit 3)
+        if self.config_file is None:
+            raise AdminError("updating broker config on a store directory needs the broker's config file "
+                             "(--config FILE, or config: on a playbook target), where the change is persisted; "
+                             "to change a running broker use -n <namesrv>")
+        self._call(broker_addr, broker.update_broker_config, dict(properties), persist_to=Path(self.config_file))
+        self.config = dataclasses.replace(broker.config)
 
     # -- ACL 2.0 ---------------------------------------------------------------------------------------
     def create_user(self, broker_addr: str, user: User) -> None:

@@ -1,0 +1,209 @@
+"""``mqadmin playbook run|check``: scripted, idempotent operations from a YAML file (issue 15).
+
+Exit codes follow the CLI: 0 every step ok (or changed), 1 a step failed, 2 the playbook (or the
+command line) is invalid and nothing ran. ``playbook step`` is the hidden half of SSH targets: the
+runner executes it on the remote host with the action and its arguments as JSON on stdin, and reads
+one JSON outcome back.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from mqadmin.cli import OutputFormat
+from mqadmin.errors import EXIT_FAILURE, EXIT_USAGE
+
+app = typer.Typer(name="playbook", help="Run YAML playbooks: scripted, idempotent operations (run, check).",
+                  no_args_is_help=True, pretty_exceptions_enable=False)
+
+STATUS_STYLE = {"ok": "green", "changed": "yellow", "failed": "red", "skipped": "cyan"}
+
+
+def _fail(message: str, code: int) -> typer.Exit:
+    typer.echo(f"mqadmin playbook: {' '.join(message.splitlines())}", err=True)
+    return typer.Exit(code)
+
+
+def _default_log(playbook: Path) -> Path:
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    return Path.home() / ".rmqops" / "runs" / f"{playbook.stem}-{stamp}.jsonl"
+
+
+@app.command("run", help="Run a playbook (--check: report what would change, change nothing).")
+def run(
+    file: Annotated[Path, typer.Argument(help="the playbook (YAML)")],
+    check: Annotated[bool, typer.Option("--check", help="plan only: report what would change")] = False,
+    extra: Annotated[list[str] | None, typer.Option("-e", "--extra-vars", help="KEY=VALUE (repeatable)")] = None,
+    limit: Annotated[str | None, typer.Option("--limit", help="only these targets (names or globs, comma list)")]
+    = None,
+    output: Annotated[OutputFormat, typer.Option("--output", case_sensitive=False)] = OutputFormat.table,
+    log: Annotated[Path | None, typer.Option("--log", help="JSON-lines run log (default ~/.rmqops/runs/)")] = None,
+) -> None:
+    from playbooks.errors import PlaybookError
+    from playbooks.runner import Runner, parse_extra_vars
+    from playbooks.schema import load_playbook
+
+    log_path: Path | None = None
+    try:
+        pb = load_playbook(file)
+        extra_vars = parse_extra_vars(extra or [])
+        limits = [p.strip() for p in limit.split(",") if p.strip()] if limit else None
+        if limits is not None and not any(any(_match(t, p) for t in pb.targets) for p in limits):
+            raise PlaybookError(f"--limit {limit!r} matches no target (defined: {', '.join(pb.targets)})")
+        observer = _Progress() if output is OutputFormat.table and sys.stderr.isatty() else None
+        log_path = log or _default_log(file)
+        runner = Runner(pb, extra_vars, check=check, limit=limits, log_path=log_path, observer=observer)
+        try:
+            report = runner.run()
+        finally:
+            if observer is not None:
+                observer.stop()
+    except PlaybookError as e:
+        raise _fail(str(e), EXIT_USAGE) from None
+    except OSError as e:
+        raise _fail(f"cannot write the run log {e.filename or log_path}: {e.strerror or e}", EXIT_USAGE) from None
+    doc = runner.secrets.mask(report.to_dict())
+    _emit(doc, output)
+    if report.failed:
+        raise typer.Exit(EXIT_FAILURE)
+
+
+@app.command("check", help="Validate a playbook (schema, types, targets, templates); run nothing.")
+def check_cmd(
+    file: Annotated[Path, typer.Argument(help="the playbook (YAML)")],
+    extra: Annotated[list[str] | None, typer.Option("-e", "--extra-vars", help="KEY=VALUE (repeatable)")] = None,
+    output: Annotated[OutputFormat, typer.Option("--output", case_sensitive=False)] = OutputFormat.table,
+) -> None:
+    from playbooks.errors import PlaybookError
+    from playbooks.runner import Runner, parse_extra_vars
+    from playbooks.schema import load_playbook
+
+    try:
+        pb = load_playbook(file)
+        runner = Runner(pb, parse_extra_vars(extra or []))
+        if extra:
+            problems = runner.problems()
+            if problems:
+                raise problems[0]
+    except PlaybookError as e:
+        raise _fail(str(e), EXIT_USAGE) from None
+    needs = [n for n in runner.needed_variables() if n not in (runner.extra or {})]
+    doc = {"playbook": pb.name, "file": str(file), "valid": True, "targets": list(pb.targets),
+           "steps": [{"step": s.index + 1, "name": s.name, "action": s.action_name} for s in pb.steps],
+           "needs": needs}
+    if output is OutputFormat.table:
+        typer.echo(f"{file}: valid playbook {pb.name!r}: {len(pb.steps)} step(s), "
+                   f"target(s) {', '.join(pb.targets)}")
+        if needs:
+            typer.echo(f"needs -e for: {', '.join(needs)}")
+        return
+    _emit(doc, output)
+
+
+@app.command("step", hidden=True, help="Run one action on this host's store (JSON on stdin; used over SSH).")
+def step(
+    store: Annotated[Path, typer.Option("--store", help="store directory on this host")],
+    config: Annotated[str | None, typer.Option("--config", help="broker config on this host")] = None,
+    check: Annotated[bool, typer.Option("--check")] = False,
+    output: Annotated[OutputFormat, typer.Option("--output", case_sensitive=False,
+                                                 help="json (the only form the runner reads)")] = OutputFormat.json,
+) -> None:
+    if output is not OutputFormat.json:
+        raise _fail("playbook step prints JSON only (--output json)", EXIT_USAGE)
+    from playbooks.actions import REGISTRY
+    from playbooks.actions.base import Outcome
+    from playbooks.inventory import StoreContext, run_guarded
+
+    try:
+        request = json.loads(sys.stdin.read() or "{}")
+        action = REGISTRY[request["action"]]
+        args = dict(request.get("args") or {})
+    except (ValueError, KeyError, TypeError) as e:
+        outcome = Outcome("failed", message=f"bad step request on stdin: {e}")
+    else:
+        outcome = run_guarded(lambda: action.run(StoreContext(store, config), args, check))
+    typer.echo(json.dumps(outcome.to_dict(), default=str))
+
+
+def _match(name: str, pattern: str) -> bool:
+    from fnmatch import fnmatchcase
+
+    return fnmatchcase(name, pattern)
+
+
+def _emit(doc: dict[str, Any], output: OutputFormat) -> None:
+    if output is OutputFormat.json:
+        typer.echo(json.dumps(doc, indent=2, ensure_ascii=False, default=str))
+        return
+    if output is OutputFormat.yaml:
+        import yaml
+
+        typer.echo(yaml.safe_dump(json.loads(json.dumps(doc, default=str)), sort_keys=False, allow_unicode=True),
+                   nl=False)
+        return
+    console = Console(highlight=False)
+    if not console.is_terminal:
+        console = Console(highlight=False, width=200)
+    title = f"{doc['playbook']}" + (" (check: nothing changed)" if doc["check"] else "")
+    t = Table(title=title, title_justify="left", show_edge=False, box=None, pad_edge=False)
+    t.add_column("#", no_wrap=True)
+    t.add_column("step", max_width=32, overflow="fold")
+    t.add_column("target", no_wrap=True)
+    t.add_column("status", no_wrap=True)
+    t.add_column("what", min_width=30, overflow="fold")
+    for s in doc["steps"]:
+        status = s["status"] + (" (ignored)" if s.get("ignored") else "")
+        what = s["message"]
+        if s["changes"] and s["status"] == "changed":
+            what = "; ".join(_change_text(c) for c in s["changes"][:6]) + (" …" if len(s["changes"]) > 6 else "")
+        t.add_row(str(s["step"]), s["name"], s["target"], Text(status, style=STATUS_STYLE.get(s["status"], "")),
+                  what)
+    console.print(t)
+    console.print(f"ok={doc['ok']} changed={doc['changed']} failed={doc['failed']} skipped={doc['skipped']}"
+                  + (f" ignored={doc['ignored']}" if doc["ignored"] else ""))
+    if doc.get("stopped"):
+        console.print(doc["stopped"])
+
+
+def _change_text(c: dict[str, Any]) -> str:
+    if "field" not in c:
+        return c["what"]
+    return f"{c['what']} {c['field']}: {_brief(c['old'])} -> {_brief(c['new'])}"
+
+
+def _brief(value: Any) -> str:
+    if isinstance(value, dict):
+        return " ".join(f"{k}={_brief(v)}" for k, v in value.items() if v not in ([], None, ""))
+    if isinstance(value, list):
+        return ",".join(map(str, value))
+    return "-" if value is None else str(value)
+
+
+class _Progress:
+    """A rich status line on stderr while steps run (only on a terminal)."""
+
+    def __init__(self) -> None:
+        self.console = Console(stderr=True)
+        self.status = self.console.status("starting")
+        self.status.start()
+        self.done = 0
+
+    def step_started(self, step: Any, target: str) -> None:
+        self.status.update(f"step {step.index + 1}: {step.name} @ {target}")
+
+    def step_finished(self, record: Any) -> None:
+        self.done += 1
+        style = STATUS_STYLE.get(record.status, "")
+        self.console.print(Text.assemble((f"{record.status:>8}", style), f"  {record.name} @ {record.target}"))
+
+    def stop(self) -> None:
+        self.status.stop()

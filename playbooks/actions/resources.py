@@ -1,0 +1,424 @@
+"""Actions over broker resources: topics, topic permissions, groups, users, ACLs, broker config.
+
+Each plans by reading the current state through the Admin interface and comparing it with the
+arguments; only the arguments given are managed (``read_queues`` omitted leaves an existing topic's
+queues alone, and is 8 when the topic is created, as mqadmin's default). Passwords never appear in a
+plan: a changed password is reported as ``********`` -> ``********``.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from typing import Any
+
+from broker_core.auth.errors import AuthError
+from broker_core.auth.model import Acl, PolicyType, Resource, normalize_actions
+from broker_core.broker.topic_validator import (
+    DLQ_GROUP_TOPIC_PREFIX,
+    REPLY_TOPIC_POSTFIX,
+    RETRY_GROUP_TOPIC_PREFIX,
+    SYSTEM_TOPIC_PREFIX,
+    SYSTEM_TOPICS,
+)
+from mqadmin.admin import Admin, SubscriptionGroupInfo, TopicInfo
+from mqadmin.errors import NotFoundError
+from playbooks.actions.base import Change, Param, Plan, PlannedAction
+from playbooks.errors import StepError
+from playbooks.templating import MASK
+
+STR = (str,)
+INT = (int,)
+BOOL = (bool,)
+LIST_OR_STR = (list, str)
+PERM_READ, PERM_WRITE = 4, 2
+DEFAULT_QUEUES = 8
+
+# A topic pattern never matches RocketMQ's own topics (TopicValidator's names): not the operator's to drain.
+_SYSTEM_PREFIXES = (RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX, SYSTEM_TOPIC_PREFIX)
+
+
+def parse_perm(value: int | str) -> int:
+    """6, "6", "RW", "rw-", "R", "W" -> the perm bits (2 write, 4 read)."""
+    if isinstance(value, int):
+        return value
+    text = str(value).strip()
+    if text.isdigit():
+        return int(text)
+    bits = 0
+    for ch in text.upper():
+        if ch == "R":
+            bits |= PERM_READ
+        elif ch == "W":
+            bits |= PERM_WRITE
+        elif ch == "X":
+            bits |= 1
+        elif ch != "-":
+            raise StepError(f"perm {value!r}: expected a number (2 W, 4 R, 6 RW) or letters like RW")
+    return bits
+
+
+def _auth(fn: Any, *args: Any) -> Any:
+    try:
+        return fn(*args)
+    except AuthError as e:
+        raise StepError(e.message) from None
+
+
+# ------------------------------------------------------------------------------------------- topics
+
+class TopicEnsure(PlannedAction):
+    name = "topic.ensure"
+    params = {
+        "topic": Param(STR, required=True),
+        "read_queues": Param(INT), "write_queues": Param(INT),
+        "perm": Param((int, str)), "order": Param(BOOL),
+        "queue_type": Param(STR, choices=("SimpleCQ", "BatchCQ")),
+        "attributes": Param((dict,), help="topic attributes to set, e.g. {message.type: FIFO}"),
+    }
+
+    def plan(self, admin: Admin, args: dict[str, Any]) -> Plan:
+        topic = args["topic"]
+        want = self._wanted(args)
+        try:
+            cur = admin.topic_info(topic)
+        except NotFoundError:
+            return Plan([Change(f"topic {topic}", "exists", False, True)] +
+                        [Change(f"topic {topic}", k, None, v) for k, v in want.items()],
+                        {"topic": topic, **want})
+        current = {"read_queues": cur.read_queue_nums, "write_queues": cur.write_queue_nums, "perm": cur.perm,
+                   "order": cur.order, "queue_type": cur.queue_type,
+                   **{f"attributes.{k}": v for k, v in cur.attributes.items() if k != "queue.type"}}
+        changes = [Change(f"topic {topic}", k, current.get(k), v) for k, v in want.items() if current.get(k) != v]
+        return Plan(changes, {"topic": topic, **current})
+
+    @staticmethod
+    def _wanted(args: dict[str, Any]) -> dict[str, Any]:
+        want: dict[str, Any] = {}
+        for key in ("read_queues", "write_queues", "order", "queue_type"):
+            if args.get(key) is not None:
+                want[key] = args[key]
+        if args.get("perm") is not None:
+            want["perm"] = parse_perm(args["perm"])
+        for k, v in (args.get("attributes") or {}).items():
+            if k == "queue.type":
+                want["queue_type"] = str(v)
+            else:
+                want[f"attributes.{k}"] = "true" if v is True else "false" if v is False else str(v)
+        return want
+
+    def apply(self, admin: Admin, args: dict[str, Any], plan: Plan) -> None:
+        topic = args["topic"]
+        want = self._wanted(args)
+        try:
+            cur: TopicInfo | None = admin.topic_info(topic)
+        except NotFoundError:
+            cur = None
+        default_q = DEFAULT_QUEUES
+        mods = {f"+{k.split('.', 1)[1]}": v for k, v in want.items() if k.startswith("attributes.")}
+        if "queue_type" in want:
+            mods["+queue.type"] = want["queue_type"]
+        info = TopicInfo(
+            topic,
+            want.get("read_queues", cur.read_queue_nums if cur else default_q),
+            want.get("write_queues", cur.write_queue_nums if cur else default_q),
+            want.get("perm", cur.perm if cur else PERM_READ | PERM_WRITE),
+            cur.topic_filter_type if cur else "SINGLE_TAG", cur.topic_sys_flag if cur else 0,
+            want.get("order", cur.order if cur else False), mods)
+        admin.update_topic(info)
+
+
+class TopicAbsent(PlannedAction):
+    name = "topic.absent"
+    params = {"topic": Param(STR, required=True)}
+
+    def plan(self, admin: Admin, args: dict[str, Any]) -> Plan:
+        topic = args["topic"]
+        try:
+            admin.topic_info(topic)
+        except NotFoundError:
+            return Plan([])
+        preview = admin.delete_topic(topic, admin.identity().cluster_name, dry_run=True)
+        return Plan([Change(f"topic {topic}", "exists", True, False)], {"delete": preview.to_dict()})
+
+    def apply(self, admin: Admin, args: dict[str, Any], plan: Plan) -> None:
+        admin.delete_topic(args["topic"], admin.identity().cluster_name)
+
+
+class TopicPerm(PlannedAction):
+    """Wipe or add read/write permission on topics (drain a broker: ``write: false`` on ``"*"``)."""
+
+    name = "topic.perm"
+    params = {"topic": Param(LIST_OR_STR, required=True, help="a name, a glob (orders-*) or a list"),
+              "write": Param(BOOL), "read": Param(BOOL)}
+
+    def _topics(self, admin: Admin, spec: str | list[str]) -> list[str]:
+        patterns = [spec] if isinstance(spec, str) else [str(s) for s in spec]
+        existing = admin.list_topics()
+        me = admin.identity()
+        out: list[str] = []
+        for p in patterns:
+            if any(ch in p for ch in "*?["):
+                out.extend(t for t in existing if fnmatch.fnmatchcase(t, p) and not _is_system(t, me.cluster_name,
+                                                                                                 me.broker_name))
+            elif p in existing:
+                out.append(p)
+            else:
+                raise StepError(f"topic [{p}] does not exist")
+        return list(dict.fromkeys(out))
+
+    def plan(self, admin: Admin, args: dict[str, Any]) -> Plan:
+        if args.get("write") is None and args.get("read") is None:
+            raise StepError("topic.perm needs write: and/or read: (true to add, false to wipe)")
+        changes = []
+        perms = {}
+        for topic in self._topics(admin, args["topic"]):
+            cur = admin.topic_info(topic).perm
+            new = cur
+            for key, bit in (("write", PERM_WRITE), ("read", PERM_READ)):
+                if args.get(key) is True:
+                    new |= bit
+                elif args.get(key) is False:
+                    new &= ~bit
+            perms[topic] = new
+            if new != cur:
+                changes.append(Change(f"topic {topic}", "perm", _perm_text(cur), _perm_text(new)))
+        return Plan(changes, {"topics": perms})
+
+    def apply(self, admin: Admin, args: dict[str, Any], plan: Plan) -> None:
+        for topic, perm in plan.data["topics"].items():
+            cur = admin.topic_info(topic)
+            if cur.perm != perm:
+                admin.update_topic(TopicInfo(topic, cur.read_queue_nums, cur.write_queue_nums, perm,
+                                             cur.topic_filter_type, cur.topic_sys_flag, cur.order, {}))
+
+
+def _is_system(topic: str, cluster: str, broker: str) -> bool:
+    return (topic.startswith(_SYSTEM_PREFIXES) or topic in SYSTEM_TOPICS
+            or topic in (cluster, broker, f"{cluster}_{REPLY_TOPIC_POSTFIX}"))
+
+
+def _perm_text(perm: int) -> str:
+    return ("R" if perm & PERM_READ else "-") + ("W" if perm & PERM_WRITE else "-") + ("X" if perm & 1 else "-")
+
+
+# ------------------------------------------------------------------------------------------- groups
+
+_GROUP_FIELDS = ("consume_enable", "consume_from_min_enable", "consume_broadcast_enable",
+                 "consume_message_orderly", "retry_queue_nums", "retry_max_times")
+
+
+class GroupEnsure(PlannedAction):
+    name = "group.ensure"
+    params = {"group": Param(STR, required=True),
+              **{f: Param(INT if f.startswith("retry") else BOOL) for f in _GROUP_FIELDS}}
+
+    def plan(self, admin: Admin, args: dict[str, Any]) -> Plan:
+        group = args["group"]
+        want = {f: args[f] for f in _GROUP_FIELDS if args.get(f) is not None}
+        cur = admin.get_sub_group(group)
+        if cur is None:
+            return Plan([Change(f"group {group}", "exists", False, True)] +
+                        [Change(f"group {group}", k, None, v) for k, v in want.items()], {"group": group, **want})
+        current = {f: getattr(cur, f) for f in _GROUP_FIELDS}
+        return Plan([Change(f"group {group}", k, current[k], v) for k, v in want.items() if current[k] != v],
+                    {"group": group, **current})
+
+    def apply(self, admin: Admin, args: dict[str, Any], plan: Plan) -> None:
+        group = args["group"]
+        cur = admin.get_sub_group(group) or SubscriptionGroupInfo(group)
+        for f in _GROUP_FIELDS:
+            if args.get(f) is not None:
+                setattr(cur, f, args[f])
+        cur.attributes = {}
+        admin.update_sub_group(cur)
+
+
+class GroupAbsent(PlannedAction):
+    name = "group.absent"
+    params = {"group": Param(STR, required=True),
+              "remove_offsets": Param(BOOL, default=True, help="also drop the group's consumer offsets")}
+
+    def plan(self, admin: Admin, args: dict[str, Any]) -> Plan:
+        group = args["group"]
+        if admin.get_sub_group(group) is None and group not in admin.list_groups():
+            return Plan([])
+        return Plan([Change(f"group {group}", "exists", True, False)])
+
+    def apply(self, admin: Admin, args: dict[str, Any], plan: Plan) -> None:
+        try:
+            admin.delete_sub_group(args["group"], remove_offset=bool(args.get("remove_offsets", True)))
+        except NotFoundError:
+            pass
+
+
+# ------------------------------------------------------------------------------------------- users
+
+class UserEnsure(PlannedAction):
+    name = "user.ensure"
+    params = {"username": Param(STR, required=True), "password": Param(STR),
+              "user_type": Param(STR, choices=("Normal", "Super")),
+              "user_status": Param(STR, choices=("enable", "disable"))}
+
+    def plan(self, admin: Admin, args: dict[str, Any]) -> Plan:
+        name = args["username"]
+        cur = _auth(admin.get_user, name)
+        what = f"user {name}"
+        if cur is None:
+            if not args.get("password"):
+                raise StepError(f"user {name} does not exist; give password: to create it")
+            changes = [Change(what, "exists", False, True), Change(what, "password", None, MASK)]
+            for key in ("user_type", "user_status"):
+                if args.get(key):
+                    changes.append(Change(what, key, None, args[key]))
+            return Plan(changes, {"username": name})
+        changes = []
+        if args.get("password") and args["password"] != cur.password:
+            changes.append(Change(what, "password", MASK, MASK))
+        if args.get("user_type") and args["user_type"].lower() != cur.user_type.value.lower():
+            changes.append(Change(what, "user_type", cur.user_type.value, args["user_type"]))
+        if args.get("user_status") and args["user_status"].lower() != cur.user_status.value.lower():
+            changes.append(Change(what, "user_status", cur.user_status.value, args["user_status"]))
+        return Plan(changes, {"username": name, "user_type": cur.user_type.value,
+                              "user_status": cur.user_status.value})
+
+    def apply(self, admin: Admin, args: dict[str, Any], plan: Plan) -> None:
+        name = args["username"]
+        if _auth(admin.get_user, name) is None:
+            _auth(admin.create_user, name, args["password"], args.get("user_type"))
+            if args.get("user_status"):
+                _auth(admin.update_user, name, None, None, args["user_status"])
+        else:
+            _auth(admin.update_user, name, args.get("password"), args.get("user_type"), args.get("user_status"))
+
+
+class UserAbsent(PlannedAction):
+    name = "user.absent"
+    params = {"username": Param(STR, required=True)}
+
+    def plan(self, admin: Admin, args: dict[str, Any]) -> Plan:
+        if _auth(admin.get_user, args["username"]) is None:
+            return Plan([])
+        return Plan([Change(f"user {args['username']}", "exists", True, False)])
+
+    def apply(self, admin: Admin, args: dict[str, Any], plan: Plan) -> None:
+        _auth(admin.delete_user, args["username"])
+
+
+# ------------------------------------------------------------------------------------------- ACLs
+
+def _subject(args: dict[str, Any]) -> str:
+    subject = args["subject"].strip()
+    return subject if ":" in subject else f"User:{subject}"
+
+
+def _resources(value: str | list[str]) -> list[Resource]:
+    items = [value] if isinstance(value, str) else value
+    try:
+        return [Resource.parse(str(r)) for r in items]
+    except AuthError as e:
+        raise StepError(e.message) from None
+
+
+class AclEnsure(PlannedAction):
+    name = "acl.ensure"
+    params = {"subject": Param(STR, required=True, help="User:name"),
+              "resources": Param(LIST_OR_STR, required=True), "actions": Param(LIST_OR_STR, required=True),
+              "decision": Param(STR, default="Allow", choices=("Allow", "Deny")),
+              "source_ips": Param(LIST_OR_STR, default=[])}
+
+    def _entries(self, args: dict[str, Any]) -> tuple[str, list[Resource], list[str], str, list[str]]:
+        subject = _subject(args)
+        try:
+            actions = [a.value for a in normalize_actions(args["actions"])]
+        except ValueError as e:
+            raise StepError(str(e)) from None
+        ips = args.get("source_ips") or []
+        ips = [ips] if isinstance(ips, str) else [str(i) for i in ips]
+        return subject, _resources(args["resources"]), actions, str(args.get("decision") or "Allow"), ips
+
+    def plan(self, admin: Admin, args: dict[str, Any]) -> Plan:
+        subject, resources, actions, decision, ips = self._entries(args)
+        username = subject.split(":", 1)[1]
+        acl = _auth(admin.get_acl, subject) if _auth(admin.get_user, username) is not None else None
+        policy = acl.policy(PolicyType.CUSTOM) if acl is not None else None
+        changes = []
+        stale = []
+        for res in resources:
+            entry = policy.entry_for(res) if policy is not None else None
+            want = {"actions": sorted(actions), "decision": decision.capitalize(), "source_ips": sorted(ips)}
+            if entry is None:
+                changes.append(Change(f"acl {subject} {res.key}", "entry", None, want))
+                stale.append(res.key)
+                continue
+            have = {"actions": sorted(a.value for a in entry.actions), "decision": entry.decision.value,
+                    "source_ips": sorted(entry.source_ips)}
+            for key in want:
+                if have[key] != want[key]:
+                    changes.append(Change(f"acl {subject} {res.key}", key, have[key], want[key]))
+                    stale.append(res.key)
+        return Plan(changes, {"subject": subject, "resources": list(dict.fromkeys(stale))})
+
+    def apply(self, admin: Admin, args: dict[str, Any], plan: Plan) -> None:
+        subject, _, actions, decision, ips = self._entries(args)
+        try:
+            acl = Acl.of(subject, plan.data["resources"], actions, decision, ips)
+        except (AuthError, ValueError) as e:
+            raise StepError(getattr(e, "message", str(e))) from None
+        _auth(admin.create_acl, acl)
+
+
+class AclAbsent(PlannedAction):
+    name = "acl.absent"
+    params = {"subject": Param(STR, required=True),
+              "resources": Param(LIST_OR_STR, help="only these entries (default: the whole ACL)")}
+
+    def plan(self, admin: Admin, args: dict[str, Any]) -> Plan:
+        subject = _subject(args)
+        if _auth(admin.get_user, subject.split(":", 1)[1]) is None:
+            return Plan([])
+        acl = _auth(admin.get_acl, subject)
+        if acl is None:
+            return Plan([])
+        if args.get("resources") is None:
+            return Plan([Change(f"acl {subject}", "exists", True, False)], {"subject": subject, "resources": None})
+        policy = acl.policy(PolicyType.CUSTOM)
+        present = [r.key for r in _resources(args["resources"]) if policy is not None and policy.entry_for(r)]
+        return Plan([Change(f"acl {subject} {key}", "entry", "present", None) for key in present],
+                    {"subject": subject, "resources": present})
+
+    def apply(self, admin: Admin, args: dict[str, Any], plan: Plan) -> None:
+        subject = plan.data["subject"]
+        if plan.data["resources"] is None:
+            _auth(admin.delete_acl, subject, None)
+            return
+        for key in plan.data["resources"]:
+            _auth(admin.delete_acl, subject, key)
+
+
+# ------------------------------------------------------------------------------------------- broker config
+
+class BrokerConfigAction(PlannedAction):
+    """updateBrokerConfig: set broker config keys (RocketMQ names); persisted where the broker reads them."""
+
+    name = "broker.config"
+    params = {"config": Param((dict,), required=True, help="{key: value} with RocketMQ key names")}
+
+    @staticmethod
+    def _text(value: Any) -> str:
+        return "true" if value is True else "false" if value is False else str(value)
+
+    def plan(self, admin: Admin, args: dict[str, Any]) -> Plan:
+        changes = []
+        seen: dict[str, dict[str, str | None]] = {}
+        for b in admin.brokers():
+            current = admin.get_broker_config(b.broker_addr)
+            for key, value in args["config"].items():
+                if key not in current:
+                    raise StepError(f"unknown broker config key {key!r} (getBrokerConfig lists the known keys)")
+                if current[key] != self._text(value):
+                    changes.append(Change(f"broker {b.broker_name} config", key, current[key], self._text(value)))
+            seen[b.broker_name] = {k: current.get(k) for k in args["config"]}
+        return Plan(changes, {"config": seen})
+
+    def apply(self, admin: Admin, args: dict[str, Any], plan: Plan) -> None:
+        admin.update_broker_config({k: self._text(v) for k, v in args["config"].items()})

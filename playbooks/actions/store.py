@@ -1,0 +1,130 @@
+"""Actions over a store's data: offset resets (with their plan), verify, Spark rebuild, waiting for lag.
+
+``offset.reset`` always computes the reset plan first (resetOffsetByTime --dry-run) and reports it,
+queue by queue, so a playbook can ``register`` it and ``assert`` on it before a second step applies
+it. ``store.rebuild`` is idempotent through ``verifyStore``: a store whose consume queues and index
+already agree with the commitlog is left alone unless ``force: true``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mqadmin.admin import Admin
+from mqadmin.errors import NotFoundError
+from mqadmin.timefmt import parse_timestamp
+from playbooks.actions.base import ActionContext, Change, Outcome, Param, Plan, PlannedAction, poll
+from playbooks.errors import StepError
+
+MAX_ISSUES_REPORTED = 20
+
+
+class OffsetReset(PlannedAction):
+    name = "offset.reset"
+    params = {"group": Param((str,), required=True), "topic": Param((str,), required=True),
+              "timestamp": Param((str, int), help="now, epoch millis or yyyy-MM-dd#HH:mm:ss:SSS"),
+              "offset": Param((int,), help="reset to this queue offset instead of a time"),
+              "queue_id": Param((int,)), "force": Param((bool,), default=True)}
+
+    def _reset(self, admin: Admin, args: dict[str, Any], dry_run: bool) -> Any:
+        if (args.get("timestamp") is None) == (args.get("offset") is None):
+            raise StepError("offset.reset needs exactly one of timestamp: or offset:")
+        ts = -1
+        if args.get("timestamp") is not None:
+            ts = parse_timestamp(str(args["timestamp"]), option="timestamp")
+        return admin.reset_offset_by_time(args["group"], args["topic"], ts, bool(args.get("force", True)),
+                                          queue_id=args.get("queue_id"), offset=args.get("offset"), dry_run=dry_run)
+
+    def plan(self, admin: Admin, args: dict[str, Any]) -> Plan:
+        plan = self._reset(admin, args, dry_run=True)
+        changes = [Change(f"offset {plan.group}@{plan.topic}/{c.queue_id}", "consumerOffset", c.consumer_offset,
+                          c.reset_offset) for c in plan.changes if c.consumer_offset != c.reset_offset]
+        rewind = sum(max(0, c.consumer_offset - c.reset_offset) for c in plan.changes if c.consumer_offset >= 0)
+        skip = sum(max(0, c.reset_offset - max(c.consumer_offset, 0)) for c in plan.changes)
+        return Plan(changes, {"plan": plan.to_dict(), "reconsume": rewind, "skip": skip, "queues": len(plan.changes)})
+
+    def apply(self, admin: Admin, args: dict[str, Any], plan: Plan) -> None:
+        self._reset(admin, args, dry_run=False)
+
+
+class StoreVerify:
+    """verifyStore: every CQ/BCQ unit and index entry against the commitlog; fails on a mismatch."""
+
+    name = "store.verify"
+    params: dict[str, Param] = {}
+    placement = "admin"
+
+    def run(self, ctx: ActionContext, args: dict[str, Any], check: bool) -> Outcome:
+        with ctx.admin(writes=False) as admin:
+            report = admin.verify_store()
+        data = _verify_data(report)
+        if report.ok:
+            return Outcome("ok", message=f"store OK: {report.records} records, {report.queues} queues", data=data)
+        return Outcome("failed", message=f"verifyStore found {report.mismatch_count} mismatch(es) in {report.store}",
+                       data=data)
+
+
+def _verify_data(report: Any) -> dict[str, Any]:
+    d = report.to_dict()
+    d["issues"] = d.get("issues", [])[:MAX_ISSUES_REPORTED]
+    return d
+
+
+class StoreRebuild:
+    """rebuildStore with Spark, only when verifyStore finds a mismatch (or ``force: true``)."""
+
+    name = "store.rebuild"
+    params = {"parts": Param((list, str), default=["cq", "index", "offsets"]),
+              "master": Param((str,), default="local[*]"), "force": Param((bool,), default=False)}
+    placement = "admin"
+
+    def run(self, ctx: ActionContext, args: dict[str, Any], check: bool) -> Outcome:
+        parts = args.get("parts") or ["cq", "index", "offsets"]
+        parts = [p.strip() for p in parts.split(",")] if isinstance(parts, str) else [str(p) for p in parts]
+        with ctx.admin(writes=False) as admin:
+            report = admin.verify_store()
+        if report.ok and not args.get("force"):
+            return Outcome("ok", message="verifyStore finds nothing to rebuild", data={"verify": _verify_data(report)})
+        why = "forced" if report.ok else f"{report.mismatch_count} mismatch(es)"
+        change = Change("store", "rebuild", why, ",".join(parts))
+        if check:
+            return Outcome("changed", [change], f"would rebuild {','.join(parts)} ({why})",
+                           {"verify": _verify_data(report)})
+        with ctx.admin(writes=True) as admin:
+            summary = admin.rebuild_store(parts, str(args.get("master") or "local[*]"), False, ctx.config_file)
+        return Outcome("changed", [change], f"rebuilt {','.join(parts)} with Spark ({why})",
+                       {"verify": _verify_data(report), "rebuild": summary.to_dict()})
+
+
+class WaitLag:
+    """Wait until a group's lag (broker offset - consumer offset, summed) is at most ``max_lag``."""
+
+    name = "wait.lag"
+    params = {"group": Param((str, list), required=True, help="a group or a list of groups (lags summed)"),
+              "topic": Param((str,)), "max_lag": Param((int,), default=0), "timeout": Param((int, float), default=60),
+              "interval": Param((int, float), default=1)}
+    placement = "admin"
+
+    def run(self, ctx: ActionContext, args: dict[str, Any], check: bool) -> Outcome:
+        groups = [args["group"]] if isinstance(args["group"], str) else [str(g) for g in args["group"]]
+        topic = args.get("topic")
+        group = ", ".join(groups)
+        max_lag = int(args.get("max_lag") or 0)
+        state: dict[str, Any] = {"lag": None}
+
+        def probe() -> tuple[bool, str]:
+            lag = 0
+            try:
+                with ctx.admin(writes=False) as admin:
+                    for g in groups:
+                        lag += sum(max(0, r.diff) for r in admin.consumer_progress(g, topic))
+            except NotFoundError as e:
+                return False, e.message
+            state["lag"] = lag
+            return lag <= max_lag, f"lag of {group} is {lag} (want <= {max_lag})"
+
+        done, message = poll(ctx, float(args.get("timeout", 60)), float(args.get("interval", 1)), probe)
+        data = {"lag": state["lag"], "group": group, "topic": topic}
+        if done:
+            return Outcome("ok", message=message, data=data)
+        return Outcome("failed", message=f"timed out after {args.get('timeout', 60)}s: {message}", data=data)

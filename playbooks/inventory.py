@@ -1,0 +1,238 @@
+"""Targets and where a step runs: a store directory here, a cluster, or an SSH host.
+
+Why: a step names a target; the runner asks that target's executor to run the action and gets an
+``Outcome`` back, whatever the transport. A store target runs actions in this process over an
+embedded Admin. A cluster target (``namesrv: host:port``) runs them here over a remote Admin. An SSH
+target runs Admin actions *on the host* (``mqadmin playbook step`` over exec, arguments on stdin so
+secrets never appear on a command line) and host actions (shell, file.copy) here through exec/sftp.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import stat
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import date, datetime
+from pathlib import Path
+from typing import Any
+
+from mqadmin.admin import Admin
+from mqadmin.errors import AdminError
+from playbooks.actions.base import Action, CommandResult, HostOps, Outcome
+from playbooks.errors import StepError, TransportError
+from playbooks.ssh import SshHost, SshSpec
+
+
+@dataclass(frozen=True)
+class Target:
+    """A rendered target: exactly one of ``store`` (alone), ``namesrv``, or ``ssh`` (+ its store/mqadmin)."""
+
+    name: str
+    store: str | None = None
+    config: str | None = None
+    namesrv: str | None = None
+    ssh: SshSpec | None = None
+    mqadmin: str = "mqadmin"
+
+    @property
+    def kind(self) -> str:
+        return "ssh" if self.ssh else "cluster" if self.namesrv else "store"
+
+
+# ------------------------------------------------------------------------------------------- this host
+
+class LocalHost:
+    """HostOps on this machine."""
+
+    name = "localhost"
+
+    def run(self, command: str, stdin: bytes | None = None, timeout: float | None = None) -> CommandResult:
+        try:
+            p = subprocess.run(["/bin/sh", "-c", command], input=stdin or b"", capture_output=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise StepError(f"command timed out after {timeout:g}s") from None
+        return CommandResult(p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace"))
+
+    def exists(self, path: str) -> bool:
+        return Path(path).expanduser().exists()
+
+    def sha256(self, path: str) -> str | None:
+        import hashlib
+
+        p = Path(path).expanduser()
+        if not p.is_file():
+            return None
+        return hashlib.sha256(p.read_bytes()).hexdigest()
+
+    def put(self, local_path: Path, remote_path: str, mode: int | None) -> None:
+        """Write via a temp file and rename, so the destination is never half written."""
+        dest = Path(remote_path).expanduser()
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = dest.with_name(dest.name + ".rmqops-tmp")
+        shutil.copyfile(local_path, tmp)
+        tmp.chmod(mode if mode is not None else stat.S_IMODE(local_path.stat().st_mode))
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, dest)
+
+
+# ------------------------------------------------------------------------------------------- contexts
+
+class StoreContext:
+    """ActionContext over a store directory on this machine (also what `playbook step` uses on a host)."""
+
+    def __init__(self, store_dir: Path, config_file: str | None, host: HostOps | None = None) -> None:
+        self.store_dir = store_dir
+        self.config_file = config_file
+        self._host = host or LocalHost()
+
+    @contextmanager
+    def admin(self, writes: bool) -> Iterator[Admin]:
+        from mqadmin.connect import open_local_admin
+
+        if not writes and not self.store_dir.is_dir():
+            # A store that does not exist yet is planned against as an empty one (nothing is created).
+            with tempfile.TemporaryDirectory(prefix="rmqops-plan-") as empty:
+                with open_local_admin(empty, self.config_file, writes=False) as admin:
+                    yield admin
+            return
+        with open_local_admin(self.store_dir, self.config_file, writes=writes) as admin:
+            yield admin
+
+    def host(self) -> HostOps:
+        return self._host
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+    def now(self) -> float:
+        return time.monotonic()
+
+
+class ClusterContext:
+    """ActionContext over a running cluster (remote mode)."""
+
+    store_dir = None
+    config_file = None
+
+    def __init__(self, namesrv: str) -> None:
+        self.namesrv = namesrv
+
+    @contextmanager
+    def admin(self, writes: bool) -> Iterator[Admin]:
+        from mqadmin.connect import open_remote_admin
+
+        with open_remote_admin(self.namesrv) as admin:
+            yield admin
+
+    def host(self) -> HostOps:
+        raise StepError(f"a cluster target ({self.namesrv}) has no host to run commands on; use an ssh target")
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+    def now(self) -> float:
+        return time.monotonic()
+
+
+class SshHostContext:
+    """Host actions on an SSH target: only ``host()`` is there; Admin actions run on the host itself."""
+
+    store_dir = None
+    config_file = None
+
+    def __init__(self, host: SshHost) -> None:
+        self._host = host
+
+    @contextmanager
+    def admin(self, writes: bool) -> Iterator[Admin]:
+        raise StepError("host actions do not use an Admin; Admin actions run on the host through mqadmin")
+        yield  # pragma: no cover - a generator for contextmanager
+
+    def host(self) -> HostOps:
+        return self._host
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+    def now(self) -> float:
+        return time.monotonic()
+
+
+# ------------------------------------------------------------------------------------------- executors
+
+def run_guarded(fn: Any) -> Outcome:
+    """An action's failures as a failed Outcome with one line (never a traceback in the report)."""
+    try:
+        return fn()
+    except (StepError, TransportError) as e:
+        return Outcome("failed", message=e.message)
+    except AdminError as e:
+        return Outcome("failed", message=e.message)
+    except Exception as e:  # noqa: BLE001 - one line per failed step, whatever went wrong
+        return Outcome("failed", message=f"{type(e).__name__}: {e}")
+
+
+class Executors:
+    """Runs actions on targets; keeps one SSH connection per target for the whole run."""
+
+    def __init__(self) -> None:
+        self._ssh: dict[SshSpec, SshHost] = {}
+
+    def close(self) -> None:
+        for host in self._ssh.values():
+            host.close()
+        self._ssh.clear()
+
+    def ssh_host(self, spec: SshSpec) -> SshHost:
+        if spec not in self._ssh:
+            self._ssh[spec] = SshHost(spec)
+        return self._ssh[spec]
+
+    def execute(self, target: Target, action: Action, args: dict[str, Any], check: bool) -> Outcome:
+        if target.ssh is not None:
+            host = self.ssh_host(target.ssh)
+            if action.placement == "host":
+                return run_guarded(lambda: action.run(SshHostContext(host), args, check))
+            return run_guarded(lambda: self._remote_step(host, target, action, args, check))
+        if target.namesrv:
+            return run_guarded(lambda: action.run(ClusterContext(target.namesrv or ""), args, check))
+        store = Path(target.store or "").expanduser()
+        return run_guarded(lambda: action.run(StoreContext(store, target.config), args, check))
+
+    @staticmethod
+    def _remote_step(host: SshHost, target: Target, action: Action, args: dict[str, Any], check: bool) -> Outcome:
+        if not target.store:
+            raise StepError(f"{action.name} on ssh target {target.name} needs store: (the store path on that host)")
+        command = f"{target.mqadmin} playbook step --store {shlex.quote(target.store)}"
+        if target.config:
+            command += f" --config {shlex.quote(target.config)}"
+        if check:
+            command += " --check"
+        payload = json.dumps({"action": action.name, "args": args}, default=_json_default).encode()
+        # The remote step may wait itself (wait.lag, broker.start): allow its own timeout plus slack.
+        waits = args.get("timeout")
+        timeout = float(waits) + 600 if isinstance(waits, int | float) else 3600.0
+        result = host.run(command, stdin=payload, timeout=timeout)
+        for line in reversed(result.stdout.strip().splitlines()):
+            if line.startswith("{"):
+                try:
+                    return Outcome.from_dict(json.loads(line))
+                except ValueError:
+                    break
+        last = (result.stderr.strip() or result.stdout.strip() or "(no output)").splitlines()[-1]
+        raise StepError(f"`{target.mqadmin} playbook step` on {host.name} exited with {result.rc}: {last}")
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    return str(value)

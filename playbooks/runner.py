@@ -1,0 +1,402 @@
+"""The playbook runner: variables, targets, step options, results, the JSON-lines run log.
+
+Why one object: a run has state that every step reads (variables, registered results, the SSH
+connections, the secrets to mask) and a report every front end renders the same way. Steps run in
+order; a failed step stops the play after its batch of targets (``serial:`` batches for rolling
+steps), unless ``ignore_errors: true``. Nothing printed or logged carries a secret.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from fnmatch import fnmatchcase
+from pathlib import Path
+from typing import Any, Protocol, TextIO
+
+from playbooks.actions.base import Outcome
+from playbooks.errors import PlaybookError, StepError
+from playbooks.inventory import Executors, Target
+from playbooks.schema import BUILTIN_NAMES, Playbook, Step, check_value
+from playbooks.ssh import DEFAULT_TIMEOUT, SshSpec
+from playbooks.templating import EnvironmentSecrets, Secrets, Templater, is_secret_name
+
+JINJA_GLOBALS = {"range", "dict", "lipsum", "cycler", "joiner", "namespace", "true", "false", "none",
+                 "True", "False", "None"}
+
+
+@dataclass
+class StepRecord:
+    index: int
+    name: str
+    target: str
+    action: str
+    status: str
+    changes: list[dict[str, Any]]
+    message: str
+    started: float
+    ended: float
+    attempts: int = 1
+    ignored: bool = False
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {"step": self.index + 1, "name": self.name, "target": self.target, "action": self.action,
+             "status": self.status, "changes": self.changes, "message": self.message,
+             "started": _iso(self.started), "ended": _iso(self.ended),
+             "duration_ms": int((self.ended - self.started) * 1000)}
+        if self.attempts > 1:
+            d["attempts"] = self.attempts
+        if self.ignored:
+            d["ignored"] = True
+        return d
+
+
+@dataclass
+class RunReport:
+    playbook: str
+    source: str
+    check: bool
+    records: list[StepRecord] = field(default_factory=list)
+    stopped: str | None = None
+
+    def count(self, status: str) -> int:
+        return sum(1 for r in self.records if r.status == status and not r.ignored)
+
+    @property
+    def failed(self) -> bool:
+        return self.count("failed") > 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"playbook": self.playbook, "file": self.source, "check": self.check,
+                "ok": self.count("ok"), "changed": self.count("changed"), "failed": self.count("failed"),
+                "skipped": self.count("skipped"), "ignored": sum(1 for r in self.records if r.ignored),
+                "stopped": self.stopped, "steps": [r.to_dict() for r in self.records]}
+
+
+class RunLog:
+    """One JSON line per event (run start, each step on each target, run end), secrets masked."""
+
+    def __init__(self, path: Path, secrets: Secrets) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self.secrets = secrets
+        self._file: TextIO = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+
+    def write(self, event: str, **fields: Any) -> None:
+        line = {"ts": _iso(time.time()), "event": event, **fields}
+        self._file.write(json.dumps(self.secrets.mask(line), default=str, ensure_ascii=False) + "\n")
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+
+class Observer(Protocol):
+    """Progress hooks (the CLI shows a rich status line on a terminal)."""
+
+    def step_started(self, step: Step, target: str) -> None: ...
+    def step_finished(self, record: StepRecord) -> None: ...
+
+
+class _Quiet:
+    def step_started(self, step: Step, target: str) -> None:
+        pass
+
+    def step_finished(self, record: StepRecord) -> None:
+        pass
+
+
+class Runner:
+    def __init__(self, playbook: Playbook, extra_vars: Mapping[str, Any] | None = None, check: bool = False,
+                 limit: list[str] | None = None, log_path: Path | None = None, observer: Observer | None = None,
+                 environ: Mapping[str, str] | None = None, sleep: Callable[[float], None] = time.sleep) -> None:
+        self.pb = playbook
+        self.extra = dict(extra_vars or {})
+        self.check = check
+        self.limit = limit
+        self.log_path = log_path
+        self.observer: Observer = observer or _Quiet()
+        self.secrets = Secrets()
+        self.environ = os.environ if environ is None else environ
+        self.env = EnvironmentSecrets(self.secrets, self.environ)
+        self.templater = Templater()
+        self.sleep = sleep
+        self.registered: dict[str, Any] = {}
+
+    # -- checks that need -e (run before anything happens) ----------------------------------------------
+    def problems(self) -> list[PlaybookError]:
+        """Variables no one defines and env.NAME not set: one error each, with its line."""
+        out: list[PlaybookError] = []
+        registered_by = {s.register: s.index for s in self.pb.steps if s.register}
+        known = set(self.pb.vars) | set(self.extra) | BUILTIN_NAMES | JINJA_GLOBALS
+        for line, names, env_names, step in self.pb.template_refs:
+            for name in sorted(names):
+                if name in known:
+                    continue
+                if name in registered_by and step >= 0 and registered_by[name] <= step:
+                    continue
+                hint = (f" (registered by step {registered_by[name] + 1}, which runs later)"
+                        if name in registered_by else f"; give -e {name}=VALUE or define it under vars:")
+                out.append(PlaybookError(f"variable {name!r} is not defined{hint}", line, self.pb.source))
+            for name in sorted(env_names):
+                if name not in self.environ:
+                    out.append(PlaybookError(f"environment variable {name} is not set (used as env.{name})",
+                                             line, self.pb.source))
+        return out
+
+    def needed_variables(self) -> list[str]:
+        registered = {s.register for s in self.pb.steps if s.register}
+        known = set(self.pb.vars) | BUILTIN_NAMES | JINJA_GLOBALS | registered
+        return sorted({n for _, names, _, _ in self.pb.template_refs for n in names} - known)
+
+    # -- the run -----------------------------------------------------------------------------------------
+    def run(self) -> RunReport:
+        problems = self.problems()
+        if problems:
+            raise problems[0]
+        report = RunReport(self.pb.name, self.pb.source, self.check)
+        for _, _, env_names, _ in self.pb.template_refs:
+            for name in env_names:
+                self.secrets.add(self.environ.get(name))
+        context = self._variables()
+        log = RunLog(self.log_path, self.secrets) if self.log_path else None
+        executors = Executors()
+        try:
+            if log:
+                log.write("run_start", playbook=self.pb.name, file=self.pb.source, check=self.check,
+                          limit=self.limit, vars=sorted(context))
+            for step in self.pb.steps:
+                records = self._step(step, context, executors)
+                for r in records:
+                    report.records.append(r)
+                    if log:
+                        log.write("step", **r.to_dict())
+                if any(r.status == "failed" and not r.ignored for r in records):
+                    report.stopped = f"step {step.index + 1} {step.name!r} failed; later steps were not run"
+                    break
+            if log:
+                summary = report.to_dict()
+                summary.pop("steps")
+                log.write("run_end", **summary)
+        finally:
+            executors.close()
+            if log:
+                log.close()
+        return report
+
+    def _variables(self) -> dict[str, Any]:
+        ctx: dict[str, Any] = {"env": self.env, "check_mode": self.check, "playbook": self.pb.name}
+        ctx.update(self.extra)
+        for name, value in self.pb.vars.items():
+            if name in self.extra:
+                continue
+            try:
+                ctx[name] = self.templater.render(value, ctx)
+            except StepError as e:
+                raise PlaybookError(f"vars.{name}: {e.message}", None, self.pb.source) from None
+        for name, value in list(ctx.items()):
+            if is_secret_name(name) and isinstance(value, str | int):
+                self.secrets.add(value)
+        return ctx
+
+    def _context(self, base: dict[str, Any]) -> dict[str, Any]:
+        return {**base, **self.registered}
+
+    def _targets(self, step: Step, ctx: dict[str, Any]) -> list[str]:
+        spec = self.templater.render(step.target, ctx)
+        patterns = [spec] if isinstance(spec, str) else list(spec)
+        names: list[str] = []
+        for p in patterns:
+            matched = [t for t in self.pb.targets if fnmatchcase(t, str(p))]
+            if not matched:
+                raise StepError(f"target {p!r} is not defined")
+            names.extend(m for m in matched if m not in names)
+        return names
+
+    def _step(self, step: Step, base: dict[str, Any], executors: Executors) -> list[StepRecord]:
+        ctx = self._context(base)
+        started = time.time()
+        if step.action is None:
+            self.observer.step_started(step, "-")
+            outcome = self._asserts(step, ctx, Outcome("ok", message="assertions hold"))
+            record = self._record(step, "-", outcome, started, 1)
+            self.observer.step_finished(record)
+            self._register(step, [record], [outcome])
+            return [record]
+        try:
+            names = self._targets(step, ctx)
+        except StepError as e:
+            record = self._record(step, str(step.target), Outcome("failed", message=e.message), started, 1)
+            return [record]
+        selected = [n for n in names if self.limit is None or any(fnmatchcase(n, p) for p in self.limit)]
+        if not selected:
+            record = self._record(step, ",".join(names), Outcome("skipped", message="excluded by --limit"),
+                                  started, 0)
+            self.observer.step_finished(record)
+            return [record]
+        batch_size = step.serial or len(selected)
+        records: list[StepRecord] = []
+        outcomes: list[Outcome] = []
+        for i in range(0, len(selected), batch_size):
+            batch = selected[i:i + batch_size]
+            for name in batch:
+                self.observer.step_started(step, name)
+                record, outcome = self._on_target(step, name, ctx, executors)
+                self.observer.step_finished(record)
+                records.append(record)
+                outcomes.append(outcome)
+            if any(r.status == "failed" and not r.ignored for r in records):
+                break  # a rolling step stops before touching the next batch
+        self._register(step, records, outcomes)
+        return records
+
+    def _on_target(self, step: Step, name: str, base: dict[str, Any], executors: Executors
+                   ) -> tuple[StepRecord, Outcome]:
+        assert step.action is not None
+        ctx = {**base, "target": name}
+        started = time.time()
+        if step.when is not None:
+            try:
+                go = self.templater.evaluate(step.when, ctx)
+            except StepError as e:
+                return self._done(step, name, Outcome("failed", message=f"when: {e.message}"), started, 0)
+            if not go:
+                return self._done(step, name, Outcome("skipped", message=f"when: {step.when} is false"), started, 0)
+        check = self.check or step.check_mode
+        explicit_retries = "retries" in step.option_lines
+        attempts = 0
+        while True:
+            attempts += 1
+            outcome = self._attempt(step, name, ctx, executors, check)
+            if step.until is not None:
+                reg = _registered_value(outcome)
+                try:
+                    ok = bool(self.templater.evaluate(step.until, {**ctx, **_as_reg(step, reg)}))
+                except StepError as e:
+                    outcome = Outcome("failed", outcome.changes, f"until: {e.message}", outcome.data)
+                    break
+                if ok:
+                    break
+                if attempts > step.retries:
+                    outcome = Outcome("failed", outcome.changes,
+                                      f"until: {step.until} still false after {attempts} attempt(s): "
+                                      f"{outcome.message}", outcome.data)
+                    break
+            elif not (explicit_retries and outcome.status == "failed" and attempts <= step.retries):
+                break
+            self.sleep(step.delay)
+        outcome = self._asserts(step, {**ctx, **_as_reg(step, _registered_value(outcome))}, outcome)
+        return self._done(step, name, outcome, started, attempts)
+
+    def _attempt(self, step: Step, name: str, ctx: dict[str, Any], executors: Executors, check: bool) -> Outcome:
+        assert step.action is not None
+        try:
+            args = self.templater.render(step.args, ctx)
+            for key, param in step.action.params.items():
+                if key in args:
+                    args[key] = check_value(step.action.name, key, param, args[key])
+                elif param.default is not None:
+                    args[key] = param.default
+            target = self._target(name, ctx)
+        except StepError as e:
+            return Outcome("failed", message=e.message)
+        return executors.execute(target, step.action, args, check)
+
+    def _target(self, name: str, ctx: dict[str, Any]) -> Target:
+        spec = self.templater.render(dict(self.pb.targets[name]), ctx)
+        ssh = None
+        if spec.get("ssh") is not None:
+            s = spec["ssh"]
+            try:
+                ssh = SshSpec(host=str(s["host"]), user=str(s["user"]), key_file=str(s["key_file"]),
+                              port=int(s.get("port", 22)), known_hosts=str(s.get("known_hosts", "~/.ssh/known_hosts")),
+                              trust_on_first_use=_truthy(s.get("trust_on_first_use", False)),
+                              timeout=float(s.get("timeout", DEFAULT_TIMEOUT)))
+            except (TypeError, ValueError) as e:
+                raise StepError(f"target {name}: bad ssh settings: {e}") from None
+        store = str(spec.get("store") or "").strip() or None
+        namesrv = str(spec.get("namesrv") or "").strip() or None
+        if ssh is None and store and namesrv:
+            raise StepError(f"target {name}: both store: ({store}) and namesrv: ({namesrv}) are set; give one")
+        if ssh is None and not store and not namesrv:
+            raise StepError(f"target {name}: " + ("store: and namesrv: both render empty; give -e store=DIR or "
+                                                  "-e namesrv=HOST:PORT" if "namesrv" in spec
+                                                  else "store: renders to an empty path"))
+        return Target(name, store, str(spec["config"]) if spec.get("config") else None, namesrv, ssh,
+                      str(spec.get("mqadmin") or "mqadmin"))
+
+    def _asserts(self, step: Step, ctx: dict[str, Any], outcome: Outcome) -> Outcome:
+        if outcome.status == "failed" or outcome.status == "skipped":
+            return outcome
+        for expr in step.asserts:
+            try:
+                holds = bool(self.templater.evaluate(expr, ctx))
+            except StepError as e:
+                return Outcome("failed", outcome.changes, f"assert: {e.message}", outcome.data)
+            if not holds:
+                return Outcome("failed", outcome.changes, f"assertion failed: {expr}", outcome.data)
+        return outcome
+
+    def _done(self, step: Step, name: str, outcome: Outcome, started: float, attempts: int
+              ) -> tuple[StepRecord, Outcome]:
+        return self._record(step, name, outcome, started, attempts), outcome
+
+    def _record(self, step: Step, target: str, outcome: Outcome, started: float, attempts: int) -> StepRecord:
+        ignored = outcome.status == "failed" and step.ignore_errors
+        return StepRecord(step.index, step.name, target, step.action_name, outcome.status,
+                          [c.to_dict() for c in outcome.changes], outcome.message, started, time.time(),
+                          attempts, ignored, outcome.data)
+
+    def _register(self, step: Step, records: list[StepRecord], outcomes: list[Outcome]) -> None:
+        if not step.register:
+            return
+        values = [_registered_value(o) for o in outcomes]
+        if len(values) == 1:
+            self.registered[step.register] = values[0]
+        else:
+            self.registered[step.register] = {
+                "results": values, "changed": any(v["changed"] for v in values),
+                "failed": any(v["failed"] for v in values), "skipped": all(v["skipped"] for v in values),
+                "ok": all(v["ok"] or v["skipped"] for v in values)}
+
+
+def _registered_value(outcome: Outcome) -> dict[str, Any]:
+    return {**outcome.data, "data": outcome.data, "status": outcome.status, "changed": outcome.status == "changed",
+            "failed": outcome.status == "failed", "skipped": outcome.status == "skipped",
+            "ok": outcome.status in ("ok", "changed"), "msg": outcome.message,
+            "changes": [c.to_dict() for c in outcome.changes]}
+
+
+def _as_reg(step: Step, value: dict[str, Any]) -> dict[str, Any]:
+    out = {"result": value}
+    if step.register:
+        out[step.register] = value
+    return out
+
+
+def _truthy(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() in ("true", "yes", "1")
+    return bool(value)
+
+
+def _iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def parse_extra_vars(items: list[str]) -> dict[str, str]:
+    """``-e KEY=VALUE`` (repeatable); a bad item is an invalid invocation."""
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise PlaybookError(f"-e {item!r}: expected KEY=VALUE")
+        out[key.strip()] = value
+    return out
+
+

@@ -1,0 +1,384 @@
+"""Playbook validation: the whole file is checked before anything runs, each error with its line.
+
+Why: a playbook that fails on step 7 of 9 because of a typo leaves a half-done change behind. So
+unknown actions and options, missing or unknown targets, wrong types, template syntax errors and
+variables nobody defines are all found first (``mqadmin playbook check``; exit 2), naming the line.
+Values that are templates are type-checked after rendering, at run time.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from fnmatch import fnmatchcase
+from pathlib import Path
+from typing import Any
+
+from playbooks.actions import REGISTRY
+from playbooks.actions.base import Action, Param
+from playbooks.errors import PlaybookError, StepError
+from playbooks.templating import Templater
+from playbooks.yaml_lines import LineList, LineMap, load_yaml
+
+TOP_KEYS = ("name", "targets", "vars", "steps")
+TARGET_KEYS = ("store", "config", "namesrv", "ssh", "mqadmin")
+SSH_KEYS = {"host": (str,), "port": (int,), "user": (str,), "key_file": (str,), "known_hosts": (str,),
+            "trust_on_first_use": (bool,), "timeout": (int, float)}
+STEP_OPTIONS = ("name", "target", "when", "register", "until", "retries", "delay", "ignore_errors", "serial",
+                "assert", "check_mode")
+BUILTIN_NAMES = {"env", "target", "check_mode", "playbook", "result"}
+STORE_ACTIONS = ("store.verify", "store.rebuild", "broker.start", "broker.stop")
+IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@dataclass
+class Step:
+    index: int
+    name: str
+    line: int
+    action: Action | None  # None: an assert-only step
+    args: dict[str, Any]
+    arg_lines: dict[str, int]
+    target: Any = None  # str, list or template; None = the only target
+    when: Any = None
+    register: str | None = None
+    until: Any = None
+    retries: int = 3
+    delay: float = 1.0
+    ignore_errors: bool = False
+    serial: int | None = None
+    asserts: list[str] = field(default_factory=list)
+    check_mode: bool = False
+    option_lines: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def action_name(self) -> str:
+        return self.action.name if self.action is not None else "assert"
+
+
+@dataclass
+class Playbook:
+    name: str
+    source: str
+    targets: dict[str, dict[str, Any]]  # raw (possibly templated) target specs
+    target_lines: dict[str, int]
+    vars: dict[str, Any]
+    steps: list[Step]
+    template_refs: list[tuple[int, set[str], set[str], int]] = field(default_factory=list)
+    # (line, names, env names, step index) for the undefined-variable check done with -e known
+
+
+def load_playbook(path: str | Path) -> Playbook:
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as e:
+        raise PlaybookError(f"cannot read playbook: {e.strerror}", None, str(p)) from None
+    return parse_playbook(text, str(p))
+
+
+def parse_playbook(text: str, source: str) -> Playbook:
+    try:
+        return _Validator(source).playbook(load_yaml(text, source))
+    except PlaybookError as e:
+        e.source = source
+        raise
+
+
+def _suggest(word: str, choices: Iterable[str]) -> str:
+    close = difflib.get_close_matches(word, list(choices), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def is_template(value: Any) -> bool:
+    return isinstance(value, str) and ("{{" in value or "{%" in value)
+
+
+class _Validator:
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.templater = Templater()
+        self.refs: list[tuple[int, set[str], set[str], int]] = []
+
+    def fail(self, message: str, line: int | None) -> PlaybookError:
+        return PlaybookError(message, line, self.source)
+
+    # -- templates ---------------------------------------------------------------------------------
+    def scan(self, value: Any, line: int, step: int, expression: bool = False) -> None:
+        """Syntax-check every template inside ``value`` and remember the names it uses."""
+        if isinstance(value, str):
+            if expression or is_template(value):
+                err = self.templater.check(value, expression)
+                if err:
+                    raise self.fail(err, line)
+                names, env_names = self.templater.names(value, expression)
+                self.refs.append((line, names, env_names, step))
+        elif isinstance(value, LineMap):
+            for k, v in value.items():
+                self.scan(v, value.line_of(k), step)
+        elif isinstance(value, dict):
+            for v in value.values():
+                self.scan(v, line, step)
+        elif isinstance(value, LineList):
+            for i, v in enumerate(value):
+                self.scan(v, value.line_of(i), step)
+        elif isinstance(value, list):
+            for v in value:
+                self.scan(v, line, step)
+
+    # -- the document --------------------------------------------------------------------------------
+    def playbook(self, doc: Any) -> Playbook:
+        if not isinstance(doc, LineMap):
+            raise self.fail("a playbook is a mapping with name:, targets:, steps: (and optional vars:)",
+                            getattr(doc, "line", 1))
+        for key in doc:
+            if key not in TOP_KEYS:
+                raise self.fail(f"unknown top-level key {key!r}{_suggest(key, TOP_KEYS)}", doc.line_of(key))
+        for key in ("name", "targets", "steps"):
+            if key not in doc:
+                raise self.fail(f"missing {key}:", doc.line)
+        name = doc["name"]
+        if not isinstance(name, str) or not name.strip():
+            raise self.fail("name: must be a non-empty string", doc.line_of("name"))
+        variables = doc.get("vars") or LineMap()
+        if not isinstance(variables, dict):
+            raise self.fail("vars: must be a mapping of names to values", doc.line_of("vars"))
+        for key in variables:
+            if not IDENT.match(key):
+                raise self.fail(f"variable name {key!r} must be an identifier", _line_of(variables, key))
+        self.scan(variables, doc.line_of("vars"), -1)
+        targets = self.targets(doc["targets"], doc.line_of("targets"))
+        steps_node = doc["steps"]
+        if not isinstance(steps_node, LineList) or not steps_node:
+            raise self.fail("steps: must be a non-empty list", doc.line_of("steps"))
+        steps = [self.step(i, s, steps_node.line_of(i), targets) for i, s in enumerate(steps_node)]
+        return Playbook(name, self.source, dict(targets), {k: _line_of(doc["targets"], k) for k in targets},
+                        dict(variables), steps, self.refs)
+
+    def targets(self, node: Any, line: int) -> dict[str, dict[str, Any]]:
+        if not isinstance(node, LineMap) or not node:
+            raise self.fail("targets: must map target names to {store: DIR} / {namesrv: host:port} / {ssh: ...}",
+                            line)
+        out: dict[str, dict[str, Any]] = {}
+        for tname, spec in node.items():
+            tline = node.line_of(tname)
+            if not isinstance(spec, LineMap):
+                raise self.fail(f"target {tname!r} must be a mapping", tline)
+            for key in spec:
+                if key not in TARGET_KEYS:
+                    raise self.fail(f"unknown key {key!r} in target {tname!r}{_suggest(key, TARGET_KEYS)}",
+                                    spec.line_of(key))
+            kinds = [k for k in ("namesrv", "ssh") if k in spec]
+            if len(kinds) > 1:
+                raise self.fail(f"target {tname!r} has both namesrv: and ssh:; give one", spec.line)
+            if not kinds and "store" not in spec:
+                raise self.fail(f"target {tname!r} needs store: (a directory), namesrv: (host:port) or ssh:", tline)
+            if "namesrv" in spec and "store" in spec and not (is_template(spec["namesrv"]) and is_template(spec["store"])):
+                # Both may be given as templates (one playbook for a store and a cluster: -e store=... or
+                # -e namesrv=...); exactly one must render non-empty at run time.
+                raise self.fail(f"target {tname!r}: namesrv: and store: exclude each other", spec.line_of("store"))
+            for key in ("store", "config", "namesrv", "mqadmin"):
+                if key in spec and not isinstance(spec[key], str):
+                    raise self.fail(f"target {tname!r}: {key}: must be a string", spec.line_of(key))
+            if "ssh" in spec:
+                self.ssh(tname, spec["ssh"], spec.line_of("ssh"))
+            self.scan(spec, tline, -1)
+            out[tname] = spec
+        return out
+
+    def ssh(self, tname: str, node: Any, line: int) -> None:
+        if not isinstance(node, LineMap):
+            raise self.fail(f"target {tname!r}: ssh: must be a mapping {{host, port, user, key_file}}", line)
+        for key, value in node.items():
+            if key not in SSH_KEYS:
+                raise self.fail(f"unknown key {key!r} in ssh of target {tname!r}{_suggest(key, SSH_KEYS)}",
+                                node.line_of(key))
+            if not is_template(value) and not _is_type(value, SSH_KEYS[key]):
+                raise self.fail(f"target {tname!r}: ssh.{key} must be {Param(SSH_KEYS[key]).type_names()}, "
+                                f"got {_show(value)}", node.line_of(key))
+        for key in ("host", "user", "key_file"):
+            if key not in node:
+                raise self.fail(f"target {tname!r}: ssh needs {key}:", line)
+
+    # -- steps -------------------------------------------------------------------------------------
+    def step(self, index: int, node: Any, line: int, targets: dict[str, dict[str, Any]]) -> Step:
+        if not isinstance(node, LineMap):
+            raise self.fail(f"step {index + 1} must be a mapping with name: and one action", line)
+        actions = [k for k in node if k in REGISTRY]
+        for key in node:
+            if key not in REGISTRY and key not in STEP_OPTIONS:
+                raise self.fail(f"unknown action or option {key!r}{_suggest(key, [*REGISTRY, *STEP_OPTIONS])}",
+                                node.line_of(key))
+        if len(actions) > 1:
+            raise self.fail(f"step has more than one action: {', '.join(actions)}", node.line_of(actions[1]))
+        if not actions and "assert" not in node:
+            raise self.fail(f"step has no action (one of: {', '.join(sorted(REGISTRY))})", line)
+        name = node.get("name", actions[0] if actions else "assert")
+        if not isinstance(name, str):
+            raise self.fail("name: must be a string", node.line_of("name"))
+        step = Step(index, name, line, REGISTRY[actions[0]] if actions else None, {}, {},
+                    option_lines={k: node.line_of(k) for k in node})
+        if actions:
+            self.action_args(step, node[actions[0]], node.line_of(actions[0]))
+        self.options(step, node)
+        self.check_target(step, targets)
+        return step
+
+    def action_args(self, step: Step, node: Any, line: int) -> None:
+        action = step.action
+        assert action is not None
+        if node is None:
+            node = LineMap()
+            node.line, node.key_lines = line, {}
+        if not isinstance(node, dict):
+            raise self.fail(f"{action.name}: arguments must be a mapping", line)
+        for key, value in node.items():
+            kline = _line_of(node, key, line)
+            if key == "target":
+                step.target = value
+                step.option_lines["target"] = kline
+                continue
+            if key not in action.params:
+                raise self.fail(f"{action.name}: unknown option {key!r}{_suggest(key, action.params)} "
+                                f"(known: {', '.join(sorted(action.params)) or 'none'})", kline)
+            param = action.params[key]
+            if not is_template(value) and not _contains_template(value):
+                try:
+                    check_value(action.name, key, param, value)
+                except StepError as e:
+                    raise self.fail(e.message, kline) from None
+            step.args[key] = value
+            step.arg_lines[key] = kline
+        for key, param in action.params.items():
+            if param.required and key not in step.args:
+                raise self.fail(f"{action.name}: missing required option {key!r}", line)
+        self.scan(node, line, step.index)
+
+    def options(self, step: Step, node: LineMap) -> None:
+        def typed(key: str, types: tuple[type, ...], what: str) -> Any:
+            value = node[key]
+            if not _is_type(value, types):
+                raise self.fail(f"{key}: must be {what}, got {_show(value)}", node.line_of(key))
+            return value
+
+        if "target" in node:
+            if step.target is not None:
+                raise self.fail("target given twice (step and action arguments)", node.line_of("target"))
+            step.target = node["target"]
+            self.scan(node["target"], node.line_of("target"), step.index)
+        if "when" in node:
+            step.when = typed("when", (str, bool), "an expression")
+            self.scan(step.when, node.line_of("when"), step.index, expression=isinstance(step.when, str))
+        if "register" in node:
+            reg = typed("register", (str,), "a variable name")
+            if not IDENT.match(reg) or reg in BUILTIN_NAMES:
+                raise self.fail(f"register: {reg!r} is not a usable variable name", node.line_of("register"))
+            step.register = reg
+        if "until" in node:
+            step.until = typed("until", (str, bool), "an expression")
+            self.scan(step.until, node.line_of("until"), step.index, expression=isinstance(step.until, str))
+        if "retries" in node:
+            step.retries = typed("retries", (int,), "a whole number")
+            if step.retries < 0:
+                raise self.fail("retries: must be >= 0", node.line_of("retries"))
+        if "delay" in node:
+            step.delay = float(typed("delay", (int, float), "a number of seconds"))
+            if step.delay < 0:
+                raise self.fail("delay: must be >= 0", node.line_of("delay"))
+        if "ignore_errors" in node:
+            step.ignore_errors = typed("ignore_errors", (bool,), "true or false")
+        if "check_mode" in node:
+            step.check_mode = typed("check_mode", (bool,), "true or false")
+        if "serial" in node:
+            step.serial = typed("serial", (int,), "a whole number of targets per batch")
+            if step.serial < 1:
+                raise self.fail("serial: must be >= 1", node.line_of("serial"))
+        if "assert" in node:
+            value = node["assert"]
+            items = [value] if isinstance(value, str) else value
+            if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
+                raise self.fail("assert: must be an expression or a list of expressions", node.line_of("assert"))
+            for i, item in enumerate(items):
+                line = items.line_of(i) if isinstance(items, LineList) else node.line_of("assert")
+                self.scan(item, line, step.index, expression=True)
+            step.asserts = list(items)
+
+    def check_target(self, step: Step, targets: dict[str, dict[str, Any]]) -> None:
+        line = step.option_lines.get("target", step.line)
+        if step.action is None:
+            return
+        if step.target is None:
+            if len(targets) != 1:
+                raise self.fail(f"{step.action.name}: missing target (one of: {', '.join(targets)})", step.line)
+            step.target = next(iter(targets))
+        names = [step.target] if isinstance(step.target, str) else step.target
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise self.fail("target: must be a target name, a glob, or a list of them", line)
+        for n in names:
+            if is_template(n):
+                continue
+            matched = [t for t in targets if fnmatchcase(t, n)]
+            if not matched:
+                raise self.fail(f"unknown target {n!r}{_suggest(n, targets)} (defined: {', '.join(targets)})", line)
+            for t in matched:
+                spec = targets[t]
+                if "namesrv" in spec and "store" not in spec and (step.action.placement == "host"
+                                                                  or step.action.name in STORE_ACTIONS):
+                    raise self.fail(f"{step.action.name} cannot run on cluster target {t!r}: it needs a host "
+                                    "(an ssh target, or a store directory here)", line)
+                if "ssh" in spec and "store" not in spec and step.action.placement == "admin":
+                    raise self.fail(f"{step.action.name} on ssh target {t!r} needs store: on that target", line)
+
+
+def check_value(action: str, key: str, param: Param, value: Any) -> Any:
+    """Type-check (and coerce rendered strings: "4" -> 4, "true" -> True) one argument value."""
+    if value is None and not param.required:
+        return None
+    if isinstance(value, datetime | date) and int in param.types:
+        value = int((value if isinstance(value, datetime) else datetime(value.year, value.month, value.day))
+                    .timestamp() * 1000)
+    if isinstance(value, str) and not _is_type(value, param.types):
+        text = value.strip()
+        if int in param.types and re.fullmatch(r"-?\d+", text):
+            value = int(text)
+        elif float in param.types and re.fullmatch(r"-?\d+(\.\d+)?", text):
+            value = float(text)
+        elif bool in param.types and text.lower() in ("true", "false"):
+            value = text.lower() == "true"
+    if not _is_type(value, param.types):
+        raise StepError(f"{action}: {key} must be {param.type_names()}, got {_show(value)}")
+    if param.choices is not None and value not in param.choices:
+        lowered = {str(c).lower(): c for c in param.choices}
+        if isinstance(value, str) and value.lower() in lowered:
+            return lowered[value.lower()]
+        raise StepError(f"{action}: {key} must be one of {', '.join(map(str, param.choices))}, got {_show(value)}")
+    return value
+
+
+def _is_type(value: Any, types: tuple[type, ...]) -> bool:
+    if isinstance(value, bool):
+        return bool in types
+    if isinstance(value, int) and float in types:
+        return True
+    return isinstance(value, types)
+
+
+def _contains_template(value: Any) -> bool:
+    if isinstance(value, dict):
+        return any(is_template(v) or _contains_template(v) for v in value.values())
+    if isinstance(value, list):
+        return any(is_template(v) or _contains_template(v) for v in value)
+    return False
+
+
+def _line_of(node: Any, key: str, default: int = 0) -> int:
+    return node.line_of(key) if isinstance(node, LineMap) else default
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, str):
+        return repr(value)
+    return f"{type(value).__name__} {value!r}"

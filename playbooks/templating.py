@@ -1,0 +1,166 @@
+"""``{{ }}`` variables for playbooks, through Jinja2's sandbox, plus secret masking.
+
+Why Jinja2's SandboxedEnvironment (not eval, not a home-made parser): operators know the syntax from
+Ansible (``{{ team }}-events``, ``x | default(3)``, ``when: r.changed``), and the sandbox refuses
+attribute access to Python internals, so a playbook can compute values but never run code.
+Undefined names are errors (StrictUndefined), never silently empty strings.
+
+A value that is exactly one ``{{ expr }}`` keeps its native type (``read_queues: "{{ n }}"`` stays an
+int); anything else renders to a string. ``env.NAME`` reads the environment; every value read that way
+(and every variable whose name says it is a secret) is registered with ``Secrets`` and replaced by
+``********`` wherever the runner prints or logs.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from jinja2 import StrictUndefined, TemplateSyntaxError, UndefinedError, meta, nodes
+from jinja2.sandbox import SandboxedEnvironment, SecurityError
+
+from playbooks.errors import StepError
+
+MASK = "********"
+SECRET_NAME = re.compile(r"pass(word)?|secret|token|credential|private|(^|_)sk$", re.IGNORECASE)
+_SINGLE = re.compile(r"^\s*\{\{(?P<expr>.*?)\}\}\s*$", re.DOTALL)
+
+
+class Secrets:
+    """Values that must never be printed; ``mask`` replaces them in any string or structure."""
+
+    def __init__(self) -> None:
+        self._values: set[str] = set()
+
+    def add(self, value: object) -> None:
+        text = "" if value is None else str(value)
+        if len(text) >= 3:  # masking one or two characters would garble every line
+            self._values.add(text)
+
+    def mask(self, value: Any) -> Any:
+        if isinstance(value, str):
+            for secret in sorted(self._values, key=len, reverse=True):
+                if secret in value:
+                    value = value.replace(secret, MASK)
+            return value
+        if isinstance(value, Mapping):
+            return {k: self.mask(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [self.mask(v) for v in value]
+        return value
+
+
+class EnvironmentSecrets(Mapping[str, str]):
+    """What ``env`` means in a template: the process environment, each value read becomes a secret."""
+
+    def __init__(self, secrets: Secrets, environ: Mapping[str, str] | None = None) -> None:
+        self._secrets = secrets
+        self._environ = os.environ if environ is None else environ
+
+    def __getitem__(self, name: str) -> str:
+        if name not in self._environ:
+            raise StepError(f"environment variable {name} is not set (the playbook reads env.{name})")
+        value = self._environ[name]
+        self._secrets.add(value)
+        return value
+
+    def __getattr__(self, name: str) -> str:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return self[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(())  # listing the environment would print every secret in it
+
+    def __len__(self) -> int:
+        return 0
+
+
+class Templater:
+    """Renders values and evaluates expressions against a context of variables (sandboxed)."""
+
+    def __init__(self) -> None:
+        self.env = SandboxedEnvironment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
+
+    # -- static checks (validation, before anything runs) ------------------------------------------
+    def check(self, text: str, expression: bool = False) -> str | None:
+        """The syntax error of a template (or bare expression), else None."""
+        try:
+            self.env.parse(_as_template(text, expression))
+        except TemplateSyntaxError as e:
+            return f"template syntax error: {e.message}"
+        return None
+
+    def names(self, text: str, expression: bool = False) -> tuple[set[str], set[str]]:
+        """(top-level variable names, ``env.NAME`` names) a template needs; ``x | default(..)`` and
+        ``x is defined`` do not need ``x``."""
+        ast = self.env.parse(_as_template(text, expression))
+        env_names: set[str] = set()
+        for node in ast.find_all((nodes.Getattr, nodes.Getitem)):
+            target = node.node
+            if isinstance(target, nodes.Name) and target.name == "env":
+                if isinstance(node, nodes.Getattr):
+                    env_names.add(node.attr)
+                elif isinstance(node.arg, nodes.Const) and isinstance(node.arg.value, str):
+                    env_names.add(node.arg.value)
+        optional = {n.node.name for n in ast.find_all(nodes.Filter)
+                    if n.name in ("default", "d") and isinstance(n.node, nodes.Name)}
+        optional |= {n.node.name for n in ast.find_all(nodes.Test)
+                     if n.name in ("defined", "undefined") and isinstance(n.node, nodes.Name)}
+        return set(meta.find_undeclared_variables(ast)) - optional, env_names
+
+    # -- run time ------------------------------------------------------------------------------------
+    def render(self, value: Any, context: Mapping[str, Any]) -> Any:
+        """Render every string inside ``value`` (dicts and lists recursively)."""
+        if isinstance(value, str):
+            return self._render_text(value, context)
+        if isinstance(value, Mapping):
+            return {k: self.render(v, context) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [self.render(v, context) for v in value]
+        return value
+
+    def evaluate(self, expression: str | bool, context: Mapping[str, Any]) -> Any:
+        """A bare expression (``when:``, ``until:``, ``assert:``); booleans pass through."""
+        if isinstance(expression, bool):
+            return expression
+        text = str(expression).strip()
+        m = _SINGLE.match(text)
+        if m:
+            text = m.group("expr")
+        return self._guard(lambda: self.env.compile_expression(text, undefined_to_none=False)(**context), text)
+
+    def _render_text(self, text: str, context: Mapping[str, Any]) -> Any:
+        if "{{" not in text and "{%" not in text:
+            return text
+        m = _SINGLE.match(text)
+        if m and "{{" not in m.group("expr") and "{%" not in text:
+            expr = m.group("expr")
+            return self._guard(lambda: self.env.compile_expression(expr, undefined_to_none=False)(**context), text)
+        return self._guard(lambda: self.env.from_string(text).render(**context), text)
+
+    @staticmethod
+    def _guard(fn: Any, text: str) -> Any:
+        try:
+            return fn()
+        except UndefinedError as e:
+            raise StepError(f"in {text.strip()!r}: {e.message}") from None
+        except SecurityError as e:
+            raise StepError(f"in {text.strip()!r}: not allowed in a playbook: {e}") from None
+        except TemplateSyntaxError as e:
+            raise StepError(f"in {text.strip()!r}: template syntax error: {e.message}") from None
+        except (TypeError, ValueError, ZeroDivisionError, ArithmeticError) as e:
+            raise StepError(f"in {text.strip()!r}: {e}") from None
+
+
+def _as_template(text: str, expression: bool) -> str:
+    if not expression:
+        return text
+    m = _SINGLE.match(text)
+    return text if m else "{{ " + text + " }}"
+
+
+def is_secret_name(name: str) -> bool:
+    return bool(SECRET_NAME.search(name))

@@ -1,0 +1,59 @@
+"""Broker.update_broker_config (UPDATE_BROKER_CONFIG): live objects change, the config file keeps its
+other lines, refused changes touch nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from broker_core.broker.broker import Broker
+from broker_core.broker.broker_config import BrokerConfig
+from broker_core.broker.errors import InvalidParameterError, NoPermissionError, ServiceNotAvailableError
+
+
+def test_update_changes_live_config_and_file(tmp_path: Path) -> None:
+    conf = tmp_path / "broker.conf"
+    conf.write_text("# ops\nbrokerName=broker-x\nflushIntervalCommitLog=500\n")
+    broker = Broker(tmp_path / "store", BrokerConfig.load(conf, tmp_path / "store"))
+    try:
+        store_cfg = broker.config.store
+        applied = broker.update_broker_config({"flushIntervalCommitLog": "900", "maxMessageSize": "1024",
+                                               "autoCreateTopicEnable": "false", "noSuchKey": "1"}, persist_to=conf)
+        assert applied == ["autoCreateTopicEnable", "flushIntervalCommitLog", "maxMessageSize"]  # unknown: ignored
+        assert broker.config.store is store_cfg and store_cfg.flush_interval_commit_log == 900
+        assert store_cfg.max_message_size == 1024 and broker.config.auto_create_topic_enable is False
+        assert conf.read_text().splitlines() == ["# ops", "brokerName=broker-x", "flushIntervalCommitLog=900",
+                                                 "maxMessageSize=1024", "autoCreateTopicEnable=false"]
+        before = conf.read_text()
+        with pytest.raises(NoPermissionError, match="black list"):
+            broker.update_broker_config({"brokerConfigPath": "/etc/x", "maxMessageSize": "1"}, persist_to=conf)
+        with pytest.raises(InvalidParameterError, match="invalid broker config"):
+            broker.update_broker_config({"maxMessageSize": "big", "flushIntervalCommitLog": "1"}, persist_to=conf)
+        assert conf.read_text() == before and store_cfg.max_message_size == 1024
+    finally:
+        broker.shutdown()
+
+
+def test_read_only_broker_refuses(tmp_path: Path) -> None:
+    Broker(tmp_path / "store").shutdown()
+    broker = Broker(tmp_path / "store", read_only=True)
+    try:
+        with pytest.raises(ServiceNotAvailableError):
+            broker.update_broker_config({"flushIntervalCommitLog": "900"}, persist_to=tmp_path / "b.conf")
+        assert not (tmp_path / "b.conf").exists()
+    finally:
+        broker.shutdown()
+
+
+def test_only_the_given_keys_change_on_the_live_broker(tmp_path: Path) -> None:
+    """A port chosen at start (mqbroker --listenPort 0) is not in the file: an update must keep it."""
+    broker = Broker(tmp_path / "store")
+    try:
+        broker.config.listen_port = 40123
+        broker.update_broker_config({"brokerPermission": "4", "authenticationEnabled": "true"})
+        assert broker.config.broker_permission == 4 and broker.config.auth.authentication_enabled is True
+        assert broker.config.listen_port == 40123
+        assert broker.config.properties["brokerPermission"] == "4"
+    finally:
+        broker.shutdown()
