@@ -15,9 +15,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
 from mqadmin.cli import OutputFormat
 from mqadmin.errors import EXIT_FAILURE, EXIT_USAGE
@@ -150,6 +147,10 @@ def _emit(doc: dict[str, Any], output: OutputFormat) -> None:
         typer.echo(yaml.safe_dump(json.loads(json.dumps(doc, default=str)), sort_keys=False, allow_unicode=True),
                    nl=False)
         return
+    from rich.console import Console  # rich loads only when a table is printed (fast `mqadmin --help`)
+    from rich.table import Table
+    from rich.text import Text
+
     console = Console(highlight=False)
     if not console.is_terminal:
         console = Console(highlight=False, width=200)
@@ -192,6 +193,8 @@ class _Progress:
     """A rich status line on stderr while steps run (only on a terminal)."""
 
     def __init__(self) -> None:
+        from rich.console import Console
+
         self.console = Console(stderr=True)
         self.status = self.console.status("starting")
         self.status.start()
@@ -203,6 +206,8 @@ class _Progress:
     def step_finished(self, record: Any) -> None:
         self.done += 1
         style = STATUS_STYLE.get(record.status, "")
+        from rich.text import Text
+
         self.console.print(Text.assemble((f"{record.status:>8}", style), f"  {record.name} @ {record.target}"))
 
     def stop(self) -> None:
