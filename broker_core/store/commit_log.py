@@ -32,6 +32,7 @@ from .codec.message import (
     write_record,
 )
 from .codec.sys_flag import TRANSACTION_PREPARED_TYPE, is_dispatched_to_queue
+from .codec.validate import check_message
 from .dispatch import KnownProperties
 from .mapped_file import MappedFile, MappedFileQueue
 from .store_config import SYNC_FLUSH, StoreConfig
@@ -201,6 +202,7 @@ class CommitLog:
         if self.read_only:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="store is open read-only")
         try:
+            check_message(msg, properties_string is not None)
             rec = prepare_record(msg, properties_string, self.config.max_message_size)
         except RecordError as e:
             return _encode_failure(e)
@@ -231,11 +233,16 @@ class CommitLog:
                 base_q = self.queue_offsets.assign(msg.topic, msg.queue_id, queue_step)
             q = 0 if tran_typed else base_q
             phy = mf.file_from_offset + pos
-            if size < DIRECT_WRITE_MIN:
-                msg_id = write_record(mf.mv, pos, rec, msg, q, phy, store_ts)
-            else:
-                mf.write_vectored(pos, record_parts(rec, msg, q, phy, store_ts))
-                msg_id = offset_msg_id(rec[5], phy)
+            try:
+                if size < DIRECT_WRITE_MIN:
+                    msg_id = write_record(mf.mv, pos, rec, msg, q, phy, store_ts)
+                else:
+                    mf.write_vectored(pos, record_parts(rec, msg, q, phy, store_ts))
+                    msg_id = offset_msg_id(rec[5], phy)
+            except Exception as e:  # nothing may stay changed: the offset goes back, the bytes are void
+                if queue_offset is None and not tran_typed:
+                    self.queue_offsets.set(msg.topic, msg.queue_id, base_q)
+                return self._append_failed(mf, pos, 0, e, pos + size)
             mf.wrote_position = pos + size
             self.appended_records.append((phy, size, msg.topic, msg.queue_id, q, rec[3], store_ts,
                                           msg.prepared_transaction_offset, rec[7], rec[8]))
@@ -254,6 +261,10 @@ class CommitLog:
         """
         if self.read_only:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="store is open read-only")
+        try:
+            check_message(msg)
+        except RecordError as e:
+            return _encode_failure(e)
         with self.put_lock:
             base_q = self.queue_offsets.next(msg.topic, msg.queue_id)
             msg.properties["INNER_BASE"] = str(base_q)
@@ -269,9 +280,31 @@ class CommitLog:
             if mf is None:
                 return PutMessageResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED)
             store_ts = self._store_timestamp(msg)
+            try:
+                phy, msg_id = self._append_record(mf, rec, msg, base_q, store_ts)
+            except Exception as e:
+                return self._append_failed(mf, mf.wrote_position, 0, e, mf.wrote_position + size)
             self.queue_offsets.advance(msg.topic, msg.queue_id, inner_num)
-            phy, msg_id = self._append_record(mf, rec, msg, base_q, store_ts)
         return self._appended(msg, phy, msg_id, size, base_q, inner_num, store_ts)
+
+    def _append_failed(self, mf: MappedFile, start_pos: int, records_done: int, e: Exception,
+                       written_to: int) -> PutMessageResult:
+        """Undo a partly written append (under the put lock): the write position goes back to
+        ``start_pos``, the bytes up to ``written_to`` are zeroed (a later recovery must not find them)
+        and the dispatch entries of the records already written are dropped. The caller restores the
+        queue offset. Why: a put that fails must change nothing (no offset, no record).
+        """
+        for _ in range(records_done):
+            self.appended_records.pop()
+        end = max(mf.wrote_position, min(written_to, mf.file_size))
+        mf.wrote_position = start_pos
+        try:
+            if end > start_pos:
+                mf.write_at(start_pos, bytes(end - start_pos))
+        except Exception:  # the bytes stay past the write position; recovery still cuts there
+            log.exception("could not clear a failed append at %d", mf.file_from_offset + start_pos)
+        log.error("append at commitlog offset %d failed: %s", mf.file_from_offset + start_pos, e)
+        return PutMessageResult(PutMessageStatus.UNKNOWN_ERROR, remark=f"append failed: {e}")
 
     def _too_large(self, size: int) -> PutMessageResult:
         """A record (or whole batch) must fit one file with room for the 8-byte BLANK marker."""
@@ -340,6 +373,8 @@ class CommitLog:
         if self.read_only:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="store is open read-only")
         try:
+            for m, p in zip(msgs, props, strict=True):
+                check_message(m, p is not None)
             prepared = [prepare_record(m, p, self.config.max_message_size) for m, p in zip(msgs, props, strict=True)]
         except RecordError as e:
             return _encode_failure(e)
@@ -357,10 +392,14 @@ class CommitLog:
             ids: list[str] = []
             q = base_q
             tran_typed = not is_dispatched_to_queue(first.sys_flag)
-            for m, rec in zip(msgs, prepared, strict=True):
-                ts = m.store_timestamp if m.keep_store_timestamp else store_ts
-                ids.append(self._append_record(mf, rec, m, 0 if tran_typed else q, ts)[1])
-                q += 1
+            start_pos = mf.wrote_position
+            try:
+                for m, rec in zip(msgs, prepared, strict=True):
+                    ts = m.store_timestamp if m.keep_store_timestamp else store_ts
+                    ids.append(self._append_record(mf, rec, m, 0 if tran_typed else q, ts)[1])
+                    q += 1
+            except Exception as e:
+                return self._append_failed(mf, start_pos, len(ids), e, start_pos + total)
             if not tran_typed:
                 self.queue_offsets.advance(first.topic, first.queue_id, q - base_q)
             end_offset = wrote_offset + total
