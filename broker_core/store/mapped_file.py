@@ -205,8 +205,11 @@ class MappedFileQueue:
         for i, p in enumerate(names):
             size = p.stat().st_size
             if size != self.file_size:
-                if size == 0 and i == len(names) - 1 and not self.read_only:
-                    p.unlink()
+                if size == 0 and i == len(names) - 1:
+                    # A creation interrupted before the file got its size: it holds nothing. A
+                    # writable open removes it; a read-only one leaves it and skips it.
+                    if not self.read_only:
+                        p.unlink()
                     continue
                 raise ValueError(f"{p}: length {size} differs from the configured file size {self.file_size}; "
                                  f"check the store config (mappedFileSize*) for this store")

@@ -637,7 +637,9 @@ class MessageStore:
                 nxt = units[-1].queue_offset + units[-1].batch_num if units else offset
                 for r in pending:
                     q = r.msg_base_offset if isinstance(cq, BatchConsumeQueue) else r.consume_queue_offset
-                    if q + r.batch_size > nxt and len(units) < max_units and (not units or q >= nxt):
+                    # Only the unit that continues the run exactly: one further on would skip the
+                    # offsets in between (they are in the CQ files, returned by a later call).
+                    if q + r.batch_size > nxt and len(units) < max_units and (q == nxt if units else q <= nxt):
                         units.append(CqUnit(q, r.commit_log_offset, r.msg_size, r.tags_code, r.batch_size,
                                             r.store_timestamp))
                         nxt = q + r.batch_size
