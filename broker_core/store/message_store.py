@@ -114,6 +114,7 @@ class MessageStore:
         self._opened = False
         # Read-only recovery cannot write consume queue units; records the queues lack are kept here.
         self._ro_pending: dict[tuple[str, int], list[DispatchRequest]] = {}
+        self.dispatched_frontier = -1
         # Retention (CleanCommitLogService); tests swap in fake ``disk_usage`` / ``mtime_of``.
         self.retention = RetentionService(self)
         self._last_clean_ms: int | None = None
@@ -321,7 +322,15 @@ class MessageStore:
     def _recover(self, abnormal: bool) -> RecoveryReport:
         for cq in self.consume_queues.values():
             cq.recover()
+            for problem in cq.damage:
+                log.warning("recovery: %s; rebuilding it from the commitlog", problem)
         dispatch_from = max((cq.max_physic_end() for cq in self.consume_queues.values()), default=-1)
+        # Dispatch runs in commitlog order: every record before this offset had its unit written.
+        self.dispatched_frontier = dispatch_from
+        # Queues whose files were damaged or end in an empty file are re-dispatched from their own
+        # last good unit (records before the common start would otherwise never reach them).
+        repairs = {key: cq.repair_from_phy for key, cq in self.consume_queues.items()
+                   if cq.repair_from_phy is not None}
         files = self.commit_log.file_queue.files
         cp = self.checkpoint
         assert cp is not None and self.index_service is not None
@@ -345,6 +354,9 @@ class MessageStore:
             if ok:
                 start_index = i
                 break
+        if repairs and files:
+            repair_at = max(min(repairs.values()), files[0].file_from_offset)
+            start_index = min(start_index, (repair_at - files[0].file_from_offset) // self.commit_log.file_size)
         start_offset = files[start_index].file_from_offset if files else 0
         process_offset = start_offset
         stop_reason = ""
@@ -360,7 +372,8 @@ class MessageStore:
                 rc = check_record(mv, pos, limit, check_crc=check_crc, read_body=False)
                 if rc.kind == RECORD_VALID:
                     phy = mf.file_from_offset + pos
-                    if abnormal or phy >= dispatch_from:
+                    if abnormal or phy >= dispatch_from or (
+                            repairs and phy >= repairs.get((rc.message.topic, rc.message.queue_id), phy + 1)):
                         self._dispatch_recovered(build_dispatch_request(rc.message, self.delay_levels_ms))
                         dispatched += 1
                     pos += rc.size
@@ -390,6 +403,8 @@ class MessageStore:
         self._rebuild_queue_offset_table()
         self.correct_min_offsets()
         self.reput.reput_from_offset = process_offset
+        if not abnormal:  # a clean shutdown dispatched everything (abort is removed only then)
+            self.dispatched_frontier = process_offset
         if not self.read_only and cp is not None:
             cp.confirm_phy_offset = process_offset
         return RecoveryReport(abnormal, start_offset, process_offset, truncated, stop_reason, dispatched)
@@ -435,6 +450,14 @@ class MessageStore:
     def _dispatch_recovered(self, req: DispatchRequest) -> None:
         if self.dispatch_filter is not None and not self.dispatch_filter(req):
             return
+        cq = self.consume_queues.get((req.topic, req.queue_id)) if req.enters_queue else None
+        if cq is not None:
+            q = req.msg_base_offset if cq.is_batch else req.consume_queue_offset
+            if q < cq.get_max_offset_in_queue():
+                unit = cq.get_unit(q)
+                if unit is not None and unit.queue_offset == q and unit.phy_offset != req.commit_log_offset:
+                    cq.cut_from_queue_offset(q, f"points at commitlog offset {unit.phy_offset}, but the record "
+                                                f"with that queue offset is at {req.commit_log_offset}")
         if self.read_only:
             self._dispatch_in_memory(req)
         else:

@@ -171,6 +171,8 @@ def verify_store(store: MessageStore, progress: ProgressFn | None = None, max_is
             if problems:
                 issues.add(f"{kind}-mismatch", where, u.queue_offset,
                            f"unit -> commitlog {u.phy_offset}: " + "; ".join(problems))
+        for problem in cq.damage:
+            issues.add(f"{kind}-damaged", where, cq.get_max_offset_in_queue(), problem)
         unit_maps[(topic, qid)] = units
         unit_ends[(topic, qid)] = (cq.get_min_offset_in_queue(), cq.get_max_offset_in_queue())
         step()
@@ -179,6 +181,8 @@ def verify_store(store: MessageStore, progress: ProgressFn | None = None, max_is
     first_index_phy = index_files[0].begin_phy_offset if index_files else None
     last_index_phy = index_files[-1].end_phy_offset if index_files else None
     record_hashes: dict[int, set[int]] = {}
+    frontier = store.dispatched_frontier
+    damaged_queues: set[tuple[str, int]] = set()
     record_offsets: set[int] = set()
     next_step_at = cl_min + _MB
     log_steps_done = 0
@@ -210,7 +214,16 @@ def verify_store(store: MessageStore, progress: ProgressFn | None = None, max_is
             continue
         q_min, q_max = unit_ends[key]
         if offset >= q_max:
-            report.undispatched_records += 1
+            if phy >= frontier:
+                report.undispatched_records += 1
+            elif key not in damaged_queues:
+                # Dispatch runs in commitlog order: a record before the newest dispatched one whose
+                # unit is missing lost it (a zeroed or truncated file), it is not pending.
+                damaged_queues.add(key)
+                cq_kind = "bcq" if isinstance(store.consume_queues.get(key), BatchConsumeQueue) else "cq"
+                issues.add(f"{cq_kind}-damaged", f"{msg.topic}/{msg.queue_id}", offset,
+                           f"record at commitlog offset {phy} (queue offset {offset}) has no unit, though records "
+                           f"after it were dispatched; the queue's files end at offset {q_max}")
             continue
         if offset < q_min:
             continue
