@@ -319,6 +319,29 @@ class IndexFile:
             self._write_header()
         return removed
 
+    def is_consistent(self) -> bool:
+        """Whether header and entries agree, so the file can be trusted up to its endPhyOffset.
+
+        Why: after a crash the newest index files are kept only if they are whole. Entries are written
+        in commitlog order and the header after them, so a whole file has: its last entry at
+        ``indexCount - 1`` pointing at endPhyOffset, its first at beginPhyOffset, nothing written past
+        the last entry, and a hash slot count no larger than the entries. Checked in O(1).
+        """
+        n = self._index_count - 1
+        if n < 0 or n >= self.index_num or self._hash_slot_count < 0 or self._hash_slot_count > n:
+            return False
+        base = self._entries_base
+        if n < self.index_num - 1 and any(bytes(self._buf[base + (n + 1) * INDEX_ENTRY_SIZE:
+                                                       base + (n + 2) * INDEX_ENTRY_SIZE])):
+            return False
+        if n == 0:
+            return True
+        _h, first_phy, _t, first_prev = INDEX_ENTRY.unpack_from(self._buf, base + INDEX_ENTRY_SIZE)
+        _h, last_phy, last_td, last_prev = INDEX_ENTRY.unpack_from(self._buf, base + n * INDEX_ENTRY_SIZE)
+        return (first_phy == self._begin_phy_offset and last_phy == self._end_phy_offset
+                and first_prev == INVALID_INDEX and 0 <= last_prev < n and last_td >= 0
+                and self._begin_phy_offset <= self._end_phy_offset)
+
     def flush(self) -> None:
         """Rewrite the header from the live values (Java ``updateByteBuffer``) and msync."""
         if self.read_only or self._mm.closed:

@@ -250,6 +250,27 @@ class IndexService:
                 self._files.remove(f)
             return len(doomed)
 
+    def drop_incomplete_files(self, index_msg_timestamp: int) -> list[str]:
+        """Abnormal restart: keep the newest files if they are whole, drop them from the first that is not.
+
+        Java deletes every file newer than checkpoint.indexMsgTimestamp and re-indexes only from the
+        checkpoint, which loses the keys in between for good. Here a file newer than that stamp is kept
+        when ``IndexFile.is_consistent`` (a kill -9 loses no mapped write); from the first one that is
+        not, it and every newer file are deleted (derived data: the commitlog rebuilds it). Recovery
+        then re-indexes from ``last_index_file_end_phy_offset``. Returns the names deleted.
+        """
+        self._check_writable()
+        with self._lock:
+            newer = [f for f in self._files if f.end_timestamp > index_msg_timestamp or not f.is_full()]
+            bad = next((i for i, f in enumerate(self._files) if f in newer and not f.is_consistent()), None)
+            if bad is None:
+                return []
+            doomed = self._files[bad:]
+            del self._files[bad:]
+            for f in doomed:
+                f.destroy()
+            return [f.file_name for f in doomed]
+
     def truncate_beyond(self, phy_offset: int) -> int:
         """Forget everything indexed at commitlog offsets >= ``phy_offset`` (recovery cut the log).
 

@@ -334,10 +334,16 @@ class MessageStore:
         files = self.commit_log.file_queue.files
         cp = self.checkpoint
         assert cp is not None and self.index_service is not None
-        if abnormal and not self.read_only and self.config.message_index_enable:
-            dropped = self.index_service.destroy_files_newer_than(cp.index_msg_timestamp)
-            if dropped:
-                log.info("abnormal recovery: dropped %d index file(s) newer than the checkpoint", dropped)
+        index_from = None
+        if not self.read_only and self.config.message_index_enable:
+            if abnormal:
+                dropped = self.index_service.drop_incomplete_files(cp.index_msg_timestamp)
+                if dropped:
+                    log.warning("abnormal recovery: index file(s) %s were not whole and are rebuilt from the "
+                                "commitlog", ", ".join(dropped))
+            # Re-index from where the (whole) index ends, whatever messageIndexSafe says: records
+            # between that and the checkpoint would otherwise never be findable by key again.
+            index_from = self.index_service.last_index_file_end_phy_offset if self.index_service.files else 0
         start_index = 0
         for i in range(len(files) - 1, 0, -1):
             mf = files[i]
@@ -354,6 +360,9 @@ class MessageStore:
             if ok:
                 start_index = i
                 break
+        if index_from is not None and files and index_from < self.commit_log.max_offset():
+            index_at = max(index_from, files[0].file_from_offset)
+            start_index = min(start_index, (index_at - files[0].file_from_offset) // self.commit_log.file_size)
         if repairs and files:
             repair_at = max(min(repairs.values()), files[0].file_from_offset)
             start_index = min(start_index, (repair_at - files[0].file_from_offset) // self.commit_log.file_size)
@@ -372,7 +381,7 @@ class MessageStore:
                 rc = check_record(mv, pos, limit, check_crc=check_crc, read_body=False)
                 if rc.kind == RECORD_VALID:
                     phy = mf.file_from_offset + pos
-                    if abnormal or phy >= dispatch_from or (
+                    if abnormal or phy >= dispatch_from or (index_from is not None and phy >= index_from) or (
                             repairs and phy >= repairs.get((rc.message.topic, rc.message.queue_id), phy + 1)):
                         self._dispatch_recovered(build_dispatch_request(rc.message, self.delay_levels_ms))
                         dispatched += 1
