@@ -20,6 +20,8 @@ from enum import StrEnum
 from .codec.hotpath import offset_msg_id
 from .codec.message import (
     END_FILE_MIN_BLANK_LENGTH,
+    MESSAGE_MAGIC_CODE_V1,
+    MESSAGE_MAGIC_CODE_V2,
     MessageExt,
     MessageInner,
     PreparedRecord,
@@ -27,6 +29,7 @@ from .codec.message import (
     decode_record,
     encode_blank,
     prepare_record,
+    read_magic,
     read_total_size,
     record_parts,
     write_record,
@@ -34,6 +37,7 @@ from .codec.message import (
 from .codec.sys_flag import TRANSACTION_PREPARED_TYPE, is_dispatched_to_queue
 from .codec.validate import check_message
 from .dispatch import KnownProperties
+from .errors import CorruptDataError
 from .mapped_file import MappedFile, MappedFileQueue
 from .store_config import SYNC_FLUSH, StoreConfig
 
@@ -516,6 +520,43 @@ class CommitLog:
             return decode_record(data, 0, read_body)
         except RecordError:
             return None
+
+    def read_message(self, offset: int, size: int | None = None, read_body: bool = True,
+                     must_exist: bool = True) -> MessageExt | None:
+        """The record at ``offset``; None when nothing is stored there (outside the files or past the
+        written data), CorruptDataError when the bytes there are not the record they should be.
+
+        Why strict: a lenient read turned corruption into "no message" (or the next message). A record
+        must decode, must fit the written data, must say it is at ``offset`` and, when the caller
+        knows it (a CQ unit), must be ``size`` bytes long. ``must_exist=False`` is for offsets a client
+        gave (a msgId, a transaction offset): where no record magic code is found, that is "no record
+        starts here" (None), not corruption.
+        """
+        mf = self.file_queue.find_mapped_file_by_offset(offset)
+        if mf is None:
+            return None
+        pos = offset - mf.file_from_offset
+        if pos >= mf.wrote_position:
+            return None
+        if pos + 8 > mf.wrote_position:
+            raise CorruptDataError(mf.path, pos, "a record header", f"only {mf.wrote_position - pos} bytes of data")
+        total = read_total_size(mf.mv, pos)
+        if not must_exist and read_magic(mf.mv, pos) not in (MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2):
+            return None
+        if size is not None and total != size:
+            raise CorruptDataError(mf.path, pos, f"a record of {size} bytes", f"TOTALSIZE {total}")
+        if total <= 0 or pos + total > mf.wrote_position:
+            raise CorruptDataError(mf.path, pos, "a record inside the written data",
+                                   f"TOTALSIZE {total} with {mf.wrote_position - pos} bytes written")
+        try:
+            msg = decode_record(mf.mv[pos:pos + total], 0, read_body)
+        except RecordError as e:
+            raise CorruptDataError(mf.path, pos, "a valid record", str(e)) from None
+        if msg.commit_log_offset != offset:
+            raise CorruptDataError(mf.path, pos, f"the record stored at commitlog offset {offset}",
+                                   f"one that says it is at {msg.commit_log_offset}")
+        msg.commit_log_offset = offset
+        return msg
 
     def pickup_store_timestamp(self, offset: int, size: int) -> int:
         msg = self.get_message(offset, size, read_body=False)

@@ -324,8 +324,9 @@ class IndexFile:
 
         Why: after a crash the newest index files are kept only if they are whole. Entries are written
         in commitlog order and the header after them, so a whole file has: its last entry at
-        ``indexCount - 1`` pointing at endPhyOffset, its first at beginPhyOffset, nothing written past
-        the last entry, and a hash slot count no larger than the entries. Checked in O(1).
+        ``indexCount - 1`` pointing at endPhyOffset, nothing written past
+        the last entry, and a hash slot count no larger than the entries. Checked in O(1); a damaged
+        entry further back is verifyStore's to find (it names the entry).
         """
         n = self._index_count - 1
         if n < 0 or n >= self.index_num or self._hash_slot_count < 0 or self._hash_slot_count > n:
@@ -336,10 +337,8 @@ class IndexFile:
             return False
         if n == 0:
             return True
-        _h, first_phy, _t, first_prev = INDEX_ENTRY.unpack_from(self._buf, base + INDEX_ENTRY_SIZE)
         _h, last_phy, last_td, last_prev = INDEX_ENTRY.unpack_from(self._buf, base + n * INDEX_ENTRY_SIZE)
-        return (first_phy == self._begin_phy_offset and last_phy == self._end_phy_offset
-                and first_prev == INVALID_INDEX and 0 <= last_prev < n and last_td >= 0
+        return (last_phy == self._end_phy_offset and 0 <= last_prev < n and last_td >= 0
                 and self._begin_phy_offset <= self._end_phy_offset)
 
     def flush(self) -> None:
@@ -396,6 +395,32 @@ class IndexFile:
                 break
             n = prev
         return result
+
+    def reachable_entries(self) -> set[int]:
+        """Entry numbers a key query can reach: walking each used slot's chain (as ``select_phy_offsets``
+        does), keeping the entries whose hash belongs to that slot.
+
+        Why: verifyStore must see what queries see. A flipped slot or prevIndex leaves entries in the
+        file that no query will ever return; comparing entries alone called such a store OK.
+        """
+        buf = self._buf
+        slot_num = self.hash_slot_num
+        n_max = self._index_count
+        base = self._entries_base
+        slots = {kh % slot_num for _n, kh, _p, _t, _prev in self.iter_entries()}
+        reach: set[int] = set()
+        for slot in slots:
+            n = _unpack_slot(buf, INDEX_HEADER_SIZE + slot * HASH_SLOT_SIZE)[0]
+            while INVALID_INDEX < n < n_max:
+                kh, _phy, time_diff, prev = INDEX_ENTRY.unpack_from(buf, base + n * INDEX_ENTRY_SIZE)
+                if time_diff < 0:
+                    break
+                if kh % slot_num == slot:
+                    reach.add(n)
+                if prev >= n:  # chains run strictly backwards; anything else is damage
+                    break
+                n = prev
+        return reach
 
     def iter_entries(self) -> Iterator[tuple[int, int, int, int, int]]:
         """Yield ``(n, keyHash, phyOffset, timeDiff, prevIndex)`` for every written entry (tools, tests)."""

@@ -82,6 +82,7 @@ class IndexService:
         self._lock = threading.RLock()
         self._files: list[IndexFile] = []
         self._last_full_file_end_timestamp = 0
+        self.damaged_files: list[str] = []  # found on load (verifyStore reports them)
         if not read_only:
             self.index_dir.mkdir(parents=True, exist_ok=True)
         self._load()
@@ -90,14 +91,37 @@ class IndexService:
         if not self.index_dir.is_dir():
             return
         names = sorted(p.name for p in self.index_dir.iterdir() if is_index_file_name(p.name) and p.is_file())
-        for name in names:
+        for i, name in enumerate(names):
             path = self.index_dir / name
             if self.read_only and path.stat().st_size == 0:
                 continue  # an interrupted creation; cannot be mapped without writing
             f = IndexFile(path, self.hash_slot_num, self.index_num, read_only=self.read_only)
+            if not f.is_consistent() or (self._files and f.begin_phy_offset < self._files[-1].end_phy_offset):
+                # Garbage or torn: neither this file nor any newer one can be trusted (they continue
+                # it). Read-only: left alone and reported; writable: moved to lost+found/ and rebuilt
+                # from the commitlog by recovery (which re-indexes from the last whole file's end).
+                f.close(flush=False)
+                self.damaged_files = [f"{n}: header and entries disagree" if n == name else
+                                      f"{n}: follows damaged index file {name}" for n in names[i:]]
+                if not self.read_only:
+                    self._move_aside(names[i:])
+                break
             self._files.append(f)
             if f.is_full():
                 self._last_full_file_end_timestamp = f.end_timestamp
+
+    def _move_aside(self, names: list[str]) -> None:
+        import logging
+
+        from .lost_found import lost_found_dir
+
+        dest = lost_found_dir(self.index_dir.parent) / "index"
+        dest.mkdir(parents=True, exist_ok=True)
+        for n in names:
+            os.replace(self.index_dir / n, dest / n)
+        logging.getLogger("rmqops.store").warning(
+            "index file(s) %s are damaged: moved to %s, their keys are re-indexed from the commitlog",
+            ", ".join(names), dest)
 
     # ------------------------------------------------------------------ properties
 

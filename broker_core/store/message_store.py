@@ -32,6 +32,7 @@ from .codec.sys_flag import (
 from .commit_log import PUT_OK, AppendedRecord, CommitLog, PutMessageResult, PutMessageStatus, now_ms
 from .consume_queue import BOUNDARY_LOWER, ConsumeQueue, ConsumeQueueBase, CqUnit
 from .dispatch import DispatchRequest, build_dispatch_request, dispatch_request_of_appended
+from .errors import CorruptDataError
 from .index_service import IndexService
 from .mapped_file import first_data_file_size
 from .retention import RetentionReport, RetentionService
@@ -715,10 +716,7 @@ class MessageStore:
                 if message_filter is not None and not message_filter.is_matched_by_consume_queue(u.tags_code):
                     next_offset = unit_end
                     continue
-                record = self.commit_log.get_message(u.phy_offset, u.size)
-                if record is None:
-                    next_offset = unit_end
-                    continue
+                record = self._read_unit_record(cq, u)
                 if batch and record.sys_flag & INNER_BATCH_FLAG:
                     for m in unwrap_inner_batch(record, u.queue_offset):
                         if m.queue_offset < next_offset:
@@ -748,10 +746,31 @@ class MessageStore:
             next_offset = offset + 1 if offset + 1 <= max_off else offset
         return GetMessageResult(status, next_offset, min_off, max_off, messages)
 
+    def _read_unit_record(self, cq: ConsumeQueueBase, u: CqUnit) -> MessageExt:
+        """The record a unit points at; CorruptDataError (naming the queue and offset) when the unit and
+        the record do not agree, so no reader ever answers with another message."""
+        where = cq.file_queue.directory
+        if u.phy_offset + u.size > self.commit_log.max_offset():
+            raise CorruptDataError(where, u.queue_offset, "a unit pointing inside the commitlog",
+                                   f"{u.phy_offset}+{u.size}, past the commitlog end {self.commit_log.max_offset()}")
+        record = self.commit_log.read_message(u.phy_offset, u.size)
+        if record is None:
+            raise CorruptDataError(where, u.queue_offset, f"a record at commitlog offset {u.phy_offset}",
+                                   "no data there")
+        if record.topic != cq.topic or record.queue_id != cq.queue_id:
+            raise CorruptDataError(where, u.queue_offset, f"a record of {cq.topic}/{cq.queue_id} at commitlog "
+                                   f"offset {u.phy_offset}", f"one of {record.topic}/{record.queue_id}")
+        if not cq.is_batch and record.queue_offset != u.queue_offset:
+            raise CorruptDataError(where, u.queue_offset, f"the record with queue offset {u.queue_offset} at "
+                                   f"commitlog offset {u.phy_offset}", f"queue offset {record.queue_offset}")
+        return record
+
     def look_message_by_offset(self, commit_log_offset: int, size: int | None = None) -> MessageExt | None:
-        if commit_log_offset >= self.commit_log.max_offset():
+        """The record starting at ``commit_log_offset``: None past the end or where no record starts (a
+        client's offset), CorruptDataError where a record starts but is damaged."""
+        if commit_log_offset >= self.commit_log.max_offset() or commit_log_offset < self.commit_log.min_offset():
             return None
-        return self.commit_log.get_message(commit_log_offset, size)
+        return self.commit_log.read_message(commit_log_offset, size, must_exist=False)
 
     def query_message(self, topic: str, key: str, max_num: int = 64, begin: int = 0, end: int = 2 ** 63 - 1,
                       exact: bool = True) -> list[MessageExt]:
@@ -763,7 +782,7 @@ class MessageStore:
         for phy in sorted(set(self.index_service.query_offset(topic, key, max_num, begin, end))):
             if phy >= max_phy:
                 continue
-            m = self.commit_log.get_message(phy)
+            m = self.commit_log.read_message(phy) if phy >= self.commit_log.min_offset() else None
             if m is None or m.topic != topic:
                 continue
             if exact and m.uniq_key != key and key not in (m.keys or "").split(" "):
