@@ -23,6 +23,7 @@ from .checkpoint import StoreCheckpoint
 from .codec.batch import iter_batch_raw
 from .codec.hotpath import tags_code
 from .codec.message import RECORD_BLANK, RECORD_VALID, MessageExt, MessageInner, check_record
+from .codec.salvage import iter_intact_records
 from .codec.sys_flag import (
     INNER_BATCH_FLAG,
     NEED_UNWRAP_FLAG,
@@ -34,6 +35,7 @@ from .consume_queue import BOUNDARY_LOWER, ConsumeQueue, ConsumeQueueBase, CqUni
 from .dispatch import DispatchRequest, build_dispatch_request, dispatch_request_of_appended
 from .errors import CorruptDataError
 from .index_service import IndexService
+from .lost_found import LOST_FOUND_DIR, save_aside
 from .mapped_file import first_data_file_size
 from .retention import RetentionReport, RetentionService
 from .store_config import StoreConfig, parse_delay_levels
@@ -75,6 +77,8 @@ class RecoveryReport:
     truncated_bytes: int
     stop_reason: str
     dispatched: int
+    discarded_records: int = 0  # record starts in the discarded tail (the broken one included)
+    intact_records: int = 0  # of them, records that validate (kept in lost+found/)
 
 
 class MessageFilterLike(Protocol):
@@ -398,13 +402,14 @@ class MessageStore:
                 idx += 1
                 continue
             break
-        truncated = 0
-        if files:
-            # bytes of real data after the tail are what a torn/corrupt record cost
-            truncated = self._data_bytes_after(process_offset)
-        if stop_reason and truncated > 0 and "zero bytes" not in stop_reason:
-            log.warning("recovery: commitlog valid data ends at offset %d (%s); %d byte(s) after it are "
-                        "discarded", process_offset, stop_reason, truncated)
+        truncated = discarded_records = intact_records = 0
+        if files and self._data_bytes_after(process_offset):  # a cheap probe first: usually nothing
+            truncated, discarded_records, intact_records = self._discard_tail(process_offset)
+            log.warning("recovery: commitlog valid data ends at offset %d (%s); %d byte(s) after it holding "
+                        "%d record start(s), %d of them intact, are discarded%s", process_offset,
+                        stop_reason or "end of data", truncated, discarded_records, intact_records,
+                        "" if self.read_only else f" and kept in {self.root / LOST_FOUND_DIR / 'commitlog'}"
+                        " (list them with mqadmin verifyStore --lostFound)")
         for cq in self.consume_queues.values():
             cq.truncate_dirty_logic_files(process_offset)
         if not self.read_only:
@@ -417,7 +422,8 @@ class MessageStore:
             self.dispatched_frontier = process_offset
         if not self.read_only and cp is not None:
             cp.confirm_phy_offset = process_offset
-        return RecoveryReport(abnormal, start_offset, process_offset, truncated, stop_reason, dispatched)
+        return RecoveryReport(abnormal, start_offset, process_offset, truncated, stop_reason, dispatched,
+                              discarded_records, intact_records)
 
     def _data_bytes_after(self, offset: int) -> int:
         """How many non-zero-looking bytes follow the valid tail (0 for a clean end)."""
@@ -430,6 +436,32 @@ class MessageStore:
         extra = len(stripped)
         later = [f for f in self.commit_log.file_queue.files if f.file_from_offset > mf.file_from_offset]
         return extra + sum(len(bytes(f.mv[:4096]).rstrip(b"\x00")) for f in later)
+
+    def _discard_tail(self, offset: int) -> tuple[int, int, int]:
+        """Account for (and, writable, keep) every byte of data after the valid tail ``offset``.
+
+        Returns (bytes, record starts, intact records). Writable: each file's discarded bytes are
+        copied to ``lost+found/commitlog/`` before recovery cuts them, and the cut part of the file
+        that stays is zeroed so no later recovery can mistake the old records for new ones.
+        """
+        total = starts = intact = 0
+        for mf in list(self.commit_log.file_queue.files):
+            if mf.file_from_offset + mf.length <= offset:
+                continue
+            start = max(0, offset - mf.file_from_offset)
+            end = _data_end(mf.mv, start)
+            if end <= start:
+                continue
+            data = bytes(mf.mv[start:end])
+            total += end - start
+            found = sum(1 for _ in iter_intact_records(data, read_body=False))
+            intact += found
+            starts += found + (1 if start == offset - mf.file_from_offset else 0)
+            if not self.read_only:
+                save_aside(self.root, mf.path, start, data)
+                if mf.file_from_offset <= offset:  # the file that stays; later ones are removed
+                    mf.write_at(start, bytes(end - start))
+        return total, starts, intact
 
     def _truncate_commit_log(self, offset: int) -> None:
         fq = self.commit_log.file_queue
@@ -879,6 +911,21 @@ def unwrap_inner_batch(record: MessageExt, base_offset: int) -> list[MessageExt]
                               record.store_host, record.reconsume_times, record.prepared_transaction_offset, body,
                               record.topic, props))
     return out
+
+
+def _data_end(mv: memoryview, start: int, chunk: int = 1 << 20) -> int:
+    """Position after the last non-zero byte at or after ``start`` (``start`` if there is none).
+
+    Scans backwards a MiB at a time: the discarded tail of a file is usually short, its end zeros.
+    """
+    end = len(mv)
+    while end > start:
+        lo = max(start, end - chunk)
+        stripped = len(bytes(mv[lo:end]).rstrip(b"\0"))
+        if stripped:
+            return lo + stripped
+        end = lo
+    return start
 
 
 def _first_nested_file_size(base: Path) -> int:

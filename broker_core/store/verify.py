@@ -18,14 +18,17 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 from .batch_consume_queue import BatchConsumeQueue
 from .codec.hashing import index_key_hash
 from .codec.properties import KEY_SEPARATOR
+from .codec.salvage import iter_intact_records
 from .codec.sys_flag import TRANSACTION_ROLLBACK_TYPE, TRANSACTION_TYPE_MASK, is_dispatched_to_queue
 from .dispatch import build_dispatch_request
 from .errors import CorruptDataError
 from .index_service import build_key
+from .lost_found import lost_found_dir
 from .message_store import MessageStore
 
 ProgressFn = Callable[[int, int], None]
@@ -307,3 +310,41 @@ def verify_store(store: MessageStore, progress: ProgressFn | None = None, max_is
     issues.finish()
     report.elapsed_seconds = round(time.monotonic() - t0, 3)
     return report
+
+
+@dataclass(frozen=True)
+class LostRecord:
+    """An intact record found in ``lost+found/commitlog/`` (what crash truncation set aside)."""
+
+    file: str  # the lost+found file it is in
+    commit_log_offset: int  # where it was in the commitlog
+    size: int
+    topic: str
+    queue_id: int
+    queue_offset: int
+    keys: str | None
+    uniq_key: str | None
+    store_timestamp: int
+    body_size: int
+
+
+def list_lost_found(store_root: Path) -> list[LostRecord]:
+    """Every intact record kept in ``<store>/lost+found/commitlog/``, in file and offset order.
+
+    File names are ``<commitlog file>@<start>.<time>``: the commitlog offset of a record is the file's
+    base offset plus ``start`` plus its position in the saved bytes. Reads files only; no store opened.
+    """
+    base_dir = lost_found_dir(store_root) / "commitlog"
+    out: list[LostRecord] = []
+    if not base_dir.is_dir():
+        return out
+    for path in sorted(p for p in base_dir.iterdir() if p.is_file()):
+        name, _, rest = path.name.partition("@")
+        start = rest.split(".", 1)[0]
+        if not (name.isdigit() and start.isdigit()):
+            continue
+        at = int(name) + int(start)
+        for pos, m in iter_intact_records(path.read_bytes()):
+            out.append(LostRecord(path.name, at + pos, m.store_size, m.topic, m.queue_id, m.queue_offset,
+                                  m.keys, m.uniq_key, m.store_timestamp, len(m.body)))
+    return out

@@ -51,7 +51,7 @@ from mqadmin.transport.base import (
 )
 
 if TYPE_CHECKING:
-    from broker_core.store.verify import VerifyReport
+    from broker_core.store.verify import LostRecord, VerifyReport
     from spark.rebuild import RebuildSummary
 
 P = ParamSpec("P")
@@ -381,6 +381,10 @@ class LocalBrokerClient:
     def verify_store(self, progress: ProgressFn | None = None) -> VerifyReport:
         b = self._broker_for(self.config.broker_addr)
         return self._call(None, b.verify_store, progress)
+
+    def lost_found_records(self) -> list[LostRecord]:
+        b = self._broker_for(self.config.broker_addr)
+        return self._call(None, b.lost_found_records)
 
     def rebuild_store(self, parts: list[str], master: str, verify: bool, config_file: str | None = None,
                       progress: Callable[[str, int, int], None] | None = None) -> RebuildSummary:
