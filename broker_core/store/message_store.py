@@ -94,6 +94,7 @@ class MessageStore:
                  read_only: bool = False) -> None:
         self.root = Path(root)
         self.config = config or StoreConfig()
+        self.config.validate()  # values set after construction are checked here
         self.config.store_path_root_dir = str(self.root)
         self.clock = clock
         self.read_only = read_only

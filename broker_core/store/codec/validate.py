@@ -12,6 +12,7 @@ from __future__ import annotations
 import ipaddress
 
 from .message import MessageInner, RecordError
+from .properties import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
 
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
@@ -28,6 +29,12 @@ def _check_int(name: str, value: object, lo: int, hi: int) -> None:
 def _check_text(what: str, text: object) -> None:
     if not isinstance(text, str):
         raise RecordError(f"{what} must be a string, got {type(text).__name__}")
+    if NAME_VALUE_SEPARATOR in text or PROPERTY_SEPARATOR in text:
+        raise RecordError(f"{what} {text!r} contains a property separator (\\x01 or \\x02)")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise RecordError(f"{what} {text!r} is not valid Unicode ({e.reason} at position {e.start})") from None
 
 
 def check_host(name: str, host: object) -> None:
