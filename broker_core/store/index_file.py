@@ -40,7 +40,7 @@ from broker_core.store.codec.index_format import (
     index_file_size,
     time_diff_seconds,
 )
-from broker_core.store.mapped_file import no_read_around
+from broker_core.store.mapped_file import no_read_around, release_mapping_fd
 
 __all__ = ["IndexFile", "IndexFileError"]
 
@@ -101,6 +101,7 @@ class IndexFile:
                         f"index file {self.path} is {size} bytes, expected {self.file_size} "
                         f"(maxHashSlotNum={hash_slot_num}, maxIndexNum={index_num})")
             self._mm = mmap.mmap(fd, self.file_size, access=mmap.ACCESS_READ if read_only else mmap.ACCESS_WRITE)
+            release_mapping_fd(self._mm, self.path)
         finally:
             os.close(fd)
         # Slots are hit at random and entries are appended: read-around only fills page cache with

@@ -7,6 +7,7 @@ modify a byte, which is what makes inspection beside a running broker safe.
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import mmap
 import os
@@ -33,6 +34,41 @@ def no_read_around(mm: mmap.mmap) -> None:
             mm.madvise(mmap.MADV_RANDOM)
         except OSError:  # advice only: a kernel that refuses it costs speed, not correctness
             pass
+
+
+# Where CPython 3.11-3.12 keep an mmap object's duplicated descriptor (``mmap_object.fd``, after
+# PyObject_HEAD, data, size, pos, offset, exports on 64-bit Linux). Python 3.13 has ``trackfd=False``.
+_MMAP_FD_OFFSET = 56
+
+
+def release_mapping_fd(mm: mmap.mmap, path: Path) -> None:
+    """Close the descriptor ``mmap`` duplicated for itself; the mapping stays valid without it.
+
+    Why: every mapped file otherwise holds a descriptor for as long as it is mapped, and a store of
+    ~10,000 small files runs out of them. Only done when the slot provably holds a descriptor of this
+    very file (same device and inode); then it is set to -1 so close() never closes a reused number.
+    """
+    if sys.platform != "linux" or sys.implementation.name != "cpython" or sys.version_info >= (3, 13):
+        return
+    slot = ctypes.c_int.from_address(id(mm) + _MMAP_FD_OFFSET)
+    fd = slot.value
+    if fd < 0:
+        return
+    try:
+        if not os.path.samestat(os.fstat(fd), os.stat(path)):
+            return
+    except OSError:
+        return
+    slot.value = -1
+    os.close(fd)
+
+
+def _map(fd: int, length: int, access: int, path: Path) -> mmap.mmap:
+    if sys.version_info >= (3, 13):
+        return mmap.mmap(fd, length, access=access, trackfd=False)  # type: ignore[call-arg]
+    mm = mmap.mmap(fd, length, access=access)
+    release_mapping_fd(mm, path)
+    return mm
 
 
 def offset_to_file_name(offset: int) -> str:
@@ -67,21 +103,37 @@ class MappedFile:
         self.flushed_position = 0
         self.populated_to = 0
         self._lock = threading.Lock()
-        if read_only:
-            self._fd = os.open(path, os.O_RDONLY)
-            length = os.fstat(self._fd).st_size
-            self._mm = mmap.mmap(self._fd, length, access=mmap.ACCESS_READ) if length else None
-        else:
-            exists = path.exists()
-            if not exists and not create:
-                raise FileNotFoundError(path)
-            self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-            fresh = os.fstat(self._fd).st_size != file_size
-            if fresh:
-                os.ftruncate(self._fd, file_size)
-            self._mm = mmap.mmap(self._fd, file_size, access=mmap.ACCESS_WRITE)
-            if fresh:
-                no_read_around(self._mm)
+        # The descriptor is closed as soon as the file is mapped (the mapping keeps the file): a store of
+        # ~10,000 small files used to hold two descriptors per file and die with EMFILE. The file
+        # being written reopens one for pwritev (``_write_fd``), closed when the queue moves on.
+        self._fd = -1
+        try:
+            if read_only:
+                fd = os.open(path, os.O_RDONLY)
+                try:
+                    length = os.fstat(fd).st_size
+                    self._mm = _map(fd, length, mmap.ACCESS_READ, path) if length else None
+                finally:
+                    os.close(fd)
+            else:
+                exists = path.exists()
+                if not exists and not create:
+                    raise FileNotFoundError(path)
+                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+                try:
+                    fresh = os.fstat(fd).st_size != file_size
+                    if fresh:
+                        os.ftruncate(fd, file_size)
+                    self._mm = _map(fd, file_size, mmap.ACCESS_WRITE, path)
+                finally:
+                    os.close(fd)
+                if fresh:
+                    no_read_around(self._mm)
+        except OSError as e:
+            if e.errno in (errno.EMFILE, errno.ENFILE, errno.ENOMEM):
+                raise OSError(e.errno, f"cannot map {path}: {e.strerror} (the store has too many files mapped "
+                                       f"for this process's limits; raise `ulimit -n` / vm.max_map_count)") from None
+            raise
         self.mv = memoryview(self._mm) if self._mm is not None else memoryview(b"")
 
     @property
@@ -111,6 +163,8 @@ class MappedFile:
         RocketMQ's transientStorePool goes through FileChannel.write for the same reason. The mapping
         sees the bytes at once (one page cache).
         """
+        if self._fd < 0:
+            self._fd = os.open(self.path, os.O_WRONLY)
         written = os.pwritev(self._fd, parts, pos)
         if written < sum(len(p) for p in parts):  # a short write (a signal, a full disk): finish via the mapping
             rest = b"".join(parts)[written:]
@@ -172,6 +226,10 @@ class MappedFile:
             except BufferError:
                 pass
             self._mm = None
+        self.release_fd()
+
+    def release_fd(self) -> None:
+        """Close the descriptor reopened for vectored writes (the mapping stays usable)."""
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
@@ -223,6 +281,8 @@ class MappedFileQueue:
             raise PermissionError("store is open read-only")
         self.directory.mkdir(parents=True, exist_ok=True)
         mf = MappedFile(self.directory / offset_to_file_name(start_offset), self.file_size)
+        if self.files:
+            self.files[-1].release_fd()  # full now: only the file being written keeps a descriptor
         self.files.append(mf)
         return mf
 
