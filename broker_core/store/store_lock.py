@@ -20,6 +20,7 @@ _held_guard = threading.Lock()
 # What this process is, written into the lock file with its pid so a refused opener can say who holds
 # the store. mqadmin sets "mqadmin"; anything else is taken as a broker.
 PROCESS_ROLE = "broker"
+HOLDER_FILE = "lock.holder"
 
 
 class StoreLockedError(RuntimeError):
@@ -29,10 +30,11 @@ class StoreLockedError(RuntimeError):
 def lock_holder(root: Path) -> tuple[int | None, str]:
     """(pid, role) written by the process holding ``root``'s lock; (None, "") when unknown.
 
-    Java brokers write ``lock``; this store writes ``lock pid=<pid> role=<role>`` (same first word).
+    The ``lock`` file keeps Java's content (``lock``) byte for byte; the holder is written beside it
+    in ``lock.holder`` (``pid=<pid> role=<role>``) while the lock is held. Java brokers write none.
     """
     try:
-        text = (root / "lock").read_text(encoding="utf-8", errors="replace")
+        text = (root / HOLDER_FILE).read_text(encoding="utf-8", errors="replace")
     except OSError:
         return None, ""
     fields = dict(part.split("=", 1) for part in text.split() if "=" in part)
@@ -67,14 +69,20 @@ class StoreLock:
                     raise StoreLockedError(f"store {self.path.parent} is locked by "
                                            f"{describe_holder(self.path.parent)}") from e
                 raise
-            stamp = f"lock pid={os.getpid()} role={PROCESS_ROLE}\n".encode()
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, stamp, 0)
+            os.pwrite(fd, b"lock", 0)
+            try:
+                (self.path.parent / HOLDER_FILE).write_text(f"pid={os.getpid()} role={PROCESS_ROLE}\n")
+            except OSError:  # only a courtesy for the next opener's message
+                pass
             self._fd = fd
             _held.add(self._key)
 
     def release(self) -> None:
         if self._fd >= 0:
+            try:
+                (self.path.parent / HOLDER_FILE).unlink()
+            except OSError:
+                pass
             try:
                 fcntl.lockf(self._fd, fcntl.LOCK_UN, 1, 0)
             finally:

@@ -26,9 +26,9 @@ from broker_core.broker.errors import BrokerError, ResponseCode
 from broker_core.broker.reset_offset import ResetOffsetPlanEntry
 from broker_core.broker.route_info import BrokerData, ClusterInfo, RouteInfoManager, TopicRouteData
 from broker_core.config_loader import ConfigError
+from broker_core.store import store_lock
 from broker_core.store.index_file import IndexFileError
 from broker_core.store.store_dir import is_store_dir, not_a_store_reason
-from broker_core.store import store_lock
 from broker_core.store.store_lock import StoreLockedError, describe_holder, is_store_locked
 from broker_core.store.subscription_group_config import SubscriptionGroupConfig
 from broker_core.store.topic_config import TopicConfig
