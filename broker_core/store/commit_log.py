@@ -9,6 +9,7 @@ all of them.
 
 from __future__ import annotations
 
+import errno
 import logging
 import threading
 import time
@@ -98,6 +99,13 @@ PUT_OK = PutMessageStatus.PUT_OK
 def _encode_failure(e: RecordError) -> PutMessageResult:
     status = PutMessageStatus.PROPERTIES_SIZE_EXCEEDED if "properties" in str(e) else PutMessageStatus.MESSAGE_ILLEGAL
     return PutMessageResult(status, remark=str(e))
+
+
+def _disk_refusal(e: OSError) -> PutMessageResult:
+    """A put refused because the disk cannot take it (nothing was written, no offset taken)."""
+    if e.errno in (errno.ENOSPC, errno.EDQUOT):
+        return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=f"disk full: {e.strerror or e}")
+    return PutMessageResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED, remark=f"cannot create or grow a file: {e}")
 
 
 def now_ms() -> int:
@@ -221,9 +229,12 @@ class CommitLog:
             mf = files[-1] if files else None
             pos = mf.wrote_position if mf is not None else 0
             if mf is None or pos + size + END_FILE_MIN_BLANK_LENGTH > file_size or (
-                    pos + size > mf.populated_to and size < DIRECT_WRITE_MIN):
-                # A new file, the end of one (BLANK), or a mapping to populate ahead.
-                mf = self._file_for(size)
+                    pos + size > mf.populated_to and size < DIRECT_WRITE_MIN) or pos + size > mf.reserved_to:
+                # A new file, the end of one (BLANK), or a mapping to populate / disk blocks to reserve ahead.
+                try:
+                    mf = self._file_for(size)
+                except OSError as e:
+                    return _disk_refusal(e)
                 if mf is None:
                     return PutMessageResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED)
                 pos = mf.wrote_position
@@ -280,7 +291,10 @@ class CommitLog:
             size = rec[0]
             if size + END_FILE_MIN_BLANK_LENGTH > self.file_size:
                 return self._too_large(size)
-            mf = self._file_for(size)
+            try:
+                mf = self._file_for(size)
+            except OSError as e:
+                return _disk_refusal(e)
             if mf is None:
                 return PutMessageResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED)
             store_ts = self._store_timestamp(msg)
@@ -358,16 +372,19 @@ class CommitLog:
         if files:  # the common case: the last file has room and is populated past the record
             mf = files[-1]
             end = mf.wrote_position + size
-            if end + END_FILE_MIN_BLANK_LENGTH <= self.file_size and (end <= mf.populated_to
-                                                                      or size >= DIRECT_WRITE_MIN):
+            if end + END_FILE_MIN_BLANK_LENGTH <= self.file_size and end <= mf.reserved_to and (
+                    end <= mf.populated_to or size >= DIRECT_WRITE_MIN):
                 return mf
         mf = self.file_queue.get_last_mapped_file(0)
         if mf is not None and size + END_FILE_MIN_BLANK_LENGTH > mf.free:
+            mf.reserve(mf.wrote_position + END_FILE_MIN_BLANK_LENGTH)  # DiskFullError: nothing written yet
             mf.append(encode_blank(mf.free))
             mf.wrote_position = self.file_size
             mf = self.file_queue.get_last_mapped_file(0)
         if mf is not None and size < DIRECT_WRITE_MIN and mf.wrote_position + size > mf.populated_to:
             mf.populate(mf.wrote_position + size + POPULATE_AHEAD)
+        if mf is not None:
+            mf.reserve(mf.wrote_position + size)
         return mf
 
     def put_messages(self, msgs: list[MessageInner], properties_strings: list[str | None] | None = None
@@ -387,7 +404,10 @@ class CommitLog:
             return self._too_large(total)
         first = msgs[0]
         with self.put_lock:
-            mf = self._file_for(total)
+            try:
+                mf = self._file_for(total)
+            except OSError as e:
+                return _disk_refusal(e)
             if mf is None:
                 return PutMessageResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED)
             store_ts = self._store_timestamp(first)

@@ -48,7 +48,7 @@ class ConsumeQueueBase:
         self.queue_id = queue_id
         self.file_size = file_size
         self.read_only = read_only
-        self.file_queue = MappedFileQueue(root_dir / topic / str(queue_id), file_size, read_only)
+        self.file_queue = MappedFileQueue(root_dir / topic / str(queue_id), file_size, read_only, reserve_whole=True)
         self.max_physic_offset = -1  # end (SimpleCQ) or start (BatchCQ) of the last dispatched record
         # Set by recover(): what was found damaged, and from which commitlog offset this queue's
         # units must be re-dispatched (None when the files are whole).

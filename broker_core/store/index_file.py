@@ -18,6 +18,7 @@ written (not even on ``close``).
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 from collections.abc import Iterator
@@ -40,9 +41,12 @@ from broker_core.store.codec.index_format import (
     index_file_size,
     time_diff_seconds,
 )
-from broker_core.store.mapped_file import no_read_around, release_mapping_fd
+from broker_core.store.mapped_file import DiskFullError, no_read_around, release_mapping_fd
 
 __all__ = ["IndexFile", "IndexFileError"]
+
+# Index files up to this size get their disk blocks when created (the default 420 MB ones stay sparse).
+RESERVE_WHOLE_MAX = 64 << 20
 
 # Bound methods of the precompiled structs: put_key runs twice per dispatched message.
 _pack_entry = INDEX_ENTRY.pack_into
@@ -100,6 +104,15 @@ class IndexFile:
                     raise IndexFileError(
                         f"index file {self.path} is {size} bytes, expected {self.file_size} "
                         f"(maxHashSlotNum={hash_slot_num}, maxIndexNum={index_num})")
+            if self.created and self.file_size <= RESERVE_WHOLE_MAX:
+                # Entries land anywhere in the file: blocks are allocated when it is created, so a full
+                # disk refuses the new file instead of killing the writer with SIGBUS later.
+                try:
+                    os.posix_fallocate(fd, 0, self.file_size)
+                except OSError as e:
+                    if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+                        self.path.unlink(missing_ok=True)
+                        raise DiskFullError(e.errno, f"cannot allocate index file {self.path}: {e.strerror}") from None
             self._mm = mmap.mmap(fd, self.file_size, access=mmap.ACCESS_READ if read_only else mmap.ACCESS_WRITE)
             release_mapping_fd(self._mm, self.path)
         finally:

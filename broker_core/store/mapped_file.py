@@ -71,6 +71,30 @@ def _map(fd: int, length: int, access: int, path: Path) -> mmap.mmap:
     return mm
 
 
+# How far ahead of a write ``MappedFile.reserve`` allocates disk blocks, in one posix_fallocate call.
+RESERVE_AHEAD = 4 << 20
+
+
+class DiskFullError(OSError):
+    """No disk space for a file's blocks: the write is refused before anything is written."""
+
+
+def _allocate(fd: int, offset: int, length: int, path: Path, created: bool = False) -> None:
+    try:
+        os.posix_fallocate(fd, offset, length)
+    except OSError as e:
+        if e.errno in (errno.EOPNOTSUPP, errno.EINVAL):  # a filesystem without fallocate: writes as before
+            return
+        if created:  # a file this call created and could not fill: do not leave it half there
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+        if e.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise DiskFullError(e.errno, f"disk full: cannot allocate {length} bytes for {path}") from None
+        raise
+
+
 def offset_to_file_name(offset: int) -> str:
     return f"{offset:020d}"
 
@@ -92,9 +116,10 @@ def first_data_file_size(directory: Path) -> int:
 
 class MappedFile:
     __slots__ = ("path", "file_size", "file_from_offset", "read_only", "_fd", "_mm", "mv", "wrote_position",
-                 "flushed_position", "_lock", "populated_to")
+                 "flushed_position", "_lock", "populated_to", "reserved_to")
 
-    def __init__(self, path: Path, file_size: int, read_only: bool = False, create: bool = True) -> None:
+    def __init__(self, path: Path, file_size: int, read_only: bool = False, create: bool = True,
+                 reserve_whole: bool = False) -> None:
         self.path = path
         self.file_size = file_size
         self.file_from_offset = int(path.name)
@@ -102,6 +127,7 @@ class MappedFile:
         self.wrote_position = 0
         self.flushed_position = 0
         self.populated_to = 0
+        self.reserved_to = 0  # disk blocks are allocated (posix_fallocate) up to here, see ``reserve``
         self._lock = threading.Lock()
         # The descriptor is closed as soon as the file is mapped (the mapping keeps the file): a store of
         # ~10,000 small files used to hold two descriptors per file and die with EMFILE. The file
@@ -124,6 +150,9 @@ class MappedFile:
                     fresh = os.fstat(fd).st_size != file_size
                     if fresh:
                         os.ftruncate(fd, file_size)
+                    if reserve_whole:
+                        _allocate(fd, 0, file_size, path, created=fresh)
+                        self.reserved_to = file_size
                     self._mm = _map(fd, file_size, mmap.ACCESS_WRITE, path)
                 finally:
                     os.close(fd)
@@ -166,9 +195,36 @@ class MappedFile:
         if self._fd < 0:
             self._fd = os.open(self.path, os.O_WRONLY)
         written = os.pwritev(self._fd, parts, pos)
-        if written < sum(len(p) for p in parts):  # a short write (a signal, a full disk): finish via the mapping
+        total = sum(len(p) for p in parts)
+        while 0 < written < total:  # a short write (a signal): go on from where it stopped, by fd
             rest = b"".join(parts)[written:]
-            self.mv[pos + written:pos + written + len(rest)] = rest
+            n = os.pwrite(self._fd, rest, pos + written)
+            if n <= 0:
+                break
+            written += n
+        if written < total:  # never through the mapping: on a full disk that is SIGBUS
+            raise OSError(errno.ENOSPC, f"short write to {self.path} ({written} of {total} bytes)")
+
+    def reserve(self, end: int) -> None:
+        """Allocate disk blocks up to ``end`` (plus RESERVE_AHEAD), so no write below it can fault.
+
+        Why: a write into a mapped page that has no disk block on a full filesystem is SIGBUS, which
+        kills the process. RocketMQ pre-touches whole files; here blocks are allocated ahead of the
+        write position in chunks, with posix_fallocate, and a full disk is an OSError (ENOSPC) the
+        append path turns into a refused put, before anything is written.
+        """
+        if end <= self.reserved_to or self.read_only:
+            return
+        start = max(self.reserved_to, self.wrote_position - self.wrote_position % PAGE_SIZE)
+        stop = min(self.file_size, -(-(end + RESERVE_AHEAD) // PAGE_SIZE) * PAGE_SIZE)
+        if stop <= start:
+            return
+        fd = os.open(self.path, os.O_RDWR)
+        try:
+            _allocate(fd, start, stop - start, self.path)
+        finally:
+            os.close(fd)
+        self.reserved_to = stop
 
     def populate(self, end: int) -> None:
         """Fault pages in, writable, from the write position's page (or ``populated_to``, if past it) up
@@ -180,6 +236,7 @@ class MappedFile:
         The bytes stay zero; only their page-cache pages exist earlier. Does nothing where unsupported.
         """
         global _MADV_POPULATE_WRITE
+        self.reserve(end)  # blocks first: populating (or writing) pages without them is SIGBUS on a full disk
         start = max(self.populated_to, self.wrote_position - self.wrote_position % PAGE_SIZE)
         end = min(self.file_size, -(-end // PAGE_SIZE) * PAGE_SIZE)
         if end <= start or self.read_only or self._mm is None or _MADV_POPULATE_WRITE is None:
@@ -248,8 +305,11 @@ class MappedFile:
 class MappedFileQueue:
     """An ordered, contiguous run of MappedFiles forming one logical log (MappedFileQueue)."""
 
-    def __init__(self, directory: Path, file_size: int, read_only: bool = False) -> None:
+    def __init__(self, directory: Path, file_size: int, read_only: bool = False, reserve_whole: bool = False) -> None:
         self.directory = directory
+        # Consume queue files are small and written unit by unit: their blocks are allocated whole
+        # when created. The commitlog reserves ahead of its write position instead (``reserve``).
+        self.reserve_whole = reserve_whole
         self.file_size = file_size
         self.read_only = read_only
         self.files: list[MappedFile] = []
@@ -280,7 +340,8 @@ class MappedFileQueue:
         if self.read_only:
             raise PermissionError("store is open read-only")
         self.directory.mkdir(parents=True, exist_ok=True)
-        mf = MappedFile(self.directory / offset_to_file_name(start_offset), self.file_size)
+        mf = MappedFile(self.directory / offset_to_file_name(start_offset), self.file_size,
+                        reserve_whole=self.reserve_whole)
         if self.files:
             self.files[-1].release_fd()  # full now: only the file being written keeps a descriptor
         self.files.append(mf)

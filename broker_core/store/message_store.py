@@ -45,6 +45,7 @@ from .topic_config import BATCH_CQ, SIMPLE_CQ, TopicConfigTable
 log = logging.getLogger("rmqops.store")
 
 CONSUME_QUEUE_DIR = "consumequeue"
+DISK_CHECK_INTERVAL_S = 0.5
 BATCH_CONSUME_QUEUE_DIR = "batchconsumequeue"
 
 
@@ -121,6 +122,9 @@ class MessageStore:
         # Read-only recovery cannot write consume queue units; records the queues lack are kept here.
         self._ro_pending: dict[tuple[str, int], list[DispatchRequest]] = {}
         self.dispatched_frontier = -1
+        self._disk_checked_at = -1e9
+        self._disk_used_pct = 0.0
+        self._disk_warned = False
         # Retention (CleanCommitLogService); tests swap in fake ``disk_usage`` / ``mtime_of``.
         self.retention = RetentionService(self)
         self._last_clean_ms: int | None = None
@@ -149,7 +153,7 @@ class MessageStore:
             self.reput = ReputMessageService(self)
             self.recovery_report = self._recover(abnormal)
             if not self.read_only:
-                (self.root / "abort").write_text(str(os.getpid()))
+                _mark_running(self.root / "abort")
             self._opened = True
         except BaseException:
             self._close_files()
@@ -624,6 +628,36 @@ class MessageStore:
         if self.read_only or not self._opened:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE,
                                     remark="store is read-only" if self.read_only else "store is not open")
+        return self._check_disk()
+
+    def _check_disk(self) -> PutMessageResult | None:
+        """Refuse puts while the commitlog's filesystem is past diskSpaceWarningLevelRatio (RocketMQ's
+        disk-full flag), with one WARNING when it crosses diskMaxUsedSpaceRatio. Sampled at most every
+        DISK_CHECK_INTERVAL_S; the physical limit itself is caught by the block reservation.
+        """
+        import shutil
+        import time
+
+        now = time.monotonic()
+        if now - self._disk_checked_at >= DISK_CHECK_INTERVAL_S:
+            self._disk_checked_at = now
+            try:
+                usage = shutil.disk_usage(self.config.commit_log_dir if self.config.commit_log_dir.is_dir()
+                                          else self.root)
+                self._disk_used_pct = 100 * (usage.total - usage.free) / usage.total if usage.total else 0.0
+            except OSError:
+                self._disk_used_pct = 0.0
+            over = self._disk_used_pct >= self.config.disk_max_used_space_ratio
+            if over and not self._disk_warned:
+                log.warning("disk of %s is %.0f%% used (diskMaxUsedSpaceRatio %d%%); puts are refused from "
+                            "diskSpaceWarningLevelRatio %d%%", self.config.commit_log_dir, self._disk_used_pct,
+                            self.config.disk_max_used_space_ratio, self.config.disk_space_warning_level_ratio)
+            self._disk_warned = over
+        if self._disk_used_pct >= self.config.disk_space_warning_level_ratio:
+            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE,
+                                    remark=f"disk full: {self.config.commit_log_dir} is {self._disk_used_pct:.0f}% "
+                                           f"used (diskSpaceWarningLevelRatio "
+                                           f"{self.config.disk_space_warning_level_ratio}%)")
         return None
 
     def put_message(self, msg: MessageInner) -> PutMessageResult:
@@ -912,6 +946,15 @@ def unwrap_inner_batch(record: MessageExt, base_offset: int) -> list[MessageExt]
                               record.store_host, record.reconsume_times, record.prepared_transaction_offset, body,
                               record.topic, props))
     return out
+
+
+def _mark_running(path: Path) -> None:
+    """Create ``abort`` (the store is running). Its content (our pid) is a courtesy: on a full disk
+    the empty file, which needs no data block, is enough."""
+    try:
+        path.write_text(str(os.getpid()))
+    except OSError:
+        path.touch()
 
 
 def _data_end(mv: memoryview, start: int, chunk: int = 1 << 20) -> int:
