@@ -97,9 +97,7 @@ class ConsumeQueueBase:
             j += 1
         mf = files[j]
         limit = min(mf.length, usable) // unit * unit
-        pos = 0
-        while pos < limit and self._unit_is_valid(mf.mv, pos):
-            pos += unit
+        pos = self._valid_run_end(mf.mv, limit)
         process_offset = mf.file_from_offset + pos
         damaged = any(bytes(mf.mv[pos:limit]).strip(b"\0")) or any(
             f.length and any(bytes(f.mv).strip(b"\0")) for f in files[j + 1:])
@@ -116,6 +114,31 @@ class ConsumeQueueBase:
             self._save_aside_from(process_offset)
         self._truncate_to_logic(process_offset)
         self._after_recover()
+
+    def _valid_run_end(self, mv: memoryview, limit: int) -> int:
+        """Where the run of valid units from 0 ends in one file, without checking every unit.
+
+        Units are written in order, so the valid ones are a prefix: a binary search finds its end. A
+        zeroed unit inside the prefix (a hole) is found by looking for ``unit_size`` zero bytes in a
+        row, which no valid unit and no pair of neighbours contains (size is never 0); the run then
+        ends at the hole, and the valid units after it make recover() call the file damaged.
+        """
+        unit = self.unit_size
+        lo, hi = 0, limit // unit  # units [0, lo) valid; the answer is in [lo, hi]
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self._unit_is_valid(mv, mid * unit):
+                lo = mid + 1
+            else:
+                hi = mid
+        end = lo * unit
+        hole = bytes(mv[:end]).find(bytes(unit))
+        if hole >= 0:
+            q = hole // unit
+            while q * unit < end and self._unit_is_valid(mv, q * unit):
+                q += 1
+            end = q * unit
+        return end
 
     def _unit_end_before(self, logic_offset: int) -> int:
         """End (phy + size) of the unit just before ``logic_offset`` (-1 when there is none)."""

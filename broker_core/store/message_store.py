@@ -377,6 +377,14 @@ class MessageStore:
             repair_at = max(min(repairs.values()), files[0].file_from_offset)
             start_index = min(start_index, (repair_at - files[0].file_from_offset) // self.commit_log.file_size)
         start_offset = files[start_index].file_from_offset if files else 0
+        first_pos = 0
+        if self.read_only and not repairs and files and start_offset <= dispatch_from < self.commit_log.max_offset():
+            # Inspection validates only beyond what the consume queues confirm (their units point at
+            # records up to dispatch_from), as a writable recovery's checkpoint does: the cost is the
+            # undispatched tail's, not the store's (a whole 1 GiB file was decoded and CRC-checked).
+            start_index = (dispatch_from - files[0].file_from_offset) // self.commit_log.file_size
+            start_offset = dispatch_from
+            first_pos = dispatch_from - files[start_index].file_from_offset
         process_offset = start_offset
         stop_reason = ""
         dispatched = 0
@@ -386,7 +394,7 @@ class MessageStore:
             mf = files[idx]
             mv = mf.mv
             limit = min(mf.length, self.commit_log.file_size)
-            pos = 0
+            pos, first_pos = first_pos, 0
             while True:
                 rc = check_record(mv, pos, limit, check_crc=check_crc, read_body=False)
                 if rc.kind == RECORD_VALID:
