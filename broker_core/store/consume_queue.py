@@ -14,7 +14,7 @@ from pathlib import Path
 
 from .codec.cq_unit import CQ_FILLER, CQ_STORE_UNIT_SIZE, CQ_UNIT
 from .codec.hotpath import put_cq_unit
-from .mapped_file import MappedFile, MappedFileQueue
+from .mapped_file import MappedFile, MappedFileQueue, offset_to_file_name
 
 log = logging.getLogger("rmqops.store")
 
@@ -139,6 +139,42 @@ class ConsumeQueueBase:
                 q += 1
             end = q * unit
         return end
+
+    def extend_read_only_to(self, phy_end: int) -> None:
+        """Read-only: take in the units a live writer added after ``recover`` read this queue, up to
+        those of records ending by ``phy_end`` (files it created since are mapped too)."""
+        if not self.read_only or self.damage or self.repair_from_phy is not None:
+            return
+        fq = self.file_queue
+        unit = self.unit_size
+        grew = False
+        while True:
+            mf = fq.files[-1] if fq.files else None
+            if mf is None:
+                return
+            usable = min(mf.length, self.file_size) // unit * unit
+            pos = mf.wrote_position
+            while pos < usable and self._unit_is_valid(mf.mv, pos):
+                phy, size = self._unit_phy(mf.mv, pos)
+                if phy + size > phy_end:
+                    break
+                pos += unit
+            if pos > mf.wrote_position:
+                mf.wrote_position = pos
+                grew = True
+            if pos < usable or pos < self.file_size // unit * unit:
+                break
+            nxt = fq.directory / offset_to_file_name(mf.file_from_offset + self.file_size)
+            try:
+                if nxt.stat().st_size != self.file_size:
+                    break
+                new = MappedFile(nxt, self.file_size, read_only=True)
+            except OSError:
+                break
+            fq.files.append(new)
+        if grew:
+            self._recompute_max_physic_offset()
+            self._after_recover()
 
     def _unit_end_before(self, logic_offset: int) -> int:
         """End (phy + size) of the unit just before ``logic_offset`` (-1 when there is none)."""

@@ -335,6 +335,12 @@ class MessageStore:
             for problem in cq.damage:
                 log.warning("recovery: %s; rebuilding it from the commitlog", problem)
         dispatch_from = max((cq.max_physic_end() for cq in self.consume_queues.values()), default=-1)
+        if self.read_only and abnormal:
+            # Beside a live writer the queues were read one after another while it kept dispatching:
+            # bring each up to the same point, so they form one snapshot (dispatch runs in commitlog
+            # order, so every unit before dispatch_from is in its file by now).
+            for cq in self.consume_queues.values():
+                cq.extend_read_only_to(dispatch_from)
         # Dispatch runs in commitlog order: every record before this offset had its unit written.
         self.dispatched_frontier = dispatch_from
         # Queues whose files were damaged or end in an empty file are re-dispatched from their own
