@@ -658,7 +658,10 @@ class MessageStore:
             try:
                 usage = shutil.disk_usage(self.config.commit_log_dir if self.config.commit_log_dir.is_dir()
                                           else self.root)
-                self._disk_used_pct = 100 * (usage.total - usage.free) / usage.total if usage.total else 0.0
+                # df's Use%: used over what this process could ever use (reserved blocks excluded),
+                # so a disk whose available space is gone reads 100%.
+                room = usage.used + usage.free
+                self._disk_used_pct = 100 * usage.used / room if room else 0.0
             except OSError:
                 self._disk_used_pct = 0.0
             over = self._disk_used_pct >= self.config.disk_max_used_space_ratio
