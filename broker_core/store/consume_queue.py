@@ -246,14 +246,16 @@ class ConsumeQueueBase:
         while files:
             mf = files[-1]
             mv = mf.mv
-            pos = 0
-            cut_at = None
-            while pos < mf.wrote_position:
-                phy, _size = self._unit_phy(mv, pos)
-                if phy >= phy_offset:
-                    cut_at = pos
-                    break
-                pos += unit
+            # Units are in commitlog order: the first one at or past the cut is found by binary search
+            # (usually the last unit is before it and nothing is cut; a linear scan cost O(file)).
+            lo, hi = 0, mf.wrote_position // unit
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if self._unit_phy(mv, mid * unit)[0] >= phy_offset:
+                    hi = mid
+                else:
+                    lo = mid + 1
+            cut_at = lo * unit if lo < mf.wrote_position // unit else None
             if cut_at is None:
                 break
             new_logic_end = mf.file_from_offset + cut_at
