@@ -55,7 +55,7 @@ def test_bad_topic_and_hosts_are_refused(tmp_path: Path, field: str, value: obje
 
 def test_cli_send_refuses_property_injection(tmp_path: Path) -> None:
     runner = CliRunner()
-    assert runner.invoke(app, ["updateTopic", "--store", str(tmp_path), "-t", "Inj", "-c", "DefaultCluster"]
+    assert runner.invoke(app, ["updateTopic", "--store", str(tmp_path), "--create", "-t", "Inj", "-c", "DefaultCluster"]
                          ).exit_code == 0
     res = runner.invoke(app, ["sendMessage", "--store", str(tmp_path), "-t", "Inj", "-p", "hello",
                               "-c", "tg\x02KEYS\x01injected"])

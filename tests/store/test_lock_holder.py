@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from broker_core.store.message_store import MessageStore
+from broker_core.store.store_config import StoreConfig
 from mqadmin.app import app
 
 HOLD = textwrap.dedent("""
@@ -31,6 +33,7 @@ HOLD = textwrap.dedent("""
 
 @pytest.mark.parametrize("role", ["mqadmin", "broker"])
 def test_refusal_names_the_holder(tmp_path: Path, role: str) -> None:
+    MessageStore(tmp_path, StoreConfig()).open().shutdown()  # a store directory to refuse
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
     proc = subprocess.Popen([sys.executable, "-c", HOLD, str(tmp_path), role], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, text=True, env=env)
