@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STORE ?= ./store
 
-.PHONY: run tour test lint bench clean-store
+.PHONY: run tour test lint bench fuzz clean-store
 
 # setup.py and the C source too: `pip install -e .` compiles the store's hot path
 # (broker_core/store/codec/_hotpath.c) in place; without a compiler the pure-Python twin is used.
@@ -26,6 +26,11 @@ tour: $(BIN)/mqadmin
 
 test: $(BIN)/mqadmin
 	$(BIN)/python -m pytest -q
+
+# Bounded atheris runs of the decoders (record, properties, SQL92); FUZZ_RUNS per target.
+FUZZ_RUNS ?= 300000
+fuzz: $(BIN)/mqadmin
+	for t in record properties sql92; do $(BIN)/python tests/fuzz/fuzz_targets.py $$t -runs=$(FUZZ_RUNS) || exit 1; done
 
 lint: $(BIN)/mqadmin
 	$(BIN)/ruff check .

@@ -37,7 +37,7 @@ from mqadmin.transport.base import (
 
 if TYPE_CHECKING:  # start-up: the evaluator and the filter parser load in the methods that use them
     from broker_core.auth.evaluator import Explanation
-    from broker_core.store.verify import VerifyReport
+    from broker_core.store.verify import LostRecord, VerifyReport
     from spark.rebuild import RebuildSummary
 
 # ------------------------------------------------------------------------------------ value types
@@ -1039,6 +1039,9 @@ class Admin:
 
     def verify_store(self, progress: ProgressFn | None = None) -> VerifyReport:
         return self._maintenance("verifyStore").verify_store(progress)
+
+    def lost_found_records(self) -> list[LostRecord]:
+        return self._maintenance("verifyStore --lostFound").lost_found_records()
 
     def rebuild_store(self, parts: list[str], master: str, verify: bool, config_file: str | None = None,
                       progress: Callable[[str, int, int], None] | None = None) -> RebuildSummary:

@@ -40,10 +40,13 @@ class UsageProblem(AdminError):
 class StoreBusyError(AdminError):
     """A running broker holds the store; the operator should talk to it over the network instead."""
 
-    def __init__(self, store_dir: str, namesrv: str = DEFAULT_NAMESRV) -> None:
-        super().__init__(
-            f"store {store_dir} is held by a running broker; run this command against it with -n {namesrv}"
-        )
+    def __init__(self, store_dir: str, namesrv: str = DEFAULT_NAMESRV, holder: str = "a running broker") -> None:
+        if holder.startswith("another mqadmin"):
+            # -n would not help: no broker serves this store; the other command has to finish first.
+            text = f"store {store_dir} is being changed by {holder}; retry when it has finished"
+        else:
+            text = f"store {store_dir} is held by {holder}; run this command against it with -n {namesrv}"
+        super().__init__(text)
 
 
 class RemoteUnavailableError(AdminError):

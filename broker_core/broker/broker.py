@@ -41,7 +41,7 @@ from broker_core.store.topic_config import TopicConfig
 from .broker_config import BrokerConfig
 
 if TYPE_CHECKING:
-    from broker_core.store.verify import VerifyReport
+    from broker_core.store.verify import LostRecord, VerifyReport
 from .client_registry import Channel, ClientRegistry, ConsumerData, ConsumerGroupInfo, HeartbeatResult
 from .consumer_offset_manager import ConsumerOffsetManager
 from .errors import (
@@ -933,6 +933,12 @@ class Broker:
         from broker_core.store.verify import verify_store
 
         return verify_store(self.store, progress, deleted_topics=dict(self.topic_manager.deleted_topics))
+
+    def lost_found_records(self) -> list[LostRecord]:
+        """Intact records crash recovery kept in the store's lost+found/ (mqadmin verifyStore --lostFound)."""
+        from broker_core.store.verify import list_lost_found
+
+        return list_lost_found(self.store.root)
 
     def earliest_msg_store_time(self, topic: str, queue_id: int, auth: RequestContext | None = None) -> int:
         """GET_EARLIEST_MSG_STORETIME: store time of the queue's oldest message, -1 when it has none."""

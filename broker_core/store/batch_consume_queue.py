@@ -53,6 +53,10 @@ class BatchConsumeQueue(ConsumeQueueBase):
         else:
             self.min_offset = self.max_offset
 
+    def _logic_of_queue_offset(self, queue_offset: int) -> int | None:
+        mf = self._file_for_offset(queue_offset)
+        return None if mf is None else mf.file_from_offset + self._search_unit_pos(mf, queue_offset)
+
     def get_max_offset_in_queue(self) -> int:
         return self.max_offset
 

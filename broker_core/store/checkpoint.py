@@ -28,6 +28,12 @@ class StoreCheckpoint:
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         if os.fstat(self._fd).st_size != CHECKPOINT_FILE_SIZE:
             os.ftruncate(self._fd, CHECKPOINT_FILE_SIZE)
+        try:  # its one page must have a block: writing a mapped hole on a full disk is SIGBUS
+            os.posix_fallocate(self._fd, 0, CHECKPOINT_FILE_SIZE)
+        except OSError as e:
+            os.close(self._fd)
+            self._fd = -1
+            raise OSError(e.errno, f"cannot allocate {path}: {e.strerror}") from None
         self._mm = mmap.mmap(self._fd, CHECKPOINT_FILE_SIZE)
         if exists:
             self._set(CHECKPOINT.unpack_from(self._mm, 0))

@@ -9,6 +9,7 @@ all of them.
 
 from __future__ import annotations
 
+import errno
 import logging
 import threading
 import time
@@ -20,6 +21,8 @@ from enum import StrEnum
 from .codec.hotpath import offset_msg_id
 from .codec.message import (
     END_FILE_MIN_BLANK_LENGTH,
+    MESSAGE_MAGIC_CODE_V1,
+    MESSAGE_MAGIC_CODE_V2,
     MessageExt,
     MessageInner,
     PreparedRecord,
@@ -27,12 +30,15 @@ from .codec.message import (
     decode_record,
     encode_blank,
     prepare_record,
+    read_magic,
     read_total_size,
     record_parts,
     write_record,
 )
 from .codec.sys_flag import TRANSACTION_PREPARED_TYPE, is_dispatched_to_queue
+from .codec.validate import check_message
 from .dispatch import KnownProperties
+from .errors import CorruptDataError
 from .mapped_file import MappedFile, MappedFileQueue
 from .store_config import SYNC_FLUSH, StoreConfig
 
@@ -93,6 +99,13 @@ PUT_OK = PutMessageStatus.PUT_OK
 def _encode_failure(e: RecordError) -> PutMessageResult:
     status = PutMessageStatus.PROPERTIES_SIZE_EXCEEDED if "properties" in str(e) else PutMessageStatus.MESSAGE_ILLEGAL
     return PutMessageResult(status, remark=str(e))
+
+
+def _disk_refusal(e: OSError) -> PutMessageResult:
+    """A put refused because the disk cannot take it (nothing was written, no offset taken)."""
+    if e.errno in (errno.ENOSPC, errno.EDQUOT):
+        return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=f"disk full: {e.strerror or e}")
+    return PutMessageResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED, remark=f"cannot create or grow a file: {e}")
 
 
 def now_ms() -> int:
@@ -201,6 +214,7 @@ class CommitLog:
         if self.read_only:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="store is open read-only")
         try:
+            check_message(msg, properties_string is not None)
             rec = prepare_record(msg, properties_string, self.config.max_message_size)
         except RecordError as e:
             return _encode_failure(e)
@@ -215,9 +229,12 @@ class CommitLog:
             mf = files[-1] if files else None
             pos = mf.wrote_position if mf is not None else 0
             if mf is None or pos + size + END_FILE_MIN_BLANK_LENGTH > file_size or (
-                    pos + size > mf.populated_to and size < DIRECT_WRITE_MIN):
-                # A new file, the end of one (BLANK), or a mapping to populate ahead.
-                mf = self._file_for(size)
+                    pos + size > mf.populated_to and size < DIRECT_WRITE_MIN) or pos + size > mf.reserved_to:
+                # A new file, the end of one (BLANK), or a mapping to populate / disk blocks to reserve ahead.
+                try:
+                    mf = self._file_for(size)
+                except OSError as e:
+                    return _disk_refusal(e)
                 if mf is None:
                     return PutMessageResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED)
                 pos = mf.wrote_position
@@ -231,11 +248,16 @@ class CommitLog:
                 base_q = self.queue_offsets.assign(msg.topic, msg.queue_id, queue_step)
             q = 0 if tran_typed else base_q
             phy = mf.file_from_offset + pos
-            if size < DIRECT_WRITE_MIN:
-                msg_id = write_record(mf.mv, pos, rec, msg, q, phy, store_ts)
-            else:
-                mf.write_vectored(pos, record_parts(rec, msg, q, phy, store_ts))
-                msg_id = offset_msg_id(rec[5], phy)
+            try:
+                if size < DIRECT_WRITE_MIN:
+                    msg_id = write_record(mf.mv, pos, rec, msg, q, phy, store_ts)
+                else:
+                    mf.write_vectored(pos, record_parts(rec, msg, q, phy, store_ts))
+                    msg_id = offset_msg_id(rec[5], phy)
+            except Exception as e:  # nothing may stay changed: the offset goes back, the bytes are void
+                if queue_offset is None and not tran_typed:
+                    self.queue_offsets.set(msg.topic, msg.queue_id, base_q)
+                return self._append_failed(mf, pos, 0, e, pos + size)
             mf.wrote_position = pos + size
             self.appended_records.append((phy, size, msg.topic, msg.queue_id, q, rec[3], store_ts,
                                           msg.prepared_transaction_offset, rec[7], rec[8]))
@@ -254,6 +276,10 @@ class CommitLog:
         """
         if self.read_only:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="store is open read-only")
+        try:
+            check_message(msg)
+        except RecordError as e:
+            return _encode_failure(e)
         with self.put_lock:
             base_q = self.queue_offsets.next(msg.topic, msg.queue_id)
             msg.properties["INNER_BASE"] = str(base_q)
@@ -265,13 +291,38 @@ class CommitLog:
             size = rec[0]
             if size + END_FILE_MIN_BLANK_LENGTH > self.file_size:
                 return self._too_large(size)
-            mf = self._file_for(size)
+            try:
+                mf = self._file_for(size)
+            except OSError as e:
+                return _disk_refusal(e)
             if mf is None:
                 return PutMessageResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED)
             store_ts = self._store_timestamp(msg)
+            try:
+                phy, msg_id = self._append_record(mf, rec, msg, base_q, store_ts)
+            except Exception as e:
+                return self._append_failed(mf, mf.wrote_position, 0, e, mf.wrote_position + size)
             self.queue_offsets.advance(msg.topic, msg.queue_id, inner_num)
-            phy, msg_id = self._append_record(mf, rec, msg, base_q, store_ts)
         return self._appended(msg, phy, msg_id, size, base_q, inner_num, store_ts)
+
+    def _append_failed(self, mf: MappedFile, start_pos: int, records_done: int, e: Exception,
+                       written_to: int) -> PutMessageResult:
+        """Undo a partly written append (under the put lock): the write position goes back to
+        ``start_pos``, the bytes up to ``written_to`` are zeroed (a later recovery must not find them)
+        and the dispatch entries of the records already written are dropped. The caller restores the
+        queue offset. Why: a put that fails must change nothing (no offset, no record).
+        """
+        for _ in range(records_done):
+            self.appended_records.pop()
+        end = max(mf.wrote_position, min(written_to, mf.file_size))
+        mf.wrote_position = start_pos
+        try:
+            if end > start_pos:
+                mf.write_at(start_pos, bytes(end - start_pos))
+        except Exception:  # the bytes stay past the write position; recovery still cuts there
+            log.exception("could not clear a failed append at %d", mf.file_from_offset + start_pos)
+        log.error("append at commitlog offset %d failed: %s", mf.file_from_offset + start_pos, e)
+        return PutMessageResult(PutMessageStatus.UNKNOWN_ERROR, remark=f"append failed: {e}")
 
     def _too_large(self, size: int) -> PutMessageResult:
         """A record (or whole batch) must fit one file with room for the 8-byte BLANK marker."""
@@ -321,16 +372,19 @@ class CommitLog:
         if files:  # the common case: the last file has room and is populated past the record
             mf = files[-1]
             end = mf.wrote_position + size
-            if end + END_FILE_MIN_BLANK_LENGTH <= self.file_size and (end <= mf.populated_to
-                                                                      or size >= DIRECT_WRITE_MIN):
+            if end + END_FILE_MIN_BLANK_LENGTH <= self.file_size and end <= mf.reserved_to and (
+                    end <= mf.populated_to or size >= DIRECT_WRITE_MIN):
                 return mf
         mf = self.file_queue.get_last_mapped_file(0)
         if mf is not None and size + END_FILE_MIN_BLANK_LENGTH > mf.free:
+            mf.reserve(mf.wrote_position + END_FILE_MIN_BLANK_LENGTH)  # DiskFullError: nothing written yet
             mf.append(encode_blank(mf.free))
             mf.wrote_position = self.file_size
             mf = self.file_queue.get_last_mapped_file(0)
         if mf is not None and size < DIRECT_WRITE_MIN and mf.wrote_position + size > mf.populated_to:
             mf.populate(mf.wrote_position + size + POPULATE_AHEAD)
+        if mf is not None:
+            mf.reserve(mf.wrote_position + size)
         return mf
 
     def put_messages(self, msgs: list[MessageInner], properties_strings: list[str | None] | None = None
@@ -340,6 +394,8 @@ class CommitLog:
         if self.read_only:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="store is open read-only")
         try:
+            for m, p in zip(msgs, props, strict=True):
+                check_message(m, p is not None)
             prepared = [prepare_record(m, p, self.config.max_message_size) for m, p in zip(msgs, props, strict=True)]
         except RecordError as e:
             return _encode_failure(e)
@@ -348,7 +404,10 @@ class CommitLog:
             return self._too_large(total)
         first = msgs[0]
         with self.put_lock:
-            mf = self._file_for(total)
+            try:
+                mf = self._file_for(total)
+            except OSError as e:
+                return _disk_refusal(e)
             if mf is None:
                 return PutMessageResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED)
             store_ts = self._store_timestamp(first)
@@ -357,10 +416,14 @@ class CommitLog:
             ids: list[str] = []
             q = base_q
             tran_typed = not is_dispatched_to_queue(first.sys_flag)
-            for m, rec in zip(msgs, prepared, strict=True):
-                ts = m.store_timestamp if m.keep_store_timestamp else store_ts
-                ids.append(self._append_record(mf, rec, m, 0 if tran_typed else q, ts)[1])
-                q += 1
+            start_pos = mf.wrote_position
+            try:
+                for m, rec in zip(msgs, prepared, strict=True):
+                    ts = m.store_timestamp if m.keep_store_timestamp else store_ts
+                    ids.append(self._append_record(mf, rec, m, 0 if tran_typed else q, ts)[1])
+                    q += 1
+            except Exception as e:
+                return self._append_failed(mf, start_pos, len(ids), e, start_pos + total)
             if not tran_typed:
                 self.queue_offsets.advance(first.topic, first.queue_id, q - base_q)
             end_offset = wrote_offset + total
@@ -477,6 +540,43 @@ class CommitLog:
             return decode_record(data, 0, read_body)
         except RecordError:
             return None
+
+    def read_message(self, offset: int, size: int | None = None, read_body: bool = True,
+                     must_exist: bool = True) -> MessageExt | None:
+        """The record at ``offset``; None when nothing is stored there (outside the files or past the
+        written data), CorruptDataError when the bytes there are not the record they should be.
+
+        Why strict: a lenient read turned corruption into "no message" (or the next message). A record
+        must decode, must fit the written data, must say it is at ``offset`` and, when the caller
+        knows it (a CQ unit), must be ``size`` bytes long. ``must_exist=False`` is for offsets a client
+        gave (a msgId, a transaction offset): where no record magic code is found, that is "no record
+        starts here" (None), not corruption.
+        """
+        mf = self.file_queue.find_mapped_file_by_offset(offset)
+        if mf is None:
+            return None
+        pos = offset - mf.file_from_offset
+        if pos >= mf.wrote_position:
+            return None
+        if pos + 8 > mf.wrote_position:
+            raise CorruptDataError(mf.path, pos, "a record header", f"only {mf.wrote_position - pos} bytes of data")
+        total = read_total_size(mf.mv, pos)
+        if not must_exist and read_magic(mf.mv, pos) not in (MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2):
+            return None
+        if size is not None and total != size:
+            raise CorruptDataError(mf.path, pos, f"a record of {size} bytes", f"TOTALSIZE {total}")
+        if total <= 0 or pos + total > mf.wrote_position:
+            raise CorruptDataError(mf.path, pos, "a record inside the written data",
+                                   f"TOTALSIZE {total} with {mf.wrote_position - pos} bytes written")
+        try:
+            msg = decode_record(mf.mv[pos:pos + total], 0, read_body)
+        except RecordError as e:
+            raise CorruptDataError(mf.path, pos, "a valid record", str(e)) from None
+        if msg.commit_log_offset != offset:
+            raise CorruptDataError(mf.path, pos, f"the record stored at commitlog offset {offset}",
+                                   f"one that says it is at {msg.commit_log_offset}")
+        msg.commit_log_offset = offset
+        return msg
 
     def pickup_store_timestamp(self, offset: int, size: int) -> int:
         msg = self.get_message(offset, size, read_body=False)

@@ -11,12 +11,14 @@ import json
 import logging
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 log = logging.getLogger("rmqops.store")
 
 # fastjson writes Integer/Long-keyed maps with bare numeric keys: `{0:250,` or `,\n\t\t1:251`.
+T = TypeVar("T")
 _BARE_NUMERIC_KEY = re.compile(r'([{,]\s*)(-?\d+)(\s*:)')
 
 
@@ -118,32 +120,51 @@ def write_config_json(path: str | os.PathLike[str], value: Any) -> None:
     atomic_write_bytes(path, dumps_java_json(value).encode("utf-8"))
 
 
-def read_config_json(path: str | os.PathLike[str]) -> Any | None:
-    """Load a config file; fall back to ``<name>.bak`` as Java does. None when neither exists.
+# What a loader's decode step may raise for a value of the wrong shape (a list where an object is due...).
+_SHAPE_ERRORS = (ConfigFileError, ValueError, TypeError, AttributeError, KeyError)
 
-    Raises ConfigFileError when a file exists but neither it nor its backup parses.
+
+def read_config_json(path: str | os.PathLike[str], decode: Callable[[Any], T] | None = None) -> T | Any | None:
+    """Load a config file, falling back to ``<name>.bak`` as Java does; None when neither exists.
+
+    ``decode`` turns the parsed JSON into what the caller keeps and raises for a wrong shape; a main
+    file that cannot be read, parsed or decoded (or is empty) is damaged: the .bak is used with one
+    WARNING naming both files. When no version is usable, ConfigFileError names each file and its
+    problem. An empty file with no usable .bak is an error too: starting empty would silently drop
+    what it held (committed offsets, topics).
     """
     path = Path(path)
+    bak = path.with_name(path.name + ".bak")
     errors: list[str] = []
-    for candidate in (path, path.with_name(path.name + ".bak")):
+    for candidate in (path, bak):
         try:
-            text = candidate.read_text(encoding="utf-8")
+            text = candidate.read_bytes().decode("utf-8")
         except FileNotFoundError:
             continue
+        except UnicodeDecodeError as e:
+            errors.append(f"{candidate}: not UTF-8 text (byte {e.start})")
+            continue
+        except OSError as e:
+            errors.append(f"{candidate}: {e.strerror or e}")
+            continue
         if not text.strip():
-            if candidate == path:
-                errors.append(f"{candidate}: empty")
+            errors.append(f"{candidate}: empty")
             continue
         try:
             value = loads_java_json(text)
-        except (json.JSONDecodeError, ValueError) as e:
-            errors.append(f"{candidate}: {e}")
+        except (json.JSONDecodeError, ValueError, RecursionError) as e:
+            errors.append(f"{candidate}: not valid JSON ({e})")
+            continue
+        try:
+            result = decode(value) if decode is not None else value
+        except _SHAPE_ERRORS as e:
+            errors.append(f"{candidate}: unexpected content ({e})")
             continue
         if errors:  # the main file was damaged: say so once, with the reason and what was used
             log.warning("config file %s is damaged (%s); loaded the previous version from %s", path,
                         errors[0].split(": ", 1)[1], candidate)
-        return value
-    errors = [e for e in errors if not e.endswith(": empty")]
+        return result
     if errors:
-        raise ConfigFileError("cannot parse config file: " + "; ".join(errors))
+        raise ConfigFileError("cannot load config file: " + "; ".join(errors)
+                              + ("" if bak.exists() else f" (no {bak.name} to fall back to)"))
     return None

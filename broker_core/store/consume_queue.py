@@ -14,7 +14,7 @@ from pathlib import Path
 
 from .codec.cq_unit import CQ_FILLER, CQ_STORE_UNIT_SIZE, CQ_UNIT
 from .codec.hotpath import put_cq_unit
-from .mapped_file import MappedFile, MappedFileQueue
+from .mapped_file import MappedFile, MappedFileQueue, offset_to_file_name
 
 log = logging.getLogger("rmqops.store")
 
@@ -48,8 +48,12 @@ class ConsumeQueueBase:
         self.queue_id = queue_id
         self.file_size = file_size
         self.read_only = read_only
-        self.file_queue = MappedFileQueue(root_dir / topic / str(queue_id), file_size, read_only)
+        self.file_queue = MappedFileQueue(root_dir / topic / str(queue_id), file_size, read_only, reserve_whole=True)
         self.max_physic_offset = -1  # end (SimpleCQ) or start (BatchCQ) of the last dispatched record
+        # Set by recover(): what was found damaged, and from which commitlog offset this queue's
+        # units must be re-dispatched (None when the files are whole).
+        self.damage: list[str] = []
+        self.repair_from_phy: int | None = None
 
     def load(self) -> None:
         self.file_queue.load()
@@ -68,32 +72,148 @@ class ConsumeQueueBase:
 
     # -- recovery ----------------------------------------------------------------------------------
     def recover(self) -> None:
-        """Find the end of valid units (spec §5.5); drop files after it (in memory if read-only)."""
+        """Find the end of the valid units (spec §5.5) and check the files around it for damage.
+
+        Every file before the last must be full of units: its first and last unit say so cheaply,
+        so the run of valid units ends in the first file where one of them is not valid, and only
+        that file is scanned unit by unit. Valid units *after* that end (a zeroed or torn region in
+        the middle) are damage: they are saved to ``lost+found/``, cut, and ``repair_from_phy`` tells
+        recovery where to re-dispatch this queue from the commitlog. A last file without any unit
+        (creation interrupted by a crash) also sets ``repair_from_phy``: its records, if any, are
+        rebuilt from the end of the previous unit instead of being skipped.
+        """
+        self.damage = []
+        self.repair_from_phy = None
         files = self.file_queue.files
         if not files:
             return
-        index = max(0, len(files) - 3)
         unit = self.unit_size
-        last_end = -1
-        process_offset = files[index].file_from_offset
-        while index < len(files):
-            mf = files[index]
-            mv = mf.mv
-            usable = min(mf.length, self.file_size) // unit * unit
-            pos = 0
-            while pos < usable and self._unit_is_valid(mv, pos):
-                phy, size = self._unit_phy(mv, pos)
-                last_end = phy + size if self.cq_type == "SimpleCQ" else phy
-                pos += unit
-            process_offset = mf.file_from_offset + pos
-            if pos >= usable and pos > 0 and index + 1 < len(files):
-                index += 1
-                continue
-            break
+        usable = self.file_size // unit * unit
+        j = 0
+        while j < len(files) - 1:
+            mf = files[j]
+            if mf.length < usable or not (self._unit_is_valid(mf.mv, 0) and self._unit_is_valid(mf.mv, usable - unit)):
+                break
+            j += 1
+        mf = files[j]
+        limit = min(mf.length, usable) // unit * unit
+        pos = self._valid_run_end(mf.mv, limit)
+        process_offset = mf.file_from_offset + pos
+        damaged = any(bytes(mf.mv[pos:limit]).strip(b"\0")) or any(
+            f.length and any(bytes(f.mv).strip(b"\0")) for f in files[j + 1:])
+        last_end = self._unit_end_before(process_offset)
+        if damaged:
+            self.damage.append(f"{self.cq_type} {self.topic}/{self.queue_id}: units after logical offset "
+                               f"{process_offset} follow an invalid (zeroed or torn) unit")
+            self.repair_from_phy = max(last_end, 0)
+        elif pos == 0:
+            self.repair_from_phy = max(last_end, 0)
         if last_end >= 0:
-            self.max_physic_offset = last_end
+            self.max_physic_offset = last_end if self.cq_type == "SimpleCQ" else self._last_unit_phy(process_offset)
+        if damaged and not self.read_only:
+            self._save_aside_from(process_offset)
         self._truncate_to_logic(process_offset)
         self._after_recover()
+
+    def _valid_run_end(self, mv: memoryview, limit: int) -> int:
+        """Where the run of valid units from 0 ends in one file, without checking every unit.
+
+        Units are written in order, so the valid ones are a prefix: a binary search finds its end. A
+        zeroed unit inside the prefix (a hole) is found by looking for ``unit_size`` zero bytes in a
+        row, which no valid unit and no pair of neighbours contains (size is never 0); the run then
+        ends at the hole, and the valid units after it make recover() call the file damaged.
+        """
+        unit = self.unit_size
+        lo, hi = 0, limit // unit  # units [0, lo) valid; the answer is in [lo, hi]
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self._unit_is_valid(mv, mid * unit):
+                lo = mid + 1
+            else:
+                hi = mid
+        end = lo * unit
+        hole = bytes(mv[:end]).find(bytes(unit))
+        if hole >= 0:
+            q = hole // unit
+            while q * unit < end and self._unit_is_valid(mv, q * unit):
+                q += 1
+            end = q * unit
+        return end
+
+    def extend_read_only_to(self, phy_end: int) -> None:
+        """Read-only: take in the units a live writer added after ``recover`` read this queue, up to
+        those of records ending by ``phy_end`` (files it created since are mapped too)."""
+        if not self.read_only or self.damage or self.repair_from_phy is not None:
+            return
+        fq = self.file_queue
+        unit = self.unit_size
+        grew = False
+        while True:
+            mf = fq.files[-1] if fq.files else None
+            if mf is None:
+                return
+            usable = min(mf.length, self.file_size) // unit * unit
+            pos = mf.wrote_position
+            while pos < usable and self._unit_is_valid(mf.mv, pos):
+                phy, size = self._unit_phy(mf.mv, pos)
+                if phy + size > phy_end:
+                    break
+                pos += unit
+            if pos > mf.wrote_position:
+                mf.wrote_position = pos
+                grew = True
+            if pos < usable or pos < self.file_size // unit * unit:
+                break
+            nxt = fq.directory / offset_to_file_name(mf.file_from_offset + self.file_size)
+            try:
+                if nxt.stat().st_size != self.file_size:
+                    break
+                new = MappedFile(nxt, self.file_size, read_only=True)
+            except OSError:
+                break
+            fq.files.append(new)
+        if grew:
+            self._recompute_max_physic_offset()
+            self._after_recover()
+
+    def _unit_end_before(self, logic_offset: int) -> int:
+        """End (phy + size) of the unit just before ``logic_offset`` (-1 when there is none)."""
+        for mf in reversed(self.file_queue.files):
+            if mf.file_from_offset >= logic_offset:
+                continue
+            pos = min(logic_offset - mf.file_from_offset, mf.length) // self.unit_size * self.unit_size
+            if pos >= self.unit_size and self._unit_is_valid(mf.mv, pos - self.unit_size):
+                phy, size = self._unit_phy(mf.mv, pos - self.unit_size)
+                return phy + size
+            return -1
+        return -1
+
+    def _last_unit_phy(self, logic_offset: int) -> int:
+        for mf in reversed(self.file_queue.files):
+            if mf.file_from_offset < logic_offset:
+                pos = (logic_offset - mf.file_from_offset) // self.unit_size * self.unit_size
+                return self._unit_phy(mf.mv, pos - self.unit_size)[0]
+        return -1
+
+    def _save_aside_from(self, logic_offset: int) -> None:
+        """Copy every non-zero byte range from ``logic_offset`` on to ``lost+found/`` (before a cut)."""
+        from .lost_found import save_aside
+
+        store_root = self.file_queue.directory.parent.parent.parent
+        for mf in self.file_queue.files:
+            if mf.file_from_offset + mf.length <= logic_offset:
+                continue
+            start = max(0, logic_offset - mf.file_from_offset)
+            data = bytes(mf.mv[start:])
+            if data.strip(b"\0"):
+                where = save_aside(store_root, mf.path, start, data)
+                log.warning("consume queue %s-%d: damaged units from logical offset %d saved to %s",
+                            self.topic, self.queue_id, mf.file_from_offset + start, where)
+
+    def _clear_from(self, mf: MappedFile, pos: int) -> None:
+        """Zero a writable file from ``pos`` on: units cut off must not be read back as valid later."""
+        if not self.read_only and pos < mf.length and any(bytes(mf.mv[pos:]).strip(b"\0")):
+            mf.write_at(pos, bytes(mf.length - pos))
 
     def _truncate_to_logic(self, logic_offset: int) -> None:
         if self.read_only:
@@ -105,24 +225,37 @@ class ConsumeQueueBase:
             self.file_queue.files = [f for f in self.file_queue.files
                                      if f.file_from_offset <= logic_offset or f.wrote_position > 0]
             return
+        for mf in self.file_queue.files:
+            if mf.file_from_offset <= logic_offset < mf.file_from_offset + self.file_size:
+                self._clear_from(mf, logic_offset - mf.file_from_offset)
         self.file_queue.set_max_offset(logic_offset)
 
     def truncate_dirty_logic_files(self, phy_offset: int) -> None:
-        """Drop every unit pointing at or beyond ``phy_offset`` (recovery cut the commitlog there)."""
+        """Drop every unit pointing at or beyond ``phy_offset`` (recovery cut the commitlog there).
+
+        Trailing files without units (a creation the crash interrupted) are skipped first, so the
+        units before them are checked too; cut units are zeroed so no later open reads them back.
+        """
         unit = self.unit_size
         files = self.file_queue.files
         new_logic_end: int | None = None
+        while len(files) > 1 and files[-1].wrote_position == 0:
+            mf = files.pop()
+            if not self.read_only:
+                mf.destroy()
         while files:
             mf = files[-1]
             mv = mf.mv
-            pos = 0
-            cut_at = None
-            while pos < mf.wrote_position:
-                phy, _size = self._unit_phy(mv, pos)
-                if phy >= phy_offset:
-                    cut_at = pos
-                    break
-                pos += unit
+            # Units are in commitlog order: the first one at or past the cut is found by binary search
+            # (usually the last unit is before it and nothing is cut; a linear scan cost O(file)).
+            lo, hi = 0, mf.wrote_position // unit
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if self._unit_phy(mv, mid * unit)[0] >= phy_offset:
+                    hi = mid
+                else:
+                    lo = mid + 1
+            cut_at = lo * unit if lo < mf.wrote_position // unit else None
             if cut_at is None:
                 break
             new_logic_end = mf.file_from_offset + cut_at
@@ -132,12 +265,32 @@ class ConsumeQueueBase:
                 else:
                     files.pop().destroy()
                 continue
+            self._clear_from(mf, cut_at)
             mf.wrote_position = cut_at
             mf.flushed_position = min(mf.flushed_position, cut_at)
             break
         if new_logic_end is not None:
             self._recompute_max_physic_offset()
             self._after_recover()
+
+    def _logic_of_queue_offset(self, queue_offset: int) -> int | None:
+        return queue_offset * self.unit_size
+
+    def cut_from_queue_offset(self, queue_offset: int, reason: str) -> None:
+        """Recovery found the unit at ``queue_offset`` pointing at the wrong record: save it and every
+        later unit to ``lost+found/`` and cut them, so re-dispatch writes them again from the commitlog.
+        """
+        logic = self._logic_of_queue_offset(queue_offset)
+        if logic is None:
+            return
+        self.damage.append(f"{self.cq_type} {self.topic}/{self.queue_id}: unit at queue offset {queue_offset} "
+                           f"{reason}")
+        log.warning("recovery: %s; rebuilding it from the commitlog", self.damage[-1])
+        if not self.read_only:
+            self._save_aside_from(logic)
+        self._truncate_to_logic(logic)
+        self._recompute_max_physic_offset()
+        self._after_recover()
 
     def _recompute_max_physic_offset(self) -> None:
         last = self.file_queue.last_file()

@@ -46,7 +46,9 @@ def decode_consumer_offsets(obj: dict[str, Any] | None, source: str = FILE_NAME)
     if not isinstance(obj, dict):
         raise ConfigFileError(f"{source}: expected a JSON object")
     table: OffsetTable = {}
-    raw = obj.get("offsetTable") or {}
+    raw = obj.get("offsetTable")
+    if raw is None:
+        raw = {}
     if not isinstance(raw, dict):
         raise ConfigFileError(f"{source}: offsetTable must be an object")
     for key, queues in raw.items():
@@ -61,7 +63,8 @@ def decode_consumer_offsets(obj: dict[str, Any] | None, source: str = FILE_NAME)
 
 def read_consumer_offsets(config_dir: Path) -> tuple[OffsetTable, DataVersion]:
     path = Path(config_dir) / FILE_NAME
-    return decode_consumer_offsets(read_config_json(path), str(path))
+    loaded = read_config_json(path, lambda obj: decode_consumer_offsets(obj, str(path)))
+    return loaded if loaded is not None else ({}, DataVersion())
 
 
 def write_consumer_offsets(config_dir: Path, offset_table: OffsetTable, data_version: DataVersion) -> None:

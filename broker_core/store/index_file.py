@@ -18,6 +18,7 @@ written (not even on ``close``).
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 from collections.abc import Iterator
@@ -40,9 +41,12 @@ from broker_core.store.codec.index_format import (
     index_file_size,
     time_diff_seconds,
 )
-from broker_core.store.mapped_file import no_read_around
+from broker_core.store.mapped_file import DiskFullError, no_read_around, release_mapping_fd
 
 __all__ = ["IndexFile", "IndexFileError"]
+
+# Index files up to this size get their disk blocks when created (the default 420 MB ones stay sparse).
+RESERVE_WHOLE_MAX = 64 << 20
 
 # Bound methods of the precompiled structs: put_key runs twice per dispatched message.
 _pack_entry = INDEX_ENTRY.pack_into
@@ -100,7 +104,17 @@ class IndexFile:
                     raise IndexFileError(
                         f"index file {self.path} is {size} bytes, expected {self.file_size} "
                         f"(maxHashSlotNum={hash_slot_num}, maxIndexNum={index_num})")
+            if self.created and self.file_size <= RESERVE_WHOLE_MAX:
+                # Entries land anywhere in the file: blocks are allocated when it is created, so a full
+                # disk refuses the new file instead of killing the writer with SIGBUS later.
+                try:
+                    os.posix_fallocate(fd, 0, self.file_size)
+                except OSError as e:
+                    if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+                        self.path.unlink(missing_ok=True)
+                        raise DiskFullError(e.errno, f"cannot allocate index file {self.path}: {e.strerror}") from None
             self._mm = mmap.mmap(fd, self.file_size, access=mmap.ACCESS_READ if read_only else mmap.ACCESS_WRITE)
+            release_mapping_fd(self._mm, self.path)
         finally:
             os.close(fd)
         # Slots are hit at random and entries are appended: read-around only fills page cache with
@@ -319,6 +333,28 @@ class IndexFile:
             self._write_header()
         return removed
 
+    def is_consistent(self) -> bool:
+        """Whether header and entries agree, so the file can be trusted up to its endPhyOffset.
+
+        Why: after a crash the newest index files are kept only if they are whole. Entries are written
+        in commitlog order and the header after them, so a whole file has: its last entry at
+        ``indexCount - 1`` pointing at endPhyOffset, nothing written past
+        the last entry, and a hash slot count no larger than the entries. Checked in O(1); a damaged
+        entry further back is verifyStore's to find (it names the entry).
+        """
+        n = self._index_count - 1
+        if n < 0 or n >= self.index_num or self._hash_slot_count < 0 or self._hash_slot_count > n:
+            return False
+        base = self._entries_base
+        if n < self.index_num - 1 and any(bytes(self._buf[base + (n + 1) * INDEX_ENTRY_SIZE:
+                                                       base + (n + 2) * INDEX_ENTRY_SIZE])):
+            return False
+        if n == 0:
+            return True
+        _h, last_phy, last_td, last_prev = INDEX_ENTRY.unpack_from(self._buf, base + n * INDEX_ENTRY_SIZE)
+        return (last_phy == self._end_phy_offset and 0 <= last_prev < n and last_td >= 0
+                and self._begin_phy_offset <= self._end_phy_offset)
+
     def flush(self) -> None:
         """Rewrite the header from the live values (Java ``updateByteBuffer``) and msync."""
         if self.read_only or self._mm.closed:
@@ -373,6 +409,32 @@ class IndexFile:
                 break
             n = prev
         return result
+
+    def reachable_entries(self) -> set[int]:
+        """Entry numbers a key query can reach: walking each used slot's chain (as ``select_phy_offsets``
+        does), keeping the entries whose hash belongs to that slot.
+
+        Why: verifyStore must see what queries see. A flipped slot or prevIndex leaves entries in the
+        file that no query will ever return; comparing entries alone called such a store OK.
+        """
+        buf = self._buf
+        slot_num = self.hash_slot_num
+        n_max = self._index_count
+        base = self._entries_base
+        slots = {kh % slot_num for _n, kh, _p, _t, _prev in self.iter_entries()}
+        reach: set[int] = set()
+        for slot in slots:
+            n = _unpack_slot(buf, INDEX_HEADER_SIZE + slot * HASH_SLOT_SIZE)[0]
+            while INVALID_INDEX < n < n_max:
+                kh, _phy, time_diff, prev = INDEX_ENTRY.unpack_from(buf, base + n * INDEX_ENTRY_SIZE)
+                if time_diff < 0:
+                    break
+                if kh % slot_num == slot:
+                    reach.add(n)
+                if prev >= n:  # chains run strictly backwards; anything else is damage
+                    break
+                n = prev
+        return reach
 
     def iter_entries(self) -> Iterator[tuple[int, int, int, int, int]]:
         """Yield ``(n, keyHash, phyOffset, timeDiff, prevIndex)`` for every written entry (tools, tests)."""

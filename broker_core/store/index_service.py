@@ -82,6 +82,7 @@ class IndexService:
         self._lock = threading.RLock()
         self._files: list[IndexFile] = []
         self._last_full_file_end_timestamp = 0
+        self.damaged_files: list[str] = []  # found on load (verifyStore reports them)
         if not read_only:
             self.index_dir.mkdir(parents=True, exist_ok=True)
         self._load()
@@ -90,14 +91,37 @@ class IndexService:
         if not self.index_dir.is_dir():
             return
         names = sorted(p.name for p in self.index_dir.iterdir() if is_index_file_name(p.name) and p.is_file())
-        for name in names:
+        for i, name in enumerate(names):
             path = self.index_dir / name
             if self.read_only and path.stat().st_size == 0:
                 continue  # an interrupted creation; cannot be mapped without writing
             f = IndexFile(path, self.hash_slot_num, self.index_num, read_only=self.read_only)
+            if not f.is_consistent() or (self._files and f.begin_phy_offset < self._files[-1].end_phy_offset):
+                # Garbage or torn: neither this file nor any newer one can be trusted (they continue
+                # it). Read-only: left alone and reported; writable: moved to lost+found/ and rebuilt
+                # from the commitlog by recovery (which re-indexes from the last whole file's end).
+                f.close(flush=False)
+                self.damaged_files = [f"{n}: header and entries disagree" if n == name else
+                                      f"{n}: follows damaged index file {name}" for n in names[i:]]
+                if not self.read_only:
+                    self._move_aside(names[i:])
+                break
             self._files.append(f)
             if f.is_full():
                 self._last_full_file_end_timestamp = f.end_timestamp
+
+    def _move_aside(self, names: list[str]) -> None:
+        import logging
+
+        from .lost_found import lost_found_dir
+
+        dest = lost_found_dir(self.index_dir.parent) / "index"
+        dest.mkdir(parents=True, exist_ok=True)
+        for n in names:
+            os.replace(self.index_dir / n, dest / n)
+        logging.getLogger("rmqops.store").warning(
+            "index file(s) %s are damaged: moved to %s, their keys are re-indexed from the commitlog",
+            ", ".join(names), dest)
 
     # ------------------------------------------------------------------ properties
 
@@ -249,6 +273,27 @@ class IndexService:
                 f.destroy()
                 self._files.remove(f)
             return len(doomed)
+
+    def drop_incomplete_files(self, index_msg_timestamp: int) -> list[str]:
+        """Abnormal restart: keep the newest files if they are whole, drop them from the first that is not.
+
+        Java deletes every file newer than checkpoint.indexMsgTimestamp and re-indexes only from the
+        checkpoint, which loses the keys in between for good. Here a file newer than that stamp is kept
+        when ``IndexFile.is_consistent`` (a kill -9 loses no mapped write); from the first one that is
+        not, it and every newer file are deleted (derived data: the commitlog rebuilds it). Recovery
+        then re-indexes from ``last_index_file_end_phy_offset``. Returns the names deleted.
+        """
+        self._check_writable()
+        with self._lock:
+            newer = [f for f in self._files if f.end_timestamp > index_msg_timestamp or not f.is_full()]
+            bad = next((i for i, f in enumerate(self._files) if f in newer and not f.is_consistent()), None)
+            if bad is None:
+                return []
+            doomed = self._files[bad:]
+            del self._files[bad:]
+            for f in doomed:
+                f.destroy()
+            return [f.file_name for f in doomed]
 
     def truncate_beyond(self, phy_offset: int) -> int:
         """Forget everything indexed at commitlog offsets >= ``phy_offset`` (recovery cut the log).

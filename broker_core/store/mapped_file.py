@@ -7,6 +7,7 @@ modify a byte, which is what makes inspection beside a running broker safe.
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import mmap
 import os
@@ -35,6 +36,65 @@ def no_read_around(mm: mmap.mmap) -> None:
             pass
 
 
+# Where CPython 3.11-3.12 keep an mmap object's duplicated descriptor (``mmap_object.fd``, after
+# PyObject_HEAD, data, size, pos, offset, exports on 64-bit Linux). Python 3.13 has ``trackfd=False``.
+_MMAP_FD_OFFSET = 56
+
+
+def release_mapping_fd(mm: mmap.mmap, path: Path) -> None:
+    """Close the descriptor ``mmap`` duplicated for itself; the mapping stays valid without it.
+
+    Why: every mapped file otherwise holds a descriptor for as long as it is mapped, and a store of
+    ~10,000 small files runs out of them. Only done when the slot provably holds a descriptor of this
+    very file (same device and inode); then it is set to -1 so close() never closes a reused number.
+    """
+    if sys.platform != "linux" or sys.implementation.name != "cpython" or sys.version_info >= (3, 13):
+        return
+    slot = ctypes.c_int.from_address(id(mm) + _MMAP_FD_OFFSET)
+    fd = slot.value
+    if fd < 0:
+        return
+    try:
+        if not os.path.samestat(os.fstat(fd), os.stat(path)):
+            return
+    except OSError:
+        return
+    slot.value = -1
+    os.close(fd)
+
+
+def _map(fd: int, length: int, access: int, path: Path) -> mmap.mmap:
+    if sys.version_info >= (3, 13):
+        return mmap.mmap(fd, length, access=access, trackfd=False)  # type: ignore[call-arg]
+    mm = mmap.mmap(fd, length, access=access)
+    release_mapping_fd(mm, path)
+    return mm
+
+
+# How far ahead of a write ``MappedFile.reserve`` allocates disk blocks, in one posix_fallocate call.
+RESERVE_AHEAD = 4 << 20
+
+
+class DiskFullError(OSError):
+    """No disk space for a file's blocks: the write is refused before anything is written."""
+
+
+def _allocate(fd: int, offset: int, length: int, path: Path, created: bool = False) -> None:
+    try:
+        os.posix_fallocate(fd, offset, length)
+    except OSError as e:
+        if e.errno in (errno.EOPNOTSUPP, errno.EINVAL):  # a filesystem without fallocate: writes as before
+            return
+        if created:  # a file this call created and could not fill: do not leave it half there
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+        if e.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise DiskFullError(e.errno, f"disk full: cannot allocate {length} bytes for {path}") from None
+        raise
+
+
 def offset_to_file_name(offset: int) -> str:
     return f"{offset:020d}"
 
@@ -56,9 +116,10 @@ def first_data_file_size(directory: Path) -> int:
 
 class MappedFile:
     __slots__ = ("path", "file_size", "file_from_offset", "read_only", "_fd", "_mm", "mv", "wrote_position",
-                 "flushed_position", "_lock", "populated_to")
+                 "flushed_position", "_lock", "populated_to", "reserved_to")
 
-    def __init__(self, path: Path, file_size: int, read_only: bool = False, create: bool = True) -> None:
+    def __init__(self, path: Path, file_size: int, read_only: bool = False, create: bool = True,
+                 reserve_whole: bool = False) -> None:
         self.path = path
         self.file_size = file_size
         self.file_from_offset = int(path.name)
@@ -66,22 +127,42 @@ class MappedFile:
         self.wrote_position = 0
         self.flushed_position = 0
         self.populated_to = 0
+        self.reserved_to = 0  # disk blocks are allocated (posix_fallocate) up to here, see ``reserve``
         self._lock = threading.Lock()
-        if read_only:
-            self._fd = os.open(path, os.O_RDONLY)
-            length = os.fstat(self._fd).st_size
-            self._mm = mmap.mmap(self._fd, length, access=mmap.ACCESS_READ) if length else None
-        else:
-            exists = path.exists()
-            if not exists and not create:
-                raise FileNotFoundError(path)
-            self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-            fresh = os.fstat(self._fd).st_size != file_size
-            if fresh:
-                os.ftruncate(self._fd, file_size)
-            self._mm = mmap.mmap(self._fd, file_size, access=mmap.ACCESS_WRITE)
-            if fresh:
-                no_read_around(self._mm)
+        # The descriptor is closed as soon as the file is mapped (the mapping keeps the file): a store of
+        # ~10,000 small files used to hold two descriptors per file and die with EMFILE. The file
+        # being written reopens one for pwritev (``_write_fd``), closed when the queue moves on.
+        self._fd = -1
+        try:
+            if read_only:
+                fd = os.open(path, os.O_RDONLY)
+                try:
+                    length = os.fstat(fd).st_size
+                    self._mm = _map(fd, length, mmap.ACCESS_READ, path) if length else None
+                finally:
+                    os.close(fd)
+            else:
+                exists = path.exists()
+                if not exists and not create:
+                    raise FileNotFoundError(path)
+                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+                try:
+                    fresh = os.fstat(fd).st_size != file_size
+                    if fresh:
+                        os.ftruncate(fd, file_size)
+                    if reserve_whole:
+                        _allocate(fd, 0, file_size, path, created=fresh)
+                        self.reserved_to = file_size
+                    self._mm = _map(fd, file_size, mmap.ACCESS_WRITE, path)
+                finally:
+                    os.close(fd)
+                if fresh:
+                    no_read_around(self._mm)
+        except OSError as e:
+            if e.errno in (errno.EMFILE, errno.ENFILE, errno.ENOMEM):
+                raise OSError(e.errno, f"cannot map {path}: {e.strerror} (the store has too many files mapped "
+                                       f"for this process's limits; raise `ulimit -n` / vm.max_map_count)") from None
+            raise
         self.mv = memoryview(self._mm) if self._mm is not None else memoryview(b"")
 
     @property
@@ -111,10 +192,39 @@ class MappedFile:
         RocketMQ's transientStorePool goes through FileChannel.write for the same reason. The mapping
         sees the bytes at once (one page cache).
         """
+        if self._fd < 0:
+            self._fd = os.open(self.path, os.O_WRONLY)
         written = os.pwritev(self._fd, parts, pos)
-        if written < sum(len(p) for p in parts):  # a short write (a signal, a full disk): finish via the mapping
+        total = sum(len(p) for p in parts)
+        while 0 < written < total:  # a short write (a signal): go on from where it stopped, by fd
             rest = b"".join(parts)[written:]
-            self.mv[pos + written:pos + written + len(rest)] = rest
+            n = os.pwrite(self._fd, rest, pos + written)
+            if n <= 0:
+                break
+            written += n
+        if written < total:  # never through the mapping: on a full disk that is SIGBUS
+            raise OSError(errno.ENOSPC, f"short write to {self.path} ({written} of {total} bytes)")
+
+    def reserve(self, end: int) -> None:
+        """Allocate disk blocks up to ``end`` (plus RESERVE_AHEAD), so no write below it can fault.
+
+        Why: a write into a mapped page that has no disk block on a full filesystem is SIGBUS, which
+        kills the process. RocketMQ pre-touches whole files; here blocks are allocated ahead of the
+        write position in chunks, with posix_fallocate, and a full disk is an OSError (ENOSPC) the
+        append path turns into a refused put, before anything is written.
+        """
+        if end <= self.reserved_to or self.read_only:
+            return
+        start = max(self.reserved_to, self.wrote_position - self.wrote_position % PAGE_SIZE)
+        stop = min(self.file_size, -(-(end + RESERVE_AHEAD) // PAGE_SIZE) * PAGE_SIZE)
+        if stop <= start:
+            return
+        fd = os.open(self.path, os.O_RDWR)
+        try:
+            _allocate(fd, start, stop - start, self.path)
+        finally:
+            os.close(fd)
+        self.reserved_to = stop
 
     def populate(self, end: int) -> None:
         """Fault pages in, writable, from the write position's page (or ``populated_to``, if past it) up
@@ -126,6 +236,7 @@ class MappedFile:
         The bytes stay zero; only their page-cache pages exist earlier. Does nothing where unsupported.
         """
         global _MADV_POPULATE_WRITE
+        self.reserve(end)  # blocks first: populating (or writing) pages without them is SIGBUS on a full disk
         start = max(self.populated_to, self.wrote_position - self.wrote_position % PAGE_SIZE)
         end = min(self.file_size, -(-end // PAGE_SIZE) * PAGE_SIZE)
         if end <= start or self.read_only or self._mm is None or _MADV_POPULATE_WRITE is None:
@@ -172,6 +283,10 @@ class MappedFile:
             except BufferError:
                 pass
             self._mm = None
+        self.release_fd()
+
+    def release_fd(self) -> None:
+        """Close the descriptor reopened for vectored writes (the mapping stays usable)."""
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
@@ -190,8 +305,11 @@ class MappedFile:
 class MappedFileQueue:
     """An ordered, contiguous run of MappedFiles forming one logical log (MappedFileQueue)."""
 
-    def __init__(self, directory: Path, file_size: int, read_only: bool = False) -> None:
+    def __init__(self, directory: Path, file_size: int, read_only: bool = False, reserve_whole: bool = False) -> None:
         self.directory = directory
+        # Consume queue files are small and written unit by unit: their blocks are allocated whole
+        # when created. The commitlog reserves ahead of its write position instead (``reserve``).
+        self.reserve_whole = reserve_whole
         self.file_size = file_size
         self.read_only = read_only
         self.files: list[MappedFile] = []
@@ -205,8 +323,11 @@ class MappedFileQueue:
         for i, p in enumerate(names):
             size = p.stat().st_size
             if size != self.file_size:
-                if size == 0 and i == len(names) - 1 and not self.read_only:
-                    p.unlink()
+                if size == 0 and i == len(names) - 1:
+                    # A creation interrupted before the file got its size: it holds nothing. A
+                    # writable open removes it; a read-only one leaves it and skips it.
+                    if not self.read_only:
+                        p.unlink()
                     continue
                 raise ValueError(f"{p}: length {size} differs from the configured file size {self.file_size}; "
                                  f"check the store config (mappedFileSize*) for this store")
@@ -219,7 +340,10 @@ class MappedFileQueue:
         if self.read_only:
             raise PermissionError("store is open read-only")
         self.directory.mkdir(parents=True, exist_ok=True)
-        mf = MappedFile(self.directory / offset_to_file_name(start_offset), self.file_size)
+        mf = MappedFile(self.directory / offset_to_file_name(start_offset), self.file_size,
+                        reserve_whole=self.reserve_whole)
+        if self.files:
+            self.files[-1].release_fd()  # full now: only the file being written keeps a descriptor
         self.files.append(mf)
         return mf
 

@@ -23,6 +23,7 @@ from .checkpoint import StoreCheckpoint
 from .codec.batch import iter_batch_raw
 from .codec.hotpath import tags_code
 from .codec.message import RECORD_BLANK, RECORD_VALID, MessageExt, MessageInner, check_record
+from .codec.salvage import iter_intact_records
 from .codec.sys_flag import (
     INNER_BATCH_FLAG,
     NEED_UNWRAP_FLAG,
@@ -32,7 +33,9 @@ from .codec.sys_flag import (
 from .commit_log import PUT_OK, AppendedRecord, CommitLog, PutMessageResult, PutMessageStatus, now_ms
 from .consume_queue import BOUNDARY_LOWER, ConsumeQueue, ConsumeQueueBase, CqUnit
 from .dispatch import DispatchRequest, build_dispatch_request, dispatch_request_of_appended
+from .errors import CorruptDataError
 from .index_service import IndexService
+from .lost_found import LOST_FOUND_DIR, save_aside
 from .mapped_file import first_data_file_size
 from .retention import RetentionReport, RetentionService
 from .store_config import StoreConfig, parse_delay_levels
@@ -42,6 +45,7 @@ from .topic_config import BATCH_CQ, SIMPLE_CQ, TopicConfigTable
 log = logging.getLogger("rmqops.store")
 
 CONSUME_QUEUE_DIR = "consumequeue"
+DISK_CHECK_INTERVAL_S = 0.5
 BATCH_CONSUME_QUEUE_DIR = "batchconsumequeue"
 
 
@@ -74,6 +78,8 @@ class RecoveryReport:
     truncated_bytes: int
     stop_reason: str
     dispatched: int
+    discarded_records: int = 0  # record starts in the discarded tail (the broken one included)
+    intact_records: int = 0  # of them, records that validate (kept in lost+found/)
 
 
 class MessageFilterLike(Protocol):
@@ -89,6 +95,7 @@ class MessageStore:
                  read_only: bool = False) -> None:
         self.root = Path(root)
         self.config = config or StoreConfig()
+        self.config.validate()  # values set after construction are checked here
         self.config.store_path_root_dir = str(self.root)
         self.clock = clock
         self.read_only = read_only
@@ -114,6 +121,10 @@ class MessageStore:
         self._opened = False
         # Read-only recovery cannot write consume queue units; records the queues lack are kept here.
         self._ro_pending: dict[tuple[str, int], list[DispatchRequest]] = {}
+        self.dispatched_frontier = -1
+        self._disk_checked_at = -1e9
+        self._disk_used_pct = 0.0
+        self._disk_warned = False
         # Retention (CleanCommitLogService); tests swap in fake ``disk_usage`` / ``mtime_of``.
         self.retention = RetentionService(self)
         self._last_clean_ms: int | None = None
@@ -142,7 +153,7 @@ class MessageStore:
             self.reput = ReputMessageService(self)
             self.recovery_report = self._recover(abnormal)
             if not self.read_only:
-                (self.root / "abort").write_text(str(os.getpid()))
+                _mark_running(self.root / "abort")
             self._opened = True
         except BaseException:
             self._close_files()
@@ -321,14 +332,34 @@ class MessageStore:
     def _recover(self, abnormal: bool) -> RecoveryReport:
         for cq in self.consume_queues.values():
             cq.recover()
+            for problem in cq.damage:
+                log.warning("recovery: %s; rebuilding it from the commitlog", problem)
         dispatch_from = max((cq.max_physic_end() for cq in self.consume_queues.values()), default=-1)
+        if self.read_only and abnormal:
+            # Beside a live writer the queues were read one after another while it kept dispatching:
+            # bring each up to the same point, so they form one snapshot (dispatch runs in commitlog
+            # order, so every unit before dispatch_from is in its file by now).
+            for cq in self.consume_queues.values():
+                cq.extend_read_only_to(dispatch_from)
+        # Dispatch runs in commitlog order: every record before this offset had its unit written.
+        self.dispatched_frontier = dispatch_from
+        # Queues whose files were damaged or end in an empty file are re-dispatched from their own
+        # last good unit (records before the common start would otherwise never reach them).
+        repairs = {key: cq.repair_from_phy for key, cq in self.consume_queues.items()
+                   if cq.repair_from_phy is not None}
         files = self.commit_log.file_queue.files
         cp = self.checkpoint
         assert cp is not None and self.index_service is not None
-        if abnormal and not self.read_only and self.config.message_index_enable:
-            dropped = self.index_service.destroy_files_newer_than(cp.index_msg_timestamp)
-            if dropped:
-                log.info("abnormal recovery: dropped %d index file(s) newer than the checkpoint", dropped)
+        index_from = None
+        if not self.read_only and self.config.message_index_enable:
+            if abnormal:
+                dropped = self.index_service.drop_incomplete_files(cp.index_msg_timestamp)
+                if dropped:
+                    log.warning("abnormal recovery: index file(s) %s were not whole and are rebuilt from the "
+                                "commitlog", ", ".join(dropped))
+            # Re-index from where the (whole) index ends, whatever messageIndexSafe says: records
+            # between that and the checkpoint would otherwise never be findable by key again.
+            index_from = self.index_service.last_index_file_end_phy_offset if self.index_service.files else 0
         start_index = 0
         for i in range(len(files) - 1, 0, -1):
             mf = files[i]
@@ -345,7 +376,21 @@ class MessageStore:
             if ok:
                 start_index = i
                 break
+        if index_from is not None and files and index_from < self.commit_log.max_offset():
+            index_at = max(index_from, files[0].file_from_offset)
+            start_index = min(start_index, (index_at - files[0].file_from_offset) // self.commit_log.file_size)
+        if repairs and files:
+            repair_at = max(min(repairs.values()), files[0].file_from_offset)
+            start_index = min(start_index, (repair_at - files[0].file_from_offset) // self.commit_log.file_size)
         start_offset = files[start_index].file_from_offset if files else 0
+        first_pos = 0
+        if self.read_only and not repairs and files and start_offset <= dispatch_from < self.commit_log.max_offset():
+            # Inspection validates only beyond what the consume queues confirm (their units point at
+            # records up to dispatch_from), as a writable recovery's checkpoint does: the cost is the
+            # undispatched tail's, not the store's (a whole 1 GiB file was decoded and CRC-checked).
+            start_index = (dispatch_from - files[0].file_from_offset) // self.commit_log.file_size
+            start_offset = dispatch_from
+            first_pos = dispatch_from - files[start_index].file_from_offset
         process_offset = start_offset
         stop_reason = ""
         dispatched = 0
@@ -355,12 +400,13 @@ class MessageStore:
             mf = files[idx]
             mv = mf.mv
             limit = min(mf.length, self.commit_log.file_size)
-            pos = 0
+            pos, first_pos = first_pos, 0
             while True:
                 rc = check_record(mv, pos, limit, check_crc=check_crc, read_body=False)
                 if rc.kind == RECORD_VALID:
                     phy = mf.file_from_offset + pos
-                    if abnormal or phy >= dispatch_from:
+                    if abnormal or phy >= dispatch_from or (index_from is not None and phy >= index_from) or (
+                            repairs and phy >= repairs.get((rc.message.topic, rc.message.queue_id), phy + 1)):
                         self._dispatch_recovered(build_dispatch_request(rc.message, self.delay_levels_ms))
                         dispatched += 1
                     pos += rc.size
@@ -375,13 +421,14 @@ class MessageStore:
                 idx += 1
                 continue
             break
-        truncated = 0
-        if files:
-            # bytes of real data after the tail are what a torn/corrupt record cost
-            truncated = self._data_bytes_after(process_offset)
-        if stop_reason and truncated > 0 and "zero bytes" not in stop_reason:
-            log.warning("recovery: commitlog valid data ends at offset %d (%s); %d byte(s) after it are "
-                        "discarded", process_offset, stop_reason, truncated)
+        truncated = discarded_records = intact_records = 0
+        if files and self._data_bytes_after(process_offset):  # a cheap probe first: usually nothing
+            truncated, discarded_records, intact_records = self._discard_tail(process_offset)
+            log.warning("recovery: commitlog valid data ends at offset %d (%s); %d byte(s) after it holding "
+                        "%d record start(s), %d of them intact, are discarded%s", process_offset,
+                        stop_reason or "end of data", truncated, discarded_records, intact_records,
+                        "" if self.read_only else f" and kept in {self.root / LOST_FOUND_DIR / 'commitlog'}"
+                        " (list them with mqadmin verifyStore --lostFound)")
         for cq in self.consume_queues.values():
             cq.truncate_dirty_logic_files(process_offset)
         if not self.read_only:
@@ -390,9 +437,12 @@ class MessageStore:
         self._rebuild_queue_offset_table()
         self.correct_min_offsets()
         self.reput.reput_from_offset = process_offset
+        if not abnormal:  # a clean shutdown dispatched everything (abort is removed only then)
+            self.dispatched_frontier = process_offset
         if not self.read_only and cp is not None:
             cp.confirm_phy_offset = process_offset
-        return RecoveryReport(abnormal, start_offset, process_offset, truncated, stop_reason, dispatched)
+        return RecoveryReport(abnormal, start_offset, process_offset, truncated, stop_reason, dispatched,
+                              discarded_records, intact_records)
 
     def _data_bytes_after(self, offset: int) -> int:
         """How many non-zero-looking bytes follow the valid tail (0 for a clean end)."""
@@ -405,6 +455,32 @@ class MessageStore:
         extra = len(stripped)
         later = [f for f in self.commit_log.file_queue.files if f.file_from_offset > mf.file_from_offset]
         return extra + sum(len(bytes(f.mv[:4096]).rstrip(b"\x00")) for f in later)
+
+    def _discard_tail(self, offset: int) -> tuple[int, int, int]:
+        """Account for (and, writable, keep) every byte of data after the valid tail ``offset``.
+
+        Returns (bytes, record starts, intact records). Writable: each file's discarded bytes are
+        copied to ``lost+found/commitlog/`` before recovery cuts them, and the cut part of the file
+        that stays is zeroed so no later recovery can mistake the old records for new ones.
+        """
+        total = starts = intact = 0
+        for mf in list(self.commit_log.file_queue.files):
+            if mf.file_from_offset + mf.length <= offset:
+                continue
+            start = max(0, offset - mf.file_from_offset)
+            end = _data_end(mf.mv, start)
+            if end <= start:
+                continue
+            data = bytes(mf.mv[start:end])
+            total += end - start
+            found = sum(1 for _ in iter_intact_records(data, read_body=False))
+            intact += found
+            starts += found + (1 if start == offset - mf.file_from_offset else 0)
+            if not self.read_only:
+                save_aside(self.root, mf.path, start, data)
+                if mf.file_from_offset <= offset:  # the file that stays; later ones are removed
+                    mf.write_at(start, bytes(end - start))
+        return total, starts, intact
 
     def _truncate_commit_log(self, offset: int) -> None:
         fq = self.commit_log.file_queue
@@ -435,6 +511,14 @@ class MessageStore:
     def _dispatch_recovered(self, req: DispatchRequest) -> None:
         if self.dispatch_filter is not None and not self.dispatch_filter(req):
             return
+        cq = self.consume_queues.get((req.topic, req.queue_id)) if req.enters_queue else None
+        if cq is not None:
+            q = req.msg_base_offset if cq.is_batch else req.consume_queue_offset
+            if q < cq.get_max_offset_in_queue():
+                unit = cq.get_unit(q)
+                if unit is not None and unit.queue_offset == q and unit.phy_offset != req.commit_log_offset:
+                    cq.cut_from_queue_offset(q, f"points at commitlog offset {unit.phy_offset}, but the record "
+                                                f"with that queue offset is at {req.commit_log_offset}")
         if self.read_only:
             self._dispatch_in_memory(req)
         else:
@@ -558,6 +642,39 @@ class MessageStore:
         if self.read_only or not self._opened:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE,
                                     remark="store is read-only" if self.read_only else "store is not open")
+        return self._check_disk()
+
+    def _check_disk(self) -> PutMessageResult | None:
+        """Refuse puts while the commitlog's filesystem is past diskSpaceWarningLevelRatio (RocketMQ's
+        disk-full flag), with one WARNING when it crosses diskMaxUsedSpaceRatio. Sampled at most every
+        DISK_CHECK_INTERVAL_S; the physical limit itself is caught by the block reservation.
+        """
+        import shutil
+        import time
+
+        now = time.monotonic()
+        if now - self._disk_checked_at >= DISK_CHECK_INTERVAL_S:
+            self._disk_checked_at = now
+            try:
+                usage = shutil.disk_usage(self.config.commit_log_dir if self.config.commit_log_dir.is_dir()
+                                          else self.root)
+                # df's Use%: used over what this process could ever use (reserved blocks excluded),
+                # so a disk whose available space is gone reads 100%.
+                room = usage.used + usage.free
+                self._disk_used_pct = 100 * usage.used / room if room else 0.0
+            except OSError:
+                self._disk_used_pct = 0.0
+            over = self._disk_used_pct >= self.config.disk_max_used_space_ratio
+            if over and not self._disk_warned:
+                log.warning("disk of %s is %.0f%% used (diskMaxUsedSpaceRatio %d%%); puts are refused from "
+                            "diskSpaceWarningLevelRatio %d%%", self.config.commit_log_dir, self._disk_used_pct,
+                            self.config.disk_max_used_space_ratio, self.config.disk_space_warning_level_ratio)
+            self._disk_warned = over
+        if self._disk_used_pct >= self.config.disk_space_warning_level_ratio:
+            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE,
+                                    remark=f"disk full: {self.config.commit_log_dir} is {self._disk_used_pct:.0f}% "
+                                           f"used (diskSpaceWarningLevelRatio "
+                                           f"{self.config.disk_space_warning_level_ratio}%)")
         return None
 
     def put_message(self, msg: MessageInner) -> PutMessageResult:
@@ -637,7 +754,9 @@ class MessageStore:
                 nxt = units[-1].queue_offset + units[-1].batch_num if units else offset
                 for r in pending:
                     q = r.msg_base_offset if isinstance(cq, BatchConsumeQueue) else r.consume_queue_offset
-                    if q + r.batch_size > nxt and len(units) < max_units and (not units or q >= nxt):
+                    # Only the unit that continues the run exactly: one further on would skip the
+                    # offsets in between (they are in the CQ files, returned by a later call).
+                    if q + r.batch_size > nxt and len(units) < max_units and (q == nxt if units else q <= nxt):
                         units.append(CqUnit(q, r.commit_log_offset, r.msg_size, r.tags_code, r.batch_size,
                                             r.store_timestamp))
                         nxt = q + r.batch_size
@@ -681,10 +800,7 @@ class MessageStore:
                 if message_filter is not None and not message_filter.is_matched_by_consume_queue(u.tags_code):
                     next_offset = unit_end
                     continue
-                record = self.commit_log.get_message(u.phy_offset, u.size)
-                if record is None:
-                    next_offset = unit_end
-                    continue
+                record = self._read_unit_record(cq, u)
                 if batch and record.sys_flag & INNER_BATCH_FLAG:
                     for m in unwrap_inner_batch(record, u.queue_offset):
                         if m.queue_offset < next_offset:
@@ -714,10 +830,31 @@ class MessageStore:
             next_offset = offset + 1 if offset + 1 <= max_off else offset
         return GetMessageResult(status, next_offset, min_off, max_off, messages)
 
+    def _read_unit_record(self, cq: ConsumeQueueBase, u: CqUnit) -> MessageExt:
+        """The record a unit points at; CorruptDataError (naming the queue and offset) when the unit and
+        the record do not agree, so no reader ever answers with another message."""
+        where = cq.file_queue.directory
+        if u.phy_offset + u.size > self.commit_log.max_offset():
+            raise CorruptDataError(where, u.queue_offset, "a unit pointing inside the commitlog",
+                                   f"{u.phy_offset}+{u.size}, past the commitlog end {self.commit_log.max_offset()}")
+        record = self.commit_log.read_message(u.phy_offset, u.size)
+        if record is None:
+            raise CorruptDataError(where, u.queue_offset, f"a record at commitlog offset {u.phy_offset}",
+                                   "no data there")
+        if record.topic != cq.topic or record.queue_id != cq.queue_id:
+            raise CorruptDataError(where, u.queue_offset, f"a record of {cq.topic}/{cq.queue_id} at commitlog "
+                                   f"offset {u.phy_offset}", f"one of {record.topic}/{record.queue_id}")
+        if not cq.is_batch and record.queue_offset != u.queue_offset:
+            raise CorruptDataError(where, u.queue_offset, f"the record with queue offset {u.queue_offset} at "
+                                   f"commitlog offset {u.phy_offset}", f"queue offset {record.queue_offset}")
+        return record
+
     def look_message_by_offset(self, commit_log_offset: int, size: int | None = None) -> MessageExt | None:
-        if commit_log_offset >= self.commit_log.max_offset():
+        """The record starting at ``commit_log_offset``: None past the end or where no record starts (a
+        client's offset), CorruptDataError where a record starts but is damaged."""
+        if commit_log_offset >= self.commit_log.max_offset() or commit_log_offset < self.commit_log.min_offset():
             return None
-        return self.commit_log.get_message(commit_log_offset, size)
+        return self.commit_log.read_message(commit_log_offset, size, must_exist=False)
 
     def query_message(self, topic: str, key: str, max_num: int = 64, begin: int = 0, end: int = 2 ** 63 - 1,
                       exact: bool = True) -> list[MessageExt]:
@@ -729,7 +866,7 @@ class MessageStore:
         for phy in sorted(set(self.index_service.query_offset(topic, key, max_num, begin, end))):
             if phy >= max_phy:
                 continue
-            m = self.commit_log.get_message(phy)
+            m = self.commit_log.read_message(phy) if phy >= self.commit_log.min_offset() else None
             if m is None or m.topic != topic:
                 continue
             if exact and m.uniq_key != key and key not in (m.keys or "").split(" "):
@@ -826,6 +963,30 @@ def unwrap_inner_batch(record: MessageExt, base_offset: int) -> list[MessageExt]
                               record.store_host, record.reconsume_times, record.prepared_transaction_offset, body,
                               record.topic, props))
     return out
+
+
+def _mark_running(path: Path) -> None:
+    """Create ``abort`` (the store is running). Its content (our pid) is a courtesy: on a full disk
+    the empty file, which needs no data block, is enough."""
+    try:
+        path.write_text(str(os.getpid()))
+    except OSError:
+        path.touch()
+
+
+def _data_end(mv: memoryview, start: int, chunk: int = 1 << 20) -> int:
+    """Position after the last non-zero byte at or after ``start`` (``start`` if there is none).
+
+    Scans backwards a MiB at a time: the discarded tail of a file is usually short, its end zeros.
+    """
+    end = len(mv)
+    while end > start:
+        lo = max(start, end - chunk)
+        stripped = len(bytes(mv[lo:end]).rstrip(b"\0"))
+        if stripped:
+            return lo + stripped
+        end = lo
+    return start
 
 
 def _first_nested_file_size(base: Path) -> int:

@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..config_loader import apply_properties, read_properties_file
+from ..config_loader import ConfigError, apply_properties, read_properties_file, snake_to_camel
 
 ASYNC_FLUSH = "ASYNC_FLUSH"
 SYNC_FLUSH = "SYNC_FLUSH"
@@ -56,6 +56,38 @@ class StoreConfig:
     timer_flush_interval_ms: int = 1000
     broker_role: str = "ASYNC_MASTER"
     store_type: str = "default"
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """Refuse values the store cannot run with, naming the key (ConfigError is a ValueError).
+
+        Why: ``mappedFileSizeConsumeQueue=0`` used to surface as a ZeroDivisionError deep in a queue,
+        and ``flushDiskType=WHATEVER`` silently meant ASYNC.
+        """
+        if self.flush_disk_type not in (ASYNC_FLUSH, SYNC_FLUSH):
+            raise ConfigError(f"flushDiskType={self.flush_disk_type!r}: expected {ASYNC_FLUSH} or {SYNC_FLUSH}")
+        minimum = {"mapped_file_size_commit_log": 64, "mapped_file_size_consume_queue": 20,
+                   "mapper_file_size_batch_consume_queue": 46, "mapped_file_size_timer_log": 64,
+                   "max_hash_slot_num": 1, "max_index_num": 2, "max_msgs_num_batch": 1, "max_message_size": 1,
+                   "sync_flush_timeout": 1, "flush_interval_commit_log": 1, "flush_interval_consume_queue": 1,
+                   "clean_resource_interval": 1, "delete_file_batch_max": 1, "timer_precision_ms": 1,
+                   "file_reserved_time": 0, "flush_commit_log_least_pages": 0,
+                   "flush_consume_queue_least_pages": 0}
+        for name, lo in minimum.items():
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < lo:
+                raise ConfigError(f"{snake_to_camel(name)}={value!r}: must be an integer >= {lo}")
+        for name in ("disk_max_used_space_ratio", "disk_space_clean_forcibly_ratio",
+                     "disk_space_warning_level_ratio"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or not 1 <= value <= 100:
+                raise ConfigError(f"{snake_to_camel(name)}={value!r}: must be a percentage in [1, 100]")
+        try:
+            parse_delay_levels(self.message_delay_level)
+        except ValueError as e:
+            raise ConfigError(f"messageDelayLevel={self.message_delay_level!r}: {e}") from None
 
     @property
     def root(self) -> Path:

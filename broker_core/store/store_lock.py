@@ -17,8 +17,36 @@ _held: set[str] = set()
 _held_guard = threading.Lock()
 
 
+# What this process is, written into the lock file with its pid so a refused opener can say who holds
+# the store. mqadmin sets "mqadmin"; anything else is taken as a broker.
+PROCESS_ROLE = "broker"
+HOLDER_FILE = "lock.holder"
+
+
 class StoreLockedError(RuntimeError):
     """Another process (a running broker) holds the store directory."""
+
+
+def lock_holder(root: Path) -> tuple[int | None, str]:
+    """(pid, role) written by the process holding ``root``'s lock; (None, "") when unknown.
+
+    The ``lock`` file keeps Java's content (``lock``) byte for byte; the holder is written beside it
+    in ``lock.holder`` (``pid=<pid> role=<role>``) while the lock is held. Java brokers write none.
+    """
+    try:
+        text = (root / HOLDER_FILE).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None, ""
+    fields = dict(part.split("=", 1) for part in text.split() if "=" in part)
+    pid = fields.get("pid", "")
+    return (int(pid) if pid.isdigit() else None), fields.get("role", "")
+
+
+def describe_holder(root: Path) -> str:
+    """'another mqadmin (pid 12)' / 'a running broker (pid 34)' / 'a running broker' (Java's lock)."""
+    pid, role = lock_holder(root)
+    who = "another mqadmin" if role == "mqadmin" else "a running broker"
+    return f"{who} (pid {pid})" if pid is not None else who
 
 
 class StoreLock:
@@ -38,14 +66,23 @@ class StoreLock:
             except OSError as e:
                 os.close(fd)
                 if e.errno in (errno.EACCES, errno.EAGAIN):
-                    raise StoreLockedError(f"store {self.path.parent} is locked by a running broker") from e
+                    raise StoreLockedError(f"store {self.path.parent} is locked by "
+                                           f"{describe_holder(self.path.parent)}") from e
                 raise
             os.pwrite(fd, b"lock", 0)
+            try:
+                (self.path.parent / HOLDER_FILE).write_text(f"pid={os.getpid()} role={PROCESS_ROLE}\n")
+            except OSError:  # only a courtesy for the next opener's message
+                pass
             self._fd = fd
             _held.add(self._key)
 
     def release(self) -> None:
         if self._fd >= 0:
+            try:
+                (self.path.parent / HOLDER_FILE).unlink()
+            except OSError:
+                pass
             try:
                 fcntl.lockf(self._fd, fcntl.LOCK_UN, 1, 0)
             finally:

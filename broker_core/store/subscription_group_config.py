@@ -93,15 +93,11 @@ class SubscriptionGroupTable:
         self.loaded_from_file = False
 
     def load(self) -> None:
-        obj = read_config_json(self.path)
-        if not obj:
+        loaded = read_config_json(self.path, _decode_groups)
+        if loaded is None:
             return
         self.loaded_from_file = True
-        self.data_version = DataVersion.from_json(obj.get("dataVersion"))
-        self.groups = {name: SubscriptionGroupConfig.from_json(name, g)
-                       for name, g in (obj.get("subscriptionGroupTable") or {}).items()}
-        self.forbidden_table = {str(g): {str(t): int(p) for t, p in (m or {}).items()}
-                                for g, m in (obj.get("forbiddenTable") or {}).items()}
+        self.data_version, self.groups, self.forbidden_table = loaded
 
     def to_json(self) -> dict[str, Any]:
         return {"dataVersion": self.data_version.to_json(),
@@ -111,3 +107,20 @@ class SubscriptionGroupTable:
     def persist(self) -> None:
         with self.lock:
             write_config_json(self.path, self.to_json())
+
+
+
+def _decode_groups(obj: object) -> tuple[DataVersion, dict[str, SubscriptionGroupConfig], dict[str, dict[str, int]]]:
+    """subscriptionGroup.json's object; raises (TypeError/ValueError...) for any value of the wrong shape."""
+    if not isinstance(obj, dict):
+        raise TypeError(f"expected a JSON object, found {type(obj).__name__}")
+    for field_name in ("subscriptionGroupTable", "forbiddenTable"):
+        table = obj.get(field_name)
+        table = {} if table is None else table
+        if not isinstance(table, dict) or not all(isinstance(v, dict) or v is None for v in table.values()):
+            raise TypeError(f"{field_name} must be an object of objects")
+    groups = {str(name): SubscriptionGroupConfig.from_json(str(name), g)
+              for name, g in (obj.get("subscriptionGroupTable") or {}).items()}
+    forbidden = {str(g): {str(t): int(p) for t, p in (m or {}).items()}
+                 for g, m in (obj.get("forbiddenTable") or {}).items()}
+    return DataVersion.from_json(obj.get("dataVersion")), groups, forbidden

@@ -80,12 +80,9 @@ class TopicConfigTable:
         self.lock = threading.RLock()
 
     def load(self) -> None:
-        obj = read_config_json(self.path)
-        if not obj:
-            return
-        self.data_version = DataVersion.from_json(obj.get("dataVersion"))
-        self.topics = {name: TopicConfig.from_json(name, tc)
-                       for name, tc in (obj.get("topicConfigTable") or {}).items()}
+        loaded = read_config_json(self.path, _decode_topics)
+        if loaded is not None:
+            self.data_version, self.topics = loaded
 
     def persist(self) -> None:
         with self.lock:
@@ -106,3 +103,18 @@ class TopicConfigTable:
             if old is not None:
                 self.data_version.next_version(now_ms)
             return old
+
+
+def _decode_topics(obj: object) -> tuple[DataVersion, dict[str, TopicConfig]]:
+    """topics.json's object; raises (TypeError/ValueError...) for any value of the wrong shape."""
+    if not isinstance(obj, dict):
+        raise TypeError(f"expected a JSON object, found {type(obj).__name__}")
+    table = obj.get("topicConfigTable")
+    table = {} if table is None else table
+    if not isinstance(table, dict):
+        raise TypeError(f"topicConfigTable must be an object, found {type(table).__name__}")
+    for name, tc in table.items():
+        if not isinstance(tc, dict):
+            raise TypeError(f"topicConfigTable[{name!r}] must be an object, found {type(tc).__name__}")
+    return DataVersion.from_json(obj.get("dataVersion")), {str(n): TopicConfig.from_json(str(n), tc)
+                                                           for n, tc in table.items()}

@@ -18,13 +18,17 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 from .batch_consume_queue import BatchConsumeQueue
 from .codec.hashing import index_key_hash
 from .codec.properties import KEY_SEPARATOR
+from .codec.salvage import iter_intact_records
 from .codec.sys_flag import TRANSACTION_ROLLBACK_TYPE, TRANSACTION_TYPE_MASK, is_dispatched_to_queue
 from .dispatch import build_dispatch_request
+from .errors import CorruptDataError
 from .index_service import build_key
+from .lost_found import lost_found_dir
 from .message_store import MessageStore
 
 ProgressFn = Callable[[int, int], None]
@@ -55,6 +59,7 @@ class VerifyReport:
     deleted_topic_records: int = 0  # records of topics deleted after they were written: never dispatched
     issues: list[VerifyIssue] = field(default_factory=list)
     issues_truncated: int = 0
+    follow_on_issues: int = 0
     elapsed_seconds: float = 0.0
 
     @property
@@ -63,7 +68,7 @@ class VerifyReport:
 
     @property
     def mismatch_count(self) -> int:
-        return len(self.issues) + self.issues_truncated
+        return len(self.issues) + self.issues_truncated + self.follow_on_issues
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -73,15 +78,33 @@ class VerifyReport:
 
 
 class _Collector:
+    """Keeps the first issue of each kind and place; later ones of the same kind and place are counted
+    as its follow-ons (one damaged spot used to produce hundreds of lines that buried it)."""
+
     def __init__(self, report: VerifyReport, limit: int) -> None:
         self.report = report
         self.limit = limit
+        self._first: dict[tuple[str, str], int] = {}
+        self._more: dict[tuple[str, str], int] = {}
 
     def add(self, kind: str, where: str, offset: int, detail: str) -> None:
+        key = (kind, where)
+        if key in self._first:
+            self._more[key] = self._more.get(key, 0) + 1
+            self.report.follow_on_issues += 1
+            return
         if len(self.report.issues) < self.limit:
+            self._first[key] = len(self.report.issues)
             self.report.issues.append(VerifyIssue(kind, where, offset, detail))
         else:
             self.report.issues_truncated += 1
+
+    def finish(self) -> None:
+        for key, more in self._more.items():
+            i = self._first[key]
+            issue = self.report.issues[i]
+            self.report.issues[i] = VerifyIssue(issue.kind, issue.where, issue.offset,
+                                                f"{issue.detail} (first of {more + 1} like it here)")
 
 
 def _record_key_hashes(topic: str, uniq_key: str | None, keys: str | None) -> set[int]:
@@ -106,6 +129,13 @@ def verify_store(store: MessageStore, progress: ProgressFn | None = None, max_is
     cl_min, cl_max = store.get_min_phy_offset(), store.get_max_phy_offset()
     report = VerifyReport(str(store.root), cl_min, cl_max)
     issues = _Collector(report, max_issues)
+    rec = store.recovery_report
+    if rec is not None and rec.truncated_bytes > 0:
+        mf = store.commit_log.file_queue.find_mapped_file_by_offset(rec.process_offset)
+        name = mf.path.name if mf is not None else "commitlog"
+        issues.add("log-corrupt", name, rec.process_offset,
+                   f"valid records end at commitlog offset {rec.process_offset} ({rec.stop_reason}); "
+                   f"{rec.truncated_bytes} byte(s) after it cannot be read")
     queues = sorted(store.consume_queues.items())
     index_files = store.index_service.files if store.index_service is not None else []
     log_steps = max(1, -(-(cl_max - cl_min) // _MB))
@@ -119,6 +149,7 @@ def verify_store(store: MessageStore, progress: ProgressFn | None = None, max_is
             progress(min(done, total), total)
 
     delay_levels = store.delay_levels_ms
+    frontier = store.dispatched_frontier
     # (topic, qid) -> {unit queue offset: (phy, batch_num)} for the log -> queue direction.
     unit_maps: dict[tuple[str, int], dict[int, tuple[int, int]]] = {}
     unit_ends: dict[tuple[str, int], tuple[int, int]] = {}
@@ -148,10 +179,14 @@ def verify_store(store: MessageStore, progress: ProgressFn | None = None, max_is
                 issues.add(f"{kind}-beyond-log", where, u.queue_offset,
                            f"unit points at {u.phy_offset}+{u.size}, past the commitlog end {cl_max}")
                 continue
-            msg = store.commit_log.get_message(u.phy_offset, u.size, read_body=False)
+            try:
+                msg = store.commit_log.read_message(u.phy_offset, u.size, read_body=False)
+            except CorruptDataError as e:
+                msg, reason = None, str(e)
+            else:
+                reason = f"no record at commitlog offset {u.phy_offset} (size {u.size})"
             if msg is None:
-                issues.add(f"{kind}-bad-record", where, u.queue_offset,
-                           f"no valid record at commitlog offset {u.phy_offset} (size {u.size})")
+                issues.add(f"{kind}-bad-record", where, u.queue_offset, reason)
                 continue
             problems = []
             if msg.store_size != u.size:
@@ -171,14 +206,24 @@ def verify_store(store: MessageStore, progress: ProgressFn | None = None, max_is
             if problems:
                 issues.add(f"{kind}-mismatch", where, u.queue_offset,
                            f"unit -> commitlog {u.phy_offset}: " + "; ".join(problems))
+        for problem in cq.damage:
+            issues.add(f"{kind}-damaged", where, cq.get_max_offset_in_queue(), problem)
         unit_maps[(topic, qid)] = units
         unit_ends[(topic, qid)] = (cq.get_min_offset_in_queue(), cq.get_max_offset_in_queue())
         step()
 
     # -- 2. commitlog -> queue units (and the expected index keys) ---------------------------------
-    first_index_phy = index_files[0].begin_phy_offset if index_files else None
-    last_index_phy = index_files[-1].end_phy_offset if index_files else None
+    # Every record the index should hold: from the commitlog min (older index files are deleted only
+    # once the commitlog is) up to what was dispatched. An emptied or missing index file is then
+    # missing keys, not "outside the index".
+    index_enabled = store.config.message_index_enable
+    index_upto = frontier if frontier >= 0 else (index_files[-1].end_phy_offset if index_files else -1)
+    if rec is not None and rec.abnormal and index_files:
+        # Beside a live writer (or after a crash) the index may trail the queues by what was being
+        # dispatched when the store was opened: only what it had reached then is compared.
+        index_upto = min(index_upto, index_files[-1].end_phy_offset)  # its last record may be half in
     record_hashes: dict[int, set[int]] = {}
+    damaged_queues: set[tuple[str, int]] = set()
     record_offsets: set[int] = set()
     next_step_at = cl_min + _MB
     log_steps_done = 0
@@ -191,7 +236,7 @@ def verify_store(store: MessageStore, progress: ProgressFn | None = None, max_is
             log_steps_done += 1
             step()
         req = build_dispatch_request(msg, delay_levels)
-        if (first_index_phy is not None and first_index_phy <= phy <= last_index_phy
+        if (index_enabled and phy < index_upto
                 and (msg.sys_flag & TRANSACTION_TYPE_MASK) != TRANSACTION_ROLLBACK_TYPE):
             hashes = _record_key_hashes(msg.topic, req.uniq_key, req.keys)
             if hashes:
@@ -210,7 +255,16 @@ def verify_store(store: MessageStore, progress: ProgressFn | None = None, max_is
             continue
         q_min, q_max = unit_ends[key]
         if offset >= q_max:
-            report.undispatched_records += 1
+            if phy >= frontier:
+                report.undispatched_records += 1
+            elif key not in damaged_queues:
+                # Dispatch runs in commitlog order: a record before the newest dispatched one whose
+                # unit is missing lost it (a zeroed or truncated file), it is not pending.
+                damaged_queues.add(key)
+                cq_kind = "bcq" if isinstance(store.consume_queues.get(key), BatchConsumeQueue) else "cq"
+                issues.add(f"{cq_kind}-damaged", f"{msg.topic}/{msg.queue_id}", offset,
+                           f"record at commitlog offset {phy} (queue offset {offset}) has no unit, though records "
+                           f"after it were dispatched; the queue's files end at offset {q_max}")
             continue
         if offset < q_min:
             continue
@@ -225,12 +279,20 @@ def verify_store(store: MessageStore, progress: ProgressFn | None = None, max_is
 
     # -- 3. index entries <-> commitlog --------------------------------------------------------------
     seen_hashes: dict[int, set[int]] = {}
+    if store.index_service is not None:
+        for problem in store.index_service.damaged_files:
+            issues.add("index-damaged", problem.split(":", 1)[0], 0, problem)
     for f in index_files:
+        reachable = f.reachable_entries()
         for n, key_hash, phy, time_diff, _prev in f.iter_entries():
             report.index_entries += 1
-            if phy < cl_min:
+            if phy < cl_min or phy >= index_upto:  # outside the snapshot this check covers
                 continue
-            seen_hashes.setdefault(phy, set()).add(key_hash)
+            if n in reachable:  # what a key query can find
+                seen_hashes.setdefault(phy, set()).add(key_hash)
+            else:
+                issues.add("index-unreachable", f.file_name, phy,
+                           f"entry {n} cannot be reached from its hash slot (damaged slot or chain)")
             if phy not in record_offsets:
                 issues.add("index-bad-offset", f.file_name, phy, f"entry {n} points at no record start")
                 continue
@@ -249,5 +311,44 @@ def verify_store(store: MessageStore, progress: ProgressFn | None = None, max_is
         if missing:
             issues.add("index-missing-entry", "index", phy,
                        f"{len(missing)} of the record's {len(expected)} key(s) have no index entry")
+    issues.finish()
     report.elapsed_seconds = round(time.monotonic() - t0, 3)
     return report
+
+
+@dataclass(frozen=True)
+class LostRecord:
+    """An intact record found in ``lost+found/commitlog/`` (what crash truncation set aside)."""
+
+    file: str  # the lost+found file it is in
+    commit_log_offset: int  # where it was in the commitlog
+    size: int
+    topic: str
+    queue_id: int
+    queue_offset: int
+    keys: str | None
+    uniq_key: str | None
+    store_timestamp: int
+    body_size: int
+
+
+def list_lost_found(store_root: Path) -> list[LostRecord]:
+    """Every intact record kept in ``<store>/lost+found/commitlog/``, in file and offset order.
+
+    File names are ``<commitlog file>@<start>.<time>``: the commitlog offset of a record is the file's
+    base offset plus ``start`` plus its position in the saved bytes. Reads files only; no store opened.
+    """
+    base_dir = lost_found_dir(store_root) / "commitlog"
+    out: list[LostRecord] = []
+    if not base_dir.is_dir():
+        return out
+    for path in sorted(p for p in base_dir.iterdir() if p.is_file()):
+        name, _, rest = path.name.partition("@")
+        start = rest.split(".", 1)[0]
+        if not (name.isdigit() and start.isdigit()):
+            continue
+        at = int(name) + int(start)
+        for pos, m in iter_intact_records(path.read_bytes()):
+            out.append(LostRecord(path.name, at + pos, m.store_size, m.topic, m.queue_id, m.queue_offset,
+                                  m.keys, m.uniq_key, m.store_timestamp, len(m.body)))
+    return out

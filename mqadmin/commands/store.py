@@ -1,5 +1,6 @@
 """Store maintenance commands (ours): verifyStore (read-only check) and rebuildStore (Spark)."""
 
+import dataclasses
 from typing import Annotated
 
 import typer
@@ -15,7 +16,21 @@ app = typer.Typer()
 def verify_store(
     cmd: Cmd,
     max_issues: Annotated[int, typer.Option("--max-issues", help="list at most this many mismatches", min=0, max=JAVA_INT_MAX)] = 50,
+    lost_found: Annotated[bool, typer.Option("--lostFound", help="list the intact records recovery kept in "
+                                             "lost+found/ instead of checking the store")] = False,
 ) -> None:
+    if lost_found:
+        records = cmd.admin().lost_found_records()
+
+        def render_lost() -> None:
+            cmd.table(("#File", "#CommitLogOffset", "#Size", "#Topic", "#QueueId", "#QueueOffset", "#Keys",
+                       "#UniqKey", "#StoreTimestamp"),
+                      [(r.file, r.commit_log_offset, r.size, r.topic, r.queue_id, r.queue_offset, r.keys or "",
+                        r.uniq_key or "", r.store_timestamp) for r in records])
+            cmd.print(f"{len(records)} intact record(s) in lost+found")
+
+        cmd.emit([dataclasses.asdict(r) for r in records], render_lost)
+        return
     with cmd.progress("verifyStore") as update:
         report = cmd.admin().verify_store(update)
 

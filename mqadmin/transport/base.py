@@ -32,7 +32,7 @@ from broker_core.auth.model import Acl, User
 from broker_core.broker.route_info import ClusterInfo, TopicRouteData
 
 if TYPE_CHECKING:
-    from broker_core.store.verify import VerifyReport
+    from broker_core.store.verify import LostRecord, VerifyReport
     from spark.rebuild import RebuildSummary
 
 ProgressFn = Callable[[int, int], None]
@@ -460,6 +460,10 @@ class StoreMaintenance(Protocol):
 
     def verify_store(self, progress: ProgressFn | None = None) -> VerifyReport:
         """Every CQ/BCQ unit and index entry checked against the commitlog, read-only."""
+        ...
+
+    def lost_found_records(self) -> list[LostRecord]:
+        """Intact records crash recovery kept in the store's lost+found/."""
         ...
 
     def rebuild_store(self, parts: list[str], master: str, verify: bool, config_file: str | None = None,

@@ -26,9 +26,10 @@ from broker_core.broker.errors import BrokerError, ResponseCode
 from broker_core.broker.reset_offset import ResetOffsetPlanEntry
 from broker_core.broker.route_info import BrokerData, ClusterInfo, RouteInfoManager, TopicRouteData
 from broker_core.config_loader import ConfigError
+from broker_core.store import store_lock
 from broker_core.store.index_file import IndexFileError
 from broker_core.store.store_dir import is_store_dir, not_a_store_reason
-from broker_core.store.store_lock import StoreLockedError, is_store_locked
+from broker_core.store.store_lock import StoreLockedError, describe_holder, is_store_locked
 from broker_core.store.subscription_group_config import SubscriptionGroupConfig
 from broker_core.store.topic_config import TopicConfig
 from mqadmin.errors import AdminError, NotFoundError, StoreBusyError, WrongTargetError, refusal
@@ -51,7 +52,7 @@ from mqadmin.transport.base import (
 )
 
 if TYPE_CHECKING:
-    from broker_core.store.verify import VerifyReport
+    from broker_core.store.verify import LostRecord, VerifyReport
     from spark.rebuild import RebuildSummary
 
 P = ParamSpec("P")
@@ -99,12 +100,14 @@ class LocalBrokerClient:
                 hint = "" if self.read_only or self.store_dir.is_file() else " (give --create to make a new store there)"
                 raise NotFoundError(not_a_store_reason(self.store_dir) + hint)
             if not self.read_only and is_store_locked(self.store_dir):
-                raise StoreBusyError(str(self.store_dir))
+                raise StoreBusyError(str(self.store_dir), holder=describe_holder(self.store_dir))
+            if not self.read_only:
+                store_lock.PROCESS_ROLE = "mqadmin"  # written beside the lock: who holds it
             try:
                 self._broker = Broker(self.store_dir, dataclasses.replace(self.config), self.clock,
                                       read_only=self.read_only, audit_log_path=None)
             except StoreLockedError:
-                raise StoreBusyError(str(self.store_dir)) from None
+                raise StoreBusyError(str(self.store_dir), holder=describe_holder(self.store_dir)) from None
             except BrokerError as e:
                 raise admin_error(e) from None
             except AuthError as e:
@@ -386,13 +389,17 @@ class LocalBrokerClient:
         b = self._broker_for(self.config.broker_addr)
         return self._call(None, b.verify_store, progress)
 
+    def lost_found_records(self) -> list[LostRecord]:
+        b = self._broker_for(self.config.broker_addr)
+        return self._call(None, b.lost_found_records)
+
     def rebuild_store(self, parts: list[str], master: str, verify: bool, config_file: str | None = None,
                       progress: Callable[[str, int, int], None] | None = None) -> RebuildSummary:
         """Spark rebuild over the store's files; refused while a broker holds the store (unless verify)."""
         if not is_store_dir(self.store_dir):
             raise NotFoundError(not_a_store_reason(self.store_dir))
         if not verify and is_store_locked(self.store_dir):
-            raise StoreBusyError(str(self.store_dir))
+            raise StoreBusyError(str(self.store_dir), holder=describe_holder(self.store_dir))
         from spark.master_url import MasterUrlError, check_master
 
         try:
@@ -407,7 +414,7 @@ class LocalBrokerClient:
             return run_rebuild(self.store_dir, config_file, parts, master, verify, progress)
         except RebuildError as e:
             if "locked" in str(e) or "held" in str(e):
-                raise StoreBusyError(str(self.store_dir)) from None
+                raise StoreBusyError(str(self.store_dir), holder=describe_holder(self.store_dir)) from None
             raise AdminError(_first_line(str(e))) from e
         except Exception as e:  # noqa: BLE001 - a Py4J/Spark failure: its first line (--verbose: all of it)
             raise AdminError(f"Spark failed: {_first_line(str(e))}") from e

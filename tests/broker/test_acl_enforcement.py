@@ -180,6 +180,7 @@ EXEMPT = {
     "put_message_internal": "the broker's own writers", "set_transaction_check_listener": "network-layer wiring",
     "add_topic_change_listener": "network-layer wiring",
     "verify_store": "in-process store maintenance (mqadmin verifyStore on a store directory)",
+    "lost_found_records": "in-process store maintenance (mqadmin verifyStore --lostFound on a store directory)",
     "registration": "name-server registration (broker to namesrv, not a client request)",
     "retry_topic_of": "name helper", "dlq_topic_of": "name helper", "is_retry_topic": "name helper",
 }

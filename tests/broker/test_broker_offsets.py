@@ -108,6 +108,8 @@ def test_corrupt_offset_file_falls_back_to_bak_or_fails_clearly(tmp_path):
     (cfg / "consumerOffset.json.bak").write_text('{"offsetTable":{"T@g":{0:5}}}')
     assert read_consumer_offsets(cfg)[0] == {"T@g": {0: 5}}
     (cfg / "consumerOffset.json").write_text('{"offsetTable":{"T@g":{"x":1}}}')
+    assert read_consumer_offsets(cfg)[0] == {"T@g": {0: 5}}  # a wrong shape is damage too: .bak used
+    (cfg / "consumerOffset.json.bak").write_text('{"offsetTable":{"T@g":{"y":1}}}')
     with pytest.raises(ConfigFileError, match="non-integer"):
         read_consumer_offsets(cfg)
 

@@ -110,6 +110,60 @@ def verify_consistency(store: MessageStore) -> dict[int, object]:
     return by_phy
 
 
+def small_config_file(path: Path, **over: object) -> Path:
+    """``small_config`` as a broker.conf for the CLI's ``--config`` (RocketMQ key names)."""
+    lines = {"mappedFileSizeCommitLog": 4096, "mappedFileSizeConsumeQueue": 20 * 16,
+             "mapperFileSizeBatchConsumeQueue": 46 * 8, "maxHashSlotNum": 64, "maxIndexNum": 64}
+    lines.update(over)
+    path.write_text("".join(f"{k}={v}\n" for k, v in lines.items()))
+    return path
+
+
+def crash(store: MessageStore) -> None:
+    """Leave ``store`` as kill -9 would: mapped bytes stay (page cache), ``abort`` stays, the lock goes.
+
+    Nothing is flushed or dispatched beyond what already happened; used to build crashed stores
+    deterministically in-process.
+    """
+    store._stopping = True
+    if store.reput is not None and store.reput._thread is not None:
+        store.reput._stopping = True
+        store.reput.wake()
+        store.reput._thread.join(5)
+        store.reput._thread = None
+    store.commit_log._stopping = True
+    store._close_files()
+    store._lock_file.release()
+    store._opened = False
+
+
+def set_checkpoint(root: Path, physic_ts: int | None = None, logics_ts: int | None = None,
+                   index_ts: int | None = None) -> None:
+    """Overwrite checkpoint fields (big-endian i64 at 0, 8, 16; spec §9.1)."""
+    import struct
+
+    path = Path(root) / "checkpoint"
+    data = bytearray(path.read_bytes())
+    for pos, value in ((0, physic_ts), (8, logics_ts), (16, index_ts)):
+        if value is not None:
+            struct.pack_into(">q", data, pos, value)
+    path.write_bytes(bytes(data))
+
+
+def zero_cq_from(root: Path, topic: str, queue_id: int, unit_offset: int, unit_size: int = 20,
+                 directory: str = "consumequeue") -> None:
+    """Zero every consume queue unit from ``unit_offset`` on (a dispatch that lagged behind the crash)."""
+    qdir = Path(root) / directory / topic / str(queue_id)
+    start = unit_offset * unit_size
+    for p in sorted(qdir.iterdir()):
+        base, size = int(p.name), p.stat().st_size
+        if base + size <= start:
+            continue
+        with open(p, "r+b") as f:
+            f.seek(max(0, start - base))
+            f.write(bytes(size - max(0, start - base)))
+
+
 def _writer(root: str, count: int) -> None:
     cfg = small_config(flush_disk_type=SYNC_FLUSH)
     store = MessageStore(root, cfg).open()

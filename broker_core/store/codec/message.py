@@ -231,8 +231,20 @@ def decode_record(buf: bytes | bytearray | memoryview, pos: int = 0, read_body: 
         raise RecordError(f"bad magic code {magic & 0xFFFFFFFF:#010x} at {pos}")
     if total <= 0 or pos + total > len(buf):
         raise RecordError(f"record size {total} at {pos} runs past the end of the data")
+    try:
+        return _decode_checked(buf, pos, total, magic, read_body)
+    except (struct.error, IndexError, UnicodeError) as e:  # a field that does not fit TOTALSIZE
+        raise RecordError(f"record at {pos} (TOTALSIZE {total}) is malformed: {e}") from None
+
+
+def _decode_checked(buf: bytes | bytearray | memoryview, pos: int, total: int, magic: int,
+                    read_body: bool) -> MessageExt:
+    if total < _HEADERS[(False, False)].size + 3:
+        raise RecordError(f"record size {total} at {pos} is smaller than a record header")
     sys_flag = _I32.unpack_from(buf, pos + SYS_FLAG_POS)[0]
     header = _HEADERS[(bool(sys_flag & BORNHOST_V6_FLAG), bool(sys_flag & STOREHOSTADDRESS_V6_FLAG))]
+    if header.size + 3 > total:
+        raise RecordError(f"record size {total} at {pos} is smaller than its header")
     (_, _, body_crc, queue_id, flag, queue_offset, phy_offset, _, born_ts, born_raw, store_ts, store_raw,
      reconsume, prepared, body_len) = header.unpack_from(buf, pos)
     p = pos + header.size

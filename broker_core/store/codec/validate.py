@@ -1,0 +1,81 @@
+"""What a message must satisfy before it may become a commitlog record (spec §1.2, §2.1).
+
+Why a separate step: the append path assigns queue offsets under its lock and only then writes the
+header. A field that cannot be encoded (a born timestamp past int64, a port past int32, a lone
+surrogate, a property value holding the 0x01/0x02 separators) would fail *after* an offset was taken
+and leave the queue one off, or, worse, be stored and read back as other properties. Every check
+here runs before any offset is assigned and raises ``RecordError`` naming the field.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+
+from .message import MessageInner, RecordError
+from .properties import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
+
+INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+_INT32_FIELDS = ("queue_id", "flag", "sys_flag", "reconsume_times")
+_INT64_FIELDS = ("born_timestamp", "prepared_transaction_offset")
+
+
+def _check_int(name: str, value: object, lo: int, hi: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
+        raise RecordError(f"{name} {value!r} is not an integer in [{lo}, {hi}]")
+
+
+def _check_text(what: str, text: object) -> None:
+    if not isinstance(text, str):
+        raise RecordError(f"{what} must be a string, got {type(text).__name__}")
+    if NAME_VALUE_SEPARATOR in text or PROPERTY_SEPARATOR in text:
+        raise RecordError(f"{what} {text!r} contains a property separator (\\x01 or \\x02)")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise RecordError(f"{what} {text!r} is not valid Unicode ({e.reason} at position {e.start})") from None
+
+
+def check_host(name: str, host: object) -> None:
+    """An (ip, port) pair a record can hold: an IPv4/IPv6 literal and a port in [0, 65535]."""
+    if not (isinstance(host, tuple) and len(host) == 2 and isinstance(host[0], str)):
+        raise RecordError(f"{name} {host!r} is not an (ip, port) pair")
+    ip, port = host
+    try:
+        ipaddress.ip_address(ip)
+    except ValueError:
+        raise RecordError(f"{name} {ip!r} is not an IPv4 or IPv6 address") from None
+    if not isinstance(port, int) or isinstance(port, bool) or not 0 <= port <= 65535:
+        raise RecordError(f"{name} port {port!r} is not in [0, 65535]")
+
+
+def check_message(msg: MessageInner, properties_given: bool = False) -> None:
+    """Raise RecordError (one line naming the field) unless ``msg`` can be encoded faithfully.
+
+    ``properties_given``: the caller supplies an already encoded properties string (a record being
+    re-put from the commitlog), so the dict is not what will be stored and is not checked.
+    """
+    _check_text("topic", msg.topic)
+    if not msg.topic:
+        raise RecordError("topic is empty")
+    if not isinstance(msg.body, bytes | bytearray | memoryview):
+        raise RecordError(f"body must be bytes, got {type(msg.body).__name__}")
+    for name in _INT32_FIELDS:
+        _check_int(name, getattr(msg, name), INT32_MIN, INT32_MAX)
+    for name in _INT64_FIELDS:
+        _check_int(name, getattr(msg, name), INT64_MIN, INT64_MAX)
+    if msg.keep_store_timestamp:
+        _check_int("store_timestamp", msg.store_timestamp, INT64_MIN, INT64_MAX)
+    check_host("born_host", msg.born_host)
+    check_host("store_host", msg.store_host)
+    if properties_given:
+        return
+    if not isinstance(msg.properties, dict):
+        raise RecordError(f"properties must be a dict, got {type(msg.properties).__name__}")
+    for key, value in msg.properties.items():
+        _check_text("property name", key)
+        if not key:
+            raise RecordError("a property name is empty")
+        if value is not None:
+            _check_text(f"property {key}", value)
