@@ -12,7 +12,19 @@ import sys
 import typer
 
 from mqadmin.cli import CaseInsensitiveGroup
-from mqadmin.commands import auth, cluster, connection, group, message, namesrv, offset, search, store, topic
+from mqadmin.commands import (
+    auth,
+    cluster,
+    connection,
+    dashboard,
+    group,
+    message,
+    namesrv,
+    offset,
+    search,
+    store,
+    topic,
+)
 
 app = typer.Typer(
     name="mqadmin",
@@ -26,7 +38,7 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
-for family in (auth, topic, group, offset, message, cluster, store, search, connection, namesrv):
+for family in (auth, topic, group, offset, message, cluster, store, search, connection, namesrv, dashboard):
     app.registered_commands.extend(family.app.registered_commands)
 
 

@@ -1,0 +1,76 @@
+"""Screen 4, Timers: the timer wheel (pending, due-in histogram, rates, dequeue lag), the 4.x delay
+levels with their queue depths, and transaction half/op depths with pending check-backs."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from rich.text import Text
+from textual.containers import Horizontal, Vertical
+from textual.widget import Widget
+from textual.widgets import Label
+
+from mqadmin.admin import TIMER_DUE_BUCKETS
+from tui import format as fmt
+from tui.screens.base import DashboardScreen
+from tui.snapshot import History, Snapshot
+from tui.widgets.filter_table import FilterTable
+
+BUCKET_NAMES = {"10s": "next 10 s", "1m": "10 s - 1 min", "10m": "1 - 10 min", "1h": "10 min - 1 h",
+                "later": "later than 1 h"}
+BAR_WIDTH = 30
+
+
+class TimersScreen(DashboardScreen):
+    TITLE = "Timers"
+
+    def compose_body(self) -> Iterable[Widget]:
+        with Horizontal(classes="pair"):
+            with Vertical():
+                yield Label("Timer wheel", id="timer-title", classes="section")
+                yield FilterTable(["Figure", "Value"], id="timer-figures")
+            with Vertical():
+                yield Label("Due in", classes="section")
+                yield FilterTable(["Due in", "Messages", ("Share", "bar")], id="due")
+        with Horizontal(classes="pair"):
+            with Vertical():
+                yield Label("Delay levels (SCHEDULE_TOPIC_XXXX)", classes="section")
+                yield FilterTable(["Level", "Delay", "Queue", "Delivered to", "Queue end", "Pending", "Next due"],
+                                  id="delay-levels")
+            with Vertical():
+                yield Label("Transactions", classes="section")
+                yield FilterTable(["Figure", "Value"], id="transactions")
+
+    def show(self, snapshot: Snapshot, history: History) -> None:
+        timer = snapshot.timer
+        figures = self.query_one("#timer-figures", FilterTable)
+        due = self.query_one("#due", FilterTable)
+        if timer is None:
+            self.query_one("#timer-title", Label).update("Timer wheel: off (timerWheelEnable=false or no wheel)")
+            figures.set_rows([])
+            due.set_rows([])
+        else:
+            self.query_one("#timer-title", Label).update(f"Timer wheel: {fmt.count(timer.pending)} pending")
+            figures.set_rows([(k, [k, v]) for k, v in (
+                ("Pending timer messages", fmt.count(timer.pending)),
+                ("Enqueue TPS", fmt.rate(timer.enqueue_tps)),
+                ("Dequeue TPS", fmt.rate(timer.dequeue_tps)),
+                ("Dequeue behind", fmt.duration(timer.dequeue_behind_ms)),
+                ("Read position", fmt.when(timer.curr_read_time_ms)),
+                ("Not yet in the wheel", f"{fmt.count(timer.enqueue_behind_messages)} "
+                                         f"({fmt.duration(timer.enqueue_behind_ms)} old)"),
+                ("Timer log size", fmt.size(timer.timer_log_max_offset)),
+            )])
+            top = max(timer.due.values(), default=0) or 1
+            due.set_rows([(b, [BUCKET_NAMES[b], timer.due.get(b, 0),
+                               Text("█" * round(BAR_WIDTH * timer.due.get(b, 0) / top), style="bold")])
+                          for b in TIMER_DUE_BUCKETS])
+        self.query_one("#delay-levels", FilterTable).set_rows([
+            (str(d.level), [d.level, fmt.duration(d.delay_ms), d.queue_id, d.offset, d.max_offset, d.pending,
+                            fmt.when(d.next_due_ms or 0)]) for d in snapshot.delay_levels])
+        tx = snapshot.transactions
+        rows = [("Halves awaiting commit/rollback", fmt.count(tx.pending_check)),
+                ("Half queue unchecked", fmt.count(tx.half_depth)),
+                ("Op queue unchecked", fmt.count(tx.op_depth))]
+        rows += [(f"  pending on {t}", fmt.count(n)) for t, n in tx.pending_by_topic.items() if n]
+        self.query_one("#transactions", FilterTable).set_rows([(k, [k, v]) for k, v in rows])
