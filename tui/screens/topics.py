@@ -15,6 +15,7 @@ from tui.screens.base import DashboardScreen
 from tui.snapshot import History, Snapshot
 from tui.widgets.filter_table import FilterTable
 
+
 class TopicsScreen(DashboardScreen):
     TITLE = "Topics"
 
