@@ -121,6 +121,7 @@ class Poller:
         self._session: AdminSession | None = None
         self._wake = asyncio.Event()
         self.failures = 0
+        self.total_failures = 0
         self.refreshes = 0
 
     def session(self) -> AdminSession:
@@ -153,6 +154,7 @@ class Poller:
                 raise
             except Exception as e:  # noqa: BLE001 - any failure is a lost connection, shown and retried
                 self.failures += 1
+                self.total_failures += 1
                 if self._session is not None:
                     self._session.close()
                     self._session = None
