@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import SIZE
-from helpers import by_first, number, run_async
+from tui_helpers import by_first, number, run_async
+from tui_seed import SIZE
 
 from mqadmin.commands.dashboard import StoreTarget
 from tui.app import DashboardApp

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-from conftest import DASH_GROUP_OFFSETS, SIZE, first_refresh, seed_consumers
-from helpers import number, run_async, table_rows, text_of
 from textual.widgets import Input, Select
+from tui_helpers import first_refresh, number, run_async, table_rows, text_of
+from tui_seed import DASH_GROUP_OFFSETS, SIZE, seed_consumers
 from typer.testing import CliRunner
 
 from mqadmin.app import app as mqadmin_app

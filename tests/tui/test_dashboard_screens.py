@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections import Counter
 
-from conftest import DASH_GROUP_OFFSETS, SIZE, first_refresh, seed_acl, seed_consumers
 from golden_helpers import load_manifest
-from helpers import by_first, number, run_async, table_rows, text_of
 from textual.widgets import Input
+from tui_helpers import by_first, first_refresh, number, run_async, table_rows, text_of
+from tui_seed import DASH_GROUP_OFFSETS, SIZE, seed_acl, seed_consumers
 
 from tui.screens.acl import AclScreen
 from tui.screens.consumers import ConsumersScreen

@@ -47,3 +47,16 @@ def run_async(fn):  # noqa: ANN001, ANN201 - test decorator
         return asyncio.run(fn(*args, **kwargs))
 
     return wrapper
+
+
+async def first_refresh(pilot, refreshes: int = 1, timeout_s: float = 20.0) -> None:  # noqa: ANN001
+    """Wait (without sleeping blindly) until the poller has posted ``refreshes`` snapshots."""
+    import time
+
+    app = pilot.app
+    deadline = time.monotonic() + timeout_s
+    while app.poller.refreshes < refreshes or app.snapshot is None:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no refresh within {timeout_s} s (lost: {app.lost})")
+        await pilot.pause(0.05)
+    await pilot.pause()
