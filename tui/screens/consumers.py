@@ -24,8 +24,8 @@ class ConsumersScreen(DashboardScreen):
 
     def compose_body(self) -> Iterable[Widget]:
         yield Label("Consumer groups, highest lag first", classes="section")
-        yield FilterTable(["Group", "Topics", "Lag", "Consume TPS", "Drains in", "In-flight", "Blocked FIFO",
-                           "Retry", "DLQ"], id="groups")
+        yield FilterTable(["Group", "Lag", "Consume TPS", "Drains in", "In-flight", "Blocked FIFO", "Retry", "DLQ",
+                           "Topics"], id="groups")
         yield Label("", id="lag-label", classes="section")
         yield Sparkline([], id="lag-spark")
         yield FilterTable(["Topic", "Queue", "Broker offset", "Consumer offset", "Lag", "In-flight", "Blocked"],
@@ -36,10 +36,10 @@ class ConsumersScreen(DashboardScreen):
         rows = []
         for g in groups:
             eta = history.drain_eta_s(g.group, g.total_lag)
-            rows.append((g.group, [g.group, ", ".join(g.topics) or "-", g.total_lag,
-                                   fmt.rate(history.group_consume_tps(g.group)),
-                                   "-" if eta is None else fmt.duration(eta * 1000), g.inflight,
-                                   len(g.blocked_queues), g.retry_depth, g.dlq_depth]))
+            drains = "caught up" if g.total_lag == 0 else "-" if eta is None else fmt.duration(eta * 1000)
+            rows.append((g.group, [g.group, g.total_lag, fmt.rate(history.group_consume_tps(g.group)), drains,
+                                   g.inflight, len(g.blocked_queues), g.retry_depth, g.dlq_depth,
+                                   ", ".join(g.topics) or "-"]))
         table = self.query_one("#groups", FilterTable)
         table.set_rows(rows)
         self._show_group(snapshot, history, table.selected_key)

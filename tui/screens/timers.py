@@ -35,7 +35,7 @@ class TimersScreen(DashboardScreen):
         with Horizontal(classes="pair"):
             with Vertical():
                 yield Label("Delay levels (SCHEDULE_TOPIC_XXXX)", classes="section")
-                yield FilterTable(["Level", "Delay", "Queue", "Delivered to", "Queue end", "Pending", "Next due"],
+                yield FilterTable(["Level", "Delay", "Queue", "Delivered", "End", "Pending", "Next due"],
                                   id="delay-levels")
             with Vertical():
                 yield Label("Transactions", classes="section")
