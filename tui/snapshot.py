@@ -29,8 +29,8 @@ from mqadmin.errors import NotFoundError
 
 T = TypeVar("T")
 
-HISTORY_POINTS = 120
-"""Samples kept for sparklines and rates (two minutes at the default one-second refresh)."""
+HISTORY_POINTS = 300
+"""Samples kept for sparklines and rates (five minutes at the default one-second refresh)."""
 
 RATE_WINDOW = 10
 """Samples a rate is averaged over (smooths offsets that move in flush-sized steps)."""

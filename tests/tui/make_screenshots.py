@@ -63,7 +63,8 @@ async def live_screens(store_dir: Path, conf: Path) -> None:
                                "live_group", "30", "40", "8", "80"], stdout=subprocess.PIPE, text=True, env=env)
     try:
         broker.stdout.readline()
-        app = DashboardApp(StoreTarget(store_dir, conf, description="store ./store"), refresh_s=0.5)
+        app = DashboardApp(StoreTarget(store_dir, conf, description="store ./store"), refresh_s=0.5,
+                           call_timeout_s=30)
         async with app.run_test(size=SIZE) as pilot:
             await pilot.pause(6)
             await shoot(app, "1-overview", pilot)
@@ -91,6 +92,7 @@ async def live_screens(store_dir: Path, conf: Path) -> None:
     finally:
         broker.send_signal(signal.SIGTERM)
         broker.wait(timeout=30)
+        print("live broker stopped", flush=True)
 
 
 async def timer_screen(root: Path) -> None:
@@ -98,8 +100,12 @@ async def timer_screen(root: Path) -> None:
     app = store.app()
     app.sub_title = "store ./store-timer"
     async with app.run_test(size=SIZE) as pilot:
-        while app.snapshot is None:
+        for _ in range(1200):
+            if app.snapshot is not None:
+                break
             await pilot.pause(0.05)
+        else:
+            raise SystemExit(f"store-timer: no refresh in 60 s (lost: {app.lost})")
         await pilot.press("4")
         await shoot(app, "4-timers", pilot)
 
@@ -118,6 +124,7 @@ def main() -> None:
         with store.conf.open("a", encoding="utf-8") as f:
             f.write("flushConsumerOffsetInterval=500\n")
         asyncio.run(live_screens(store.dir, store.conf))
+        print("live screens done", flush=True)
         asyncio.run(timer_screen(root))
 
 

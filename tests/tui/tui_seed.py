@@ -29,9 +29,10 @@ class Store:
         # A stable description: the snapshots must not contain the pytest temp path.
         return StoreTarget(self.dir, self.conf, clock=lambda: self.clock_ms, description=f"store {self.name}")
 
-    def app(self, refresh_s: float = 3600.0, **kw: object) -> DashboardApp:
-        return DashboardApp(self.target(), refresh_s=refresh_s, clock_ms=lambda: self.clock_ms,
-                            **kw)  # type: ignore[arg-type]
+    def app(self, refresh_s: float = 3600.0, call_timeout_s: float = 60.0, **kw: object) -> DashboardApp:
+        # A generous timeout per call: CI machines are shared and slow; the timeout test sets its own.
+        return DashboardApp(self.target(), refresh_s=refresh_s, call_timeout_s=call_timeout_s,
+                            clock_ms=lambda: self.clock_ms, **kw)  # type: ignore[arg-type]
 
     def admin(self, writes: bool = False) -> EmbeddedAdmin:
         return EmbeddedAdmin(self.dir, self.conf, read_only=not writes, clock=lambda: self.clock_ms)
