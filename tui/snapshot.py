@@ -14,18 +14,15 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from broker_core.auth.model import Acl, User
-from mqadmin.admin import (
-    Admin,
-    BrokerIdentity,
+from mqadmin.admin import Admin, BrokerIdentity, QueueStatus, TopicInfo
+from mqadmin.errors import NotFoundError
+from mqadmin.figures import (
     DelayLevelInfo,
     GroupLag,
-    QueueStatus,
     StorePositionsInfo,
     TimerBacklogInfo,
-    TopicInfo,
     TransactionBacklogInfo,
 )
-from mqadmin.errors import NotFoundError
 
 T = TypeVar("T")
 

@@ -915,6 +915,7 @@ class Broker:
         }
         info.update(self._timer_runtime_info())
         info.update(self.schedule_service.running_stats())
+        info.update(self._dashboard_runtime_info())
         return dict(sorted(info.items()))
 
     def _timer_runtime_info(self) -> dict[str, str]:
@@ -1033,6 +1034,29 @@ class Broker:
         return self.auth_manager.list_acls(subject_filter, resource_filter)
 
     # -- dashboard figures (issue 14: what `mqadmin dashboard` shows beyond brokerStatus) ----------
+    def _dashboard_runtime_info(self) -> dict[str, str]:
+        """Our keys of GET_BROKER_RUNTIME_INFO (the dashboard's figures), so they travel over every
+        transport in the one map RocketMQ already extends with its own timer and schedule keys."""
+        p = self.store_positions()
+        tx = self.transaction_backlog()
+        info = {"commitLogFlushedOffset": str(p.flushed_offset),
+                "checkpointPhysicMsgTimestamp": str(p.physic_msg_timestamp),
+                "checkpointLogicsMsgTimestamp": str(p.logics_msg_timestamp),
+                "transactionHalfDepth": str(tx.half_depth), "transactionOpDepth": str(tx.op_depth),
+                "transactionHalfPending": str(tx.pending_check),
+                "timerWheelEnable": "true" if self.timer_store is not None else "false"}
+        if self.timer_store is not None:
+            b = self.timer_store.backlog()
+            info.update({f"timerDueIn_{name}": str(n) for name, n in b.due.items()})
+            info.update({"timerDequeueBehindMs": str(b.dequeue_behind_ms),
+                         "timerEnqueueBehindMs": str(b.enqueue_behind_ms),
+                         "timerCurrReadTimeMs": str(b.curr_read_time_ms),
+                         "timerLogMaxOffset": str(b.timer_log_max_offset)})
+        for st in self.schedule_service.stats():
+            info[f"scheduleLevel_{st.level}"] = (f"{st.delay_ms},{st.offset},{st.max_offset},"
+                                                 f"{st.next_due_ms if st.next_due_ms is not None else -1}")
+        return info
+
     def store_positions(self, auth: RequestContext | None = None) -> StorePositions:
         """Commitlog range, how far it is flushed and dispatched, and the checkpoint's store times."""
         self._authorize(auth, "GET_BROKER_RUNTIME_INFO")

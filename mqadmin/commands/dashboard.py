@@ -10,7 +10,8 @@ import typer
 
 from mqadmin.admin import Admin
 from mqadmin.cli import Cmd, register
-from mqadmin.errors import RemoteUnavailableError, UsageProblem
+from mqadmin.connect import open_local_admin, open_remote_admin
+from mqadmin.errors import UsageProblem
 from mqadmin.timefmt import now_ms
 
 app = typer.Typer()
@@ -30,9 +31,20 @@ class StoreTarget:
         self.description = description or f"store {store_dir}"
 
     def open(self, writes: bool = False) -> Admin:
-        from mqadmin.embedded import EmbeddedAdmin
+        return open_local_admin(self.store_dir, self.config_file, writes=writes, clock=self.clock)
 
-        return EmbeddedAdmin(self.store_dir, self.config_file, read_only=not writes, clock=self.clock)
+
+class ClusterTarget:
+    """A running cluster behind a name server (``-n``): one connection, kept until it fails."""
+
+    reopen_each_refresh = False
+
+    def __init__(self, namesrv_addr: str) -> None:
+        self.namesrv_addr = namesrv_addr
+        self.description = f"name server {namesrv_addr}"
+
+    def open(self, writes: bool = False) -> Admin:
+        return open_remote_admin(self.namesrv_addr)
 
 
 @register(app, "dashboard", "Live dashboard (Textual) of topics, consumer lag, timers, messages and ACL.")
@@ -50,11 +62,10 @@ def dashboard(
     if screen not in {m for m, _ in SCREENS_IN_ORDER}:
         raise UsageProblem(f"--screen {screen!r}: expected one of {', '.join(m for m, _ in SCREENS_IN_ORDER)}")
     remote = cmd.opts.remote_target
-    if remote:
-        raise RemoteUnavailableError(remote)
-    target = StoreTarget(cmd.opts.store_dir, cmd.opts.config)
+    target: StoreTarget | ClusterTarget = (ClusterTarget(remote) if remote
+                                           else StoreTarget(cmd.opts.store_dir, cmd.opts.config))
     admin = target.open()
-    try:  # fail here, in one line, on a missing or unreadable store
+    try:  # fail here, in one line, on a missing store or an unreachable cluster
         admin.identity()
         admin.list_topics()
     finally:

@@ -53,7 +53,7 @@ async def test_live_lag_rises_then_drains_beside_a_running_broker(golden_store):
                     continue  # the broker may be mid-write of a config file: the next refresh retries
                 rows = by_first(app, "#groups")
                 if GROUP in rows:
-                    seen.append(number(rows[GROUP][2]))
+                    seen.append(number(rows[GROUP][1]))
                 if seen and max(seen) >= 40 and seen[-1] == 0:
                     break
             print("lag seen:", seen, "failed refreshes:", app.poller.total_failures)

@@ -9,7 +9,8 @@ from pathlib import Path
 from golden_helpers import copy_golden_store, load_manifest, write_broker_conf
 
 from broker_core.auth.model import Acl
-from mqadmin.admin import SubscriptionGroupInfo
+from broker_core.broker.broker import Broker
+from broker_core.broker.broker_config import BrokerConfig
 from mqadmin.commands.dashboard import StoreTarget
 from mqadmin.embedded import EmbeddedAdmin
 from tui.app import DashboardApp
@@ -48,17 +49,20 @@ def make_store(name: str, dest_root: Path) -> Store:
     return Store(name, store, conf, int(start) + 5000)
 
 
+def open_broker(store: Store) -> Broker:
+    """A writable Broker over the copy (what a running broker would be), for seeding real state."""
+    return Broker(store.dir, BrokerConfig.load(store.conf, store.dir), lambda: store.clock_ms, audit_log_path=None)
+
+
 def seed_consumers(store: Store) -> None:
-    """Real consumer state on store-basic through the Admin and the Broker's own consume calls:
-    dash_group with committed offsets on GoldenTopicA; fifo_group popping GoldenTopicB orderly and
-    not acking (a blocked FIFO queue, 3 in flight); pop_group with 4 in flight and one message sent to
-    its DLQ."""
-    admin = store.admin(writes=True)
+    """Real consumer state on store-basic through the Broker's own calls: dash_group with committed
+    offsets on GoldenTopicA; fifo_group popping GoldenTopicB orderly and not acking (a blocked FIFO
+    queue, 3 in flight); pop_group with 4 in flight and one message sent to its DLQ."""
+    broker = open_broker(store)
     try:
-        admin.update_sub_group(SubscriptionGroupInfo("dash_group"))
+        broker.create_or_update_subscription_group("dash_group")
         for qid, offset in DASH_GROUP_OFFSETS.items():
-            admin.reset_offset_by_time("dash_group", "GoldenTopicA", 0, True, qid, offset)
-        broker = admin.broker()
+            broker.reset_offset("dash_group", "GoldenTopicA", offset=offset, queue_id=qid)
         broker.create_or_update_subscription_group("fifo_group", consume_message_orderly=True)
         broker.create_or_update_subscription_group("pop_group")
         fifo = broker.pop_message("fifo_group", "GoldenTopicB", max_msgs=3, invisible_time_ms=3_600_000,
@@ -69,7 +73,7 @@ def seed_consumers(store: Store) -> None:
         assert len(popped.messages) == 4
         broker.consumer_send_back("pop_group", popped.messages[0].commit_log_offset, delay_level=-1)
     finally:
-        admin.close()
+        broker.shutdown()
 
 
 def seed_acl(store: Store) -> None:

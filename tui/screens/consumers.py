@@ -11,7 +11,7 @@ from textual.binding import Binding
 from textual.widget import Widget
 from textual.widgets import DataTable, Label, Sparkline
 
-from mqadmin.admin import GroupLag
+from mqadmin.figures import GroupLag
 from tui import format as fmt
 from tui.screens.base import DashboardScreen
 from tui.snapshot import History, Snapshot

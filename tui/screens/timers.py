@@ -10,7 +10,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widget import Widget
 from textual.widgets import Label
 
-from mqadmin.admin import TIMER_DUE_BUCKETS
+from mqadmin.figures import TIMER_DUE_BUCKETS
 from tui import format as fmt
 from tui.screens.base import DashboardScreen
 from tui.snapshot import History, Snapshot
@@ -72,5 +72,4 @@ class TimersScreen(DashboardScreen):
         rows = [("Halves awaiting commit/rollback", fmt.count(tx.pending_check)),
                 ("Half queue unchecked", fmt.count(tx.half_depth)),
                 ("Op queue unchecked", fmt.count(tx.op_depth))]
-        rows += [(f"  pending on {t}", fmt.count(n)) for t, n in tx.pending_by_topic.items() if n]
         self.query_one("#transactions", FilterTable).set_rows([(k, [k, v]) for k, v in rows])
