@@ -22,6 +22,10 @@ from mqadmin.figures import (
     StorePositionsInfo,
     TimerBacklogInfo,
     TransactionBacklogInfo,
+    delay_levels_from,
+    store_positions_from,
+    timer_backlog_from,
+    transaction_backlog_from,
 )
 
 T = TypeVar("T")
@@ -56,20 +60,48 @@ class TopicSnapshot:
 
 
 @dataclass(frozen=True)
+class BrokerView:
+    """One broker's runtime info and the figures parsed from it."""
+
+    identity: BrokerIdentity
+    status: dict[str, str]
+
+    @property
+    def name(self) -> str:
+        return self.identity.broker_name
+
+    @property
+    def positions(self) -> StorePositionsInfo:
+        return store_positions_from(self.status)
+
+    @property
+    def timer(self) -> TimerBacklogInfo | None:
+        return timer_backlog_from(self.status)
+
+    @property
+    def delay_levels(self) -> list[DelayLevelInfo]:
+        return delay_levels_from(self.status)
+
+    @property
+    def transactions(self) -> TransactionBacklogInfo:
+        return transaction_backlog_from(self.status)
+
+
+@dataclass(frozen=True)
 class Snapshot:
     """Everything the six screens show, read in one refresh."""
 
     taken_ms: int
-    identity: BrokerIdentity
-    status: dict[str, str]
-    positions: StorePositionsInfo
+    brokers: list[BrokerView]
     topics: list[TopicSnapshot]
     groups: list[GroupLag]
-    timer: TimerBacklogInfo | None
-    delay_levels: list[DelayLevelInfo]
-    transactions: TransactionBacklogInfo
     users: list[User]
     acls: list[Acl]
+
+    @property
+    def identity(self) -> BrokerIdentity:
+        """The first broker (the one ACL and message queries go to when none is named)."""
+        return self.brokers[0].identity
 
     def topic(self, name: str) -> TopicSnapshot | None:
         return next((t for t in self.topics if t.name == name), None)
@@ -88,6 +120,9 @@ AdminCall = Callable[[Callable[[Admin], T]], Awaitable[T]]
 
 async def collect_snapshot(call: AdminCall, taken_ms: int) -> Snapshot:
     """Read every figure the dashboard shows through the Admin interface, one timed call per fact."""
+    brokers = []
+    for b in await call(lambda a: a.brokers()):
+        brokers.append(BrokerView(b, await call(lambda a, addr=b.broker_addr: a.broker_status(addr))))
     topics = []
     for name in await call(lambda a: a.list_topics()):
         try:
@@ -102,11 +137,8 @@ async def collect_snapshot(call: AdminCall, taken_ms: int) -> Snapshot:
             groups.append(await call(lambda a, n=name: a.group_lag(n)))
         except NotFoundError:
             continue
-    return Snapshot(
-        taken_ms, await call(lambda a: a.identity()), await call(lambda a: a.broker_status()),
-        await call(lambda a: a.store_positions()), topics, groups, await call(lambda a: a.timer_backlog()),
-        await call(lambda a: a.delay_levels()), await call(lambda a: a.transaction_backlog()),
-        await call(lambda a: a.list_users()), await call(lambda a: a.list_acls()))
+    return Snapshot(taken_ms, brokers, topics, groups, await call(lambda a: a.list_users()),
+                    await call(lambda a: a.list_acls()))
 
 
 @dataclass

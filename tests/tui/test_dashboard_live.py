@@ -46,7 +46,7 @@ async def test_live_lag_rises_then_drains_beside_a_running_broker(golden_store):
         seen: list[int] = []
         async with app.run_test(size=SIZE) as pilot:
             await pilot.press("3")
-            deadline = time.monotonic() + 60
+            deadline = time.monotonic() + 120  # generous: CI machines are shared
             while time.monotonic() < deadline:
                 await pilot.pause(0.25)
                 if app.lost is not None:

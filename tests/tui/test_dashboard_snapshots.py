@@ -95,4 +95,4 @@ def test_snapshot_acl_explain(golden_store, snap_compare):
 
 def test_snapshot_help(golden_store, snap_compare):
     store = golden_store("store-basic")
-    assert snap_compare(store.app(), run_before=_refreshed, press=["question_mark"], terminal_size=SIZE)
+    assert snap_compare(store.app(), run_before=_refreshed, press=["2", "question_mark"], terminal_size=SIZE)

@@ -31,19 +31,20 @@ class OverviewScreen(DashboardScreen):
         yield FilterTable(["Figure", "Value"], id="figures")
 
     def show(self, snapshot: Snapshot, history: History) -> None:
-        status = snapshot.status
-        me = snapshot.identity
-        read_only = status.get("readOnly") == "true"
-        if read_only:
-            held = status.get("brokerActive") == "true"
-            up = "store held by a running broker" if held else "store (no broker running)"
-            mode = "read-only store"
-        else:
-            up = status.get("runtime", "-").strip("[] ")
-            mode = "live"
-        self.query_one("#brokers", FilterTable).set_rows([(me.broker_name, [
-            me.broker_name, me.broker_addr, me.cluster_name, status.get("brokerVersionDesc", "-"), up,
-            _disk(status.get("commitLogDiskRatio")), mode])])
+        rows = []
+        for b in snapshot.brokers:
+            status, me = b.status, b.identity
+            if status.get("readOnly") == "true":
+                held = status.get("brokerActive") == "true"
+                up = "store held by a running broker" if held else "store (no broker running)"
+                mode = "read-only store"
+            else:
+                up = status.get("runtime", "-").strip("[] ")
+                mode = "live"
+            rows.append((me.broker_addr, [me.broker_name, me.broker_addr, me.cluster_name,
+                                          status.get("brokerVersionDesc", "-"), up,
+                                          _disk(status.get("commitLogDiskRatio")), mode]))
+        self.query_one("#brokers", FilterTable).set_rows(rows)
         put_tps, get_tps = history.put_tps.values(), history.get_tps.values()
         self.query_one("#put-label", Label).update(f"Put TPS {fmt.rate(put_tps[-1] if put_tps else 0.0)} "
                                                    f"(last {len(put_tps)} refreshes)")
@@ -51,24 +52,27 @@ class OverviewScreen(DashboardScreen):
                                                    f"(last {len(get_tps)} refreshes)")
         self.query_one("#put-spark", Sparkline).data = put_tps or [0.0]
         self.query_one("#get-spark", Sparkline).data = get_tps or [0.0]
-        p = snapshot.positions
-        timer = snapshot.timer
-        tx = snapshot.transactions
-        delay_pending = sum(d.pending for d in snapshot.delay_levels)
-        rows: list[tuple[str, str]] = [
-            ("Commitlog range", f"[{fmt.count(p.commit_log_min_offset)}, {fmt.count(p.commit_log_max_offset)})"),
-            ("Flushed position", f"{fmt.count(p.flushed_offset)} ({fmt.size(p.unflushed_bytes)} not flushed)"),
-            ("Dispatch behind", fmt.size(p.dispatch_behind_bytes)),
-            ("Last stored", fmt.when(p.physic_msg_timestamp)),
+        figures: list[tuple[str, str]] = [
             ("Topics / groups", f"{len(snapshot.topics)} / {len(snapshot.groups)}"),
             ("Consumer lag (all groups)", fmt.count(snapshot.total_lag)),
-            ("Timer messages pending", "timer wheel off" if timer is None else fmt.count(timer.pending)),
-            ("Timer dequeue behind", "-" if timer is None else fmt.duration(timer.dequeue_behind_ms)),
-            ("Delay-level messages pending", fmt.count(delay_pending)),
-            ("Transaction halves awaiting decision", fmt.count(tx.pending_check)),
-            ("Transaction half / op unchecked", f"{fmt.count(tx.half_depth)} / {fmt.count(tx.op_depth)}"),
         ]
-        self.query_one("#figures", FilterTable).set_rows([(k, [k, v]) for k, v in rows])
+        many = len(snapshot.brokers) > 1
+        for b in snapshot.brokers:
+            prefix = f"{b.name}: " if many else ""
+            p, timer, tx = b.positions, b.timer, b.transactions
+            delay_pending = sum(d.pending for d in b.delay_levels)
+            figures += [(prefix + k, v) for k, v in (
+                ("Commitlog range", f"[{fmt.count(p.commit_log_min_offset)}, {fmt.count(p.commit_log_max_offset)})"),
+                ("Flushed position", f"{fmt.count(p.flushed_offset)} ({fmt.size(p.unflushed_bytes)} not flushed)"),
+                ("Dispatch behind", fmt.size(p.dispatch_behind_bytes)),
+                ("Last stored", fmt.when(p.physic_msg_timestamp)),
+                ("Timer messages pending", "timer wheel off" if timer is None else fmt.count(timer.pending)),
+                ("Timer dequeue behind", "-" if timer is None else fmt.duration(timer.dequeue_behind_ms)),
+                ("Delay-level messages pending", fmt.count(delay_pending)),
+                ("Transaction halves awaiting decision", fmt.count(tx.pending_check)),
+                ("Transaction half / op unchecked", f"{fmt.count(tx.half_depth)} / {fmt.count(tx.op_depth)}"),
+            )]
+        self.query_one("#figures", FilterTable).set_rows([(k, [k, v]) for k, v in figures])
 
 
 def _disk(ratio: str | None) -> str:
