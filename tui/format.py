@@ -50,3 +50,16 @@ def count(n: int) -> str:
 def perm(value: int) -> str:
     """A topic's perm as RocketMQ's PermName.perm2String: R (read), W (write), X (inherit), '-' if not."""
     return "".join(c if value & bit else "-" for c, bit in (("R", 4), ("W", 2), ("X", 1)))
+
+
+TREND_BLOCKS = " ▁▂▃▄▅▆▇█"
+
+
+def trend(values: list[float], width: int = 12) -> str:
+    """The last ``width`` values as block characters scaled to their own max (a row's lag trend;
+    the highlighted group gets Textual's Sparkline widget)."""
+    tail = values[-width:]
+    top = max(tail, default=0)
+    if top <= 0:
+        return "▁" * len(tail)
+    return "".join(TREND_BLOCKS[max(1, round(v / top * (len(TREND_BLOCKS) - 1)))] if v > 0 else "▁" for v in tail)

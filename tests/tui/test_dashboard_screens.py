@@ -91,10 +91,10 @@ async def test_consumers_screen_sorts_by_lag_and_shows_inflight_blocked_fifo_and
         dash = groups["dash_group"]
         assert number(dash[1]) == sum(25 - o for o in DASH_GROUP_OFFSETS.values())
         fifo = groups["fifo_group"]
-        assert (number(fifo[4]), number(fifo[5])) == (3, 1)  # in flight, blocked FIFO queues
+        assert (number(fifo[5]), number(fifo[6])) == (3, 1)  # in flight, blocked FIFO queues
         pop = groups["pop_group"]
-        assert number(pop[4]) == 4 and number(pop[7]) == 1  # in flight, DLQ depth
-        assert pop[8] == "GoldenTopicA"  # pop's own retry topic counts as retry, not as a topic
+        assert number(pop[5]) == 4 and number(pop[8]) == 1  # in flight, DLQ depth
+        assert pop[9] == "GoldenTopicA"  # pop's own retry topic counts as retry, not as a topic
         # The highlighted group's queues follow the cursor.
         table = pilot.app.screen.query_one("#groups")
         table.focus()

@@ -24,8 +24,8 @@ class ConsumersScreen(DashboardScreen):
 
     def compose_body(self) -> Iterable[Widget]:
         yield Label("Consumer groups, highest lag first", classes="section")
-        yield FilterTable(["Group", "Lag", "Consume TPS", "Drains in", "In-flight", "Blocked FIFO", "Retry", "DLQ",
-                           "Topics"], id="groups")
+        yield FilterTable(["Group", "Lag", "Trend", "Consume TPS", "Drains in", "In-flight", "Blocked FIFO", "Retry",
+                           "DLQ", "Topics"], id="groups")
         yield Label("", id="lag-label", classes="section")
         yield Sparkline([], id="lag-spark")
         yield FilterTable(["Topic", "Queue", "Broker offset", "Consumer offset", "Lag", "In-flight", "Blocked"],
@@ -37,7 +37,8 @@ class ConsumersScreen(DashboardScreen):
         for g in groups:
             eta = history.drain_eta_s(g.group, g.total_lag)
             drains = "caught up" if g.total_lag == 0 else "-" if eta is None else fmt.duration(eta * 1000)
-            rows.append((g.group, [g.group, g.total_lag, fmt.rate(history.group_consume_tps(g.group)), drains,
+            rows.append((g.group, [g.group, g.total_lag, fmt.trend(history.lag_values(g.group)),
+                                   fmt.rate(history.group_consume_tps(g.group)), drains,
                                    g.inflight, len(g.blocked_queues), g.retry_depth, g.dlq_depth,
                                    ", ".join(g.topics) or "-"]))
         table = self.query_one("#groups", FilterTable)

@@ -63,6 +63,12 @@ class ResetScreen(ModalScreen[ResetPlan | None]):
             yield Label("Plan: press 'Plan' to see what would change (nothing changes).", id="reset-status")
             yield FilterTable(["Queue", "Broker offset", "Consumer offset", "Reset to"], id="plan-table")
 
+    def _poller(self) -> Poller:
+        from tui.app import DashboardApp
+
+        assert isinstance(self.app, DashboardApp)
+        return self.app.poller
+
     def _request(self) -> ResetRequest:
         topic = self.query_one("#reset-topic", Select).value
         if not isinstance(topic, str):
@@ -115,7 +121,7 @@ class ResetScreen(ModalScreen[ResetPlan | None]):
         self._status("Planning...")
         self._plans += 1
         self._pending = req
-        self.run_worker(self.app.poller.ask(self, f"plan:{self._plans}", lambda a: req.run(a, dry_run=True)),
+        self.run_worker(self._poller().ask(self, f"plan:{self._plans}", lambda a: req.run(a, dry_run=True)),
                         group="reset")
 
     def action_apply(self) -> None:
@@ -131,7 +137,7 @@ class ResetScreen(ModalScreen[ResetPlan | None]):
         def confirmed(yes: bool | None) -> None:
             if yes and self.planned is req:
                 self._status("Applying...")
-                self.run_worker(self.app.poller.ask(self, "apply", lambda a: req.run(a, dry_run=False), writes=True),
+                self.run_worker(self._poller().ask(self, "apply", lambda a: req.run(a, dry_run=False), writes=True),
                                 group="reset")
 
         self.app.push_screen(ConfirmScreen(question), confirmed)
@@ -160,7 +166,7 @@ class ResetScreen(ModalScreen[ResetPlan | None]):
             self.query_one("#apply", Button).disabled = True
             self._status(f"Applied: {len(self.applied.changes)} queue(s) of group {self.group} reset.")
             self.notify(f"Offsets of {self.group} reset", title="Reset applied")
-            self.app.poller.refresh_now()
+            self._poller().refresh_now()
 
     def action_cancel(self) -> None:
         self.dismiss(self.applied)
