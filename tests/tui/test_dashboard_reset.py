@@ -99,6 +99,16 @@ async def test_reset_by_time_plan_is_dropped_when_an_input_changes_and_bad_input
     seed_consumers(store)
     async with store.app().run_test(size=SIZE) as pilot:
         await first_refresh(pilot)
+        # A group without offsets has nothing to reset: no dialog, a warning instead.
+        await pilot.press("3")
+        await pilot.pause()
+        rows = [r[0] for r in table_rows(pilot.app, "#groups")]
+        table = pilot.app.screen.query_one("#groups")
+        table.focus()
+        table.move_cursor(row=rows.index("TOOLS_CONSUMER"))
+        await pilot.press("r")
+        await pilot.pause()
+        assert not isinstance(pilot.app.screen, ResetScreen)
         screen = await _open_reset(pilot, "dash_group")
         await pilot.click("#plan")  # by time, "now": every queue to its end
         await _wait(pilot, lambda: screen.planned is not None, "the plan")

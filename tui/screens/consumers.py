@@ -76,6 +76,9 @@ class ConsumersScreen(DashboardScreen):
         if g is None:
             self.notify("Highlight a consumer group first", severity="warning")
             return
+        if not g.topics:
+            self.notify(f"{g.group} holds no offsets on any topic: nothing to reset", severity="warning")
+            return
         from tui.screens.reset import ResetScreen
 
         self.app.push_screen(ResetScreen(g.group, g.topics, self.dashboard.snapshot.identity.broker_name
