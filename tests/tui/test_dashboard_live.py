@@ -163,7 +163,13 @@ async def test_live_lag_rises_then_drains_over_the_network(tmp_path):
                         seen.append(number(rows[NET_GROUP][1]))
                     if seen and max(seen) >= 20 and seen[-1] == 0:
                         break
-                assert app.snapshot is not None and app.snapshot.identity.broker_addr == b.broker_addr
+                snap = app.snapshot
+                assert snap is not None and snap.identity.broker_addr == b.broker_addr
+                # The dashboard's runtime-info keys travel over the wire like RocketMQ's own.
+                status = snap.brokers[0].status
+                assert {"commitLogFlushedOffset", "transactionHalfPending", "scheduleLevel_1"} <= status.keys()
+                assert snap.brokers[0].positions.commit_log_max_offset > 0
+                assert len(snap.brokers[0].delay_levels) == 18
             print("network lag seen:", seen)
             assert not errors, errors
             peak = max(seen, default=0)
