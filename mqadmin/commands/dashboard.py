@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from mqadmin.admin import Admin
 from mqadmin.cli import Cmd, register
-from mqadmin.connect import open_local_admin, open_remote_admin
 from mqadmin.errors import UsageProblem
 from mqadmin.timefmt import now_ms
+
+if TYPE_CHECKING:  # `mqadmin --help` must not load the Admin or the Broker
+    from mqadmin.admin import Admin
 
 app = typer.Typer()
 
@@ -31,6 +32,8 @@ class StoreTarget:
         self.description = description or f"store {store_dir}"
 
     def open(self, writes: bool = False) -> Admin:
+        from mqadmin.connect import open_local_admin
+
         return open_local_admin(self.store_dir, self.config_file, writes=writes, clock=self.clock)
 
 
@@ -44,6 +47,8 @@ class ClusterTarget:
         self.description = f"name server {namesrv_addr}"
 
     def open(self, writes: bool = False) -> Admin:
+        from mqadmin.connect import open_remote_admin
+
         return open_remote_admin(self.namesrv_addr)
 
 
