@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STORE ?= ./store
 
-.PHONY: run tour test lint bench fuzz clean-store
+.PHONY: run tour test lint bench fuzz clean-store screenshots
 
 # setup.py and the C source too: `pip install -e .` compiles the store's hot path
 # (broker_core/store/codec/_hotpath.c) in place; without a compiler the pure-Python twin is used.
@@ -45,6 +45,10 @@ bench: $(BIN)/mqadmin
 	@command -v redis-server >/dev/null || { echo "bench/remoting.py needs redis-server (apt-get install redis-server)"; exit 1; }
 	$(BIN)/pip install --quiet -e '.[bench]'
 	$(BIN)/python bench/remoting.py
+
+# The README's dashboard screenshots (needs rsvg-convert: apt-get install librsvg2-bin).
+screenshots: $(BIN)/mqadmin
+	$(BIN)/python tests/tui/make_screenshots.py
 
 clean-store:
 	rm -rf $(STORE)

@@ -19,6 +19,18 @@ from typing import TYPE_CHECKING, Any
 
 from broker_core.auth.model import Acl, User, UserStatus, UserType
 from mqadmin.errors import AdminError, NotFoundError, WrongTargetError
+from mqadmin.figures import (
+    DelayLevelInfo,
+    GroupLag,
+    QueueLag,
+    StorePositionsInfo,
+    TimerBacklogInfo,
+    TransactionBacklogInfo,
+    delay_levels_from,
+    store_positions_from,
+    timer_backlog_from,
+    transaction_backlog_from,
+)
 from mqadmin.timefmt import now_ms
 from mqadmin.transport.base import (
     BrokerClient,
@@ -1046,3 +1058,33 @@ class Admin:
     def rebuild_store(self, parts: list[str], master: str, verify: bool, config_file: str | None = None,
                       progress: Callable[[str, int, int], None] | None = None) -> RebuildSummary:
         return self._maintenance("rebuildStore").rebuild_store(parts, master, verify, config_file, progress)
+
+    # -- dashboard figures (issue 14; parsed from runtime info in mqadmin.figures) -------------------
+    def store_positions(self, broker_addr: str | None = None) -> StorePositionsInfo:
+        return store_positions_from(self.broker_status(broker_addr))
+
+    def timer_backlog(self, broker_addr: str | None = None) -> TimerBacklogInfo | None:
+        return timer_backlog_from(self.broker_status(broker_addr))
+
+    def delay_levels(self, broker_addr: str | None = None) -> list[DelayLevelInfo]:
+        return delay_levels_from(self.broker_status(broker_addr))
+
+    def transaction_backlog(self, broker_addr: str | None = None) -> TransactionBacklogInfo:
+        return transaction_backlog_from(self.broker_status(broker_addr))
+
+    def group_lag(self, group: str) -> GroupLag:
+        """GET_CONSUME_STATS of every broker for ``group``: its retry topics' lag (%RETRY%group and pop's
+        %RETRY%group_topic / group+topic) and its %DLQ% size are counted apart from the topics it consumes."""
+        retry, dlq = f"%RETRY%{group}", f"%DLQ%{group}"
+        queues, retry_depth = [], 0
+        for s in self._consume_stats(group):
+            if s.topic == retry or s.topic.startswith((f"{retry}_", f"{retry}+")):
+                retry_depth += max(0, s.broker_offset - max(s.consumer_offset, 0))
+                continue
+            queues.append(QueueLag(s.topic, s.broker_name, s.queue_id, s.broker_offset, s.consumer_offset,
+                                   s.inflight, s.blocked, s.last_timestamp))
+        try:
+            dlq_depth = sum(max(0, q.max_offset - q.min_offset) for q in self.topic_status(dlq))
+        except NotFoundError:
+            dlq_depth = 0
+        return GroupLag(group, queues, retry_depth, dlq_depth)

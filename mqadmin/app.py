@@ -16,6 +16,7 @@ from mqadmin.commands import (
     auth,
     cluster,
     connection,
+    dashboard,
     group,
     message,
     namesrv,
@@ -38,7 +39,7 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
-for family in (auth, topic, group, offset, message, cluster, store, search, connection, namesrv):
+for family in (auth, topic, group, offset, message, cluster, store, search, connection, namesrv, dashboard):
     app.registered_commands.extend(family.app.registered_commands)
 app.add_typer(playbook.app, name="playbook")
 

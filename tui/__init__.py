@@ -1,0 +1,1 @@
+"""The Textual dashboard (``mqadmin dashboard``): screens and widgets over one Admin poller."""

@@ -72,6 +72,9 @@ from .subscription_group_manager import SubscriptionGroupManager
 from .topic_manager import TopicManager
 from .topic_validator import RETRY_GROUP_TOPIC_PREFIX, dlq_topic, is_retry_topic, retry_topic
 from .transaction import (
+    CID_RMQ_SYS_TRANS,
+    RMQ_SYS_TRANS_HALF_TOPIC,
+    RMQ_SYS_TRANS_OP_HALF_TOPIC,
     TRANS_CHECK_MAX_TIME_TOPIC,
     CheckListener,
     CheckReport,
@@ -111,6 +114,28 @@ class TransactionMetricsView:
     @property
     def half_pending_total(self) -> int:
         return sum(self.half_pending.values())
+
+
+@dataclass(frozen=True, slots=True)
+class StorePositions:
+    """Where the commitlog is: its range, the flushed and dispatched positions, checkpoint times."""
+
+    commit_log_min_offset: int
+    commit_log_max_offset: int
+    flushed_offset: int
+    dispatch_behind_bytes: int
+    physic_msg_timestamp: int
+    logics_msg_timestamp: int
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionBacklog:
+    """Half/op queue entries the check service has not reached, and halves still awaiting a decision."""
+
+    half_depth: int
+    op_depth: int
+    pending_check: int
+    pending_by_topic: dict[str, int] = field(default_factory=dict)
 
 
 class Broker:
@@ -915,6 +940,7 @@ class Broker:
         }
         info.update(self._timer_runtime_info())
         info.update(self.schedule_service.running_stats())
+        info.update(self._dashboard_runtime_info())
         return dict(sorted(info.items()))
 
     def _timer_runtime_info(self) -> dict[str, str]:
@@ -1016,6 +1042,58 @@ class Broker:
                   auth: RequestContext | None = None) -> list[Acl]:
         self._auth_admin(auth, "AUTH_LIST_ACL")
         return self.auth_manager.list_acls(subject_filter, resource_filter)
+
+    # -- dashboard figures (issue 14: what `mqadmin dashboard` shows beyond brokerStatus) ----------
+    def _dashboard_runtime_info(self) -> dict[str, str]:
+        """Our keys of GET_BROKER_RUNTIME_INFO (the dashboard's figures), so they travel over every
+        transport in the one map RocketMQ already extends with its own timer and schedule keys."""
+        p = self.store_positions()
+        tx = self.transaction_backlog()
+        info = {"commitLogFlushedOffset": str(p.flushed_offset),
+                "checkpointPhysicMsgTimestamp": str(p.physic_msg_timestamp),
+                "checkpointLogicsMsgTimestamp": str(p.logics_msg_timestamp),
+                "transactionHalfDepth": str(tx.half_depth), "transactionOpDepth": str(tx.op_depth),
+                "transactionHalfPending": str(tx.pending_check),
+                "timerWheelEnable": "true" if self.timer_store is not None else "false"}
+        if self.timer_store is not None:
+            b = self.timer_store.backlog()
+            info.update({f"timerDueIn_{name}": str(n) for name, n in b.due.items()})
+            info.update({"timerDequeueBehindMs": str(b.dequeue_behind_ms),
+                         "timerEnqueueBehindMs": str(b.enqueue_behind_ms),
+                         "timerCurrReadTimeMs": str(b.curr_read_time_ms),
+                         "timerLogMaxOffset": str(b.timer_log_max_offset)})
+        for st in self.schedule_service.stats():
+            info[f"scheduleLevel_{st.level}"] = (f"{st.delay_ms},{st.offset},{st.max_offset},"
+                                                 f"{st.next_due_ms if st.next_due_ms is not None else -1}")
+        return info
+
+    def store_positions(self, auth: RequestContext | None = None) -> StorePositions:
+        """Commitlog range, how far it is flushed and dispatched, and the checkpoint's store times."""
+        self._authorize(auth, "GET_BROKER_RUNTIME_INFO")
+        store = self.store
+        cp = store.checkpoint
+        return StorePositions(
+            commit_log_min_offset=store.get_min_phy_offset(), commit_log_max_offset=store.get_max_phy_offset(),
+            flushed_offset=store.commit_log.flushed_offset, dispatch_behind_bytes=store.dispatch_behind_bytes(),
+            physic_msg_timestamp=cp.physic_msg_timestamp if cp is not None else 0,
+            logics_msg_timestamp=cp.logics_msg_timestamp if cp is not None else 0)
+
+    def transaction_backlog(self, auth: RequestContext | None = None) -> TransactionBacklog:
+        """Half and op queues against the check service's progress, plus halves awaiting a decision."""
+        self._authorize(auth, "GET_BROKER_RUNTIME_INFO")
+        svc = self.transaction_service
+        half_depth = op_depth = 0
+        for topic, add in ((RMQ_SYS_TRANS_HALF_TOPIC, "half"), (RMQ_SYS_TRANS_OP_HALF_TOPIC, "op")):
+            for qid in self.store.queue_ids(topic):
+                checked = max(svc.offsets.query_offset(CID_RMQ_SYS_TRANS, topic, qid),
+                              self.store.get_min_offset_in_queue(topic, qid))
+                depth = max(0, self.store.get_max_offset_in_queue(topic, qid) - checked)
+                if add == "half":
+                    half_depth += depth
+                else:
+                    op_depth += depth
+        return TransactionBacklog(half_depth, op_depth, svc.half_messages_pending(),
+                                  {t: m.count for t, m in sorted(svc.metrics.transaction_count.items())})
 
     # -- helpers other features use ----------------------------------------------------------------
     def retry_topic_of(self, group: str) -> str:

@@ -192,6 +192,7 @@ class ConsumeQueueStats:
     pull_offset: int
     inflight: int
     last_timestamp: int
+    blocked: bool = False  # a FIFO queue waiting on an unacked message (seed 000); remoting cannot tell yet
 
 
 @dataclass(frozen=True)

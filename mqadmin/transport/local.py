@@ -239,7 +239,7 @@ class LocalBrokerClient:
         b = self._broker_for(broker_addr)
         name = self.config.broker_name
         return [ConsumeQueueStats(s.topic, name, s.queue_id, s.broker_offset, s.consumer_offset, s.pull_offset,
-                                  s.inflight, s.last_timestamp)
+                                  s.inflight, s.last_timestamp, s.blocked)
                 for s in self._call(broker_addr, b.consume_stats, group, topic)]
 
     def consumer_connection(self, broker_addr: str, group: str) -> ConsumerConnection | None:

@@ -132,6 +132,8 @@ OPS: dict[str, tuple[Op, list[tuple[str, str]]]] = {
     "timer_backlog": (lambda b, a: b.timer_backlog(auth=a), []),
     "schedule_stats": (lambda b, a: b.schedule_stats(auth=a), []),
     "transaction_metrics": (lambda b, a: b.transaction_metrics(auth=a), []),
+    "store_positions": (lambda b, a: b.store_positions(auth=a), []),
+    "transaction_backlog": (lambda b, a: b.transaction_backlog(auth=a), []),
     "pop_message": (lambda b, a: b.pop_message(G, T, invisible_time_ms=60_000, auth=a),
                     [(f"Group:{G}", "Sub"), (f"Topic:{T}", "Sub")]),
     "ack_message": (lambda b, a: b.ack_message(G, T, _popped_handle(b), auth=a), [(f"Group:{G}", "Sub"), (f"Topic:{T}", "Sub")]),

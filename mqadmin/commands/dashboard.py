@@ -1,0 +1,78 @@
+"""``mqadmin dashboard``: the live Textual dashboard (tui/) over the same Admin as every command."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from mqadmin.cli import Cmd, register
+from mqadmin.errors import UsageProblem
+from mqadmin.timefmt import now_ms
+
+if TYPE_CHECKING:  # `mqadmin --help` must not load the Admin or the Broker
+    from mqadmin.admin import Admin
+
+app = typer.Typer()
+
+
+class StoreTarget:
+    """A store directory: read-only for watching (reopened every refresh, so it is safe beside a
+    running broker and sees what it writes), writable only for the call that applies a reset."""
+
+    reopen_each_refresh = True
+
+    def __init__(self, store_dir: Path, config_file: str | Path | None,
+                 clock: Callable[[], int] = now_ms, description: str | None = None) -> None:
+        self.store_dir = store_dir
+        self.config_file = config_file
+        self.clock = clock
+        self.description = description or f"store {store_dir}"
+
+    def open(self, writes: bool = False) -> Admin:
+        from mqadmin.connect import open_local_admin
+
+        return open_local_admin(self.store_dir, self.config_file, writes=writes, clock=self.clock)
+
+
+class ClusterTarget:
+    """A running cluster behind a name server (``-n``): one connection, kept until it fails."""
+
+    reopen_each_refresh = False
+
+    def __init__(self, namesrv_addr: str) -> None:
+        self.namesrv_addr = namesrv_addr
+        self.description = f"name server {namesrv_addr}"
+
+    def open(self, writes: bool = False) -> Admin:
+        from mqadmin.connect import open_remote_admin
+
+        return open_remote_admin(self.namesrv_addr)
+
+
+@register(app, "dashboard", "Live dashboard (Textual) of topics, consumer lag, timers, messages and ACL.")
+def dashboard(
+    cmd: Cmd,
+    refresh: Annotated[float, typer.Option("--refresh", help="seconds between refreshes")] = 1.0,
+    timeout: Annotated[float, typer.Option("--timeout", help="seconds one Admin call may take")] = 5.0,
+    screen: Annotated[str, typer.Option("--screen", help="first screen: overview, topics, consumers, timers, "
+                                                         "messages or acl")] = "overview",
+) -> None:
+    from tui.app import SCREENS_IN_ORDER, DashboardApp
+
+    if refresh <= 0 or timeout <= 0:
+        raise UsageProblem("--refresh and --timeout must be positive")
+    if screen not in {m for m, _ in SCREENS_IN_ORDER}:
+        raise UsageProblem(f"--screen {screen!r}: expected one of {', '.join(m for m, _ in SCREENS_IN_ORDER)}")
+    remote = cmd.opts.remote_target
+    target: StoreTarget | ClusterTarget = (ClusterTarget(remote) if remote
+                                           else StoreTarget(cmd.opts.store_dir, cmd.opts.config))
+    admin = target.open()
+    try:  # fail here, in one line, on a missing store or an unreachable cluster
+        admin.identity()
+        admin.list_topics()
+    finally:
+        admin.close()
+    DashboardApp(target, refresh_s=refresh, call_timeout_s=timeout, start_screen=screen).run()

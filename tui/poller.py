@@ -1,0 +1,198 @@
+"""The one poller: it owns the Admin session, runs every Admin call off the UI thread with a timeout,
+and turns the answers into Textual messages.
+
+Why: screens never call the Admin (a slow broker must not freeze the UI, and a screen must not hold
+a connection); they render ``Refreshed`` snapshots and send one-off questions through ``ask``, whose
+answer comes back as an ``Answer`` message to the widget that asked. A failed or timed-out refresh
+becomes ``ConnectionLost`` (the app shows a banner) and the poller retries with a growing pause.
+On a store directory the Admin is reopened every refresh, so a broker writing beside us is seen.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+from textual.message import Message
+from textual.message_pump import MessagePump
+
+from mqadmin.admin import Admin
+from mqadmin.errors import AdminError
+from tui.snapshot import Snapshot, collect_snapshot
+
+T = TypeVar("T")
+
+MAX_RETRY_PAUSE_S = 10.0
+
+
+class AdminTarget(Protocol):
+    """Where the dashboard looks: opens an Admin (read-only for watching, writable for a reset)."""
+
+    description: str
+    reopen_each_refresh: bool
+
+    def open(self, writes: bool = False) -> Admin: ...
+
+
+class CallTimeout(AdminError):
+    def __init__(self, what: str, seconds: float) -> None:
+        super().__init__(f"{what} did not answer within {seconds:g} s")
+
+
+def describe_error(e: BaseException) -> str:
+    if isinstance(e, AdminError):
+        return e.message
+    return f"{type(e).__name__}: {e}"
+
+
+class AdminSession:
+    """One Admin opened lazily on one worker thread; calls run there in order, each with a timeout."""
+
+    def __init__(self, target: AdminTarget, writes: bool = False) -> None:
+        self.target = target
+        self.writes = writes
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dashboard-admin")
+        self._admin: Admin | None = None
+        self.broken = False
+
+    def _run(self, fn: Callable[[Admin], T]) -> T:
+        if self._admin is None:
+            self._admin = self.target.open(self.writes)
+        return fn(self._admin)
+
+    def _release(self) -> None:
+        admin, self._admin = self._admin, None
+        if admin is not None:
+            admin.close()
+
+    async def call(self, fn: Callable[[Admin], T], timeout: float) -> T:
+        loop = asyncio.get_running_loop()
+        future = loop.run_in_executor(self._executor, self._run, fn)
+        try:
+            return await asyncio.wait_for(future, timeout)
+        except TimeoutError:
+            self.broken = True  # the thread may still be inside the call: never reuse this session
+            raise CallTimeout(f"the broker ({self.target.description})", timeout) from None
+
+    async def release(self) -> None:
+        """Close the Admin after the calls queued so far (the next call reopens it)."""
+        await asyncio.get_running_loop().run_in_executor(self._executor, self._release)
+
+    def close(self) -> None:
+        """Close without waiting: a call stuck on a dead broker must not hold up the UI."""
+        try:
+            self._executor.submit(self._release)
+        except RuntimeError:
+            pass
+        self._executor.shutdown(wait=False)
+
+
+class Poller:
+    """Refreshes every ``refresh_s`` and posts ``Refreshed`` / ``ConnectionLost`` to ``owner``."""
+
+    @dataclass
+    class Refreshed(Message):
+        snapshot: Snapshot
+
+    @dataclass
+    class ConnectionLost(Message):
+        reason: str
+        retry_in_s: float
+
+    @dataclass
+    class Answer(Message):
+        """The result of ``ask``: ``value`` or ``error`` (one line), tagged as the asker chose."""
+
+        tag: str
+        value: Any = None
+        error: str | None = None
+
+    def __init__(self, owner: MessagePump, target: AdminTarget, refresh_s: float = 1.0,
+                 call_timeout_s: float = 5.0, clock_ms: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
+        self.owner = owner
+        self.target = target
+        self.refresh_s = refresh_s
+        self.call_timeout_s = call_timeout_s
+        self.clock_ms = clock_ms
+        self._session: AdminSession | None = None
+        self._wake = asyncio.Event()
+        self.failures = 0
+        self.total_failures = 0
+        self.refreshes = 0
+
+    def session(self) -> AdminSession:
+        if self._session is None or self._session.broken:
+            if self._session is not None:
+                self._session.close()
+            self._session = AdminSession(self.target)
+        return self._session
+
+    async def call(self, fn: Callable[[Admin], T]) -> T:
+        return await self.session().call(fn, self.call_timeout_s)
+
+    def refresh_now(self) -> None:
+        """Cut the current pause short (the 'retry now' / 'refresh now' actions)."""
+        self._wake.set()
+
+    async def refresh_once(self) -> Snapshot:
+        snap = await collect_snapshot(self.call, self.clock_ms())
+        if self.target.reopen_each_refresh and self._session is not None and not self._session.broken:
+            await self._session.release()
+        return snap
+
+    async def run(self) -> None:
+        """The refresh loop (run it as a Textual worker)."""
+        while True:
+            pause = self.refresh_s
+            try:
+                snap = await self.refresh_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # noqa: BLE001 - any failure is a lost connection, shown and retried
+                self.failures += 1
+                self.total_failures += 1
+                if self._session is not None:
+                    self._session.close()
+                    self._session = None
+                pause = min(self.refresh_s * 2 ** min(self.failures - 1, 6), MAX_RETRY_PAUSE_S)
+                self.owner.post_message(self.ConnectionLost(describe_error(e), pause))
+            else:
+                self.failures = 0
+                self.refreshes += 1
+                self.owner.post_message(self.Refreshed(snap))
+            self._wake.clear()
+            try:
+                await asyncio.wait_for(self._wake.wait(), pause)
+            except TimeoutError:
+                pass
+
+    async def ask(self, requester: MessagePump, tag: str, fn: Callable[[Admin], Any], writes: bool = False) -> None:
+        """Run one Admin call for ``requester`` and post it the ``Answer``. A write opens its own writable
+        Admin for that call only (the watching session stays read-only)."""
+        try:
+            if writes:
+                session = AdminSession(self.target, writes=True)
+                try:
+                    value = await session.call(fn, self.call_timeout_s)
+                    await session.release()
+                finally:
+                    session.close()
+            else:
+                value = await self.call(fn)
+                if self.target.reopen_each_refresh and self._session is not None and not self._session.broken:
+                    await self._session.release()
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # noqa: BLE001 - reported to the asker as one line
+            requester.post_message(self.Answer(tag, error=describe_error(e)))
+            return
+        requester.post_message(self.Answer(tag, value=value))
+
+    def close(self) -> None:
+        if self._session is not None:
+            self._session.close()
+            self._session = None

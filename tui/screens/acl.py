@@ -1,0 +1,102 @@
+"""Screen 6, ACL: users and policy entries (ACL 2.0), and an explain box: subject, resource, action
+and source IP in, the deciding entry and the reason out (what ``mqadmin explainAcl`` says)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from rich.console import Group
+from rich.text import Text
+from textual.containers import Horizontal, Vertical
+from textual.widget import Widget
+from textual.widgets import Button, Input, Label, Static
+
+from broker_core.auth.evaluator import Explanation, describe_entry
+from mqadmin.cli import split_list
+from tui.poller import Poller
+from tui.screens.base import DashboardScreen
+from tui.snapshot import History, Snapshot
+from tui.widgets.filter_table import FilterTable
+
+
+class AclScreen(DashboardScreen):
+    TITLE = "ACL"
+
+    def compose_body(self) -> Iterable[Widget]:
+        with Horizontal(classes="pair"):
+            with Vertical(classes="narrow"):
+                yield Label("Users", classes="section")
+                yield FilterTable(["User", "Type", "Status"], id="users")
+            with Vertical():
+                yield Label("Policies", classes="section")
+                yield FilterTable(["Subject", "Policy", "Resource", "Actions", "Source IPs", "Decision"], id="acls")
+        yield Label("Explain: may this subject do this?", classes="section")
+        with Horizontal(classes="form-row"):
+            yield Input(placeholder="subject, e.g. User:alice", id="explain-subject")
+            yield Input(placeholder="resource, e.g. Topic:orders", id="explain-resource")
+            yield Input(placeholder="actions, e.g. Pub or Sub,Get", id="explain-actions")
+            yield Input(placeholder="source IP (optional)", id="explain-ip")
+            yield Button("Explain", id="explain", variant="primary")
+        yield Static("", id="explanation")
+
+    def show(self, snapshot: Snapshot, history: History) -> None:
+        self.query_one("#users", FilterTable).set_rows([
+            (u.username, [u.username, u.user_type.value, u.user_status.value]) for u in snapshot.users])
+        rows = []
+        for acl in snapshot.acls:
+            for policy in acl.policies:
+                for i, e in enumerate(policy.entries):
+                    rows.append((f"{acl.subject.key}|{policy.policy_type.value}|{e.resource.key}|{i}", [
+                        acl.subject.key, policy.policy_type.value, e.resource.key,
+                        ",".join(a.value for a in e.actions), ",".join(e.source_ips) or "*", e.decision.value]))
+        self.query_one("#acls", FilterTable).set_rows(rows)
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "explain":
+            self.explain()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id and event.input.id.startswith("explain-"):
+            event.stop()
+            self.explain()
+        else:
+            super().on_input_submitted(event)
+
+    def explain(self) -> None:
+        subject = self.query_one("#explain-subject", Input).value.strip()
+        resource = self.query_one("#explain-resource", Input).value.strip()
+        actions = split_list(self.query_one("#explain-actions", Input).value) or []
+        ip = self.query_one("#explain-ip", Input).value.strip() or None
+        out = self.query_one("#explanation", Static)
+        if not (subject and resource and actions):
+            out.update("Give a subject, a resource and at least one action.")
+            return
+        out.update("Explaining...")
+        self.run_worker(self.dashboard.poller.ask(
+            self, "explain", lambda a: a.explain_acl(subject, resource, actions, ip)), group="explain", exclusive=True)
+
+    def on_poller_answer(self, event: Poller.Answer) -> None:
+        if event.tag != "explain":
+            return
+        event.stop()
+        out = self.query_one("#explanation", Static)
+        if event.error is not None:
+            out.update(Text(f"Cannot explain: {event.error}", style="bold red"))
+            return
+        out.update(render_explanation(event.value))
+
+
+def render_explanation(x: Explanation) -> Group:
+    style = "bold green" if x.allowed else "bold red"
+    lines = [Text.assemble(("Decision: ", "bold"), (x.decision.value, style)),
+             Text.assemble(("Reason: ", "bold"), x.reason)]
+    if x.entry is not None:
+        kind = x.policy_type.value if x.policy_type else ""
+        lines.append(Text.assemble(("Decided by: ", "bold"), f"{kind} {describe_entry(x.entry)}".strip()))
+    for e in x.candidates[1:]:
+        lines.append(Text.assemble(("Also matched: ", "bold"), describe_entry(e)))
+    for e, why in x.near_misses:
+        lines.append(Text.assemble(("Not applicable: ", "bold"), f"{describe_entry(e)} ({why})"))
+    if not x.allowed:
+        lines.append(Text.assemble(("Broker would say: ", "bold"), x.failure_message()))
+    return Group(*lines)

@@ -1,0 +1,152 @@
+"""Screen 5, Messages: query by key, unique key, message id or queue offset, or browse a queue page
+by page; the highlighted message's fields, properties and body (text, pretty JSON or hex)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from textual.binding import Binding
+from textual.containers import Horizontal, VerticalScroll
+from textual.suggester import SuggestFromList
+from textual.widget import Widget
+from textual.widgets import Button, DataTable, Input, Label, Select
+
+from mqadmin.admin import Admin, MessageRecord
+from tui import format as fmt
+from tui.poller import Poller
+from tui.screens.base import DashboardScreen
+from tui.snapshot import History, Snapshot
+from tui.widgets.filter_table import FilterTable
+from tui.widgets.message_view import MessageView
+
+PAGE = 20
+MODES = [("by key", "key"), ("by unique key", "uniq"), ("by message id", "id"), ("at queue offset", "offset"),
+         ("browse a queue", "browse")]
+
+
+class MessagesScreen(DashboardScreen):
+    TITLE = "Messages"
+    BINDINGS = [Binding("b", "body_view", "Body view"), Binding("n", "page(1)", "Next page"),
+                Binding("p", "page(-1)", "Prev page")]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.results: list[MessageRecord] = []
+        self.broker_name = ""
+        self._browse_at: int | None = None
+
+    def compose_body(self) -> Iterable[Widget]:
+        with Horizontal(classes="form-row", id="query-row"):
+            yield Select(MODES, value="key", allow_blank=False, id="mode")
+            yield Input(placeholder="topic", id="topic")
+            yield Input(placeholder="key / unique key / message id / offset", id="value")
+            yield Input(placeholder="queue id", id="queue")
+            yield Button("Search", id="search", variant="primary")
+        yield Label("Query a topic, or browse a queue (n / p page through it).", id="query-status")
+        yield FilterTable(["Queue", "Offset", "Message id", "Tags", "Keys", "Stored", "Size"], id="results")
+        with VerticalScroll(id="message-detail"):
+            yield MessageView(id="message")
+
+    def show(self, snapshot: Snapshot, history: History) -> None:
+        self.broker_name = snapshot.identity.broker_name
+        names = [t.name for t in snapshot.topics]
+        topic = self.query_one("#topic", Input)
+        topic.suggester = SuggestFromList(names, case_sensitive=True)
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "search":
+            self.search()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id in ("topic", "value", "queue"):
+            event.stop()
+            self.search()
+        else:
+            super().on_input_submitted(event)
+
+    def _status(self, text: str) -> None:
+        self.query_one("#query-status", Label).update(text)
+
+    def search(self, browse_from: int | None = None) -> None:
+        mode = self.query_one("#mode", Select).value
+        topic = self.query_one("#topic", Input).value.strip()
+        value = self.query_one("#value", Input).value.strip()
+        queue_text = self.query_one("#queue", Input).value.strip()
+        if not topic:
+            self._status("Give a topic.")
+            return
+        try:
+            queue_id = int(queue_text) if queue_text else None
+            number = int(value) if value and mode in ("offset", "browse") else None
+        except ValueError:
+            self._status("Queue id and offset are numbers.")
+            return
+        broker = self.broker_name
+        if mode == "browse":
+            qid = queue_id or 0
+            start = browse_from if browse_from is not None else number
+            self._browse_at = start
+
+            def fn(a: Admin) -> list[MessageRecord]:
+                lo = start if start is not None else 0
+                scans = a.consume_message(topic, "rmqops_dashboard", broker, qid, offset=lo, max_num=PAGE)
+                return [m for s in scans for m in s.messages]
+            what = f"queue {qid} of {topic} from offset {start if start is not None else 'its start'}"
+        else:
+            self._browse_at = None
+            if not value:
+                self._status("Give what to look for.")
+                return
+            if mode == "offset" and (queue_id is None or number is None):
+                self._status("A queue offset needs a queue id and an offset.")
+                return
+            what = f"{topic} {dict((v, k) for k, v in MODES)[str(mode)]} {value}"
+
+            def fn(a: Admin) -> list[MessageRecord]:
+                if mode == "key":
+                    return a.query_msg_by_key(topic, value)
+                if mode == "uniq":
+                    return a.query_msg_by_unique_key(topic, value)
+                if mode == "id":
+                    return a.query_msg_by_id(topic, value)
+                return [a.query_msg_by_offset(topic, broker, queue_id or 0, number or 0)]
+        self._status(f"Reading {what}...")
+        self._what = what
+        self.run_worker(self.dashboard.poller.ask(self, "messages", fn), group="messages", exclusive=True)
+
+    def on_poller_answer(self, event: Poller.Answer) -> None:
+        if event.tag != "messages":
+            return
+        event.stop()
+        if event.error is not None:
+            self.results = []
+            self._status(f"{self._what}: {event.error}")
+        else:
+            self.results = list(event.value)
+            page = f" (n / p: next / previous {PAGE})" if self._browse_at is not None or \
+                self.query_one("#mode", Select).value == "browse" else ""
+            self._status(f"{self._what}: {len(self.results)} message(s){page}")
+        self.query_one("#results", FilterTable).set_rows([
+            (str(i), [r.queue_id, r.queue_offset, r.display_id, r.tags or "", r.keys or "",
+                      fmt.when(r.store_timestamp), r.store_size]) for i, r in enumerate(self.results)])
+        self.query_one("#message", MessageView).show_record(self.results[0] if self.results else None)
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.data_table.id == "results" and event.row_key.value is not None:
+            i = int(event.row_key.value)
+            if i < len(self.results):
+                self.query_one("#message", MessageView).show_record(self.results[i])
+
+    def action_body_view(self) -> None:
+        view = self.query_one("#message", MessageView).cycle_view()
+        self.notify(f"Body shown as: {view}", timeout=1.5)
+
+    def action_page(self, step: int) -> None:
+        if self.query_one("#mode", Select).value != "browse":
+            self.notify("Paging works when browsing a queue", severity="warning")
+            return
+        if step > 0:
+            start = (self.results[-1].queue_offset + 1) if self.results else (self._browse_at or 0)
+        else:
+            start = max(0, (self.results[0].queue_offset if self.results else (self._browse_at or 0)) - PAGE)
+        self.search(browse_from=start)

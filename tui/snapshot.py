@@ -1,0 +1,218 @@
+"""One refresh's worth of Admin answers, and the history that turns successive refreshes into rates.
+
+Why a module: every screen renders from the same immutable ``Snapshot`` (so they never disagree and
+never call the Admin themselves), and rates (put/consume TPS, lag trend, time to drain) are derived
+here from offsets over time. Deriving them from offsets works the same on a running cluster and on a
+store directory opened read-only, where the broker's in-process counters are not visible.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from broker_core.auth.model import Acl, User
+from mqadmin.admin import Admin, BrokerIdentity, QueueStatus, TopicInfo
+from mqadmin.errors import NotFoundError
+from mqadmin.figures import (
+    DelayLevelInfo,
+    GroupLag,
+    StorePositionsInfo,
+    TimerBacklogInfo,
+    TransactionBacklogInfo,
+    delay_levels_from,
+    store_positions_from,
+    timer_backlog_from,
+    transaction_backlog_from,
+)
+
+T = TypeVar("T")
+
+HISTORY_POINTS = 300
+"""Samples kept for sparklines and rates (five minutes at the default one-second refresh)."""
+
+RATE_WINDOW = 10
+"""Samples a rate is averaged over (smooths offsets that move in flush-sized steps)."""
+
+
+@dataclass(frozen=True)
+class TopicSnapshot:
+    info: TopicInfo
+    queues: list[QueueStatus]
+
+    @property
+    def name(self) -> str:
+        return self.info.topic_name
+
+    @property
+    def messages(self) -> int:
+        return sum(max(0, q.max_offset - q.min_offset) for q in self.queues)
+
+    @property
+    def max_offset_sum(self) -> int:
+        return sum(q.max_offset for q in self.queues)
+
+    @property
+    def last_store_ms(self) -> int:
+        return max((q.last_update_timestamp for q in self.queues), default=0)
+
+
+@dataclass(frozen=True)
+class BrokerView:
+    """One broker's runtime info and the figures parsed from it."""
+
+    identity: BrokerIdentity
+    status: dict[str, str]
+
+    @property
+    def name(self) -> str:
+        return self.identity.broker_name
+
+    @property
+    def positions(self) -> StorePositionsInfo:
+        return store_positions_from(self.status)
+
+    @property
+    def timer(self) -> TimerBacklogInfo | None:
+        return timer_backlog_from(self.status)
+
+    @property
+    def delay_levels(self) -> list[DelayLevelInfo]:
+        return delay_levels_from(self.status)
+
+    @property
+    def transactions(self) -> TransactionBacklogInfo:
+        return transaction_backlog_from(self.status)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Everything the six screens show, read in one refresh."""
+
+    taken_ms: int
+    brokers: list[BrokerView]
+    topics: list[TopicSnapshot]
+    groups: list[GroupLag]
+    users: list[User]
+    acls: list[Acl]
+
+    @property
+    def identity(self) -> BrokerIdentity:
+        """The first broker (the one ACL and message queries go to when none is named)."""
+        return self.brokers[0].identity
+
+    def topic(self, name: str) -> TopicSnapshot | None:
+        return next((t for t in self.topics if t.name == name), None)
+
+    def group(self, name: str) -> GroupLag | None:
+        return next((g for g in self.groups if g.group == name), None)
+
+    @property
+    def total_lag(self) -> int:
+        return sum(g.total_lag for g in self.groups)
+
+
+AdminCall = Callable[[Callable[[Admin], T]], Awaitable[T]]
+"""How the poller runs one Admin call (on its worker thread, with its timeout)."""
+
+
+async def collect_snapshot(call: AdminCall, taken_ms: int) -> Snapshot:
+    """Read every figure the dashboard shows through the Admin interface, one timed call per fact."""
+    brokers = []
+    for b in await call(lambda a: a.brokers()):
+        brokers.append(BrokerView(b, await call(lambda a, addr=b.broker_addr: a.broker_status(addr))))
+    topics = []
+    for name in await call(lambda a: a.list_topics()):
+        try:
+            info = await call(lambda a, n=name: a.topic_info(n))
+            queues = await call(lambda a, n=name: a.topic_status(n))
+        except NotFoundError:
+            continue  # deleted between the listing and the read: gone from this refresh
+        topics.append(TopicSnapshot(info, queues))
+    groups = []
+    for name in await call(lambda a: a.list_groups()):
+        try:
+            groups.append(await call(lambda a, n=name: a.group_lag(n)))
+        except NotFoundError:
+            continue
+    return Snapshot(taken_ms, brokers, topics, groups, await call(lambda a: a.list_users()),
+                    await call(lambda a: a.list_acls()))
+
+
+@dataclass
+class Sample:
+    at_s: float
+    value: float
+
+
+@dataclass
+class Series:
+    """A bounded time series of a counter or gauge, with a rate over the last samples."""
+
+    points: deque[Sample] = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))
+
+    def add(self, at_s: float, value: float) -> None:
+        self.points.append(Sample(at_s, value))
+
+    def values(self) -> list[float]:
+        return [p.value for p in self.points]
+
+    def rate(self, window: int = RATE_WINDOW) -> float:
+        """Change per second over the last ``window`` samples (0 with fewer than two)."""
+        pts = list(self.points)[-window:]
+        if len(pts) < 2 or pts[-1].at_s <= pts[0].at_s:
+            return 0.0
+        return (pts[-1].value - pts[0].value) / (pts[-1].at_s - pts[0].at_s)
+
+
+class History:
+    """Successive snapshots reduced to series: stored/consumed counters and lag per group."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self.clock = clock
+        self.put_total = Series()
+        self.get_total = Series()
+        self.put_tps = Series()
+        self.get_tps = Series()
+        self.topic_put: dict[str, Series] = {}
+        self.group_consumed: dict[str, Series] = {}
+        self.group_lag: dict[str, Series] = {}
+
+    def add(self, snap: Snapshot) -> None:
+        now = self.clock()
+        self.put_total.add(now, sum(t.max_offset_sum for t in snap.topics))
+        self.get_total.add(now, sum(max(q.consumer_offset, 0) for g in snap.groups for q in g.queues))
+        self.put_tps.add(now, max(0.0, self.put_total.rate(2)))
+        self.get_tps.add(now, max(0.0, self.get_total.rate(2)))
+        for t in snap.topics:
+            self.topic_put.setdefault(t.name, Series()).add(now, t.max_offset_sum)
+        for g in snap.groups:
+            self.group_consumed.setdefault(g.group, Series()).add(
+                now, sum(max(q.consumer_offset, 0) for q in g.queues))
+            self.group_lag.setdefault(g.group, Series()).add(now, g.total_lag)
+
+    def topic_put_tps(self, topic: str) -> float:
+        s = self.topic_put.get(topic)
+        return max(0.0, s.rate()) if s else 0.0
+
+    def group_consume_tps(self, group: str) -> float:
+        s = self.group_consumed.get(group)
+        return max(0.0, s.rate()) if s else 0.0
+
+    def lag_values(self, group: str) -> list[float]:
+        s = self.group_lag.get(group)
+        return s.values() if s else []
+
+    def drain_eta_s(self, group: str, lag: int) -> float | None:
+        """Seconds until the lag reaches zero at the current trend; None when it does not shrink."""
+        if lag <= 0:
+            return 0.0
+        s = self.group_lag.get(group)
+        if s is None:
+            return None
+        trend = s.rate()
+        if trend >= 0:
+            return None
+        return lag / -trend

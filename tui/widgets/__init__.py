@@ -1,0 +1,1 @@
+"""Reusable dashboard widgets (each in its own module)."""
