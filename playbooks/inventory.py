@@ -99,12 +99,14 @@ class StoreContext:
         from mqadmin.connect import open_local_admin
 
         if not writes and not self.store_dir.is_dir():
-            # A store that does not exist yet is planned against as an empty one (nothing is created).
+            # A store that does not exist yet is planned against as an empty one, made in a temporary
+            # directory (nothing is created at the target).
             with tempfile.TemporaryDirectory(prefix="rmqops-plan-") as empty:
-                with open_local_admin(empty, self.config_file, writes=False) as admin:
+                with open_local_admin(empty, self.config_file, writes=True, create=True) as admin:
                     yield admin
             return
-        with open_local_admin(self.store_dir, self.config_file, writes=writes) as admin:
+        # A playbook that changes a store target sets that store up on purpose (mqadmin's --create).
+        with open_local_admin(self.store_dir, self.config_file, writes=writes, create=writes) as admin:
             yield admin
 
     def host(self) -> HostOps:
