@@ -1,10 +1,11 @@
-"""Producer: sync, async (future/callback), oneway, batch, ordered-by-key, and transactional sends.
+"""Producer: sync, async (future/callback), oneway, batch, ordered-by-key, transactional and AutoBatch sends.
 
 Why this shape: it follows DefaultMQProducer's contract so RocketMQ users find what they expect —
 queues picked round-robin with the failed broker avoided on retry (2 retries), SEND_MESSAGE_V2
 headers, SendStatus from the response code, UNIQ_KEY as the user-visible msgId — and the
 transactional producer answers the broker's CHECK_TRANSACTION_STATE with END_TRANSACTION on the
-connection the check came in on.
+connection the check came in on. With ``auto_batch`` on, sync and async sends go through the
+ProduceAccumulator (seed 004) and still answer one SendResult per message.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from broker_core.remoting.headers import (
     SendMessageRequestHeaderV2,
     SendMessageResponseHeader,
 )
-from broker_core.store.codec.batch import BatchItem, encode_batch
+from broker_core.store.codec.batch import BatchItem, encode_batch, encode_batch_item
 from broker_core.store.codec.message import MessageExt, RecordError
 from broker_core.store.codec.message_id import decode_offset_msg_id
 from broker_core.store.codec.properties import encode_properties
@@ -35,11 +36,22 @@ from broker_core.store.codec.sys_flag import TRANSACTION_PREPARED_TYPE
 from .connection import RemotingConnection, RemotingError
 from .instance import BrokerError, MQClientInstance
 from .message import (
+    PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_PRODUCER_GROUP,
+    PROPERTY_TAGS,
     PROPERTY_TRANSACTION_PREPARED,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    PROPERTY_WAIT_STORE_MSG_OK,
     Message,
     decode_records,
+    new_uniq_key,
+)
+from .produce_accumulator import (
+    DEFAULT_BATCH_MAX_BYTES,
+    DEFAULT_BATCH_MAX_DELAY_MS,
+    DEFAULT_TOTAL_BATCH_MAX_BYTES,
+    AggregateKey,
+    ProduceAccumulator,
 )
 from .selector import RoundRobinSelector, select_by_key
 
@@ -51,6 +63,10 @@ DEFAULT_TOPIC_QUEUE_NUMS = 4
 _RETRY_CODES = {ResponseCode.TOPIC_NOT_EXIST, ResponseCode.SERVICE_NOT_AVAILABLE, ResponseCode.SYSTEM_ERROR,
                 ResponseCode.NO_PERMISSION, ResponseCode.NO_BUYER_ID, ResponseCode.NOT_IN_CURRENT_UNIT,
                 ResponseCode.SYSTEM_BUSY}
+RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
+# Properties that make a message unbatchable (delay/timer, transaction): the broker refuses them in a batch.
+_UNBATCHABLE_PROPERTIES = (PROPERTY_DELAY_TIME_LEVEL, "TIMER_DELIVER_MS", "TIMER_DELAY_SEC", "TIMER_DELAY_MS",
+                           PROPERTY_TRANSACTION_PREPARED, PROPERTY_PRODUCER_GROUP)
 
 
 class SendStatus(StrEnum):
@@ -100,12 +116,21 @@ class TransactionSendResult:
 
 class Producer:
     def __init__(self, group: str, instance: MQClientInstance, *, send_timeout: float = 3.0,
-                 retry_times_when_send_failed: int = 2, use_v2_header: bool = True) -> None:
+                 retry_times_when_send_failed: int = 2, use_v2_header: bool = True, auto_batch: bool = False,
+                 batch_max_bytes: int = DEFAULT_BATCH_MAX_BYTES, batch_max_delay_ms: int = DEFAULT_BATCH_MAX_DELAY_MS,
+                 total_batch_max_bytes: int = DEFAULT_TOTAL_BATCH_MAX_BYTES) -> None:
         self.group = group
         self.instance = instance
         self.send_timeout = send_timeout
         self.retries = retry_times_when_send_failed
         self.use_v2_header = use_v2_header
+        # AutoBatch (Java's setAutoBatch/batchMaxBytes/batchMaxDelayMs/totalBatchMaxBytes): read when the
+        # first batched send creates the accumulator.
+        self.auto_batch = auto_batch
+        self.batch_max_bytes = batch_max_bytes
+        self.batch_max_delay_ms = batch_max_delay_ms
+        self.total_batch_max_bytes = total_batch_max_bytes
+        self._accumulator: ProduceAccumulator | None = None
         self._selector = RoundRobinSelector()
         self._started = False
 
@@ -116,6 +141,9 @@ class Producer:
         self._started = True
 
     async def shutdown(self) -> None:
+        if self._accumulator is not None:  # accumulated messages are sent, not dropped
+            await self._accumulator.close()
+            self._accumulator = None
         if self._started:
             self._started = False
             await self.instance.unregister(producer_group=self.group)
@@ -141,8 +169,14 @@ class Producer:
     # ----------------------------------------------------------------- sends
     async def send(self, msg: Message, mq: MessageQueue | None = None, *, sharding_key: str | None = None,
                    timeout: float | None = None) -> SendResult:
-        """Synchronous send: retries on another broker unless a queue was chosen."""
+        """Synchronous send: retries on another broker unless a queue was chosen.
+
+        With ``auto_batch`` a batchable message waits (at most batch_max_delay_ms) in its accumulator and
+        the answer is its own share of the batch's result; others are sent alone, as without AutoBatch.
+        """
         props = msg.wire_properties()
+        if self.auto_batch and self._batchable(msg, props):
+            return await self._send_accumulated(msg, props, mq, sharding_key)
         return await self._send_with_retry(msg.topic, msg.body, props, msg.flag, mq, sharding_key, timeout,
                                            sys_flag=0, batch=False)
 
@@ -187,6 +221,48 @@ class Producer:
                                           batch=True)
         return SendResult(res.status, uniq, res.offset_msg_id, res.message_queue, res.queue_offset,
                           res.transaction_id)
+
+    # ----------------------------------------------------------------- AutoBatch
+    def _batchable(self, msg: Message, props: dict[str, str]) -> bool:
+        """The early batch model's constraints, checked per message: what fails them bypasses the accumulator
+        (same topic and same wait flag are guaranteed by the aggregate key)."""
+        if msg.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            return False
+        if any(k in props for k in _UNBATCHABLE_PROPERTIES):
+            return False
+        return len(msg.body) < self.batch_max_bytes  # a message as big as a batch gains nothing by waiting
+
+    def accumulator(self) -> ProduceAccumulator:
+        if self._accumulator is None:
+            self._accumulator = ProduceAccumulator(
+                self._send_accumulation, batch_max_bytes=self.batch_max_bytes,
+                batch_max_delay_ms=self.batch_max_delay_ms, total_batch_max_bytes=self.total_batch_max_bytes)
+        return self._accumulator
+
+    async def _send_accumulated(self, msg: Message, props: dict[str, str], mq: MessageQueue | None,
+                                sharding_key: str | None) -> SendResult:
+        if mq is None and sharding_key is not None:
+            mq = select_by_key(await self.publish_queues(msg.topic), sharding_key)
+        wait = props.get(PROPERTY_WAIT_STORE_MSG_OK, "true").lower() != "false"
+        key = AggregateKey(msg.topic, mq, wait, props.get(PROPERTY_TAGS))
+        item = encode_batch_item(BatchItem(msg.body, props, msg.flag))
+        outcome, i = await self.accumulator().add(key, item)
+        assert isinstance(outcome, SendResult)
+        ids = outcome.offset_msg_id.split(",")
+        # SimpleCQ (early model): one offset id per message; BatchCQ: the one record's id for all
+        offset_id = ids[i] if len(ids) > i and len(ids) > 1 else ids[0]
+        return SendResult(outcome.status, props[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX], offset_id,
+                          outcome.message_queue, outcome.queue_offset + i)
+
+    async def _send_accumulation(self, key: AggregateKey, items: list[bytes]) -> SendResult:
+        """One accumulation as SEND_BATCH_MESSAGE; the outer UNIQ_KEY and TAGS make it one inner batch on a
+        BatchCQ topic (the broker decides by the topic's queue.type), items are exploded on SimpleCQ."""
+        props = {PROPERTY_WAIT_STORE_MSG_OK: "true" if key.wait_store_msg_ok else "false",
+                 PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX: new_uniq_key()}
+        if key.tags:
+            props[PROPERTY_TAGS] = key.tags
+        return await self._send_with_retry(key.topic, b"".join(items), props, 0, key.mq, None, None, sys_flag=0,
+                                           batch=True)
 
     async def _addr(self, mq: MessageQueue) -> str:
         addr = self.instance.broker_addr(mq.broker_name)

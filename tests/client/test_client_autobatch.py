@@ -1,0 +1,154 @@
+"""AutoBatch (seed 004) through a real mqbroker: per-message results, per-queue order, bypass, back-pressure."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from broker_core.client.instance import BrokerError, MQClientInstance
+from broker_core.client.message import Message
+from broker_core.client.producer import Producer, SendStatus
+from broker_core.client.pull_consumer import PullConsumer
+from broker_core.remoting.bodies import MessageQueue
+from tests.client.conftest import create_topic, wait_dispatched
+from tests.client.test_client_produce_pull import _pull_all, run
+from tests.remoting_broker import BrokerProcess
+
+
+async def _dispatched(inst: MQClientInstance, topic: str, results: list) -> None:
+    want: dict[int, int] = {}
+    for r in results:
+        want[r.message_queue.queue_id] = max(want.get(r.message_queue.queue_id, 0), r.queue_offset + 1)
+    await wait_dispatched(inst, topic, results[0].message_queue.broker_name, want)
+
+
+@pytest.mark.parametrize("queue_type", ["SimpleCQ", "BatchCQ"])
+def test_autobatch_keeps_per_message_results_and_queue_order(broker: BrokerProcess, unique: str,
+                                                            queue_type: str) -> None:
+    topic = f"{unique}{queue_type}"
+
+    async def go():
+        inst = MQClientInstance(broker.namesrv_addr)
+        await create_topic(inst, broker.broker_addr, topic, queues=4, attributes=f"+queue.type={queue_type}")
+        p = Producer(topic + "P", inst, batch_max_bytes=4 * 1024, batch_max_delay_ms=20)
+        p.auto_batch = True
+        await p.start()
+        mqs = [MessageQueue(topic=topic, broker_name=broker.broker_name, queue_id=q) for q in range(4)]
+        # queue-bound async sends, interleaved over the queues; then unbound sync sends, concurrently
+        bound = [p.send_async(Message(topic, f"q{n % 4}-{n // 4:04d}".encode() + b"." * 300, tags="T"),
+                              mq=mqs[n % 4]) for n in range(400)]
+        bound_res = await asyncio.gather(*bound)
+        free_res = await asyncio.gather(*(p.send(Message(topic, f"free-{n}".encode())) for n in range(60)))
+        acc = p.accumulator()
+        batches, batched = acc.batches_sent, acc.messages_sent
+        await _dispatched(inst, topic, bound_res + free_res)
+        c = PullConsumer(topic + "C", inst)
+        got = await _pull_all(c, topic)
+        await p.shutdown()
+        await inst.shutdown()
+        return mqs, bound_res, free_res, batches, batched, got
+
+    mqs, bound_res, free_res, batches, batched, got = run(go())
+    assert batched == 460 and batches < 460 / 4  # messages really travelled in batches
+    assert all(r.status == SendStatus.SEND_OK for r in bound_res + free_res)
+    for n, r in enumerate(bound_res):
+        assert r.message_queue == mqs[n % 4]
+    for q in range(4):  # a queue's offsets follow the order of the sends to it
+        offs = [r.queue_offset for n, r in enumerate(bound_res) if n % 4 == q]
+        assert offs == list(range(offs[0], offs[0] + 100))
+    results = bound_res + free_res
+    assert len({(r.message_queue.queue_id, r.queue_offset) for r in results}) == 460
+    assert len({r.msg_id for r in results}) == 460
+    stored = {m.uniq_key: m for m in got}
+    assert set(stored) == {r.msg_id for r in results}
+    for r in results:  # each result names its own stored message
+        m = stored[r.msg_id]
+        assert (m.queue_id, m.queue_offset) == (r.message_queue.queue_id, r.queue_offset)
+        assert m.msg_id == r.offset_msg_id
+    for q in range(4):
+        bodies = [m.body.rstrip(b".") for m in sorted(got, key=lambda m: m.queue_offset)
+                  if m.queue_id == q and m.body.startswith(b"q")]
+        assert bodies == [f"q{q}-{i:04d}".encode() for i in range(100)]
+    if queue_type == "BatchCQ":  # one inner-batch record holds many messages
+        assert len({m.commit_log_offset for m in got}) < len(got) / 4
+    else:
+        assert len({m.commit_log_offset for m in got}) == len(got)
+
+
+def test_autobatch_routes_delayed_retry_and_big_messages_around_the_accumulator(broker: BrokerProcess,
+                                                                               unique: str) -> None:
+    """The broker refuses delayed messages and retry topics in a batch: AutoBatch must send them alone."""
+    retry_topic = f"%RETRY%{unique}G"
+
+    async def go():
+        inst = MQClientInstance(broker.namesrv_addr)
+        await create_topic(inst, broker.broker_addr, unique, queues=2)
+        await create_topic(inst, broker.broker_addr, retry_topic, queues=1)
+        p = Producer(unique + "P", inst, auto_batch=True, batch_max_bytes=2048)
+        await p.start()
+        delayed = p.send(Message(unique, b"later", delay_level=1))
+        retry = p.send(Message(retry_topic, b"again"))
+        big = p.send(Message(unique, b"B" * 4096))
+        nowait = p.send(Message(unique, b"no-wait", properties={"WAIT": "false"}))
+        plain = [p.send(Message(unique, f"p{i}".encode())) for i in range(5)]
+        res = await asyncio.gather(delayed, retry, big, nowait, *plain)
+        acc = p.accumulator()
+        batched = acc.messages_sent
+        await p.shutdown()
+        await inst.shutdown()
+        return res, batched
+
+    res, batched = run(go())
+    assert all(r.status == SendStatus.SEND_OK for r in res)
+    assert res[1].message_queue.topic == retry_topic
+    assert batched == 6  # the no-wait message and the 5 plain ones; delayed, retry and big went alone
+
+
+def test_autobatch_failure_reaches_every_send_of_the_batch(broker: BrokerProcess, unique: str) -> None:
+    async def go():
+        inst = MQClientInstance(broker.namesrv_addr)
+        p = Producer(unique + "P", inst, auto_batch=True)
+        mq = MessageQueue(topic=unique + "missing", broker_name="no-such-broker", queue_id=0)
+        try:
+            outcome = await asyncio.gather(*(p.send(Message(mq.topic, b"x"), mq=mq) for _ in range(3)),
+                                           return_exceptions=True)
+        finally:
+            await p.shutdown()
+            await inst.shutdown()
+        return outcome
+
+    outcome = run(go())
+    assert len(outcome) == 3 and all(isinstance(e, BrokerError) and "no-such-broker" in str(e) for e in outcome)
+
+
+def test_autobatch_memory_is_bounded_with_back_pressure(broker: BrokerProcess, unique: str) -> None:
+    total = 8 * 1024
+
+    async def go():
+        inst = MQClientInstance(broker.namesrv_addr)
+        await create_topic(inst, broker.broker_addr, unique, queues=2)
+        p = Producer(unique + "P", inst, auto_batch=True, batch_max_bytes=2048, batch_max_delay_ms=50,
+                     total_batch_max_bytes=total)
+        await p.start()
+        acc = p.accumulator()
+        held: list[int] = []
+        waiting: list[int] = []
+        sends = [p.send_async(Message(unique, bytes([65 + i % 26]) * 1000)) for i in range(300)]
+        while not all(t.done() for t in sends):
+            held.append(acc.held_bytes)
+            waiting.append(acc.waiting_sends)
+            await asyncio.sleep(0)
+        res = await asyncio.gather(*sends)
+        c = PullConsumer(unique + "C", inst)
+        await _dispatched(inst, unique, res)
+        got = await _pull_all(c, unique)
+        await p.shutdown()
+        await inst.shutdown()
+        return held, waiting, res, got, acc.held_bytes
+
+    held, waiting, res, got, after = run(go())
+    assert max(held) <= total and after == 0
+    assert max(waiting) > 100  # most sends had to wait for memory
+    assert len(res) == 300 and all(r.status == SendStatus.SEND_OK for r in res)
+    assert len(got) == 300
