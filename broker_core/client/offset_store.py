@@ -57,3 +57,19 @@ class RemoteBrokerOffsetStore:
     def remove(self, mq: MessageQueue) -> None:
         self._table.pop(mq, None)
         self._persisted.pop(mq, None)
+
+
+class OffsetStore(Protocol):
+    """What the rebalancer and the push consumer need of an offset store (remote or local file)."""
+
+    def update(self, mq: MessageQueue, offset: int, increase_only: bool = True) -> None: ...
+
+    def read_memory(self, mq: MessageQueue) -> int | None: ...
+
+    async def read_store(self, mq: MessageQueue) -> int | None: ...
+
+    async def persist(self, mq: MessageQueue) -> None: ...
+
+    async def persist_all(self, mqs: set[MessageQueue] | None = None) -> None: ...
+
+    def remove(self, mq: MessageQueue) -> None: ...

@@ -25,8 +25,9 @@ from broker_core.store.codec.message import MessageExt
 from .connection import RemotingConnection, RemotingError
 from .consumer_api import ConsumerApi, PullStatus
 from .instance import BrokerError, MQClientInstance
+from .local_offset_store import LocalFileOffsetStore
 from .message import PROPERTY_RETRY_TOPIC
-from .offset_store import RemoteBrokerOffsetStore
+from .offset_store import OffsetStore, RemoteBrokerOffsetStore
 from .rebalance import RETRY_GROUP_TOPIC_PREFIX, ConsumeFromWhere, PullRequest, Rebalancer
 from .subscription import build_subscription
 
@@ -40,6 +41,11 @@ PULL_SUSPEND_MS = 15_000
 PULL_DELAY_ON_ERROR_S = 3.0
 PULL_THRESHOLD_FOR_QUEUE = 1000
 SUSPEND_ORDERLY_S = 1.0
+
+
+class MessageModel(StrEnum):
+    CLUSTERING = "CLUSTERING"
+    BROADCASTING = "BROADCASTING"
 
 
 class ConsumeConcurrentlyStatus(StrEnum):
@@ -62,11 +68,16 @@ class PushConsumer:
                  consume_from: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
                  consume_timestamp_ms: int | None = None, pull_batch_size: int = 32,
                  consume_batch_max_size: int = 1, consume_concurrency: int = 20,
-                 max_reconsume_times: int = 16) -> None:
+                 max_reconsume_times: int = 16, message_model: MessageModel = MessageModel.CLUSTERING,
+                 offset_store_dir: str | None = None) -> None:
         self.group = group
         self.instance = instance
         self.api = ConsumerApi(instance, group)
-        self.offsets = RemoteBrokerOffsetStore(self.api)
+        self.message_model = message_model
+        # CLUSTERING: the broker keeps the group's offsets; BROADCASTING: each consumer keeps its own in a
+        # file under offset_store_dir (default ~/.rocketmq_offsets) named by its client id
+        self.offsets: OffsetStore = (LocalFileOffsetStore(instance.client_id, group, offset_store_dir)
+                                     if self.broadcasting else RemoteBrokerOffsetStore(self.api))
         self._consume_from = consume_from
         self._consume_ts = consume_timestamp_ms
         self.pull_batch_size = pull_batch_size
@@ -96,16 +107,23 @@ class PushConsumer:
     def orderly(self) -> bool:
         return self._orderly is not None
 
+    @property
+    def broadcasting(self) -> bool:
+        return self.message_model == MessageModel.BROADCASTING
+
     # ---------------------------------------------------------------- lifecycle
     async def start(self) -> None:
         if self._concurrent is None and self._orderly is None:
             raise ValueError("register a listener before start()")
-        if not self.orderly:
+        if isinstance(self.offsets, LocalFileOffsetStore):
+            self.offsets.load()  # an unreadable offsets file stops the start, naming the file
+        if not self.orderly and not self.broadcasting:
             # failed messages come back through the group's retry topic
             retry = RETRY_GROUP_TOPIC_PREFIX + self.group
             self._subs.setdefault(retry, build_subscription(retry, "*"))
         self.rebalancer = Rebalancer(self.group, self.instance.client_id, self.api, self.offsets,
-                                     orderly=self.orderly, consume_from=self._consume_from,
+                                     orderly=self.orderly, broadcasting=self.broadcasting,
+                                     consume_from=self._consume_from,
                                      consume_timestamp_ms=self._consume_ts)
         self.instance.register_consumer(self.group, self)
         await self.instance.start()
@@ -141,7 +159,8 @@ class PushConsumer:
         return task
 
     def heartbeat_data(self) -> ConsumerData:
-        return ConsumerData(group_name=self.group, consume_type="CONSUME_PASSIVELY", message_model="CLUSTERING",
+        return ConsumerData(group_name=self.group, consume_type="CONSUME_PASSIVELY",
+                            message_model=self.message_model.value,
                             consume_from_where=self._consume_from.value,
                             subscription_data_set=list(self._subs.values()))
 
@@ -175,7 +194,7 @@ class PushConsumer:
             await asyncio.sleep(PERSIST_INTERVAL_S)
             try:
                 await self.offsets.persist_all()
-            except (RemotingError, BrokerError) as e:
+            except (RemotingError, BrokerError, OSError) as e:
                 log.warning("persisting offsets of %s failed: %s", self.group, e)
 
     async def _lock_loop(self) -> None:
@@ -195,7 +214,8 @@ class PushConsumer:
             if pq.count > PULL_THRESHOLD_FOR_QUEUE:
                 await asyncio.sleep(0.05)
                 continue
-            commit = self.offsets.read_memory(pr.mq) or 0
+            # broadcasting offsets are this consumer's own: never committed to the broker with a pull
+            commit = 0 if self.broadcasting else (self.offsets.read_memory(pr.mq) or 0)
             try:
                 result = await self.api.pull(pr.mq, pr.next_offset, self.pull_batch_size, sub,
                                              commit_offset=commit, suspend_ms=PULL_SUSPEND_MS)
@@ -265,7 +285,10 @@ class PushConsumer:
                 status = ConsumeConcurrentlyStatus.RECONSUME_LATER
         if pr.process_queue.dropped:
             return
-        if status != ConsumeConcurrentlyStatus.CONSUME_SUCCESS:
+        if status != ConsumeConcurrentlyStatus.CONSUME_SUCCESS and self.broadcasting:
+            # as Java: a broadcast message has no group retry topic to go back to; it is dropped (logged)
+            log.warning("BROADCASTING: consuming %d message(s) of %s failed; dropped", len(batch), pr.mq)
+        elif status != ConsumeConcurrentlyStatus.CONSUME_SUCCESS:
             failed: list[MessageExt] = []
             for m in batch:
                 try:

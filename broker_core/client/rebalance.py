@@ -18,7 +18,7 @@ from typing import Protocol
 from broker_core.remoting.bodies import MessageQueue
 
 from .allocate import allocate_averagely
-from .offset_store import RemoteBrokerOffsetStore
+from .offset_store import OffsetStore
 from .process_queue import ProcessQueue
 
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
@@ -55,8 +55,8 @@ class PullRequest:
 
 
 class Rebalancer:
-    def __init__(self, group: str, client_id: str, backend: RebalanceBackend, offsets: RemoteBrokerOffsetStore,
-                 *, orderly: bool = False,
+    def __init__(self, group: str, client_id: str, backend: RebalanceBackend, offsets: OffsetStore,
+                 *, orderly: bool = False, broadcasting: bool = False,
                  consume_from: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
                  consume_timestamp_ms: int | None = None,
                  allocate: Callable[[str, list[MessageQueue], list[str]], list[MessageQueue]] = allocate_averagely
@@ -64,6 +64,7 @@ class Rebalancer:
         self.group = group
         self.client_id = client_id
         self.orderly = orderly
+        self.broadcasting = broadcasting  # BROADCASTING: every consumer owns every queue, no allocation
         self._backend = backend
         self._offsets = offsets
         self._consume_from = consume_from
@@ -83,6 +84,9 @@ class Rebalancer:
             mqs = await self._backend.subscribe_queues(topic)
             if not mqs:
                 self.topics_without_route.append(topic)
+                continue
+            if self.broadcasting:
+                wanted.update(mqs)
                 continue
             cids = await self._backend.find_consumer_ids(topic, self.group)
             if not cids:
