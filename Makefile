@@ -42,6 +42,7 @@ bench: $(BIN)/mqadmin
 	$(BIN)/python bench/recovery.py
 	$(BIN)/python bench/query.py
 	$(BIN)/python bench/search.py
+	$(BIN)/python bench/batch_model.py
 	@command -v redis-server >/dev/null || { echo "bench/remoting.py needs redis-server (apt-get install redis-server)"; exit 1; }
 	$(BIN)/pip install --quiet -e '.[bench]'
 	$(BIN)/python bench/remoting.py
