@@ -146,7 +146,6 @@ class ProduceAccumulator:
         size = len(item)
         if self._closed:
             raise RuntimeError("the producer's accumulator is shut down")
-        self._ensure_guard()
         await self._budget.acquire(size)
         fut: asyncio.Future[tuple[BatchSendOutcome, int]] = asyncio.get_running_loop().create_future()
         acc = self._open.get(key)
@@ -156,6 +155,8 @@ class ProduceAccumulator:
         acc.size += size
         if acc.size >= self.batch_max_bytes:
             self._dispatch(self._open.pop(key))  # space dimension: sent from the sending call
+        else:
+            self._ensure_guard()
         return await fut
 
     def _ensure_guard(self) -> None:
@@ -163,9 +164,10 @@ class ProduceAccumulator:
             self._guard = asyncio.get_running_loop().create_task(self._guard_loop())
 
     async def _guard_loop(self) -> None:
-        """The one background task (time dimension): every max_delay/2 send batches that waited max_delay."""
+        """The one background task (time dimension): every max_delay/2 send batches that waited max_delay.
+        It ends when nothing is open (no wake-ups of an idle producer) and the next add starts it again."""
         loop = asyncio.get_running_loop()
-        while not self._closed:
+        while not self._closed and self._open:
             await asyncio.sleep(self.batch_max_delay / 2)
             now = loop.time()
             for key in [k for k, a in self._open.items() if now - a.created >= self.batch_max_delay]:
