@@ -168,9 +168,9 @@ def test_drain_a_running_broker(pb: Playbooks, cluster: Cluster, sshd: Sshd) -> 
         assert admin.topic_info("orders-events").perm == 4
 
 
-@pytest.mark.skipif(REMOTE_MODE, reason="remote mode is in this build: the cluster tests above run instead")
-def test_cluster_target_says_remote_mode_is_missing(pb: Playbooks) -> None:
+def test_unreachable_name_server_fails_the_step_with_one_clear_line(pb: Playbooks) -> None:
     text = "name: c\ntargets:\n  c: {namesrv: '127.0.0.1:1'}\nsteps:\n  - group.ensure: {group: g}\n"
     r = pb.run(pb.write("c.yml", text))
     assert r.code == 1
-    assert "remote mode (-n / broker address 127.0.0.1:1) is not available yet" in r.doc["steps"][0]["message"]
+    message = r.doc["steps"][0]["message"]
+    assert message.startswith("no name server answered (127.0.0.1:1)") and "\n" not in message
