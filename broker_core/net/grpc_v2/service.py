@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -121,10 +120,8 @@ def _peer_ip(peer: str) -> str:
 
 
 def _millis(d: Any) -> int:
+    """Milliseconds of a protobuf Duration or Timestamp (both are seconds + nanos)."""
     return d.seconds * 1000 + d.nanos // 1_000_000
-
-
-_millis_ts = _millis  # Timestamp has the same seconds/nanos fields as Duration
 
 
 class MessagingService(MessagingServiceServicer):
@@ -494,7 +491,7 @@ class MessagingService(MessagingServiceServicer):
         for wire in messages:
             yield pb.ReceiveMessageResponse(message=wire)
         ts = pb.ReceiveMessageResponse()
-        ts.delivery_timestamp.FromMilliseconds(int(time.time() * 1000))
+        ts.delivery_timestamp.FromMilliseconds(self.clock())
         yield ts
 
     # -- AckMessage / ChangeInvisibleDuration / DLQ ------------------------------------------------
@@ -639,7 +636,7 @@ class MessagingService(MessagingServiceServicer):
                 if not request.HasField("timestamp"):
                     raise RpcError(pb.Code.BAD_REQUEST, "query by TIMESTAMP needs a timestamp")
                 offset = await self._call(self.broker.search_offset_by_timestamp, topic, qid,
-                                          _millis_ts(request.timestamp))
+                                          _millis(request.timestamp))
             return pb.QueryOffsetResponse(status=OK, offset=offset)
         except RpcError as e:
             return pb.QueryOffsetResponse(status=status(e.code, e.message))
