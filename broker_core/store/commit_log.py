@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
-from .codec.hotpath import offset_msg_id
+from .codec.hotpath import check_message, offset_msg_id
 from .codec.message import (
     END_FILE_MIN_BLANK_LENGTH,
     MESSAGE_MAGIC_CODE_V1,
@@ -36,7 +36,6 @@ from .codec.message import (
     write_record,
 )
 from .codec.sys_flag import TRANSACTION_PREPARED_TYPE, is_dispatched_to_queue
-from .codec.validate import check_message
 from .dispatch import KnownProperties
 from .errors import CorruptDataError
 from .mapped_file import MappedFile, MappedFileQueue

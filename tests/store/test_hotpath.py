@@ -224,6 +224,75 @@ def test_index_entries_are_identical(records, slots, index_num, pre_ts, topic) -
     assert outs[0] == outs[1]
 
 
+# check_message: both fast checks must give the reference's verdict (and message) on anything.
+odd_texts = st.one_of(awkward_texts, st.sampled_from(["\ud800x", "a\udfff", "\x01", "k\x02v"]))
+odd_ints = st.one_of(st.integers(-(2 ** 64), 2 ** 64), st.sampled_from([True, False, 1.0, "1", None]))
+odd_hosts = st.one_of(hosts, st.tuples(st.sampled_from(["999.1.1.1", "01.2.3.4", "1.2.3", "fe80::1%eth0", "::g",
+                                                        "", "1.2.3.4 "]), st.integers(-5, 70000)),
+                      st.sampled_from([("1.2.3.4", True), ("1.2.3.4", 5.0), ["1.2.3.4", 5], "1.2.3.4:5", None,
+                                       ("1.2.3.4",), ("1.2.3.4", 5, 6), ([], 1)]))
+
+
+@st.composite
+def odd_messages(draw) -> MessageInner:
+    msg = draw(messages())
+    if draw(st.booleans()):
+        msg.properties = draw(st.one_of(
+            st.dictionaries(odd_texts, st.one_of(odd_texts, st.none(), st.integers()), max_size=4),
+            st.sampled_from([None, [("a", "b")], {1: "x"}, {"": "v"}, {"k": b"v"}])))
+    for name in ("queue_id", "flag", "sys_flag", "reconsume_times", "born_timestamp", "prepared_transaction_offset",
+                 "store_timestamp"):
+        if draw(st.integers(0, 7)) == 0:
+            setattr(msg, name, draw(odd_ints))
+    if draw(st.integers(0, 3)) == 0:
+        msg.keep_store_timestamp = draw(st.sampled_from([True, False, 0, 1, None]))
+    if draw(st.integers(0, 3)) == 0:
+        msg.topic = draw(st.one_of(odd_texts, st.sampled_from([None, b"T", ""])))
+    if draw(st.integers(0, 5)) == 0:
+        msg.body = draw(st.sampled_from(["text", None, bytearray(b"x"), memoryview(b"y"), 5]))
+    if draw(st.integers(0, 3)) == 0:
+        setattr(msg, draw(st.sampled_from(["born_host", "store_host"])), draw(odd_hosts))
+    return msg
+
+
+def _verdict(fn, *args):
+    """(True, None) or (False, exception type, message): messages must be the reference's too."""
+    try:
+        fn(*args)
+        return True, None
+    except Exception as e:  # noqa: BLE001 - the type and text are the comparison
+        return False, type(e), str(e)
+
+
+@FAST
+@given(msg=odd_messages(), given_props=st.booleans())
+def test_check_message_gives_the_reference_verdict(msg, given_props) -> None:
+    """The fast checks (C and Python twin) accept exactly what validate.check_message accepts, and
+    refuse with its exception and message."""
+    from broker_core.store.codec import validate
+
+    ref = _verdict(validate.check_message, msg, given_props)
+    assert _verdict(hot_py.check_message, msg, given_props) == ref
+    if compiled is not None:
+        assert _verdict(compiled.check_message, msg, given_props) == ref
+        # twice: the second call takes the remembered-host path
+        assert _verdict(compiled.check_message, msg, given_props) == ref
+    assert _verdict(hot_py.check_message, msg, given_props) == ref
+
+
+def test_check_message_refuses_after_a_host_was_remembered() -> None:
+    """A remembered valid host never lets an equal-looking bad one through (5.0 == 5, True == 1)."""
+    from broker_core.store.codec import validate
+
+    impls = [hot_py.check_message] + ([compiled.check_message] if compiled is not None else [])
+    for fn in impls:
+        fn(MessageInner(topic="T", born_host=("1.2.3.4", 1)))
+        for bad in (("1.2.3.4", True), ("1.2.3.4", 1.0)):
+            msg = MessageInner(topic="T", born_host=bad)  # type: ignore[arg-type]
+            assert _verdict(fn, msg) == _verdict(validate.check_message, msg)
+            assert _verdict(fn, msg)[0] is False
+
+
 # ---------------------------------------------------------------- (2) the byte-identity tests on the other one
 
 def test_byte_identity_tests_on_the_other_implementation() -> None:

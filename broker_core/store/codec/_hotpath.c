@@ -31,10 +31,15 @@ static PyObject *encode_host_func = NULL;
 static PyObject *known_properties_func = NULL;
 static PyObject *java_hash_func = NULL;
 static PyObject *py_index_put_keys = NULL;
+static PyObject *py_check_message = NULL;  /* validate.check_message: the reference verdict and message */
+static PyObject *py_check_host = NULL;     /* validate.check_host */
+/* Hosts (exact (str, int) tuples) the reference accepted: a store sees few distinct ones. */
+static PyObject *valid_hosts = NULL;
+#define VALID_HOSTS_MAX 4096
 
 static PyObject *s_topic, *s_body, *s_properties, *s_queue_id, *s_flag, *s_sys_flag, *s_born_timestamp,
     *s_born_host, *s_store_host, *s_reconsume_times, *s_prepared_transaction_offset, *s_TAGS, *s_KEYS,
-    *s_UNIQ_KEY, *s_INNER_NUM, *s_schedule_topic;
+    *s_UNIQ_KEY, *s_INNER_NUM, *s_schedule_topic, *s_keep_store_timestamp, *s_store_timestamp;
 
 static int not_initialised(void) {
     if (RecordError != NULL) return 0;
@@ -895,11 +900,127 @@ fallback:
     return PyObject_Vectorcall(py_index_put_keys, args, (size_t)nargs, NULL);
 }
 
+
+/* ------------------------------------------------------------------ check_message */
+
+/* 1 when text is an exact str holding no 0x01/0x02 and encodable as UTF-8 (no lone surrogate), 0 when
+ * in doubt (the reference then gives the verdict). */
+static int text_ok(PyObject *text) {
+    if (!PyUnicode_CheckExact(text)) return 0;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    if (kind == PyUnicode_1BYTE_KIND) {
+        const Py_UCS1 *d = (const Py_UCS1 *)data;
+        return memchr(d, 0x01, (size_t)n) == NULL && memchr(d, 0x02, (size_t)n) == NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        if (c == 0x01 || c == 0x02 || (c >= 0xD800 && c <= 0xDFFF)) return 0;
+    }
+    return 1;
+}
+
+/* 1 when o is an exact int in [lo, hi] (bool and int subclasses are left to the reference). */
+static int int_ok(PyObject *obj, PyObject *name, int64_t lo, int64_t hi) {
+    PyObject *o = PyObject_GetAttr(obj, name);
+    if (o == NULL) { PyErr_Clear(); return 0; }
+    int ok = 0;
+    if (PyLong_CheckExact(o)) {
+        int overflow = 0;
+        long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+        if (v == -1 && PyErr_Occurred()) PyErr_Clear();
+        else ok = !overflow && v >= lo && v <= hi;
+    }
+    Py_DECREF(o);
+    return ok;
+}
+
+/* 1 when the host tuple is one the reference check_host accepted before (or accepts now), 0 in doubt;
+ * -1 with the reference's exception set. */
+static int host_ok(PyObject *msg, PyObject *name) {
+    PyObject *host = PyObject_GetAttr(msg, name);
+    if (host == NULL) { PyErr_Clear(); return 0; }
+    int ok = 0;
+    if (PyTuple_CheckExact(host) && PyTuple_GET_SIZE(host) == 2 && PyUnicode_CheckExact(PyTuple_GET_ITEM(host, 0)) &&
+        PyLong_CheckExact(PyTuple_GET_ITEM(host, 1))) {
+        /* exact types: equal tuples are equal values (no 5.0 == 5 or True == 1 aliasing) */
+        ok = PyDict_Contains(valid_hosts, host);
+        if (ok == 0) {
+            PyObject *r = PyObject_CallFunctionObjArgs(py_check_host, name, host, NULL);
+            if (r == NULL) {
+                ok = -1;
+            } else {
+                Py_DECREF(r);
+                if (PyDict_GET_SIZE(valid_hosts) >= VALID_HOSTS_MAX) PyDict_Clear(valid_hosts);
+                ok = PyDict_SetItem(valid_hosts, host, Py_True) < 0 ? -1 : 1;
+            }
+        }
+    }
+    Py_DECREF(host);
+    return ok;
+}
+
+/* The fast verdict of validate.check_message: 1 valid, 0 in doubt, -1 error set. */
+static int message_ok(PyObject *msg, int properties_given) {
+    PyObject *topic = PyObject_GetAttr(msg, s_topic);
+    if (topic == NULL) { PyErr_Clear(); return 0; }
+    int ok = text_ok(topic) && PyUnicode_GET_LENGTH(topic) > 0;
+    Py_DECREF(topic);
+    if (!ok) return 0;
+    PyObject *body = PyObject_GetAttr(msg, s_body);
+    if (body == NULL) { PyErr_Clear(); return 0; }
+    ok = PyBytes_CheckExact(body) || PyByteArray_CheckExact(body) || PyMemoryView_Check(body);
+    Py_DECREF(body);
+    if (!ok) return 0;
+    if (!int_ok(msg, s_queue_id, INT32_MIN, INT32_MAX) || !int_ok(msg, s_flag, INT32_MIN, INT32_MAX) ||
+        !int_ok(msg, s_sys_flag, INT32_MIN, INT32_MAX) || !int_ok(msg, s_reconsume_times, INT32_MIN, INT32_MAX) ||
+        !int_ok(msg, s_born_timestamp, INT64_MIN, INT64_MAX) ||
+        !int_ok(msg, s_prepared_transaction_offset, INT64_MIN, INT64_MAX)) {
+        return 0;
+    }
+    PyObject *keep = PyObject_GetAttr(msg, s_keep_store_timestamp);
+    if (keep == NULL) { PyErr_Clear(); return 0; }
+    ok = keep == Py_False;
+    if (!ok && keep == Py_True) ok = int_ok(msg, s_store_timestamp, INT64_MIN, INT64_MAX);
+    Py_DECREF(keep);
+    if (!ok) return 0;
+    int h = host_ok(msg, s_born_host);
+    if (h <= 0) return h;
+    h = host_ok(msg, s_store_host);
+    if (h <= 0) return h;
+    if (properties_given) return 1;
+    PyObject *props = PyObject_GetAttr(msg, s_properties);
+    if (props == NULL) { PyErr_Clear(); return 0; }
+    ok = PyDict_CheckExact(props);
+    Py_ssize_t i = 0;
+    PyObject *k, *v;
+    while (ok && PyDict_Next(props, &i, &k, &v)) {
+        ok = text_ok(k) && PyUnicode_GET_LENGTH(k) > 0 && (v == Py_None || text_ok(v));
+    }
+    Py_DECREF(props);
+    return ok;
+}
+
+static PyObject *hp_check_message(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (not_initialised()) return NULL;
+    if (nargs != 1 && nargs != 2) { PyErr_SetString(PyExc_TypeError, "check_message(msg, properties_given=False)"); return NULL; }
+    int given = 0;
+    if (nargs == 2 && (given = PyObject_IsTrue(args[1])) < 0) return NULL;
+    int ok = message_ok(args[0], given);
+    if (ok < 0) return NULL;
+    if (ok) Py_RETURN_NONE;
+    return PyObject_Vectorcall(py_check_message, args, (size_t)nargs, NULL);
+}
+
 /* ------------------------------------------------------------------ init */
 
 static PyObject *hp_init(PyObject *self, PyObject *args) {
-    PyObject *err, *crc, *enc_props, *enc_host, *known, *jhash, *idx;
-    if (!PyArg_ParseTuple(args, "OOOOOOO", &err, &crc, &enc_props, &enc_host, &known, &jhash, &idx)) return NULL;
+    PyObject *err, *crc, *enc_props, *enc_host, *known, *jhash, *idx, *check, *check_host;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOO", &err, &crc, &enc_props, &enc_host, &known, &jhash, &idx, &check,
+                          &check_host)) return NULL;
+    Py_XSETREF(py_check_message, Py_NewRef(check));
+    Py_XSETREF(py_check_host, Py_NewRef(check_host));
     Py_XSETREF(RecordError, Py_NewRef(err));
     Py_XSETREF(crc32_func, Py_NewRef(crc));
     Py_XSETREF(encode_properties_func, Py_NewRef(enc_props));
@@ -921,6 +1042,7 @@ static PyMethodDef methods[] = {
     {"put_cq_unit", (PyCFunction)(void (*)(void))hp_put_cq_unit, METH_FASTCALL, NULL},
     {"put_bcq_unit", (PyCFunction)(void (*)(void))hp_put_bcq_unit, METH_FASTCALL, NULL},
     {"index_put_keys", (PyCFunction)(void (*)(void))hp_index_put_keys, METH_FASTCALL, NULL},
+    {"check_message", (PyCFunction)(void (*)(void))hp_check_message, METH_FASTCALL, NULL},
     {"java_string_hash", hp_java_string_hash, METH_O, NULL},
     {"index_key_hash", hp_index_key_hash, METH_O, NULL},
     {"tags_code", hp_tags_code, METH_O, NULL},
@@ -943,7 +1065,9 @@ PyMODINIT_FUNC PyInit__hotpath(void) {
     INTERN(s_born_timestamp, "born_timestamp"); INTERN(s_born_host, "born_host"); INTERN(s_store_host, "store_host");
     INTERN(s_reconsume_times, "reconsume_times"); INTERN(s_prepared_transaction_offset, "prepared_transaction_offset");
     INTERN(s_TAGS, "TAGS"); INTERN(s_KEYS, "KEYS"); INTERN(s_UNIQ_KEY, "UNIQ_KEY"); INTERN(s_INNER_NUM, "INNER_NUM");
-    INTERN(s_schedule_topic, "SCHEDULE_TOPIC_XXXX");
+    INTERN(s_schedule_topic, "SCHEDULE_TOPIC_XXXX"); INTERN(s_keep_store_timestamp, "keep_store_timestamp");
+    INTERN(s_store_timestamp, "store_timestamp");
+    if ((valid_hosts = PyDict_New()) == NULL) return NULL;
 #undef INTERN
     if (PyModule_AddStringConstant(m, "IMPLEMENTATION", "c") < 0) return NULL;
     return m;

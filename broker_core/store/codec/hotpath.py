@@ -16,6 +16,7 @@ from .errors import RecordError
 from .hashing import _crc32, java_string_hash
 from .hosts import encode_host
 from .properties import encode_properties
+from .validate import check_host, check_message
 
 FORCE_PURE_PYTHON_ENV = "RMQ_PURE_PYTHON"
 
@@ -27,7 +28,7 @@ def _load():
         return hot_py
     # Registered even when the twin is forced, so tests can compare the two in one process.
     _hotpath.init(RecordError, _crc32, encode_properties, encode_host, hot_py.known_properties, java_string_hash,
-                  hot_py.index_put_keys)
+                  hot_py.index_put_keys, check_message, check_host)
     if os.environ.get(FORCE_PURE_PYTHON_ENV, "") not in ("", "0"):
         return hot_py
     return _hotpath
@@ -48,10 +49,11 @@ index_put_keys = _impl.index_put_keys
 index_key_hash = _impl.index_key_hash
 java_hash = _impl.java_string_hash
 tags_code = _impl.tags_code
+check_message = _impl.check_message
 PreparedRecord = hot_py.PreparedRecord
 
 __all__ = [
-    "FORCE_PURE_PYTHON_ENV", "IMPLEMENTATION", "PreparedRecord", "body_crc_matches", "decode_dispatch_fields",
+    "FORCE_PURE_PYTHON_ENV", "IMPLEMENTATION", "PreparedRecord", "body_crc_matches", "check_message", "decode_dispatch_fields",
     "index_key_hash", "index_put_keys", "java_hash", "offset_msg_id", "prepare_record", "put_bcq_unit", "put_cq_unit",
     "record_parts", "tags_code", "write_record",
 ]

@@ -10,9 +10,13 @@ here runs before any offset is assigned and raises ``RecordError`` naming the fi
 from __future__ import annotations
 
 import ipaddress
+from typing import TYPE_CHECKING
 
-from .message import MessageInner, RecordError
+from .errors import RecordError
 from .properties import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
+
+if TYPE_CHECKING:  # message imports the hot path, which registers these checks: no import cycle
+    from .message import MessageInner
 
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
@@ -52,6 +56,10 @@ def check_host(name: str, host: object) -> None:
 
 def check_message(msg: MessageInner, properties_given: bool = False) -> None:
     """Raise RecordError (one line naming the field) unless ``msg`` can be encoded faithfully.
+
+    This is the reference: the append path calls ``hotpath.check_message``, which accepts what it can
+    prove valid in a few checks (the compiled one in C) and asks this function about everything else,
+    so the verdicts and messages are this function's.
 
     ``properties_given``: the caller supplies an already encoded properties string (a record being
     re-put from the commitlog), so the dict is not what will be stored and is not checked.
