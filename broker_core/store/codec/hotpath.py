@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import os
 
-from . import hot_py
+from . import hot_py, validate
 from .errors import RecordError
 from .hashing import _crc32, java_string_hash
 from .hosts import encode_host
 from .properties import encode_properties
-from .validate import check_host, check_message
 
 FORCE_PURE_PYTHON_ENV = "RMQ_PURE_PYTHON"
 
@@ -28,7 +27,7 @@ def _load():
         return hot_py
     # Registered even when the twin is forced, so tests can compare the two in one process.
     _hotpath.init(RecordError, _crc32, encode_properties, encode_host, hot_py.known_properties, java_string_hash,
-                  hot_py.index_put_keys, check_message, check_host)
+                  hot_py.index_put_keys, validate.check_message, validate.check_host)
     if os.environ.get(FORCE_PURE_PYTHON_ENV, "") not in ("", "0"):
         return hot_py
     return _hotpath
