@@ -14,7 +14,6 @@ from dataclasses import replace
 from pathlib import Path
 
 from broker_core.store.config_file import read_config_json, write_config_json
-from broker_core.store.dispatch import DispatchRequest
 from broker_core.store.message_store import MessageStore
 from broker_core.store.topic_config import (
     BATCH_CQ,
@@ -92,9 +91,10 @@ class TopicManager:
         obj = read_config_json(self._deleted_path) or {}
         self.deleted_topics = {str(t): int(o) for t, o in (obj.get("deletedTopicTable") or {}).items()}
 
-    def dispatch_filter(self, req: DispatchRequest) -> bool:
-        cut = self.deleted_topics.get(req.topic)
-        return cut is None or req.commit_log_offset >= cut
+    def dispatch_filter(self, topic: str, commit_log_offset: int) -> bool:
+        """False for a record of a deleted topic written before the deletion (the store's RecordFilter)."""
+        cut = self.deleted_topics.get(topic)
+        return cut is None or commit_log_offset >= cut
 
     def _persist_deleted(self) -> None:
         write_config_json(self._deleted_path, {"deletedTopicTable": dict(self.deleted_topics)})

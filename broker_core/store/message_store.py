@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
+from time import monotonic as _monotonic
 from typing import Protocol
 
 from .batch_consume_queue import BatchConsumeQueue
@@ -90,6 +91,12 @@ class MessageFilterLike(Protocol):
     def is_matched_by_commit_log(self, properties: dict[str, str]) -> bool: ...
 
 
+class RecordFilter(Protocol):
+    """Whether a commitlog record may reach its consume queue and the index."""
+
+    def __call__(self, topic: str, commit_log_offset: int) -> bool: ...
+
+
 class MessageStore:
     def __init__(self, root: str | Path, config: StoreConfig | None = None, clock: Callable[[], int] = now_ms,
                  read_only: bool = False) -> None:
@@ -114,7 +121,8 @@ class MessageStore:
         self.dispatchers: list[Callable[[DispatchRequest], None]] = []
         # False for a record that must not reach any queue or index (the broker uses it so a
         # deleted topic's old records are not re-dispatched into a new consume queue on recovery).
-        self.dispatch_filter: Callable[[DispatchRequest], bool] | None = None
+        # It gets the record's fields, not a DispatchRequest: the per-put path builds none.
+        self.dispatch_filter: RecordFilter | None = None
         self._flush_thread: threading.Thread | None = None
         self._stopping = False
         self._started = False
@@ -509,7 +517,7 @@ class MessageStore:
             cq.correct_min_offset(cl_min)
 
     def _dispatch_recovered(self, req: DispatchRequest) -> None:
-        if self.dispatch_filter is not None and not self.dispatch_filter(req):
+        if self.dispatch_filter is not None and not self.dispatch_filter(req.topic, req.commit_log_offset):
             return
         cq = self.consume_queues.get((req.topic, req.queue_id)) if req.enters_queue else None
         if cq is not None:
@@ -542,13 +550,17 @@ class MessageStore:
         DispatchRequest only to take it apart again costs as much as the unit write. When nothing
         needs a request object (no extra dispatchers, no dispatch filter) and the append path knew
         TAGS/KEYS/UNIQ_KEY, the consume queue unit and the index entries are written from the fields
-        directly, with the same decisions ``do_dispatch`` makes.
+        directly, with the same decisions ``do_dispatch`` makes. The dispatch filter (a Broker sets
+        one) takes the record's fields, so it keeps this path.
         """
         known = rec[9]
-        if known is None or self.dispatchers or self.dispatch_filter is not None:
+        if known is None or self.dispatchers:
             self.do_dispatch(dispatch_request_of_appended(rec, self.delay_levels_ms))
             return
         phy, size, topic, queue_id, queue_offset, sys_flag, store_ts, _prepared, props, _ = rec
+        record_filter = self.dispatch_filter
+        if record_filter is not None and not record_filter(topic, phy):
+            return
         tags, keys, uniq_key = known
         tc = tags_code(tags)
         enters_queue = not sys_flag & TRANSACTION_PREPARED_TYPE  # NOT_TYPE and COMMIT records
@@ -575,7 +587,7 @@ class MessageStore:
                 listener(topic, queue_id, queue_offset + 1, tc, store_ts, props)
 
     def do_dispatch(self, req: DispatchRequest, notify: bool = True) -> None:
-        if self.dispatch_filter is not None and not self.dispatch_filter(req):
+        if self.dispatch_filter is not None and not self.dispatch_filter(req.topic, req.commit_log_offset):
             return
         enters_queue = is_dispatched_to_queue(req.sys_flag)
         if enters_queue:
@@ -650,9 +662,8 @@ class MessageStore:
         DISK_CHECK_INTERVAL_S; the physical limit itself is caught by the block reservation.
         """
         import shutil
-        import time
 
-        now = time.monotonic()
+        now = _monotonic()
         if now - self._disk_checked_at >= DISK_CHECK_INTERVAL_S:
             self._disk_checked_at = now
             try:
@@ -678,13 +689,21 @@ class MessageStore:
         return None
 
     def put_message(self, msg: MessageInner) -> PutMessageResult:
-        if self.read_only or not self._opened:
-            return self._check_writable()
+        """Append one message; a store that is not started dispatches it before returning.
+
+        The path every single send takes, kept flat: the disk check is a sampled comparison, and the
+        record just appended is dispatched from the fields the append kept (``dispatch_new``).
+        """
+        if self.read_only or not self._opened or self._disk_used_pct >= self.config.disk_space_warning_level_ratio \
+                or _monotonic() - self._disk_checked_at >= DISK_CHECK_INTERVAL_S:
+            bad = self._check_writable()
+            if bad is not None:
+                return bad
         result = self.commit_log.put_message(msg)
         if result.status is PUT_OK and self.checkpoint is not None:
             self.checkpoint.physic_msg_timestamp = result.store_timestamp
         if not self._started:
-            self.reput.do_reput()
+            self.reput.dispatch_new()
         return result
 
     def put_messages(self, msgs: list[MessageInner]) -> PutMessageResult:

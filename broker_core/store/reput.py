@@ -95,6 +95,29 @@ class ReputMessageService:
             n += 1
         return n
 
+    def dispatch_new(self) -> int:
+        """``do_reput`` for a store whose puts dispatch synchronously (not started): the records this
+        process just appended are dispatched from their fields under the dispatch lock, and only what
+        is left (a file's BLANK end, records another writer added) goes the general way.
+        """
+        store = self.store
+        n = 0
+        with self._dispatch_lock:
+            appended = store.commit_log.appended_records
+            offset = self.reput_from_offset
+            if appended and appended[0][0] == offset:
+                dispatch_appended = store.dispatch_appended
+                while appended and appended[0][0] == offset:
+                    rec = appended.popleft()
+                    dispatch_appended(rec)
+                    offset += rec[1]
+                    self.reput_from_offset = offset
+                    n += 1
+            files = store.commit_log.file_queue.files
+            if files and offset == files[-1].file_from_offset + files[-1].wrote_position:
+                return n
+        return n + self.do_reput()
+
     def do_reput(self) -> int:
         """Dispatch all complete records from reput_from_offset up to the commitlog's end."""
         store = self.store

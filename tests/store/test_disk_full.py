@@ -72,3 +72,34 @@ def test_full_disk_refuses_cleanly_and_keeps_every_ack(small_fs: Path, ratio: in
     assert res.returncode in (0, 1), res.stderr[-2000:]
     if res.returncode == 1:
         assert "No space" in res.stderr or "disk full" in res.stderr
+
+
+def test_single_puts_are_refused_past_disk_space_warning_level_ratio(tmp_path: Path, monkeypatch) -> None:
+    """Every write path checks diskSpaceWarningLevelRatio, the single put too (its flat fast path once
+    skipped the check and wrote on until ENOSPC). A full disk refuses the put, a freed one accepts again."""
+    from collections import namedtuple
+
+    from store_util import make_msg, small_config
+
+    from broker_core.store import message_store
+    from broker_core.store.commit_log import PutMessageStatus
+
+    usage = namedtuple("usage", "total used free")
+    state = {"used": 10}
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: usage(100, state["used"], 100 - state["used"]))
+    clock = [0.0]
+    monkeypatch.setattr(message_store, "_monotonic", lambda: clock[0])
+    store = MessageStore(tmp_path, small_config(disk_space_warning_level_ratio=90)).open()
+    try:
+        assert store.put_message(make_msg("D", 0, b"x")).ok
+        state["used"] = 95
+        clock[0] += 1.0  # past DISK_CHECK_INTERVAL_S: the next put samples the disk
+        r = store.put_message(make_msg("D", 0, b"y"))
+        assert r.status is PutMessageStatus.SERVICE_NOT_AVAILABLE and "disk full" in r.remark
+        assert store.get_max_offset_in_queue("D", 0) == 1
+        state["used"] = 50
+        clock[0] += 1.0
+        assert store.put_message(make_msg("D", 0, b"z")).ok
+        assert store.get_max_offset_in_queue("D", 0) == 2
+    finally:
+        store.shutdown()

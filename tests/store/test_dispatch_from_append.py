@@ -126,3 +126,34 @@ def test_large_records_are_the_bytes_encode_record_gives(tmp_path: Path) -> None
             assert bytes(store.commit_log.get_data(result.wrote_offset, len(expected))) == bytes(expected)
     finally:
         store.shutdown()
+
+
+def test_a_dispatch_filter_keeps_the_flat_path_and_still_filters(tmp_path: Path, monkeypatch) -> None:
+    """The Broker's dispatch filter (deleted topics) takes the record's fields: with one set, appended
+    records are still dispatched without a DispatchRequest, and the filtered ones reach no queue or index.
+    """
+    from broker_core.store import message_store
+
+    def no_request(*args, **kwargs):
+        raise AssertionError("the per-put path built a DispatchRequest")
+
+    monkeypatch.setattr(message_store, "dispatch_request_of_appended", no_request)
+    store = MessageStore(tmp_path, small_config(), clock=FakeClock(step=1)).open()
+    seen: list[tuple[str, int]] = []
+
+    def record_filter(topic: str, commit_log_offset: int) -> bool:
+        seen.append((topic, commit_log_offset))
+        return topic != "Gone"
+
+    store.dispatch_filter = record_filter
+    try:
+        for i in range(4):
+            assert store.put_message(make_msg("Kept", 0, b"k", key=f"kk{i}", uniq=f"UK{i}")).ok
+            assert store.put_message(make_msg("Gone", 0, b"g", key=f"gk{i}", uniq=f"UG{i}")).ok
+        assert len(seen) == 8
+        assert store.get_max_offset_in_queue("Kept", 0) == 4
+        assert store.find_consume_queue("Gone", 0) is None
+        assert len(store.query_message("Kept", "kk3")) == 1
+        assert store.query_message("Gone", "gk3") == []
+    finally:
+        store.shutdown()
