@@ -12,6 +12,9 @@ the store's hot path wastes time. Figures:
 * ``implementation``: the hot path in use ("c" or "python"); ``fallback_put_dispatch_*`` are (a)
   again in a child process on the pure-Python twin (``RMQ_PURE_PYTHON=1``).
 
+Fairness: the bare loop writes the store's own record bytes (``baseline_same_bytes`` checks three of
+them, the store time aside); the store does its consume queue unit and index entries on top.
+
 Noise: the machines this runs on are small and shared, so a single run of each side says little.
 One run of each side is made first and discarded (the first is always slow: cold page cache and
 allocator). Each baseline and its subject then run ``--reps`` times, interleaved (A B, then B A,
@@ -89,9 +92,13 @@ def make_msg(i: int, body: bytes = BODY, queue_id: int | None = None) -> Message
                         store_host=("127.0.0.1", 10911))
 
 
-def bare_encode_copy(n: int, directory: Path) -> tuple[float, float]:
+def bare_encode_copy(n: int, directory: Path, keep: list[bytes] | None = None) -> tuple[float, float]:
     """msg/s (wall, CPU) of the minimum Python work per record: encode header/props, CRC the body (with
-    the store's own CRC function, so a faster CRC helps both sides alike), copy it into an mmap."""
+    the store's own CRC function, so a faster CRC helps both sides alike), copy it into an mmap.
+
+    The records are byte for byte the store's records of ``make_msg`` (queue offset i // 8 in queue
+    i % 8, the same commitlog offsets), the store timestamp aside: ``same_bytes_as_store`` checks it.
+    ``keep`` receives a copy of records 0, 1 and n - 1 when given."""
     path = directory / "bare.mmap"
     size = 256 * 1024 * 1024
     with open(path, "w+b") as f:
@@ -108,7 +115,7 @@ def bare_encode_copy(n: int, directory: Path) -> tuple[float, float]:
             if pos + total > size:
                 pos = 0
             buf = bytearray(total)
-            _HEAD.pack_into(buf, 0, total, -626843481, rmq_crc32(BODY), i % 8, 0, i, pos, 0,
+            _HEAD.pack_into(buf, 0, total, -626843481, rmq_crc32(BODY), i % 8, 0, i // 8, pos, 0,
                             1_700_000_000_000, born, int(time.time() * 1000), store, 0, 0, len(BODY))
             p = _HEAD.size
             buf[p:p + len(BODY)] = BODY
@@ -120,9 +127,33 @@ def bare_encode_copy(n: int, directory: Path) -> tuple[float, float]:
             buf[p + 2:] = props
             mm[pos:pos + total] = buf
             pos += total
+    if keep is not None:
+        keep.extend(bytes(buf) for buf in _records_at(mm, (0, 1, n - 1)))
     mm.close()
     path.unlink()
     return n / t.wall, n / t.cpu
+
+
+def _records_at(buf, indexes: tuple[int, ...]) -> list[memoryview]:
+    """Records number ``indexes`` of a run of records starting at 0 (walking TOTALSIZE)."""
+    out, pos, i, want = [], 0, 0, set(indexes)
+    while len(out) < len(want):
+        total = int.from_bytes(buf[pos:pos + 4], "big")
+        if i in want:
+            out.append(memoryview(buf)[pos:pos + total])
+        pos += total
+        i += 1
+    return out
+
+
+STORE_TIMESTAMP_AT = 56  # IPv4 born host: 48 + 8
+
+
+def same_bytes_as_store(bare: list[bytes], store: list[bytes]) -> bool:
+    """The baseline is fair only if it writes what the store writes: equal records but the store time."""
+    def masked(rec: bytes) -> bytes:
+        return rec[:STORE_TIMESTAMP_AT] + rec[STORE_TIMESTAMP_AT + 8:]
+    return len(bare) == len(store) == 3 and all(masked(a) == masked(b) for a, b in zip(bare, store, strict=True))
 
 
 def page_cache_write_mb_s(directory: Path, total_mb: int = 256) -> tuple[float, float]:
@@ -139,7 +170,8 @@ def page_cache_write_mb_s(directory: Path, total_mb: int = 256) -> tuple[float, 
     return total_mb / t.wall, total_mb / t.cpu
 
 
-def bench_put_dispatch(n: int, directory: Path, profile: bool = False) -> tuple[float, float]:
+def bench_put_dispatch(n: int, directory: Path, profile: bool = False, keep: list[bytes] | None = None
+                       ) -> tuple[float, float]:
     root = directory / "a"
     store = MessageStore(root, config(ASYNC_FLUSH)).open()
     msgs = [make_msg(i) for i in range(n)]
@@ -159,6 +191,8 @@ def bench_put_dispatch(n: int, directory: Path, profile: bool = False) -> tuple[
         pstats.Stats(prof, stream=sys.stderr).sort_stats("tottime").print_stats(25)
     assert sum(store.get_max_offset_in_queue(TOPIC, q) for q in range(8)) == n
     assert len(store.query_message(TOPIC, f"key{n - 1}")) == 1  # the index was really built
+    if keep is not None:
+        keep.extend(bytes(r) for r in _records_at(store.commit_log.file_queue.files[0].mv, (0, 1, n - 1)))
     store.shutdown()
     shutil.rmtree(root)
     return n / t.wall, n / t.cpu
@@ -253,6 +287,10 @@ def fallback_figures(args: argparse.Namespace) -> dict | None:
 
 def put_figures(n: int, reps: int, d: Path, profile: bool) -> dict:
     med = statistics.median
+    bare_recs: list[bytes] = []
+    store_recs: list[bytes] = []
+    bare_encode_copy(min(n, 2000), d, bare_recs)
+    bench_put_dispatch(min(n, 2000), d, keep=store_recs)
     bare_runs, put_runs = interleaved(reps, lambda: bare_encode_copy(n, d), lambda: bench_put_dispatch(n, d, profile),
                                       warmup=not profile)
     bare, put = med(r[0] for r in bare_runs), med(r[0] for r in put_runs)
@@ -260,6 +298,7 @@ def put_figures(n: int, reps: int, d: Path, profile: bool) -> dict:
     paired = [p[0] / b[0] for p, b in zip(put_runs, bare_runs, strict=True)]
     return {
         "implementation": hotpath.IMPLEMENTATION,
+        "baseline_same_bytes": same_bytes_as_store(bare_recs, store_recs),
         "bare_encode_copy_msg_s": round(bare),
         "put_dispatch_msg_s": round(put),
         "put_dispatch_ratio": round(put / bare, 3),
@@ -274,8 +313,8 @@ def put_figures(n: int, reps: int, d: Path, profile: bool) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--messages", type=int, default=20000, help="messages per scenario (default 20000)")
-    ap.add_argument("--reps", type=int, default=5, help="repetitions of each scenario (default 5)")
+    ap.add_argument("--messages", type=int, default=50000, help="messages per scenario (default 50000)")
+    ap.add_argument("--reps", type=int, default=7, help="repetitions of each scenario (default 7)")
     ap.add_argument("--profile", action="store_true", help="cProfile the put+dispatch path to stderr (one rep)")
     ap.add_argument("--dir", default=None, help="work directory (default: a fresh temp dir)")
     ap.add_argument("--only-put", action="store_true", help="only the put+dispatch scenario (used for the fallback)")
