@@ -48,6 +48,7 @@ BYTE_IDENTITY_TESTS = [
     "tests/store/test_index_service.py",
     "tests/store/test_dispatch_from_append.py",
     "tests/store/test_commit_log_paths.py",
+    "tests/store/test_input_validation.py",
 ]
 
 def _outcome(fn, *args):
