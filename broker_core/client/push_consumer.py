@@ -22,6 +22,7 @@ from broker_core.remoting import RemotingCommand, RequestCode, ResponseCode
 from broker_core.remoting.bodies import ConsumerData, SubscriptionData
 from broker_core.store.codec.message import MessageExt
 
+from .allocate import AllocateStrategy, allocate_averagely
 from .connection import RemotingConnection, RemotingError
 from .consumer_api import ConsumerApi, PullStatus
 from .instance import BrokerError, MQClientInstance
@@ -69,7 +70,8 @@ class PushConsumer:
                  consume_timestamp_ms: int | None = None, pull_batch_size: int = 32,
                  consume_batch_max_size: int = 1, consume_concurrency: int = 20,
                  max_reconsume_times: int = 16, message_model: MessageModel = MessageModel.CLUSTERING,
-                 offset_store_dir: str | None = None) -> None:
+                 offset_store_dir: str | None = None,
+                 allocate_strategy: AllocateStrategy = allocate_averagely) -> None:
         self.group = group
         self.instance = instance
         self.api = ConsumerApi(instance, group)
@@ -79,6 +81,7 @@ class PushConsumer:
         self.offsets: OffsetStore = (LocalFileOffsetStore(instance.client_id, group, offset_store_dir)
                                      if self.broadcasting else RemoteBrokerOffsetStore(self.api))
         self._consume_from = consume_from
+        self.allocate_strategy = allocate_strategy  # Java's setAllocateMessageQueueStrategy
         self._consume_ts = consume_timestamp_ms
         self.pull_batch_size = pull_batch_size
         self.consume_batch_max_size = consume_batch_max_size
@@ -124,7 +127,8 @@ class PushConsumer:
         self.rebalancer = Rebalancer(self.group, self.instance.client_id, self.api, self.offsets,
                                      orderly=self.orderly, broadcasting=self.broadcasting,
                                      consume_from=self._consume_from,
-                                     consume_timestamp_ms=self._consume_ts)
+                                     consume_timestamp_ms=self._consume_ts,
+                                     allocate=self.allocate_strategy)
         self.instance.register_consumer(self.group, self)
         await self.instance.start()
         for topic in self._subs:

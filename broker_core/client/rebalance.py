@@ -10,14 +10,13 @@ tested here without a network. The backend does the calls.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
 
 from broker_core.remoting.bodies import MessageQueue
 
-from .allocate import allocate_averagely
+from .allocate import AllocateStrategy, allocate_averagely
 from .offset_store import OffsetStore
 from .process_queue import ProcessQueue
 
@@ -59,7 +58,7 @@ class Rebalancer:
                  *, orderly: bool = False, broadcasting: bool = False,
                  consume_from: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
                  consume_timestamp_ms: int | None = None,
-                 allocate: Callable[[str, list[MessageQueue], list[str]], list[MessageQueue]] = allocate_averagely
+                 allocate: AllocateStrategy = allocate_averagely
                  ) -> None:
         self.group = group
         self.client_id = client_id
