@@ -42,6 +42,8 @@ PULL_SUSPEND_MS = 15_000
 PULL_DELAY_ON_ERROR_S = 3.0
 PULL_THRESHOLD_FOR_QUEUE = 1000
 SUSPEND_ORDERLY_S = 1.0
+DEFAULT_MAX_RECONSUME_TIMES = 16
+JAVA_INT_MAX = 2**31 - 1
 
 
 class MessageModel(StrEnum):
@@ -69,7 +71,7 @@ class PushConsumer:
                  consume_from: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
                  consume_timestamp_ms: int | None = None, pull_batch_size: int = 32,
                  consume_batch_max_size: int = 1, consume_concurrency: int = 20,
-                 max_reconsume_times: int = 16, message_model: MessageModel = MessageModel.CLUSTERING,
+                 max_reconsume_times: int = -1, message_model: MessageModel = MessageModel.CLUSTERING,
                  offset_store_dir: str | None = None,
                  allocate_strategy: AllocateStrategy = allocate_averagely) -> None:
         self.group = group
@@ -85,7 +87,9 @@ class PushConsumer:
         self._consume_ts = consume_timestamp_ms
         self.pull_batch_size = pull_batch_size
         self.consume_batch_max_size = consume_batch_max_size
-        self.max_reconsume_times = max_reconsume_times
+        # -1 as in Java: 16 for concurrent consumption, unbounded (Integer.MAX_VALUE) for orderly, where a
+        # message leaving the queue breaks the order the user asked for
+        self._max_reconsume_times = max_reconsume_times
         self._sem = asyncio.Semaphore(consume_concurrency)
         self._subs: dict[str, SubscriptionData] = {}
         self._concurrent: ConcurrentListener | None = None
@@ -109,6 +113,12 @@ class PushConsumer:
     @property
     def orderly(self) -> bool:
         return self._orderly is not None
+
+    @property
+    def max_reconsume_times(self) -> int:
+        if self._max_reconsume_times >= 0:
+            return self._max_reconsume_times
+        return JAVA_INT_MAX if self.orderly else DEFAULT_MAX_RECONSUME_TIMES
 
     @property
     def broadcasting(self) -> bool:
@@ -332,8 +342,28 @@ class PushConsumer:
                     offset = pq.commit()
                     if offset >= 0:
                         self.offsets.update(pr.mq, offset)
+                elif await self._dead_letter_exhausted(pr, msgs):
+                    offset = pq.commit()  # every message is in the DLQ now: the queue goes on
+                    if offset >= 0:
+                        self.offsets.update(pr.mq, offset)
                 else:
-                    for m in msgs:
-                        m.reconsume_times += 1
                     pq.rollback()
                     await asyncio.sleep(SUSPEND_ORDERLY_S)
+
+    async def _dead_letter_exhausted(self, pr: PullRequest, msgs: list[MessageExt]) -> bool:
+        """Java's checkReconsumeTimes: a message failed ``max_reconsume_times`` times goes to the
+        group's DLQ; the batch stops suspending the queue only when every message of it went there."""
+        suspend = False
+        for m in msgs:
+            if m.reconsume_times >= self.max_reconsume_times:
+                try:
+                    # delay level -1: the broker puts it straight into %DLQ%group
+                    await self.api.send_back(m, pr.mq.broker_name, -1, self.max_reconsume_times)
+                    log.warning("orderly: %s failed %d times; sent to the DLQ of %s",
+                                m.msg_id, m.reconsume_times + 1, self.group)
+                    continue
+                except (RemotingError, BrokerError) as e:
+                    log.warning("orderly: sending %s to the DLQ failed (%s); suspending the queue", m.msg_id, e)
+            suspend = True
+            m.reconsume_times += 1
+        return not suspend

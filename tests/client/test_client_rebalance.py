@@ -7,7 +7,6 @@ at-least-once delivery when a queue changes hands) are counted and reported, nev
 
 from __future__ import annotations
 
-import asyncio
 from collections import Counter
 
 import pytest
