@@ -33,7 +33,7 @@ from broker_core.store.codec.message_id import decode_offset_msg_id
 from broker_core.store.codec.properties import encode_properties
 from broker_core.store.codec.sys_flag import TRANSACTION_PREPARED_TYPE
 
-from .connection import RemotingConnection, RemotingError
+from .connection import RemotingConnection, RemotingError, RemotingTimeoutError
 from .instance import BrokerError, MQClientInstance
 from .message import (
     PROPERTY_DELAY_TIME_LEVEL,
@@ -175,7 +175,8 @@ class Producer:
         the answer is its own share of the batch's result; others are sent alone, as without AutoBatch.
         """
         props = msg.wire_properties()
-        if self.auto_batch and self._batchable(msg, props):
+        # a send with its own timeout goes direct, as Java's send(msg, timeout) does
+        if self.auto_batch and timeout is None and self._batchable(msg, props):
             return await self._send_accumulated(msg, props, mq, sharding_key)
         return await self._send_with_retry(msg.topic, msg.body, props, msg.flag, mq, sharding_key, timeout,
                                            sys_flag=0, batch=False)
@@ -246,7 +247,14 @@ class Producer:
         wait = props.get(PROPERTY_WAIT_STORE_MSG_OK, "true").lower() != "false"
         key = AggregateKey(msg.topic, mq, wait, props.get(PROPERTY_TAGS))
         item = encode_batch_item(BatchItem(msg.body, props, msg.flag))
-        outcome, i = await self.accumulator().add(key, item)
+        # the caller waits the batch's delay plus one send timeout, never forever: a broker that stops
+        # answering fails the send like a direct one (the batch may still be stored, as with any timeout)
+        limit = self.send_timeout + self.batch_max_delay_ms / 1000
+        try:
+            outcome, i = await asyncio.wait_for(self.accumulator().add(key, item), limit)
+        except TimeoutError:
+            raise RemotingTimeoutError(f"send of {props[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX]} to {msg.topic} "
+                                       f"through AutoBatch got no answer within {limit:.1f}s") from None
         assert isinstance(outcome, SendResult)
         ids = outcome.offset_msg_id.split(",")
         # SimpleCQ (early model): one offset id per message; BatchCQ: the one record's id for all

@@ -152,3 +152,42 @@ def test_autobatch_memory_is_bounded_with_back_pressure(broker: BrokerProcess, u
     assert max(waiting) > 100  # most sends had to wait for memory
     assert len(res) == 300 and all(r.status == SendStatus.SEND_OK for r in res)
     assert len(got) == 300
+
+
+def test_autobatch_sync_send_times_out_when_the_broker_stops_answering(broker: BrokerProcess, unique: str) -> None:
+    """A batched sync send is bounded by send_timeout (plus the batch delay) like a direct one; a send
+    with its own timeout goes direct, as Java's send(msg, timeout) does."""
+    import os
+    import signal
+    import time
+
+    from broker_core.client.connection import RemotingTimeoutError
+
+    async def go():
+        inst = MQClientInstance(broker.namesrv_addr)
+        await create_topic(inst, broker.broker_addr, unique, queues=2)
+        p = Producer(unique + "P", inst, send_timeout=1.0, batch_max_delay_ms=10)
+        p.auto_batch = True
+        await p.start()
+        await p.send(Message(unique, b"warm"))  # route and connection ready
+        direct = await p.send(Message(unique, b"direct"), timeout=2.0)
+        batched = p.accumulator().messages_sent
+        os.kill(broker.proc.pid, signal.SIGSTOP)
+        try:
+            t0 = time.monotonic()
+            try:
+                await p.send(Message(unique, b"stalled"))
+                outcome = "answered"
+            except RemotingTimeoutError as e:
+                outcome = str(e)
+            waited = time.monotonic() - t0
+        finally:
+            os.kill(broker.proc.pid, signal.SIGCONT)
+        await p.shutdown()
+        await inst.shutdown()
+        return direct, batched, outcome, waited
+
+    direct, batched, outcome, waited = run(go())
+    assert direct.status == SendStatus.SEND_OK and batched == 1  # only "warm" went through the accumulator
+    assert "through AutoBatch got no answer within 1.0s" in outcome
+    assert waited < 3.0
