@@ -8,16 +8,21 @@ queue offset or by store time. BatchConsumeQueue (46-byte units) subclasses the 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from .codec.cq_unit import CQ_FILLER, CQ_STORE_UNIT_SIZE, CQ_UNIT
-from .codec.hotpath import put_cq_unit
+from .codec.hotpath import put_cq_unit, valid_units_end
 from .mapped_file import MappedFile, MappedFileQueue, offset_to_file_name
 
 log = logging.getLogger("rmqops.store")
 
+
+# Read-only recovery beside a live writer: how often a queue that looks damaged is read again.
+_LIVE_RETRIES = 4
+_LIVE_PAUSE_S = 0.002
 
 BOUNDARY_LOWER = "lower"
 BOUNDARY_UPPER = "upper"
@@ -97,10 +102,19 @@ class ConsumeQueueBase:
             j += 1
         mf = files[j]
         limit = min(mf.length, usable) // unit * unit
-        pos = self._valid_run_end(mf.mv, limit)
+        for attempt in range(_LIVE_RETRIES if self.read_only else 1):
+            # Exactly the unit-by-unit rule (compiled): a torn unit inside the written run ends it, and
+            # the valid units after it are then damage, never served.
+            pos = valid_units_end(mf.mv, 0, limit, self.is_batch)
+            damaged = any(bytes(mf.mv[pos:limit]).strip(b"\0")) or any(
+                f.length and any(bytes(f.mv).strip(b"\0")) for f in files[j + 1:])
+            if not damaged:
+                break
+            # Read-only beside a live writer: a unit being written (its phyOffset in, its size not
+            # yet) reads as a torn unit followed by data. Read again; real damage stays.
+            if attempt + 1 < _LIVE_RETRIES:
+                time.sleep(_LIVE_PAUSE_S * (attempt + 1))
         process_offset = mf.file_from_offset + pos
-        damaged = any(bytes(mf.mv[pos:limit]).strip(b"\0")) or any(
-            f.length and any(bytes(f.mv).strip(b"\0")) for f in files[j + 1:])
         last_end = self._unit_end_before(process_offset)
         if damaged:
             self.damage.append(f"{self.cq_type} {self.topic}/{self.queue_id}: units after logical offset "
@@ -114,31 +128,6 @@ class ConsumeQueueBase:
             self._save_aside_from(process_offset)
         self._truncate_to_logic(process_offset)
         self._after_recover()
-
-    def _valid_run_end(self, mv: memoryview, limit: int) -> int:
-        """Where the run of valid units from 0 ends in one file, without checking every unit.
-
-        Units are written in order, so the valid ones are a prefix: a binary search finds its end. A
-        zeroed unit inside the prefix (a hole) is found by looking for ``unit_size`` zero bytes in a
-        row, which no valid unit and no pair of neighbours contains (size is never 0); the run then
-        ends at the hole, and the valid units after it make recover() call the file damaged.
-        """
-        unit = self.unit_size
-        lo, hi = 0, limit // unit  # units [0, lo) valid; the answer is in [lo, hi]
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if self._unit_is_valid(mv, mid * unit):
-                lo = mid + 1
-            else:
-                hi = mid
-        end = lo * unit
-        hole = bytes(mv[:end]).find(bytes(unit))
-        if hole >= 0:
-            q = hole // unit
-            while q * unit < end and self._unit_is_valid(mv, q * unit):
-                q += 1
-            end = q * unit
-        return end
 
     def extend_read_only_to(self, phy_end: int) -> None:
         """Read-only: take in the units a live writer added after ``recover`` read this queue, up to

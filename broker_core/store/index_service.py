@@ -39,6 +39,10 @@ from broker_core.store.index_file import IndexFile, IndexFileError
 
 __all__ = ["IndexService", "IndexStats", "ms_now"]
 
+# Read-only load of a file whose header trails its entries: how often to re-read it (live writer).
+_RELOAD_TRIES = 10
+_RELOAD_PAUSE_S = 0.002
+
 KEY_SEPARATOR = " "
 
 
@@ -96,7 +100,16 @@ class IndexService:
             if self.read_only and path.stat().st_size == 0:
                 continue  # an interrupted creation; cannot be mapped without writing
             f = IndexFile(path, self.hash_slot_num, self.index_num, read_only=self.read_only)
-            if not f.is_consistent() or (self._files and f.begin_phy_offset < self._files[-1].end_phy_offset):
+            if not self._whole(f) and self.read_only:
+                # Beside a live writer the header is written just after the entries: a read between
+                # the two sees one entry past the header. Read again before calling the file damaged
+                # (a crashed writer's file stays that way; a live one's header catches up at once).
+                for _ in range(_RELOAD_TRIES):
+                    time.sleep(_RELOAD_PAUSE_S)
+                    f.load()
+                    if self._whole(f):
+                        break
+            if not self._whole(f):
                 # Garbage or torn: neither this file nor any newer one can be trusted (they continue
                 # it). Read-only: left alone and reported; writable: moved to lost+found/ and rebuilt
                 # from the commitlog by recovery (which re-indexes from the last whole file's end).
@@ -109,6 +122,10 @@ class IndexService:
             self._files.append(f)
             if f.is_full():
                 self._last_full_file_end_timestamp = f.end_timestamp
+
+    def _whole(self, f: IndexFile) -> bool:
+        """Header and entries agree, and the file continues where the previous one ends."""
+        return f.is_consistent() and not (self._files and f.begin_phy_offset < self._files[-1].end_phy_offset)
 
     def _move_aside(self, names: list[str]) -> None:
         import logging

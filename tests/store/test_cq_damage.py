@@ -142,3 +142,37 @@ def test_unit_pointing_at_the_wrong_record_is_rewritten(tmp_path: Path) -> None:
         assert [m.body for m in got] == [b"w%d" % i for i in range(10)]
     finally:
         store.shutdown()
+
+
+def test_torn_unit_inside_the_written_run_is_damage_not_served(tmp_path: Path) -> None:
+    """A unit with a negative size (or batchSize) among valid ones in a queue's last file ends the
+    valid run exactly there (the unit-by-unit rule, compiled and twin alike): the units after it are
+    damage, saved aside and rebuilt from the commitlog. Finding the end by binary search over the
+    written prefix skipped such a unit (it sits between the probes) and served it as valid."""
+    clean_store(tmp_path, 43)  # Dmg/0: two full 16-unit files + 11 units; DmgB/0: five full files + 3
+    cq_last = sorted((tmp_path / "consumequeue" / "Dmg" / "0").iterdir())[-1]
+    with open(cq_last, "r+b") as f:
+        f.seek(2 * 20 + 8)  # unit 2's size: its sign byte
+        f.write(b"\xff")
+    bcq_last = sorted((tmp_path / "batchconsumequeue" / "DmgB" / "0").iterdir())[-1]
+    with open(bcq_last, "r+b") as f:
+        f.seek(1 * 46 + 36)  # unit 1's batchSize
+        f.write(b"\xff")
+    ro = MessageStore(tmp_path, small_config(), read_only=True).open()
+    try:
+        rep = verify_store(ro)
+        assert {"cq-damaged", "bcq-damaged"} <= kinds(rep), rep.issues
+    finally:
+        ro.shutdown()
+    store = MessageStore(tmp_path, small_config(), clock=FakeClock(step=1)).open()
+    try:
+        assert read_all(store, "Dmg") == list(range(43))
+        assert read_all(store, "DmgB") == list(range(86))
+    finally:
+        store.shutdown()
+    assert list((tmp_path / "lost+found" / "consumequeue" / "Dmg" / "0").iterdir())
+    ro = MessageStore(tmp_path, small_config(), read_only=True).open()
+    try:
+        assert verify_store(ro).ok
+    finally:
+        ro.shutdown()

@@ -294,6 +294,56 @@ def test_check_message_refuses_after_a_host_was_remembered() -> None:
             assert _verdict(fn, msg)[0] is False
 
 
+def _units_end_one_by_one(buf: bytes, start: int, limit: int, batch: bool) -> int:
+    """The rule as recovery states it (spec §5.5): check each unit with the codec's validity test."""
+    from broker_core.store.codec.cq_unit import BCQ_UNIT, CQ_UNIT, is_valid_bcq_unit, is_valid_cq_unit
+    unit = 46 if batch else 20
+    pos = start
+    while pos + unit <= min(limit, len(buf)):
+        if batch:
+            phy, size, _t, _s, base, num, _c, _r = BCQ_UNIT.unpack_from(buf, pos)
+            ok = is_valid_bcq_unit(phy, size, base, num)
+        else:
+            phy, size, _t = CQ_UNIT.unpack_from(buf, pos)
+            ok = is_valid_cq_unit(phy, size)
+        if not ok:
+            break
+        pos += unit
+    return pos
+
+
+_unit_field = st.sampled_from([0, 1, 0x7F, 0x80, 0xFF])
+
+
+@FAST
+@given(batch=st.booleans(), count=st.integers(0, 40), damage=st.lists(
+    st.tuples(st.integers(0, 45 * 46), _unit_field), max_size=4), start_units=st.integers(0, 3),
+    slack=st.integers(-50, 50))
+@example(batch=False, count=3, damage=[(28, 0x80)], start_units=0, slack=0)  # size's sign byte
+@example(batch=True, count=3, damage=[(46 + 36, 0), (46 + 37, 0)], start_units=0, slack=0)  # batchSize 0
+def test_valid_units_end_is_the_unit_by_unit_rule_in_both(batch, count, damage, start_units, slack) -> None:
+    """Both implementations give exactly the end the unit-by-unit rule gives (a torn unit anywhere,
+    a negative or zero field, a limit inside a unit or past the buffer), so recovery is exact."""
+    from broker_core.store.codec.cq_unit import pack_bcq_unit, pack_cq_unit
+    unit = 46 if batch else 20
+    buf = bytearray()
+    for i in range(count):
+        buf += pack_bcq_unit(100 * i, 90 + i, 7, 1_700_000_000_000, 4 * i, 4) if batch else \
+            pack_cq_unit(100 * i, 90 + i, 7)
+    buf += bytes(unit * 2)
+    for pos, value in damage:
+        if pos < len(buf):
+            buf[pos] = value
+    data = bytes(buf)
+    start = min(start_units * unit, len(data))
+    limit = len(data) + slack
+    want = _units_end_one_by_one(data, start, limit, batch)
+    impls = [hot_py] + ([compiled] if compiled is not None else [])
+    for impl in impls:
+        for view in (data, memoryview(data), bytearray(data)):
+            assert impl.valid_units_end(view, start, limit, batch) == want, impl.IMPLEMENTATION
+
+
 # ---------------------------------------------------------------- (2) the byte-identity tests on the other one
 
 def test_byte_identity_tests_on_the_other_implementation() -> None:

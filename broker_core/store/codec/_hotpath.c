@@ -787,6 +787,37 @@ static PyObject *hp_put_bcq_unit(PyObject *self, PyObject *const *args, Py_ssize
     Py_RETURN_NONE;
 }
 
+/* End of the run of valid units that starts at `start` (spec §5.5 / §6.1 validity, unit by unit):
+ * SimpleCQ phyOffset >= 0 and size > 0; BatchCQ also msgBaseOffset >= 0 and batchSize > 0. The
+ * first unit failing them (or the first that does not fit below min(limit, len(buf))) is the end. */
+static PyObject *hp_valid_units_end(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3 && nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "valid_units_end(buf, start, limit, batch=False)");
+        return NULL;
+    }
+    int64_t start, limit;
+    if (as_i64(args[1], &start) < 0 || as_i64(args[2], &limit) < 0) return NULL;
+    int batch = nargs == 4 ? PyObject_IsTrue(args[3]) : 0;
+    if (batch < 0) return NULL;
+    if (start < 0) { PyErr_SetString(PyExc_ValueError, "start must be >= 0"); return NULL; }
+    Py_buffer in;
+    if (PyObject_GetBuffer(args[0], &in, PyBUF_SIMPLE) < 0) return NULL;
+    const int64_t unit = batch ? 46 : 20;
+    int64_t end = limit < (int64_t)in.len ? limit : (int64_t)in.len;
+    const unsigned char *d = (const unsigned char *)in.buf;
+    int64_t pos = start;
+    Py_BEGIN_ALLOW_THREADS
+    while (pos + unit <= end) {
+        const unsigned char *u = d + pos;
+        if (get_i64(u) < 0 || get_i32(u + 8) <= 0) break;
+        if (batch && (get_i64(u + 28) < 0 || get_i16(u + 36) <= 0)) break;
+        pos += unit;
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&in);
+    return PyLong_FromLongLong(pos);
+}
+
 /* ------------------------------------------------------------------ index entries */
 
 /* Hash of topic + "#" + key[from:to] (Java hashCode over the whole string, continued from the hash
@@ -1041,6 +1072,7 @@ static PyMethodDef methods[] = {
     {"body_crc_matches", (PyCFunction)(void (*)(void))hp_body_crc_matches, METH_FASTCALL, NULL},
     {"put_cq_unit", (PyCFunction)(void (*)(void))hp_put_cq_unit, METH_FASTCALL, NULL},
     {"put_bcq_unit", (PyCFunction)(void (*)(void))hp_put_bcq_unit, METH_FASTCALL, NULL},
+    {"valid_units_end", (PyCFunction)(void (*)(void))hp_valid_units_end, METH_FASTCALL, NULL},
     {"index_put_keys", (PyCFunction)(void (*)(void))hp_index_put_keys, METH_FASTCALL, NULL},
     {"check_message", (PyCFunction)(void (*)(void))hp_check_message, METH_FASTCALL, NULL},
     {"java_string_hash", hp_java_string_hash, METH_O, NULL},

@@ -339,6 +339,42 @@ def put_bcq_unit(buf, pos: int, phy_offset: int, size: int, tags_code: int, stor
     _BCQ_UNIT.pack_into(buf, pos, phy_offset, size, tags_code, store_time, msg_base_offset, batch_size, -1, 0)
 
 
+# 1 for a byte whose top bit is set (the first byte of a negative big-endian integer), else 0.
+_NEGATIVE_BYTE = bytes(int(b >= 0x80) for b in range(256))
+
+
+def valid_units_end(buf, start: int, limit: int, batch: bool = False) -> int:
+    """End of the run of valid consume queue units that starts at ``start`` (below ``min(limit, len)``).
+
+    Why: recovery must find each queue's end exactly as the unit-by-unit rules say (SimpleCQ:
+    phyOffset >= 0, size > 0; BatchCQ also msgBaseOffset >= 0, batchSize > 0): a guess (binary search
+    for the written prefix) let a torn unit inside it be served. A Python loop costs ~1 us a unit, so
+    the rules are checked column-wise: a field is negative when its first byte's top bit is set, and
+    positive when not negative and not all zero; the first unit failing one is the end.
+    """
+    if start < 0:
+        raise ValueError("start must be >= 0")
+    unit = 46 if batch else 20
+    n = max(0, (min(limit, len(buf)) - start) // unit)
+    data = bytes(buf[start:start + n * unit])
+    first = n
+    for p in ((0, 28) if batch else (0,)):  # phyOffset (msgBaseOffset) >= 0
+        i = data[p::unit].translate(_NEGATIVE_BYTE).find(1)
+        if 0 <= i < first:
+            first = i
+    for lo, hi in (((8, 12), (36, 38)) if batch else ((8, 12),)):  # size (batchSize) > 0
+        i = data[lo::unit].translate(_NEGATIVE_BYTE).find(1)
+        if 0 <= i < first:
+            first = i
+        acc = 0
+        for q in range(lo, hi):
+            acc |= int.from_bytes(data[q::unit], "big")
+        i = acc.to_bytes(n, "big").find(0)
+        if 0 <= i < first:
+            first = i
+    return start + first * unit
+
+
 def index_keys(topic: str, uniq_key: str | None, keys: str | None) -> list[str]:
     """The index keys of a record in Java's order: ``topic#UNIQ_KEY``, then ``topic#token`` per KEYS token."""
     out = [f"{topic}#{uniq_key}"] if uniq_key is not None else []
