@@ -64,6 +64,7 @@ from .put_pipeline import PutPipeline
 from .queue_lock import MessageQueue, RebalanceLockManager
 from .request_context import RequestContext
 from .reset_offset import OffsetResetListener, ResetOffsetPlanEntry, ResetOffsetService
+from .retention_warning import UnconsumedDropWarner
 from .retry import PERM_READ_WRITE, RetryService, SendBackResult
 from .route_info import BrokerRegistration, TopicQueueConfig
 from .send import MessageSender, SendResult
@@ -178,6 +179,11 @@ class Broker:
         self.offset_reset_listeners: list[OffsetResetListener] = []
         self.reset_service = ResetOffsetService(self.store, self.topic_manager, self.group_manager,
                                                 self.offset_manager, clock, self.offset_reset_listeners)
+        # Retention deleting messages a group has not consumed: one WARNING naming them (the store
+        # reports the dropped queue ranges; the offsets to compare with are ours).
+        self.retention_warner = UnconsumedDropWarner(self.offset_manager.which_group_by_topic,
+                                                     self.offset_manager.query_offset)
+        self.store.retention.listeners.append(self.retention_warner)
         self.inflight_provider: InflightProvider | None = None
         self.fifo_blocked_provider: BlockedProvider | None = None
         self._flush_stop = threading.Event()

@@ -13,6 +13,10 @@ RocketMQ's CleanCommitLogService / CleanConsumeQueueService would remove them (s
 * Afterwards consume queue files whose last unit points below the new commitlog min offset are
   deleted and min offsets corrected (spec §5.4, §6.2), and index files whose endPhyOffset is below
   it are deleted (spec §7.5).
+* What a run made unreadable is reported per queue (``DroppedQueueRange``: the queue offsets between
+  its min offset before and after) in the report and to every ``RetentionListener``. The store
+  knows nothing of consumer offsets: the Broker, a listener, decides whether anyone had not yet
+  consumed them and says so.
 
 The clock, the file mtimes and the disk usage are injectable so tests need neither sleeping nor a
 full disk.
@@ -24,10 +28,10 @@ import logging
 import os
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:  # pragma: no cover
     from .message_store import MessageStore
@@ -67,6 +71,22 @@ def _clamp(value: int, lo: int, hi: int) -> int:
     return max(lo, min(hi, value))
 
 
+@dataclass(frozen=True, slots=True)
+class DroppedQueueRange:
+    """Queue offsets ``[from_offset, to_offset)`` of one queue whose messages a retention run deleted."""
+
+    topic: str
+    queue_id: int
+    from_offset: int
+    to_offset: int
+
+
+class RetentionListener(Protocol):
+    """Told after a retention run that made messages unreadable (called on the store's flush thread)."""
+
+    def __call__(self, trigger: str, dropped: Sequence[DroppedQueueRange]) -> None: ...
+
+
 @dataclass(slots=True)
 class RetentionReport:
     """What one retention run did; ``trigger`` is "" when nothing was due."""
@@ -78,6 +98,7 @@ class RetentionReport:
     deleted_consume_queue_files: int = 0
     deleted_index_files: int = 0
     commit_log_min_offset: int = 0
+    dropped: list[DroppedQueueRange] = field(default_factory=list)  # per queue, what became unreadable
 
     @property
     def deleted_any(self) -> bool:
@@ -92,6 +113,7 @@ class RetentionService:
         self.store = store
         self.disk_usage = disk_usage or disk_usage_ratio
         self.mtime_of = mtime_of or file_mtime_ms
+        self.listeners: list[RetentionListener] = []
 
     def is_time_to_delete(self, now_ms: int) -> bool:
         hour = time.localtime(now_ms / 1000).tm_hour
@@ -118,6 +140,7 @@ class RetentionService:
             log.warning("disk usage %.1f%% of %s exceeds diskMaxUsedSpaceRatio %d%%; deleting %s commitlog files",
                         ratio * 100, cl.file_queue.directory, cfg.disk_max_used_space_ratio,
                         "the oldest" if report.clean_at_once else "expired")
+        min_before = self._queue_min_offsets()
         report.deleted_commit_log_files = self._delete_commit_log_files(now, report.clean_at_once)
         min_phy = cl.min_offset()
         report.commit_log_min_offset = min_phy
@@ -126,7 +149,22 @@ class RetentionService:
             log.info("retention (%s): deleted commitlog files %s, %d consume queue file(s), %d index file(s); "
                      "commitlog now starts at %d", report.trigger, ", ".join(report.deleted_commit_log_files),
                      report.deleted_consume_queue_files, report.deleted_index_files, min_phy)
+            min_after = self._queue_min_offsets()
+            report.dropped = [DroppedQueueRange(topic, qid, before, min_after[(topic, qid)])
+                              for (topic, qid), before in sorted(min_before.items())
+                              if min_after.get((topic, qid), before) > before]
+            if report.dropped:
+                for listener in list(self.listeners):
+                    try:
+                        listener(report.trigger, report.dropped)
+                    except Exception:  # a listener's failure must not stop retention
+                        log.exception("retention listener failed")
         return report
+
+    def _queue_min_offsets(self) -> dict[tuple[str, int], int]:
+        with self.store._cq_guard:
+            queues = list(self.store.consume_queues.items())
+        return {key: cq.get_min_offset_in_queue() for key, cq in queues}
 
     def _delete_commit_log_files(self, now: int, clean_at_once: bool) -> list[str]:
         cfg = self.store.config
