@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -44,6 +45,10 @@ from .store_lock import StoreLock
 from .topic_config import BATCH_CQ, SIMPLE_CQ, TopicConfigTable
 
 log = logging.getLogger("rmqops.store")
+
+# Read-only recovery beside a live writer: how often an unreadable tail is read again, and the pause.
+_LIVE_RETRIES = 5
+_LIVE_PAUSE_S = 0.002
 
 CONSUME_QUEUE_DIR = "consumequeue"
 DISK_CHECK_INTERVAL_S = 0.5
@@ -430,7 +435,8 @@ class MessageStore:
                 continue
             break
         truncated = discarded_records = intact_records = 0
-        if files and self._data_bytes_after(process_offset):  # a cheap probe first: usually nothing
+        if files and self._data_bytes_after(process_offset) and not (
+                self.read_only and abnormal and self._live_writer_appended_at(process_offset)):
             truncated, discarded_records, intact_records = self._discard_tail(process_offset)
             log.warning("recovery: commitlog valid data ends at offset %d (%s); %d byte(s) after it holding "
                         "%d record start(s), %d of them intact, are discarded%s", process_offset,
@@ -451,6 +457,25 @@ class MessageStore:
             cp.confirm_phy_offset = process_offset
         return RecoveryReport(abnormal, start_offset, process_offset, truncated, stop_reason, dispatched,
                               discarded_records, intact_records)
+
+    def _live_writer_appended_at(self, offset: int) -> bool:
+        """Read-only beside a live writer: whether the bytes after the valid end are a record it was
+        writing when recovery read there (they become a whole record within moments).
+
+        Why: the scan read zeros (or a half-copied record) at ``offset`` and the probe after it then
+        saw the writer's new bytes; calling those "corrupt, cannot be read" was a false alarm of
+        verifyStore beside a running broker. A crashed writer's torn tail stays torn and is reported.
+        """
+        mf = self.commit_log.file_queue.find_mapped_file_by_offset(offset)
+        if mf is None:
+            return False
+        limit = min(mf.length, self.commit_log.file_size)
+        for attempt in range(_LIVE_RETRIES):
+            rc = check_record(mf.mv, offset - mf.file_from_offset, limit, check_crc=True, read_body=False)
+            if rc.kind in (RECORD_VALID, RECORD_BLANK):
+                return True
+            time.sleep(_LIVE_PAUSE_S * (attempt + 1))
+        return False
 
     def _data_bytes_after(self, offset: int) -> int:
         """How many non-zero-looking bytes follow the valid tail (0 for a clean end)."""
