@@ -45,9 +45,6 @@ from broker_core.store.mapped_file import DiskFullError, no_read_around, release
 
 __all__ = ["IndexFile", "IndexFileError"]
 
-# Index files up to this size get their disk blocks when created (the default 420 MB ones stay sparse).
-RESERVE_WHOLE_MAX = 64 << 20
-
 # Bound methods of the precompiled structs: put_key runs twice per dispatched message.
 _pack_entry = INDEX_ENTRY.pack_into
 _pack_slot = HASH_SLOT.pack_into
@@ -63,7 +60,7 @@ class IndexFile:
     """A single index file. Not thread-safe by itself; ``IndexService`` serialises access."""
 
     __slots__ = (
-        "path", "hash_slot_num", "index_num", "read_only", "created", "file_size",
+        "path", "hash_slot_num", "index_num", "read_only", "created", "file_size", "reserved",
         "_mm", "_buf", "_entries_base",
         "_begin_timestamp", "_end_timestamp", "_begin_phy_offset", "_end_phy_offset",
         "_hash_slot_count", "_index_count",
@@ -104,15 +101,13 @@ class IndexFile:
                     raise IndexFileError(
                         f"index file {self.path} is {size} bytes, expected {self.file_size} "
                         f"(maxHashSlotNum={hash_slot_num}, maxIndexNum={index_num})")
-            if self.created and self.file_size <= RESERVE_WHOLE_MAX:
-                # Entries land anywhere in the file: blocks are allocated when it is created, so a full
-                # disk refuses the new file instead of killing the writer with SIGBUS later.
-                try:
-                    os.posix_fallocate(fd, 0, self.file_size)
-                except OSError as e:
-                    if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
-                        self.path.unlink(missing_ok=True)
-                        raise DiskFullError(e.errno, f"cannot allocate index file {self.path}: {e.strerror}") from None
+            # Entries and slots land anywhere in the file: all its blocks are reserved when it is
+            # created (the default geometry's 420 MB too), so a full disk refuses the new file instead
+            # of killing the writer with SIGBUS on a later page. A file found on disk is reserved by
+            # ``reserve`` before it is written (IndexService does it before a put is accepted).
+            self.reserved = False
+            if self.created:
+                self._allocate(fd, unlink_on_failure=True)
             self._mm = mmap.mmap(fd, self.file_size, access=mmap.ACCESS_READ if read_only else mmap.ACCESS_WRITE)
             release_mapping_fd(self._mm, self.path)
         finally:
@@ -131,16 +126,50 @@ class IndexFile:
         self._hash_slot_count = 0
         self._index_count = 1
         if self.created:
-            if end_phy_offset > 0:
-                self._begin_phy_offset = self._end_phy_offset = end_phy_offset
-                I64.pack_into(self._buf, BEGIN_PHY_OFFSET_POS, end_phy_offset)
-                I64.pack_into(self._buf, END_PHY_OFFSET_POS, end_phy_offset)
-            if end_timestamp > 0:
-                self._begin_timestamp = self._end_timestamp = end_timestamp
-                I64.pack_into(self._buf, BEGIN_TIMESTAMP_POS, end_timestamp)
-                I64.pack_into(self._buf, END_TIMESTAMP_POS, end_timestamp)
+            self.preset(end_phy_offset, end_timestamp)
         else:
             self.load()
+
+    def preset(self, end_phy_offset: int, end_timestamp: int) -> None:
+        """Write the previous file's end values into a new file's begin and end fields (when > 0), as
+        Java's IndexFile constructor does. Separate from creation: a file reserved ahead of a roll gets
+        them only when the roll happens."""
+        if end_phy_offset > 0:
+            self._begin_phy_offset = self._end_phy_offset = end_phy_offset
+            I64.pack_into(self._buf, BEGIN_PHY_OFFSET_POS, end_phy_offset)
+            I64.pack_into(self._buf, END_PHY_OFFSET_POS, end_phy_offset)
+        if end_timestamp > 0:
+            self._begin_timestamp = self._end_timestamp = end_timestamp
+            I64.pack_into(self._buf, BEGIN_TIMESTAMP_POS, end_timestamp)
+            I64.pack_into(self._buf, END_TIMESTAMP_POS, end_timestamp)
+
+    def _allocate(self, fd: int, unlink_on_failure: bool) -> None:
+        try:
+            os.posix_fallocate(fd, 0, self.file_size)
+        except OSError as e:
+            if e.errno in (errno.EOPNOTSUPP, errno.EINVAL):  # a filesystem that cannot reserve: as before
+                return
+            if unlink_on_failure:  # a file this call created and could not fill: leave nothing behind
+                self.path.unlink(missing_ok=True)
+            raise DiskFullError(e.errno, f"disk full: cannot allocate index file {self.path}: {e.strerror}") from None
+        self.reserved = True
+
+    def reserve(self) -> None:
+        """Give a file found on disk (maybe sparse: Java and older versions leave it so) all its blocks
+        before it is written; DiskFullError when the disk cannot, and nothing is changed then."""
+        if self.reserved or self.read_only:
+            return
+        fd = os.open(self.path, os.O_RDWR)
+        try:
+            self._allocate(fd, unlink_on_failure=False)
+        finally:
+            os.close(fd)
+
+    def is_blank(self) -> bool:
+        """Nothing was ever written: the header and the first entry are zeros (a file reserved ahead
+        of a roll that did not happen before the process stopped)."""
+        return (self._index_count <= 1 and not any(self._buf[:INDEX_HEADER_SIZE])
+                and not any(self._buf[self._entries_base + INDEX_ENTRY_SIZE:self._entries_base + 2 * INDEX_ENTRY_SIZE]))
 
     # ------------------------------------------------------------------ header
 

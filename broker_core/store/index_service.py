@@ -42,6 +42,8 @@ __all__ = ["IndexService", "IndexStats", "ms_now"]
 # Read-only load of a file whose header trails its entries: how often to re-read it (live writer).
 _RELOAD_TRIES = 10
 _RELOAD_PAUSE_S = 0.002
+# Free entries a last index file keeps before the next file is reserved (capped at a quarter file).
+_ROOM_MARGIN = 4096
 
 KEY_SEPARATOR = " "
 
@@ -85,6 +87,11 @@ class IndexService:
         self.on_full_file_flushed = on_full_file_flushed
         self._lock = threading.RLock()
         self._files: list[IndexFile] = []
+        # The file the next roll will use, created (and its blocks reserved) before the put that
+        # needs it was accepted: a full disk then refuses that put instead of leaving it unindexed.
+        self._spare: IndexFile | None = None
+        # Entries kept free in the last file before a spare is made: dispatch may trail the puts.
+        self._margin = max(1, min(_ROOM_MARGIN, index_num // 4))
         self._last_full_file_end_timestamp = 0
         self.damaged_files: list[str] = []  # found on load (verifyStore reports them)
         if not read_only:
@@ -100,6 +107,14 @@ class IndexService:
             if self.read_only and path.stat().st_size == 0:
                 continue  # an interrupted creation; cannot be mapped without writing
             f = IndexFile(path, self.hash_slot_num, self.index_num, read_only=self.read_only)
+            if self._files and i == len(names) - 1 and f.is_blank():
+                # Reserved ahead of a roll that did not happen before the process stopped: nothing in
+                # it. Writable: the next roll uses it; read-only: not part of the index.
+                if self.read_only:
+                    f.close(flush=False)
+                else:
+                    self._spare = f
+                break
             if not self._whole(f) and self.read_only:
                 # Beside a live writer the header is written just after the entries: a read between
                 # the two sees one entry past the header. Read again before calling the file damaged
@@ -189,6 +204,19 @@ class IndexService:
             if not last.is_full():
                 return last
             prev = last
+        f, self._spare = self._spare, None
+        if f is None:
+            f = self._create_file()  # DiskFullError: the record stays unindexed until dispatch retries
+        if prev is not None:
+            f.preset(prev.end_phy_offset, prev.end_timestamp)
+        self._files.append(f)
+        if prev is not None:
+            self._flush_file(prev)
+        return f
+
+    def _create_file(self) -> IndexFile:
+        """A new, empty, fully reserved file named after the newest one (DiskFullError when the disk
+        cannot hold it; nothing is left behind then)."""
         ms = self.clock()
         name = index_file_name(ms)
         # Two files created in one millisecond would share a name (Java would reopen the full file),
@@ -200,12 +228,33 @@ class IndexService:
         while (self.index_dir / name).exists():
             ms += 1
             name = index_file_name(ms)
-        f = IndexFile(self.index_dir / name, self.hash_slot_num, self.index_num,
-                      prev.end_phy_offset if prev else 0, prev.end_timestamp if prev else 0)
-        self._files.append(f)
-        if prev is not None:
-            self._flush_file(prev)
-        return f
+        return IndexFile(self.index_dir / name, self.hash_slot_num, self.index_num)
+
+    def has_room(self, key_count: int) -> bool:
+        """Whether ``key_count`` more keys are sure to be indexable without creating a file now.
+
+        Why: a put is acknowledged before it is indexed; the index file a roll creates must exist
+        (blocks reserved) before the put is accepted, or a full disk would leave an acknowledged
+        message unfindable by key. Lock-free and cheap (the per-put check); ``make_room`` does the work.
+        """
+        files = self._files
+        last = files[-1] if files else None
+        if last is not None and not last.reserved:
+            return False
+        return self._spare is not None or (
+            last is not None and last.index_num - last.index_count >= key_count + self._margin)
+
+    def make_room(self, key_count: int) -> None:
+        """Reserve what the next ``key_count`` keys may need: the blocks of the last file (one found
+        on disk may be sparse) and, when it is nearly full, the next file. Raises DiskFullError when
+        the disk cannot hold them; nothing is indexed or changed then."""
+        self._check_writable()
+        with self._lock:
+            last = self._files[-1] if self._files else None
+            if last is not None:
+                last.reserve()
+            if self._spare is None and (last is None or last.index_num - last.index_count < key_count + self._margin):
+                self._spare = self._create_file()
 
     def _flush_file(self, f: IndexFile) -> None:
         """Flush one file; a full file's endTimestamp becomes the new safe indexMsgTimestamp."""
@@ -352,6 +401,13 @@ class IndexService:
             for f in self._files:
                 f.close(flush=not self.read_only)
             self._files.clear()
+            self._drop_spare()
+
+    def _drop_spare(self) -> None:
+        """A reserved file no roll used holds nothing: give its blocks back."""
+        if self._spare is not None:
+            self._spare.destroy()
+            self._spare = None
 
     def destroy(self) -> None:
         """Delete every index file (used when the whole index must be rebuilt)."""
@@ -360,6 +416,7 @@ class IndexService:
             for f in self._files:
                 f.destroy()
             self._files.clear()
+            self._drop_spare()
 
     def __enter__(self) -> IndexService:
         return self

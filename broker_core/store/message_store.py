@@ -32,7 +32,15 @@ from .codec.sys_flag import (
     TRANSACTION_PREPARED_TYPE,
     is_dispatched_to_queue,
 )
-from .commit_log import PUT_OK, AppendedRecord, CommitLog, PutMessageResult, PutMessageStatus, now_ms
+from .commit_log import (
+    PUT_OK,
+    AppendedRecord,
+    CommitLog,
+    PutMessageResult,
+    PutMessageStatus,
+    _disk_refusal,
+    now_ms,
+)
 from .consume_queue import BOUNDARY_LOWER, ConsumeQueue, ConsumeQueueBase, CqUnit
 from .dispatch import DispatchRequest, build_dispatch_request, dispatch_request_of_appended
 from .errors import CorruptDataError
@@ -49,6 +57,8 @@ log = logging.getLogger("rmqops.store")
 # Read-only recovery beside a live writer: how often an unreadable tail is read again, and the pause.
 _LIVE_RETRIES = 5
 _LIVE_PAUSE_S = 0.002
+# Index keys a message is assumed to bring in the per-put room check (exact count only near a roll).
+_CHEAP_KEYS = 16
 
 CONSUME_QUEUE_DIR = "consumequeue"
 DISK_CHECK_INTERVAL_S = 0.5
@@ -713,6 +723,36 @@ class MessageStore:
                                            f"{self.config.disk_space_warning_level_ratio}%)")
         return None
 
+    def _index_refusal(self, msgs: tuple[MessageInner, ...] | list[MessageInner]) -> PutMessageResult | None:
+        """Refuse a put whose keys would need an index file the disk cannot hold (checked before the
+        append, so a refused put changes nothing and an accepted one is always indexable)."""
+        svc = self.index_service
+        if svc is None or not self.config.message_index_enable or svc.has_room(_CHEAP_KEYS * len(msgs)):
+            return None
+        # UNIQ_KEY (counted whether or not it is set yet) and each KEYS token, as dispatch indexes them
+        need = sum(1 + len(m.properties.get("KEYS", "").split()) for m in msgs)
+        if svc.has_room(need):
+            return None
+        try:
+            svc.make_room(need)
+        except OSError as e:
+            return _disk_refusal(e)
+        return None
+
+    def _dispatch_now(self, new: bool = False) -> None:
+        """Dispatch in the caller's thread (store not started; ``new``: from the just-appended records'
+        fields, ``ReputMessageService.dispatch_new``). The put is stored and acknowledged whatever
+        happens here: a dispatch that fails (an index file the disk cannot hold) is retried by the
+        next dispatch, from the same record, and the record is never reported as failed."""
+        try:
+            if new:
+                self.reput.dispatch_new()
+            else:
+                self.reput.do_reput()
+        except OSError as e:
+            log.warning("dispatch of stored records is waiting at commitlog offset %d: %s",
+                        self.reput.reput_from_offset, e)
+
     def put_message(self, msg: MessageInner) -> PutMessageResult:
         """Append one message; a store that is not started dispatches it before returning.
 
@@ -724,11 +764,14 @@ class MessageStore:
             bad = self._check_writable()
             if bad is not None:
                 return bad
+        refused = self._index_refusal((msg,))
+        if refused is not None:
+            return refused
         result = self.commit_log.put_message(msg)
         if result.status is PUT_OK and self.checkpoint is not None:
             self.checkpoint.physic_msg_timestamp = result.store_timestamp
         if not self._started:
-            self.reput.dispatch_new()
+            self._dispatch_now(new=True)
         return result
 
     def put_messages(self, msgs: list[MessageInner]) -> PutMessageResult:
@@ -738,11 +781,14 @@ class MessageStore:
             return bad
         if not msgs:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark="empty batch")
+        refused = self._index_refusal(msgs)
+        if refused is not None:
+            return refused
         result = self.commit_log.put_messages(msgs)
         if self.checkpoint is not None and result.ok:
             self.checkpoint.physic_msg_timestamp = result.store_timestamp
         if not self._started:
-            self.reput.do_reput()
+            self._dispatch_now()
         return result
 
     def put_inner_batch(self, msg: MessageInner, inner_num: int) -> PutMessageResult:
@@ -752,12 +798,15 @@ class MessageStore:
             return bad
         if inner_num <= 0:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark="inner batch has no messages")
+        refused = self._index_refusal((msg,))
+        if refused is not None:
+            return refused
         msg.sys_flag |= INNER_BATCH_FLAG  # NEED_UNWRAP is the broker's choice (SendMessageProcessor)
         result = self.commit_log.put_inner_batch(msg, inner_num)
         if self.checkpoint is not None and result.ok:
             self.checkpoint.physic_msg_timestamp = result.store_timestamp
         if not self._started:
-            self.reput.do_reput()
+            self._dispatch_now()
         return result
 
     # -- read --------------------------------------------------------------------------------------

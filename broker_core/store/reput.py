@@ -47,7 +47,10 @@ class ReputMessageService:
         if self._thread is not None:
             self._thread.join(timeout=30)
             self._thread = None
-        self.do_reput()
+        try:
+            self.do_reput()
+        except OSError as e:  # e.g. an index file a full disk cannot hold: recovery re-dispatches it
+            log.warning("dispatch stopped at commitlog offset %d at shutdown: %s", self.reput_from_offset, e)
 
     def _run(self) -> None:
         while not self._stopping:

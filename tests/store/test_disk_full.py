@@ -15,29 +15,54 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 from disk_full_writer import config
+from store_util import make_msg, small_config
 
 from broker_core.store.message_store import MessageStore
+from broker_core.store.verify import verify_store
 
 HERE = Path(__file__).resolve().parent
 
 
-@pytest.fixture
-def small_fs(tmp_path: Path):  # noqa: ANN201 - yields the mount point
+def _mount_small_fs(kind: str, mnt: Path, size_mb: int) -> None:
+    """Mount a small filesystem of ``kind`` on ``mnt`` (root only), or skip saying why not."""
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip(f"needs root and mount(8) to mount a small {kind} for a full disk (run the suite as root)")
+    if kind == "tmpfs":
+        res = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_mb}m", "tmpfs", str(mnt)],
+                             capture_output=True, text=True)
+    else:
+        if shutil.which("mkfs.ext4") is None:
+            pytest.skip("mkfs.ext4 is missing (apt-get install e2fsprogs; .ci/run does it)")
+        img = mnt.parent / "ext4.img"
+        with open(img, "wb") as f:
+            f.truncate(size_mb << 20)
+        # -m 0: no blocks reserved for root, so the disk is full when df says so
+        res = subprocess.run(["mkfs.ext4", "-q", "-F", "-m", "0", str(img)], capture_output=True, text=True)
+        if res.returncode == 0:
+            res = subprocess.run(["mount", "-o", "loop", str(img), str(mnt)], capture_output=True, text=True)
+    if res.returncode != 0:
+        pytest.skip(f"cannot mount a small {kind} here: {res.stderr.strip()}")
+
+
+@pytest.fixture(params=["tmpfs", "ext4"])
+def small_fs(request, tmp_path: Path):  # noqa: ANN001, ANN201 - pytest request; yields the mount point
+    """A small filesystem the test fills: tmpfs (6 MiB) or a loop-mounted ext4 image (24 MiB)."""
     mnt = tmp_path / "mnt"
     mnt.mkdir()
-    if os.geteuid() != 0 or shutil.which("mount") is None:
-        pytest.skip("needs root to mount a small tmpfs for a full disk (run the suite as root)")
-    res = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=6m", "tmpfs", str(mnt)], capture_output=True, text=True)
-    if res.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {res.stderr.strip()}")
+    kind = request.param
+    _mount_small_fs(kind, mnt, 6 if kind == "tmpfs" else 24)
     try:
         yield mnt
     finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
+        subprocess.run(["umount", str(mnt)], check=False, capture_output=True)
+        if os.path.ismount(mnt):
+            subprocess.run(["umount", "-l", str(mnt)], check=False)
+        (tmp_path / "ext4.img").unlink(missing_ok=True)
 
 
 @pytest.mark.parametrize("ratio", [90, 100], ids=["warning-ratio", "physical-limit"])
@@ -59,8 +84,10 @@ def test_full_disk_refuses_cleanly_and_keeps_every_ack(small_fs: Path, ratio: in
         for _, topic, qid, off, key in acks:
             got = store.get_messages(topic, int(qid), int(off), 1).messages
             assert got and got[0].keys == key, (topic, qid, off, key)
-        for _, topic, _qid, _off, key in acks[:: max(1, len(acks) // 50)]:
+        for _, topic, _qid, _off, key in acks:
             assert [m.keys for m in store.query_message(topic, key)] == [key]
+        rep = verify_store(store)  # read-only verifyStore works on the full disk and finds nothing wrong
+        assert rep.ok and rep.records == len(acks), rep.issues[:3]
     finally:
         store.shutdown()
     # a writable open on the full disk does not die either: it opens or says why in one line
@@ -101,5 +128,126 @@ def test_single_puts_are_refused_past_disk_space_warning_level_ratio(tmp_path: P
         clock[0] += 1.0
         assert store.put_message(make_msg("D", 0, b"z")).ok
         assert store.get_max_offset_in_queue("D", 0) == 2
+    finally:
+        store.shutdown()
+
+
+def _fill(path: Path) -> None:
+    """Take every free block of the filesystem holding ``path`` (unbuffered: no failing flush on close)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        for n in (64 << 10, 4096, 512, 1):
+            chunk = bytes(n)
+            try:
+                while os.write(fd, chunk) == n:
+                    pass
+            except OSError:
+                pass
+    finally:
+        os.close(fd)
+
+
+def _index_config():  # noqa: ANN202 - StoreConfig
+    # ~1.2 MB index files of 99 entries, and consume queue files that do not roll in this test
+    return small_config(mapped_file_size_commit_log=256 * 1024, mapped_file_size_consume_queue=20 * 1000,
+                        max_hash_slot_num=300_000, max_index_num=100, disk_space_warning_level_ratio=100,
+                        disk_max_used_space_ratio=95)
+
+
+def test_index_file_the_disk_cannot_hold_refuses_the_put_and_changes_nothing(small_fs: Path) -> None:
+    """The index file a roll needs is created (all blocks reserved) before the put that needs it is
+    accepted: on a full disk that put is refused with "disk full" and nothing changes; every acked
+    message stays findable by queue and key. Before, the file was made at dispatch, after the ack:
+    the put raised a raw DiskFullError though its record was stored."""
+    root = small_fs / "store"
+    store = MessageStore(root, _index_config()).open()
+    acked: list[tuple[int, str]] = []
+    try:
+        for i in range(5):
+            r = store.put_message(make_msg("Idx", 0, b"x" * 100, key=f"ik{i}"))
+            assert r.ok
+            acked.append((r.queue_offset, f"ik{i}"))
+        _fill(small_fs / "filler")
+        refusal = None
+        for i in range(5, 200):
+            index_files = sorted(p.name for p in (root / "index").iterdir())
+            max_phy, max_q = store.get_max_phy_offset(), store.get_max_offset_in_queue("Idx", 0)
+            r = store.put_message(make_msg("Idx", 0, b"x" * 100, key=f"ik{i}"))
+            if not r.ok:
+                refusal = r
+                break
+            acked.append((r.queue_offset, f"ik{i}"))
+        assert refusal is not None and refusal.status.name == "SERVICE_NOT_AVAILABLE", refusal
+        assert "disk full" in refusal.remark and "index" in refusal.remark, refusal.remark
+        # nothing changed: no bytes, no queue offset, no half-made index file
+        assert store.get_max_phy_offset() == max_phy and store.get_max_offset_in_queue("Idx", 0) == max_q
+        assert sorted(p.name for p in (root / "index").iterdir()) == index_files
+        assert len(acked) > 50  # the last index file filled up to its margin first
+        for q, key in acked:
+            assert store.get_messages("Idx", 0, q, 1).messages[0].keys == key
+            assert [m.keys for m in store.query_message("Idx", key)] == [key]
+        (small_fs / "filler").unlink()
+        r = store.put_message(make_msg("Idx", 0, b"after", key="after"))
+        assert r.ok and r.queue_offset == max_q  # the refused put took no offset
+        assert [m.body for m in store.query_message("Idx", "after")] == [b"after"]
+    finally:
+        store.shutdown()
+    ro = MessageStore(root, _index_config(), read_only=True).open()
+    try:
+        assert verify_store(ro).ok
+    finally:
+        ro.shutdown()
+
+
+def test_stored_message_whose_index_file_cannot_be_made_is_acked_and_indexed_later(small_fs: Path) -> None:
+    """A record with more keys than a whole index file holds needs a file at dispatch that the put
+    could not reserve beforehand. On a full disk its append succeeded: the put is acknowledged (never
+    reported failed), it is readable by queue at once, dispatch waits at it (later puts are refused
+    meanwhile, as their keys cannot be indexed either), and once space is back every key is indexed."""
+    root = small_fs / "store"
+    store = MessageStore(root, _index_config()).open()
+    try:
+        assert store.put_message(make_msg("Idx", 0, b"first", key="first")).ok
+        _fill(small_fs / "filler")
+        many = " ".join(f"m{j}" for j in range(150))  # > 99 entries: two rolls at dispatch
+        r = store.put_message(make_msg("Idx", 0, b"many", key=many))
+        assert r.ok and r.queue_offset == 1  # stored, so acknowledged
+        assert store.get_messages("Idx", 0, 1, 1).messages[0].body == b"many"
+        later = store.put_message(make_msg("Idx", 0, b"later", key="later"))
+        assert not later.ok and "disk full" in later.remark
+        (small_fs / "filler").unlink()
+        assert store.wait_for_dispatch(10)
+        for j in (0, 98, 99, 149):
+            assert [m.body for m in store.query_message("Idx", f"m{j}")] == [b"many"], j
+        assert store.put_message(make_msg("Idx", 0, b"later", key="later")).queue_offset == 2
+    finally:
+        store.shutdown()
+    ro = MessageStore(root, _index_config(), read_only=True).open()
+    try:
+        assert verify_store(ro).ok
+    finally:
+        ro.shutdown()
+
+
+def test_every_put_path_is_refused_past_disk_space_warning_level_ratio(small_fs: Path) -> None:
+    """diskSpaceWarningLevelRatio refuses single puts too (before, only batches checked it: the single
+    put's fast path skipped the check, so a disk past the ratio kept taking messages)."""
+    root = small_fs / "store"
+    cfg = small_config(disk_space_warning_level_ratio=50, disk_max_used_space_ratio=50)
+    store = MessageStore(root, cfg).open()
+    try:
+        assert store.put_message(make_msg("Ratio", 0, b"before")).ok
+        du = shutil.disk_usage(small_fs)
+        with open(small_fs / "filler", "wb") as f:
+            f.truncate(0)
+            f.write(bytes(int((du.used + du.free) * 0.7) - du.used))
+        time.sleep(0.6)  # the disk is sampled every 0.5 s
+        for r in (store.put_message(make_msg("Ratio", 0, b"over")),
+                  store.put_messages([make_msg("Ratio", 0, b"over")])):
+            assert r.status.name == "SERVICE_NOT_AVAILABLE" and "diskSpaceWarningLevelRatio" in r.remark, r
+        assert store.get_max_offset_in_queue("Ratio", 0) == 1
+        (small_fs / "filler").unlink()
+        time.sleep(0.6)
+        assert store.put_message(make_msg("Ratio", 0, b"after")).queue_offset == 1
     finally:
         store.shutdown()
