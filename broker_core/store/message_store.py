@@ -407,7 +407,8 @@ class MessageStore:
             start_index = min(start_index, (repair_at - files[0].file_from_offset) // self.commit_log.file_size)
         start_offset = files[start_index].file_from_offset if files else 0
         first_pos = 0
-        if self.read_only and not repairs and files and start_offset <= dispatch_from < self.commit_log.max_offset():
+        if (self.read_only and not repairs and files and start_offset <= dispatch_from < self.commit_log.max_offset()
+                and self._newest_unit_record_intact(dispatch_from)):
             # Inspection validates only beyond what the consume queues confirm (their units point at
             # records up to dispatch_from), as a writable recovery's checkpoint does: the cost is the
             # undispatched tail's, not the store's (a whole 1 GiB file was decoded and CRC-checked).
@@ -467,6 +468,27 @@ class MessageStore:
             cp.confirm_phy_offset = process_offset
         return RecoveryReport(abnormal, start_offset, process_offset, truncated, stop_reason, dispatched,
                               discarded_records, intact_records)
+
+    def _newest_unit_record_intact(self, dispatch_from: int) -> bool:
+        """Whether the record the newest consume queue unit points at (ending at ``dispatch_from``) is
+        whole (CRC checked) and is that unit's record, so a read-only open may start after it.
+
+        Why: that start trusts the queues; a damaged newest record would otherwise never be looked
+        at by the open (RocketMQ's recovery checks from the file start). One record is cheap.
+        """
+        for cq in self.consume_queues.values():
+            if cq.max_physic_end() != dispatch_from:
+                continue
+            unit = cq.get_unit(cq.get_max_offset_in_queue() - 1)
+            mf = self.commit_log.file_queue.find_mapped_file_by_offset(unit.phy_offset) if unit else None
+            if unit is None or mf is None:
+                return False
+            rc = check_record(mf.mv, unit.phy_offset - mf.file_from_offset, min(mf.length, self.commit_log.file_size),
+                              check_crc=True, read_body=False)
+            m = rc.message
+            return (rc.kind == RECORD_VALID and rc.size == unit.size and m.commit_log_offset == unit.phy_offset
+                    and m.topic == cq.topic and m.queue_id == cq.queue_id)
+        return False
 
     def _live_writer_appended_at(self, offset: int) -> bool:
         """Read-only beside a live writer: whether the bytes after the valid end are a record it was
