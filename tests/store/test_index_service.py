@@ -284,3 +284,50 @@ def test_read_only_missing_dir(tmp_path: Path) -> None:
     s = IndexService(tmp_path / "absent", read_only=True)
     assert s.query_offset("T", "k", 64, 0, MAX) == [] and s.last_index_file_end_phy_offset == 0
     assert not (tmp_path / "absent").exists()
+
+
+def test_next_file_reserved_ahead_is_used_by_the_roll_and_never_damage(tmp_path: Path) -> None:
+    """``make_room`` reserves the file the next roll needs before a put is accepted (issue 11 item 3).
+    The roll uses it with Java's header preset, so the bytes are those of a file made at the roll; a
+    process that stops before the roll leaves a blank file that is not damage (read-only: ignored,
+    writable: used by the next roll) and a clean shutdown gives it back."""
+    d = tmp_path / "index"
+    plain = IndexService(tmp_path / "plain", 4, 40, clock=step_clock())
+    svc = IndexService(d, 4, 40, clock=step_clock())
+    try:
+        assert not svc.has_room(2)  # no file yet
+        svc.make_room(2)
+        assert svc.has_room(2) and len(svc.files) == 0 and len(list(d.iterdir())) == 1
+        for i in range(25):  # 39 entries per file: rolls once
+            for s in (plain, svc):
+                s.build_index("T", 100 * i, TS + i, f"u{i}", f"k{i}", 0)
+            if not svc.has_room(2):
+                svc.make_room(2)
+        assert len(svc.files) == 2 and all(f.reserved for f in svc.files)
+        assert [f.path.read_bytes() for f in svc.files] == [f.path.read_bytes() for f in plain.files]
+        assert not svc.has_room(30)
+        svc.make_room(30)  # a put with many keys: the next file is reserved before it is accepted
+        spare = [p for p in d.iterdir() if p.name not in {f.file_name for f in svc.files}]
+        assert len(spare) == 1  # reserved ahead for the next roll, not used yet
+        names = sorted(p.name for p in d.iterdir())
+    finally:
+        plain.shutdown()
+    # a crash now: the blank file is not damage
+    ro = IndexService(d, 4, 40, read_only=True)
+    try:
+        assert ro.damaged_files == [] and len(ro.files) == 2
+    finally:
+        ro.shutdown()
+    again = IndexService(d, 4, 40, clock=step_clock(TS + 10_000))
+    try:
+        assert again.damaged_files == [] and len(again.files) == 2
+        for i in range(25, 50):
+            again.build_index("T", 100 * i, TS + i, f"u{i}", f"k{i}", 0)
+        assert [f.file_name for f in again.files] == names  # the roll used the reserved file
+        assert again.query_offset("T", "k49", 64, 0, MAX) == [4900]
+        again.make_room(30)
+        assert len(list(d.iterdir())) == 4
+    finally:
+        again.shutdown()
+    assert sorted(p.name for p in d.iterdir()) == names  # nothing blank left once shut down cleanly
+    del svc  # the "crashed" process's service: never shut down
