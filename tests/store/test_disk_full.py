@@ -2,15 +2,18 @@
 
 Why: the writer died with SIGBUS in the mapped copy (and in the fallback after a short pwritev), and
 on a full tmpfs even opening a store died. Mapped files now get their disk blocks before any write
-(posix_fallocate: whole consume queue / small index files when created, the commitlog ahead of its
-write position), puts are refused with "disk full" at diskSpaceWarningLevelRatio or the physical
-limit, reads keep working, and no stored message is reported as failed.
+(posix_fallocate: whole consume queue and index files when created, the commitlog ahead of its write
+position; the index file a roll needs before the put that needs it is accepted), puts are refused
+with "disk full" at diskSpaceWarningLevelRatio or the physical limit, reads and verifyStore keep
+working, and no stored message is reported as failed.
 
-The test mounts a small tmpfs itself, so it needs root; otherwise it is skipped, saying why.
+Each test runs on a small tmpfs and on a loop-mounted ext4 image that it mounts itself (root and
+mkfs.ext4 needed; otherwise it is skipped, saying why) and always unmounts.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -51,11 +54,11 @@ def _mount_small_fs(kind: str, mnt: Path, size_mb: int) -> None:
 
 @pytest.fixture(params=["tmpfs", "ext4"])
 def small_fs(request, tmp_path: Path):  # noqa: ANN001, ANN201 - pytest request; yields the mount point
-    """A small filesystem the test fills: tmpfs (6 MiB) or a loop-mounted ext4 image (24 MiB)."""
+    """A small filesystem the test fills: tmpfs (6 MiB) or a loop-mounted ext4 image (16 MiB)."""
     mnt = tmp_path / "mnt"
     mnt.mkdir()
     kind = request.param
-    _mount_small_fs(kind, mnt, 6 if kind == "tmpfs" else 24)
+    _mount_small_fs(kind, mnt, 6 if kind == "tmpfs" else 16)
     try:
         yield mnt
     finally:
@@ -90,6 +93,15 @@ def test_full_disk_refuses_cleanly_and_keeps_every_ack(small_fs: Path, ratio: in
         assert rep.ok and rep.records == len(acks), rep.issues[:3]
     finally:
         store.shutdown()
+    # mqadmin verifyStore (a read-only Broker over the store) on the still full disk: answers, all OK
+    conf = small_fs.parent / "store.properties"
+    conf.write_text("mappedFileSizeCommitLog=262144\nmappedFileSizeConsumeQueue=320\n"
+                    "mapperFileSizeBatchConsumeQueue=368\nmaxHashSlotNum=64\nmaxIndexNum=64\n")
+    res = subprocess.run([sys.executable, "-m", "mqadmin.app", "verifyStore", "--store", str(root), "--config",
+                          str(conf), "--output", "json"], capture_output=True, text=True, timeout=120,
+                         env=dict(env, NAMESRV_ADDR="", RMQ_STORE=""))
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert json.loads(res.stdout)["ok"] is True
     # a writable open on the full disk does not die either: it opens or says why in one line
     code = ("import sys\nfrom disk_full_writer import config\nfrom broker_core.store.message_store import MessageStore\n"
             f"s = MessageStore({str(root)!r}, config({ratio})).open()\n"
