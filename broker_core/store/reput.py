@@ -53,6 +53,7 @@ class ReputMessageService:
             log.warning("dispatch stopped at commitlog offset %d at shutdown: %s", self.reput_from_offset, e)
 
     def _run(self) -> None:
+        stalled_at: int | None = None
         while not self._stopping:
             if self.behind() == 0:
                 with self._cond:
@@ -60,6 +61,15 @@ class ReputMessageService:
                 continue
             try:
                 self.do_reput()
+                stalled_at = None
+            except OSError as e:
+                # e.g. an index file a full disk cannot hold: the record is stored (and acknowledged);
+                # dispatch waits at it and retries, one line per stall instead of a traceback a second
+                if stalled_at != self.reput_from_offset:
+                    stalled_at = self.reput_from_offset
+                    log.warning("dispatch waits at commitlog offset %d (%s); retrying every second", stalled_at, e)
+                with self._cond:
+                    self._cond.wait(1.0)
             except Exception:  # keep dispatching; a bug here must not silently stop the broker
                 log.exception("dispatch failed at commitlog offset %d", self.reput_from_offset)
                 with self._cond:
@@ -71,7 +81,11 @@ class ReputMessageService:
         deadline = time.monotonic() + timeout
         while self.behind() > 0:
             if self._thread is None:
-                self.do_reput()
+                try:
+                    self.do_reput()
+                except OSError as e:  # stalled at a stored record (e.g. full disk): not dispatched yet
+                    log.warning("dispatch waits at commitlog offset %d: %s", self.reput_from_offset, e)
+                    return False
                 continue
             if time.monotonic() > deadline:
                 return False

@@ -211,20 +211,30 @@ def test_index_file_the_disk_cannot_hold_refuses_the_put_and_changes_nothing(sma
         ro.shutdown()
 
 
-def test_stored_message_whose_index_file_cannot_be_made_is_acked_and_indexed_later(small_fs: Path) -> None:
+@pytest.mark.parametrize("started", [False, True], ids=["dispatch-in-put", "reput-thread"])
+def test_stored_message_whose_index_file_cannot_be_made_is_acked_and_indexed_later(small_fs: Path,
+                                                                                  started: bool) -> None:
     """A record with more keys than a whole index file holds needs a file at dispatch that the put
     could not reserve beforehand. On a full disk its append succeeded: the put is acknowledged (never
     reported failed), it is readable by queue at once, dispatch waits at it (later puts are refused
     meanwhile, as their keys cannot be indexed either), and once space is back every key is indexed."""
     root = small_fs / "store"
     store = MessageStore(root, _index_config()).open()
+    if started:
+        store.start()
     try:
         assert store.put_message(make_msg("Idx", 0, b"first", key="first")).ok
+        assert store.wait_for_dispatch(10)
         _fill(small_fs / "filler")
         many = " ".join(f"m{j}" for j in range(150))  # > 99 entries: two rolls at dispatch
         r = store.put_message(make_msg("Idx", 0, b"many", key=many))
         assert r.ok and r.queue_offset == 1  # stored, so acknowledged
+        deadline = time.monotonic() + 10
+        while not store.get_messages("Idx", 0, 1, 1).messages:  # its unit is written before the index
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
         assert store.get_messages("Idx", 0, 1, 1).messages[0].body == b"many"
+        assert not store.wait_for_dispatch(0.2)  # dispatch waits at the record while the disk is full
         later = store.put_message(make_msg("Idx", 0, b"later", key="later"))
         assert not later.ok and "disk full" in later.remark
         (small_fs / "filler").unlink()
