@@ -173,7 +173,12 @@ class MessageStore:
                 self.root / "index", self.config.max_hash_slot_num, self.config.max_index_num, self.clock,
                 read_only=self.read_only, max_msgs_num_batch=self.config.max_msgs_num_batch,
                 on_full_file_flushed=self._on_full_index_file_flushed)
-            self.reput = ReputMessageService(self)
+            if self.config.enable_build_consume_queue_concurrently and not self.read_only:
+                from .concurrent_reput import ConcurrentReputMessageService
+
+                self.reput = ConcurrentReputMessageService(self)
+            else:
+                self.reput = ReputMessageService(self)
             self.recovery_report = self._recover(abnormal)
             if not self.read_only:
                 _mark_running(self.root / "abort")

@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from .codec.message import RECORD_BLANK, RECORD_VALID, check_record, decode_dispatch_fields
 from .dispatch import DispatchRequest, build_dispatch_request, dispatch_request_of
+from .mapped_file import MappedFile
 
 log = logging.getLogger("rmqops.store")
 
@@ -139,8 +140,6 @@ class ReputMessageService:
         """Dispatch all complete records from reput_from_offset up to the commitlog's end."""
         store = self.store
         cl = store.commit_log
-        do_dispatch = store.do_dispatch
-        delay_levels = store.delay_levels_ms
         file_size = store.config.mapped_file_size_commit_log
         dispatched = 0
         with self._dispatch_lock:
@@ -162,41 +161,53 @@ class ReputMessageService:
                 mf = cl.file_queue.find_mapped_file_by_offset(offset)
                 if mf is None:
                     break
-                base = mf.file_from_offset
-                pos = offset - base
-                limit = mf.wrote_position
-                mv = mf.mv
-                while pos < limit:
-                    # Records this process appended come with their fields (nothing to decode); the
-                    # rest is read from the file.
-                    n = self._dispatch_appended(base + pos)
-                    if n:
-                        dispatched += n
-                        pos = self.reput_from_offset - base
-                        continue
-                    # Fast path: decode only the fields dispatch needs. Anything else (the BLANK end
-                    # of a file, torn or corrupt data) goes through check_record for its verdict.
-                    fields = decode_dispatch_fields(mv, pos, limit)
-                    if fields is not None:
-                        size, topic, queue_id, queue_offset, phy, sys_flag, store_ts, prepared, props = fields
-                        do_dispatch(dispatch_request_of(topic, queue_id, phy, size, sys_flag, store_ts, queue_offset,
-                                                        prepared, props, delay_levels))
-                        pos += size
-                        dispatched += 1
-                        continue
-                    rc = check_record(mv, pos, limit, check_crc=False, read_body=False)
-                    if rc.kind == RECORD_VALID:
-                        do_dispatch(build_dispatch_request(rc.message, delay_levels))
-                        pos += rc.size
-                        dispatched += 1
-                    elif rc.kind == RECORD_BLANK:
-                        pos = file_size
-                        break
-                    else:
-                        log.error("dispatch stopped at commitlog offset %d: %s", base + pos, rc.reason)
-                        self.reput_from_offset = base + pos
-                        return dispatched
+                pos, n, stopped = self._dispatch_from_file(mf, offset - mf.file_from_offset)
+                dispatched += n
+                if stopped:
+                    return dispatched
                 self.reput_from_offset = mf.file_from_offset + pos
                 if pos < file_size:
                     break
         return dispatched
+
+    def _dispatch_from_file(self, mf: MappedFile, pos: int) -> tuple[int, int, bool]:
+        """Dispatch the records of ``mf`` from ``pos`` to its write position; returns the position
+        reached, how many were dispatched and whether dispatch stopped at bad data (then
+        reput_from_offset is left at it). A BLANK end moves the position to the file's size."""
+        store = self.store
+        do_dispatch = store.do_dispatch
+        delay_levels = store.delay_levels_ms
+        base = mf.file_from_offset
+        limit = mf.wrote_position
+        mv = mf.mv
+        dispatched = 0
+        while pos < limit:
+            # Records this process appended come with their fields (nothing to decode); the
+            # rest is read from the file.
+            n = self._dispatch_appended(base + pos)
+            if n:
+                dispatched += n
+                pos = self.reput_from_offset - base
+                continue
+            # Fast path: decode only the fields dispatch needs. Anything else (the BLANK end
+            # of a file, torn or corrupt data) goes through check_record for its verdict.
+            fields = decode_dispatch_fields(mv, pos, limit)
+            if fields is not None:
+                size, topic, queue_id, queue_offset, phy, sys_flag, store_ts, prepared, props = fields
+                do_dispatch(dispatch_request_of(topic, queue_id, phy, size, sys_flag, store_ts, queue_offset,
+                                                prepared, props, delay_levels))
+                pos += size
+                dispatched += 1
+                continue
+            rc = check_record(mv, pos, limit, check_crc=False, read_body=False)
+            if rc.kind == RECORD_VALID:
+                do_dispatch(build_dispatch_request(rc.message, delay_levels))
+                pos += rc.size
+                dispatched += 1
+            elif rc.kind == RECORD_BLANK:
+                return store.config.mapped_file_size_commit_log, dispatched, False
+            else:
+                log.error("dispatch stopped at commitlog offset %d: %s", base + pos, rc.reason)
+                self.reput_from_offset = base + pos
+                return pos, dispatched, True
+        return pos, dispatched, False

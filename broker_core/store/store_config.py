@@ -46,6 +46,9 @@ class StoreConfig:
     check_crc_on_recover: bool = True
     auto_message_version_on_topic_len: bool = True
     enable_consume_queue_ext: bool = False
+    # ConcurrentReputMessageService: parse big commitlog blocks in parallel, dispatch in order
+    enable_build_consume_queue_concurrently: bool = False
+    batch_dispatch_request_thread_pool_nums: int = 16
     duplication_enable: bool = False
     message_delay_level: str = DEFAULT_DELAY_LEVELS
     flush_delay_offset_interval: int = 10_000
@@ -74,7 +77,7 @@ class StoreConfig:
                    "sync_flush_timeout": 1, "flush_interval_commit_log": 1, "flush_interval_consume_queue": 1,
                    "clean_resource_interval": 1, "delete_file_batch_max": 1, "timer_precision_ms": 1,
                    "file_reserved_time": 0, "flush_commit_log_least_pages": 0,
-                   "flush_consume_queue_least_pages": 0}
+                   "flush_consume_queue_least_pages": 0, "batch_dispatch_request_thread_pool_nums": 1}
         for name, lo in minimum.items():
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < lo:
