@@ -67,3 +67,45 @@ def test_torn_index_file_is_rebuilt_from_the_commitlog(tmp_path: Path) -> None:
         assert all(len(store.query_message("Idx", u)) == 1 for _, u in keys)
     finally:
         store.shutdown()
+
+
+def test_crash_recovery_redispatches_only_what_queues_or_index_lack(tmp_path: Path) -> None:
+    """A kill -9 loses no mapped write: the queues and the index are complete up to the crash, so
+    recovery must not re-dispatch the whole commitlog (issue 17: 2.5x a clean open at 200k messages,
+    7x at 1M) — only what something lacks."""
+    clock = FakeClock(step=100)
+    keys = write_and_crash(tmp_path, 0, 300, clock, "large")
+    store = MessageStore(tmp_path, config(files="large"), clock=clock).open()
+    try:
+        assert store.recovery_report.abnormal
+        assert store.recovery_report.dispatched <= 1, store.recovery_report  # the newest, index de-duplicated
+        assert all(len(store.query_message("Idx", k)) == 1 for k, _ in keys)
+        assert all(len(store.query_message("Idx", u)) == 1 for _, u in keys)
+    finally:
+        store.shutdown()
+
+
+def test_a_queue_that_lost_its_tail_in_a_power_cut_is_refilled(tmp_path: Path) -> None:
+    """After a power cut one queue's last units may be gone while others are complete: each queue is
+    refilled from its own confirmed end, not from the newest end among all queues."""
+    clock = FakeClock(step=100)
+    write_and_crash(tmp_path, 0, 300, clock, "large")
+    qdir = tmp_path / "consumequeue" / "Idx" / "1"
+    files = sorted(qdir.iterdir())
+    last = files[-1]
+    data = bytearray(last.read_bytes())
+    used = len(data.rstrip(b"\0"))
+    used += (-used) % 20
+    lost = min(10, used // 20)
+    assert lost >= 3
+    data[used - 20 * lost:used] = bytes(20 * lost)  # its last units never reached the disk
+    last.write_bytes(bytes(data))
+    store = MessageStore(tmp_path, config(files="large"), clock=clock).open()
+    try:
+        assert store.recovery_report.abnormal
+        assert lost <= store.recovery_report.dispatched <= lost + 1, store.recovery_report
+        for qid in (0, 1):
+            got = store.get_messages("Idx", qid, 0, 500)
+            assert [m.body for m in got.messages] == [b"v%d" % i for i in range(qid, 300, 2)], qid
+    finally:
+        store.shutdown()
