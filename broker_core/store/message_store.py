@@ -23,8 +23,16 @@ from typing import Protocol
 from .batch_consume_queue import BatchConsumeQueue
 from .checkpoint import StoreCheckpoint
 from .codec.batch import iter_batch_raw
-from .codec.hotpath import tags_code
-from .codec.message import RECORD_BLANK, RECORD_VALID, MessageExt, MessageInner, check_record
+from .codec.hotpath import first_record_stored_after, tags_code
+from .codec.message import (
+    RECORD_BLANK,
+    RECORD_VALID,
+    MessageExt,
+    MessageInner,
+    body_crc_matches,
+    check_record,
+    decode_dispatch_fields,
+)
 from .codec.salvage import iter_intact_records
 from .codec.sys_flag import (
     INNER_BATCH_FLAG,
@@ -42,7 +50,12 @@ from .commit_log import (
     now_ms,
 )
 from .consume_queue import BOUNDARY_LOWER, ConsumeQueue, ConsumeQueueBase, CqUnit
-from .dispatch import DispatchRequest, build_dispatch_request, dispatch_request_of_appended
+from .dispatch import (
+    DispatchRequest,
+    build_dispatch_request,
+    dispatch_request_of,
+    dispatch_request_of_appended,
+)
 from .errors import CorruptDataError
 from .index_service import IndexService
 from .lost_found import LOST_FOUND_DIR, save_aside
@@ -96,6 +109,7 @@ class RecoveryReport:
     dispatched: int
     discarded_records: int = 0  # record starts in the discarded tail (the broken one included)
     intact_records: int = 0  # of them, records that validate (kept in lost+found/)
+    same_boot: bool = False  # abnormal, but the kernel did not restart: no page-cache write was lost
 
 
 class MessageFilterLike(Protocol):
@@ -388,6 +402,9 @@ class MessageStore:
             # Re-index from where the (whole) index ends, whatever messageIndexSafe says: records
             # between that and the checkpoint would otherwise never be findable by key again.
             index_from = self.index_service.last_index_file_end_phy_offset if self.index_service.files else 0
+        # A crash that did not end the kernel's boot lost no page-cache write: recovery may start
+        # where the queues confirm, as after a clean shutdown (and dispatch what anything lacks).
+        same_boot = abnormal and _crashed_in_this_boot(self.root / "abort")
         start_index = 0
         for i in range(len(files) - 1, 0, -1):
             mf = files[i]
@@ -395,7 +412,7 @@ class MessageStore:
             if rc.kind != RECORD_VALID or rc.message.store_timestamp == 0:
                 continue
             m = rc.message
-            if abnormal:
+            if abnormal and not same_boot:
                 ok = m.store_timestamp <= cp.min_timestamp
             else:
                 ok = m.commit_log_offset <= max(dispatch_from, 0)
@@ -412,6 +429,19 @@ class MessageStore:
             start_index = min(start_index, (repair_at - files[0].file_from_offset) // self.commit_log.file_size)
         start_offset = files[start_index].file_from_offset if files else 0
         first_pos = 0
+        if abnormal and not same_boot and files:
+            # Within the first file to check, step over the records stored before the checkpoint's
+            # time (flushed and dispatched before it was written) without decoding or CRC-checking
+            # them, but never past where the index or a damaged queue needs records again.
+            mf = files[start_index]
+            bound = min(mf.length, self.commit_log.file_size)
+            for need in ([index_from] if index_from is not None else []) + list(repairs.values()):
+                bound = min(bound, max(need - mf.file_from_offset, 0))
+            since = cp.min_timestamp
+            if self.config.message_index_enable and self.config.message_index_safe:
+                since = min(since, cp.index_msg_timestamp)
+            first_pos = first_record_stored_after(mf.mv, 0, bound, since)
+            start_offset = mf.file_from_offset + first_pos
         if (self.read_only and not repairs and files and start_offset <= dispatch_from < self.commit_log.max_offset()
                 and self._newest_unit_record_intact(dispatch_from)):
             # Inspection validates only beyond what the consume queues confirm (their units point at
@@ -436,6 +466,21 @@ class MessageStore:
             limit = min(mf.length, self.commit_log.file_size)
             pos, first_pos = first_pos, 0
             while True:
+                # Fast path (compiled): the dispatch fields and the body CRC, no message object; what it
+                # declines (BLANK end, torn or corrupt bytes) gets check_record's verdict and reason.
+                fields = decode_dispatch_fields(mv, pos, limit)
+                if fields is not None and (not check_crc or body_crc_matches(mv, pos, fields[5])):
+                    size, topic, queue_id, queue_offset, stored_phy, sys_flag, store_ts, prepared, props = fields
+                    phy = mf.file_from_offset + pos
+                    if phy >= dispatch_from or (index_from is not None and phy >= index_from) or (
+                            repairs and phy >= repairs.get((topic, queue_id), phy + 1)) or (
+                            abnormal and phy >= queue_ends.get((topic, queue_id), -1)):
+                        self._dispatch_recovered(dispatch_request_of(
+                            topic, queue_id, stored_phy, size, sys_flag, store_ts, queue_offset, prepared, props,
+                            self.delay_levels_ms))
+                        dispatched += 1
+                    pos += size
+                    continue
                 rc = check_record(mv, pos, limit, check_crc=check_crc, read_body=False)
                 if rc.kind == RECORD_VALID:
                     phy = mf.file_from_offset + pos
@@ -478,7 +523,7 @@ class MessageStore:
         if not self.read_only and cp is not None:
             cp.confirm_phy_offset = process_offset
         return RecoveryReport(abnormal, start_offset, process_offset, truncated, stop_reason, dispatched,
-                              discarded_records, intact_records)
+                              discarded_records, intact_records, same_boot)
 
     def _newest_unit_record_intact(self, dispatch_from: int) -> bool:
         """Whether the record the newest consume queue unit points at (ending at ``dispatch_from``) is
@@ -1091,13 +1136,46 @@ def unwrap_inner_batch(record: MessageExt, base_offset: int) -> list[MessageExt]
     return out
 
 
-def _mark_running(path: Path) -> None:
-    """Create ``abort`` (the store is running). Its content (our pid) is a courtesy: on a full disk
-    the empty file, which needs no data block, is enough."""
+BOOT_ID_PATH = Path("/proc/sys/kernel/random/boot_id")
+
+
+def current_boot_id() -> str | None:
+    """This kernel's boot id (Linux), or None where there is none."""
     try:
-        path.write_text(str(os.getpid()))
+        return BOOT_ID_PATH.read_text().strip() or None
+    except OSError:
+        return None
+
+
+def _mark_running(path: Path) -> None:
+    """Create ``abort`` (the store is running) holding our pid and the kernel's boot id.
+
+    Java only tests that the file exists, so the content is ours: the boot id tells recovery whether
+    the machine restarted since (see ``_crashed_in_this_boot``). On a full disk the empty file, which
+    needs no data block, is enough (recovery then assumes the worst, as Java does)."""
+    try:
+        path.write_text(f"{os.getpid()}\n{current_boot_id() or ''}\n")
     except OSError:
         path.touch()
+
+
+def _crashed_in_this_boot(abort: Path) -> bool:
+    """Whether the store was running under this same kernel boot when it stopped without a shutdown.
+
+    Why it matters: a process killed by a signal loses no write it made into mapped files or by
+    write(): they are in the kernel's page cache and reach the disk later. Only a kernel crash or a
+    power cut loses them, and that always ends the boot. So within the same boot, only the last
+    record (torn mid-copy) can be incomplete, and recovery need not re-check what the consume queues
+    and the index confirm; after a reboot (or with no boot id) it checks as Java does.
+    """
+    boot = current_boot_id()
+    if boot is None:
+        return False
+    try:
+        lines = abort.read_text().split()
+    except (OSError, UnicodeDecodeError):
+        return False
+    return len(lines) >= 2 and lines[1] == boot
 
 
 def _data_end(mv: memoryview, start: int, chunk: int = 1 << 20) -> int:

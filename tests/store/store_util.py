@@ -119,6 +119,13 @@ def small_config_file(path: Path, **over: object) -> Path:
     return path
 
 
+def as_after_reboot(root: Path) -> None:
+    """Make ``root``'s crash look like a power cut (another kernel boot), not a killed process: only
+    then may mapped writes be lost, so only then does recovery re-check from the checkpoint as Java
+    does (a crash in the same boot re-checks only from where the consume queues confirm)."""
+    (root / "abort").write_text("1\nan-earlier-boot\n")
+
+
 def crash(store: MessageStore) -> None:
     """Leave ``store`` as kill -9 would: mapped bytes stay (page cache), ``abort`` stays, the lock goes.
 

@@ -345,6 +345,69 @@ def test_valid_units_end_is_the_unit_by_unit_rule_in_both(batch, count, damage, 
             assert impl.valid_units_end(view, start, limit, batch) == want, impl.IMPLEMENTATION
 
 
+def _commitlog_bytes(tmp: Path, n: int) -> tuple[bytes, list[tuple[int, int]]]:
+    """A real commitlog file of ``n`` records (store time +10 ms each, some IPv6 born hosts) and each
+    record's (position, store timestamp)."""
+    from store_util import FakeClock
+
+    store = MessageStore(tmp, small_config(mapped_file_size_commit_log=64 * 1024), clock=FakeClock(step=10)).open()
+    try:
+        for i in range(n):
+            msg = make_msg("Walk", i % 2, b"b" * (i % 40), key=f"k{i}")
+            if i % 3 == 0:
+                msg.born_host = ("::1", 7000)
+            assert store.put_message(msg).ok
+        mf = store.commit_log.file_queue.files[0]
+        data = bytes(mf.mv[:mf.wrote_position])
+        records, pos = [], 0
+        while (f := hotpath.decode_dispatch_fields(data, pos, len(data))) is not None:
+            records.append((pos, f[6]))
+            pos += f[0]
+        return data, records
+    finally:
+        store.shutdown()
+
+
+def test_first_record_stored_after_steps_over_older_records_in_both(tmp_path: Path) -> None:
+    data, records = _commitlog_bytes(tmp_path, 40)
+    impls = [hot_py] + ([compiled] if compiled is not None else [])
+    for impl in impls:
+        for k in (0, 7, 39):
+            ts = records[k][1]
+            want = records[k + 1][0] if k + 1 < len(records) else records[-1][0] + (len(data) - records[-1][0])
+            assert impl.first_record_stored_after(data, 0, len(data), ts) == want, (impl.IMPLEMENTATION, k)
+        assert impl.first_record_stored_after(data, 0, len(data), 0) == 0
+        # a limit inside a record stops before it; so does a record that is not a message
+        assert impl.first_record_stored_after(data, 0, records[5][0] + 3, 1 << 62) == records[5][0]
+        bad = bytearray(data)
+        bad[records[9][0] + 4] ^= 0xFF  # magic
+        assert impl.first_record_stored_after(bytes(bad), 0, len(bad), 1 << 62) == records[9][0]
+
+
+@FAST
+@given(damage=st.lists(st.tuples(st.integers(0, 4000), st.integers(0, 255)), max_size=4),
+       ts_shift=st.integers(-50, 500), start=st.integers(0, 3), limit_cut=st.integers(0, 300))
+def test_first_record_stored_after_agrees_on_damaged_bytes(tmp_path_factory, damage, ts_shift, start,
+                                                          limit_cut) -> None:
+    global _WALK_DATA
+    if _WALK_DATA is None:
+        _WALK_DATA = _commitlog_bytes(tmp_path_factory.mktemp("walk"), 60)
+    data, records = _WALK_DATA
+    buf = bytearray(data)
+    for pos, value in damage:
+        if pos < len(buf):
+            buf[pos] = value
+    pos = records[start][0]
+    limit = len(buf) - limit_cut
+    ts = records[0][1] + ts_shift
+    if compiled is not None:
+        assert compiled.first_record_stored_after(bytes(buf), pos, limit, ts) == \
+            hot_py.first_record_stored_after(bytes(buf), pos, limit, ts)
+
+
+_WALK_DATA: tuple[bytes, list[tuple[int, int]]] | None = None
+
+
 # ---------------------------------------------------------------- (2) the byte-identity tests on the other one
 
 def test_byte_identity_tests_on_the_other_implementation() -> None:

@@ -13,7 +13,16 @@ import logging
 from pathlib import Path
 
 import pytest
-from store_util import BASE_TS, FakeClock, crash, make_msg, set_checkpoint, small_config, small_config_file
+from store_util import (
+    BASE_TS,
+    FakeClock,
+    as_after_reboot,
+    crash,
+    make_msg,
+    set_checkpoint,
+    small_config,
+    small_config_file,
+)
 from typer.testing import CliRunner
 
 from broker_core.store.message_store import MessageStore
@@ -40,6 +49,7 @@ def test_flipped_body_byte_tail_goes_to_lost_found(tmp_path: Path, caplog: pytes
         f.seek(-1, 1)
         f.write(bytes([b[0] ^ 0x40]))
     set_checkpoint(root, physic_ts=BASE_TS, logics_ts=BASE_TS)  # recovery checks from the first file
+    as_after_reboot(root)  # a flipped byte on disk: the power went, not just the process
     data_after = sum(len((root / "commitlog" / p.name).read_bytes().rstrip(b"\0")) for p in
                      sorted((root / "commitlog").iterdir())) - cut
     caplog.set_level(logging.WARNING, "rmqops")

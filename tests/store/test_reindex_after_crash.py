@@ -8,10 +8,11 @@ be complete, whatever messageIndexSafe says.
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
-from store_util import FakeClock, crash, make_msg, small_config
+from store_util import FakeClock, as_after_reboot, crash, make_msg, small_config
 
 from broker_core.store.message_store import MessageStore
 
@@ -100,12 +101,37 @@ def test_a_queue_that_lost_its_tail_in_a_power_cut_is_refilled(tmp_path: Path) -
     assert lost >= 3
     data[used - 20 * lost:used] = bytes(20 * lost)  # its last units never reached the disk
     last.write_bytes(bytes(data))
+    as_after_reboot(tmp_path)  # a power cut ends the boot
     store = MessageStore(tmp_path, config(files="large"), clock=clock).open()
     try:
-        assert store.recovery_report.abnormal
+        assert store.recovery_report.abnormal and not store.recovery_report.same_boot
         assert lost <= store.recovery_report.dispatched <= lost + 1, store.recovery_report
         for qid in (0, 1):
             got = store.get_messages("Idx", qid, 0, 500)
             assert [m.body for m in got.messages] == [b"v%d" % i for i in range(qid, 300, 2)], qid
     finally:
         store.shutdown()
+
+
+def test_a_crash_in_this_boot_starts_where_the_queues_confirm(tmp_path: Path) -> None:
+    """kill -9 loses no page-cache write: recovery re-checks from the queues' confirmed point, as
+    after a clean shutdown; after a reboot (other boot id, or none) it goes back as far as the
+    checkpoint says, as Java does."""
+    clock = FakeClock(step=100)
+    keys = write_and_crash(tmp_path, 0, 300, clock, "large")
+    abort = (tmp_path / "abort").read_text()
+    starts = {}
+    for case, content in (("same boot", abort), ("rebooted", "1\nanother-boot\n"), ("unknown", "")):
+        root = tmp_path / case.replace(" ", "-")
+        shutil.copytree(tmp_path, root, ignore=shutil.ignore_patterns("same-boot", "rebooted", "unknown"))
+        (root / "abort").write_text(content)
+        store = MessageStore(root, config(files="large"), clock=clock).open()
+        try:
+            r = store.recovery_report
+            assert r.abnormal and r.same_boot == (case == "same boot"), case
+            starts[case] = r.start_offset
+            assert all(len(store.query_message("Idx", k)) == 1 for k, _ in keys)
+            assert sum(len(store.get_messages("Idx", q, 0, 500).messages) for q in (0, 1)) == 300
+        finally:
+            store.shutdown()
+    assert starts["same boot"] > starts["rebooted"] == starts["unknown"]

@@ -790,6 +790,35 @@ static PyObject *hp_put_bcq_unit(PyObject *self, PyObject *const *args, Py_ssize
 /* End of the run of valid units that starts at `start` (spec §5.5 / §6.1 validity, unit by unit):
  * SimpleCQ phyOffset >= 0 and size > 0; BatchCQ also msgBaseOffset >= 0 and batchSize > 0. The
  * first unit failing them (or the first that does not fit below min(limit, len(buf))) is the end. */
+/* ------------------------------------------------------------------ recovery start */
+
+static PyObject *hp_first_record_stored_after(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "first_record_stored_after(buf, pos, limit, timestamp)");
+        return NULL;
+    }
+    int64_t pos, limit, ts;
+    if (as_i64(args[1], &pos) < 0 || as_i64(args[2], &limit) < 0 || as_i64(args[3], &ts) < 0) return NULL;
+    if (pos < 0) { PyErr_SetString(PyExc_ValueError, "pos must be >= 0"); return NULL; }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) return NULL;
+    const unsigned char *b = (const unsigned char *)view.buf;
+    if (limit > view.len) limit = view.len;
+    Py_BEGIN_ALLOW_THREADS
+    while (pos + SYS_FLAG_POS + 4 <= limit) {
+        const unsigned char *h = b + pos;
+        int32_t total = get_i32(h), magic = get_i32(h + 4);
+        if (magic != MAGIC_V1 && magic != MAGIC_V2) break;
+        int born_len = (h[SYS_FLAG_POS + 3] & BORNHOST_V6_FLAG) ? 20 : 8;
+        if (total < 56 + born_len || pos + total > limit) break;
+        if (get_i64(h + 48 + born_len) > ts) break;
+        pos += total;
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    return PyLong_FromLongLong((long long)pos);
+}
+
 static PyObject *hp_valid_units_end(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 3 && nargs != 4) {
         PyErr_SetString(PyExc_TypeError, "valid_units_end(buf, start, limit, batch=False)");
@@ -1073,6 +1102,7 @@ static PyMethodDef methods[] = {
     {"put_cq_unit", (PyCFunction)(void (*)(void))hp_put_cq_unit, METH_FASTCALL, NULL},
     {"put_bcq_unit", (PyCFunction)(void (*)(void))hp_put_bcq_unit, METH_FASTCALL, NULL},
     {"valid_units_end", (PyCFunction)(void (*)(void))hp_valid_units_end, METH_FASTCALL, NULL},
+    {"first_record_stored_after", (PyCFunction)(void (*)(void))hp_first_record_stored_after, METH_FASTCALL, NULL},
     {"index_put_keys", (PyCFunction)(void (*)(void))hp_index_put_keys, METH_FASTCALL, NULL},
     {"check_message", (PyCFunction)(void (*)(void))hp_check_message, METH_FASTCALL, NULL},
     {"java_string_hash", hp_java_string_hash, METH_O, NULL},

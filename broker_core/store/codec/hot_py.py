@@ -34,6 +34,7 @@ _HOST_FLAGS = BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
+_I32x2 = struct.Struct(">ii")
 _CQ_UNIT = struct.Struct(">qiq")
 _BCQ_UNIT = struct.Struct(">qiqqqhii")
 _INDEX_HEADER = struct.Struct(">qqqqii")
@@ -343,6 +344,32 @@ def put_bcq_unit(buf, pos: int, phy_offset: int, size: int, tags_code: int, stor
 _NEGATIVE_BYTE = bytes(int(b >= 0x80) for b in range(256))
 
 
+
+def first_record_stored_after(buf, pos: int, limit: int, timestamp: int) -> int:
+    """Position of the first record from ``pos`` stored after ``timestamp`` (or where the walk met
+    something that is not a message record: a BLANK end, a torn or corrupt header, ``limit``).
+
+    Why: abnormal recovery must CRC-check only what may not have reached the disk. Java restarts at
+    the first *file* older than the checkpoint, so a file that began shortly before a crash made it
+    validate the whole previous gigabyte; walking the size fields to the checkpoint's time is the
+    same rule at record granularity. Only sizes, magic and store time are read: a record it steps
+    over is older than the checkpoint, so it was flushed and dispatched before it.
+    """
+    if pos < 0:
+        raise ValueError("pos must be >= 0")
+    limit = min(limit, len(buf))
+    while pos + SYS_FLAG_POS + 4 <= limit:
+        total, magic = _I32x2.unpack_from(buf, pos)
+        if magic != MESSAGE_MAGIC_CODE_V1 and magic != MESSAGE_MAGIC_CODE_V2:
+            break
+        born_len = 20 if buf[pos + SYS_FLAG_POS + 3] & BORNHOST_V6_FLAG else 8
+        if total < 56 + born_len or pos + total > limit:
+            break
+        if _I64.unpack_from(buf, pos + 48 + born_len)[0] > timestamp:
+            break
+        pos += total
+    return pos
+
 def valid_units_end(buf, start: int, limit: int, batch: bool = False) -> int:
     """End of the run of valid consume queue units that starts at ``start`` (below ``min(limit, len)``).
 
@@ -439,7 +466,8 @@ def index_put_keys(buf, hash_slot_num: int, index_num: int, index_count: int, be
 
 
 __all__ = [
-    "IMPLEMENTATION", "PreparedRecord", "body_crc_matches", "check_message", "decode_dispatch_fields", "index_key_hash",
+    "IMPLEMENTATION", "PreparedRecord", "body_crc_matches", "check_message", "decode_dispatch_fields",
+    "first_record_stored_after", "index_key_hash",
     "index_keys", "index_put_keys", "java_string_hash", "known_properties", "offset_msg_id", "prepare_record",
-    "put_bcq_unit", "put_cq_unit", "record_parts", "tags_code", "write_record",
+    "put_bcq_unit", "put_cq_unit", "record_parts", "tags_code", "valid_units_end", "write_record",
 ]

@@ -45,6 +45,7 @@ body_crc_matches = _impl.body_crc_matches
 put_cq_unit = _impl.put_cq_unit
 put_bcq_unit = _impl.put_bcq_unit
 valid_units_end = _impl.valid_units_end
+first_record_stored_after = _impl.first_record_stored_after
 index_put_keys = _impl.index_put_keys
 index_key_hash = _impl.index_key_hash
 java_hash = _impl.java_string_hash
@@ -53,7 +54,7 @@ check_message = _impl.check_message
 PreparedRecord = hot_py.PreparedRecord
 
 __all__ = [
-    "FORCE_PURE_PYTHON_ENV", "IMPLEMENTATION", "PreparedRecord", "body_crc_matches", "check_message", "decode_dispatch_fields",
+    "FORCE_PURE_PYTHON_ENV", "IMPLEMENTATION", "PreparedRecord", "body_crc_matches", "check_message", "decode_dispatch_fields", "first_record_stored_after",
     "index_key_hash", "index_put_keys", "java_hash", "offset_msg_id", "prepare_record", "put_bcq_unit", "put_cq_unit",
     "record_parts", "tags_code", "valid_units_end", "write_record",
 ]
