@@ -35,7 +35,27 @@ class RemotingTimeoutError(RemotingError):
 
 
 class RemotingConnectError(RemotingError):
-    pass
+    """No connection to ``addr``; ``reason`` is the OS's answer in words ("connection refused")."""
+
+    def __init__(self, addr: str, reason: str, peer: str = "") -> None:
+        super().__init__(f"cannot connect to {peer + ' ' if peer else ''}{addr}: {reason}")
+        self.addr = addr
+        self.reason = reason
+
+
+def connect_failure_reason(e: BaseException, timeout: float) -> str:
+    """Why a connect failed, as an operator says it: never "[Errno 111] Connect call failed (...)"."""
+    import socket
+
+    if isinstance(e, ConnectionRefusedError):
+        return "connection refused"
+    if isinstance(e, TimeoutError):
+        return f"no answer within {timeout:g}s"
+    if isinstance(e, socket.gaierror):
+        return "unknown host"
+    if isinstance(e, OSError) and e.strerror:
+        return e.strerror.lower()
+    return str(e) or type(e).__name__
 
 
 class RemotingConnection(asyncio.Protocol):
@@ -59,14 +79,14 @@ class RemotingConnection(asyncio.Protocol):
                    language: LanguageCode = LanguageCode.PYTHON) -> RemotingConnection:
         host, _, port = addr.rpartition(":")
         if not host or not port.isdigit():
-            raise RemotingConnectError(f"bad address {addr!r} (expected host:port)")
+            raise RemotingConnectError(addr, "bad address (expected host:port)")
         loop = asyncio.get_running_loop()
         try:
             _, proto = await asyncio.wait_for(
                 loop.create_connection(lambda: cls(addr, on_request, credentials, language), host, int(port)),
                 timeout)
         except (OSError, TimeoutError) as e:
-            raise RemotingConnectError(f"connect to {addr} failed: {e}") from None
+            raise RemotingConnectError(addr, connect_failure_reason(e, timeout)) from None
         return proto
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:

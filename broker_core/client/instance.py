@@ -27,7 +27,7 @@ from broker_core.remoting.bodies import (
 from broker_core.remoting.body_base import BodyError
 from broker_core.remoting.headers import GetRouteInfoRequestHeader, UnregisterClientRequestHeader
 
-from .connection import RemotingConnection, RemotingError
+from .connection import RemotingConnectError, RemotingConnection, RemotingError
 from .credentials import SessionCredentials
 from .route import TopicRoute
 
@@ -174,6 +174,11 @@ class MQClientInstance:
                 return resp
             except RemotingError as e:
                 last = e
+        if isinstance(last, RemotingConnectError) and n == 1:
+            raise RemotingConnectError(last.addr, last.reason, "name server")
+        if isinstance(last, RemotingConnectError):
+            raise RemotingError(f"cannot connect to any name server ({'; '.join(self.namesrv_addrs)}): "
+                                f"{last.reason}")
         raise RemotingError(f"no name server answered ({'; '.join(self.namesrv_addrs)}): {last}")
 
     @staticmethod

@@ -214,7 +214,7 @@ def test_usage_and_failure_conventions(golden_cli, tmp_path):
     assert unknown_topic.exit_code == 3 and "Nope" in unknown_topic.stderr
     # -n / NAMESRV_ADDR mean remote mode: nothing listens on port 1, so one line names the address
     remote = cli("topicStatus", "-t", "GoldenTopicA", "-n", "127.0.0.1:1")
-    assert remote.exit_code == 1 and "no name server answered (127.0.0.1:1)" in remote.stderr
+    assert remote.exit_code == 1 and "cannot connect to name server 127.0.0.1:1: connection refused" in remote.stderr
     assert len(remote.stderr.strip().splitlines()) == 1
     env_remote = cli("topicList", env={"NAMESRV_ADDR": "127.0.0.1:1"})
     assert env_remote.exit_code == 1 and "127.0.0.1:1" in env_remote.stderr

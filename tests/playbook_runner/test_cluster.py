@@ -173,4 +173,4 @@ def test_unreachable_name_server_fails_the_step_with_one_clear_line(pb: Playbook
     r = pb.run(pb.write("c.yml", text))
     assert r.code == 1
     message = r.doc["steps"][0]["message"]
-    assert message.startswith("no name server answered (127.0.0.1:1)") and "\n" not in message
+    assert message.startswith("cannot connect to name server 127.0.0.1:1: connection refused") and "\n" not in message
