@@ -30,6 +30,7 @@ from broker_core.net.broker_server import BrokerRemotingServer
 from broker_core.net.grpc_v2.server import GrpcEndpoint, GrpcServerConfig
 from broker_core.net.namesrv import NameServer, NamesrvConfig
 from broker_core.net.net_config import NetConfig
+from broker_core.store.config_file import ConfigFileError
 from broker_core.store.store_lock import StoreLockedError, is_store_locked
 
 
@@ -48,6 +49,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--registerNameServerPeriod", type=int, default=None, help="ms between registrations (30000)")
     ap.add_argument("--brokerChannelExpiredTime", type=int, default=None,
                     help="ms without registration before the name server drops a broker (120000)")
+    ap.add_argument("--kvConfigPath", default=None,
+                    help="name server KV config file (default kvConfigPath, else <store>/namesrv/kvConfig.json)")
     ap.add_argument("--scanNotActiveBrokerInterval", type=int, default=None, help="ms between expiry scans (5000)")
     ap.add_argument("--idleTimeout", type=float, default=None, help="seconds before an idle connection is closed (120)")
     ap.add_argument("--frameMaxLength", type=int, default=None, help="largest accepted frame in bytes (16 MiB)")
@@ -77,7 +80,7 @@ def _event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
 
 async def _serve(broker: Broker | None, net: NetConfig, namesrv_sock: socket.socket | None,
                  broker_sock: socket.socket | None, namesrv_addrs: list[str], host: str,
-                 grpc_port: int | None = None) -> None:
+                 grpc_port: int | None = None, kv_config_path: str | None = None) -> None:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -88,7 +91,8 @@ async def _serve(broker: Broker | None, net: NetConfig, namesrv_sock: socket.soc
     try:
         if namesrv_sock is not None:
             namesrv = NameServer(NamesrvConfig(listen_host=host, scan_not_active_broker_interval=net.scan_not_active_broker_interval,
-                                               broker_channel_expired_time=net.broker_channel_expired_time),
+                                               broker_channel_expired_time=net.broker_channel_expired_time,
+                                               kv_config_path=kv_config_path),
                                  net.server_config())
             await namesrv.start(sock=namesrv_sock)
             print(f"The Name Server boot success. serializeType=JSON, address {host}:{namesrv.port}", flush=True)
@@ -171,6 +175,7 @@ def main(argv: list[str] | None = None) -> int:
             grpc_port = 0  # every port chosen by the system (tests, several brokers on one host)
         else:
             grpc_port = config.grpc_server_port or None
+    kv_path = str(Path(args.kvConfigPath or props.get("kvConfigPath") or root / "namesrv" / "kvConfig.json"))
     broker: Broker | None = None
     try:
         if broker_sock is not None:
@@ -187,7 +192,10 @@ def main(argv: list[str] | None = None) -> int:
         addrs = [a.strip() for a in external.split(";") if a.strip()] if external else \
             [f"{host}:{namesrv_sock.getsockname()[1]}"] if namesrv_sock is not None else []
         with asyncio.Runner(loop_factory=_event_loop_factory()) as runner:
-            runner.run(_serve(broker, net, namesrv_sock, broker_sock, addrs, host, grpc_port))
+            runner.run(_serve(broker, net, namesrv_sock, broker_sock, addrs, host, grpc_port, kv_path))
+    except ConfigFileError as e:  # a damaged kvConfig.json (and .bak): one line naming the files
+        print(f"mqbroker: name server: {e}", file=sys.stderr)
+        return 1
     finally:
         if broker is not None:
             broker.shutdown()

@@ -15,6 +15,7 @@ import time
 import zlib
 from dataclasses import dataclass
 
+from broker_core.broker.kv_config import KVConfigManager
 from broker_core.broker.route_info import (
     BROKER_CHANNEL_EXPIRED_TIME_MS,
     BrokerRegistration,
@@ -59,6 +60,7 @@ class NamesrvConfig:
     scan_not_active_broker_interval: int = 5_000  # ms
     broker_channel_expired_time: int = BROKER_CHANNEL_EXPIRED_TIME_MS  # ms, when the broker sends none
     enable_all_topic_list: bool = True
+    kv_config_path: str | None = None  # kvConfig.json (Java: ~/namesrv/kvConfig.json); None keeps it in memory
 
 
 class NameServer:
@@ -68,14 +70,16 @@ class NameServer:
         self.server = RemotingServer("namesrv", self._handlers(), server_config)
         self._scan: asyncio.Task[None] | None = None
         self._watched: set[str] = set()
-        self.kv_config: dict[str, dict[str, str]] = {}  # KVConfigManager (in memory)
+        self.kv = KVConfigManager(self.config.kv_config_path)
 
     @property
     def port(self) -> int:
         return self.server.port
 
     async def start(self, sock: socket.socket | None = None) -> int:
-        """Serve on ``sock`` when given (already bound), else on listen_host:listen_port (0 = free port)."""
+        """Serve on ``sock`` when given (already bound), else on listen_host:listen_port (0 = free port).
+        The KV config is loaded first: a damaged kvConfig.json (and .bak) stops the start with its name."""
+        self.kv.load()
         port = await self.server.start(self.config.listen_host, self.config.listen_port, sock=sock)
         self._scan = asyncio.get_running_loop().create_task(self._scan_loop())
         return port
@@ -134,7 +138,7 @@ class NameServer:
                                                                 wrapper.data_version.counter), ch.id)
         resp = RegisterBrokerResponseHeader(ha_server_addr=result.ha_server_addr or None,
                                             master_addr=result.master_addr or None)
-        order = self.kv_config.get(ORDER_TOPIC_CONFIG)
+        order = self.kv.namespace(ORDER_TOPIC_CONFIG)
         body_out = KVTable(table=dict(order)).to_json() if order else b""
         return req.response(ext_fields=resp.to_ext_fields(), body=body_out)
 
@@ -151,7 +155,7 @@ class NameServer:
                                 f"No topic route info in name server for the topic: {h.topic}{FAQ}")
         browser = req.version >= V4_9_4 or bool(h.accept_standard_json_only)
         obj = route.to_dict()
-        order_conf = self.kv_config.get(ORDER_TOPIC_CONFIG, {}).get(h.topic)
+        order_conf = self.kv.get(ORDER_TOPIC_CONFIG, h.topic)
         if order_conf:
             obj["orderTopicConf"] = order_conf
         return req.response(body=fastjson.dumps(obj, browser_compatible=browser))
@@ -171,27 +175,24 @@ class NameServer:
 
     async def put_kv_config(self, ch: Channel, req: RemotingCommand) -> RemotingCommand:
         h = PutKVConfigRequestHeader.from_ext_fields(req.ext_fields)
-        self.kv_config.setdefault(h.namespace, {})[h.key] = h.value
+        self.kv.put(h.namespace, h.key, h.value)
         return req.response()
 
     async def get_kv_config(self, ch: Channel, req: RemotingCommand) -> RemotingCommand:
         h = GetKVConfigRequestHeader.from_ext_fields(req.ext_fields)
-        value = self.kv_config.get(h.namespace, {}).get(h.key)
+        value = self.kv.get(h.namespace, h.key)
         if value is None:
             return req.response(ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {h.namespace} Key: {h.key}")
         return req.response(ext_fields=GetKVConfigResponseHeader(value=value).to_ext_fields())
 
     async def delete_kv_config(self, ch: Channel, req: RemotingCommand) -> RemotingCommand:
         h = DeleteKVConfigRequestHeader.from_ext_fields(req.ext_fields)
-        table = self.kv_config.get(h.namespace, {})
-        table.pop(h.key, None)
-        if not table:
-            self.kv_config.pop(h.namespace, None)
+        self.kv.delete(h.namespace, h.key)
         return req.response()
 
     async def get_kv_list(self, ch: Channel, req: RemotingCommand) -> RemotingCommand:
         namespace = req.ext_fields.get("namespace", "")
-        table = self.kv_config.get(namespace)
+        table = self.kv.namespace(namespace)
         if not table:
             return req.response(ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {namespace}")
         return req.response(body=KVTable(table=dict(table)).to_json())
