@@ -663,6 +663,20 @@ class Admin:
     def delete_kv_config(self, namespace: str, key: str) -> None:
         self.client.delete_kv_config(namespace, key)
 
+    def operate_write_perm(self, broker_name: str, wipe: bool) -> list[tuple[str, int | None, str | None]]:
+        """wipeWritePerm/addWritePerm on every name server given: (namesrv, topics changed, or None and
+        the failure). As Apache, one name server failing does not stop the others."""
+        addrs = self.client.namesrv_addrs()
+        if not addrs:
+            self.client.operate_write_perm_of_broker("", broker_name, wipe)  # the target's own refusal
+        out: list[tuple[str, int | None, str | None]] = []
+        for addr in addrs:
+            try:
+                out.append((addr, self.client.operate_write_perm_of_broker(addr, broker_name, wipe), None))
+            except AdminError as e:
+                out.append((addr, None, e.message))
+        return out
+
     # -- offsets --------------------------------------------------------------------------------------
     def _require_group(self, broker_addr: str, group: str) -> None:
         if self.client.get_subscription_group(broker_addr, group) is None:

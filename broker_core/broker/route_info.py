@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
+
+from broker_core.store.topic_config import PERM_READ, PERM_WRITE
 
 BROKER_CHANNEL_EXPIRED_TIME_MS = 120_000  # RouteInfoManager.DEFAULT_BROKER_CHANNEL_EXPIRED_TIME
 REGISTER_BROKER_INTERVAL_MS = 30_000  # registerBrokerToNameServer period (brokers)
@@ -140,7 +142,11 @@ class RouteInfoManager:
                 if addr == reg.broker_addr and bid != reg.broker_id:
                     del data.broker_addrs[bid]
             data.broker_addrs[reg.broker_id] = reg.broker_addr
-            if reg.broker_id == MASTER_ID:
+            prev = self._live.get(reg.broker_addr)
+            # Java replaces queue data only when the broker's topic table changed (its DataVersion) or
+            # on its first registration, so a wipeWritePerm/addWritePerm survives the periodic ones.
+            changed = prev is None or reg.data_version == 0 or prev.data_version != reg.data_version
+            if reg.broker_id == MASTER_ID and changed:
                 served = {t.topic_name for t in reg.topics}
                 for topic, queues in list(self._topic_queues.items()):
                     if topic not in served and reg.broker_name in queues:
@@ -236,6 +242,22 @@ class RouteInfoManager:
                 queues.pop(n, None)
             if not queues:
                 del self._topic_queues[topic]
+
+    def operate_write_perm_of_broker(self, broker_name: str, wipe: bool) -> int:
+        """WIPE_WRITE_PERM_OF_BROKER (205) / ADD_WRITE_PERM_OF_BROKER (327): every topic queue of
+        ``broker_name`` loses the write bit, or becomes read+write; returns how many topics changed
+        (as Java counts: every topic the broker serves). Routes only: the broker's own configs stay,
+        and its next topic-table change re-registers them."""
+        with self._lock:
+            count = 0
+            for queues in self._topic_queues.values():
+                qd = queues.get(broker_name)
+                if qd is None:
+                    continue
+                perm = qd.perm & ~PERM_WRITE if wipe else PERM_READ | PERM_WRITE
+                queues[broker_name] = replace(qd, perm=perm)
+                count += 1
+            return count
 
     def broker_addrs_of_cluster(self, cluster_name: str) -> list[str]:
         """Master addresses of a cluster's brokers (how ``updateTopic -c`` finds where to create)."""

@@ -26,6 +26,8 @@ from broker_core.remoting import RemotingCommand, RequestCode, ResponseCode, fas
 from broker_core.remoting.bodies import KVTable, RegisterBrokerBody, TopicList
 from broker_core.remoting.codes import V4_9_4
 from broker_core.remoting.headers import (
+    AddWritePermOfBrokerRequestHeader,
+    AddWritePermOfBrokerResponseHeader,
     DeleteKVConfigRequestHeader,
     DeleteTopicFromNamesrvRequestHeader,
     GetKVConfigRequestHeader,
@@ -36,6 +38,8 @@ from broker_core.remoting.headers import (
     RegisterBrokerRequestHeader,
     RegisterBrokerResponseHeader,
     UnRegisterBrokerRequestHeader,
+    WipeWritePermOfBrokerRequestHeader,
+    WipeWritePermOfBrokerResponseHeader,
 )
 
 from .channel import Channel
@@ -116,6 +120,8 @@ class NameServer:
             RequestCode.DELETE_KV_CONFIG: self.delete_kv_config,
             RequestCode.GET_KVLIST_BY_NAMESPACE: self.get_kv_list,
             RequestCode.GET_TOPICS_BY_CLUSTER: self.get_topics_by_cluster,
+            RequestCode.WIPE_WRITE_PERM_OF_BROKER: self.wipe_write_perm_of_broker,
+            RequestCode.ADD_WRITE_PERM_OF_BROKER: self.add_write_perm_of_broker,
         }
 
     # -- handlers --------------------------------------------------------------------------------
@@ -200,3 +206,15 @@ class NameServer:
     async def get_topics_by_cluster(self, ch: Channel, req: RemotingCommand) -> RemotingCommand:
         h = GetTopicsByClusterRequestHeader.from_ext_fields(req.ext_fields)
         return req.response(body=TopicList(topic_list=self.routes.topics_of_cluster(h.cluster)).to_json())
+
+    async def wipe_write_perm_of_broker(self, ch: Channel, req: RemotingCommand) -> RemotingCommand:
+        h = WipeWritePermOfBrokerRequestHeader.from_ext_fields(req.ext_fields)
+        count = self.routes.operate_write_perm_of_broker(h.broker_name, wipe=True)
+        log.info("wipe write perm of broker[%s], client: %s, %d", h.broker_name, ch.remote_addr, count)
+        return req.response(ext_fields=WipeWritePermOfBrokerResponseHeader(wipe_topic_count=count).to_ext_fields())
+
+    async def add_write_perm_of_broker(self, ch: Channel, req: RemotingCommand) -> RemotingCommand:
+        h = AddWritePermOfBrokerRequestHeader.from_ext_fields(req.ext_fields)
+        count = self.routes.operate_write_perm_of_broker(h.broker_name, wipe=False)
+        log.info("add write perm of broker[%s], client: %s, %d", h.broker_name, ch.remote_addr, count)
+        return req.response(ext_fields=AddWritePermOfBrokerResponseHeader(add_topic_count=count).to_ext_fields())

@@ -79,6 +79,26 @@ class DeleteKVConfigRequestHeader(CommandHeader):
 
 
 @H
+class WipeWritePermOfBrokerRequestHeader(CommandHeader):
+    broker_name: str
+
+
+@H
+class WipeWritePermOfBrokerResponseHeader(CommandHeader):
+    wipe_topic_count: int
+
+
+@H
+class AddWritePermOfBrokerRequestHeader(CommandHeader):
+    broker_name: str
+
+
+@H
+class AddWritePermOfBrokerResponseHeader(CommandHeader):
+    add_topic_count: int
+
+
+@H
 class GetTopicsByClusterRequestHeader(CommandHeader):
     cluster: str
 

@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from mqadmin.cli import Cmd, complete_topic, register
-from mqadmin.errors import UsageProblem
+from mqadmin.errors import AdminError, UsageProblem
 
 app = typer.Typer()
 
@@ -65,3 +65,43 @@ def update_order_conf(
         cmd.emit({"topic": name}, lambda: cmd.printf("delete orderConf success. topic=[%s]", name))
     else:
         raise UsageProblem(f"invalid -m/--method {method!r}: expected put, get or delete")
+
+
+def _operate_write_perm(cmd: Cmd, broker_name: str, wipe: bool) -> None:
+    """wipeWritePerm/addWritePerm: one line per name server, "OK, <topics>" or "Failed"; any failure
+    makes the exit code 1 after every name server was tried (Apache only prints it)."""
+    name = broker_name.strip()
+    verb = "wipe" if wipe else "add"
+    results = cmd.admin().operate_write_perm(name, wipe)
+    key = "wipeTopicCount" if wipe else "addTopicCount"
+
+    def render() -> None:
+        for addr, count, error in results:
+            if error is None:
+                cmd.printf(f"{verb} write perm of broker[%s] in name server[%s] OK, %d%n", name, addr, count)
+            else:
+                cmd.printf(f"{verb} write perm of broker[%s] in name server[%s] Failed%n", name, addr)
+
+    cmd.emit([{"brokerName": name, "namesrvAddr": addr, key: count, "error": error}
+              for addr, count, error in results], render)
+    failed = [(addr, error) for addr, _, error in results if error is not None]
+    if failed:
+        raise AdminError("; ".join(f"{addr}: {error}" for addr, error in failed))
+
+
+@register(app, "wipeWritePerm", "Wipe write perm of broker in all name server you defined in the -n param.",
+          writes=True)
+def wipe_write_perm(
+    cmd: Cmd,
+    broker_name: Annotated[str, typer.Option("-b", "--brokerName", help="broker name")],
+) -> None:
+    _operate_write_perm(cmd, broker_name, wipe=True)
+
+
+@register(app, "addWritePerm", "Add write perm of broker in all name server you defined in the -n param.",
+          writes=True)
+def add_write_perm(
+    cmd: Cmd,
+    broker_name: Annotated[str, typer.Option("-b", "--brokerName", help="broker name")],
+) -> None:
+    _operate_write_perm(cmd, broker_name, wipe=False)

@@ -290,6 +290,15 @@ class BrokerClient(Protocol):
         """DELETE_KV_CONFIG (102) on the first name server that answers."""
         ...
 
+    def namesrv_addrs(self) -> list[str]:
+        """The name servers this client was given (``-n a;b``), for requests each of them must get."""
+        ...
+
+    def operate_write_perm_of_broker(self, namesrv_addr: str, broker_name: str, wipe: bool) -> int:
+        """WIPE_WRITE_PERM_OF_BROKER (205) or ADD_WRITE_PERM_OF_BROKER (327) on one name server:
+        the number of the broker's topics whose route perm changed."""
+        ...
+
     # -- topics --------------------------------------------------------------------------------------
     def get_all_topic_config(self, broker_addr: str) -> list[TopicInfo]:
         """GET_ALL_TOPIC_CONFIG (21)."""

@@ -164,6 +164,12 @@ class LocalBrokerClient:
     def delete_kv_config(self, namespace: str, key: str) -> None:
         raise self._no_namesrv("a KV config")
 
+    def namesrv_addrs(self) -> list[str]:
+        return []
+
+    def operate_write_perm_of_broker(self, namesrv_addr: str, broker_name: str, wipe: bool) -> int:
+        raise self._no_namesrv("a broker's write permission in the routes")
+
     # -- topics --------------------------------------------------------------------------------------
     def get_all_topic_config(self, broker_addr: str) -> list[TopicInfo]:
         b = self._broker_for(broker_addr)

@@ -19,7 +19,7 @@ from broker_core.auth.converter import acl_from_info, acl_to_info, user_from_inf
 from broker_core.auth.errors import AuthMetadataError
 from broker_core.auth.model import Acl, User
 from broker_core.broker import route_info
-from broker_core.client.connection import RemotingError
+from broker_core.client.connection import RemotingConnectError, RemotingError
 from broker_core.client.credentials import SessionCredentials
 from broker_core.client.instance import BrokerError, MQClientInstance
 from broker_core.client.message import Message, decode_records
@@ -48,6 +48,8 @@ from broker_core.remoting.bodies import (
 from broker_core.remoting.body_base import BodyError
 from broker_core.remoting.headers import (
     AclRequestHeader,
+    AddWritePermOfBrokerRequestHeader,
+    AddWritePermOfBrokerResponseHeader,
     CreateTopicRequestHeader,
     DeleteAclRequestHeader,
     DeleteKVConfigRequestHeader,
@@ -79,6 +81,8 @@ from broker_core.remoting.headers import (
     UpdateConsumerOffsetRequestHeader,
     UserRequestHeader,
     ViewMessageRequestHeader,
+    WipeWritePermOfBrokerRequestHeader,
+    WipeWritePermOfBrokerResponseHeader,
 )
 from broker_core.store.codec.message import RecordError
 from broker_core.store.subscription_group_config import SubscriptionGroupConfig
@@ -241,6 +245,29 @@ class RemotingBrokerClient:
     def delete_kv_config(self, namespace: str, key: str) -> None:
         self._ok(self._call(None, RequestCode.DELETE_KV_CONFIG,
                             DeleteKVConfigRequestHeader(namespace=namespace, key=key)))
+
+    def namesrv_addrs(self) -> list[str]:
+        return list(self._instance.namesrv_addrs)
+
+    def operate_write_perm_of_broker(self, namesrv_addr: str, broker_name: str, wipe: bool) -> int:
+        if wipe:
+            resp = self._ok(self._call_namesrv(namesrv_addr, RequestCode.WIPE_WRITE_PERM_OF_BROKER,
+                                               WipeWritePermOfBrokerRequestHeader(broker_name=broker_name)))
+            return WipeWritePermOfBrokerResponseHeader.from_ext_fields(resp.ext_fields).wipe_topic_count
+        resp = self._ok(self._call_namesrv(namesrv_addr, RequestCode.ADD_WRITE_PERM_OF_BROKER,
+                                           AddWritePermOfBrokerRequestHeader(broker_name=broker_name)))
+        return AddWritePermOfBrokerResponseHeader.from_ext_fields(resp.ext_fields).add_topic_count
+
+    def _call_namesrv(self, namesrv_addr: str, code: int, header: CommandHeader) -> RemotingCommand:
+        """One request to one given name server (``_call(None, ...)`` asks whichever answers)."""
+        try:
+            return self._loop.run(self._instance.invoke(namesrv_addr, code, header), timeout=self._timeout + 5.0)
+        except RemotingConnectError as e:
+            raise AdminError(f"cannot connect to name server {e.addr}: {e.reason}") from None
+        except RemotingError as e:
+            raise AdminError(str(e)) from None
+        except TimeoutError:
+            raise AdminError(f"no answer from name server {namesrv_addr} within {self._timeout:.0f}s") from None
 
     # ----------------------------------------------------------------------------------- topics
     @staticmethod
