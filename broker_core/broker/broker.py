@@ -456,6 +456,10 @@ class Broker:
             except OSError as e:
                 raise BrokerSystemError(f"cannot write broker config {persist_to}: {e.strerror}") from None
         apply_in_place(self.config, new, changes)
+        if "brokerPermission" in changes:
+            # the routes advertise topic perm & brokerPermission: a new DataVersion makes the name
+            # server take the next registration (Java's AdminBrokerProcessor does the same)
+            self.topic_manager.bump_data_version()
         return sorted(changes)
 
     # -- subscription groups -----------------------------------------------------------------------

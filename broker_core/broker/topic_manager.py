@@ -271,6 +271,14 @@ class TopicManager:
         self._notify(topic, None)
         return True
 
+    def bump_data_version(self) -> None:
+        """A new DataVersion without a topic change (what the routes advertise changed, e.g. the
+        broker's permission), so the name server replaces the broker's queue data."""
+        with self._lock:
+            self.table.data_version.next_version(self.clock())
+            if not self.read_only:
+                self.table.persist()
+
     def replace(self, tc: TopicConfig) -> None:
         """Store a config as given (tools that copy configs between brokers)."""
         self._check_writable()
