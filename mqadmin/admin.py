@@ -49,6 +49,7 @@ from mqadmin.transport.base import (
 
 if TYPE_CHECKING:  # start-up: the evaluator and the filter parser load in the methods that use them
     from broker_core.auth.evaluator import Explanation
+    from broker_core.remoting.bodies import ConsumeMessageDirectlyResult, ConsumerRunningInfo
     from broker_core.store.verify import LostRecord, VerifyReport
     from spark.rebuild import RebuildSummary
 
@@ -515,6 +516,73 @@ class Admin:
             if conn is not None and conn.connections:
                 return conn
         raise NotFoundError(f"the consumer group[{group}] not online at {self.target}")
+
+    def _online_consumers(self, group: str, broker_addr: str | None = None) -> tuple[str, ConsumerConnection]:
+        """The first broker (or ``broker_addr``) where ``group`` has clients, and who they are."""
+        addrs = [broker_addr] if broker_addr else [b.broker_addr for b in self.brokers()]
+        for addr in addrs:
+            conn = self.client.consumer_connection(addr, group)
+            if conn is not None and conn.connections:
+                return addr, conn
+        raise NotFoundError(f"the consumer group[{group}] not online at {self.target}")
+
+    def consumer_running_info(self, group: str, client_id: str, broker_addr: str | None = None,
+                              jstack: bool = False) -> ConsumerRunningInfo:
+        """consumerStatus -i: one client's running info, asked through a broker it is connected to."""
+        addr, _ = self._online_consumers(group, broker_addr)
+        return self.client.consumer_running_info(addr, group, client_id.strip(), jstack)
+
+    def consumer_running_infos(self, group: str, broker_addr: str | None = None, jstack: bool = False
+                               ) -> list[tuple[ClientConnection, ConsumerRunningInfo | None, str | None]]:
+        """consumerStatus: every online client's running info, or why it could not be had (the others
+        are still asked, as Apache does)."""
+        addr, conn = self._online_consumers(group, broker_addr)
+        out: list[tuple[ClientConnection, ConsumerRunningInfo | None, str | None]] = []
+        for c in conn.connections:
+            try:
+                out.append((c, self.client.consumer_running_info(addr, group, c.client_id, jstack), None))
+            except AdminError as e:
+                out.append((c, None, e.message))
+        return out
+
+    def consume_status(self, topic: str, group: str, client_id: str | None = None
+                       ) -> dict[str, dict[tuple[str, int], int]]:
+        """getConsumerStatus: what each client of the group holds as its offset of each queue of
+        ``topic``, via the first broker of the topic's route (as Apache asks)."""
+        route = self.client.topic_route(topic)
+        if route is None or not route.broker_datas:
+            raise NotFoundError(f"topic [{topic}] not found in {self.target}")
+        addr = route.broker_datas[0].master_addr()
+        if addr is None:
+            raise AdminError(f"broker {route.broker_datas[0].broker_name} of topic [{topic}] has no master address")
+        return self.client.consumer_status(addr, group, topic, client_id)
+
+    def push_message(self, topic: str, msg_id: str, group: str, client_id: str
+                     ) -> ConsumeMessageDirectlyResult | None:
+        """queryMsgById -g -d: the message goes straight to that client's listener (CONSUME_MESSAGE_DIRECTLY
+        through the broker that stored it). None when the client is not a push consumer."""
+        info = self.consumer_running_info(group, client_id)
+        if info.properties.get("PROP_CONSUME_TYPE") != "CONSUME_PASSIVELY":
+            return None
+        records = self.query_msg_by_id(topic, msg_id)
+        if not records:
+            raise NotFoundError(f"message not found: {msg_id}")
+        r = records[0]
+        brokers = self.brokers()
+        stored = next((b.broker_addr for b in brokers if b.broker_addr == r.store_host), None)
+        addr = stored or self._online_consumers(group)[0]
+        return self.client.consume_message_directly(addr, group, client_id.strip(), topic, r.msg_id)
+
+    def resend_message(self, topic: str, msg_id: str, producer_group: str = "ReSendMsgById",
+                       unit_name: str | None = None) -> tuple[MessageRecord, SendResult] | None:
+        """queryMsgById -s true: the stored message (body and properties, its UNIQ_KEY included) is
+        sent again to its topic by ``producer_group``; None when no message has that id."""
+        records = self.query_msg_by_id(topic, msg_id)
+        if not records:
+            return None
+        r = records[0]
+        return r, self.client.send_message(r.topic, r.body, dict(r.properties), producer_group=producer_group,
+                                           unit_name=unit_name)
 
     def producer_connection_info(self, group: str, topic: str) -> list[ClientConnection]:
         """producerConnection: the group's online producers on the brokers of ``topic``."""

@@ -63,13 +63,15 @@ def _instance_name() -> str:
 class MQClientInstance:
     def __init__(self, namesrv_addrs: str | Sequence[str], *, credentials: SessionCredentials | None = None,
                  client_ip: str = "127.0.0.1", instance_name: str | None = None,
-                 request_timeout: float = 5.0) -> None:
+                 request_timeout: float = 5.0, unit_name: str | None = None) -> None:
         addrs = namesrv_addrs.split(";") if isinstance(namesrv_addrs, str) else list(namesrv_addrs)
         self.namesrv_addrs = [a.strip() for a in addrs if a.strip()]
         if not self.namesrv_addrs:
             raise ValueError("no name server address given")
         self.credentials = credentials
-        self.client_id = f"{client_ip}@{instance_name or _instance_name()}"
+        self.unit_name = unit_name
+        # ClientConfig.buildMQClientId: ip@instanceName, then @unitName when the client has one
+        self.client_id = f"{client_ip}@{instance_name or _instance_name()}" + (f"@{unit_name}" if unit_name else "")
         self.request_timeout = request_timeout
         self._conns: dict[str, RemotingConnection] = {}
         self._conn_locks: dict[str, asyncio.Lock] = {}

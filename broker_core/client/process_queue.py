@@ -27,6 +27,8 @@ class ProcessQueue:
     locked: bool = False
     last_lock_ms: int = 0
     last_pull_ms: int = field(default_factory=lambda: int(time.time() * 1000))
+    last_consume_ms: int = field(default_factory=lambda: int(time.time() * 1000))
+    try_unlock_times: int = 0
     _offsets: list[int] = field(default_factory=list)
     _msgs: dict[int, MessageExt] = field(default_factory=dict)
     _max_offset: int = -1
@@ -51,6 +53,13 @@ class ProcessQueue:
     @property
     def max_offset(self) -> int:
         return self._max_offset
+
+    def cached_offsets(self) -> list[int]:
+        """Offsets of every message held (waiting or being consumed), ascending."""
+        return sorted([*self._offsets, *self._consuming])
+
+    def cached_bytes(self) -> int:
+        return sum(len(m.body) for m in (*self._msgs.values(), *self._consuming.values()))
 
     # ---------------------------------------------------------------- concurrent mode
     def remove(self, msgs: Sequence[MessageExt]) -> int:

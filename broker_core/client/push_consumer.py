@@ -15,21 +15,46 @@ import asyncio
 import contextlib
 import inspect
 import logging
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from enum import StrEnum
 
 from broker_core.remoting import RemotingCommand, RequestCode, ResponseCode
-from broker_core.remoting.bodies import ConsumerData, SubscriptionData
-from broker_core.store.codec.message import MessageExt
+from broker_core.remoting.bodies import (
+    ConsumeMessageDirectlyResult,
+    ConsumerData,
+    ConsumerRunningInfo,
+    GetConsumerStatusBody,
+    MessageQueue,
+    SubscriptionData,
+)
+from broker_core.remoting.codes import CURRENT_VERSION
+from broker_core.remoting.headers import (
+    ConsumeMessageDirectlyResultRequestHeader,
+    GetConsumerRunningInfoRequestHeader,
+    GetConsumerStatusRequestHeader,
+)
+from broker_core.store.codec.message import MessageExt, RecordError
 
 from .allocate import AllocateStrategy, allocate_averagely
 from .connection import RemotingConnection, RemotingError
 from .consumer_api import ConsumerApi, PullStatus
 from .instance import BrokerError, MQClientInstance
 from .local_offset_store import LocalFileOffsetStore
-from .message import PROPERTY_RETRY_TOPIC
+from .message import PROPERTY_RETRY_TOPIC, decode_records
 from .offset_store import OffsetStore, RemoteBrokerOffsetStore
 from .rebalance import RETRY_GROUP_TOPIC_PREFIX, ConsumeFromWhere, PullRequest, Rebalancer
+from .running_info import (
+    PROP_CLIENT_VERSION,
+    PROP_CONSUME_ORDERLY,
+    PROP_CONSUME_TYPE,
+    PROP_CONSUMER_START_TIMESTAMP,
+    PROP_NAMESERVER_ADDR,
+    PROP_THREADPOOL_CORE_SIZE,
+    ConsumeStatsRecorder,
+    build_running_info,
+    process_queue_info,
+)
 from .subscription import build_subscription
 
 log = logging.getLogger(__name__)
@@ -90,7 +115,10 @@ class PushConsumer:
         # -1 as in Java: 16 for concurrent consumption, unbounded (Integer.MAX_VALUE) for orderly, where a
         # message leaving the queue breaks the order the user asked for
         self._max_reconsume_times = max_reconsume_times
+        self.consume_concurrency = consume_concurrency
         self._sem = asyncio.Semaphore(consume_concurrency)
+        self.stats = ConsumeStatsRecorder()  # what consumerStatus shows as #Consumer RT&TPS#
+        self._start_ms = 0
         self._subs: dict[str, SubscriptionData] = {}
         self._concurrent: ConcurrentListener | None = None
         self._orderly: OrderlyListener | None = None
@@ -140,6 +168,7 @@ class PushConsumer:
                                      consume_timestamp_ms=self._consume_ts,
                                      allocate=self.allocate_strategy)
         self.instance.register_consumer(self.group, self)
+        self._start_ms = int(time.time() * 1000)
         await self.instance.start()
         for topic in self._subs:
             with contextlib.suppress(RemotingError, BrokerError):
@@ -182,7 +211,75 @@ class PushConsumer:
         if req.code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED:
             self._rebalance_now.set()
             return None
+        if req.code == RequestCode.GET_CONSUMER_RUNNING_INFO:
+            h = GetConsumerRunningInfoRequestHeader.from_ext_fields(req.ext_fields)
+            return req.response(body=self.running_info(h.jstack_enable).to_json())
+        if req.code == RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT:
+            topic = GetConsumerStatusRequestHeader.from_ext_fields(req.ext_fields).topic
+            return req.response(body=GetConsumerStatusBody(message_queue_table=self.queue_offsets(topic)).to_json())
+        if req.code == RequestCode.CONSUME_MESSAGE_DIRECTLY:
+            h = ConsumeMessageDirectlyResultRequestHeader.from_ext_fields(req.ext_fields)
+            try:
+                msgs = decode_records(req.body)
+            except RecordError as e:
+                return req.response(ResponseCode.SYSTEM_ERROR, f"undecodable message: {e}")
+            if len(msgs) != 1:
+                return req.response(ResponseCode.SYSTEM_ERROR, f"expected one message, got {len(msgs)}")
+            result = await self.consume_message_directly(msgs[0], h.broker_name or "")
+            return req.response(body=result.to_json())
         return req.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {req.code} not supported")
+
+    # ---------------------------------------------------------------- diagnostics (mqadmin)
+    def running_info(self, jstack: bool = False) -> ConsumerRunningInfo:
+        """GET_CONSUMER_RUNNING_INFO: properties, subscriptions, owned queues, per-topic figures."""
+        props = {PROP_NAMESERVER_ADDR: ";".join(self.instance.namesrv_addrs),
+                 PROP_THREADPOOL_CORE_SIZE: str(self.consume_concurrency),
+                 PROP_CONSUME_ORDERLY: "true" if self.orderly else "false",
+                 PROP_CONSUME_TYPE: "CONSUME_PASSIVELY", PROP_CLIENT_VERSION: str(CURRENT_VERSION),
+                 PROP_CONSUMER_START_TIMESTAMP: str(self._start_ms),
+                 "consumerGroup": self.group, "messageModel": self.message_model.value,
+                 "consumeFromWhere": self._consume_from.value, "pullBatchSize": str(self.pull_batch_size),
+                 "consumeMessageBatchMaxSize": str(self.consume_batch_max_size),
+                 "maxReconsumeTimes": str(self.max_reconsume_times), "clientId": self.instance.client_id}
+        queues = {}
+        if self.rebalancer is not None:
+            for mq, pq in list(self.rebalancer.process_queues.items()):
+                queues[mq] = process_queue_info(pq, self.offsets.read_memory(mq) or 0)
+        return build_running_info(props, self._subs.values(), queues, self.stats, jstack)
+
+    def queue_offsets(self, topic: str) -> dict[MessageQueue, int]:
+        """GET_CONSUMER_STATUS_FROM_CLIENT: this consumer's offset (in memory) of each owned queue of ``topic``."""
+        if self.rebalancer is None:
+            return {}
+        return {mq: off for mq in sorted(self.rebalancer.process_queues) if mq.topic == topic
+                and (off := self.offsets.read_memory(mq)) is not None}
+
+    async def consume_message_directly(self, msg: MessageExt, broker_name: str) -> ConsumeMessageDirectlyResult:
+        """CONSUME_MESSAGE_DIRECTLY: hand one message to the listener now, outside any queue (mqadmin
+        queryMsgById -g -d); nothing is committed or sent back, whatever the listener answers."""
+        msgs = [self._reset_retry_topic(msg)]
+        started = time.monotonic()
+        remark = None
+        try:
+            if self.orderly:
+                assert self._orderly is not None
+                status: object = await self._call(self._orderly, msgs)
+            else:
+                assert self._concurrent is not None
+                status = await self._call(self._concurrent, msgs)
+        except Exception as e:  # noqa: BLE001 - the operator sees what the listener raised
+            status, remark = None, f"{type(e).__name__}: {e}"
+        spent = int((time.monotonic() - started) * 1000)
+        if remark is not None:
+            result = "CR_THROW_EXCEPTION"
+        elif status is None:
+            result = "CR_RETURN_NULL"
+        elif status in (ConsumeConcurrentlyStatus.CONSUME_SUCCESS, ConsumeOrderlyStatus.SUCCESS):
+            result = "CR_SUCCESS"
+        else:
+            result = "CR_LATER"
+        return ConsumeMessageDirectlyResult(order=self.orderly, auto_commit=True, consume_result=result,
+                                            remark=remark, spent_time_mills=spent)
 
     # ---------------------------------------------------------------- rebalance
     async def rebalance_once(self) -> None:
@@ -230,6 +327,7 @@ class PushConsumer:
                 continue
             # broadcasting offsets are this consumer's own: never committed to the broker with a pull
             commit = 0 if self.broadcasting else (self.offsets.read_memory(pr.mq) or 0)
+            started = time.monotonic()
             try:
                 result = await self.api.pull(pr.mq, pr.next_offset, self.pull_batch_size, sub,
                                              commit_offset=commit, suspend_ms=PULL_SUSPEND_MS)
@@ -241,6 +339,9 @@ class PushConsumer:
                 continue
             if pq.dropped:
                 return
+            pq.last_pull_ms = int(time.time() * 1000)
+            self.stats.pulled(pr.mq.topic, (time.monotonic() - started) * 1000, len(result.messages)
+                              if result.status == PullStatus.FOUND else 0)
             if result.status == PullStatus.FOUND:
                 pr.next_offset = result.next_begin_offset
                 msgs = [self._reset_retry_topic(m) for m in result.messages]
@@ -292,11 +393,16 @@ class PushConsumer:
         async with self._sem:
             if pr.process_queue.dropped:
                 return
+            started = time.monotonic()
             try:
                 status = await self._call(self._concurrent, batch)
             except Exception:
                 log.exception("listener of %s raised; the messages will be consumed again", self.group)
                 status = ConsumeConcurrentlyStatus.RECONSUME_LATER
+            ok = status == ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+            pr.process_queue.last_consume_ms = int(time.time() * 1000)
+            self.stats.consumed(pr.mq.topic, (time.monotonic() - started) * 1000, len(batch) if ok else 0,
+                                0 if ok else len(batch))
         if pr.process_queue.dropped:
             return
         if status != ConsumeConcurrentlyStatus.CONSUME_SUCCESS and self.broadcasting:
@@ -333,11 +439,16 @@ class PushConsumer:
                 msgs = pq.take(self.consume_batch_max_size)
                 if not msgs:
                     return
+                started = time.monotonic()
                 try:
                     status = await self._call(self._orderly, msgs)
                 except Exception:
                     log.exception("orderly listener of %s raised; suspending the queue", self.group)
                     status = ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
+                ok = status == ConsumeOrderlyStatus.SUCCESS
+                pq.last_consume_ms = int(time.time() * 1000)
+                self.stats.consumed(pr.mq.topic, (time.monotonic() - started) * 1000, len(msgs) if ok else 0,
+                                    0 if ok else len(msgs))
                 if status == ConsumeOrderlyStatus.SUCCESS:
                     offset = pq.commit()
                     if offset >= 0:

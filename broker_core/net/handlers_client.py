@@ -17,9 +17,11 @@ from broker_core.remoting import RemotingCommand, RequestCode, ResponseCode
 from broker_core.remoting import bodies as wire
 from broker_core.remoting.headers import (
     CheckTransactionStateRequestHeader,
+    ConsumeMessageDirectlyResultRequestHeader,
     GetConsumerConnectionListRequestHeader,
     GetConsumerListByGroupRequestHeader,
     GetConsumerRunningInfoRequestHeader,
+    GetConsumerStatusRequestHeader,
     GetProducerConnectionListRequestHeader,
     NotifyConsumerIdsChangedRequestHeader,
     QueryMessageRequestHeader,
@@ -27,6 +29,7 @@ from broker_core.remoting.headers import (
     UnregisterClientRequestHeader,
 )
 from broker_core.store.codec.message import MessageExt
+from broker_core.store.codec.message_id import decode_offset_msg_id
 from broker_core.store.codec.properties import PROPERTY_REAL_QUEUE_ID, PROPERTY_REAL_TOPIC
 from broker_core.store.codec.wire_record import message_ext_to_record, records_body
 
@@ -68,6 +71,8 @@ class ClientHandlers:
             RequestCode.QUERY_MESSAGE: self.query_message,
             RequestCode.GET_PRODUCER_CONNECTION_LIST: self.get_producer_connection_list,
             RequestCode.GET_CONSUMER_RUNNING_INFO: self.get_consumer_running_info,
+            RequestCode.INVOKE_BROKER_TO_GET_CONSUMER_STATUS: self.get_consumer_status,
+            RequestCode.CONSUME_MESSAGE_DIRECTLY: self.consume_message_directly,
         }
 
     def _watch(self, ch: Channel) -> None:
@@ -139,6 +144,65 @@ class ClientHandlers:
         relay = RemotingCommand.request(RequestCode.GET_CONSUMER_RUNNING_INFO, h.to_ext_fields())
         try:
             answer = await client.request(relay, RUNNING_INFO_TIMEOUT_S)
+        except (TimeoutError, ConnectionError) as e:
+            return req.response(ResponseCode.SYSTEM_ERROR,
+                                f"invoke consumer <{h.consumer_group}> <{h.client_id}> failed: {e or 'timeout'}")
+        return req.response(answer.code, answer.remark, answer.ext_fields, answer.body)
+
+    def _consumer_channel(self, group: str, client_id: str) -> Channel | None:
+        """The connection of ``client_id`` as a consumer of ``group`` (ConsumerManager#findChannel)."""
+        for c in self.broker.client_registry.consumer_clients(group):
+            if c.client_id == client_id and isinstance(c.channel, Channel) and not c.channel.closed:
+                return c.channel
+        return None
+
+    async def get_consumer_status(self, ch: Channel, req: RemotingCommand, auth: RequestContext) -> RemotingCommand:
+        """mqadmin getConsumerStatus (223): ask each client of the group (or the one named) for its
+        offsets of the topic (GET_CONSUMER_STATUS_FROM_CLIENT, 221) and gather them by client id.
+        A client that does not answer is left out, as Broker2Client does."""
+        h = GetConsumerStatusRequestHeader.from_ext_fields(req.ext_fields)
+        clients = [c for c in self.broker.client_registry.consumer_clients(h.group)
+                   if isinstance(c.channel, Channel) and not c.channel.closed]
+        if not clients:
+            return req.response(ResponseCode.SYSTEM_ERROR, f"No Any Consumer online in the consumer group: [{h.group}]")
+        table: dict[str, dict[wire.MessageQueue, int]] = {}
+        for c in clients:
+            if h.client_addr and h.client_addr != c.client_id:
+                continue
+            relay = RemotingCommand.request(RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT, h.to_ext_fields())
+            try:
+                answer = await c.channel.request(relay, RUNNING_INFO_TIMEOUT_S)
+            except (TimeoutError, ConnectionError) as e:
+                log.warning("get consumer status from client %s of %s failed: %s", c.client_id, h.group, e or "timeout")
+                continue
+            if answer.code == ResponseCode.SUCCESS and answer.body:
+                try:
+                    table[c.client_id] = wire.GetConsumerStatusBody.from_json(answer.body).message_queue_table
+                except ValueError as e:
+                    log.warning("client %s answered an undecodable consumer status: %s", c.client_id, e)
+        return req.response(body=wire.GetConsumerStatusBody(consumer_table=table).to_json())
+
+    async def consume_message_directly(self, ch: Channel, req: RemotingCommand,
+                                       auth: RequestContext) -> RemotingCommand:
+        """mqadmin queryMsgById -g -d (309): the message at the offset id's commit log offset is pushed
+        to that client of the group, which consumes it at once and answers ConsumeMessageDirectlyResult."""
+        h = ConsumeMessageDirectlyResultRequestHeader.from_ext_fields(req.ext_fields)
+        client = self._consumer_channel(h.consumer_group, h.client_id or "")
+        if client is None:
+            return req.response(ResponseCode.SYSTEM_ERROR,
+                                f"The Consumer <{h.consumer_group}> <{h.client_id}> not online")
+        try:
+            offset = decode_offset_msg_id(h.msg_id or "").commit_log_offset
+        except ValueError as e:
+            return req.response(ResponseCode.SYSTEM_ERROR, f"bad message id {h.msg_id!r}: {e}")
+        msg = await self.ctx.run(self.broker.view_message, offset, auth=auth)
+        if msg is None:
+            return req.response(ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {offset}")
+        fields = dict(req.ext_fields)
+        fields["brokerName"] = self.broker.config.broker_name
+        relay = RemotingCommand.request(RequestCode.CONSUME_MESSAGE_DIRECTLY, fields, message_ext_to_record(msg))
+        try:
+            answer = await client.request(relay, RUNNING_INFO_TIMEOUT_S * 3)
         except (TimeoutError, ConnectionError) as e:
             return req.response(ResponseCode.SYSTEM_ERROR,
                                 f"invoke consumer <{h.consumer_group}> <{h.client_id}> failed: {e or 'timeout'}")

@@ -302,3 +302,70 @@ class PolicyInfo(JsonBody):
 class AclInfo(JsonBody):
     subject: str | None = None
     policies: list[PolicyInfo] | None = None
+
+
+# -- client diagnostics (consumerStatus, getConsumerStatus, queryMsgById -g -d) ----------------------
+@B
+class ProcessQueueInfo(JsonBody):
+    """One owned queue of a consumer as GET_CONSUMER_RUNNING_INFO reports it (Java's field names,
+    ``droped`` included)."""
+
+    commit_offset: int = 0
+    cached_msg_min_offset: int = 0
+    cached_msg_max_offset: int = 0
+    cached_msg_count: int = 0
+    cached_msg_size_in_mi_b: int = wire("cachedMsgSizeInMiB", 0)
+    transaction_msg_min_offset: int = 0
+    transaction_msg_max_offset: int = 0
+    transaction_msg_count: int = 0
+    locked: bool = False
+    try_unlock_times: int = 0
+    last_lock_timestamp: int = 0
+    droped: bool = False
+    last_pull_timestamp: int = 0
+    last_consume_timestamp: int = 0
+
+
+@B
+class ConsumeStatus(JsonBody):
+    """Per topic: pull/consume round trips (ms) and rates (per second), failures in the last hour."""
+
+    pull_rt: float = wire("pullRT", 0.0)
+    pull_tps: float = wire("pullTPS", 0.0)
+    consume_rt: float = wire("consumeRT", 0.0)
+    consume_ok_tps: float = wire("consumeOKTPS", 0.0)
+    consume_failed_tps: float = wire("consumeFailedTPS", 0.0)
+    consume_failed_msgs: int = 0
+
+
+@B
+class ConsumerRunningInfo(JsonBody):
+    """GET_CONSUMER_RUNNING_INFO (307): what a client answers about one of its consumers."""
+
+    properties: dict[str, str] = field(default_factory=dict)
+    subscription_set: list[SubscriptionData] = field(default_factory=list)
+    mq_table: dict[MessageQueue, ProcessQueueInfo] = field(default_factory=dict)
+    mq_pop_table: dict[MessageQueue, dict[str, object]] = field(default_factory=dict)
+    status_table: dict[str, ConsumeStatus] = field(default_factory=dict)
+    user_consumer_info: dict[str, str] = field(default_factory=dict)
+    jstack: str | None = None
+
+
+@B
+class GetConsumerStatusBody(JsonBody):
+    """GET_CONSUMER_STATUS_FROM_CLIENT (221) answer (messageQueueTable) and the broker's gathered
+    INVOKE_BROKER_TO_GET_CONSUMER_STATUS (223) answer (consumerTable: clientId -> queue -> offset)."""
+
+    message_queue_table: dict[MessageQueue, int] = field(default_factory=dict)
+    consumer_table: dict[str, dict[MessageQueue, int]] = field(default_factory=dict)
+
+
+@B
+class ConsumeMessageDirectlyResult(JsonBody):
+    """CONSUME_MESSAGE_DIRECTLY (309) answer; consumeResult is a CMResult name (CR_SUCCESS ...)."""
+
+    order: bool = False
+    auto_commit: bool = True
+    consume_result: str | None = None
+    remark: str | None = None
+    spent_time_mills: int = 0

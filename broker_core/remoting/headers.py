@@ -417,6 +417,24 @@ class GetConsumerRunningInfoRequestHeader(CommandHeader):
     jstack_enable: bool = False
 
 
+@H
+class ConsumeMessageDirectlyResultRequestHeader(CommandHeader):
+    consumer_group: str
+    client_id: str | None = None
+    msg_id: str | None = None
+    broker_name: str | None = None
+    topic: str | None = None
+    topic_sys_flag: int | None = None
+    group_sys_flag: int | None = None
+
+
+@H
+class GetConsumerStatusRequestHeader(CommandHeader):
+    topic: str
+    group: str
+    client_addr: str | None = None  # the one client id to ask; empty: every client of the group
+
+
 # -- pop (B.6) ----------------------------------------------------------------------------------
 @H
 class PopMessageRequestHeader(CommandHeader):

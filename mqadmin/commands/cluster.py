@@ -221,7 +221,7 @@ def export_configs(
     cmd.emit({"path": path, **data}, lambda: cmd.printf("export %s success%n", path))
 
 
-def _send_result_text(r: Any, topic: str) -> str:
+def send_result_text(r: Any, topic: str) -> str:
     """SendResult.toString as Apache prints it."""
     return (f"SendResult [sendStatus={r.send_status}, msgId={r.msg_id}, offsetMsgId={r.offset_msg_id}, "
             f"messageQueue=MessageQueue [topic={topic}, brokerName={r.broker_name}, queueId={r.queue_id}], "
@@ -247,7 +247,7 @@ def send_msg_status(
         r = admin.send_message(name, b"a" * message_size, broker_name=name)
         results.append((int((time.perf_counter() - t0) * 1000), r))
         if not cmd.structured:
-            cmd.printf("rt=%sms, SendResult=%s%n", results[-1][0], _send_result_text(r, name))
+            cmd.printf("rt=%sms, SendResult=%s%n", results[-1][0], send_result_text(r, name))
     if cmd.structured:
         cmd.emit([{"rtMs": rt, **r.to_dict()} for rt, r in results], lambda: None)
 

@@ -84,11 +84,25 @@ def query_msg_by_id(
     msg_ids: Annotated[str, typer.Option("-i", "--msgId", help="message id(s), comma separated")],
     body_format: Annotated[str | None, typer.Option("-f", "--bodyFormat", help="charset to print the body")] = None,
     cluster: Annotated[str | None, typer.Option("-c", "--cluster", help="cluster name")] = None,
+    group: Annotated[str | None, typer.Option("-g", "--consumerGroup", help="consumer group name",
+                                              autocompletion=complete_group)] = None,
+    client_id: Annotated[str | None, typer.Option("-d", "--clientId", help="The consumer's client id")] = None,
+    send_message: Annotated[str | None, typer.Option("-s", "--sendMessage", help="resend message")] = None,
+    unit_name: Annotated[str | None, typer.Option("-u", "--unitName", help="unit name")] = None,
 ) -> None:
+    resend = send_message is not None and parse_bool(send_message, "-s/--sendMessage", False)
+    cmd.writes = resend and not (group is not None and client_id is not None)  # a resend writes to the store
     admin = cmd.admin()
     if cluster is not None:
         admin.check_target(cluster_name=cluster)
     ids = split_list(msg_ids) or []
+    if group is not None and client_id is not None:
+        _push_to_client(cmd, topic.strip(), ids, group.strip(), client_id.strip())
+        return
+    if send_message is not None:
+        if resend:
+            _resend(cmd, topic.strip(), ids, unit_name.strip() if unit_name else None)
+        return
     found: list[tuple[str, MessageRecord]] = []
     missing = []
     for msg_id in ids:
@@ -106,6 +120,48 @@ def query_msg_by_id(
             cmd.print(f"\nMessage not found! ({msg_id})")
 
     cmd.emit([r.to_dict() for _, r in found], render)
+    if missing:
+        raise NotFoundError(f"message not found: {', '.join(missing)}")
+
+
+def _push_to_client(cmd: Cmd, topic: str, ids: list[str], group: str, client_id: str) -> None:
+    """queryMsgById -g -d: each message goes to that client's listener (CONSUME_MESSAGE_DIRECTLY);
+    Apache prints each ConsumeMessageDirectlyResult with no line break between them."""
+    from mqadmin.running_info import direct_result_text
+
+    admin = cmd.admin()
+    results = [(msg_id, admin.push_message(topic, msg_id, group, client_id)) for msg_id in ids]
+
+    def render() -> None:
+        for _, r in results:
+            if r is None:
+                cmd.print(f"this {client_id} client is not push consumer ,not support direct push ")
+            else:
+                cmd.print(direct_result_text(r), end="")
+
+    cmd.emit([{"msgId": m, "clientId": client_id, "pushConsumer": r is not None,
+               "result": r.to_jsonable() if r is not None else None} for m, r in results], render)
+
+
+def _resend(cmd: Cmd, topic: str, ids: list[str], unit_name: str | None) -> None:
+    """queryMsgById -s true: each stored message is sent again by producer group ReSendMsgById (its
+    unit name, with -u, is part of the producer's client id as in Java's ClientConfig)."""
+    from mqadmin.commands.cluster import send_result_text
+
+    admin = cmd.admin()
+    group = "ReSendMsgById"
+    done = [(msg_id, admin.resend_message(topic, msg_id, group, unit_name)) for msg_id in ids]
+
+    def render() -> None:
+        for msg_id, sent in done:
+            if sent is None:
+                cmd.print(f"no message. msgId={msg_id}", end="")
+            else:
+                cmd.print(f"prepare resend msg. originalMsgId={msg_id}", end="")
+                cmd.print(send_result_text(sent[1], sent[0].topic), end="")
+
+    cmd.emit([{"originalMsgId": m, "sendResult": s[1].to_dict() if s else None} for m, s in done], render)
+    missing = [m for m, s in done if s is None]
     if missing:
         raise NotFoundError(f"message not found: {', '.join(missing)}")
 

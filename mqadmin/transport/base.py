@@ -12,8 +12,9 @@ has local and cluster message services. Two implementations:
   brokers (``-n``).
 
 Contract every implementation keeps (the contract suite in tests/contract runs on both):
-* Values in and out are the dataclasses below (plus ``broker_core.auth.model`` User/Acl and the
-  ``broker_core.broker.route_info`` route types): never a store, a Broker or a socket.
+* Values in and out are the dataclasses below (plus ``broker_core.auth.model`` User/Acl, the
+  ``broker_core.broker.route_info`` route types, and the client diagnostics ConsumerRunningInfo and
+  ConsumeMessageDirectlyResult, which only a client produces): never a store, a Broker or a socket.
 * Failures are ``mqadmin.errors`` exceptions carrying the broker's remark as the message:
   ``NotFoundError`` for TOPIC_NOT_EXIST (17), SUBSCRIPTION_GROUP_NOT_EXIST (26), QUERY_NOT_FOUND (22)
   and NO_MESSAGE (208); ``StoreBusyError`` when a local store is held by a running broker;
@@ -32,6 +33,7 @@ from broker_core.auth.model import Acl, User
 from broker_core.broker.route_info import ClusterInfo, TopicRouteData
 
 if TYPE_CHECKING:
+    from broker_core.remoting.bodies import ConsumeMessageDirectlyResult, ConsumerRunningInfo
     from broker_core.store.verify import LostRecord, VerifyReport
     from spark.rebuild import RebuildSummary
 
@@ -361,6 +363,23 @@ class BrokerClient(Protocol):
         """GET_PRODUCER_CONNECTION_LIST (204): the group's online producers; [] when none is."""
         ...
 
+    def consumer_running_info(self, broker_addr: str, group: str, client_id: str,
+                              jstack: bool = False) -> ConsumerRunningInfo:
+        """GET_CONSUMER_RUNNING_INFO (307), relayed by the broker to the client; NotFoundError when the
+        client is not online there."""
+        ...
+
+    def consumer_status(self, broker_addr: str, group: str, topic: str,
+                        client_id: str | None = None) -> dict[str, dict[tuple[str, int], int]]:
+        """INVOKE_BROKER_TO_GET_CONSUMER_STATUS (223): each online client's (or ``client_id``'s)
+        offsets of ``topic``: client id -> (broker name, queue id) -> offset."""
+        ...
+
+    def consume_message_directly(self, broker_addr: str, group: str, client_id: str, topic: str,
+                                 offset_msg_id: str) -> ConsumeMessageDirectlyResult:
+        """CONSUME_MESSAGE_DIRECTLY (309): the broker pushes the message at the offset id to the client."""
+        ...
+
     # -- offsets -------------------------------------------------------------------------------------
     def query_consumer_offset(self, broker_addr: str, group: str, topic: str, queue_id: int) -> int:
         """QUERY_CONSUMER_OFFSET (14); -1 when the group never committed on the queue."""
@@ -404,8 +423,11 @@ class BrokerClient(Protocol):
         ...
 
     def send_message(self, topic: str, body: bytes, properties: dict[str, str], broker_name: str | None = None,
-                     queue_id: int | None = None) -> SendResult:
-        """SEND_MESSAGE_V2 (310) to ``broker_name``/``queue_id`` or to a queue the route picks."""
+                     queue_id: int | None = None, producer_group: str | None = None,
+                     unit_name: str | None = None) -> SendResult:
+        """SEND_MESSAGE_V2 (310) to ``broker_name``/``queue_id`` or to a queue the route picks, by a
+        producer of ``producer_group`` (mqadmin's own group when None); ``unit_name`` ends the
+        producer's client id (ip@instance@unit) as Java's ClientConfig builds it."""
         ...
 
     # -- broker runtime --------------------------------------------------------------------------------

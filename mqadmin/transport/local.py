@@ -52,6 +52,7 @@ from mqadmin.transport.base import (
 )
 
 if TYPE_CHECKING:
+    from broker_core.remoting.bodies import ConsumeMessageDirectlyResult, ConsumerRunningInfo
     from broker_core.store.verify import LostRecord, VerifyReport
     from spark.rebuild import RebuildSummary
 
@@ -312,8 +313,28 @@ class LocalBrokerClient:
         return QueueRead(got.status.value, got.next_begin_offset, got.min_offset, got.max_offset,
                          [to_record(m) for m in got.messages])
 
+    def consumer_running_info(self, broker_addr: str, group: str, client_id: str,
+                              jstack: bool = False) -> ConsumerRunningInfo:
+        self._broker_for(broker_addr)
+        raise NotFoundError(f"The Consumer <{group}> <{client_id}> not online: a store directory has no "
+                            "connected clients; use -n <namesrv>")
+
+    def consumer_status(self, broker_addr: str, group: str, topic: str,
+                        client_id: str | None = None) -> dict[str, dict[tuple[str, int], int]]:
+        self._broker_for(broker_addr)
+        raise NotFoundError(f"No Any Consumer online in the consumer group: [{group}] (a store directory has "
+                            "no connected clients; use -n <namesrv>)")
+
+    def consume_message_directly(self, broker_addr: str, group: str, client_id: str, topic: str,
+                                 offset_msg_id: str) -> ConsumeMessageDirectlyResult:
+        self._broker_for(broker_addr)
+        raise NotFoundError(f"The Consumer <{group}> <{client_id}> not online: a store directory has no "
+                            "connected clients; use -n <namesrv>")
+
     def send_message(self, topic: str, body: bytes, properties: dict[str, str], broker_name: str | None = None,
-                     queue_id: int | None = None) -> SendResult:
+                     queue_id: int | None = None, producer_group: str | None = None,
+                     unit_name: str | None = None) -> SendResult:
+        # in process there is no producer client: its group and unit name name nothing here
         if broker_name is not None and broker_name.strip() != self.config.broker_name:
             raise WrongTargetError(f"broker {broker_name.strip()!r} not found: this store's broker is "
                                    f"{self.config.broker_name!r} (brokerName in --config)")

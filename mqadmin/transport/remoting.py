@@ -28,7 +28,10 @@ from broker_core.client.sync_bridge import LoopThread
 from broker_core.remoting import CommandHeader, RemotingCommand, RequestCode, ResponseCode, fastjson
 from broker_core.remoting.bodies import (
     ClusterInfo,
+    ConsumeMessageDirectlyResult,
+    ConsumerRunningInfo,
     ConsumeStats,
+    GetConsumerStatusBody,
     GroupList,
     KVTable,
     MessageQueue,
@@ -50,6 +53,7 @@ from broker_core.remoting.headers import (
     AclRequestHeader,
     AddWritePermOfBrokerRequestHeader,
     AddWritePermOfBrokerResponseHeader,
+    ConsumeMessageDirectlyResultRequestHeader,
     CreateTopicRequestHeader,
     DeleteAclRequestHeader,
     DeleteKVConfigRequestHeader,
@@ -57,6 +61,8 @@ from broker_core.remoting.headers import (
     DeleteTopicFromNamesrvRequestHeader,
     DeleteTopicRequestHeader,
     GetConsumerConnectionListRequestHeader,
+    GetConsumerRunningInfoRequestHeader,
+    GetConsumerStatusRequestHeader,
     GetConsumeStatsRequestHeader,
     GetKVConfigRequestHeader,
     GetKVConfigResponseHeader,
@@ -137,6 +143,7 @@ class RemotingBrokerClient:
         self._namesrv = namesrv_addr
         self._timeout = timeout
         self._loop = LoopThread("mqadmin-remoting")
+        self._credentials = credentials
         self._instance = MQClientInstance(namesrv_addr, credentials=credentials, request_timeout=timeout)
         self._producer: Producer | None = None
 
@@ -148,6 +155,8 @@ class RemotingBrokerClient:
         async def shutdown() -> None:
             if self._producer is not None:
                 await self._producer.shutdown()
+                if self._producer.instance is not self._instance:
+                    await self._producer.instance.shutdown()
             await self._instance.shutdown()
         try:
             self._loop.run(shutdown(), timeout=10)
@@ -416,6 +425,33 @@ class RemotingBrokerClient:
         return sorted((ClientConnection(c.client_id, c.client_addr, c.language, c.version)
                        for c in body.connection_set), key=lambda c: c.client_id)
 
+    def consumer_running_info(self, broker_addr: str, group: str, client_id: str,
+                              jstack: bool = False) -> ConsumerRunningInfo:
+        header = GetConsumerRunningInfoRequestHeader(consumer_group=group, client_id=client_id, jstack_enable=jstack)
+        resp = self._call(broker_addr, RequestCode.GET_CONSUMER_RUNNING_INFO, header, timeout=15.0)
+        if resp.code == ResponseCode.SYSTEM_ERROR and "not online" in (resp.remark or ""):
+            raise NotFoundError(resp.remark or f"The Consumer <{group}> <{client_id}> not online")
+        return self._body(ConsumerRunningInfo, self._ok(resp))
+
+    def consumer_status(self, broker_addr: str, group: str, topic: str,
+                        client_id: str | None = None) -> dict[str, dict[tuple[str, int], int]]:
+        header = GetConsumerStatusRequestHeader(topic=topic, group=group, client_addr=client_id or "")
+        resp = self._call(broker_addr, RequestCode.INVOKE_BROKER_TO_GET_CONSUMER_STATUS, header, timeout=15.0)
+        if resp.code == ResponseCode.SYSTEM_ERROR and "No Any Consumer online" in (resp.remark or ""):
+            raise NotFoundError(resp.remark or f"No Any Consumer online in the consumer group: [{group}]")
+        body = self._body(GetConsumerStatusBody, self._ok(resp))
+        return {cid: {(mq.broker_name, mq.queue_id): off for mq, off in sorted(table.items())}
+                for cid, table in sorted(body.consumer_table.items())}
+
+    def consume_message_directly(self, broker_addr: str, group: str, client_id: str, topic: str,
+                                 offset_msg_id: str) -> ConsumeMessageDirectlyResult:
+        header = ConsumeMessageDirectlyResultRequestHeader(consumer_group=group, client_id=client_id,
+                                                           msg_id=offset_msg_id, topic=topic)
+        resp = self._call(broker_addr, RequestCode.CONSUME_MESSAGE_DIRECTLY, header, timeout=20.0)
+        if resp.code == ResponseCode.SYSTEM_ERROR and "not online" in (resp.remark or ""):
+            raise NotFoundError(resp.remark or f"The Consumer <{group}> <{client_id}> not online")
+        return self._body(ConsumeMessageDirectlyResult, self._ok(resp))
+
     # ----------------------------------------------------------------------------------- offsets
     def query_consumer_offset(self, broker_addr: str, group: str, topic: str, queue_id: int) -> int:
         resp = self._call(broker_addr, RequestCode.QUERY_CONSUMER_OFFSET,
@@ -492,13 +528,25 @@ class RemotingBrokerClient:
         return QueueRead(status, h.next_begin_offset, h.min_offset, h.max_offset, msgs)
 
     def send_message(self, topic: str, body: bytes, properties: dict[str, str], broker_name: str | None = None,
-                     queue_id: int | None = None) -> SendResult:
+                     queue_id: int | None = None, producer_group: str | None = None,
+                     unit_name: str | None = None) -> SendResult:
         props = dict(properties)
         msg = Message(topic, body, properties=props)
+        group = producer_group or SEND_GROUP
 
         async def send() -> SendResult:
+            if self._producer is not None and (self._producer.group, self._producer.instance.unit_name) != \
+                    (group, unit_name):
+                await self._producer.shutdown()
+                if self._producer.instance is not self._instance:
+                    await self._producer.instance.shutdown()
+                self._producer = None
             if self._producer is None:
-                self._producer = Producer(SEND_GROUP, self._instance)
+                inst = self._instance
+                if unit_name:  # a client id of its own: ip@instance@unit
+                    inst = MQClientInstance(self._namesrv, credentials=self._credentials,
+                                            request_timeout=self._timeout, unit_name=unit_name)
+                self._producer = Producer(group, inst)
                 await self._producer.start()
             mq = None
             if broker_name is not None:

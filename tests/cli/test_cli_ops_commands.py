@@ -61,3 +61,153 @@ def test_write_perm_on_a_store_directory_names_the_name_server(cli) -> None:
     for command in ("wipeWritePerm", "addWritePerm"):
         r = cli(command, "-b", "broker-a")
         assert r.exit_code == 1 and "a store directory has no name server; use -n" in r.stderr
+
+
+# ------------------------------------------------------------------------------ live clients
+class LiveConsumer:
+    """Our Python push consumer (and a producer) on their own loop thread, stopped by the fixture."""
+
+    def __init__(self, namesrv: str, group: str, topic: str) -> None:
+        from broker_core.client.instance import MQClientInstance
+        from broker_core.client.push_consumer import ConsumeConcurrentlyStatus, PushConsumer
+        from broker_core.client.sync_bridge import LoopThread
+
+        self.loop = LoopThread(f"test-{group}")
+        self.instance = MQClientInstance(namesrv)
+        self.consumer = PushConsumer(group, self.instance)
+        self.consumer.subscribe(topic, "*")
+        self.got: list[bytes] = []
+
+        def listener(msgs):  # noqa: ANN001, ANN202
+            self.got.extend(m.body for m in msgs)
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+        self.consumer.register_concurrently(listener)
+        self.loop.run(self.consumer.start(), timeout=30)
+
+    @property
+    def client_id(self) -> str:
+        return self.instance.client_id
+
+    def close(self) -> None:
+        async def stop() -> None:
+            await self.consumer.shutdown()
+            await self.instance.shutdown()
+        try:
+            self.loop.run(stop(), timeout=30)
+        finally:
+            self.loop.close()
+
+
+@pytest.fixture(scope="module")
+def live(broker: BrokerProcess) -> Iterator[LiveConsumer]:
+    n = broker.namesrv_addr
+    _ok("updateTopic", "-n", n, "-c", "DefaultCluster", "-t", "StT", "-r", "2", "-w", "2")
+    _ok("updateSubGroup", "-n", n, "-c", "DefaultCluster", "-g", "StG")
+    c = LiveConsumer(n, "StG", "StT")
+    try:
+        deadline = time.monotonic() + 30
+        while mqadmin("consumerConnection", "-n", n, "-g", "StG").returncode != 0:
+            assert time.monotonic() < deadline, "the consumer never came online"
+            time.sleep(0.3)
+        for i in range(4):
+            _ok("sendMessage", "-n", n, "-t", "StT", "-p", f"m{i}", "-k", f"k{i}")
+        while len(c.got) < 4:
+            assert time.monotonic() < deadline, f"consumed only {c.got}"
+            time.sleep(0.2)
+        yield c
+    finally:
+        c.close()
+
+
+def test_consumer_status_with_client_id_prints_the_running_info(broker: BrokerProcess, live: LiveConsumer) -> None:
+    out = _ok("consumerStatus", "-n", broker.namesrv_addr, "-g", "StG", "-i", live.client_id)
+    assert out.startswith("#Consumer Properties#\n")
+    assert f"{'PROP_CONSUME_TYPE':<40}: CONSUME_PASSIVELY" in out and f"{'PROP_CONSUMEORDERLY':<40}: false" in out
+    assert f"001 Topic: {'%RETRY%StG':<40} ClassFilter: {'false':<8} SubExpression: *" in out  # TreeSet order
+    assert f"002 Topic: {'StT':<40} ClassFilter: {'false':<8} SubExpression: *" in out
+    offsets = out.split("#Consumer Offset#\n")[1].split("\n\n")[0].splitlines()
+    assert offsets[0] == f"{'#Topic':<64}  {'#Broker Name':<32}  {'#QID':<4}  {'#Consumer Offset':<20}"
+    rows = [r for r in offsets[1:] if r.startswith("StT ")]
+    assert sum(int(r.split()[3]) for r in rows) == 4  # both queues consumed to the end
+    assert "ProcessQueueInfo [commitOffset=" in out and "#Consumer RT&TPS#" in out
+    rt = next(line for line in out.splitlines() if line.startswith("StT ") and line.count(".") >= 5)
+    assert float(rt.split()[2]) > 0  # pull TPS over the last minute: it pulled 4 messages
+    doc = json.loads(_ok("consumerStatus", "-n", broker.namesrv_addr, "-g", "StG", "-i", live.client_id,
+                         "-s", "--output", "json"))
+    assert doc["properties"]["consumerGroup"] == "StG" and "MainThread" in doc["jstack"]
+    gone = mqadmin("consumerStatus", "-n", broker.namesrv_addr, "-g", "StG", "-i", "10.0.0.9@nobody")
+    assert gone.returncode == 3 and "not online" in gone.stderr
+
+
+def test_consumer_status_of_the_group_writes_one_file_per_client(broker: BrokerProcess, live: LiveConsumer,
+                                                                 tmp_path: Path) -> None:
+    r = mqadmin("consumerStatus", "-n", broker.namesrv_addr, "-g", "StG", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == f"{'#Index':<10} {'#ClientId':<40} {'#Version':<20} #ConsumerRunningInfoFile"
+    index, cid, version, path = lines[1].split()
+    assert (index, cid) == ("1", live.client_id) and version.startswith("V5_")
+    assert (tmp_path / path).read_text().startswith("#Consumer Properties#")
+    assert r.stdout.endswith("\n\nSame subscription in the same group of consumer\n\nRebalance OK\n")
+    none = mqadmin("consumerStatus", "-n", broker.namesrv_addr, "-g", "NobodyG", cwd=tmp_path)
+    assert none.returncode == 3 and "not online" in none.stderr
+
+
+def test_get_consumer_status_reads_the_client_offsets(broker: BrokerProcess, live: LiveConsumer) -> None:
+    n = broker.namesrv_addr
+    out = _ok("getConsumerStatus", "-n", n, "-g", "StG", "-t", "StT").splitlines()
+    assert out[0] == "get consumer status from client. group=StG, topic=StT, originClientId="
+    assert out[1] == f"{'#clientId':<50}  {'#brokerName':<15}  {'#queueId':<15}  {'#offset':<20}"
+    rows = [line.split() for line in out[2:]]
+    assert {r[0] for r in rows} == {live.client_id} and sum(int(r[3]) for r in rows) == 4
+    assert out[2][52:67].strip() == broker.broker_name
+    one = json.loads(_ok("getConsumerStatus", "-n", n, "-g", "StG", "-t", "StT", "-i", live.client_id,
+                         "--output", "json"))
+    assert list(one["consumerTable"]) == [live.client_id]
+    other = json.loads(_ok("getConsumerStatus", "-n", n, "-g", "StG", "-t", "StT", "-i", "x@y", "--output", "json"))
+    assert other["consumerTable"] == {}
+    offline = mqadmin("getConsumerStatus", "-n", n, "-g", "NobodyG", "-t", "StT")
+    assert offline.returncode == 3 and "No Any Consumer online in the consumer group: [NobodyG]" in offline.stderr
+
+
+def test_query_msg_by_id_pushes_to_a_client_and_resends(broker: BrokerProcess, live: LiveConsumer) -> None:
+    n = broker.namesrv_addr
+    sent = json.loads(_ok("sendMessage", "-n", n, "-t", "StT", "-p", "direct-1", "-k", "dk", "--output", "json"))
+    deadline = time.monotonic() + 20
+    while live.got.count(b"direct-1") < 1:
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    out = _ok("queryMsgById", "-n", n, "-t", "StT", "-i", sent["offsetMsgId"], "-g", "StG", "-d", live.client_id)
+    assert out.startswith("ConsumeMessageDirectlyResult [order=false, autoCommit=true, consumeResult=CR_SUCCESS, "
+                          "remark=null, spentTimeMills=") and not out.endswith("\n")
+    assert live.got.count(b"direct-1") == 2  # the listener had it once more, from the broker's push
+    offline = mqadmin("queryMsgById", "-n", n, "-t", "StT", "-i", sent["offsetMsgId"], "-g", "StG", "-d", "a@b")
+    assert offline.returncode == 3 and "not online" in offline.stderr
+    # resend: the same body, keys and UNIQ_KEY go to the topic again (a new offset id), and are consumed
+    out = _ok("queryMsgById", "-n", n, "-t", "StT", "-i", sent["offsetMsgId"], "-s", "true", "-u", "unitA")
+    assert out.startswith(f"prepare resend msg. originalMsgId={sent['offsetMsgId']}SendResult [sendStatus=SEND_OK, "
+                          f"msgId={sent['msgId']}, offsetMsgId=")
+    new_offset_id = out.split("offsetMsgId=")[1].split(",")[0]
+    assert new_offset_id != sent["offsetMsgId"]
+    while live.got.count(b"direct-1") < 3:
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    by_key = json.loads(_ok("queryMsgByKey", "-n", n, "-t", "StT", "-k", "dk", "--output", "json"))
+    assert len(by_key) == 2 and {m["uniqKey"] for m in by_key} == {sent["msgId"]}
+    assert _ok("queryMsgById", "-n", n, "-t", "StT", "-i", sent["offsetMsgId"], "-s", "false") == ""
+    missing = mqadmin("queryMsgById", "-n", n, "-t", "StT", "-i", "0" * 32, "-s", "true")
+    assert missing.returncode == 3 and missing.stdout == f"no message. msgId={'0' * 32}"
+
+
+def test_client_commands_on_a_store_directory(cli) -> None:
+    r = cli("updateTopic", "-c", "DefaultCluster", "-t", "T", "-r", "1", "-w", "1")
+    assert r.exit_code == 0
+    assert cli("consumerStatus", "-g", "G").exit_code == 3
+    assert cli("getConsumerStatus", "-g", "G", "-t", "T").exit_code == 3
+    sent = cli.json("sendMessage", "-t", "T", "-p", "body-1", "-k", "k1")
+    assert cli("queryMsgById", "-t", "T", "-i", sent["offsetMsgId"], "-g", "G", "-d", "c@1").exit_code == 3
+    r = cli("queryMsgById", "-t", "T", "-i", sent["offsetMsgId"], "-s", "true")
+    assert r.exit_code == 0 and "SendResult [sendStatus=SEND_OK" in r.stdout
+    again = cli.json("queryMsgByKey", "-t", "T", "-k", "k1")
+    assert [m["body"] for m in again] == ["body-1", "body-1"] and len({m["uniqKey"] for m in again}) == 1

@@ -17,13 +17,14 @@ from tests.remoting_broker import REPO, BrokerProcess, running_broker
 SUPER = ("rocketmq", "12345678")
 
 
-def mqadmin(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def mqadmin(*args: str, env: dict[str, str] | None = None,
+            cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     full = dict(os.environ, PYTHONPATH=str(REPO))
     for k in ("NAMESRV_ADDR", "ROCKETMQ_ACCESS_KEY", "ROCKETMQ_SECRET_KEY", "ROCKETMQ_HOME"):
         full.pop(k, None)
     full.update(env or {})
     return subprocess.run([sys.executable, "-m", "mqadmin.app", *args], capture_output=True, text=True,
-                          timeout=120, env=full, cwd=str(REPO))
+                          timeout=120, env=full, cwd=str(cwd or REPO))
 
 
 @pytest.fixture(scope="module")

@@ -459,7 +459,7 @@ def test_the_served_codes_are_the_documented_ones(broker_setup):
     broker_codes = set(servers.brokers[0][1].served_codes)
     assert broker_codes == {
         10, 310, 320, 11, 12, 33, 36, 37, 200050, 200051, 200151, 200053,
-        34, 35, 38, 203, 204, 41, 42, 307,
+        34, 35, 38, 203, 204, 41, 42, 307, 223, 309,
         14, 15, 29, 30, 31, 32, 208, 222, 300, 343,
         17, 215, 21, 351, 202, 200, 207, 201, 352, 28, 26, 25, 321,
         *range(3001, 3011)}
