@@ -731,6 +731,17 @@ class Admin:
     def delete_kv_config(self, namespace: str, key: str) -> None:
         self.client.delete_kv_config(namespace, key)
 
+    def maintain_store(self, what: str, cluster_name: str | None = None, broker_addr: str | None = None
+                       ) -> list[tuple[BrokerIdentity, str]]:
+        """cleanExpiredCQ / deleteExpiredCommitLog / cleanUnusedTopic on ``broker_addr``, the masters of
+        ``cluster_name``, or every broker: (broker, what it did)."""
+        calls = {"cleanExpiredCQ": self.client.clean_expired_consume_queue,
+                 "deleteExpiredCommitLog": self.client.delete_expired_commit_log,
+                 "cleanUnusedTopic": self.client.clean_unused_topic}
+        call = calls[what]
+        targets = self.check_target(cluster_name, broker_addr) if cluster_name or broker_addr else self.brokers()
+        return [(b, call(b.broker_addr)) for b in targets]
+
     def operate_write_perm(self, broker_name: str, wipe: bool) -> list[tuple[str, int | None, str | None]]:
         """wipeWritePerm/addWritePerm on every name server given: (namesrv, topics changed, or None and
         the failure). As Apache, one name server failing does not stop the others."""

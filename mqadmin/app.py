@@ -18,6 +18,7 @@ from mqadmin.commands import (
     connection,
     dashboard,
     group,
+    maintenance,
     message,
     namesrv,
     offset,
@@ -39,7 +40,8 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
-for family in (auth, topic, group, offset, message, cluster, store, search, connection, namesrv, dashboard):
+for family in (auth, topic, group, offset, message, cluster, store, search, connection, namesrv, maintenance,
+               dashboard):
     app.registered_commands.extend(family.app.registered_commands)
 app.add_typer(playbook.app, name="playbook")
 

@@ -137,6 +137,10 @@ class Authorizer:
 AUTHENTICATION_ONLY_REQUESTS = frozenset({
     "UPDATE_AND_CREATE_SUBSCRIPTIONGROUP", "GET_BROKER_CONFIG", "UPDATE_BROKER_CONFIG",
     "GET_BROKER_RUNTIME_INFO", "GET_ALL_TOPIC_CONFIG", "GET_ALL_SUBSCRIPTIONGROUP_CONFIG",
+    # broker maintenance and statistics (mqadmin cleanExpiredCQ, deleteExpiredCommitLog, cleanUnusedTopic,
+    # setConsumeMode, statsAll): their headers carry no resource to authorize against
+    "CLEAN_EXPIRED_CONSUMEQUEUE", "DELETE_EXPIRED_COMMITLOG", "CLEAN_UNUSED_TOPIC", "SET_MESSAGE_REQUEST_MODE",
+    "VIEW_BROKER_STATS_DATA",
 })
 
 _SEND = frozenset({"SEND_MESSAGE", "SEND_MESSAGE_V2", "SEND_BATCH_MESSAGE"})

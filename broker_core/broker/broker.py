@@ -19,7 +19,7 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from broker_core.auth.audit import AuditLog
 from broker_core.auth.authorization import AuthorizationContext, checks_for_grpc
@@ -33,6 +33,7 @@ from broker_core.store.codec.properties import PROPERTY_REAL_TOPIC
 from broker_core.store.commit_log import PutMessageResult, now_ms
 from broker_core.store.consume_queue import CqUnit
 from broker_core.store.message_store import GetMessageResult, GetMessageStatus, MessageStore
+from broker_core.store.retention import RetentionReport
 from broker_core.store.schedule import ScheduleMessageService, ScheduleStats
 from broker_core.store.subscription_group_config import SubscriptionGroupConfig, SubscriptionGroupTable
 from broker_core.store.timer.timer_message_store import TickResult, TimerBacklog, TimerMessageStore
@@ -86,6 +87,7 @@ from .transaction import (
 from .transaction.transaction_metrics import TransactionCounters
 
 log = logging.getLogger("rmqops.broker")
+T = TypeVar("T")
 
 QueueRef = MessageQueue | tuple[str, int]
 # Optional hooks part B (pop/FIFO) installs: (group, topic, queue_id) -> value.
@@ -423,6 +425,33 @@ class Broker:
             self.offset_manager.clean_offset_by_topic(t)
         self.offset_manager.persist(force=True)
         return existed
+
+    # -- store maintenance (mqadmin cleanExpiredCQ, deleteExpiredCommitLog, cleanUnusedTopic) ------------
+    def _maintain(self, fn: Callable[[], T]) -> T:
+        try:
+            return fn()
+        except PermissionError:
+            raise ServiceNotAvailableError("the broker is open read-only (inspection mode); nothing can change") from None
+
+    def clean_expired_consume_queues(self, auth: RequestContext | None = None) -> list[tuple[str, int]]:
+        """CLEAN_EXPIRED_CONSUMEQUEUE: queues left pointing only at deleted commitlog files go."""
+        self._authorize(auth, "CLEAN_EXPIRED_CONSUMEQUEUE")
+        self._require_writable()
+        return self._maintain(self.store.clean_expired_consume_queues)
+
+    def delete_expired_commit_log(self, auth: RequestContext | None = None) -> RetentionReport:
+        """DELETE_EXPIRED_COMMITLOG (executeDeleteFilesManually): retention now, whatever deleteWhen says;
+        only files older than fileReservedTime go (or the oldest when the disk is over the forcible ratio)."""
+        self._authorize(auth, "DELETE_EXPIRED_COMMITLOG")
+        self._require_writable()
+        return self._maintain(lambda: self.store.delete_expired_files(force=True))
+
+    def clean_unused_topics(self, auth: RequestContext | None = None) -> list[str]:
+        """CLEAN_UNUSED_TOPIC: queues of topics this broker has no config for go."""
+        self._authorize(auth, "CLEAN_UNUSED_TOPIC")
+        self._require_writable()
+        retain = {t.topic_name for t in self.topic_manager.list()}
+        return self._maintain(lambda: self.store.clean_unused_topics(retain))
 
     def get_topic(self, topic: str, auth: RequestContext | None = None) -> TopicConfig | None:
         self._authorize(auth, "GET_TOPIC_CONFIG", topic=topic)

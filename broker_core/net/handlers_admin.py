@@ -3,6 +3,7 @@ reset, runtime info and config, and the message reads by offset (spec B.2, B.3, 
 
 from __future__ import annotations
 
+from broker_core.broker.maintenance import commit_log_summary, expired_queues_summary, unused_topics_summary
 from broker_core.broker.request_context import RequestContext
 from broker_core.config_loader import to_properties
 from broker_core.remoting import RemotingCommand, RequestCode, ResponseCode, fastjson
@@ -79,6 +80,9 @@ class AdminHandlers:
             RequestCode.GET_EARLIEST_MSG_STORETIME: self.get_earliest_msg_storetime,
             RequestCode.VIEW_MESSAGE_BY_ID: self.view_message_by_id,
             RequestCode.QUERY_CONSUME_QUEUE: self.query_consume_queue,
+            RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE: self.clean_expired_consume_queue,
+            RequestCode.DELETE_EXPIRED_COMMITLOG: self.delete_expired_commit_log,
+            RequestCode.CLEAN_UNUSED_TOPIC: self.clean_unused_topic,
         }
 
     # -- topics ----------------------------------------------------------------------------------
@@ -211,6 +215,23 @@ class AdminHandlers:
         h = TopicQueueRequestHeader.from_ext_fields(req.ext_fields)
         ts = await self.ctx.run(self.broker.earliest_msg_store_time, h.topic, h.queue_id, auth=auth)
         return req.response(ext_fields=GetEarliestMsgStoretimeResponseHeader(timestamp=ts).to_ext_fields())
+
+    # -- store maintenance -----------------------------------------------------------------------
+    async def clean_expired_consume_queue(self, ch: Channel, req: RemotingCommand,
+                                          auth: RequestContext) -> RemotingCommand:
+        removed = await self.ctx.run(self.broker.clean_expired_consume_queues, auth=auth)
+        return req.response(remark=expired_queues_summary(removed))
+
+    async def delete_expired_commit_log(self, ch: Channel, req: RemotingCommand,
+                                        auth: RequestContext) -> RemotingCommand:
+        report = await self.ctx.run(self.broker.delete_expired_commit_log, auth=auth)
+        return req.response(remark=commit_log_summary(report))
+
+    async def clean_unused_topic(self, ch: Channel, req: RemotingCommand, auth: RequestContext) -> RemotingCommand:
+        removed = await self.ctx.run(self.broker.clean_unused_topics, auth=auth)
+        if removed:
+            await self.ctx.register_now()
+        return req.response(remark=unused_topics_summary(removed))
 
     async def view_message_by_id(self, ch: Channel, req: RemotingCommand, auth: RequestContext) -> RemotingCommand:
         h = ViewMessageRequestHeader.from_ext_fields(req.ext_fields)

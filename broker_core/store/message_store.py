@@ -51,6 +51,7 @@ from .commit_log import (
 )
 from .consume_queue import BOUNDARY_LOWER, ConsumeQueue, ConsumeQueueBase, CqUnit
 from .dispatch import (
+    SCHEDULE_TOPIC,
     DispatchRequest,
     build_dispatch_request,
     dispatch_request_of,
@@ -1119,6 +1120,41 @@ class MessageStore:
 
                     shutil.rmtree(p, ignore_errors=True)
         return removed
+
+    def clean_expired_consume_queues(self) -> list[tuple[str, int]]:
+        """CLEAN_EXPIRED_CONSUMEQUEUE (cleanExpiredConsumerQueue): a queue whose last message ends below
+        the commitlog's min offset points only at deleted files; it goes, with its queue offset entry
+        (as Java's ConsumeQueueStore.cleanExpired). Empty queues and SCHEDULE_TOPIC_XXXX stay.
+        Returns the (topic, queue id) removed."""
+        if self.read_only:
+            raise PermissionError("store is open read-only")
+        min_phy = self.commit_log.min_offset()
+        removed: list[tuple[str, int]] = []
+        with self._cq_guard:
+            for key, cq in sorted(self.consume_queues.items()):
+                if key[0] == SCHEDULE_TOPIC:
+                    continue
+                end = cq.max_physic_end()
+                if 0 <= end < min_phy:
+                    self.consume_queues.pop(key).destroy()
+                    self.commit_log.queue_offsets.table.pop(f"{key[0]}-{key[1]}", None)
+                    removed.append(key)
+                    log.info("cleanExpiredConsumerQueue: %s-%d destroyed, its last message ends at %d, below the "
+                             "commitlog min offset %d", key[0], key[1], end, min_phy)
+        return removed
+
+    def clean_unused_topics(self, retain: set[str]) -> list[str]:
+        """CLEAN_UNUSED_TOPIC (cleanUnusedTopic): the queues of topics not in ``retain`` (the broker's
+        topic configs) go; SCHEDULE_TOPIC_XXXX and LMQ queues stay. Returns the topics removed."""
+        if self.read_only:
+            raise PermissionError("store is open read-only")
+        with self._cq_guard:
+            unused = sorted({t for t, _ in self.consume_queues
+                             if t not in retain and t != SCHEDULE_TOPIC and not t.startswith("%LMQ%")})
+        if unused:
+            self.delete_topics(unused)
+            log.info("cleanUnusedTopic: removed the queues of %s", ", ".join(unused))
+        return unused
 
     def has_data(self, topic: str) -> bool:
         return any(cq.get_max_offset_in_queue() > 0 for (t, _), cq in self.consume_queues.items() if t == topic)

@@ -430,6 +430,19 @@ class BrokerClient(Protocol):
         producer's client id (ip@instance@unit) as Java's ClientConfig builds it."""
         ...
 
+    # -- store maintenance -----------------------------------------------------------------------------
+    def clean_expired_consume_queue(self, broker_addr: str) -> str:
+        """CLEAN_EXPIRED_CONSUMEQUEUE (306); what was removed, in words."""
+        ...
+
+    def delete_expired_commit_log(self, broker_addr: str) -> str:
+        """DELETE_EXPIRED_COMMITLOG (329): retention now; what was deleted, in words."""
+        ...
+
+    def clean_unused_topic(self, broker_addr: str) -> str:
+        """CLEAN_UNUSED_TOPIC (316); what was removed, in words."""
+        ...
+
     # -- broker runtime --------------------------------------------------------------------------------
     def broker_runtime_info(self, broker_addr: str) -> dict[str, str]:
         """GET_BROKER_RUNTIME_INFO (28): the KVTable mqadmin brokerStatus prints."""

@@ -342,6 +342,25 @@ class LocalBrokerClient:
         r = self._call(None, b.send_message, topic, body, dict(properties), queue_id=queue_id)
         return SendResult(self.config.broker_name, r.queue_id, str(r.status), r.uniq_key, r.msg_id, r.queue_offset)
 
+    # -- store maintenance ---------------------------------------------------------------------------
+    def clean_expired_consume_queue(self, broker_addr: str) -> str:
+        from broker_core.broker.maintenance import expired_queues_summary
+
+        b = self._broker_for(broker_addr)
+        return expired_queues_summary(self._call(broker_addr, b.clean_expired_consume_queues))
+
+    def delete_expired_commit_log(self, broker_addr: str) -> str:
+        from broker_core.broker.maintenance import commit_log_summary
+
+        b = self._broker_for(broker_addr)
+        return commit_log_summary(self._call(broker_addr, b.delete_expired_commit_log))
+
+    def clean_unused_topic(self, broker_addr: str) -> str:
+        from broker_core.broker.maintenance import unused_topics_summary
+
+        b = self._broker_for(broker_addr)
+        return unused_topics_summary(self._call(broker_addr, b.clean_unused_topics))
+
     # -- broker runtime ------------------------------------------------------------------------------
     def broker_runtime_info(self, broker_addr: str) -> dict[str, str]:
         """GET_BROKER_RUNTIME_INFO plus what only the store directory can tell (disk, lock holder)."""

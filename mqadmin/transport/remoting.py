@@ -575,6 +575,16 @@ class RemotingBrokerClient:
                 return
             await asyncio.sleep(0.01)
 
+    # ----------------------------------------------------------------------------------- maintenance
+    def clean_expired_consume_queue(self, broker_addr: str) -> str:
+        return self._ok(self._call(broker_addr, RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE, timeout=30.0)).remark or ""
+
+    def delete_expired_commit_log(self, broker_addr: str) -> str:
+        return self._ok(self._call(broker_addr, RequestCode.DELETE_EXPIRED_COMMITLOG, timeout=30.0)).remark or ""
+
+    def clean_unused_topic(self, broker_addr: str) -> str:
+        return self._ok(self._call(broker_addr, RequestCode.CLEAN_UNUSED_TOPIC, timeout=30.0)).remark or ""
+
     # ----------------------------------------------------------------------------------- broker
     def broker_runtime_info(self, broker_addr: str) -> dict[str, str]:
         resp = self._ok(self._call(broker_addr, RequestCode.GET_BROKER_RUNTIME_INFO))

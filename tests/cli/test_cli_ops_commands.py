@@ -211,3 +211,124 @@ def test_client_commands_on_a_store_directory(cli) -> None:
     assert r.exit_code == 0 and "SendResult [sendStatus=SEND_OK" in r.stdout
     again = cli.json("queryMsgByKey", "-t", "T", "-k", "k1")
     assert [m["body"] for m in again] == ["body-1", "body-1"] and len({m["uniqKey"] for m in again}) == 1
+
+
+# ------------------------------------------------------------------------------ store maintenance
+_SMALL = {"mappedFileSizeCommitLog": "4096", "mappedFileSizeConsumeQueue": "320", "maxHashSlotNum": "64",
+          "maxIndexNum": "64", "deleteWhen": "99", "diskMaxUsedSpaceRatio": "95", "flushDiskType": "ASYNC_FLUSH"}
+
+
+def _small_store(tmp_path: Path) -> tuple[Path, Path]:
+    """A store with 4 KiB commitlog files: topic Old fills the first ones, then New follows; every
+    file but the last is made 100 hours old (fileReservedTime is 72)."""
+    import os
+
+    from broker_core.broker.broker import Broker
+    from broker_core.broker.broker_config import BrokerConfig
+
+    store, conf = tmp_path / "store", tmp_path / "broker.conf"
+    conf.write_text("".join(f"{k}={v}\n" for k, v in _SMALL.items()))
+    broker = Broker(store, BrokerConfig.load(conf, store), audit_log_path=None)
+    try:
+        for topic in ("Old", "New"):
+            broker.create_or_update_topic(topic, 1, 1)
+        for i in range(30):
+            broker.send_message("Old", b"o" * 300, {"KEYS": f"old{i}"})
+        for i in range(14):
+            broker.send_message("New", b"n" * 300, {"KEYS": f"new{i}"})
+        broker.store.wait_for_dispatch()
+    finally:
+        broker.shutdown()
+    old = time.time() - 100 * 3600
+    files = sorted((store / "commitlog").iterdir())
+    for f in files[:-1]:
+        os.utime(f, (old, old))
+    return store, conf
+
+
+def _cli_on(cli, store: Path, conf: Path):  # noqa: ANN001, ANN202
+    from tests.cli.conftest import Cli
+
+    return Cli(store, conf)
+
+
+def test_delete_expired_commit_log_then_clean_expired_cq_on_a_store(cli, tmp_path: Path) -> None:
+    store, conf = _small_store(tmp_path)
+    c = _cli_on(cli, store, conf)
+    before = sorted(p.name for p in (store / "commitlog").iterdir())
+    assert len(before) >= 4
+    r = c("deleteExpiredCommitLog")
+    assert r.exit_code == 0 and r.stdout == "success", r.stderr
+    after = sorted(p.name for p in (store / "commitlog").iterdir())
+    assert after == before[-1:] or (len(after) < len(before) and after[-1] == before[-1])
+    assert c("queryMsgByKey", "-t", "Old", "-k", "old0").exit_code == 3  # its file is gone
+    assert (store / "consumequeue" / "Old" / "0").is_dir()
+    done = c.json("cleanExpiredCQ")
+    assert done == [{"brokerName": "broker-a", "brokerAddr": done[0]["brokerAddr"],
+                     "result": "removed 1 expired consume queue(s): Old-0"}]
+    assert not (store / "consumequeue" / "Old").exists() and (store / "consumequeue" / "New" / "0").is_dir()
+    again = c.json("deleteExpiredCommitLog")
+    assert again[0]["result"].startswith("no expired commitlog file (commitlog starts at ")
+    new = c.json("queryMsgByKey", "-t", "New", "-k", "new13")
+    assert [m["body"] for m in new] == ["n" * 300]
+    assert c("cleanExpiredCQ", "-c", "NoSuchCluster").exit_code == 3
+
+
+def test_clean_unused_topic_keeps_configured_topics(cli, tmp_path: Path) -> None:
+    from broker_core.broker.broker import Broker
+    from broker_core.broker.broker_config import BrokerConfig
+
+    store, conf = _small_store(tmp_path)
+    c = _cli_on(cli, store, conf)
+    assert c.json("cleanUnusedTopic")[0]["result"] == "no unused topic"
+    assert (store / "consumequeue" / "Old" / "0").is_dir()
+    # a topic whose config is gone (while its queues stay) is what the command removes
+    broker = Broker(store, BrokerConfig.load(conf, store), audit_log_path=None)
+    try:
+        broker.topic_manager.table.topics.pop("Old")
+        assert broker.clean_unused_topics() == ["Old"]
+        assert not (store / "consumequeue" / "Old").exists() and (store / "consumequeue" / "New").is_dir()
+        assert broker.store.get_max_offset_in_queue("New", 0) == 14
+    finally:
+        broker.shutdown()
+
+
+def test_maintenance_over_n(tmp_path: Path) -> None:
+    with running_broker(tmp_path, conf=_SMALL, extra_args=("--registerNameServerPeriod", "500")) as b:
+        from broker_core.client.instance import MQClientInstance
+        from broker_core.client.message import Message
+        from broker_core.client.producer import Producer
+        from broker_core.client.sync_bridge import LoopThread
+
+        n = b.namesrv_addr
+        for topic in ("Old", "New"):
+            _ok("updateTopic", "-n", n, "-c", "DefaultCluster", "-t", topic, "-r", "1", "-w", "1")
+        loop = LoopThread("test-maintenance")
+        inst = MQClientInstance(n)
+        producer = Producer("MaintPG", inst)
+
+        async def send() -> None:
+            await producer.start()
+            for i in range(30):
+                await producer.send(Message("Old", b"o" * 300, keys=f"old{i}"))
+            for i in range(14):
+                await producer.send(Message("New", b"n" * 300, keys=f"new{i}"))
+            await producer.shutdown()
+            await inst.shutdown()
+
+        try:
+            loop.run(send(), timeout=60)
+        finally:
+            loop.close()
+        import os
+
+        old = time.time() - 100 * 3600
+        for f in sorted((b.store / "commitlog").iterdir())[:-1]:
+            os.utime(f, (old, old))
+        assert _ok("deleteExpiredCommitLog", "-n", n, "-b", b.broker_addr) == "success"
+        doc = json.loads(_ok("cleanExpiredCQ", "-n", n, "-c", "DefaultCluster", "--output", "json"))
+        assert doc == [{"brokerName": "broker-a", "brokerAddr": b.broker_addr,
+                        "result": "removed 1 expired consume queue(s): Old-0"}]
+        assert _ok("cleanUnusedTopic", "-n", n) == "success"
+        assert json.loads(_ok("queryMsgByKey", "-n", n, "-t", "New", "-k", "new13", "--output", "json"))
+        assert mqadmin("queryMsgByKey", "-n", n, "-t", "Old", "-k", "old0").returncode == 3
