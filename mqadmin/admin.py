@@ -731,6 +731,16 @@ class Admin:
     def delete_kv_config(self, namespace: str, key: str) -> None:
         self.client.delete_kv_config(namespace, key)
 
+    def set_consume_mode(self, topic: str, group: str, mode: str, pop_share_queue_num: int,
+                         cluster_name: str | None = None, broker_addr: str | None = None) -> list[str]:
+        """setConsumeMode on ``broker_addr`` or every master of ``cluster_name``: the addresses set."""
+        targets = self.check_target(cluster_name, broker_addr)
+        if cluster_name is not None and broker_addr is None:
+            targets = [b for b in targets if b.broker_id == 0] or targets
+        for b in targets:
+            self.client.set_message_request_mode(b.broker_addr, topic, group, mode, pop_share_queue_num)
+        return [b.broker_addr for b in targets]
+
     def maintain_store(self, what: str, cluster_name: str | None = None, broker_addr: str | None = None
                        ) -> list[tuple[BrokerIdentity, str]]:
         """cleanExpiredCQ / deleteExpiredCommitLog / cleanUnusedTopic on ``broker_addr``, the masters of

@@ -32,6 +32,7 @@ from broker_core.store.codec.message_id import decode_offset_msg_id
 from broker_core.store.codec.properties import PROPERTY_REAL_TOPIC
 from broker_core.store.commit_log import PutMessageResult, now_ms
 from broker_core.store.consume_queue import CqUnit
+from broker_core.store.message_request_mode import MODES, MessageRequestMode, MessageRequestModeTable
 from broker_core.store.message_store import GetMessageResult, GetMessageStatus, MessageStore
 from broker_core.store.retention import RetentionReport
 from broker_core.store.schedule import ScheduleMessageService, ScheduleStats
@@ -162,6 +163,8 @@ class Broker:
             self.group_manager.init()
             self.offset_manager = ConsumerOffsetManager(self.store.config_dir, clock, read_only)
             self.offset_manager.load()
+            self.request_modes = MessageRequestModeTable(self.store.config_dir)
+            self.request_modes.load()
             self.auth_manager = self._make_auth_manager(audit_log_path)
         except BaseException:
             self.store.shutdown()
@@ -452,6 +455,23 @@ class Broker:
         self._require_writable()
         retain = {t.topic_name for t in self.topic_manager.list()}
         return self._maintain(lambda: self.store.clean_unused_topics(retain))
+
+    def set_message_request_mode(self, topic: str, group: str, mode: str, pop_share_queue_num: int = 0,
+                                 auth: RequestContext | None = None) -> MessageRequestMode:
+        """SET_MESSAGE_REQUEST_MODE (mqadmin setConsumeMode): PULL or POP for ``group`` on ``topic``,
+        kept in config/messageRequestMode.json. Retry topics are refused, as Java refuses them."""
+        self._authorize(auth, "SET_MESSAGE_REQUEST_MODE")
+        self._require_writable()
+        if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            raise BrokerSystemError("retry topic is not allowed to set mode")
+        if mode not in MODES:
+            raise BrokerSystemError(f"mode {mode!r} is not PULL or POP")
+        entry = MessageRequestMode(topic, group, mode, pop_share_queue_num)
+        self.request_modes.put(entry)
+        return entry
+
+    def message_request_mode(self, topic: str, group: str) -> MessageRequestMode | None:
+        return self.request_modes.get(topic, group)
 
     def get_topic(self, topic: str, auth: RequestContext | None = None) -> TopicConfig | None:
         self._authorize(auth, "GET_TOPIC_CONFIG", topic=topic)

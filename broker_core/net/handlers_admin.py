@@ -13,6 +13,7 @@ from broker_core.remoting.bodies import (
     GroupList,
     KVTable,
     QueryConsumeQueueResponseBody,
+    SetMessageRequestModeRequestBody,
     SubscriptionGroupWrapper,
     TopicConfigAndMappingSerializeWrapper,
     TopicList,
@@ -83,6 +84,7 @@ class AdminHandlers:
             RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE: self.clean_expired_consume_queue,
             RequestCode.DELETE_EXPIRED_COMMITLOG: self.delete_expired_commit_log,
             RequestCode.CLEAN_UNUSED_TOPIC: self.clean_unused_topic,
+            RequestCode.SET_MESSAGE_REQUEST_MODE: self.set_message_request_mode,
         }
 
     # -- topics ----------------------------------------------------------------------------------
@@ -232,6 +234,13 @@ class AdminHandlers:
         if removed:
             await self.ctx.register_now()
         return req.response(remark=unused_topics_summary(removed))
+
+    async def set_message_request_mode(self, ch: Channel, req: RemotingCommand,
+                                       auth: RequestContext) -> RemotingCommand:
+        body = SetMessageRequestModeRequestBody.from_json(req.body)
+        await self.ctx.run(self.broker.set_message_request_mode, body.topic, body.consumer_group, body.mode,
+                           body.pop_share_queue_num, auth=auth)
+        return req.response()
 
     async def view_message_by_id(self, ch: Channel, req: RemotingCommand, auth: RequestContext) -> RemotingCommand:
         h = ViewMessageRequestHeader.from_ext_fields(req.ext_fields)

@@ -369,3 +369,13 @@ class ConsumeMessageDirectlyResult(JsonBody):
     consume_result: str | None = None
     remark: str | None = None
     spent_time_mills: int = 0
+
+
+@B
+class SetMessageRequestModeRequestBody(JsonBody):
+    """SET_MESSAGE_REQUEST_MODE (401): mode is a MessageRequestMode name (PULL, POP)."""
+
+    topic: str
+    consumer_group: str
+    mode: str = "PULL"
+    pop_share_queue_num: int = 0

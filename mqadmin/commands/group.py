@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from broker_core.broker.limits import JAVA_LONG_MAX, MAX_RETRY_TIMES, MAX_TOPIC_QUEUE_NUMS
+from broker_core.broker.limits import JAVA_INT_MAX, JAVA_LONG_MAX, MAX_RETRY_TIMES, MAX_TOPIC_QUEUE_NUMS
 from mqadmin.cli import Cmd, complete_group, complete_topic, front, parse_bool, register
 from mqadmin.errors import AdminError, UsageProblem
 from mqadmin.timefmt import seconds_text
@@ -264,3 +264,32 @@ def update_sub_group_list(
     what = "subscription group" if cluster is not None else "group"
     cmd.emit({"brokers": addrs, "groups": [g.group_name for g in wanted]}, lambda: [cmd.print(
         f"submit batch of {what} config to {a} success, please check the result later.") for a in addrs])
+
+
+@register(app, "setConsumeMode", "set consume mode", writes=True)
+def set_consume_mode(
+    cmd: Cmd,
+    topic: Annotated[str, typer.Option("-t", "--topicName", help="topic name", autocompletion=complete_topic)],
+    group: Annotated[str, typer.Option("-g", "--groupName", help="consumer group name", autocompletion=complete_group)],
+    mode: Annotated[str, typer.Option("-m", "--mode", help="consume mode. PULL/POP")],
+    broker_addr: Annotated[str | None, typer.Option("-b", "--brokerAddr", help="create subscription group to which broker")] = None,
+    cluster: Annotated[str | None, typer.Option("-c", "--clusterName", help="create subscription group to which cluster")] = None,
+    pop_share_queue_num: Annotated[int, typer.Option("-q", "--popShareQueueNum", min=-1, max=JAVA_INT_MAX,
+                                                     help="num of queue which share in pop mode")] = 0,
+) -> None:
+    if broker_addr is None and cluster is None:
+        raise UsageProblem("one of -b/--brokerAddr or -c/--clusterName is required")
+    how = mode.strip()
+    if how not in ("PULL", "POP"):
+        raise UsageProblem(f"invalid -m/--mode {mode!r}: expected PULL or POP")
+    t, g = topic.strip(), group.strip()
+    addrs = cmd.admin().set_consume_mode(t, g, how, pop_share_queue_num, cluster.strip() if cluster else None,
+                                         broker_addr.strip() if broker_addr else None)
+
+    def render() -> None:
+        for addr in addrs:
+            cmd.printf("set consume mode to %s success.%n", addr)
+        cmd.printf("topic[%s] group[%s] consume mode[%s] popShareQueueNum[%d]", t, g, how, pop_share_queue_num)
+
+    cmd.emit({"brokerAddrs": addrs, "topic": t, "group": g, "mode": how, "popShareQueueNum": pop_share_queue_num},
+             render)

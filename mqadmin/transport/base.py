@@ -430,6 +430,11 @@ class BrokerClient(Protocol):
         producer's client id (ip@instance@unit) as Java's ClientConfig builds it."""
         ...
 
+    def set_message_request_mode(self, broker_addr: str, topic: str, group: str, mode: str,
+                                 pop_share_queue_num: int) -> None:
+        """SET_MESSAGE_REQUEST_MODE (401): PULL or POP for the group on the topic."""
+        ...
+
     # -- store maintenance -----------------------------------------------------------------------------
     def clean_expired_consume_queue(self, broker_addr: str) -> str:
         """CLEAN_EXPIRED_CONSUMEQUEUE (306); what was removed, in words."""

@@ -342,6 +342,11 @@ class LocalBrokerClient:
         r = self._call(None, b.send_message, topic, body, dict(properties), queue_id=queue_id)
         return SendResult(self.config.broker_name, r.queue_id, str(r.status), r.uniq_key, r.msg_id, r.queue_offset)
 
+    def set_message_request_mode(self, broker_addr: str, topic: str, group: str, mode: str,
+                                 pop_share_queue_num: int) -> None:
+        b = self._broker_for(broker_addr)
+        self._call(broker_addr, b.set_message_request_mode, topic, group, mode, pop_share_queue_num)
+
     # -- store maintenance ---------------------------------------------------------------------------
     def clean_expired_consume_queue(self, broker_addr: str) -> str:
         from broker_core.broker.maintenance import expired_queues_summary

@@ -36,6 +36,7 @@ from broker_core.remoting.bodies import (
     KVTable,
     MessageQueue,
     QueryConsumeQueueResponseBody,
+    SetMessageRequestModeRequestBody,
     SubscriptionGroupWrapper,
     TopicConfigAndMappingSerializeWrapper,
     TopicConfigBody,
@@ -574,6 +575,12 @@ class RemotingBrokerClient:
                     OffsetResponseHeader.from_ext_fields(resp.ext_fields).offset > queue_offset:
                 return
             await asyncio.sleep(0.01)
+
+    def set_message_request_mode(self, broker_addr: str, topic: str, group: str, mode: str,
+                                 pop_share_queue_num: int) -> None:
+        body = SetMessageRequestModeRequestBody(topic=topic, consumer_group=group, mode=mode,
+                                                pop_share_queue_num=pop_share_queue_num)
+        self._ok(self._call(broker_addr, RequestCode.SET_MESSAGE_REQUEST_MODE, body=body.to_json()))
 
     # ----------------------------------------------------------------------------------- maintenance
     def clean_expired_consume_queue(self, broker_addr: str) -> str:

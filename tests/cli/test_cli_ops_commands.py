@@ -332,3 +332,39 @@ def test_maintenance_over_n(tmp_path: Path) -> None:
         assert _ok("cleanUnusedTopic", "-n", n) == "success"
         assert json.loads(_ok("queryMsgByKey", "-n", n, "-t", "New", "-k", "new13", "--output", "json"))
         assert mqadmin("queryMsgByKey", "-n", n, "-t", "Old", "-k", "old0").returncode == 3
+
+
+# ------------------------------------------------------------------------------ setConsumeMode
+def _request_modes(store: Path) -> dict:
+    return json.loads((store / "config" / "messageRequestMode.json").read_text())["messageRequestModeMap"]
+
+
+def test_set_consume_mode_on_a_store(cli) -> None:
+    assert cli("updateTopic", "-c", "DefaultCluster", "-t", "T", "-r", "1", "-w", "1").exit_code == 0
+    r = cli("setConsumeMode", "-c", "DefaultCluster", "-t", "T", "-g", "G", "-m", "POP", "-q", "2")
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout.endswith("success.\ntopic[T] group[G] consume mode[POP] popShareQueueNum[2]")
+    assert _request_modes(cli.store) == {"T": {"G": {"consumerGroup": "G", "mode": "POP", "popShareQueueNum": 2,
+                                                     "topic": "T"}}}
+    assert cli("setConsumeMode", "-c", "DefaultCluster", "-t", "T", "-g", "G", "-m", "PUSH").exit_code == 2
+    assert cli("setConsumeMode", "-t", "T", "-g", "G", "-m", "POP").exit_code == 2
+    retry = cli("setConsumeMode", "-c", "DefaultCluster", "-t", "%RETRY%G", "-g", "G", "-m", "POP")
+    assert retry.exit_code == 1 and "retry topic is not allowed to set mode" in retry.stderr
+    assert cli("setConsumeMode", "-c", "DefaultCluster", "-t", "T", "-g", "G", "-m", "PULL").exit_code == 0
+    assert _request_modes(cli.store)["T"]["G"]["mode"] == "PULL"
+
+
+def test_set_consume_mode_over_n_survives_a_restart(tmp_path: Path) -> None:
+    with running_broker(tmp_path) as b:
+        out = _ok("setConsumeMode", "-n", b.namesrv_addr, "-b", b.broker_addr, "-t", "MT", "-g", "MG", "-m", "POP")
+        assert out == f"set consume mode to {b.broker_addr} success.\ntopic[MT] group[MG] consume mode[POP] " \
+                      "popShareQueueNum[0]"
+    assert _request_modes(tmp_path / "store")["MT"]["MG"]["mode"] == "POP"
+    from broker_core.broker.broker import Broker
+    from broker_core.broker.broker_config import BrokerConfig
+
+    broker = Broker(tmp_path / "store", BrokerConfig(), read_only=True, audit_log_path=None)
+    try:
+        assert broker.message_request_mode("MT", "MG").mode == "POP"
+    finally:
+        broker.shutdown()
