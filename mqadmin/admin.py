@@ -100,6 +100,25 @@ class ConsumerProgressRow:
 
 
 @dataclass(frozen=True)
+class StatsAllRow:
+    """One line of statsAll: a topic's put figures and one consumer group's lag and get figures
+    (group None: nobody consumes the topic, Apache's NO_CONSUMER line)."""
+
+    topic: str
+    group: str | None
+    accumulation: int
+    in_tps: float
+    out_tps: float
+    in_msg_24h: int
+    out_msg_24h: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"topic": self.topic, "consumerGroup": self.group, "accumulation": self.accumulation,
+                "inTPS": self.in_tps, "outTPS": self.out_tps, "inMsg24Hour": self.in_msg_24h,
+                "outMsg24Hour": self.out_msg_24h}
+
+
+@dataclass(frozen=True)
 class GroupQueueLag:
     """brokerConsumeStats: one group's position on one queue of one broker."""
 
@@ -730,6 +749,46 @@ class Admin:
 
     def delete_kv_config(self, namespace: str, key: str) -> None:
         self.client.delete_kv_config(namespace, key)
+
+    def stats_all(self, topic: str | None = None, active_only: bool = False) -> list[StatsAllRow]:
+        """statsAll: per topic (retry and DLQ topics left out) the masters' put TPS over the last minute
+        and puts over the last day, and per consumer group its lag and get figures. With
+        ``active_only`` only lines with traffic in the last day, as Apache's -a."""
+        from broker_core.broker.stats import GROUP_GET_NUMS, TOPIC_PUT_NUMS
+        from broker_core.broker.topic_validator import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
+
+        def figures(addrs: list[str], name: str, key: str) -> tuple[float, int]:
+            tps, day = 0.0, 0
+            for addr in addrs:
+                data = self.client.view_broker_stats_data(addr, name, key)
+                if data is not None:
+                    tps += data[0].tps
+                    day += next((w.sum for w in (data[2], data[1], data[0]) if w.sum), 0)  # compute24HourSum
+            return tps, day
+
+        rows: list[StatsAllRow] = []
+        for name in self.list_topics():
+            if name.startswith((RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX)) or (topic and name != topic):
+                continue
+            route = self.client.topic_route(name)
+            if route is None:
+                continue
+            masters = [a for b in route.broker_datas if (a := b.master_addr()) is not None]
+            in_tps, in_day = figures(masters, TOPIC_PUT_NUMS, name)
+            groups = sorted({g for a in masters for g in self.client.query_topic_consume_by_who(a, name)})
+            if not groups:
+                if not active_only or in_day > 0:
+                    rows.append(StatsAllRow(name, None, 0, in_tps, 0.0, in_day, 0))
+                continue
+            for g in groups:
+                out_tps, out_day = figures(masters, GROUP_GET_NUMS, f"{name}@{g}")
+                lag = 0
+                for a in masters:
+                    lag += sum(s.broker_offset - max(s.consumer_offset, 0)
+                               for s in self.client.consume_stats(a, g, name))
+                if not active_only or in_day > 0 or out_day > 0:
+                    rows.append(StatsAllRow(name, g, max(lag, 0), in_tps, out_tps, in_day, out_day))
+        return rows
 
     def set_consume_mode(self, topic: str, group: str, mode: str, pop_share_queue_num: int,
                          cluster_name: str | None = None, broker_addr: str | None = None) -> list[str]:

@@ -70,7 +70,7 @@ from .retention_warning import UnconsumedDropWarner
 from .retry import PERM_READ_WRITE, RetryService, SendBackResult
 from .route_info import BrokerRegistration, TopicQueueConfig
 from .send import MessageSender, SendResult
-from .stats import BrokerStats, GroupQueueStats, QueueStats
+from .stats import BrokerStats, GroupQueueStats, QueueStats, StatsWindow
 from .subscription_group_manager import SubscriptionGroupManager
 from .topic_manager import TopicManager
 from .topic_validator import RETRY_GROUP_TOPIC_PREFIX, dlq_topic, is_retry_topic, retry_topic
@@ -970,6 +970,15 @@ class Broker:
                                            inflight, bool(blocked), max(last, 0),
                                            self.offset_manager.last_commit_timestamp(group, t, qid)))
         return out
+
+    def view_broker_stats_data(self, stats_name: str, stats_key: str, auth: RequestContext | None = None
+                               ) -> tuple[StatsWindow, StatsWindow, StatsWindow]:
+        """VIEW_BROKER_STATS_DATA (mqadmin statsAll): minute/hour/day of TOPIC_PUT_NUMS or GROUP_GET_NUMS."""
+        self._authorize(auth, "VIEW_BROKER_STATS_DATA")
+        data = self.stats.stats_data(stats_name, stats_key)
+        if data is None:
+            raise BrokerSystemError(f"The stats <{stats_name}> <{stats_key}> not exist")
+        return data
 
     def broker_runtime_info(self, auth: RequestContext | None = None) -> dict[str, str]:
         """GET_BROKER_RUNTIME_INFO: the keys mqadmin brokerStatus / clusterList read (all strings)."""

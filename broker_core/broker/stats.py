@@ -14,17 +14,33 @@ from dataclasses import dataclass
 from datetime import datetime
 
 
+@dataclass(frozen=True, slots=True)
+class StatsWindow:
+    """BrokerStatsItem: what was counted in one window (sum), per second (tps), per event (avgpt)."""
+
+    sum: int
+    tps: float
+    avgpt: float
+
+
+DAY_MINUTES = 24 * 60
+
+
 class TpsCounter:
-    """Counts per second; answers the rate over the last full second and the last full minute."""
+    """Counts per second; answers the rate over the last full second and the last full minute, and
+    (from per-minute buckets kept for a day) the minute/hour/day windows of VIEW_BROKER_STATS_DATA."""
 
     def __init__(self, clock: Callable[[], int], window_seconds: int = 60) -> None:
         self.clock = clock
         self.window = window_seconds
         self._buckets: deque[list[int]] = deque()  # [second, count]
+        self._minutes: deque[list[int]] = deque()  # [minute, count, events]
         self._lock = threading.Lock()
 
     def add(self, n: int = 1) -> None:
-        sec = self.clock() // 1000
+        now = self.clock()
+        sec = now // 1000
+        minute = now // 60_000
         with self._lock:
             if self._buckets and self._buckets[-1][0] == sec:
                 self._buckets[-1][1] += n
@@ -32,6 +48,22 @@ class TpsCounter:
                 self._buckets.append([sec, n])
             while self._buckets and self._buckets[0][0] < sec - self.window - 1:
                 self._buckets.popleft()
+            if self._minutes and self._minutes[-1][0] == minute:
+                self._minutes[-1][1] += n
+                self._minutes[-1][2] += 1
+            else:
+                self._minutes.append([minute, n, 1])
+            while self._minutes and self._minutes[0][0] <= minute - DAY_MINUTES:
+                self._minutes.popleft()
+
+    def window_stats(self, minutes: int) -> StatsWindow:
+        """The last ``minutes`` minutes, the current one included (1, 60 or 1440)."""
+        current = self.clock() // 60_000
+        with self._lock:
+            rows = [(c, e) for m, c, e in self._minutes if m > current - minutes]
+        total = sum(c for c, _ in rows)
+        events = sum(e for _, e in rows)
+        return StatsWindow(total, total / (minutes * 60), total / events if events else 0.0)
 
     def _sum(self, first_sec: int, last_sec: int) -> int:
         with self._lock:
@@ -79,6 +111,10 @@ class DayTotals:
             return self.yesterday_morning, self.today_morning, self.total
 
 
+TOPIC_PUT_NUMS = "TOPIC_PUT_NUMS"  # BrokerStatsManager's stats names
+GROUP_GET_NUMS = "GROUP_GET_NUMS"
+
+
 class BrokerStats:
     def __init__(self, clock: Callable[[], int]) -> None:
         self.clock = clock
@@ -113,6 +149,19 @@ class BrokerStats:
                 counter = self.group_get[key] = TpsCounter(self.clock)
             self.group_get_total[key] = self.group_get_total.get(key, 0) + n
         counter.add(n)
+
+    def stats_data(self, stats_name: str, stats_key: str) -> tuple[StatsWindow, StatsWindow, StatsWindow] | None:
+        """VIEW_BROKER_STATS_DATA: minute, hour and day windows of TOPIC_PUT_NUMS (key: topic) or
+        GROUP_GET_NUMS (key: topic@group); None when nothing was ever counted under that key."""
+        counter: TpsCounter | None = None
+        if stats_name == TOPIC_PUT_NUMS:
+            counter = self.topic_put.get(stats_key)
+        elif stats_name == GROUP_GET_NUMS:
+            topic, sep, group = stats_key.rpartition("@")
+            counter = self.group_get.get((group, topic)) if sep else None
+        if counter is None:
+            return None
+        return counter.window_stats(1), counter.window_stats(60), counter.window_stats(DAY_MINUTES)
 
     def topic_put_tps(self, topic: str) -> float:
         c = self.topic_put.get(topic)

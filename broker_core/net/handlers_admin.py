@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from broker_core.broker.maintenance import commit_log_summary, expired_queues_summary, unused_topics_summary
 from broker_core.broker.request_context import RequestContext
+from broker_core.broker.stats import StatsWindow
 from broker_core.config_loader import to_properties
 from broker_core.remoting import RemotingCommand, RequestCode, ResponseCode, fastjson
 from broker_core.remoting.bodies import (
+    BrokerStatsData,
+    BrokerStatsItem,
     ConsumeQueueData,
     DataVersion,
     GroupList,
@@ -33,6 +36,7 @@ from broker_core.remoting.headers import (
     ResetOffsetRequestHeader,
     TopicQueueRequestHeader,
     TopicRequestHeader,
+    ViewBrokerStatsDataRequestHeader,
     ViewMessageRequestHeader,
 )
 from broker_core.store.codec.wire_record import message_ext_to_record
@@ -85,6 +89,7 @@ class AdminHandlers:
             RequestCode.DELETE_EXPIRED_COMMITLOG: self.delete_expired_commit_log,
             RequestCode.CLEAN_UNUSED_TOPIC: self.clean_unused_topic,
             RequestCode.SET_MESSAGE_REQUEST_MODE: self.set_message_request_mode,
+            RequestCode.VIEW_BROKER_STATS_DATA: self.view_broker_stats_data,
         }
 
     # -- topics ----------------------------------------------------------------------------------
@@ -234,6 +239,18 @@ class AdminHandlers:
         if removed:
             await self.ctx.register_now()
         return req.response(remark=unused_topics_summary(removed))
+
+    async def view_broker_stats_data(self, ch: Channel, req: RemotingCommand,
+                                     auth: RequestContext) -> RemotingCommand:
+        h = ViewBrokerStatsDataRequestHeader.from_ext_fields(req.ext_fields)
+        minute, hour, day = await self.ctx.run(self.broker.view_broker_stats_data, h.stats_name, h.stats_key,
+                                               auth=auth)
+
+        def item(w: StatsWindow) -> BrokerStatsItem:
+            return BrokerStatsItem(sum=w.sum, tps=w.tps, avgpt=w.avgpt)
+
+        body = BrokerStatsData(stats_minute=item(minute), stats_hour=item(hour), stats_day=item(day))
+        return req.response(body=body.to_json())
 
     async def set_message_request_mode(self, ch: Channel, req: RemotingCommand,
                                        auth: RequestContext) -> RemotingCommand:

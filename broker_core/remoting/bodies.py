@@ -379,3 +379,19 @@ class SetMessageRequestModeRequestBody(JsonBody):
     consumer_group: str
     mode: str = "PULL"
     pop_share_queue_num: int = 0
+
+
+@B
+class BrokerStatsItem(JsonBody):
+    sum: int = 0
+    tps: float = 0.0
+    avgpt: float = 0.0
+
+
+@B
+class BrokerStatsData(JsonBody):
+    """VIEW_BROKER_STATS_DATA (315): one stats item over the last minute, hour and day."""
+
+    stats_minute: BrokerStatsItem = field(default_factory=BrokerStatsItem)
+    stats_hour: BrokerStatsItem = field(default_factory=BrokerStatsItem)
+    stats_day: BrokerStatsItem = field(default_factory=BrokerStatsItem)

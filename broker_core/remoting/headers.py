@@ -418,6 +418,12 @@ class GetConsumerRunningInfoRequestHeader(CommandHeader):
 
 
 @H
+class ViewBrokerStatsDataRequestHeader(CommandHeader):
+    stats_name: str
+    stats_key: str
+
+
+@H
 class ConsumeMessageDirectlyResultRequestHeader(CommandHeader):
     consumer_group: str
     client_id: str | None = None

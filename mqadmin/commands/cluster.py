@@ -6,7 +6,7 @@ from typing import Annotated, Any
 import typer
 
 from broker_core.broker.limits import JAVA_INT_MAX, JAVA_LONG_MAX, JAVA_LONG_MIN
-from mqadmin.cli import Cmd, register
+from mqadmin.cli import Cmd, complete_topic, front, register
 from mqadmin.errors import UsageProblem
 
 app = typer.Typer()
@@ -307,3 +307,26 @@ def cluster_rt(
         time.sleep(interval)
     if cmd.structured:
         cmd.emit(rows, lambda: None)
+
+
+@register(app, "statsAll", "Topic and Consumer tps stats")
+def stats_all(
+    cmd: Cmd,
+    active_topic: Annotated[bool, typer.Option("-a", "--activeTopic", help="print active topic only")] = False,
+    topic: Annotated[str | None, typer.Option("-t", "--topic", help="print select topic only",
+                                              autocompletion=complete_topic)] = None,
+) -> None:
+    rows = cmd.admin().stats_all(topic.strip() if topic else None, active_topic)
+
+    def render() -> None:
+        cmd.printf("%-64s  %-64s %12s %11s %11s %14s %14s%n", "#Topic", "#Consumer Group", "#Accumulation",
+                   "#InTPS", "#OutTPS", "#InMsg24Hour", "#OutMsg24Hour")
+        for r in rows:
+            if r.group is None:
+                cmd.printf("%-64s  %-64s %12d %11.2f %11s %14d %14s%n", front(r.topic, 64), "", 0, r.in_tps, "",
+                           r.in_msg_24h, "NO_CONSUMER")
+            else:
+                cmd.printf("%-64s  %-64s %12d %11.2f %11.2f %14d %14d%n", front(r.topic, 64), front(r.group, 64),
+                           r.accumulation, r.in_tps, r.out_tps, r.in_msg_24h, r.out_msg_24h)
+
+    cmd.emit([r.to_dict() for r in rows], render)

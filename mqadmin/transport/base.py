@@ -33,6 +33,7 @@ from broker_core.auth.model import Acl, User
 from broker_core.broker.route_info import ClusterInfo, TopicRouteData
 
 if TYPE_CHECKING:
+    from broker_core.broker.stats import StatsWindow
     from broker_core.remoting.bodies import ConsumeMessageDirectlyResult, ConsumerRunningInfo
     from broker_core.store.verify import LostRecord, VerifyReport
     from spark.rebuild import RebuildSummary
@@ -433,6 +434,12 @@ class BrokerClient(Protocol):
     def set_message_request_mode(self, broker_addr: str, topic: str, group: str, mode: str,
                                  pop_share_queue_num: int) -> None:
         """SET_MESSAGE_REQUEST_MODE (401): PULL or POP for the group on the topic."""
+        ...
+
+    def view_broker_stats_data(self, broker_addr: str, stats_name: str, stats_key: str
+                               ) -> tuple[StatsWindow, StatsWindow, StatsWindow] | None:
+        """VIEW_BROKER_STATS_DATA (315): (minute, hour, day) of TOPIC_PUT_NUMS/GROUP_GET_NUMS under
+        ``stats_key``; None when the broker never counted anything under it."""
         ...
 
     # -- store maintenance -----------------------------------------------------------------------------

@@ -52,6 +52,7 @@ from mqadmin.transport.base import (
 )
 
 if TYPE_CHECKING:
+    from broker_core.broker.stats import StatsWindow
     from broker_core.remoting.bodies import ConsumeMessageDirectlyResult, ConsumerRunningInfo
     from broker_core.store.verify import LostRecord, VerifyReport
     from spark.rebuild import RebuildSummary
@@ -346,6 +347,17 @@ class LocalBrokerClient:
                                  pop_share_queue_num: int) -> None:
         b = self._broker_for(broker_addr)
         self._call(broker_addr, b.set_message_request_mode, topic, group, mode, pop_share_queue_num)
+
+    def view_broker_stats_data(self, broker_addr: str, stats_name: str, stats_key: str
+                               ) -> tuple[StatsWindow, StatsWindow, StatsWindow] | None:
+        """Counters of this process's Broker only: a store opened by mqadmin has counted nothing."""
+        b = self._broker_for(broker_addr)
+        try:
+            return b.view_broker_stats_data(stats_name, stats_key)
+        except BrokerError as e:
+            if "not exist" in e.message:
+                return None
+            raise admin_error(e) from None
 
     # -- store maintenance ---------------------------------------------------------------------------
     def clean_expired_consume_queue(self, broker_addr: str) -> str:

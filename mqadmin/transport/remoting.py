@@ -19,6 +19,7 @@ from broker_core.auth.converter import acl_from_info, acl_to_info, user_from_inf
 from broker_core.auth.errors import AuthMetadataError
 from broker_core.auth.model import Acl, User
 from broker_core.broker import route_info
+from broker_core.broker.stats import StatsWindow
 from broker_core.client.connection import RemotingConnectError, RemotingError
 from broker_core.client.credentials import SessionCredentials
 from broker_core.client.instance import BrokerError, MQClientInstance
@@ -27,6 +28,7 @@ from broker_core.client.producer import Producer
 from broker_core.client.sync_bridge import LoopThread
 from broker_core.remoting import CommandHeader, RemotingCommand, RequestCode, ResponseCode, fastjson
 from broker_core.remoting.bodies import (
+    BrokerStatsData,
     ClusterInfo,
     ConsumeMessageDirectlyResult,
     ConsumerRunningInfo,
@@ -87,6 +89,7 @@ from broker_core.remoting.headers import (
     TopicRequestHeader,
     UpdateConsumerOffsetRequestHeader,
     UserRequestHeader,
+    ViewBrokerStatsDataRequestHeader,
     ViewMessageRequestHeader,
     WipeWritePermOfBrokerRequestHeader,
     WipeWritePermOfBrokerResponseHeader,
@@ -581,6 +584,16 @@ class RemotingBrokerClient:
         body = SetMessageRequestModeRequestBody(topic=topic, consumer_group=group, mode=mode,
                                                 pop_share_queue_num=pop_share_queue_num)
         self._ok(self._call(broker_addr, RequestCode.SET_MESSAGE_REQUEST_MODE, body=body.to_json()))
+
+    def view_broker_stats_data(self, broker_addr: str, stats_name: str, stats_key: str
+                               ) -> tuple[StatsWindow, StatsWindow, StatsWindow] | None:
+        resp = self._call(broker_addr, RequestCode.VIEW_BROKER_STATS_DATA,
+                          ViewBrokerStatsDataRequestHeader(stats_name=stats_name, stats_key=stats_key))
+        if resp.code == ResponseCode.SYSTEM_ERROR and "not exist" in (resp.remark or ""):
+            return None
+        data = self._body(BrokerStatsData, self._ok(resp))
+        return tuple(StatsWindow(i.sum, i.tps, i.avgpt)  # type: ignore[return-value]
+                     for i in (data.stats_minute, data.stats_hour, data.stats_day))
 
     # ----------------------------------------------------------------------------------- maintenance
     def clean_expired_consume_queue(self, broker_addr: str) -> str:

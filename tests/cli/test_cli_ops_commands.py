@@ -368,3 +368,38 @@ def test_set_consume_mode_over_n_survives_a_restart(tmp_path: Path) -> None:
         assert broker.message_request_mode("MT", "MG").mode == "POP"
     finally:
         broker.shutdown()
+
+
+# ------------------------------------------------------------------------------ statsAll
+_STATS_HEADER = (f"{'#Topic':<64}  {'#Consumer Group':<64} {'#Accumulation':>12} {'#InTPS':>11} {'#OutTPS':>11} "
+                 f"{'#InMsg24Hour':>14} {'#OutMsg24Hour':>14}")
+
+
+def test_stats_all_over_n_counts_live_traffic(broker: BrokerProcess, live: LiveConsumer) -> None:
+    n = broker.namesrv_addr
+    lines = _ok("statsAll", "-n", n, "-t", "StT").splitlines()
+    assert lines[0] == _STATS_HEADER
+    row = lines[1]
+    assert row[:64].rstrip() == "StT" and row[66:130].rstrip() == "StG"
+    accumulation, in_tps, out_tps, in_day, out_day = row[130:].split()
+    assert 0 <= int(accumulation) <= 4 and int(in_day) >= 4 and int(out_day) >= 4  # offsets commit every 5 s
+    assert float(in_tps) > 0 and float(out_tps) > 0  # within the minute of the fixture's traffic
+    _ok("updateTopic", "-n", n, "-c", "DefaultCluster", "-t", "QuietT", "-r", "1", "-w", "1")
+    quiet = _ok("statsAll", "-n", n, "-t", "QuietT").splitlines()
+    assert quiet[1] == f"{'QuietT':<64}  {'':<64} {0:>12} {'0.00':>11} {'':>11} {0:>14} {'NO_CONSUMER':>14}"
+    active = _ok("statsAll", "-n", n, "-a").splitlines()
+    assert any(line.startswith("StT ") for line in active) and not any(line.startswith("QuietT") for line in active)
+    doc = json.loads(_ok("statsAll", "-n", n, "-t", "StT", "--output", "json"))
+    assert doc[0]["consumerGroup"] == "StG" and doc[0]["outMsg24Hour"] >= 4
+
+
+def test_stats_all_on_a_store_shows_lag_without_live_counters(cli) -> None:
+    assert cli("updateTopic", "-c", "DefaultCluster", "-t", "T", "-r", "1", "-w", "1").exit_code == 0
+    assert cli("updateSubGroup", "-c", "DefaultCluster", "-g", "G").exit_code == 0
+    for i in range(3):
+        assert cli("sendMessage", "-t", "T", "-p", f"m{i}").exit_code == 0
+    assert cli("resetOffsetByTime", "-g", "G", "-t", "T", "-s", "0").exit_code == 0  # G committed at 0: lag 3
+    rows = cli.json("statsAll", "-t", "T")
+    assert rows == [{"topic": "T", "consumerGroup": "G", "accumulation": 3, "inTPS": 0.0, "outTPS": 0.0,
+                     "inMsg24Hour": 0, "outMsg24Hour": 0}]
+    assert cli.json("statsAll", "-a") == []  # a store opened by mqadmin has counted no traffic
