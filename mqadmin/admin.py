@@ -100,6 +100,30 @@ class ConsumerProgressRow:
 
 
 @dataclass(frozen=True)
+class TraceView:
+    """One trace context about a message (Apache's TraceView): who sent or consumed it, when, how long."""
+
+    msg_type: str  # Pub, SubBefore, SubAfter, EndTransaction, Recall
+    group_name: str
+    client_host: str  # the tracing client: the trace message's born host
+    time_stamp: int
+    cost_time: int
+    status: str  # success / failed
+    msg_id: str
+    offset_msg_id: str
+    topic: str
+    tags: str | None
+    keys: str | None
+    store_host: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"msgType": self.msg_type, "groupName": self.group_name, "clientHost": self.client_host,
+                "timeStamp": self.time_stamp, "costTime": self.cost_time, "status": self.status,
+                "msgId": self.msg_id, "offsetMsgId": self.offset_msg_id, "topic": self.topic, "tags": self.tags,
+                "keys": self.keys, "storeHost": self.store_host}
+
+
+@dataclass(frozen=True)
 class StatsAllRow:
     """One line of statsAll: a topic's put figures and one consumer group's lag and get figures
     (group None: nobody consumes the topic, Apache's NO_CONSUMER line)."""
@@ -749,6 +773,31 @@ class Admin:
 
     def delete_kv_config(self, namespace: str, key: str) -> None:
         self.client.delete_kv_config(namespace, key)
+
+    def query_msg_trace(self, msg_id: str, trace_topic: str = "RMQ_SYS_TRACE_TOPIC", begin: int = 0,
+                        end: int | None = None, max_num: int = 64) -> list[TraceView]:
+        """queryMsgTraceById: trace messages keyed by ``msg_id`` in the trace topic, decoded; only the
+        contexts about that message are kept (TraceView.decodeFromTraceTransData)."""
+        from broker_core.store.codec.trace_data import TraceDataError, decode_trace_data
+
+        records = self.query_msg_by_key(trace_topic, msg_id, max_num, begin, self.clock() if end is None else end)
+        if not records:
+            raise NotFoundError(f"no trace data of message {msg_id} in {trace_topic}")
+        views: list[TraceView] = []
+        for r in records:
+            try:
+                contexts = decode_trace_data(r.body.decode("utf-8", errors="replace"))
+            except TraceDataError as e:
+                raise AdminError(f"trace message {r.msg_id} in {trace_topic}: {e}") from None
+            client = r.born_host.rsplit(":", 1)[0]
+            for ctx in contexts:
+                bean = ctx.beans[0]
+                if bean.msg_id != msg_id:
+                    continue
+                views.append(TraceView(ctx.trace_type.value, ctx.group_name, client, ctx.time_stamp, ctx.cost_time,
+                                       "success" if ctx.success else "failed", bean.msg_id, bean.offset_msg_id,
+                                       bean.topic, bean.tags, bean.keys, bean.store_host))
+        return views
 
     def stats_all(self, topic: str | None = None, active_only: bool = False) -> list[StatsAllRow]:
         """statsAll: per topic (retry and DLQ topics left out) the masters' put TPS over the last minute

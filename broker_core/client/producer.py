@@ -32,11 +32,14 @@ from broker_core.store.codec.message import MessageExt, RecordError
 from broker_core.store.codec.message_id import decode_offset_msg_id
 from broker_core.store.codec.properties import encode_properties
 from broker_core.store.codec.sys_flag import TRANSACTION_PREPARED_TYPE
+from broker_core.store.codec.trace_data import MessageType as TraceMessageType
+from broker_core.store.codec.trace_data import TraceBean, TraceContext, TraceType
 
 from .connection import RemotingConnection, RemotingError, RemotingTimeoutError
 from .instance import BrokerError, MQClientInstance
 from .message import (
     PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_KEYS,
     PROPERTY_PRODUCER_GROUP,
     PROPERTY_TAGS,
     PROPERTY_TRANSACTION_PREPARED,
@@ -54,6 +57,7 @@ from .produce_accumulator import (
     ProduceAccumulator,
 )
 from .selector import RoundRobinSelector, select_by_key
+from .trace import DEFAULT_REGION, TraceDispatcher
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +122,8 @@ class Producer:
     def __init__(self, group: str, instance: MQClientInstance, *, send_timeout: float = 3.0,
                  retry_times_when_send_failed: int = 2, use_v2_header: bool = True, auto_batch: bool = False,
                  batch_max_bytes: int = DEFAULT_BATCH_MAX_BYTES, batch_max_delay_ms: int = DEFAULT_BATCH_MAX_DELAY_MS,
-                 total_batch_max_bytes: int = DEFAULT_TOTAL_BATCH_MAX_BYTES) -> None:
+                 total_batch_max_bytes: int = DEFAULT_TOTAL_BATCH_MAX_BYTES, enable_msg_trace: bool = False,
+                 custom_trace_topic: str | None = None) -> None:
         self.group = group
         self.instance = instance
         self.send_timeout = send_timeout
@@ -133,17 +138,24 @@ class Producer:
         self._accumulator: ProduceAccumulator | None = None
         self._selector = RoundRobinSelector()
         self._started = False
+        # Java's enableMsgTrace/customizedTraceTopic: every send also writes a Pub trace context
+        self.trace: TraceDispatcher | None = (TraceDispatcher(instance, group, custom_trace_topic)
+                                              if enable_msg_trace else None)
 
     # ----------------------------------------------------------------- lifecycle
     async def start(self) -> None:
         self.instance.register_producer(self.group, self)
         await self.instance.start()
         self._started = True
+        if self.trace is not None:
+            await self.trace.start()
 
     async def shutdown(self) -> None:
         if self._accumulator is not None:  # accumulated messages are sent, not dropped
             await self._accumulator.close()
             self._accumulator = None
+        if self.trace is not None:
+            await self.trace.shutdown()
         if self._started:
             self._started = False
             await self.instance.unregister(producer_group=self.group)
@@ -176,10 +188,37 @@ class Producer:
         """
         props = msg.wire_properties()
         # a send with its own timeout goes direct, as Java's send(msg, timeout) does
-        if self.auto_batch and timeout is None and self._batchable(msg, props):
-            return await self._send_accumulated(msg, props, mq, sharding_key)
-        return await self._send_with_retry(msg.topic, msg.body, props, msg.flag, mq, sharding_key, timeout,
-                                           sys_flag=0, batch=False)
+        if self.trace is None:
+            if self.auto_batch and timeout is None and self._batchable(msg, props):
+                return await self._send_accumulated(msg, props, mq, sharding_key)
+            return await self._send_with_retry(msg.topic, msg.body, props, msg.flag, mq, sharding_key, timeout,
+                                               sys_flag=0, batch=False)
+        started = time.time()
+        result: SendResult | None = None
+        try:
+            if self.auto_batch and timeout is None and self._batchable(msg, props):
+                result = await self._send_accumulated(msg, props, mq, sharding_key)
+            else:
+                result = await self._send_with_retry(msg.topic, msg.body, props, msg.flag, mq, sharding_key,
+                                                     timeout, sys_flag=0, batch=False)
+            return result
+        finally:
+            self._trace_pub(msg, props, result, started)
+
+    def _trace_pub(self, msg: Message, props: dict[str, str], result: SendResult | None, started: float) -> None:
+        """SendMessageTraceHookImpl: one Pub context per send, failed ones included."""
+        assert self.trace is not None
+        broker = result.message_queue.broker_name if result is not None else ""
+        bean = TraceBean(topic=msg.topic, msg_id=props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, ""),
+                         offset_msg_id=result.offset_msg_id if result is not None else "",
+                         tags=props.get(PROPERTY_TAGS), keys=props.get(PROPERTY_KEYS),
+                         store_host=(self.instance.broker_addr(broker) or "") if broker else "",
+                         body_length=len(msg.body),
+                         msg_type=TraceMessageType.Delay_Msg if msg.delay_level > 0 else TraceMessageType.Normal_Msg)
+        self.trace.append(TraceContext(TraceType.Pub, int(started * 1000), DEFAULT_REGION, self.group,
+                                       cost_time=int((time.time() - started) * 1000),
+                                       success=result is not None and result.status == SendStatus.SEND_OK,
+                                       beans=[bean]))
 
     def send_async(self, msg: Message, callback: Callable[[SendResult | None, BaseException | None], None]
                    | None = None, mq: MessageQueue | None = None) -> asyncio.Task[SendResult]:

@@ -35,13 +35,15 @@ from broker_core.remoting.headers import (
     GetConsumerStatusRequestHeader,
 )
 from broker_core.store.codec.message import MessageExt, RecordError
+from broker_core.store.codec.trace_data import ConsumeReturnType, TraceBean, TraceContext, TraceType
 
 from .allocate import AllocateStrategy, allocate_averagely
 from .connection import RemotingConnection, RemotingError
 from .consumer_api import ConsumerApi, PullStatus
 from .instance import BrokerError, MQClientInstance
 from .local_offset_store import LocalFileOffsetStore
-from .message import PROPERTY_RETRY_TOPIC, decode_records
+from .message import PROPERTY_RETRY_TOPIC, decode_records, new_uniq_key
+from .message import PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX as PROPERTY_UNIQ_KEY
 from .offset_store import OffsetStore, RemoteBrokerOffsetStore
 from .rebalance import RETRY_GROUP_TOPIC_PREFIX, ConsumeFromWhere, PullRequest, Rebalancer
 from .running_info import (
@@ -56,6 +58,7 @@ from .running_info import (
     process_queue_info,
 )
 from .subscription import build_subscription
+from .trace import DEFAULT_REGION, TraceDispatcher
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +101,8 @@ class PushConsumer:
                  consume_batch_max_size: int = 1, consume_concurrency: int = 20,
                  max_reconsume_times: int = -1, message_model: MessageModel = MessageModel.CLUSTERING,
                  offset_store_dir: str | None = None,
-                 allocate_strategy: AllocateStrategy = allocate_averagely) -> None:
+                 allocate_strategy: AllocateStrategy = allocate_averagely, enable_msg_trace: bool = False,
+                 custom_trace_topic: str | None = None) -> None:
         self.group = group
         self.instance = instance
         self.api = ConsumerApi(instance, group)
@@ -118,6 +122,9 @@ class PushConsumer:
         self.consume_concurrency = consume_concurrency
         self._sem = asyncio.Semaphore(consume_concurrency)
         self.stats = ConsumeStatsRecorder()  # what consumerStatus shows as #Consumer RT&TPS#
+        # Java's enableMsgTrace: each consumed batch writes SubBefore/SubAfter trace contexts
+        self.trace: TraceDispatcher | None = (TraceDispatcher(instance, group, custom_trace_topic)
+                                              if enable_msg_trace else None)
         self._start_ms = 0
         self._subs: dict[str, SubscriptionData] = {}
         self._concurrent: ConcurrentListener | None = None
@@ -174,6 +181,8 @@ class PushConsumer:
             with contextlib.suppress(RemotingError, BrokerError):
                 await self.instance.get_route(topic)
         await self.instance.send_heartbeat_to_all()
+        if self.trace is not None:
+            await self.trace.start()
         self._running = True
         self._spawn(self._rebalance_loop())
         self._spawn(self._persist_loop())
@@ -193,6 +202,8 @@ class PushConsumer:
         if self.rebalancer is not None:
             with contextlib.suppress(RemotingError, BrokerError):
                 await self.rebalancer.shutdown()
+        if self.trace is not None:
+            await self.trace.shutdown()
         await self.instance.unregister(consumer_group=self.group)
 
     def _spawn(self, coro: Awaitable[None]) -> asyncio.Task[None]:
@@ -228,6 +239,29 @@ class PushConsumer:
             result = await self.consume_message_directly(msgs[0], h.broker_name or "")
             return req.response(body=result.to_json())
         return req.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {req.code} not supported")
+
+    # ---------------------------------------------------------------- message trace
+    def _trace_before(self, msgs: Sequence[MessageExt]) -> TraceContext | None:
+        """ConsumeMessageTraceHookImpl.consumeMessageBefore: one SubBefore context for the batch."""
+        if self.trace is None:
+            return None
+        beans = [TraceBean(topic=m.topic, msg_id=m.get_property(PROPERTY_UNIQ_KEY) or m.msg_id,
+                           tags=m.get_property("TAGS"), keys=m.get_property("KEYS"), retry_times=m.reconsume_times,
+                           body_length=len(m.body), store_host=f"{m.store_host[0]}:{m.store_host[1]}")
+                 for m in msgs]
+        ctx = TraceContext(TraceType.SubBefore, int(time.time() * 1000), DEFAULT_REGION, self.group,
+                           request_id=new_uniq_key(), beans=beans)
+        self.trace.append(ctx)
+        return ctx
+
+    def _trace_after(self, before: TraceContext | None, msgs: Sequence[MessageExt], ok: bool, code: int) -> None:
+        """consumeMessageAfter: SubAfter with the cost per message and how the listener answered."""
+        if self.trace is None or before is None:
+            return
+        now = int(time.time() * 1000)
+        self.trace.append(TraceContext(TraceType.SubAfter, now, before.region_id, self.group,
+                                       cost_time=(now - before.time_stamp) // max(len(msgs), 1), success=ok,
+                                       request_id=before.request_id, context_code=code, beans=before.beans))
 
     # ---------------------------------------------------------------- diagnostics (mqadmin)
     def running_info(self, jstack: bool = False) -> ConsumerRunningInfo:
@@ -394,12 +428,18 @@ class PushConsumer:
             if pr.process_queue.dropped:
                 return
             started = time.monotonic()
+            before = self._trace_before(batch)
+            code = ConsumeReturnType.SUCCESS
             try:
                 status = await self._call(self._concurrent, batch)
             except Exception:
                 log.exception("listener of %s raised; the messages will be consumed again", self.group)
                 status = ConsumeConcurrentlyStatus.RECONSUME_LATER
+                code = ConsumeReturnType.EXCEPTION
             ok = status == ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+            if not ok and code == ConsumeReturnType.SUCCESS:
+                code = ConsumeReturnType.FAILED
+            self._trace_after(before, batch, ok, code)
             pr.process_queue.last_consume_ms = int(time.time() * 1000)
             self.stats.consumed(pr.mq.topic, (time.monotonic() - started) * 1000, len(batch) if ok else 0,
                                 0 if ok else len(batch))
@@ -440,12 +480,18 @@ class PushConsumer:
                 if not msgs:
                     return
                 started = time.monotonic()
+                before = self._trace_before(msgs)
+                code = ConsumeReturnType.SUCCESS
                 try:
                     status = await self._call(self._orderly, msgs)
                 except Exception:
                     log.exception("orderly listener of %s raised; suspending the queue", self.group)
                     status = ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
+                    code = ConsumeReturnType.EXCEPTION
                 ok = status == ConsumeOrderlyStatus.SUCCESS
+                if not ok and code == ConsumeReturnType.SUCCESS:
+                    code = ConsumeReturnType.FAILED
+                self._trace_after(before, msgs, ok, code)
                 pq.last_consume_ms = int(time.time() * 1000)
                 self.stats.consumed(pr.mq.topic, (time.monotonic() - started) * 1000, len(msgs) if ok else 0,
                                     0 if ok else len(msgs))

@@ -431,3 +431,45 @@ def check_msg_send_rt(
 
     cmd.emit({"rows": [{"brokerName": n, "queueId": q, "sendResult": ok, "rtMs": rt} for n, q, ok, rt in rows],
               "avgRtMs": avg}, render)
+
+
+@register(app, "queryMsgTraceById", "query a message trace")
+def query_msg_trace_by_id(
+    cmd: Cmd,
+    msg_id: Annotated[str, typer.Option("-i", "--msgId", help="Message Id")],
+    trace_topic: Annotated[str | None, typer.Option("-t", "--traceTopic",
+                                                    help="The name value of message trace topic")] = None,
+    begin: Annotated[str | None, typer.Option("-b", "--beginTimestamp", help="Begin timestamp (ms)")] = None,
+    end: Annotated[str | None, typer.Option("-e", "--endTimestamp", help="End timestamp (ms)")] = None,
+    max_num: Annotated[int, typer.Option("-c", "--maxNum", help="The maximum number of messages returned",
+                                         min=1, max=JAVA_INT_MAX)] = 64,
+) -> None:
+    """Pub lines in the order found, then one block of Sub lines per consumer group (Apache's layout)."""
+    from mqadmin.timefmt import seconds_text
+
+    topic = (trace_topic or "RMQ_SYS_TRACE_TOPIC").strip()
+    key = msg_id.strip()
+    b = parse_millis(begin, "-b/--beginTimestamp")
+    e = parse_millis(end, "-e/--endTimestamp")
+    views = cmd.admin().query_msg_trace(key, topic, 0 if b is None else b, e, max_num)
+    subs: dict[str, list] = {}
+    for v in views:
+        if v.msg_type == "SubAfter":
+            subs.setdefault(v.group_name, []).append(v)
+
+    def render() -> None:
+        fmt = "%-10s %-20s %-20s %-20s %-10s %-10s%n"
+        for v in views:
+            if v.msg_type == "Pub":
+                cmd.printf(fmt, "#Type", "#ProducerGroup", "#ClientHost", "#SendTime", "#CostTimes", "#Status")
+                cmd.printf(fmt, "Pub", v.group_name, v.client_host, seconds_text(v.time_stamp), f"{v.cost_time}ms",
+                           v.status)
+                cmd.print()
+        for group_views in subs.values():
+            cmd.printf(fmt, "#Type", "#ConsumerGroup", "#ClientHost", "#ConsumerTime", "#CostTimes", "#Status")
+            for v in group_views:
+                cmd.printf(fmt, "Sub", v.group_name, v.client_host, seconds_text(v.time_stamp), f"{v.cost_time}ms",
+                           v.status)
+            cmd.print()
+
+    cmd.emit([v.to_dict() for v in views], render)

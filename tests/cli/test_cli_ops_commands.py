@@ -403,3 +403,72 @@ def test_stats_all_on_a_store_shows_lag_without_live_counters(cli) -> None:
     assert rows == [{"topic": "T", "consumerGroup": "G", "accumulation": 3, "inTPS": 0.0, "outTPS": 0.0,
                      "inMsg24Hour": 0, "outMsg24Hour": 0}]
     assert cli.json("statsAll", "-a") == []  # a store opened by mqadmin has counted no traffic
+
+
+# ------------------------------------------------------------------------------ queryMsgTraceById
+def test_query_msg_trace_by_id_on_real_trace_data(tmp_path: Path) -> None:
+    """Our producer and push consumer with message trace on write RMQ_SYS_TRACE_TOPIC; the command
+    reads it over -n and, after the broker stops, on its store directory."""
+    from broker_core.client.instance import MQClientInstance
+    from broker_core.client.message import Message
+    from broker_core.client.producer import Producer
+    from broker_core.client.push_consumer import ConsumeConcurrentlyStatus, PushConsumer
+    from broker_core.client.rebalance import ConsumeFromWhere
+    from broker_core.client.sync_bridge import LoopThread
+    from tests.cli.conftest import Cli
+
+    with running_broker(tmp_path, conf={"traceTopicEnable": "true"}) as b:
+        n = b.namesrv_addr
+        _ok("updateTopic", "-n", n, "-c", "DefaultCluster", "-t", "TrT", "-r", "1", "-w", "1")
+        loop = LoopThread("test-trace")
+        inst = MQClientInstance(n)
+        producer = Producer("TracePG", inst, enable_msg_trace=True)
+        consumer = PushConsumer("TraceCG", inst, enable_msg_trace=True,
+                                consume_from=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
+        consumer.subscribe("TrT", "*")
+        got: list[str] = []
+        consumer.register_concurrently(lambda msgs: (got.extend(m.body.decode() for m in msgs),
+                                                     ConsumeConcurrentlyStatus.CONSUME_SUCCESS)[1])
+
+        async def start() -> str:
+            await producer.start()
+            await consumer.start()
+            r = await producer.send(Message("TrT", b"traced", tags="TagT", keys="tk1"))
+            return r.msg_id
+
+        async def stop() -> None:
+            await consumer.shutdown()
+            await producer.shutdown()
+            await inst.shutdown()
+
+        try:
+            msg_id = loop.run(start(), timeout=30)
+            deadline = time.monotonic() + 30
+            while True:
+                r = mqadmin("queryMsgTraceById", "-n", n, "-i", msg_id)
+                if r.returncode == 0 and "Sub " in r.stdout or time.monotonic() > deadline:
+                    break
+                time.sleep(0.5)
+        finally:
+            try:
+                loop.run(stop(), timeout=30)
+            finally:
+                loop.close()
+        assert got == ["traced"]
+        assert r.returncode == 0, r.stderr
+        lines = r.stdout.splitlines()
+        fmt = "{:<10} {:<20} {:<20} {:<20} {:<10} {:<10}"
+        assert lines[0] == fmt.format("#Type", "#ProducerGroup", "#ClientHost", "#SendTime", "#CostTimes", "#Status")
+        assert lines[1].startswith(fmt.format("Pub", "TracePG", "127.0.0.1", "", "", "")[:52])
+        assert lines[1].split()[-1] == "success" and lines[2] == ""
+        assert lines[3] == fmt.format("#Type", "#ConsumerGroup", "#ClientHost", "#ConsumerTime", "#CostTimes",
+                                      "#Status")
+        assert lines[4].split()[:3] == ["Sub", "TraceCG", "127.0.0.1"] and lines[4].split()[-1] == "success"
+        doc = json.loads(_ok("queryMsgTraceById", "-n", n, "-i", msg_id, "--output", "json"))
+        pub = next(d for d in doc if d["msgType"] == "Pub")
+        assert (pub["topic"], pub["tags"], pub["keys"], pub["storeHost"]) == ("TrT", "TagT", "tk1", b.broker_addr)
+        assert {d["msgType"] for d in doc} == {"Pub", "SubBefore", "SubAfter"}
+        missing = mqadmin("queryMsgTraceById", "-n", n, "-i", "0" * 32)
+        assert missing.returncode == 3
+    local = Cli(tmp_path / "store", tmp_path / "broker.conf")("queryMsgTraceById", "-i", msg_id)
+    assert local.exit_code == 0 and local.stdout == r.stdout
