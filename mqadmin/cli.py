@@ -56,6 +56,9 @@ class CaseInsensitiveGroup(TyperGroup):
         """``mqadmin help CMD`` (Apache's habit) is ``mqadmin CMD --help``; ``mqadmin help`` the list."""
         if args and args[0].lower() == "help" and "help" not in self.commands:
             args = [args[1], "--help"] if len(args) > 1 else ["--help"]
+        from mqadmin.fast_params import install
+
+        install(self.get_params(ctx))
         return super().parse_args(ctx, args)
 
     def format_help(self, ctx: Any, formatter: Any) -> None:
@@ -102,10 +105,15 @@ class CaseInsensitiveGroup(TyperGroup):
 
 
 def _plain_flags(cmd: Any, ctx: Any) -> None:
-    """Boolean flags take no value: show no ``<bool>`` type placeholder for them in --help."""
-    for param in cmd.get_params(ctx):
+    """Boolean flags take no value: show no ``<bool>`` type placeholder for them in --help; and plain
+    options are coerced without pydantic (``mqadmin.fast_params``: start-up)."""
+    from mqadmin.fast_params import install
+
+    params = cmd.get_params(ctx)
+    for param in params:
         if isinstance(param, TyperOption) and param.is_flag and param.metavar is None:
             param.metavar = ""
+    install(params)
 
 
 # ------------------------------------------------------------------------------ shared options

@@ -39,5 +39,21 @@ def test_a_read_loads_no_yaml_no_asyncio_no_rich(cli):
     cli("updateTopic", "-c", "DefaultCluster", "-t", "T")
     loaded = _modules_after("topicStatus", "-t", "T", "--store", str(cli.store))
     assert "broker_core.broker.broker" in loaded  # the Broker owns the read
-    for heavy in ("rich", "yaml", "asyncio", "spark"):
+    for heavy in ("rich", "yaml", "asyncio", "spark", "pydantic", "typer._adapters"):
         assert heavy not in loaded, heavy
+
+
+def test_plain_options_are_coerced_as_typer_does_without_pydantic(cli):
+    """mqadmin.fast_params: the same values and the same one-line messages as typer's pydantic path."""
+    assert cli("updateTopic", "-c", "DefaultCluster", "-t", "T", "-r", " +3 ", "-w", "3").exit_code == 0
+    assert cli.json("topicStatus", "-t", "T")[-1]["queueId"] == 2
+    for value, message in (("1025", "Input should be less than or equal to 1024"),
+                           ("0x10", "Input should be a valid integer, unable to parse string as an integer"),
+                           ("-1", "Input should be greater than or equal to")):
+        r = cli("updateTopic", "-c", "DefaultCluster", "-t", "T", "-r", value)
+        assert r.exit_code == 2 and message in r.stderr, (value, r.stderr)
+    r = cli("topicStatus", "-t", "T", "--output", "XML")
+    assert r.exit_code == 2 and "Value error, 'XML' is not one of 'table', 'json', 'yaml'." in r.stderr
+    assert cli("topicStatus", "-t", "T", "--output", "JSON").exit_code == 0  # case-insensitive, as declared
+    loaded = _modules_after("updateTopic", "-c", "DefaultCluster", "-t", "T", "-r", "4", "--store", str(cli.store))
+    assert "pydantic" not in loaded
