@@ -1067,7 +1067,8 @@ class Admin:
                 yield self._scan_queue(b, topic, qid, span, expression, progress)
 
     def send_message(self, topic: str, body: bytes, keys: str | None = None, tags: str | None = None,
-                     broker_name: str | None = None, queue_id: int | None = None) -> SendResult:
+                     broker_name: str | None = None, queue_id: int | None = None, msg_trace: bool = False
+                     ) -> SendResult:
         """SEND_MESSAGE_V2 (the broker adds UNIQ_KEY; the transport picks the queue unless given)."""
         if broker_name is not None:
             self.check_target(broker_name=broker_name)
@@ -1077,7 +1078,7 @@ class Admin:
         if tags:
             props["TAGS"] = tags
         props["WAIT"] = "true"
-        return self.client.send_message(topic, body, props, broker_name, queue_id)
+        return self.client.send_message(topic, body, props, broker_name, queue_id, msg_trace=msg_trace)
 
     def consume_message(self, topic: str, group: str, broker_name: str | None = None,
                         queue_id: int | None = None, offset: int | None = None,

@@ -338,10 +338,10 @@ def send_message(
     queue_id: Annotated[int | None, typer.Option("-i", "--qid", help="queue id (requires -b)", min=0, max=JAVA_INT_MAX)] = None,
     msg_trace: Annotated[str | None, typer.Option("-m", "--msgTraceEnable", help="true/false")] = None,
 ) -> None:
-    parse_bool(msg_trace, "-m/--msgTraceEnable", False)
+    trace = parse_bool(msg_trace, "-m/--msgTraceEnable", False)
     if queue_id is not None and broker_name is None:
         raise UsageProblem("Broker name must be set if the queue is chosen!")
-    result = cmd.admin().send_message(topic, body.encode("utf-8"), key, tags, broker_name, queue_id)
+    result = cmd.admin().send_message(topic, body.encode("utf-8"), key, tags, broker_name, queue_id, msg_trace=trace)
     def render() -> None:
         cmd.printf("%-32s  %-4s  %-20s    %s%n", "#Broker Name", "#QID", "#Send Result", "#MsgId")
         cmd.printf("%-32s  %-4s  %-20s    %s%n", result.broker_name, result.queue_id, result.send_status,

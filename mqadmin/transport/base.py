@@ -425,10 +425,11 @@ class BrokerClient(Protocol):
 
     def send_message(self, topic: str, body: bytes, properties: dict[str, str], broker_name: str | None = None,
                      queue_id: int | None = None, producer_group: str | None = None,
-                     unit_name: str | None = None) -> SendResult:
+                     unit_name: str | None = None, msg_trace: bool = False) -> SendResult:
         """SEND_MESSAGE_V2 (310) to ``broker_name``/``queue_id`` or to a queue the route picks, by a
         producer of ``producer_group`` (mqadmin's own group when None); ``unit_name`` ends the
-        producer's client id (ip@instance@unit) as Java's ClientConfig builds it."""
+        producer's client id (ip@instance@unit) as Java's ClientConfig builds it; ``msg_trace``
+        also writes the send's Pub trace to RMQ_SYS_TRACE_TOPIC (sendMessage -m)."""
         ...
 
     def set_message_request_mode(self, broker_addr: str, topic: str, group: str, mode: str,

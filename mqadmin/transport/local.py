@@ -334,13 +334,25 @@ class LocalBrokerClient:
 
     def send_message(self, topic: str, body: bytes, properties: dict[str, str], broker_name: str | None = None,
                      queue_id: int | None = None, producer_group: str | None = None,
-                     unit_name: str | None = None) -> SendResult:
+                     unit_name: str | None = None, msg_trace: bool = False) -> SendResult:
         # in process there is no producer client: its group and unit name name nothing here
         if broker_name is not None and broker_name.strip() != self.config.broker_name:
             raise WrongTargetError(f"broker {broker_name.strip()!r} not found: this store's broker is "
                                    f"{self.config.broker_name!r} (brokerName in --config)")
         b = self._broker_for(self.config.broker_addr)
+        started = now_ms()
         r = self._call(None, b.send_message, topic, body, dict(properties), queue_id=queue_id)
+        if msg_trace:  # the Pub trace a traced producer would write, stored through the same Broker
+            from broker_core.store.codec.trace_data import TraceBean, TraceContext, TraceType, encode_context
+
+            bean = TraceBean(topic=topic, msg_id=r.uniq_key or "", offset_msg_id=r.msg_id,
+                             tags=properties.get("TAGS"), keys=properties.get("KEYS"),
+                             store_host=self.config.broker_addr, body_length=len(body))
+            text, keys = encode_context(TraceContext(TraceType.Pub, started, "DefaultRegion",
+                                                     producer_group or "mqadmin_send_group",
+                                                     cost_time=now_ms() - started, beans=[bean]))
+            self._call(None, b.send_message, self.config.msg_trace_topic_name, text.encode("utf-8"),
+                       {"KEYS": " ".join(keys), "WAIT": "true"})
         return SendResult(self.config.broker_name, r.queue_id, str(r.status), r.uniq_key, r.msg_id, r.queue_offset)
 
     def set_message_request_mode(self, broker_addr: str, topic: str, group: str, mode: str,

@@ -533,14 +533,14 @@ class RemotingBrokerClient:
 
     def send_message(self, topic: str, body: bytes, properties: dict[str, str], broker_name: str | None = None,
                      queue_id: int | None = None, producer_group: str | None = None,
-                     unit_name: str | None = None) -> SendResult:
+                     unit_name: str | None = None, msg_trace: bool = False) -> SendResult:
         props = dict(properties)
         msg = Message(topic, body, properties=props)
         group = producer_group or SEND_GROUP
 
         async def send() -> SendResult:
-            if self._producer is not None and (self._producer.group, self._producer.instance.unit_name) != \
-                    (group, unit_name):
+            if self._producer is not None and (self._producer.group, self._producer.instance.unit_name,
+                                               self._producer.trace is not None) != (group, unit_name, msg_trace):
                 await self._producer.shutdown()
                 if self._producer.instance is not self._instance:
                     await self._producer.instance.shutdown()
@@ -550,7 +550,7 @@ class RemotingBrokerClient:
                 if unit_name:  # a client id of its own: ip@instance@unit
                     inst = MQClientInstance(self._namesrv, credentials=self._credentials,
                                             request_timeout=self._timeout, unit_name=unit_name)
-                self._producer = Producer(group, inst)
+                self._producer = Producer(group, inst, enable_msg_trace=msg_trace)
                 await self._producer.start()
             mq = None
             if broker_name is not None:

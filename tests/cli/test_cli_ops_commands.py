@@ -472,3 +472,21 @@ def test_query_msg_trace_by_id_on_real_trace_data(tmp_path: Path) -> None:
         assert missing.returncode == 3
     local = Cli(tmp_path / "store", tmp_path / "broker.conf")("queryMsgTraceById", "-i", msg_id)
     assert local.exit_code == 0 and local.stdout == r.stdout
+
+
+def test_send_message_with_trace_then_query_it(cli, tmp_path: Path) -> None:
+    """sendMessage -m true writes the Pub trace (on a store through its Broker; over -n by a traced
+    producer) and queryMsgTraceById reads it back."""
+    assert cli("updateTopic", "-c", "DefaultCluster", "-t", "T", "-r", "1", "-w", "1").exit_code == 0
+    sent = cli.json("sendMessage", "-t", "T", "-p", "x", "-k", "k1", "-c", "TagA", "-m", "true")
+    views = cli.json("queryMsgTraceById", "-i", sent["msgId"])
+    assert [(v["msgType"], v["groupName"], v["topic"], v["tags"], v["keys"], v["offsetMsgId"], v["status"])
+            for v in views] == [("Pub", "mqadmin_send_group", "T", "TagA", "k1", sent["offsetMsgId"], "success")]
+    plain = cli.json("sendMessage", "-t", "T", "-p", "y")
+    assert cli("queryMsgTraceById", "-i", plain["msgId"]).exit_code == 3  # no -m, no trace
+    with running_broker(tmp_path / "remote", conf={"traceTopicEnable": "true"}) as b:
+        n = b.namesrv_addr
+        _ok("updateTopic", "-n", n, "-c", "DefaultCluster", "-t", "T", "-r", "1", "-w", "1")
+        remote = json.loads(_ok("sendMessage", "-n", n, "-t", "T", "-p", "z", "-m", "true", "--output", "json"))
+        out = _ok("queryMsgTraceById", "-n", n, "-i", remote["msgId"]).splitlines()
+        assert out[1].split()[:3] == ["Pub", "mqadmin_send_group", "127.0.0.1"] and out[1].split()[-1] == "success"
