@@ -162,6 +162,11 @@ OPS: dict[str, tuple[Op, list[tuple[str, str]]]] = {
     "earliest_msg_store_time": (lambda b, a: b.earliest_msg_store_time(T, 0, auth=a), [(f"Topic:{T}", "Get")]),
     "query_consume_queue": (lambda b, a: b.query_consume_queue(T, 0, 0, 1, auth=a), [(f"Topic:{T}", "Get")]),
     "update_broker_config": (lambda b, a: b.update_broker_config({"brokerPermission": "6"}, auth=a), []),
+    "clean_expired_consume_queues": (lambda b, a: b.clean_expired_consume_queues(auth=a), []),
+    "delete_expired_commit_log": (lambda b, a: b.delete_expired_commit_log(auth=a), []),
+    "clean_unused_topics": (lambda b, a: b.clean_unused_topics(auth=a), []),
+    "set_message_request_mode": (lambda b, a: b.set_message_request_mode(T, G, "POP", auth=a), []),
+    "view_broker_stats_data": (lambda b, a: b.view_broker_stats_data("TOPIC_PUT_NUMS", T, auth=a), []),
     "create_user": (lambda b, a: b.create_user(f"new{next(_names)}", "pw", auth=a), [(CLUSTER, "Update")]),
     "update_user": (lambda b, a: b.update_user(_user(b, "bob"), "pw2", auth=a), [(CLUSTER, "Update")]),
     "delete_user": (lambda b, a: b.delete_user(_user(b), auth=a), [(CLUSTER, "Update")]),
@@ -184,6 +189,7 @@ EXEMPT = {
     "verify_store": "in-process store maintenance (mqadmin verifyStore on a store directory)",
     "lost_found_records": "in-process store maintenance (mqadmin verifyStore --lostFound on a store directory)",
     "registration": "name-server registration (broker to namesrv, not a client request)",
+    "message_request_mode": "in-process lookup of what setConsumeMode stored (QUERY_ASSIGNMENT is not served)",
     "retry_topic_of": "name helper", "dlq_topic_of": "name helper", "is_retry_topic": "name helper",
 }
 
