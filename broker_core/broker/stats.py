@@ -33,7 +33,7 @@ class TpsCounter:
     def __init__(self, clock: Callable[[], int], window_seconds: int = 60) -> None:
         self.clock = clock
         self.window = window_seconds
-        self._buckets: deque[list[int]] = deque()  # [second, count]
+        self._buckets: deque[list[int]] = deque()  # [second, count, events]
         self._minutes: deque[list[int]] = deque()  # [minute, count, events]
         self._lock = threading.Lock()
 
@@ -44,8 +44,9 @@ class TpsCounter:
         with self._lock:
             if self._buckets and self._buckets[-1][0] == sec:
                 self._buckets[-1][1] += n
+                self._buckets[-1][2] += 1
             else:
-                self._buckets.append([sec, n])
+                self._buckets.append([sec, n, 1])
             while self._buckets and self._buckets[0][0] < sec - self.window - 1:
                 self._buckets.popleft()
             if self._minutes and self._minutes[-1][0] == minute:
@@ -57,7 +58,15 @@ class TpsCounter:
                 self._minutes.popleft()
 
     def window_stats(self, minutes: int) -> StatsWindow:
-        """The last ``minutes`` minutes, the current one included (1, 60 or 1440)."""
+        """The last ``minutes`` minutes (1, 60 or 1440): the minute from the per-second buckets (the
+        last 60 seconds, this one included), longer windows from the per-minute buckets."""
+        if minutes == 1:
+            sec = self.clock() // 1000
+            with self._lock:
+                rows = [(c, e) for s, c, e in self._buckets if s > sec - 60]
+            total = sum(c for c, _ in rows)
+            events = sum(e for _, e in rows)
+            return StatsWindow(total, total / 60, total / events if events else 0.0)
         current = self.clock() // 60_000
         with self._lock:
             rows = [(c, e) for m, c, e in self._minutes if m > current - minutes]
@@ -67,7 +76,7 @@ class TpsCounter:
 
     def _sum(self, first_sec: int, last_sec: int) -> int:
         with self._lock:
-            return sum(c for s, c in self._buckets if first_sec <= s <= last_sec)
+            return sum(c for s, c, _ in self._buckets if first_sec <= s <= last_sec)
 
     def tps_last_second(self) -> float:
         prev = self.clock() // 1000 - 1

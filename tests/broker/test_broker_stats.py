@@ -92,3 +92,25 @@ def test_acl_enforced_for_remote_callers(make_broker, tmp_path, monkeypatch):
     with pytest.raises(NoPermissionError):
         b.create_or_update_topic("T2", auth=ctx)
     assert "alice" in (tmp_path / "logs" / "auth_audit.log").read_text()
+
+
+def test_stats_data_windows_for_stats_all(clock):
+    """VIEW_BROKER_STATS_DATA: the minute is the last 60 s (not the calendar minute), hour and day sum
+    the per-minute buckets; avgpt is the mean count per recorded event."""
+    from broker_core.broker.stats import BrokerStats
+
+    stats = BrokerStats(clock)
+    stats.record_put("T", 4)
+    stats.record_put("T", 2)
+    clock.advance(50_000)
+    minute, hour, day = stats.stats_data("TOPIC_PUT_NUMS", "T")
+    assert (minute.sum, minute.avgpt, hour.sum, day.sum) == (6, 3.0, 6, 6)
+    assert minute.tps == 0.1
+    clock.advance(20_000)  # 70 s after the puts: out of the minute, still in the hour and the day
+    minute, hour, day = stats.stats_data("TOPIC_PUT_NUMS", "T")
+    assert (minute.sum, hour.sum, day.sum) == (0, 6, 6)
+    clock.advance(2 * 3_600_000)
+    assert stats.stats_data("TOPIC_PUT_NUMS", "T")[1].sum == 0 and stats.stats_data("TOPIC_PUT_NUMS", "T")[2].sum == 6
+    stats.record_get("G", "T", 3)
+    assert stats.stats_data("GROUP_GET_NUMS", "T@G")[0].sum == 3
+    assert stats.stats_data("GROUP_GET_NUMS", "T@Other") is None and stats.stats_data("TOPIC_PUT_NUMS", "U") is None

@@ -377,6 +377,12 @@ _STATS_HEADER = (f"{'#Topic':<64}  {'#Consumer Group':<64} {'#Accumulation':>12}
 
 def test_stats_all_over_n_counts_live_traffic(broker: BrokerProcess, live: LiveConsumer) -> None:
     n = broker.namesrv_addr
+    seen = len(live.got)
+    _ok("sendMessage", "-n", n, "-t", "StT", "-p", "stats")  # traffic within the TPS minute
+    deadline = time.monotonic() + 20
+    while len(live.got) <= seen:
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
     lines = _ok("statsAll", "-n", n, "-t", "StT").splitlines()
     assert lines[0] == _STATS_HEADER
     row = lines[1]

@@ -115,7 +115,9 @@ def test_recover_after_crash(pb: Playbooks, sshd: Sshd, tmp_path: Path) -> None:
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         deadline = time.monotonic() + 60
-        while lock_owner(store) != broker.pid and time.monotonic() < deadline:
+        # started = holds the lock AND has opened the store (abort is written after recovery, which
+        # follows taking the lock): killing in between would crash a broker that never ran
+        while not (lock_owner(store) == broker.pid and (store / "abort").exists()) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert lock_owner(store) == broker.pid, "mqbroker did not start"
         os.kill(broker.pid, signal.SIGKILL)  # the crash
