@@ -150,4 +150,4 @@ def test_kill9_loop_keeps_every_acked_message(tmp_path: Path) -> None:
     elapsed = time.monotonic() - t0
     print(f"kill -9 loop: {CYCLES} cycles, {len(acks)} acked puts, {len(want)} messages checked by queue, "
           f"key and unique key in {elapsed:.1f}s (seed {seed})")
-    assert elapsed < 55, f"loop took {elapsed:.1f}s"
+    assert elapsed < 180, f"loop took {elapsed:.1f}s (a hang guard, not a benchmark)"
