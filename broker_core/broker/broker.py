@@ -57,6 +57,8 @@ from .errors import (
     TopicNotExistError,
 )
 from .filter import FilterSyntaxError, UnsupportedExpressionTypeError, build_filter
+from .filter.calc_bit_map import CommitLogDispatcherCalcBitMap
+from .filter.consumer_filter_manager import ConsumerFilterManager
 from .hooks import PutMessageHook, build_put_message_hooks
 from .long_polling import PullRequestHoldService
 from .pop import AckResult, ChangeInvisibleResult, PopResult, PopService
@@ -155,6 +157,16 @@ class Broker:
         self.topic_manager = TopicManager(self.store, self.config, clock, read_only)
         self.topic_manager.load_deleted_topics()
         self.store.dispatch_filter = self.topic_manager.dispatch_filter
+        # SQL92 consumers and their bloom bits, loaded before the store opens: recovery re-dispatches
+        # records, and their ext bitmaps are computed with the filters the broker had.
+        cfg = self.config
+        self.consumer_filter_manager = ConsumerFilterManager(
+            self.store.config_dir, clock, cfg.max_error_rate_of_bloom_filter, cfg.expect_consumer_num_use_filter,
+            cfg.filter_data_clean_time_span, read_only)
+        self.consumer_filter_manager.load()
+        cfg.store.bit_map_length_consume_queue_ext = self.consumer_filter_manager.bloom_filter.m
+        self.store.filter_bit_map_hook = CommitLogDispatcherCalcBitMap(self.consumer_filter_manager,
+                                                                       cfg.enable_calc_filter_bit_map)
         self.store.open()
         try:
             self.topic_manager.init()
@@ -171,6 +183,7 @@ class Broker:
             raise
         self.stats = BrokerStats(clock)
         self.client_registry = ClientRegistry(clock)
+        self.client_registry.consumer_ids_changed_listeners.append(self._consumer_group_changed)
         self.pull_hold_service = PullRequestHoldService()
         self.store.arrival_listeners.append(self.pull_hold_service.notify_message_arriving)
         self.put_pipeline = PutPipeline(self.store, build_put_message_hooks(self.config.store, clock), read_only)
@@ -179,7 +192,8 @@ class Broker:
                                     self.put_pipeline, on_put=self.stats.record_put,
                                     prepare_transaction=self._prepare_transaction)
         self.puller = PullService(self.store, self.topic_manager, self.group_manager, self.offset_manager,
-                                  self.config, self.pull_hold_service, on_get=self.stats.record_get)
+                                  self.config, self.pull_hold_service, on_get=self.stats.record_get,
+                                  consumer_filters=self.consumer_filter_manager)
         self.lock_manager = RebalanceLockManager(clock, self.config.rebalance_lock_max_live_time)
         self.offset_reset_listeners: list[OffsetResetListener] = []
         self.reset_service = ResetOffsetService(self.store, self.topic_manager, self.group_manager,
@@ -210,7 +224,7 @@ class Broker:
         self.pop_service = PopService(self.store, self.offset_manager, self.group_manager.find,
                                       self.put_message_internal, cfg.broker_name, cfg.broker_cluster_name, clock,
                                       self.store.config_dir, topics=self.topic_manager, config=cfg.pop_config(),
-                                      store_host=cfg.store_host)
+                                      store_host=cfg.store_host, consumer_filters=self.consumer_filter_manager)
         self.pop_service.load()
         self.offset_reset_listeners.append(self.pop_service.on_offset_reset)
         self.inflight_provider = self.pop_service.inflight
@@ -263,6 +277,7 @@ class Broker:
         while not self._flush_stop.wait(interval):
             try:
                 self.offset_manager.persist()
+                self.consumer_filter_manager.persist()
             except Exception:
                 log.exception("consumer offset flush failed")
 
@@ -270,6 +285,7 @@ class Broker:
         """Write every changed config file now (atomic writes)."""
         if self.read_only:
             return
+        self.consumer_filter_manager.persist()
         self.pop_service.persist()
         self.schedule_service.persist()
         self.transaction_service.persist()
@@ -900,9 +916,19 @@ class Broker:
                     # the first failed message is sent back, so retries are consumed at once.
                     self.topic_manager.create_if_absent(TopicConfig(retry_topic(c.group_name), group.retry_queue_nums,
                                                                     group.retry_queue_nums, PERM_READ_WRITE))
-        return self.client_registry.heartbeat(channel, client_id, language=language, version=version,
-                                              remote_addr=remote_addr, producer_groups=tuple(producer_groups),
-                                              consumers=tuple(consumers))
+        result = self.client_registry.heartbeat(channel, client_id, language=language, version=version,
+                                                remote_addr=remote_addr, producer_groups=tuple(producer_groups),
+                                                consumers=tuple(consumers))
+        if not self.read_only:
+            # ConsumerGroupEvent.REGISTER on every heartbeat: SQL92 subscriptions get their bloom bits
+            for c in consumers:
+                self.consumer_filter_manager.register_group(c.group_name, c.subscriptions)
+        return result
+
+    def _consumer_group_changed(self, group: str, clients: list) -> None:
+        """The group's last client left (ConsumerGroupEvent.UNREGISTER): its SQL92 filters die."""
+        if not clients and not self.read_only:
+            self.consumer_filter_manager.unregister(group)
 
     def add_topic_change_listener(self, listener: Callable[[str, TopicConfig | None], None]) -> None:
         """``listener(topic, config or None)`` after any topic is created, changed or deleted — also the

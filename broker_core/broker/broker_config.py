@@ -55,6 +55,12 @@ class BrokerConfig:
     transaction_check_max: int = 15
     transaction_check_interval: int = 30_000
     revive_queue_num: int = 8
+    # SQL92 filter bitmap at dispatch (needs the store's enableConsumeQueueExt too): the bloom filter has
+    # k = ceil(log_0.5(maxErrorRateOfBloomFilter/100)) hashes and m bits for expectConsumerNumUseFilter.
+    enable_calc_filter_bit_map: bool = False
+    expect_consumer_num_use_filter: int = 32
+    max_error_rate_of_bloom_filter: int = 20
+    filter_data_clean_time_span: int = 24 * 3600 * 1000
     max_reconsume_times: int = 16
     # The gRPC v2 endpoint (the proxy's grpcServerPort; 0 disables it) and its TLS key pair (PEM files).
     grpc_server_port: int = 8081
@@ -88,6 +94,10 @@ class BrokerConfig:
             raise ConfigError(f"defaultTopicQueueNums must be positive, got {cfg.default_topic_queue_nums}")
         if cfg.flush_consumer_offset_interval <= 0:
             raise ConfigError(f"flushConsumerOffsetInterval must be positive, got {cfg.flush_consumer_offset_interval}")
+        if not 1 <= cfg.max_error_rate_of_bloom_filter < 100:
+            raise ConfigError(f"maxErrorRateOfBloomFilter must be in [1, 99], got {cfg.max_error_rate_of_bloom_filter}")
+        if cfg.expect_consumer_num_use_filter < 1:
+            raise ConfigError(f"expectConsumerNumUseFilter must be positive, got {cfg.expect_consumer_num_use_filter}")
         for name in ("transaction_time_out", "transaction_check_interval"):
             if getattr(cfg, name) < 0:
                 raise ConfigError(f"{name}: must not be negative, got {getattr(cfg, name)}")

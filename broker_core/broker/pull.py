@@ -26,6 +26,8 @@ from .errors import (
     TopicNotExistError,
 )
 from .filter import FilterSyntaxError, MessageFilter, UnsupportedExpressionTypeError, build_filter
+from .filter.consumer_filter_manager import ConsumerFilterManager
+from .filter.expression_filter import with_bitmap
 from .long_polling import PullRequestHoldService
 from .subscription_group_manager import SubscriptionGroupManager
 from .topic_manager import TopicManager, is_readable
@@ -84,8 +86,10 @@ def map_get_result(result: GetMessageResult, requested_offset: int) -> tuple[Pul
 class PullService:
     def __init__(self, store: MessageStore, topics: TopicManager, groups: SubscriptionGroupManager,
                  offsets: ConsumerOffsetManager, config: BrokerConfig, hold: PullRequestHoldService,
-                 on_get: Callable[[str, str, int], None] | None = None) -> None:
+                 on_get: Callable[[str, str, int], None] | None = None,
+                 consumer_filters: ConsumerFilterManager | None = None) -> None:
         self.store = store
+        self.consumer_filters = consumer_filters
         self.topics = topics
         self.groups = groups
         self.offsets = offsets
@@ -133,6 +137,7 @@ class PullService:
             message_filter = build_filter(expression_type, subscription)
         except (FilterSyntaxError, UnsupportedExpressionTypeError) as e:
             raise SubscriptionParseFailedError(f"parse the consumer's subscription failed: {e}") from e
+        message_filter = with_bitmap(message_filter, group, topic, self.consumer_filters)
 
         reset_pending = self.config.use_server_side_reset_offset and \
             self.offsets.has_offset_reset(group, topic, queue_id)

@@ -13,8 +13,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from .codec.cq_ext import MAX_ADDR, CqExtUnit
 from .codec.cq_unit import CQ_FILLER, CQ_STORE_UNIT_SIZE, CQ_UNIT
 from .codec.hotpath import put_cq_unit, valid_units_end
+from .consume_queue_ext import ConsumeQueueExt
 from .mapped_file import MappedFile, MappedFileQueue, offset_to_file_name
 
 log = logging.getLogger("rmqops.store")
@@ -39,6 +41,8 @@ class CqUnit:
     batch_num: int = 1
     store_time: int = 0
     compacted_offset: int = -1
+    # The ConsumeQueueExt unit the CQ unit points at (tags_code is then the ext unit's); None without one.
+    ext: CqExtUnit | None = None
 
 
 class ConsumeQueueBase:
@@ -47,6 +51,7 @@ class ConsumeQueueBase:
     unit_size = CQ_STORE_UNIT_SIZE
     cq_type = "SimpleCQ"
     is_batch = False  # BatchCQ units carry msgBaseOffset, store time and batch size besides the position
+    ext: ConsumeQueueExt | None = None  # SimpleCQ with enableConsumeQueueExt only
 
     def __init__(self, topic: str, queue_id: int, root_dir: Path, file_size: int, read_only: bool = False) -> None:
         self.topic = topic
@@ -320,13 +325,57 @@ class ConsumeQueueBase:
 
 
 class ConsumeQueue(ConsumeQueueBase):
-    """SimpleCQ: unit ``q`` lives at logical byte ``q * 20``."""
+    """SimpleCQ: unit ``q`` lives at logical byte ``q * 20``.
 
-    def __init__(self, topic: str, queue_id: int, root_dir: Path, file_size: int, read_only: bool = False) -> None:
+    With an ``ext`` (enableConsumeQueueExt) each new unit's tagsCode field holds the address of its
+    ConsumeQueueExt unit; readers get the real tagsCode, the store time and the bitmap from there.
+    """
+
+    def __init__(self, topic: str, queue_id: int, root_dir: Path, file_size: int, read_only: bool = False,
+                 ext: ConsumeQueueExt | None = None) -> None:
         super().__init__(topic, queue_id, root_dir, file_size, read_only)
         self.min_logic_offset = 0
+        self.ext = ext
+
+    def load(self) -> None:
+        super().load()
+        if self.ext is not None:
+            self.ext.load()
+
+    def flush(self, least_pages: int = 0) -> None:
+        super().flush(least_pages)
+        if self.ext is not None:
+            self.ext.flush(least_pages)
+
+    def close(self) -> None:
+        super().close()
+        if self.ext is not None:
+            self.ext.close()
+
+    def destroy(self) -> None:
+        super().destroy()
+        if self.ext is not None:
+            self.ext.destroy()
+
+    def _last_ext_addr(self) -> int | None:
+        """The ext address in the newest unit that has one (ext units are written in queue order)."""
+        for mf in reversed(self.file_queue.files):
+            last = None
+            for _phy, _size, tags in CQ_UNIT.iter_unpack(mf.mv[:mf.wrote_position // CQ_STORE_UNIT_SIZE
+                                                                 * CQ_STORE_UNIT_SIZE]):
+                if tags <= MAX_ADDR:
+                    last = tags
+            if last is not None:
+                return last
+        return None
 
     def _after_recover(self) -> None:
+        if self.ext is not None:
+            # the ext is valid up to the unit the newest CQ unit points at (ConsumeQueue#recover and
+            # #truncateDirtyLogicFiles: truncateByMaxAddress)
+            addr = self._last_ext_addr()
+            if addr is not None:
+                self.ext.truncate_by_max_address(addr)
         files = self.file_queue.files
         if files and self.min_logic_offset < files[0].file_from_offset:
             self.min_logic_offset = files[0].file_from_offset
@@ -350,8 +399,12 @@ class ConsumeQueue(ConsumeQueueBase):
 
     # -- write -------------------------------------------------------------------------------------
     def put_message_position_info(self, phy_offset: int, size: int, tags_code: int, cq_offset: int,
-                                  store_time: int = 0, batch_num: int = 1) -> bool:
-        """Append one unit at queue offset ``cq_offset`` (idempotent for units already present)."""
+                                  store_time: int = 0, batch_num: int = 1, ext_unit: CqExtUnit | None = None) -> bool:
+        """Append one unit at queue offset ``cq_offset`` (idempotent for units already present).
+
+        With ``ext_unit`` and an ext, the ext unit is written first and the CQ unit's tagsCode is its
+        address (putMessagePositionInfoWrapper); if the ext cannot take it, the tags hash stays.
+        """
         if phy_offset + size <= self.max_physic_offset:
             return True
         expect = cq_offset * CQ_STORE_UNIT_SIZE
@@ -375,6 +428,10 @@ class ConsumeQueue(ConsumeQueueBase):
                 log.warning("consume queue %s-%d: expected logic offset %d but the queue is at %d",
                             self.topic, self.queue_id, expect, current)
         pos = mf.wrote_position
+        if ext_unit is not None and self.ext is not None:
+            addr = self.ext.put(ext_unit)
+            if addr is not None:
+                tags_code = addr
         # Packed straight into the mapping (what MappedFile.append does, minus a temporary bytes).
         put_cq_unit(mf.mv, pos, phy_offset, size, tags_code)
         mf.wrote_position = pos + CQ_STORE_UNIT_SIZE
@@ -401,9 +458,18 @@ class ConsumeQueue(ConsumeQueueBase):
         end = min(mf.wrote_position, pos + max_units * CQ_STORE_UNIT_SIZE)
         out = []
         q = start_offset
+        ext = self.ext
         for phy, size, tags in CQ_UNIT.iter_unpack(mf.mv[pos:end]):
             if phy < 0 or size <= 0:
                 break
+            if tags <= MAX_ADDR and ext is not None:
+                unit = ext.get(tags)
+                if unit is not None:
+                    out.append(CqUnit(q, phy, size, unit.tags_code, 1, unit.msg_store_time, -1, unit))
+                    q += 1
+                    continue
+                log.warning("consume queue %s-%d: ext unit at %d of queue offset %d not readable; the message is "
+                            "read and evaluated instead", self.topic, self.queue_id, tags, q)
             out.append(CqUnit(q, phy, size, tags))
             q += 1
         return out
@@ -461,6 +527,12 @@ class ConsumeQueue(ConsumeQueueBase):
             self.file_queue.delete_first_file()
             deleted += 1
         self.correct_min_offset(commit_log_min_offset)
+        if self.ext is not None and files:
+            # the ext files wholly before the first unit still served go too (truncateByMinAddress)
+            mf = files[0]
+            pos = max(0, self.min_logic_offset - mf.file_from_offset)
+            if pos + CQ_STORE_UNIT_SIZE <= mf.wrote_position:
+                self.ext.truncate_by_min_address(CQ_UNIT.unpack_from(mf.mv, pos)[2])
         return deleted
 
     def get_offset_in_queue_by_time(self, timestamp: int, store_time_of: Callable[[int, int], int],

@@ -23,6 +23,7 @@ from typing import Protocol
 from .batch_consume_queue import BatchConsumeQueue
 from .checkpoint import StoreCheckpoint
 from .codec.batch import iter_batch_raw
+from .codec.cq_ext import MAX_ADDR, CqExtUnit
 from .codec.hotpath import first_record_stored_after, tags_code
 from .codec.message import (
     RECORD_BLANK,
@@ -50,6 +51,7 @@ from .commit_log import (
     now_ms,
 )
 from .consume_queue import BOUNDARY_LOWER, ConsumeQueue, ConsumeQueueBase, CqUnit
+from .consume_queue_ext import ConsumeQueueExt, FilterBitMapHook
 from .dispatch import (
     SCHEDULE_TOPIC,
     DispatchRequest,
@@ -75,6 +77,7 @@ _LIVE_PAUSE_S = 0.002
 _CHEAP_KEYS = 16
 
 CONSUME_QUEUE_DIR = "consumequeue"
+CONSUME_QUEUE_EXT_DIR = "consumequeue_ext"  # StorePathConfigHelper.getStorePathConsumeQueueExt
 DISK_CHECK_INTERVAL_S = 0.5
 BATCH_CONSUME_QUEUE_DIR = "batchconsumequeue"
 
@@ -98,6 +101,9 @@ class GetMessageResult:
     min_offset: int
     max_offset: int
     messages: list[MessageExt] = field(default_factory=list)
+    # Messages read from the commitlog and then refused by the filter (Java's filterMessageCount): what
+    # the consume-queue step (tags hash, SQL92 bitmap) could not rule out without reading them.
+    filter_message_count: int = 0
 
 
 @dataclass(slots=True)
@@ -114,9 +120,13 @@ class RecoveryReport:
 
 
 class MessageFilterLike(Protocol):
-    """What get_messages needs from a filter (the broker's tag/SQL filters provide it)."""
+    """What get_messages needs from a filter (the broker's tag/SQL filters provide it).
 
-    def is_matched_by_consume_queue(self, tags_code: int) -> bool: ...
+    ``tags_code`` is None where the unit's is unknown (an ext address without a readable ext unit);
+    ``cq_ext_unit`` is the unit's ConsumeQueueExt unit (store time, filter bitmap) when it has one.
+    """
+
+    def is_matched_by_consume_queue(self, tags_code: int | None, cq_ext_unit: CqExtUnit | None = None) -> bool: ...
 
     def is_matched_by_commit_log(self, properties: dict[str, str]) -> bool: ...
 
@@ -153,6 +163,8 @@ class MessageStore:
         # deleted topic's old records are not re-dispatched into a new consume queue on recovery).
         # It gets the record's fields, not a DispatchRequest: the per-put path builds none.
         self.dispatch_filter: RecordFilter | None = None
+        # enableConsumeQueueExt: computes each message's filter bitmap for its ext unit (the broker's).
+        self.filter_bit_map_hook: FilterBitMapHook | None = None
         self._flush_thread: threading.Thread | None = None
         self._stopping = False
         self._started = False
@@ -340,8 +352,11 @@ class MessageStore:
         if queue_type == BATCH_CQ:
             return BatchConsumeQueue(topic, queue_id, self.root / BATCH_CONSUME_QUEUE_DIR,
                                      self.config.batch_consume_queue_file_size, self.read_only)
+        ext = ConsumeQueueExt(topic, queue_id, self.root / CONSUME_QUEUE_EXT_DIR,
+                              self.config.mapped_file_size_consume_queue_ext, self.read_only) \
+            if self.config.enable_consume_queue_ext else None
         return ConsumeQueue(topic, queue_id, self.root / CONSUME_QUEUE_DIR, self.config.consume_queue_file_size,
-                            self.read_only)
+                            self.read_only, ext)
 
     def _load_consume_queues(self) -> None:
         for dirname, qtype in ((CONSUME_QUEUE_DIR, SIMPLE_CQ), (BATCH_CONSUME_QUEUE_DIR, BATCH_CQ)):
@@ -668,7 +683,7 @@ class MessageStore:
         one) takes the record's fields, so it keeps this path.
         """
         known = rec[9]
-        if known is None or self.dispatchers:
+        if known is None or self.dispatchers or self.config.enable_consume_queue_ext:
             self.do_dispatch(dispatch_request_of_appended(rec, self.delay_levels_ms))
             return
         phy, size, topic, queue_id, queue_offset, sys_flag, store_ts, _prepared, props, _ = rec
@@ -713,6 +728,12 @@ class MessageStore:
                 if cq.is_batch:
                     cq.put_message_position_info(req.commit_log_offset, req.msg_size, req.tags_code,
                                                  req.msg_base_offset, req.store_timestamp, req.batch_size)
+                elif cq.ext is not None:
+                    hook = self.filter_bit_map_hook
+                    bit_map = hook.calc_filter_bit_map(req.topic, req.properties_string) if hook else None
+                    cq.put_message_position_info(req.commit_log_offset, req.msg_size, req.tags_code,
+                                                 req.consume_queue_offset, ext_unit=CqExtUnit(
+                                                     req.tags_code, req.store_timestamp, bit_map))
                 else:
                     cq.put_message_position_info(req.commit_log_offset, req.msg_size, req.tags_code,
                                                  req.consume_queue_offset)
@@ -955,6 +976,7 @@ class MessageStore:
         messages: list[MessageExt] = []
         next_offset = offset
         scanned = 0
+        filtered = 0
         cl_min = self.commit_log.min_offset()
         batch = isinstance(cq, BatchConsumeQueue)
         while len(messages) < max_num and next_offset < max_off and scanned < max_units_scan:
@@ -969,7 +991,11 @@ class MessageStore:
                 if u.phy_offset < cl_min:
                     next_offset = unit_end
                     continue
-                if message_filter is not None and not message_filter.is_matched_by_consume_queue(u.tags_code):
+                # the ext unit goes along only where there is one (filters written before it take one argument)
+                if message_filter is not None and not (
+                        message_filter.is_matched_by_consume_queue(u.tags_code) if u.ext is None and
+                        u.tags_code > MAX_ADDR else message_filter.is_matched_by_consume_queue(
+                            None if u.tags_code <= MAX_ADDR else u.tags_code, u.ext)):
                     next_offset = unit_end
                     continue
                 record = self._read_unit_record(cq, u)
@@ -981,6 +1007,8 @@ class MessageStore:
                             break
                         if message_filter is None or message_filter.is_matched_by_commit_log(m.properties):
                             messages.append(m)
+                        else:
+                            filtered += 1
                         next_offset = m.queue_offset + 1
                     if len(messages) >= max_num:
                         break
@@ -990,6 +1018,8 @@ class MessageStore:
                     record.queue_offset = u.queue_offset
                 if message_filter is None or message_filter.is_matched_by_commit_log(record.properties):
                     messages.append(record)
+                else:
+                    filtered += 1
                 next_offset = unit_end
                 if len(messages) >= max_num:
                     break
@@ -1000,7 +1030,7 @@ class MessageStore:
         else:
             status = GetMessageStatus.OFFSET_FOUND_NULL
             next_offset = offset + 1 if offset + 1 <= max_off else offset
-        return GetMessageResult(status, next_offset, min_off, max_off, messages)
+        return GetMessageResult(status, next_offset, min_off, max_off, messages, filtered)
 
     def _read_unit_record(self, cq: ConsumeQueueBase, u: CqUnit) -> MessageExt:
         """The record a unit points at; CorruptDataError (naming the queue and offset) when the unit and
@@ -1113,7 +1143,7 @@ class MessageStore:
                 removed += 1
         for t in topics:
             self.commit_log.queue_offsets.remove_topic(t)
-            for d in (CONSUME_QUEUE_DIR, BATCH_CONSUME_QUEUE_DIR):
+            for d in (CONSUME_QUEUE_DIR, BATCH_CONSUME_QUEUE_DIR, CONSUME_QUEUE_EXT_DIR):
                 p = self.root / d / t
                 if p.is_dir():
                     import shutil

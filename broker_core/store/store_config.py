@@ -45,7 +45,11 @@ class StoreConfig:
     max_message_size: int = 1024 * 1024 * 4
     check_crc_on_recover: bool = True
     auto_message_version_on_topic_len: bool = True
+    # ConsumeQueueExt (consumequeue_ext/): tags hash, store time and the SQL92 filter bitmap per unit.
+    # bitMapLengthConsumeQueueExt is the bitmap's bit count; the broker sets it to its bloom filter's m.
     enable_consume_queue_ext: bool = False
+    mapped_file_size_consume_queue_ext: int = 48 * 1024 * 1024
+    bit_map_length_consume_queue_ext: int = 64
     # ConcurrentReputMessageService: parse big commitlog blocks in parallel, dispatch in order
     enable_build_consume_queue_concurrently: bool = False
     batch_dispatch_request_thread_pool_nums: int = 16
@@ -72,7 +76,7 @@ class StoreConfig:
         if self.flush_disk_type not in (ASYNC_FLUSH, SYNC_FLUSH):
             raise ConfigError(f"flushDiskType={self.flush_disk_type!r}: expected {ASYNC_FLUSH} or {SYNC_FLUSH}")
         minimum = {"mapped_file_size_commit_log": 64, "mapped_file_size_consume_queue": 20,
-                   "mapper_file_size_batch_consume_queue": 46, "mapped_file_size_timer_log": 64,
+                   "mapper_file_size_batch_consume_queue": 46, "mapped_file_size_timer_log": 64, "mapped_file_size_consume_queue_ext": 64,
                    "max_hash_slot_num": 1, "max_index_num": 2, "max_msgs_num_batch": 1, "max_message_size": 1,
                    "sync_flush_timeout": 1, "flush_interval_commit_log": 1, "flush_interval_consume_queue": 1,
                    "clean_resource_interval": 1, "delete_file_batch_max": 1, "timer_precision_ms": 1,

@@ -8,6 +8,7 @@ from typing import Protocol, runtime_checkable
 from broker_core.broker.filter.errors import FilterSyntaxError, UnsupportedExpressionTypeError
 from broker_core.broker.filter.sql92 import compile_sql92
 from broker_core.broker.filter.tag import TagFilter, parse_tag_expression
+from broker_core.store.codec.cq_ext import CqExtUnit
 
 TAG = "TAG"
 SQL92 = "SQL92"
@@ -24,7 +25,7 @@ class MessageFilter(Protocol):
     @property
     def expression(self) -> str: ...
 
-    def is_matched_by_consume_queue(self, tags_code: int | None) -> bool: ...
+    def is_matched_by_consume_queue(self, tags_code: int | None, cq_ext_unit: CqExtUnit | None = None) -> bool: ...
 
     def is_matched_by_commit_log(self, properties: Mapping[str, str] | None) -> bool: ...
 

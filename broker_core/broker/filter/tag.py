@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from broker_core.broker.filter.errors import FilterSyntaxError
+from broker_core.store.codec.cq_ext import CqExtUnit
 from broker_core.store.codec.hashing import java_string_hash
 
 SUB_ALL = "*"
@@ -91,7 +92,7 @@ class TagFilter:
     def expression(self) -> str:
         return self.subscription.sub_string
 
-    def is_matched_by_consume_queue(self, tags_code: int | None) -> bool:
+    def is_matched_by_consume_queue(self, tags_code: int | None, cq_ext_unit: CqExtUnit | None = None) -> bool:
         return self.subscription.is_matched_by_consume_queue(tags_code)
 
     def is_matched_by_commit_log(self, properties: Mapping[str, str] | None) -> bool:

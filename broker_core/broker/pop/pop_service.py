@@ -34,6 +34,8 @@ from broker_core.broker.errors import (
     TopicNotExistError,
 )
 from broker_core.broker.filter import FilterSyntaxError, UnsupportedExpressionTypeError, build_filter
+from broker_core.broker.filter.consumer_filter_manager import ConsumerFilterManager
+from broker_core.broker.filter.expression_filter import with_bitmap
 from broker_core.broker.retry import (
     PERM_READ_WRITE,
     RetryService,
@@ -201,8 +203,10 @@ class PopService:
                  put_message: Callable[[MessageInner], PutMessageResult], broker_name: str, cluster_name: str,
                  clock: Callable[[], int], config_dir: Path, *, topics: TopicsLike | None = None,
                  config: PopConfig | None = None, store_host: tuple[str, int] = ("127.0.0.1", 10911),
-                 rng: random.Random | None = None) -> None:
+                 rng: random.Random | None = None, consumer_filters: ConsumerFilterManager | None = None) -> None:
         self.store = store
+        # SQL92 pops of a group that registered the same expression use the dispatch-time bitmap
+        self.consumer_filters = consumer_filters
         self.offsets = offsets
         self.groups = groups
         self.put_message = put_message
@@ -368,6 +372,7 @@ class PopService:
             message_filter = build_filter(expression_type, expression)
         except (FilterSyntaxError, UnsupportedExpressionTypeError) as e:
             raise SubscriptionParseFailedError(f"parse the consumer's subscription failed: {e}") from e
+        message_filter = with_bitmap(message_filter, group, topic, self.consumer_filters)
         is_order = bool(cfg.consume_message_orderly) if order is None else order
         args = (group, tc, queue_id, max_msgs, invisible_time_ms, attempt_id, is_order, init_mode, message_filter, cfg)
 

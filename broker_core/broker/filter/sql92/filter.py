@@ -9,6 +9,7 @@ from broker_core.broker.filter.sql92.compiler import Evaluator, compile_tree
 from broker_core.broker.filter.sql92.javalang import SqlEvaluationError
 from broker_core.broker.filter.sql92.nodes import Node
 from broker_core.broker.filter.sql92.parser import parse
+from broker_core.store.codec.cq_ext import CqExtUnit
 
 _NO_PROPERTIES: Mapping[str, str] = {}
 
@@ -30,8 +31,9 @@ class Sql92Filter:
         result = self._evaluate(properties or _NO_PROPERTIES)
         return result if result is None else bool(result)
 
-    def is_matched_by_consume_queue(self, tags_code: int | None) -> bool:
-        """Always true: SQL needs the properties, and there is no CQ-ext bloom bitmap to consult here."""
+    def is_matched_by_consume_queue(self, tags_code: int | None, cq_ext_unit: CqExtUnit | None = None) -> bool:
+        """Always true: SQL needs the properties. The bitmap check needs the consumer's registered filter
+        data (its bloom bits, since when they are set): ``ExpressionMessageFilter`` wraps this filter for it."""
         return True
 
     def is_matched_by_commit_log(self, properties: Mapping[str, str] | None) -> bool:
