@@ -45,12 +45,17 @@ class PullConsumer:
     async def fetch_subscribe_queues(self, topic: str) -> list[MessageQueue]:
         return await self.api.subscribe_queues(topic)
 
+    def subscribe(self, topic: str, expression: str | None = "*", expression_type: str = "TAG") -> None:
+        """Declare the subscription the heartbeats carry (a SQL92 one lets the broker keep bloom bits for
+        this group at dispatch); ``pull`` with the same expression uses it."""
+        self._subs[topic] = build_subscription(topic, expression, expression_type)
+
     async def pull(self, mq: MessageQueue, expression: str | None, offset: int, max_nums: int = 32,
-                   *, block_ms: int = 0) -> PullResult:
+                   *, block_ms: int = 0, expression_type: str = "TAG") -> PullResult:
         """One pull; ``block_ms`` > 0 lets the broker hold it (long polling) until a message arrives."""
         sub = self._subs.get(mq.topic)
-        if sub is None or sub.sub_string != (expression or "*"):
-            sub = build_subscription(mq.topic, expression)
+        if sub is None or sub.sub_string != (expression or "*") or (sub.expression_type or "TAG") != expression_type:
+            sub = build_subscription(mq.topic, expression, expression_type)
             self._subs[mq.topic] = sub
         return await self.api.pull(mq, offset, max_nums, sub, suspend_ms=block_ms)
 

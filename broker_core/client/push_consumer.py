@@ -136,8 +136,9 @@ class PushConsumer:
         self._running = False
 
     # ---------------------------------------------------------------- configuration
-    def subscribe(self, topic: str, expression: str | None = "*") -> None:
-        self._subs[topic] = build_subscription(topic, expression)
+    def subscribe(self, topic: str, expression: str | None = "*", expression_type: str = "TAG") -> None:
+        """``expression_type="SQL92"`` subscribes with a SQL92 selector (Java's ``MessageSelector.bySql``)."""
+        self._subs[topic] = build_subscription(topic, expression, expression_type)
 
     def register_concurrently(self, listener: ConcurrentListener) -> None:
         self._concurrent = listener

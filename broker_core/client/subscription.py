@@ -23,7 +23,14 @@ def java_string_hash(s: str) -> int:
     return h - (1 << 32) if h & 0x80000000 else h
 
 
-def build_subscription(topic: str, expression: str | None) -> SubscriptionData:
+def build_subscription(topic: str, expression: str | None, expression_type: str = "TAG") -> SubscriptionData:
+    """FilterAPI.build: a TAG expression's tags and hash codes, or a SQL92 selector (``MessageSelector.bySql``)
+    kept as written; the broker evaluates SQL92 (and may skip by its dispatch-time bitmap)."""
+    if expression_type and expression_type != "TAG":
+        if not expression or not expression.strip():
+            raise ValueError(f"a {expression_type} subscription of {topic} needs an expression")
+        return SubscriptionData(topic=topic, sub_string=expression.strip(), expression_type=expression_type,
+                                sub_version=int(time.time() * 1000))
     expr = (expression or "").strip()
     if not expr or expr == SUB_ALL:
         return SubscriptionData(topic=topic, sub_string=SUB_ALL, expression_type="TAG",
@@ -34,6 +41,8 @@ def build_subscription(topic: str, expression: str | None) -> SubscriptionData:
 
 
 def matches(sub: SubscriptionData, msg: MessageExt) -> bool:
+    if sub.expression_type not in (None, "", "TAG"):
+        return True  # SQL92: the broker evaluated it
     if sub.sub_string == SUB_ALL or not sub.tags_set:
         return True
     tag = msg.tags
