@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .batch_consume_queue import BatchConsumeQueue
+from .codec.cq_ext import is_ext_addr
 from .codec.hashing import index_key_hash
 from .codec.properties import KEY_SEPARATOR
 from .codec.salvage import iter_intact_records
@@ -199,7 +200,8 @@ def verify_store(store: MessageStore, progress: ProgressFn | None = None, max_is
                 problems.append(f"record's queue offset is {base}")
             if batch and req.batch_size != u.batch_num:
                 problems.append(f"batch of {u.batch_num} but record holds {req.batch_size}")
-            if req.tags_code != u.tags_code:
+            # an ext address (consume queue ext not opened: enableConsumeQueueExt off) hides the tags hash
+            if req.tags_code != u.tags_code and not is_ext_addr(u.tags_code):
                 problems.append(f"tagsCode {u.tags_code} but record gives {req.tags_code}")
             if batch and u.store_time and u.store_time != msg.store_timestamp:
                 problems.append(f"store time {u.store_time} but record has {msg.store_timestamp}")

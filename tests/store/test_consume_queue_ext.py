@@ -127,3 +127,20 @@ def test_crash_with_torn_ext_tail_is_cut_back_like_the_queue(tmp_path: Path) -> 
         _check_units(store, times)
     finally:
         store.shutdown()
+
+
+def test_verify_store_with_and_without_the_ext_opened(tmp_path: Path) -> None:
+    from broker_core.store.verify import verify_store
+
+    store = _open(tmp_path)
+    _put(store, 6)
+    store.shutdown()
+    for ext in (True, False):  # a store inspected without enableConsumeQueueExt sees ext addresses
+        ro = MessageStore(tmp_path, small_config(enable_consume_queue_ext=ext,
+                                                 mapped_file_size_consume_queue_ext=EXT_FILE), read_only=True).open()
+        try:
+            rep = verify_store(ro)
+            assert rep.ok, rep
+            assert all(u.ext is not None for u in ro.get_units("T", 0, 0, 10)) == ext
+        finally:
+            ro.shutdown()
