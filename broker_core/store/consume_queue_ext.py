@@ -83,7 +83,7 @@ class ConsumeQueueExt:
         pos = 0
         while pos < limit:
             size = unit_size_at(mv, pos)
-            if size <= 0 or read_cq_ext_unit(mv[:limit], pos) is None:
+            if size <= 0 or read_cq_ext_unit(mv, pos, limit) is None:
                 break
             pos += size
         return pos
@@ -127,7 +127,7 @@ class ConsumeQueueExt:
         pos = real - mf.file_from_offset
         if pos >= mf.wrote_position:
             return None
-        return read_cq_ext_unit(mf.mv[:mf.wrote_position], pos)
+        return read_cq_ext_unit(mf.mv, pos, mf.wrote_position)
 
     def max_address(self) -> int:
         return decorate(self.file_queue.max_offset())

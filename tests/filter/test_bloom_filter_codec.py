@@ -78,6 +78,7 @@ def test_bitmap_bytes_and_hits_follow_bits_array() -> None:
     bf.hash_to(b, bitmap)
     assert bytes(bitmap) == JAVA_BITMAP_GT_AND_GROUPA
     assert bf.is_hit(a, bitmap) and bf.is_hit(b, bitmap)
+    assert bf.byte_masks(a) == ((3, 1), (3, 4), (10, 8))  # bits 24, 26, 83
     assert not bf.is_hit(bf.generate("CID_SQL#TopicTest"), bitmap)  # 65 and 99 are not set
     assert bf.is_valid(a) and not bf.is_valid(BloomFilterData((1, 2, 3), 216))
     with pytest.raises(ValueError, match="does not belong"):

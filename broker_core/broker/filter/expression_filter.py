@@ -17,13 +17,16 @@ from .factory import MessageFilter, is_tag_type
 
 
 class ExpressionMessageFilter:
-    __slots__ = ("inner", "filter_data", "manager", "bloom_data_valid")
+    __slots__ = ("inner", "filter_data", "manager", "bloom_data_valid", "_bits")
 
     def __init__(self, inner: MessageFilter, filter_data: ConsumerFilterData, manager: ConsumerFilterManager) -> None:
         self.inner = inner
         self.filter_data = filter_data
         self.manager = manager
-        self.bloom_data_valid = manager.bloom_filter.is_valid(filter_data.bloom_filter_data)
+        bloom = manager.bloom_filter
+        self.bloom_data_valid = bloom.is_valid(filter_data.bloom_filter_data)
+        # (byte, mask) of each of the consumer's bits: BloomFilter.is_hit once validated, per unit
+        self._bits = bloom.byte_masks(filter_data.bloom_filter_data) if self.bloom_data_valid else ()
 
     @property
     def expression_type(self) -> str:
@@ -39,10 +42,10 @@ class ExpressionMessageFilter:
         # the message is older than the consumer's filter (its bits were not computed for it) or has no bitmap
         bit_map = cq_ext_unit.filter_bit_map if cq_ext_unit is not None else None
         if bit_map is None or not data.is_msg_in_live(cq_ext_unit.msg_store_time) or not self.bloom_data_valid \
-                or len(bit_map) * 8 != self.manager.bloom_filter.m or data.bloom_filter_data is None:
+                or len(bit_map) * 8 != self.manager.bloom_filter.m:
             stats.count(not_usable=1)
             return True
-        if self.manager.bloom_filter.is_hit(data.bloom_filter_data, bit_map):
+        if all(bit_map[i] & mask for i, mask in self._bits):
             stats.count(maybe=1)
             return True
         stats.count(skipped=1)

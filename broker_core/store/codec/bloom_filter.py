@@ -132,6 +132,12 @@ class BloomFilter:
         for p in data.bit_pos:
             bitmap[p >> 3] |= 1 << (p & 7)
 
+    def byte_masks(self, data: BloomFilterData) -> tuple[tuple[int, int], ...]:
+        """``data``'s bits as (byte index, mask) pairs, for checking many bitmaps of this filter."""
+        if not self.is_valid(data):
+            raise ValueError(f"bloom filter data {data} does not belong to a filter of k={self.k} m={self.m}")
+        return tuple((p >> 3, 1 << (p & 7)) for p in data.bit_pos)
+
     def is_hit(self, data: BloomFilterData, bitmap: bytes | bytearray) -> bool:
         """All of ``data``'s bits set: the message MAY match (a miss means it certainly does not)."""
         if not self.is_valid(data) or len(bitmap) * 8 != self.m:

@@ -79,13 +79,15 @@ def unit_size_at(buf: memoryview | bytes, pos: int) -> int:
     return _SHORT.unpack_from(buf, pos)[0]
 
 
-def read_cq_ext_unit(buf: memoryview | bytes, pos: int) -> CqExtUnit | None:
-    """The unit at ``pos``, or None where no whole, self-consistent unit is (size field and bitmap agree)."""
-    if pos < 0 or pos + MIN_EXT_UNIT_SIZE > len(buf):
+def read_cq_ext_unit(buf: memoryview | bytes, pos: int, limit: int | None = None) -> CqExtUnit | None:
+    """The unit at ``pos`` (ending by ``limit``, default the buffer's end), or None where no whole,
+    self-consistent unit is (size field and bitmap agree)."""
+    end = len(buf) if limit is None else limit
+    if pos < 0 or pos + MIN_EXT_UNIT_SIZE > end:
         return None
     size, tags_code, store_time, bit_map_size = CQ_EXT_HEADER.unpack_from(buf, pos)
     if size < MIN_EXT_UNIT_SIZE or bit_map_size < 0 or size != MIN_EXT_UNIT_SIZE + bit_map_size \
-            or pos + size > len(buf):
+            or pos + size > end:
         return None
     bit_map = bytes(buf[pos + MIN_EXT_UNIT_SIZE:pos + size]) if bit_map_size else None
     return CqExtUnit(tags_code, store_time, bit_map)
