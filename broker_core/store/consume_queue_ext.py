@@ -55,6 +55,9 @@ class ConsumeQueueExt:
         self.file_size = file_size
         self.read_only = read_only
         self.file_queue = MappedFileQueue(root_dir / topic / str(queue_id), file_size, read_only)
+        # New units go at or past this file offset (set when a consume queue points at ext units that are
+        # not readable any more: new units must never land where an old address points).
+        self.next_file_floor = 0
 
     # -- open / recover ----------------------------------------------------------------------------
     def load(self) -> None:
@@ -98,9 +101,11 @@ class ConsumeQueueExt:
             log.warning("consume queue ext %s-%d: no room for a %d-byte unit", self.topic, self.queue_id, size)
             return None
         for _ in range(_PUT_RETRIES):
-            mf = self.file_queue.get_last_mapped_file(0)
-            if mf is None:
-                return None
+            mf = self.file_queue.last_file()
+            if mf is None or mf.wrote_position >= self.file_size:
+                start = mf.file_from_offset + self.file_size if mf is not None else 0
+                floor = self.next_file_floor
+                mf = self.file_queue.create_file(max(start, floor - floor % self.file_size))
             wrote = mf.wrote_position
             if size > self.file_size - wrote - END_BLANK_DATA_LENGTH:
                 # as fullFillToEnd: the end marker, then the next unit goes to a new file
@@ -140,9 +145,17 @@ class ConsumeQueueExt:
             return
         unit = self.get(address)
         if unit is None:
+            # Lost ext pages (the queue kept its units): the messages whose ext unit cannot be read are read
+            # and evaluated; new units start in a new file past every address the queue holds, so none
+            # of those addresses can ever lead to another message's unit.
+            real = undecorate(address)
             log.warning("consume queue ext %s-%d: the unit at offset %d a consume queue unit points at is not "
-                        "readable; its messages are read and evaluated instead", self.topic, self.queue_id,
-                        undecorate(address))
+                        "readable; those messages are read and evaluated, new ext units start at a new file",
+                        self.topic, self.queue_id, real)
+            if not self.read_only:
+                for mf in self.file_queue.files:
+                    mf.wrote_position = self.file_size
+                self.next_file_floor = max(self.next_file_floor, real - real % self.file_size + self.file_size)
             return
         end = undecorate(address) + unit.size
         if end < self.file_queue.max_offset():

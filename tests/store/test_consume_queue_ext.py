@@ -144,3 +144,33 @@ def test_verify_store_with_and_without_the_ext_opened(tmp_path: Path) -> None:
             assert all(u.ext is not None for u in ro.get_units("T", 0, 0, 10)) == ext
         finally:
             ro.shutdown()
+
+
+def test_lost_ext_pages_mean_evaluate_and_new_units_never_reuse_old_addresses(tmp_path: Path) -> None:
+    live, crashed = tmp_path / "live", tmp_path / "crashed"
+    store = _open(live)
+    times = _put(store, 8)
+    store.flush()
+    shutil.copytree(live, crashed)
+    store.shutdown()
+    # a power cut kept the queue's units but not the ext pages of units 5..7 (the second file)
+    ext_file = crashed / "consumequeue_ext" / "T" / "0" / f"{128:020d}"
+    ext_file.write_bytes(bytes(EXT_FILE))
+    store = _open(crashed)
+    try:
+        units = store.get_units("T", 0, 0, 100)
+        assert [u.ext is not None for u in units] == [True] * 5 + [False] * 3  # those are read and evaluated
+        times += _put(store, 2, start=8)
+        tags = _raw_tags(crashed)
+        assert tags[5:8] == [decorate(128 + j * 21) for j in range(3)]  # still pointing at the lost units
+        assert tags[8:] == [decorate(256), decorate(256 + 21)]  # new units in a new file, past them
+        after = store.get_units("T", 0, 0, 100)
+        assert [u.ext is not None for u in after] == [True] * 5 + [False] * 3 + [True] * 2
+        assert after[8].ext == CqExtUnit(tags_code("TagA"), times[8], b"\x00")
+    finally:
+        store.shutdown()
+    store = _open(crashed)
+    try:
+        assert [u.ext is not None for u in store.get_units("T", 0, 0, 100)] == [True] * 5 + [False] * 3 + [True] * 2
+    finally:
+        store.shutdown()
