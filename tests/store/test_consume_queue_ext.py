@@ -174,3 +174,20 @@ def test_lost_ext_pages_mean_evaluate_and_new_units_never_reuse_old_addresses(tm
         assert [u.ext is not None for u in store.get_units("T", 0, 0, 100)] == [True] * 5 + [False] * 3 + [True] * 2
     finally:
         store.shutdown()
+
+
+def test_expired_queue_files_take_their_ext_files_along(tmp_path: Path) -> None:
+    store = _open(tmp_path)
+    try:
+        times = _put(store, 40)  # CQ files of 16 units, ext files of 5 units
+        cq = store.find_consume_queue("T", 0)
+        first_kept = store.get_units("T", 0, 32, 1)[0]
+        assert cq.delete_expired_files(first_kept.phy_offset) == 2
+        ext_dir = tmp_path / "consumequeue_ext" / "T" / "0"
+        # unit 32's ext unit is in the 7th file (offset 6 * 128): the six before it are gone
+        assert sorted(p.name for p in ext_dir.iterdir()) == [f"{o * 128:020d}" for o in (6, 7)]
+        units = store.get_units("T", 0, 32, 20)
+        assert [u.queue_offset for u in units] == list(range(32, 40))
+        assert [u.ext.msg_store_time for u in units] == times[32:]
+    finally:
+        store.shutdown()
