@@ -36,7 +36,7 @@ from .codec.message import (
     write_record,
 )
 from .codec.sys_flag import TRANSACTION_PREPARED_TYPE, is_dispatched_to_queue
-from .dispatch import KnownProperties
+from .dispatch import SCHEDULE_TOPIC, KnownProperties
 from .errors import CorruptDataError
 from .mapped_file import MappedFile, MappedFileQueue
 from .store_config import SYNC_FLUSH, StoreConfig
@@ -105,6 +105,22 @@ def _disk_refusal(e: OSError) -> PutMessageResult:
     if e.errno in (errno.ENOSPC, errno.EDQUOT):
         return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=f"disk full: {e.strerror or e}")
     return PutMessageResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED, remark=f"cannot create or grow a file: {e}")
+
+
+def _inner_batch_known(msg: MessageInner, props: str) -> KnownProperties | None:
+    """TAGS/KEYS/UNIQ_KEY of an inner-batch record from its property dict, so that dispatch does not
+    parse its properties string (INNER_NUM/INNER_BASE, which ``known_properties`` leaves to the
+    string, dispatch reads from the string itself: ``dispatch.inner_batch_position``).
+
+    The same rule as ``known_properties``: only when the dict says what the string says (one
+    separator pair per entry) and the topic has no delay-level tagsCode.
+    """
+    properties = msg.properties
+    n = len(properties)
+    if msg.topic == SCHEDULE_TOPIC or props.count("\x01") != n or props.count("\x02") != n:
+        return None
+    get = properties.get
+    return get("TAGS"), get("KEYS") or None, get("UNIQ_KEY") or None
 
 
 def now_ms() -> int:
@@ -299,7 +315,7 @@ class CommitLog:
                 return PutMessageResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED)
             store_ts = self._store_timestamp(msg)
             try:
-                phy, msg_id = self._append_record(mf, rec, msg, base_q, store_ts)
+                phy, msg_id = self._append_record(mf, rec, msg, base_q, store_ts, _inner_batch_known(msg, rec[7]))
             except Exception as e:
                 return self._append_failed(mf, mf.wrote_position, 0, e, mf.wrote_position + size)
             self.queue_offsets.advance(msg.topic, msg.queue_id, inner_num)
@@ -346,9 +362,10 @@ class CommitLog:
         return result
 
     def _append_record(self, mf: MappedFile, rec: PreparedRecord, msg: MessageInner, queue_offset: int,
-                       store_ts: int) -> tuple[int, str]:
+                       store_ts: int, known: KnownProperties | None = None) -> tuple[int, str]:
         """Write a prepared record at the file's write position (under the put lock), advance it and
-        hand dispatch the record's fields; returns its commitlog offset and offset msgId.
+        hand dispatch the record's fields (``known``: TAGS/KEYS/UNIQ_KEY when the caller knows them
+        better than ``rec``); returns its commitlog offset and offset msgId.
 
         Small records are copied into the mapping (populated ahead); large ones go in with pwritev.
         """
@@ -362,7 +379,7 @@ class CommitLog:
             msg_id = offset_msg_id(rec[5], phy)
         mf.wrote_position = pos + size
         self.appended_records.append((phy, size, msg.topic, msg.queue_id, queue_offset, rec[3], store_ts,
-                                      msg.prepared_transaction_offset, rec[7], rec[8]))
+                                      msg.prepared_transaction_offset, rec[7], rec[8] if known is None else known))
         return phy, msg_id
 
     def _file_for(self, size: int) -> MappedFile | None:

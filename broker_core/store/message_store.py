@@ -56,6 +56,7 @@ from .dispatch import (
     build_dispatch_request,
     dispatch_request_of,
     dispatch_request_of_appended,
+    inner_batch_position,
 )
 from .errors import CorruptDataError
 from .index_service import IndexService
@@ -678,14 +679,17 @@ class MessageStore:
         tags, keys, uniq_key = known
         tc = tags_code(tags)
         enters_queue = not sys_flag & TRANSACTION_PREPARED_TYPE  # NOT_TYPE and COMMIT records
+        next_offset = queue_offset + 1
         if enters_queue:
             cq = self.consume_queues.get((topic, queue_id))
             if cq is None:
                 cq = self.find_consume_queue(topic, queue_id, create=True,
                                              queue_type=BATCH_CQ if sys_flag & INNER_BATCH_FLAG else None)
             if cq is not None:
-                if cq.is_batch:
-                    cq.put_message_position_info(phy, size, tc, queue_offset, store_ts, 1)
+                if cq.is_batch:  # an inner batch takes INNER_NUM offsets from INNER_BASE (dispatch's rule)
+                    batch_size, base = inner_batch_position(props, queue_offset)
+                    cq.put_message_position_info(phy, size, tc, base, store_ts, batch_size)
+                    next_offset = queue_offset + batch_size
                 else:
                     cq.put_message_position_info(phy, size, tc, queue_offset)
                 if self.checkpoint is not None:
@@ -698,7 +702,7 @@ class MessageStore:
                 self._index_record(topic, phy, store_ts, uniq_key, keys, sys_flag)
         if enters_queue:
             for listener in self.arrival_listeners:
-                listener(topic, queue_id, queue_offset + 1, tc, store_ts, props)
+                listener(topic, queue_id, next_offset, tc, store_ts, props)
 
     def do_dispatch(self, req: DispatchRequest, notify: bool = True) -> None:
         if self.dispatch_filter is not None and not self.dispatch_filter(req.topic, req.commit_log_offset):
