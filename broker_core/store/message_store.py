@@ -761,7 +761,10 @@ class MessageStore:
         svc.build_index(topic, phy, store_timestamp, uniq_key, keys, sys_flag)
 
     def wait_for_dispatch(self, timeout: float = 10.0) -> bool:
-        """Block until every written record is in its consume queue and the index (tests, CLI)."""
+        """Block until every written record is in its consume queue and the index (tests, CLI); records
+        in the write buffer are committed first."""
+        if not self.read_only:
+            self.commit_log.commit()
         return self.reput.wait_until_dispatched(timeout)
 
     def dispatch_behind_bytes(self) -> int:
