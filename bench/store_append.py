@@ -7,7 +7,10 @@ the store's hot path wastes time. Figures:
 * (a) ``put_dispatch_*``: per-message ``put_message`` with synchronous dispatch to the consume queue
   and the index, 1 KiB bodies, ASYNC_FLUSH; ratio to the bare encode+copy loop.
 * (b) ``batchcq_*``: ``put_inner_batch`` of 64 x 1 KiB items on a BatchCQ topic; ratio of MB/s to
-  sequential page-cache write bandwidth.
+  sequential page-cache write bandwidth. ``batchcq_write_buffer_*``: the same with the store's write
+  buffer (``transientStorePoolEnable``: records committed to the file in ~1 MiB writes); its timed
+  section ends with ``wait_for_dispatch`` (every record committed and in its queue), the default
+  store's too (a no-op there: it dispatches each put at once). The three run interleaved.
 * (c) ``sync_*``: SYNC_FLUSH with 16 producer threads: puts/s, fsyncs/s and puts per fsync.
 * ``implementation``: the hot path in use ("c" or "python"); ``fallback_put_dispatch_*`` are (a)
   again in a child process on the pure-Python twin (``RMQ_PURE_PYTHON=1``).
@@ -198,10 +201,12 @@ def bench_put_dispatch(n: int, directory: Path, profile: bool = False, keep: lis
     return n / t.wall, n / t.cpu
 
 
-def bench_batchcq(n_msgs: int, directory: Path) -> tuple[float, float, float]:
+def bench_batchcq(n_msgs: int, directory: Path, write_buffer: bool = False) -> tuple[float, float, float]:
     """(msg/s, MB/s of batch bodies, MB/s by CPU time)."""
     root = directory / "b"
-    store = MessageStore(root, config(ASYNC_FLUSH)).open()
+    cfg = config(ASYNC_FLUSH)
+    cfg.transient_store_pool_enable = write_buffer
+    store = MessageStore(root, cfg).open()
     store.topic_table.put(TopicConfig(TOPIC, 8, 8, attributes={"queue.type": "BatchCQ"}), 0)
     body = encode_batch([BatchItem(BODY, {"TAGS": "TagA"}) for _ in range(64)])
     batches = max(1, n_msgs // 64)
@@ -209,6 +214,8 @@ def bench_batchcq(n_msgs: int, directory: Path) -> tuple[float, float, float]:
     with Timed() as t:
         for m in msgs:
             store.put_inner_batch(m, 64)
+        store.wait_for_dispatch()  # the write buffer's last records are committed and dispatched
+    assert store.commit_log.write_buffer == write_buffer
     assert sum(store.get_max_offset_in_queue(TOPIC, q) for q in range(8)) == batches * 64
     store.shutdown()
     shutil.rmtree(root)
@@ -261,6 +268,19 @@ def interleaved(reps: int, baseline, subject, warmup: bool = True) -> tuple[list
             subj_runs.append(subject())
             base_runs.append(baseline())
     return base_runs, subj_runs
+
+
+def interleaved3(reps: int, fns: tuple) -> tuple[list, ...]:
+    """``interleaved`` for three scenarios: one discarded warm-up run of each, then ``reps`` rounds
+    in a rotating order (A B C, B C A, C A B, ...)."""
+    for fn in fns:
+        fn()
+    runs: tuple[list, ...] = tuple([] for _ in fns)
+    for r in range(reps):
+        for k in range(len(fns)):
+            i = (r + k) % len(fns)
+            runs[i].append(fns[i]())
+    return runs
 
 
 def spread(values: list[float]) -> list[float]:
@@ -318,6 +338,8 @@ def main() -> None:
     ap.add_argument("--profile", action="store_true", help="cProfile the put+dispatch path to stderr (one rep)")
     ap.add_argument("--dir", default=None, help="work directory (default: a fresh temp dir)")
     ap.add_argument("--only-put", action="store_true", help="only the put+dispatch scenario (used for the fallback)")
+    ap.add_argument("--only-batchcq", action="store_true",
+                    help="only the BatchCQ scenarios (b) and their page-cache baseline")
     ap.add_argument("--no-fallback", action="store_true", help="skip the pure-Python twin's put+dispatch figures")
     args = ap.parse_args()
     n = args.messages
@@ -326,18 +348,23 @@ def main() -> None:
     load_before = [round(x, 2) for x in os.getloadavg()]
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         d = Path(tmp)
-        put = put_figures(n, reps, d, args.profile)
+        put = {"implementation": hotpath.IMPLEMENTATION} if args.only_batchcq else put_figures(n, reps, d, args.profile)
         if args.only_put:
             print(json.dumps(put))
             return
-        pc_runs, bcq_runs = interleaved(reps, lambda: page_cache_write_mb_s(d), lambda: bench_batchcq(n * 4, d))
+        pc_runs, bcq_runs, wb_runs = interleaved3(reps, (lambda: page_cache_write_mb_s(d),
+                                                         lambda: bench_batchcq(n * 4, d),
+                                                         lambda: bench_batchcq(n * 4, d, write_buffer=True)))
         sync_n = max(n // 4, 16)
-        bench_sync(sync_n, d)  # warm-up, discarded
-        sync_runs = [bench_sync(sync_n, d) for _ in range(reps)]
-    fallback = None if args.no_fallback or args.profile else fallback_figures(args)
+        if not args.only_batchcq:
+            bench_sync(sync_n, d)  # warm-up, discarded
+        sync_runs = [] if args.only_batchcq else [bench_sync(sync_n, d) for _ in range(reps)]
+    fallback = None if args.no_fallback or args.profile or args.only_batchcq else fallback_figures(args)
     pc, pc_cpu = med(r[0] for r in pc_runs), med(r[1] for r in pc_runs)
     b_msgs, b_mb, b_mb_cpu = (med(r[i] for r in bcq_runs) for i in range(3))
     bcq_paired = [b[1] / p[0] for b, p in zip(bcq_runs, pc_runs, strict=True)]
+    wb_mb, wb_mb_cpu = med(r[1] for r in wb_runs), med(r[2] for r in wb_runs)
+    wb_paired = [b[1] / p[0] for b, p in zip(wb_runs, pc_runs, strict=True)]
     per_fsync = [p / f for p, f in sync_runs if f]
     out = {"messages": n, "reps": reps, "warmup_discarded": not args.profile, "cpus": os.cpu_count(),
            "loadavg_before": load_before, "loadavg_after": [round(x, 2) for x in os.getloadavg()]}
@@ -358,13 +385,23 @@ def main() -> None:
         "batchcq_ratio_paired_spread": spread(bcq_paired),
         "page_cache_write_mb_s_runs": [round(r[0], 1) for r in pc_runs],
         "batchcq_mb_s_runs": [round(r[1], 1) for r in bcq_runs],
-        "cpu_mb_s": {"page_cache_write": round(pc_cpu, 1), "batchcq": round(b_mb_cpu, 1)},
-        "sync_producers": 16,
-        "sync_puts_s": round(med(p for p, _ in sync_runs)),
-        "sync_fsyncs_s": round(med(f for _, f in sync_runs), 1),
-        "sync_puts_per_fsync": round(med(per_fsync), 2) if per_fsync else None,
-        "sync_puts_per_fsync_runs": [round(x, 2) for x in per_fsync],
+        "batchcq_write_buffer_mb_s": round(wb_mb, 1),
+        "batchcq_write_buffer_ratio": round(wb_mb / pc, 3),
+        "batchcq_write_buffer_ratio_cpu": round(wb_mb_cpu / pc_cpu, 3),
+        "batchcq_write_buffer_ratio_paired": round(med(wb_paired), 3),
+        "batchcq_write_buffer_ratio_paired_spread": spread(wb_paired),
+        "batchcq_write_buffer_mb_s_runs": [round(r[1], 1) for r in wb_runs],
+        "cpu_mb_s": {"page_cache_write": round(pc_cpu, 1), "batchcq": round(b_mb_cpu, 1),
+                     "batchcq_write_buffer": round(wb_mb_cpu, 1)},
     })
+    if sync_runs:
+        out.update({
+            "sync_producers": 16,
+            "sync_puts_s": round(med(p for p, _ in sync_runs)),
+            "sync_fsyncs_s": round(med(f for _, f in sync_runs), 1),
+            "sync_puts_per_fsync": round(med(per_fsync), 2) if per_fsync else None,
+            "sync_puts_per_fsync_runs": [round(x, 2) for x in per_fsync],
+        })
     print(json.dumps(out))
 
 
