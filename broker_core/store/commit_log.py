@@ -367,8 +367,12 @@ class CommitLog:
         """
         size = rec[0]
         mf = self._wb_file
-        if mf is not None and self._wb_end + size + END_FILE_MIN_BLANK_LENGTH > self.file_size:
-            if not self._commit_locked():  # the file ends with what is buffered: commit, then roll
+        if mf is not None and (self._wb_end + size + END_FILE_MIN_BLANK_LENGTH > self.file_size
+                               or self._wb_end - mf.wrote_position >= WRITE_BUFFER_COMMIT_BYTES
+                               or len(self._wb_parts) >= WRITE_BUFFER_MAX_PARTS):
+            # The file ends with what is buffered (commit, then roll), or the buffer is full (a commit
+            # failed after the last put): nothing more is buffered until it is committed.
+            if not self._commit_locked():
                 return _uncommitted()
             mf = None
         try:

@@ -175,6 +175,7 @@ def test_no_write_buffer_under_sync_flush(tmp_path: Path) -> None:
 
 
 def test_a_failed_commit_keeps_the_records_and_refuses_puts_behind_them(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(commit_log_module, "WRITE_BUFFER_COMMIT_BYTES", 30_000)
     store = open_store(tmp_path, True)
     try:
         acks = [store.put_inner_batch(inner(0, 2, 300, f"f{i}"), 2) for i in range(3)]
@@ -187,14 +188,21 @@ def test_a_failed_commit_keeps_the_records_and_refuses_puts_behind_them(tmp_path
         monkeypatch.setattr(MappedFile, "write_vectored", broken)
         assert not store.commit_log.commit()
         assert store.commit_log.buffered_bytes == sum(a.wrote_bytes for a in acks)
+        # batches go on into the buffer up to its size; then they are refused too, nothing lost
+        more = []
+        while (r := store.put_inner_batch(inner(1, 1, 20_000, f"m{len(more)}"), 1)).ok:
+            more.append(r)
+        # 2.4 KB buffered + 20 KB: under the limit; + 20 KB more: over it (the commit it tries fails)
+        assert r.status == "UNKNOWN_ERROR" and len(more) == 2
+        assert store.commit_log.buffered_bytes == sum(a.wrote_bytes for a in acks + more)
         # a put that would have to be written behind them is refused, and nothing of it is stored
         refused = store.put_message(make_msg("Plain", 0, b"behind", key="behind"))
         assert refused.status == "UNKNOWN_ERROR" and "write buffer" in refused.remark
         assert store.get_max_phy_offset() == end and store.get_max_offset_in_queue("Plain", 0) == 0
         monkeypatch.setattr(MappedFile, "write_vectored", real)
-        assert store.commit_log.commit()
+        assert store.commit_log.commit() and store.commit_log.buffered_bytes == 0
         assert store.wait_for_dispatch()
-        assert store.get_max_offset_in_queue(BATCH, 0) == 6
+        assert store.get_max_offset_in_queue(BATCH, 0) == 6 and store.get_max_offset_in_queue(BATCH, 1) == len(more)
         assert [store.look_message_by_offset(a.wrote_offset).queue_offset for a in acks] == [0, 2, 4]  # type: ignore[union-attr]
         assert store.put_message(make_msg("Plain", 0, b"now", key="now")).ok
     finally:
