@@ -380,15 +380,17 @@ class CommitLog:
                 mf = self._file_for(size)
                 if mf is None:
                     return PutMessageResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED)
-                self._wb_file, self._wb_end = mf, mf.wrote_position
+                pos = mf.wrote_position
             else:
-                mf.reserve(self._wb_end + size)
+                pos = self._wb_end
+                mf.reserve(pos + size)
         except OSError as e:
             return _disk_refusal(e)
         store_ts = self._store_timestamp(msg)
-        pos = self._wb_end
         phy = mf.file_from_offset + pos
         header, body, tail = record_parts(rec, msg, base_q, phy, store_ts)
+        # The buffer's state changes only here, all at once: a file with nothing buffered is never kept.
+        self._wb_file = mf
         self._wb_parts += (header, body if type(body) is bytes else bytes(body), tail)
         self._wb_records.append((phy, size, msg.topic, msg.queue_id, base_q, rec[3], store_ts,
                                  msg.prepared_transaction_offset, rec[7], _inner_batch_known(msg, rec[7])))
