@@ -888,10 +888,15 @@ class MessageStore:
         if refused is not None:
             return refused
         msg.sys_flag |= INNER_BATCH_FLAG  # NEED_UNWRAP is the broker's choice (SendMessageProcessor)
-        result = self.commit_log.put_inner_batch(msg, inner_num)
-        if self.checkpoint is not None and result.ok:
+        cl = self.commit_log
+        result = cl.put_inner_batch(msg, inner_num)
+        # With the write buffer, the checkpoint's physic time moves only with records in the file
+        # (one still buffered is lost in a crash), and there is something to dispatch only after a
+        # commit (the buffered records are not in the file yet: nothing new for dispatch).
+        in_file = not cl.buffered_bytes
+        if self.checkpoint is not None and result.ok and in_file:
             self.checkpoint.physic_msg_timestamp = result.store_timestamp
-        if not self._started:
+        if not self._started and (in_file or cl.appended_records):
             self._dispatch_now()
         return result
 

@@ -107,8 +107,13 @@ def test_a_buffered_record_is_seen_only_once_committed(tmp_path: Path) -> None:
     store = open_store(tmp_path, True)
     try:
         end = store.get_max_phy_offset()
+        assert store.checkpoint is not None
+        physic_ts = store.checkpoint.physic_msg_timestamp
+        tick(store)
         r = store.put_inner_batch(inner(0, 7, 100, "first"), 7)
         assert r.ok and r.queue_offset == 0 and r.msg_num == 7
+        # the checkpoint's physic time (where recovery after a reboot starts) ignores buffered records
+        assert store.checkpoint.physic_msg_timestamp == physic_ts < r.store_timestamp
         # acknowledged, not yet in the file: no reader sees it, not even by its offset
         assert store.commit_log.buffered_bytes == r.wrote_bytes
         assert store.get_max_phy_offset() == end
