@@ -66,6 +66,21 @@ def compute_tags_code(topic: str, props: str, store_timestamp: int, delay_levels
     return tags_code(get_property(props, "TAGS"))
 
 
+def inner_batch_position(props: str, queue_offset: int) -> tuple[int, int]:
+    """(batchSize, msgBaseOffset) of a record for a BatchCQ unit: INNER_NUM and INNER_BASE when the
+    record is an inner batch (spec §6.1), else 1 and its own queue offset."""
+    # ``in`` first: INNER_NUM is rare outside BatchCQ and a substring test is much cheaper than a lookup.
+    if "INNER_NUM\x01" in props:
+        inner_num = get_property(props, "INNER_NUM")
+        if inner_num is not None:
+            inner_base = get_property(props, "INNER_BASE")
+            try:
+                return int(inner_num), queue_offset if inner_base is None else int(inner_base)
+            except ValueError:
+                return 1, queue_offset
+    return 1, queue_offset
+
+
 def build_dispatch_request(msg: MessageExt, delay_levels_ms: list[int]) -> DispatchRequest:
     return dispatch_request_of(msg.topic, msg.queue_id, msg.commit_log_offset, msg.store_size, msg.sys_flag,
                                msg.store_timestamp, msg.queue_offset, msg.prepared_transaction_offset,
@@ -76,19 +91,7 @@ def dispatch_request_of(topic: str, queue_id: int, commit_log_offset: int, msg_s
                         store_timestamp: int, queue_offset: int, prepared_transaction_offset: int, props: str,
                         delay_levels_ms: list[int]) -> DispatchRequest:
     """The request for a record given by its fields (the reput path decodes only these)."""
-    batch_size = 1
-    base = queue_offset
-    # ``in`` first: INNER_NUM is rare outside BatchCQ and a substring test is much cheaper than a lookup.
-    if "INNER_NUM\x01" in props:
-        inner_num = get_property(props, "INNER_NUM")
-        if inner_num is not None:
-            inner_base = get_property(props, "INNER_BASE")
-            try:
-                batch_size = int(inner_num)
-                if inner_base is not None:
-                    base = int(inner_base)
-            except ValueError:
-                batch_size = 1
+    batch_size, base = inner_batch_position(props, queue_offset)
     return DispatchRequest(
         topic, queue_id, commit_log_offset, msg_size,
         compute_tags_code(topic, props, store_timestamp, delay_levels_ms),

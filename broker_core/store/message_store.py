@@ -58,6 +58,7 @@ from .dispatch import (
     build_dispatch_request,
     dispatch_request_of,
     dispatch_request_of_appended,
+    inner_batch_position,
 )
 from .errors import CorruptDataError
 from .index_service import IndexService
@@ -693,14 +694,17 @@ class MessageStore:
         tags, keys, uniq_key = known
         tc = tags_code(tags)
         enters_queue = not sys_flag & TRANSACTION_PREPARED_TYPE  # NOT_TYPE and COMMIT records
+        next_offset = queue_offset + 1
         if enters_queue:
             cq = self.consume_queues.get((topic, queue_id))
             if cq is None:
                 cq = self.find_consume_queue(topic, queue_id, create=True,
                                              queue_type=BATCH_CQ if sys_flag & INNER_BATCH_FLAG else None)
             if cq is not None:
-                if cq.is_batch:
-                    cq.put_message_position_info(phy, size, tc, queue_offset, store_ts, 1)
+                if cq.is_batch:  # an inner batch takes INNER_NUM offsets from INNER_BASE (dispatch's rule)
+                    batch_size, base = inner_batch_position(props, queue_offset)
+                    cq.put_message_position_info(phy, size, tc, base, store_ts, batch_size)
+                    next_offset = queue_offset + batch_size
                 else:
                     cq.put_message_position_info(phy, size, tc, queue_offset)
                 if self.checkpoint is not None:
@@ -713,7 +717,7 @@ class MessageStore:
                 self._index_record(topic, phy, store_ts, uniq_key, keys, sys_flag)
         if enters_queue:
             for listener in self.arrival_listeners:
-                listener(topic, queue_id, queue_offset + 1, tc, store_ts, props)
+                listener(topic, queue_id, next_offset, tc, store_ts, props)
 
     def do_dispatch(self, req: DispatchRequest, notify: bool = True) -> None:
         if self.dispatch_filter is not None and not self.dispatch_filter(req.topic, req.commit_log_offset):
@@ -778,7 +782,10 @@ class MessageStore:
         svc.build_index(topic, phy, store_timestamp, uniq_key, keys, sys_flag)
 
     def wait_for_dispatch(self, timeout: float = 10.0) -> bool:
-        """Block until every written record is in its consume queue and the index (tests, CLI)."""
+        """Block until every written record is in its consume queue and the index (tests, CLI); records
+        in the write buffer are committed first."""
+        if not self.read_only:
+            self.commit_log.commit()
         return self.reput.wait_until_dispatched(timeout)
 
     def dispatch_behind_bytes(self) -> int:
@@ -902,10 +909,15 @@ class MessageStore:
         if refused is not None:
             return refused
         msg.sys_flag |= INNER_BATCH_FLAG  # NEED_UNWRAP is the broker's choice (SendMessageProcessor)
-        result = self.commit_log.put_inner_batch(msg, inner_num)
-        if self.checkpoint is not None and result.ok:
+        cl = self.commit_log
+        result = cl.put_inner_batch(msg, inner_num)
+        # With the write buffer, the checkpoint's physic time moves only with records in the file
+        # (one still buffered is lost in a crash), and there is something to dispatch only after a
+        # commit (the buffered records are not in the file yet: nothing new for dispatch).
+        in_file = not cl.buffered_bytes
+        if self.checkpoint is not None and result.ok and in_file:
             self.checkpoint.physic_msg_timestamp = result.store_timestamp
-        if not self._started:
+        if not self._started and (in_file or cl.appended_records):
             self._dispatch_now()
         return result
 

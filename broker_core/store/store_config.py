@@ -32,6 +32,11 @@ class StoreConfig:
     flush_interval_commit_log: int = 500
     flush_commit_log_least_pages: int = 4
     flush_commit_log_thorough_interval: int = 10_000
+    # transientStorePoolEnable: BatchCQ inner-batch records go into a write buffer and reach the
+    # commitlog file in large writes (CommitLog.commit), every commitIntervalCommitLog ms at the latest
+    # in a started store; readers and dispatch see only committed records. See ``write_buffer_enabled``.
+    transient_store_pool_enable: bool = False
+    commit_interval_commit_log: int = 200
     flush_interval_consume_queue: int = 1000
     flush_consume_queue_least_pages: int = 2
     flush_consume_queue_thorough_interval: int = 60_000
@@ -79,6 +84,7 @@ class StoreConfig:
                    "mapper_file_size_batch_consume_queue": 46, "mapped_file_size_timer_log": 64, "mapped_file_size_consume_queue_ext": 64,
                    "max_hash_slot_num": 1, "max_index_num": 2, "max_msgs_num_batch": 1, "max_message_size": 1,
                    "sync_flush_timeout": 1, "flush_interval_commit_log": 1, "flush_interval_consume_queue": 1,
+                   "commit_interval_commit_log": 1,
                    "clean_resource_interval": 1, "delete_file_batch_max": 1, "timer_precision_ms": 1,
                    "file_reserved_time": 0, "flush_commit_log_least_pages": 0,
                    "flush_consume_queue_least_pages": 0, "batch_dispatch_request_thread_pool_nums": 1}
@@ -95,6 +101,12 @@ class StoreConfig:
             parse_delay_levels(self.message_delay_level)
         except ValueError as e:
             raise ConfigError(f"messageDelayLevel={self.message_delay_level!r}: {e}") from None
+
+    @property
+    def write_buffer_enabled(self) -> bool:
+        """RocketMQ's ``isTransientStorePoolEnable``: the write buffer only under ASYNC_FLUSH on a master
+        (a SYNC_FLUSH put waits for its bytes on disk, so they must be in the file at once)."""
+        return self.transient_store_pool_enable and self.flush_disk_type == ASYNC_FLUSH and self.broker_role != "SLAVE"
 
     @property
     def root(self) -> Path:

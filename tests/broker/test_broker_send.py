@@ -182,3 +182,18 @@ def test_put_message_hooks_reroute_and_refuse(make_broker):
     with pytest.raises(MessageIllegalError, match="timer too far"):
         b.send_message("Src", b"x", queue_id=0)
     assert b.get_max_offset("Src", 0) == 1
+
+
+def test_batch_cq_with_the_write_buffer_is_served_once_committed(make_broker):
+    """transientStorePoolEnable in the broker config: a BatchCQ batch is acknowledged from the write
+    buffer and served to consumers once committed (here by the next put of another kind)."""
+    b = make_broker(transientStorePoolEnable="true")
+    assert b.store.commit_log.write_buffer
+    b.create_or_update_topic("BQ", 1, 1, attributes="+queue.type=BatchCQ")
+    r = b.send_batch("BQ", [BatchItem(b"a%d" % i) for i in range(4)], {"UNIQ_KEY": "WBKEY"}, queue_id=0)
+    assert r.queue_offset == 0 and r.msg_num == 4
+    assert b.get_max_offset("BQ", 0) == 0 and not b.pull_message("g", "BQ", 0, 0).messages
+    b.send_message("BQ", b"single", queue_id=0)  # written behind the batch: the batch is committed first
+    assert b.get_max_offset("BQ", 0) == 5
+    got = b.pull_message("g", "BQ", 0, 0).messages
+    assert [m.body for m in got] == [b"a0", b"a1", b"a2", b"a3", b"single"]

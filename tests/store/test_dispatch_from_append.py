@@ -51,12 +51,19 @@ def messages() -> list[tuple[str, object]]:
     for q in range(2):
         items = [BatchItem(b"i%d" % n, {"TAGS": "bt"}) for n in range(7)]
         steps.append(("inner", make_msg(BATCH_TOPIC, q, encode_batch(items), key=f"ib{q}", uniq=f"IB{q}", tags="bt")))
+    # Inner batches whose dict and string disagree (a None value skipped) or with empty KEYS/TAGS.
+    odd_inner = make_msg(BATCH_TOPIC, 0, encode_batch([BatchItem(b"o", {})]), key="ibodd", uniq="IBodd", tags="x")
+    odd_inner.properties["GONE"] = None  # type: ignore[assignment]
+    steps.append(("inner", odd_inner))
+    steps.append(("inner", make_msg(BATCH_TOPIC, 1, encode_batch([BatchItem(b"e", {})]), key="", uniq="IBe", tags="")))
     steps.append(("one", make_msg("T", 0, b"x" * (DIRECT_WRITE_MIN * 3), key="big", uniq="Ubig")))
     return steps
 
 
-def fill(root: Path, through_lane: bool) -> MessageStore:
+def fill(root: Path, through_lane: bool, arrivals: list[tuple] | None = None) -> MessageStore:
     store = MessageStore(root, small_config(mapped_file_size_commit_log=64 * 1024), clock=FakeClock(step=1)).open()
+    if arrivals is not None:  # what long polling is told: the queue's next offset after each record
+        store.arrival_listeners.append(lambda *args: arrivals.append(args))
     if not through_lane:
         store.commit_log.appended_records = collections.deque(maxlen=0)  # every record is read back from the file
     store.topic_table.put(TopicConfig(BATCH_TOPIC, 2, 2, attributes={"queue.type": "BatchCQ"}), 0)
@@ -82,9 +89,14 @@ def tree_bytes(root: Path, sub: str) -> dict[str, bytes]:
 
 
 def test_dispatch_from_the_append_path_equals_dispatch_from_the_file(tmp_path: Path) -> None:
-    lane = fill(tmp_path / "lane", True)
-    read_back = fill(tmp_path / "file", False)
+    lane_arrivals: list[tuple] = []
+    file_arrivals: list[tuple] = []
+    lane = fill(tmp_path / "lane", True, lane_arrivals)
+    read_back = fill(tmp_path / "file", False, file_arrivals)
     try:
+        assert lane_arrivals == file_arrivals
+        # An inner batch of 7 moves its queue's next offset by 7 (queues 0, 1, then 0, 1 again).
+        assert [(a[1], a[2]) for a in lane_arrivals if a[0] == BATCH_TOPIC] == [(0, 7), (1, 7), (0, 14), (1, 14)]
         for store in (lane, read_back):
             store.index_service.flush()
         assert tree_bytes(tmp_path / "lane", "commitlog") == tree_bytes(tmp_path / "file", "commitlog")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+import pytest
+
 from broker_core.store.codec.batch import BatchItem, encode_batch
 from broker_core.store.codec.message import MessageInner
 from broker_core.store.message_store import MessageStore
@@ -12,9 +14,13 @@ from broker_core.store.store_config import StoreConfig
 from broker_core.store.topic_config import TopicConfig
 
 
-def test_inner_base_matches_queue_offset_under_concurrent_puts(tmp_path: Path) -> None:
+@pytest.mark.parametrize("write_buffer", [False, True])
+def test_inner_base_matches_queue_offset_under_concurrent_puts(tmp_path: Path, write_buffer: bool) -> None:
+    """Also with the write buffer: plain puts commit what is buffered before them, the commit
+    service (every 5 ms here) and the flush thread commit concurrently with the putters."""
     cfg = StoreConfig(mapped_file_size_commit_log=1 << 20, mapped_file_size_consume_queue=20 * 1000,
-                      mapper_file_size_batch_consume_queue=46 * 1000, max_hash_slot_num=64, max_index_num=2000)
+                      mapper_file_size_batch_consume_queue=46 * 1000, max_hash_slot_num=64, max_index_num=2000,
+                      transient_store_pool_enable=write_buffer, commit_interval_commit_log=5)
     store = MessageStore(tmp_path, cfg).open()
     store.topic_table.put(TopicConfig("B", 1, 1, attributes={"queue.type": "BatchCQ"}), 0)
     store.start()
@@ -39,6 +45,7 @@ def test_inner_base_matches_queue_offset_under_concurrent_puts(tmp_path: Path) -
     for t in threads:
         t.join()
     try:
+        assert store.commit_log.write_buffer == write_buffer
         assert not errors
         assert store.wait_for_dispatch()
         assert store.get_max_offset_in_queue("B", 0) == 2 * 200 + 100 * 5
