@@ -4,9 +4,9 @@ One module for the rebuild (``decode_range``: consume queue units and index keys
 searchMessages / exportMessages / statsMessages (``scan_range``: records a query selects), so both
 read the bytes the same way:
 
-* **Mapping**: a task maps only its own byte range, read-only and populated up front
-  (``MAP_POPULATE``): touching pages one fault at a time costs about twice as much, and a task never
-  maps what another task reads.
+* **Mapping**: a task maps only its own byte range, read-only, and populates the page tables a
+  chunk ahead of the walk (``MADV_POPULATE_READ``): touching pages one fault at a time costs about
+  twice as much, and populating ahead never maps the zeros after a file's last record.
 * **Planning without a pass over the data** (``plan_file``, on the driver): a range may start at
   any record. Every record carries its own commitlog offset (PHYSICALOFFSET), so the first record
   at or after a cut is found by looking, in a small ``pread`` window, for a magic code whose record
@@ -87,6 +87,10 @@ _I64 = struct.Struct(">q")
 _MAGIC_BYTES = (struct.pack(">i", MESSAGE_MAGIC_CODE_V1), struct.pack(">i", MESSAGE_MAGIC_CODE_V2))
 _MIN_RECORD = 80  # the smallest record header with IPv4 hosts
 _SYNC_WINDOW = 256 * 1024
+SYNC_DISTANCE = 16 * 1024 * 1024  # how far past a planned cut a record start is looked for
+# Linux 5.14+: fill the page tables of a mapped range from the page cache in one call.
+MADV_POPULATE_READ = getattr(mmap, "MADV_POPULATE_READ", 22)
+POPULATE_CHUNK = 16 * 1024 * 1024
 
 
 # ------------------------------------------------------------------------------------------ mapping
@@ -98,11 +102,24 @@ class Mapped:
     buf: memoryview
     offset: int
     file_length: int
+    mm: mmap.mmap | None = None
+    populate: bool = True
 
     @property
     def end(self) -> int:
         """File position just after the mapped bytes."""
         return self.offset + len(self.buf)
+
+    def chunk_end(self, pos: int, stop: int) -> int:
+        """Where the walk from buffer position ``pos`` pauses next (at most ``stop``), its pages populated."""
+        end = min(stop, pos + POPULATE_CHUNK)
+        if self.populate and self.mm is not None and end > pos:
+            start = pos - pos % mmap.PAGESIZE
+            try:
+                self.mm.madvise(MADV_POPULATE_READ, start, min(len(self.buf), end + 4096) - start)
+            except (OSError, ValueError):
+                self.populate = False  # an older kernel: pages fault in as the walk touches them
+        return end
 
 
 @contextmanager
@@ -116,13 +133,12 @@ def map_range(path: str, start: int = 0, end: int = -1) -> Iterator[Mapped | Non
         if stop <= offset:
             yield None
             return
-        mm = mmap.mmap(fd, stop - offset, flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0),
-                       prot=mmap.PROT_READ, offset=offset)
+        mm = mmap.mmap(fd, stop - offset, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ, offset=offset)
     finally:
         os.close(fd)
     mv = memoryview(mm)
     try:
-        yield Mapped(mv, offset, length)
+        yield Mapped(mv, offset, length, mm)
     finally:
         mv.release()
         mm.close()
@@ -144,10 +160,14 @@ def find_record_start(fd: int, base: int, pos: int, length: int) -> tuple[int, i
 
     A record header there has a message magic code, a TOTALSIZE that fits the file, and a
     PHYSICALOFFSET equal to ``base + position`` (the broker writes each record's own offset). None
-    when no such header follows ``pos``.
+    when there is none within ``SYNC_DISTANCE`` or the bytes there are zeros: recovery ends a file's
+    data at zeros, and a record longer than that only makes the range before it longer.
     """
-    while pos + _MIN_RECORD <= length:
+    give_up = pos + SYNC_DISTANCE
+    while pos + _MIN_RECORD <= length and pos < give_up:
         window = _read_at(fd, pos, min(_SYNC_WINDOW, length - pos))
+        if window.count(0) == len(window):
+            return None
         best = -1
         for magic in _MAGIC_BYTES:
             i = window.find(magic, 4)
@@ -549,10 +569,10 @@ def scan_range(task: tuple, query: ScanQuery, mode: str, limit: int = 0) -> Rang
     """
     store_index, store_name, file_index, range_index, path, base, start, end, check_crc = task
     out = RangeResult(store_index, file_index, range_index, base, start, start, STOP_INVALID, "empty file")
-    matcher = Matcher(query)
+    matcher = Matcher.of(query)
     names = matcher.names if matcher.constant is None else ()
     judge = matcher.judge if names else None
-    verdicts: dict = {}
+    verdicts = matcher.verdicts
     needle = matcher.needle
     with map_range(path, start, end) as m:
         if m is None:
@@ -566,8 +586,9 @@ def scan_range(task: tuple, query: ScanQuery, mode: str, limit: int = 0) -> Rang
         matched = 0
         stop, reason = STOP_NONE, ""
         while True:
+            pause = m.chunk_end(pos, stop_at)
             pos, n, hits, deferred, stopped = select_records(
-                buf, pos, stop_at, limit_pos, check_crc, query.topic, query.begin_ms, query.end_ms, names, verdicts,
+                buf, pos, pause, limit_pos, check_crc, query.topic, query.begin_ms, query.end_ms, names, verdicts,
                 judge, needle)
             records += n
             if matcher.constant is not False:
@@ -580,6 +601,8 @@ def scan_range(task: tuple, query: ScanQuery, mode: str, limit: int = 0) -> Rang
                     sink.rows(buf, p, rows)
                     matched += len(rows)
             if not stopped:
+                if pos < stop_at:
+                    continue  # a chunk done
                 if end < 0:  # ran into the physical end of the file without a terminator
                     stop, reason = STOP_INVALID, "end of file data"
                 break

@@ -78,10 +78,11 @@ DEFAULT_SPLIT_BYTES = 64 * 1024 * 1024
 # (the bytes are read in Python workers), so its JIT stops at C1; C2 compiler threads otherwise take
 # 5-10% of the job's CPU on 2 cores while compiling code this job barely runs.
 SEARCH_SPARK_CONF = {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1"}
-# Spark partitions per core for the range scans: a few per core keep both cores busy to the end
-# when ranges cost unevenly (or another process takes a core for a while) without paying a task's
-# fixed cost for every range.
-PARTITIONS_PER_CORE = 4
+# Spark tasks per core for the range scans. A task has a fixed cost (~20 ms of JVM and ~20 ms of
+# Python worker CPU on a loaded 2-core machine, more than a 64 MiB range's scan costs per core and
+# far more than a range's own mapping), so ranges are grouped into this many tasks per core, each
+# with about the same number of bytes; ranges keep their own size, which is the pruning unit.
+PARTITIONS_PER_CORE = 1
 # ``master`` value that runs the same plan and the same range scans in this process, one after the
 # other, without Spark: the single-process baseline of bench/search.py (and quick on tiny stores).
 IN_PROCESS = "in-process"
@@ -333,14 +334,16 @@ class _Job:
     def in_process(self) -> bool:
         return self.master == IN_PROCESS and self.spark is None
 
-    def map_collect(self, fn: Callable[[T], U], items: list[T]) -> list[U]:
-        """``[fn(x) for x in items]`` in Spark tasks (a few items per task), or here for IN_PROCESS."""
+    def map_collect(self, fn: Callable[[T], U], items: list[T], weights: list[int] | None = None) -> list[U]:
+        """``[fn(x) for x in items]``: in a few Spark tasks of about equal weight, or here for IN_PROCESS."""
         if not items:
             return []
         if self.in_process:
             return [fn(x) for x in items]
-        slices = min(len(items), max(1, self.sc.defaultParallelism * PARTITIONS_PER_CORE))
-        return self.sc.parallelize(items, slices).mapPartitions(lambda it: [fn(x) for x in it]).collect()
+        groups = balanced_groups(items, weights or [1] * len(items),
+                                 max(1, self.sc.defaultParallelism * PARTITIONS_PER_CORE))
+        return self.sc.parallelize(groups, len(groups)).mapPartitions(
+            lambda it: [fn(x) for group in it for x in group]).collect()
 
     def __exit__(self, *exc: object) -> None:
         try:
@@ -414,12 +417,17 @@ class _Job:
 
     def scan(self, tasks: list[tuple], fn: Callable[[tuple], RangeResult]) -> list[RangeResult]:
         """Scan the ranges; a file where a walk overshot a planned start is scanned again as one range."""
-        results: list[RangeResult] = self.map_collect(fn, tasks)
+        results: list[RangeResult] = self.map_collect(fn, tasks, [self.range_bytes(t) for t in tasks])
         again = self.rescan_tasks(results, tasks)
         if again:
             redo = {(t[0], t[2]) for t in again}
             results = [r for r in results if (r.store_index, r.file_index) not in redo] + self.map_collect(fn, again)
         return results
+
+    def range_bytes(self, task: tuple) -> int:
+        """About how many bytes a range task reads (a file's last range: at most one split of data)."""
+        length = self.stores[task[0]].files[task[2]].length
+        return (task[7] if task[7] >= 0 else min(length, task[6] + self.split_bytes)) - task[6]
 
     @staticmethod
     def rescan_tasks(results: list[RangeResult], tasks: list[tuple]) -> list[tuple]:
@@ -442,6 +450,19 @@ class _Job:
         self.summary.messages_matched = sum(r.messages_matched for r in valid)
         self.summary.bytes_scanned = sum(r.end - r.start for r in valid)
         return ends, {(r.store_index, r.file_index, r.range_index) for r in valid}
+
+
+def balanced_groups(items: list[T], weights: list[int], n: int) -> list[list[T]]:
+    """``items`` cut into at most ``n`` consecutive groups of about equal total weight."""
+    total = sum(weights) or 1
+    groups: list[list[T]] = [[]]
+    acc = 0
+    for item, w in zip(items, weights, strict=True):
+        if groups[-1] and len(groups) < n and acc + w / 2 > total * len(groups) / n:
+            groups.append([])
+        groups[-1].append(item)
+        acc += w
+    return groups
 
 
 def _first_store_timestamp(path: str) -> int | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from broker_core.broker.filter.sql92 import compile_sql92
 from broker_core.broker.filter.sql92.nodes import Node, Property
@@ -140,7 +141,7 @@ class Matcher:
     every message (``constant``).
     """
 
-    __slots__ = ("sql", "needle", "names", "constant")
+    __slots__ = ("sql", "needle", "names", "constant", "verdicts")
 
     def __init__(self, query: ScanQuery) -> None:
         self.sql = compile_sql92(query.where) if query.where else None
@@ -149,6 +150,14 @@ class Matcher:
         self.constant: bool | None = None
         if self.sql is not None and not self.names:
             self.constant = self.sql.is_matched_by_commit_log({})
+        # Verdicts by property values, kept for every range this process scans with this query.
+        self.verdicts: dict = {}
+
+    @staticmethod
+    @lru_cache(maxsize=8)
+    def of(query: ScanQuery) -> Matcher:
+        """The process's matcher for ``query``: a Spark worker scans many ranges with the same one."""
+        return Matcher(query)
 
     @property
     def needs_message(self) -> bool:
