@@ -35,7 +35,6 @@ from dataclasses import dataclass, field
 
 from broker_core.store.codec.hotpath import hop_records, index_key_hash, select_records
 from broker_core.store.codec.message import (
-    BLANK_MAGIC_CODE,
     MESSAGE_MAGIC_CODE_V1,
     MESSAGE_MAGIC_CODE_V2,
     RECORD_BLANK,
@@ -268,18 +267,6 @@ def _final_verdict(path: str, pos: int, check_crc: bool, m: Mapped) -> tuple[str
 # ------------------------------------------------------------------------------------------ rebuild
 
 @dataclass(slots=True)
-class FileScan:
-    """Record-aligned range starts of one commitlog file (``split_file``)."""
-
-    file_index: int
-    base: int
-    splits: list[int]  # record-aligned start positions of the ranges (first is 0)
-    struct_end: int  # position where hopping stopped (blank, invalid header or end of file)
-    struct_stop: str  # STOP_BLANK or STOP_INVALID
-    records: int
-
-
-@dataclass(slots=True)
 class DecodedRange:
     """``decode_range`` result for one byte range: compact packed data, small per-range metadata."""
 
@@ -306,34 +293,6 @@ class DecodedRange:
     @property
     def global_stop(self) -> int:
         return self.base + self.end
-
-
-def scan_boundaries(file_index: int, path: str, base: int, split_bytes: int) -> FileScan:
-    """Hop over TOTALSIZE fields from the file start (``hop_records``), a split every ``split_bytes``."""
-    with map_range(path) as m:
-        if m is None:
-            return FileScan(file_index, base, [0], 0, STOP_INVALID, 0)
-        splits, _first, _last, end, records = hop_records(m.buf, 0, len(m.buf), split_bytes)
-        blank = len(m.buf) - end >= 8 and read_magic(m.buf, end) == BLANK_MAGIC_CODE
-    return FileScan(file_index, base, splits, end, STOP_BLANK if blank else STOP_INVALID, records)
-
-
-def plan_ranges(scans: list[FileScan]) -> list[tuple[int, int, int, int, int]]:
-    """(range_index, file_index, base, start, end) for every range up to the first structural stop.
-
-    ``end`` of a file's last range is -1: decode until the blank/invalid record that ends it, so the
-    terminating record is checked by the codec exactly as recovery checks it. Files after a file
-    that ends with an invalid record are not planned (recovery would never read them).
-    """
-    ranges: list[tuple[int, int, int, int, int]] = []
-    for scan in scans:
-        starts = [s for s in scan.splits if s < scan.struct_end] or [0]
-        for i, s in enumerate(starts):
-            end = starts[i + 1] if i + 1 < len(starts) else -1
-            ranges.append((len(ranges), scan.file_index, scan.base, s, end))
-        if scan.struct_stop != STOP_BLANK:
-            break
-    return ranges
 
 
 def decode_range(range_index: int, file_index: int, path: str, base: int, start: int, end: int,
