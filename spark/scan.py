@@ -85,7 +85,7 @@ _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _MAGIC_BYTES = (struct.pack(">i", MESSAGE_MAGIC_CODE_V1), struct.pack(">i", MESSAGE_MAGIC_CODE_V2))
 _MIN_RECORD = 80  # the smallest record header with IPv4 hosts
-_SYNC_WINDOW = 256 * 1024
+_SYNC_WINDOW = 64 * 1024
 SYNC_DISTANCE = 16 * 1024 * 1024  # how far past a planned cut a record start is looked for
 # Linux 5.14+: fill the page tables of a mapped range from the page cache in one call.
 MADV_POPULATE_READ = getattr(mmap, "MADV_POPULATE_READ", 22)
@@ -165,8 +165,6 @@ def find_record_start(fd: int, base: int, pos: int, length: int) -> tuple[int, i
     give_up = pos + SYNC_DISTANCE
     while pos + _MIN_RECORD <= length and pos < give_up:
         window = _read_at(fd, pos, min(_SYNC_WINDOW, length - pos))
-        if window.count(0) == len(window):
-            return None
         best = -1
         for magic in _MAGIC_BYTES:
             i = window.find(magic, 4)
@@ -185,7 +183,7 @@ def find_record_start(fd: int, base: int, pos: int, length: int) -> tuple[int, i
                 i = window.find(magic, i + 1)
         if best >= 0:
             return pos + best, _store_ts(window, best)
-        if len(window) < _SYNC_WINDOW:
+        if len(window) < _SYNC_WINDOW or window.count(0) == len(window):
             return None
         pos += len(window) - _MIN_RECORD
     return None

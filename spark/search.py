@@ -313,6 +313,7 @@ class _Job:
         self.own_spark = spark is None
         self.progress = progress
         self.split_bytes = max(1, int(split_bytes))
+        self.plan_split = self.split_bytes
         self.t0 = time.monotonic()
         self.poller: StatusPoller | None = None
         self._phase = ""
@@ -378,6 +379,13 @@ class _Job:
         """
         self.phase("plan ranges")
         timed = query.begin_ms is not None or query.end_ms is not None
+        split = self.split_bytes
+        if not timed and not self.in_process:
+            # Ranges are then only units of parallel work: a few per task suffice to balance them.
+            tasks_n = self.sc.defaultParallelism * PARTITIONS_PER_CORE
+            total = sum(f.length for s in self.stores for f in s.files)
+            split = max(split, -(-total // (4 * tasks_n)))
+        self.plan_split = split
         tasks: list[tuple] = []
         scanned_files: set[tuple[int, int]] = set()
         for s in self.stores:
@@ -395,7 +403,7 @@ class _Job:
                     tasks.append((s.index, s.name, fi, 0, f.path, f.base, 0, -1, s.check_crc))
                     scanned_files.add((s.index, fi))
                     continue
-                ranges = plan_file(f.path, f.base, self.split_bytes)
+                ranges = plan_file(f.path, f.base, split)
                 next_first = next((t for t in firsts[fi + 1:] if t is not None), None)
                 for i, r in enumerate(ranges):
                     upper = ranges[i + 1].first_ts if i + 1 < len(ranges) else next_first
@@ -427,7 +435,7 @@ class _Job:
     def range_bytes(self, task: tuple) -> int:
         """About how many bytes a range task reads (a file's last range: at most one split of data)."""
         length = self.stores[task[0]].files[task[2]].length
-        return (task[7] if task[7] >= 0 else min(length, task[6] + self.split_bytes)) - task[6]
+        return (task[7] if task[7] >= 0 else min(length, task[6] + self.plan_split)) - task[6]
 
     @staticmethod
     def rescan_tasks(results: list[RangeResult], tasks: list[tuple]) -> list[tuple]:
