@@ -10,10 +10,10 @@ range), then in the same run, ``--rounds`` times and alternating which side goes
   so pruning by the first/last store timestamps of files and ranges does most of the work.
 
 Each runs with Spark (``run_search(master=local[2])`` in a session started and warmed up once) and
-in this process (``run_search(master=IN_PROCESS)``: the same range scan with the same decoder and the
-same pruning; without time bounds it reads each file start to end and needs no boundary hop, which
-only Spark pays for to split files into tasks). Both sides must return identical
-answers. Reports records/s (records validated per second of wall time; for the selective search
+in this process (``run_search(master=IN_PROCESS)``: the same compiled walk ``select_records`` with the
+same pushed-down query, the same verdict cache, the same pruning and the same driver-side decode of
+the final matches; without time bounds it scans each file as one range, as Spark needs ranges only to
+split work between its tasks). Both sides must return identical answers. Reports records/s (records validated per second of wall time; for the selective search
 also the whole store's records per second, the figure an operator feels), the CPU seconds of each
 side, how busy the machine was before each run (it waits up to ``--quiet-wait`` s for the machine
 to be quiet, so both sides run in the same state), and one JSON line with ``search_vs_single_ratio`` (single-process
