@@ -232,16 +232,21 @@ def timed(fn: Callable[[], object]) -> tuple[float, float, object]:
 
 # ------------------------------------------------------------------------------------------- ceiling
 
-def _half_child(store: Path, file_mb: int) -> int:
-    """Child of ``two_halves_in_parallel``: open its store untimed, wait for "go", time ``do_reput``."""
-    config = StoreConfig(store_path_root_dir=str(store), mapped_file_size_commit_log=file_mb << 20)
-    clean_derived(store)
+def open_for_reput(store: Path, config: StoreConfig) -> MessageStore:
+    """Open the store (recovery dispatches everything: untimed), then drop what it derived."""
     ms = MessageStore(store, config)
     ms.open()
     ms.delete_topics(ms.topics())
     assert ms.index_service is not None
     ms.index_service.destroy()
     ms.reput.reput_from_offset = ms.commit_log.min_offset()
+    return ms
+
+
+def _half_child(store: Path, file_mb: int) -> int:
+    """Child of ``two_halves_in_parallel``: open its store untimed, wait for "go", time ``do_reput``."""
+    clean_derived(store)
+    ms = open_for_reput(store, StoreConfig(store_path_root_dir=str(store), mapped_file_size_commit_log=file_mb << 20))
     print("ready", flush=True)
     sys.stdin.readline()
     c0, t0 = time.process_time(), time.monotonic()
@@ -352,16 +357,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"spark start-up {startup_s:.1f}s (session + workers {session_s:.1f}s, "
               f"{args.warmup_mb} MiB warm-up rebuild {startup_s - session_s:.1f}s)", flush=True)
 
-        def open_for_reput() -> MessageStore:
-            """Open the store (recovery dispatches everything: untimed), then drop what it derived."""
-            ms = MessageStore(store, config)
-            ms.open()
-            ms.delete_topics(ms.topics())
-            assert ms.index_service is not None
-            ms.index_service.destroy()
-            ms.reput.reput_from_offset = ms.commit_log.min_offset()
-            return ms
-
         def reput(ms: MessageStore) -> object:
             dispatched = ms.reput.do_reput()
             ms.shutdown()
@@ -380,7 +375,7 @@ def main(argv: list[str] | None = None) -> int:
                 digests = {}
                 for side in order:
                     clean_derived(store)
-                    ms = open_for_reput() if side == "reput" else None
+                    ms = open_for_reput(store, config) if side == "reput" else None
                     busy = wait_quiet(args.quiet_wait, args.quiet_busy)
                     wall, cpu, out = timed((lambda: reput(ms)) if side == "reput" else rebuild)  # noqa: B023
                     if side == "spark":
