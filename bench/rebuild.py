@@ -230,6 +230,67 @@ def timed(fn: Callable[[], object]) -> tuple[float, float, object]:
     return wall, cpu.seconds, out
 
 
+# ------------------------------------------------------------------------------------------- ceiling
+
+def open_for_reput(store: Path, config: StoreConfig) -> MessageStore:
+    """Open the store (recovery dispatches everything: untimed), then drop what it derived."""
+    ms = MessageStore(store, config)
+    ms.open()
+    ms.delete_topics(ms.topics())
+    assert ms.index_service is not None
+    ms.index_service.destroy()
+    ms.reput.reput_from_offset = ms.commit_log.min_offset()
+    return ms
+
+
+def _half_child(store: Path, file_mb: int) -> int:
+    """Child of ``two_halves_in_parallel``: open its store untimed, wait for "go", time ``do_reput``."""
+    clean_derived(store)
+    ms = open_for_reput(store, StoreConfig(store_path_root_dir=str(store), mapped_file_size_commit_log=file_mb << 20))
+    print("ready", flush=True)
+    sys.stdin.readline()
+    c0, t0 = time.process_time(), time.monotonic()
+    n = ms.reput.do_reput()
+    wall, cpu = time.monotonic() - t0, time.process_time() - c0
+    ms.shutdown()
+    print(json.dumps({"s": wall, "cpu_s": cpu, "records": n}), flush=True)
+    return 0
+
+
+def two_halves_in_parallel(store: Path, work: Path, file_mb: int) -> dict:
+    """The ceiling of any 2-way split of this dispatch: two processes, each the store's own reput
+    over one half of the commitlog files (a copy of them in a store of its own), started together.
+    Its wall time is what a perfect 2-core job with the reput's per-record work would take here."""
+    import subprocess
+
+    files = sorted((store / "commitlog").iterdir())
+    halves = [files[:len(files) // 2], files[len(files) // 2:]]
+    procs = []
+    for i, half in enumerate(halves):
+        d = work / f"half{i}"
+        shutil.rmtree(d, ignore_errors=True)
+        (d / "commitlog").mkdir(parents=True)
+        for f in half:
+            shutil.copyfile(f, d / "commitlog" / f.name)
+        procs.append(subprocess.Popen([sys.executable, __file__, "--half-child", str(d),
+                                       "--commitlog-file-mb", str(file_mb)], stdin=subprocess.PIPE,
+                                      stdout=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONPATH=str(REPO))))
+    for p in procs:
+        assert p.stdout is not None and p.stdout.readline().strip() == "ready"
+    t0 = time.monotonic()
+    for p in procs:
+        assert p.stdin is not None
+        p.stdin.write("go\n")
+        p.stdin.flush()
+    outs = [json.loads(p.stdout.readline()) for p in procs]  # type: ignore[union-attr]
+    wall = time.monotonic() - t0
+    for p in procs:
+        p.wait(timeout=120)
+    for i in range(2):
+        shutil.rmtree(work / f"half{i}", ignore_errors=True)
+    return {"s": round(wall, 3), "halves": outs, "files": [len(h) for h in halves]}
+
+
 # ------------------------------------------------------------------------------------------- main
 
 def main(argv: list[str] | None = None) -> int:
@@ -247,7 +308,12 @@ def main(argv: list[str] | None = None) -> int:
                     help="machine busy fraction counted as quiet (0..1)")
     ap.add_argument("--dir", default=None,
                     help="work directory, kept afterwards; a store generated there before is reused")
+    ap.add_argument("--ceiling", action="store_true",
+                    help="also time two reputs over the two halves of the commitlog files in parallel each round")
+    ap.add_argument("--half-child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.half_child:
+        return _half_child(Path(args.half_child), args.commitlog_file_mb)
 
     work = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="rmqops-bench-rebuild-"))
     store = work / "store"
@@ -291,16 +357,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"spark start-up {startup_s:.1f}s (session + workers {session_s:.1f}s, "
               f"{args.warmup_mb} MiB warm-up rebuild {startup_s - session_s:.1f}s)", flush=True)
 
-        def open_for_reput() -> MessageStore:
-            """Open the store (recovery dispatches everything: untimed), then drop what it derived."""
-            ms = MessageStore(store, config)
-            ms.open()
-            ms.delete_topics(ms.topics())
-            assert ms.index_service is not None
-            ms.index_service.destroy()
-            ms.reput.reput_from_offset = ms.commit_log.min_offset()
-            return ms
-
         def reput(ms: MessageStore) -> object:
             dispatched = ms.reput.do_reput()
             ms.shutdown()
@@ -319,15 +375,24 @@ def main(argv: list[str] | None = None) -> int:
                 digests = {}
                 for side in order:
                     clean_derived(store)
-                    ms = open_for_reput() if side == "reput" else None
+                    ms = open_for_reput(store, config) if side == "reput" else None
                     busy = wait_quiet(args.quiet_wait, args.quiet_busy)
                     wall, cpu, out = timed((lambda: reput(ms)) if side == "reput" else rebuild)  # noqa: B023
                     if side == "spark":
                         summary = out
                     digests[side] = outputs_digest(store)
-                    runs[side].append({"s": round(wall, 3), "cpu_s": round(cpu, 2), "busy_before": round(busy, 3)})
+                    runs[side].append({"s": round(wall, 3), "cpu_s": round(cpu, 2), "busy_before": round(busy, 3),
+                                       "loadavg": round(os.getloadavg()[0], 2)})
                     print(f"round {rnd + 1} {side:5}: {wall:7.2f}s wall {cpu:7.2f}s cpu "
                           f"(machine {busy:.0%} busy before)", flush=True)
+                if args.ceiling:
+                    busy = wait_quiet(args.quiet_wait, args.quiet_busy)
+                    load = os.getloadavg()[0]
+                    c = two_halves_in_parallel(store, work, args.commitlog_file_mb)
+                    c.update(busy_before=round(busy, 3), loadavg=round(load, 2))
+                    runs.setdefault("halves", []).append(c)
+                    print(f"round {rnd + 1} two halves in parallel: {c['s']:7.2f}s wall "
+                          f"(cpu {[round(h['cpu_s'], 2) for h in c['halves']]}, load {load:.1f})", flush=True)
                 same = digests["reput"] == digests["spark"]
                 identical = identical and same
                 if not same:
@@ -364,7 +429,17 @@ def main(argv: list[str] | None = None) -> int:
             "round_ratios": [round(a["s"] / b["s"], 3) for a, b in zip(runs["reput"], runs["spark"], strict=True)],
             "busy_before_max": max(r["busy_before"] for side in runs.values() for r in side),
             "runs": runs, "outputs_identical": identical, "cpus": os.cpu_count(),
+            "loadavg_median": round(statistics.median(r["loadavg"] for side in ("reput", "spark")
+                                                      for r in runs[side]), 2),
         }
+        if runs.get("halves"):
+            halves_s = statistics.median(r["s"] for r in runs["halves"])
+            # The ceiling: a 2-way split of the reput's own per-record work, run on both cores.
+            result["two_halves_parallel_s"] = round(halves_s, 3)
+            result["two_halves_vs_reput_ratio"] = round(reput_s / halves_s, 3)
+            half_cpu = statistics.median(sum(h["cpu_s"] for h in r["halves"]) for r in runs["halves"])
+            result["cpu_based_two_halves_vs_reput_ratio"] = round(reput_cpu / (half_cpu / 2), 3)
+            result["cpu_based_spark_vs_reput_ratio"] = round(reput_cpu / (spark_cpu / (os.cpu_count() or 1)), 3)
         print(json.dumps(result), flush=True)
         return 0 if identical else 1
     finally:

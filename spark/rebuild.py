@@ -4,7 +4,8 @@ Entry points: :func:`run_rebuild` (called by ``mqadmin rebuildStore`` and ``spar
 and :func:`render_summary` / :func:`print_summary` for the result.
 
 Pipeline (driver orchestrates, executors do the byte work):
-1. list commitlog files; pass 1 finds record boundaries per file (``scan.scan_boundaries``);
+1. list commitlog files; the driver cuts them into record-aligned ranges with a few small reads
+   per range (``scan.plan_file``: every record names its own offset, no pass over the data);
 2. pass 2 decodes byte ranges with the store's reput decoder (``scan.decode_range``) and writes
    packed units and index keys straight into one shuffle (``routing``); a first job reads only the
    ranges' metadata from it;
@@ -73,8 +74,7 @@ from .scan import (
     LogEnd,
     file_starts_with_record,
     find_log_end,
-    plan_ranges,
-    scan_boundaries,
+    plan_file,
 )
 from .session import get_spark, is_local_master
 from .store_input import StoreInput, load_store_input
@@ -87,6 +87,7 @@ _HP = struct.Struct(">iq")  # keyHash, phyOffset (index verify)
 _VERIFY_BUCKETS = 16
 # Queue partitions of the shuffle per core: several per core keeps both cores busy beside the index task.
 QUEUE_PARTITIONS_PER_CORE = 4
+DECODE_TASKS_PER_CORE = 2
 
 
 class RebuildError(RuntimeError):
@@ -399,14 +400,13 @@ def run_rebuild(store_dir: str | os.PathLike[str], config_file: str | os.PathLik
                 phase_t = now
                 poller.set_phase(name)
 
-            # -- pass 1: record boundaries --------------------------------------------------------
-            phase("scan boundaries")
-            file_rows = [(i, f.path, f.base) for i, f in enumerate(si.files)]
+            # -- plan: record-aligned ranges from a few small reads per range (scan.plan_file) ------
+            phase("plan ranges")
             split = max(1, int(split_bytes))
-            scans = (sc.parallelize(file_rows, max(1, len(file_rows)))
-                     .map(lambda r: scan_boundaries(r[0], r[1], r[2], split)).collect()) if file_rows else []
-            scans.sort(key=lambda s: s.file_index)
-            planned = plan_ranges(scans)
+            planned: list[tuple[int, int, int, int, int]] = []
+            for i, f in enumerate(si.files):
+                for r in plan_file(f.path, f.base, split):
+                    planned.append((len(planned), i, f.base, r.start, r.end))
             summary.ranges = len(planned)
 
             # -- pass 2: decode, straight into the one shuffle (see routing.py) -------------------
@@ -419,7 +419,8 @@ def run_rebuild(store_dir: str | os.PathLike[str], config_file: str | os.PathLik
             partitioner = RangePartitioner(max(1, sc.defaultParallelism * QUEUE_PARTITIONS_PER_CORE))
             metas: list[tuple] = []
             if rows:
-                shuffled = (sc.parallelize(rows, len(rows))
+                # A few decode tasks per core (a task's fixed cost is tens of ms of CPU), ranges in order.
+                shuffled = (sc.parallelize(rows, min(len(rows), sc.defaultParallelism * DECODE_TASKS_PER_CORE))
                             .mapPartitions(lambda it: decode_and_route(it, check_crc, delay_levels, want_index,
                                                                        want_queues))
                             .partitionBy(partitioner.num_partitions, partitioner))

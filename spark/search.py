@@ -13,13 +13,15 @@ Pipeline:
    one line naming the position, before any Spark start);
 2. list each store's commitlog files; a file whose first record is stored after ``--end`` is
    skipped without reading further (store timestamps grow along the log);
-3. a Spark pass hops over the remaining files' record headers (``search_scan.hop_file``): record
-   boundaries every ``split_bytes`` plus the store timestamps of the first and last record of each
-   range; ranges (and so whole files) outside the time bounds are pruned;
-4. a Spark pass scans the kept ranges (``search_scan.scan_range``): recovery's validity checks on
-   every record, the query pushed into the partition scan, BatchCQ inner batches exploded;
-5. per file, the earliest invalid record ends that file's scan (where recovery would stop); ranges
-   after it are dropped and the stop is reported, never silently skipped.
+3. the driver cuts the remaining files into ranges at record starts with a few small reads per
+   range (``scan.plan_file``: every record names its own commitlog offset, so no pass over the data
+   is needed) and prunes ranges whose first-record store times put them outside the time bounds;
+4. Spark tasks scan the kept ranges (``scan.scan_range``): recovery's validity checks on every
+   record, the query evaluated inside the compiled walk, BatchCQ inner batches exploded; a search
+   sends back only the sort keys of each range's earliest matches, and the driver decodes the
+   final answer;
+5. per file, the earliest invalid record (or blank) ends that file's scan (where recovery would
+   stop); ranges after it are dropped and the stop is reported, never silently skipped.
 """
 
 from __future__ import annotations
@@ -38,22 +40,29 @@ from broker_core.store.store_config import StoreConfig
 from broker_core.store.store_lock import is_store_locked
 
 from .progress import ProgressCallback, StatusPoller
-from .scan import STOP_INVALID, ZERO_REASON_PREFIX, file_starts_with_record
-from .search_scan import (
+from .scan import (
+    STOP_BLANK,
+    STOP_INVALID,
+    STOP_OVERSHOOT,
+    ZERO_REASON_PREFIX,
+    candidate_sort_key,
+    decode_rows,
+    file_starts_with_record,
+    last_store_timestamp,
+    plan_file,
+    scan_range,
+)
+from .search_query import (
     COLUMNS,
     KEY_DIMENSIONS,
     MODE_ROWS,
     MODE_STATS,
     MODE_TOP,
     TIME_BUCKETS_MS,
-    FileBounds,
     MessageRow,
     RangeResult,
     ScanQuery,
-    hop_file,
-    read_first_store_timestamp,
     row_sort_key,
-    scan_range,
 )
 from .session import get_spark, is_local_master
 from .store_input import CommitLogFile, list_commitlog_files
@@ -69,6 +78,11 @@ DEFAULT_SPLIT_BYTES = 64 * 1024 * 1024
 # (the bytes are read in Python workers), so its JIT stops at C1; C2 compiler threads otherwise take
 # 5-10% of the job's CPU on 2 cores while compiling code this job barely runs.
 SEARCH_SPARK_CONF = {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1"}
+# Spark tasks per core for the range scans. A task has a fixed cost (~20 ms of JVM and ~20 ms of
+# Python worker CPU on a loaded 2-core machine, more than a 64 MiB range's scan costs per core and
+# far more than a range's own mapping), so ranges are grouped into this many tasks per core, each
+# with about the same number of bytes; ranges keep their own size, which is the pruning unit.
+PARTITIONS_PER_CORE = 1
 # ``master`` value that runs the same plan and the same range scans in this process, one after the
 # other, without Spark: the single-process baseline of bench/search.py (and quick on tiny stores).
 IN_PROCESS = "in-process"
@@ -251,7 +265,12 @@ def _file_stop_offsets(stores: list[_Store], results: list[RangeResult], summary
     ends: dict[tuple[int, int], int] = {}
     for r in sorted(results, key=lambda r: (r.store_index, r.file_index, r.start)):
         key = (r.store_index, r.file_index)
-        if key in ends or r.stop != STOP_INVALID:
+        if key in ends:
+            continue
+        if r.stop == STOP_BLANK:
+            ends[key] = r.end + 1  # the blank ends the file's data: a range after it holds none
+            continue
+        if r.stop != STOP_INVALID:
             continue
         ends[key] = r.end
         store = stores[r.store_index]
@@ -294,6 +313,7 @@ class _Job:
         self.own_spark = spark is None
         self.progress = progress
         self.split_bytes = max(1, int(split_bytes))
+        self.plan_split = self.split_bytes
         self.t0 = time.monotonic()
         self.poller: StatusPoller | None = None
         self._phase = ""
@@ -315,13 +335,16 @@ class _Job:
     def in_process(self) -> bool:
         return self.master == IN_PROCESS and self.spark is None
 
-    def map_collect(self, fn: Callable[[T], U], items: list[T]) -> list[U]:
-        """``[fn(x) for x in items]``: one Spark task per item, or in this process for IN_PROCESS."""
+    def map_collect(self, fn: Callable[[T], U], items: list[T], weights: list[int] | None = None) -> list[U]:
+        """``[fn(x) for x in items]``: in a few Spark tasks of about equal weight, or here for IN_PROCESS."""
         if not items:
             return []
         if self.in_process:
             return [fn(x) for x in items]
-        return self.sc.parallelize(items, len(items)).map(fn).collect()
+        groups = balanced_groups(items, weights or [1] * len(items),
+                                 max(1, self.sc.defaultParallelism * PARTITIONS_PER_CORE))
+        return self.sc.parallelize(groups, len(groups)).mapPartitions(
+            lambda it: [fn(x) for group in it for x in group]).collect()
 
     def __exit__(self, *exc: object) -> None:
         try:
@@ -347,12 +370,28 @@ class _Job:
             self.poller.set_phase(name)
 
     def plan(self, query: ScanQuery) -> list[tuple]:
-        """Prune by time and cut the kept files into ranges; returns ``scan_range`` tasks."""
-        candidates: list[tuple[int, int, str]] = []
+        """Prune by time and cut the kept files into ranges; returns ``scan_range`` tasks.
+
+        A range's records were stored between its first record's time and the next range's (the
+        next file's) first record's time, so a range is skipped when that span misses the bounds.
+        One process reads the files one after the other anyway: without time bounds it scans each
+        file as one range.
+        """
+        self.phase("plan ranges")
+        timed = query.begin_ms is not None or query.end_ms is not None
+        split = self.split_bytes
+        if not timed and not self.in_process:
+            # Ranges are then only units of parallel work: a few per task suffice to balance them.
+            tasks_n = self.sc.defaultParallelism * PARTITIONS_PER_CORE
+            total = sum(f.length for s in self.stores for f in s.files)
+            split = max(split, -(-total // (4 * tasks_n)))
+        self.plan_split = split
         tasks: list[tuple] = []
+        scanned_files: set[tuple[int, int]] = set()
         for s in self.stores:
+            firsts = [_first_store_timestamp(f.path) for f in s.files]
             for fi, f in enumerate(s.files):
-                first = read_first_store_timestamp(f.path)
+                first = firsts[fi]
                 if first is None and not file_starts_with_record(f.path):
                     # No record at the start: either empty (newest pre-created file) or damage; the
                     # scan reports the latter, so only a truly empty file is skipped here.
@@ -360,45 +399,84 @@ class _Job:
                         continue
                 if first is not None and query.end_ms is not None and first > query.end_ms:
                     continue  # stored after the window, and so is everything after it in this file
-                candidates.append((s.index, fi, f.path))
-        if self.in_process and query.begin_ms is None and query.end_ms is None:
-            # One process reads the files one after the other anyway: no ranges to cut, no hop.
-            for store_index, fi, path in candidates:
-                s = self.stores[store_index]
-                self.summary.bytes_scanned += s.files[fi].length
-                tasks.append((store_index, s.name, fi, 0, path, s.files[fi].base, 0, -1, s.check_crc))
-            self.summary.files_scanned = self.summary.ranges_scanned = len(tasks)
-            self.summary.files_pruned = self.summary.files_total - len(tasks)
-            return tasks
-        self.phase("find record boundaries")
-        split = self.split_bytes
-        bounds: list[FileBounds] = self.map_collect(lambda c: hop_file(c[0], c[1], c[2], split), candidates)
-        scanned_files: set[tuple[int, int]] = set()
-        for b in sorted(bounds, key=lambda b: (b.store_index, b.file_index)):
-            s = self.stores[b.store_index]
-            f = s.files[b.file_index]
-            starts = [p for p in b.splits if p < b.struct_end] or [0]
-            for i, start in enumerate(starts):
-                end = starts[i + 1] if i + 1 < len(starts) else -1
-                first, last = b.first_ts[i], b.last_ts[i]
-                # A range with no readable record header is always scanned: its verdict may be damage.
-                if first >= 0 and last >= 0 and not query.overlaps(first, last):
+                if self.in_process and not timed:
+                    tasks.append((s.index, s.name, fi, 0, f.path, f.base, 0, -1, s.check_crc))
+                    scanned_files.add((s.index, fi))
                     continue
-                scanned_files.add((b.store_index, b.file_index))
-                nbytes = (end if end >= 0 else b.struct_end) - start
-                self.summary.bytes_scanned += max(0, nbytes)
-                tasks.append((s.index, s.name, b.file_index, i, f.path, f.base, start, end, s.check_crc))
+                ranges = plan_file(f.path, f.base, split)
+                next_first = next((t for t in firsts[fi + 1:] if t is not None), None)
+                for i, r in enumerate(ranges):
+                    upper = ranges[i + 1].first_ts if i + 1 < len(ranges) else next_first
+                    # A range with no readable record header is always scanned: its verdict may be damage.
+                    if r.first_ts >= 0 and query.end_ms is not None and r.first_ts > query.end_ms:
+                        continue
+                    if r.first_ts >= 0 and query.begin_ms is not None and r.first_ts < query.begin_ms:
+                        if upper is None or upper >= query.begin_ms:
+                            # The range that may straddle --begin (one per file): its last record's time.
+                            upper = last_store_timestamp(f.path, r.start, r.end)
+                        if upper is not None and upper < query.begin_ms:
+                            continue
+                    scanned_files.add((s.index, fi))
+                    tasks.append((s.index, s.name, fi, i, f.path, f.base, r.start, r.end, s.check_crc))
         self.summary.files_scanned = len(scanned_files)
         self.summary.files_pruned = self.summary.files_total - len(scanned_files)
         self.summary.ranges_scanned = len(tasks)
         return tasks
+
+    def scan(self, tasks: list[tuple], fn: Callable[[tuple], RangeResult]) -> list[RangeResult]:
+        """Scan the ranges; a file where a walk overshot a planned start is scanned again as one range."""
+        results: list[RangeResult] = self.map_collect(fn, tasks, [self.range_bytes(t) for t in tasks])
+        again = self.rescan_tasks(results, tasks)
+        if again:
+            redo = {(t[0], t[2]) for t in again}
+            results = [r for r in results if (r.store_index, r.file_index) not in redo] + self.map_collect(fn, again)
+        return results
+
+    def range_bytes(self, task: tuple) -> int:
+        """About how many bytes a range task reads (a file's last range: at most one split of data)."""
+        length = self.stores[task[0]].files[task[2]].length
+        return (task[7] if task[7] >= 0 else min(length, task[6] + self.plan_split)) - task[6]
+
+    @staticmethod
+    def rescan_tasks(results: list[RangeResult], tasks: list[tuple]) -> list[tuple]:
+        """One whole-file task per file in which a range walked past the next range's planned start.
+
+        That start was not a record (a message body that imitates a record header): the file's
+        ranges cannot be trusted, the walk from the file start can.
+        """
+        files = {(r.store_index, r.file_index) for r in results if r.stop == STOP_OVERSHOOT}
+        out = {}
+        for t in tasks:
+            if (t[0], t[2]) in files and (t[0], t[2]) not in out:
+                out[(t[0], t[2])] = (t[0], t[1], t[2], -1, t[4], t[5], 0, -1, t[8])
+        return list(out.values())
 
     def finish_ranges(self, metas: list[RangeResult]) -> tuple[dict[tuple[int, int], int], set[tuple]]:
         ends = _file_stop_offsets(self.stores, metas, self.summary)
         valid = _valid_ranges(metas, ends)
         self.summary.records_scanned = sum(r.records for r in valid)
         self.summary.messages_matched = sum(r.messages_matched for r in valid)
+        self.summary.bytes_scanned = sum(r.end - r.start for r in valid)
         return ends, {(r.store_index, r.file_index, r.range_index) for r in valid}
+
+
+def balanced_groups(items: list[T], weights: list[int], n: int) -> list[list[T]]:
+    """``items`` cut into at most ``n`` consecutive groups of about equal total weight."""
+    total = sum(weights) or 1
+    groups: list[list[T]] = [[]]
+    acc = 0
+    for item, w in zip(items, weights, strict=True):
+        if groups[-1] and len(groups) < n and acc + w / 2 > total * len(groups) / n:
+            groups.append([])
+        groups[-1].append(item)
+        acc += w
+    return groups
+
+
+def _first_store_timestamp(path: str) -> int | None:
+    """Store timestamp of a file's first record, or None if it starts with no record."""
+    ranges = plan_file(path, 0, 1 << 62)
+    return ranges[0].first_ts if ranges and ranges[0].first_ts >= 0 else None
 
 
 def _starts_with_zeros(path: str) -> bool:
@@ -423,13 +501,38 @@ def run_search(store_dirs: Sequence[str | os.PathLike[str]], query: ScanQuery, *
     with _Job(store_dirs, config_file, master, spark, progress, split_bytes) as job:
         tasks = job.plan(query)
         job.phase("scan records")
-        results: list[RangeResult] = job.map_collect(lambda t: scan_range(t, query, MODE_TOP, limit), tasks)
+        results = job.scan(tasks, lambda t: scan_range(t, query, MODE_TOP, limit))
         _ends, valid = job.finish_ranges(results)
-        rows = [row for r in results if (r.store_index, r.file_index, r.range_index) in valid for row in r.rows]
-        rows.sort(key=row_sort_key)
-        if limit:
-            del rows[limit:]
+        job.phase("decode matches")
+        rows = _top_rows(job.stores, [r for r in results if (r.store_index, r.file_index, r.range_index) in valid],
+                         limit)
     return SearchResult(job.summary, query, limit, [row_to_dict(r) for r in rows])
+
+
+def _top_rows(stores: list[_Store], results: list[RangeResult], limit: int) -> list[MessageRow]:
+    """The earliest ``limit`` (0: all) matches over the ranges' candidates and inner-batch rows.
+
+    Candidates are sort keys of single-message records; only the ones in the answer are decoded.
+    """
+    keyed: list[tuple[tuple, int, object]] = []
+    for r in results:
+        name = stores[r.store_index].name
+        keyed.extend((candidate_sort_key(name, c), 0, (r.store_index, r.file_index, c[3])) for c in r.candidates)
+        keyed.extend((row_sort_key(row), 1, row) for row in r.rows)
+    keyed.sort(key=lambda k: k[0])
+    if limit:
+        del keyed[limit:]
+    wanted: dict[tuple[int, int], list[int]] = {}
+    for _key, kind, item in keyed:
+        if kind == 0:
+            si, fi, pos = item  # type: ignore[misc]
+            wanted.setdefault((si, fi), []).append(pos)
+    decoded: dict[tuple[int, int, int], MessageRow] = {}
+    for (si, fi), positions in wanted.items():
+        store = stores[si]
+        for pos, row in zip(positions, decode_rows(store.files[fi].path, store.name, positions), strict=True):
+            decoded[(si, fi, pos)] = row
+    return [decoded[item] if kind == 0 else item for _key, kind, item in keyed]  # type: ignore[index,misc]
 
 
 def run_stats(store_dirs: Sequence[str | os.PathLike[str]], query: ScanQuery, *,
@@ -442,7 +545,7 @@ def run_stats(store_dirs: Sequence[str | os.PathLike[str]], query: ScanQuery, *,
     with _Job(store_dirs, config_file, master, spark, progress, split_bytes) as job:
         tasks = job.plan(query)
         job.phase("scan records")
-        results: list[RangeResult] = job.map_collect(lambda t: scan_range(t, query, MODE_STATS), tasks)
+        results = job.scan(tasks, lambda t: scan_range(t, query, MODE_STATS))
         _ends, valid = job.finish_ranges(results)
         merged: dict[tuple, list[int]] = {}
         for r in results:
@@ -533,13 +636,24 @@ def run_export(store_dirs: Sequence[str | os.PathLike[str]], query: ScanQuery, o
             from pyspark import StorageLevel
 
             scanned = None
+            metas: list[RangeResult] = []
+            persisted = []
             if tasks:
                 scanned = (job.sc.parallelize(tasks, len(tasks))
                            .map(lambda t: scan_range(t, query, MODE_ROWS))
                            .persist(StorageLevel.MEMORY_AND_DISK))
+                persisted.append(scanned)
                 metas = scanned.map(_meta).collect()
-            else:
-                metas = []
+                again = job.rescan_tasks(metas, tasks)
+                if again:  # files where a planned range start was not a record: scanned whole
+                    redo = {(t[0], t[2]) for t in again}
+                    rescanned = (job.sc.parallelize(again, len(again))
+                                 .map(lambda t: scan_range(t, query, MODE_ROWS))
+                                 .persist(StorageLevel.MEMORY_AND_DISK))
+                    persisted.append(rescanned)
+                    metas = [m for m in metas if (m.store_index, m.file_index) not in redo] + \
+                        rescanned.map(_meta).collect()
+                    scanned = scanned.filter(lambda r: (r.store_index, r.file_index) not in redo).union(rescanned)
             _ends, valid = job.finish_ranges(metas)
             job.phase("write " + fmt)
             schema = _message_schema(with_date)
@@ -559,8 +673,8 @@ def run_export(store_dirs: Sequence[str | os.PathLike[str]], query: ScanQuery, o
             else:
                 writer.option("compression", "none").json(str(staging))
             rows_written = job.summary.messages_matched
-            if scanned is not None:
-                scanned.unpersist()
+            for rdd in persisted:
+                rdd.unpersist()
         os.rename(staging, out)
     finally:
         if staging.exists():

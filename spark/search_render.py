@@ -10,7 +10,7 @@ import base64
 from datetime import datetime
 
 from .search import ExportResult, ScanSummary, SearchResult, StatsResult, render_summary
-from .search_scan import TIME_BUCKETS_MS
+from .search_query import TIME_BUCKETS_MS
 
 PLOT_WIDTH = 40
 

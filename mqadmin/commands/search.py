@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from spark.search import ScanSummary
-    from spark.search_scan import ScanQuery
+    from spark.search_query import ScanQuery
 
 app = typer.Typer()
 R = TypeVar("R")

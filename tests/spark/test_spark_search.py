@@ -357,3 +357,40 @@ def test_rendering_of_tables_plot_and_json(stores):
     assert "GoldenBatchTopic" in text and "█" * 40 in text and "95" in text
     data = json.loads(json.dumps(search_json(found)))
     assert base64.b64decode(data["messages"][0]["body"]) == found.messages[0]["body"]
+
+
+def test_body_imitating_a_record_header_does_not_mislead_the_plan(tmp_path):
+    """Ranges start where a record names its own offset; a body that imitates such a header right
+    after a planned cut makes the walk overshoot it, and the file is scanned again as one range."""
+    import struct
+
+    from broker_core.store.codec.message import MessageInner
+    from broker_core.store.message_store import MessageStore
+    from broker_core.store.store_config import ASYNC_FLUSH, StoreConfig
+    from spark.search import IN_PROCESS
+
+    split = 4096
+    root = tmp_path / "store"
+    store = MessageStore(root, StoreConfig(store_path_root_dir=str(root), mapped_file_size_commit_log=64 * 1024,
+                                           flush_disk_type=ASYNC_FLUSH)).open()
+    planted = False
+    try:
+        for i in range(30):
+            body = bytearray(b"x" * 1000)
+            body_at = store.commit_log.max_offset() + 88  # IPv4 hosts: the body follows an 88-byte header
+            if not planted and body_at < split + 16 and body_at + len(body) > split + 300:
+                q = split + 16  # past the cut, before the next real record
+                fake = struct.pack(">ii", 200, -626843477) + bytes(20) + struct.pack(">q", q)
+                body[q - body_at:q - body_at + len(fake)] = fake
+                planted = True
+            msg = MessageInner(topic="Fake", body=bytes(body), queue_id=0, properties={"KEYS": f"k{i}"},
+                               born_host=("127.0.0.1", 1), store_host=("127.0.0.1", 10911))
+            assert store.put_message(msg).ok
+    finally:
+        store.shutdown()
+    assert planted
+    expected = run_search([str(root)], build_query(), limit=0, master=IN_PROCESS)  # one range: no plan
+    planned = run_search([str(root)], build_query(begin_ms=0), limit=0, master=IN_PROCESS, split_bytes=split)
+    assert planned.summary.ranges_scanned > 1 and planned.summary.stops == [] and expected.summary.stops == []
+    assert [m["keys"] for m in planned.messages] == [f"k{i}" for i in range(30)]
+    assert _rows(planned) == _rows(expected) and planned.summary.records_scanned == 30

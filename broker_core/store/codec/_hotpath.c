@@ -1177,6 +1177,301 @@ static PyObject *hp_check_message(PyObject *self, PyObject *const *args, Py_ssiz
     return PyObject_Vectorcall(py_check_message, args, (size_t)nargs, NULL);
 }
 
+/* ------------------------------------------------------------------ scans (search/rebuild jobs) */
+
+#define INNER_BATCH_FLAG 0x80
+#define VERDICT_CACHE_MAX 65536
+
+static inline int64_t store_ts_at(const unsigned char *h) {
+    return get_i64(h + ((h[SYS_FLAG_POS + 3] & BORNHOST_V6_FLAG) ? 68 : 56));
+}
+
+static PyObject *hp_hop_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4) { PyErr_SetString(PyExc_TypeError, "hop_records(buf, pos, limit, split_bytes)"); return NULL; }
+    int64_t pos, limit, split;
+    if (as_i64(args[1], &pos) < 0 || as_i64(args[2], &limit) < 0 || as_i64(args[3], &split) < 0) return NULL;
+    if (pos < 0 || split <= 0) { PyErr_SetString(PyExc_ValueError, "pos must be >= 0 and split_bytes > 0"); return NULL; }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) return NULL;
+    const unsigned char *b = (const unsigned char *)view.buf;
+    if (limit > view.len) limit = view.len;
+    PyObject *splits = PyList_New(0), *first = PyList_New(0), *last = PyList_New(0), *result = NULL;
+    if (splits == NULL || first == NULL || last == NULL) goto done;
+#define APPEND_I64(list, v) do { PyObject *o_ = PyLong_FromLongLong((long long)(v)); \
+        if (o_ == NULL || PyList_Append(list, o_) < 0) { Py_XDECREF(o_); goto done; } Py_DECREF(o_); } while (0)
+    APPEND_I64(splits, pos);
+    int64_t records = 0, prev = -1, next_split = pos + split;
+    int range_open = 0;
+    while (limit - pos >= 8) {
+        const unsigned char *h = b + pos;
+        int32_t total = get_i32(h), magic = get_i32(h + 4);
+        if ((magic != MAGIC_V1 && magic != MAGIC_V2) || total < 80 || total > limit - pos) break;
+        if (!range_open) { APPEND_I64(first, store_ts_at(h)); range_open = 1; }
+        prev = pos;
+        pos += total;
+        records++;
+        if (pos >= next_split && limit - pos >= 8) {
+            APPEND_I64(last, store_ts_at(b + prev));
+            range_open = 0;
+            APPEND_I64(splits, pos);
+            next_split = pos + split;
+        }
+    }
+    if (range_open) APPEND_I64(last, store_ts_at(b + prev));
+    while (PyList_GET_SIZE(first) < PyList_GET_SIZE(splits)) { APPEND_I64(first, -1); APPEND_I64(last, -1); }
+#undef APPEND_I64
+    result = Py_BuildValue("(OOOLL)", splits, first, last, (long long)pos, (long long)records);
+done:
+    Py_XDECREF(splits); Py_XDECREF(first); Py_XDECREF(last);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+/* What the reput decoder (hp_decode_dispatch_fields) checks and reads, without building objects:
+ * 1 for a complete, well-formed record inside limit, 0 otherwise. Kept beside that function rather
+ * than shared with it so the store's dispatch path is not touched by the scan's needs. */
+typedef struct {
+    int32_t total, sys_flag, body_len;
+    int64_t store_ts, hsize;
+    int64_t topic_pos, props_pos;
+    int32_t topic_len, props_len;
+} ScanRecord;
+
+static int scan_record(const unsigned char *b, int64_t n, int64_t pos, int64_t limit, ScanRecord *r) {
+    if (pos < 0 || pos > n || pos + SYS_FLAG_POS + 4 > n) return 0;
+    int flags = b[pos + SYS_FLAG_POS + 3] & HOST_FLAGS;
+    int born_len = (flags & BORNHOST_V6_FLAG) ? 20 : 8, store_len = (flags & STOREHOST_V6_FLAG) ? 20 : 8;
+    int64_t hsize = 72 + born_len + store_len;
+    if (pos + hsize > n) return 0;
+    const unsigned char *h = b + pos;
+    int32_t total = get_i32(h), magic = get_i32(h + 4);
+    int32_t body_len = get_i32(h + hsize - 4);
+    int64_t end = pos + (int64_t)total;
+    if (total <= 0 || end > limit || end > n || body_len < 0) return 0;
+    int64_t p = pos + hsize + body_len;
+    int32_t topic_len;
+    if (magic == MAGIC_V1) {
+        if (p + 1 > end) return 0;
+        topic_len = b[p];
+        if (topic_len > 127) return 0;
+        p += 1;
+    } else if (magic == MAGIC_V2) {
+        if (p + 2 > end) return 0;
+        topic_len = get_i16(b + p);
+        p += 2;
+    } else {
+        return 0;
+    }
+    if (topic_len < 0 || p + topic_len + 2 > end) return 0;
+    r->topic_pos = p;
+    r->topic_len = topic_len;
+    p += topic_len;
+    int32_t props_len = get_i16(b + p);
+    p += 2;
+    if (props_len < 0 || p + props_len != end) return 0;
+    r->props_pos = p;
+    r->props_len = props_len;
+    r->total = total;
+    r->sys_flag = get_i32(h + 36);
+    r->store_ts = get_i64(h + 48 + born_len);
+    r->hsize = hsize;
+    r->body_len = body_len;
+    return 1;
+}
+
+/* A wanted text (topic or property name) as its UTF-8 bytes. Raw bytes equal to them decode to the
+ * text; when the text holds U+FFFD other (invalid) bytes may decode to it too, so those compare the
+ * decoded text. A text that cannot be encoded (lone surrogate) never equals decoded bytes. */
+typedef struct {
+    PyObject *text;
+    const char *utf8;
+    Py_ssize_t len;
+    int decoded_compare;
+    int never;
+} Wanted;
+
+static int wanted_init(PyObject *text, Wanted *w) {
+    w->text = text;
+    w->utf8 = NULL;
+    w->len = 0;
+    w->never = 0;
+    w->decoded_compare = 0;
+    if (!PyUnicode_Check(text)) { PyErr_SetString(PyExc_TypeError, "expected str"); return -1; }
+    w->utf8 = PyUnicode_AsUTF8AndSize(text, &w->len);
+    if (w->utf8 == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) return -1;
+        PyErr_Clear();
+        w->never = 1;
+        return 0;
+    }
+    w->decoded_compare = PyUnicode_FindChar(text, 0xFFFD, 0, PyUnicode_GET_LENGTH(text), 1) >= 0;
+    return 0;
+}
+
+/* 1 equal, 0 not, -1 error. */
+static int wanted_equals(const Wanted *w, const unsigned char *raw, Py_ssize_t len) {
+    if (w->never) return 0;
+    if (len == w->len && memcmp(raw, w->utf8, (size_t)len) == 0) return 1;
+    if (!w->decoded_compare) return 0;
+    PyObject *s = PyUnicode_DecodeUTF8((const char *)raw, len, "replace");
+    if (s == NULL) return -1;
+    int eq = PyUnicode_Compare(s, w->text) == 0;
+    Py_DECREF(s);
+    if (PyErr_Occurred()) return -1;
+    return eq;
+}
+
+static const unsigned char *find_bytes(const unsigned char *hay, Py_ssize_t n, const char *needle, Py_ssize_t m) {
+    if (m == 0) return hay;
+    if (m > n) return NULL;
+    return (const unsigned char *)memmem(hay, (size_t)n, needle, (size_t)m);
+}
+
+/* The verdict key of one record's properties: the values decode_properties gives the names (None
+ * when absent), one value for one name, else a tuple. New reference or NULL. */
+static PyObject *selected_values(const unsigned char *props, int32_t props_len, const Wanted *names, Py_ssize_t count,
+                                 int64_t *vpos, int64_t *vlen) {
+    for (Py_ssize_t i = 0; i < count; i++) vpos[i] = -1;
+    int64_t s = 0;
+    while (s <= props_len) {
+        const unsigned char *seg = props + s;
+        const unsigned char *sep2 = memchr(seg, 0x02, (size_t)(props_len - s));
+        int64_t e = sep2 ? (sep2 - props) : props_len;
+        const unsigned char *sep1 = memchr(seg, 0x01, (size_t)(e - s));
+        if (sep1 != NULL) {
+            int64_t klen = sep1 - seg, voff = (sep1 - props) + 1, val_len = e - voff;
+            if (klen > 0 && val_len > 0) {
+                for (Py_ssize_t i = 0; i < count; i++) {
+                    int eq = wanted_equals(&names[i], seg, klen);
+                    if (eq < 0) return NULL;
+                    if (eq) { vpos[i] = voff; vlen[i] = val_len; }
+                }
+            }
+        }
+        s = e + 1;
+    }
+    PyObject *values[64];
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (vpos[i] < 0) {
+            values[i] = Py_NewRef(Py_None);
+        } else {
+            values[i] = PyUnicode_DecodeUTF8((const char *)props + vpos[i], vlen[i], "replace");
+            if (values[i] == NULL) {
+                for (Py_ssize_t j = 0; j < i; j++) Py_DECREF(values[j]);
+                return NULL;
+            }
+        }
+    }
+    if (count == 1) return values[0];
+    PyObject *t = PyTuple_New(count);
+    if (t == NULL) {
+        for (Py_ssize_t j = 0; j < count; j++) Py_DECREF(values[j]);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < count; i++) PyTuple_SET_ITEM(t, i, values[i]);
+    return t;
+}
+
+static PyObject *hp_select_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (not_initialised()) return NULL;
+    if (nargs != 12) {
+        PyErr_SetString(PyExc_TypeError, "select_records(buf, pos, stop, limit, check_crc, topic, begin_ms, end_ms, "
+                                         "names, verdicts, judge, needle)");
+        return NULL;
+    }
+    int64_t pos, stop, limit, begin = 0, end = 0;
+    if (as_i64(args[1], &pos) < 0 || as_i64(args[2], &stop) < 0 || as_i64(args[3], &limit) < 0) return NULL;
+    int check_crc = PyObject_IsTrue(args[4]);
+    if (check_crc < 0) return NULL;
+    int has_begin = args[6] != Py_None, has_end = args[7] != Py_None;
+    if ((has_begin && as_i64(args[6], &begin) < 0) || (has_end && as_i64(args[7], &end) < 0)) return NULL;
+    PyObject *names_obj = args[8], *verdicts = args[9], *judge = args[10], *needle_obj = args[11];
+    if (!PyTuple_Check(names_obj) || PyTuple_GET_SIZE(names_obj) > 64 || !PyDict_Check(verdicts)) {
+        PyErr_SetString(PyExc_TypeError, "names must be a tuple of at most 64 str, verdicts a dict");
+        return NULL;
+    }
+    Py_ssize_t name_count = PyTuple_GET_SIZE(names_obj);
+    Wanted names[64], topic;
+    int64_t vpos[64], vlen[64];
+    int has_topic = args[5] != Py_None;
+    if (has_topic && wanted_init(args[5], &topic) < 0) return NULL;
+    for (Py_ssize_t i = 0; i < name_count; i++) {
+        if (wanted_init(PyTuple_GET_ITEM(names_obj, i), &names[i]) < 0) return NULL;
+    }
+    Py_buffer needle = {0};
+    int has_needle = needle_obj != Py_None;
+    if (has_needle && PyObject_GetBuffer(needle_obj, &needle, PyBUF_SIMPLE) < 0) return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) {
+        if (has_needle) PyBuffer_Release(&needle);
+        return NULL;
+    }
+    const unsigned char *b = (const unsigned char *)view.buf;
+    int64_t n = view.len;
+    PyObject *hits = PyList_New(0), *deferred = PyList_New(0), *result = NULL;
+    int64_t records = 0;
+    int stopped = 0;
+    if (hits == NULL || deferred == NULL) goto done;
+    while (pos < stop) {
+        ScanRecord r;
+        if (!scan_record(b, n, pos, limit, &r)) { stopped = 1; break; }
+        if (check_crc && r.body_len > 0) {
+            int64_t crc;
+            if (body_crc((const char *)b + pos + r.hsize, r.body_len, &crc) < 0) goto done;
+            if (crc != get_i32(b + pos + 8)) { stopped = 1; break; }
+        }
+        records++;
+        int64_t rec_pos = pos;
+        pos += r.total;
+        if (has_topic) {
+            int eq = wanted_equals(&topic, b + r.topic_pos, r.topic_len);
+            if (eq < 0) goto done;
+            if (!eq) continue;
+        }
+        if ((has_begin && r.store_ts < begin) || (has_end && r.store_ts > end)) continue;
+        const unsigned char *props = b + r.props_pos;
+        int kept = 1;
+        if ((r.sys_flag & INNER_BATCH_FLAG) && find_bytes(props, r.props_len, "INNER_NUM\x01", 10) != NULL) {
+            PyObject *o = PyLong_FromLongLong((long long)rec_pos);
+            if (o == NULL || PyList_Append(deferred, o) < 0) { Py_XDECREF(o); goto done; }
+            Py_DECREF(o);
+            continue;
+        }
+        if (name_count > 0) {
+            PyObject *key = selected_values(props, r.props_len, names, name_count, vpos, vlen);
+            if (key == NULL) goto done;
+            PyObject *verdict = PyDict_GetItemWithError(verdicts, key);
+            if (verdict == NULL) {
+                if (PyErr_Occurred()) { Py_DECREF(key); goto done; }
+                PyObject *answer = PyObject_CallOneArg(judge, key);
+                if (answer == NULL) { Py_DECREF(key); goto done; }
+                int truth = PyObject_IsTrue(answer);
+                Py_DECREF(answer);
+                if (truth < 0) { Py_DECREF(key); goto done; }
+                if (PyDict_GET_SIZE(verdicts) >= VERDICT_CACHE_MAX) PyDict_Clear(verdicts);
+                verdict = truth ? Py_True : Py_False;
+                if (PyDict_SetItem(verdicts, key, verdict) < 0) { Py_DECREF(key); goto done; }
+            }
+            Py_DECREF(key);
+            kept = verdict == Py_True;
+        }
+        if (kept && has_needle &&
+            find_bytes(b + rec_pos + r.hsize, r.body_len, (const char *)needle.buf, needle.len) == NULL) kept = 0;
+        if (kept) {
+            PyObject *o = PyLong_FromLongLong((long long)rec_pos);
+            if (o == NULL || PyList_Append(hits, o) < 0) { Py_XDECREF(o); goto done; }
+            Py_DECREF(o);
+        }
+    }
+    result = Py_BuildValue("(LLOON)", (long long)pos, (long long)records, hits, deferred, PyBool_FromLong(stopped));
+done:
+    Py_XDECREF(hits);
+    Py_XDECREF(deferred);
+    PyBuffer_Release(&view);
+    if (has_needle) PyBuffer_Release(&needle);
+    return result;
+}
+
 /* ------------------------------------------------------------------ init */
 
 static PyObject *hp_init(PyObject *self, PyObject *args) {
@@ -1212,6 +1507,8 @@ static PyMethodDef methods[] = {
     {"java_string_hash", hp_java_string_hash, METH_O, NULL},
     {"index_key_hash", hp_index_key_hash, METH_O, NULL},
     {"tags_code", hp_tags_code, METH_O, NULL},
+    {"hop_records", (PyCFunction)(void (*)(void))hp_hop_records, METH_FASTCALL, NULL},
+    {"select_records", (PyCFunction)(void (*)(void))hp_select_records, METH_FASTCALL, NULL},
     {NULL, NULL, 0, NULL},
 };
 

@@ -471,3 +471,122 @@ __all__ = [
     "index_keys", "index_put_keys", "java_string_hash", "known_properties", "offset_msg_id", "prepare_record",
     "put_bcq_unit", "put_cq_unit", "record_parts", "tags_code", "valid_units_end", "write_record",
 ]
+
+
+# ---------------------------------------------------------------------------------------- scans
+# Read-only walks over commitlog bytes for the Spark search/rebuild jobs (``spark/scan.py``): the
+# per-record work is done here so a record that does not match never becomes Python objects.
+
+_INNER_BATCH_FLAG = 0x80
+_INNER_NUM_MARK = "INNER_NUM\x01"
+VERDICT_CACHE_MAX = 65536
+
+
+def hop_records(buf, pos: int, limit: int, split_bytes: int):
+    """Hop TOTALSIZE to TOTALSIZE from ``pos`` (headers only), cutting a range every ``split_bytes``.
+
+    Returns ``(splits, first_ts, last_ts, end, records)``: record-aligned range starts (``pos``
+    first), the store timestamps of each range's first and last record, where hopping stopped (a
+    header that is not a message record: BLANK, zeros, bad magic, TOTALSIZE < 80 or past ``limit``)
+    and how many records were stepped over. A trailing range that starts at ``end`` has no records:
+    its timestamps are -1.
+    """
+    if pos < 0 or split_bytes <= 0:
+        raise ValueError("pos must be >= 0 and split_bytes > 0")
+    limit = min(limit, len(buf))
+    splits, first_ts, last_ts = [pos], [], []
+    records = 0
+    prev = -1
+    next_split = pos + split_bytes
+    range_open = False
+    while limit - pos >= 8:
+        total, magic = _I32x2.unpack_from(buf, pos)
+        if (magic != MESSAGE_MAGIC_CODE_V1 and magic != MESSAGE_MAGIC_CODE_V2) or total < 80 or total > limit - pos:
+            break
+        if not range_open:
+            first_ts.append(_I64.unpack_from(buf, pos + (68 if buf[pos + SYS_FLAG_POS + 3] & BORNHOST_V6_FLAG else 56))[0])
+            range_open = True
+        prev = pos
+        pos += total
+        records += 1
+        if pos >= next_split and limit - pos >= 8:
+            last_ts.append(_I64.unpack_from(buf, prev + (68 if buf[prev + SYS_FLAG_POS + 3] & BORNHOST_V6_FLAG else 56))[0])
+            range_open = False
+            splits.append(pos)
+            next_split = pos + split_bytes
+    if range_open:
+        last_ts.append(_I64.unpack_from(buf, prev + (68 if buf[prev + SYS_FLAG_POS + 3] & BORNHOST_V6_FLAG else 56))[0])
+    while len(first_ts) < len(splits):
+        first_ts.append(-1)
+        last_ts.append(-1)
+    return splits, first_ts, last_ts, pos, records
+
+
+def _selected_values(props: str, names: tuple[str, ...]):
+    """The values ``decode_properties(props)`` gives ``names`` (None when absent): one str, or a tuple."""
+    found: dict[str, str] = {}
+    for segment in props.split("\x02"):
+        key, sep, value = segment.partition("\x01")
+        if sep and key and value and key in names:
+            found[key] = value
+    if len(names) == 1:
+        return found.get(names[0])
+    return tuple(found.get(n) for n in names)
+
+
+def select_records(buf, pos: int, stop: int, limit: int, check_crc: bool, topic: str | None,
+                   begin_ms: int | None, end_ms: int | None, names: tuple[str, ...], verdicts: dict,
+                   judge, needle: bytes | None):
+    """Validate the records from ``pos`` while ``pos < stop`` and keep those a query selects.
+
+    Each record is checked as the reput decoder checks it (``decode_dispatch_fields`` within
+    ``limit``, plus ``body_crc_matches`` when ``check_crc``); the walk returns at the first one that
+    fails, so the caller can ask ``check_record`` for the verdict. A valid record is kept when its
+    topic equals ``topic`` (None: any), its store timestamp is within ``[begin_ms, end_ms]`` (None:
+    open), the SQL verdict of its properties is true and its body contains ``needle`` (None: any).
+    The verdict depends only on the values of the properties ``names`` (as ``decode_properties``
+    reads them), so it is looked up in ``verdicts`` by those values (one str or None for one name,
+    else a tuple) and asked of ``judge(values)`` only for values not seen yet; ``verdicts`` is
+    emptied when it holds ``VERDICT_CACHE_MAX`` entries. No names: no SQL. A BatchCQ inner batch
+    record (INNER_BATCH_FLAG and an INNER_NUM property) that passes topic and time is not judged
+    here: its messages have their own properties.
+
+    Returns ``(pos, records, hits, deferred, stopped)``: where the walk ended, records validated,
+    positions of kept records, positions of inner batch records, and whether it ended at a record
+    that failed validation (at ``pos``).
+    """
+    hits: list[int] = []
+    deferred: list[int] = []
+    records = 0
+    while pos < stop:
+        fields = decode_dispatch_fields(buf, pos, limit)
+        if fields is None or (check_crc and not body_crc_matches(buf, pos, fields[5])):
+            return pos, records, hits, deferred, True
+        size, rec_topic, _qid, _qoff, _phy, sys_flag, ts, _prep, props = fields
+        records += 1
+        rec_pos = pos
+        pos += size
+        if (topic is not None and rec_topic != topic) or (begin_ms is not None and ts < begin_ms) \
+                or (end_ms is not None and ts > end_ms):
+            continue
+        if sys_flag & _INNER_BATCH_FLAG and _INNER_NUM_MARK in props:
+            deferred.append(rec_pos)
+            continue
+        if names:
+            key = _selected_values(props, names)
+            verdict = verdicts.get(key)
+            if verdict is None:
+                verdict = bool(judge(key))
+                if len(verdicts) >= VERDICT_CACHE_MAX:
+                    verdicts.clear()
+                verdicts[key] = verdict
+            if not verdict:
+                continue
+        if needle is not None:
+            body_pos = rec_pos + _HEADERS[sys_flag & _HOST_FLAGS].size
+            body_len = _I32.unpack_from(buf, body_pos - 4)[0]
+            with memoryview(buf) as mv:
+                if mv[body_pos:body_pos + body_len].tobytes().find(needle) < 0:
+                    continue
+        hits.append(rec_pos)
+    return pos, records, hits, deferred, False
