@@ -108,11 +108,11 @@ class ConsumeQueueBase:
             # Exactly the unit-by-unit rule (compiled): a torn unit inside the written run ends it, and
             # the valid units after it are then damage, never served.
             pos = valid_units_end(mf.mv, 0, limit, self.is_batch)
-            later = any(f.length and not is_zero(f.mv) for f in files[j + 1:])
-            damaged = later or not is_zero(mf.mv, pos, limit)
+            later = any(f.length and not is_zero(f.mv, path=f.path) for f in files[j + 1:])
+            damaged = later or not is_zero(mf.mv, pos, limit, mf.path)
             # Only the unit at the end holds bytes: the newest unit, torn while it was written (a
             # kill -9 between its fields). Not damage: recovery writes it again from its record.
-            torn = damaged and not later and pos + unit <= limit and is_zero(mf.mv, pos + unit, limit)
+            torn = damaged and not later and pos + unit <= limit and is_zero(mf.mv, pos + unit, limit, mf.path)
             if torn:
                 damaged = False
             if not damaged:

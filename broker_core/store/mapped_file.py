@@ -39,15 +39,46 @@ def no_read_around(mm: mmap.mmap) -> None:
 _ZERO_CHUNK = bytes(1 << 20)
 
 
-def is_zero(mv: memoryview | bytes, start: int = 0, end: int | None = None) -> bool:
-    """Whether ``mv[start:end]`` holds nothing but zero bytes.
+def is_zero(mv: memoryview | bytes, start: int = 0, end: int | None = None, path: Path | None = None) -> bool:
+    """Whether ``mv[start:end]`` holds nothing but zero bytes (``path``: the file ``mv`` maps).
 
     Why: every recovery asks this of each consume queue's unused tail (megabytes per queue).
     Stripping the zeros (``bytes.strip``) took ~17 ms per 3.5 MB tail, ~0.3 s of a 1M-message
     store's reopen for 8 queues; comparing a MiB at a time against a zero chunk (memcmp) takes well
-    under 1 ms and stops at the first MiB holding data.
+    under 1 ms and stops at the first MiB holding data. With ``path``, a hole the filesystem reports
+    (``SEEK_DATA``: no data after ``start``, as in a sparse file Java or a copy left) is not read at
+    all; where the filesystem cannot say, the bytes are compared.
     """
     end = len(mv) if end is None else min(end, len(mv))
+    if path is not None and start < end and hasattr(os, "SEEK_DATA"):
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            fd = -1
+        if fd >= 0:
+            try:
+                while start < end:  # compare the data extents only; holes read as zeros
+                    try:
+                        data = os.lseek(fd, start, os.SEEK_DATA)
+                    except OSError as e:
+                        if e.errno == errno.ENXIO:  # no data at or after start
+                            return True
+                        raise
+                    if data >= end:
+                        return True
+                    hole = min(end, os.lseek(fd, data, os.SEEK_HOLE))
+                    if not _zero_bytes(mv, data, hole):
+                        return False
+                    start = hole
+                return True
+            except OSError:
+                pass  # the filesystem cannot say: compare every byte
+            finally:
+                os.close(fd)
+    return _zero_bytes(mv, start, end)
+
+
+def _zero_bytes(mv: memoryview | bytes, start: int, end: int) -> bool:
     chunk = len(_ZERO_CHUNK)
     while start < end:
         stop = min(end, start + chunk)

@@ -278,3 +278,29 @@ def test_crash_right_after_an_index_file_roll(tmp_path: Path) -> None:
             assert_keys_exactly_once(store, phys, n)
         finally:
             store.shutdown()
+
+
+def test_zero_check_sees_data_after_holes(tmp_path: Path) -> None:
+    """``is_zero`` with the file's path skips the holes the filesystem reports, and still finds a
+    non-zero byte anywhere after them (the check recovery makes of each queue's unused tail)."""
+    import mmap
+
+    from broker_core.store.mapped_file import is_zero
+
+    path = tmp_path / "sparse"
+    size = 8 << 20
+    with open(path, "wb") as fh:
+        fh.truncate(size)
+    with open(path, "r+b") as fh:
+        mm = mmap.mmap(fh.fileno(), size)
+    mv = memoryview(mm)
+    try:
+        assert is_zero(mv, 0, size, path) and is_zero(mv, 0, size)
+        mv[5 << 20] = 7  # data after megabytes of holes
+        for p in (path, None):
+            assert not is_zero(mv, 100, size, p)
+            assert is_zero(mv, 100, 5 << 20, p) and is_zero(mv, (5 << 20) + 1, size, p)
+            assert not is_zero(mv, 5 << 20, (5 << 20) + 1, p)
+    finally:
+        mv.release()
+        mm.close()
