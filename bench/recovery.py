@@ -17,9 +17,9 @@ one run:
    a child process opens each copy, alternating which side goes first, and reports the time
    ``MessageStore.open()`` took and its whole-process time.
 
-Why fresh copies for both sides: reopening the same clean store again and again (as this bench
-did first) compared a store that the previous open had just shut down and flushed against a
-just-copied crashed one whose pages were still dirty: not the same work, 1.66x at 1M messages.
+Why fresh copies for both sides: this bench first reopened one clean store again and again (each
+open found it just used and shut down by the previous one) against a just-copied crashed store, so
+the two sides did not start from the same file and page-cache state (it reported 1.66x at 1M).
 
 Every timed open is checked too: the index holds exactly ``2 x messages`` entries and a sample of
 keys (random ones plus the last 1,000 written, the ones a crash endangers) each find their message.
