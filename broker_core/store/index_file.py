@@ -403,9 +403,10 @@ class IndexFile:
           the cut bytes (the store puts them in ``lost+found/``);
         * every hash slot that points at a cut entry is set to the newest surviving entry of its chain
           (the first link at or below the last kept entry), or 0 when none survives. Slots are found
-          from the cut entries' hashes, then all slots are checked at once (one max over the array)
-          and, should any other point past the end (torn bytes), its chain's survivor is found by one
-          backward pass over the entries;
+          from the cut entries' hashes (a kill -9 writes a slot only after its entry). Where pages may
+          have been lost (a header ahead of its entries, a torn cut entry) all slots are checked too
+          (one max over the array), and any other slot pointing past the end gets its chain's
+          survivor from one backward pass over the entries;
         * the header gets the kept count, the last kept entry's offset and time (the lower bound the
           entry stores, as ``truncate_from``), and the slot count less the cut chain heads.
 
