@@ -136,7 +136,8 @@ class ConsumeQueueBase:
         # A torn newest unit is left in place (past the queue's end, never served): the re-dispatch
         # of its record writes the whole unit over it (``settle_torn_unit`` checks it did).
         self.torn_unit_at = process_offset if torn else None
-        self._truncate_to_logic(process_offset, clear=not torn)
+        # Nothing to zero unless damaged: the bytes after the end were just found to be zeros.
+        self._truncate_to_logic(process_offset, clear=damaged)
         self._after_recover()
 
     def settle_torn_unit(self, store_root: Path) -> str | None:
@@ -246,7 +247,7 @@ class ConsumeQueueBase:
         Only up to the last non-zero byte: the rest is zero already, and writing it would dirty (and
         on a sparse file allocate) megabytes for a cut of a few units.
         """
-        if self.read_only or pos >= mf.length:
+        if self.read_only or pos >= mf.length or is_zero(mf.mv, pos, mf.length, mf.path):
             return
         end = data_end(mf.mv, pos)
         if end > pos:
