@@ -304,3 +304,34 @@ def test_zero_check_sees_data_after_holes(tmp_path: Path) -> None:
     finally:
         mv.release()
         mm.close()
+
+
+def test_torn_batch_consume_queue_unit_is_rewritten(tmp_path: Path) -> None:
+    """The same for a BatchCQ (46-byte units): the newest unit with only its offset written."""
+    from store_util import make_msg as msg
+
+    from broker_core.store.codec.batch import BatchItem, encode_batch
+    from broker_core.store.topic_config import TopicConfig
+
+    store = MessageStore(tmp_path, config(), clock=FakeClock(step=10)).open()
+    store.topic_table.put(TopicConfig("TornB", 1, 1, attributes={"queue.type": "BatchCQ"}), 0)
+    for i in range(13):
+        items = encode_batch([BatchItem(b"b%d-%d" % (i, j)) for j in range(3)])
+        assert store.put_inner_batch(msg("TornB", 0, items), 3).ok
+    store.wait_for_dispatch()
+    crash(store)
+    last = sorted((tmp_path / "batchconsumequeue" / "TornB" / "0").iterdir())[-1]
+    data = bytearray(last.read_bytes())
+    end = len(data.rstrip(b"\0"))
+    end += -end % 46
+    whole = bytes(data[end - 46:end])
+    data[end - 46 + 8:end] = bytes(38)  # only its commitlog offset reached the file
+    last.write_bytes(bytes(data))
+    store = reopen(tmp_path)
+    try:
+        got = store.get_messages("TornB", 0, 0, 100).messages
+        assert [m.body for m in got] == [b"b%d-%d" % (i, j) for i in range(13) for j in range(3)]
+    finally:
+        store.shutdown()
+    assert last.read_bytes()[end - 46:end] == whole
+    assert not (tmp_path / "lost+found").exists()
