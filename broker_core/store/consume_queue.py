@@ -17,7 +17,7 @@ from .codec.cq_ext import MAX_ADDR, CqExtUnit
 from .codec.cq_unit import CQ_FILLER, CQ_STORE_UNIT_SIZE, CQ_UNIT
 from .codec.hotpath import put_cq_unit, valid_units_end
 from .consume_queue_ext import ConsumeQueueExt
-from .mapped_file import MappedFile, MappedFileQueue, offset_to_file_name
+from .mapped_file import MappedFile, MappedFileQueue, data_end, is_zero, offset_to_file_name
 
 log = logging.getLogger("rmqops.store")
 
@@ -64,6 +64,7 @@ class ConsumeQueueBase:
         # units must be re-dispatched (None when the files are whole).
         self.damage: list[str] = []
         self.repair_from_phy: int | None = None
+        self.torn_unit_at: int | None = None  # logical offset of a torn newest unit (see recover)
 
     def load(self) -> None:
         self.file_queue.load()
@@ -107,12 +108,18 @@ class ConsumeQueueBase:
             j += 1
         mf = files[j]
         limit = min(mf.length, usable) // unit * unit
+        torn = False
         for attempt in range(_LIVE_RETRIES if self.read_only else 1):
             # Exactly the unit-by-unit rule (compiled): a torn unit inside the written run ends it, and
             # the valid units after it are then damage, never served.
             pos = valid_units_end(mf.mv, 0, limit, self.is_batch)
-            damaged = any(bytes(mf.mv[pos:limit]).strip(b"\0")) or any(
-                f.length and any(bytes(f.mv).strip(b"\0")) for f in files[j + 1:])
+            later = any(f.length and not is_zero(f.mv, path=f.path) for f in files[j + 1:])
+            damaged = later or not is_zero(mf.mv, pos, limit, mf.path)
+            # Only the unit at the end holds bytes: the newest unit, torn while it was written (a
+            # kill -9 between its fields). Not damage: recovery writes it again from its record.
+            torn = damaged and not later and pos + unit <= limit and is_zero(mf.mv, pos + unit, limit, mf.path)
+            if torn:
+                damaged = False
             if not damaged:
                 break
             # Read-only beside a live writer: a unit being written (its phyOffset in, its size not
@@ -131,8 +138,43 @@ class ConsumeQueueBase:
             self.max_physic_offset = last_end if self.cq_type == "SimpleCQ" else self._last_unit_phy(process_offset)
         if damaged and not self.read_only:
             self._save_aside_from(process_offset)
-        self._truncate_to_logic(process_offset)
+        # A torn newest unit is left in place (past the queue's end, never served): the re-dispatch
+        # of its record writes the whole unit over it (``settle_torn_unit`` checks it did).
+        self.torn_unit_at = process_offset if torn else None
+        # Nothing to zero unless damaged: the bytes after the end were just found to be zeros.
+        self._truncate_to_logic(process_offset, clear=damaged)
         self._after_recover()
+
+    def settle_torn_unit(self, store_root: Path) -> str | None:
+        """After recovery's re-dispatch: what became of the torn newest unit ``recover`` found.
+
+        Why: a kill -9 in the middle of a unit write leaves its first bytes only; the record it
+        describes is in the commitlog and re-dispatch rewrites the unit at the same place. Zeroing
+        the file from there (what a cut does) wrote megabytes of zeros per queue for 20 bytes. If the
+        record did not survive (the commitlog was cut before it), the torn bytes describe nothing: they
+        are kept in ``lost+found/`` and zeroed. Returns a line for the log, None when there was none.
+        """
+        logic, self.torn_unit_at = self.torn_unit_at, None
+        if logic is None:
+            return None
+        if self.file_queue.max_offset() > logic:
+            return f"{self.cq_type} {self.topic}/{self.queue_id}: torn unit at logical offset {logic} rewritten"
+        mf = self.file_queue.find_mapped_file_by_offset(logic)
+        if mf is None:
+            mf = next((f for f in self.file_queue.files if f.file_from_offset <= logic < f.file_from_offset
+                       + self.file_size), None)
+        if mf is None or self.read_only:
+            return None
+        pos = logic - mf.file_from_offset
+        data = bytes(mf.mv[pos:pos + self.unit_size])
+        if any(data):
+            from .lost_found import save_aside
+
+            where = save_aside(store_root, mf.path, pos, data)
+            mf.write_at(pos, bytes(len(data)))
+            return (f"{self.cq_type} {self.topic}/{self.queue_id}: torn unit at logical offset {logic} has no "
+                    f"record left in the commitlog; saved to {where} and cleared")
+        return None
 
     def extend_read_only_to(self, phy_end: int) -> None:
         """Read-only: take in the units a live writer added after ``recover`` read this queue, up to
@@ -198,18 +240,25 @@ class ConsumeQueueBase:
             if mf.file_from_offset + mf.length <= logic_offset:
                 continue
             start = max(0, logic_offset - mf.file_from_offset)
-            data = bytes(mf.mv[start:])
-            if data.strip(b"\0"):
+            data = bytes(mf.mv[start:data_end(mf.mv, start)])
+            if data:
                 where = save_aside(store_root, mf.path, start, data)
                 log.warning("consume queue %s-%d: damaged units from logical offset %d saved to %s",
                             self.topic, self.queue_id, mf.file_from_offset + start, where)
 
     def _clear_from(self, mf: MappedFile, pos: int) -> None:
-        """Zero a writable file from ``pos`` on: units cut off must not be read back as valid later."""
-        if not self.read_only and pos < mf.length and any(bytes(mf.mv[pos:]).strip(b"\0")):
-            mf.write_at(pos, bytes(mf.length - pos))
+        """Zero a writable file from ``pos`` on: units cut off must not be read back as valid later.
 
-    def _truncate_to_logic(self, logic_offset: int) -> None:
+        Only up to the last non-zero byte: the rest is zero already, and writing it would dirty (and
+        on a sparse file allocate) megabytes for a cut of a few units.
+        """
+        if self.read_only or pos >= mf.length or is_zero(mf.mv, pos, mf.length, mf.path):
+            return
+        end = data_end(mf.mv, pos)
+        if end > pos:
+            mf.write_at(pos, bytes(end - pos))
+
+    def _truncate_to_logic(self, logic_offset: int, clear: bool = True) -> None:
         if self.read_only:
             for mf in self.file_queue.files:
                 if mf.file_from_offset <= logic_offset < mf.file_from_offset + self.file_size:
@@ -220,7 +269,7 @@ class ConsumeQueueBase:
                                      if f.file_from_offset <= logic_offset or f.wrote_position > 0]
             return
         for mf in self.file_queue.files:
-            if mf.file_from_offset <= logic_offset < mf.file_from_offset + self.file_size:
+            if clear and mf.file_from_offset <= logic_offset < mf.file_from_offset + self.file_size:
                 self._clear_from(mf, logic_offset - mf.file_from_offset)
         self.file_queue.set_max_offset(logic_offset)
 

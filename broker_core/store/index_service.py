@@ -29,6 +29,9 @@ from broker_core.store.codec.index_format import (
     DEFAULT_MAX_HASH_SLOT_NUM,
     DEFAULT_MAX_INDEX_NUM,
     DEFAULT_MAX_MSGS_NUM_BATCH,
+    INDEX_ENTRY_SIZE,
+    INDEX_HEADER_SIZE,
+    entries_base,
     index_file_name,
     index_file_name_to_ms,
     index_file_size,
@@ -94,6 +97,7 @@ class IndexService:
         self._margin = max(1, min(_ROOM_MARGIN, index_num // 4))
         self._last_full_file_end_timestamp = 0
         self.damaged_files: list[str] = []  # found on load (verifyStore reports them)
+        self.repaired_files: list[str] = []  # torn by a crash, repaired in place on a writable load
         if not read_only:
             self.index_dir.mkdir(parents=True, exist_ok=True)
         self._load()
@@ -124,6 +128,8 @@ class IndexService:
                     f.load()
                     if self._whole(f):
                         break
+            if not self._whole(f) and not self.read_only and self._is_newest_data_file(names, i):
+                self._repair(f)
             if not self._whole(f):
                 # Garbage or torn: neither this file nor any newer one can be trusted (they continue
                 # it). Read-only: left alone and reported; writable: moved to lost+found/ and rebuilt
@@ -137,6 +143,47 @@ class IndexService:
             self._files.append(f)
             if f.is_full():
                 self._last_full_file_end_timestamp = f.end_timestamp
+
+    def _is_newest_data_file(self, names: list[str], i: int) -> bool:
+        """Whether ``names[i]`` is the file being written when the store stopped: the last one, or
+        the last but a blank one reserved ahead of a roll."""
+        if i == len(names) - 1:
+            return True
+        if i != len(names) - 2:
+            return False
+        nxt = self.index_dir / names[-1]
+        try:
+            with open(nxt, "rb") as fh:
+                header = fh.read(INDEX_HEADER_SIZE)
+                fh.seek(entries_base(self.hash_slot_num) + INDEX_ENTRY_SIZE)
+                first_entry = fh.read(INDEX_ENTRY_SIZE)
+        except OSError:
+            return False
+        return not any(header) and not any(first_entry)
+
+    def _repair(self, f: IndexFile) -> None:
+        """Repair the newest index file in place after a crash (``IndexFile.repair_torn_tail``); the
+        entries it cuts go to ``lost+found/index/``. Recovery re-indexes from the file's new end.
+
+        Why not delete it and rebuild, as before: for 1M messages that re-dispatched every record
+        (20 s against 7 s for a clean open), when a kill -9 tears only the last record's entries.
+        """
+        import logging
+
+        from .lost_found import save_aside
+
+        def keep_aside(pos: int, data: bytes) -> None:
+            save_aside(self.index_dir.parent, f.path, pos, data)
+
+        try:
+            rep = f.repair_torn_tail(keep_aside=keep_aside)
+        except (IndexFileError, OSError) as e:
+            logging.getLogger("rmqops.store").warning("index file %s could not be repaired: %s", f.file_name, e)
+            return
+        self.repaired_files.append(f"{f.file_name}: header counted {rep.header_entries} entries, {rep.kept} kept, "
+                                   f"{rep.cut} cut, {rep.slots_fixed} hash slot(s) re-pointed")
+        logging.getLogger("rmqops.store").warning("index file %s was torn by a crash and repaired in place: %s",
+                                                  f.file_name, self.repaired_files[-1])
 
     def _whole(self, f: IndexFile) -> bool:
         """Header and entries agree, and the file continues where the previous one ends."""

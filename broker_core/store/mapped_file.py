@@ -36,6 +36,73 @@ def no_read_around(mm: mmap.mmap) -> None:
             pass
 
 
+_ZERO_CHUNK = bytes(1 << 20)
+
+
+def is_zero(mv: memoryview | bytes, start: int = 0, end: int | None = None, path: Path | None = None) -> bool:
+    """Whether ``mv[start:end]`` holds nothing but zero bytes (``path``: the file ``mv`` maps).
+
+    Why: every recovery asks this of each consume queue's unused tail (megabytes per queue).
+    Stripping the zeros (``bytes.strip``) took ~17 ms per 3.5 MB tail, ~0.3 s of a 1M-message
+    store's reopen for 8 queues; comparing a MiB at a time against a zero chunk (memcmp) takes well
+    under 1 ms and stops at the first MiB holding data. With ``path``, a hole the filesystem reports
+    (``SEEK_DATA``: no data after ``start``, as in a sparse file Java or a copy left) is not read at
+    all; where the filesystem cannot say, the bytes are compared.
+    """
+    end = len(mv) if end is None else min(end, len(mv))
+    if path is not None and start < end and hasattr(os, "SEEK_DATA"):
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            fd = -1
+        if fd >= 0:
+            try:
+                while start < end:  # compare the data extents only; holes read as zeros
+                    try:
+                        data = os.lseek(fd, start, os.SEEK_DATA)
+                    except OSError as e:
+                        if e.errno == errno.ENXIO:  # no data at or after start
+                            return True
+                        raise
+                    if data >= end:
+                        return True
+                    hole = min(end, os.lseek(fd, data, os.SEEK_HOLE))
+                    if not _zero_bytes(mv, data, hole):
+                        return False
+                    start = hole
+                return True
+            except OSError:
+                pass  # the filesystem cannot say: compare every byte
+            finally:
+                os.close(fd)
+    return _zero_bytes(mv, start, end)
+
+
+def _zero_bytes(mv: memoryview | bytes, start: int, end: int) -> bool:
+    chunk = len(_ZERO_CHUNK)
+    while start < end:
+        stop = min(end, start + chunk)
+        if bytes(mv[start:stop]) != (_ZERO_CHUNK if stop - start == chunk else bytes(stop - start)):
+            return False
+        start = stop
+    return True
+
+
+def data_end(mv: memoryview | bytes, start: int, chunk: int = 1 << 20) -> int:
+    """Position after the last non-zero byte at or after ``start`` (``start`` if there is none).
+
+    Scans backwards a MiB at a time (zero MiBs by ``is_zero``): the discarded or torn part of a file
+    is usually short and followed by zeros up to the file's end.
+    """
+    end = len(mv)
+    while end > start:
+        lo = max(start, end - chunk)
+        if not is_zero(mv, lo, end):
+            return lo + len(bytes(mv[lo:end]).rstrip(b"\0"))
+        end = lo
+    return start
+
+
 # Where CPython 3.11-3.12 keep an mmap object's duplicated descriptor (``mmap_object.fd``, after
 # PyObject_HEAD, data, size, pos, offset, exports on 64-bit Linux). Python 3.13 has ``trackfd=False``.
 _MMAP_FD_OFFSET = 56

@@ -63,7 +63,7 @@ from .dispatch import (
 from .errors import CorruptDataError
 from .index_service import IndexService
 from .lost_found import LOST_FOUND_DIR, save_aside
-from .mapped_file import first_data_file_size
+from .mapped_file import data_end, first_data_file_size, is_zero
 from .retention import RetentionReport, RetentionService
 from .store_config import StoreConfig, parse_delay_levels
 from .store_lock import StoreLock
@@ -406,6 +406,12 @@ class MessageStore:
         # last good unit (records before the common start would otherwise never reach them).
         repairs = {key: cq.repair_from_phy for key, cq in self.consume_queues.items()
                    if cq.repair_from_phy is not None}
+        damaged_queues = bool(repairs)
+        # A queue whose newest unit is torn gets that unit again from its record (at or after the
+        # queue's end); ``settle_torn_unit`` checks afterwards that it was rewritten.
+        for key, cq in self.consume_queues.items():
+            if cq.torn_unit_at is not None and key not in repairs:
+                repairs[key] = max(cq.max_physic_end(), 0)
         files = self.commit_log.file_queue.files
         cp = self.checkpoint
         assert cp is not None and self.index_service is not None
@@ -459,7 +465,7 @@ class MessageStore:
                 since = min(since, cp.index_msg_timestamp)
             first_pos = first_record_stored_after(mf.mv, 0, bound, since)
             start_offset = mf.file_from_offset + first_pos
-        if (self.read_only and not repairs and files and start_offset <= dispatch_from < self.commit_log.max_offset()
+        if (self.read_only and not damaged_queues and files and start_offset <= dispatch_from < self.commit_log.max_offset()
                 and self._newest_unit_record_intact(dispatch_from)):
             # Inspection validates only beyond what the consume queues confirm (their units point at
             # records up to dispatch_from), as a writable recovery's checkpoint does: the cost is the
@@ -529,6 +535,9 @@ class MessageStore:
                         " (list them with mqadmin verifyStore --lostFound)")
         for cq in self.consume_queues.values():
             cq.truncate_dirty_logic_files(process_offset)
+            settled = cq.settle_torn_unit(self.root)
+            if settled:
+                log.warning("recovery: %s", settled)
         if not self.read_only:
             self.index_service.truncate_beyond(process_offset)
         self._truncate_commit_log(process_offset)
@@ -588,9 +597,8 @@ class MessageStore:
         if mf is None:
             return 0
         pos = offset - mf.file_from_offset
-        tail = mf.mv[pos:min(mf.length, pos + 65536)]
-        stripped = bytes(tail).rstrip(b"\x00")
-        extra = len(stripped)
+        stop = min(mf.length, pos + 65536)
+        extra = 0 if is_zero(mf.mv, pos, stop) else len(bytes(mf.mv[pos:stop]).rstrip(b"\x00"))
         later = [f for f in self.commit_log.file_queue.files if f.file_from_offset > mf.file_from_offset]
         return extra + sum(len(bytes(f.mv[:4096]).rstrip(b"\x00")) for f in later)
 
@@ -606,7 +614,7 @@ class MessageStore:
             if mf.file_from_offset + mf.length <= offset:
                 continue
             start = max(0, offset - mf.file_from_offset)
-            end = _data_end(mf.mv, start)
+            end = data_end(mf.mv, start)
             if end <= start:
                 continue
             data = bytes(mf.mv[start:end])
@@ -1254,21 +1262,6 @@ def _crashed_in_this_boot(abort: Path) -> bool:
     except (OSError, UnicodeDecodeError):
         return False
     return len(lines) >= 2 and lines[1] == boot
-
-
-def _data_end(mv: memoryview, start: int, chunk: int = 1 << 20) -> int:
-    """Position after the last non-zero byte at or after ``start`` (``start`` if there is none).
-
-    Scans backwards a MiB at a time: the discarded tail of a file is usually short, its end zeros.
-    """
-    end = len(mv)
-    while end > start:
-        lo = max(start, end - chunk)
-        stripped = len(bytes(mv[lo:end]).rstrip(b"\0"))
-        if stripped:
-            return lo + stripped
-        end = lo
-    return start
 
 
 def _first_nested_file_size(base: Path) -> int:
