@@ -1073,6 +1073,240 @@ static PyObject *hp_check_message(PyObject *self, PyObject *const *args, Py_ssiz
     return PyObject_Vectorcall(py_check_message, args, (size_t)nargs, NULL);
 }
 
+/* ------------------------------------------------------------------ put_fast: one call per put */
+
+#define TRANSACTION_PREPARED_TYPE 0x4
+
+/* An exact int attribute in [lo, hi] into *out: 1, or 0 when it is anything else (put_fast declines). */
+static int exact_int(PyObject *obj, PyObject *name, int64_t lo, int64_t hi, int64_t *out) {
+    PyObject *o = PyObject_GetAttr(obj, name);
+    if (o == NULL) { PyErr_Clear(); return 0; }
+    int ok = 0;
+    if (PyLong_CheckExact(o)) {
+        int overflow = 0;
+        long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+        if (v == -1 && PyErr_Occurred()) PyErr_Clear();
+        else if (!overflow && v >= lo && v <= hi) { *out = v; ok = 1; }
+    }
+    Py_DECREF(o);
+    return ok;
+}
+
+/* The raw bytes of a host the reference accepts (exact (str, int) tuple): a new bytes, or NULL with
+ * no error set when put_fast must decline (in doubt, or the reference refuses the host). */
+static PyObject *fast_host(PyObject *msg, PyObject *name) {
+    int ok = host_ok(msg, name);
+    if (ok <= 0) { PyErr_Clear(); return NULL; }
+    PyObject *host = PyObject_GetAttr(msg, name);
+    if (host == NULL) { PyErr_Clear(); return NULL; }
+    PyObject *raw = host_bytes(host);
+    Py_DECREF(host);
+    if (raw == NULL) PyErr_Clear();
+    return raw;
+}
+
+/* put_fast of hot_py.py: the whole per-message put in one call, or None (nothing written) when the
+ * message or the files need anything but the plain path. See the Python docstring for the contract. */
+static PyObject *hp_put_fast(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (not_initialised()) return NULL;
+    if (nargs != 17) {
+        PyErr_SetString(PyExc_TypeError, "put_fast(msg, max_message_size, cl_buf, cl_pos, cl_limit, phy, queue_offset, "
+                                         "store_ts, cq_buf, cq_pos, idx_buf, hash_slot_num, index_num, index_count, "
+                                         "begin_timestamp, begin_phy_offset, hash_slot_count)");
+        return NULL;
+    }
+    PyObject *msg = args[0];
+    int64_t max_size, cl_pos, cl_limit, phy, qoff, store_ts, cq_pos;
+    int64_t slot_num = 0, index_num = 0, n = 0, begin_ts = 0, begin_phy = 0, slot_count = 0;
+    int indexed = args[10] != Py_None;
+    if (as_i64(args[1], &max_size) < 0 || as_i64(args[3], &cl_pos) < 0 || as_i64(args[4], &cl_limit) < 0 ||
+        as_i64(args[5], &phy) < 0 || as_i64(args[6], &qoff) < 0 || as_i64(args[7], &store_ts) < 0 ||
+        as_i64(args[9], &cq_pos) < 0) return NULL;
+    if (indexed && (as_i64(args[11], &slot_num) < 0 || as_i64(args[12], &index_num) < 0 ||
+                    as_i64(args[13], &n) < 0 || as_i64(args[14], &begin_ts) < 0 ||
+                    as_i64(args[15], &begin_phy) < 0 || as_i64(args[16], &slot_count) < 0)) return NULL;
+
+    PyObject *topic = NULL, *body = NULL, *props = NULL, *props_str = NULL, *born_b = NULL, *store_b = NULL,
+             *keep = NULL, *result = NULL;
+    Py_buffer bv = {0}, clv = {0}, cqv = {0}, ixv = {0};
+    int have_bv = 0, have_cl = 0, have_cq = 0, have_ix = 0;
+    int64_t queue_id, flag, sys_flag, reconsume, born_ts, prepared;
+
+    /* -- the message: exactly what the reference accepts in a few checks, else decline */
+    topic = PyObject_GetAttr(msg, s_topic);
+    if (topic == NULL || !text_ok(topic) || PyUnicode_GET_LENGTH(topic) == 0) goto decline;
+    int is_schedule = PyUnicode_Compare(topic, s_schedule_topic);
+    if (is_schedule == -1 && PyErr_Occurred()) goto decline;
+    if (is_schedule == 0) goto decline;  /* delay-level tagsCode: the general dispatch */
+    body = PyObject_GetAttr(msg, s_body);
+    if (body == NULL || !(PyBytes_CheckExact(body) || PyByteArray_CheckExact(body))) goto decline;
+    if (!exact_int(msg, s_queue_id, INT32_MIN, INT32_MAX, &queue_id) ||
+        !exact_int(msg, s_flag, INT32_MIN, INT32_MAX, &flag) ||
+        !exact_int(msg, s_sys_flag, INT32_MIN, INT32_MAX, &sys_flag) ||
+        !exact_int(msg, s_reconsume_times, INT32_MIN, INT32_MAX, &reconsume) ||
+        !exact_int(msg, s_born_timestamp, INT64_MIN, INT64_MAX, &born_ts) ||
+        !exact_int(msg, s_prepared_transaction_offset, INT64_MIN, INT64_MAX, &prepared)) goto decline;
+    if (sys_flag & TRANSACTION_PREPARED_TYPE) goto decline;  /* PREPARED/ROLLBACK: no queue offset */
+    keep = PyObject_GetAttr(msg, s_keep_store_timestamp);
+    if (keep != Py_False) goto decline;
+    if ((born_b = fast_host(msg, s_born_host)) == NULL || (store_b = fast_host(msg, s_store_host)) == NULL)
+        goto decline;
+    props = PyObject_GetAttr(msg, s_properties);
+    if (props == NULL || !PyDict_CheckExact(props)) goto decline;
+    {
+        Py_ssize_t i = 0;
+        PyObject *k, *v;
+        while (PyDict_Next(props, &i, &k, &v)) {
+            if (!text_ok(k) || PyUnicode_GET_LENGTH(k) == 0 || !text_ok(v)) goto decline;  /* None: decline */
+        }
+    }
+    int has_inner = PyDict_Contains(props, s_INNER_NUM);
+    if (has_inner != 0) goto decline;
+    props_str = encode_properties(props);
+    if (props_str == NULL) goto decline;
+    Py_ssize_t props_len;
+    const char *props_utf8 = PyUnicode_AsUTF8AndSize(props_str, &props_len);
+    if (props_utf8 == NULL) goto decline;
+    Py_ssize_t topic_len;
+    const char *topic_utf8 = PyUnicode_AsUTF8AndSize(topic, &topic_len);
+    if (topic_utf8 == NULL) goto decline;
+    if (PyObject_GetBuffer(body, &bv, PyBUF_SIMPLE) < 0) goto decline;
+    have_bv = 1;
+    Py_ssize_t body_len = bv.len;
+    if (body_len > max_size || props_len > 32767 || topic_len > 32767 || body_len > INT32_MAX) goto decline;
+    int v2 = topic_len > 127;
+    Py_ssize_t born_len = PyBytes_GET_SIZE(born_b), store_len = PyBytes_GET_SIZE(store_b);
+    sys_flag &= ~(int64_t)HOST_FLAGS;
+    if (born_len == 20) sys_flag |= BORNHOST_V6_FLAG;
+    if (store_len == 20) sys_flag |= STOREHOST_V6_FLAG;
+    Py_ssize_t hlen = 72 + born_len + store_len;
+    Py_ssize_t total = hlen + body_len + (v2 ? 2 : 1) + topic_len + 2 + props_len;
+    if (total > max_size + 65536 || cl_pos < 0 || cl_pos + total > cl_limit) goto decline;
+
+    /* -- TAGS and the index keys, from the dict (it says what the string says: every entry is text) */
+    PyObject *tags = PyDict_GetItemWithError(props, s_TAGS);
+    PyObject *keys = tags == NULL && PyErr_Occurred() ? NULL : PyDict_GetItemWithError(props, s_KEYS);
+    PyObject *uniq = keys == NULL && PyErr_Occurred() ? NULL : PyDict_GetItemWithError(props, s_UNIQ_KEY);
+    if (PyErr_Occurred()) goto decline;
+    uint32_t tc = 0;
+    if (tags != NULL && java_hash_continue(tags, &tc) < 0) goto decline;
+    int32_t hashes[MAX_KEYS];
+    int count = 0;
+    if (indexed) {
+        uint32_t prefix = 0;
+        if (java_hash_continue(topic, &prefix) < 0) goto decline;
+        prefix = 31u * prefix + '#';
+        if (uniq != NULL && PyUnicode_GET_LENGTH(uniq) > 0) {
+            if (key_hash_span(prefix, uniq, 0, PyUnicode_GET_LENGTH(uniq), &hashes[count]) < 0) goto decline;
+            count++;
+        }
+        if (keys != NULL) {
+            Py_ssize_t len = PyUnicode_GET_LENGTH(keys), start = 0;
+            int kind = PyUnicode_KIND(keys);
+            const void *data = PyUnicode_DATA(keys);
+            for (Py_ssize_t i = 0; i <= len; i++) {
+                if (i == len || PyUnicode_READ(kind, data, i) == ' ') {
+                    if (i > start) {
+                        if (count == MAX_KEYS) goto decline;
+                        if (key_hash_span(prefix, keys, start, i, &hashes[count]) < 0) goto decline;
+                        count++;
+                    }
+                    start = i + 1;
+                }
+            }
+        }
+        if (slot_num <= 0 || n < 1 || n > index_num || count > index_num - n) goto decline;
+    }
+
+    /* -- the files: everything must fit before anything is written */
+    if (PyObject_GetBuffer(args[2], &clv, PyBUF_WRITABLE) < 0) goto fail;
+    have_cl = 1;
+    if (PyObject_GetBuffer(args[8], &cqv, PyBUF_WRITABLE) < 0) goto fail;
+    have_cq = 1;
+    if (cl_pos + total > clv.len || cq_pos < 0 || cq_pos + 20 > cqv.len) goto decline;
+    int64_t entries_base = INDEX_HEADER_SIZE + slot_num * 4;
+    if (indexed) {
+        if (PyObject_GetBuffer(args[10], &ixv, PyBUF_WRITABLE) < 0) goto fail;
+        have_ix = 1;
+        if (entries_base + (n + count) * 20 > ixv.len) goto decline;
+    }
+    int64_t crc = 0;
+    if (body_len > 0 && body_crc((const char *)bv.buf, body_len, &crc) < 0) goto fail;
+
+    /* -- the record (spec §1), the consume queue unit (§5.1), the index entries (§7) */
+    unsigned char *o = (unsigned char *)clv.buf + cl_pos;
+    put_i32(o, total); put_i32(o + 4, v2 ? MAGIC_V2 : MAGIC_V1); put_i32(o + 8, crc); put_i32(o + 12, queue_id);
+    put_i32(o + 16, flag); put_i64(o + 20, qoff); put_i64(o + 28, phy); put_i32(o + 36, sys_flag);
+    put_i64(o + 40, born_ts);
+    unsigned char *h = o + 48;
+    memcpy(h, PyBytes_AS_STRING(born_b), (size_t)born_len);
+    h += born_len;
+    put_i64(h, store_ts);
+    h += 8;
+    memcpy(h, PyBytes_AS_STRING(store_b), (size_t)store_len);
+    h += store_len;
+    put_i32(h, reconsume); put_i64(h + 4, prepared); put_i32(h + 12, body_len);
+    h = o + hlen;
+    memcpy(h, bv.buf, (size_t)body_len);
+    h += body_len;
+    if (v2) { put_i16(h, (int32_t)topic_len); h += 2; } else { *h++ = (unsigned char)topic_len; }
+    memcpy(h, topic_utf8, (size_t)topic_len);
+    h += topic_len;
+    put_i16(h, (int32_t)props_len);
+    memcpy(h + 2, props_utf8, (size_t)props_len);
+
+    unsigned char *u = (unsigned char *)cqv.buf + cq_pos;
+    put_i64(u, phy); put_i32(u + 8, total); put_i64(u + 12, (int64_t)(int32_t)tc);
+
+    if (indexed && count > 0) {
+        unsigned char *b = (unsigned char *)ixv.buf;
+        for (int k = 0; k < count; k++) {
+            int32_t kh = hashes[k];
+            int64_t spos = INDEX_HEADER_SIZE + (kh % slot_num) * 4;
+            int64_t slot_value = get_i32(b + spos);
+            if (slot_value <= 0 || slot_value > n) {
+                slot_value = 0;
+                slot_count++;
+            }
+            int64_t time_diff = 0;
+            if (begin_ts > 0) {
+                time_diff = (store_ts - begin_ts) / 1000;
+                if (time_diff < 0) time_diff = 0;
+                if (time_diff > INT32_MAX_V) time_diff = INT32_MAX_V;
+            }
+            if (n <= 1) {
+                begin_phy = phy;
+                begin_ts = store_ts;
+            }
+            unsigned char *e = b + entries_base + n * 20;
+            put_i32(e, kh); put_i64(e + 4, phy); put_i32(e + 12, time_diff); put_i32(e + 16, slot_value);
+            put_i32(b + spos, n);
+            n++;
+        }
+        put_i64(b, begin_ts); put_i64(b + 8, store_ts); put_i64(b + 16, begin_phy); put_i64(b + 24, phy);
+        put_i32(b + 32, slot_count); put_i32(b + 36, n);
+    }
+    PyObject *msg_id = msg_id_of(PyBytes_AS_STRING(store_b), store_len, phy);
+    if (msg_id == NULL) goto fail;
+    result = Py_BuildValue("(nNlOLLLL)", total, msg_id, (long)(int32_t)tc, props_str, (long long)begin_ts,
+                           (long long)begin_phy, (long long)slot_count, (long long)n);
+    goto done;
+decline:
+    PyErr_Clear();
+    result = Py_NewRef(Py_None);
+    goto done;
+fail:
+    result = NULL;
+done:
+    if (have_bv) PyBuffer_Release(&bv);
+    if (have_cl) PyBuffer_Release(&clv);
+    if (have_cq) PyBuffer_Release(&cqv);
+    if (have_ix) PyBuffer_Release(&ixv);
+    Py_XDECREF(topic); Py_XDECREF(body); Py_XDECREF(props); Py_XDECREF(props_str); Py_XDECREF(born_b);
+    Py_XDECREF(store_b); Py_XDECREF(keep);
+    return result;
+}
+
 /* ------------------------------------------------------------------ init */
 
 static PyObject *hp_init(PyObject *self, PyObject *args) {
@@ -1105,6 +1339,7 @@ static PyMethodDef methods[] = {
     {"first_record_stored_after", (PyCFunction)(void (*)(void))hp_first_record_stored_after, METH_FASTCALL, NULL},
     {"index_put_keys", (PyCFunction)(void (*)(void))hp_index_put_keys, METH_FASTCALL, NULL},
     {"check_message", (PyCFunction)(void (*)(void))hp_check_message, METH_FASTCALL, NULL},
+    {"put_fast", (PyCFunction)(void (*)(void))hp_put_fast, METH_FASTCALL, NULL},
     {"java_string_hash", hp_java_string_hash, METH_O, NULL},
     {"index_key_hash", hp_index_key_hash, METH_O, NULL},
     {"tags_code", hp_tags_code, METH_O, NULL},

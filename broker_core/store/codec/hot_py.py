@@ -465,9 +465,147 @@ def index_put_keys(buf, hash_slot_num: int, index_num: int, index_count: int, be
     return written, len(all_keys), begin_ts, begin_phy, slot_count, n
 
 
+_TRANSACTION_PREPARED_TYPE = 0x4
+_PLAIN_BODY_TYPES = (bytes, bytearray)  # a memoryview may be strided or of wider items: the general path
+_CQ_UNIT_SIZE = 20
+_MAX_KEYS = 64  # more index keys than this in one message: the general path (C keeps them on the stack)
+
+
+def put_fast(msg: RecordSource, max_message_size: int, cl_buf, cl_pos: int, cl_limit: int, phy: int,
+             queue_offset: int, store_ts: int, cq_buf, cq_pos: int, idx_buf, hash_slot_num: int, index_num: int,
+             index_count: int, begin_timestamp: int, begin_phy_offset: int, hash_slot_count: int
+             ) -> tuple[int, str, int, str, int, int, int, int] | None:
+    """One plain put in one call: the record at ``cl_pos`` of the commitlog mapping, its consume queue
+    unit at ``cq_pos``, its index entries (when ``idx_buf`` is not None); None, with nothing written,
+    when the message or the files need anything but that.
+
+    Why one call: issue 17 measured the Python around several hot-path calls at ~3.6 us a message,
+    more than the byte work itself. The caller (``store.put_fast``) keeps every decision: it picks the
+    files, takes the locks, assigns the queue offset and store time, and commits the returned state;
+    this function only proves the plain case and writes its bytes, the same bytes as
+    ``prepare_record`` + ``write_record`` + ``put_cq_unit`` + ``index_put_keys``.
+
+    Declines (the general path then gives the verdict and does the work) unless: the fields are of
+    exact types and in range (``check_message``'s fast case, hosts the reference accepted; the body
+    bytes or bytearray); every
+    property is an exact, non-empty-named str pair without separators and there is no INNER_NUM; the
+    topic is not SCHEDULE_TOPIC_XXXX (delay tagsCode); the record is not a PREPARED/ROLLBACK one;
+    ``keep_store_timestamp`` is False; the record fits below ``cl_limit`` and the sizes limits; the
+    unit fits ``cq_buf``; at most 64 keys, all fitting the index file. Returns ``(TOTALSIZE, offset
+    msgId, tagsCode, PROPERTIES string, beginTimestamp, beginPhyOffset, hashSlotCount, indexCount)``
+    (the last four unchanged when nothing was indexed).
+    """
+    topic = msg.topic
+    body = msg.body
+    q = msg.queue_id
+    f = msg.flag
+    sf = msg.sys_flag
+    rt = msg.reconsume_times
+    bt = msg.born_timestamp
+    pto = msg.prepared_transaction_offset
+    props = msg.properties
+    born = msg.born_host
+    store = msg.store_host
+    if not (type(topic) is str and topic and topic != SCHEDULE_TOPIC and type(body) in _PLAIN_BODY_TYPES
+            and type(q) is int and _I32_MIN <= q <= _I32_MAX and type(f) is int and _I32_MIN <= f <= _I32_MAX
+            and type(sf) is int and _I32_MIN <= sf <= _I32_MAX and not sf & _TRANSACTION_PREPARED_TYPE
+            and type(rt) is int and _I32_MIN <= rt <= _I32_MAX
+            and type(bt) is int and _I64_MIN <= bt <= _I64_MAX and type(pto) is int and _I64_MIN <= pto <= _I64_MAX
+            and msg.keep_store_timestamp is False and type(props) is dict and "INNER_NUM" not in props
+            and "" not in props):
+        return None
+    # Every name and value an exact str (then the string has one separator pair per entry exactly
+    # when none holds a separator), the whole text encodable: the dict says what the string says.
+    for v in props.values():
+        if type(v) is not str:
+            return None
+    for k in props:
+        if type(k) is not str:
+            return None
+    text = "".join([f"{k}\x01{v}\x02" for k, v in props.items()])
+    n_props = len(props)
+    if text.count("\x01") != n_props or text.count("\x02") != n_props or "\x01" in topic or "\x02" in topic:
+        return None
+    try:
+        props_bytes = text.encode()
+        topic_field, v2 = _topic_field(topic)
+    except (UnicodeEncodeError, RecordError):
+        return None
+    try:
+        if not _host_ok("born_host", born) or not _host_ok("store_host", store):
+            return None
+    except RecordError:
+        return None
+    born_raw = encode_host(born)
+    store_raw = encode_host(store)
+    body_len = len(body)
+    props_len = len(props_bytes)
+    if body_len > max_message_size or props_len > 32767:
+        return None
+    sf &= ~_HOST_FLAGS
+    if len(born_raw) == 20:
+        sf |= BORNHOST_V6_FLAG
+    if len(store_raw) == 20:
+        sf |= STOREHOSTADDRESS_V6_FLAG
+    header = _HEADERS[sf & _HOST_FLAGS]
+    tail = topic_field + _I16.pack(props_len) + props_bytes
+    total = header.size + body_len + len(tail)
+    if total > max_message_size + 65536 or cl_pos < 0 or cl_pos + total > cl_limit:
+        return None
+    tags = props.get("TAGS")
+    tc = tags_code(tags) if tags else 0
+    n = index_count
+    hashes = ()
+    if idx_buf is not None:
+        uniq = props.get("UNIQ_KEY")
+        keys = props.get("KEYS")
+        all_keys = [f"{topic}#{uniq}"] if uniq else []
+        if keys:
+            all_keys += [f"{topic}#{token}" for token in keys.split(" ") if token]
+        if len(all_keys) > _MAX_KEYS or hash_slot_num <= 0 or n < 1 or n > index_num \
+                or len(all_keys) > index_num - n:
+            return None
+        hashes = [index_key_hash(key) for key in all_keys]
+    if cl_pos + total > len(cl_buf) or cq_pos < 0 or cq_pos + _CQ_UNIT_SIZE > len(cq_buf):
+        return None
+    entries_base = _INDEX_HEADER_SIZE + hash_slot_num * 4
+    if idx_buf is not None and entries_base + (n + len(hashes)) * 20 > len(idx_buf):
+        return None
+    # -- the record (spec §1), the consume queue unit (§5.1), the index entries (§7)
+    p = cl_pos + header.size
+    header.pack_into(cl_buf, cl_pos, total, MESSAGE_MAGIC_CODE_V2 if v2 else MESSAGE_MAGIC_CODE_V1,
+                     rmq_crc32(body) if body_len else 0, q, f, queue_offset, phy, sf, bt, born_raw, store_ts,
+                     store_raw, rt, pto, body_len)
+    cl_buf[p:p + body_len] = body
+    cl_buf[p + body_len:cl_pos + total] = tail
+    _CQ_UNIT.pack_into(cq_buf, cq_pos, phy, total, tc)
+    begin_ts = begin_timestamp
+    begin_phy = begin_phy_offset
+    slot_count = hash_slot_count
+    for key_hash in hashes:
+        spos = _INDEX_HEADER_SIZE + (key_hash % hash_slot_num) * 4
+        slot_value = _unpack_i32(idx_buf, spos)[0]
+        if slot_value <= 0 or slot_value > n:
+            slot_value = 0
+            slot_count += 1
+        if begin_ts <= 0:
+            time_diff = 0
+        else:
+            time_diff = min(max((store_ts - begin_ts) // 1000, 0), _INT32_MAX)
+        if n <= 1:
+            begin_phy = phy
+            begin_ts = store_ts
+        _pack_entry(idx_buf, entries_base + n * 20, key_hash, phy, time_diff, slot_value)
+        _pack_i32(idx_buf, spos, n)
+        n += 1
+    if hashes:
+        _pack_header(idx_buf, 0, begin_ts, store_ts, begin_phy, phy, slot_count, n)
+    return (total, (store_raw + _I64.pack(phy)).hex().upper(), tc, text, begin_ts, begin_phy, slot_count, n)
+
+
 __all__ = [
     "IMPLEMENTATION", "PreparedRecord", "body_crc_matches", "check_message", "decode_dispatch_fields",
     "first_record_stored_after", "index_key_hash",
     "index_keys", "index_put_keys", "java_string_hash", "known_properties", "offset_msg_id", "prepare_record",
-    "put_bcq_unit", "put_cq_unit", "record_parts", "tags_code", "valid_units_end", "write_record",
+    "put_bcq_unit", "put_cq_unit", "put_fast", "record_parts", "tags_code", "valid_units_end", "write_record",
 ]
