@@ -69,7 +69,15 @@ def put_fast(store: MessageStore, msg: MessageInner) -> PutMessageResult | None:
         if not idx.reserved or idx.index_num - idx._index_count < CHEAP_KEYS + svc._margin:
             return None
     reput = store.reput
-    with cl.put_lock, reput._dispatch_lock:
+    # acquire/release rather than ``with``: three locks a put, and ``with`` builds bound methods
+    put_lock = cl.put_lock
+    dispatch_lock = reput._dispatch_lock
+    index_lock = svc._lock if idx is not None else None
+    put_lock.acquire()
+    dispatch_lock.acquire()
+    if index_lock is not None:
+        index_lock.acquire()
+    try:
         files = cl.file_queue.files
         if not files:
             return None
@@ -84,6 +92,7 @@ def put_fast(store: MessageStore, msg: MessageInner) -> PutMessageResult | None:
         cq_pos = cq_mf.wrote_position
         if cq_mf.file_from_offset + cq_pos != queue_offset * CQ_STORE_UNIT_SIZE or cq.max_physic_offset > phy:
             return None
+        # The record must not need a BLANK end, a populate or reservation ahead, or a vectored write.
         limit = min(cl.file_size - END_FILE_MIN_BLANK_LENGTH, mf.populated_to, mf.reserved_to,
                     pos + _MAX_MAPPED_RECORD)
         store_ts = cl.clock()
@@ -92,24 +101,24 @@ def put_fast(store: MessageStore, msg: MessageInner) -> PutMessageResult | None:
                              cq_mf.mv, cq_pos, None, 0, 0, 0, 0, 0, 0)
             if done is None:
                 return None
+            size, msg_id, tags_code, props = done[:4]
         else:
-            with svc._lock:
-                if phy <= idx._end_phy_offset or svc._files[-1] is not idx:
-                    return None  # already indexed up to here (re-dispatch rules) or rolled meanwhile
-                index_count = idx._index_count
-                done = _put_fast(msg, cl.config.max_message_size, mf.mv, pos, limit, phy, queue_offset, store_ts,
-                                 cq_mf.mv, cq_pos, idx._buf, idx.hash_slot_num, idx.index_num, index_count,
-                                 idx._begin_timestamp, idx._begin_phy_offset, idx._hash_slot_count)
-                if done is None:
-                    return None
-                if done[7] != index_count:  # entries written: IndexFile.put_keys's header update
-                    idx._begin_timestamp = done[4]
-                    idx._begin_phy_offset = done[5]
-                    idx._hash_slot_count = done[6]
-                    idx._index_count = done[7]
-                    idx._end_phy_offset = phy
-                    idx._end_timestamp = store_ts
-        size, msg_id, tags_code, props = done[0], done[1], done[2], done[3]
+            if phy <= idx._end_phy_offset or svc._files[-1] is not idx:
+                return None  # already indexed up to here (re-dispatch rules), or rolled meanwhile
+            index_count = idx._index_count
+            done = _put_fast(msg, cl.config.max_message_size, mf.mv, pos, limit, phy, queue_offset, store_ts,
+                             cq_mf.mv, cq_pos, idx._buf, idx.hash_slot_num, idx.index_num, index_count,
+                             idx._begin_timestamp, idx._begin_phy_offset, idx._hash_slot_count)
+            if done is None:
+                return None
+            size, msg_id, tags_code, props, begin_ts, begin_phy, slot_count, n = done
+            if n != index_count:  # entries written: IndexFile.put_keys's header update
+                idx._begin_timestamp = begin_ts
+                idx._begin_phy_offset = begin_phy
+                idx._hash_slot_count = slot_count
+                idx._index_count = n
+                idx._end_phy_offset = phy
+                idx._end_timestamp = store_ts
         end = phy + size
         mf.wrote_position = pos + size
         table[key] = queue_offset + 1
@@ -117,6 +126,11 @@ def put_fast(store: MessageStore, msg: MessageInner) -> PutMessageResult | None:
         cq_mf.wrote_position = cq_pos + CQ_STORE_UNIT_SIZE
         cq.max_physic_offset = end
         reput.reput_from_offset = end
+    finally:
+        if index_lock is not None:
+            index_lock.release()
+        dispatch_lock.release()
+        put_lock.release()
     checkpoint = store.checkpoint
     if checkpoint is not None:
         checkpoint.physic_msg_timestamp = store_ts

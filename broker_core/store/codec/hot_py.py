@@ -15,7 +15,16 @@ from functools import lru_cache
 from typing import Protocol
 
 from .errors import RecordError
-from .hashing import _ASCII_CHUNK, _DIV31, _MOD31, index_key_hash, java_string_hash, rmq_crc32, tags_code
+from .hashing import (
+    _ASCII_CHUNK,
+    _DIV31,
+    _MOD31,
+    _crc32,
+    index_key_hash,
+    java_string_hash,
+    rmq_crc32,
+    tags_code,
+)
 from .hosts import encode_host
 from .properties import PROPERTY_SEPARATOR, encode_properties
 from .sys_flag import BORNHOST_V6_FLAG, STOREHOSTADDRESS_V6_FLAG
@@ -471,6 +480,26 @@ _CQ_UNIT_SIZE = 20
 _MAX_KEYS = 64  # more index keys than this in one message: the general path (C keeps them on the stack)
 
 
+# Raw bytes of the hosts the reference accepted, keyed by the (exact-typed) tuple: put_fast's lookup.
+_PLAIN_HOSTS: dict[tuple[str, int], bytes] = {}
+
+
+def _plain_host(name: str, host: object) -> bytes | None:
+    """The raw bytes of a host ``check_host`` accepts, given as an exact (str, int) tuple; else None."""
+    if type(host) is not tuple or len(host) != 2 or type(host[0]) is not str or type(host[1]) is not int:
+        return None
+    raw = _PLAIN_HOSTS.get(host)
+    if raw is None:
+        try:
+            _host_ok(name, host)
+        except RecordError:
+            return None
+        if len(_PLAIN_HOSTS) >= _VALID_HOSTS_MAX:
+            _PLAIN_HOSTS.clear()
+        raw = _PLAIN_HOSTS[host] = encode_host(host)
+    return raw
+
+
 def put_fast(msg: RecordSource, max_message_size: int, cl_buf, cl_pos: int, cl_limit: int, phy: int,
              queue_offset: int, store_ts: int, cq_buf, cq_pos: int, idx_buf, hash_slot_num: int, index_num: int,
              index_count: int, begin_timestamp: int, begin_phy_offset: int, hash_slot_count: int
@@ -504,8 +533,6 @@ def put_fast(msg: RecordSource, max_message_size: int, cl_buf, cl_pos: int, cl_l
     bt = msg.born_timestamp
     pto = msg.prepared_transaction_offset
     props = msg.properties
-    born = msg.born_host
-    store = msg.store_host
     if not (type(topic) is str and topic and topic != SCHEDULE_TOPIC and type(body) in _PLAIN_BODY_TYPES
             and type(q) is int and _I32_MIN <= q <= _I32_MAX and type(f) is int and _I32_MIN <= f <= _I32_MAX
             and type(sf) is int and _I32_MIN <= sf <= _I32_MAX and not sf & _TRANSACTION_PREPARED_TYPE
@@ -514,15 +541,16 @@ def put_fast(msg: RecordSource, max_message_size: int, cl_buf, cl_pos: int, cl_l
             and msg.keep_store_timestamp is False and type(props) is dict and "INNER_NUM" not in props
             and "" not in props):
         return None
-    # Every name and value an exact str (then the string has one separator pair per entry exactly
-    # when none holds a separator), the whole text encodable: the dict says what the string says.
-    for v in props.values():
-        if type(v) is not str:
+    born_raw = _plain_host("born_host", msg.born_host)
+    store_raw = _plain_host("store_host", msg.store_host)
+    if born_raw is None or store_raw is None:
+        return None
+    for k, v in props.items():
+        if type(k) is not str or type(v) is not str:
             return None
-    for k in props:
-        if type(k) is not str:
-            return None
-    text = "".join([f"{k}\x01{v}\x02" for k, v in props.items()])
+    # Every name and value an exact str: the string has one separator pair per entry exactly when
+    # none holds a separator (then the dict says what the string says); the text must encode.
+    text = "\x02".join(map("\x01".join, props.items())) + "\x02" if props else ""
     n_props = len(props)
     if text.count("\x01") != n_props or text.count("\x02") != n_props or "\x01" in topic or "\x02" in topic:
         return None
@@ -531,13 +559,6 @@ def put_fast(msg: RecordSource, max_message_size: int, cl_buf, cl_pos: int, cl_l
         topic_field, v2 = _topic_field(topic)
     except (UnicodeEncodeError, RecordError):
         return None
-    try:
-        if not _host_ok("born_host", born) or not _host_ok("store_host", store):
-            return None
-    except RecordError:
-        return None
-    born_raw = encode_host(born)
-    store_raw = encode_host(store)
     body_len = len(body)
     props_len = len(props_bytes)
     if body_len > max_message_size or props_len > 32767:
@@ -555,7 +576,7 @@ def put_fast(msg: RecordSource, max_message_size: int, cl_buf, cl_pos: int, cl_l
     tags = props.get("TAGS")
     tc = tags_code(tags) if tags else 0
     n = index_count
-    hashes = ()
+    hashes = []
     if idx_buf is not None:
         uniq = props.get("UNIQ_KEY")
         keys = props.get("KEYS")
@@ -565,7 +586,17 @@ def put_fast(msg: RecordSource, max_message_size: int, cl_buf, cl_pos: int, cl_l
         if len(all_keys) > _MAX_KEYS or hash_slot_num <= 0 or n < 1 or n > index_num \
                 or len(all_keys) > index_num - n:
             return None
-        hashes = [index_key_hash(key) for key in all_keys]
+        for key in all_keys:
+            if len(key) <= _ASCII_CHUNK and key.isascii():  # index_key_hash, inlined
+                raw = key.encode()
+                key_hash = (int(raw.translate(_MOD31), 31) + int(raw.translate(_DIV31) + b"0", 31)) & _MASK32
+                if key_hash & 0x80000000:  # negative as Java's int: its absolute value, abs(MIN_INT) -> 0
+                    key_hash = 0x100000000 - key_hash
+                    if key_hash == 0x80000000:
+                        key_hash = 0
+                hashes.append(key_hash)
+            else:
+                hashes.append(index_key_hash(key))
     if cl_pos + total > len(cl_buf) or cq_pos < 0 or cq_pos + _CQ_UNIT_SIZE > len(cq_buf):
         return None
     entries_base = _INDEX_HEADER_SIZE + hash_slot_num * 4
@@ -574,33 +605,39 @@ def put_fast(msg: RecordSource, max_message_size: int, cl_buf, cl_pos: int, cl_l
     # -- the record (spec §1), the consume queue unit (§5.1), the index entries (§7)
     p = cl_pos + header.size
     header.pack_into(cl_buf, cl_pos, total, MESSAGE_MAGIC_CODE_V2 if v2 else MESSAGE_MAGIC_CODE_V1,
-                     rmq_crc32(body) if body_len else 0, q, f, queue_offset, phy, sf, bt, born_raw, store_ts,
-                     store_raw, rt, pto, body_len)
+                     _crc32(body) & 0x7FFFFFFF if body_len else 0, q, f, queue_offset, phy, sf, bt, born_raw,
+                     store_ts, store_raw, rt, pto, body_len)
     cl_buf[p:p + body_len] = body
     cl_buf[p + body_len:cl_pos + total] = tail
     _CQ_UNIT.pack_into(cq_buf, cq_pos, phy, total, tc)
-    begin_ts = begin_timestamp
-    begin_phy = begin_phy_offset
-    slot_count = hash_slot_count
-    for key_hash in hashes:
-        spos = _INDEX_HEADER_SIZE + (key_hash % hash_slot_num) * 4
-        slot_value = _unpack_i32(idx_buf, spos)[0]
-        if slot_value <= 0 or slot_value > n:
-            slot_value = 0
-            slot_count += 1
-        if begin_ts <= 0:
-            time_diff = 0
-        else:
-            time_diff = min(max((store_ts - begin_ts) // 1000, 0), _INT32_MAX)
-        if n <= 1:
-            begin_phy = phy
-            begin_ts = store_ts
-        _pack_entry(idx_buf, entries_base + n * 20, key_hash, phy, time_diff, slot_value)
-        _pack_i32(idx_buf, spos, n)
-        n += 1
     if hashes:
+        begin_ts = begin_timestamp
+        begin_phy = begin_phy_offset
+        slot_count = hash_slot_count
+        for key_hash in hashes:
+            spos = _INDEX_HEADER_SIZE + (key_hash % hash_slot_num) * 4
+            slot_value = _unpack_i32(idx_buf, spos)[0]
+            if slot_value <= 0 or slot_value > n:
+                slot_value = 0
+                slot_count += 1
+            if begin_ts <= 0:
+                time_diff = 0
+            else:
+                time_diff = (store_ts - begin_ts) // 1000
+                if time_diff < 0:
+                    time_diff = 0
+                elif time_diff > _INT32_MAX:
+                    time_diff = _INT32_MAX
+            if n <= 1:
+                begin_phy = phy
+                begin_ts = store_ts
+            _pack_entry(idx_buf, entries_base + n * 20, key_hash, phy, time_diff, slot_value)
+            _pack_i32(idx_buf, spos, n)
+            n += 1
         _pack_header(idx_buf, 0, begin_ts, store_ts, begin_phy, phy, slot_count, n)
-    return (total, (store_raw + _I64.pack(phy)).hex().upper(), tc, text, begin_ts, begin_phy, slot_count, n)
+        return total, (store_raw + _I64.pack(phy)).hex().upper(), tc, text, begin_ts, begin_phy, slot_count, n
+    return (total, (store_raw + _I64.pack(phy)).hex().upper(), tc, text, begin_timestamp, begin_phy_offset,
+            hash_slot_count, n)
 
 
 __all__ = [
