@@ -480,6 +480,16 @@ _CQ_UNIT_SIZE = 20
 _MAX_KEYS = 64  # more index keys than this in one message: the general path (C keeps them on the stack)
 
 
+# 31**k mod 2**32 for k <= _ASCII_CHUNK: continuing a Java hash over k more characters.
+_POW31_MOD32 = [pow(31, k, 1 << 32) for k in range(_ASCII_CHUNK + 1)]
+
+
+@lru_cache(maxsize=1024)
+def _index_prefix_hash(topic: str) -> int:
+    """Java hash of ``topic#`` as an unsigned 32-bit value (few topics: cached)."""
+    return java_string_hash(topic + "#") & _MASK32
+
+
 # Raw bytes of the hosts the reference accepted, keyed by the (exact-typed) tuple: put_fast's lookup.
 _PLAIN_HOSTS: dict[tuple[str, int], bytes] = {}
 
@@ -541,16 +551,27 @@ def put_fast(msg: RecordSource, max_message_size: int, cl_buf, cl_pos: int, cl_l
             and msg.keep_store_timestamp is False and type(props) is dict and "INNER_NUM" not in props
             and "" not in props):
         return None
-    born_raw = _plain_host("born_host", msg.born_host)
-    store_raw = _plain_host("store_host", msg.store_host)
+    born = msg.born_host
+    store = msg.store_host
+    # _plain_host, its cache hit inlined (exact types first: ("h", 1.0) == ("h", 1) as a dict key)
+    if type(born) is tuple and len(born) == 2 and type(born[0]) is str and type(born[1]) is int:
+        born_raw = _PLAIN_HOSTS.get(born) or _plain_host("born_host", born)
+    else:
+        return None
+    if type(store) is tuple and len(store) == 2 and type(store[0]) is str and type(store[1]) is int:
+        store_raw = _PLAIN_HOSTS.get(store) or _plain_host("store_host", store)
+    else:
+        return None
     if born_raw is None or store_raw is None:
         return None
+    # Every name and value an exact str: the string has one separator pair per entry exactly when
+    # none holds a separator (then the dict says what the string says); the text must encode.
+    parts = []
     for k, v in props.items():
         if type(k) is not str or type(v) is not str:
             return None
-    # Every name and value an exact str: the string has one separator pair per entry exactly when
-    # none holds a separator (then the dict says what the string says); the text must encode.
-    text = "\x02".join(map("\x01".join, props.items())) + "\x02" if props else ""
+        parts.append(f"{k}\x01{v}\x02")
+    text = "".join(parts)
     n_props = len(props)
     if text.count("\x01") != n_props or text.count("\x02") != n_props or "\x01" in topic or "\x02" in topic:
         return None
@@ -580,23 +601,27 @@ def put_fast(msg: RecordSource, max_message_size: int, cl_buf, cl_pos: int, cl_l
     if idx_buf is not None:
         uniq = props.get("UNIQ_KEY")
         keys = props.get("KEYS")
-        all_keys = [f"{topic}#{uniq}"] if uniq else []
+        tokens = [uniq] if uniq else []
         if keys:
-            all_keys += [f"{topic}#{token}" for token in keys.split(" ") if token]
-        if len(all_keys) > _MAX_KEYS or hash_slot_num <= 0 or n < 1 or n > index_num \
-                or len(all_keys) > index_num - n:
+            tokens += [token for token in keys.split(" ") if token]
+        if len(tokens) > _MAX_KEYS or hash_slot_num <= 0 or n < 1 or n > index_num or len(tokens) > index_num - n:
             return None
-        for key in all_keys:
-            if len(key) <= _ASCII_CHUNK and key.isascii():  # index_key_hash, inlined
-                raw = key.encode()
-                key_hash = (int(raw.translate(_MOD31), 31) + int(raw.translate(_DIV31) + b"0", 31)) & _MASK32
-                if key_hash & 0x80000000:  # negative as Java's int: its absolute value, abs(MIN_INT) -> 0
-                    key_hash = 0x100000000 - key_hash
-                    if key_hash == 0x80000000:
-                        key_hash = 0
-                hashes.append(key_hash)
-            else:
-                hashes.append(index_key_hash(key))
+        if tokens:
+            # index_key_hash(f"{topic}#{token}"), continued from the hash of "topic#" for ASCII tokens:
+            # h(a + b) = h(a) * 31**len(b) + h(b) mod 2**32 (Java's hash is a polynomial)
+            prefix = _index_prefix_hash(topic)
+            for token in tokens:
+                if len(token) <= _ASCII_CHUNK and token.isascii():
+                    raw = token.encode()
+                    key_hash = (prefix * _POW31_MOD32[len(raw)] + int(raw.translate(_MOD31), 31)
+                                + int(raw.translate(_DIV31) + b"0", 31)) & _MASK32
+                    if key_hash & 0x80000000:  # negative as Java's int: its absolute value, abs(MIN_INT) -> 0
+                        key_hash = 0x100000000 - key_hash
+                        if key_hash == 0x80000000:
+                            key_hash = 0
+                    hashes.append(key_hash)
+                else:
+                    hashes.append(index_key_hash(f"{topic}#{token}"))
     if cl_pos + total > len(cl_buf) or cq_pos < 0 or cq_pos + _CQ_UNIT_SIZE > len(cq_buf):
         return None
     entries_base = _INDEX_HEADER_SIZE + hash_slot_num * 4
