@@ -50,6 +50,7 @@ BYTE_IDENTITY_TESTS = [
     "tests/store/test_commit_log_paths.py",
     "tests/store/test_input_validation.py",
     "tests/store/test_cq_damage.py",  # recovery's end of valid units (valid_units_end) on both
+    "tests/store/test_put_fast.py",  # the one-call put against the general path's bytes
 ]
 
 def _outcome(fn, *args):

@@ -519,19 +519,21 @@ def put_fast(msg: RecordSource, max_message_size: int, cl_buf, cl_pos: int, cl_l
     when the message or the files need anything but that.
 
     Why one call: issue 17 measured the Python around several hot-path calls at ~3.6 us a message,
-    more than the byte work itself. The caller (``store.put_fast``) keeps every decision: it picks the
-    files, takes the locks, assigns the queue offset and store time, and commits the returned state;
-    this function only proves the plain case and writes its bytes, the same bytes as
-    ``prepare_record`` + ``write_record`` + ``put_cq_unit`` + ``index_put_keys``.
+    more than the byte work itself. The caller (``fast_put.put_fast``) keeps every decision: it picks
+    the files, takes the locks, assigns the queue offset and store time, and commits the returned
+    state; this function only proves the plain case and writes its bytes, the same bytes as
+    ``prepare_record`` + ``write_record`` + ``put_cq_unit`` + ``index_put_keys``. It is written flat
+    (no calls into the other functions here) because it is also the fallback's whole put.
 
     Declines (the general path then gives the verdict and does the work) unless: the fields are of
-    exact types and in range (``check_message``'s fast case, hosts the reference accepted; the body
-    bytes or bytearray); every
-    property is an exact, non-empty-named str pair without separators and there is no INNER_NUM; the
-    topic is not SCHEDULE_TOPIC_XXXX (delay tagsCode); the record is not a PREPARED/ROLLBACK one;
-    ``keep_store_timestamp`` is False; the record fits below ``cl_limit`` and the sizes limits; the
-    unit fits ``cq_buf``; at most 64 keys, all fitting the index file. Returns ``(TOTALSIZE, offset
-    msgId, tagsCode, PROPERTIES string, beginTimestamp, beginPhyOffset, hashSlotCount, indexCount)``
+    exact types and in range (``check_message``'s fast case; hosts exact (str, int) tuples the
+    reference accepts; the body bytes or bytearray); every property is an exact str pair with a
+    non-empty name, no separators and no lone surrogate, and there is no INNER_NUM; the topic is not
+    SCHEDULE_TOPIC_XXXX (delay-level tagsCode); the record is not a PREPARED/ROLLBACK one;
+    ``keep_store_timestamp`` is False; the record fits below ``cl_limit`` and the size limits; the
+    unit fits ``cq_buf``; at most 64 index keys, all fitting the index file. Returns ``(TOTALSIZE,
+    offset msgId, tagsCode, PROPERTIES string, beginTimestamp, beginPhyOffset, hashSlotCount,
+    indexCount)``
     (the last four unchanged when nothing was indexed).
     """
     topic = msg.topic
