@@ -48,8 +48,10 @@ def put_fast(store: MessageStore, msg: MessageInner) -> PutMessageResult | None:
     cl = store.commit_log
     if cl.sync_flush:
         return None
+    topic = msg.topic
+    queue_id = msg.queue_id
     try:
-        cq = store.consume_queues.get((msg.topic, msg.queue_id))
+        cq = store.consume_queues.get((topic, queue_id))
     except TypeError:  # an unhashable topic or queue id: the general path names the field
         return None
     if cq is None or cq.is_batch:
@@ -59,20 +61,13 @@ def put_fast(store: MessageStore, msg: MessageInner) -> PutMessageResult | None:
         return None
     cq_mf = cq_files[-1]
     svc = store.index_service
-    idx = None
-    if svc is not None and store.config.message_index_enable:
-        files = svc._files
-        if not files:
-            return None
-        idx = files[-1]
-        # IndexService.has_room(CHEAP_KEYS) and a file build_index would write to without a roll
-        if not idx.reserved or idx.index_num - idx._index_count < CHEAP_KEYS + svc._margin:
-            return None
+    if svc is not None and not store.config.message_index_enable:
+        svc = None
     reput = store.reput
     # acquire/release rather than ``with``: three locks a put, and ``with`` builds bound methods
     put_lock = cl.put_lock
     dispatch_lock = reput._dispatch_lock
-    index_lock = svc._lock if idx is not None else None
+    index_lock = svc._lock if svc is not None else None
     put_lock.acquire()
     dispatch_lock.acquire()
     if index_lock is not None:
@@ -84,9 +79,11 @@ def put_fast(store: MessageStore, msg: MessageInner) -> PutMessageResult | None:
         mf = files[-1]
         pos = mf.wrote_position
         phy = mf.file_from_offset + pos
-        if reput.reput_from_offset != phy or cl.appended_records:
+        # Dispatch caught up: this record is the next one it would see. (Entries left in
+        # appended_records are then behind it; dispatch drops them.)
+        if reput.reput_from_offset != phy:
             return None
-        key = f"{msg.topic}-{msg.queue_id}"
+        key = f"{topic}-{queue_id}"
         table = cl.queue_offsets.table
         queue_offset = table.get(key, 0)
         cq_pos = cq_mf.wrote_position
@@ -95,17 +92,25 @@ def put_fast(store: MessageStore, msg: MessageInner) -> PutMessageResult | None:
         # The record must not need a BLANK end, a populate or reservation ahead, or a vectored write.
         limit = min(cl.file_size - END_FILE_MIN_BLANK_LENGTH, mf.populated_to, mf.reserved_to,
                     pos + _MAX_MAPPED_RECORD)
-        store_ts = cl.clock()
-        if idx is None:
+        if svc is None:
+            store_ts = cl.clock()
             done = _put_fast(msg, cl.config.max_message_size, mf.mv, pos, limit, phy, queue_offset, store_ts,
                              cq_mf.mv, cq_pos, None, 0, 0, 0, 0, 0, 0)
             if done is None:
                 return None
             size, msg_id, tags_code, props = done[:4]
         else:
-            if phy <= idx._end_phy_offset or svc._files[-1] is not idx:
-                return None  # already indexed up to here (re-dispatch rules), or rolled meanwhile
+            idx_files = svc._files
+            if not idx_files:
+                return None
+            idx = idx_files[-1]
             index_count = idx._index_count
+            # IndexService.has_room(CHEAP_KEYS), a file build_index writes to without a roll, and a
+            # record not indexed yet (at or below endPhyOffset the re-dispatch rules apply)
+            if not idx.reserved or idx.index_num - index_count < CHEAP_KEYS + svc._margin \
+                    or phy <= idx._end_phy_offset:
+                return None
+            store_ts = cl.clock()
             done = _put_fast(msg, cl.config.max_message_size, mf.mv, pos, limit, phy, queue_offset, store_ts,
                              cq_mf.mv, cq_pos, idx._buf, idx.hash_slot_num, idx.index_num, index_count,
                              idx._begin_timestamp, idx._begin_phy_offset, idx._hash_slot_count)
@@ -138,5 +143,5 @@ def put_fast(store: MessageStore, msg: MessageInner) -> PutMessageResult | None:
     for listener in cl.append_listeners:
         listener()
     for listener in store.arrival_listeners:
-        listener(msg.topic, msg.queue_id, queue_offset + 1, tags_code, store_ts, props)
+        listener(topic, queue_id, queue_offset + 1, tags_code, store_ts, props)
     return PutMessageResult(PUT_OK, phy, size, msg_id, queue_offset, 1, store_ts, "", [msg_id])
