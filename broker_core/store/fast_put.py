@@ -12,8 +12,8 @@ SYNC_FLUSH) the hot call is not made or declines, nothing is written, and the ca
 general path, so every rule stays in one place. The files come out byte-identical to the general
 path's (tests/store/test_put_fast.py checks it on both implementations).
 
-It reads the components' state directly (files, counters, locks): that is the flattening the figure
-asks for, kept in this one module of the store package.
+It reads the components' state directly (files, counters, locks): that is the flattening issue 17
+asks for (its ~10 nested calls cost ~3 us a put), kept in this one module of the store package.
 """
 
 from __future__ import annotations
