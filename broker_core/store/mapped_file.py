@@ -308,6 +308,14 @@ class MappedFile:
         end = min(self.file_size, -(-end // PAGE_SIZE) * PAGE_SIZE)
         if end <= start or self.read_only or self._mm is None or _MADV_POPULATE_WRITE is None:
             return
+        if self.populated_to == 0:
+            # A fresh file's mapping has read-around off (no_read_around); populated ahead, it needs no
+            # such protection, and MADV_POPULATE_WRITE under MADV_RANDOM costs ~3.5x a page (measured
+            # 5.9 against 1.6 us: ~20% of a 1 KiB put+dispatch). Normal advice before the first populate.
+            try:
+                self._mm.madvise(mmap.MADV_NORMAL)
+            except OSError:
+                pass
         self.populated_to = end  # also on failure: one try per range, the writes then fault as usual
         try:
             self._mm.madvise(_MADV_POPULATE_WRITE, start, end - start)

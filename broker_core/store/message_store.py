@@ -61,6 +61,7 @@ from .dispatch import (
     inner_batch_position,
 )
 from .errors import CorruptDataError
+from .fast_put import CHEAP_KEYS, put_fast
 from .index_service import IndexService
 from .lost_found import LOST_FOUND_DIR, save_aside
 from .mapped_file import data_end, first_data_file_size, is_zero
@@ -74,8 +75,6 @@ log = logging.getLogger("rmqops.store")
 # Read-only recovery beside a live writer: how often an unreadable tail is read again, and the pause.
 _LIVE_RETRIES = 5
 _LIVE_PAUSE_S = 0.002
-# Index keys a message is assumed to bring in the per-put room check (exact count only near a roll).
-_CHEAP_KEYS = 16
 
 CONSUME_QUEUE_DIR = "consumequeue"
 CONSUME_QUEUE_EXT_DIR = "consumequeue_ext"  # StorePathConfigHelper.getStorePathConsumeQueueExt
@@ -842,7 +841,7 @@ class MessageStore:
         """Refuse a put whose keys would need an index file the disk cannot hold (checked before the
         append, so a refused put changes nothing and an accepted one is always indexable)."""
         svc = self.index_service
-        if svc is None or not self.config.message_index_enable or svc.has_room(_CHEAP_KEYS * len(msgs)):
+        if svc is None or not self.config.message_index_enable or svc.has_room(CHEAP_KEYS * len(msgs)):
             return None
         # UNIQ_KEY (counted whether or not it is set yet) and each KEYS token, as dispatch indexes them
         need = sum(1 + len(m.properties.get("KEYS", "").split()) for m in msgs)
@@ -871,14 +870,18 @@ class MessageStore:
     def put_message(self, msg: MessageInner) -> PutMessageResult:
         """Append one message; a store that is not started dispatches it before returning.
 
-        The path every single send takes, kept flat: the disk check is a sampled comparison, and the
-        record just appended is dispatched from the fields the append kept (``dispatch_new``).
+        The path every single send takes, kept flat: the disk check is a sampled comparison; a plain
+        message is put and dispatched in one hot-path call (``fast_put.put_fast``), anything else is
+        appended and then dispatched from the fields the append kept (``dispatch_new``).
         """
         if self.read_only or not self._opened or self._disk_used_pct >= self.config.disk_space_warning_level_ratio \
                 or _monotonic() - self._disk_checked_at >= DISK_CHECK_INTERVAL_S:
             bad = self._check_writable()
             if bad is not None:
                 return bad
+        done = put_fast(self, msg)
+        if done is not None:
+            return done
         refused = self._index_refusal((msg,))
         if refused is not None:
             return refused

@@ -9,6 +9,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 #include <arpa/inet.h>
 #include <stdint.h>
 #include <string.h>
@@ -1472,6 +1473,347 @@ done:
     return result;
 }
 
+/* ------------------------------------------------------------------ put_fast: one call per put */
+
+#define TRANSACTION_PREPARED_TYPE 0x4
+
+/* The message fields put_fast reads, in this order. */
+enum { F_TOPIC, F_BODY, F_PROPERTIES, F_QUEUE_ID, F_FLAG, F_SYS_FLAG, F_BORN_TS, F_BORN_HOST, F_STORE_HOST,
+       F_RECONSUME, F_PREPARED, F_KEEP, N_FIELDS };
+
+/* Where a slots class (MessageInner is a slots dataclass) keeps those fields, so they are read from the
+ * instance directly instead of through ~12 generic attribute lookups (half of put_fast's time). Valid
+ * while the type's version tag is unchanged: assigning a class attribute changes it. */
+static struct {
+    PyTypeObject *type;
+    unsigned int version;
+    Py_ssize_t offset[N_FIELDS];
+} layout = {NULL, 0, {0}};
+
+static PyObject **field_names[N_FIELDS] = {&s_topic, &s_body, &s_properties, &s_queue_id, &s_flag, &s_sys_flag,
+                                           &s_born_timestamp, &s_born_host, &s_store_host, &s_reconsume_times,
+                                           &s_prepared_transaction_offset, &s_keep_store_timestamp};
+
+static int layout_current(PyTypeObject *tp) {
+    return layout.type == tp && (tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) && tp->tp_version_tag == layout.version;
+}
+
+/* Learn tp's layout if every field is a plain object slot (a member descriptor of type
+ * Py_T_OBJECT_EX) and instances have no __dict__ to shadow them; otherwise forget any layout. */
+static void learn_layout(PyTypeObject *tp) {
+    layout.type = NULL;
+    if (tp->tp_dictoffset != 0 || tp->tp_getattro != PyObject_GenericGetAttr) return;
+    Py_ssize_t offsets[N_FIELDS];
+    for (int i = 0; i < N_FIELDS; i++) {
+        PyObject *d = PyObject_GetAttr((PyObject *)tp, *field_names[i]);
+        if (d == NULL) { PyErr_Clear(); return; }
+        int ok = Py_IS_TYPE(d, &PyMemberDescr_Type) && ((PyMemberDescrObject *)d)->d_member->type == T_OBJECT_EX &&
+                 !(((PyMemberDescrObject *)d)->d_member->flags & READONLY);
+        if (ok) offsets[i] = ((PyMemberDescrObject *)d)->d_member->offset;
+        Py_DECREF(d);
+        if (!ok) return;
+    }
+    if (!(tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG)) return;  /* no tag to watch: no caching */
+    memcpy(layout.offset, offsets, sizeof offsets);
+    layout.version = tp->tp_version_tag;
+    layout.type = tp;
+}
+
+/* The fields of msg as new references into f; 0 when one is missing (put_fast declines). */
+static int read_fields(PyObject *msg, PyObject *f[N_FIELDS]) {
+    PyTypeObject *tp = Py_TYPE(msg);
+    if (!layout_current(tp)) learn_layout(tp);
+    if (layout.type == tp) {
+        for (int i = 0; i < N_FIELDS; i++) {
+            PyObject *v = *(PyObject **)((char *)msg + layout.offset[i]);
+            if (v == NULL) { for (int j = 0; j < i; j++) Py_CLEAR(f[j]); return 0; }
+            f[i] = Py_NewRef(v);
+        }
+        return 1;
+    }
+    for (int i = 0; i < N_FIELDS; i++) {
+        f[i] = PyObject_GetAttr(msg, *field_names[i]);
+        if (f[i] == NULL) { PyErr_Clear(); for (int j = 0; j < i; j++) Py_CLEAR(f[j]); return 0; }
+    }
+    return 1;
+}
+
+/* An exact int in [lo, hi] into *out: 1, or 0 when it is anything else (put_fast declines). */
+static int exact_int_value(PyObject *o, int64_t lo, int64_t hi, int64_t *out) {
+    if (!PyLong_CheckExact(o)) return 0;
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (v == -1 && PyErr_Occurred()) { PyErr_Clear(); return 0; }
+    if (overflow || v < lo || v > hi) return 0;
+    *out = v;
+    return 1;
+}
+
+/* The raw bytes of a host the reference accepts (an exact (str, int) tuple it accepted once, or
+ * accepts now): a new bytes, or NULL with no error set when put_fast must decline. */
+static PyObject *fast_host(PyObject *name, PyObject *host) {
+    if (!(PyTuple_CheckExact(host) && PyTuple_GET_SIZE(host) == 2 && PyUnicode_CheckExact(PyTuple_GET_ITEM(host, 0)) &&
+          PyLong_CheckExact(PyTuple_GET_ITEM(host, 1)))) return NULL;
+    int known = PyDict_Contains(valid_hosts, host);
+    if (known < 0) { PyErr_Clear(); return NULL; }
+    if (!known) {
+        PyObject *r = PyObject_CallFunctionObjArgs(py_check_host, name, host, NULL);
+        if (r == NULL) { PyErr_Clear(); return NULL; }
+        Py_DECREF(r);
+        if (PyDict_GET_SIZE(valid_hosts) >= VALID_HOSTS_MAX) PyDict_Clear(valid_hosts);
+        if (PyDict_SetItem(valid_hosts, host, Py_True) < 0) { PyErr_Clear(); return NULL; }
+    }
+    PyObject *raw = host_bytes(host);
+    if (raw == NULL) PyErr_Clear();
+    return raw;
+}
+
+/* The PROPERTIES string of a dict whose every name (non-empty) and value is an exact str without
+ * separators or lone surrogates, with no INNER_NUM: the same string as encode_properties, in one
+ * checking pass and one copying pass. NULL with no error set otherwise (put_fast declines). */
+static PyObject *plain_properties(PyObject *props) {
+    if (!PyDict_CheckExact(props)) return NULL;
+    Py_ssize_t i = 0, len = 0;
+    PyObject *k, *v;
+    Py_UCS4 maxchar = 0x7F;
+    while (PyDict_Next(props, &i, &k, &v)) {
+        if (!text_ok(k) || PyUnicode_GET_LENGTH(k) == 0 || !text_ok(v)) return NULL;  /* None: not text */
+        len += PyUnicode_GET_LENGTH(k) + PyUnicode_GET_LENGTH(v) + 2;
+        Py_UCS4 mk = PyUnicode_MAX_CHAR_VALUE(k), mv = PyUnicode_MAX_CHAR_VALUE(v);
+        if (mk > maxchar) maxchar = mk;
+        if (mv > maxchar) maxchar = mv;
+    }
+    int inner = PyDict_Contains(props, s_INNER_NUM);
+    if (inner != 0) { PyErr_Clear(); return NULL; }
+    PyObject *out = PyUnicode_New(len, maxchar);
+    if (out == NULL) { PyErr_Clear(); return NULL; }
+    Py_ssize_t pos = 0;
+    i = 0;
+    while (PyDict_Next(props, &i, &k, &v)) {
+        Py_ssize_t kl = PyUnicode_GET_LENGTH(k), vl = PyUnicode_GET_LENGTH(v);
+        if (maxchar <= 0x7F) {
+            char *d = (char *)PyUnicode_DATA(out);
+            memcpy(d + pos, PyUnicode_DATA(k), (size_t)kl);
+            d[pos + kl] = 0x01;
+            memcpy(d + pos + kl + 1, PyUnicode_DATA(v), (size_t)vl);
+            d[pos + kl + 1 + vl] = 0x02;
+        } else if (PyUnicode_CopyCharacters(out, pos, k, 0, kl) < 0 || PyUnicode_WriteChar(out, pos + kl, 0x01) < 0 ||
+                   PyUnicode_CopyCharacters(out, pos + kl + 1, v, 0, vl) < 0 ||
+                   PyUnicode_WriteChar(out, pos + kl + 1 + vl, 0x02) < 0) {
+            Py_DECREF(out);
+            PyErr_Clear();
+            return NULL;
+        }
+        pos += kl + vl + 2;
+    }
+    return out;
+}
+
+/* put_fast of hot_py.py: the whole per-message put in one call, or None (nothing written) when the
+ * message or the files need anything but the plain path. See the Python docstring for the contract. */
+static PyObject *hp_put_fast(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (not_initialised()) return NULL;
+    if (nargs != 17) {
+        PyErr_SetString(PyExc_TypeError, "put_fast(msg, max_message_size, cl_buf, cl_pos, cl_limit, phy, queue_offset, "
+                                         "store_ts, cq_buf, cq_pos, idx_buf, hash_slot_num, index_num, index_count, "
+                                         "begin_timestamp, begin_phy_offset, hash_slot_count)");
+        return NULL;
+    }
+    int64_t max_size, cl_pos, cl_limit, phy, qoff, store_ts, cq_pos;
+    int64_t slot_num = 0, index_num = 0, n = 0, begin_ts = 0, begin_phy = 0, slot_count = 0;
+    int indexed = args[10] != Py_None;
+    if (as_i64(args[1], &max_size) < 0 || as_i64(args[3], &cl_pos) < 0 || as_i64(args[4], &cl_limit) < 0 ||
+        as_i64(args[5], &phy) < 0 || as_i64(args[6], &qoff) < 0 || as_i64(args[7], &store_ts) < 0 ||
+        as_i64(args[9], &cq_pos) < 0) return NULL;
+    if (indexed && (as_i64(args[11], &slot_num) < 0 || as_i64(args[12], &index_num) < 0 ||
+                    as_i64(args[13], &n) < 0 || as_i64(args[14], &begin_ts) < 0 ||
+                    as_i64(args[15], &begin_phy) < 0 || as_i64(args[16], &slot_count) < 0)) return NULL;
+
+    PyObject *f[N_FIELDS] = {NULL};
+    PyObject *props_str = NULL, *born_b = NULL, *store_b = NULL, *result = NULL;
+    Py_buffer bv = {0}, clv = {0}, cqv = {0}, ixv = {0};
+    int have_bv = 0, have_cl = 0, have_cq = 0, have_ix = 0, have_fields = 0;
+    int64_t queue_id, flag, sys_flag, reconsume, born_ts, prepared;
+
+    /* -- the message: exactly what the reference accepts in a few checks, else decline */
+    if (!read_fields(args[0], f)) goto decline;
+    have_fields = 1;
+    PyObject *topic = f[F_TOPIC], *body = f[F_BODY], *props = f[F_PROPERTIES];
+    if (!text_ok(topic) || PyUnicode_GET_LENGTH(topic) == 0) goto decline;
+    int is_schedule = PyUnicode_Compare(topic, s_schedule_topic);
+    if (is_schedule == 0 || (is_schedule == -1 && PyErr_Occurred())) goto decline;  /* delay-level tagsCode */
+    if (!(PyBytes_CheckExact(body) || PyByteArray_CheckExact(body))) goto decline;
+    if (!exact_int_value(f[F_QUEUE_ID], INT32_MIN, INT32_MAX, &queue_id) ||
+        !exact_int_value(f[F_FLAG], INT32_MIN, INT32_MAX, &flag) ||
+        !exact_int_value(f[F_SYS_FLAG], INT32_MIN, INT32_MAX, &sys_flag) ||
+        !exact_int_value(f[F_RECONSUME], INT32_MIN, INT32_MAX, &reconsume) ||
+        !exact_int_value(f[F_BORN_TS], INT64_MIN, INT64_MAX, &born_ts) ||
+        !exact_int_value(f[F_PREPARED], INT64_MIN, INT64_MAX, &prepared)) goto decline;
+    if (sys_flag & TRANSACTION_PREPARED_TYPE) goto decline;  /* PREPARED/ROLLBACK: no queue offset */
+    if (f[F_KEEP] != Py_False) goto decline;
+    if ((born_b = fast_host(s_born_host, f[F_BORN_HOST])) == NULL ||
+        (store_b = fast_host(s_store_host, f[F_STORE_HOST])) == NULL) goto decline;
+    if ((props_str = plain_properties(props)) == NULL) goto decline;
+    Py_ssize_t props_len;
+    const char *props_utf8 = PyUnicode_AsUTF8AndSize(props_str, &props_len);
+    if (props_utf8 == NULL) goto decline;
+    Py_ssize_t topic_len;
+    const char *topic_utf8 = PyUnicode_AsUTF8AndSize(topic, &topic_len);
+    if (topic_utf8 == NULL) goto decline;
+    if (PyObject_GetBuffer(body, &bv, PyBUF_SIMPLE) < 0) goto decline;
+    have_bv = 1;
+    Py_ssize_t body_len = bv.len;
+    if (body_len > max_size || props_len > 32767 || topic_len > 32767 || body_len > INT32_MAX) goto decline;
+    int v2 = topic_len > 127;
+    Py_ssize_t born_len = PyBytes_GET_SIZE(born_b), store_len = PyBytes_GET_SIZE(store_b);
+    sys_flag &= ~(int64_t)HOST_FLAGS;
+    if (born_len == 20) sys_flag |= BORNHOST_V6_FLAG;
+    if (store_len == 20) sys_flag |= STOREHOST_V6_FLAG;
+    Py_ssize_t hlen = 72 + born_len + store_len;
+    Py_ssize_t total = hlen + body_len + (v2 ? 2 : 1) + topic_len + 2 + props_len;
+    if (total > max_size + 65536 || cl_pos < 0 || cl_pos + total > cl_limit) goto decline;
+
+    /* -- TAGS and the index keys, from the dict (it says what the string says: every entry is text) */
+    PyObject *tags = PyDict_GetItemWithError(props, s_TAGS);
+    PyObject *keys = tags == NULL && PyErr_Occurred() ? NULL : PyDict_GetItemWithError(props, s_KEYS);
+    PyObject *uniq = keys == NULL && PyErr_Occurred() ? NULL : PyDict_GetItemWithError(props, s_UNIQ_KEY);
+    if (PyErr_Occurred()) goto decline;
+    uint32_t tc = 0;
+    if (tags != NULL && java_hash_continue(tags, &tc) < 0) goto decline;
+    int32_t hashes[MAX_KEYS];
+    int count = 0;
+    if (indexed) {
+        uint32_t prefix = 0;
+        if (java_hash_continue(topic, &prefix) < 0) goto decline;
+        prefix = 31u * prefix + '#';
+        if (uniq != NULL && PyUnicode_GET_LENGTH(uniq) > 0) {
+            if (key_hash_span(prefix, uniq, 0, PyUnicode_GET_LENGTH(uniq), &hashes[count]) < 0) goto decline;
+            count++;
+        }
+        if (keys != NULL) {
+            Py_ssize_t len = PyUnicode_GET_LENGTH(keys), start = 0;
+            int kind = PyUnicode_KIND(keys);
+            const void *data = PyUnicode_DATA(keys);
+            for (Py_ssize_t i = 0; i <= len; i++) {
+                if (i == len || PyUnicode_READ(kind, data, i) == ' ') {
+                    if (i > start) {
+                        if (count == MAX_KEYS) goto decline;
+                        if (key_hash_span(prefix, keys, start, i, &hashes[count]) < 0) goto decline;
+                        count++;
+                    }
+                    start = i + 1;
+                }
+            }
+        }
+        if (slot_num <= 0 || n < 1 || n > index_num || count > index_num - n) goto decline;
+    }
+
+    /* -- the files: everything must fit before anything is written */
+    if (PyObject_GetBuffer(args[2], &clv, PyBUF_WRITABLE) < 0) goto fail;
+    have_cl = 1;
+    if (PyObject_GetBuffer(args[8], &cqv, PyBUF_WRITABLE) < 0) goto fail;
+    have_cq = 1;
+    if (cl_pos + total > clv.len || cq_pos < 0 || cq_pos + 20 > cqv.len) goto decline;
+    int64_t entries_base = INDEX_HEADER_SIZE + slot_num * 4;
+    if (indexed) {
+        if (PyObject_GetBuffer(args[10], &ixv, PyBUF_WRITABLE) < 0) goto fail;
+        have_ix = 1;
+        if (entries_base + (n + count) * 20 > ixv.len) goto decline;
+    }
+    int64_t crc = 0;
+    if (body_len > 0) {  /* the registered CRC function takes the body object itself (no view to make) */
+        PyObject *r = PyObject_CallOneArg(crc32_func, body);
+        if (r == NULL) goto fail;
+        unsigned long c = PyLong_AsUnsignedLongMask(r);
+        Py_DECREF(r);
+        if (c == (unsigned long)-1 && PyErr_Occurred()) goto fail;
+        crc = (int64_t)(c & 0x7FFFFFFFUL);
+    }
+
+    /* -- the record (spec §1), the consume queue unit (§5.1), the index entries (§7) */
+    unsigned char *o = (unsigned char *)clv.buf + cl_pos;
+    put_i32(o, total); put_i32(o + 4, v2 ? MAGIC_V2 : MAGIC_V1); put_i32(o + 8, crc); put_i32(o + 12, queue_id);
+    put_i32(o + 16, flag); put_i64(o + 20, qoff); put_i64(o + 28, phy); put_i32(o + 36, sys_flag);
+    put_i64(o + 40, born_ts);
+    unsigned char *h = o + 48;
+    memcpy(h, PyBytes_AS_STRING(born_b), (size_t)born_len);
+    h += born_len;
+    put_i64(h, store_ts);
+    h += 8;
+    memcpy(h, PyBytes_AS_STRING(store_b), (size_t)store_len);
+    h += store_len;
+    put_i32(h, reconsume); put_i64(h + 4, prepared); put_i32(h + 12, body_len);
+    h = o + hlen;
+    memcpy(h, bv.buf, (size_t)body_len);
+    h += body_len;
+    if (v2) { put_i16(h, (int32_t)topic_len); h += 2; } else { *h++ = (unsigned char)topic_len; }
+    memcpy(h, topic_utf8, (size_t)topic_len);
+    h += topic_len;
+    put_i16(h, (int32_t)props_len);
+    memcpy(h + 2, props_utf8, (size_t)props_len);
+
+    unsigned char *u = (unsigned char *)cqv.buf + cq_pos;
+    put_i64(u, phy); put_i32(u + 8, total); put_i64(u + 12, (int64_t)(int32_t)tc);
+
+    if (indexed && count > 0) {
+        unsigned char *b = (unsigned char *)ixv.buf;
+        for (int k = 0; k < count; k++) {
+            int32_t kh = hashes[k];
+            int64_t spos = INDEX_HEADER_SIZE + (kh % slot_num) * 4;
+            int64_t slot_value = get_i32(b + spos);
+            if (slot_value <= 0 || slot_value > n) {
+                slot_value = 0;
+                slot_count++;
+            }
+            int64_t time_diff = 0;
+            if (begin_ts > 0) {
+                time_diff = (store_ts - begin_ts) / 1000;
+                if (time_diff < 0) time_diff = 0;
+                if (time_diff > INT32_MAX_V) time_diff = INT32_MAX_V;
+            }
+            if (n <= 1) {
+                begin_phy = phy;
+                begin_ts = store_ts;
+            }
+            unsigned char *e = b + entries_base + n * 20;
+            put_i32(e, kh); put_i64(e + 4, phy); put_i32(e + 12, time_diff); put_i32(e + 16, slot_value);
+            put_i32(b + spos, n);
+            n++;
+        }
+        put_i64(b, begin_ts); put_i64(b + 8, store_ts); put_i64(b + 16, begin_phy); put_i64(b + 24, phy);
+        put_i32(b + 32, slot_count); put_i32(b + 36, n);
+    }
+    /* -- (TOTALSIZE, msgId, tagsCode, PROPERTIES, beginTimestamp, beginPhyOffset, hashSlotCount, indexCount) */
+    result = PyTuple_New(8);
+    if (result == NULL) goto fail;
+    PyObject *items[8] = {PyLong_FromSsize_t(total), msg_id_of(PyBytes_AS_STRING(store_b), store_len, phy),
+                          PyLong_FromLong((long)(int32_t)tc), Py_NewRef(props_str), PyLong_FromLongLong(begin_ts),
+                          PyLong_FromLongLong(begin_phy), PyLong_FromLongLong(slot_count), PyLong_FromLongLong(n)};
+    for (int i = 0; i < 8; i++) {
+        if (items[i] == NULL) {
+            for (int j = i; j < 8; j++) Py_XDECREF(items[j]);
+            Py_CLEAR(result);
+            goto fail;
+        }
+        PyTuple_SET_ITEM(result, i, items[i]);
+    }
+    goto done;
+decline:
+    PyErr_Clear();
+    result = Py_NewRef(Py_None);
+    goto done;
+fail:
+    Py_CLEAR(result);
+done:
+    if (have_bv) PyBuffer_Release(&bv);
+    if (have_cl) PyBuffer_Release(&clv);
+    if (have_cq) PyBuffer_Release(&cqv);
+    if (have_ix) PyBuffer_Release(&ixv);
+    if (have_fields) for (int i = 0; i < N_FIELDS; i++) Py_XDECREF(f[i]);
+    Py_XDECREF(props_str); Py_XDECREF(born_b); Py_XDECREF(store_b);
+    return result;
+}
+
 /* ------------------------------------------------------------------ init */
 
 static PyObject *hp_init(PyObject *self, PyObject *args) {
@@ -1504,6 +1846,7 @@ static PyMethodDef methods[] = {
     {"first_record_stored_after", (PyCFunction)(void (*)(void))hp_first_record_stored_after, METH_FASTCALL, NULL},
     {"index_put_keys", (PyCFunction)(void (*)(void))hp_index_put_keys, METH_FASTCALL, NULL},
     {"check_message", (PyCFunction)(void (*)(void))hp_check_message, METH_FASTCALL, NULL},
+    {"put_fast", (PyCFunction)(void (*)(void))hp_put_fast, METH_FASTCALL, NULL},
     {"java_string_hash", hp_java_string_hash, METH_O, NULL},
     {"index_key_hash", hp_index_key_hash, METH_O, NULL},
     {"tags_code", hp_tags_code, METH_O, NULL},

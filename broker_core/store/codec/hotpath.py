@@ -43,6 +43,7 @@ offset_msg_id = _impl.offset_msg_id
 decode_dispatch_fields = _impl.decode_dispatch_fields
 body_crc_matches = _impl.body_crc_matches
 put_cq_unit = _impl.put_cq_unit
+put_fast = _impl.put_fast
 put_bcq_unit = _impl.put_bcq_unit
 valid_units_end = _impl.valid_units_end
 first_record_stored_after = _impl.first_record_stored_after
@@ -59,6 +60,6 @@ PreparedRecord = hot_py.PreparedRecord
 __all__ = [
     "FORCE_PURE_PYTHON_ENV", "IMPLEMENTATION", "PreparedRecord", "body_crc_matches", "check_message", "decode_dispatch_fields", "first_record_stored_after",
     "hop_records", "select_records", "VERDICT_CACHE_MAX",
-    "index_key_hash", "index_put_keys", "java_hash", "offset_msg_id", "prepare_record", "put_bcq_unit", "put_cq_unit",
+    "index_key_hash", "index_put_keys", "java_hash", "offset_msg_id", "prepare_record", "put_bcq_unit", "put_cq_unit", "put_fast",
     "record_parts", "tags_code", "valid_units_end", "write_record",
 ]
