@@ -20,7 +20,7 @@ from broker_core.auth.audit import AUDIT_FILE_NAME, AuditLog
 from broker_core.auth.authentication import AuthenticationContext, Authenticator
 from broker_core.auth.authorization import AuthorizationContext, Authorizer, checks_for_request
 from broker_core.auth.config import AuthConfig
-from broker_core.auth.errors import INVALID_PARAMETER, SYSTEM_ERROR, AuthMetadataError
+from broker_core.auth.errors import AuthMetadataError
 from broker_core.auth.evaluator import Explanation
 from broker_core.auth.migration import MigrationReport, migrate_plain_acl, plain_acl_files
 from broker_core.auth.model import (
@@ -35,6 +35,7 @@ from broker_core.auth.model import (
     normalize_actions,
 )
 from broker_core.auth.user_store import UserStore
+from broker_core.common.response_code import ResponseCode
 
 ChangeListener = Callable[[str, str], None]
 
@@ -138,7 +139,7 @@ class AuthManager:
         """AUTH_CREATE_USER. ``caller`` is the request's AccessKey (None when authentication is off)."""
         name = (username or "").strip()
         if not name:
-            raise AuthMetadataError("The username is blank", code=INVALID_PARAMETER)
+            raise AuthMetadataError("The username is blank", code=ResponseCode.INVALID_PARAMETER)
         utype = _enum(UserType, user_type) or UserType.NORMAL
         ustatus = _enum(UserStatus, user_status) or UserStatus.ENABLE
         with self._lock:
@@ -147,7 +148,7 @@ class AuthManager:
             if not password or not password.strip():
                 raise AuthMetadataError("password can not be blank")
             if utype is UserType.SUPER and not self._caller_is_super(caller):
-                raise AuthMetadataError("The super user can only be create by super user", code=SYSTEM_ERROR)
+                raise AuthMetadataError("The super user can only be create by super user", code=ResponseCode.SYSTEM_ERROR)
             user = User(name, password, utype, ustatus)
             self._users.put(user)
         self._changed("user", name)
@@ -165,7 +166,7 @@ class AuthManager:
         """AUTH_UPDATE_USER: only a non-blank password and given type/status change."""
         name = (username or "").strip()
         if not name:
-            raise AuthMetadataError("The username is blank", code=INVALID_PARAMETER)
+            raise AuthMetadataError("The username is blank", code=ResponseCode.INVALID_PARAMETER)
         utype = _enum(UserType, user_type)
         ustatus = _enum(UserStatus, user_status)
         with self._lock:
@@ -173,7 +174,7 @@ class AuthManager:
             if old is None:
                 raise AuthMetadataError("The user is not exist")
             if (old.is_super or utype is UserType.SUPER) and not self._caller_is_super(caller):
-                raise AuthMetadataError("The super user can only be update by super user", code=SYSTEM_ERROR)
+                raise AuthMetadataError("The super user can only be update by super user", code=ResponseCode.SYSTEM_ERROR)
             user = User(
                 name,
                 password if password and password.strip() else old.password,
@@ -188,13 +189,13 @@ class AuthManager:
         """AUTH_DELETE_USER: succeeds when absent; the user's ACL goes too."""
         name = (username or "").strip()
         if not name:
-            raise AuthMetadataError("The username is blank", code=INVALID_PARAMETER)
+            raise AuthMetadataError("The username is blank", code=ResponseCode.INVALID_PARAMETER)
         with self._lock:
             old = self._users.get(name)
             if old is None:
                 return
             if old.is_super and not self._caller_is_super(caller):
-                raise AuthMetadataError("The super user can only be delete by super user", code=SYSTEM_ERROR)
+                raise AuthMetadataError("The super user can only be delete by super user", code=ResponseCode.SYSTEM_ERROR)
             self._acls.delete(Subject(name))
             self._users.delete(name)
         self._changed("user", name)
