@@ -3,33 +3,22 @@
 Why one module: both commands read the same kind of file (a JSON array of Java config objects), check
 each field with the same precise ``file[i]: name must be ...`` errors, take ``attributes`` the same
 way and answer the same "submit batch" lines; the topic and group modules keep only what differs
-(which fields a config has and which Admin call applies it).
+(which fields a config has and which Admin call applies it). The -b/-c options are in targets.py.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Annotated, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-import typer
-
-from mqadmin.errors import AdminError, NotFoundError, UsageProblem
+from mqadmin.errors import AdminError, NotFoundError
 
 if TYPE_CHECKING:  # start-up: mqadmin.admin loads when a command runs
     from mqadmin.admin import Admin, BrokerIdentity
     from mqadmin.cli import Cmd
 
-BrokerAddrOpt = Annotated[str | None, typer.Option("-b", "--brokerAddr", help="broker address")]
-ClusterNameOpt = Annotated[str | None, typer.Option("-c", "--clusterName", help="cluster name")]
-
 C = TypeVar("C")
-
-
-def require_one_target(broker: str | None, cluster: str | None) -> None:
-    """The batch commands write to exactly one of a broker (-b) or every broker of a cluster (-c)."""
-    if (broker is None) == (cluster is None):
-        raise UsageProblem("exactly one of -b/--brokerAddr or -c/--clusterName is required")
 
 
 def read_json_list(path_text: str, what: str) -> Iterator[tuple[str, dict[str, object]]]:

@@ -9,15 +9,7 @@ import typer
 
 from broker_core.broker.limits import JAVA_INT_MAX, JAVA_LONG_MAX, MAX_RETRY_TIMES, MAX_TOPIC_QUEUE_NUMS
 from mqadmin.cli import Cmd, complete_group, complete_topic, front, parse_bool, register
-from mqadmin.commands.config_list import (
-    BrokerAddrOpt,
-    ClusterNameOpt,
-    field,
-    read_json_list,
-    require_one_target,
-    signed_attributes,
-    submit_config_list,
-)
+from mqadmin.commands.targets import BrokerAddrOpt, ClusterNameOpt, require_one_target
 from mqadmin.errors import AdminError, UsageProblem
 from mqadmin.timefmt import seconds_text
 
@@ -89,8 +81,8 @@ def group_config_text(g: SubscriptionGroupInfo) -> str:
 def update_sub_group(
     cmd: Cmd,
     group: Annotated[str, typer.Option("-g", "--groupName", help="consumer group")],
-    broker: Annotated[str | None, typer.Option("-b", "--brokerAddr", help="broker address")] = None,
-    cluster: Annotated[str | None, typer.Option("-c", "--clusterName", help="cluster name")] = None,
+    broker: BrokerAddrOpt = None,
+    cluster: ClusterNameOpt = None,
     consume_enable: Annotated[str | None, typer.Option("-s", "--consumeEnable", help="true/false")] = None,
     from_min: Annotated[str | None, typer.Option("-m", "--consumeFromMinEnable", help="true/false")] = None,
     broadcast: Annotated[str | None, typer.Option("-d", "--consumeBroadcastEnable", help="true/false")] = None,
@@ -131,8 +123,8 @@ def update_sub_group(
 def delete_sub_group(
     cmd: Cmd,
     group: GroupOpt,
-    broker: Annotated[str | None, typer.Option("-b", "--brokerAddr", help="broker address")] = None,
-    cluster: Annotated[str | None, typer.Option("-c", "--clusterName", help="cluster name")] = None,
+    broker: BrokerAddrOpt = None,
+    cluster: ClusterNameOpt = None,
     remove_offset: Annotated[str | None, typer.Option("-r", "--removeOffset", help="true/false")] = None,
 ) -> None:
     targets = _targets(cmd, cluster, broker)
@@ -227,6 +219,7 @@ def update_sub_group_list(
     broker: BrokerAddrOpt = None,
     cluster: ClusterNameOpt = None,
 ) -> None:
+    from mqadmin.commands.config_list import field, read_json_list, signed_attributes, submit_config_list
     from mqadmin.transport.base import SubscriptionGroupInfo
 
     require_one_target(broker, cluster)

@@ -9,15 +9,7 @@ import typer
 
 from broker_core.broker.limits import JAVA_INT_MAX, JAVA_LONG_MAX, MAX_TOPIC_QUEUE_NUMS
 from mqadmin.cli import Cmd, complete_topic, front, parse_bool, register
-from mqadmin.commands.config_list import (
-    BrokerAddrOpt,
-    ClusterNameOpt,
-    field,
-    read_json_list,
-    require_one_target,
-    signed_attributes,
-    submit_config_list,
-)
+from mqadmin.commands.targets import BrokerAddrOpt, ClusterNameOpt, require_one_target
 from mqadmin.errors import AdminError, NotFoundError, UsageProblem
 from mqadmin.timefmt import human2
 
@@ -64,8 +56,8 @@ def parse_attributes(text: str | None) -> dict[str, str]:
 def update_topic(
     cmd: Cmd,
     topic: Annotated[str, typer.Option("-t", "--topic", help="topic")],
-    broker: Annotated[str | None, typer.Option("-b", "--brokerAddr", help="broker address")] = None,
-    cluster: Annotated[str | None, typer.Option("-c", "--clusterName", help="cluster name")] = None,
+    broker: BrokerAddrOpt = None,
+    cluster: ClusterNameOpt = None,
     read_queue_nums: Annotated[int, typer.Option("-r", "--readQueueNums", help="read queues", min=0, max=MAX_TOPIC_QUEUE_NUMS)] = 8,
     write_queue_nums: Annotated[int, typer.Option("-w", "--writeQueueNums", help="write queues", min=0, max=MAX_TOPIC_QUEUE_NUMS)] = 8,
     perm: Annotated[int, typer.Option("-p", "--perm", help="2 W, 4 R, 6 RW", min=0, max=15)] = 6,
@@ -74,8 +66,7 @@ def update_topic(
     has_unit_sub: Annotated[str | None, typer.Option("-s", "--hasUnitSub", help="true/false")] = None,
     attributes: Annotated[str | None, typer.Option("-a", "--attributes", help="+a=b,+c=d,-e")] = None,
 ) -> None:
-    if (broker is None) == (cluster is None):
-        raise UsageProblem("exactly one of -b/--brokerAddr or -c/--clusterName is required")
+    require_one_target(broker, cluster)
     is_order = parse_bool(order, "-o/--order", False)
     is_unit = parse_bool(unit, "-u/--unit", False)
     has_sub = parse_bool(has_unit_sub, "-s/--hasUnitSub", False)
@@ -210,11 +201,10 @@ def update_topic_perm(
     cmd: Cmd,
     topic: TopicOpt,
     perm: Annotated[int, typer.Option("-p", "--perm", help="2 W, 4 R, 6 RW", min=0, max=15)],
-    broker: Annotated[str | None, typer.Option("-b", "--brokerAddr", help="broker address")] = None,
-    cluster: Annotated[str | None, typer.Option("-c", "--clusterName", help="cluster name")] = None,
+    broker: BrokerAddrOpt = None,
+    cluster: ClusterNameOpt = None,
 ) -> None:
-    if (broker is None) == (cluster is None):
-        raise UsageProblem("exactly one of -b/--brokerAddr or -c/--clusterName is required")
+    require_one_target(broker, cluster)
     if perm not in (2, 4, 6):
         raise UsageProblem(f"invalid -p/--perm {perm}: expected 2 (W), 4 (R) or 6 (RW)")
     admin = cmd.admin()
@@ -260,6 +250,7 @@ def update_topic_list(
     broker: BrokerAddrOpt = None,
     cluster: ClusterNameOpt = None,
 ) -> None:
+    from mqadmin.commands.config_list import field, read_json_list, signed_attributes, submit_config_list
     from mqadmin.transport.base import TopicInfo
 
     require_one_target(broker, cluster)
