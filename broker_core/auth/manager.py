@@ -137,9 +137,7 @@ class AuthManager:
         caller: str | None = None,
     ) -> User:
         """AUTH_CREATE_USER. ``caller`` is the request's AccessKey (None when authentication is off)."""
-        name = (username or "").strip()
-        if not name:
-            raise AuthMetadataError("The username is blank", code=ResponseCode.INVALID_PARAMETER)
+        name = _username(username)
         utype = _enum(UserType, user_type) or UserType.NORMAL
         ustatus = _enum(UserStatus, user_status) or UserStatus.ENABLE
         with self._lock:
@@ -164,9 +162,7 @@ class AuthManager:
         caller: str | None = None,
     ) -> User:
         """AUTH_UPDATE_USER: only a non-blank password and given type/status change."""
-        name = (username or "").strip()
-        if not name:
-            raise AuthMetadataError("The username is blank", code=ResponseCode.INVALID_PARAMETER)
+        name = _username(username)
         utype = _enum(UserType, user_type)
         ustatus = _enum(UserStatus, user_status)
         with self._lock:
@@ -187,9 +183,7 @@ class AuthManager:
 
     def delete_user(self, username: str, *, caller: str | None = None) -> None:
         """AUTH_DELETE_USER: succeeds when absent; the user's ACL goes too."""
-        name = (username or "").strip()
-        if not name:
-            raise AuthMetadataError("The username is blank", code=ResponseCode.INVALID_PARAMETER)
+        name = _username(username)
         with self._lock:
             old = self._users.get(name)
             if old is None:
@@ -357,6 +351,14 @@ class AuthManager:
 
 
 E = TypeVar("E", UserType, UserStatus)
+
+
+def _username(username: str | None) -> str:
+    """The request's username, trimmed; a blank one is INVALID_PARAMETER, as AuthenticationMetadataManager answers."""
+    name = (username or "").strip()
+    if not name:
+        raise AuthMetadataError("The username is blank", code=ResponseCode.INVALID_PARAMETER)
+    return name
 
 
 def _enum(enum_type: type[E], value: E | str | None) -> E | None:
