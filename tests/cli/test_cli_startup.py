@@ -88,6 +88,6 @@ def test_query_by_key_on_a_store_loads_one_family_and_no_network_or_ui_stack(cli
     loaded = set(json.loads(out.stderr.strip().splitlines()[-1]))
     assert "broker_core.broker.broker" in loaded  # the Broker owns the read
     for heavy in ("grpc", "google.protobuf", "textual", "rich", "pyspark", "paramiko", "yaml", "asyncio",
-                  "mqadmin.transport.remoting", "mqadmin.commands.topic",
+                  "mqadmin.transport.remoting", "broker_core.broker.filter.sql92", "mqadmin.commands.topic",
                   "mqadmin.commands.auth", "mqadmin.commands.playbook", "tui", "spark", "playbooks"):
         assert heavy not in loaded, heavy
