@@ -19,18 +19,6 @@ from typing import TYPE_CHECKING, Any
 
 from broker_core.auth.model import Acl, User, UserStatus, UserType
 from mqadmin.errors import AdminError, NotFoundError, WrongTargetError
-from mqadmin.figures import (
-    DelayLevelInfo,
-    GroupLag,
-    QueueLag,
-    StorePositionsInfo,
-    TimerBacklogInfo,
-    TransactionBacklogInfo,
-    delay_levels_from,
-    store_positions_from,
-    timer_backlog_from,
-    transaction_backlog_from,
-)
 from mqadmin.timefmt import now_ms
 from mqadmin.transport.base import (
     BrokerClient,
@@ -51,6 +39,13 @@ if TYPE_CHECKING:  # start-up: the evaluator and the filter parser load in the m
     from broker_core.auth.evaluator import Explanation
     from broker_core.remoting.bodies import ConsumeMessageDirectlyResult, ConsumerRunningInfo
     from broker_core.store.verify import LostRecord, VerifyReport
+    from mqadmin.figures import (
+        DelayLevelInfo,
+        GroupLag,
+        StorePositionsInfo,
+        TimerBacklogInfo,
+        TransactionBacklogInfo,
+    )
     from spark.rebuild import RebuildSummary
 
 # ------------------------------------------------------------------------------------ value types
@@ -1272,21 +1267,32 @@ class Admin:
         return self._maintenance("rebuildStore").rebuild_store(parts, master, verify, config_file, progress)
 
     # -- dashboard figures (issue 14; parsed from runtime info in mqadmin.figures) -------------------
+    # mqadmin.figures is imported in these methods: only the dashboard asks, not every command's start-up.
     def store_positions(self, broker_addr: str | None = None) -> StorePositionsInfo:
+        from mqadmin.figures import store_positions_from
+
         return store_positions_from(self.broker_status(broker_addr))
 
     def timer_backlog(self, broker_addr: str | None = None) -> TimerBacklogInfo | None:
+        from mqadmin.figures import timer_backlog_from
+
         return timer_backlog_from(self.broker_status(broker_addr))
 
     def delay_levels(self, broker_addr: str | None = None) -> list[DelayLevelInfo]:
+        from mqadmin.figures import delay_levels_from
+
         return delay_levels_from(self.broker_status(broker_addr))
 
     def transaction_backlog(self, broker_addr: str | None = None) -> TransactionBacklogInfo:
+        from mqadmin.figures import transaction_backlog_from
+
         return transaction_backlog_from(self.broker_status(broker_addr))
 
     def group_lag(self, group: str) -> GroupLag:
         """GET_CONSUME_STATS of every broker for ``group``: its retry topics' lag (%RETRY%group and pop's
         %RETRY%group_topic / group+topic) and its %DLQ% size are counted apart from the topics it consumes."""
+        from mqadmin.figures import GroupLag, QueueLag
+
         retry, dlq = f"%RETRY%{group}", f"%DLQ%{group}"
         queues, retry_depth = [], 0
         for s in self._consume_stats(group):

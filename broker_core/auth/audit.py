@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import logging.handlers
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -65,8 +64,11 @@ class AuditLog:
         self._logger.setLevel(logging.INFO)
         self._handler: logging.Handler | None = None
         if path is not None:
+            # only an audit file needs the handlers module (and the socket, pickle it loads)
+            from logging.handlers import RotatingFileHandler
+
             path.parent.mkdir(parents=True, exist_ok=True)
-            handler = logging.handlers.RotatingFileHandler(
+            handler = RotatingFileHandler(
                 path, maxBytes=max_bytes, backupCount=backup_count, encoding="utf-8"
             )
             handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)-5s %(message)s"))

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
-import hmac
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -62,6 +60,9 @@ def remoting_content(
 
 
 def hmac_sha1(secret_key: str, content: bytes) -> bytes:
+    import hashlib  # loaded on the first signature: OpenSSL's start-up is wasted on unsigned, local commands
+    import hmac
+
     return hmac.new(secret_key.encode("utf-8"), content, hashlib.sha1).digest()
 
 
@@ -90,6 +91,8 @@ def signatures_equal(expected: str, received: str | None) -> bool:
     """Constant-time comparison of two Base64 signatures."""
     if received is None:
         return False
+    import hmac  # see hmac_sha1
+
     return hmac.compare_digest(expected.encode("utf-8"), received.encode("utf-8"))
 
 
@@ -181,4 +184,6 @@ def verify_grpc(header: str, date_time: str, secret_key: str) -> bool:
         return False
     if received is None:
         return False
+    import hmac  # see hmac_sha1
+
     return hmac.compare_digest(hmac_sha1(secret_key, date_time.encode("utf-8")), received)

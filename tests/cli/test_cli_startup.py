@@ -57,3 +57,37 @@ def test_plain_options_are_coerced_as_typer_does_without_pydantic(cli):
     assert cli("topicStatus", "-t", "T", "--output", "JSON").exit_code == 0  # case-insensitive, as declared
     loaded = _modules_after("updateTopic", "-c", "DefaultCluster", "-t", "T", "-r", "4", "--store", str(cli.store))
     assert "pydantic" not in loaded
+
+
+def test_every_command_is_in_the_family_index_and_loads_from_it():
+    """mqadmin.app.FAMILY_COMMANDS names exactly what each family registers (a new command must be added)."""
+    import importlib
+
+    from mqadmin.app import FAMILY_COMMANDS
+
+    for family, names in FAMILY_COMMANDS.items():
+        registered = importlib.import_module(f"mqadmin.commands.{family}").app.registered_commands
+        assert tuple(c.name for c in registered) == names, family
+    modules = [p.stem for p in (ROOT / "mqadmin" / "commands").glob("*.py")]
+    with_commands = {m for m in modules if m != "__init__" and m != "playbook"
+                     and getattr(importlib.import_module(f"mqadmin.commands.{m}"), "app", None) is not None}
+    assert with_commands == set(FAMILY_COMMANDS)
+
+
+def test_query_by_key_on_a_store_loads_one_family_and_no_network_or_ui_stack(cli):
+    """``mqadmin queryMsgByKey --store DIR`` answers (the Broker reads the index) without loading the other
+    command families, the remoting client, gRPC, the dashboard, Spark, SSH, YAML or the SQL92 parser."""
+    cli("updateTopic", "-c", "DefaultCluster", "-t", "T")
+    sent = cli.json("sendMessage", "-t", "T", "-p", "hello", "-k", "order-42")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), NAMESRV_ADDR="", RMQ_STORE="")
+    argv = ["queryMsgByKey", "--store", str(cli.store), "-t", "T", "-k", "order-42", "--output", "json"]
+    out = subprocess.run([sys.executable, "-c", _PROBE, json.dumps(argv)], env=env, capture_output=True, text=True,
+                         timeout=120, cwd=ROOT)
+    found = json.loads(out.stdout)
+    assert [(m["msgId"], m["body"]) for m in found] == [(sent["offsetMsgId"], "hello")], found  # the answer
+    loaded = set(json.loads(out.stderr.strip().splitlines()[-1]))
+    assert "broker_core.broker.broker" in loaded  # the Broker owns the read
+    for heavy in ("grpc", "google.protobuf", "textual", "rich", "pyspark", "paramiko", "yaml", "asyncio",
+                  "mqadmin.transport.remoting", "broker_core.broker.filter.sql92", "mqadmin.commands.topic",
+                  "mqadmin.commands.auth", "mqadmin.commands.playbook", "tui", "spark", "playbooks"):
+        assert heavy not in loaded, heavy

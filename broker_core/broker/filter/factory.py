@@ -6,7 +6,6 @@ from collections.abc import Mapping
 from typing import Protocol, runtime_checkable
 
 from broker_core.broker.filter.errors import FilterSyntaxError, UnsupportedExpressionTypeError
-from broker_core.broker.filter.sql92 import compile_sql92
 from broker_core.broker.filter.tag import TagFilter, parse_tag_expression
 from broker_core.store.codec.cq_ext import CqExtUnit
 
@@ -42,6 +41,8 @@ def build_filter(expression_type: str | None, expression: str | None) -> Message
     if expression_type == SQL92:
         if expression is None or not expression.strip():
             raise FilterSyntaxError("SQL92 expression is empty", expression=expression)
+        from broker_core.broker.filter.sql92 import compile_sql92  # loaded with the first SQL92 subscription
+
         return compile_sql92(expression)
     raise UnsupportedExpressionTypeError(
         f"unsupported filter expression type {expression_type!r}; expected one of {', '.join(EXPRESSION_TYPES)}"
