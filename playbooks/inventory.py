@@ -86,7 +86,21 @@ class LocalHost:
 
 # ------------------------------------------------------------------------------------------- contexts
 
-class StoreContext:
+class _RunContext:
+    """What every ActionContext of a real run shares: no store of its own unless it sets one, and the
+    real clock (a step's waits and timeouts are real time on this machine)."""
+
+    store_dir: Path | None = None
+    config_file: str | None = None
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+    def now(self) -> float:
+        return time.monotonic()
+
+
+class StoreContext(_RunContext):
     """ActionContext over a store directory on this machine (also what `playbook step` uses on a host)."""
 
     def __init__(self, store_dir: Path, config_file: str | None, host: HostOps | None = None) -> None:
@@ -112,18 +126,9 @@ class StoreContext:
     def host(self) -> HostOps:
         return self._host
 
-    def sleep(self, seconds: float) -> None:
-        time.sleep(seconds)
 
-    def now(self) -> float:
-        return time.monotonic()
-
-
-class ClusterContext:
+class ClusterContext(_RunContext):
     """ActionContext over a running cluster (remote mode)."""
-
-    store_dir = None
-    config_file = None
 
     def __init__(self, namesrv: str) -> None:
         self.namesrv = namesrv
@@ -138,18 +143,9 @@ class ClusterContext:
     def host(self) -> HostOps:
         raise StepError(f"a cluster target ({self.namesrv}) has no host to run commands on; use an ssh target")
 
-    def sleep(self, seconds: float) -> None:
-        time.sleep(seconds)
 
-    def now(self) -> float:
-        return time.monotonic()
-
-
-class SshHostContext:
+class SshHostContext(_RunContext):
     """Host actions on an SSH target: only ``host()`` is there; Admin actions run on the host itself."""
-
-    store_dir = None
-    config_file = None
 
     def __init__(self, host: SshHost) -> None:
         self._host = host
@@ -162,12 +158,6 @@ class SshHostContext:
     def host(self) -> HostOps:
         return self._host
 
-    def sleep(self, seconds: float) -> None:
-        time.sleep(seconds)
-
-    def now(self) -> float:
-        return time.monotonic()
-
 
 # ------------------------------------------------------------------------------------------- executors
 
@@ -175,9 +165,7 @@ def run_guarded(fn: Any) -> Outcome:
     """An action's failures as a failed Outcome with one line (never a traceback in the report)."""
     try:
         return fn()
-    except (StepError, TransportError) as e:
-        return Outcome("failed", message=e.message)
-    except AdminError as e:
+    except (StepError, TransportError, AdminError) as e:
         return Outcome("failed", message=e.message)
     except Exception as e:  # noqa: BLE001 - one line per failed step, whatever went wrong
         return Outcome("failed", message=f"{type(e).__name__}: {e}")

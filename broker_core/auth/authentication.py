@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from broker_core.auth.audit import AuditLog
-from broker_core.auth.cache import DecisionCache
+from broker_core.auth.cache import CachedDecisions, DecisionCache, stateful_cache
 from broker_core.auth.config import Strategy
 from broker_core.auth.errors import AuthenticationError
 from broker_core.auth.model import User
@@ -90,7 +90,7 @@ class AuthenticationContext:
         )
 
 
-class Authenticator:
+class Authenticator(CachedDecisions):
     """Applies RocketMQ's authentication checks; ``get_user`` reads the current user table."""
 
     def __init__(
@@ -105,11 +105,8 @@ class Authenticator:
         self._get_user = get_user
         self._audit = audit
         self.strategy = strategy
-        self._cache: DecisionCache[AuthenticationError | bool] | None = None
-        if strategy is Strategy.STATEFUL:
-            if clock is None:
-                raise ValueError("the stateful strategy needs a clock")
-            self._cache = DecisionCache(cache_max_entries, cache_ttl_ms, clock)
+        self._cache: DecisionCache[AuthenticationError | bool] | None = stateful_cache(
+            strategy, cache_max_entries, cache_ttl_ms, clock)
 
     def authenticate(self, context: AuthenticationContext) -> User:
         """Return the authenticated user or raise AuthenticationError (code 16 NO_PERMISSION)."""
@@ -132,15 +129,6 @@ class Authenticator:
             raise
         self._cache.put(key, True)
         return user
-
-    def invalidate(self) -> None:
-        """Forget every cached result (called when any user changes)."""
-        if self._cache is not None:
-            self._cache.clear()
-
-    def forget_channel(self, channel_id: str) -> None:
-        if self._cache is not None:
-            self._cache.remove_channel(channel_id)
 
     def _evaluate(self, context: AuthenticationContext) -> User:
         try:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from broker_core.auth.audit import AuditLog
-from broker_core.auth.cache import DecisionCache
+from broker_core.auth.cache import CachedDecisions, DecisionCache, stateful_cache
 from broker_core.auth.config import Strategy
 from broker_core.auth.errors import AuthorizationError
 from broker_core.auth.evaluator import Explanation, evaluate
@@ -71,7 +71,7 @@ def source_ip_of(remote_addr: str | None) -> str | None:
 
 
 @dataclass
-class Authorizer:
+class Authorizer(CachedDecisions):
     """Decides AuthorizationContexts against the current user and ACL tables."""
 
     get_user: Callable[[str], User | None]
@@ -84,10 +84,7 @@ class Authorizer:
     _cache: DecisionCache[Explanation] | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        if self.strategy is Strategy.STATEFUL:
-            if self.clock is None:
-                raise ValueError("the stateful strategy needs a clock")
-            self._cache = DecisionCache(self.cache_max_entries, self.cache_ttl_ms, self.clock)
+        self._cache = stateful_cache(self.strategy, self.cache_max_entries, self.cache_ttl_ms, self.clock)
 
     def explain(self, context: AuthorizationContext) -> Explanation:
         """The decision and its reason, from the current tables (no cache, no audit line)."""
@@ -121,13 +118,6 @@ class Authorizer:
             raise AuthorizationError(explanation.failure_message())
         return explanation
 
-    def invalidate(self) -> None:
-        if self._cache is not None:
-            self._cache.clear()
-
-    def forget_channel(self, channel_id: str) -> None:
-        if self._cache is not None:
-            self._cache.remove_channel(channel_id)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -12,6 +12,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
+from broker_core.auth.config import Strategy
+
 V = TypeVar("V")
 
 
@@ -53,3 +55,28 @@ class DecisionCache(Generic[V]):
 
     def __len__(self) -> int:
         return len(self._entries)
+
+
+def stateful_cache(strategy: Strategy, max_entries: int, ttl_ms: int,
+                   clock: Callable[[], int] | None) -> DecisionCache | None:
+    """The STATEFUL strategy's cache; None for STATELESS (every request is evaluated again)."""
+    if strategy is not Strategy.STATEFUL:
+        return None
+    if clock is None:
+        raise ValueError("the stateful strategy needs a clock")
+    return DecisionCache(max_entries, ttl_ms, clock)
+
+
+class CachedDecisions:
+    """What the authenticator and the authorizer do with their cache when users or connections go."""
+
+    _cache: DecisionCache | None
+
+    def invalidate(self) -> None:
+        """Forget every cached result (called when any user changes)."""
+        if self._cache is not None:
+            self._cache.clear()
+
+    def forget_channel(self, channel_id: str) -> None:
+        if self._cache is not None:
+            self._cache.remove_channel(channel_id)

@@ -7,11 +7,7 @@ being guessed again by every caller. Messages never contain passwords or secret 
 
 from __future__ import annotations
 
-# Remoting response codes (spec section C).
-SUCCESS = 0
-SYSTEM_ERROR = 1
-NO_PERMISSION = 16
-INVALID_PARAMETER = 29
+from broker_core.common.response_code import ResponseCode
 
 # gRPC status: upstream maps both authentication and authorization failures to UNAUTHORIZED.
 GRPC_UNAUTHORIZED = 40100
@@ -22,7 +18,7 @@ GENERIC_SYSTEM_ERROR_REMARK = "An system error occurred, please try again later.
 class AuthError(Exception):
     """Base class: ``message`` is precise, ``remark`` is what RocketMQ puts on the wire."""
 
-    def __init__(self, message: str, code: int = NO_PERMISSION, remark: str | None = None) -> None:
+    def __init__(self, message: str, code: int = ResponseCode.NO_PERMISSION, remark: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.code = code
@@ -46,7 +42,7 @@ class AuthStoreError(AuthError):
     """The durable users/ACLs files cannot be read; nothing has been written."""
 
     def __init__(self, message: str) -> None:
-        super().__init__(message, code=SYSTEM_ERROR, remark=GENERIC_SYSTEM_ERROR_REMARK)
+        super().__init__(message, code=ResponseCode.SYSTEM_ERROR, remark=GENERIC_SYSTEM_ERROR_REMARK)
 
 
 class AuthConfigError(ValueError):

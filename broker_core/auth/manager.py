@@ -20,7 +20,7 @@ from broker_core.auth.audit import AUDIT_FILE_NAME, AuditLog
 from broker_core.auth.authentication import AuthenticationContext, Authenticator
 from broker_core.auth.authorization import AuthorizationContext, Authorizer, checks_for_request
 from broker_core.auth.config import AuthConfig
-from broker_core.auth.errors import INVALID_PARAMETER, SYSTEM_ERROR, AuthMetadataError
+from broker_core.auth.errors import AuthMetadataError
 from broker_core.auth.evaluator import Explanation
 from broker_core.auth.migration import MigrationReport, migrate_plain_acl, plain_acl_files
 from broker_core.auth.model import (
@@ -35,6 +35,7 @@ from broker_core.auth.model import (
     normalize_actions,
 )
 from broker_core.auth.user_store import UserStore
+from broker_core.common.response_code import ResponseCode
 
 ChangeListener = Callable[[str, str], None]
 
@@ -136,9 +137,7 @@ class AuthManager:
         caller: str | None = None,
     ) -> User:
         """AUTH_CREATE_USER. ``caller`` is the request's AccessKey (None when authentication is off)."""
-        name = (username or "").strip()
-        if not name:
-            raise AuthMetadataError("The username is blank", code=INVALID_PARAMETER)
+        name = _username(username)
         utype = _enum(UserType, user_type) or UserType.NORMAL
         ustatus = _enum(UserStatus, user_status) or UserStatus.ENABLE
         with self._lock:
@@ -147,7 +146,7 @@ class AuthManager:
             if not password or not password.strip():
                 raise AuthMetadataError("password can not be blank")
             if utype is UserType.SUPER and not self._caller_is_super(caller):
-                raise AuthMetadataError("The super user can only be create by super user", code=SYSTEM_ERROR)
+                raise AuthMetadataError("The super user can only be create by super user", code=ResponseCode.SYSTEM_ERROR)
             user = User(name, password, utype, ustatus)
             self._users.put(user)
         self._changed("user", name)
@@ -163,9 +162,7 @@ class AuthManager:
         caller: str | None = None,
     ) -> User:
         """AUTH_UPDATE_USER: only a non-blank password and given type/status change."""
-        name = (username or "").strip()
-        if not name:
-            raise AuthMetadataError("The username is blank", code=INVALID_PARAMETER)
+        name = _username(username)
         utype = _enum(UserType, user_type)
         ustatus = _enum(UserStatus, user_status)
         with self._lock:
@@ -173,7 +170,7 @@ class AuthManager:
             if old is None:
                 raise AuthMetadataError("The user is not exist")
             if (old.is_super or utype is UserType.SUPER) and not self._caller_is_super(caller):
-                raise AuthMetadataError("The super user can only be update by super user", code=SYSTEM_ERROR)
+                raise AuthMetadataError("The super user can only be update by super user", code=ResponseCode.SYSTEM_ERROR)
             user = User(
                 name,
                 password if password and password.strip() else old.password,
@@ -186,15 +183,13 @@ class AuthManager:
 
     def delete_user(self, username: str, *, caller: str | None = None) -> None:
         """AUTH_DELETE_USER: succeeds when absent; the user's ACL goes too."""
-        name = (username or "").strip()
-        if not name:
-            raise AuthMetadataError("The username is blank", code=INVALID_PARAMETER)
+        name = _username(username)
         with self._lock:
             old = self._users.get(name)
             if old is None:
                 return
             if old.is_super and not self._caller_is_super(caller):
-                raise AuthMetadataError("The super user can only be delete by super user", code=SYSTEM_ERROR)
+                raise AuthMetadataError("The super user can only be delete by super user", code=ResponseCode.SYSTEM_ERROR)
             self._acls.delete(Subject(name))
             self._users.delete(name)
         self._changed("user", name)
@@ -356,6 +351,14 @@ class AuthManager:
 
 
 E = TypeVar("E", UserType, UserStatus)
+
+
+def _username(username: str | None) -> str:
+    """The request's username, trimmed; a blank one is INVALID_PARAMETER, as AuthenticationMetadataManager answers."""
+    name = (username or "").strip()
+    if not name:
+        raise AuthMetadataError("The username is blank", code=ResponseCode.INVALID_PARAMETER)
+    return name
 
 
 def _enum(enum_type: type[E], value: E | str | None) -> E | None:

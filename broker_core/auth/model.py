@@ -13,7 +13,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from enum import Enum
 
-from broker_core.auth.errors import SYSTEM_ERROR, AuthMetadataError
+from broker_core.auth.errors import AuthMetadataError
+from broker_core.common.response_code import ResponseCode
 
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
@@ -152,7 +153,7 @@ class Subject:
         if not sep or type_text.strip().lower() != "user" or not name.strip():
             raise AuthMetadataError(
                 f"invalid subject {key!r}: expected User:<username>",
-                code=SYSTEM_ERROR,
+                code=ResponseCode.SYSTEM_ERROR,
                 remark="An system error occurred, please try again later.",
             )
         return cls(name.strip())

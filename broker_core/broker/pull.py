@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from broker_core.common.response_code import ResponseCode
 from broker_core.store.codec.message import MessageExt
 from broker_core.store.message_store import GetMessageResult, GetMessageStatus, MessageStore
 
@@ -21,7 +22,6 @@ from .consumer_offset_manager import ConsumerOffsetManager
 from .errors import (
     InvalidParameterError,
     NoPermissionError,
-    ResponseCode,
     SubscriptionParseFailedError,
     TopicNotExistError,
 )

@@ -28,15 +28,25 @@ def java_mq_string(mq: MessageQueue) -> str:
     return f"MessageQueue [topic={mq.topic}, brokerName={mq.broker_name}, queueId={mq.queue_id}]"
 
 
-def allocate_averagely(current_cid: str, mq_all: Sequence[MessageQueue],
-                       cid_all: Sequence[str]) -> list[MessageQueue]:
-    """AVG: this client's contiguous share of the sorted queues; [] when it is not (yet) a consumer."""
+def _sorted_share(current_cid: str, mq_all: Sequence[MessageQueue],
+                  cid_all: Sequence[str]) -> tuple[list[MessageQueue], int, int] | None:
+    """The sorted queues, this client's index among the sorted clients and their number, as the
+    averaging strategies deal them; None when there is nothing to share or this client is not listed."""
     mqs = sorted(mq_all)
     cids = sorted(cid_all)
     if not current_cid or not mqs or current_cid not in cids:
+        return None
+    return mqs, cids.index(current_cid), len(cids)
+
+
+def allocate_averagely(current_cid: str, mq_all: Sequence[MessageQueue],
+                       cid_all: Sequence[str]) -> list[MessageQueue]:
+    """AVG: this client's contiguous share of the sorted queues; [] when it is not (yet) a consumer."""
+    found = _sorted_share(current_cid, mq_all, cid_all)
+    if found is None:
         return []
-    index = cids.index(current_cid)
-    n_mq, n_cid = len(mqs), len(cids)
+    mqs, index, n_cid = found
+    n_mq = len(mqs)
     mod = n_mq % n_cid
     if n_mq <= n_cid:
         average = 1
@@ -52,12 +62,11 @@ def allocate_averagely(current_cid: str, mq_all: Sequence[MessageQueue],
 def allocate_averagely_by_circle(current_cid: str, mq_all: Sequence[MessageQueue],
                                  cid_all: Sequence[str]) -> list[MessageQueue]:
     """AVG_BY_CIRCLE: queues dealt round-robin over the sorted clients, like cards."""
-    mqs = sorted(mq_all)
-    cids = sorted(cid_all)
-    if not current_cid or not mqs or current_cid not in cids:
+    found = _sorted_share(current_cid, mq_all, cid_all)
+    if found is None:
         return []
-    index = cids.index(current_cid)
-    return mqs[index::len(cids)]
+    mqs, index, n_cid = found
+    return mqs[index::n_cid]
 
 
 class AllocateConsistentHash:

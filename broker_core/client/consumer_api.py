@@ -67,15 +67,6 @@ class ConsumerApi:
         self.instance = instance
         self.group = group
 
-    async def addr_of(self, mq: MessageQueue) -> str:
-        addr = self.instance.broker_addr(mq.broker_name)
-        if addr is None:
-            await self.instance.get_route(mq.topic, refresh=True)
-            addr = self.instance.broker_addr(mq.broker_name)
-        if addr is None:
-            raise BrokerError(ResponseCode.SYSTEM_ERROR, f"The broker[{mq.broker_name}] not exist")
-        return addr
-
     async def pull(self, mq: MessageQueue, offset: int, max_nums: int, sub: SubscriptionData, *,
                    commit_offset: int = 0, suspend_ms: int = 0, timeout: float = 10.0) -> PullResult:
         sys_flag = PULL_FLAG_SUBSCRIPTION
@@ -88,7 +79,7 @@ class ConsumerApi:
             max_msg_nums=max_nums, sys_flag=sys_flag, commit_offset=max(commit_offset, 0),
             suspend_timeout_millis=suspend_ms, sub_version=sub.sub_version, subscription=sub.sub_string,
             expression_type=sub.expression_type, bname=mq.broker_name)
-        addr = await self.addr_of(mq)
+        addr = await self.instance.find_broker_addr(mq)
         resp = await self.instance.invoke(addr, RequestCode.PULL_MESSAGE, header,
                                           timeout=max(timeout, suspend_ms / 1000.0 + 5.0))
         status = _PULL_STATUS.get(resp.code)  # type: ignore[call-overload]
@@ -101,7 +92,7 @@ class ConsumerApi:
         return PullResult(status, h.next_begin_offset, h.min_offset, h.max_offset, msgs)
 
     async def query_consumer_offset(self, mq: MessageQueue) -> int | None:
-        addr = await self.addr_of(mq)
+        addr = await self.instance.find_broker_addr(mq)
         header = QueryConsumerOffsetRequestHeader(consumer_group=self.group, topic=mq.topic, queue_id=mq.queue_id,
                                                   set_zero_if_not_found=False)
         resp = await self.instance.invoke(addr, RequestCode.QUERY_CONSUMER_OFFSET, header)
@@ -111,27 +102,27 @@ class ConsumerApi:
         return OffsetResponseHeader.from_ext_fields(resp.ext_fields).offset
 
     async def update_consumer_offset(self, mq: MessageQueue, offset: int) -> None:
-        addr = await self.addr_of(mq)
+        addr = await self.instance.find_broker_addr(mq)
         header = UpdateConsumerOffsetRequestHeader(consumer_group=self.group, topic=mq.topic, queue_id=mq.queue_id,
                                                    commit_offset=offset)
         self.instance.check(await self.instance.invoke(addr, RequestCode.UPDATE_CONSUMER_OFFSET, header), addr=addr)
 
     async def max_offset(self, mq: MessageQueue) -> int:
-        addr = await self.addr_of(mq)
+        addr = await self.instance.find_broker_addr(mq)
         resp = await self.instance.invoke(addr, RequestCode.GET_MAX_OFFSET,
                                           GetMaxOffsetRequestHeader(topic=mq.topic, queue_id=mq.queue_id))
         self.instance.check(resp, addr=addr)
         return OffsetResponseHeader.from_ext_fields(resp.ext_fields).offset
 
     async def min_offset(self, mq: MessageQueue) -> int:
-        addr = await self.addr_of(mq)
+        addr = await self.instance.find_broker_addr(mq)
         resp = await self.instance.invoke(addr, RequestCode.GET_MIN_OFFSET,
                                           TopicQueueRequestHeader(topic=mq.topic, queue_id=mq.queue_id))
         self.instance.check(resp, addr=addr)
         return OffsetResponseHeader.from_ext_fields(resp.ext_fields).offset
 
     async def search_offset(self, mq: MessageQueue, timestamp_ms: int) -> int:
-        addr = await self.addr_of(mq)
+        addr = await self.instance.find_broker_addr(mq)
         resp = await self.instance.invoke(addr, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
                                           SearchOffsetRequestHeader(topic=mq.topic, queue_id=mq.queue_id,
                                                                     timestamp=timestamp_ms))

@@ -21,6 +21,7 @@ from broker_core.remoting.bodies import (
     ClusterInfo,
     ConsumerData,
     HeartbeatData,
+    MessageQueue,
     ProducerData,
     TopicRouteData,
 )
@@ -232,6 +233,17 @@ class MQClientInstance:
         if not addrs:
             return None
         return addrs.get(0) or addrs[min(addrs)]
+
+    async def find_broker_addr(self, mq: MessageQueue) -> str:
+        """Where ``mq``'s requests go: its broker's address, after one route refresh of the topic when
+        that broker is not known yet (a new broker, or a queue from a route not fetched here)."""
+        addr = self.broker_addr(mq.broker_name)
+        if addr is None:
+            await self.get_route(mq.topic, refresh=True)
+            addr = self.broker_addr(mq.broker_name)
+        if addr is None:
+            raise BrokerError(ResponseCode.SYSTEM_ERROR, f"The broker[{mq.broker_name}] not exist")
+        return addr
 
     def all_broker_addrs(self) -> list[str]:
         return sorted({a for addrs in self._broker_addrs.values() for a in addrs.values()})

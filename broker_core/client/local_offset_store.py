@@ -17,6 +17,7 @@ import os
 import re
 from pathlib import Path
 
+from broker_core.client.offset_store import OffsetTable
 from broker_core.remoting.bodies import MessageQueue
 
 DEFAULT_STORE_DIR = Path.home() / ".rocketmq_offsets"
@@ -59,10 +60,10 @@ def format_offsets(table: dict[MessageQueue, int]) -> str:
     return '{"offsetTable":{' + entries + "}}"
 
 
-class LocalFileOffsetStore:
+class LocalFileOffsetStore(OffsetTable):
     def __init__(self, client_id: str, group: str, store_dir: str | Path | None = None) -> None:
+        super().__init__()
         self.path = Path(store_dir or DEFAULT_STORE_DIR) / client_id / group / "offsets.json"
-        self._table: dict[MessageQueue, int] = {}
         self._loaded = False
 
     def load(self) -> None:
@@ -83,16 +84,6 @@ class LocalFileOffsetStore:
                 first_error = first_error or e
         if first_error is not None:
             raise first_error
-
-    def update(self, mq: MessageQueue, offset: int, increase_only: bool = True) -> None:
-        if offset < 0:
-            return
-        cur = self._table.get(mq)
-        if cur is None or not increase_only or offset > cur:
-            self._table[mq] = offset
-
-    def read_memory(self, mq: MessageQueue) -> int | None:
-        return self._table.get(mq)
 
     async def read_store(self, mq: MessageQueue) -> int | None:
         if not self._loaded:

@@ -20,11 +20,12 @@ class OffsetBackend(Protocol):
     async def update_consumer_offset(self, mq: MessageQueue, offset: int) -> None: ...
 
 
-class RemoteBrokerOffsetStore:
-    def __init__(self, backend: OffsetBackend) -> None:
-        self._backend = backend
+class OffsetTable:
+    """The in-memory ``offsetTable`` every offset store keeps (remote or local file): commits land here
+    first, and only ever move an offset forward unless the caller says otherwise (a reset, a load)."""
+
+    def __init__(self) -> None:
         self._table: dict[MessageQueue, int] = {}
-        self._persisted: dict[MessageQueue, int] = {}
 
     def update(self, mq: MessageQueue, offset: int, increase_only: bool = True) -> None:
         if offset < 0:
@@ -35,6 +36,13 @@ class RemoteBrokerOffsetStore:
 
     def read_memory(self, mq: MessageQueue) -> int | None:
         return self._table.get(mq)
+
+
+class RemoteBrokerOffsetStore(OffsetTable):
+    def __init__(self, backend: OffsetBackend) -> None:
+        super().__init__()
+        self._backend = backend
+        self._persisted: dict[MessageQueue, int] = {}
 
     async def read_store(self, mq: MessageQueue) -> int | None:
         off = await self._backend.query_consumer_offset(mq)

@@ -235,7 +235,7 @@ class Producer:
         """Fire and forget: no response is asked for (errors after the write are not seen)."""
         queues = [mq] if mq else await self.publish_queues(msg.topic)
         target = mq or self._selector.select(queues)
-        addr = await self._addr(target)
+        addr = await self.instance.find_broker_addr(target)
         cmd = self._request(target, msg.body, msg.wire_properties(), msg.flag, 0, False)
         conn = await self.instance.connection(addr)
         conn.invoke_oneway(cmd)
@@ -311,15 +311,6 @@ class Producer:
         return await self._send_with_retry(key.topic, b"".join(items), props, 0, key.mq, None, None, sys_flag=0,
                                            batch=True)
 
-    async def _addr(self, mq: MessageQueue) -> str:
-        addr = self.instance.broker_addr(mq.broker_name)
-        if addr is None:
-            await self.instance.get_route(mq.topic, refresh=True)
-            addr = self.instance.broker_addr(mq.broker_name)
-        if addr is None:
-            raise BrokerError(ResponseCode.SYSTEM_ERROR, f"The broker[{mq.broker_name}] not exist")
-        return addr
-
     def _request(self, mq: MessageQueue, body: bytes, props: dict[str, str], flag: int, sys_flag: int,
                  batch: bool) -> RemotingCommand:
         now = int(time.time() * 1000)
@@ -357,7 +348,7 @@ class Producer:
                     self._selector.select(queues, last_broker)
             last_broker = target.broker_name
             try:
-                addr = await self._addr(target)
+                addr = await self.instance.find_broker_addr(target)
                 conn = await self.instance.connection(addr)
                 resp = await conn.invoke(self._request(target, body, props, flag, sys_flag, batch), timeout)
                 return self._result(resp, target, addr)
@@ -404,7 +395,7 @@ class TransactionProducer(Producer):
             except Exception:  # an exception leaves the outcome to the check-back, as in Java
                 log.exception("local transaction of %s failed", uniq)
                 state = LocalTransactionState.UNKNOW
-        addr = await self._addr(res.message_queue)
+        addr = await self.instance.find_broker_addr(res.message_queue)
         offset = decode_offset_msg_id(res.offset_msg_id).commit_log_offset
         header = EndTransactionRequestHeader(
             producer_group=self.group, tran_state_table_offset=res.queue_offset, commit_log_offset=offset,

@@ -108,8 +108,12 @@ def _encode_failure(e: RecordError) -> PutMessageResult:
     return PutMessageResult(status, remark=str(e))
 
 
-def _disk_refusal(e: OSError) -> PutMessageResult:
-    """A put refused because the disk cannot take it (nothing was written, no offset taken)."""
+def disk_refusal(e: OSError) -> PutMessageResult:
+    """A put refused because the disk cannot take it (nothing was written, no offset taken).
+
+    Public because every writer a put goes through answers a failed file create or grow the same way:
+    the commitlog's appends and the MessageStore's index-room check before an append.
+    """
     if e.errno in (errno.ENOSPC, errno.EDQUOT):
         return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=f"disk full: {e.strerror or e}")
     return PutMessageResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED, remark=f"cannot create or grow a file: {e}")
@@ -277,7 +281,7 @@ class CommitLog:
                 try:
                     mf = self._file_for(size)
                 except OSError as e:
-                    return _disk_refusal(e)
+                    return disk_refusal(e)
                 if mf is None:
                     return PutMessageResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED)
                 pos = mf.wrote_position
@@ -342,7 +346,7 @@ class CommitLog:
                 try:
                     mf = self._file_for(size)
                 except OSError as e:
-                    return _disk_refusal(e)
+                    return disk_refusal(e)
                 if mf is None:
                     return PutMessageResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED)
                 store_ts = self._store_timestamp(msg)
@@ -388,7 +392,7 @@ class CommitLog:
                 pos = self._wb_end
                 mf.reserve(pos + size)
         except OSError as e:
-            return _disk_refusal(e)
+            return disk_refusal(e)
         store_ts = self._store_timestamp(msg)
         phy = mf.file_from_offset + pos
         header, body, tail = record_parts(rec, msg, base_q, phy, store_ts)
@@ -548,7 +552,7 @@ class CommitLog:
             try:
                 mf = self._file_for(total)
             except OSError as e:
-                return _disk_refusal(e)
+                return disk_refusal(e)
             if mf is None:
                 return PutMessageResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED)
             store_ts = self._store_timestamp(first)

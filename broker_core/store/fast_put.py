@@ -43,14 +43,17 @@ def put_fast(store: MessageStore, msg: MessageInner) -> PutMessageResult | None:
     path must do it. The caller has checked that the store is writable and its disk not full.
 
     Only for a store that dispatches in the putting thread (not started, so no reput thread), with
-    no dispatch hooks (extra dispatchers, a dispatch filter) and dispatch caught up with the
-    commitlog: then this put is the next record dispatch would see, and doing both under the
+    no dispatch hooks (extra dispatchers, a dispatch filter, the consume queue ext's filter bitmap)
+    and dispatch caught up with the commitlog: then this put is the next record dispatch would see, and doing both under the
     append lock, the dispatch lock and the index lock is what put + ``dispatch_new`` do in turn.
     """
-    if store._started or store.dispatchers or store.dispatch_filter is not None:
+    if (store._started or store.dispatchers or store.dispatch_filter is not None
+            or store.config.enable_consume_queue_ext):
         return None
     cl = store.commit_log
-    if cl.sync_flush:
+    # SYNC_FLUSH waits for its flush; with the write buffer (transientStorePoolEnable) the file's write
+    # position lags the buffered records, which the general path commits before appending behind them
+    if cl.sync_flush or cl.write_buffer:
         return None
     topic = msg.topic
     queue_id = msg.queue_id

@@ -47,7 +47,7 @@ from .commit_log import (
     CommitLog,
     PutMessageResult,
     PutMessageStatus,
-    _disk_refusal,
+    disk_refusal,
     now_ms,
 )
 from .consume_queue import BOUNDARY_LOWER, ConsumeQueue, ConsumeQueueBase, CqUnit
@@ -850,7 +850,7 @@ class MessageStore:
         try:
             svc.make_room(need)
         except OSError as e:
-            return _disk_refusal(e)
+            return disk_refusal(e)
         return None
 
     def _dispatch_now(self, new: bool = False) -> None:

@@ -7,6 +7,7 @@ import typer
 
 from broker_core.broker.limits import JAVA_INT_MAX, JAVA_LONG_MAX, JAVA_LONG_MIN
 from mqadmin.cli import Cmd, complete_topic, front, register
+from mqadmin.commands.targets import BrokerAddrOpt, ClusterNameOpt, require_one_target
 from mqadmin.errors import UsageProblem
 
 app = typer.Typer()
@@ -18,7 +19,7 @@ def cluster_list(
     cmd: Cmd,
     more_stats: Annotated[bool, typer.Option("-m", "--moreStats", help="message totals instead of TPS")] = False,
     interval: Annotated[int | None, typer.Option("-i", "--interval", help="repeat every N seconds", min=0, max=JAVA_INT_MAX)] = None,
-    cluster: Annotated[str | None, typer.Option("-c", "--clusterName", help="cluster name")] = None,
+    cluster: ClusterNameOpt = None,
 ) -> None:
     admin = cmd.admin()
     if cluster is not None:
@@ -58,8 +59,8 @@ def _print_cluster(cmd: Cmd, rows: list[dict[str, Any]], more_stats: bool) -> No
 @register(app, "brokerStatus", "Show a broker's runtime information.")
 def broker_status(
     cmd: Cmd,
-    broker: Annotated[str | None, typer.Option("-b", "--brokerAddr", help="broker address")] = None,
-    cluster: Annotated[str | None, typer.Option("-c", "--clusterName", help="cluster name")] = None,
+    broker: BrokerAddrOpt = None,
+    cluster: ClusterNameOpt = None,
 ) -> None:
     if broker is None and cluster is None:
         raise UsageProblem("one of -b/--brokerAddr or -c/--clusterName is required")
@@ -78,8 +79,8 @@ def broker_status(
 @register(app, "getBrokerConfig", "Print a broker's configuration.")
 def get_broker_config(
     cmd: Cmd,
-    broker: Annotated[str | None, typer.Option("-b", "--brokerAddr", help="broker address")] = None,
-    cluster: Annotated[str | None, typer.Option("-c", "--clusterName", help="cluster name")] = None,
+    broker: BrokerAddrOpt = None,
+    cluster: ClusterNameOpt = None,
 ) -> None:
     if broker is None and cluster is None:
         return  # as mqadmin: neither option prints nothing
@@ -107,8 +108,7 @@ def update_broker_config(
     update_all: Annotated[str | None, typer.Option("-a", "--updateAllBroker",
                                                    help="update all brokers include slave")] = None,
 ) -> None:
-    if (broker is None) == (cluster is None):
-        raise UsageProblem("exactly one of -b/--brokerAddr or -c/--clusterName is required")
+    require_one_target(broker, cluster)
     if not key.strip():
         raise UsageProblem("-k/--key must not be blank")
     admin = cmd.admin()
@@ -179,8 +179,7 @@ def export_metadata(
                                              help="only export subscriptionGroup metadata")] = False,
     special_topic: Annotated[bool, typer.Option("-s", "--specialTopic", help="need retryTopic and dlqTopic")] = False,
 ) -> None:
-    if (broker is None) == (cluster is None):
-        raise UsageProblem("exactly one of -b/--brokerAddr or -c/--clusterName is required")
+    require_one_target(broker, cluster)
     admin = cmd.admin()
     topics, groups = admin.user_metadata(admin.check_target(cluster_name=cluster, broker_addr=broker), special_topic)
     data: dict[str, Any]

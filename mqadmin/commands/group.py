@@ -9,6 +9,7 @@ import typer
 
 from broker_core.broker.limits import JAVA_INT_MAX, JAVA_LONG_MAX, MAX_RETRY_TIMES, MAX_TOPIC_QUEUE_NUMS
 from mqadmin.cli import Cmd, complete_group, complete_topic, front, parse_bool, register
+from mqadmin.commands.targets import BrokerAddrOpt, ClusterNameOpt, require_one_target
 from mqadmin.errors import AdminError, UsageProblem
 from mqadmin.timefmt import seconds_text
 
@@ -56,10 +57,10 @@ def _subscriptions_text(subs: list[dict[str, object]] | None) -> str | None:
         "version": s.get("version", 0)}) for s in subs) + "]"
 
 
-def group_config_text(g: SubscriptionGroupInfo) -> str:
-    """SubscriptionGroupConfig's Guava toString, as mqadmin prints it (every field, Java's order)."""
+def _config_fields(g: SubscriptionGroupInfo) -> dict[str, object]:
+    """SubscriptionGroupConfig's fields in Java's declaration order, each as its toString shows it."""
     attrs = "{" + ", ".join(f"{k}={v}" for k, v in g.attributes.items()) + "}"
-    return _to_string("SubscriptionGroupConfig", {
+    return {
         "groupName": g.group_name, "consumeEnable": _java_bool(g.consume_enable),
         "consumeFromMinEnable": _java_bool(g.consume_from_min_enable),
         "consumeBroadcastEnable": _java_bool(g.consume_broadcast_enable),
@@ -68,15 +69,20 @@ def group_config_text(g: SubscriptionGroupInfo) -> str:
         "brokerId": g.broker_id, "whichBrokerWhenConsumeSlowly": g.which_broker_when_consume_slowly,
         "notifyConsumerIdsChangedEnable": _java_bool(g.notify_consumer_ids_changed_enable),
         "groupSysFlag": g.group_sys_flag, "consumeTimeoutMinute": g.consume_timeout_minute,
-        "subscriptionDataSet": _subscriptions_text(g.subscription_data_set), "attributes": attrs})
+        "subscriptionDataSet": _subscriptions_text(g.subscription_data_set), "attributes": attrs}
+
+
+def group_config_text(g: SubscriptionGroupInfo) -> str:
+    """SubscriptionGroupConfig's Guava toString, as mqadmin prints it (every field, Java's order)."""
+    return _to_string("SubscriptionGroupConfig", _config_fields(g))
 
 
 @register(app, "updateSubGroup", "Create or update a subscription (consumer) group.", writes=True)
 def update_sub_group(
     cmd: Cmd,
     group: Annotated[str, typer.Option("-g", "--groupName", help="consumer group")],
-    broker: Annotated[str | None, typer.Option("-b", "--brokerAddr", help="broker address")] = None,
-    cluster: Annotated[str | None, typer.Option("-c", "--clusterName", help="cluster name")] = None,
+    broker: BrokerAddrOpt = None,
+    cluster: ClusterNameOpt = None,
     consume_enable: Annotated[str | None, typer.Option("-s", "--consumeEnable", help="true/false")] = None,
     from_min: Annotated[str | None, typer.Option("-m", "--consumeFromMinEnable", help="true/false")] = None,
     broadcast: Annotated[str | None, typer.Option("-d", "--consumeBroadcastEnable", help="true/false")] = None,
@@ -117,8 +123,8 @@ def update_sub_group(
 def delete_sub_group(
     cmd: Cmd,
     group: GroupOpt,
-    broker: Annotated[str | None, typer.Option("-b", "--brokerAddr", help="broker address")] = None,
-    cluster: Annotated[str | None, typer.Option("-c", "--clusterName", help="cluster name")] = None,
+    broker: BrokerAddrOpt = None,
+    cluster: ClusterNameOpt = None,
     remove_offset: Annotated[str | None, typer.Option("-r", "--removeOffset", help="true/false")] = None,
 ) -> None:
     targets = _targets(cmd, cluster, broker)
@@ -186,27 +192,9 @@ def consumer_progress(
     cmd.emit([r.to_dict() for r in rows], render)
 
 
-_CONFIG_FIELDS = ("groupName", "consumeEnable", "consumeFromMinEnable", "consumeBroadcastEnable",
-                  "consumeMessageOrderly", "retryQueueNums", "retryMaxTimes", "groupRetryPolicy", "brokerId",
-                  "whichBrokerWhenConsumeSlowly", "notifyConsumerIdsChangedEnable", "groupSysFlag",
-                  "consumeTimeoutMinute", "subscriptionDataSet", "attributes")
-
-
 def _config_values(g: SubscriptionGroupInfo) -> dict[str, str]:
     """Each SubscriptionGroupConfig field as Java's toString prints it (null as ''), declaration order."""
-    attrs = "{" + ", ".join(f"{k}={v}" for k, v in g.attributes.items()) + "}"
-    subs = _subscriptions_text(g.subscription_data_set)
-    values: dict[str, object] = {
-        "groupName": g.group_name, "consumeEnable": _java_bool(g.consume_enable),
-        "consumeFromMinEnable": _java_bool(g.consume_from_min_enable),
-        "consumeBroadcastEnable": _java_bool(g.consume_broadcast_enable),
-        "consumeMessageOrderly": _java_bool(g.consume_message_orderly), "retryQueueNums": g.retry_queue_nums,
-        "retryMaxTimes": g.retry_max_times, "groupRetryPolicy": retry_policy_text(g.group_retry_policy),
-        "brokerId": g.broker_id, "whichBrokerWhenConsumeSlowly": g.which_broker_when_consume_slowly,
-        "notifyConsumerIdsChangedEnable": _java_bool(g.notify_consumer_ids_changed_enable),
-        "groupSysFlag": g.group_sys_flag, "consumeTimeoutMinute": g.consume_timeout_minute,
-        "subscriptionDataSet": subs, "attributes": attrs}
-    return {k: "" if values[k] is None else str(values[k]) for k in _CONFIG_FIELDS}
+    return {k: "" if v is None else str(v) for k, v in _config_fields(g).items()}
 
 
 @register(app, "getConsumerConfig", "Get consumer config by subscription group name.")
@@ -228,42 +216,32 @@ def get_consumer_config(cmd: Cmd, group: GroupOpt) -> None:
 def update_sub_group_list(
     cmd: Cmd,
     filename: Annotated[str, typer.Option("-f", "--filename", help="JSON file: a list of SubscriptionGroupConfig")],
-    broker: Annotated[str | None, typer.Option("-b", "--brokerAddr", help="broker address")] = None,
-    cluster: Annotated[str | None, typer.Option("-c", "--clusterName", help="cluster name")] = None,
+    broker: BrokerAddrOpt = None,
+    cluster: ClusterNameOpt = None,
 ) -> None:
-    from mqadmin.commands.topic import _field, _read_json_list
+    from mqadmin.commands.config_list import field, read_json_list, signed_attributes, submit_config_list
     from mqadmin.transport.base import SubscriptionGroupInfo
 
-    if (broker is None) == (cluster is None):
-        raise UsageProblem("exactly one of -b/--brokerAddr or -c/--clusterName is required")
+    require_one_target(broker, cluster)
     wanted = []
-    for i, obj in enumerate(_read_json_list(filename, "SubscriptionGroupConfig")):
-        where = f"{filename}[{i}]"
-        name = _field(obj, "groupName", str, "", where)
+    for where, obj in read_json_list(filename, "SubscriptionGroupConfig"):
+        name = field(obj, "groupName", str, "", where)
         if not name:
             raise AdminError(f"{where}: groupName is required")
         policy = obj.get("groupRetryPolicy")
-        attrs = obj.get("attributes") or {}
-        if not isinstance(attrs, dict):
-            raise AdminError(f"{where}: attributes must be an object")
+        attrs = signed_attributes(obj, where)
         wanted.append(SubscriptionGroupInfo(
-            name, _field(obj, "consumeEnable", bool, True, where),
-            _field(obj, "consumeFromMinEnable", bool, True, where),
-            _field(obj, "consumeBroadcastEnable", bool, True, where),
-            _field(obj, "consumeMessageOrderly", bool, False, where),
-            _field(obj, "retryQueueNums", int, 1, where), _field(obj, "retryMaxTimes", int, 16, where),
-            json.dumps(policy) if isinstance(policy, dict) else None, _field(obj, "brokerId", int, 0, where),
-            _field(obj, "whichBrokerWhenConsumeSlowly", int, 1, where),
-            _field(obj, "notifyConsumerIdsChangedEnable", bool, True, where),
-            {("+" + k.lstrip("+")): str(v) for k, v in attrs.items()}))
-    targets = _targets(cmd, cluster, broker)
-    admin = cmd.admin()
-    for g in wanted:
-        admin.update_sub_group(g, targets)
-    addrs = [b.broker_addr for b in targets]
-    what = "subscription group" if cluster is not None else "group"
-    cmd.emit({"brokers": addrs, "groups": [g.group_name for g in wanted]}, lambda: [cmd.print(
-        f"submit batch of {what} config to {a} success, please check the result later.") for a in addrs])
+            name, field(obj, "consumeEnable", bool, True, where),
+            field(obj, "consumeFromMinEnable", bool, True, where),
+            field(obj, "consumeBroadcastEnable", bool, True, where),
+            field(obj, "consumeMessageOrderly", bool, False, where),
+            field(obj, "retryQueueNums", int, 1, where), field(obj, "retryMaxTimes", int, 16, where),
+            json.dumps(policy) if isinstance(policy, dict) else None, field(obj, "brokerId", int, 0, where),
+            field(obj, "whichBrokerWhenConsumeSlowly", int, 1, where),
+            field(obj, "notifyConsumerIdsChangedEnable", bool, True, where), attrs))
+    submit_config_list(cmd, broker, cluster, wanted, lambda admin, g, targets: admin.update_sub_group(g, targets),
+                       ("groups", [g.group_name for g in wanted]),
+                       "subscription group" if cluster is not None else "group")
 
 
 @register(app, "setConsumeMode", "set consume mode", writes=True)

@@ -9,6 +9,7 @@ import typer
 
 from broker_core.broker.limits import JAVA_INT_MAX, JAVA_LONG_MAX, MAX_TOPIC_QUEUE_NUMS
 from mqadmin.cli import Cmd, complete_topic, front, parse_bool, register
+from mqadmin.commands.targets import BrokerAddrOpt, ClusterNameOpt, require_one_target
 from mqadmin.errors import AdminError, NotFoundError, UsageProblem
 from mqadmin.timefmt import human2
 
@@ -55,8 +56,8 @@ def parse_attributes(text: str | None) -> dict[str, str]:
 def update_topic(
     cmd: Cmd,
     topic: Annotated[str, typer.Option("-t", "--topic", help="topic")],
-    broker: Annotated[str | None, typer.Option("-b", "--brokerAddr", help="broker address")] = None,
-    cluster: Annotated[str | None, typer.Option("-c", "--clusterName", help="cluster name")] = None,
+    broker: BrokerAddrOpt = None,
+    cluster: ClusterNameOpt = None,
     read_queue_nums: Annotated[int, typer.Option("-r", "--readQueueNums", help="read queues", min=0, max=MAX_TOPIC_QUEUE_NUMS)] = 8,
     write_queue_nums: Annotated[int, typer.Option("-w", "--writeQueueNums", help="write queues", min=0, max=MAX_TOPIC_QUEUE_NUMS)] = 8,
     perm: Annotated[int, typer.Option("-p", "--perm", help="2 W, 4 R, 6 RW", min=0, max=15)] = 6,
@@ -65,8 +66,7 @@ def update_topic(
     has_unit_sub: Annotated[str | None, typer.Option("-s", "--hasUnitSub", help="true/false")] = None,
     attributes: Annotated[str | None, typer.Option("-a", "--attributes", help="+a=b,+c=d,-e")] = None,
 ) -> None:
-    if (broker is None) == (cluster is None):
-        raise UsageProblem("exactly one of -b/--brokerAddr or -c/--clusterName is required")
+    require_one_target(broker, cluster)
     is_order = parse_bool(order, "-o/--order", False)
     is_unit = parse_bool(unit, "-u/--unit", False)
     has_sub = parse_bool(has_unit_sub, "-s/--hasUnitSub", False)
@@ -201,11 +201,10 @@ def update_topic_perm(
     cmd: Cmd,
     topic: TopicOpt,
     perm: Annotated[int, typer.Option("-p", "--perm", help="2 W, 4 R, 6 RW", min=0, max=15)],
-    broker: Annotated[str | None, typer.Option("-b", "--brokerAddr", help="broker address")] = None,
-    cluster: Annotated[str | None, typer.Option("-c", "--clusterName", help="cluster name")] = None,
+    broker: BrokerAddrOpt = None,
+    cluster: ClusterNameOpt = None,
 ) -> None:
-    if (broker is None) == (cluster is None):
-        raise UsageProblem("exactly one of -b/--brokerAddr or -c/--clusterName is required")
+    require_one_target(broker, cluster)
     if perm not in (2, 4, 6):
         raise UsageProblem(f"invalid -p/--perm {perm}: expected 2 (W), 4 (R) or 6 (RW)")
     admin = cmd.admin()
@@ -244,70 +243,31 @@ def allocate_mq(
     cmd.emit({"result": result}, lambda: cmd.print(json.dumps({"result": result}, separators=(",", ":"))))
 
 
-def _read_json_list(path_text: str, what: str) -> list[dict[str, object]]:
-    """updateTopicList/updateSubGroupList -f: a JSON array of objects, or one line saying what is wrong."""
-    from pathlib import Path
-
-    path = Path(path_text)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise NotFoundError(f"the file path {path} does not exists") from None
-    except OSError as e:
-        raise AdminError(f"{path}: {e.strerror or e}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise AdminError(f"{path}: not JSON ({e})") from None
-    if not isinstance(data, list) or not all(isinstance(d, dict) for d in data):
-        raise AdminError(f"{path}: expected a JSON array of {what} objects")
-    return data
-
-
-def _field(obj: dict[str, object], name: str, kind: type, default: object, where: str) -> object:
-    value = obj.get(name, default)
-    if kind is int and (isinstance(value, bool) or not isinstance(value, int)):
-        raise AdminError(f"{where}: {name} must be an integer, got {value!r}")
-    if kind is bool and not isinstance(value, bool):
-        raise AdminError(f"{where}: {name} must be true or false, got {value!r}")
-    if kind is str and not isinstance(value, str):
-        raise AdminError(f"{where}: {name} must be a string, got {value!r}")
-    return value
-
-
 @register(app, "updateTopicList", "create or update topic in batch", writes=True)
 def update_topic_list(
     cmd: Cmd,
     filename: Annotated[str, typer.Option("-f", "--filename", help="JSON file: a list of TopicConfig")],
-    broker: Annotated[str | None, typer.Option("-b", "--brokerAddr", help="broker address")] = None,
-    cluster: Annotated[str | None, typer.Option("-c", "--clusterName", help="cluster name")] = None,
+    broker: BrokerAddrOpt = None,
+    cluster: ClusterNameOpt = None,
 ) -> None:
-    from broker_core.broker.limits import JAVA_INT_MAX
+    from mqadmin.commands.config_list import field, read_json_list, signed_attributes, submit_config_list
     from mqadmin.transport.base import TopicInfo
 
-    if (broker is None) == (cluster is None):
-        raise UsageProblem("exactly one of -b/--brokerAddr or -c/--clusterName is required")
+    require_one_target(broker, cluster)
     wanted = []
-    for i, obj in enumerate(_read_json_list(filename, "TopicConfig")):
-        where = f"{filename}[{i}]"
-        name = _field(obj, "topicName", str, "", where)
-        nums = [_field(obj, k, int, 16, where) for k in ("readQueueNums", "writeQueueNums")]
-        perm = _field(obj, "perm", int, 6, where)
-        sys_flag = _field(obj, "topicSysFlag", int, 0, where)
+    for where, obj in read_json_list(filename, "TopicConfig"):
+        name = field(obj, "topicName", str, "", where)
+        nums = [field(obj, k, int, 16, where) for k in ("readQueueNums", "writeQueueNums")]
+        perm = field(obj, "perm", int, 6, where)
+        sys_flag = field(obj, "topicSysFlag", int, 0, where)
         if not name or not all(0 <= n <= MAX_TOPIC_QUEUE_NUMS for n in nums) or not 0 <= perm <= 15 \
                 or not 0 <= sys_flag <= JAVA_INT_MAX:
             raise AdminError(f"{where}: needs topicName, queue numbers 0..{MAX_TOPIC_QUEUE_NUMS} and perm 0..15")
-        attrs = obj.get("attributes") or {}
-        if not isinstance(attrs, dict):
-            raise AdminError(f"{where}: attributes must be an object")
+        attrs = signed_attributes(obj, where)
         wanted.append(TopicInfo(name, nums[0], nums[1], perm, str(obj.get("topicFilterType", "SINGLE_TAG")),
-                                sys_flag, bool(_field(obj, "order", bool, False, where)),
-                                {("+" + k.lstrip("+")): str(v) for k, v in attrs.items()}))
-    admin = cmd.admin()
-    targets = admin.check_target(cluster_name=cluster, broker_addr=broker)
-    for t in wanted:
-        admin.update_topic(t, targets)
-    addrs = [b.broker_addr for b in targets]
-    cmd.emit({"brokers": addrs, "topics": [t.topic_name for t in wanted]}, lambda: [cmd.print(
-        f"submit batch of topic config to {a} success, please check the result later.") for a in addrs])
+                                sys_flag, bool(field(obj, "order", bool, False, where)), attrs))
+    submit_config_list(cmd, broker, cluster, wanted, lambda admin, t, targets: admin.update_topic(t, targets),
+                       ("topics", [t.topic_name for t in wanted]), "topic")
 
 
 @register(app, "queryCq", "Query cq command.")

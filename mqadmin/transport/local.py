@@ -22,9 +22,10 @@ from broker_core.auth.errors import AuthError
 from broker_core.auth.model import Acl, User
 from broker_core.broker.broker import Broker
 from broker_core.broker.broker_config import BrokerConfig
-from broker_core.broker.errors import BrokerError, ResponseCode
+from broker_core.broker.errors import BrokerError
 from broker_core.broker.reset_offset import ResetOffsetPlanEntry
 from broker_core.broker.route_info import BrokerData, ClusterInfo, RouteInfoManager, TopicRouteData
+from broker_core.common.response_code import ResponseCode
 from broker_core.config_loader import ConfigError
 from broker_core.store import store_lock
 from broker_core.store.index_file import IndexFileError

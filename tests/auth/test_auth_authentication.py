@@ -11,8 +11,9 @@ from broker_core.auth import (
     Strategy,
     UserStatus,
 )
-from broker_core.auth.errors import GRPC_UNAUTHORIZED, NO_PERMISSION
+from broker_core.auth.errors import GRPC_UNAUTHORIZED
 from broker_core.auth.signer import sign_grpc_metadata, sign_remoting
+from broker_core.common.response_code import ResponseCode
 
 
 def remoting_ctx(fields: dict[str, str], body: bytes | None = None, channel: str | None = None) -> AuthenticationContext:
@@ -44,7 +45,7 @@ def test_valid_remoting_signature_authenticates(manager) -> None:
 def test_rejections_carry_rocketmq_code_and_message(manager, fields: dict[str, str], message: str) -> None:
     with pytest.raises(AuthenticationError) as info:
         manager.authenticate(remoting_ctx(fields))
-    assert info.value.code == NO_PERMISSION
+    assert info.value.code == ResponseCode.NO_PERMISSION
     assert info.value.remark == message
     assert info.value.grpc_code == GRPC_UNAUTHORIZED
     assert "alice-secret-1" not in str(info.value)

@@ -16,7 +16,7 @@ from broker_core.auth import (
     checks_for_request,
     source_ip_of,
 )
-from broker_core.auth.errors import NO_PERMISSION
+from broker_core.common.response_code import ResponseCode
 
 
 @pytest.fixture
@@ -34,7 +34,7 @@ def ctx(resource: str, action: str, ip: str = "10.0.0.5:51000", subject: str = "
 def test_denied_request_raises_rocketmq_error(manager) -> None:
     with pytest.raises(AuthorizationError) as info:
         manager.authorize(ctx("Topic:T", "Pub"))
-    assert info.value.code == NO_PERMISSION
+    assert info.value.code == ResponseCode.NO_PERMISSION
     assert info.value.remark == "User:alice has no permission to access Topic:T from 10.0.0.5, no matched policies."
     with pytest.raises(AuthorizationError, match=r"^User:nobody not found\.$"):
         manager.authorize(ctx("Topic:T", "Pub", subject="User:nobody"))

@@ -20,7 +20,7 @@ from broker_core.auth import (
     UserType,
 )
 from broker_core.auth.converter import acl_from_info, acl_to_info
-from broker_core.auth.errors import INVALID_PARAMETER, NO_PERMISSION, SYSTEM_ERROR
+from broker_core.common.response_code import ResponseCode
 
 
 def test_user_crud_and_list_filter(make_manager) -> None:
@@ -43,11 +43,11 @@ def test_user_crud_and_list_filter(make_manager) -> None:
 @pytest.mark.parametrize(
     ("call", "message", "code"),
     [
-        (lambda m: m.create_user(" ", "x"), "The username is blank", INVALID_PARAMETER),
-        (lambda m: m.create_user("alice", "again"), "The user is existed", NO_PERMISSION),
-        (lambda m: m.create_user("carol", " "), "password can not be blank", NO_PERMISSION),
-        (lambda m: m.update_user("nobody", password="x"), "The user is not exist", NO_PERMISSION),
-        (lambda m: m.create_user("carol", "pw", "Root"), "unknown UserType 'Root'", NO_PERMISSION),
+        (lambda m: m.create_user(" ", "x"), "The username is blank", ResponseCode.INVALID_PARAMETER),
+        (lambda m: m.create_user("alice", "again"), "The user is existed", ResponseCode.NO_PERMISSION),
+        (lambda m: m.create_user("carol", " "), "password can not be blank", ResponseCode.NO_PERMISSION),
+        (lambda m: m.update_user("nobody", password="x"), "The user is not exist", ResponseCode.NO_PERMISSION),
+        (lambda m: m.create_user("carol", "pw", "Root"), "unknown UserType 'Root'", ResponseCode.NO_PERMISSION),
     ],
 )
 def test_user_validation_messages(make_manager, call, message: str, code: int) -> None:
@@ -65,7 +65,7 @@ def test_super_users_are_guarded_from_normal_callers(make_manager) -> None:
     m.create_user("alice", "pw-alice-1")
     with pytest.raises(AuthMetadataError, match="The super user can only be create by super user") as info:
         m.create_user("evil", "pw", "Super", caller="alice")
-    assert info.value.code == SYSTEM_ERROR
+    assert info.value.code == ResponseCode.SYSTEM_ERROR
     with pytest.raises(AuthMetadataError, match="can only be update by super user"):
         m.update_user("root", password="stolen", caller="alice")
     with pytest.raises(AuthMetadataError, match="can only be update by super user"):
@@ -121,7 +121,7 @@ def test_acl_validation_messages(make_manager) -> None:
         assert info.value.message == message
     with pytest.raises(AuthMetadataError) as info:
         m.create_acl(Acl.of("alice", ["Topic:T"], ["Pub"]))  # subject without User: prefix
-    assert info.value.code == SYSTEM_ERROR
+    assert info.value.code == ResponseCode.SYSTEM_ERROR
     assert info.value.remark == "An system error occurred, please try again later."
 
 

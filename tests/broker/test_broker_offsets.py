@@ -7,11 +7,11 @@ import pytest
 from broker_core.broker.broker_config import BrokerConfig
 from broker_core.broker.errors import (
     InvalidParameterError,
-    ResponseCode,
     SubscriptionGroupNotExistError,
     TopicNotExistError,
 )
 from broker_core.broker.queue_lock import MessageQueue
+from broker_core.common.response_code import ResponseCode
 from broker_core.store.config_file import ConfigFileError, read_config_json
 from broker_core.store.consumer_offset_file import read_consumer_offsets
 

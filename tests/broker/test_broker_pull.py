@@ -8,12 +8,12 @@ import pytest
 from broker_core.broker.errors import (
     InvalidParameterError,
     NoPermissionError,
-    ResponseCode,
     SubscriptionGroupNotExistError,
     SubscriptionParseFailedError,
     TopicNotExistError,
 )
 from broker_core.broker.pull import PullStatus
+from broker_core.common.response_code import ResponseCode
 
 
 @pytest.fixture

@@ -2,13 +2,14 @@ from __future__ import annotations
 
 import pytest
 
-from broker_core.broker.errors import InvalidParameterError, ResponseCode, SubscriptionGroupNotExistError
+from broker_core.broker.errors import InvalidParameterError, SubscriptionGroupNotExistError
 from broker_core.broker.pull import PullStatus
 from broker_core.broker.reset_offset import (
     ResetOffsetPlanEntry,
     format_reset_timestamp,
     parse_reset_timestamp,
 )
+from broker_core.common.response_code import ResponseCode
 from broker_core.store.codec.batch import BatchItem
 
 from .conftest import START_MS

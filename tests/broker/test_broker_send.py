@@ -6,11 +6,11 @@ from broker_core.broker.errors import (
     InvalidParameterError,
     MessageIllegalError,
     NoPermissionError,
-    ResponseCode,
     TopicNotExistError,
 )
 from broker_core.broker.queue_selector import consistent_hash, queue_for_message_group
 from broker_core.broker.send import SendStatus
+from broker_core.common.response_code import ResponseCode
 from broker_core.store.codec.batch import BatchItem
 from broker_core.store.codec.sys_flag import INNER_BATCH_FLAG, NEED_UNWRAP_FLAG
 

@@ -6,9 +6,9 @@ from golden_helpers import golden_store_config
 from broker_core.broker.errors import (
     BrokerSystemError,
     InvalidParameterError,
-    ResponseCode,
     ServiceNotAvailableError,
 )
+from broker_core.common.response_code import ResponseCode
 from broker_core.store.config_file import read_config_json
 
 from .conftest import small_config

@@ -293,3 +293,24 @@ def test_a_crash_in_the_middle_of_a_commit_recovers_to_the_last_whole_record(tmp
         verify_consistency(store)
     finally:
         store.shutdown()
+
+
+def test_a_plain_put_lands_behind_the_buffered_records(tmp_path: Path) -> None:
+    """A single put after buffered batches is appended behind them, never at the file's stale write
+    position (the one-call put once wrote there, over the buffered records' place)."""
+    store = open_store(tmp_path, True)
+    try:
+        tick(store)
+        assert store.put_message(make_msg("Plain", 0, b"before", key="plain-0")).ok  # the queue exists
+        tick(store)
+        b = store.put_inner_batch(inner(0, 3, 300, "first"), 3)
+        assert b.ok and store.commit_log.buffered_bytes == b.wrote_bytes
+        tick(store)
+        p = store.put_message(make_msg("Plain", 0, b"after the batch", key="plain-1"))
+        assert p.ok and p.wrote_offset == b.wrote_offset + b.wrote_bytes
+        assert store.wait_for_dispatch()
+        assert store.look_message_by_offset(b.wrote_offset) is not None
+        assert [m.body for m in store.query_message("Plain", "plain-1")] == [b"after the batch"]
+        verify_consistency(store)
+    finally:
+        store.shutdown()

@@ -7,7 +7,9 @@ import io
 from rich.console import Console
 from rich.text import Text
 from textual.app import App
-from textual.widgets import DataTable, Label, Static
+from textual.errors import NoWidget
+from textual.widget import Widget
+from textual.widgets import Button, DataTable, Label, Static
 
 
 def table_rows(app: App, selector: str) -> list[list[str]]:
@@ -20,8 +22,12 @@ def by_first(app: App, selector: str) -> dict[str, list[str]]:
 
 
 def text_of(app: App, selector: str) -> str:
+    """A Label's or Static's content on the top screen as plain text (see ``widget_text``)."""
+    return widget_text(app.screen.query_one(selector))
+
+
+def widget_text(widget: Widget) -> str:
     """A Label's or Static's content as plain text (rich renderables printed without styles)."""
-    widget = app.screen.query_one(selector)
     assert isinstance(widget, Label | Static)
     content = widget.content
     if isinstance(content, str):
@@ -47,6 +53,42 @@ def run_async(fn):  # noqa: ANN001, ANN201 - test decorator
         return asyncio.run(fn(*args, **kwargs))
 
     return wrapper
+
+
+async def wait_until(pilot, cond, what: str, timeout_s: float = 20.0) -> None:  # noqa: ANN001
+    """Poll ``cond`` while the app runs until it holds, or fail naming ``what`` after ``timeout_s``.
+
+    Why not ``pilot.pause()`` alone: it waits for the messages queued on the top screen when it is
+    called, then for the process to look idle (CPU time not advancing). A message that bubbles on
+    (a key up to the app's bindings, a button press up to its screen) or a screen pushed in reply is
+    not covered, and a process starved of CPU on a busy machine looks idle at once.
+    """
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}")
+        await pilot.pause(0.05)
+
+
+async def click_shown(pilot, widget: Widget, timeout_s: float = 20.0) -> None:  # noqa: ANN001
+    """Click ``widget`` once a click would press it: laid out, on the top screen, not covered by anything,
+    and (a Button) no longer showing its previous press, during which Textual ignores clicks (0.2 s)."""
+
+    def on_top() -> bool:
+        region = widget.region
+        if pilot.app.screen is not widget.screen or not region.area:
+            return False
+        if isinstance(widget, Button) and widget.has_class("-active"):
+            return False
+        try:
+            return pilot.app.get_widget_at(region.x, region.y)[0] is widget
+        except NoWidget:  # nothing drawn at that place yet
+            return False
+
+    await wait_until(pilot, on_top, f"{widget!r} to be shown", timeout_s)
+    assert await pilot.click(widget), f"the click did not land on {widget!r}"
 
 
 async def first_refresh(pilot, refreshes: int = 1, timeout_s: float = 20.0) -> None:  # noqa: ANN001

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from broker_core.common.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from .order_info import ConsumerOrderInfoManager, OrderInfo
@@ -43,14 +44,7 @@ _EXPORTS = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """PEP 562: import the defining module on first use, so importing one submodule stays cheap."""
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _EXPORTS, globals())
 
 
 __all__ = [

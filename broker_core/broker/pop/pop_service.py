@@ -28,7 +28,6 @@ from broker_core.broker.errors import (
     BrokerError,
     InvalidParameterError,
     NoPermissionError,
-    ResponseCode,
     SubscriptionGroupNotExistError,
     SubscriptionParseFailedError,
     TopicNotExistError,
@@ -43,6 +42,7 @@ from broker_core.broker.retry import (
     TopicTableTopics,
     resolve_max_reconsume_times,
 )
+from broker_core.common.response_code import ResponseCode
 from broker_core.config_loader import apply_properties
 from broker_core.store.codec.message import MessageExt, MessageInner
 from broker_core.store.codec.properties import (

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from broker_core.broker.errors import BrokerError, ResponseCode
+from broker_core.broker.errors import BrokerError
+from broker_core.common.response_code import ResponseCode
 
 KEY_SEPARATOR = " "
 POP_ORDER_REVIVE_QUEUE = 999  # KeyBuilder.POP_ORDER_REVIVE_QUEUE: marks an orderly (FIFO) pop

@@ -10,14 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from broker_core.common.response_code import ResponseCode
 from broker_core.store.commit_log import PutMessageResult, PutMessageStatus
-
-# RocketMQ ResponseCode values used by EndTransactionProcessor.
-SUCCESS = 0
-SYSTEM_ERROR = 1
-MESSAGE_ILLEGAL = 13
-SERVICE_NOT_AVAILABLE = 14
-ILLEGAL_OPERATION = 604
 
 
 class EndTransactionStatus(StrEnum):
@@ -29,12 +23,13 @@ class EndTransactionStatus(StrEnum):
     ILLEGAL_OPERATION = "ILLEGAL_OPERATION"
 
 
+# The RocketMQ response code EndTransactionProcessor answers with for each outcome.
 _CODES = {
-    EndTransactionStatus.SUCCESS: SUCCESS,
-    EndTransactionStatus.SYSTEM_ERROR: SYSTEM_ERROR,
-    EndTransactionStatus.MESSAGE_ILLEGAL: MESSAGE_ILLEGAL,
-    EndTransactionStatus.SERVICE_NOT_AVAILABLE: SERVICE_NOT_AVAILABLE,
-    EndTransactionStatus.ILLEGAL_OPERATION: ILLEGAL_OPERATION,
+    EndTransactionStatus.SUCCESS: ResponseCode.SUCCESS,
+    EndTransactionStatus.SYSTEM_ERROR: ResponseCode.SYSTEM_ERROR,
+    EndTransactionStatus.MESSAGE_ILLEGAL: ResponseCode.MESSAGE_ILLEGAL,
+    EndTransactionStatus.SERVICE_NOT_AVAILABLE: ResponseCode.SERVICE_NOT_AVAILABLE,
+    EndTransactionStatus.ILLEGAL_OPERATION: ResponseCode.ILLEGAL_OPERATION,
 }
 
 

@@ -24,11 +24,12 @@ from google.protobuf.duration_pb2 import Duration
 from broker_core.auth.authentication import AuthenticationContext
 from broker_core.broker.broker import Broker
 from broker_core.broker.client_registry import CONSUME_TYPE_POP, ConsumerData, SubscriptionData
-from broker_core.broker.errors import BrokerError, ResponseCode
+from broker_core.broker.errors import BrokerError
 from broker_core.broker.pop.pop_service import AckStatus, PopStatus
 from broker_core.broker.pop.receipt_handle import InvalidReceiptHandleError, ReceiptHandle
 from broker_core.broker.request_context import RequestContext
 from broker_core.broker.topic_validator import dlq_topic
+from broker_core.common.response_code import ResponseCode
 from broker_core.store.codec import properties as P
 from broker_core.store.codec.message import MessageExt
 
