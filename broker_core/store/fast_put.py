@@ -173,6 +173,12 @@ def put_inner_batch_fast(store: MessageStore, msg: MessageInner, inner_num: int)
     or file roll (declined), the unit appended to a BatchCQ file that has room and is at the queue's
     end. With the write buffer (``transientStorePoolEnable``) it declines: the records then go
     through the buffer and are dispatched at commit, which only the general path does.
+
+    Measured (2 cores, load ~3.5): ~20 us less CPU a 64 x 1 KiB batch than the general path (about
+    60-76 against 80-94 us), but the ratio to 1 MiB page-cache writes stays ~0.28: one unaligned
+    ~66 KB pwrite a record costs ~2x per byte what 1 MiB writes do (1.8-2.9 against 4-5.4 GB/s of
+    CPU in a bare loop here). Reaching 0.6 needs grouped writes, i.e. this one call on the write
+    buffer's path (record into the buffer, unit and index entries at commit), not done yet.
     """
     if store._started or store.dispatchers or store.dispatch_filter is not None:
         return None
