@@ -26,6 +26,7 @@ from .codec.cq_unit import CQ_STORE_UNIT_SIZE
 from .codec.hotpath import put_fast as _put_fast
 from .codec.message import END_FILE_MIN_BLANK_LENGTH, MessageInner
 from .commit_log import DIRECT_WRITE_MIN, PUT_OK, PutMessageResult, PutMessageStatus
+from .index_file import IndexFileError
 
 if TYPE_CHECKING:
     from .message_store import MessageStore
@@ -309,14 +310,19 @@ _MISSING = object()
 
 
 def _write_failed(store: MessageStore, cq_mf, cq_pos: int, idx, phy: int, e: OSError) -> PutMessageResult:
-    """The record could not be written (an I/O error): its BatchCQ unit is zeroed and the index file's
-    header put back from its in-memory state, so the put changes no count. Not undone: the hash slots
-    of its keys point past the index count (``IndexFile.repair_torn_tail``'s case after a crash; live,
-    a lookup of a key sharing such a slot may miss older entries). The disk blocks are reserved before
-    the call, so only an I/O error gets here. Called under the locks."""
+    """The record could not be written (an I/O error): nothing the put wrote may count. Its BatchCQ
+    unit is zeroed; the index file's header goes back to its in-memory state, and the entries the call
+    wrote past it are cut with their hash slots re-pointed to each chain's previous entry
+    (``IndexFile.repair_torn_tail``, as after a crash between entries and header), so no slot points
+    at an entry of a record that is not there and later keys sharing a slot keep their chains. The
+    disk blocks are reserved before the call, so only an I/O error gets here. Called under the locks."""
     cq_mf.mv[cq_pos:cq_pos + BCQ_UNIT_SIZE] = bytes(BCQ_UNIT_SIZE)
     if idx is not None:
         idx._write_header()
+        try:
+            idx.repair_torn_tail(safe_phy=phy)
+        except IndexFileError as err:  # the header is this file's own: not expected; say so loudly
+            log.error("index file %s not repaired after a failed write: %s", idx.path, err)
     log.error("inner batch write at commitlog offset %d failed: %s", phy, e)
     return PutMessageResult(PutMessageStatus.UNKNOWN_ERROR, remark=f"append failed: {e}")
 

@@ -200,3 +200,56 @@ def test_both_implementations_agree_on_batches() -> None:
             done = impl(m, 4 << 20, cl, 0, limit, 4096, base, BASE_TS, cq, 0, ix, 11, 16, 1, 0, 0, 0, n)
             bufs.append((done, bytes(cl), bytes(cq), bytes(ix)))
         assert bufs[0] == bufs[1]
+
+
+@pytest.mark.parametrize("impl", IMPLEMENTATIONS)
+def test_an_io_error_on_the_record_write_leaves_no_trace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         impl) -> None:
+    """The one call writes the unit and the index entries before the record reaches the file; when that
+    write fails (EIO) the put is refused and changes nothing a reader sees: no unit, no index entry, no
+    hash slot pointing at the lost record's entries, and every earlier key still found (their chains
+    kept) and later puts indexed normally."""
+    import errno
+
+    from broker_core.store.mapped_file import MappedFile
+
+    monkeypatch.setattr(fast_put, "_put_fast", impl)
+    cfg = StoreConfig(mapped_file_size_commit_log=4 * 1024 * 1024, max_hash_slot_num=5, max_index_num=400,
+                      flush_disk_type=ASYNC_FLUSH)
+    store = MessageStore(tmp_path, cfg, clock=StepClock()).open()
+    store.topic_table.put(TopicConfig("BatchA", 1, 1, attributes={"queue.type": "BatchCQ"}), 0)
+
+    def put(i: int):
+        body = encode_batch([BatchItem(b"v%d" % i, {})] * 2)
+        msg = MessageInner(topic="BatchA", body=body, properties={"KEYS": f"k{i}", "UNIQ_KEY": f"U{i:08d}"},
+                           born_host=("10.0.0.1", 1), store_host=("10.0.0.1", 2))
+        return store.put_inner_batch(msg, 2)
+
+    try:
+        for i in range(12):  # 5 slots: every slot holds a chain of several keys
+            assert put(i).ok
+        idx = store.index_service._files[-1]
+        count_before, slots_before = idx._index_count, bytes(idx._buf[40:40 + 4 * 5])
+        taken = []
+        real = MappedFile.write_vectored
+
+        def failing(self, pos, parts):
+            taken.append(pos)
+            raise OSError(errno.EIO, "Input/output error")
+
+        monkeypatch.setattr(MappedFile, "write_vectored", failing)
+        r = put(12)
+        monkeypatch.setattr(MappedFile, "write_vectored", real)
+        assert taken and not r.ok and "append failed" in r.remark
+        assert store.get_max_offset_in_queue("BatchA", 0) == 24
+        assert idx._index_count == count_before and bytes(idx._buf[40:40 + 4 * 5]) == slots_before
+        assert idx.is_consistent()
+        assert store.query_message("BatchA", "k12") == []
+        for i in range(12):
+            assert [m.keys for m in store.query_message("BatchA", f"k{i}")] == [f"k{i}"]
+        for i in range(13, 16):
+            assert put(i).ok
+        for i in [*range(12), *range(13, 16)]:
+            assert [m.keys for m in store.query_message("BatchA", f"k{i}")] == [f"k{i}"]
+    finally:
+        store.shutdown()
