@@ -206,6 +206,9 @@ class CommitLog:
         self.write_buffer = config.write_buffer_enabled and not read_only
         self._wb_file: MappedFile | None = None
         self._wb_end = 0
+        # fast_put.put_inner_batch_fast encodes a large record here, then writes it with one pwritev (a
+        # copy into the mapping would pay for zero-filled pages first, see MappedFile.write_vectored)
+        self.record_scratch = bytearray()
         self._wb_parts: list[bytes | bytearray | memoryview] = []
         self._wb_records: list[AppendedRecord] = []
 

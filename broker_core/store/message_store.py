@@ -61,7 +61,7 @@ from .dispatch import (
     inner_batch_position,
 )
 from .errors import CorruptDataError
-from .fast_put import CHEAP_KEYS, put_fast
+from .fast_put import CHEAP_KEYS, put_fast, put_inner_batch_fast
 from .index_service import IndexService
 from .lost_found import LOST_FOUND_DIR, save_aside
 from .mapped_file import data_end, first_data_file_size, is_zero
@@ -920,6 +920,9 @@ class MessageStore:
         if refused is not None:
             return refused
         msg.sys_flag |= INNER_BATCH_FLAG  # NEED_UNWRAP is the broker's choice (SendMessageProcessor)
+        done = put_inner_batch_fast(self, msg, inner_num)
+        if done is not None:
+            return done
         cl = self.commit_log
         result = cl.put_inner_batch(msg, inner_num)
         # With the write buffer, the checkpoint's physic time moves only with records in the file

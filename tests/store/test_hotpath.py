@@ -52,6 +52,7 @@ BYTE_IDENTITY_TESTS = [
     "tests/store/test_cq_damage.py",  # recovery's end of valid units (valid_units_end) on both
     "tests/store/test_crash_reopen_fast.py",  # torn index file / CQ unit repaired in place, on both
     "tests/store/test_put_fast.py",  # the one-call put against the general path's bytes
+    "tests/store/test_put_inner_batch_fast.py",  # the one-call BatchCQ put against the general path
 ]
 
 def _outcome(fn, *args):

@@ -40,7 +40,7 @@ static PyObject *valid_hosts = NULL;
 
 static PyObject *s_topic, *s_body, *s_properties, *s_queue_id, *s_flag, *s_sys_flag, *s_born_timestamp,
     *s_born_host, *s_store_host, *s_reconsume_times, *s_prepared_transaction_offset, *s_TAGS, *s_KEYS,
-    *s_UNIQ_KEY, *s_INNER_NUM, *s_schedule_topic, *s_keep_store_timestamp, *s_store_timestamp;
+    *s_UNIQ_KEY, *s_INNER_NUM, *s_INNER_BASE, *s_schedule_topic, *s_keep_store_timestamp, *s_store_timestamp;
 
 static int not_initialised(void) {
     if (RecordError != NULL) return 0;
@@ -1569,9 +1569,10 @@ static PyObject *fast_host(PyObject *name, PyObject *host) {
 }
 
 /* The PROPERTIES string of a dict whose every name (non-empty) and value is an exact str without
- * separators or lone surrogates, with no INNER_NUM: the same string as encode_properties, in one
- * checking pass and one copying pass. NULL with no error set otherwise (put_fast declines). */
-static PyObject *plain_properties(PyObject *props) {
+ * separators or lone surrogates, with INNER_NUM exactly when ``inner`` (an inner batch's record): the
+ * same string as encode_properties, in one checking pass and one copying pass. NULL with no error set
+ * otherwise (put_fast declines). */
+static PyObject *plain_properties(PyObject *props, int inner) {
     if (!PyDict_CheckExact(props)) return NULL;
     Py_ssize_t i = 0, len = 0;
     PyObject *k, *v;
@@ -1583,8 +1584,8 @@ static PyObject *plain_properties(PyObject *props) {
         if (mk > maxchar) maxchar = mk;
         if (mv > maxchar) maxchar = mv;
     }
-    int inner = PyDict_Contains(props, s_INNER_NUM);
-    if (inner != 0) { PyErr_Clear(); return NULL; }
+    int has_inner = PyDict_Contains(props, s_INNER_NUM);
+    if (has_inner < 0 || has_inner != inner) { PyErr_Clear(); return NULL; }
     PyObject *out = PyUnicode_New(len, maxchar);
     if (out == NULL) { PyErr_Clear(); return NULL; }
     Py_ssize_t pos = 0;
@@ -1609,16 +1610,34 @@ static PyObject *plain_properties(PyObject *props) {
     return out;
 }
 
+/* The property ``name`` of the dict is exactly the decimal text of ``value``: 1, else 0 (no error set). */
+static int property_is_number(PyObject *props, PyObject *name, int64_t value) {
+    PyObject *v = PyDict_GetItemWithError(props, name);
+    if (v == NULL || !PyUnicode_CheckExact(v)) { PyErr_Clear(); return 0; }
+    PyObject *want = PyUnicode_FromFormat("%lld", (long long)value);
+    if (want == NULL) { PyErr_Clear(); return 0; }
+    int same = PyUnicode_Compare(v, want) == 0;
+    Py_DECREF(want);
+    PyErr_Clear();
+    return same;
+}
+
 /* put_fast of hot_py.py: the whole per-message put in one call, or None (nothing written) when the
- * message or the files need anything but the plain path. See the Python docstring for the contract. */
+ * message or the files need anything but the plain path; with an 18th argument ``inner_num`` > 0, an
+ * inner batch's record and its BatchCQ unit. See the Python docstring for the contract. */
 static PyObject *hp_put_fast(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (not_initialised()) return NULL;
-    if (nargs != 17) {
+    if (nargs != 17 && nargs != 18) {
         PyErr_SetString(PyExc_TypeError, "put_fast(msg, max_message_size, cl_buf, cl_pos, cl_limit, phy, queue_offset, "
                                          "store_ts, cq_buf, cq_pos, idx_buf, hash_slot_num, index_num, index_count, "
-                                         "begin_timestamp, begin_phy_offset, hash_slot_count)");
+                                         "begin_timestamp, begin_phy_offset, hash_slot_count[, inner_num])");
         return NULL;
     }
+    int64_t inner_num = 0;
+    if (nargs == 18 && as_i64(args[17], &inner_num) < 0) return NULL;
+    if (inner_num < 0 || inner_num > INT16_MAX) Py_RETURN_NONE;  /* a BatchCQ unit's batchSize is a short */
+    int inner = inner_num > 0;
+    int64_t unit_size = inner ? 46 : 20;
     int64_t max_size, cl_pos, cl_limit, phy, qoff, store_ts, cq_pos;
     int64_t slot_num = 0, index_num = 0, n = 0, begin_ts = 0, begin_phy = 0, slot_count = 0;
     int indexed = args[10] != Py_None;
@@ -1653,7 +1672,10 @@ static PyObject *hp_put_fast(PyObject *self, PyObject *const *args, Py_ssize_t n
     if (f[F_KEEP] != Py_False) goto decline;
     if ((born_b = fast_host(s_born_host, f[F_BORN_HOST])) == NULL ||
         (store_b = fast_host(s_store_host, f[F_STORE_HOST])) == NULL) goto decline;
-    if ((props_str = plain_properties(props)) == NULL) goto decline;
+    if ((props_str = plain_properties(props, inner)) == NULL) goto decline;
+    /* an inner batch's record says its queue offsets: INNER_NUM and INNER_BASE as the caller set them */
+    if (inner && !(property_is_number(props, s_INNER_NUM, inner_num) &&
+                   property_is_number(props, s_INNER_BASE, qoff))) goto decline;
     Py_ssize_t props_len;
     const char *props_utf8 = PyUnicode_AsUTF8AndSize(props_str, &props_len);
     if (props_utf8 == NULL) goto decline;
@@ -1713,7 +1735,7 @@ static PyObject *hp_put_fast(PyObject *self, PyObject *const *args, Py_ssize_t n
     have_cl = 1;
     if (PyObject_GetBuffer(args[8], &cqv, PyBUF_WRITABLE) < 0) goto fail;
     have_cq = 1;
-    if (cl_pos + total > clv.len || cq_pos < 0 || cq_pos + 20 > cqv.len) goto decline;
+    if (cl_pos + total > clv.len || cq_pos < 0 || cq_pos + unit_size > cqv.len) goto decline;
     int64_t entries_base = INDEX_HEADER_SIZE + slot_num * 4;
     if (indexed) {
         if (PyObject_GetBuffer(args[10], &ixv, PyBUF_WRITABLE) < 0) goto fail;
@@ -1721,7 +1743,9 @@ static PyObject *hp_put_fast(PyObject *self, PyObject *const *args, Py_ssize_t n
         if (entries_base + (n + count) * 20 > ixv.len) goto decline;
     }
     int64_t crc = 0;
-    if (body_len > 0) {  /* the registered CRC function takes the body object itself (no view to make) */
+    if (inner) {  /* a large body: the compiled CRC (folding when the CPU has it) on the view */
+        if (body_len > 0 && body_crc((const char *)bv.buf, body_len, &crc) < 0) goto fail;
+    } else if (body_len > 0) {  /* the registered CRC function takes the body object itself (no view to make) */
         PyObject *r = PyObject_CallOneArg(crc32_func, body);
         if (r == NULL) goto fail;
         unsigned long c = PyLong_AsUnsignedLongMask(r);
@@ -1754,6 +1778,10 @@ static PyObject *hp_put_fast(PyObject *self, PyObject *const *args, Py_ssize_t n
 
     unsigned char *u = (unsigned char *)cqv.buf + cq_pos;
     put_i64(u, phy); put_i32(u + 8, total); put_i64(u + 12, (int64_t)(int32_t)tc);
+    if (inner) {  /* BatchCQ unit (spec §6.1): storeTime, msgBaseOffset, batchSize, compactedOffset -1, reserved 0 */
+        put_i64(u + 20, store_ts); put_i64(u + 28, qoff); put_i16(u + 36, (int32_t)inner_num);
+        put_i32(u + 38, -1); put_i32(u + 42, 0);
+    }
 
     if (indexed && count > 0) {
         unsigned char *b = (unsigned char *)ixv.buf;
@@ -1870,7 +1898,7 @@ PyMODINIT_FUNC PyInit__hotpath(void) {
     INTERN(s_queue_id, "queue_id"); INTERN(s_flag, "flag"); INTERN(s_sys_flag, "sys_flag");
     INTERN(s_born_timestamp, "born_timestamp"); INTERN(s_born_host, "born_host"); INTERN(s_store_host, "store_host");
     INTERN(s_reconsume_times, "reconsume_times"); INTERN(s_prepared_transaction_offset, "prepared_transaction_offset");
-    INTERN(s_TAGS, "TAGS"); INTERN(s_KEYS, "KEYS"); INTERN(s_UNIQ_KEY, "UNIQ_KEY"); INTERN(s_INNER_NUM, "INNER_NUM");
+    INTERN(s_TAGS, "TAGS"); INTERN(s_KEYS, "KEYS"); INTERN(s_UNIQ_KEY, "UNIQ_KEY"); INTERN(s_INNER_NUM, "INNER_NUM"); INTERN(s_INNER_BASE, "INNER_BASE");
     INTERN(s_schedule_topic, "SCHEDULE_TOPIC_XXXX"); INTERN(s_keep_store_timestamp, "keep_store_timestamp");
     INTERN(s_store_timestamp, "store_timestamp");
     if ((valid_hosts = PyDict_New()) == NULL) return NULL;

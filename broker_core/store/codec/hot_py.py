@@ -477,6 +477,7 @@ def index_put_keys(buf, hash_slot_num: int, index_num: int, index_count: int, be
 _TRANSACTION_PREPARED_TYPE = 0x4
 _PLAIN_BODY_TYPES = (bytes, bytearray)  # a memoryview may be strided or of wider items: the general path
 _CQ_UNIT_SIZE = 20
+_I16_MAX = 32767
 _MAX_KEYS = 64  # more index keys than this in one message: the general path (C keeps them on the stack)
 
 
@@ -512,8 +513,8 @@ def _plain_host(name: str, host: object) -> bytes | None:
 
 def put_fast(msg: RecordSource, max_message_size: int, cl_buf, cl_pos: int, cl_limit: int, phy: int,
              queue_offset: int, store_ts: int, cq_buf, cq_pos: int, idx_buf, hash_slot_num: int, index_num: int,
-             index_count: int, begin_timestamp: int, begin_phy_offset: int, hash_slot_count: int
-             ) -> tuple[int, str, int, str, int, int, int, int] | None:
+             index_count: int, begin_timestamp: int, begin_phy_offset: int, hash_slot_count: int,
+             inner_num: int = 0) -> tuple[int, str, int, str, int, int, int, int] | None:
     """One plain put in one call: the record at ``cl_pos`` of the commitlog mapping, its consume queue
     unit at ``cq_pos``, its index entries (when ``idx_buf`` is not None); None, with nothing written,
     when the message or the files need anything but that.
@@ -535,7 +536,15 @@ def put_fast(msg: RecordSource, max_message_size: int, cl_buf, cl_pos: int, cl_l
     offset msgId, tagsCode, PROPERTIES string, beginTimestamp, beginPhyOffset, hashSlotCount,
     indexCount)``
     (the last four unchanged when nothing was indexed).
+
+    With ``inner_num`` > 0 the message is a BatchCQ inner batch (``fast_put.put_inner_batch_fast``):
+    its dict must hold INNER_NUM = ``inner_num`` and INNER_BASE = ``queue_offset`` (the caller sets
+    them as ``CommitLog.put_inner_batch`` does), and the unit is the 46-byte BatchCQ unit (storeTime,
+    msgBaseOffset ``queue_offset``, batchSize ``inner_num``) at ``cq_pos`` of ``cq_buf``. One call for
+    both cases so the record, CRC and index code is shared, not copied.
     """
+    if inner_num < 0 or inner_num > _I16_MAX:  # a BatchCQ unit's batchSize is a short
+        return None
     topic = msg.topic
     body = msg.body
     q = msg.queue_id
@@ -550,8 +559,8 @@ def put_fast(msg: RecordSource, max_message_size: int, cl_buf, cl_pos: int, cl_l
             and type(sf) is int and _I32_MIN <= sf <= _I32_MAX and not sf & _TRANSACTION_PREPARED_TYPE
             and type(rt) is int and _I32_MIN <= rt <= _I32_MAX
             and type(bt) is int and _I64_MIN <= bt <= _I64_MAX and type(pto) is int and _I64_MIN <= pto <= _I64_MAX
-            and msg.keep_store_timestamp is False and type(props) is dict and "INNER_NUM" not in props
-            and "" not in props):
+            and msg.keep_store_timestamp is False and type(props) is dict
+            and ("INNER_NUM" in props) is (inner_num > 0) and "" not in props):
         return None
     born = msg.born_host
     store = msg.store_host
@@ -573,6 +582,8 @@ def put_fast(msg: RecordSource, max_message_size: int, cl_buf, cl_pos: int, cl_l
         if type(k) is not str or type(v) is not str:
             return None
         parts.append(f"{k}\x01{v}\x02")
+    if inner_num and (props["INNER_NUM"] != str(inner_num) or props.get("INNER_BASE") != str(queue_offset)):
+        return None
     text = "".join(parts)
     n_props = len(props)
     if text.count("\x01") != n_props or text.count("\x02") != n_props or "\x01" in topic or "\x02" in topic:
@@ -624,7 +635,8 @@ def put_fast(msg: RecordSource, max_message_size: int, cl_buf, cl_pos: int, cl_l
                     hashes.append(key_hash)
                 else:
                     hashes.append(index_key_hash(f"{topic}#{token}"))
-    if cl_pos + total > len(cl_buf) or cq_pos < 0 or cq_pos + _CQ_UNIT_SIZE > len(cq_buf):
+    if cl_pos + total > len(cl_buf) or cq_pos < 0 or cq_pos + (_BCQ_UNIT.size if inner_num else _CQ_UNIT_SIZE) \
+            > len(cq_buf):
         return None
     entries_base = _INDEX_HEADER_SIZE + hash_slot_num * 4
     if idx_buf is not None and entries_base + (n + len(hashes)) * 20 > len(idx_buf):
@@ -636,7 +648,10 @@ def put_fast(msg: RecordSource, max_message_size: int, cl_buf, cl_pos: int, cl_l
                      store_ts, store_raw, rt, pto, body_len)
     cl_buf[p:p + body_len] = body
     cl_buf[p + body_len:cl_pos + total] = tail
-    _CQ_UNIT.pack_into(cq_buf, cq_pos, phy, total, tc)
+    if inner_num:
+        _BCQ_UNIT.pack_into(cq_buf, cq_pos, phy, total, tc, store_ts, queue_offset, inner_num, -1, 0)
+    else:
+        _CQ_UNIT.pack_into(cq_buf, cq_pos, phy, total, tc)
     if hashes:
         begin_ts = begin_timestamp
         begin_phy = begin_phy_offset
