@@ -1474,6 +1474,179 @@ done:
 
 /* ------------------------------------------------------------------ init */
 
+
+/* ------------------------------------------------------------------ range dispatch (rebuild job) */
+
+#define CQ_REC_SIZE 46   /* spark/scan.py CQ_REC ">qqqiqqh" */
+#define IDX_REC_SIZE 20  /* spark/scan.py IDX_REC ">iqq" */
+#define TOPIC_CACHE 16
+
+/* get_property for ASCII properties: 1 found (value at *v, *vlen), 0 absent, -1 undecided here (the
+ * last occurrence has an empty value: an earlier one may count, which the Python rule decides). */
+static int simple_property(const unsigned char *t, Py_ssize_t n, const char *key, Py_ssize_t klen,
+                           const unsigned char **v, Py_ssize_t *vlen) {
+    Py_ssize_t found = -1, start = -1;
+    for (Py_ssize_t i = n - klen - 2; i >= 0; i--) {
+        if (t[i] == 0x02 && t[i + klen + 1] == 0x01 && memcmp(t + i + 1, key, (size_t)klen) == 0) { found = i; break; }
+    }
+    if (found >= 0) start = found + klen + 2;
+    else if (n >= klen + 1 && memcmp(t, key, (size_t)klen) == 0 && t[klen] == 0x01) start = klen + 1;
+    else return 0;
+    const unsigned char *e = memchr(t + start, 0x02, (size_t)(n - start));
+    Py_ssize_t len = (e == NULL ? n : (Py_ssize_t)(e - t)) - start;
+    if (len == 0 && found > 0) return -1;
+    if (len == 0) return 0;
+    *v = t + start;
+    *vlen = len;
+    return 1;
+}
+
+static int all_ascii(const unsigned char *p, Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < n; i++) if (p[i] & 0x80) return 0;
+    return 1;
+}
+
+static int append_bytes(PyObject *ba, const unsigned char *src, Py_ssize_t n) {
+    Py_ssize_t old = PyByteArray_GET_SIZE(ba);
+    if (PyByteArray_Resize(ba, old + n) < 0) return -1;
+    memcpy(PyByteArray_AS_STRING(ba) + old, src, (size_t)n);
+    return 0;
+}
+
+/* dispatch_range(buf, pos, stop, limit, check_crc, want_index, cq, index) -> (pos, records).
+ * The rebuild's per-record dispatch for plain records, in one call: see hot_py.dispatch_range. */
+static PyObject *hp_dispatch_range(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (not_initialised()) return NULL;
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError, "dispatch_range(buf, pos, stop, limit, check_crc, want_index, cq, index)");
+        return NULL;
+    }
+    int64_t pos, stop, limit;
+    if (as_i64(args[1], &pos) < 0 || as_i64(args[2], &stop) < 0 || as_i64(args[3], &limit) < 0) return NULL;
+    int check_crc = PyObject_IsTrue(args[4]), want_index = PyObject_IsTrue(args[5]);
+    if (check_crc < 0 || want_index < 0) return NULL;
+    PyObject *cq = args[6], *index = args[7];
+    if (!PyDict_Check(cq) || !PyByteArray_Check(index)) {
+        PyErr_SetString(PyExc_TypeError, "dispatch_range: cq must be a dict and index a bytearray");
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) return NULL;
+    const unsigned char *b = (const unsigned char *)view.buf;
+    int64_t n = view.len;
+    PyObject *topics[TOPIC_CACHE] = {NULL};
+    int64_t topic_at[TOPIC_CACHE];
+    int32_t topic_len_of[TOPIC_CACHE];
+    int n_topics = 0;
+    int64_t records = 0;
+    int failed = 0;
+    while (pos < stop) {
+        ScanRecord r;
+        if (!scan_record(b, n, pos, limit, &r)) break;
+        const unsigned char *h = b + pos;
+        const unsigned char *topic_raw = b + r.topic_pos, *props = b + r.props_pos;
+        if ((r.sys_flag & INNER_BATCH_FLAG) || !all_ascii(topic_raw, r.topic_len) || !all_ascii(props, r.props_len)) break;
+        if (r.topic_len == 19 && memcmp(topic_raw, "SCHEDULE_TOPIC_XXXX", 19) == 0) break;
+        if (find_bytes(props, r.props_len, "INNER_NUM\x01", 10) != NULL) break;
+        const unsigned char *tags = NULL, *keys = NULL, *uniq = NULL;
+        Py_ssize_t tags_len = 0, keys_len = 0, uniq_len = 0;
+        int has_tags = simple_property(props, r.props_len, "TAGS", 4, &tags, &tags_len);
+        int has_keys = simple_property(props, r.props_len, "KEYS", 4, &keys, &keys_len);
+        int has_uniq = simple_property(props, r.props_len, "UNIQ_KEY", 8, &uniq, &uniq_len);
+        if (has_tags < 0 || has_keys < 0 || has_uniq < 0) break;
+        if (check_crc && r.body_len > 0) {
+            int64_t crc;
+            int64_t body_pos = pos + r.hsize;
+            if (body_crc((const char *)b + body_pos, r.body_len, &crc) < 0) { failed = 1; break; }
+            if (crc != get_i32(h + 8)) break;
+        }
+        int32_t queue_id = get_i32(h + 12);
+        int64_t queue_offset = get_i64(h + 20), phy = get_i64(h + 28);
+        int tran = r.sys_flag & 0xC;
+        if (tran == 0x0 || tran == 0x8) {
+            PyObject *topic = NULL;
+            for (int i = 0; i < n_topics; i++) {
+                if (topic_len_of[i] == r.topic_len && memcmp(b + topic_at[i], topic_raw, (size_t)r.topic_len) == 0) {
+                    topic = topics[i];
+                    break;
+                }
+            }
+            if (topic == NULL) {
+                topic = PyUnicode_DecodeASCII((const char *)topic_raw, r.topic_len, "strict");
+                if (topic == NULL) { failed = 1; break; }
+                if (n_topics < TOPIC_CACHE) {
+                    topics[n_topics] = topic;
+                    topic_at[n_topics] = r.topic_pos;
+                    topic_len_of[n_topics] = r.topic_len;
+                    n_topics++;
+                } else {
+                    Py_DECREF(topics[TOPIC_CACHE - 1]);
+                    topics[TOPIC_CACHE - 1] = topic;
+                    topic_at[TOPIC_CACHE - 1] = r.topic_pos;
+                    topic_len_of[TOPIC_CACHE - 1] = r.topic_len;
+                }
+            }
+            PyObject *qkey = Py_BuildValue("(Oi)", topic, queue_id);
+            if (qkey == NULL) { failed = 1; break; }
+            PyObject *blob = PyDict_GetItemWithError(cq, qkey);
+            if (blob == NULL) {
+                if (PyErr_Occurred() || (blob = PyByteArray_FromStringAndSize(NULL, 0)) == NULL
+                    || PyDict_SetItem(cq, qkey, blob) < 0) {
+                    Py_XDECREF(blob);
+                    Py_DECREF(qkey);
+                    failed = 1;
+                    break;
+                }
+                Py_DECREF(blob);  /* the dict holds it */
+            }
+            Py_DECREF(qkey);
+            uint32_t th = 0;
+            for (Py_ssize_t i = 0; i < tags_len; i++) th = 31u * th + tags[i];
+            unsigned char unit[CQ_REC_SIZE];
+            put_i64(unit, queue_offset);
+            put_i64(unit + 8, queue_offset);
+            put_i64(unit + 16, phy);
+            put_i32(unit + 24, r.total);
+            put_i64(unit + 28, has_tags ? (int64_t)(int32_t)th : 0);
+            put_i64(unit + 36, r.store_ts);
+            put_i16(unit + 44, 1);
+            if (append_bytes(blob, unit, CQ_REC_SIZE) < 0) { failed = 1; break; }
+        }
+        if (want_index && tran != 0xC) {
+            uint32_t prefix = 0;
+            for (int32_t i = 0; i < r.topic_len; i++) prefix = 31u * prefix + topic_raw[i];
+            prefix = 31u * prefix + '#';
+            unsigned char rec[IDX_REC_SIZE];
+            put_i64(rec + 4, phy);
+            put_i64(rec + 12, r.store_ts);
+            if (has_uniq) {
+                uint32_t kh = prefix;
+                for (Py_ssize_t i = 0; i < uniq_len; i++) kh = 31u * kh + uniq[i];
+                put_i32(rec, key_hash_of(kh));
+                if (append_bytes(index, rec, IDX_REC_SIZE) < 0) { failed = 1; break; }
+            }
+            if (has_keys) {
+                Py_ssize_t i = 0;
+                while (i < keys_len) {
+                    while (i < keys_len && keys[i] == ' ') i++;
+                    if (i >= keys_len) break;
+                    uint32_t kh = prefix;
+                    while (i < keys_len && keys[i] != ' ') kh = 31u * kh + keys[i++];
+                    put_i32(rec, key_hash_of(kh));
+                    if (append_bytes(index, rec, IDX_REC_SIZE) < 0) { failed = 1; break; }
+                }
+                if (failed) break;
+            }
+        }
+        pos += r.total;
+        records++;
+    }
+    for (int i = 0; i < n_topics; i++) Py_DECREF(topics[i]);
+    PyBuffer_Release(&view);
+    if (failed) return NULL;
+    return Py_BuildValue("(LL)", (long long)pos, (long long)records);
+}
+
 static PyObject *hp_init(PyObject *self, PyObject *args) {
     PyObject *err, *crc, *enc_props, *enc_host, *known, *jhash, *idx, *check, *check_host;
     if (!PyArg_ParseTuple(args, "OOOOOOOOO", &err, &crc, &enc_props, &enc_host, &known, &jhash, &idx, &check,
@@ -1509,6 +1682,7 @@ static PyMethodDef methods[] = {
     {"tags_code", hp_tags_code, METH_O, NULL},
     {"hop_records", (PyCFunction)(void (*)(void))hp_hop_records, METH_FASTCALL, NULL},
     {"select_records", (PyCFunction)(void (*)(void))hp_select_records, METH_FASTCALL, NULL},
+    {"dispatch_range", (PyCFunction)(void (*)(void))hp_dispatch_range, METH_FASTCALL, NULL},
     {NULL, NULL, 0, NULL},
 };
 

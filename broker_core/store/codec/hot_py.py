@@ -590,3 +590,81 @@ def select_records(buf, pos: int, stop: int, limit: int, check_crc: bool, topic:
                     continue
         hits.append(rec_pos)
     return pos, records, hits, deferred, False
+
+
+# ---------------------------------------------------------------------------- range dispatch
+# The rebuild job's per-record dispatch (``spark/scan.decode_range``) for plain records, done in one
+# call per run of them so a record never becomes a DispatchRequest: the record layout facts are
+# ``decode_dispatch_fields``', the unit/key layouts are ``spark/scan``'s CQ_REC and IDX_REC.
+
+_CQ_REC = struct.Struct(">qqqiqqh")
+_IDX_REC = struct.Struct(">iqq")
+_SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+_UNDECIDED = object()
+
+
+def _simple_property(props: str, key: str):
+    """``properties.get_property`` where it needs no look-back: the value, None, or _UNDECIDED when the
+    last occurrence is empty (an earlier one may then count: the caller's full path decides)."""
+    found = props.rfind("\x02" + key + "\x01")
+    if found >= 0:
+        start = found + len(key) + 2
+    elif props.startswith(key + "\x01"):
+        start = len(key) + 1
+    else:
+        return None
+    end = props.find("\x02", start)
+    value = props[start:] if end < 0 else props[start:end]
+    if not value and found > 0:
+        return _UNDECIDED
+    return value or None
+
+
+def dispatch_range(buf, pos: int, stop: int, limit: int, check_crc: bool, want_index: bool,
+                   cq: dict, index: bytearray) -> tuple[int, int]:
+    """Dispatch the plain records from ``pos`` up to ``stop``; returns ``(pos, records)`` where it stopped.
+
+    For each record it appends, as ``dispatch_request_of`` would decide them, one CQ_REC unit to
+    ``cq[(topic, queueId)]`` (a bytearray, created when missing) when the record enters a queue, and
+    its IDX_REC index keys (``topic#UNIQ_KEY``, then ``topic#token`` per KEYS token) to ``index``
+    with ``want_index`` unless it is a rollback. It stops before the first record that is not plain,
+    leaving it to the caller's full path: not accepted by ``decode_dispatch_fields`` (or a BODYCRC
+    mismatch with ``check_crc``), a non-ASCII topic or properties, an inner batch, an INNER_NUM
+    property, SCHEDULE_TOPIC_XXXX (delay-level tagsCode), or a TAGS/KEYS/UNIQ_KEY whose last
+    occurrence is empty.
+    """
+    records = 0
+    pack_cq = _CQ_REC.pack
+    pack_idx = _IDX_REC.pack
+    while pos < stop:
+        fields = decode_dispatch_fields(buf, pos, limit)
+        if fields is None:
+            break
+        size, topic, queue_id, queue_offset, phy, sys_flag, ts, _prepared, props = fields
+        if sys_flag & _INNER_BATCH_FLAG or not topic.isascii() or not props.isascii() \
+                or topic == _SCHEDULE_TOPIC or _INNER_NUM_MARK in props:
+            break
+        tags = _simple_property(props, "TAGS")
+        keys = _simple_property(props, "KEYS")
+        uniq = _simple_property(props, "UNIQ_KEY")
+        if tags is _UNDECIDED or keys is _UNDECIDED or uniq is _UNDECIDED:
+            break
+        if check_crc and not body_crc_matches(buf, pos, sys_flag):
+            break
+        tran = sys_flag & 0xC
+        if tran == 0x0 or tran == 0x8:
+            blob = cq.get((topic, queue_id))
+            if blob is None:
+                blob = cq[(topic, queue_id)] = bytearray()
+            blob += pack_cq(queue_offset, queue_offset, phy, size, tags_code(tags), ts, 1)
+        if want_index and tran != 0xC:
+            prefix = topic + "#"
+            if uniq is not None:
+                index += pack_idx(index_key_hash(prefix + uniq), phy, ts)
+            if keys:
+                for token in keys.split(" "):
+                    if token:
+                        index += pack_idx(index_key_hash(prefix + token), phy, ts)
+        pos += size
+        records += 1
+    return pos, records
