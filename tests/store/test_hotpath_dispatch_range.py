@@ -179,3 +179,48 @@ def test_compiled_and_twin_agree_on_damaged_bytes(commitlog, damage, start, stop
 
 def test_hotpath_exports_dispatch_range():
     assert hotpath.dispatch_range is (compiled or hot_py).dispatch_range or hotpath.IMPLEMENTATION == "python"
+
+
+# ------------------------------------------------------------------------------ link_index_entries
+
+def _put_keys_file(records, slot_num: int, index_num: int, prev_phy: int, prev_ts: int) -> bytes:
+    """The reference: an index file filled record by record with the store's ``index_put_keys``."""
+    from broker_core.store.codec.index_format import INDEX_HEADER, index_file_size
+
+    buf = bytearray(index_file_size(slot_num, index_num))
+    INDEX_HEADER.pack_into(buf, 0, prev_ts, prev_ts, prev_phy, prev_phy, 0, 1)
+    count, begin_ts, begin_phy, slot_count = 1, prev_ts, prev_phy, 0
+    for topic, keys, phy, ts in records:
+        _w, _n, begin_ts, begin_phy, slot_count, count = hot_py.index_put_keys(
+            buf, slot_num, index_num, count, begin_ts, begin_phy, slot_count, topic, None, keys, phy, ts)
+    return bytes(buf)
+
+
+@pytest.mark.parametrize("impl", IMPLS, ids=lambda m: m.IMPLEMENTATION)
+@FAST
+@given(records=st.lists(st.tuples(st.sampled_from(["T0", "T1"]), st.text("ab c", min_size=1, max_size=6),
+                                  st.integers(0, 2**40), st.integers(0, 2**42)), max_size=30),
+       prev=st.sampled_from([(0, 0), (12345, 1_700_000_000_000), (7, 2**41)]))
+def test_link_index_entries_builds_the_file_put_key_builds(impl, records, prev):
+    from broker_core.store.codec.index_format import INDEX_HEADER, entry_pos, index_file_size
+
+    slot_num, index_num = 7, 200
+    keys = bytearray()
+    for topic, text, phy, ts in records:
+        for token in text.split(" "):
+            if token:
+                keys += IDX_REC.pack(index_key_hash(f"{topic}#{token}"), phy, ts)
+    slots, entries, header = impl.link_index_entries(bytes(keys), slot_num, *prev)
+    built = bytearray(index_file_size(slot_num, index_num))
+    if not keys:  # a file with no keys keeps the pre-set header
+        header = (prev[1], prev[1], prev[0], prev[0], 0, 1)
+    INDEX_HEADER.pack_into(built, 0, *header)
+    built[INDEX_HEADER.size:INDEX_HEADER.size + len(slots)] = slots
+    built[entry_pos(slot_num, 1):entry_pos(slot_num, 1) + len(entries)] = entries
+    assert bytes(built) == _put_keys_file(records, slot_num, index_num, *prev)
+
+
+def test_link_index_entries_rejects_a_torn_key_list():
+    for impl in IMPLS:
+        with pytest.raises(struct.error):
+            impl.link_index_entries(b"\x00" * 21, 7, 0, 0)

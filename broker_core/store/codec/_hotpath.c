@@ -1647,6 +1647,66 @@ static PyObject *hp_dispatch_range(PyObject *self, PyObject *const *args, Py_ssi
     return Py_BuildValue("(LL)", (long long)pos, (long long)records);
 }
 
+
+/* link_index_entries(keys, hash_slot_num, prev_phy, prev_ts) -> (slots, entries, header): see hot_py. */
+static PyObject *hp_link_index_entries(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "link_index_entries(keys, hash_slot_num, prev_phy, prev_ts)");
+        return NULL;
+    }
+    int64_t slot_num, prev_phy, prev_ts;
+    if (as_i64(args[1], &slot_num) < 0 || as_i64(args[2], &prev_phy) < 0 || as_i64(args[3], &prev_ts) < 0) return NULL;
+    if (slot_num <= 0 || slot_num > INT32_MAX) { PyErr_SetString(PyExc_ValueError, "hash_slot_num must be positive"); return NULL; }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) return NULL;
+    Py_ssize_t n_keys = view.len / IDX_REC_SIZE;
+    PyObject *result = NULL;
+    if (view.len % IDX_REC_SIZE != 0) {
+        PyErr_SetString(struct_error, "keys must be a whole number of (keyHash, phyOffset, storeTimestamp) records");
+        goto out;
+    }
+    if (n_keys >= INT32_MAX) { PyErr_SetString(PyExc_ValueError, "too many keys"); goto out; }
+    PyObject *slots = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(4 * slot_num));
+    PyObject *entries = PyBytes_FromStringAndSize(NULL, n_keys * 20);
+    if (slots == NULL || entries == NULL) { Py_XDECREF(slots); Py_XDECREF(entries); goto out; }
+    int32_t *slot_of = PyMem_Calloc((size_t)slot_num, sizeof(int32_t));
+    if (slot_of == NULL) { Py_DECREF(slots); Py_DECREF(entries); PyErr_NoMemory(); goto out; }
+    const unsigned char *k = (const unsigned char *)view.buf;
+    unsigned char *e = (unsigned char *)PyBytes_AS_STRING(entries);
+    int64_t begin_ts = prev_ts > 0 ? prev_ts : 0, begin_phy = prev_phy > 0 ? prev_phy : 0;
+    int64_t end_ts = begin_ts, end_phy = begin_phy;
+    int64_t slot_count = 0;
+    for (Py_ssize_t i = 0; i < n_keys; i++, k += IDX_REC_SIZE, e += 20) {
+        int32_t h = get_i32(k);
+        int64_t phy = get_i64(k + 4), ts = get_i64(k + 12);
+        int64_t s = ((int64_t)h % slot_num + slot_num) % slot_num;
+        int32_t prev = slot_of[s];
+        if (prev == 0) slot_count++;
+        int64_t diff = 0;
+        if (begin_ts > 0) {
+            int64_t d = ts - begin_ts;
+            diff = d < 0 ? 0 : d / 1000;
+            if (diff > INT32_MAX) diff = INT32_MAX;
+        }
+        put_i32(e, h);
+        put_i64(e + 4, phy);
+        put_i32(e + 12, diff);
+        put_i32(e + 16, prev);
+        slot_of[s] = (int32_t)(i + 1);
+        if (i == 0) { begin_ts = ts; begin_phy = phy; }
+        end_ts = ts;
+        end_phy = phy;
+    }
+    unsigned char *sb = (unsigned char *)PyBytes_AS_STRING(slots);
+    for (int64_t i = 0; i < slot_num; i++) put_i32(sb + 4 * i, slot_of[i]);
+    PyMem_Free(slot_of);
+    result = Py_BuildValue("(NN(LLLLLL))", slots, entries, (long long)begin_ts, (long long)end_ts, (long long)begin_phy,
+                           (long long)end_phy, (long long)slot_count, (long long)(n_keys + 1));
+out:
+    PyBuffer_Release(&view);
+    return result;
+}
+
 static PyObject *hp_init(PyObject *self, PyObject *args) {
     PyObject *err, *crc, *enc_props, *enc_host, *known, *jhash, *idx, *check, *check_host;
     if (!PyArg_ParseTuple(args, "OOOOOOOOO", &err, &crc, &enc_props, &enc_host, &known, &jhash, &idx, &check,
@@ -1683,6 +1743,7 @@ static PyMethodDef methods[] = {
     {"hop_records", (PyCFunction)(void (*)(void))hp_hop_records, METH_FASTCALL, NULL},
     {"select_records", (PyCFunction)(void (*)(void))hp_select_records, METH_FASTCALL, NULL},
     {"dispatch_range", (PyCFunction)(void (*)(void))hp_dispatch_range, METH_FASTCALL, NULL},
+    {"link_index_entries", (PyCFunction)(void (*)(void))hp_link_index_entries, METH_FASTCALL, NULL},
     {NULL, NULL, 0, NULL},
 };
 

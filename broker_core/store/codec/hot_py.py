@@ -668,3 +668,41 @@ def dispatch_range(buf, pos: int, stop: int, limit: int, check_crc: bool, want_i
         pos += size
         records += 1
     return pos, records
+
+
+def link_index_entries(keys, hash_slot_num: int, prev_phy: int, prev_ts: int) -> tuple[bytes, bytes, tuple]:
+    """One index file's hash slots and entries for packed ``(keyHash, phyOffset, storeTimestamp)`` keys
+    (spark/scan.py's IDX_REC) in commitlog order, linked as IndexFile.put_key does (spec §7).
+
+    ``prev_phy``/``prev_ts`` are the previous file's last key (0 for the first file): Java pre-sets
+    a new file's begin values from them and the first entry's timeDiff is taken against that.
+    Returns ``(slots, entries, header)``: the big-endian slot table (4 bytes per slot), the entries
+    for entry numbers 1..n (20 bytes each) and the header values (beginTimestamp, endTimestamp,
+    beginPhyOffset, endPhyOffset, hashSlotCount, indexCount).
+    """
+    if hash_slot_num <= 0:
+        raise ValueError("hash_slot_num must be positive")
+    if len(keys) % _IDX_REC.size:
+        raise struct.error("keys must be a whole number of (keyHash, phyOffset, storeTimestamp) records")
+    slots = [0] * hash_slot_num
+    entries = bytearray(len(keys) // _IDX_REC.size * 20)
+    begin_ts = prev_ts if prev_ts > 0 else 0
+    begin_phy = prev_phy if prev_phy > 0 else 0
+    end_ts, end_phy = begin_ts, begin_phy
+    slot_count = 0
+    pack_entry = _INDEX_ENTRY.pack_into
+    n = 0
+    for key_hash, phy, ts in _IDX_REC.iter_unpack(keys):
+        n += 1
+        s = key_hash % hash_slot_num
+        prev = slots[s]
+        if prev == 0:
+            slot_count += 1
+        diff = 0 if begin_ts <= 0 else min(max((ts - begin_ts) // 1000, 0), _INT32_MAX)
+        pack_entry(entries, (n - 1) * 20, key_hash, phy, diff, prev)
+        slots[s] = n
+        if n == 1:
+            begin_ts, begin_phy = ts, phy
+        end_ts, end_phy = ts, phy
+    return (struct.pack(f">{hash_slot_num}i", *slots), bytes(entries),
+            (begin_ts, end_ts, begin_phy, end_phy, slot_count, n + 1))
