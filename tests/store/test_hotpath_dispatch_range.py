@@ -10,6 +10,7 @@ against the pure-Python twin on damaged bytes.
 from __future__ import annotations
 
 import struct
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -224,3 +225,27 @@ def test_link_index_entries_rejects_a_torn_key_list():
     for impl in IMPLS:
         with pytest.raises(struct.error):
             impl.link_index_entries(b"\x00" * 21, 7, 0, 0)
+
+
+# ------------------------------------------------------------------------------------ cq_units_of
+
+@pytest.mark.parametrize("impl", IMPLS, ids=lambda m: m.IMPLEMENTATION)
+@FAST
+@given(recs=st.lists(st.tuples(st.integers(0, 40), st.integers(0, 2**40), st.integers(1, 5000),
+                               st.integers(-2**31, 2**31 - 1), st.integers(-5000, 2**42)), max_size=25),
+       gran=st.sampled_from([1, 1000, 60_000]))
+def test_cq_units_of_packs_units_and_first_offsets_per_time_bucket(impl, recs, gran):
+    blob = b"".join(CQ_REC.pack(off, off, phy, size, tags, ts, 1) for off, phy, size, tags, ts in recs)
+    units, contiguous, table = impl.cq_units_of(blob, gran)
+    assert units == b"".join(struct.pack(">qiq", phy, size, tags) for _o, phy, size, tags, _ts in recs)
+    assert contiguous == all(b[0] == a[0] + 1 and b[1] + b[2] > a[1] + a[2] for a, b in pairwise(recs))
+    first: dict[int, int] = {}
+    for off, _phy, _size, _tags, ts in recs:
+        first.setdefault(ts - ts % gran, off)
+    assert table == list(first.items())
+
+
+def test_cq_units_of_rejects_a_torn_record_list():
+    for impl in IMPLS:
+        with pytest.raises(struct.error):
+            impl.cq_units_of(b"\x00" * 47, 1000)

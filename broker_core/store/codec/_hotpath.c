@@ -1707,6 +1707,64 @@ out:
     return result;
 }
 
+
+/* cq_units_of(recs, granularity_ms) -> (units, contiguous, table): see hot_py.cq_units_of. */
+static PyObject *hp_cq_units_of(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) { PyErr_SetString(PyExc_TypeError, "cq_units_of(recs, granularity_ms)"); return NULL; }
+    int64_t gran;
+    if (as_i64(args[1], &gran) < 0) return NULL;
+    if (gran <= 0) { PyErr_SetString(PyExc_ValueError, "granularity_ms must be positive"); return NULL; }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) return NULL;
+    PyObject *result = NULL, *units = NULL, *table = NULL, *seen = NULL;
+    if (view.len % CQ_REC_SIZE != 0) {
+        PyErr_SetString(struct_error, "recs must be a whole number of CQ_REC records");
+        goto out;
+    }
+    Py_ssize_t n = view.len / CQ_REC_SIZE;
+    if ((units = PyBytes_FromStringAndSize(NULL, n * 20)) == NULL || (table = PyList_New(0)) == NULL
+        || (seen = PySet_New(NULL)) == NULL) goto out;
+    const unsigned char *r = (const unsigned char *)view.buf;
+    unsigned char *u = (unsigned char *)PyBytes_AS_STRING(units);
+    int contiguous = 1, have_last = 0;
+    int64_t prev_off = 0, prev_end = 0, last_bucket = 0;
+    for (Py_ssize_t i = 0; i < n; i++, r += CQ_REC_SIZE, u += 20) {
+        int64_t off = get_i64(r), phy = get_i64(r + 16), ts = get_i64(r + 36);
+        int32_t size = get_i32(r + 24);
+        memcpy(u, r + 16, 20);  /* phy(8) size(4) tagsCode(8): the CQ unit, big-endian as stored */
+        if (i > 0 && (off != prev_off + 1 || phy + size <= prev_end)) contiguous = 0;
+        prev_off = off;
+        prev_end = phy + size;
+        int64_t m = ts % gran;
+        if (m < 0) m += gran;
+        int64_t bucket = ts - m;
+        if (!have_last || bucket != last_bucket) {
+            have_last = 1;
+            last_bucket = bucket;
+            PyObject *b = PyLong_FromLongLong(bucket);
+            if (b == NULL) goto out;
+            int present = PySet_Contains(seen, b);
+            if (present < 0 || (!present && PySet_Add(seen, b) < 0)) { Py_DECREF(b); goto out; }
+            if (!present) {
+                PyObject *pair = Py_BuildValue("(NL)", b, (long long)off);
+                if (pair == NULL) goto out;
+                int rc = PyList_Append(table, pair);
+                Py_DECREF(pair);
+                if (rc < 0) goto out;
+            } else {
+                Py_DECREF(b);
+            }
+        }
+    }
+    result = Py_BuildValue("(OOO)", units, contiguous ? Py_True : Py_False, table);
+out:
+    Py_XDECREF(units);
+    Py_XDECREF(table);
+    Py_XDECREF(seen);
+    PyBuffer_Release(&view);
+    return result;
+}
+
 static PyObject *hp_init(PyObject *self, PyObject *args) {
     PyObject *err, *crc, *enc_props, *enc_host, *known, *jhash, *idx, *check, *check_host;
     if (!PyArg_ParseTuple(args, "OOOOOOOOO", &err, &crc, &enc_props, &enc_host, &known, &jhash, &idx, &check,
@@ -1744,6 +1802,7 @@ static PyMethodDef methods[] = {
     {"select_records", (PyCFunction)(void (*)(void))hp_select_records, METH_FASTCALL, NULL},
     {"dispatch_range", (PyCFunction)(void (*)(void))hp_dispatch_range, METH_FASTCALL, NULL},
     {"link_index_entries", (PyCFunction)(void (*)(void))hp_link_index_entries, METH_FASTCALL, NULL},
+    {"cq_units_of", (PyCFunction)(void (*)(void))hp_cq_units_of, METH_FASTCALL, NULL},
     {NULL, NULL, 0, NULL},
 };
 

@@ -706,3 +706,40 @@ def link_index_entries(keys, hash_slot_num: int, prev_phy: int, prev_ts: int) ->
         end_ts, end_phy = ts, phy
     return (struct.pack(f">{hash_slot_num}i", *slots), bytes(entries),
             (begin_ts, end_ts, begin_phy, end_phy, slot_count, n + 1))
+
+
+def cq_units_of(recs, granularity_ms: int) -> tuple[bytes, bool, list[tuple[int, int]]]:
+    """A queue's consume-queue units from its packed CQ_REC records (queue-offset order), in one call.
+
+    Returns ``(units, contiguous, table)``: the 20-byte CQ units (phyOffset, size, tagsCode) in record
+    order; whether each record's queue offset is the previous one's + 1 and its end (phy + size)
+    above the previous end, i.e. every unit lands right after the previous one (the store's
+    ``put_message_position_info`` would neither skip nor leave a gap); and per
+    ``granularity_ms`` time bucket of the store timestamps, ``(bucket start, queue offset)`` of its
+    first record, buckets in order of first appearance.
+    """
+    if granularity_ms <= 0:
+        raise ValueError("granularity_ms must be positive")
+    if len(recs) % _CQ_REC.size:
+        raise struct.error("recs must be a whole number of CQ_REC records")
+    units = bytearray()
+    contiguous = True
+    table: list[tuple[int, int]] = []
+    seen: set[int] = set()
+    last_bucket = None
+    prev_off = prev_end = 0
+    first = True
+    pack_unit = _CQ_UNIT.pack
+    for off, _base, phy, size, tags, ts, _batch in _CQ_REC.iter_unpack(recs):
+        units += pack_unit(phy, size, tags)
+        if not first and (off != prev_off + 1 or phy + size <= prev_end):
+            contiguous = False
+        first = False
+        prev_off, prev_end = off, phy + size
+        bucket = ts - ts % granularity_ms
+        if bucket != last_bucket:
+            last_bucket = bucket
+            if bucket not in seen:
+                seen.add(bucket)
+                table.append((bucket, off))
+    return bytes(units), contiguous, table
