@@ -14,7 +14,8 @@ The byte layout comes from ``codec/index_format`` (the single definition of the 
 and the putKey rules mirror ``IndexFile.put_key``; tests check the files are byte-identical to what
 the store's ``IndexService.build_index`` writes for the same records. Why not the store's class with
 ``IndexFile.put_key_hash``: one file is the critical path of the write stage, and linking through
-the class (header rewrite per key, writes through the mapping) measured 1.6 us/key against 0.8 here.
+the class (header rewrite per key, writes through the mapping) measured 1.6 us/key against 0.8 for
+this module's Python loop; the loop is now ``hotpath.link_index_entries`` (compiled, ~0.02 us/key).
 """
 
 from __future__ import annotations
@@ -25,15 +26,14 @@ from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+from broker_core.store.codec.hotpath import link_index_entries
 from broker_core.store.codec.index_format import (
-    HASH_SLOT,
     INDEX_ENTRY,
     INDEX_ENTRY_SIZE,
     INDEX_HEADER,
     INDEX_HEADER_SIZE,
     entry_pos,
     index_file_size,
-    time_diff_seconds,
 )
 
 from .scan import IDX_REC
@@ -83,33 +83,11 @@ def build_index_file(path: str, hash_slot_num: int, index_num: int, prev_phy: in
     n_keys = len(keys) // IDX_REC.size
     if n_keys > index_num - 1:
         raise ValueError(f"{n_keys} keys do not fit an index file of maxIndexNum {index_num}")
-    slots = array("i", bytes(4 * hash_slot_num))
-    entries = bytearray(n_keys * INDEX_ENTRY_SIZE)
-    # Java pre-sets a fresh file's begin/end from the previous file when those are > 0.
-    begin_ts = prev_ts if prev_ts > 0 else 0
-    begin_phy = prev_phy if prev_phy > 0 else 0
-    end_ts, end_phy = begin_ts, begin_phy
-    slot_count = 0
-    pack_entry = INDEX_ENTRY.pack_into
-    n = 0
-    for key_hash, phy, ts in IDX_REC.iter_unpack(keys):
-        n += 1
-        s = key_hash % hash_slot_num
-        prev = slots[s]
-        if prev == 0:
-            slot_count += 1
-        pack_entry(entries, (n - 1) * INDEX_ENTRY_SIZE, key_hash, phy, time_diff_seconds(ts, begin_ts), prev)
-        slots[s] = n
-        if n == 1:
-            begin_ts, begin_phy = ts, phy
-        end_ts, end_phy = ts, phy
-    header = (begin_ts, end_ts, begin_phy, end_phy, slot_count, n + 1)
-    if sys.byteorder == "little":
-        slots.byteswap()
-    assert HASH_SLOT.size == slots.itemsize
+    # Linking is compiled (hotpath.link_index_entries): one file is the write stage's critical path.
+    slots, entries, header = link_index_entries(keys, hash_slot_num, prev_phy, prev_ts)
     with open(path, "wb") as f:
         f.write(INDEX_HEADER.pack(*header))
-        f.write(slots.tobytes())
+        f.write(slots)
         f.seek(entry_pos(hash_slot_num, 1))
         f.write(entries)
         f.truncate(index_file_size(hash_slot_num, index_num))

@@ -4,7 +4,10 @@ Input is ``(topic, queueId)`` with ``[(range_index, packed CQ_REC bytes), ...]``
 one shuffle (``routing``), in which one task owns whole queues. Writing goes through the store's own ``ConsumeQueue``/``BatchConsumeQueue``
 classes into a staging directory (the driver swaps it into place afterwards), which keeps the
 RocketMQ placement rules (units by stored queue offset, pre-blank fillers, BCQ file roll-over) in
-the store. Verify reads the existing files through the same classes in read-only mode.
+the store. A plain queue's units are packed in one compiled call (``hotpath.cq_units_of``) and,
+when they follow each other, copied into each file in one write after the store's class placed the
+file's first unit (``_put_cq_units``). Verify reads the existing files through the same classes in
+read-only mode.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from broker_core.store.batch_consume_queue import BatchConsumeQueue
+from broker_core.store.codec.cq_unit import CQ_STORE_UNIT_SIZE, CQ_UNIT
+from broker_core.store.codec.hotpath import cq_units_of
 from broker_core.store.consume_queue import ConsumeQueue
 from broker_core.store.topic_config import BATCH_CQ
 
@@ -70,6 +75,35 @@ def _expected_units(chunks: Iterable[tuple[int, bytes]]) -> Iterator[tuple]:
 
 
 
+def _put_cq_units(writer: ConsumeQueue, first_offset: int, cq_units: bytes, contiguous: bool) -> None:
+    """Append packed CQ units (queue offsets ``first_offset``, +1, ...) to a queue being written.
+
+    The first unit of every file goes through the store's ``put_message_position_info`` (it creates
+    the file, fills the pre-blank of a queue that starts past 0, and places the unit); when the
+    units are ``contiguous`` and that unit landed at the file's end, the rest of the file's units
+    are copied in one write, which is what unit-by-unit appends would leave there.
+    """
+    n = len(cq_units) // CQ_STORE_UNIT_SIZE
+    k = 0
+    while k < n:
+        phy, size, tags = CQ_UNIT.unpack_from(cq_units, k * CQ_STORE_UNIT_SIZE)
+        writer.put_message_position_info(phy, size, tags, first_offset + k)
+        k += 1
+        files = writer.file_queue.files
+        mf = files[-1] if files else None
+        if not contiguous or mf is None or mf.file_from_offset + mf.wrote_position != (first_offset + k) * CQ_STORE_UNIT_SIZE:
+            continue  # not simply the next slot of the last file: unit by unit
+        take = min((mf.file_size - mf.wrote_position) // CQ_STORE_UNIT_SIZE, n - k)
+        if take <= 0:
+            continue
+        a, b = k * CQ_STORE_UNIT_SIZE, (k + take) * CQ_STORE_UNIT_SIZE
+        mf.write_at(mf.wrote_position, cq_units[a:b])
+        mf.wrote_position += b - a
+        k += take
+        phy, size, _tags = CQ_UNIT.unpack_from(cq_units, b - CQ_STORE_UNIT_SIZE)
+        writer.max_physic_offset = phy + size
+
+
 def process_queue(conf: QueueJobConf, topic: str, queue_id: int, chunks: Iterable[tuple[int, bytes]]) -> QueueResult:
     batch = conf.queue_types.get(topic) == BATCH_CQ
     cq_type = "BatchCQ" if batch else "SimpleCQ"
@@ -88,7 +122,8 @@ def process_queue(conf: QueueJobConf, topic: str, queue_id: int, chunks: Iterabl
     table: list[tuple[int, int]] = []
     last_bucket = None
     seen_buckets: set[int] = set()
-    for cq_off, base_off, phy, size, tags, ts, batch_size in _expected_units(chunks):
+    plain_units = not batch and expected is None
+    for cq_off, base_off, phy, size, tags, ts, batch_size in () if plain_units else _expected_units(chunks):
         off = base_off if batch else cq_off
         num = batch_size if batch else 1
         if writer is not None:
@@ -109,6 +144,16 @@ def process_queue(conf: QueueJobConf, topic: str, queue_id: int, chunks: Iterabl
             if bucket not in seen_buckets:
                 seen_buckets.add(bucket)
                 table.append((bucket, off))
+    if plain_units:
+        recs = b"".join(blob for _range_index, blob in sorted(chunks, key=lambda c: c[0]))
+        if recs:
+            cq_units, contiguous, table = cq_units_of(recs, gran)
+            units = len(recs) // CQ_REC.size
+            min_off = CQ_REC.unpack_from(recs, 0)[0]
+            last = CQ_REC.unpack_from(recs, len(recs) - CQ_REC.size)
+            max_off, max_phy = last[0] + 1, last[2] + last[3]
+            if writer is not None:
+                _put_cq_units(writer, min_off, cq_units, contiguous)
     files = 0
     if writer is not None:
         writer.flush()

@@ -33,7 +33,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from broker_core.store.codec.hotpath import hop_records, index_key_hash, select_records
+from broker_core.store.codec.hotpath import dispatch_range, hop_records, index_key_hash, select_records
 from broker_core.store.codec.message import (
     MESSAGE_MAGIC_CODE_V1,
     MESSAGE_MAGIC_CODE_V2,
@@ -297,7 +297,8 @@ def decode_range(range_index: int, file_index: int, path: str, base: int, start:
                  check_crc: bool, delay_levels_ms: list[int], want_index: bool) -> DecodedRange:
     """Validate and decode the records of ``[start, end)`` (or to the end of the file's data).
 
-    Every record goes through the store's reput decoder (``decode_dispatch_fields``, plus the body
+    Runs of plain records are dispatched by ``hotpath.dispatch_range`` (compiled: no Python objects
+    per record); any other record goes through the store's reput decoder (``decode_dispatch_fields``, plus the body
     CRC when recovery would check it) and ``dispatch_request_of``; only a record that decoder rejects
     is handed to ``check_record``, whose verdict (blank, invalid and why) ends the range.
     """
@@ -314,6 +315,7 @@ def decode_range(range_index: int, file_index: int, path: str, base: int, start:
         pack_cq = CQ_REC.pack
         pack_idx = IDX_REC.pack
         decode = decode_dispatch_fields
+        fast = dispatch_range
         crc_matches = body_crc_matches
         request_of = dispatch_request_of
         key_hash = index_key_hash
@@ -322,6 +324,11 @@ def decode_range(range_index: int, file_index: int, path: str, base: int, start:
         stop = STOP_NONE
         reason = ""
         while pos < stop_at:
+            # Plain records in one compiled call; the first other one goes through the full path.
+            pos, n = fast(mv, pos, stop_at, limit, check_crc, want_index, cq, index)
+            records += n
+            if pos >= stop_at:
+                continue
             fields = decode(mv, pos, limit)
             if fields is not None and (not check_crc or crc_matches(mv, pos, fields[5])):
                 size, topic, queue_id, queue_offset, phy, sys_flag, ts, prepared, props = fields

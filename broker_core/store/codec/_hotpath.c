@@ -1844,6 +1844,297 @@ done:
 
 /* ------------------------------------------------------------------ init */
 
+
+/* ------------------------------------------------------------------ range dispatch (rebuild job) */
+
+#define CQ_REC_SIZE 46   /* spark/scan.py CQ_REC ">qqqiqqh" */
+#define IDX_REC_SIZE 20  /* spark/scan.py IDX_REC ">iqq" */
+#define TOPIC_CACHE 16
+
+/* get_property for ASCII properties: 1 found (value at *v, *vlen), 0 absent, -1 undecided here (the
+ * last occurrence has an empty value: an earlier one may count, which the Python rule decides). */
+static int simple_property(const unsigned char *t, Py_ssize_t n, const char *key, Py_ssize_t klen,
+                           const unsigned char **v, Py_ssize_t *vlen) {
+    Py_ssize_t found = -1, start = -1;
+    for (Py_ssize_t i = n - klen - 2; i >= 0; i--) {
+        if (t[i] == 0x02 && t[i + klen + 1] == 0x01 && memcmp(t + i + 1, key, (size_t)klen) == 0) { found = i; break; }
+    }
+    if (found >= 0) start = found + klen + 2;
+    else if (n >= klen + 1 && memcmp(t, key, (size_t)klen) == 0 && t[klen] == 0x01) start = klen + 1;
+    else return 0;
+    const unsigned char *e = memchr(t + start, 0x02, (size_t)(n - start));
+    Py_ssize_t len = (e == NULL ? n : (Py_ssize_t)(e - t)) - start;
+    if (len == 0 && found > 0) return -1;
+    if (len == 0) return 0;
+    *v = t + start;
+    *vlen = len;
+    return 1;
+}
+
+static int all_ascii(const unsigned char *p, Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < n; i++) if (p[i] & 0x80) return 0;
+    return 1;
+}
+
+static int append_bytes(PyObject *ba, const unsigned char *src, Py_ssize_t n) {
+    Py_ssize_t old = PyByteArray_GET_SIZE(ba);
+    if (PyByteArray_Resize(ba, old + n) < 0) return -1;
+    memcpy(PyByteArray_AS_STRING(ba) + old, src, (size_t)n);
+    return 0;
+}
+
+/* dispatch_range(buf, pos, stop, limit, check_crc, want_index, cq, index) -> (pos, records).
+ * The rebuild's per-record dispatch for plain records, in one call: see hot_py.dispatch_range. */
+static PyObject *hp_dispatch_range(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (not_initialised()) return NULL;
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError, "dispatch_range(buf, pos, stop, limit, check_crc, want_index, cq, index)");
+        return NULL;
+    }
+    int64_t pos, stop, limit;
+    if (as_i64(args[1], &pos) < 0 || as_i64(args[2], &stop) < 0 || as_i64(args[3], &limit) < 0) return NULL;
+    int check_crc = PyObject_IsTrue(args[4]), want_index = PyObject_IsTrue(args[5]);
+    if (check_crc < 0 || want_index < 0) return NULL;
+    PyObject *cq = args[6], *index = args[7];
+    if (!PyDict_Check(cq) || !PyByteArray_Check(index)) {
+        PyErr_SetString(PyExc_TypeError, "dispatch_range: cq must be a dict and index a bytearray");
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) return NULL;
+    const unsigned char *b = (const unsigned char *)view.buf;
+    int64_t n = view.len;
+    PyObject *topics[TOPIC_CACHE] = {NULL};
+    int64_t topic_at[TOPIC_CACHE];
+    int32_t topic_len_of[TOPIC_CACHE];
+    int n_topics = 0;
+    int64_t records = 0;
+    int failed = 0;
+    while (pos < stop) {
+        ScanRecord r;
+        if (!scan_record(b, n, pos, limit, &r)) break;
+        const unsigned char *h = b + pos;
+        const unsigned char *topic_raw = b + r.topic_pos, *props = b + r.props_pos;
+        if ((r.sys_flag & INNER_BATCH_FLAG) || !all_ascii(topic_raw, r.topic_len) || !all_ascii(props, r.props_len)) break;
+        if (r.topic_len == 19 && memcmp(topic_raw, "SCHEDULE_TOPIC_XXXX", 19) == 0) break;
+        if (find_bytes(props, r.props_len, "INNER_NUM\x01", 10) != NULL) break;
+        const unsigned char *tags = NULL, *keys = NULL, *uniq = NULL;
+        Py_ssize_t tags_len = 0, keys_len = 0, uniq_len = 0;
+        int has_tags = simple_property(props, r.props_len, "TAGS", 4, &tags, &tags_len);
+        int has_keys = simple_property(props, r.props_len, "KEYS", 4, &keys, &keys_len);
+        int has_uniq = simple_property(props, r.props_len, "UNIQ_KEY", 8, &uniq, &uniq_len);
+        if (has_tags < 0 || has_keys < 0 || has_uniq < 0) break;
+        if (check_crc && r.body_len > 0) {
+            int64_t crc;
+            int64_t body_pos = pos + r.hsize;
+            if (body_crc((const char *)b + body_pos, r.body_len, &crc) < 0) { failed = 1; break; }
+            if (crc != get_i32(h + 8)) break;
+        }
+        int32_t queue_id = get_i32(h + 12);
+        int64_t queue_offset = get_i64(h + 20), phy = get_i64(h + 28);
+        int tran = r.sys_flag & 0xC;
+        if (tran == 0x0 || tran == 0x8) {
+            PyObject *topic = NULL;
+            for (int i = 0; i < n_topics; i++) {
+                if (topic_len_of[i] == r.topic_len && memcmp(b + topic_at[i], topic_raw, (size_t)r.topic_len) == 0) {
+                    topic = topics[i];
+                    break;
+                }
+            }
+            if (topic == NULL) {
+                topic = PyUnicode_DecodeASCII((const char *)topic_raw, r.topic_len, "strict");
+                if (topic == NULL) { failed = 1; break; }
+                if (n_topics < TOPIC_CACHE) {
+                    topics[n_topics] = topic;
+                    topic_at[n_topics] = r.topic_pos;
+                    topic_len_of[n_topics] = r.topic_len;
+                    n_topics++;
+                } else {
+                    Py_DECREF(topics[TOPIC_CACHE - 1]);
+                    topics[TOPIC_CACHE - 1] = topic;
+                    topic_at[TOPIC_CACHE - 1] = r.topic_pos;
+                    topic_len_of[TOPIC_CACHE - 1] = r.topic_len;
+                }
+            }
+            PyObject *qkey = Py_BuildValue("(Oi)", topic, queue_id);
+            if (qkey == NULL) { failed = 1; break; }
+            PyObject *blob = PyDict_GetItemWithError(cq, qkey);
+            if (blob == NULL) {
+                if (PyErr_Occurred() || (blob = PyByteArray_FromStringAndSize(NULL, 0)) == NULL
+                    || PyDict_SetItem(cq, qkey, blob) < 0) {
+                    Py_XDECREF(blob);
+                    Py_DECREF(qkey);
+                    failed = 1;
+                    break;
+                }
+                Py_DECREF(blob);  /* the dict holds it */
+            }
+            Py_DECREF(qkey);
+            uint32_t th = 0;
+            for (Py_ssize_t i = 0; i < tags_len; i++) th = 31u * th + tags[i];
+            unsigned char unit[CQ_REC_SIZE];
+            put_i64(unit, queue_offset);
+            put_i64(unit + 8, queue_offset);
+            put_i64(unit + 16, phy);
+            put_i32(unit + 24, r.total);
+            put_i64(unit + 28, has_tags ? (int64_t)(int32_t)th : 0);
+            put_i64(unit + 36, r.store_ts);
+            put_i16(unit + 44, 1);
+            if (append_bytes(blob, unit, CQ_REC_SIZE) < 0) { failed = 1; break; }
+        }
+        if (want_index && tran != 0xC) {
+            uint32_t prefix = 0;
+            for (int32_t i = 0; i < r.topic_len; i++) prefix = 31u * prefix + topic_raw[i];
+            prefix = 31u * prefix + '#';
+            unsigned char rec[IDX_REC_SIZE];
+            put_i64(rec + 4, phy);
+            put_i64(rec + 12, r.store_ts);
+            if (has_uniq) {
+                uint32_t kh = prefix;
+                for (Py_ssize_t i = 0; i < uniq_len; i++) kh = 31u * kh + uniq[i];
+                put_i32(rec, key_hash_of(kh));
+                if (append_bytes(index, rec, IDX_REC_SIZE) < 0) { failed = 1; break; }
+            }
+            if (has_keys) {
+                Py_ssize_t i = 0;
+                while (i < keys_len) {
+                    while (i < keys_len && keys[i] == ' ') i++;
+                    if (i >= keys_len) break;
+                    uint32_t kh = prefix;
+                    while (i < keys_len && keys[i] != ' ') kh = 31u * kh + keys[i++];
+                    put_i32(rec, key_hash_of(kh));
+                    if (append_bytes(index, rec, IDX_REC_SIZE) < 0) { failed = 1; break; }
+                }
+                if (failed) break;
+            }
+        }
+        pos += r.total;
+        records++;
+    }
+    for (int i = 0; i < n_topics; i++) Py_DECREF(topics[i]);
+    PyBuffer_Release(&view);
+    if (failed) return NULL;
+    return Py_BuildValue("(LL)", (long long)pos, (long long)records);
+}
+
+
+/* link_index_entries(keys, hash_slot_num, prev_phy, prev_ts) -> (slots, entries, header): see hot_py. */
+static PyObject *hp_link_index_entries(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "link_index_entries(keys, hash_slot_num, prev_phy, prev_ts)");
+        return NULL;
+    }
+    int64_t slot_num, prev_phy, prev_ts;
+    if (as_i64(args[1], &slot_num) < 0 || as_i64(args[2], &prev_phy) < 0 || as_i64(args[3], &prev_ts) < 0) return NULL;
+    if (slot_num <= 0 || slot_num > INT32_MAX) { PyErr_SetString(PyExc_ValueError, "hash_slot_num must be positive"); return NULL; }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) return NULL;
+    Py_ssize_t n_keys = view.len / IDX_REC_SIZE;
+    PyObject *result = NULL;
+    if (view.len % IDX_REC_SIZE != 0) {
+        PyErr_SetString(struct_error, "keys must be a whole number of (keyHash, phyOffset, storeTimestamp) records");
+        goto out;
+    }
+    if (n_keys >= INT32_MAX) { PyErr_SetString(PyExc_ValueError, "too many keys"); goto out; }
+    PyObject *slots = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(4 * slot_num));
+    PyObject *entries = PyBytes_FromStringAndSize(NULL, n_keys * 20);
+    if (slots == NULL || entries == NULL) { Py_XDECREF(slots); Py_XDECREF(entries); goto out; }
+    int32_t *slot_of = PyMem_Calloc((size_t)slot_num, sizeof(int32_t));
+    if (slot_of == NULL) { Py_DECREF(slots); Py_DECREF(entries); PyErr_NoMemory(); goto out; }
+    const unsigned char *k = (const unsigned char *)view.buf;
+    unsigned char *e = (unsigned char *)PyBytes_AS_STRING(entries);
+    int64_t begin_ts = prev_ts > 0 ? prev_ts : 0, begin_phy = prev_phy > 0 ? prev_phy : 0;
+    int64_t end_ts = begin_ts, end_phy = begin_phy;
+    int64_t slot_count = 0;
+    for (Py_ssize_t i = 0; i < n_keys; i++, k += IDX_REC_SIZE, e += 20) {
+        int32_t h = get_i32(k);
+        int64_t phy = get_i64(k + 4), ts = get_i64(k + 12);
+        int64_t s = ((int64_t)h % slot_num + slot_num) % slot_num;
+        int32_t prev = slot_of[s];
+        if (prev == 0) slot_count++;
+        int64_t diff = 0;
+        if (begin_ts > 0) {
+            int64_t d = ts - begin_ts;
+            diff = d < 0 ? 0 : d / 1000;
+            if (diff > INT32_MAX) diff = INT32_MAX;
+        }
+        put_i32(e, h);
+        put_i64(e + 4, phy);
+        put_i32(e + 12, diff);
+        put_i32(e + 16, prev);
+        slot_of[s] = (int32_t)(i + 1);
+        if (i == 0) { begin_ts = ts; begin_phy = phy; }
+        end_ts = ts;
+        end_phy = phy;
+    }
+    unsigned char *sb = (unsigned char *)PyBytes_AS_STRING(slots);
+    for (int64_t i = 0; i < slot_num; i++) put_i32(sb + 4 * i, slot_of[i]);
+    PyMem_Free(slot_of);
+    result = Py_BuildValue("(NN(LLLLLL))", slots, entries, (long long)begin_ts, (long long)end_ts, (long long)begin_phy,
+                           (long long)end_phy, (long long)slot_count, (long long)(n_keys + 1));
+out:
+    PyBuffer_Release(&view);
+    return result;
+}
+
+
+/* cq_units_of(recs, granularity_ms) -> (units, contiguous, table): see hot_py.cq_units_of. */
+static PyObject *hp_cq_units_of(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) { PyErr_SetString(PyExc_TypeError, "cq_units_of(recs, granularity_ms)"); return NULL; }
+    int64_t gran;
+    if (as_i64(args[1], &gran) < 0) return NULL;
+    if (gran <= 0) { PyErr_SetString(PyExc_ValueError, "granularity_ms must be positive"); return NULL; }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) return NULL;
+    PyObject *result = NULL, *units = NULL, *table = NULL, *seen = NULL;
+    if (view.len % CQ_REC_SIZE != 0) {
+        PyErr_SetString(struct_error, "recs must be a whole number of CQ_REC records");
+        goto out;
+    }
+    Py_ssize_t n = view.len / CQ_REC_SIZE;
+    if ((units = PyBytes_FromStringAndSize(NULL, n * 20)) == NULL || (table = PyList_New(0)) == NULL
+        || (seen = PySet_New(NULL)) == NULL) goto out;
+    const unsigned char *r = (const unsigned char *)view.buf;
+    unsigned char *u = (unsigned char *)PyBytes_AS_STRING(units);
+    int contiguous = 1, have_last = 0;
+    int64_t prev_off = 0, prev_end = 0, last_bucket = 0;
+    for (Py_ssize_t i = 0; i < n; i++, r += CQ_REC_SIZE, u += 20) {
+        int64_t off = get_i64(r), phy = get_i64(r + 16), ts = get_i64(r + 36);
+        int32_t size = get_i32(r + 24);
+        memcpy(u, r + 16, 20);  /* phy(8) size(4) tagsCode(8): the CQ unit, big-endian as stored */
+        if (i > 0 && (off != prev_off + 1 || phy + size <= prev_end)) contiguous = 0;
+        prev_off = off;
+        prev_end = phy + size;
+        int64_t m = ts % gran;
+        if (m < 0) m += gran;
+        int64_t bucket = ts - m;
+        if (!have_last || bucket != last_bucket) {
+            have_last = 1;
+            last_bucket = bucket;
+            PyObject *b = PyLong_FromLongLong(bucket);
+            if (b == NULL) goto out;
+            int present = PySet_Contains(seen, b);
+            if (present < 0 || (!present && PySet_Add(seen, b) < 0)) { Py_DECREF(b); goto out; }
+            if (!present) {
+                PyObject *pair = Py_BuildValue("(NL)", b, (long long)off);
+                if (pair == NULL) goto out;
+                int rc = PyList_Append(table, pair);
+                Py_DECREF(pair);
+                if (rc < 0) goto out;
+            } else {
+                Py_DECREF(b);
+            }
+        }
+    }
+    result = Py_BuildValue("(OOO)", units, contiguous ? Py_True : Py_False, table);
+out:
+    Py_XDECREF(units);
+    Py_XDECREF(table);
+    Py_XDECREF(seen);
+    PyBuffer_Release(&view);
+    return result;
+}
+
 static PyObject *hp_init(PyObject *self, PyObject *args) {
     PyObject *err, *crc, *enc_props, *enc_host, *known, *jhash, *idx, *check, *check_host;
     if (!PyArg_ParseTuple(args, "OOOOOOOOO", &err, &crc, &enc_props, &enc_host, &known, &jhash, &idx, &check,
@@ -1880,6 +2171,9 @@ static PyMethodDef methods[] = {
     {"tags_code", hp_tags_code, METH_O, NULL},
     {"hop_records", (PyCFunction)(void (*)(void))hp_hop_records, METH_FASTCALL, NULL},
     {"select_records", (PyCFunction)(void (*)(void))hp_select_records, METH_FASTCALL, NULL},
+    {"dispatch_range", (PyCFunction)(void (*)(void))hp_dispatch_range, METH_FASTCALL, NULL},
+    {"link_index_entries", (PyCFunction)(void (*)(void))hp_link_index_entries, METH_FASTCALL, NULL},
+    {"cq_units_of", (PyCFunction)(void (*)(void))hp_cq_units_of, METH_FASTCALL, NULL},
     {NULL, NULL, 0, NULL},
 };
 

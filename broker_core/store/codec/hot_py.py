@@ -807,3 +807,156 @@ def select_records(buf, pos: int, stop: int, limit: int, check_crc: bool, topic:
                     continue
         hits.append(rec_pos)
     return pos, records, hits, deferred, False
+
+
+# ---------------------------------------------------------------------------- range dispatch
+# The rebuild job's per-record dispatch (``spark/scan.decode_range``) for plain records, done in one
+# call per run of them so a record never becomes a DispatchRequest: the record layout facts are
+# ``decode_dispatch_fields``', the unit/key layouts are ``spark/scan``'s CQ_REC and IDX_REC.
+
+_CQ_REC = struct.Struct(">qqqiqqh")
+_IDX_REC = struct.Struct(">iqq")
+_SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+_UNDECIDED = object()
+
+
+def _simple_property(props: str, key: str):
+    """``properties.get_property`` where it needs no look-back: the value, None, or _UNDECIDED when the
+    last occurrence is empty (an earlier one may then count: the caller's full path decides)."""
+    found = props.rfind("\x02" + key + "\x01")
+    if found >= 0:
+        start = found + len(key) + 2
+    elif props.startswith(key + "\x01"):
+        start = len(key) + 1
+    else:
+        return None
+    end = props.find("\x02", start)
+    value = props[start:] if end < 0 else props[start:end]
+    if not value and found > 0:
+        return _UNDECIDED
+    return value or None
+
+
+def dispatch_range(buf, pos: int, stop: int, limit: int, check_crc: bool, want_index: bool,
+                   cq: dict, index: bytearray) -> tuple[int, int]:
+    """Dispatch the plain records from ``pos`` up to ``stop``; returns ``(pos, records)`` where it stopped.
+
+    For each record it appends, as ``dispatch_request_of`` would decide them, one CQ_REC unit to
+    ``cq[(topic, queueId)]`` (a bytearray, created when missing) when the record enters a queue, and
+    its IDX_REC index keys (``topic#UNIQ_KEY``, then ``topic#token`` per KEYS token) to ``index``
+    with ``want_index`` unless it is a rollback. It stops before the first record that is not plain,
+    leaving it to the caller's full path: not accepted by ``decode_dispatch_fields`` (or a BODYCRC
+    mismatch with ``check_crc``), a non-ASCII topic or properties, an inner batch, an INNER_NUM
+    property, SCHEDULE_TOPIC_XXXX (delay-level tagsCode), or a TAGS/KEYS/UNIQ_KEY whose last
+    occurrence is empty.
+    """
+    records = 0
+    pack_cq = _CQ_REC.pack
+    pack_idx = _IDX_REC.pack
+    while pos < stop:
+        fields = decode_dispatch_fields(buf, pos, limit)
+        if fields is None:
+            break
+        size, topic, queue_id, queue_offset, phy, sys_flag, ts, _prepared, props = fields
+        if sys_flag & _INNER_BATCH_FLAG or not topic.isascii() or not props.isascii() \
+                or topic == _SCHEDULE_TOPIC or _INNER_NUM_MARK in props:
+            break
+        tags = _simple_property(props, "TAGS")
+        keys = _simple_property(props, "KEYS")
+        uniq = _simple_property(props, "UNIQ_KEY")
+        if tags is _UNDECIDED or keys is _UNDECIDED or uniq is _UNDECIDED:
+            break
+        if check_crc and not body_crc_matches(buf, pos, sys_flag):
+            break
+        tran = sys_flag & 0xC
+        if tran == 0x0 or tran == 0x8:
+            blob = cq.get((topic, queue_id))
+            if blob is None:
+                blob = cq[(topic, queue_id)] = bytearray()
+            blob += pack_cq(queue_offset, queue_offset, phy, size, tags_code(tags), ts, 1)
+        if want_index and tran != 0xC:
+            prefix = topic + "#"
+            if uniq is not None:
+                index += pack_idx(index_key_hash(prefix + uniq), phy, ts)
+            if keys:
+                for token in keys.split(" "):
+                    if token:
+                        index += pack_idx(index_key_hash(prefix + token), phy, ts)
+        pos += size
+        records += 1
+    return pos, records
+
+
+def link_index_entries(keys, hash_slot_num: int, prev_phy: int, prev_ts: int) -> tuple[bytes, bytes, tuple]:
+    """One index file's hash slots and entries for packed ``(keyHash, phyOffset, storeTimestamp)`` keys
+    (spark/scan.py's IDX_REC) in commitlog order, linked as IndexFile.put_key does (spec §7).
+
+    ``prev_phy``/``prev_ts`` are the previous file's last key (0 for the first file): Java pre-sets
+    a new file's begin values from them and the first entry's timeDiff is taken against that.
+    Returns ``(slots, entries, header)``: the big-endian slot table (4 bytes per slot), the entries
+    for entry numbers 1..n (20 bytes each) and the header values (beginTimestamp, endTimestamp,
+    beginPhyOffset, endPhyOffset, hashSlotCount, indexCount).
+    """
+    if hash_slot_num <= 0:
+        raise ValueError("hash_slot_num must be positive")
+    if len(keys) % _IDX_REC.size:
+        raise struct.error("keys must be a whole number of (keyHash, phyOffset, storeTimestamp) records")
+    slots = [0] * hash_slot_num
+    entries = bytearray(len(keys) // _IDX_REC.size * 20)
+    begin_ts = prev_ts if prev_ts > 0 else 0
+    begin_phy = prev_phy if prev_phy > 0 else 0
+    end_ts, end_phy = begin_ts, begin_phy
+    slot_count = 0
+    pack_entry = _INDEX_ENTRY.pack_into
+    n = 0
+    for key_hash, phy, ts in _IDX_REC.iter_unpack(keys):
+        n += 1
+        s = key_hash % hash_slot_num
+        prev = slots[s]
+        if prev == 0:
+            slot_count += 1
+        diff = 0 if begin_ts <= 0 else min(max((ts - begin_ts) // 1000, 0), _INT32_MAX)
+        pack_entry(entries, (n - 1) * 20, key_hash, phy, diff, prev)
+        slots[s] = n
+        if n == 1:
+            begin_ts, begin_phy = ts, phy
+        end_ts, end_phy = ts, phy
+    return (struct.pack(f">{hash_slot_num}i", *slots), bytes(entries),
+            (begin_ts, end_ts, begin_phy, end_phy, slot_count, n + 1))
+
+
+def cq_units_of(recs, granularity_ms: int) -> tuple[bytes, bool, list[tuple[int, int]]]:
+    """A queue's consume-queue units from its packed CQ_REC records (queue-offset order), in one call.
+
+    Returns ``(units, contiguous, table)``: the 20-byte CQ units (phyOffset, size, tagsCode) in record
+    order; whether each record's queue offset is the previous one's + 1 and its end (phy + size)
+    above the previous end, i.e. every unit lands right after the previous one (the store's
+    ``put_message_position_info`` would neither skip nor leave a gap); and per
+    ``granularity_ms`` time bucket of the store timestamps, ``(bucket start, queue offset)`` of its
+    first record, buckets in order of first appearance.
+    """
+    if granularity_ms <= 0:
+        raise ValueError("granularity_ms must be positive")
+    if len(recs) % _CQ_REC.size:
+        raise struct.error("recs must be a whole number of CQ_REC records")
+    units = bytearray()
+    contiguous = True
+    table: list[tuple[int, int]] = []
+    seen: set[int] = set()
+    last_bucket = None
+    prev_off = prev_end = 0
+    first = True
+    pack_unit = _CQ_UNIT.pack
+    for off, _base, phy, size, tags, ts, _batch in _CQ_REC.iter_unpack(recs):
+        units += pack_unit(phy, size, tags)
+        if not first and (off != prev_off + 1 or phy + size <= prev_end):
+            contiguous = False
+        first = False
+        prev_off, prev_end = off, phy + size
+        bucket = ts - ts % granularity_ms
+        if bucket != last_bucket:
+            last_bucket = bucket
+            if bucket not in seen:
+                seen.add(bucket)
+                table.append((bucket, off))
+    return bytes(units), contiguous, table

@@ -54,12 +54,15 @@ tags_code = _impl.tags_code
 check_message = _impl.check_message
 hop_records = _impl.hop_records
 select_records = _impl.select_records
+dispatch_range = _impl.dispatch_range
+link_index_entries = _impl.link_index_entries
+cq_units_of = _impl.cq_units_of
 VERDICT_CACHE_MAX = hot_py.VERDICT_CACHE_MAX
 PreparedRecord = hot_py.PreparedRecord
 
 __all__ = [
     "FORCE_PURE_PYTHON_ENV", "IMPLEMENTATION", "PreparedRecord", "body_crc_matches", "check_message", "decode_dispatch_fields", "first_record_stored_after",
-    "hop_records", "select_records", "VERDICT_CACHE_MAX",
+    "cq_units_of", "dispatch_range", "hop_records", "link_index_entries", "select_records", "VERDICT_CACHE_MAX",
     "index_key_hash", "index_put_keys", "java_hash", "offset_msg_id", "prepare_record", "put_bcq_unit", "put_cq_unit", "put_fast",
     "record_parts", "tags_code", "valid_units_end", "write_record",
 ]
