@@ -20,8 +20,13 @@ from broker_core.store.message_store import MessageStore  # noqa: E402
 
 
 def config(ratio: int):  # noqa: ANN201 - StoreConfig
+    # clean_resource_interval: retention (the flush thread, every cleanResourceInterval) would delete
+    # the oldest commitlog files past diskSpaceCleanForciblyRatio (85%) once the puts take longer
+    # than one interval (a loaded machine), and acknowledged messages with them: RocketMQ's policy,
+    # not what this test is about (refusal on a full disk), so it runs no retention.
     return small_config(mapped_file_size_commit_log=256 * 1024, flush_disk_type="SYNC_FLUSH",
-                        disk_space_warning_level_ratio=ratio, disk_max_used_space_ratio=min(ratio, 75))
+                        disk_space_warning_level_ratio=ratio, disk_max_used_space_ratio=min(ratio, 75),
+                        clean_resource_interval=10**9)
 
 
 def main(root: str, ratio: int) -> None:
