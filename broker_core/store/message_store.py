@@ -788,12 +788,14 @@ class MessageStore:
                 return
         svc.build_index(topic, phy, store_timestamp, uniq_key, keys, sys_flag)
 
-    def wait_for_dispatch(self, timeout: float = 10.0) -> bool:
-        """Block until every written record is in its consume queue and the index (tests, CLI); records
-        in the write buffer are committed first."""
+    def wait_for_dispatch(self, timeout: float = 10.0, up_to: int | None = None) -> bool:
+        """Block until every written record (with ``up_to``: every record ending at or before that
+        commitlog offset) is in its consume queue and the index; records in the write buffer are
+        committed first. Readers that must see their own writes in a queue (tests, the CLI, the
+        transaction check reading its op markers) call this: dispatch runs behind the put."""
         if not self.read_only:
             self.commit_log.commit()
-        return self.reput.wait_until_dispatched(timeout)
+        return self.reput.wait_until_dispatched(timeout, up_to)
 
     def dispatch_behind_bytes(self) -> int:
         return self.reput.behind() if self.reput else 0

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 
 from .codec.message import RECORD_BLANK, RECORD_VALID, check_record, decode_dispatch_fields
@@ -76,11 +77,11 @@ class ReputMessageService:
                 with self._cond:
                     self._cond.wait(1.0)
 
-    def wait_until_dispatched(self, timeout: float = 10.0) -> bool:
-        import time
-
+    def wait_until_dispatched(self, timeout: float = 10.0, up_to: int | None = None) -> bool:
+        """Block until every record (or every record ending at or before ``up_to``) is dispatched."""
         deadline = time.monotonic() + timeout
-        while self.behind() > 0:
+        cl = self.store.commit_log
+        while self.reput_from_offset < (cl.max_offset() if up_to is None else min(up_to, cl.max_offset())):
             if self._thread is None:
                 try:
                     self.do_reput()

@@ -74,6 +74,7 @@ CheckListener = Callable[[MessageExt, str], None]
 
 OP_MSG_PULL_NUMS = 32
 MAX_RETRY_COUNT_WHEN_HALF_NULL = 1
+OP_DISPATCH_WAIT_S = 5.0  # how long a check waits for its op markers to reach the op queue
 MAX_PROCESS_TIME_LIMIT_S = 60.0  # wall-clock bound of one queue's scan (RocketMQ MAX_PROCESS_TIME_LIMIT)
 _ENDED_MEMORY = 65_536  # decisions remembered to keep duplicate END_TRANSACTIONs from re-committing
 _NO_NEW = (GetMessageStatus.NO_MESSAGE_IN_QUEUE, GetMessageStatus.OFFSET_OVERFLOW_ONE)
@@ -116,6 +117,7 @@ class TransactionalMessageService:
         self._check_lock = threading.Lock()
         self._op_write_lock = threading.Lock()
         self.op_batch_wakeup: Callable[[], None] | None = None  # set by the check service
+        self._op_written_to = 0  # commitlog end offset of the newest op record written
         self._loaded = False
 
     def load(self) -> None:
@@ -278,6 +280,7 @@ class TransactionalMessageService:
                     self.op_batcher.requeue(queue_id, body)
                     continue
                 written += 1
+                self._op_written_to = max(self._op_written_to, result.wrote_offset + result.wrote_bytes)
         self.metrics.counters.op_messages_written += written
         return written
 
@@ -289,8 +292,12 @@ class TransactionalMessageService:
         report = CheckReport()
         to_resolve: list[MessageExt] = []
         with self._check_lock:
-            # Ops still queued in memory would make finished halves look unfinished.
+            # Ops still queued in memory, or written but not yet in the op queue (dispatch runs
+            # behind the put), would make finished halves look unfinished and check them back.
             self.batch_send_op_message(force=True)
+            if not self.store.wait_for_dispatch(OP_DISPATCH_WAIT_S, up_to=self._op_written_to):
+                log.warning("transaction check: op markers up to commitlog offset %d not dispatched within "
+                            "%.0f s; finished halves may be checked back", self._op_written_to, OP_DISPATCH_WAIT_S)
             for queue_id in self.store.queue_ids(RMQ_SYS_TRANS_HALF_TOPIC):
                 start = self.clock() if now is None else now
                 try:
