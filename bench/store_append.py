@@ -73,9 +73,9 @@ costs a running broker pays once per file, not per message; (4) the GC ran once 
 * GC collected before, and disabled during, each repetition, for both sides.
 
 The bare loop still does the same byte work into the same kind of file (``baseline_same_bytes``).
-After (load 2-3, the same machine shared with other jobs): per-repetition ratio spread 0.66-0.77
-and 0.71-0.77 in two runs, paired medians 0.717 and 0.719, while each side's own rate still moved
-1.5-2x between repetitions.
+After (same machine, shared with other jobs, 7 repetitions of 50,000): per-repetition ratios
+0.66-0.77 and 0.71-0.77 in two runs at load 2.4-3.1 (medians 0.717, 0.719), while each side's own
+rate still moved 1.5-2x between repetitions; the same code at load 4.5-4.8: 0.718 and 0.692.
 
 Usage: ``python bench/store_append.py [--messages N] [--reps R] [--chunk C] [--in-loop-faults] [--profile]
 [--only-put] [--only-batchcq] [--no-fallback] [--dir D]`` (runs in a temp dir under D).
