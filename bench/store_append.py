@@ -189,6 +189,8 @@ class BareWriter:
         topic = TOPIC.encode()
         born, store = _BORN_RAW, _STORE_RAW
         pos, first = mf.wrote_position, self.i
+        if pos + count * RECORD_BOUND > mf.file_size:
+            raise SystemExit(f"the bare file is too small for {first + count} records")
         with Timed() as t:
             for i in range(first, first + count):
                 props = f"UNIQ_KEY\x017F000001{i:024X}\x02KEYS\x01key{i}\x02TAGS\x01TagA\x02WAIT\x01true\x02".encode()
@@ -208,8 +210,6 @@ class BareWriter:
                 buf[p + 2:] = props
                 mv[pos:pos + total] = buf
                 pos += total
-        if pos > mf.file_size:
-            raise SystemExit(f"the bare file is too small for {first + count} records")
         mf.wrote_position = pos
         self.i = first + count
         return t
