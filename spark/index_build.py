@@ -1,7 +1,8 @@
 """Index files from packed ``(keyHash, phyOffset, storeTimestamp)`` keys, one Spark task per file.
 
-With the default maxIndexNum (20M keys) a store of several GiB has one index file, built by the
-shuffle's index task beside the queue tasks; more files are built in parallel, one task each.
+With the default maxIndexNum (20M keys) a store of several GiB has one index file, built by one
+write-stage task beside the queue tasks; more files are built in parallel, one task each. A task
+reads its keys from the decode stage's exchange files (``exchange``).
 
 Why this is parallel: RocketMQ fills index files strictly in commitlog order, and a file holds
 ``maxIndexNum - 1`` entries, so the driver knows from per-range key counts which file and entry
@@ -23,7 +24,7 @@ from __future__ import annotations
 import os
 import sys
 from array import array
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from broker_core.store.codec.hotpath import link_index_entries
@@ -36,9 +37,17 @@ from broker_core.store.codec.index_format import (
     index_file_size,
 )
 
+from .exchange import Slice, read_slices, read_slices_into
 from .scan import IDX_REC
 
-PREV_MARKER = -1  # chunk start value that marks "last key of the previous file"
+
+@dataclass(frozen=True, slots=True)
+class IndexFilePlan:
+    """One index file's keys: slices of the exchange files in commitlog order, and the previous
+    file's last key (None for the first file)."""
+
+    slices: list[Slice]
+    prev_key: Slice | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,29 +62,35 @@ class IndexFileResult:
     hash_slot_count: int
 
 
-def split_range_keys(first_key: int, blob: bytes, per_file: int, n_files: int
-                     ) -> Iterator[tuple[int, tuple[int, bytes]]]:
-    """Cut one range's packed keys at index-file boundaries.
+def plan_index_files(ranges: Iterable[tuple[str, int, int]], per_file: int) -> list[IndexFilePlan]:
+    """Which keys go to which index file: ``ranges`` are the valid ranges' ``(exchange file, offset of
+    its keys, key count)`` in commitlog order; file ``f`` takes keys ``f * per_file`` onwards.
 
-    Yields ``(file_no, (global_key_index, bytes))`` chunks, plus ``(file_no + 1, (PREV_MARKER, key))``
-    when the chunk holds the last key of ``file_no``: the next file's header is pre-set from it.
+    Returns per file the slices of its keys in order, and the slice of the previous file's last key
+    (None for the first file): Java pre-sets a new file's header from it.
     """
-    n = len(blob) // IDX_REC.size
-    g = first_key
-    end = first_key + n
-    while g < end:
-        f = g // per_file
-        f_end = min(end, (f + 1) * per_file)
-        a = (g - first_key) * IDX_REC.size
-        b = (f_end - first_key) * IDX_REC.size
-        yield f, (g, blob[a:b])
-        if f_end == (f + 1) * per_file and f + 1 < n_files:
-            yield f + 1, (PREV_MARKER, blob[b - IDX_REC.size:b])
-        g = f_end
+    files: list[IndexFilePlan] = []
+    cur: list[Slice] = []
+    in_file = 0
+    prev: Slice | None = None
+    for path, offset, count in ranges:
+        k = 0
+        while k < count:
+            take = min(count - k, per_file - in_file)
+            cur.append((path, offset + k * IDX_REC.size, take * IDX_REC.size))
+            in_file += take
+            k += take
+            if in_file == per_file:
+                files.append(IndexFilePlan(cur, prev))
+                prev = (path, offset + (k - 1) * IDX_REC.size, IDX_REC.size)
+                cur, in_file = [], 0
+    if cur:
+        files.append(IndexFilePlan(cur, prev))
+    return files
 
 
 def build_index_file(path: str, hash_slot_num: int, index_num: int, prev_phy: int, prev_ts: int,
-                     keys: bytes) -> tuple[int, int, int, int, int, int]:
+                     keys: bytes | bytearray) -> tuple[int, int, int, int, int, int]:
     """Write one complete index file for ``keys`` (packed IDX_REC) in a single sequential write.
 
     Returns the header values (begin/end timestamp, begin/end phy offset, hashSlotCount, indexCount).
@@ -97,23 +112,16 @@ def build_index_file(path: str, hash_slot_num: int, index_num: int, prev_phy: in
     return header
 
 
-def index_file_task(staging_index_dir: str, names: list[str], hash_slot_num: int, index_num: int,
-                    rows: Iterable[tuple[int, Iterable[tuple[int, bytes]]]]) -> Iterator[IndexFileResult]:
-    """mapPartitions body: ``rows`` are ``(file_no, chunks)`` after groupByKey."""
-    for file_no, chunks in rows:
-        prev_phy = prev_ts = 0
-        parts: list[tuple[int, bytes]] = []
-        for start, blob in chunks:
-            if start == PREV_MARKER:
-                _h, prev_phy, prev_ts = IDX_REC.unpack(blob)
-            else:
-                parts.append((start, blob))
-        parts.sort(key=lambda p: p[0])
-        keys = b"".join(p[1] for p in parts)
-        name = names[file_no]
-        bt, et, bp, ep, hsc, ic = build_index_file(os.path.join(staging_index_dir, name), hash_slot_num,
-                                                   index_num, prev_phy, prev_ts, keys)
-        yield IndexFileResult(file_no, name, ic - 1, bt, et, bp, ep, hsc)
+def index_file_task(staging_index_dir: str, file_no: int, name: str, hash_slot_num: int, index_num: int,
+                    plan: IndexFilePlan) -> IndexFileResult:
+    """Write-stage task body for one index file: read its keys from the exchange files, build the file."""
+    prev_phy = prev_ts = 0
+    if plan.prev_key is not None:
+        _h, prev_phy, prev_ts = IDX_REC.unpack(read_slices([plan.prev_key])[0])
+    keys = read_slices_into(plan.slices)
+    bt, et, bp, ep, hsc, ic = build_index_file(os.path.join(staging_index_dir, name), hash_slot_num, index_num,
+                                               prev_phy, prev_ts, keys)
+    return IndexFileResult(file_no, name, ic - 1, bt, et, bp, ep, hsc)
 
 
 # ---------------------------------------------------------------------------------------------- verify

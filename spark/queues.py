@@ -1,7 +1,7 @@
 """Per-queue stage: write (or verify, or only measure) consume queues from packed dispatch records.
 
-Input is ``(topic, queueId)`` with ``[(range_index, packed CQ_REC bytes), ...]`` from the rebuild's
-one shuffle (``routing``), in which one task owns whole queues. Writing goes through the store's own ``ConsumeQueue``/``BatchConsumeQueue``
+Input is ``(topic, queueId)`` with ``[(range_index, packed CQ_REC bytes), ...]`` read from the
+decode stage's exchange files (``exchange``); one task owns whole queues. Writing goes through the store's own ``ConsumeQueue``/``BatchConsumeQueue``
 classes into a staging directory (the driver swaps it into place afterwards), which keeps the
 RocketMQ placement rules (units by stored queue offset, pre-blank fillers, BCQ file roll-over) in
 the store. A plain queue's units are packed in one compiled call (``hotpath.cq_units_of``) and,

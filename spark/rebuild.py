@@ -6,14 +6,15 @@ and :func:`render_summary` / :func:`print_summary` for the result.
 Pipeline (driver orchestrates, executors do the byte work):
 1. list commitlog files; the driver cuts them into record-aligned ranges with a few small reads
    per range (``scan.plan_file``: every record names its own offset, no pass over the data);
-2. pass 2 decodes byte ranges with the store's reput decoder (``scan.decode_range``) and writes
-   packed units and index keys straight into one shuffle (``routing``); a first job reads only the
-   ranges' metadata from it;
+2. pass 2 decodes byte ranges with the store's reput decoder (``scan.decode_range``); each range's
+   packed units and index keys go to one exchange file (``exchange``) and only the range's metadata
+   (counts, where the log stops, where each queue's units lie in that file) comes back to the driver;
 3. the log end is the first invalid record in log order, as recovery finds it; ranges after it
    are ignored and the summary says where and why the log ends;
-4. a second job over the same shuffle output: per-queue tasks write CQ/BCQ files through the store's
-   queue classes into a staging directory (or compare against the existing files: verify), and the
-   index task writes the index file beside them (several index files: one task per file);
+4. a second job, no shuffle: index-file tasks (first: the longest) and queue-group tasks read their
+   slices of the exchange files; a queue task writes CQ/BCQ files through the store's queue classes
+   into a staging directory (or compares against the existing files: verify), an index task links
+   and writes one index file beside them;
 5. verify: reachable index entries are compared with the keys the commitlog implies;
 6. offsets: per-queue min/max and by-time tables, consumerOffset.json clamped into [min, max];
 7. staged directories replace the live ones by rename, only while holding the store lock.
@@ -26,6 +27,7 @@ import math
 import os
 import shutil
 import struct
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
@@ -39,13 +41,8 @@ from broker_core.store.dispatch import build_dispatch_request
 from broker_core.store.store_lock import StoreLock, StoreLockedError, is_store_locked
 from broker_core.store.topic_config import BATCH_CQ
 
-from .index_build import (
-    IndexFileResult,
-    build_index_file,
-    index_file_task,
-    reachable_entries,
-    split_range_keys,
-)
+from .exchange import Slice, decode_to_files, read_slices
+from .index_build import IndexFileResult, index_file_task, plan_index_files, reachable_entries
 from .offsets import OffsetChange, queue_ranges, repair_consumer_offsets, write_offset_tables
 from .progress import ProgressCallback, StatusPoller
 from .queues import (
@@ -57,16 +54,6 @@ from .queues import (
     existing_queues,
     process_queue,
     read_existing_units,
-)
-from .routing import (
-    FIRST_QUEUE_PARTITION,
-    INDEX,
-    INDEX_PARTITION,
-    META_PARTITION,
-    QUEUE,
-    RangePartitioner,
-    decode_and_route,
-    valid_index_blobs,
 )
 from .scan import (
     IDX_REC,
@@ -85,8 +72,14 @@ DEFAULT_TIME_GRANULARITY_MS = 60_000
 INDEX_DIR = "index"
 _HP = struct.Struct(">iq")  # keyHash, phyOffset (index verify)
 _VERIFY_BUCKETS = 16
-# Queue partitions of the shuffle per core: several per core keeps both cores busy beside the index task.
-QUEUE_PARTITIONS_PER_CORE = 4
+# Queue tasks per core: several per core keep both cores busy beside the index task.
+QUEUE_TASKS_PER_CORE = 4
+# The session a rebuild starts itself: the driver JVM only schedules tasks and collects small
+# metadata (the bytes move between Python workers through exchange files), so its JIT stops at C1;
+# C2 compiler threads took ~0.6 s of CPU per 2 GiB rebuild on 2 cores, more than the rest of the JVM.
+REBUILD_SPARK_CONF = {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1"}
+INDEX_ITEM = "index"
+QUEUES_ITEM = "queues"
 DECODE_TASKS_PER_CORE = 2
 
 
@@ -193,56 +186,52 @@ def replace_dir(staged: Path | None, target: Path, trash: Path) -> None:
         shutil.rmtree(old)
 
 
-def _drain(rows: Iterable[object]) -> None:
-    # A Python worker that leaves input unread is not reused; read what a task ignores.
-    for _ in rows:
-        pass
+def _exchange_dir(root: Path, staging: Path, verify: bool, master: str) -> Path:
+    """Where decode tasks leave their exchange files (``exchange.py``); removed when the rebuild ends.
+
+    A rebuild uses its staging directory inside the store. A local verify uses a temporary
+    directory, so it writes nothing inside the store; a verify on a cluster needs a path every
+    executor sees, which is the store's, so it uses a hidden directory there.
+    """
+    if not verify:
+        d = staging / "exchange"
+    elif is_local_master(master):
+        return Path(tempfile.mkdtemp(prefix="rmqops-verify-"))
+    else:
+        d = root / f".rmqops-verify-{os.getpid()}-{int(time.time() * 1000)}"
+    d.mkdir(parents=True)
+    return d
 
 
-def _write_partition(rows: Iterable[tuple[tuple, object]], conf: QueueJobConf, valid: frozenset[int],
-                     staging_index_dir: str, index_name: str, hash_slot_num: int, index_num: int
-                     ) -> Iterator[QueueResult | IndexFileResult]:
-    """Second-job task: the index partition builds the (single) index file, a queue partition its queues."""
-    index_chunks: list[tuple[int, bytes]] = []
-    queues: dict[tuple[str, int], list[tuple[int, bytes]]] = {}
-    for key, value in rows:
-        if key[0] == QUEUE:
-            if value[0] in valid:  # type: ignore[index]
-                q = (key[1], key[2])
-                chunks = queues.get(q)
-                if chunks is None:
-                    chunks = queues[q] = []
-                chunks.append(value)  # type: ignore[arg-type]
-        elif key[0] == INDEX and key[1] in valid:
-            index_chunks.append((key[1], value))  # type: ignore[arg-type]
-    if index_chunks and index_name:
-        index_chunks.sort(key=lambda c: c[0])
-        keys = b"".join(c[1] for c in index_chunks)
-        del index_chunks[:]
-        bt, et, bp, ep, hsc, ic = build_index_file(os.path.join(staging_index_dir, index_name), hash_slot_num,
-                                                   index_num, 0, 0, keys)
-        yield IndexFileResult(0, index_name, ic - 1, bt, et, bp, ep, hsc)
-    for (topic, queue_id), chunks in queues.items():
-        yield process_queue(conf, topic, queue_id, chunks)
+def _queue_groups(queue_slices: dict[tuple[str, int], list[Slice]], n_groups: int
+                  ) -> list[list[tuple[str, int, list[Slice]]]]:
+    """Queues in ``n_groups`` tasks of about equal bytes (largest first, each to the lightest group),
+    heaviest group first: the scheduler hands tasks out in order as cores free up."""
+    groups: list[list[tuple[str, int, list[Slice]]]] = [[] for _ in range(max(1, n_groups))]
+    loads = [0] * len(groups)
+    by_size = sorted(queue_slices.items(), key=lambda kv: (-sum(s[2] for s in kv[1]), kv[0]))
+    for (topic, queue_id), slices in by_size:
+        g = loads.index(min(loads))
+        groups[g].append((topic, queue_id, slices))
+        loads[g] += sum(s[2] for s in slices) + 1
+    order = sorted(range(len(groups)), key=lambda g: -loads[g])
+    return [groups[g] for g in order if groups[g]]
 
 
-def _index_file_chunks(partition: int, rows: Iterable[tuple[tuple, object]], valid: frozenset[int],
-                       first_key: dict[int, int], per_file: int, n_files: int):
-    """Index keys of the index partition re-keyed by index file (several files are built in parallel)."""
-    if partition != INDEX_PARTITION:
-        _drain(rows)
-        return
-    for range_index, blob in valid_index_blobs(rows, valid):
-        yield from split_range_keys(first_key[range_index], blob, per_file, n_files)
+def _write_task(items: Iterable[tuple], conf: QueueJobConf, staging_index_dir: str, hash_slot_num: int,
+                index_num: int) -> Iterator[QueueResult | IndexFileResult]:
+    """Write-stage task: build one index file, or write (verify, measure) a group of queues."""
+    for item in items:
+        if item[0] == INDEX_ITEM:
+            _kind, file_no, name, plan = item
+            yield index_file_task(staging_index_dir, file_no, name, hash_slot_num, index_num, plan)
+        else:
+            for topic, queue_id, slices in item[1]:
+                yield process_queue(conf, topic, queue_id, list(enumerate(read_slices(slices))))
 
 
-def _emit_expected_hashes(partition: int, rows: Iterable[tuple[tuple, object]], valid: frozenset[int]
-                          ) -> Iterator[tuple[int, tuple[int, bytes]]]:
-    if partition != INDEX_PARTITION:
-        _drain(rows)
-        return
-    pairs = ((h, phy) for _range_index, blob in valid_index_blobs(rows, valid)
-             for h, phy, _ts in IDX_REC.iter_unpack(blob))
+def _emit_expected_hashes(key_slices: Iterable[Slice]) -> Iterator[tuple[int, tuple[int, bytes]]]:
+    pairs = ((h, phy) for blob in read_slices(key_slices) for h, phy, _ts in IDX_REC.iter_unpack(blob))
     yield from _bucket_hash_pairs(pairs, 0)
 
 
@@ -318,7 +307,7 @@ def _verify_leftover_queues(si: StoreInput, queue_results: list[QueueResult], qu
             summary.mismatches.append(Mismatch("extra-unit", where, u[0], None, u, detail))
 
 
-def _verify_index(sc, si: StoreInput, shuffled, valid: frozenset[int], slot_num: int, index_num: int,
+def _verify_index(sc, si: StoreInput, key_slices: list[Slice], slot_num: int, index_num: int,
                   summary: RebuildSummary) -> None:
     """Entries reachable in the existing index files vs the keys the commitlog implies, as multisets."""
     idx_dir = si.root / INDEX_DIR
@@ -335,7 +324,8 @@ def _verify_index(sc, si: StoreInput, shuffled, valid: frozenset[int], slot_num:
                 continue
             paths.append(str(p))
     summary.index_files = len(paths)
-    expected = shuffled.mapPartitionsWithIndex(lambda i, it: _emit_expected_hashes(i, it, valid))
+    expected = (sc.parallelize(key_slices, max(1, min(len(key_slices), sc.defaultParallelism * 2)))
+                .mapPartitions(_emit_expected_hashes))
     actual = (sc.parallelize(paths, max(1, len(paths)))
               .flatMap(lambda p: _emit_actual_hashes(slot_num, index_num, p)))
     diffs = (expected.union(actual).groupByKey(_VERIFY_BUCKETS)
@@ -382,9 +372,10 @@ def run_rebuild(store_dir: str | os.PathLike[str], config_file: str | os.PathLik
             raise RebuildError(f"{e}; stop the broker before rebuilding (or use --verify)") from e
     staging = si.root / f".rmqops-rebuild-{os.getpid()}-{int(time.time() * 1000)}"
     own_spark = spark is None
+    exchange_dir: Path | None = None
     try:
         if own_spark:
-            spark = get_spark(master, "rmqops-rebuildStore")
+            spark = get_spark(master, "rmqops-rebuildStore", REBUILD_SPARK_CONF)
         sc = spark.sparkContext
         summary.master = sc.master
         if not verify:
@@ -409,23 +400,22 @@ def run_rebuild(store_dir: str | os.PathLike[str], config_file: str | os.PathLik
                     planned.append((len(planned), i, f.base, r.start, r.end))
             summary.ranges = len(planned)
 
-            # -- pass 2: decode, straight into the one shuffle (see routing.py) -------------------
+            # -- pass 2: decode; each range's units and keys go to its exchange file (exchange.py) -----
             phase("decode records")
             want_index = "index" in part_list and cfg.message_index_enable
             want_queues = "cq" in part_list or "offsets" in part_list
             check_crc = cfg.check_crc_on_recover
             delay_levels = si.delay_levels_ms
             rows = [(ri, fi, si.files[fi].path, base, start, end) for ri, fi, base, start, end in planned]
-            partitioner = RangePartitioner(max(1, sc.defaultParallelism * QUEUE_PARTITIONS_PER_CORE))
             metas: list[tuple] = []
             if rows:
+                exchange_dir = _exchange_dir(si.root, staging, verify, sc.master)
+                xdir = str(exchange_dir)
                 # A few decode tasks per core (a task's fixed cost is tens of ms of CPU), ranges in order.
-                shuffled = (sc.parallelize(rows, min(len(rows), sc.defaultParallelism * DECODE_TASKS_PER_CORE))
-                            .mapPartitions(lambda it: decode_and_route(it, check_crc, delay_levels, want_index,
-                                                                       want_queues))
-                            .partitionBy(partitioner.num_partitions, partitioner))
-                # Only the metadata partition is read now; this runs every decode task.
-                metas = [meta for _key, meta in sc.runJob(shuffled, lambda it: it, [META_PARTITION])]
+                metas = (sc.parallelize(rows, min(len(rows), sc.defaultParallelism * DECODE_TASKS_PER_CORE))
+                         .mapPartitions(lambda it: decode_to_files(it, check_crc, delay_levels, want_index,
+                                                                   want_queues, xdir))
+                         .collect())
             metas.sort(key=lambda m: m[0])
             light = [DecodedRange(m[0], m[1], m[2], m[3], m[4], m[5], m[6], m[7]) for m in metas]
             after_has_data = {}
@@ -441,28 +431,26 @@ def run_rebuild(store_dir: str | os.PathLike[str], config_file: str | os.PathLik
                 summary.warnings.append(
                     f"commitlog valid data ends at offset {log_end.offset}: {log_end.reason}; "
                     f"recovery stops there too, records after it are not dispatched")
-            valid = frozenset(m[0] for m in metas if m[2] + m[3] < log_end.offset)
-            summary.records = sum(m[5] for m in metas if m[0] in valid)
-            summary.commitlog_bytes = sum(m[4] - m[3] for m in metas if m[0] in valid)
+            valid_metas = [m for m in metas if m[2] + m[3] < log_end.offset]
+            summary.records = sum(m[5] for m in valid_metas)
+            summary.commitlog_bytes = sum(m[4] - m[3] for m in valid_metas)
             batch_seen: set[str] = set()
-            all_queues: set[tuple[str, int]] = set()
-            for m in metas:
-                if m[0] in valid:
-                    batch_seen.update(m[9])
-                    all_queues.update(tuple(q) for q in m[10])
+            queue_slices: dict[tuple[str, int], list[Slice]] = {}
+            for m in valid_metas:
+                batch_seen.update(m[9])
+                for q, (offset, length) in m[13].items():
+                    queue_slices.setdefault(q, []).append((m[11], offset, length))
+                for q in m[10]:
+                    queue_slices.setdefault(tuple(q), [])
             queue_types = {t: BATCH_CQ for t in batch_seen if si.queue_type(t, batch_seen) == BATCH_CQ}
             if si.topic_queue_types:
                 queue_types.update({t: v for t, v in si.topic_queue_types.items() if v == BATCH_CQ})
-            summary.queues = len(all_queues)
+            summary.queues = len(queue_slices)
 
             # -- index plan: key k of the valid log goes to file k // (maxIndexNum - 1) ----------------
             per_file = cfg.max_index_num - 1
-            first_key: dict[int, int] = {}
-            total_keys = 0
-            for m in metas:
-                if m[0] in valid:
-                    first_key[m[0]] = total_keys
-                    total_keys += m[8]
+            key_ranges = [(m[11], m[12][0], m[8]) for m in valid_metas if m[8]]
+            total_keys = sum(r[2] for r in key_ranges)
             n_files = math.ceil(total_keys / per_file) if total_keys else 0
             slot_num, index_num = cfg.max_hash_slot_num, cfg.max_index_num
             build_index = bool(rows) and want_index and not verify and n_files > 0
@@ -473,50 +461,31 @@ def run_rebuild(store_dir: str | os.PathLike[str], config_file: str | os.PathLik
                 idx_dir.mkdir(parents=True, exist_ok=True)
                 base_ms = time.time_ns() // 1_000_000
                 names = [index_file_name(base_ms + i) for i in range(n_files)]
-            # One file (the usual case: maxIndexNum is 20M keys) is built by the index partition's own
-            # task beside the queue tasks. Several files are built in parallel, one task per file,
-            # after re-keying the index partition's keys by file (a second, index-only shuffle).
-            single_index_file = build_index and n_files == 1
 
-            # -- queues (+ the single index file) from the shuffle -------------------------------------
+            # -- queues and index files: one job, index files first (the longest tasks) ---------------
             mode = "verify" if verify and "cq" in part_list else ("write" if "cq" in part_list and not verify
                                                                   else "stats")
             conf = QueueJobConf(mode, str(staging), str(si.root), cfg.consume_queue_file_size,
                                 cfg.batch_consume_queue_file_size, queue_types, time_granularity_ms)
-            run_queues = bool(rows) and want_queues and bool(all_queues)
-            index_thread = None
-            index_out: dict[str, object] = {}
-            if build_index and not single_index_file:
-                def write_index_files() -> None:
-                    try:
-                        index_out["results"] = (
-                            shuffled.mapPartitionsWithIndex(
-                                lambda i, it: _index_file_chunks(i, it, valid, first_key, per_file, n_files),
-                                preservesPartitioning=False)
-                            .groupByKey(n_files)
-                            .mapPartitions(lambda it: index_file_task(str(idx_dir), names, slot_num,
-                                                                      index_num, it)).collect())
-                    except BaseException as e:  # re-raised in the driver thread below
-                        index_out["error"] = e
-
-                from pyspark import InheritableThread
-
-                index_thread = InheritableThread(target=write_index_files, name="rmqops-index-job")
-            if run_queues or single_index_file or index_thread is not None:
+            run_queues = bool(rows) and want_queues and bool(queue_slices)
+            items: list[tuple] = []
+            if build_index:
+                for file_no, plan in enumerate(plan_index_files(key_ranges, per_file)):
+                    items.append((INDEX_ITEM, file_no, names[file_no], plan))
+            if run_queues:
+                groups = _queue_groups(queue_slices, sc.defaultParallelism * QUEUE_TASKS_PER_CORE)
+                items.extend((QUEUES_ITEM, g) for g in groups)
+            if items:
                 if build_index:
                     phase("write queues + index" if run_queues else "write index")
                 else:
                     phase({"verify": "verify queues", "write": "write queues", "stats": "queue offsets"}[mode])
-            if index_thread is not None:
-                index_thread.start()
             queue_results: list[QueueResult] = []
             index_results: list[IndexFileResult] = []
-            work_parts = ([INDEX_PARTITION] if single_index_file else []) + (
-                list(range(FIRST_QUEUE_PARTITION, partitioner.num_partitions)) if run_queues else [])
-            if work_parts:
-                index_name = names[0] if single_index_file else ""
-                out = sc.runJob(shuffled, lambda it: _write_partition(it, conf, valid, str(idx_dir), index_name,
-                                                                      slot_num, index_num), work_parts)
+            if items:
+                out = (sc.parallelize(items, len(items))
+                       .mapPartitions(lambda it: _write_task(it, conf, str(idx_dir), slot_num, index_num))
+                       .collect())
                 for r in out:
                     (index_results if isinstance(r, IndexFileResult) else queue_results).append(r)
             queue_results.sort(key=lambda q: (q.topic, q.queue_id))
@@ -531,17 +500,15 @@ def run_rebuild(store_dir: str | os.PathLike[str], config_file: str | os.PathLik
                 _verify_leftover_queues(si, queue_results, queue_types, summary)
 
             # -- index ---------------------------------------------------------------------------
-            if index_thread is not None:
-                index_thread.join()
-                if "error" in index_out:
-                    raise index_out["error"]  # type: ignore[misc]
-                index_results = index_out.get("results", [])  # type: ignore[assignment]
             if build_index:
                 summary.index_files = len(index_results)
             if rows and want_index and verify:
                 summary.index_entries = total_keys
                 phase("verify index")
-                _verify_index(sc, si, shuffled, valid, slot_num, index_num, summary)
+                _verify_index(sc, si, [(p, o, n * IDX_REC.size) for p, o, n in key_ranges], slot_num, index_num,
+                              summary)
+            if exchange_dir is not None:
+                shutil.rmtree(exchange_dir, ignore_errors=True)
 
             # -- offsets -------------------------------------------------------------------------
             if "offsets" in part_list:
@@ -569,6 +536,8 @@ def run_rebuild(store_dir: str | os.PathLike[str], config_file: str | os.PathLik
     finally:
         if own_spark and spark is not None:
             spark.stop()
+        if exchange_dir is not None and exchange_dir.exists():
+            shutil.rmtree(exchange_dir, ignore_errors=True)
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
         if lock is not None:

@@ -221,6 +221,32 @@ def test_link_index_entries_builds_the_file_put_key_builds(impl, records, prev):
     assert bytes(built) == _put_keys_file(records, slot_num, index_num, *prev)
 
 
+@pytest.mark.parametrize("impl", IMPLS, ids=lambda m: m.IMPLEMENTATION)
+def test_link_index_entries_over_many_slot_buckets(impl):
+    """Slots far apart and repeated keys: the compiled linking walks the slot table bucket by bucket
+    (16,384 slots each), and chains must still run in commitlog order across the whole key list."""
+    import random
+
+    from broker_core.store.codec.index_format import INDEX_HEADER, entry_pos, index_file_size
+
+    rnd = random.Random(17)
+    slot_num, index_num = 70_001, 6_000
+    words = [f"k{rnd.getrandbits(40):x}" for _ in range(900)]  # repeats: chains longer than one
+    records = [(f"T{i % 3}", " ".join(rnd.choice(words) for _ in range(rnd.randint(1, 3))),
+                1_000 + 97 * i, 1_700_000_000_000 + 450 * i) for i in range(2_000)]
+    keys = bytearray()
+    for topic, text, phy, ts in records:
+        for token in text.split(" "):
+            keys += IDX_REC.pack(index_key_hash(f"{topic}#{token}"), phy, ts)
+    prev = (555, 1_699_999_999_000)
+    slots, entries, header = impl.link_index_entries(bytes(keys), slot_num, *prev)
+    built = bytearray(index_file_size(slot_num, index_num))
+    INDEX_HEADER.pack_into(built, 0, *header)
+    built[INDEX_HEADER.size:INDEX_HEADER.size + len(slots)] = slots
+    built[entry_pos(slot_num, 1):entry_pos(slot_num, 1) + len(entries)] = entries
+    assert bytes(built) == _put_keys_file(records, slot_num, index_num, *prev)
+
+
 def test_link_index_entries_rejects_a_torn_key_list():
     for impl in IMPLS:
         with pytest.raises(struct.error):

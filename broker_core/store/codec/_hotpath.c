@@ -2024,6 +2024,7 @@ static PyObject *hp_dispatch_range(PyObject *self, PyObject *const *args, Py_ssi
 
 
 /* link_index_entries(keys, hash_slot_num, prev_phy, prev_ts) -> (slots, entries, header): see hot_py. */
+#define LINK_BUCKET_SLOTS 16384
 static PyObject *hp_link_index_entries(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 4) {
         PyErr_SetString(PyExc_TypeError, "link_index_entries(keys, hash_slot_num, prev_phy, prev_ts)");
@@ -2044,34 +2045,64 @@ static PyObject *hp_link_index_entries(PyObject *self, PyObject *const *args, Py
     PyObject *slots = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(4 * slot_num));
     PyObject *entries = PyBytes_FromStringAndSize(NULL, n_keys * 20);
     if (slots == NULL || entries == NULL) { Py_XDECREF(slots); Py_XDECREF(entries); goto out; }
+    /* Slot chains are linked bucket by bucket of LINK_BUCKET_SLOTS consecutive slots (keys of a bucket in
+     * commitlog order), so the slot table being updated stays in cache: linking in plain key order
+     * misses the cache (and the TLB) on almost every key of a 20 MB table, ~300 ns a key on this
+     * machine. The result is the same: an entry's prev is the last earlier key of its slot. */
+    int64_t n_buckets = (slot_num + LINK_BUCKET_SLOTS - 1) / LINK_BUCKET_SLOTS;
     int32_t *slot_of = PyMem_Calloc((size_t)slot_num, sizeof(int32_t));
-    if (slot_of == NULL) { Py_DECREF(slots); Py_DECREF(entries); PyErr_NoMemory(); goto out; }
+    Py_ssize_t *bucket_at = PyMem_Calloc((size_t)n_buckets + 1, sizeof(Py_ssize_t));
+    int32_t *prev_of = PyMem_Malloc((size_t)(n_keys ? n_keys : 1) * sizeof(int32_t));
+    int32_t (*order)[2] = PyMem_Malloc((size_t)(n_keys ? n_keys : 1) * sizeof(*order));
+    if (slot_of == NULL || bucket_at == NULL || prev_of == NULL || order == NULL) {
+        PyMem_Free(slot_of); PyMem_Free(bucket_at); PyMem_Free(prev_of); PyMem_Free(order);
+        Py_DECREF(slots); Py_DECREF(entries); PyErr_NoMemory(); goto out;
+    }
     const unsigned char *k = (const unsigned char *)view.buf;
+    for (Py_ssize_t i = 0; i < n_keys; i++, k += IDX_REC_SIZE) {
+        int64_t s = (int64_t)get_i32(k) % slot_num;
+        if (s < 0) s += slot_num;
+        bucket_at[s / LINK_BUCKET_SLOTS + 1]++;
+    }
+    for (int64_t b = 0; b < n_buckets; b++) bucket_at[b + 1] += bucket_at[b];
+    k = (const unsigned char *)view.buf;
+    for (Py_ssize_t i = 0; i < n_keys; i++, k += IDX_REC_SIZE) {
+        int64_t s = (int64_t)get_i32(k) % slot_num;
+        if (s < 0) s += slot_num;
+        Py_ssize_t at = bucket_at[s / LINK_BUCKET_SLOTS]++;
+        order[at][0] = (int32_t)i;
+        order[at][1] = (int32_t)s;
+    }
+    int64_t slot_count = 0;
+    for (Py_ssize_t j = 0; j < n_keys; j++) {
+        int32_t i = order[j][0], s = order[j][1];
+        int32_t prev = slot_of[s];
+        if (prev == 0) slot_count++;
+        prev_of[i] = prev;
+        slot_of[s] = i + 1;
+    }
+    PyMem_Free(order);
+    PyMem_Free(bucket_at);
+    k = (const unsigned char *)view.buf;
     unsigned char *e = (unsigned char *)PyBytes_AS_STRING(entries);
     int64_t begin_ts = prev_ts > 0 ? prev_ts : 0, begin_phy = prev_phy > 0 ? prev_phy : 0;
     int64_t end_ts = begin_ts, end_phy = begin_phy;
-    int64_t slot_count = 0;
     for (Py_ssize_t i = 0; i < n_keys; i++, k += IDX_REC_SIZE, e += 20) {
-        int32_t h = get_i32(k);
         int64_t phy = get_i64(k + 4), ts = get_i64(k + 12);
-        int64_t s = ((int64_t)h % slot_num + slot_num) % slot_num;
-        int32_t prev = slot_of[s];
-        if (prev == 0) slot_count++;
         int64_t diff = 0;
         if (begin_ts > 0) {
             int64_t d = ts - begin_ts;
             diff = d < 0 ? 0 : d / 1000;
             if (diff > INT32_MAX) diff = INT32_MAX;
         }
-        put_i32(e, h);
-        put_i64(e + 4, phy);
+        memcpy(e, k, 12);  /* keyHash(4) phyOffset(8), big-endian as in the key */
         put_i32(e + 12, diff);
-        put_i32(e + 16, prev);
-        slot_of[s] = (int32_t)(i + 1);
+        put_i32(e + 16, prev_of[i]);
         if (i == 0) { begin_ts = ts; begin_phy = phy; }
         end_ts = ts;
         end_phy = phy;
     }
+    PyMem_Free(prev_of);
     unsigned char *sb = (unsigned char *)PyBytes_AS_STRING(slots);
     for (int64_t i = 0; i < slot_num; i++) put_i32(sb + 4 * i, slot_of[i]);
     PyMem_Free(slot_of);
