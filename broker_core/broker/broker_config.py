@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from broker_core.auth.config import AuthConfig
-from broker_core.broker.pop.pop_service import PopConfig
+from broker_core.broker.pop.pop_config import PopConfig
 from broker_core.broker.transaction.transaction_config import TransactionConfig
 from broker_core.config_loader import ConfigError, apply_properties, read_properties_file, to_properties
 from broker_core.store.store_config import StoreConfig
