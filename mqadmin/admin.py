@@ -17,7 +17,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from broker_core.auth.model import Acl, User, UserStatus, UserType
 from mqadmin.errors import AdminError, NotFoundError, WrongTargetError
 from mqadmin.timefmt import now_ms
 from mqadmin.transport.base import (
@@ -35,8 +34,9 @@ from mqadmin.transport.base import (
     TopicInfo,
 )
 
-if TYPE_CHECKING:  # start-up: the evaluator and the filter parser load in the methods that use them
+if TYPE_CHECKING:  # start-up: the ACL model, its evaluator and the filter parser load in the methods that use them
     from broker_core.auth.evaluator import Explanation
+    from broker_core.auth.model import Acl, User
     from broker_core.remoting.bodies import ConsumeMessageDirectlyResult, ConsumerRunningInfo
     from broker_core.store.verify import LostRecord, VerifyReport
     from mqadmin.figures import (
@@ -1135,6 +1135,8 @@ class Admin:
     def create_user(self, username: str, password: str, user_type: str | None = None,
                     broker_addrs: list[str] | None = None) -> User:
         """AUTH_CREATE_USER on each broker (default all); the user as the first one stores it."""
+        from broker_core.auth.model import User, UserStatus, UserType
+
         try:
             utype = UserType.parse(user_type) if user_type is not None else UserType.NORMAL
         except ValueError as e:

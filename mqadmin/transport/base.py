@@ -29,10 +29,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from broker_core.auth.model import Acl, User
-from broker_core.broker.route_info import ClusterInfo, TopicRouteData
-
 if TYPE_CHECKING:
+    from broker_core.auth.model import Acl, User
+    from broker_core.broker.route_info import ClusterInfo, TopicRouteData
     from broker_core.broker.stats import StatsWindow
     from broker_core.remoting.bodies import ConsumeMessageDirectlyResult, ConsumerRunningInfo
     from broker_core.store.verify import LostRecord, VerifyReport

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 from broker_core.auth.errors import AuthError
-from broker_core.auth.model import Acl, User
 from broker_core.broker.broker import Broker
 from broker_core.broker.broker_config import BrokerConfig
 from broker_core.broker.errors import BrokerError
@@ -53,6 +52,7 @@ from mqadmin.transport.base import (
 )
 
 if TYPE_CHECKING:
+    from broker_core.auth.model import Acl, User
     from broker_core.broker.stats import StatsWindow
     from broker_core.remoting.bodies import ConsumeMessageDirectlyResult, ConsumerRunningInfo
     from broker_core.store.verify import LostRecord, VerifyReport
