@@ -15,7 +15,8 @@ from mqadmin.errors import AdminError, NotFoundError, UsageProblem
 from mqadmin.timefmt import human2, input_style, parse_millis, parse_timestamp
 
 if TYPE_CHECKING:  # start-up: mqadmin.admin loads when a command runs
-    from mqadmin.admin import MessageRecord, QueueScan
+    from mqadmin.admin import MessageRecord
+    from mqadmin.reports import QueueScan
 
 app = typer.Typer()
 
