@@ -49,7 +49,6 @@ from .errors import (
 from .filter.calc_bit_map import CommitLogDispatcherCalcBitMap
 from .filter.consumer_filter_manager import ConsumerFilterManager
 from .pop.pop_config import CONSUME_INIT_MODE_MAX, MAX_POP_MSG_NUMS
-from .route_info import BrokerRegistration, TopicQueueConfig
 from .subscription_group_manager import SubscriptionGroupManager
 from .topic_manager import TopicManager
 from .topic_validator import RETRY_GROUP_TOPIC_PREFIX, dlq_topic, is_retry_topic, retry_topic
@@ -78,6 +77,7 @@ if TYPE_CHECKING:
     from .reset_offset import OffsetResetListener, ResetOffsetPlanEntry, ResetOffsetService
     from .retention_warning import UnconsumedDropWarner
     from .retry import RetryService, SendBackResult
+    from .route_info import BrokerRegistration
     from .send import MessageSender, SendResult
     from .stats import BrokerStats, GroupQueueStats, QueueStats, StatsWindow
     from .transaction import (
@@ -1086,6 +1086,8 @@ class Broker:
     # -- name server registration ------------------------------------------------------------------
     def registration(self) -> BrokerRegistration:
         """What REGISTER_BROKER carries for this broker: its identity and every topic's queues."""
+        from .route_info import BrokerRegistration, TopicQueueConfig
+
         c = self.config
         topics = [TopicQueueConfig(tc.topic_name, tc.read_queue_nums, tc.write_queue_nums, tc.perm,
                                    tc.topic_sys_flag, tc.order) for tc in self.topic_manager.list()]

@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, ParamSpec, TypeVar
 from broker_core.auth.errors import AuthError
 from broker_core.broker.broker import Broker
 from broker_core.broker.broker_config import BrokerConfig
+from broker_core.broker.cluster_info import BrokerData, ClusterInfo
 from broker_core.broker.errors import BrokerError
 from broker_core.broker.reset_offset import ResetOffsetPlanEntry
-from broker_core.broker.route_info import BrokerData, ClusterInfo, RouteInfoManager, TopicRouteData
 from broker_core.common.response_code import ResponseCode
 from broker_core.config_loader import ConfigError
 from broker_core.store import store_lock
@@ -39,6 +39,7 @@ from mqadmin.transport.base import MessageRecord, ProgressFn, TopicInfo
 
 if TYPE_CHECKING:
     from broker_core.auth.model import Acl, User
+    from broker_core.broker.route_info import TopicRouteData
     from broker_core.broker.stats import StatsWindow
     from broker_core.remoting.bodies import ConsumeMessageDirectlyResult, ConsumerRunningInfo
     from broker_core.store.verify import LostRecord, VerifyReport
@@ -143,6 +144,8 @@ class LocalBrokerClient:
 
     def topic_route(self, topic: str) -> TopicRouteData | None:
         """The route a name server would hand out after this broker's REGISTER_BROKER."""
+        from broker_core.broker.route_info import RouteInfoManager
+
         broker = self._broker_for(self.config.broker_addr)
         routes = RouteInfoManager(self.clock)
         routes.register_broker(broker.registration())

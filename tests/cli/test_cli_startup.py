@@ -98,5 +98,6 @@ def test_query_by_key_on_a_store_loads_one_family_and_no_network_or_ui_stack(cli
                     "broker_core.auth.manager", "broker_core.auth.authorization", "broker_core.broker.client_registry",
                     "broker_core.broker.stats", "broker_core.broker.send", "broker_core.broker.pull",
                     "broker_core.broker.retry", "broker_core.broker.queue_lock", "broker_core.broker.long_polling",
-                    "broker_core.auth.model", "mqadmin.reports", "mqadmin.transport.values"):
+                    "broker_core.auth.model", "mqadmin.reports", "mqadmin.transport.values",
+                    "broker_core.broker.route_info"):
         assert service not in loaded, service
