@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import tempfile
 from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -29,6 +28,8 @@ def _java_map(props: dict[str, str]) -> str:
 
 
 def _body_path(name: str) -> Path:
+    import tempfile  # start-up: only the commands that write a body file need it
+
     return Path(tempfile.gettempdir()) / "rocketmq" / "msgbodys" / name
 
 
