@@ -85,14 +85,19 @@ def _coerce(key: str, raw: str, typ: Any) -> Any:
 
 
 def apply_properties(cls: type[T], props: dict[str, str], base: T | None = None) -> T:
-    """Build ``cls`` from RocketMQ keys; keys the dataclass does not know are ignored."""
-    hints = typing.get_type_hints(cls)
+    """Build ``cls`` from RocketMQ keys; keys the dataclass does not know are ignored.
+
+    The field types are resolved only once a key names a field: resolving them compiles every
+    annotation, and an mqadmin command on a store without a broker.conf has no key to coerce."""
+    hints: dict[str, Any] | None = None
     values: dict[str, Any] = {}
     field_names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
     for key, raw in props.items():
         name = camel_to_snake(key)
         if name not in field_names:
             continue
+        if hints is None:
+            hints = typing.get_type_hints(cls)
         values[name] = _coerce(key, raw, hints.get(name, str))
     if base is not None:
         return dataclasses.replace(base, **values)  # type: ignore[type-var]

@@ -14,29 +14,17 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from broker_core.auth.model import Acl, User, UserStatus, UserType
 from mqadmin.errors import AdminError, NotFoundError, WrongTargetError
 from mqadmin.timefmt import now_ms
-from mqadmin.transport.base import (
-    BrokerClient,
-    ClientConnection,
-    ConsumeQueueStats,
-    ConsumeQueueView,
-    ConsumerConnection,
-    MessageRecord,
-    ProgressFn,
-    QueueStatus,
-    SendResult,
-    StoreMaintenance,
-    SubscriptionGroupInfo,
-    TopicInfo,
-)
+from mqadmin.transport.base import BrokerClient, MessageRecord, ProgressFn, StoreMaintenance, TopicInfo
 
-if TYPE_CHECKING:  # start-up: the evaluator and the filter parser load in the methods that use them
+if TYPE_CHECKING:  # start-up: the ACL model, its evaluator, the filter parser and the report records load in
+    # the methods that use them
     from broker_core.auth.evaluator import Explanation
+    from broker_core.auth.model import Acl, User
     from broker_core.remoting.bodies import ConsumeMessageDirectlyResult, ConsumerRunningInfo
     from broker_core.store.verify import LostRecord, VerifyReport
     from mqadmin.figures import (
@@ -45,6 +33,27 @@ if TYPE_CHECKING:  # start-up: the evaluator and the filter parser load in the m
         StorePositionsInfo,
         TimerBacklogInfo,
         TransactionBacklogInfo,
+    )
+    from mqadmin.reports import (
+        ConsumerProgressRow,
+        DecodedMessageId,
+        DeleteTopicPlan,
+        GroupQueueLag,
+        GroupSummary,
+        OffsetChange,
+        QueueScan,
+        ResetPlan,
+        StatsAllRow,
+        TraceView,
+    )
+    from mqadmin.transport.values import (
+        ClientConnection,
+        ConsumeQueueStats,
+        ConsumeQueueView,
+        ConsumerConnection,
+        QueueStatus,
+        SendResult,
+        SubscriptionGroupInfo,
     )
     from spark.rebuild import RebuildSummary
 
@@ -56,181 +65,6 @@ class BrokerIdentity:
     broker_name: str
     broker_addr: str
     broker_id: int = 0
-
-
-@dataclass
-class QueueScan:
-    """printMsg / printMsgByQueue: one queue's range and the messages read from it."""
-
-    broker_name: str
-    topic: str
-    queue_id: int
-    min_offset: int
-    max_offset: int
-    begin_offset: int
-    end_offset: int
-    messages: list[MessageRecord] = field(default_factory=list)
-    status: str = "FOUND"
-
-
-@dataclass(frozen=True)
-class ConsumerProgressRow:
-    topic: str
-    broker_name: str
-    queue_id: int
-    broker_offset: int
-    consumer_offset: int
-    inflight: int
-    last_timestamp: int
-    client_ip: str = ""
-
-    @property
-    def diff(self) -> int:
-        return self.broker_offset - self.consumer_offset
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"topic": self.topic, "brokerName": self.broker_name, "queueId": self.queue_id,
-                "brokerOffset": self.broker_offset, "consumerOffset": self.consumer_offset, "diff": self.diff,
-                "inflight": self.inflight, "lastTimestamp": self.last_timestamp, "clientIp": self.client_ip}
-
-
-@dataclass(frozen=True)
-class TraceView:
-    """One trace context about a message (Apache's TraceView): who sent or consumed it, when, how long."""
-
-    msg_type: str  # Pub, SubBefore, SubAfter, EndTransaction, Recall
-    group_name: str
-    client_host: str  # the tracing client: the trace message's born host
-    time_stamp: int
-    cost_time: int
-    status: str  # success / failed
-    msg_id: str
-    offset_msg_id: str
-    topic: str
-    tags: str | None
-    keys: str | None
-    store_host: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"msgType": self.msg_type, "groupName": self.group_name, "clientHost": self.client_host,
-                "timeStamp": self.time_stamp, "costTime": self.cost_time, "status": self.status,
-                "msgId": self.msg_id, "offsetMsgId": self.offset_msg_id, "topic": self.topic, "tags": self.tags,
-                "keys": self.keys, "storeHost": self.store_host}
-
-
-@dataclass(frozen=True)
-class StatsAllRow:
-    """One line of statsAll: a topic's put figures and one consumer group's lag and get figures
-    (group None: nobody consumes the topic, Apache's NO_CONSUMER line)."""
-
-    topic: str
-    group: str | None
-    accumulation: int
-    in_tps: float
-    out_tps: float
-    in_msg_24h: int
-    out_msg_24h: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"topic": self.topic, "consumerGroup": self.group, "accumulation": self.accumulation,
-                "inTPS": self.in_tps, "outTPS": self.out_tps, "inMsg24Hour": self.in_msg_24h,
-                "outMsg24Hour": self.out_msg_24h}
-
-
-@dataclass(frozen=True)
-class GroupQueueLag:
-    """brokerConsumeStats: one group's position on one queue of one broker."""
-
-    group: str
-    topic: str
-    broker_name: str
-    queue_id: int
-    broker_offset: int
-    consumer_offset: int
-    last_timestamp: int
-
-    @property
-    def diff(self) -> int:
-        return self.broker_offset - self.consumer_offset
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"group": self.group, "topic": self.topic, "brokerName": self.broker_name, "queueId": self.queue_id,
-                "brokerOffset": self.broker_offset, "consumerOffset": self.consumer_offset, "diff": self.diff,
-                "lastTimestamp": self.last_timestamp}
-
-
-@dataclass(frozen=True)
-class GroupSummary:
-    """consumerProgress without -g: one row per consumer group."""
-
-    group: str
-    count: int
-    version: str
-    consume_type: str
-    message_model: str
-    consume_tps: float
-    diff_total: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"group": self.group, "count": self.count, "version": self.version, "type": self.consume_type,
-                "model": self.message_model, "tps": self.consume_tps, "diffTotal": self.diff_total}
-
-
-@dataclass(frozen=True)
-class OffsetChange:
-    """One queue of a reset plan: where the group is and where it would go."""
-
-    broker_name: str
-    queue_id: int
-    broker_offset: int
-    consumer_offset: int
-    timestamp_offset: int
-    reset_offset: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"brokerName": self.broker_name, "queueId": self.queue_id, "brokerOffset": self.broker_offset,
-                "consumerOffset": self.consumer_offset, "timestampOffset": self.timestamp_offset,
-                "resetOffset": self.reset_offset, "offset": self.reset_offset}
-
-
-@dataclass
-class ResetPlan:
-    """resetOffsetByTime / skipAccumulatedMessage / cloneGroupOffset: computed, then maybe applied."""
-
-    group: str
-    topic: str
-    timestamp: int
-    force: bool
-    changes: list[OffsetChange]
-    applied: bool
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"group": self.group, "topic": self.topic, "timestamp": self.timestamp, "force": self.force,
-                "applied": self.applied, "queues": [c.to_dict() for c in self.changes]}
-
-
-@dataclass
-class DeleteTopicPlan:
-    topic: str
-    cluster_name: str
-    queues: int
-    messages: int
-    groups_with_offsets: list[str]
-    applied: bool
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"topic": self.topic, "clusterName": self.cluster_name, "queues": self.queues,
-                "messages": self.messages, "groupsWithOffsets": list(self.groups_with_offsets),
-                "applied": self.applied}
-
-
-@dataclass(frozen=True)
-class DecodedMessageId:
-    ip: str
-    date_ms: int
-    pid: int | None = None
-    offset_store_host: str | None = None
-    offset_commit_log_offset: int | None = None
 
 
 # ------------------------------------------------------------------------------------ the Admin
@@ -423,6 +257,8 @@ class Admin:
 
     def delete_topic(self, topic: str, cluster_name: str, dry_run: bool = False) -> DeleteTopicPlan:
         """What deleting the topic from the cluster's brokers removes; applied unless ``dry_run``."""
+        from mqadmin.reports import DeleteTopicPlan
+
         found = self._require_topic(topic, self.check_target(cluster_name=cluster_name))
         queues = messages = 0
         groups: set[str] = set()
@@ -505,6 +341,8 @@ class Admin:
 
     def consumer_progress(self, group: str, topic: str | None = None) -> list[ConsumerProgressRow]:
         """GET_CONSUME_STATS of every broker: broker vs group offset, lag and in-flight per queue."""
+        from mqadmin.reports import ConsumerProgressRow
+
         stats = self._consume_stats(group, topic)
         if not stats:
             what = f"group [{group}]" + (f" on topic [{topic}]" if topic else "")
@@ -531,6 +369,8 @@ class Admin:
 
     def group_summaries(self) -> list[GroupSummary]:
         """consumerProgress without -g: lag per group, and who is online (OFFLINE when nobody)."""
+        from mqadmin.reports import GroupSummary
+
         out = []
         for group in self.retry_topic_groups():
             diff = sum(max(0, s.broker_offset - max(s.consumer_offset, 0)) for s in self._consume_stats(group))
@@ -706,6 +546,8 @@ class Admin:
 
     def broker_consume_stats(self, broker_addr: str, diff_level: int = 0) -> list[GroupQueueLag]:
         """brokerConsumeStats: every group's queues on one broker with a stored offset and lag >= diff_level."""
+        from mqadmin.reports import GroupQueueLag
+
         rows: list[GroupQueueLag] = []
         for g in self.client.get_all_subscription_group(broker_addr):
             for s in self.client.consume_stats(broker_addr, g.group_name):
@@ -774,6 +616,7 @@ class Admin:
         """queryMsgTraceById: trace messages keyed by ``msg_id`` in the trace topic, decoded; only the
         contexts about that message are kept (TraceView.decodeFromTraceTransData)."""
         from broker_core.store.codec.trace_data import TraceDataError, decode_trace_data
+        from mqadmin.reports import TraceView
 
         records = self.query_msg_by_key(trace_topic, msg_id, max_num, begin, self.clock() if end is None else end)
         if not records:
@@ -800,6 +643,7 @@ class Admin:
         ``active_only`` only lines with traffic in the last day, as Apache's -a."""
         from broker_core.broker.stats import GROUP_GET_NUMS, TOPIC_PUT_NUMS
         from broker_core.broker.topic_validator import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
+        from mqadmin.reports import StatsAllRow
 
         def figures(addrs: list[str], name: str, key: str) -> tuple[float, int]:
             tps, day = 0.0, 0
@@ -880,6 +724,8 @@ class Admin:
         """resetOffsetByTime: per queue, the offset stored at ``timestamp`` (-1: the max offset) or the
         exact ``offset``; without ``force`` a group already behind that point stays. Planned from
         reads on every broker with the topic (or ``broker_addr``), applied unless ``dry_run``."""
+        from mqadmin.reports import OffsetChange, ResetPlan
+
         among = None if broker_addr is None else self.check_target(broker_addr=broker_addr)
         found = self._topic_brokers(topic, among)
         if not found:
@@ -927,6 +773,8 @@ class Admin:
 
     def clone_group_offset(self, src_group: str, dest_group: str, topic: str) -> ResetPlan:
         """CLONE_GROUP_OFFSET on every broker with the topic; the plan shows each copied queue."""
+        from mqadmin.reports import OffsetChange, ResetPlan
+
         found = self._topic_brokers(topic)
         if not found:
             raise NotFoundError(f"Topic {topic} does not exist")
@@ -1004,6 +852,8 @@ class Admin:
     def _scan_queue(self, b: BrokerIdentity, topic: str, qid: int, span: tuple[int, int, int, int],
                     expression: str, progress: ProgressFn | None, max_num: int | None = None) -> QueueScan:
         """Read [begin, end) of one queue in pulls of 32, as mqadmin's pull consumer does."""
+        from mqadmin.reports import QueueScan
+
         lo, hi, begin, end = span
         scan = QueueScan(b.broker_name, topic, qid, lo, hi, begin, end)
         offset = begin
@@ -1135,6 +985,8 @@ class Admin:
     def create_user(self, username: str, password: str, user_type: str | None = None,
                     broker_addrs: list[str] | None = None) -> User:
         """AUTH_CREATE_USER on each broker (default all); the user as the first one stores it."""
+        from broker_core.auth.model import User, UserStatus, UserType
+
         try:
             utype = UserType.parse(user_type) if user_type is not None else UserType.NORMAL
         except ValueError as e:

@@ -11,6 +11,7 @@ no command, ``--help``, ``help``, completion, an unknown name, a sub-group (``pl
 
 from __future__ import annotations
 
+import gc
 import importlib
 import os
 import sys
@@ -101,7 +102,13 @@ def _group() -> None:
 
 
 def main() -> None:
-    _app_for(sys.argv[1:])(prog_name="mqadmin")
+    try:
+        _app_for(sys.argv[1:])(prog_name="mqadmin")  # exits through SystemExit, as click does
+    finally:
+        # Exit: the command is done and its store closed. The interpreter's shutdown collections
+        # would walk every object the command's imports made (~5% of a key query's instructions);
+        # frozen, they are skipped. Nothing is lost: no finalizer of ours is left to run by then.
+        gc.freeze()
 
 
 if __name__ == "__main__":

@@ -10,8 +10,8 @@ from collections.abc import Callable
 
 from broker_core.store.codec.hosts import format_host
 from broker_core.store.codec.message_id import decode_offset_msg_id, decode_uniq_key
-from mqadmin.admin import DecodedMessageId
 from mqadmin.errors import AdminError
+from mqadmin.reports import DecodedMessageId
 from mqadmin.timefmt import nearly_time_from_span, now_ms
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from broker_core.auth.model import Acl, User
-from mqadmin.admin import Admin, BrokerIdentity, QueueStatus, TopicInfo
+from mqadmin.admin import Admin, BrokerIdentity, TopicInfo
 from mqadmin.errors import NotFoundError
 from mqadmin.figures import (
     DelayLevelInfo,
@@ -27,6 +27,7 @@ from mqadmin.figures import (
     timer_backlog_from,
     transaction_backlog_from,
 )
+from mqadmin.transport.values import QueueStatus
 
 T = TypeVar("T")
 

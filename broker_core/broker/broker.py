@@ -8,7 +8,9 @@ delivery, transaction commits and op markers) goes through ``put_message_interna
 hooks treat them exactly like client sends. Clock-driven services run on their own threads after
 ``start()``; ``tick()`` runs one deterministic round of all of them at the injected clock's time.
 Read-only mode opens the store without the lock, starts nothing and never writes a byte, for
-inspecting a store a running broker (even a Java one) owns.
+inspecting a store a running broker (even a Java one) owns; it also builds each service (pop, delay
+levels, timers, transactions, ACL, stats, clients, send/pull) only when a call first needs it, so an
+mqadmin query pays for the store, the topics and the config tables, not for a whole broker.
 """
 
 from __future__ import annotations
@@ -18,33 +20,21 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from broker_core.auth.audit import AuditLog
-from broker_core.auth.authorization import AuthorizationContext, checks_for_grpc
 from broker_core.auth.errors import AuthError
-from broker_core.auth.manager import AuthManager, default_audit_log_path
-from broker_core.auth.model import Acl, PolicyType, User
-from broker_core.store.codec.batch import BatchItem
 from broker_core.store.codec.message import MessageExt, MessageInner
 from broker_core.store.codec.message_id import decode_offset_msg_id
 from broker_core.store.codec.properties import PROPERTY_REAL_TOPIC
 from broker_core.store.commit_log import PutMessageResult, now_ms
-from broker_core.store.consume_queue import CqUnit
 from broker_core.store.message_request_mode import MODES, MessageRequestMode, MessageRequestModeTable
 from broker_core.store.message_store import GetMessageResult, GetMessageStatus, MessageStore
-from broker_core.store.retention import RetentionReport
-from broker_core.store.schedule import ScheduleMessageService, ScheduleStats
 from broker_core.store.subscription_group_config import SubscriptionGroupConfig, SubscriptionGroupTable
-from broker_core.store.timer.timer_message_store import TickResult, TimerBacklog, TimerMessageStore
 from broker_core.store.topic_config import TopicConfig
 
 from .broker_config import BrokerConfig
-
-if TYPE_CHECKING:
-    from broker_core.store.verify import LostRecord, VerifyReport
-from .client_registry import Channel, ClientRegistry, ConsumerData, ConsumerGroupInfo, HeartbeatResult
 from .consumer_offset_manager import ConsumerOffsetManager
 from .errors import (
     BrokerError,
@@ -56,43 +46,54 @@ from .errors import (
     SubscriptionParseFailedError,
     TopicNotExistError,
 )
-from .filter import FilterSyntaxError, UnsupportedExpressionTypeError, build_filter
 from .filter.calc_bit_map import CommitLogDispatcherCalcBitMap
 from .filter.consumer_filter_manager import ConsumerFilterManager
-from .hooks import PutMessageHook, build_put_message_hooks
-from .long_polling import PullRequestHoldService
-from .pop import AckResult, ChangeInvisibleResult, PopResult, PopService
-from .pop.pop_service import CONSUME_INIT_MODE_MAX, MAX_POP_MSG_NUMS
-from .pull import PullResult, PullService
-from .put_pipeline import PutPipeline
-from .queue_lock import MessageQueue, RebalanceLockManager
-from .request_context import RequestContext
-from .reset_offset import OffsetResetListener, ResetOffsetPlanEntry, ResetOffsetService
-from .retention_warning import UnconsumedDropWarner
-from .retry import PERM_READ_WRITE, RetryService, SendBackResult
-from .route_info import BrokerRegistration, TopicQueueConfig
-from .send import MessageSender, SendResult
-from .stats import BrokerStats, GroupQueueStats, QueueStats, StatsWindow
+from .pop.pop_config import CONSUME_INIT_MODE_MAX, MAX_POP_MSG_NUMS
 from .subscription_group_manager import SubscriptionGroupManager
 from .topic_manager import TopicManager
 from .topic_validator import RETRY_GROUP_TOPIC_PREFIX, dlq_topic, is_retry_topic, retry_topic
-from .transaction import (
-    CID_RMQ_SYS_TRANS,
-    RMQ_SYS_TRANS_HALF_TOPIC,
-    RMQ_SYS_TRANS_OP_HALF_TOPIC,
-    TRANS_CHECK_MAX_TIME_TOPIC,
-    CheckListener,
-    CheckReport,
-    EndTransactionResult,
-    TransactionalMessageCheckService,
-    TransactionalMessageService,
-)
-from .transaction.transaction_metrics import TransactionCounters
+
+# Start-up: a read-only Broker (mqadmin on a store directory) builds its services on first use, so a
+# query by key never imports pop, timers, transactions, ACL evaluation, stats or the client registry.
+# Their types are for the checker; each builder below imports its module.
+if TYPE_CHECKING:
+    from broker_core.auth.manager import AuthManager
+    from broker_core.auth.model import Acl, User
+    from broker_core.store.codec.batch import BatchItem
+    from broker_core.store.consume_queue import CqUnit
+    from broker_core.store.retention import RetentionReport
+    from broker_core.store.schedule import ScheduleMessageService, ScheduleStats
+    from broker_core.store.timer.timer_message_store import TickResult, TimerBacklog, TimerMessageStore
+    from broker_core.store.verify import LostRecord, VerifyReport
+
+    from .client_registry import Channel, ClientRegistry, ConsumerData, ConsumerGroupInfo, HeartbeatResult
+    from .hooks import PutMessageHook
+    from .long_polling import PullRequestHoldService
+    from .pop import AckResult, ChangeInvisibleResult, PopResult, PopService
+    from .pull import PullResult, PullService
+    from .put_pipeline import PutPipeline
+    from .queue_lock import MessageQueue, RebalanceLockManager
+    from .request_context import RequestContext
+    from .reset_offset import OffsetResetListener, ResetOffsetPlanEntry, ResetOffsetService
+    from .retention_warning import UnconsumedDropWarner
+    from .retry import RetryService, SendBackResult
+    from .route_info import BrokerRegistration
+    from .send import MessageSender, SendResult
+    from .stats import BrokerStats, GroupQueueStats, QueueStats, StatsWindow
+    from .transaction import (
+        CheckListener,
+        CheckReport,
+        EndTransactionResult,
+        TransactionalMessageCheckService,
+        TransactionalMessageService,
+    )
+    from .transaction.transaction_metrics import TransactionCounters
 
 log = logging.getLogger("rmqops.broker")
 T = TypeVar("T")
 
-QueueRef = MessageQueue | tuple[str, int]
+if TYPE_CHECKING:
+    QueueRef = MessageQueue | tuple[str, int]
 # Optional hooks part B (pop/FIFO) installs: (group, topic, queue_id) -> value.
 InflightProvider = Callable[[str, str, int], int]
 BlockedProvider = Callable[[str, str, int], bool]
@@ -110,12 +111,18 @@ class BrokerTickResult:
     transaction_check: CheckReport | None = None
 
 
+def _transaction_counters() -> TransactionCounters:
+    from .transaction.transaction_metrics import TransactionCounters
+
+    return TransactionCounters()
+
+
 @dataclass(slots=True)
 class TransactionMetricsView:
     """Half messages pending per real topic (persisted TransactionMetrics) and this process's counters."""
 
     half_pending: dict[str, int] = field(default_factory=dict)
-    counters: TransactionCounters = field(default_factory=TransactionCounters)
+    counters: TransactionCounters = field(default_factory=_transaction_counters)
 
     @property
     def half_pending_total(self) -> int:
@@ -177,73 +184,47 @@ class Broker:
             self.offset_manager.load()
             self.request_modes = MessageRequestModeTable(self.store.config_dir)
             self.request_modes.load()
-            self.auth_manager = self._make_auth_manager(audit_log_path)
         except BaseException:
             self.store.shutdown()
             raise
-        self.stats = BrokerStats(clock)
-        self.client_registry = ClientRegistry(clock)
-        self.client_registry.consumer_ids_changed_listeners.append(self._consumer_group_changed)
-        self.pull_hold_service = PullRequestHoldService()
-        self.store.arrival_listeners.append(self.pull_hold_service.notify_message_arriving)
-        self.put_pipeline = PutPipeline(self.store, build_put_message_hooks(self.config.store, clock), read_only)
-        self.put_message_hooks: list[PutMessageHook] = self.put_pipeline.hooks
-        self.sender = MessageSender(self.store, self.topic_manager, self.group_manager, self.config, clock,
-                                    self.put_pipeline, on_put=self.stats.record_put,
-                                    prepare_transaction=self._prepare_transaction)
-        self.puller = PullService(self.store, self.topic_manager, self.group_manager, self.offset_manager,
-                                  self.config, self.pull_hold_service, on_get=self.stats.record_get,
-                                  consumer_filters=self.consumer_filter_manager)
-        self.lock_manager = RebalanceLockManager(clock, self.config.rebalance_lock_max_live_time)
+        self._audit_log_path = audit_log_path
+        # Where a group's messages are in flight (pop) and whether its FIFO queue is blocked: the pop
+        # service's answers, asked through these so that a read-only Broker loads it only when asked.
+        self.inflight_provider: InflightProvider | None = self._pop_inflight
+        self.fifo_blocked_provider: BlockedProvider | None = self._pop_fifo_blocked
         self.offset_reset_listeners: list[OffsetResetListener] = []
-        self.reset_service = ResetOffsetService(self.store, self.topic_manager, self.group_manager,
-                                                self.offset_manager, clock, self.offset_reset_listeners)
-        # Retention deleting messages a group has not consumed: one WARNING naming them (the store
-        # reports the dropped queue ranges; the offsets to compare with are ours).
-        self.retention_warner = UnconsumedDropWarner(self.offset_manager.which_group_by_topic,
-                                                     self.offset_manager.query_offset)
-        self.store.retention.listeners.append(self.retention_warner)
-        self.inflight_provider: InflightProvider | None = None
-        self.fifo_blocked_provider: BlockedProvider | None = None
         self._flush_stop = threading.Event()
         self._flush_thread: threading.Thread | None = None
         self._started = False
         self._closed = False
+        if read_only:
+            return  # every service below is built on first use (see "services")
         try:
-            self._init_services()
+            self._build_services()
         except BaseException:
-            self.auth_manager.close()
+            if self._built("auth_manager"):
+                self.auth_manager.close()
             self.store.shutdown()
             raise
 
-    def _init_services(self) -> None:
-        """Retry, pop, delay levels, timer wheel and transactions, all writing through put_message_internal."""
-        cfg, clock = self.config, self.clock
-        self.retry_service = RetryService(self.put_message_internal, self.group_manager.find, self.topic_manager,
-                                          cfg.store_host)
-        self.pop_service = PopService(self.store, self.offset_manager, self.group_manager.find,
-                                      self.put_message_internal, cfg.broker_name, cfg.broker_cluster_name, clock,
-                                      self.store.config_dir, topics=self.topic_manager, config=cfg.pop_config(),
-                                      store_host=cfg.store_host, consumer_filters=self.consumer_filter_manager)
-        self.pop_service.load()
-        self.offset_reset_listeners.append(self.pop_service.on_offset_reset)
-        self.inflight_provider = self.pop_service.inflight
-        self.fifo_blocked_provider = self.pop_service.is_fifo_blocked
-        self.schedule_service = ScheduleMessageService(self.store, self.put_message_internal, self.store.config_dir,
-                                                       clock=clock)
-        self.schedule_service.load()
-        # A read-only look at a store that never had a wheel must not create one.
-        self.timer_store: TimerMessageStore | None = None
-        if cfg.store.timer_wheel_enable and not (self.read_only and not (self.root / "timerwheel").exists()):
-            self.timer_store = TimerMessageStore(self.store, config=cfg.store, clock=clock,
-                                                 put_message_hook=self.put_message_internal)
-        self.transaction_service = TransactionalMessageService(
-            self.store, self._transaction_put, self.offset_manager, cfg.transaction_config(), clock,
-            self.store.config_dir, cfg.store_host)
-        self.transaction_service.load()
-        self.transaction_check_service = TransactionalMessageCheckService(self.transaction_service, clock)
+    def _build_services(self) -> None:
+        """A writable Broker builds every service now, in dependency order: background threads start
+        them in ``start()``, and a file one of them cannot load must stop the broker at start-up."""
+        for name in ("auth_manager", "stats", "client_registry", "pull_hold_service", "put_pipeline", "sender",
+                     "puller", "lock_manager", "reset_service", "retention_warner", "retry_service", "pop_service",
+                     "schedule_service", "timer_store", "transaction_service", "transaction_check_service"):
+            getattr(self, name)
 
-    def _make_auth_manager(self, audit_log_path: Path | None) -> AuthManager:
+    def _built(self, name: str) -> bool:
+        """Whether the service ``name`` exists yet (a read-only Broker builds services on first use)."""
+        return name in self.__dict__
+
+    # -- services: built once, on first use (``cached_property``); a writable Broker builds all in __init__
+    @cached_property
+    def auth_manager(self) -> AuthManager:
+        from broker_core.auth.audit import AuditLog
+        from broker_core.auth.manager import AuthManager, default_audit_log_path
+
         auth_cfg = self.config.auth
         enabled = auth_cfg.authentication_enabled or auth_cfg.authorization_enabled
         if self.read_only:
@@ -252,8 +233,146 @@ class Broker:
                                            migrate_auth_from_v1_enabled=False)
             audit = AuditLog(None)
         else:
-            audit = AuditLog(audit_log_path or default_audit_log_path()) if enabled else AuditLog(None)
+            audit = AuditLog(self._audit_log_path or default_audit_log_path()) if enabled else AuditLog(None)
         return AuthManager(self.store.config_dir, auth_cfg, self.clock, audit=audit)
+
+    @cached_property
+    def stats(self) -> BrokerStats:
+        from .stats import BrokerStats
+
+        return BrokerStats(self.clock)
+
+    @cached_property
+    def client_registry(self) -> ClientRegistry:
+        from .client_registry import ClientRegistry
+
+        registry = ClientRegistry(self.clock)
+        registry.consumer_ids_changed_listeners.append(self._consumer_group_changed)
+        return registry
+
+    @cached_property
+    def pull_hold_service(self) -> PullRequestHoldService:
+        from .long_polling import PullRequestHoldService
+
+        service = PullRequestHoldService()
+        self.store.arrival_listeners.append(service.notify_message_arriving)
+        return service
+
+    @cached_property
+    def put_pipeline(self) -> PutPipeline:
+        from .hooks import build_put_message_hooks
+        from .put_pipeline import PutPipeline
+
+        return PutPipeline(self.store, build_put_message_hooks(self.config.store, self.clock), self.read_only)
+
+    @property
+    def put_message_hooks(self) -> list[PutMessageHook]:
+        """The put hooks every write goes through (``put_pipeline``'s list: append to add one)."""
+        return self.put_pipeline.hooks
+
+    @cached_property
+    def sender(self) -> MessageSender:
+        from .send import MessageSender
+
+        return MessageSender(self.store, self.topic_manager, self.group_manager, self.config, self.clock,
+                             self.put_pipeline, on_put=self.stats.record_put,
+                             prepare_transaction=self._prepare_transaction)
+
+    @cached_property
+    def puller(self) -> PullService:
+        from .pull import PullService
+
+        return PullService(self.store, self.topic_manager, self.group_manager, self.offset_manager, self.config,
+                           self.pull_hold_service, on_get=self.stats.record_get,
+                           consumer_filters=self.consumer_filter_manager)
+
+    @cached_property
+    def lock_manager(self) -> RebalanceLockManager:
+        from .queue_lock import RebalanceLockManager
+
+        return RebalanceLockManager(self.clock, self.config.rebalance_lock_max_live_time)
+
+    @cached_property
+    def reset_service(self) -> ResetOffsetService:
+        from .reset_offset import ResetOffsetService
+
+        return ResetOffsetService(self.store, self.topic_manager, self.group_manager, self.offset_manager,
+                                  self.clock, self.offset_reset_listeners)
+
+    @cached_property
+    def retention_warner(self) -> UnconsumedDropWarner:
+        """Retention deleting messages a group has not consumed: one WARNING naming them (the store
+        reports the dropped queue ranges; the offsets to compare with are ours)."""
+        from .retention_warning import UnconsumedDropWarner
+
+        warner = UnconsumedDropWarner(self.offset_manager.which_group_by_topic, self.offset_manager.query_offset)
+        self.store.retention.listeners.append(warner)
+        return warner
+
+    # Retry, pop, delay levels, timer wheel and transactions all write through put_message_internal.
+    @cached_property
+    def retry_service(self) -> RetryService:
+        from .retry import RetryService
+
+        return RetryService(self.put_message_internal, self.group_manager.find, self.topic_manager,
+                            self.config.store_host)
+
+    @cached_property
+    def pop_service(self) -> PopService:
+        from .pop.pop_service import PopService
+
+        cfg = self.config
+        service = PopService(self.store, self.offset_manager, self.group_manager.find, self.put_message_internal,
+                             cfg.broker_name, cfg.broker_cluster_name, self.clock, self.store.config_dir,
+                             topics=self.topic_manager, config=cfg.pop_config(), store_host=cfg.store_host,
+                             consumer_filters=self.consumer_filter_manager)
+        service.load()
+        self.offset_reset_listeners.append(service.on_offset_reset)
+        return service
+
+    def _pop_inflight(self, group: str, topic: str, queue_id: int) -> int:
+        return self.pop_service.inflight(group, topic, queue_id)
+
+    def _pop_fifo_blocked(self, group: str, topic: str, queue_id: int) -> bool:
+        return self.pop_service.is_fifo_blocked(group, topic, queue_id)
+
+    @cached_property
+    def schedule_service(self) -> ScheduleMessageService:
+        from broker_core.store.schedule import ScheduleMessageService
+
+        service = ScheduleMessageService(self.store, self.put_message_internal, self.store.config_dir,
+                                         clock=self.clock)
+        service.load()
+        return service
+
+    @cached_property
+    def timer_store(self) -> TimerMessageStore | None:
+        """The timer wheel (None when timerWheelEnable is off). A read-only look at a store that never
+        had a wheel must not create one."""
+        cfg = self.config
+        if not cfg.store.timer_wheel_enable or (self.read_only and not (self.root / "timerwheel").exists()):
+            return None
+        from broker_core.store.timer.timer_message_store import TimerMessageStore
+
+        return TimerMessageStore(self.store, config=cfg.store, clock=self.clock,
+                                 put_message_hook=self.put_message_internal)
+
+    @cached_property
+    def transaction_service(self) -> TransactionalMessageService:
+        from .transaction.transactional_message_service import TransactionalMessageService
+
+        cfg = self.config
+        service = TransactionalMessageService(self.store, self._transaction_put, self.offset_manager,
+                                              cfg.transaction_config(), self.clock, self.store.config_dir,
+                                              cfg.store_host)
+        service.load()
+        return service
+
+    @cached_property
+    def transaction_check_service(self) -> TransactionalMessageCheckService:
+        from .transaction.transactional_message_check_service import TransactionalMessageCheckService
+
+        return TransactionalMessageCheckService(self.transaction_service, self.clock)
 
     # -- lifecycle -------------------------------------------------------------------------------
     def start(self) -> Broker:
@@ -293,9 +412,10 @@ class Broker:
 
     def _shutdown_services(self) -> None:
         """Stop every service that writes, newest work first; each persists its own files on the way out."""
-        if self.read_only:
-            self.pop_service.long_polling.shutdown()
-            if self.timer_store is not None:
+        if self.read_only:  # only what was used was built
+            if self._built("pop_service"):
+                self.pop_service.long_polling.shutdown()
+            if self._built("timer_store") and self.timer_store is not None:
                 self.timer_store.shutdown(flush=False)
             return
         for stop in (self.transaction_check_service.shutdown, self.pop_service.shutdown,
@@ -327,12 +447,14 @@ class Broker:
         self._flush_stop.set()
         if self._flush_thread is not None:
             self._flush_thread.join(timeout=10)
-        self.pull_hold_service.shutdown()
+        if self._built("pull_hold_service"):
+            self.pull_hold_service.shutdown()
         try:
             self._shutdown_services()
             self.persist()
         finally:
-            self.auth_manager.close()
+            if self._built("auth_manager"):
+                self.auth_manager.close()
             self.store.shutdown()
 
     def __enter__(self) -> Broker:
@@ -391,6 +513,8 @@ class Broker:
         Why separate from ``_authorize``: gRPC RPCs do not map one-to-one onto remoting request
         codes (ChangeInvisibleDuration demands only the group; QueryRoute PUB or SUB), so the gRPC
         adapter asks once here and then calls the Broker as a trusted in-process caller."""
+        from broker_core.auth.authorization import AuthorizationContext, checks_for_grpc
+
         cfg = self.auth_manager.config
         if not (cfg.authentication_enabled or cfg.authorization_enabled):
             return
@@ -592,6 +716,9 @@ class Broker:
 
     def _transaction_put(self, msg: MessageInner) -> PutMessageResult:
         """Discarded halves go to TRANS_CHECK_MAX_TIME_TOPIC, which exists only once the first one does."""
+        from .retry import PERM_READ_WRITE
+        from .transaction.transactional_message_util import TRANS_CHECK_MAX_TIME_TOPIC
+
         if msg.topic == TRANS_CHECK_MAX_TIME_TOPIC and self.topic_manager.get(TRANS_CHECK_MAX_TIME_TOPIC) is None:
             self.topic_manager.create_if_absent(TopicConfig(TRANS_CHECK_MAX_TIME_TOPIC, TCMT_QUEUE_NUMS,
                                                             TCMT_QUEUE_NUMS, PERM_READ_WRITE))
@@ -742,6 +869,8 @@ class Broker:
         return self.lock_manager.unlock_batch(group, mqs, client_id)
 
     def _queues(self, queues: Iterable[QueueRef]) -> list[MessageQueue]:
+        from .queue_lock import MessageQueue
+
         out = []
         for q in queues:
             if isinstance(q, MessageQueue):
@@ -879,6 +1008,8 @@ class Broker:
             raise TopicNotExistError(f"topic[{topic}] not exist, apply first please!")
         if max_num <= 0:
             raise InvalidParameterError(f"maxMsgNums must be positive, got {max_num}")
+        from .filter import FilterSyntaxError, UnsupportedExpressionTypeError, build_filter
+
         try:
             message_filter = build_filter(expression_type, expression)
         except (FilterSyntaxError, UnsupportedExpressionTypeError) as e:
@@ -904,6 +1035,8 @@ class Broker:
         self._authorize(auth, "HEART_BEAT",
                         subscriptions={c.group_name: [s.topic for s in c.subscriptions] for c in consumers})
         if not self.read_only:
+            from .retry import PERM_READ_WRITE
+
             for c in consumers:
                 try:
                     group = self.group_manager.find(c.group_name)
@@ -953,6 +1086,8 @@ class Broker:
     # -- name server registration ------------------------------------------------------------------
     def registration(self) -> BrokerRegistration:
         """What REGISTER_BROKER carries for this broker: its identity and every topic's queues."""
+        from .route_info import BrokerRegistration, TopicQueueConfig
+
         c = self.config
         topics = [TopicQueueConfig(tc.topic_name, tc.read_queue_nums, tc.write_queue_nums, tc.perm,
                                    tc.topic_sys_flag, tc.order) for tc in self.topic_manager.list()]
@@ -962,6 +1097,8 @@ class Broker:
     # -- stats -------------------------------------------------------------------------------------
     def topic_stats(self, topic: str, auth: RequestContext | None = None) -> list[QueueStats]:
         """GET_TOPIC_STATS_INFO: every queue of max(read, write) with offsets and last store time."""
+        from .stats import QueueStats
+
         self._authorize(auth, "GET_TOPIC_STATS_INFO", topic=topic)
         tc = self.topic_manager.get(topic)
         if tc is None:
@@ -977,6 +1114,8 @@ class Broker:
     def consume_stats(self, group: str, topic: str | None = None,
                       auth: RequestContext | None = None) -> list[GroupQueueStats]:
         """GET_CONSUME_STATS: per read queue, broker vs consumer offset, lag, inflight, blocked."""
+        from .stats import GroupQueueStats
+
         topics = [topic] if topic else sorted(self.offset_manager.which_topic_by_consumer(group))
         self._authorize(auth, "GET_CONSUME_STATS", group=group, topics=topics)
         out = []
@@ -1123,6 +1262,8 @@ class Broker:
                    auth: RequestContext | None = None) -> None:
         self._auth_admin(auth, "AUTH_DELETE_ACL")
         self._require_writable()
+        from broker_core.auth.model import PolicyType
+
         ptype = next((t for t in PolicyType if t.value.lower() == (policy_type or "Custom").strip().lower()), None)
         if ptype is None:
             raise InvalidParameterError(f"unknown policyType {policy_type!r} (Custom or Default)")
@@ -1174,6 +1315,12 @@ class Broker:
 
     def transaction_backlog(self, auth: RequestContext | None = None) -> TransactionBacklog:
         """Half and op queues against the check service's progress, plus halves awaiting a decision."""
+        from .transaction.transactional_message_util import (
+            CID_RMQ_SYS_TRANS,
+            RMQ_SYS_TRANS_HALF_TOPIC,
+            RMQ_SYS_TRANS_OP_HALF_TOPIC,
+        )
+
         self._authorize(auth, "GET_BROKER_RUNTIME_INFO")
         svc = self.transaction_service
         half_depth = op_depth = 0
@@ -1201,4 +1348,4 @@ class Broker:
         return is_retry_topic(topic)
 
 
-__all__ = ["Broker", "BrokerError", "RequestContext"]
+__all__ = ["Broker", "BrokerError"]

@@ -15,9 +15,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from broker_core.auth.config import AuthConfig
-from broker_core.broker.pop.pop_service import PopConfig
+from broker_core.broker.pop.pop_config import PopConfig
 from broker_core.broker.transaction.transaction_config import TransactionConfig
-from broker_core.config_loader import ConfigError, apply_properties, read_properties_file, to_properties
+from broker_core.config_loader import (
+    ConfigError,
+    apply_properties,
+    camel_to_snake,
+    read_properties_file,
+    to_properties,
+)
 from broker_core.store.store_config import StoreConfig
 
 MASTER_ID = 0
@@ -81,15 +87,14 @@ class BrokerConfig:
     @classmethod
     def from_properties(cls, props: dict[str, str], store_root: str | Path | None = None) -> BrokerConfig:
         """Build broker, store and auth settings from one map of RocketMQ keys."""
-        simple = {k: v for k, v in props.items()}
-        base = apply_properties(_BrokerKeys, simple)
-        values = {f.name: getattr(base, f.name) for f in dataclasses.fields(_BrokerKeys)}
+        # The broker's own keys (the nested settings' fields are not keys: a key named like one is ignored).
+        simple = {k: v for k, v in props.items() if camel_to_snake(k) not in _NESTED}
         store = StoreConfig.from_properties(props, store_root)
         try:
             auth = AuthConfig.from_properties(props)
         except ValueError as e:
             raise ConfigError(str(e)) from e
-        cfg = cls(**values, store=store, auth=auth, properties=dict(props))
+        cfg = dataclasses.replace(apply_properties(cls, simple), store=store, auth=auth, properties=dict(props))
         if cfg.default_topic_queue_nums <= 0:
             raise ConfigError(f"defaultTopicQueueNums must be positive, got {cfg.default_topic_queue_nums}")
         if cfg.flush_consumer_offset_interval <= 0:
@@ -144,15 +149,5 @@ class BrokerConfig:
         return dict(sorted(out.items()))
 
 
-def _broker_fields() -> list[tuple[str, type, dataclasses.Field]]:
-    skip = {"store", "auth", "properties"}
-    out = []
-    for f in dataclasses.fields(BrokerConfig):
-        if f.name in skip:
-            continue
-        out.append((f.name, f.type, dataclasses.field(default=f.default, metadata=f.metadata)))
-    return out
-
-
-# The broker's own keys as a flat dataclass, so config_loader can coerce them by type.
-_BrokerKeys = dataclasses.make_dataclass("_BrokerKeys", _broker_fields())
+_NESTED = frozenset({"store", "auth", "properties"})
+"""BrokerConfig's fields that hold other settings, not values of a key."""

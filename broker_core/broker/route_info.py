@@ -5,7 +5,8 @@ Why: clients find brokers through routes (GET_ROUTEINFO_BY_TOPIC), mqadmin lists
 (dropped after 120 s of silence). The table and its rules live here, socket-free, so the asyncio
 name server only translates requests, and an in-process Admin builds the same route for one local
 broker (``Broker.registration()`` registered into a ``RouteInfoManager``) instead of faking it.
-JSON shapes (``to_dict``) are RocketMQ's TopicRouteData / ClusterInfo field names.
+JSON shapes (``to_dict``) are RocketMQ's TopicRouteData / ClusterInfo field names. BrokerData and
+ClusterInfo are defined in ``cluster_info`` (mqadmin needs them without the route table) and named here too.
 """
 
 from __future__ import annotations
@@ -17,24 +18,10 @@ from typing import Any
 
 from broker_core.store.topic_config import PERM_READ, PERM_WRITE
 
+from .cluster_info import MASTER_ID, BrokerData, ClusterInfo
+
 BROKER_CHANNEL_EXPIRED_TIME_MS = 120_000  # RouteInfoManager.DEFAULT_BROKER_CHANNEL_EXPIRED_TIME
 REGISTER_BROKER_INTERVAL_MS = 30_000  # registerBrokerToNameServer period (brokers)
-MASTER_ID = 0
-
-
-@dataclass(slots=True)
-class BrokerData:
-    cluster: str
-    broker_name: str
-    broker_addrs: dict[int, str] = field(default_factory=dict)
-    enable_acting_master: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"brokerAddrs": dict(sorted(self.broker_addrs.items())), "brokerName": self.broker_name,
-                "cluster": self.cluster, "enableActingMaster": self.enable_acting_master}
-
-    def master_addr(self) -> str | None:
-        return self.broker_addrs.get(MASTER_ID)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,18 +48,6 @@ class TopicRouteData:
         return {"brokerDatas": [b.to_dict() for b in self.broker_datas],
                 "filterServerTable": dict(self.filter_server_table),
                 "queueDatas": [q.to_dict() for q in self.queue_datas]}
-
-
-@dataclass(slots=True)
-class ClusterInfo:
-    """GET_BROKER_CLUSTER_INFO: brokers by name, and broker names by cluster."""
-
-    broker_addr_table: dict[str, BrokerData] = field(default_factory=dict)
-    cluster_addr_table: dict[str, list[str]] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"brokerAddrTable": {n: b.to_dict() for n, b in sorted(self.broker_addr_table.items())},
-                "clusterAddrTable": {c: sorted(ns) for c, ns in sorted(self.cluster_addr_table.items())}}
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,3 +243,4 @@ class RouteInfoManager:
                 if b is not None and b.master_addr():
                     out.append(b.master_addr() or "")
             return out
+

@@ -14,7 +14,8 @@ from mqadmin.errors import AdminError, UsageProblem
 from mqadmin.timefmt import seconds_text
 
 if TYPE_CHECKING:  # start-up: mqadmin.admin loads when a command runs
-    from mqadmin.admin import BrokerIdentity, SubscriptionGroupInfo
+    from mqadmin.admin import BrokerIdentity
+    from mqadmin.transport.values import SubscriptionGroupInfo
 
 app = typer.Typer()
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import tempfile
 from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -15,7 +14,8 @@ from mqadmin.errors import AdminError, NotFoundError, UsageProblem
 from mqadmin.timefmt import human2, input_style, parse_millis, parse_timestamp
 
 if TYPE_CHECKING:  # start-up: mqadmin.admin loads when a command runs
-    from mqadmin.admin import MessageRecord, QueueScan
+    from mqadmin.admin import MessageRecord
+    from mqadmin.reports import QueueScan
 
 app = typer.Typer()
 
@@ -28,6 +28,8 @@ def _java_map(props: dict[str, str]) -> str:
 
 
 def _body_path(name: str) -> Path:
+    import tempfile  # start-up: only the commands that write a body file need it
+
     return Path(tempfile.gettempdir()) / "rocketmq" / "msgbodys" / name
 
 

@@ -12,7 +12,7 @@ from mqadmin.errors import UsageProblem
 from mqadmin.timefmt import parse_timestamp
 
 if TYPE_CHECKING:  # start-up: mqadmin.admin loads when a command runs
-    from mqadmin.admin import ResetPlan
+    from mqadmin.reports import ResetPlan
 
 app = typer.Typer()
 

@@ -19,12 +19,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 from broker_core.auth.errors import AuthError
-from broker_core.auth.model import Acl, User
 from broker_core.broker.broker import Broker
 from broker_core.broker.broker_config import BrokerConfig
+from broker_core.broker.cluster_info import BrokerData, ClusterInfo
 from broker_core.broker.errors import BrokerError
 from broker_core.broker.reset_offset import ResetOffsetPlanEntry
-from broker_core.broker.route_info import BrokerData, ClusterInfo, RouteInfoManager, TopicRouteData
 from broker_core.common.response_code import ResponseCode
 from broker_core.config_loader import ConfigError
 from broker_core.store import store_lock
@@ -36,26 +35,24 @@ from broker_core.store.topic_config import TopicConfig
 from mqadmin.errors import AdminError, NotFoundError, StoreBusyError, WrongTargetError, refusal
 from mqadmin.records import to_record
 from mqadmin.timefmt import now_ms
-from mqadmin.transport.base import (
-    ClientConnection,
-    ConsumeQueueStats,
-    ConsumeQueueView,
-    ConsumerConnection,
-    CqEntry,
-    MessageRecord,
-    ProgressFn,
-    QueueRead,
-    QueueStatus,
-    SendResult,
-    SubscriptionEntry,
-    SubscriptionGroupInfo,
-    TopicInfo,
-)
+from mqadmin.transport.base import MessageRecord, ProgressFn, TopicInfo
 
 if TYPE_CHECKING:
+    from broker_core.auth.model import Acl, User
+    from broker_core.broker.route_info import TopicRouteData
     from broker_core.broker.stats import StatsWindow
     from broker_core.remoting.bodies import ConsumeMessageDirectlyResult, ConsumerRunningInfo
     from broker_core.store.verify import LostRecord, VerifyReport
+    from mqadmin.transport.values import (
+        ClientConnection,
+        ConsumeQueueStats,
+        ConsumeQueueView,
+        ConsumerConnection,
+        QueueRead,
+        QueueStatus,
+        SendResult,
+        SubscriptionGroupInfo,
+    )
     from spark.rebuild import RebuildSummary
 
 P = ParamSpec("P")
@@ -147,6 +144,8 @@ class LocalBrokerClient:
 
     def topic_route(self, topic: str) -> TopicRouteData | None:
         """The route a name server would hand out after this broker's REGISTER_BROKER."""
+        from broker_core.broker.route_info import RouteInfoManager
+
         broker = self._broker_for(self.config.broker_addr)
         routes = RouteInfoManager(self.clock)
         routes.register_broker(broker.registration())
@@ -195,6 +194,8 @@ class LocalBrokerClient:
         self._call(broker_addr, b.delete_topic, topic)
 
     def topic_stats(self, broker_addr: str, topic: str) -> list[QueueStatus]:
+        from mqadmin.transport.values import QueueStatus
+
         b = self._broker_for(broker_addr)
         name = self.config.broker_name
         return [QueueStatus(name, q.queue_id, q.min_offset, q.max_offset, q.last_update_timestamp)
@@ -202,6 +203,8 @@ class LocalBrokerClient:
 
     def query_consume_queue(self, broker_addr: str, topic: str, queue_id: int, index: int,
                             count: int) -> ConsumeQueueView:
+        from mqadmin.transport.values import ConsumeQueueView, CqEntry
+
         b = self._broker_for(broker_addr)
         lo, hi, units = self._call(broker_addr, b.query_consume_queue, topic, queue_id, index, count)
         return ConsumeQueueView(lo, hi, [CqEntry(u.phy_offset, u.size, u.tags_code) for u in units])
@@ -245,6 +248,8 @@ class LocalBrokerClient:
         self._call(broker_addr, b.delete_subscription_group, group, clean_offset)
 
     def consume_stats(self, broker_addr: str, group: str, topic: str | None = None) -> list[ConsumeQueueStats]:
+        from mqadmin.transport.values import ConsumeQueueStats
+
         b = self._broker_for(broker_addr)
         name = self.config.broker_name
         return [ConsumeQueueStats(s.topic, name, s.queue_id, s.broker_offset, s.consumer_offset, s.pull_offset,
@@ -252,6 +257,8 @@ class LocalBrokerClient:
                 for s in self._call(broker_addr, b.consume_stats, group, topic)]
 
     def consumer_connection(self, broker_addr: str, group: str) -> ConsumerConnection | None:
+        from mqadmin.transport.values import ClientConnection, ConsumerConnection, SubscriptionEntry
+
         b = self._broker_for(broker_addr)
         g = self._call(broker_addr, b.consumer_connection, group)
         if g is None:
@@ -264,6 +271,8 @@ class LocalBrokerClient:
 
     def producer_connection(self, broker_addr: str, group: str) -> list[ClientConnection]:
         """Producers register by heartbeat with a running broker; a store directory has none online."""
+        from mqadmin.transport.values import ClientConnection
+
         b = self._broker_for(broker_addr)
         return [ClientConnection(c.client_id, c.remote_addr, c.language, c.version)
                 for c in self._call(broker_addr, b.client_registry.producer_clients, group)]
@@ -310,6 +319,8 @@ class LocalBrokerClient:
 
     def read_queue(self, broker_addr: str, topic: str, queue_id: int, offset: int, max_num: int,
                    sub_expression: str = "*") -> QueueRead:
+        from mqadmin.transport.values import QueueRead
+
         b = self._broker_for(broker_addr)
         got = self._call(broker_addr, b.read_queue, topic, queue_id, offset, max_num, "TAG", sub_expression)
         return QueueRead(got.status.value, got.next_begin_offset, got.min_offset, got.max_offset,
@@ -336,6 +347,8 @@ class LocalBrokerClient:
     def send_message(self, topic: str, body: bytes, properties: dict[str, str], broker_name: str | None = None,
                      queue_id: int | None = None, producer_group: str | None = None,
                      unit_name: str | None = None, msg_trace: bool = False) -> SendResult:
+        from mqadmin.transport.values import SendResult
+
         # in process there is no producer client: its group and unit name name nothing here
         if broker_name is not None and broker_name.strip() != self.config.broker_name:
             raise WrongTargetError(f"broker {broker_name.strip()!r} not found: this store's broker is "
@@ -502,6 +515,8 @@ def _topic_info(tc: TopicConfig) -> TopicInfo:
 
 
 def _group_info(g: SubscriptionGroupConfig) -> SubscriptionGroupInfo:
+    from mqadmin.transport.values import SubscriptionGroupInfo
+
     return SubscriptionGroupInfo(
         g.group_name, g.consume_enable, g.consume_from_min_enable, g.consume_broadcast_enable,
         g.consume_message_orderly, g.retry_queue_nums, g.retry_max_times,

@@ -20,8 +20,9 @@ from broker_core.broker.topic_validator import (
     SYSTEM_TOPIC_PREFIX,
     SYSTEM_TOPICS,
 )
-from mqadmin.admin import Admin, SubscriptionGroupInfo, TopicInfo
+from mqadmin.admin import Admin, TopicInfo
 from mqadmin.errors import NotFoundError
+from mqadmin.transport.values import SubscriptionGroupInfo
 from playbooks.actions.base import Change, Param, Plan, PlannedAction
 from playbooks.errors import StepError
 from playbooks.templating import MASK

@@ -91,3 +91,13 @@ def test_query_by_key_on_a_store_loads_one_family_and_no_network_or_ui_stack(cli
                   "mqadmin.transport.remoting", "broker_core.broker.filter.sql92", "mqadmin.commands.topic",
                   "mqadmin.commands.auth", "mqadmin.commands.playbook", "tui", "spark", "playbooks"):
         assert heavy not in loaded, heavy
+    # The read-only Broker builds its services on first use, and Admin's report records and the transport's
+    # queue/group records load with the commands that print them: a key query touches none of them.
+    for service in ("broker_core.broker.pop.pop_service", "broker_core.broker.transaction.transactional_message_service",
+                    "broker_core.store.timer.timer_message_store", "broker_core.store.schedule.schedule_message_service",
+                    "broker_core.auth.manager", "broker_core.auth.authorization", "broker_core.broker.client_registry",
+                    "broker_core.broker.stats", "broker_core.broker.send", "broker_core.broker.pull",
+                    "broker_core.broker.retry", "broker_core.broker.queue_lock", "broker_core.broker.long_polling",
+                    "broker_core.auth.model", "mqadmin.reports", "mqadmin.transport.values",
+                    "broker_core.broker.route_info"):
+        assert service not in loaded, service

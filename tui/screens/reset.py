@@ -12,8 +12,9 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select
 
-from mqadmin.admin import Admin, ResetPlan
+from mqadmin.admin import Admin
 from mqadmin.errors import AdminError
+from mqadmin.reports import ResetPlan
 from mqadmin.timefmt import parse_timestamp
 from tui.poller import Poller
 from tui.widgets.filter_table import FilterTable

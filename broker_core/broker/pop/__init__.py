@@ -32,7 +32,7 @@ _EXPORTS = {
     "AckResult": "broker_core.broker.pop.pop_service",
     "AckStatus": "broker_core.broker.pop.pop_service",
     "ChangeInvisibleResult": "broker_core.broker.pop.pop_service",
-    "PopConfig": "broker_core.broker.pop.pop_service",
+    "PopConfig": "broker_core.broker.pop.pop_config",
     "PopNoMessageError": "broker_core.broker.pop.pop_service",
     "PopResult": "broker_core.broker.pop.pop_service",
     "PopService": "broker_core.broker.pop.pop_service",

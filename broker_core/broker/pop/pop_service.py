@@ -43,7 +43,6 @@ from broker_core.broker.retry import (
     resolve_max_reconsume_times,
 )
 from broker_core.common.response_code import ResponseCode
-from broker_core.config_loader import apply_properties
 from broker_core.store.codec.message import MessageExt, MessageInner
 from broker_core.store.codec.properties import (
     PROPERTY_DELAY_TIME_LEVEL,
@@ -63,6 +62,7 @@ from ..wait_steps import WaitSteps, drive_async, drive_blocking
 from .order_info import ConsumerOrderInfoManager
 from .pop_ck import AckMsg, PopCheckPoint, build_cluster_revive_topic
 from .pop_ck_log import CheckpointMatch, PopCheckpointLog
+from .pop_config import CONSUME_INIT_MODE_MAX, CONSUME_INIT_MODE_MIN, MAX_POP_MSG_NUMS, PopConfig
 from .pop_long_polling import PopLongPollingService
 from .receipt_handle import (
     POP_ORDER_REVIVE_QUEUE,
@@ -75,9 +75,6 @@ from .receipt_handle import (
 
 log = logging.getLogger("rmqops.broker.pop")
 
-CONSUME_INIT_MODE_MIN = 0
-CONSUME_INIT_MODE_MAX = 1
-MAX_POP_MSG_NUMS = 32
 POP_RETRY_QUEUE_NUM = 1  # PopAckConstants.retryQueueNum
 _REREAD = (GetMessageStatus.OFFSET_TOO_SMALL, GetMessageStatus.OFFSET_OVERFLOW_BADLY, GetMessageStatus.OFFSET_FOUND_NULL)
 _SKIP = (GetMessageStatus.NO_MATCHED_MESSAGE, GetMessageStatus.OFFSET_FOUND_NULL, GetMessageStatus.MESSAGE_WAS_REMOVING,
@@ -89,30 +86,6 @@ class PopNoMessageError(BrokerError):
     """The handle's message is no longer in flight (acked, revived or redelivered): NO_MESSAGE."""
 
     code = ResponseCode.NO_MESSAGE
-
-
-@dataclass
-class PopConfig:
-    """The pop-related BrokerConfig keys, with RocketMQ's names and defaults."""
-
-    revive_queue_num: int = 8
-    revive_interval: int = 1000
-    enable_retry_topic_v2: bool = False
-    retrieve_message_from_pop_retry_topic_v1: bool = True
-    pop_from_retry_probability: int = 20
-    pop_polling_size: int = 1024
-    max_pop_polling_size: int = 100_000
-    pop_long_polling_force_notify_interval: int = 800
-    flush_consumer_offset_interval: int = 5000  # consumerOrderInfo.json is flushed with the offsets
-
-    @classmethod
-    def from_properties(cls, props: dict[str, str], base: PopConfig | None = None) -> PopConfig:
-        cfg = apply_properties(cls, props, base)
-        if cfg.revive_queue_num <= 0:
-            raise ValueError(f"reviveQueueNum must be positive, got {cfg.revive_queue_num}")
-        if not 0 <= cfg.pop_from_retry_probability <= 100:
-            raise ValueError(f"popFromRetryProbability must be 0..100, got {cfg.pop_from_retry_probability}")
-        return cfg
 
 
 class PopStatus(StrEnum):

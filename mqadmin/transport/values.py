@@ -1,0 +1,147 @@
+"""The transport's value types for queues, sends, consumer groups and connections.
+
+Why apart from ``mqadmin.transport.base`` (which re-exports every name here, loading this module on
+first use): each dataclass costs its methods' compilation when its module loads, and a query by key
+or id needs only the topic and message records; the commands that read queues or groups pay for these.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mqadmin.transport.base import MessageRecord
+
+
+@dataclass(frozen=True)
+class QueueStatus:
+    """One row of topicStatus (GET_TOPIC_STATS_INFO)."""
+
+    broker_name: str
+    queue_id: int
+    min_offset: int
+    max_offset: int
+    last_update_timestamp: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"brokerName": self.broker_name, "queueId": self.queue_id, "minOffset": self.min_offset,
+                "maxOffset": self.max_offset, "lastUpdateTimestamp": self.last_update_timestamp}
+
+
+@dataclass(frozen=True)
+class SendResult:
+    broker_name: str
+    queue_id: int
+    send_status: str
+    msg_id: str
+    offset_msg_id: str
+    queue_offset: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"brokerName": self.broker_name, "queueId": self.queue_id, "sendStatus": self.send_status,
+                "msgId": self.msg_id, "offsetMsgId": self.offset_msg_id, "queueOffset": self.queue_offset}
+
+
+@dataclass
+class SubscriptionGroupInfo:
+    group_name: str
+    consume_enable: bool = True
+    consume_from_min_enable: bool = False
+    consume_broadcast_enable: bool = False
+    consume_message_orderly: bool = False
+    retry_queue_nums: int = 1
+    retry_max_times: int = 16
+    group_retry_policy: str | None = None
+    broker_id: int = 0
+    which_broker_when_consume_slowly: int = 1
+    notify_consumer_ids_changed_enable: bool = True
+    attributes: dict[str, str] = field(default_factory=dict)
+    group_sys_flag: int = 0
+    consume_timeout_minute: int = 15
+    subscription_data_set: list[dict[str, Any]] | None = None  # SimpleSubscriptionData: topic, expressionType, expression, version
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"groupName": self.group_name, "groupSysFlag": self.group_sys_flag,
+                "consumeTimeoutMinute": self.consume_timeout_minute,
+                "subscriptionDataSet": self.subscription_data_set, "consumeEnable": self.consume_enable,
+                "consumeFromMinEnable": self.consume_from_min_enable,
+                "consumeBroadcastEnable": self.consume_broadcast_enable,
+                "consumeMessageOrderly": self.consume_message_orderly, "retryQueueNums": self.retry_queue_nums,
+                "retryMaxTimes": self.retry_max_times, "groupRetryPolicy": self.group_retry_policy,
+                "brokerId": self.broker_id, "whichBrokerWhenConsumeSlowly": self.which_broker_when_consume_slowly,
+                "notifyConsumerIdsChangedEnable": self.notify_consumer_ids_changed_enable,
+                "attributes": dict(self.attributes)}
+
+
+@dataclass(frozen=True)
+class ConsumeQueueStats:
+    """One queue of GET_CONSUME_STATS (OffsetWrapper): where the broker and the group are."""
+
+    topic: str
+    broker_name: str
+    queue_id: int
+    broker_offset: int
+    consumer_offset: int  # -1: the group never committed on this queue
+    pull_offset: int
+    inflight: int
+    last_timestamp: int
+    blocked: bool = False  # a FIFO queue waiting on an unacked message (seed 000); remoting cannot tell yet
+
+
+@dataclass(frozen=True)
+class CqEntry:
+    """One consume queue unit: where its message is in the commitlog, and its tag hash."""
+
+    physic_offset: int
+    physic_size: int
+    tags_code: int
+
+
+@dataclass
+class ConsumeQueueView:
+    """queryCq: a queue's min/max offsets and the units read."""
+
+    min_queue_index: int
+    max_queue_index: int
+    entries: list[CqEntry] = field(default_factory=list)
+
+
+@dataclass
+class QueueRead:
+    """PULL_MESSAGE-like read of one queue without a group: the store's status name and the messages."""
+
+    status: str  # GetMessageStatus name: FOUND, NO_MATCHED_MESSAGE, OFFSET_OVERFLOW_ONE ...
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    messages: list[MessageRecord] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ClientConnection:
+    """One online client of a group (GET_CONSUMER_CONNECTION_LIST's connectionSet)."""
+
+    client_id: str
+    client_addr: str
+    language: str
+    version: int
+
+
+@dataclass(frozen=True)
+class SubscriptionEntry:
+    topic: str
+    sub_string: str
+    expression_type: str = "TAG"
+
+
+@dataclass
+class ConsumerConnection:
+    """GET_CONSUMER_CONNECTION_LIST: how a group consumes and who is connected right now."""
+
+    group: str
+    consume_type: str
+    message_model: str
+    consume_from_where: str
+    connections: list[ClientConnection] = field(default_factory=list)
+    subscriptions: list[SubscriptionEntry] = field(default_factory=list)
