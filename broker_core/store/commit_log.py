@@ -211,6 +211,9 @@ class CommitLog:
         self.record_scratch = bytearray()
         self._wb_parts: list[bytes | bytearray | memoryview] = []
         self._wb_records: list[AppendedRecord] = []
+        # (commitlog offset, INNER_BASE, INNER_NUM) of the inner batches buffered_put.py buffered, so its
+        # dispatch need not parse them back out of the properties string; stale entries are skipped.
+        self.inner_batch_sizes: deque[tuple[int, int, int]] = deque(maxlen=APPENDED_RECORDS_MAX)
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def load(self) -> None:

@@ -21,6 +21,7 @@ from time import monotonic as _monotonic
 from typing import Protocol
 
 from .batch_consume_queue import BatchConsumeQueue
+from .buffered_put import put_inner_batch_buffered
 from .checkpoint import StoreCheckpoint
 from .codec.batch import iter_batch_raw
 from .codec.cq_ext import MAX_ADDR, CqExtUnit
@@ -922,10 +923,11 @@ class MessageStore:
         if refused is not None:
             return refused
         msg.sys_flag |= INNER_BATCH_FLAG  # NEED_UNWRAP is the broker's choice (SendMessageProcessor)
-        done = put_inner_batch_fast(self, msg, inner_num)
+        cl = self.commit_log
+        done = put_inner_batch_buffered(self, msg, inner_num) if cl.write_buffer else \
+            put_inner_batch_fast(self, msg, inner_num)
         if done is not None:
             return done
-        cl = self.commit_log
         result = cl.put_inner_batch(msg, inner_num)
         # With the write buffer, the checkpoint's physic time moves only with records in the file
         # (one still buffered is lost in a crash), and there is something to dispatch only after a

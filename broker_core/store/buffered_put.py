@@ -1,0 +1,234 @@
+"""Inner batches on the write buffer (transientStorePoolEnable) without the general path's layers.
+
+Why: with the write buffer a 64 x 1 KiB BatchCQ batch costs the CRC, its share of one ~1 MiB commit
+(a pwritev of the buffered records) and Python around them. Profiled (issue 17, 2 cores): ~15 us of
+pwritev and ~4 us of record encoding (mostly the CRC) a batch, against ~45 us of Python in the
+layers: MessageStore -> CommitLog.put_inner_batch -> _buffer_inner_batch on the put side, and per
+committed record dispatch_appended -> inner_batch_position (parsing INNER_NUM/INNER_BASE back out
+of the properties string) -> BatchConsumeQueue.put_message_position_info -> IndexService.build_index.
+
+Here both sides are one flat function each, doing what those layers decide, with the same compiled
+calls (``check_message``, ``prepare_record``, ``record_parts``, ``put_bcq_unit``, index keys), so the
+bytes are the general path's by construction and both implementations (C and the pure-Python twin)
+are used alike. Dispatch still happens only after the commit, as RocketMQ's reput reads only
+committed data: a buffered record is in no queue and no index until it is in the file, so a failed
+commit or a crash leaves nothing pointing at bytes that are not there. Whenever anything is unusual
+(a file to end or roll, the buffer full after a failed commit, a queue or index file at its end, a
+record the encoder refuses, a started store or dispatch hooks) the put or that record's dispatch is
+left to the general path, which keeps every rule in one place.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .codec.cq_unit import BCQ_STORE_UNIT_SIZE as BCQ_UNIT_SIZE
+from .codec.hotpath import check_message, offset_msg_id, prepare_record, put_bcq_unit, record_parts, tags_code
+from .codec.message import END_FILE_MIN_BLANK_LENGTH, MessageInner, RecordError
+from .codec.sys_flag import INNER_BATCH_FLAG, TRANSACTION_PREPARED_TYPE
+from .commit_log import DIRECT_WRITE_MIN, PUT_OK, WRITE_BUFFER_MAX_PARTS, PutMessageResult
+from .commit_log import _inner_batch_known as inner_batch_known
+from .fast_put import CHEAP_KEYS
+
+if TYPE_CHECKING:
+    from .message_store import MessageStore
+
+_MISSING = object()
+
+
+def put_inner_batch_buffered(store: MessageStore, msg: MessageInner, inner_num: int) -> PutMessageResult | None:
+    """``CommitLog.put_inner_batch`` with the write buffer, flat; None (nothing changed) when the general
+    path must do it. The caller has checked that the store is writable, ``inner_num`` > 0 and the
+    index has room, and has set INNER_BATCH_FLAG.
+
+    The record takes the place after what is buffered (or the file's write position when nothing
+    is), in the same file: no BLANK end, no roll, no commit needed first (else declined). Its disk
+    blocks are reserved before it is buffered. When the buffer reaches ``WRITE_BUFFER_COMMIT_BYTES``
+    it is committed and, the store dispatching in the putting thread, the committed records are
+    dispatched at once (``dispatch_committed``). Only for a store that is not started (no reput
+    thread, no commit service) and has no dispatch hooks, as the other one-call puts.
+    """
+    if store._started or store.dispatchers or store.dispatch_filter is not None:
+        return None
+    cl = store.commit_log
+    if not cl.write_buffer:
+        return None
+    props = msg.properties
+    if type(props) is not dict:
+        return None
+    try:
+        check_message(msg)
+    except RecordError:  # the general path gives the verdict
+        return None
+    topic = msg.topic
+    queue_id = msg.queue_id
+    from . import commit_log as _cl  # the commit threshold is read at call time (tests lower it)
+
+    commit_bytes = _cl.WRITE_BUFFER_COMMIT_BYTES
+    file_size = cl.file_size
+    committed = False
+    put_lock = cl.put_lock
+    put_lock.acquire()
+    try:
+        mf = cl._wb_file
+        if mf is None:
+            files = cl.file_queue.files
+            if not files:
+                return None
+            mf = files[-1]
+            pos = mf.wrote_position
+        else:
+            pos = cl._wb_end
+            # a buffer that should have been committed already (a failed commit): the general path
+            if pos - mf.wrote_position >= commit_bytes or len(cl._wb_parts) >= WRITE_BUFFER_MAX_PARTS:
+                return None
+        key = f"{topic}-{queue_id}"
+        table = cl.queue_offsets.table
+        base_q = table.get(key, 0)
+        old_base = props.get("INNER_BASE", _MISSING)
+        old_num = props.get("INNER_NUM", _MISSING)
+        props["INNER_BASE"] = str(base_q)
+        props["INNER_NUM"] = str(inner_num)
+        try:
+            rec = prepare_record(msg, None, cl.config.max_message_size)
+        except RecordError:
+            rec = None
+        size = rec[0] if rec is not None else 0
+        # the record must fit this file with room for its BLANK end, and (like _file_for) a small one
+        # that the general path would populate the mapping for is left to it
+        if rec is None or pos + size + END_FILE_MIN_BLANK_LENGTH > file_size or (
+                cl._wb_file is None and size < DIRECT_WRITE_MIN and pos + size > mf.populated_to):
+            _restore(props, "INNER_BASE", old_base)
+            _restore(props, "INNER_NUM", old_num)
+            return None
+        if pos + size > mf.reserved_to:
+            try:
+                mf.reserve(pos + size)
+            except OSError:  # a full disk: the general path refuses the put with the right status
+                _restore(props, "INNER_BASE", old_base)
+                _restore(props, "INNER_NUM", old_num)
+                return None
+        store_ts = msg.store_timestamp if msg.keep_store_timestamp else cl.clock()
+        cl.last_store_timestamp = store_ts
+        phy = mf.file_from_offset + pos
+        header, body, tail = record_parts(rec, msg, base_q, phy, store_ts)
+        cl._wb_file = mf
+        cl._wb_parts += (header, body if type(body) is bytes else bytes(body), tail)
+        cl._wb_records.append((phy, size, topic, queue_id, base_q, rec[3], store_ts, msg.prepared_transaction_offset,
+                               rec[7], inner_batch_known(msg, rec[7])))
+        cl.inner_batch_sizes.append((phy, base_q, inner_num))
+        end = pos + size
+        cl._wb_end = end
+        table[key] = base_q + inner_num
+        if end - mf.wrote_position >= commit_bytes or len(cl._wb_parts) >= WRITE_BUFFER_MAX_PARTS:
+            committed = cl._commit_locked()  # a failure keeps the records buffered: the next commit writes them
+    finally:
+        put_lock.release()
+    for listener in cl.append_listeners:
+        listener()
+    if committed:  # the buffer is empty: this record is in the file (MessageStore.put_inner_batch's rule)
+        checkpoint = store.checkpoint
+        if checkpoint is not None:
+            checkpoint.physic_msg_timestamp = store_ts
+        dispatch_committed(store)
+    elif cl.appended_records:  # a dispatch left waiting earlier: the general path retries it on each put
+        store._dispatch_now()
+    msg_id = offset_msg_id(rec[5], phy)
+    return PutMessageResult(PUT_OK, phy, size, msg_id, base_q, inner_num, store_ts, "", [msg_id])
+
+
+def dispatch_committed(store: MessageStore) -> None:
+    """Dispatch the records a commit just handed over: ``ReputMessageService.dispatch_new`` +
+    ``MessageStore.dispatch_appended`` for inner batches this module buffered, flat.
+
+    Each record's BatchCQ unit (the batch size as the put knew it, ``CommitLog.inner_batch_sizes``,
+    instead of parsing INNER_NUM and INNER_BASE back out of its properties string) and its index
+    entries are written under the dispatch and index locks, in commitlog order. The first record
+    that needs anything else (a queue's first unit or a full queue file, an index file without
+    room or a re-dispatch, an unknown batch size) and everything after it go the general way, as
+    does a record whose index roll fails (a full disk): it is stored and acknowledged, and dispatch
+    retries it from its unit on (written again only if missing) as ``MessageStore._dispatch_now`` does.
+    """
+    reput = store.reput
+    cl = store.commit_log
+    appended = cl.appended_records
+    sizes = cl.inner_batch_sizes
+    cqs = store.consume_queues
+    svc = store.index_service
+    if svc is not None and not store.config.message_index_enable:
+        svc = None
+    checkpoint = store.checkpoint
+    listeners = store.arrival_listeners
+    dispatch_lock = reput._dispatch_lock
+    index_lock = svc._lock if svc is not None else None
+    dispatch_lock.acquire()
+    if index_lock is not None:
+        index_lock.acquire()
+    try:
+        offset = reput.reput_from_offset
+        while appended and appended[0][0] < offset:  # entries dispatch has moved past
+            appended.popleft()
+        while appended:
+            phy, size, topic, queue_id, base, sys_flag, store_ts, _prepared, props, known = appended[0]
+            if phy != offset or known is None or not sys_flag & INNER_BATCH_FLAG or sys_flag & TRANSACTION_PREPARED_TYPE:
+                break
+            while sizes and sizes[0][0] < phy:
+                sizes.popleft()
+            if not sizes or sizes[0][0] != phy or sizes[0][1] != base:
+                break
+            num = sizes[0][2]
+            cq = cqs.get((topic, queue_id))
+            # the queue continues exactly here (its first unit sets minOffset: the general path)
+            if cq is None or not cq.is_batch or cq.max_offset != base or base == 0 or phy <= cq.max_physic_offset:
+                break
+            cq_files = cq.file_queue.files
+            if not cq_files:
+                break
+            cq_mf = cq_files[-1]
+            cq_pos = cq_mf.wrote_position
+            if cq_pos + BCQ_UNIT_SIZE > cq_mf.file_size:
+                break
+            tags, keys, uniq_key = known
+            if svc is not None:
+                idx_files = svc._files
+                idx = idx_files[-1] if idx_files else None
+                # a file put_keys writes to without a roll, and a record not indexed yet
+                if idx is None or not idx.reserved or idx.index_num - idx._index_count < CHEAP_KEYS + svc._margin \
+                        or phy <= idx._end_phy_offset:
+                    break
+            tc = tags_code(tags)
+            put_bcq_unit(cq_mf.mv, cq_pos, phy, size, tc, store_ts, base, num)
+            cq_mf.wrote_position = cq_pos + BCQ_UNIT_SIZE
+            cq.max_physic_offset = phy
+            cq.max_offset = base + num
+            if checkpoint is not None:
+                checkpoint.logics_msg_timestamp = store_ts
+            if svc is not None and (uniq_key is not None or keys):
+                written, key_count = idx.put_keys(topic, uniq_key, keys, phy, store_ts)
+                while written < key_count:  # more keys than the room kept: IndexService.build_index's roll
+                    written += svc._get_and_create_last_file().put_keys(topic, uniq_key, keys, phy, store_ts,
+                                                                         written)[0]
+            appended.popleft()
+            sizes.popleft()
+            offset = phy + size
+            reput.reput_from_offset = offset
+            for listener in listeners:
+                listener(topic, queue_id, base + num, tc, store_ts, props)
+        files = cl.file_queue.files
+        caught_up = not appended and bool(files) and offset == files[-1].file_from_offset + files[-1].wrote_position
+    except OSError:  # an index file the disk cannot hold: the general path retries and says so
+        caught_up = False
+    finally:
+        if index_lock is not None:
+            index_lock.release()
+        dispatch_lock.release()
+    if not caught_up:
+        store._dispatch_now()
+
+
+def _restore(props: dict[str, str], name: str, old: object) -> None:
+    """Put a property back as it was before a declined put set it (absent: removed)."""
+    if old is _MISSING:
+        props.pop(name, None)
+    else:
+        props[name] = old  # type: ignore[assignment]
