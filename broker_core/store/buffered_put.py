@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from . import commit_log
 from .codec.cq_unit import BCQ_STORE_UNIT_SIZE as BCQ_UNIT_SIZE
 from .codec.hotpath import check_message, offset_msg_id, prepare_record, put_bcq_unit, record_parts, tags_code
 from .codec.message import END_FILE_MIN_BLANK_LENGTH, MessageInner, RecordError
@@ -62,9 +63,7 @@ def put_inner_batch_buffered(store: MessageStore, msg: MessageInner, inner_num: 
         return None
     topic = msg.topic
     queue_id = msg.queue_id
-    from . import commit_log as _cl  # the commit threshold is read at call time (tests lower it)
-
-    commit_bytes = _cl.WRITE_BUFFER_COMMIT_BYTES
+    commit_bytes = commit_log.WRITE_BUFFER_COMMIT_BYTES  # read at call time: tests lower it
     file_size = cl.file_size
     committed = False
     put_lock = cl.put_lock
