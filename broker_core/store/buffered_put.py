@@ -24,11 +24,11 @@ from typing import TYPE_CHECKING
 
 from . import commit_log
 from .codec.cq_unit import BCQ_STORE_UNIT_SIZE as BCQ_UNIT_SIZE
-from .codec.hotpath import check_message, offset_msg_id, prepare_record, put_bcq_unit, record_parts, tags_code
-from .codec.message import END_FILE_MIN_BLANK_LENGTH, MessageInner, RecordError
+from .codec.hotpath import buffer_inner_batch as _buffer_inner_batch
+from .codec.hotpath import dispatch_inner_batch as _dispatch_inner_batch
+from .codec.message import END_FILE_MIN_BLANK_LENGTH, MessageInner
 from .codec.sys_flag import INNER_BATCH_FLAG, TRANSACTION_PREPARED_TYPE
 from .commit_log import DIRECT_WRITE_MIN, PUT_OK, WRITE_BUFFER_MAX_PARTS, PutMessageResult
-from .commit_log import _inner_batch_known as inner_batch_known
 from .fast_put import CHEAP_KEYS
 
 if TYPE_CHECKING:
@@ -57,14 +57,9 @@ def put_inner_batch_buffered(store: MessageStore, msg: MessageInner, inner_num: 
     props = msg.properties
     if type(props) is not dict:
         return None
-    try:
-        check_message(msg)
-    except RecordError:  # the general path gives the verdict
-        return None
     topic = msg.topic
     queue_id = msg.queue_id
     commit_bytes = commit_log.WRITE_BUFFER_COMMIT_BYTES  # read at call time: tests lower it
-    file_size = cl.file_size
     committed = False
     put_lock = cl.put_lock
     put_lock.acquire()
@@ -88,35 +83,26 @@ def put_inner_batch_buffered(store: MessageStore, msg: MessageInner, inner_num: 
         old_num = props.get("INNER_NUM", _MISSING)
         props["INNER_BASE"] = str(base_q)
         props["INNER_NUM"] = str(inner_num)
-        try:
-            rec = prepare_record(msg, None, cl.config.max_message_size)
-        except RecordError:
-            rec = None
-        size = rec[0] if rec is not None else 0
-        # the record must fit this file with room for its BLANK end, and (like _file_for) a small one
-        # that the general path would populate the mapping for is left to it
-        if rec is None or pos + size + END_FILE_MIN_BLANK_LENGTH > file_size or (
-                cl._wb_file is None and size < DIRECT_WRITE_MIN and pos + size > mf.populated_to):
+        store_ts = msg.store_timestamp if msg.keep_store_timestamp else cl.clock()
+        phy = mf.file_from_offset + pos
+        done = _buffer_inner_batch(msg, cl.config.max_message_size, phy, base_q, store_ts)
+        size = done[0] if done is not None else 0
+        end = pos + size
+        # the record must fit this file with room for its BLANK end; a small one the general path
+        # would populate the mapping for (_file_for) is left to it; its disk blocks reserved now
+        if done is None or end + END_FILE_MIN_BLANK_LENGTH > cl.file_size or (
+                cl._wb_file is None and size < DIRECT_WRITE_MIN and end > mf.populated_to) or (
+                end > mf.reserved_to and not _reserved(mf, end)):
             _restore(props, "INNER_BASE", old_base)
             _restore(props, "INNER_NUM", old_num)
             return None
-        if pos + size > mf.reserved_to:
-            try:
-                mf.reserve(pos + size)
-            except OSError:  # a full disk: the general path refuses the put with the right status
-                _restore(props, "INNER_BASE", old_base)
-                _restore(props, "INNER_NUM", old_num)
-                return None
-        store_ts = msg.store_timestamp if msg.keep_store_timestamp else cl.clock()
+        msg_id, header, body, tail, sys_flag, text, known = done[1:]
         cl.last_store_timestamp = store_ts
-        phy = mf.file_from_offset + pos
-        header, body, tail = record_parts(rec, msg, base_q, phy, store_ts)
         cl._wb_file = mf
-        cl._wb_parts += (header, body if type(body) is bytes else bytes(body), tail)
-        cl._wb_records.append((phy, size, topic, queue_id, base_q, rec[3], store_ts, msg.prepared_transaction_offset,
-                               rec[7], inner_batch_known(msg, rec[7])))
+        cl._wb_parts += (header, body, tail)
+        cl._wb_records.append((phy, size, topic, queue_id, base_q, sys_flag, store_ts, msg.prepared_transaction_offset,
+                               text, known))
         cl.inner_batch_sizes.append((phy, base_q, inner_num))
-        end = pos + size
         cl._wb_end = end
         table[key] = base_q + inner_num
         if end - mf.wrote_position >= commit_bytes or len(cl._wb_parts) >= WRITE_BUFFER_MAX_PARTS:
@@ -132,8 +118,17 @@ def put_inner_batch_buffered(store: MessageStore, msg: MessageInner, inner_num: 
         dispatch_committed(store)
     elif cl.appended_records:  # a dispatch left waiting earlier: the general path retries it on each put
         store._dispatch_now()
-    msg_id = offset_msg_id(rec[5], phy)
     return PutMessageResult(PUT_OK, phy, size, msg_id, base_q, inner_num, store_ts, "", [msg_id])
+
+
+def _reserved(mf, end: int) -> bool:
+    """Disk blocks reserved up to ``end`` (the commit then cannot run out of space); False on a full
+    disk, where the general path refuses the put with the right status."""
+    try:
+        mf.reserve(end)
+    except OSError:
+        return False
+    return True
 
 
 def dispatch_committed(store: MessageStore) -> None:
@@ -188,23 +183,34 @@ def dispatch_committed(store: MessageStore) -> None:
             if cq_pos + BCQ_UNIT_SIZE > cq_mf.file_size:
                 break
             tags, keys, uniq_key = known
-            if svc is not None:
+            if svc is None:
+                tc = _dispatch_inner_batch(cq_mf.mv, cq_pos, phy, size, tags, store_ts, base, num, None, 0, 0, 0, 0,
+                                           0, 0, topic, uniq_key, keys)[0]
+            else:
                 idx_files = svc._files
                 idx = idx_files[-1] if idx_files else None
-                # a file put_keys writes to without a roll, and a record not indexed yet
+                # a file IndexService.build_index writes to without a roll, and a record not indexed yet
                 if idx is None or not idx.reserved or idx.index_num - idx._index_count < CHEAP_KEYS + svc._margin \
                         or phy <= idx._end_phy_offset:
                     break
-            tc = tags_code(tags)
-            put_bcq_unit(cq_mf.mv, cq_pos, phy, size, tc, store_ts, base, num)
+                tc, written, key_count, begin_ts, begin_phy, slot_count, n = _dispatch_inner_batch(
+                    cq_mf.mv, cq_pos, phy, size, tags, store_ts, base, num, idx._buf, idx.hash_slot_num,
+                    idx.index_num, idx._index_count, idx._begin_timestamp, idx._begin_phy_offset,
+                    idx._hash_slot_count, topic, uniq_key, keys)
+                if written:  # IndexFile.put_keys's header update
+                    idx._begin_timestamp = begin_ts
+                    idx._begin_phy_offset = begin_phy
+                    idx._hash_slot_count = slot_count
+                    idx._index_count = n
+                    idx._end_phy_offset = phy
+                    idx._end_timestamp = store_ts
             cq_mf.wrote_position = cq_pos + BCQ_UNIT_SIZE
             cq.max_physic_offset = phy
             cq.max_offset = base + num
             if checkpoint is not None:
                 checkpoint.logics_msg_timestamp = store_ts
-            if svc is not None and (uniq_key is not None or keys):
-                written, key_count = idx.put_keys(topic, uniq_key, keys, phy, store_ts)
-                while written < key_count:  # more keys than the room kept: IndexService.build_index's roll
+            if svc is not None and written < key_count:  # more keys than the room kept: build_index's roll
+                while written < key_count:
                     written += svc._get_and_create_last_file().put_keys(topic, uniq_key, keys, phy, store_ts,
                                                                          written)[0]
             appended.popleft()

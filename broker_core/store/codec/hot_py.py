@@ -960,3 +960,71 @@ def cq_units_of(recs, granularity_ms: int) -> tuple[bytes, bool, list[tuple[int,
                 seen.add(bucket)
                 table.append((bucket, off))
     return bytes(units), contiguous, table
+
+
+# ---------------------------------------------------------------------------------------- write buffer
+# Inner batches on the write buffer (``store/buffered_put.py``): the record is encoded at the put,
+# written by the commit, and its BatchCQ unit and index entries are written after the commit.
+
+
+def inner_batch_known(topic: str, properties: dict[str, str], props: str
+                      ) -> tuple[str | None, str | None, str | None] | None:
+    """TAGS/KEYS/UNIQ_KEY of an inner batch's record from its property dict, so that dispatch does not
+    parse its properties string: ``known_properties`` without its exclusion of INNER_NUM (an inner
+    batch's INNER_NUM/INNER_BASE are dispatched from what the put knew). The same rule otherwise:
+    only when the dict says what the string says and the topic has no delay-level tagsCode.
+    """
+    n = len(properties)
+    if topic == SCHEDULE_TOPIC or props.count("\x01") != n or props.count("\x02") != n:
+        return None
+    get = properties.get
+    return get("TAGS"), get("KEYS") or None, get("UNIQ_KEY") or None
+
+
+def buffer_inner_batch(msg: RecordSource, max_message_size: int, phy: int, queue_offset: int, store_ts: int
+                       ) -> tuple[int, str, bytes, bytes, bytes, int, str, tuple | None] | None:
+    """An inner batch's record for the write buffer in one call: ``check_message``, ``prepare_record``
+    and ``record_parts`` (so the bytes are theirs) plus what the buffer and dispatch keep of it.
+
+    Why one call: the general path makes these calls and the bookkeeping around them in Python,
+    several microseconds a batch beside a ~4 us encode (issue 17). The caller has set INNER_BASE =
+    ``queue_offset`` and INNER_NUM in the dict. None, with nothing done, when the properties are not
+    an exact dict or any of the three refuses the message with a RecordError (the general path then
+    gives the verdict). Returns ``(TOTALSIZE, offset msgId, header, body, tail, SYSFLAG, PROPERTIES
+    string, inner_batch_known)``; the body is the message's own ``bytes`` object, or a copy of any
+    other buffer (the caller may reuse its buffer once the put returns, the record is written later).
+    """
+    properties = msg.properties
+    if type(properties) is not dict:
+        return None
+    try:
+        check_message(msg)
+        rec = prepare_record(msg, None, max_message_size)
+        header, body, tail = record_parts(rec, msg, queue_offset, phy, store_ts)
+    except RecordError:
+        return None
+    props = rec[7]
+    return (rec[0], offset_msg_id(rec[5], phy), header, body if type(body) is bytes else bytes(body), tail, rec[3],
+            props, inner_batch_known(msg.topic, properties, props))
+
+
+def dispatch_inner_batch(cq_buf, cq_pos: int, phy: int, size: int, tags: str | None, store_ts: int, base: int,
+                         batch_size: int, idx_buf, hash_slot_num: int, index_num: int, index_count: int,
+                         begin_timestamp: int, begin_phy_offset: int, hash_slot_count: int, topic: str,
+                         uniq_key: str | None, keys: str | None) -> tuple[int, int, int, int, int, int, int]:
+    """A committed inner batch's dispatch in one call: its BatchCQ unit at ``cq_pos`` (``put_bcq_unit``
+    with the tagsCode of ``tags``) and, when ``idx_buf`` is not None, its index entries
+    (``index_put_keys``). Returns ``(tagsCode, written, key_count, beginTimestamp, beginPhyOffset,
+    hashSlotCount, indexCount)``; the index values are the ones given when ``idx_buf`` is None. The
+    caller has made sure the unit fits (a struct error otherwise, nothing written) and rolls the
+    index file for the keys that did not fit (``written`` < ``key_count``).
+    """
+    tc = tags_code(tags)
+    if idx_buf is not None:  # checked before the unit is written, so a bad index file writes nothing
+        if index_count < 1 or index_count > index_num:
+            raise ValueError("index_count must be between 1 and index_num")
+    put_bcq_unit(cq_buf, cq_pos, phy, size, tc, store_ts, base, batch_size)
+    if idx_buf is None:
+        return tc, 0, 0, begin_timestamp, begin_phy_offset, hash_slot_count, index_count
+    return (tc, *index_put_keys(idx_buf, hash_slot_num, index_num, index_count, begin_timestamp, begin_phy_offset,
+                                hash_slot_count, topic, uniq_key, keys, phy, store_ts))
