@@ -7,12 +7,15 @@ layers: MessageStore -> CommitLog.put_inner_batch -> _buffer_inner_batch on the 
 committed record dispatch_appended -> inner_batch_position (parsing INNER_NUM/INNER_BASE back out
 of the properties string) -> BatchConsumeQueue.put_message_position_info -> IndexService.build_index.
 
-Here both sides are one flat function each, doing what those layers decide, with the same compiled
-calls (``check_message``, ``prepare_record``, ``record_parts``, ``put_bcq_unit``, index keys), so the
-bytes are the general path's by construction and both implementations (C and the pure-Python twin)
-are used alike. Dispatch still happens only after the commit, as RocketMQ's reput reads only
-committed data: a buffered record is in no queue and no index until it is in the file, so a failed
-commit or a crash leaves nothing pointing at bytes that are not there. Whenever anything is unusual
+Here each side is one flat function around one compiled call: the put around
+``hotpath.buffer_inner_batch`` (``check_message`` + ``prepare_record`` + ``record_parts`` composed,
+so the verdicts and bytes are the general path's by construction, plus the msgId and the dispatch
+fields), each committed record's dispatch around ``hotpath.dispatch_inner_batch`` (its BatchCQ unit
+and index entries). Both have a pure-Python twin (``hot_py``), run by the same tests. Why not the
+unit and index entries in the put's call, as ``fast_put`` does without the buffer: dispatch must
+happen only after the commit, as RocketMQ's reput reads only committed data. A buffered record is
+in no queue and no index until it is in the file, so a failed commit or a crash leaves nothing
+pointing at bytes that are not there. Whenever anything is unusual
 (a file to end or roll, the buffer full after a failed commit, a queue or index file at its end, a
 record the encoder refuses, a started store or dispatch hooks) the put or that record's dispatch is
 left to the general path, which keeps every rule in one place.
