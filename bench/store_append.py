@@ -38,7 +38,13 @@ blocks allocated ahead, which costs more than writing into posix_fallocate'd blo
   lists, result), dispatch ~3 us (unit and index state in Python). What is left is the kernel's
   copy into the page cache and ~9 us of Python a batch; dispatch waits for the commit by design
   (RocketMQ's reput reads committed data only), so it cannot be folded into the put's call.
-  Committing more than 1 MiB at a time was not faster here (2 and 4 MiB measured slower).
+  Committing more than 1 MiB at a time was not faster here (2 and 4 MiB measured slower), nor
+  are 2 MiB-aligned commits (the drifting ~1 MiB commits already write at the aligned rate,
+  ~5 GB/s of CPU into the fallocated file; only a fixed sub-page misalignment is slow).
+  Measured (load 2.7-3.1, 7 reps): ``batchcq_write_buffer_ratio`` 0.68 (CPU 0.63, paired 0.61);
+  the same scenario on the code before this path, interleaved with it: 1,080-1,450 MB/s against
+  1,660-2,200 MB/s. On a busy machine the page-cache baseline itself swings (150-3,400 MB/s
+  within one run): compare the ``*_runs`` lists and the load before reading the ratio.
 
 Fairness: the bare loop writes the store's own record bytes (``baseline_same_bytes`` checks three of
 them, the store time aside); the store does its consume queue unit and index entries on top.
