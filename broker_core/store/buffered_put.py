@@ -89,17 +89,20 @@ def put_inner_batch_buffered(store: MessageStore, msg: MessageInner, inner_num: 
         store_ts = msg.store_timestamp if msg.keep_store_timestamp else cl.clock()
         phy = mf.file_from_offset + pos
         done = _buffer_inner_batch(msg, cl.config.max_message_size, phy, base_q, store_ts)
-        size = done[0] if done is not None else 0
+        if done is None:
+            _restore(props, "INNER_BASE", old_base)
+            _restore(props, "INNER_NUM", old_num)
+            return None
+        size, msg_id, header, body, tail, sys_flag, text, known = done
         end = pos + size
         # the record must fit this file with room for its BLANK end; a small one the general path
         # would populate the mapping for (_file_for) is left to it; its disk blocks reserved now
-        if done is None or end + END_FILE_MIN_BLANK_LENGTH > cl.file_size or (
+        if end + END_FILE_MIN_BLANK_LENGTH > cl.file_size or (
                 cl._wb_file is None and size < DIRECT_WRITE_MIN and end > mf.populated_to) or (
                 end > mf.reserved_to and not _reserved(mf, end)):
             _restore(props, "INNER_BASE", old_base)
             _restore(props, "INNER_NUM", old_num)
             return None
-        msg_id, header, body, tail, sys_flag, text, known = done[1:]
         cl.last_store_timestamp = store_ts
         cl._wb_file = mf
         cl._wb_parts += (header, body, tail)
