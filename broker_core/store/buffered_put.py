@@ -37,7 +37,8 @@ from .fast_put import CHEAP_KEYS
 if TYPE_CHECKING:
     from .message_store import MessageStore
 
-_MISSING = object()
+# Room reserved ahead of a record beyond its body (header, topic, properties), as put_inner_batch_fast.
+_RECORD_OVERHEAD = 32 * 1024
 
 
 def put_inner_batch_buffered(store: MessageStore, msg: MessageInner, inner_num: int) -> PutMessageResult | None:
@@ -57,8 +58,7 @@ def put_inner_batch_buffered(store: MessageStore, msg: MessageInner, inner_num: 
     cl = store.commit_log
     if not cl.write_buffer:
         return None
-    props = msg.properties
-    if type(props) is not dict:
+    if type(msg.properties) is not dict or type(msg.body) not in (bytes, bytearray):
         return None
     topic = msg.topic
     queue_id = msg.queue_id
@@ -82,36 +82,30 @@ def put_inner_batch_buffered(store: MessageStore, msg: MessageInner, inner_num: 
         key = f"{topic}-{queue_id}"
         table = cl.queue_offsets.table
         base_q = table.get(key, 0)
-        old_base = props.get("INNER_BASE", _MISSING)
-        old_num = props.get("INNER_NUM", _MISSING)
-        props["INNER_BASE"] = str(base_q)
-        props["INNER_NUM"] = str(inner_num)
+        # The record's limits in this file: room for its BLANK end, disk blocks reserved (here, ahead
+        # of the largest record this body can make), and a small record that the general path would
+        # populate the mapping for (_file_for) is left to it.
+        file_end = cl.file_size - END_FILE_MIN_BLANK_LENGTH
+        need = pos + len(msg.body) + _RECORD_OVERHEAD
+        if need > mf.reserved_to and need <= file_end and not _reserved(mf, need):
+            return None
+        room = min(file_end, mf.reserved_to) - pos
         store_ts = msg.store_timestamp if msg.keep_store_timestamp else cl.clock()
         phy = mf.file_from_offset + pos
-        done = _buffer_inner_batch(msg, cl.config.max_message_size, phy, base_q, store_ts)
-        if done is None:
-            _restore(props, "INNER_BASE", old_base)
-            _restore(props, "INNER_NUM", old_num)
+        parts = cl._wb_parts
+        done = _buffer_inner_batch(msg, cl.config.max_message_size, phy, base_q, store_ts, inner_num, room,
+                                   room if cl._wb_file is not None else mf.populated_to - pos, DIRECT_WRITE_MIN,
+                                   parts, cl._wb_records)
+        if done is None:  # nothing changed, the message's properties as they were
             return None
-        size, msg_id, header, body, tail, sys_flag, text, known = done
+        size, msg_id = done
         end = pos + size
-        # the record must fit this file with room for its BLANK end; a small one the general path
-        # would populate the mapping for (_file_for) is left to it; its disk blocks reserved now
-        if end + END_FILE_MIN_BLANK_LENGTH > cl.file_size or (
-                cl._wb_file is None and size < DIRECT_WRITE_MIN and end > mf.populated_to) or (
-                end > mf.reserved_to and not _reserved(mf, end)):
-            _restore(props, "INNER_BASE", old_base)
-            _restore(props, "INNER_NUM", old_num)
-            return None
         cl.last_store_timestamp = store_ts
         cl._wb_file = mf
-        cl._wb_parts += (header, body, tail)
-        cl._wb_records.append((phy, size, topic, queue_id, base_q, sys_flag, store_ts, msg.prepared_transaction_offset,
-                               text, known))
         cl.inner_batch_sizes.append((phy, base_q, inner_num))
         cl._wb_end = end
         table[key] = base_q + inner_num
-        if end - mf.wrote_position >= commit_bytes or len(cl._wb_parts) >= WRITE_BUFFER_MAX_PARTS:
+        if end - mf.wrote_position >= commit_bytes or len(parts) >= WRITE_BUFFER_MAX_PARTS:
             committed = cl._commit_locked()  # a failure keeps the records buffered: the next commit writes them
     finally:
         put_lock.release()
@@ -235,11 +229,3 @@ def dispatch_committed(store: MessageStore) -> None:
         dispatch_lock.release()
     if not caught_up:
         store._dispatch_now()
-
-
-def _restore(props: dict[str, str], name: str, old: object) -> None:
-    """Put a property back as it was before a declined put set it (absent: removed)."""
-    if old is _MISSING:
-        props.pop(name, None)
-    else:
-        props[name] = old  # type: ignore[assignment]

@@ -205,20 +205,31 @@ def test_both_implementations_agree_on_the_buffered_record_and_its_dispatch() ->
     items = batches(120, seed=9)
     for i, (m, n) in enumerate(items):
         base = rnd.choice([0, 7, 123456])
-        m.properties["INNER_BASE"] = str(base)
-        m.properties["INNER_NUM"] = str(n)
+        if i % 5 == 1:
+            m.properties["INNER_BASE"] = "stale"  # put back as it was when declined
         if i % 17 == 3:
             m.properties["BAD\x01"] = "x"  # refused by check_message: None on both
+        room = rnd.choice([1 << 30, len(m.body) + 100, 10])
         outcomes = []
         for impl in (hot_py, compiled):
+            msg = copy_batches([(m, n)])[0][0]
+            parts, records = [b"before"], []
             try:
-                outcomes.append(impl.buffer_inner_batch(m, 4 << 20, 4096 + i, base, BASE_TS + i))
+                got = impl.buffer_inner_batch(msg, 4 << 20, 4096 + i, base, BASE_TS + i, n, room, room, 4096, parts,
+                                              records)
             except Exception as e:  # noqa: BLE001 - the type is the comparison
-                outcomes.append(type(e))
+                got = type(e)
+            outcomes.append((got, parts, records, msg.properties))
         assert outcomes[0] == outcomes[1]
-        if i % 17 == 3:
-            assert outcomes[0] is None
-        known = outcomes[0][7] if outcomes[0] is not None else None
+        got, parts, records, props = outcomes[0]
+        if got is None:  # declined: nothing appended, the properties as the caller gave them
+            assert parts == [b"before"] and records == [] and props == m.properties
+        else:
+            assert len(parts) == 4 and len(records) == 1 and props["INNER_BASE"] == str(base)
+            assert len(b"".join(parts[1:])) == got[0] and records[0][:2] == (4096 + i, got[0])
+        if i % 17 == 3 or room == 10:
+            assert got is None
+        known = records[0][9] if records else None
         tags, keys, uniq = known if known is not None else (m.properties.get("TAGS"), None, None)
         results = []
         for impl in (hot_py, compiled):

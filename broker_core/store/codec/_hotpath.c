@@ -2137,13 +2137,6 @@ out:
 
 /* ------------------------------------------------------------------ write buffer (store/buffered_put.py) */
 
-/* A RecordError raised by one of the composed calls means "decline" (None); anything else propagates. */
-static PyObject *decline_on_record_error(void) {
-    if (!PyErr_ExceptionMatches(RecordError)) return NULL;
-    PyErr_Clear();
-    Py_RETURN_NONE;
-}
-
 /* inner_batch_known of hot_py.py: (TAGS, KEYS or None, UNIQ_KEY or None) from an exact dict when it says
  * what the properties string says and the topic has no delay-level tagsCode, else None. New reference. */
 static PyObject *inner_batch_known(PyObject *topic, PyObject *props, PyObject *text) {
@@ -2179,30 +2172,57 @@ static PyObject *hp_inner_batch_known(PyObject *self, PyObject *const *args, Py_
     return inner_batch_known(args[0], args[1], args[2]);
 }
 
-/* buffer_inner_batch of hot_py.py: check_message + prepare_record + record_parts composed in one call
- * (the same functions, so the same verdicts and bytes), plus the msgId and inner_batch_known. */
+/* A property back as it was (old NULL: absent) after buffer_inner_batch set it; keeps any error set. */
+static void put_back(PyObject *props, PyObject *name, PyObject *old) {
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    if (old != NULL) {
+        if (PyDict_SetItem(props, name, old) < 0) PyErr_Clear();
+    } else if (PyDict_DelItem(props, name) < 0) {
+        PyErr_Clear();
+    }
+    PyErr_Restore(et, ev, tb);
+}
+
+/* buffer_inner_batch of hot_py.py: INNER_BASE/INNER_NUM set, check_message + prepare_record +
+ * record_parts composed in one call (the same functions, so the same verdicts and bytes), the parts and
+ * the dispatch entry appended to the caller's lists; the properties put back on a decline or error. */
 static PyObject *hp_buffer_inner_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (not_initialised()) return NULL;
-    if (nargs != 5) {
-        PyErr_SetString(PyExc_TypeError, "buffer_inner_batch(msg, max_message_size, phy, queue_offset, store_ts)");
+    if (nargs != 11 || !PyList_CheckExact(args[9]) || !PyList_CheckExact(args[10])) {
+        PyErr_SetString(PyExc_TypeError, "buffer_inner_batch(msg, max_message_size, phy, queue_offset, store_ts, "
+                                         "inner_num, room, small_room, small_size, parts: list, records: list)");
         return NULL;
     }
     PyObject *msg = args[0];
-    int64_t phy;
-    if (as_i64(args[2], &phy) < 0) return NULL;
+    int64_t phy, room, small_room, small_size;
+    if (as_i64(args[2], &phy) < 0 || as_i64(args[6], &room) < 0 || as_i64(args[7], &small_room) < 0 ||
+        as_i64(args[8], &small_size) < 0) return NULL;
     PyObject *properties = PyObject_GetAttr(msg, s_properties);
     if (properties == NULL) return NULL;
-    PyObject *rec = NULL, *parts = NULL, *topic = NULL, *known = NULL, *body = NULL, *msg_id = NULL, *result = NULL;
-    if (!PyDict_CheckExact(properties)) { result = Py_NewRef(Py_None); goto done; }
+    if (!PyDict_CheckExact(properties)) { Py_DECREF(properties); Py_RETURN_NONE; }
+    PyObject *old_base = NULL, *old_num = NULL, *base_text = NULL, *num_text = NULL;
+    PyObject *rec = NULL, *parts = NULL, *topic = NULL, *known = NULL, *body = NULL, *msg_id = NULL;
+    PyObject *entry = NULL, *queue_id = NULL, *prepared = NULL, *result = NULL;
+    int set = 0, declined = 0;
+    old_base = Py_XNewRef(PyDict_GetItemWithError(properties, s_INNER_BASE));
+    if (old_base == NULL && PyErr_Occurred()) goto done;
+    old_num = Py_XNewRef(PyDict_GetItemWithError(properties, s_INNER_NUM));
+    if (old_num == NULL && PyErr_Occurred()) goto done;
+    if ((base_text = PyObject_Str(args[3])) == NULL || (num_text = PyObject_Str(args[5])) == NULL) goto done;
+    set = 1;
+    if (PyDict_SetItem(properties, s_INNER_BASE, base_text) < 0 || PyDict_SetItem(properties, s_INNER_NUM, num_text) < 0)
+        goto done;
     PyObject *r = hp_check_message(self, args, 1);
-    if (r == NULL) { result = decline_on_record_error(); goto done; }
+    if (r == NULL) goto refused;
     Py_DECREF(r);
     PyObject *prep_args[3] = {msg, Py_None, args[1]};
-    rec = hp_prepare_record(self, prep_args, 3, NULL);
-    if (rec == NULL) { result = decline_on_record_error(); goto done; }
+    if ((rec = hp_prepare_record(self, prep_args, 3, NULL)) == NULL) goto refused;
+    Py_ssize_t size = PyLong_AsSsize_t(PyTuple_GET_ITEM(rec, 0));
+    if (size == -1 && PyErr_Occurred()) goto done;
+    if (size > room || (size < small_size && size > small_room)) { declined = 1; goto done; }
     PyObject *parts_args[5] = {rec, msg, args[3], args[2], args[4]};
-    parts = hp_record_parts(self, parts_args, 5);
-    if (parts == NULL) { result = decline_on_record_error(); goto done; }
+    if ((parts = hp_record_parts(self, parts_args, 5)) == NULL) goto refused;
     if ((topic = PyObject_GetAttr(msg, s_topic)) == NULL) goto done;
     PyObject *text = PyTuple_GET_ITEM(rec, 7), *store_raw = PyTuple_GET_ITEM(rec, 5);
     if ((known = inner_batch_known(topic, properties, text)) == NULL) goto done;
@@ -2210,11 +2230,33 @@ static PyObject *hp_buffer_inner_batch(PyObject *self, PyObject *const *args, Py
     body = PyTuple_GET_ITEM(parts, 1);
     body = PyBytes_CheckExact(body) ? Py_NewRef(body) : PyBytes_FromObject(body);
     if (body == NULL) goto done;
-    result = PyTuple_Pack(8, PyTuple_GET_ITEM(rec, 0), msg_id, PyTuple_GET_ITEM(parts, 0), body,
-                          PyTuple_GET_ITEM(parts, 2), PyTuple_GET_ITEM(rec, 3), text, known);
+    if ((queue_id = PyObject_GetAttr(msg, s_queue_id)) == NULL ||
+        (prepared = PyObject_GetAttr(msg, s_prepared_transaction_offset)) == NULL) goto done;
+    entry = PyTuple_Pack(10, args[2], PyTuple_GET_ITEM(rec, 0), topic, queue_id, args[3], PyTuple_GET_ITEM(rec, 3),
+                         args[4], prepared, text, known);
+    if (entry == NULL) goto done;
+    result = PyTuple_Pack(2, PyTuple_GET_ITEM(rec, 0), msg_id);
+    if (result == NULL) goto done;
+    /* the lists last, all or nothing: the three parts, then the entry */
+    Py_ssize_t n0 = PyList_GET_SIZE(args[9]);
+    if (PyList_Append(args[9], PyTuple_GET_ITEM(parts, 0)) < 0 || PyList_Append(args[9], body) < 0 ||
+        PyList_Append(args[9], PyTuple_GET_ITEM(parts, 2)) < 0 || PyList_Append(args[10], entry) < 0) {
+        PyList_SetSlice(args[9], n0, PyList_GET_SIZE(args[9]), NULL);
+        Py_CLEAR(result);
+    }
+    goto done;
+refused:  /* a RecordError is the verdict "decline"; anything else propagates */
+    if (PyErr_ExceptionMatches(RecordError)) { PyErr_Clear(); declined = 1; }
 done:
+    if (result == NULL && set) {
+        put_back(properties, s_INNER_BASE, old_base);
+        put_back(properties, s_INNER_NUM, old_num);
+    }
+    if (declined && !PyErr_Occurred()) result = Py_NewRef(Py_None);
     Py_DECREF(properties);
+    Py_XDECREF(old_base); Py_XDECREF(old_num); Py_XDECREF(base_text); Py_XDECREF(num_text);
     Py_XDECREF(rec); Py_XDECREF(parts); Py_XDECREF(topic); Py_XDECREF(known); Py_XDECREF(body); Py_XDECREF(msg_id);
+    Py_XDECREF(entry); Py_XDECREF(queue_id); Py_XDECREF(prepared);
     return result;
 }
 

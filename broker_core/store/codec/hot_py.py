@@ -981,31 +981,68 @@ def inner_batch_known(topic: str, properties: dict[str, str], props: str
     return get("TAGS"), get("KEYS") or None, get("UNIQ_KEY") or None
 
 
-def buffer_inner_batch(msg: RecordSource, max_message_size: int, phy: int, queue_offset: int, store_ts: int
-                       ) -> tuple[int, str, bytes, bytes, bytes, int, str, tuple | None] | None:
-    """An inner batch's record for the write buffer in one call: ``check_message``, ``prepare_record``
-    and ``record_parts`` (so the bytes are theirs) plus what the buffer and dispatch keep of it.
+def buffer_inner_batch(msg: RecordSource, max_message_size: int, phy: int, queue_offset: int, store_ts: int,
+                       inner_num: int, room: int, small_room: int, small_size: int, parts: list, records: list
+                       ) -> tuple[int, str] | None:
+    """An inner batch's record into the write buffer in one call: INNER_BASE/INNER_NUM set as
+    ``CommitLog.put_inner_batch`` sets them, ``check_message``, ``prepare_record`` and ``record_parts``
+    (so the verdicts and bytes are theirs), then the record's (header, body, tail) appended to
+    ``parts`` and its dispatch entry (``AppendedRecord``, with ``inner_batch_known``) to ``records``.
 
     Why one call: the general path makes these calls and the bookkeeping around them in Python,
-    several microseconds a batch beside a ~4 us encode (issue 17). The caller has set INNER_BASE =
-    ``queue_offset`` and INNER_NUM in the dict. None, with nothing done, when the properties are not
-    an exact dict or any of the three refuses the message with a RecordError (the general path then
-    gives the verdict). Returns ``(TOTALSIZE, offset msgId, header, body, tail, SYSFLAG, PROPERTIES
-    string, inner_batch_known)``; the body is the message's own ``bytes`` object, or a copy of any
-    other buffer (the caller may reuse its buffer once the put returns, the record is written later).
+    several microseconds a batch beside a ~4 us encode (issue 17). Returns ``(TOTALSIZE, offset
+    msgId)``, or None with nothing changed (the two properties put back as they were) when the
+    properties are not an exact dict, any of the three refuses the message with a RecordError (the
+    general path then gives the verdict), or the record is larger than ``room`` (or than
+    ``small_room`` when it is smaller than ``small_size``: the caller's file limits). The body is
+    the message's own ``bytes`` object, or a copy of any other buffer (the caller may reuse its
+    buffer once the put returns; the record is written at the commit).
     """
     properties = msg.properties
     if type(properties) is not dict:
         return None
+    old_base = properties.get("INNER_BASE", _ABSENT)
+    old_num = properties.get("INNER_NUM", _ABSENT)
+    properties["INNER_BASE"] = str(queue_offset)
+    properties["INNER_NUM"] = str(inner_num)
     try:
         check_message(msg)
         rec = prepare_record(msg, None, max_message_size)
-        header, body, tail = record_parts(rec, msg, queue_offset, phy, store_ts)
+        size = rec[0]
+        if size > room or (size < small_size and size > small_room):
+            rec = None
+        else:
+            header, body, tail = record_parts(rec, msg, queue_offset, phy, store_ts)
+            props = rec[7]
+            known = inner_batch_known(msg.topic, properties, props)
+            msg_id = offset_msg_id(rec[5], phy)
+            if type(body) is not bytes:
+                body = bytes(body)
     except RecordError:
+        rec = None
+    except BaseException:  # not a verdict: raised as it is, the message as the caller gave it
+        _put_back(properties, "INNER_BASE", old_base)
+        _put_back(properties, "INNER_NUM", old_num)
+        raise
+    if rec is None:
+        _put_back(properties, "INNER_BASE", old_base)
+        _put_back(properties, "INNER_NUM", old_num)
         return None
-    props = rec[7]
-    return (rec[0], offset_msg_id(rec[5], phy), header, body if type(body) is bytes else bytes(body), tail, rec[3],
-            props, inner_batch_known(msg.topic, properties, props))
+    parts += (header, body, tail)
+    records.append((phy, size, msg.topic, msg.queue_id, queue_offset, rec[3], store_ts,
+                    msg.prepared_transaction_offset, props, known))
+    return size, msg_id
+
+
+_ABSENT = object()
+
+
+def _put_back(properties: dict, name: str, old: object) -> None:
+    """A property as it was before ``buffer_inner_batch`` set it (absent: removed)."""
+    if old is _ABSENT:
+        properties.pop(name, None)
+    else:
+        properties[name] = old
 
 
 def dispatch_inner_batch(cq_buf, cq_pos: int, phy: int, size: int, tags: str | None, store_ts: int, base: int,
