@@ -159,6 +159,10 @@ def dispatch_committed(store: MessageStore) -> None:
     if index_lock is not None:
         index_lock.acquire()
     try:
+        if svc is not None:
+            idx_files = svc._files
+            idx = idx_files[-1] if idx_files and idx_files[-1].reserved else None
+            room_needed = CHEAP_KEYS + svc._margin
         offset = reput.reput_from_offset
         while appended and appended[0][0] < offset:  # entries dispatch has moved past
             appended.popleft()
@@ -187,11 +191,8 @@ def dispatch_committed(store: MessageStore) -> None:
                 tc = _dispatch_inner_batch(cq_mf.mv, cq_pos, phy, size, tags, store_ts, base, num, None, 0, 0, 0, 0,
                                            0, 0, topic, uniq_key, keys)[0]
             else:
-                idx_files = svc._files
-                idx = idx_files[-1] if idx_files else None
                 # a file IndexService.build_index writes to without a roll, and a record not indexed yet
-                if idx is None or not idx.reserved or idx.index_num - idx._index_count < CHEAP_KEYS + svc._margin \
-                        or phy <= idx._end_phy_offset:
+                if idx is None or idx.index_num - idx._index_count < room_needed or phy <= idx._end_phy_offset:
                     break
                 tc, written, key_count, begin_ts, begin_phy, slot_count, n = _dispatch_inner_batch(
                     cq_mf.mv, cq_pos, phy, size, tags, store_ts, base, num, idx._buf, idx.hash_slot_num,
@@ -213,6 +214,7 @@ def dispatch_committed(store: MessageStore) -> None:
                 while written < key_count:
                     written += svc._get_and_create_last_file().put_keys(topic, uniq_key, keys, phy, store_ts,
                                                                          written)[0]
+                idx = svc._files[-1] if svc._files[-1].reserved else None
             appended.popleft()
             sizes.popleft()
             offset = phy + size
