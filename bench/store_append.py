@@ -30,7 +30,8 @@ blocks allocated ahead, which costs more than writing into posix_fallocate'd blo
   (``fast_put.put_inner_batch_fast``); unchanged by the write buffer work.
 * Write buffer (``batchcq_write_buffer_ratio``, the figure issue 17's 0.6 target is reached on):
   the put is one flat function around one compiled call (``buffered_put.put_inner_batch_buffered``
-  over ``hotpath.buffer_inner_batch``: record encode and CRC, the body kept by reference), the
+  over ``hotpath.buffer_inner_batch``: INNER_BASE/INNER_NUM, record encode and CRC, the body kept
+  by reference, the parts and dispatch entry appended to the buffer), the
   commit one pwritev of ~1 MiB (16 records, 48 buffers), and each committed record's BatchCQ unit
   and index entries one compiled call (``hotpath.dispatch_inner_batch``) in a flat loop. Profiled
   a batch (medians, machine under load 6): commit pwritev ~17 us (about half), encode + CRC

@@ -8,10 +8,10 @@ committed record dispatch_appended -> inner_batch_position (parsing INNER_NUM/IN
 of the properties string) -> BatchConsumeQueue.put_message_position_info -> IndexService.build_index.
 
 Here each side is one flat function around one compiled call: the put around
-``hotpath.buffer_inner_batch`` (``check_message`` + ``prepare_record`` + ``record_parts`` composed,
-so the verdicts and bytes are the general path's by construction, plus the msgId and the dispatch
-fields), each committed record's dispatch around ``hotpath.dispatch_inner_batch`` (its BatchCQ unit
-and index entries). Both have a pure-Python twin (``hot_py``), run by the same tests. Why not the
+``hotpath.buffer_inner_batch`` (INNER_BASE/INNER_NUM set, ``check_message`` + ``prepare_record`` +
+``record_parts`` composed, so the verdicts and bytes are the general path's by construction, the
+record's parts and dispatch entry appended to the buffer's lists), each committed record's dispatch
+around ``hotpath.dispatch_inner_batch`` (its BatchCQ unit and index entries). Both have a pure-Python twin (``hot_py``), run by the same tests. Why not the
 unit and index entries in the put's call, as ``fast_put`` does without the buffer: dispatch must
 happen only after the commit, as RocketMQ's reput reads only committed data. A buffered record is
 in no queue and no index until it is in the file, so a failed commit or a crash leaves nothing
