@@ -42,13 +42,15 @@ blocks allocated ahead, which costs more than writing into posix_fallocate'd blo
   Committing more than 1 MiB at a time was not faster here (2 and 4 MiB measured slower), nor
   are 2 MiB-aligned commits (the drifting ~1 MiB commits already write at the aligned rate,
   ~5 GB/s of CPU into the fallocated file; only a fixed sub-page misalignment is slow).
-  Measured (7 reps a run, load 2.5-3.2, other benchmarks running): ``batchcq_write_buffer_ratio``
-  0.40-0.69 over six runs, 0.55 (CPU 0.53) in the run whose baseline held steady (2,500-3,700
-  MB/s); the store's own CPU rate 1,670-2,140 MB/s against the baseline's 3,130-3,670, i.e. ~34 us
-  of CPU a batch against the 30.6 that 0.6 needs. Per batch: commit ~14 us (the kernel's copy,
-  ~5 GB/s), encode ~4.3 us (CRC 2.7), put Python ~8 us, dispatch ~5 us (about 2 of it the index
-  slot writes' cache and TLB misses in the 20 MB slot table). The code before this path, run
-  alternately with it in the same minutes: 1,080-1,450 MB/s against 1,660-2,200 (CPU, ~1.45x).
+  Measured (7 reps a run, other benchmarks running on the machine): with a steady baseline
+  (~3,300-3,500 MB/s, load 1.8-2.2) ``batchcq_write_buffer_ratio`` 0.41-0.51 (CPU 0.51-0.53; runs
+  with a collapsing baseline gave up to 0.69); the code before this path in the same minutes: 0.36
+  (CPU 0.435). The store's CPU a batch, taken apart by switching parts off in one process: ~40 us
+  in all; the commit's pwritev ~19 us (more than the ~14 us of a bare loop of the same writes:
+  the Python between commits leaves the caches cold), dispatch ~6-9 us (~1.8 us of it the compiled
+  unit + index call, the rest Python and the index slot table's cache and TLB misses), the put
+  ~15 us (encode + CRC 4.3 us, Python ~10 us). 0.6 needs ~31 us: the remaining gap is Python,
+  which only moving the buffer bookkeeping and the dispatch state into compiled code would close.
   On a busy machine the page-cache baseline swings (150-3,400 MB/s within one run) and a longer
   run is preempted more than the 0.08 s baseline: read the ``*_runs`` lists and the load too.
 
