@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
+from .codec.hot_py import inner_batch_known
 from .codec.hotpath import check_message, offset_msg_id
 from .codec.message import (
     END_FILE_MIN_BLANK_LENGTH,
@@ -36,7 +37,7 @@ from .codec.message import (
     write_record,
 )
 from .codec.sys_flag import TRANSACTION_PREPARED_TYPE, is_dispatched_to_queue
-from .dispatch import SCHEDULE_TOPIC, KnownProperties
+from .dispatch import KnownProperties
 from .errors import CorruptDataError
 from .mapped_file import MappedFile, MappedFileQueue
 from .store_config import SYNC_FLUSH, StoreConfig
@@ -122,17 +123,10 @@ def disk_refusal(e: OSError) -> PutMessageResult:
 def _inner_batch_known(msg: MessageInner, props: str) -> KnownProperties | None:
     """TAGS/KEYS/UNIQ_KEY of an inner-batch record from its property dict, so that dispatch does not
     parse its properties string (INNER_NUM/INNER_BASE, which ``known_properties`` leaves to the
-    string, dispatch reads from the string itself: ``dispatch.inner_batch_position``).
-
-    The same rule as ``known_properties``: only when the dict says what the string says (one
-    separator pair per entry) and the topic has no delay-level tagsCode.
+    string, dispatch reads from the string itself: ``dispatch.inner_batch_position``). The rule is
+    ``hot_py.inner_batch_known``'s (the reference, taken here for any dict type).
     """
-    properties = msg.properties
-    n = len(properties)
-    if msg.topic == SCHEDULE_TOPIC or props.count("\x01") != n or props.count("\x02") != n:
-        return None
-    get = properties.get
-    return get("TAGS"), get("KEYS") or None, get("UNIQ_KEY") or None
+    return inner_batch_known(msg.topic, msg.properties, props)
 
 
 def _uncommitted() -> PutMessageResult:
@@ -212,6 +206,9 @@ class CommitLog:
         self.record_scratch = bytearray()
         self._wb_parts: list[bytes | bytearray | memoryview] = []
         self._wb_records: list[AppendedRecord] = []
+        # (commitlog offset, INNER_BASE, INNER_NUM) of the inner batches buffered_put.py buffered, so its
+        # dispatch need not parse them back out of the properties string; stale entries are skipped.
+        self.inner_batch_sizes: deque[tuple[int, int, int]] = deque(maxlen=APPENDED_RECORDS_MAX)
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def load(self) -> None:

@@ -217,8 +217,9 @@ def put_inner_batch_fast(store: MessageStore, msg: MessageInner, inner_num: int)
     Measured (2 cores, load ~3.5): ~20 us less CPU a 64 x 1 KiB batch than the general path (about
     60-76 against 80-94 us), but the ratio to 1 MiB page-cache writes stays ~0.28: one unaligned
     ~66 KB pwrite a record costs ~2x per byte what 1 MiB writes do (1.8-2.9 against 4-5.4 GB/s of
-    CPU in a bare loop here). Reaching 0.6 needs grouped writes, i.e. this one call on the write
-    buffer's path (record into the buffer, unit and index entries at commit), not done yet.
+    CPU in a bare loop here). Grouped writes need the write buffer: its store takes
+    ``buffered_put.put_inner_batch_buffered`` instead (record into the buffer, unit and index entries
+    after the commit).
     """
     if store._started or store.dispatchers or store.dispatch_filter is not None:
         return None

@@ -53,6 +53,8 @@ BYTE_IDENTITY_TESTS = [
     "tests/store/test_crash_reopen_fast.py",  # torn index file / CQ unit repaired in place, on both
     "tests/store/test_put_fast.py",  # the one-call put against the general path's bytes
     "tests/store/test_put_inner_batch_fast.py",  # the one-call BatchCQ put against the general path
+    "tests/store/test_write_buffer.py",  # buffered inner batches (flat put and dispatch) vs direct writes
+    "tests/store/test_buffered_put.py",  # the flat write-buffer put and dispatch against the general path
 ]
 
 def _outcome(fn, *args):

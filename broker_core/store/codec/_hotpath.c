@@ -2171,6 +2171,178 @@ out:
     return result;
 }
 
+/* ------------------------------------------------------------------ write buffer (store/buffered_put.py) */
+
+/* inner_batch_known of hot_py.py: (TAGS, KEYS or None, UNIQ_KEY or None) from an exact dict when it says
+ * what the properties string says and the topic has no delay-level tagsCode, else None. New reference. */
+static PyObject *inner_batch_known(PyObject *topic, PyObject *props, PyObject *text) {
+    int eq = PyUnicode_Compare(topic, s_schedule_topic);
+    if (eq == -1 && PyErr_Occurred()) return NULL;
+    if (eq == 0) Py_RETURN_NONE;
+    Py_ssize_t len;
+    const char *utf8 = PyUnicode_AsUTF8AndSize(text, &len);
+    if (utf8 == NULL) return NULL;
+    Py_ssize_t n = PyDict_GET_SIZE(props), c1 = 0, c2 = 0;
+    for (Py_ssize_t i = 0; i < len; i++) {  /* 0x01/0x02 never occur inside multi-byte UTF-8 sequences */
+        c1 += utf8[i] == 0x01;
+        c2 += utf8[i] == 0x02;
+    }
+    if (c1 != n || c2 != n) Py_RETURN_NONE;
+    PyObject *tags = PyDict_GetItemWithError(props, s_TAGS);
+    if (tags == NULL && PyErr_Occurred()) return NULL;
+    PyObject *keys = PyDict_GetItemWithError(props, s_KEYS);
+    if (keys == NULL && PyErr_Occurred()) return NULL;
+    PyObject *uniq = PyDict_GetItemWithError(props, s_UNIQ_KEY);
+    if (uniq == NULL && PyErr_Occurred()) return NULL;
+    int kt = keys == NULL ? 0 : PyObject_IsTrue(keys);
+    int ut = uniq == NULL ? 0 : PyObject_IsTrue(uniq);
+    if (kt < 0 || ut < 0) return NULL;
+    return PyTuple_Pack(3, tags ? tags : Py_None, kt ? keys : Py_None, ut ? uniq : Py_None);
+}
+
+static PyObject *hp_inner_batch_known(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3 || !PyUnicode_Check(args[0]) || !PyDict_Check(args[1]) || !PyUnicode_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "inner_batch_known(topic: str, properties: dict, props: str)");
+        return NULL;
+    }
+    return inner_batch_known(args[0], args[1], args[2]);
+}
+
+/* A property back as it was (old NULL: absent) after buffer_inner_batch set it; keeps any error set. */
+static void put_back(PyObject *props, PyObject *name, PyObject *old) {
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    if (old != NULL) {
+        if (PyDict_SetItem(props, name, old) < 0) PyErr_Clear();
+    } else if (PyDict_DelItem(props, name) < 0) {
+        PyErr_Clear();
+    }
+    PyErr_Restore(et, ev, tb);
+}
+
+/* buffer_inner_batch of hot_py.py: INNER_BASE/INNER_NUM set, check_message + prepare_record +
+ * record_parts composed in one call (the same functions, so the same verdicts and bytes), the parts and
+ * the dispatch entry appended to the caller's lists; the properties put back on a decline or error. */
+static PyObject *hp_buffer_inner_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (not_initialised()) return NULL;
+    if (nargs != 11 || !PyList_CheckExact(args[9]) || !PyList_CheckExact(args[10])) {
+        PyErr_SetString(PyExc_TypeError, "buffer_inner_batch(msg, max_message_size, phy, queue_offset, store_ts, "
+                                         "inner_num, room, small_room, small_size, parts: list, records: list)");
+        return NULL;
+    }
+    PyObject *msg = args[0];
+    int64_t phy, room, small_room, small_size;
+    if (as_i64(args[2], &phy) < 0 || as_i64(args[6], &room) < 0 || as_i64(args[7], &small_room) < 0 ||
+        as_i64(args[8], &small_size) < 0) return NULL;
+    PyObject *properties = PyObject_GetAttr(msg, s_properties);
+    if (properties == NULL) return NULL;
+    if (!PyDict_CheckExact(properties)) { Py_DECREF(properties); Py_RETURN_NONE; }
+    PyObject *old_base = NULL, *old_num = NULL, *base_text = NULL, *num_text = NULL;
+    PyObject *rec = NULL, *parts = NULL, *topic = NULL, *known = NULL, *body = NULL, *msg_id = NULL;
+    PyObject *entry = NULL, *queue_id = NULL, *prepared = NULL, *result = NULL;
+    int set = 0, declined = 0;
+    old_base = Py_XNewRef(PyDict_GetItemWithError(properties, s_INNER_BASE));
+    if (old_base == NULL && PyErr_Occurred()) goto done;
+    old_num = Py_XNewRef(PyDict_GetItemWithError(properties, s_INNER_NUM));
+    if (old_num == NULL && PyErr_Occurred()) goto done;
+    if ((base_text = PyObject_Str(args[3])) == NULL || (num_text = PyObject_Str(args[5])) == NULL) goto done;
+    set = 1;
+    if (PyDict_SetItem(properties, s_INNER_BASE, base_text) < 0 || PyDict_SetItem(properties, s_INNER_NUM, num_text) < 0)
+        goto done;
+    PyObject *r = hp_check_message(self, args, 1);
+    if (r == NULL) goto refused;
+    Py_DECREF(r);
+    PyObject *prep_args[3] = {msg, Py_None, args[1]};
+    if ((rec = hp_prepare_record(self, prep_args, 3, NULL)) == NULL) goto refused;
+    Py_ssize_t size = PyLong_AsSsize_t(PyTuple_GET_ITEM(rec, 0));
+    if (size == -1 && PyErr_Occurred()) goto done;
+    if (size > room || (size < small_size && size > small_room)) { declined = 1; goto done; }
+    PyObject *parts_args[5] = {rec, msg, args[3], args[2], args[4]};
+    if ((parts = hp_record_parts(self, parts_args, 5)) == NULL) goto refused;
+    if ((topic = PyObject_GetAttr(msg, s_topic)) == NULL) goto done;
+    PyObject *text = PyTuple_GET_ITEM(rec, 7), *store_raw = PyTuple_GET_ITEM(rec, 5);
+    if ((known = inner_batch_known(topic, properties, text)) == NULL) goto done;
+    if ((msg_id = msg_id_of(PyBytes_AS_STRING(store_raw), PyBytes_GET_SIZE(store_raw), phy)) == NULL) goto done;
+    body = PyTuple_GET_ITEM(parts, 1);
+    body = PyBytes_CheckExact(body) ? Py_NewRef(body) : PyBytes_FromObject(body);
+    if (body == NULL) goto done;
+    if ((queue_id = PyObject_GetAttr(msg, s_queue_id)) == NULL ||
+        (prepared = PyObject_GetAttr(msg, s_prepared_transaction_offset)) == NULL) goto done;
+    entry = PyTuple_Pack(10, args[2], PyTuple_GET_ITEM(rec, 0), topic, queue_id, args[3], PyTuple_GET_ITEM(rec, 3),
+                         args[4], prepared, text, known);
+    if (entry == NULL) goto done;
+    result = PyTuple_Pack(2, PyTuple_GET_ITEM(rec, 0), msg_id);
+    if (result == NULL) goto done;
+    /* the lists last, all or nothing: the three parts, then the entry */
+    Py_ssize_t n0 = PyList_GET_SIZE(args[9]);
+    if (PyList_Append(args[9], PyTuple_GET_ITEM(parts, 0)) < 0 || PyList_Append(args[9], body) < 0 ||
+        PyList_Append(args[9], PyTuple_GET_ITEM(parts, 2)) < 0 || PyList_Append(args[10], entry) < 0) {
+        PyList_SetSlice(args[9], n0, PyList_GET_SIZE(args[9]), NULL);
+        Py_CLEAR(result);
+    }
+    goto done;
+refused:  /* a RecordError is the verdict "decline"; anything else propagates */
+    if (PyErr_ExceptionMatches(RecordError)) { PyErr_Clear(); declined = 1; }
+done:
+    if (result == NULL && set) {
+        put_back(properties, s_INNER_BASE, old_base);
+        put_back(properties, s_INNER_NUM, old_num);
+    }
+    if (declined && !PyErr_Occurred()) result = Py_NewRef(Py_None);
+    Py_DECREF(properties);
+    Py_XDECREF(old_base); Py_XDECREF(old_num); Py_XDECREF(base_text); Py_XDECREF(num_text);
+    Py_XDECREF(rec); Py_XDECREF(parts); Py_XDECREF(topic); Py_XDECREF(known); Py_XDECREF(body); Py_XDECREF(msg_id);
+    Py_XDECREF(entry); Py_XDECREF(queue_id); Py_XDECREF(prepared);
+    return result;
+}
+
+/* dispatch_inner_batch of hot_py.py: put_bcq_unit with the tagsCode of TAGS, then index_put_keys, in one
+ * call; the index arguments are checked before the unit is written. */
+static PyObject *hp_dispatch_inner_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (not_initialised()) return NULL;
+    if (nargs != 18) {
+        PyErr_SetString(PyExc_TypeError, "dispatch_inner_batch(cq_buf, cq_pos, phy, size, tags, store_ts, base, "
+                                         "batch_size, idx_buf, hash_slot_num, index_num, index_count, "
+                                         "begin_timestamp, begin_phy_offset, hash_slot_count, topic, uniq_key, keys)");
+        return NULL;
+    }
+    int indexed = args[8] != Py_None;
+    if (indexed) {
+        int64_t index_num, n;
+        if (as_i64(args[10], &index_num) < 0 || as_i64(args[11], &n) < 0) return NULL;
+        if (n < 1 || n > index_num) {
+            PyErr_SetString(PyExc_ValueError, "index_count must be between 1 and index_num");
+            return NULL;
+        }
+    }
+    PyObject *tc = hp_tags_code(self, args[4]);
+    if (tc == NULL) return NULL;
+    PyObject *unit_args[8] = {args[0], args[1], args[2], args[3], tc, args[5], args[6], args[7]};
+    PyObject *r = hp_put_bcq_unit(self, unit_args, 8);
+    if (r == NULL) { Py_DECREF(tc); return NULL; }
+    Py_DECREF(r);
+    if (!indexed) {
+        PyObject *zero = PyLong_FromLong(0);
+        PyObject *out = zero == NULL ? NULL : PyTuple_Pack(7, tc, zero, zero, args[12], args[13], args[14], args[11]);
+        Py_XDECREF(zero);
+        Py_DECREF(tc);
+        return out;
+    }
+    PyObject *idx_args[12] = {args[8], args[9], args[10], args[11], args[12], args[13], args[14], args[15], args[16],
+                              args[17], args[2], args[5]};
+    PyObject *keys = hp_index_put_keys(self, idx_args, 12);
+    if (keys == NULL) { Py_DECREF(tc); return NULL; }
+    PyObject *out = PyTuple_New(1 + PyTuple_GET_SIZE(keys));
+    if (out != NULL) {
+        PyTuple_SET_ITEM(out, 0, tc);
+        tc = NULL;
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(keys); i++) PyTuple_SET_ITEM(out, i + 1, Py_NewRef(PyTuple_GET_ITEM(keys, i)));
+    }
+    Py_XDECREF(tc);
+    Py_DECREF(keys);
+    return out;
+}
+
 static PyObject *hp_init(PyObject *self, PyObject *args) {
     PyObject *err, *crc, *enc_props, *enc_host, *known, *jhash, *idx, *check, *check_host;
     if (!PyArg_ParseTuple(args, "OOOOOOOOO", &err, &crc, &enc_props, &enc_host, &known, &jhash, &idx, &check,
@@ -2210,6 +2382,9 @@ static PyMethodDef methods[] = {
     {"dispatch_range", (PyCFunction)(void (*)(void))hp_dispatch_range, METH_FASTCALL, NULL},
     {"link_index_entries", (PyCFunction)(void (*)(void))hp_link_index_entries, METH_FASTCALL, NULL},
     {"cq_units_of", (PyCFunction)(void (*)(void))hp_cq_units_of, METH_FASTCALL, NULL},
+    {"inner_batch_known", (PyCFunction)(void (*)(void))hp_inner_batch_known, METH_FASTCALL, NULL},
+    {"buffer_inner_batch", (PyCFunction)(void (*)(void))hp_buffer_inner_batch, METH_FASTCALL, NULL},
+    {"dispatch_inner_batch", (PyCFunction)(void (*)(void))hp_dispatch_inner_batch, METH_FASTCALL, NULL},
     {NULL, NULL, 0, NULL},
 };
 

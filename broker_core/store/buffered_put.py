@@ -1,0 +1,233 @@
+"""Inner batches on the write buffer (transientStorePoolEnable) without the general path's layers.
+
+Why: with the write buffer a 64 x 1 KiB BatchCQ batch costs the CRC, its share of one ~1 MiB commit
+(a pwritev of the buffered records) and Python around them. Profiled (issue 17, 2 cores): ~15 us of
+pwritev and ~4 us of record encoding (mostly the CRC) a batch, against ~45 us of Python in the
+layers: MessageStore -> CommitLog.put_inner_batch -> _buffer_inner_batch on the put side, and per
+committed record dispatch_appended -> inner_batch_position (parsing INNER_NUM/INNER_BASE back out
+of the properties string) -> BatchConsumeQueue.put_message_position_info -> IndexService.build_index.
+
+Here each side is one flat function around one compiled call: the put around
+``hotpath.buffer_inner_batch`` (INNER_BASE/INNER_NUM set, ``check_message`` + ``prepare_record`` +
+``record_parts`` composed, so the verdicts and bytes are the general path's by construction, the
+record's parts and dispatch entry appended to the buffer's lists), each committed record's dispatch
+around ``hotpath.dispatch_inner_batch`` (its BatchCQ unit and index entries). Both have a pure-Python twin (``hot_py``), run by the same tests. Why not the
+unit and index entries in the put's call, as ``fast_put`` does without the buffer: dispatch must
+happen only after the commit, as RocketMQ's reput reads only committed data. A buffered record is
+in no queue and no index until it is in the file, so a failed commit or a crash leaves nothing
+pointing at bytes that are not there. Whenever anything is unusual
+(a file to end or roll, the buffer full after a failed commit, a queue or index file at its end, a
+record the encoder refuses, a started store or dispatch hooks) the put or that record's dispatch is
+left to the general path, which keeps every rule in one place.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from . import commit_log
+from .codec.cq_unit import BCQ_STORE_UNIT_SIZE as BCQ_UNIT_SIZE
+from .codec.hotpath import buffer_inner_batch as _buffer_inner_batch
+from .codec.hotpath import dispatch_inner_batch as _dispatch_inner_batch
+from .codec.message import END_FILE_MIN_BLANK_LENGTH, MessageInner
+from .codec.sys_flag import INNER_BATCH_FLAG, TRANSACTION_PREPARED_TYPE
+from .commit_log import DIRECT_WRITE_MIN, PUT_OK, WRITE_BUFFER_MAX_PARTS, PutMessageResult
+from .fast_put import CHEAP_KEYS
+
+if TYPE_CHECKING:
+    from .message_store import MessageStore
+
+# Room reserved ahead of a record beyond its body (header, topic, properties), as put_inner_batch_fast.
+_RECORD_OVERHEAD = 32 * 1024
+
+
+def put_inner_batch_buffered(store: MessageStore, msg: MessageInner, inner_num: int) -> PutMessageResult | None:
+    """``CommitLog.put_inner_batch`` with the write buffer, flat; None (nothing changed) when the general
+    path must do it. The caller has checked that the store is writable, ``inner_num`` > 0 and the
+    index has room, and has set INNER_BATCH_FLAG.
+
+    The record takes the place after what is buffered (or the file's write position when nothing
+    is), in the same file: no BLANK end, no roll, no commit needed first (else declined). Its disk
+    blocks are reserved before it is buffered. When the buffer reaches ``WRITE_BUFFER_COMMIT_BYTES``
+    it is committed and, the store dispatching in the putting thread, the committed records are
+    dispatched at once (``dispatch_committed``). Only for a store that is not started (no reput
+    thread, no commit service) and has no dispatch hooks, as the other one-call puts.
+    """
+    if store._started or store.dispatchers or store.dispatch_filter is not None:
+        return None
+    cl = store.commit_log
+    if not cl.write_buffer:
+        return None
+    if type(msg.properties) is not dict or type(msg.body) not in (bytes, bytearray):
+        return None
+    topic = msg.topic
+    queue_id = msg.queue_id
+    commit_bytes = commit_log.WRITE_BUFFER_COMMIT_BYTES  # read at call time: tests lower it
+    committed = False
+    put_lock = cl.put_lock
+    put_lock.acquire()
+    try:
+        mf = cl._wb_file
+        if mf is None:
+            files = cl.file_queue.files
+            if not files:
+                return None
+            mf = files[-1]
+            pos = mf.wrote_position
+        else:
+            pos = cl._wb_end
+            # a buffer that should have been committed already (a failed commit): the general path
+            if pos - mf.wrote_position >= commit_bytes or len(cl._wb_parts) >= WRITE_BUFFER_MAX_PARTS:
+                return None
+        key = f"{topic}-{queue_id}"
+        table = cl.queue_offsets.table
+        base_q = table.get(key, 0)
+        # The record's limits in this file: room for its BLANK end, disk blocks reserved (here, ahead
+        # of the largest record this body can make), and a small record that the general path would
+        # populate the mapping for (_file_for) is left to it.
+        file_end = cl.file_size - END_FILE_MIN_BLANK_LENGTH
+        need = pos + len(msg.body) + _RECORD_OVERHEAD
+        if need > mf.reserved_to and need <= file_end and not _reserved(mf, need):
+            return None
+        room = min(file_end, mf.reserved_to) - pos
+        store_ts = msg.store_timestamp if msg.keep_store_timestamp else cl.clock()
+        phy = mf.file_from_offset + pos
+        parts = cl._wb_parts
+        done = _buffer_inner_batch(msg, cl.config.max_message_size, phy, base_q, store_ts, inner_num, room,
+                                   room if cl._wb_file is not None else mf.populated_to - pos, DIRECT_WRITE_MIN,
+                                   parts, cl._wb_records)
+        if done is None:  # nothing changed, the message's properties as they were
+            return None
+        size, msg_id = done
+        end = pos + size
+        cl.last_store_timestamp = store_ts
+        cl._wb_file = mf
+        cl.inner_batch_sizes.append((phy, base_q, inner_num))
+        cl._wb_end = end
+        table[key] = base_q + inner_num
+        if end - mf.wrote_position >= commit_bytes or len(parts) >= WRITE_BUFFER_MAX_PARTS:
+            committed = cl._commit_locked()  # a failure keeps the records buffered: the next commit writes them
+    finally:
+        put_lock.release()
+    for listener in cl.append_listeners:
+        listener()
+    if committed:  # the buffer is empty: this record is in the file (MessageStore.put_inner_batch's rule)
+        checkpoint = store.checkpoint
+        if checkpoint is not None:
+            checkpoint.physic_msg_timestamp = store_ts
+        dispatch_committed(store)
+    elif cl.appended_records:  # a dispatch left waiting earlier: the general path retries it on each put
+        store._dispatch_now()
+    return PutMessageResult(PUT_OK, phy, size, msg_id, base_q, inner_num, store_ts, "", [msg_id])
+
+
+def _reserved(mf, end: int) -> bool:
+    """Disk blocks reserved up to ``end`` (the commit then cannot run out of space); False on a full
+    disk, where the general path refuses the put with the right status."""
+    try:
+        mf.reserve(end)
+    except OSError:
+        return False
+    return True
+
+
+def dispatch_committed(store: MessageStore) -> None:
+    """Dispatch the records a commit just handed over: ``ReputMessageService.dispatch_new`` +
+    ``MessageStore.dispatch_appended`` for inner batches this module buffered, flat.
+
+    Each record's BatchCQ unit (the batch size as the put knew it, ``CommitLog.inner_batch_sizes``,
+    instead of parsing INNER_NUM and INNER_BASE back out of its properties string) and its index
+    entries are written under the dispatch and index locks, in commitlog order. The first record
+    that needs anything else (a queue's first unit or a full queue file, an index file without
+    room or a re-dispatch, an unknown batch size) and everything after it go the general way, as
+    does a record whose index roll fails (a full disk): it is stored and acknowledged, and dispatch
+    retries it from its unit on (written again only if missing) as ``MessageStore._dispatch_now`` does.
+    """
+    reput = store.reput
+    cl = store.commit_log
+    appended = cl.appended_records
+    sizes = cl.inner_batch_sizes
+    cqs = store.consume_queues
+    svc = store.index_service
+    if svc is not None and not store.config.message_index_enable:
+        svc = None
+    checkpoint = store.checkpoint
+    listeners = store.arrival_listeners
+    dispatch_lock = reput._dispatch_lock
+    index_lock = svc._lock if svc is not None else None
+    dispatch_lock.acquire()
+    if index_lock is not None:
+        index_lock.acquire()
+    try:
+        if svc is not None:
+            idx_files = svc._files
+            idx = idx_files[-1] if idx_files and idx_files[-1].reserved else None
+            room_needed = CHEAP_KEYS + svc._margin
+        offset = reput.reput_from_offset
+        while appended and appended[0][0] < offset:  # entries dispatch has moved past
+            appended.popleft()
+        while appended:
+            phy, size, topic, queue_id, base, sys_flag, store_ts, _prepared, props, known = appended[0]
+            if phy != offset or known is None or not sys_flag & INNER_BATCH_FLAG or sys_flag & TRANSACTION_PREPARED_TYPE:
+                break
+            while sizes and sizes[0][0] < phy:
+                sizes.popleft()
+            if not sizes or sizes[0][0] != phy or sizes[0][1] != base:
+                break
+            num = sizes[0][2]
+            cq = cqs.get((topic, queue_id))
+            # the queue continues exactly here (its first unit sets minOffset: the general path)
+            if cq is None or not cq.is_batch or cq.max_offset != base or base == 0 or phy <= cq.max_physic_offset:
+                break
+            cq_files = cq.file_queue.files
+            if not cq_files:
+                break
+            cq_mf = cq_files[-1]
+            cq_pos = cq_mf.wrote_position
+            if cq_pos + BCQ_UNIT_SIZE > cq_mf.file_size:
+                break
+            tags, keys, uniq_key = known
+            if svc is None:
+                tc = _dispatch_inner_batch(cq_mf.mv, cq_pos, phy, size, tags, store_ts, base, num, None, 0, 0, 0, 0,
+                                           0, 0, topic, uniq_key, keys)[0]
+            else:
+                # a file IndexService.build_index writes to without a roll, and a record not indexed yet
+                if idx is None or idx.index_num - idx._index_count < room_needed or phy <= idx._end_phy_offset:
+                    break
+                tc, written, key_count, begin_ts, begin_phy, slot_count, n = _dispatch_inner_batch(
+                    cq_mf.mv, cq_pos, phy, size, tags, store_ts, base, num, idx._buf, idx.hash_slot_num,
+                    idx.index_num, idx._index_count, idx._begin_timestamp, idx._begin_phy_offset,
+                    idx._hash_slot_count, topic, uniq_key, keys)
+                if written:  # IndexFile.put_keys's header update
+                    idx._begin_timestamp = begin_ts
+                    idx._begin_phy_offset = begin_phy
+                    idx._hash_slot_count = slot_count
+                    idx._index_count = n
+                    idx._end_phy_offset = phy
+                    idx._end_timestamp = store_ts
+            cq_mf.wrote_position = cq_pos + BCQ_UNIT_SIZE
+            cq.max_physic_offset = phy
+            cq.max_offset = base + num
+            if checkpoint is not None:
+                checkpoint.logics_msg_timestamp = store_ts
+            if svc is not None and written < key_count:  # more keys than the room kept: build_index's roll
+                while written < key_count:
+                    written += svc._get_and_create_last_file().put_keys(topic, uniq_key, keys, phy, store_ts,
+                                                                         written)[0]
+                idx = svc._files[-1] if svc._files[-1].reserved else None
+            appended.popleft()
+            sizes.popleft()
+            offset = phy + size
+            reput.reput_from_offset = offset
+            for listener in listeners:
+                listener(topic, queue_id, base + num, tc, store_ts, props)
+        files = cl.file_queue.files
+        caught_up = not appended and bool(files) and offset == files[-1].file_from_offset + files[-1].wrote_position
+    except OSError:  # an index file the disk cannot hold: the general path retries and says so
+        caught_up = False
+    finally:
+        if index_lock is not None:
+            index_lock.release()
+        dispatch_lock.release()
+    if not caught_up:
+        store._dispatch_now()

@@ -1,0 +1,250 @@
+"""Inner batches on the write buffer through the flat put and dispatch of ``store/buffered_put.py``
+(``hotpath.buffer_inner_batch`` and ``hotpath.dispatch_inner_batch``) against the general path.
+
+Why: with transientStorePoolEnable a batch is encoded into the buffer at the put and written by a
+commit of ~1 MiB; its BatchCQ unit and index entries are written only after that commit. The flat
+path must give every put the general path's answer, leave the same commitlog, BatchCQ and index
+bytes (on both implementations, C and pure Python), hand every case it does not cover to the
+general path untouched (the INNER_BASE/INNER_NUM it set put back), and keep the write buffer's
+guarantee on an I/O error: a commit that fails writes no unit and no index entry, loses nothing,
+and the records are dispatched once a later commit succeeds.
+"""
+
+from __future__ import annotations
+
+import errno
+import random
+from pathlib import Path
+
+import pytest
+from store_util import BASE_TS
+from test_put_inner_batch_fast import TOPICS, StepClock, batches, copy_batches, store_files
+
+from broker_core.store import buffered_put, commit_log, message_store
+from broker_core.store.codec import hot_py
+from broker_core.store.codec.batch import BatchItem, encode_batch
+from broker_core.store.codec.message import MessageInner
+from broker_core.store.mapped_file import MappedFile
+from broker_core.store.message_store import MessageStore
+from broker_core.store.store_config import ASYNC_FLUSH, StoreConfig
+from broker_core.store.topic_config import TopicConfig
+
+try:
+    from broker_core.store.codec import _hotpath as compiled
+except ImportError:  # no compiler here: only the twin runs
+    compiled = None
+
+IMPLEMENTATIONS = [
+    pytest.param((hot_py.buffer_inner_batch, hot_py.dispatch_inner_batch), id="python"),
+    pytest.param((compiled.buffer_inner_batch, compiled.dispatch_inner_batch) if compiled is not None else None,
+                 id="c", marks=pytest.mark.skipif(compiled is None, reason="_hotpath is not built here")),
+]
+
+
+def config() -> StoreConfig:
+    """The write buffer on; files small enough that commitlog, BatchCQ and index files roll."""
+    return StoreConfig(mapped_file_size_commit_log=512 * 1024, mapper_file_size_batch_consume_queue=46 * 20,
+                       max_hash_slot_num=97, max_index_num=300, flush_disk_type=ASYNC_FLUSH,
+                       transient_store_pool_enable=True)
+
+
+def with_many_keys(items: list[tuple[MessageInner, int]]) -> list[tuple[MessageInner, int]]:
+    """Some batches carry 120 keys: more than the room the flat dispatch keeps, so its index roll runs."""
+    for i in range(7, len(items), 29):
+        items[i][0].properties["KEYS"] = " ".join(f"many{i}-{j}" for j in range(120))
+    return items
+
+
+def put_all(root: Path, items: list[tuple[MessageInner, int]]) -> list[tuple]:
+    clock = StepClock()
+    answers = []
+    store = MessageStore(root, config(), clock=clock).open()
+    assert store.commit_log.write_buffer
+    for topic in {*TOPICS, "BatchA"}:
+        store.topic_table.put(TopicConfig(topic, 3, 3, attributes={"queue.type": "BatchCQ"}), 0)
+    try:
+        for i, (m, n) in enumerate(items):
+            clock.now = BASE_TS + i * 1013
+            r = store.put_inner_batch(m, n)
+            answers.append((r.status, r.wrote_offset, r.wrote_bytes, r.msg_id, r.queue_offset, r.msg_num,
+                            r.store_timestamp, dict(m.properties)))
+        assert store.wait_for_dispatch()
+        answers.append({(t, q): store.get_max_offset_in_queue(t, q) for t in TOPICS for q in range(3)})
+        answers.append(sorted(m.commit_log_offset for m in store.query_message("BatchA", "many36-119")))
+    finally:
+        store.shutdown()
+    return answers
+
+
+@pytest.mark.parametrize("impl", IMPLEMENTATIONS)
+def test_flat_buffered_path_writes_the_general_paths_bytes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          impl) -> None:
+    monkeypatch.setattr(commit_log, "WRITE_BUFFER_COMMIT_BYTES", 16 * 1024)  # many commits
+    items = with_many_keys(batches(400))
+    monkeypatch.setattr(message_store, "put_inner_batch_buffered", lambda store, msg, inner_num: None)
+    general = put_all(tmp_path / "general", copy_batches(items))
+    taken = {"put": 0, "dispatch": 0}
+    encode, dispatch = impl
+
+    def counting_put(*args):
+        done = buffered_put.put_inner_batch_buffered(*args)
+        taken["put"] += done is not None
+        return done
+
+    monkeypatch.setattr(message_store, "put_inner_batch_buffered", counting_put)
+
+    def counting_dispatch(*args):
+        taken["dispatch"] += 1
+        return dispatch(*args)
+
+    monkeypatch.setattr(buffered_put, "_buffer_inner_batch", encode)
+    monkeypatch.setattr(buffered_put, "_dispatch_inner_batch", counting_dispatch)
+    flat = put_all(tmp_path / "flat", copy_batches(items))
+
+    assert flat == general
+    assert len(general[-1]) == 1  # the 120-key batch is found by its last key
+    assert sum(a[0] == "PUT_OK" for a in flat[:-2]) > 390
+    # most batches took the flat put and the flat dispatch; the rest (file ends, refusals; first units
+    # and index rolls at dispatch) not
+    assert 300 < taken["put"] < len(items) - 3
+    assert 150 < taken["dispatch"] < taken["put"]
+    a, b = store_files(tmp_path / "general"), store_files(tmp_path / "flat")
+    assert sorted(a) == sorted(b)
+    assert len([n for n in a if n.startswith("index")]) > 2
+    assert len([n for n in a if n.startswith("commitlog")]) > 3
+    for name in a:
+        assert a[name] == b[name], f"{name} differs"
+
+
+def test_a_declined_put_leaves_the_message_as_it_was(tmp_path: Path) -> None:
+    """A batch the flat put cannot take (here: a property value that is not text) goes to the general
+    path with its properties exactly as the caller gave them, and gets the general path's answer."""
+    store = MessageStore(tmp_path, config(), clock=StepClock()).open()
+    store.topic_table.put(TopicConfig("BatchA", 1, 1, attributes={"queue.type": "BatchCQ"}), 0)
+    try:
+        body = encode_batch([BatchItem(b"x", {})] * 2)
+
+        def msg(**props: object) -> MessageInner:
+            return MessageInner(topic="BatchA", body=body, properties=dict(props), born_host=("10.0.0.1", 1),
+                                store_host=("10.0.0.1", 2), sys_flag=0x80)
+
+        assert store.put_inner_batch(msg(KEYS="a"), 2).ok
+        assert store.wait_for_dispatch() and store.commit_log.buffered_bytes == 0
+        bad = msg(KEYS="b", INNER_BASE="999", ODD=7)
+        before = dict(bad.properties)
+        assert buffered_put.put_inner_batch_buffered(store, bad, 2) is None
+        assert bad.properties == before
+        assert store.commit_log.buffered_bytes == 0
+        ok = msg(KEYS="c", INNER_BASE="999")
+        r = buffered_put.put_inner_batch_buffered(store, ok, 2)
+        assert r is not None and r.ok and r.queue_offset == 2 and ok.properties["INNER_BASE"] == "2"
+        assert store.commit_log.buffered_bytes == r.wrote_bytes  # buffered, not visible yet
+        assert store.get_max_offset_in_queue("BatchA", 0) == 2
+        assert store.wait_for_dispatch() and store.get_max_offset_in_queue("BatchA", 0) == 4
+    finally:
+        store.shutdown()
+
+
+@pytest.mark.parametrize("impl", IMPLEMENTATIONS)
+def test_a_failed_commit_writes_no_unit_and_no_index_entry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           impl) -> None:
+    """The commit inside a flat put fails (EIO): the put is still acknowledged (its record is buffered),
+    no BatchCQ unit or index entry of any buffered record is written, nothing is visible; once a commit
+    succeeds every record is dispatched and found by its keys."""
+    monkeypatch.setattr(buffered_put, "_buffer_inner_batch", impl[0])
+    monkeypatch.setattr(buffered_put, "_dispatch_inner_batch", impl[1])
+    monkeypatch.setattr(commit_log, "WRITE_BUFFER_COMMIT_BYTES", 4000)
+    store = MessageStore(tmp_path, config(), clock=StepClock()).open()
+    store.topic_table.put(TopicConfig("BatchA", 1, 1, attributes={"queue.type": "BatchCQ"}), 0)
+
+    def put(i: int):
+        body = encode_batch([BatchItem(b"v%d" % i * 100, {})] * 3)
+        m = MessageInner(topic="BatchA", body=body, properties={"KEYS": f"k{i}", "UNIQ_KEY": f"U{i:08d}"},
+                         born_host=("10.0.0.1", 1), store_host=("10.0.0.1", 2))
+        return store.put_inner_batch(m, 3)
+
+    try:
+        for i in range(6):  # the first unit and a few commits through the flat path
+            assert put(i).ok
+        assert store.wait_for_dispatch()
+        idx = store.index_service._files[-1]
+        cq = store.consume_queues[("BatchA", 0)]
+        count, unit_end, slots = idx._index_count, cq.file_queue.files[-1].wrote_position, bytes(idx._buf[40:40 + 4 * 97])
+        attempts = []
+
+        def failing(self, pos, parts):
+            attempts.append(pos)
+            raise OSError(errno.EIO, "Input/output error")
+
+        monkeypatch.setattr(MappedFile, "write_vectored", failing)
+        acks = []
+        while not attempts:
+            r = put(6 + len(acks))
+            assert r.ok
+            acks.append(r)
+        assert len(acks) > 1 and store.commit_log.buffered_bytes == sum(a.wrote_bytes for a in acks)
+        # nothing of the buffered records reached a queue or the index
+        assert idx._index_count == count and bytes(idx._buf[40:40 + 4 * 97]) == slots
+        assert cq.file_queue.files[-1].wrote_position == unit_end and store.get_max_offset_in_queue("BatchA", 0) == 18
+        assert not any(bytes(cq.file_queue.files[-1].mv[unit_end:unit_end + 46]))
+        assert store.query_message("BatchA", "k6") == []
+        monkeypatch.undo()
+        assert store.commit_log.commit() and store.wait_for_dispatch()
+        assert store.get_max_offset_in_queue("BatchA", 0) == 18 + 3 * len(acks)
+        for i in range(6 + len(acks)):
+            assert [m.keys for m in store.query_message("BatchA", f"k{i}")] == [f"k{i}"]
+        assert put(99).ok and store.wait_for_dispatch()
+    finally:
+        store.shutdown()
+
+
+@pytest.mark.skipif(compiled is None, reason="_hotpath is not built here")
+def test_both_implementations_agree_on_the_buffered_record_and_its_dispatch() -> None:
+    """Function by function: the same tuple (or None, or exception type) and the same bytes written."""
+    rnd = random.Random(11)
+    items = batches(120, seed=9)
+    for i, (m, n) in enumerate(items):
+        base = rnd.choice([0, 7, 123456])
+        if i % 5 == 1:
+            m.properties["INNER_BASE"] = "stale"  # put back as it was when declined
+        if i % 17 == 3:
+            m.properties["BAD\x01"] = "x"  # refused by check_message: None on both
+        room = rnd.choice([1 << 30, len(m.body) + 100, 10])
+        outcomes = []
+        for impl in (hot_py, compiled):
+            msg = copy_batches([(m, n)])[0][0]
+            parts, records = [b"before"], []
+            try:
+                got = impl.buffer_inner_batch(msg, 4 << 20, 4096 + i, base, BASE_TS + i, n, room, room, 4096, parts,
+                                              records)
+            except Exception as e:  # noqa: BLE001 - the type is the comparison
+                got = type(e)
+            outcomes.append((got, parts, records, msg.properties))
+        assert outcomes[0] == outcomes[1]
+        got, parts, records, props = outcomes[0]
+        if got is None:  # declined: nothing appended, the properties as the caller gave them
+            assert parts == [b"before"] and records == [] and props == m.properties
+        else:
+            assert len(parts) == 4 and len(records) == 1 and props["INNER_BASE"] == str(base)
+            assert len(b"".join(parts[1:])) == got[0] and records[0][:2] == (4096 + i, got[0])
+        if i % 17 == 3 or room == 10:
+            assert got is None
+        known = records[0][9] if records else None
+        tags, keys, uniq = known if known is not None else (m.properties.get("TAGS"), None, None)
+        results = []
+        for impl in (hot_py, compiled):
+            cq, ix = bytearray(100), bytearray(40 + 4 * 11 + 20 * 16)
+            ix[36:40] = (1).to_bytes(4, "big")
+            args = (cq, 46, 4096 + i, 500, tags, BASE_TS + i, base, n, ix, 11, 16, 1, 0, 0, 0, m.topic, uniq, keys)
+            try:
+                results.append((impl.dispatch_inner_batch(*args), bytes(cq), bytes(ix)))
+            except Exception as e:  # noqa: BLE001
+                results.append((type(e), bytes(cq), bytes(ix)))
+        assert results[0] == results[1]
+        for impl in (hot_py, compiled):  # no room for the unit, a bad index count: nothing written
+            cq, ix = bytearray(60), bytearray(200)
+            with pytest.raises(Exception):  # noqa: B017 - struct.error on both
+                impl.dispatch_inner_batch(cq, 46, 1, 2, "t", 3, 4, 5, None, 0, 0, 0, 0, 0, 0, "T", None, None)
+            with pytest.raises(ValueError):
+                impl.dispatch_inner_batch(cq, 0, 1, 2, "t", 3, 4, 5, ix, 7, 8, 0, 0, 0, 0, "T", None, "k")
+            assert not any(cq) and not any(ix)
