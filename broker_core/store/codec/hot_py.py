@@ -476,6 +476,14 @@ def index_put_keys(buf, hash_slot_num: int, index_num: int, index_count: int, be
 
 _TRANSACTION_PREPARED_TYPE = 0x4
 _PLAIN_BODY_TYPES = (bytes, bytearray)  # a memoryview may be strided or of wider items: the general path
+# The exact types put_fast takes for (topic, body, properties, queueId, flag, sysFlag, reconsumeTimes,
+# bornTimestamp, preparedTransactionOffset): one tuple of types looked up in a set, instead of nine
+# ``type(x) is T`` tests (bool and other int subclasses, str subclasses, ... are not in it).
+_PLAIN_FIELD_TYPES = frozenset((str, body_type, dict, int, int, int, int, int, int) for body_type in _PLAIN_BODY_TYPES)
+# The ranges of those ints, checked by one pack (struct.error when one is out of range): queueId,
+# flag, sysFlag, reconsumeTimes are Java ints, bornTimestamp and preparedTransactionOffset longs.
+_PLAIN_FIELD_RANGES = struct.Struct(">iiiiqq")
+_HOST_FIELD_TYPES = (str, int, str, int)
 _CQ_UNIT_SIZE = 20
 _I16_MAX = 32767
 _MAX_KEYS = 64  # more index keys than this in one message: the general path (C keeps them on the stack)
@@ -595,13 +603,15 @@ def put_fast(msg: RecordSource, max_message_size: int, cl_buf, cl_pos: int, cl_l
     rt = msg.reconsume_times
     bt = msg.born_timestamp
     pto = msg.prepared_transaction_offset
-    if not (type(topic) is str and type(body) in _PLAIN_BODY_TYPES and type(props) is dict
-            and type(q) is int and _I32_MIN <= q <= _I32_MAX and type(f) is int and _I32_MIN <= f <= _I32_MAX
-            and type(sf) is int and _I32_MIN <= sf <= _I32_MAX and not sf & _TRANSACTION_PREPARED_TYPE
-            and type(rt) is int and _I32_MIN <= rt <= _I32_MAX
-            and type(bt) is int and _I64_MIN <= bt <= _I64_MAX and type(pto) is int and _I64_MIN <= pto <= _I64_MAX
-            and msg.keep_store_timestamp is False
-            and ("INNER_NUM" in props) is (inner_num > 0) and "" not in props):
+    if (type(topic), type(body), type(props), type(q), type(f), type(sf), type(rt), type(bt), type(pto)) \
+            not in _PLAIN_FIELD_TYPES:
+        return None
+    try:
+        _PLAIN_FIELD_RANGES.pack(q, f, sf, rt, bt, pto)  # exact ints: no user code runs here
+    except struct.error:  # one is out of its Java type's range
+        return None
+    if sf & _TRANSACTION_PREPARED_TYPE or msg.keep_store_timestamp is not False \
+            or ("INNER_NUM" in props) is not (inner_num > 0) or "" in props:
         return None
     # The topic's TOPICLEN + TOPIC, MAGICCODE and hash of "topic#"; None: a topic put_fast declines
     topic_entry = _PLAIN_TOPICS.get(topic) or _plain_topic(topic)
@@ -610,8 +620,8 @@ def put_fast(msg: RecordSource, max_message_size: int, cl_buf, cl_pos: int, cl_l
     born = msg.born_host
     store = msg.store_host
     # _plain_host, its cache hit inlined (exact types first: ("h", 1.0) == ("h", 1) as a dict key)
-    if not (type(born) is tuple and len(born) == 2 and type(born[0]) is str and type(born[1]) is int
-            and type(store) is tuple and len(store) == 2 and type(store[0]) is str and type(store[1]) is int):
+    if not (type(born) is tuple and type(store) is tuple and len(born) == 2 and len(store) == 2
+            and (type(born[0]), type(born[1]), type(store[0]), type(store[1])) == _HOST_FIELD_TYPES):
         return None
     born_entry = _PLAIN_HOSTS.get(born) or _plain_host("born_host", born)
     store_entry = _PLAIN_HOSTS.get(store) or _plain_host("store_host", store)
