@@ -483,6 +483,7 @@ _PLAIN_FIELD_TYPES = frozenset((str, body_type, dict, int, int, int, int, int, i
 # The ranges of those ints, checked by one pack (struct.error when one is out of range): queueId,
 # flag, sysFlag, reconsumeTimes are Java ints, bornTimestamp and preparedTransactionOffset longs.
 _PLAIN_FIELD_RANGES = struct.Struct(">iiiiqq")
+# The exact types of (born host name, born port, store host name, store port) put_fast takes.
 _HOST_FIELD_TYPES = (str, int, str, int)
 _CQ_UNIT_SIZE = 20
 _I16_MAX = 32767
@@ -501,12 +502,13 @@ def _index_prefix_hash(topic: str) -> int:
 
 
 # What put_fast needs of a host the reference accepted, keyed by the (exact-typed) tuple: the raw
-# bytes (BORNHOST/STOREHOST), their upper-case hex (the offset msgId's prefix) and the V6 flag it
-# sets. A store sees few distinct hosts, so the per-put work is one dict lookup.
-_PLAIN_HOSTS: dict[tuple[str, int], tuple[bytes, str, bool]] = {}
+# bytes (BORNHOST/STOREHOST), their upper-case hex (the offset msgId's prefix) and the SYSFLAG bit
+# it sets as the born host and as the store host (0 for IPv4). A store sees few distinct hosts, so
+# the per-put work is one dict lookup.
+_PLAIN_HOSTS: dict[tuple[str, int], tuple[bytes, str, int, int]] = {}
 
 
-def _plain_host(name: str, host: object) -> tuple[bytes, str, bool] | None:
+def _plain_host(name: str, host: object) -> tuple[bytes, str, int, int] | None:
     """``_PLAIN_HOSTS``'s entry for a host ``check_host`` accepts, given as an exact (str, int) tuple; else None."""
     if type(host) is not tuple or len(host) != 2 or type(host[0]) is not str or type(host[1]) is not int:
         return None
@@ -519,7 +521,9 @@ def _plain_host(name: str, host: object) -> tuple[bytes, str, bool] | None:
         if len(_PLAIN_HOSTS) >= _VALID_HOSTS_MAX:
             _PLAIN_HOSTS.clear()
         raw = encode_host(host)
-        entry = _PLAIN_HOSTS[host] = (raw, raw.hex().upper(), len(raw) == 20)
+        v6 = len(raw) == 20
+        entry = _PLAIN_HOSTS[host] = (raw, raw.hex().upper(), BORNHOST_V6_FLAG if v6 else 0,
+                                      STOREHOSTADDRESS_V6_FLAG if v6 else 0)
     return entry
 
 
@@ -619,13 +623,18 @@ def put_fast(msg: RecordSource, max_message_size: int, cl_buf, cl_pos: int, cl_l
         return None
     born = msg.born_host
     store = msg.store_host
-    # _plain_host, its cache hit inlined (exact types first: ("h", 1.0) == ("h", 1) as a dict key)
-    if not (type(born) is tuple and type(store) is tuple and len(born) == 2 and len(store) == 2
-            and (type(born[0]), type(born[1]), type(store[0]), type(store[1])) == _HOST_FIELD_TYPES):
+    # _plain_host, its cache hit inlined. A hit is a tuple equal to an exact (str, int) pair the
+    # reference accepted, so it has two items; their types are checked after the lookup, since
+    # equal is not enough (("h", 1.0) == ("h", True) == ("h", 1)).
+    if type(born) is not tuple or type(store) is not tuple:
         return None
-    born_entry = _PLAIN_HOSTS.get(born) or _plain_host("born_host", born)
-    store_entry = _PLAIN_HOSTS.get(store) or _plain_host("store_host", store)
-    if born_entry is None or store_entry is None:
+    try:
+        born_entry = _PLAIN_HOSTS.get(born) or _plain_host("born_host", born)
+        store_entry = _PLAIN_HOSTS.get(store) or _plain_host("store_host", store)
+    except Exception:  # noqa: BLE001 - an unhashable item, or an item type's own __hash__/__eq__
+        return None  # failing: C declines such a host on its item types without hashing it
+    if born_entry is None or store_entry is None \
+            or (type(born[0]), type(born[1]), type(store[0]), type(store[1])) != _HOST_FIELD_TYPES:
         return None
     # Every name and value an exact str: the string has one separator pair per entry exactly when
     # none holds a separator (then the dict says what the string says); the text must encode.
@@ -649,13 +658,9 @@ def put_fast(msg: RecordSource, max_message_size: int, cl_buf, cl_pos: int, cl_l
     if body_len > max_message_size or props_len > 32767:
         return None
     topic_field, magic, prefix = topic_entry
-    born_raw, _born_hex, born_v6 = born_entry
-    store_raw, store_hex, store_v6 = store_entry
-    sf &= ~_HOST_FLAGS
-    if born_v6:
-        sf |= BORNHOST_V6_FLAG
-    if store_v6:
-        sf |= STOREHOSTADDRESS_V6_FLAG
+    born_raw = born_entry[0]
+    store_raw, store_hex, _, store_bit = store_entry
+    sf = sf & ~_HOST_FLAGS | born_entry[2] | store_bit
     header = _HEADERS[sf & _HOST_FLAGS]
     tail = topic_field + _I16.pack(props_len) + props_bytes
     total = header.size + body_len + len(tail)
@@ -675,8 +680,10 @@ def put_fast(msg: RecordSource, max_message_size: int, cl_buf, cl_pos: int, cl_l
                 tokens += [token for token in keys.split(" ") if token]
             else:  # one key (the usual case): no split
                 tokens.append(keys)
-        if len(tokens) > _MAX_KEYS or hash_slot_num <= 0 or n < 1 or n > index_num or len(tokens) > index_num - n \
-                or _INDEX_HEADER_SIZE + hash_slot_num * 4 + (n + len(tokens)) * 20 > len(idx_buf):
+        count = len(tokens)
+        # (1 <= n <= index_num - count: n >= 1, n <= index_num and count <= index_num - n)
+        if count > _MAX_KEYS or hash_slot_num <= 0 or not 1 <= n <= index_num - count \
+                or _INDEX_HEADER_SIZE + hash_slot_num * 4 + (n + count) * 20 > len(idx_buf):
             return None
     if cl_pos + total > len(cl_buf) or cq_pos < 0 or cq_pos + (_BCQ_UNIT.size if inner_num else _CQ_UNIT_SIZE) \
             > len(cq_buf):
@@ -710,18 +717,19 @@ def put_fast(msg: RecordSource, max_message_size: int, cl_buf, cl_pos: int, cl_l
             time_diff = 0
         elif time_diff > _INT32_MAX:
             time_diff = _INT32_MAX
+    # Every token is short ASCII when the whole properties text is (UTF-8 as long as the text): then
+    # no token needs its own test.
+    short_ascii = len(text) <= _ASCII_CHUNK and len(props_bytes) == len(text)
     for token in tokens:
         # index_key_hash(f"{topic}#{token}"), continued from the hash of "topic#" for ASCII tokens:
         # h(a + b) = h(a) * 31**len(b) + h(b) mod 2**32 (Java's hash is a polynomial). The tokens are
         # parts of ``text``, which encoded: no hash can fail once writing has begun.
-        if len(token) <= _ASCII_CHUNK and token.isascii():
+        if short_ascii or (len(token) <= _ASCII_CHUNK and token.isascii()):
             raw = token.encode()
             key_hash = (prefix * _POW31_MOD32[len(raw)] + int(raw.translate(_MOD31), 31)
                         + int(raw.translate(_DIV31) + b"0", 31)) & _MASK32
-            if key_hash & 0x80000000:  # negative as Java's int: its absolute value, abs(MIN_INT) -> 0
-                key_hash = 0x100000000 - key_hash
-                if key_hash == 0x80000000:
-                    key_hash = 0
+            if key_hash & 0x80000000:  # negative as Java's int: its absolute value; abs(MIN_INT) -> 0
+                key_hash = (0x100000000 - key_hash) & 0x7FFFFFFF
         else:
             key_hash = index_key_hash(f"{topic}#{token}")
         spos = _INDEX_HEADER_SIZE + (key_hash % hash_slot_num) * 4
