@@ -5,7 +5,8 @@ in the same run (an encode-and-copy loop into an mmap, sequential page-cache wri
 the store's hot path wastes time. Figures:
 
 * (a) ``put_dispatch_*``: per-message ``put_message`` with synchronous dispatch to the consume queue
-  and the index, 1 KiB bodies, ASYNC_FLUSH; ratio to the bare encode+copy loop.
+  and the index, 1 KiB bodies, ASYNC_FLUSH; ratio to the bare encode+copy loop (see "The put
+  scenario" below for how it is made stable).
 * (b) ``batchcq_*``: ``put_inner_batch`` of 64 x 1 KiB items on a BatchCQ topic; ratio of MB/s to
   sequential page-cache write bandwidth. ``batchcq_write_buffer_*``: the same with the store's write
   buffer (``transientStorePoolEnable``: records committed to the file in ~1 MiB writes); its timed
@@ -32,24 +33,62 @@ them, the store time aside); the store does its consume queue unit and index ent
 Noise: the machines this runs on are small and shared, so a single run of each side says little.
 One run of each side is made first and discarded (the first is always slow: cold page cache and
 allocator). Each baseline and its subject then run ``--reps`` times, interleaved (A B, then B A,
-...) so that load changes hit both sides alike; every run starts from a fresh store directory; the
-SYNC_FLUSH scenario is repeated ``--reps`` times too. The load average before and after is
-printed: compare figures only between runs under similar load. The JSON reports the
-median of each side and the ratio of the medians, plus every repetition's figures (``*_runs``).
-The ``*_cpu`` ratios use the same runs timed by this thread's CPU time instead of wall time; the
-``*_paired`` ratios are the median of each repetition's own ratio (its two runs are adjacent, so a
-machine that changes speed between repetitions moves both sides of a pair together).
+...) so that load changes hit both sides alike; the SYNC_FLUSH scenario is repeated ``--reps``
+times too. The load average before and after is printed: compare figures only between runs under
+similar load. The JSON reports the median of each side, plus every repetition's figures
+(``*_runs``). The ``*_cpu`` ratios use the same runs timed by this thread's CPU time instead of wall
+time; the ``*_paired`` ratios are the median of each repetition's own ratio (its two runs are
+adjacent, so a machine that changes speed between repetitions moves both sides of a pair together).
 
-Usage: ``python bench/store_append.py [--messages N] [--reps R] [--profile] [--only-batchcq]`` (runs in
-a temp dir).
+The put scenario (a), made stable. Measured before (2 vCPUs, 5-7 repetitions of 50,000 messages, a
+fresh store and a fresh bare file per run, ~0.3 s each): the bare loop alone ran at 111k-208k msg/s
+at load 0.2 and the per-repetition ratio spread over 0.47-0.98 (0.58-1.32 at load 1-2). Per run,
+from the thread's schedstat and getrusage: (1) the time a run waits for a CPU (runqueue) was 10-50%
+of its wall time under load 2-4, and it never blocked (no I/O wait, no dirty-page throttling);
+(2) its CPU time moved too, 0.29-0.45 s for the identical bare loop (steal 0-6%, a busy sibling
+vCPU): a machine that changes speed within seconds, which whole-run interleaving (A, then B, each
+~0.3 s) cannot cancel; (3) page faults, costly in this VM (~4 us of CPU a 4 KiB page even for
+anonymous memory, ~13 us a page when populating ahead): the bare loop took ~2,700 write faults
+per run on its sparse file, the store populated its commitlog ahead in 1 MiB steps and, being
+fresh each run, also created its commitlog, index (420 MB) and 8 consume queue files inside the
+timed loop and faulted its 20 MB index hash-slot table in (~1,400 major faults a run): first-run
+costs a running broker pays once per file, not per message; (4) the GC ran once per store run
+(the 50,000 prepared messages), never in the bare loop. So now:
+
+* One store and one bare file for all repetitions (a running broker, not a new one per run), one
+  discarded warm-up repetition first (creates every file, faults the index slot table in), files
+  of RocketMQ's default 1 GiB commitlog size or more, so no repetition rolls a file.
+* Page faults of the record bytes cost both sides the same, outside the clock: before each
+  repetition both files have the blocks and pages of its records allocated with the same call
+  (``MappedFile.populate``, what the commitlog does ahead of its writes). The store's own consume
+  queue and index pages still fault inside its loop (that work is the store's alone; see
+  ``page_faults_per_rep``). With its file populated ahead the store also skips the one put per
+  populated MiB that its one-call path leaves to the general path (~55 of 50,000, well under 1%). ``--in-loop-faults`` instead makes both sides populate inside the
+  timed loop, the bare loop exactly where the commitlog does (slower and noisier on both sides).
+* Within a repetition the two sides alternate in chunks of ``--chunk`` messages (2,500: ~15-30 ms),
+  A B, B A, ..., and each side's time is summed over its chunks: a repetition's two figures come
+  from the same second of the machine. ``put_dispatch_ratio`` is the median of these
+  per-repetition ratios (``put_dispatch_ratio_paired``, the same figure); the ratio of the two
+  sides' separate medians is kept as ``put_dispatch_ratio_of_medians`` (it mixes repetitions run
+  at different machine speeds, so it moves more).
+* GC collected before, and disabled during, each repetition, for both sides.
+
+The bare loop still does the same byte work into the same kind of file (``baseline_same_bytes``).
+After (same machine, shared with other jobs, 7 repetitions of 50,000): per-repetition ratios
+0.66-0.77 and 0.71-0.77 in two runs at load 2.4-3.1 (medians 0.717, 0.719), while each side's own
+rate still moved 1.5-2x between repetitions; the same code at load 4.5-4.8: 0.718 and 0.692.
+
+Usage: ``python bench/store_append.py [--messages N] [--reps R] [--chunk C] [--in-loop-faults] [--profile]
+[--only-put] [--only-batchcq] [--no-fallback] [--dir D]`` (runs in a temp dir under D).
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
-import mmap
 import os
+import resource
 import shutil
 import statistics
 import struct
@@ -66,6 +105,8 @@ from broker_core.store.codec import hotpath  # noqa: E402
 from broker_core.store.codec.batch import BatchItem, encode_batch  # noqa: E402
 from broker_core.store.codec.hashing import rmq_crc32  # noqa: E402
 from broker_core.store.codec.message import MessageInner  # noqa: E402
+from broker_core.store.commit_log import POPULATE_AHEAD  # noqa: E402
+from broker_core.store.mapped_file import MappedFile  # noqa: E402
 from broker_core.store.message_store import MessageStore  # noqa: E402
 from broker_core.store.store_config import ASYNC_FLUSH, SYNC_FLUSH, StoreConfig  # noqa: E402
 from broker_core.store.topic_config import TopicConfig  # noqa: E402
@@ -73,19 +114,25 @@ from broker_core.store.topic_config import TopicConfig  # noqa: E402
 BODY = bytes(range(256)) * 4  # 1 KiB
 TOPIC = "BenchTopic"
 _HEAD = struct.Struct(">iiiiiqqiq8sq8siqi")
+# This thread's resource usage (Linux); elsewhere the process's, the same here: one thread runs.
+RUSAGE_THREAD = getattr(resource, "RUSAGE_THREAD", resource.RUSAGE_SELF)
 
 
 class Timed:
-    """Wall-clock and this thread's CPU time (user + system) of one timed section.
+    """Wall-clock and this thread's CPU time (user + system) of one timed section, and its page faults.
 
     CPU time is reported beside wall time because other processes on a small shared machine
     stretch wall time a lot and CPU time much less; every scenario here runs in the calling thread.
+    The page faults (minor + major, this thread) are read outside the clocked interval.
     """
 
     wall: float
     cpu: float
+    faults: int
 
     def __enter__(self) -> Timed:
+        ru = resource.getrusage(RUSAGE_THREAD)
+        self._f0 = ru.ru_minflt + ru.ru_majflt
         self._w0 = time.perf_counter()
         self._c0 = time.thread_time()
         return self
@@ -93,10 +140,12 @@ class Timed:
     def __exit__(self, *exc: object) -> None:
         self.wall = time.perf_counter() - self._w0
         self.cpu = time.thread_time() - self._c0
+        ru = resource.getrusage(RUSAGE_THREAD)
+        self.faults = ru.ru_minflt + ru.ru_majflt - self._f0
 
 
-def config(flush: str) -> StoreConfig:
-    return StoreConfig(mapped_file_size_commit_log=256 * 1024 * 1024, flush_disk_type=flush)
+def config(flush: str, file_size: int = 256 * 1024 * 1024) -> StoreConfig:
+    return StoreConfig(mapped_file_size_commit_log=file_size, flush_disk_type=flush)
 
 
 def make_msg(i: int, body: bytes = BODY, queue_id: int | None = None) -> MessageInner:
@@ -107,47 +156,71 @@ def make_msg(i: int, body: bytes = BODY, queue_id: int | None = None) -> Message
                         store_host=("127.0.0.1", 10911))
 
 
-def bare_encode_copy(n: int, directory: Path, keep: list[bytes] | None = None) -> tuple[float, float]:
-    """msg/s (wall, CPU) of the minimum Python work per record: encode header/props, CRC the body (with
-    the store's own CRC function, so a faster CRC helps both sides alike), copy it into an mmap.
+# Bytes one make_msg record takes at most (1,197 for message 0; 1,203 from message 10,000,000 on).
+RECORD_BOUND = 1300
+_BORN_RAW = bytes([10, 0, 0, 1]) + (40000).to_bytes(4, "big")
+_STORE_RAW = bytes([127, 0, 0, 1]) + (10911).to_bytes(4, "big")
+
+
+class BareWriter:
+    """The baseline of the put scenario: the minimum Python work per record (encode header and
+    properties, CRC the body with the store's own CRC function, so a faster CRC helps both sides
+    alike, copy the record into a mapping), into a ``MappedFile`` of the commitlog's own class and size.
 
     The records are byte for byte the store's records of ``make_msg`` (queue offset i // 8 in queue
     i % 8, the same commitlog offsets), the store timestamp aside: ``same_bytes_as_store`` checks it.
-    ``keep`` receives a copy of records 0, 1 and n - 1 when given."""
-    path = directory / "bare.mmap"
-    size = 256 * 1024 * 1024
-    with open(path, "w+b") as f:
-        f.truncate(size)
-        mm = mmap.mmap(f.fileno(), size)
-    born = bytes([10, 0, 0, 1]) + (40000).to_bytes(4, "big")
-    store = bytes([127, 0, 0, 1]) + (10911).to_bytes(4, "big")
-    topic = TOPIC.encode()
-    pos = 0
-    with Timed() as t:
-        for i in range(n):
-            props = f"UNIQ_KEY\x017F000001{i:024X}\x02KEYS\x01key{i}\x02TAGS\x01TagA\x02WAIT\x01true\x02".encode()
-            total = _HEAD.size + len(BODY) + 1 + len(topic) + 2 + len(props)
-            if pos + total > size:
-                pos = 0
-            buf = bytearray(total)
-            _HEAD.pack_into(buf, 0, total, -626843481, rmq_crc32(BODY), i % 8, 0, i // 8, pos, 0,
-                            1_700_000_000_000, born, int(time.time() * 1000), store, 0, 0, len(BODY))
-            p = _HEAD.size
-            buf[p:p + len(BODY)] = BODY
-            p += len(BODY)
-            buf[p] = len(topic)
-            buf[p + 1:p + 1 + len(topic)] = topic
-            p += 1 + len(topic)
-            buf[p:p + 2] = len(props).to_bytes(2, "big")
-            buf[p + 2:] = props
-            mm[pos:pos + total] = buf
-            pos += total
-    if keep is not None:
-        keep.extend(bytes(buf) for buf in _records_at(mm, (0, 1, n - 1)))
-    mm.close()
-    path.unlink()
-    return n / t.wall, n / t.cpu
+    Message numbers and the write position go on from run to run, as the store's do.
+    """
 
+    def __init__(self, directory: Path, file_size: int) -> None:
+        (directory / "bare").mkdir()
+        self.mf = MappedFile(directory / "bare" / f"{0:020d}", file_size)
+        self.i = 0
+
+    def prefault(self, count: int) -> None:
+        """Disk blocks allocated and pages faulted in for the next ``count`` records, with the calls the
+        commitlog makes (``MappedFile.populate``); ``StoreWriter.prefault`` does the same."""
+        self.mf.populate(self.mf.wrote_position + count * RECORD_BOUND)
+
+    def run(self, count: int, in_loop_faults: bool = False) -> Timed:
+        """Write the next ``count`` records. ``in_loop_faults``: allocate blocks and fault pages in
+        ahead of the writes, inside the timed loop, exactly when the commitlog does (``CommitLog._file_for``)."""
+        mf = self.mf
+        mv = mf.mv
+        topic = TOPIC.encode()
+        born, store = _BORN_RAW, _STORE_RAW
+        pos, first = mf.wrote_position, self.i
+        if pos + count * RECORD_BOUND > mf.file_size:
+            raise SystemExit(f"the bare file is too small for {first + count} records")
+        with Timed() as t:
+            for i in range(first, first + count):
+                props = f"UNIQ_KEY\x017F000001{i:024X}\x02KEYS\x01key{i}\x02TAGS\x01TagA\x02WAIT\x01true\x02".encode()
+                total = _HEAD.size + len(BODY) + 1 + len(topic) + 2 + len(props)
+                if in_loop_faults and pos + total > mf.populated_to:
+                    mf.populate(pos + total + POPULATE_AHEAD)
+                buf = bytearray(total)
+                _HEAD.pack_into(buf, 0, total, -626843481, rmq_crc32(BODY), i % 8, 0, i // 8, pos, 0,
+                                1_700_000_000_000, born, int(time.time() * 1000), store, 0, 0, len(BODY))
+                p = _HEAD.size
+                buf[p:p + len(BODY)] = BODY
+                p += len(BODY)
+                buf[p] = len(topic)
+                buf[p + 1:p + 1 + len(topic)] = topic
+                p += 1 + len(topic)
+                buf[p:p + 2] = len(props).to_bytes(2, "big")
+                buf[p + 2:] = props
+                mv[pos:pos + total] = buf
+                pos += total
+        mf.wrote_position = pos
+        self.i = first + count
+        return t
+
+    def records(self, indexes: tuple[int, ...]) -> list[bytes]:
+        return [bytes(r) for r in _records_at(self.mf.mv, indexes)]
+
+    def close(self) -> None:
+        self.mf.destroy()
+        (self.mf.path.parent).rmdir()
 
 def _records_at(buf, indexes: tuple[int, ...]) -> list[memoryview]:
     """Records number ``indexes`` of a run of records starting at 0 (walking TOTALSIZE)."""
@@ -185,33 +258,59 @@ def page_cache_write_mb_s(directory: Path, total_mb: int = 256) -> tuple[float, 
     return total_mb / t.wall, total_mb / t.cpu
 
 
-def bench_put_dispatch(n: int, directory: Path, profile: bool = False, keep: list[bytes] | None = None
-                       ) -> tuple[float, float]:
-    root = directory / "a"
-    store = MessageStore(root, config(ASYNC_FLUSH)).open()
-    msgs = [make_msg(i) for i in range(n)]
-    prof = None
-    if profile:
-        import cProfile
+class StoreWriter:
+    """The subject of the put scenario: ``put_message`` of ``make_msg`` messages (1 KiB bodies,
+    ASYNC_FLUSH) into one store, with synchronous dispatch to the consume queue and the index.
+    Message numbers go on from run to run; ``profile``: cProfile every ``run`` (printed by ``close``)."""
 
-        prof = cProfile.Profile()
-        prof.enable()
-    with Timed() as t:
-        for m in msgs:
-            store.put_message(m)
-    if prof is not None:
-        import pstats
+    def __init__(self, directory: Path, file_size: int, profile: bool = False) -> None:
+        self.root = directory / "a"
+        self.store = MessageStore(self.root, config(ASYNC_FLUSH, file_size)).open()
+        self.i = 0
+        self.msgs: list[MessageInner] = []
+        self.prof = None
+        if profile:
+            import cProfile
 
-        prof.disable()
-        pstats.Stats(prof, stream=sys.stderr).sort_stats("tottime").print_stats(25)
-    assert sum(store.get_max_offset_in_queue(TOPIC, q) for q in range(8)) == n
-    assert len(store.query_message(TOPIC, f"key{n - 1}")) == 1  # the index was really built
-    if keep is not None:
-        keep.extend(bytes(r) for r in _records_at(store.commit_log.file_queue.files[0].mv, (0, 1, n - 1)))
-    store.shutdown()
-    shutil.rmtree(root)
-    return n / t.wall, n / t.cpu
+            self.prof = cProfile.Profile()
 
+    def prepare(self, count: int) -> list[MessageInner]:
+        """The next ``count`` messages, built before any clock starts (decoding them is the broker's job)."""
+        self.msgs = [make_msg(i) for i in range(self.i, self.i + count)]
+        self.i += count
+        return self.msgs
+
+    def prefault(self, count: int) -> None:
+        """``BareWriter.prefault`` for the commitlog's file (created here when the store has none yet)."""
+        mf = self.store.commit_log.file_queue.get_last_mapped_file(0)
+        if mf is not None:
+            mf.populate(mf.wrote_position + count * RECORD_BOUND)
+
+    def run(self, msgs: list[MessageInner]) -> Timed:
+        store = self.store
+        if self.prof is not None:
+            self.prof.enable()
+        with Timed() as t:
+            for m in msgs:
+                store.put_message(m)
+        if self.prof is not None:
+            self.prof.disable()
+        return t
+
+    def records(self, indexes: tuple[int, ...]) -> list[bytes]:
+        return [bytes(r) for r in _records_at(self.store.commit_log.file_queue.files[0].mv, indexes)]
+
+    def close(self) -> None:
+        store = self.store
+        n = self.i
+        assert sum(store.get_max_offset_in_queue(TOPIC, q) for q in range(8)) == n
+        assert len(store.query_message(TOPIC, f"key{n - 1}")) == 1  # the index was really built
+        if self.prof is not None:
+            import pstats
+
+            pstats.Stats(self.prof, stream=sys.stderr).sort_stats("tottime").print_stats(25)
+        store.shutdown()
+        shutil.rmtree(self.root)
 
 def bench_batchcq(n_msgs: int, directory: Path, write_buffer: bool = False, profile: bool = False
                   ) -> tuple[float, float, float]:
@@ -275,26 +374,6 @@ def bench_sync(n: int, directory: Path, threads: int = 16) -> tuple[float, float
     return per * threads / dt, fsyncs / dt
 
 
-def interleaved(reps: int, baseline, subject, warmup: bool = True) -> tuple[list, list]:
-    """Run ``baseline()`` and ``subject()`` ``reps`` times each, alternating which goes first.
-
-    One run of each is made first and discarded: the first repetition is always slow (page cache,
-    allocator and CPU caches cold), which made single-run figures swing by 10x.
-    """
-    if warmup:
-        baseline()
-        subject()
-    base_runs, subj_runs = [], []
-    for r in range(reps):
-        if r % 2 == 0:
-            base_runs.append(baseline())
-            subj_runs.append(subject())
-        else:
-            subj_runs.append(subject())
-            base_runs.append(baseline())
-    return base_runs, subj_runs
-
-
 def interleaved3(reps: int, fns: tuple, warmup: bool = True) -> tuple[list, ...]:
     """``interleaved`` for three scenarios: one discarded warm-up run of each, then ``reps`` rounds
     in a rotating order (A B C, B C A, C A B, ...)."""
@@ -320,7 +399,10 @@ def fallback_figures(args: argparse.Namespace) -> dict | None:
     own repetitions, so the two sets of figures share the machine's conditions as far as possible.
     """
     env = dict(os.environ, RMQ_PURE_PYTHON="1")
-    cmd = [sys.executable, __file__, "--only-put", "--messages", str(args.messages), "--reps", str(args.reps)]
+    cmd = [sys.executable, __file__, "--only-put", "--messages", str(args.messages), "--reps", str(args.reps),
+           "--chunk", str(args.chunk)]
+    if args.in_loop_faults:
+        cmd.append("--in-loop-faults")
     if args.dir:
         cmd += ["--dir", args.dir]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
@@ -330,29 +412,84 @@ def fallback_figures(args: argparse.Namespace) -> dict | None:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def put_figures(n: int, reps: int, d: Path, profile: bool) -> dict:
+def put_rounds(n: int, reps: int, chunk: int, bare: BareWriter, subject: StoreWriter, in_loop_faults: bool,
+               warmup: bool = True) -> list[tuple[Timed, Timed]]:
+    """``reps`` repetitions of ``n`` messages on each side, after one discarded warm-up repetition:
+    (baseline, subject) totals of each, summed over chunks of ``chunk`` messages that alternate
+    between the two sides (A B, B A, A B, ...). GC is collected before and disabled during each
+    repetition, for both sides."""
+    out = []
+    for r in range(reps + 1 if warmup else reps):
+        msgs = subject.prepare(n)
+        if not in_loop_faults:
+            bare.prefault(n)
+            subject.prefault(n)
+        gc.collect()
+        gc.disable()
+        try:
+            tb, ts = Timed(), Timed()
+            tb.wall = tb.cpu = ts.wall = ts.cpu = 0.0
+            tb.faults = ts.faults = 0
+            for k, a in enumerate(range(0, n, chunk)):
+                part = msgs[a:a + chunk]
+                if (k + r) % 2 == 0:
+                    b = bare.run(len(part), in_loop_faults)
+                    s = subject.run(part)
+                else:
+                    s = subject.run(part)
+                    b = bare.run(len(part), in_loop_faults)
+                for total, one in ((tb, b), (ts, s)):
+                    total.wall += one.wall
+                    total.cpu += one.cpu
+                    total.faults += one.faults
+        finally:
+            gc.enable()
+        if r or not warmup:
+            out.append((tb, ts))
+    return out
+
+
+def put_figures(n: int, reps: int, d: Path, profile: bool, chunk: int, in_loop_faults: bool) -> dict:
     med = statistics.median
-    bare_recs: list[bytes] = []
-    store_recs: list[bytes] = []
-    bare_encode_copy(min(n, 2000), d, bare_recs)
-    bench_put_dispatch(min(n, 2000), d, keep=store_recs)
-    bare_runs, put_runs = interleaved(reps, lambda: bare_encode_copy(n, d), lambda: bench_put_dispatch(n, d, profile),
-                                      warmup=not profile)
-    bare, put = med(r[0] for r in bare_runs), med(r[0] for r in put_runs)
-    bare_cpu, put_cpu = med(r[1] for r in bare_runs), med(r[1] for r in put_runs)
-    paired = [p[0] / b[0] for p, b in zip(put_runs, bare_runs, strict=True)]
+    check = d / "same_bytes"
+    check.mkdir()
+    bare, subject = BareWriter(check, 256 << 20), StoreWriter(check, 256 << 20)
+    k = min(n, 2000)
+    bare.run(k)
+    subject.run(subject.prepare(k))
+    same = same_bytes_as_store(bare.records((0, 1, k - 1)), subject.records((0, 1, k - 1)))
+    bare.close()
+    subject.close()
+    check.rmdir()
+    # One file each for every repetition (RocketMQ's default commitlog file size, or more): no roll.
+    file_size = max(1 << 30, -(-((reps + 1) * n * RECORD_BOUND + (8 << 20)) // (1 << 20)) * (1 << 20))
+    bare, subject = BareWriter(d, file_size), StoreWriter(d, file_size, profile)
+    try:
+        runs = put_rounds(n, reps, chunk, bare, subject, in_loop_faults, warmup=not profile)
+    finally:
+        bare.close()
+        subject.close()
+    bare_rate, put_rate = med(n / b.wall for b, _ in runs), med(n / s.wall for _, s in runs)
+    bare_cpu, put_cpu = med(n / b.cpu for b, _ in runs), med(n / s.cpu for _, s in runs)
+    paired = [b.wall / s.wall for b, s in runs]
+    paired_cpu = [b.cpu / s.cpu for b, s in runs]
     return {
         "implementation": hotpath.IMPLEMENTATION,
-        "baseline_same_bytes": same_bytes_as_store(bare_recs, store_recs),
-        "bare_encode_copy_msg_s": round(bare),
-        "put_dispatch_msg_s": round(put),
-        "put_dispatch_ratio": round(put / bare, 3),
-        "put_dispatch_ratio_cpu": round(put_cpu / bare_cpu, 3),
+        "baseline_same_bytes": same,
+        "put_chunk": chunk,
+        "put_page_faults": "in_loop" if in_loop_faults else "prefaulted",
+        "bare_encode_copy_msg_s": round(bare_rate),
+        "put_dispatch_msg_s": round(put_rate),
+        "put_dispatch_ratio": round(med(paired), 3),
+        "put_dispatch_ratio_cpu": round(med(paired_cpu), 3),
         "put_dispatch_ratio_paired": round(med(paired), 3),
+        "put_dispatch_ratio_of_medians": round(put_rate / bare_rate, 3),
         "put_dispatch_ratio_paired_spread": spread(paired),
-        "bare_encode_copy_msg_s_runs": [round(r[0]) for r in bare_runs],
-        "put_dispatch_msg_s_runs": [round(r[0]) for r in put_runs],
+        "bare_encode_copy_msg_s_runs": [round(n / b.wall) for b, _ in runs],
+        "put_dispatch_msg_s_runs": [round(n / s.wall) for _, s in runs],
         "cpu_msg_s": {"bare_encode_copy": round(bare_cpu), "put_dispatch": round(put_cpu)},
+        "page_faults_per_rep": {"bare_encode_copy": round(med(b.faults for b, _ in runs)),
+                                "put_dispatch": round(med(s.faults for _, s in runs))},
     }
 
 
@@ -367,6 +504,11 @@ def main() -> None:
     ap.add_argument("--only-batchcq", action="store_true",
                     help="only the BatchCQ scenarios (b) and their page-cache baseline")
     ap.add_argument("--no-fallback", action="store_true", help="skip the pure-Python twin's put+dispatch figures")
+    ap.add_argument("--chunk", type=int, default=2500,
+                    help="put scenario: messages per chunk, the sides alternating chunk by chunk (default 2500)")
+    ap.add_argument("--in-loop-faults", action="store_true",
+                    help="put scenario: fault the file pages in inside the timed loops (both sides) instead of "
+                         "before them")
     args = ap.parse_args()
     n = args.messages
     reps = 1 if args.profile else max(1, args.reps)
@@ -374,9 +516,12 @@ def main() -> None:
     load_before = [round(x, 2) for x in os.getloadavg()]
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         d = Path(tmp)
-        put = {"implementation": hotpath.IMPLEMENTATION} if args.only_batchcq else put_figures(n, reps, d, args.profile)
+        put = {"implementation": hotpath.IMPLEMENTATION} if args.only_batchcq else \
+            put_figures(n, reps, d, args.profile, max(1, args.chunk), args.in_loop_faults)
         if args.only_put:
-            print(json.dumps(put))
+            print(json.dumps({"messages": n, "reps": reps, "warmup_discarded": not args.profile,
+                              "cpus": os.cpu_count(), "loadavg_before": load_before,
+                              "loadavg_after": [round(x, 2) for x in os.getloadavg()], **put}))
             return
         prof = args.profile and args.only_batchcq
         pc_runs, bcq_runs, wb_runs = interleaved3(reps, (lambda: page_cache_write_mb_s(d),

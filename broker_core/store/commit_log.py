@@ -142,7 +142,8 @@ def _uncommitted() -> PutMessageResult:
 
 
 def now_ms() -> int:
-    return int(time.time() * 1000)
+    """Wall-clock milliseconds since the epoch (System.currentTimeMillis), from integer nanoseconds."""
+    return time.time_ns() // 1_000_000
 
 
 class QueueOffsetAssigner:

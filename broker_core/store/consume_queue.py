@@ -56,6 +56,9 @@ class ConsumeQueueBase:
     def __init__(self, topic: str, queue_id: int, root_dir: Path, file_size: int, read_only: bool = False) -> None:
         self.topic = topic
         self.queue_id = queue_id
+        # This queue's key in the commitlog's queue offset table (QueueOffsetAssigner: ``topic-queueId``),
+        # formatted once: the one-call put (fast_put) looks it up on every put.
+        self.offset_key = f"{topic}-{queue_id}"
         self.file_size = file_size
         self.read_only = read_only
         self.file_queue = MappedFileQueue(root_dir / topic / str(queue_id), file_size, read_only, reserve_whole=True)

@@ -174,6 +174,9 @@ class MessageStore:
         self.dispatched_frontier = -1
         self._disk_checked_at = -1e9
         self._disk_used_pct = 0.0
+        # put_message's sampled check: until this monotonic time the store was found open, writable and
+        # its disk below diskSpaceWarningLevelRatio (-1e9: check at the next put).
+        self._put_checked_until = -1e9
         self._disk_warned = False
         # Retention (CleanCommitLogService); tests swap in fake ``disk_usage`` / ``mtime_of``.
         self.retention = RetentionService(self)
@@ -259,6 +262,7 @@ class MessageStore:
                     pass
             self._lock_file.release()
         self._opened = False
+        self._put_checked_until = -1e9
         self._started = False
 
     def _close_files(self) -> None:
@@ -872,15 +876,17 @@ class MessageStore:
     def put_message(self, msg: MessageInner) -> PutMessageResult:
         """Append one message; a store that is not started dispatches it before returning.
 
-        The path every single send takes, kept flat: the disk check is a sampled comparison; a plain
-        message is put and dispatched in one hot-path call (``fast_put.put_fast``), anything else is
-        appended and then dispatched from the fields the append kept (``dispatch_new``).
+        The path every single send takes, kept flat: the writable and disk checks run when their
+        last pass is DISK_CHECK_INTERVAL_S old (one clock read and one comparison a put otherwise:
+        ``_put_checked_until``; a refused put is checked again at the next one); a plain message is
+        put and dispatched in one hot-path call (``fast_put.put_fast``), anything else is appended
+        and then dispatched from the fields the append kept (``dispatch_new``).
         """
-        if self.read_only or not self._opened or self._disk_used_pct >= self.config.disk_space_warning_level_ratio \
-                or _monotonic() - self._disk_checked_at >= DISK_CHECK_INTERVAL_S:
+        if _monotonic() >= self._put_checked_until:
             bad = self._check_writable()
             if bad is not None:
                 return bad
+            self._put_checked_until = self._disk_checked_at + DISK_CHECK_INTERVAL_S
         done = put_fast(self, msg)
         if done is not None:
             return done

@@ -24,6 +24,7 @@ from broker_core.store import fast_put, message_store
 from broker_core.store.codec import hot_py
 from broker_core.store.codec.message import MessageInner
 from broker_core.store.codec.sys_flag import TRANSACTION_COMMIT_TYPE, TRANSACTION_PREPARED_TYPE
+from broker_core.store.commit_log import PutMessageResult
 from broker_core.store.message_store import MessageStore
 from broker_core.store.store_config import ASYNC_FLUSH, StoreConfig
 
@@ -97,7 +98,7 @@ def messages(count: int, seed: int = 17) -> list[MessageInner]:
     return out
 
 
-def put_all(root: Path, msgs: list[MessageInner]) -> list[tuple]:
+def put_all(root: Path, msgs: list[MessageInner]) -> list[PutMessageResult]:
     clock = StepClock()
     answers = []
     store = MessageStore(root, config(), clock=clock).open()
@@ -105,7 +106,7 @@ def put_all(root: Path, msgs: list[MessageInner]) -> list[tuple]:
         for i, m in enumerate(msgs):
             clock.now = BASE_TS + i * 13
             r = store.put_message(m)
-            answers.append((r.status, r.wrote_offset, r.wrote_bytes, r.msg_id, r.queue_offset, r.store_timestamp))
+            answers.append(r)  # every field (dataclass equality): msg_num, remark and msg_ids too
     finally:
         store.shutdown()
     return answers
@@ -142,8 +143,8 @@ def test_one_call_path_writes_the_general_paths_bytes(tmp_path: Path, monkeypatc
     fast = put_all(tmp_path / "fast", copy_msgs(msgs))
 
     assert fast == general
-    assert sum(a[0] == "PUT_OK" for a in fast) > 2900
-    assert general[200][0] == "MESSAGE_ILLEGAL"  # the record larger than a file
+    assert sum(a.status == "PUT_OK" for a in fast) > 2900
+    assert general[200].status == "MESSAGE_ILLEGAL"  # the record larger than a file
     # most puts took the one call; the rest (first put of a queue, rolls, declines) the general path
     assert 2000 < taken < len(msgs) - 100
     a, b = store_files(tmp_path / "general"), store_files(tmp_path / "fast")

@@ -1550,21 +1550,26 @@ static int exact_int_value(PyObject *o, int64_t lo, int64_t hi, int64_t *out) {
 }
 
 /* The raw bytes of a host the reference accepts (an exact (str, int) tuple it accepted once, or
- * accepts now): a new bytes, or NULL with no error set when put_fast must decline. */
+ * accepts now): a new bytes, or NULL with no error set when put_fast must decline.
+ * valid_hosts keeps the raw bytes as the value once known (host_ok only asks whether a key is
+ * there): messages decoded from the network bring a new but equal tuple each time, which the
+ * identity-keyed host_bytes cache misses, so one dict lookup by value answers both questions
+ * (exact types: equal tuples are equal values and encode alike). */
 static PyObject *fast_host(PyObject *name, PyObject *host) {
     if (!(PyTuple_CheckExact(host) && PyTuple_GET_SIZE(host) == 2 && PyUnicode_CheckExact(PyTuple_GET_ITEM(host, 0)) &&
           PyLong_CheckExact(PyTuple_GET_ITEM(host, 1)))) return NULL;
-    int known = PyDict_Contains(valid_hosts, host);
-    if (known < 0) { PyErr_Clear(); return NULL; }
-    if (!known) {
+    PyObject *known = PyDict_GetItemWithError(valid_hosts, host);  /* borrowed */
+    if (known != NULL && PyBytes_CheckExact(known)) return Py_NewRef(known);
+    if (known == NULL) {
+        if (PyErr_Occurred()) { PyErr_Clear(); return NULL; }
         PyObject *r = PyObject_CallFunctionObjArgs(py_check_host, name, host, NULL);
         if (r == NULL) { PyErr_Clear(); return NULL; }
         Py_DECREF(r);
-        if (PyDict_GET_SIZE(valid_hosts) >= VALID_HOSTS_MAX) PyDict_Clear(valid_hosts);
-        if (PyDict_SetItem(valid_hosts, host, Py_True) < 0) { PyErr_Clear(); return NULL; }
     }
     PyObject *raw = host_bytes(host);
-    if (raw == NULL) PyErr_Clear();
+    if (raw == NULL) { PyErr_Clear(); return NULL; }
+    if (PyDict_GET_SIZE(valid_hosts) >= VALID_HOSTS_MAX) PyDict_Clear(valid_hosts);
+    if (PyDict_SetItem(valid_hosts, host, raw) < 0) PyErr_Clear();  /* only a cache: the put goes on */
     return raw;
 }
 
