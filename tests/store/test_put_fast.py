@@ -174,6 +174,28 @@ def test_declined_put_writes_nothing(tmp_path: Path, impl) -> None:
     assert impl(ok, 4 << 20, cl, 0, 4096, 0, 0, BASE_TS, cq, 181, ix, 7, 8, 1, 0, 0, 0) is None  # no room for the unit
 
 
+class Name(str):
+    """A str subclass: its text is a host name's, its type is not one the one-call path takes."""
+
+
+@pytest.mark.parametrize("impl", IMPLEMENTATIONS)
+def test_host_equal_to_a_remembered_one_is_still_checked_for_its_types(impl) -> None:
+    """The hot path remembers the hosts it has taken; a host merely equal to one of them (a float or
+    bool port, a str subclass name, a tuple subclass) is declined as the first time, not taken from
+    that memory, and an unhashable one is declined, not an error."""
+    cl, cq, ix = bytearray(4096), bytearray(200), bytearray(40 + 4 * 7 + 20 * 8)
+
+    def put(born, store=("10.9.8.7", 1)):
+        msg = MessageInner(topic="T", body=b"x", properties={"KEYS": "k"}, born_host=born, store_host=store)
+        return impl(msg, 4 << 20, cl, 0, 4096, 0, 0, BASE_TS, cq, 0, ix, 7, 8, 1, 0, 0, 0)
+
+    assert put(("10.9.8.7", 1)) is not None  # now remembered, as born and as store host
+    for odd in (("10.9.8.7", 1.0), ("10.9.8.7", True), (Name("10.9.8.7"), 1), ("10.9.8.7", [1]),
+                type("Pair", (tuple,), {})(("10.9.8.7", 1))):
+        assert put(odd) is None, odd
+        assert put(("10.9.8.7", 1), odd) is None, odd
+
+
 texts = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
 awkward = st.one_of(texts, st.sampled_from(["", "a\x01b", "x\x02", "日本語", "😀", "TagA", " k  k2 ", "INNER_NUM"]))
 plain = st.text(st.characters(min_codepoint=32, blacklist_categories=("Cs",)), min_size=1, max_size=12)

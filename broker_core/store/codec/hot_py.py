@@ -476,9 +476,19 @@ def index_put_keys(buf, hash_slot_num: int, index_num: int, index_count: int, be
 
 _TRANSACTION_PREPARED_TYPE = 0x4
 _PLAIN_BODY_TYPES = (bytes, bytearray)  # a memoryview may be strided or of wider items: the general path
+# The exact types put_fast takes for (topic, body, properties, queueId, flag, sysFlag, reconsumeTimes,
+# bornTimestamp, preparedTransactionOffset): one tuple of types looked up in a set, instead of nine
+# ``type(x) is T`` tests (bool and other int subclasses, str subclasses, ... are not in it).
+_PLAIN_FIELD_TYPES = frozenset((str, body_type, dict, int, int, int, int, int, int) for body_type in _PLAIN_BODY_TYPES)
+# The ranges of those ints, checked by one pack (struct.error when one is out of range): queueId,
+# flag, sysFlag, reconsumeTimes are Java ints, bornTimestamp and preparedTransactionOffset longs.
+_PLAIN_FIELD_RANGES = struct.Struct(">iiiiqq")
+# The exact types of (born host name, born port, store host name, store port) put_fast takes.
+_HOST_FIELD_TYPES = (str, int, str, int)
 _CQ_UNIT_SIZE = 20
 _I16_MAX = 32767
 _MAX_KEYS = 64  # more index keys than this in one message: the general path (C keeps them on the stack)
+_MASK64 = (1 << 64) - 1
 
 
 # 31**k mod 2**32 for k <= _ASCII_CHUNK: continuing a Java hash over k more characters.
@@ -491,24 +501,65 @@ def _index_prefix_hash(topic: str) -> int:
     return java_string_hash(topic + "#") & _MASK32
 
 
-# Raw bytes of the hosts the reference accepted, keyed by the (exact-typed) tuple: put_fast's lookup.
-_PLAIN_HOSTS: dict[tuple[str, int], bytes] = {}
+# What put_fast needs of a host the reference accepted, keyed by the (exact-typed) tuple: the raw
+# bytes (BORNHOST/STOREHOST), their upper-case hex (the offset msgId's prefix) and the SYSFLAG bit
+# it sets as the born host and as the store host (0 for IPv4). A store sees few distinct hosts, so
+# the per-put work is one dict lookup.
+_PLAIN_HOSTS: dict[tuple[str, int], tuple[bytes, str, int, int]] = {}
 
 
-def _plain_host(name: str, host: object) -> bytes | None:
-    """The raw bytes of a host ``check_host`` accepts, given as an exact (str, int) tuple; else None."""
+def _plain_host(name: str, host: object) -> tuple[bytes, str, int, int] | None:
+    """``_PLAIN_HOSTS``'s entry for a host ``check_host`` accepts, given as an exact (str, int) tuple; else None."""
     if type(host) is not tuple or len(host) != 2 or type(host[0]) is not str or type(host[1]) is not int:
         return None
-    raw = _PLAIN_HOSTS.get(host)
-    if raw is None:
+    entry = _PLAIN_HOSTS.get(host)
+    if entry is None:
         try:
             _host_ok(name, host)
         except RecordError:
             return None
         if len(_PLAIN_HOSTS) >= _VALID_HOSTS_MAX:
             _PLAIN_HOSTS.clear()
-        raw = _PLAIN_HOSTS[host] = encode_host(host)
-    return raw
+        raw = encode_host(host)
+        v6 = len(raw) == 20
+        entry = _PLAIN_HOSTS[host] = (raw, raw.hex().upper(), BORNHOST_V6_FLAG if v6 else 0,
+                                      STOREHOSTADDRESS_V6_FLAG if v6 else 0)
+    return entry
+
+
+# What put_fast needs of a topic it takes, keyed by the exact str: (TOPICLEN + TOPIC, MAGICCODE, Java
+# hash of "topic#" unsigned). A store sees few topics; one lookup replaces four checks and two caches.
+_PLAIN_TOPICS: dict[str, tuple[bytes, int, int]] = {}
+_PLAIN_TOPICS_MAX = 4096
+
+
+def _plain_topic(topic: str) -> tuple[bytes, int, int] | None:
+    """``_PLAIN_TOPICS``'s entry for an exact str topic, or None (not cached) when put_fast must decline:
+    empty, SCHEDULE_TOPIC_XXXX (delay-level tagsCode), a separator in it, not encodable, too long."""
+    if not topic or topic == SCHEDULE_TOPIC or "\x01" in topic or "\x02" in topic:
+        return None
+    try:
+        topic_field, v2 = _topic_field(topic)
+    except (UnicodeEncodeError, RecordError):
+        return None
+    if len(_PLAIN_TOPICS) >= _PLAIN_TOPICS_MAX:
+        _PLAIN_TOPICS.clear()
+    entry = _PLAIN_TOPICS[topic] = (topic_field, MESSAGE_MAGIC_CODE_V2 if v2 else MESSAGE_MAGIC_CODE_V1,
+                                    _index_prefix_hash(topic))
+    return entry
+
+
+# tagsCode by TAGS value (an exact str: put_fast has checked every property): the cache of ``tags_code``
+# (a pure function of the text) looked up inline, without the two calls of tags_code + lru_cache.
+_TAGS_CODES: dict[str, int] = {}
+
+
+def _tags_code(tags: str) -> int:
+    code = tags_code(tags)
+    if len(_TAGS_CODES) >= _PLAIN_TOPICS_MAX:
+        _TAGS_CODES.clear()
+    _TAGS_CODES[tags] = code
+    return code
 
 
 def put_fast(msg: RecordSource, max_message_size: int, cl_buf, cl_pos: int, cl_limit: int, phy: int,
@@ -524,7 +575,9 @@ def put_fast(msg: RecordSource, max_message_size: int, cl_buf, cl_pos: int, cl_l
     the files, takes the locks, assigns the queue offset and store time, and commits the returned
     state; this function only proves the plain case and writes its bytes, the same bytes as
     ``prepare_record`` + ``write_record`` + ``put_cq_unit`` + ``index_put_keys``. It is written flat
-    (no calls into the other functions here) because it is also the fallback's whole put.
+    (no calls into the other functions here) because it is also the fallback's whole put: what is
+    the same for every message of a topic or a host (its encoded field, MAGICCODE, the hash of
+    ``topic#``, the msgId prefix) comes from one dict lookup each, and tagsCodes from a dict.
 
     Declines (the general path then gives the verdict and does the work) unless: the fields are of
     exact types and in range (``check_message``'s fast case; hosts exact (str, int) tuples the
@@ -547,33 +600,41 @@ def put_fast(msg: RecordSource, max_message_size: int, cl_buf, cl_pos: int, cl_l
         return None
     topic = msg.topic
     body = msg.body
+    props = msg.properties
     q = msg.queue_id
     f = msg.flag
     sf = msg.sys_flag
     rt = msg.reconsume_times
     bt = msg.born_timestamp
     pto = msg.prepared_transaction_offset
-    props = msg.properties
-    if not (type(topic) is str and topic and topic != SCHEDULE_TOPIC and type(body) in _PLAIN_BODY_TYPES
-            and type(q) is int and _I32_MIN <= q <= _I32_MAX and type(f) is int and _I32_MIN <= f <= _I32_MAX
-            and type(sf) is int and _I32_MIN <= sf <= _I32_MAX and not sf & _TRANSACTION_PREPARED_TYPE
-            and type(rt) is int and _I32_MIN <= rt <= _I32_MAX
-            and type(bt) is int and _I64_MIN <= bt <= _I64_MAX and type(pto) is int and _I64_MIN <= pto <= _I64_MAX
-            and msg.keep_store_timestamp is False and type(props) is dict
-            and ("INNER_NUM" in props) is (inner_num > 0) and "" not in props):
+    if (type(topic), type(body), type(props), type(q), type(f), type(sf), type(rt), type(bt), type(pto)) \
+            not in _PLAIN_FIELD_TYPES:
+        return None
+    try:
+        _PLAIN_FIELD_RANGES.pack(q, f, sf, rt, bt, pto)  # exact ints: no user code runs here
+    except struct.error:  # one is out of its Java type's range
+        return None
+    if sf & _TRANSACTION_PREPARED_TYPE or msg.keep_store_timestamp is not False \
+            or ("INNER_NUM" in props) is not (inner_num > 0) or "" in props:
+        return None
+    # The topic's TOPICLEN + TOPIC, MAGICCODE and hash of "topic#"; None: a topic put_fast declines
+    topic_entry = _PLAIN_TOPICS.get(topic) or _plain_topic(topic)
+    if topic_entry is None:
         return None
     born = msg.born_host
     store = msg.store_host
-    # _plain_host, its cache hit inlined (exact types first: ("h", 1.0) == ("h", 1) as a dict key)
-    if type(born) is tuple and len(born) == 2 and type(born[0]) is str and type(born[1]) is int:
-        born_raw = _PLAIN_HOSTS.get(born) or _plain_host("born_host", born)
-    else:
+    # _plain_host, its cache hit inlined. A hit is a tuple equal to an exact (str, int) pair the
+    # reference accepted, so it has two items; their types are checked after the lookup, since
+    # equal is not enough (("h", 1.0) == ("h", True) == ("h", 1)).
+    if type(born) is not tuple or type(store) is not tuple:
         return None
-    if type(store) is tuple and len(store) == 2 and type(store[0]) is str and type(store[1]) is int:
-        store_raw = _PLAIN_HOSTS.get(store) or _plain_host("store_host", store)
-    else:
-        return None
-    if born_raw is None or store_raw is None:
+    try:
+        born_entry = _PLAIN_HOSTS.get(born) or _plain_host("born_host", born)
+        store_entry = _PLAIN_HOSTS.get(store) or _plain_host("store_host", store)
+    except Exception:  # noqa: BLE001 - an unhashable item, or an item type's own __hash__/__eq__
+        return None  # failing: C declines such a host on its item types without hashing it
+    if born_entry is None or store_entry is None \
+            or (type(born[0]), type(born[1]), type(store[0]), type(store[1])) != _HOST_FIELD_TYPES:
         return None
     # Every name and value an exact str: the string has one separator pair per entry exactly when
     # none holds a separator (then the dict says what the string says); the text must encode.
@@ -586,100 +647,105 @@ def put_fast(msg: RecordSource, max_message_size: int, cl_buf, cl_pos: int, cl_l
         return None
     text = "".join(parts)
     n_props = len(props)
-    if text.count("\x01") != n_props or text.count("\x02") != n_props or "\x01" in topic or "\x02" in topic:
+    if text.count("\x01") != n_props or text.count("\x02") != n_props:
         return None
     try:
         props_bytes = text.encode()
-        topic_field, v2 = _topic_field(topic)
-    except (UnicodeEncodeError, RecordError):
+    except UnicodeEncodeError:  # a lone surrogate
         return None
     body_len = len(body)
     props_len = len(props_bytes)
     if body_len > max_message_size or props_len > 32767:
         return None
-    sf &= ~_HOST_FLAGS
-    if len(born_raw) == 20:
-        sf |= BORNHOST_V6_FLAG
-    if len(store_raw) == 20:
-        sf |= STOREHOSTADDRESS_V6_FLAG
+    topic_field, magic, prefix = topic_entry
+    born_raw = born_entry[0]
+    store_raw, store_hex, _, store_bit = store_entry
+    sf = sf & ~_HOST_FLAGS | born_entry[2] | store_bit
     header = _HEADERS[sf & _HOST_FLAGS]
     tail = topic_field + _I16.pack(props_len) + props_bytes
     total = header.size + body_len + len(tail)
     if total > max_message_size + 65536 or cl_pos < 0 or cl_pos + total > cl_limit:
         return None
     tags = props.get("TAGS")
-    tc = tags_code(tags) if tags else 0
+    # tags_code(tags), its cache hit inlined
+    tc = (_TAGS_CODES.get(tags) or _tags_code(tags)) if tags else 0
     n = index_count
-    hashes = []
+    tokens = None
     if idx_buf is not None:
         uniq = props.get("UNIQ_KEY")
         keys = props.get("KEYS")
         tokens = [uniq] if uniq else []
         if keys:
-            tokens += [token for token in keys.split(" ") if token]
-        if len(tokens) > _MAX_KEYS or hash_slot_num <= 0 or n < 1 or n > index_num or len(tokens) > index_num - n:
+            if " " in keys:
+                tokens += [token for token in keys.split(" ") if token]
+            else:  # one key (the usual case): no split
+                tokens.append(keys)
+        count = len(tokens)
+        # (1 <= n <= index_num - count: n >= 1, n <= index_num and count <= index_num - n)
+        if count > _MAX_KEYS or hash_slot_num <= 0 or not 1 <= n <= index_num - count \
+                or _INDEX_HEADER_SIZE + hash_slot_num * 4 + (n + count) * 20 > len(idx_buf):
             return None
-        if tokens:
-            # index_key_hash(f"{topic}#{token}"), continued from the hash of "topic#" for ASCII tokens:
-            # h(a + b) = h(a) * 31**len(b) + h(b) mod 2**32 (Java's hash is a polynomial)
-            prefix = _index_prefix_hash(topic)
-            for token in tokens:
-                if len(token) <= _ASCII_CHUNK and token.isascii():
-                    raw = token.encode()
-                    key_hash = (prefix * _POW31_MOD32[len(raw)] + int(raw.translate(_MOD31), 31)
-                                + int(raw.translate(_DIV31) + b"0", 31)) & _MASK32
-                    if key_hash & 0x80000000:  # negative as Java's int: its absolute value, abs(MIN_INT) -> 0
-                        key_hash = 0x100000000 - key_hash
-                        if key_hash == 0x80000000:
-                            key_hash = 0
-                    hashes.append(key_hash)
-                else:
-                    hashes.append(index_key_hash(f"{topic}#{token}"))
     if cl_pos + total > len(cl_buf) or cq_pos < 0 or cq_pos + (_BCQ_UNIT.size if inner_num else _CQ_UNIT_SIZE) \
             > len(cq_buf):
         return None
-    entries_base = _INDEX_HEADER_SIZE + hash_slot_num * 4
-    if idx_buf is not None and entries_base + (n + len(hashes)) * 20 > len(idx_buf):
-        return None
     # -- the record (spec §1), the consume queue unit (§5.1), the index entries (§7)
     p = cl_pos + header.size
-    header.pack_into(cl_buf, cl_pos, total, MESSAGE_MAGIC_CODE_V2 if v2 else MESSAGE_MAGIC_CODE_V1,
-                     _crc32(body) & 0x7FFFFFFF if body_len else 0, q, f, queue_offset, phy, sf, bt, born_raw,
-                     store_ts, store_raw, rt, pto, body_len)
+    header.pack_into(cl_buf, cl_pos, total, magic, _crc32(body) & 0x7FFFFFFF if body_len else 0, q, f,
+                     queue_offset, phy, sf, bt, born_raw, store_ts, store_raw, rt, pto, body_len)
     cl_buf[p:p + body_len] = body
     cl_buf[p + body_len:cl_pos + total] = tail
     if inner_num:
         _BCQ_UNIT.pack_into(cq_buf, cq_pos, phy, total, tc, store_ts, queue_offset, inner_num, -1, 0)
     else:
         _CQ_UNIT.pack_into(cq_buf, cq_pos, phy, total, tc)
-    if hashes:
-        begin_ts = begin_timestamp
-        begin_phy = begin_phy_offset
-        slot_count = hash_slot_count
-        for key_hash in hashes:
-            spos = _INDEX_HEADER_SIZE + (key_hash % hash_slot_num) * 4
-            slot_value = _unpack_i32(idx_buf, spos)[0]
-            if slot_value <= 0 or slot_value > n:
-                slot_value = 0
-                slot_count += 1
-            if begin_ts <= 0:
-                time_diff = 0
-            else:
-                time_diff = (store_ts - begin_ts) // 1000
-                if time_diff < 0:
-                    time_diff = 0
-                elif time_diff > _INT32_MAX:
-                    time_diff = _INT32_MAX
-            if n <= 1:
-                begin_phy = phy
-                begin_ts = store_ts
-            _pack_entry(idx_buf, entries_base + n * 20, key_hash, phy, time_diff, slot_value)
-            _pack_i32(idx_buf, spos, n)
-            n += 1
-        _pack_header(idx_buf, 0, begin_ts, store_ts, begin_phy, phy, slot_count, n)
-        return total, (store_raw + _I64.pack(phy)).hex().upper(), tc, text, begin_ts, begin_phy, slot_count, n
-    return (total, (store_raw + _I64.pack(phy)).hex().upper(), tc, text, begin_timestamp, begin_phy_offset,
-            hash_slot_count, n)
+    # the offset msgId: store host bytes + commitlog offset as 8 big-endian bytes, upper-case hex
+    msg_id = f"{store_hex}{phy & _MASK64:016X}"
+    if not tokens:
+        return total, msg_id, tc, text, begin_timestamp, begin_phy_offset, hash_slot_count, n
+    entries_base = _INDEX_HEADER_SIZE + hash_slot_num * 4
+    begin_ts = begin_timestamp
+    begin_phy = begin_phy_offset
+    slot_count = hash_slot_count
+    # timeDiff is taken against the begin time before the file's first entry resets it, as
+    # index_put_keys does per key: it is the same for every key of the message, except that keys
+    # after a reset see the new begin time, this store time (diff 0)
+    if begin_ts <= 0:
+        time_diff = 0
+    else:
+        time_diff = (store_ts - begin_ts) // 1000
+        if time_diff < 0:
+            time_diff = 0
+        elif time_diff > _INT32_MAX:
+            time_diff = _INT32_MAX
+    # Every token is short ASCII when the whole properties text is (UTF-8 as long as the text): then
+    # no token needs its own test.
+    short_ascii = len(text) <= _ASCII_CHUNK and len(props_bytes) == len(text)
+    for token in tokens:
+        # index_key_hash(f"{topic}#{token}"), continued from the hash of "topic#" for ASCII tokens:
+        # h(a + b) = h(a) * 31**len(b) + h(b) mod 2**32 (Java's hash is a polynomial). The tokens are
+        # parts of ``text``, which encoded: no hash can fail once writing has begun.
+        if short_ascii or (len(token) <= _ASCII_CHUNK and token.isascii()):
+            raw = token.encode()
+            key_hash = (prefix * _POW31_MOD32[len(raw)] + int(raw.translate(_MOD31), 31)
+                        + int(raw.translate(_DIV31) + b"0", 31)) & _MASK32
+            if key_hash & 0x80000000:  # negative as Java's int: its absolute value; abs(MIN_INT) -> 0
+                key_hash = (0x100000000 - key_hash) & 0x7FFFFFFF
+        else:
+            key_hash = index_key_hash(f"{topic}#{token}")
+        spos = _INDEX_HEADER_SIZE + (key_hash % hash_slot_num) * 4
+        slot_value = _unpack_i32(idx_buf, spos)[0]
+        if slot_value <= 0 or slot_value > n:
+            slot_value = 0
+            slot_count += 1
+        _pack_entry(idx_buf, entries_base + n * 20, key_hash, phy, time_diff, slot_value)
+        _pack_i32(idx_buf, spos, n)
+        if n <= 1:
+            begin_phy = phy
+            begin_ts = store_ts
+            time_diff = 0
+        n += 1
+    _pack_header(idx_buf, 0, begin_ts, store_ts, begin_phy, phy, slot_count, n)
+    return total, msg_id, tc, text, begin_ts, begin_phy, slot_count, n
 
 
 __all__ = [
