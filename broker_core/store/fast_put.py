@@ -57,9 +57,10 @@ def put_fast(store: MessageStore, msg: MessageInner) -> PutMessageResult | None:
     (``offset_key``) instead of formatted, the store time from ``time_ns`` when the clock is the
     default one, plain comparisons instead of ``min()``, and the result built by ``_ok_result``.
     """
-    if (store._started or store.dispatchers or store.dispatch_filter is not None
-            or store.config.enable_consume_queue_ext):
+    if store.dispatchers or store.config.enable_consume_queue_ext:
         return None
+    started = store._started
+    record_filter = store.dispatch_filter
     cl = store.commit_log
     # SYNC_FLUSH waits for its flush; with the write buffer (transientStorePoolEnable) the file's write
     # position lags the buffered records, which the general path commits before appending behind them
@@ -73,10 +74,6 @@ def put_fast(store: MessageStore, msg: MessageInner) -> PutMessageResult | None:
         return None
     if cq is None or cq.is_batch:
         return None
-    cq_files = cq.file_queue.files
-    if not cq_files:
-        return None
-    cq_mf = cq_files[-1]
     svc = store.index_service
     if svc is not None and not store.config.message_index_enable:
         svc = None
@@ -86,7 +83,11 @@ def put_fast(store: MessageStore, msg: MessageInner) -> PutMessageResult | None:
     dispatch_lock = reput._dispatch_lock
     index_lock = svc._lock if svc is not None else None
     put_lock.acquire()
-    dispatch_lock.acquire()
+    # Started: the reput thread holding the dispatch lock is dispatching records put before this one,
+    # so this put could not be dispatched at once anyway; waiting would only stall the producer.
+    if not dispatch_lock.acquire(not started):
+        put_lock.release()
+        return None
     if index_lock is not None:
         index_lock.acquire()
     try:
@@ -100,6 +101,18 @@ def put_fast(store: MessageStore, msg: MessageInner) -> PutMessageResult | None:
         # appended_records are then behind it; dispatch drops them.)
         if reput.reput_from_offset != phy:
             return None
+        # The queue is still the store's (delete_topics removes queues under these locks), and read
+        # here, under the dispatch lock, its last file is the one dispatch would write to.
+        if store.consume_queues.get((topic, queue_id)) is not cq:
+            return None
+        # The dispatch filter would let this record through (a new record is at or past any deleted
+        # topic's cut, so a broker's never refuses it; asked anyway, it is one call)
+        if record_filter is not None and not record_filter(topic, phy):
+            return None
+        cq_files = cq.file_queue.files
+        if not cq_files:
+            return None
+        cq_mf = cq_files[-1]
         key = cq.offset_key
         table = cl.queue_offsets.table
         queue_offset = table.get(key, 0)
@@ -167,8 +180,11 @@ def put_fast(store: MessageStore, msg: MessageInner) -> PutMessageResult | None:
         checkpoint.logics_msg_timestamp = store_ts
     listeners = cl.append_listeners
     if listeners:
+        # not the reput thread's wake (a started store's): this record is dispatched already
+        wake = store.reput_wake
         for listener in listeners:
-            listener()
+            if listener is not wake:
+                listener()
     listeners = store.arrival_listeners
     if listeners:
         for listener in listeners:
@@ -221,8 +237,10 @@ def put_inner_batch_fast(store: MessageStore, msg: MessageInner, inner_num: int)
     ``buffered_put.put_inner_batch_buffered`` instead (record into the buffer, unit and index entries
     after the commit).
     """
-    if store._started or store.dispatchers or store.dispatch_filter is not None:
+    if store.dispatchers:
         return None
+    started = store._started
+    record_filter = store.dispatch_filter
     cl = store.commit_log
     if cl.sync_flush or cl.write_buffer:
         return None
@@ -236,14 +254,7 @@ def put_inner_batch_fast(store: MessageStore, msg: MessageInner, inner_num: int)
         cq = store.consume_queues.get((topic, queue_id))
     except TypeError:  # an unhashable topic or queue id: the general path names the field
         return None
-    if cq is None or not cq.is_batch or cq.max_offset == 0:  # the first unit sets minOffset: general path
-        return None
-    cq_files = cq.file_queue.files
-    if not cq_files:
-        return None
-    cq_mf = cq_files[-1]
-    cq_pos = cq_mf.wrote_position
-    if cq_pos + BCQ_UNIT_SIZE > cq_mf.file_size:  # the unit goes to a new file: general path
+    if cq is None or not cq.is_batch:
         return None
     svc = store.index_service
     if svc is not None and not store.config.message_index_enable:
@@ -253,7 +264,9 @@ def put_inner_batch_fast(store: MessageStore, msg: MessageInner, inner_num: int)
     dispatch_lock = reput._dispatch_lock
     index_lock = svc._lock if svc is not None else None
     put_lock.acquire()
-    dispatch_lock.acquire()
+    if not dispatch_lock.acquire(not started):  # started: the reput thread is dispatching (put_fast)
+        put_lock.release()
+        return None
     if index_lock is not None:
         index_lock.acquire()
     try:
@@ -264,6 +277,19 @@ def put_inner_batch_fast(store: MessageStore, msg: MessageInner, inner_num: int)
         pos = mf.wrote_position
         phy = mf.file_from_offset + pos
         if reput.reput_from_offset != phy:
+            return None
+        # put_fast's checks under the locks: still the store's queue, the filter lets it through, and
+        # its last file (read under the dispatch lock) has room for the unit
+        if store.consume_queues.get((topic, queue_id)) is not cq or cq.max_offset == 0:  # 0: minOffset to set
+            return None
+        if record_filter is not None and not record_filter(topic, phy):
+            return None
+        cq_files = cq.file_queue.files
+        if not cq_files:
+            return None
+        cq_mf = cq_files[-1]
+        cq_pos = cq_mf.wrote_position
+        if cq_pos + BCQ_UNIT_SIZE > cq_mf.file_size:  # the unit goes to a new file: general path
             return None
         key = f"{topic}-{queue_id}"
         table = cl.queue_offsets.table
@@ -339,8 +365,10 @@ def put_inner_batch_fast(store: MessageStore, msg: MessageInner, inner_num: int)
     if checkpoint is not None:
         checkpoint.physic_msg_timestamp = store_ts
         checkpoint.logics_msg_timestamp = store_ts
+    wake = store.reput_wake
     for listener in cl.append_listeners:
-        listener()
+        if listener is not wake:  # dispatched already (put_fast)
+            listener()
     for listener in store.arrival_listeners:
         listener(topic, queue_id, next_q, tags_code, store_ts, text)
     return PutMessageResult(PUT_OK, phy, size, msg_id, base_q, inner_num, store_ts, "", [msg_id])

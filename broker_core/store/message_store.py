@@ -14,6 +14,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -169,6 +170,9 @@ class MessageStore:
         self._flush_thread: threading.Thread | None = None
         self._stopping = False
         self._started = False
+        # The reput thread's wake among the commitlog's append listeners (set by start): a put that
+        # dispatched its record itself (fast_put) does not call it.
+        self.reput_wake: Callable[[], None] | None = None
         self._opened = False
         # Read-only recovery cannot write consume queue units; records the queues lack are kept here.
         self._ro_pending: dict[tuple[str, int], list[DispatchRequest]] = {}
@@ -229,7 +233,8 @@ class MessageStore:
             return self
         self._started = True
         self._stopping = False
-        self.commit_log.append_listeners.append(self.reput.wake)
+        self.reput_wake = self.reput.wake
+        self.commit_log.append_listeners.append(self.reput_wake)
         self.commit_log.start()
         self.reput.start()
         self._flush_thread = threading.Thread(target=self._flush_service, name="FlushConsumeQueue", daemon=True)
@@ -1176,17 +1181,33 @@ class MessageStore:
                 return
 
     # -- admin -------------------------------------------------------------------------------------
+    @contextmanager
+    def _puts_and_dispatch_held(self) -> Iterator[None]:
+        """Hold the append lock and the dispatch lock (their order everywhere: put, dispatch, then
+        the queue guard or the index lock) while queues are removed: no put can assign a queue offset,
+        and no dispatch (the reput thread's, or a one-call put's, ``fast_put``) can write a unit,
+        into a queue being destroyed; the next record of the topic goes into a new queue."""
+        reput = self.reput
+        with self.commit_log.put_lock:
+            if reput is None:
+                yield
+                return
+            with reput._dispatch_lock:
+                yield
+
     def delete_topics(self, topics: Iterable[str]) -> int:
         """Destroy the consume queues of ``topics`` and forget their queue offsets."""
         if self.read_only:
             raise PermissionError("store is open read-only")
         removed = 0
-        with self._cq_guard:
+        topics = list(topics)
+        with self._puts_and_dispatch_held(), self._cq_guard:
             for key in [k for k in self.consume_queues if k[0] in set(topics)]:
                 self.consume_queues.pop(key).destroy()
                 removed += 1
+            for t in topics:
+                self.commit_log.queue_offsets.remove_topic(t)
         for t in topics:
-            self.commit_log.queue_offsets.remove_topic(t)
             for d in (CONSUME_QUEUE_DIR, BATCH_CONSUME_QUEUE_DIR, CONSUME_QUEUE_EXT_DIR):
                 p = self.root / d / t
                 if p.is_dir():
@@ -1204,7 +1225,7 @@ class MessageStore:
             raise PermissionError("store is open read-only")
         min_phy = self.commit_log.min_offset()
         removed: list[tuple[str, int]] = []
-        with self._cq_guard:
+        with self._puts_and_dispatch_held(), self._cq_guard:
             for key, cq in sorted(self.consume_queues.items()):
                 if key[0] == SCHEDULE_TOPIC:
                     continue
