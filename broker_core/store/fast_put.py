@@ -30,7 +30,9 @@ from .commit_log import DIRECT_WRITE_MIN, PUT_OK, PutMessageResult, PutMessageSt
 from .index_file import IndexFileError
 
 if TYPE_CHECKING:
+    from .commit_log import CommitLog
     from .message_store import MessageStore
+    from .reput import ReputMessageService
 
 log = logging.getLogger("rmqops.store")
 _new = object.__new__
@@ -72,7 +74,8 @@ def put_fast(store: MessageStore, msg: MessageInner) -> PutMessageResult | None:
         cq = store.consume_queues.get((topic, queue_id))
     except TypeError:  # an unhashable topic or queue id: the general path names the field
         return None
-    if cq is None or cq.is_batch:
+    # (started: a queue dispatch has not created yet may be created by the catch-up below)
+    if cq is None and not started or cq is not None and cq.is_batch:
         return None
     svc = store.index_service
     if svc is not None and not store.config.message_index_enable:
@@ -83,9 +86,12 @@ def put_fast(store: MessageStore, msg: MessageInner) -> PutMessageResult | None:
     dispatch_lock = reput._dispatch_lock
     index_lock = svc._lock if svc is not None else None
     put_lock.acquire()
-    # Started: the reput thread holding the dispatch lock is dispatching records put before this one,
-    # so this put could not be dispatched at once anyway; waiting would only stall the producer.
-    if not dispatch_lock.acquire(not started):
+    # Started: the reput thread may hold the dispatch lock; this waits for it (it never waits for the
+    # append lock: see ``_caught_up``). Declining instead made a convoy: every general-path put wakes
+    # the reput thread, which the interpreter preempts holding the lock, so the next puts decline too.
+    dispatch_lock.acquire()
+    if started and not _caught_up(cl, reput):
+        dispatch_lock.release()
         put_lock.release()
         return None
     if index_lock is not None:
@@ -103,7 +109,8 @@ def put_fast(store: MessageStore, msg: MessageInner) -> PutMessageResult | None:
             return None
         # The queue is still the store's (delete_topics removes queues under these locks), and read
         # here, under the dispatch lock, its last file is the one dispatch would write to.
-        if store.consume_queues.get((topic, queue_id)) is not cq:
+        cq = store.consume_queues.get((topic, queue_id))  # (maybe created by the catch-up)
+        if cq is None or cq.is_batch:
             return None
         # The dispatch filter would let this record through (a new record is at or past any deleted
         # topic's cut, so a broker's never refuses it; asked anyway, it is one call)
@@ -192,6 +199,28 @@ def put_fast(store: MessageStore, msg: MessageInner) -> PutMessageResult | None:
     return _ok_result(phy, size, msg_id, queue_offset, store_ts)
 
 
+def _caught_up(cl: CommitLog, reput: ReputMessageService) -> bool:
+    """A started store's dispatch has reached the commitlog's end, after dispatching here, in the
+    putting thread, what the general path appended and the reput thread has not dispatched yet
+    (``do_reput_locked``: the same dispatch in commitlog order, called with the append and dispatch
+    locks held; the reput thread holds the dispatch lock for it too). Why: after one general-path put
+    (the first of a queue, a file roll and its BLANK end, a message the one call declines) every
+    following put would otherwise decline until the reput thread got the interpreter to catch up.
+    False when a dispatch failed (e.g. an index file a full disk cannot hold): the reput thread
+    retries it and says so; this put takes the general path."""
+    files = cl.file_queue.files
+    if not files:
+        return False
+    last = files[-1]
+    if reput.reput_from_offset == last.file_from_offset + last.wrote_position:
+        return True
+    try:
+        reput.do_reput_locked()
+    except Exception:  # noqa: BLE001 - the reput thread reports it when it retries
+        return False
+    return True
+
+
 def _ok_result(phy: int, size: int, msg_id: str, queue_offset: int, store_ts: int) -> PutMessageResult:
     """``PutMessageResult(PUT_OK, phy, size, msg_id, queue_offset, 1, store_ts, "", [msg_id])``, built
     field by field: on CPython 3.11 calling a class whose ``__init__`` is Python code goes through
@@ -264,7 +293,9 @@ def put_inner_batch_fast(store: MessageStore, msg: MessageInner, inner_num: int)
     dispatch_lock = reput._dispatch_lock
     index_lock = svc._lock if svc is not None else None
     put_lock.acquire()
-    if not dispatch_lock.acquire(not started):  # started: the reput thread is dispatching (put_fast)
+    dispatch_lock.acquire()  # (started: waits for the reput thread, see put_fast)
+    if started and not _caught_up(cl, reput):
+        dispatch_lock.release()
         put_lock.release()
         return None
     if index_lock is not None:

@@ -139,36 +139,41 @@ class ReputMessageService:
 
     def do_reput(self) -> int:
         """Dispatch all complete records from reput_from_offset up to the commitlog's end."""
+        with self._dispatch_lock:
+            return self.do_reput_locked()
+
+    def do_reput_locked(self) -> int:
+        """``do_reput`` with the dispatch lock already held by the caller: the reput thread, or a
+        one-call put on a started store catching dispatch up before its own record (``fast_put``)."""
         store = self.store
         cl = store.commit_log
         file_size = store.config.mapped_file_size_commit_log
         dispatched = 0
-        with self._dispatch_lock:
-            # Usually everything new was appended by this process: no file lookup, no decoding.
-            dispatched += self._dispatch_appended(self.reput_from_offset)
-            files = cl.file_queue.files
-            if files and self.reput_from_offset == files[-1].file_from_offset + files[-1].wrote_position:
-                return dispatched  # caught up (what max_offset() would say, without the calls)
-            while True:
-                max_offset = cl.max_offset()
-                offset = self.reput_from_offset
-                if offset >= max_offset:
-                    break
-                if offset < cl.min_offset():
-                    log.warning("reput offset %d is below the commitlog min %d; skipping ahead", offset,
-                                cl.min_offset())
-                    self.reput_from_offset = cl.min_offset()
-                    continue
-                mf = cl.file_queue.find_mapped_file_by_offset(offset)
-                if mf is None:
-                    break
-                pos, n, stopped = self._dispatch_from_file(mf, offset - mf.file_from_offset)
-                dispatched += n
-                if stopped:
-                    return dispatched
-                self.reput_from_offset = mf.file_from_offset + pos
-                if pos < file_size:
-                    break
+        # Usually everything new was appended by this process: no file lookup, no decoding.
+        dispatched += self._dispatch_appended(self.reput_from_offset)
+        files = cl.file_queue.files
+        if files and self.reput_from_offset == files[-1].file_from_offset + files[-1].wrote_position:
+            return dispatched  # caught up (what max_offset() would say, without the calls)
+        while True:
+            max_offset = cl.max_offset()
+            offset = self.reput_from_offset
+            if offset >= max_offset:
+                break
+            if offset < cl.min_offset():
+                log.warning("reput offset %d is below the commitlog min %d; skipping ahead", offset,
+                            cl.min_offset())
+                self.reput_from_offset = cl.min_offset()
+                continue
+            mf = cl.file_queue.find_mapped_file_by_offset(offset)
+            if mf is None:
+                break
+            pos, n, stopped = self._dispatch_from_file(mf, offset - mf.file_from_offset)
+            dispatched += n
+            if stopped:
+                return dispatched
+            self.reput_from_offset = mf.file_from_offset + pos
+            if pos < file_size:
+                break
         return dispatched
 
     def _dispatch_from_file(self, mf: MappedFile, pos: int) -> tuple[int, int, bool]:
