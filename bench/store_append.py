@@ -107,7 +107,13 @@ After (same machine, shared with other jobs, 7 repetitions of 50,000): per-repet
 rate still moved 1.5-2x between repetitions; the same code at load 4.5-4.8: 0.718 and 0.692.
 
 Usage: ``python bench/store_append.py [--messages N] [--reps R] [--chunk C] [--in-loop-faults] [--profile]
-[--only-put] [--only-batchcq] [--no-fallback] [--dir D]`` (runs in a temp dir under D).
+[--only-put] [--only-batchcq] [--no-fallback] [--started [--general-path]] [--dir D]`` (runs in a temp dir
+under D).
+
+``--started``: the put scenario (a) on a started store, as a running broker has it (reput thread,
+flush threads, the broker's deleted-topics dispatch filter); each chunk's time ends when its
+messages are dispatched. ``--general-path`` runs it with the one-call put switched off, the figure
+from before a started store could use it; run both, in turn, to compare (see "Started store" below).
 """
 
 from __future__ import annotations
@@ -286,14 +292,30 @@ def page_cache_write_mb_s(directory: Path, total_mb: int = 256) -> tuple[float, 
     return total_mb / t.wall, total_mb / t.cpu
 
 
+class DeletedTopicsFilter:
+    """The broker's dispatch filter (``TopicManager.dispatch_filter``): a record of a deleted topic
+    written before its deletion is not dispatched. Here with one deleted topic the bench never puts."""
+
+    def __init__(self, deleted: dict[str, int]) -> None:
+        self.deleted = deleted
+
+    def __call__(self, topic: str, commit_log_offset: int) -> bool:
+        cut = self.deleted.get(topic)
+        return cut is None or commit_log_offset >= cut
+
+
 class StoreWriter:
     """The subject of the put scenario: ``put_message`` of ``make_msg`` messages (1 KiB bodies,
     ASYNC_FLUSH) into one store, with synchronous dispatch to the consume queue and the index.
     Message numbers go on from run to run; ``profile``: cProfile every ``run`` (printed by ``close``)."""
 
-    def __init__(self, directory: Path, file_size: int, profile: bool = False) -> None:
+    def __init__(self, directory: Path, file_size: int, profile: bool = False, started: bool = False) -> None:
         self.root = directory / "a"
         self.store = MessageStore(self.root, config(ASYNC_FLUSH, file_size)).open()
+        self.started = started
+        if started:  # a running broker's store: reput thread, flush threads, the deleted-topics filter
+            self.store.start()
+            self.store.dispatch_filter = DeletedTopicsFilter({"GoneTopic": 0})
         self.i = 0
         self.msgs: list[MessageInner] = []
         self.prof = None
@@ -321,6 +343,8 @@ class StoreWriter:
         with Timed() as t:
             for m in msgs:
                 store.put_message(m)
+            if self.started:  # the general path dispatches on the reput thread: that is part of the work
+                store.wait_for_dispatch()
         if self.prof is not None:
             self.prof.disable()
         return t
@@ -477,11 +501,12 @@ def put_rounds(n: int, reps: int, chunk: int, bare: BareWriter, subject: StoreWr
     return out
 
 
-def put_figures(n: int, reps: int, d: Path, profile: bool, chunk: int, in_loop_faults: bool) -> dict:
+def put_figures(n: int, reps: int, d: Path, profile: bool, chunk: int, in_loop_faults: bool,
+                started: bool = False) -> dict:
     med = statistics.median
     check = d / "same_bytes"
     check.mkdir()
-    bare, subject = BareWriter(check, 256 << 20), StoreWriter(check, 256 << 20)
+    bare, subject = BareWriter(check, 256 << 20), StoreWriter(check, 256 << 20, started=started)
     k = min(n, 2000)
     bare.run(k)
     subject.run(subject.prepare(k))
@@ -491,7 +516,7 @@ def put_figures(n: int, reps: int, d: Path, profile: bool, chunk: int, in_loop_f
     check.rmdir()
     # One file each for every repetition (RocketMQ's default commitlog file size, or more): no roll.
     file_size = max(1 << 30, -(-((reps + 1) * n * RECORD_BOUND + (8 << 20)) // (1 << 20)) * (1 << 20))
-    bare, subject = BareWriter(d, file_size), StoreWriter(d, file_size, profile)
+    bare, subject = BareWriter(d, file_size), StoreWriter(d, file_size, profile, started)
     try:
         runs = put_rounds(n, reps, chunk, bare, subject, in_loop_faults, warmup=not profile)
     finally:
@@ -521,6 +546,20 @@ def put_figures(n: int, reps: int, d: Path, profile: bool, chunk: int, in_loop_f
     }
 
 
+def started_figures(args: argparse.Namespace) -> None:
+    """``--started``: the put scenario on a started store, its figures prefixed ``started_``."""
+    reps = 1 if args.profile else max(1, args.reps)
+    load_before = [round(x, 2) for x in os.getloadavg()]
+    with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+        put = put_figures(args.messages, reps, Path(tmp), args.profile, max(1, args.chunk), args.in_loop_faults,
+                          started=True)
+    out = {"messages": args.messages, "reps": reps, "warmup_discarded": not args.profile, "cpus": os.cpu_count(),
+           "loadavg_before": load_before, "loadavg_after": [round(x, 2) for x in os.getloadavg()],
+           "scenario": "started store" + (" (general path only)" if args.general_path else "")}
+    out.update({(f"started_{k}" if "put_dispatch" in k else k): v for k, v in put.items()})
+    print(json.dumps(out))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--messages", type=int, default=50000, help="messages per scenario (default 50000)")
@@ -537,7 +576,20 @@ def main() -> None:
     ap.add_argument("--in-loop-faults", action="store_true",
                     help="put scenario: fault the file pages in inside the timed loops (both sides) instead of "
                          "before them")
+    ap.add_argument("--started", action="store_true",
+                    help="only the put scenario, on a started store (reput thread running, a broker's dispatch "
+                         "filter set; each chunk's time includes waiting for its dispatch); figures named started_*")
+    ap.add_argument("--general-path", action="store_true",
+                    help="with --started: no one-call put (every put appended, dispatched by the reput thread), "
+                         "as before the one call served started stores")
     args = ap.parse_args()
+    if args.general_path:
+        import broker_core.store.message_store as message_store
+
+        message_store.put_fast = lambda store, msg: None  # type: ignore[assignment]
+    if args.started:
+        started_figures(args)
+        return
     n = args.messages
     reps = 1 if args.profile else max(1, args.reps)
     med = statistics.median
