@@ -42,7 +42,7 @@ CHEAP_KEYS = 16
 # Dispatch a started store's put catches up itself before its record, at most (bytes of commitlog):
 # what a few general-path puts leave (a queue's first record, a BLANK end); a larger backlog is left
 # to the reput thread rather than dispatched holding the append lock.
-CATCH_UP_MAX = 1 << 20
+CATCH_UP_MAX = 4 << 20  # (below the concurrent reput's MIN_PARALLEL_BYTES: no process pool under the append lock)
 # A record of this size or more is written with pwritev by the general path (DIRECT_WRITE_MIN).
 _MAX_MAPPED_RECORD = DIRECT_WRITE_MIN - 1
 
