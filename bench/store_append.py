@@ -114,8 +114,9 @@ under D).
 flush threads, the broker's deleted-topics dispatch filter); each chunk's time ends when its
 messages are dispatched. ``--general-path`` runs it with the one-call put switched off, the figure
 from before a started store could use it; run both, in turn, to compare. Measured (2 cores, 20,000
-messages x 5 reps, load 3.1-3.2 with the store test suite running beside): the general path only
-0.354 and 0.336 (36k-46k msg/s), the one call 0.642 and 0.809 (65k-89k msg/s), runs alternated.
+messages x 5 reps, runs alternated): at load 0.7-0.8 the general path only 0.345 and 0.338
+(52k-53k msg/s), the one call 0.712 and 0.679 (109k-118k msg/s, about the not-started store's ~0.72);
+at load 3.1-3.2 (the store test suite running beside) 0.354 and 0.336 against 0.642 and 0.809.
 (The ``*_cpu`` ratio counts only the putting thread: the general path's dispatch runs on the reput
 thread, so its CPU figure flatters it; read the wall-clock ratio.)
 """
