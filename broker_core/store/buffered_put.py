@@ -32,7 +32,7 @@ from .codec.hotpath import dispatch_inner_batch as _dispatch_inner_batch
 from .codec.message import END_FILE_MIN_BLANK_LENGTH, MessageInner
 from .codec.sys_flag import INNER_BATCH_FLAG, TRANSACTION_PREPARED_TYPE
 from .commit_log import DIRECT_WRITE_MIN, PUT_OK, WRITE_BUFFER_MAX_PARTS, PutMessageResult
-from .fast_put import CHEAP_KEYS
+from .fast_put import CHEAP_KEYS, enabled_index_service
 
 if TYPE_CHECKING:
     from .message_store import MessageStore
@@ -148,9 +148,7 @@ def dispatch_committed(store: MessageStore) -> None:
     appended = cl.appended_records
     sizes = cl.inner_batch_sizes
     cqs = store.consume_queues
-    svc = store.index_service
-    if svc is not None and not store.config.message_index_enable:
-        svc = None
+    svc = enabled_index_service(store)
     checkpoint = store.checkpoint
     listeners = store.arrival_listeners
     dispatch_lock = reput._dispatch_lock

@@ -31,6 +31,8 @@ from .index_file import IndexFileError
 
 if TYPE_CHECKING:
     from .commit_log import CommitLog
+    from .index_service import IndexService
+    from .mapped_file import MappedFile
     from .message_store import MessageStore
     from .reput import ReputMessageService
 
@@ -100,36 +102,12 @@ def put_fast(store: MessageStore, msg: MessageInner) -> PutMessageResult | None:
     # (started: a queue dispatch has not created yet may be created by the catch-up below)
     if cq is None and not started or cq is not None and cq.is_batch:
         return None
-    svc = store.index_service
-    if svc is not None and not store.config.message_index_enable:
-        svc = None
-    reput = store.reput
-    # acquire/release rather than ``with``: three locks a put, and ``with`` builds bound methods
-    put_lock = cl.put_lock
-    dispatch_lock = reput._dispatch_lock
-    index_lock = svc._lock if svc is not None else None
-    put_lock.acquire()
-    # Started: the reput thread may hold the dispatch lock; this waits for it (it never waits for the
-    # append lock: see ``_caught_up``). Declining instead made a convoy: every general-path put wakes
-    # the reput thread, which the interpreter preempts holding the lock, so the next puts decline too.
-    dispatch_lock.acquire()
-    if started and not _caught_up(cl, reput):
-        dispatch_lock.release()
-        put_lock.release()
+    held = _lock_at_next_record(store, cl, started)
+    if held is None:
         return None
-    if index_lock is not None:
-        index_lock.acquire()
+    svc, mf, pos, phy = held
+    reput = store.reput
     try:
-        files = cl.file_queue.files
-        if not files:
-            return None
-        mf = files[-1]
-        pos = mf.wrote_position
-        phy = mf.file_from_offset + pos
-        # Dispatch caught up: this record is the next one it would see. (Entries left in
-        # appended_records are then behind it; dispatch drops them.)
-        if reput.reput_from_offset != phy:
-            return None
         # The queue is still the store's (delete_topics removes queues under these locks), and read
         # here, under the dispatch lock, its last file is the one dispatch would write to.
         cq = store.consume_queues.get((topic, queue_id))  # (maybe created by the catch-up)
@@ -200,10 +178,10 @@ def put_fast(store: MessageStore, msg: MessageInner) -> PutMessageResult | None:
         cq.max_physic_offset = end
         reput.reput_from_offset = end
     finally:
-        if index_lock is not None:
-            index_lock.release()
-        dispatch_lock.release()
-        put_lock.release()
+        if svc is not None:
+            svc._lock.release()
+        reput._dispatch_lock.release()
+        cl.put_lock.release()
     checkpoint = store.checkpoint
     if checkpoint is not None:
         checkpoint.physic_msg_timestamp = store_ts
@@ -220,6 +198,47 @@ def put_fast(store: MessageStore, msg: MessageInner) -> PutMessageResult | None:
         for listener in listeners:
             listener(topic, queue_id, queue_offset + 1, tags_code, store_ts, props)
     return _ok_result(phy, size, msg_id, queue_offset, store_ts)
+
+
+def enabled_index_service(store: MessageStore) -> IndexService | None:
+    """The index service a put's dispatch writes entries to; None when messageIndexEnable is off."""
+    svc = store.index_service
+    return svc if svc is not None and store.config.message_index_enable else None
+
+
+def _lock_at_next_record(store: MessageStore, cl: CommitLog, started: bool
+                         ) -> tuple[IndexService | None, MappedFile, int, int] | None:
+    """The one-call puts' shared prologue: take the append lock, the dispatch lock and (when the
+    index is on) the index lock, in that order, with dispatch caught up with the commitlog, so the
+    record about to be appended is the next one dispatch would see (entries left in
+    ``appended_records`` are then behind it; dispatch drops them). Returns the enabled index service
+    and the commitlog's last file, write position and physical offset there, the caller releasing
+    the three locks; None, with nothing held, when dispatch is behind.
+
+    acquire/release rather than ``with``: three locks a put, and ``with`` builds bound methods.
+    Started: the reput thread may hold the dispatch lock; this waits for it (it never waits for the
+    append lock: see ``_caught_up``). Declining instead made a convoy: every general-path put wakes
+    the reput thread, which the interpreter preempts holding the lock, so the next puts decline too.
+    """
+    reput = store.reput
+    svc = enabled_index_service(store)
+    put_lock = cl.put_lock
+    dispatch_lock = reput._dispatch_lock
+    put_lock.acquire()
+    dispatch_lock.acquire()
+    if not started or _caught_up(cl, reput):
+        files = cl.file_queue.files
+        if files:
+            mf = files[-1]
+            pos = mf.wrote_position
+            phy = mf.file_from_offset + pos
+            if reput.reput_from_offset == phy:
+                if svc is not None:
+                    svc._lock.acquire()
+                return svc, mf, pos, phy
+    dispatch_lock.release()
+    put_lock.release()
+    return None
 
 
 def _caught_up(cl: CommitLog, reput: ReputMessageService) -> bool:
@@ -311,30 +330,12 @@ def put_inner_batch_fast(store: MessageStore, msg: MessageInner, inner_num: int)
         return None
     if cq is None or not cq.is_batch:
         return None
-    svc = store.index_service
-    if svc is not None and not store.config.message_index_enable:
-        svc = None
-    reput = store.reput
-    put_lock = cl.put_lock
-    dispatch_lock = reput._dispatch_lock
-    index_lock = svc._lock if svc is not None else None
-    put_lock.acquire()
-    dispatch_lock.acquire()  # (started: waits for the reput thread, see put_fast)
-    if started and not _caught_up(cl, reput):
-        dispatch_lock.release()
-        put_lock.release()
+    held = _lock_at_next_record(store, cl, started)
+    if held is None:
         return None
-    if index_lock is not None:
-        index_lock.acquire()
+    svc, mf, pos, phy = held
+    reput = store.reput
     try:
-        files = cl.file_queue.files
-        if not files:
-            return None
-        mf = files[-1]
-        pos = mf.wrote_position
-        phy = mf.file_from_offset + pos
-        if reput.reput_from_offset != phy:
-            return None
         # put_fast's checks under the locks: still the store's queue, the filter lets it through, and
         # its last file (read under the dispatch lock) has room for the unit
         if store.consume_queues.get((topic, queue_id)) is not cq or cq.max_offset == 0:  # 0: minOffset to set
@@ -348,7 +349,7 @@ def put_inner_batch_fast(store: MessageStore, msg: MessageInner, inner_num: int)
         cq_pos = cq_mf.wrote_position
         if cq_pos + BCQ_UNIT_SIZE > cq_mf.file_size:  # the unit goes to a new file: general path
             return None
-        key = f"{topic}-{queue_id}"
+        key = cq.offset_key
         table = cl.queue_offsets.table
         base_q = table.get(key, 0)
         if cq.max_offset != base_q or cq.max_physic_offset >= phy:
@@ -414,10 +415,10 @@ def put_inner_batch_fast(store: MessageStore, msg: MessageInner, inner_num: int)
         cq.max_offset = next_q
         reput.reput_from_offset = end
     finally:
-        if index_lock is not None:
-            index_lock.release()
-        dispatch_lock.release()
-        put_lock.release()
+        if svc is not None:
+            svc._lock.release()
+        reput._dispatch_lock.release()
+        cl.put_lock.release()
     checkpoint = store.checkpoint
     if checkpoint is not None:
         checkpoint.physic_msg_timestamp = store_ts
