@@ -1199,21 +1199,32 @@ class MessageStore:
         """Destroy the consume queues of ``topics`` and forget their queue offsets."""
         if self.read_only:
             raise PermissionError("store is open read-only")
+        import shutil
+
         removed = 0
         topics = list(topics)
-        with self._puts_and_dispatch_held(), self._cq_guard:
-            for key in [k for k in self.consume_queues if k[0] in set(topics)]:
-                self.consume_queues.pop(key).destroy()
-                removed += 1
-            for t in topics:
-                self.commit_log.queue_offsets.remove_topic(t)
-        for t in topics:
-            for d in (CONSUME_QUEUE_DIR, BATCH_CONSUME_QUEUE_DIR, CONSUME_QUEUE_EXT_DIR):
-                p = self.root / d / t
-                if p.is_dir():
-                    import shutil
-
-                    shutil.rmtree(p, ignore_errors=True)
+        with self._puts_and_dispatch_held():
+            # Records appended before the deletion and not dispatched yet go to the old queues first
+            # (destroyed below); dispatched later they would start a new queue at their old queue
+            # offsets, while the next put's offset starts again at 0.
+            if self.reput is not None and self._started:
+                try:
+                    self.reput.do_reput_locked()
+                except OSError as e:
+                    log.warning("delete topics %s: dispatch of pending records stopped at commitlog offset "
+                                "%d: %s", topics, self.reput.reput_from_offset, e)
+            with self._cq_guard:
+                for key in [k for k in self.consume_queues if k[0] in set(topics)]:
+                    self.consume_queues.pop(key).destroy()
+                    removed += 1
+                for t in topics:
+                    self.commit_log.queue_offsets.remove_topic(t)
+                # Under the locks too: a put right after them may create the topic's queue again.
+                for t in topics:
+                    for d in (CONSUME_QUEUE_DIR, BATCH_CONSUME_QUEUE_DIR, CONSUME_QUEUE_EXT_DIR):
+                        p = self.root / d / t
+                        if p.is_dir():
+                            shutil.rmtree(p, ignore_errors=True)
         return removed
 
     def clean_expired_consume_queues(self) -> list[tuple[str, int]]:
