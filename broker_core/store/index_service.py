@@ -119,18 +119,20 @@ class IndexService:
                 else:
                     self._spare = f
                 break
-            if not self._whole(f) and self.read_only:
-                # Beside a live writer the header is written just after the entries: a read between
-                # the two sees one entry past the header. Read again before calling the file damaged
-                # (a crashed writer's file stays that way; a live one's header catches up at once).
+            # Read-only beside a live writer, the file it fills has entries past the header (written
+            # just before it); its header is the snapshot taken. A crashed writer's file may look the
+            # same: recovery cuts those entries and re-indexes their records, so this is no damage.
+            ahead = self.read_only and self._is_newest_data_file(names, i)
+            if not self._whole(f, ahead) and self.read_only:
+                # A header read while the writer rewrites it: read again before calling it damaged.
                 for _ in range(_RELOAD_TRIES):
                     time.sleep(_RELOAD_PAUSE_S)
                     f.load()
-                    if self._whole(f):
+                    if self._whole(f, ahead):
                         break
             if not self._whole(f) and not self.read_only and self._is_newest_data_file(names, i):
                 self._repair(f)
-            if not self._whole(f):
+            if not self._whole(f, ahead):
                 # Garbage or torn: neither this file nor any newer one can be trusted (they continue
                 # it). Read-only: left alone and reported; writable: moved to lost+found/ and rebuilt
                 # from the commitlog by recovery (which re-indexes from the last whole file's end).
@@ -185,9 +187,10 @@ class IndexService:
         logging.getLogger("rmqops.store").warning("index file %s was torn by a crash and repaired in place: %s",
                                                   f.file_name, self.repaired_files[-1])
 
-    def _whole(self, f: IndexFile) -> bool:
+    def _whole(self, f: IndexFile, entries_may_run_ahead: bool = False) -> bool:
         """Header and entries agree, and the file continues where the previous one ends."""
-        return f.is_consistent() and not (self._files and f.begin_phy_offset < self._files[-1].end_phy_offset)
+        return (f.is_consistent(entries_may_run_ahead=entries_may_run_ahead)
+                and not (self._files and f.begin_phy_offset < self._files[-1].end_phy_offset))
 
     def _move_aside(self, names: list[str]) -> None:
         import logging

@@ -20,8 +20,9 @@ import sys
 import time
 from pathlib import Path
 
-from store_util import small_config
+from store_util import FakeClock, make_msg, small_config
 
+from broker_core.store.codec.index_format import INDEX_HEADER_SIZE
 from broker_core.store.message_store import MessageStore
 from broker_core.store.verify import verify_store
 
@@ -93,3 +94,66 @@ def test_verify_of_a_crashed_store_still_finds_a_damaged_index_entry(tmp_path: P
     finally:
         store.shutdown()
     assert "index-key-mismatch" in kinds, kinds
+
+
+def _store_with_entries_past_the_header(root: Path) -> Path:
+    """A stopped store left as a live writer leaves it between a put's two index writes: the newest
+    index file holds the put's entries, its header still the one before. Returns that file."""
+    store = MessageStore(root, small_config(), clock=FakeClock(step=1)).open()
+    try:
+        for i in range(40):
+            assert store.put_message(make_msg("Live", 0, b"m%d" % i, key=f"key{i}")).ok
+        newest = store.index_service.files[-1]
+        header = bytes(newest._buf[:INDEX_HEADER_SIZE])
+        assert store.put_message(make_msg("Live", 0, b"last", key="last")).ok
+        assert store.index_service.files[-1] is newest  # the last put did not roll the file
+    finally:
+        store.shutdown()
+    with open(newest.path, "r+b") as f:
+        f.write(header)
+    (root / "abort").write_text("4242")  # as a running broker keeps it
+    return newest.path
+
+
+def test_entries_running_ahead_of_the_newest_header_are_the_writers_not_damage(tmp_path: Path) -> None:
+    """Caught the CI failure '2 false alarm(s) in 15 runs: index-damaged ...: header and entries disagree':
+    the writer was descheduled between a put's entries and its header for longer than the read-only
+    open's re-reads (20 ms) waited. The header is the snapshot: nothing is damaged, nothing waits."""
+    root = tmp_path / "store"
+    newest = _store_with_entries_past_the_header(root)
+    started = time.monotonic()
+    store = MessageStore(root, small_config(), read_only=True).open()
+    try:
+        assert store.index_service.damaged_files == []
+        assert store.index_service.files[-1].path == newest
+        report = verify_store(store)
+        assert report.issues == [], report.issues
+        assert [m.keys for m in store.query_message("Live", "key39")] == ["key39"]
+    finally:
+        store.shutdown()
+    assert time.monotonic() - started < 5
+
+
+def test_entries_past_the_header_of_an_older_index_file_are_damage(tmp_path: Path) -> None:
+    """Only the file being filled may run ahead: an older (full) file never does."""
+    root = tmp_path / "store"
+    newest = _store_with_entries_past_the_header(root)
+    store = MessageStore(root, small_config(), clock=FakeClock(now=FakeClock().now + 10_000_000, step=1)).open()
+    try:  # the writable open repairs the newest file; more puts roll past it
+        for i in range(80):
+            assert store.put_message(make_msg("Live", 1, b"n%d" % i, key=f"more{i}")).ok
+        assert store.index_service.files[-1].path != newest
+    finally:
+        store.shutdown()
+    older = sorted((root / "index").iterdir())[0]
+    raw = bytearray(older.read_bytes())
+    count = int.from_bytes(raw[36:40], "big")
+    raw[36:40] = (count - 1).to_bytes(4, "big")  # the header one entry short of the entries
+    older.write_bytes(bytes(raw))
+    store = MessageStore(root, small_config(), read_only=True).open()
+    try:
+        kinds = {i.kind for i in verify_store(store).issues}
+        assert store.index_service.damaged_files[0] == f"{older.name}: header and entries disagree"
+    finally:
+        store.shutdown()
+    assert "index-damaged" in kinds, kinds
