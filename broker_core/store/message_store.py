@@ -69,7 +69,7 @@ from .lost_found import LOST_FOUND_DIR, save_aside
 from .mapped_file import data_end, first_data_file_size, is_zero
 from .retention import RetentionReport, RetentionService
 from .store_config import StoreConfig, parse_delay_levels
-from .store_lock import StoreLock
+from .store_lock import StoreLock, is_store_locked
 from .topic_config import BATCH_CQ, SIMPLE_CQ, TopicConfigTable
 
 log = logging.getLogger("rmqops.store")
@@ -588,6 +588,10 @@ class MessageStore:
         Why: the scan read zeros (or a half-copied record) at ``offset`` and the probe after it then
         saw the writer's new bytes; calling those "corrupt, cannot be read" was a false alarm of
         verifyStore beside a running broker. A crashed writer's torn tail stays torn and is reported.
+
+        When the re-reads do not see it whole, the store lock decides: a writer that still holds it
+        is alive and its record still in flux (a copy into a page that faults can wait on the disk for
+        longer than the re-reads under load); a crashed writer holds no lock.
         """
         mf = self.commit_log.file_queue.find_mapped_file_by_offset(offset)
         if mf is None:
@@ -598,7 +602,7 @@ class MessageStore:
             if rc.kind in (RECORD_VALID, RECORD_BLANK):
                 return True
             time.sleep(_LIVE_PAUSE_S * (attempt + 1))
-        return False
+        return is_store_locked(self.root)
 
     def _data_bytes_after(self, offset: int) -> int:
         """How many non-zero-looking bytes follow the valid tail (0 for a clean end)."""

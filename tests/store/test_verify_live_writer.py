@@ -157,3 +157,45 @@ def test_entries_past_the_header_of_an_older_index_file_are_damage(tmp_path: Pat
     finally:
         store.shutdown()
     assert "index-damaged" in kinds, kinds
+
+
+def test_a_record_in_flux_at_a_live_writers_end_is_not_damage_until_the_writer_is_gone(tmp_path: Path) -> None:
+    """A record the writer is still copying (its first bytes in, the rest not) when every re-read
+    of the read-only open has been made: while the writer holds the store lock it is the writer's,
+    once the lock is free (a crashed or stopped writer) the same bytes are reported."""
+    root = tmp_path / "store"
+    holder = subprocess.Popen([sys.executable, str(STORE_UTIL), "hold", str(root)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "ready"
+        end = _commit_log_end(root)
+        first = sorted((root / "commitlog").iterdir())[0]
+        with open(first, "r+b") as f:  # TOTALSIZE and MAGICCODE of a 300-byte record, nothing after
+            f.seek(end)
+            f.write((300).to_bytes(4, "big") + (0xDAA320A7).to_bytes(4, "big"))
+        store = MessageStore(root, small_config(), read_only=True).open()
+        try:
+            report = verify_store(store)
+            assert store.recovery_report.truncated_bytes == 0
+        finally:
+            store.shutdown()
+        assert report.records == 5 and report.issues == [], report.issues
+    finally:
+        if holder.stdin is not None:
+            holder.stdin.close()
+        holder.wait(20)
+    (root / "abort").write_text("4242")  # as a writer killed there leaves it
+    store = MessageStore(root, small_config(), read_only=True).open()
+    try:
+        report = verify_store(store)
+    finally:
+        store.shutdown()
+    assert any(str(end) in i.detail or i.offset == end for i in report.issues), report.issues
+
+
+def _commit_log_end(root: Path) -> int:
+    store = MessageStore(root, small_config(), read_only=True).open()
+    try:
+        return store.commit_log.max_offset()
+    finally:
+        store.shutdown()
