@@ -26,11 +26,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from . import commit_log
-from .codec.cq_unit import BCQ_STORE_UNIT_SIZE as BCQ_UNIT_SIZE
 from .codec.hotpath import buffer_inner_batch as _buffer_inner_batch
-from .codec.hotpath import dispatch_inner_batch as _dispatch_inner_batch
+from .codec.hotpath import dispatch_inner_batches as _dispatch_inner_batches
 from .codec.message import END_FILE_MIN_BLANK_LENGTH, MessageInner
-from .codec.sys_flag import INNER_BATCH_FLAG, TRANSACTION_PREPARED_TYPE
 from .commit_log import DIRECT_WRITE_MIN, PUT_OK, WRITE_BUFFER_MAX_PARTS, PutMessageResult
 from .fast_put import CHEAP_KEYS, enabled_index_service
 
@@ -164,55 +162,40 @@ def dispatch_committed(store: MessageStore) -> None:
         offset = reput.reput_from_offset
         while appended and appended[0][0] < offset:  # entries dispatch has moved past
             appended.popleft()
+        arrivals: list | None = [] if listeners else None
         while appended:
-            phy, size, topic, queue_id, base, sys_flag, store_ts, _prepared, props, known = appended[0]
-            if phy != offset or known is None or not sys_flag & INNER_BATCH_FLAG or sys_flag & TRANSACTION_PREPARED_TYPE:
-                break
-            while sizes and sizes[0][0] < phy:
-                sizes.popleft()
-            if not sizes or sizes[0][0] != phy or sizes[0][1] != base:
-                break
-            num = sizes[0][2]
-            cq = cqs.get((topic, queue_id))
-            # the queue continues exactly here (its first unit sets minOffset: the general path)
-            if cq is None or not cq.is_batch or cq.max_offset != base or base == 0 or phy <= cq.max_physic_offset:
-                break
-            cq_files = cq.file_queue.files
-            if not cq_files:
-                break
-            cq_mf = cq_files[-1]
-            cq_pos = cq_mf.wrote_position
-            if cq_pos + BCQ_UNIT_SIZE > cq_mf.file_size:
-                break
-            tags, keys, uniq_key = known
             if svc is None:
-                tc = _dispatch_inner_batch(cq_mf.mv, cq_pos, phy, size, tags, store_ts, base, num, None, 0, 0, 0, 0,
-                                           0, 0, topic, uniq_key, keys)[0]
+                state = _dispatch_inner_batches(appended, sizes, cqs, offset, None, 0, 0, 1, 0, 0, 0, 0, 0, 0, arrivals)
+            elif idx is None:  # no file IndexService.build_index writes to without a roll
+                break
             else:
-                # a file IndexService.build_index writes to without a roll, and a record not indexed yet
-                if idx is None or idx.index_num - idx._index_count < room_needed or phy <= idx._end_phy_offset:
-                    break
-                tc, written, key_count, begin_ts, begin_phy, slot_count, n = _dispatch_inner_batch(
-                    cq_mf.mv, cq_pos, phy, size, tags, store_ts, base, num, idx._buf, idx.hash_slot_num,
-                    idx.index_num, idx._index_count, idx._begin_timestamp, idx._begin_phy_offset,
-                    idx._hash_slot_count, topic, uniq_key, keys)
-                if written:  # IndexFile.put_keys's header update
-                    idx._begin_timestamp = begin_ts
-                    idx._begin_phy_offset = begin_phy
-                    idx._hash_slot_count = slot_count
-                    idx._index_count = n
-                    idx._end_phy_offset = phy
-                    idx._end_timestamp = store_ts
-            cq_mf.wrote_position = cq_pos + BCQ_UNIT_SIZE
-            cq.max_physic_offset = phy
-            cq.max_offset = base + num
-            if checkpoint is not None:
-                checkpoint.logics_msg_timestamp = store_ts
-            if svc is not None and written < key_count:  # more keys than the room kept: build_index's roll
-                while written < key_count:
-                    written += svc._get_and_create_last_file().put_keys(topic, uniq_key, keys, phy, store_ts,
-                                                                         written)[0]
-                idx = svc._files[-1] if svc._files[-1].reserved else None
+                state = _dispatch_inner_batches(
+                    appended, sizes, cqs, offset, idx._buf, idx.hash_slot_num, idx.index_num, idx._index_count,
+                    idx._begin_timestamp, idx._begin_phy_offset, idx._hash_slot_count, idx._end_phy_offset,
+                    idx._end_timestamp, room_needed, arrivals)
+                # IndexFile.put_keys's header values (unchanged when no entry was written)
+                (idx._index_count, idx._begin_timestamp, idx._begin_phy_offset, idx._hash_slot_count,
+                 idx._end_phy_offset, idx._end_timestamp) = state[3:9]
+            offset, count, last_ts, partial = state[0], state[1], state[2], state[9]
+            if last_ts is not None and checkpoint is not None:
+                checkpoint.logics_msg_timestamp = last_ts
+            if count:
+                reput.reput_from_offset = offset
+            if arrivals:
+                for arrival in arrivals:
+                    for listener in listeners:
+                        listener(*arrival)
+                arrivals.clear()
+            if partial is None:  # a record the flat dispatch does not take, or none left
+                break
+            # its unit and the keys that fitted are written: the rest after build_index's roll
+            written, key_count, tc = partial
+            phy, size, topic, queue_id, base, _flag, store_ts, _prepared, props, known = appended[0]
+            _tags, keys, uniq_key = known
+            while written < key_count:
+                written += svc._get_and_create_last_file().put_keys(topic, uniq_key, keys, phy, store_ts, written)[0]
+            idx = svc._files[-1] if svc._files[-1].reserved else None
+            num = sizes[0][2]
             appended.popleft()
             sizes.popleft()
             offset = phy + size

@@ -2343,6 +2343,199 @@ static PyObject *hp_dispatch_inner_batch(PyObject *self, PyObject *const *args, 
     return out;
 }
 
+/* dispatch_inner_batches of hot_py.py: the committed inner batches at the head of `appended`, one
+ * hp_dispatch_inner_batch each, their queues and the index state moved on, their entries popped; it
+ * stops at the first record the flat dispatch does not take (the same tests as the twin, in order). */
+static PyObject *s_popleft, *s_is_batch, *s_max_offset, *s_max_physic_offset, *s_file_queue, *s_files, *s_mv,
+    *s_wrote_position, *s_file_size;
+
+/* Attribute `name` of obj as int64 (a new reference is not kept); -1 with an error set on failure. */
+static int attr_i64(PyObject *obj, PyObject *name, int64_t *out) {
+    PyObject *v = PyObject_GetAttr(obj, name);
+    if (v == NULL) return -1;
+    int rc = as_i64(v, out);
+    Py_DECREF(v);
+    return rc;
+}
+
+static int set_attr_i64(PyObject *obj, PyObject *name, int64_t value) {
+    PyObject *v = PyLong_FromLongLong((long long)value);
+    if (v == NULL) return -1;
+    int rc = PyObject_SetAttr(obj, name, v);
+    Py_DECREF(v);
+    return rc;
+}
+
+static int popleft(PyObject *deque) {
+    PyObject *r = PyObject_CallMethodNoArgs(deque, s_popleft);
+    if (r == NULL) return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+#define BCQ_UNIT 46
+#define TRANSACTION_PREPARED_TYPE 0x4
+
+static PyObject *hp_dispatch_inner_batches(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (not_initialised()) return NULL;
+    if (nargs != 15) {
+        PyErr_SetString(PyExc_TypeError, "dispatch_inner_batches(appended, sizes, cqs, offset, idx_buf, hash_slot_num, "
+                                         "index_num, index_count, begin_timestamp, begin_phy_offset, hash_slot_count, "
+                                         "end_phy_offset, end_timestamp, room_needed, arrivals)");
+        return NULL;
+    }
+    PyObject *appended = args[0], *sizes = args[1], *cqs = args[2], *idx_buf = args[4], *arrivals = args[14];
+    int indexed = idx_buf != Py_None;
+    int64_t offset, index_num, n, begin_ts, begin_phy, slot_count, end_phy, end_ts, room_needed;
+    if (as_i64(args[3], &offset) < 0 || as_i64(args[6], &index_num) < 0 || as_i64(args[7], &n) < 0 ||
+        as_i64(args[8], &begin_ts) < 0 || as_i64(args[9], &begin_phy) < 0 || as_i64(args[10], &slot_count) < 0 ||
+        as_i64(args[11], &end_phy) < 0 || as_i64(args[12], &end_ts) < 0 || as_i64(args[13], &room_needed) < 0)
+        return NULL;
+    if (!PyDict_Check(cqs) || (arrivals != Py_None && !PyList_Check(arrivals))) {
+        PyErr_SetString(PyExc_TypeError, "dispatch_inner_batches: cqs must be a dict, arrivals a list or None");
+        return NULL;
+    }
+    if (indexed && (n < 1 || n > index_num)) {
+        PyErr_SetString(PyExc_ValueError, "index_count must be between 1 and index_num");
+        return NULL;
+    }
+    long count = 0;
+    PyObject *last_ts = Py_NewRef(Py_None), *partial = Py_NewRef(Py_None);
+    PyObject *entry = NULL, *head = NULL, *cq = NULL, *files = NULL, *cq_mf = NULL, *mv = NULL, *res = NULL;
+    PyObject *fq = NULL, *is_batch = NULL;
+    for (;;) {
+        Py_CLEAR(entry); Py_CLEAR(head); Py_CLEAR(cq); Py_CLEAR(files); Py_CLEAR(cq_mf); Py_CLEAR(mv); Py_CLEAR(res);
+        Py_CLEAR(fq); Py_CLEAR(is_batch);
+        Py_ssize_t len = PyObject_Length(appended);
+        if (len < 0) goto error;
+        if (len == 0) break;
+        if ((entry = PySequence_GetItem(appended, 0)) == NULL) goto error;
+        if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 10) {
+            PyErr_SetString(PyExc_ValueError, "a dispatch entry must be a 10-tuple");
+            goto error;
+        }
+        PyObject *const *f = &PyTuple_GET_ITEM(entry, 0);
+        int64_t phy, size, base, sys_flag;
+        if (as_i64(f[0], &phy) < 0 || as_i64(f[5], &sys_flag) < 0) goto error;
+        PyObject *known = f[9];
+        if (phy != offset || known == Py_None || !(sys_flag & INNER_BATCH_FLAG) || (sys_flag & TRANSACTION_PREPARED_TYPE))
+            break;
+        if (as_i64(f[1], &size) < 0 || as_i64(f[4], &base) < 0) goto error;
+        int64_t s_phy = 0, s_base = 0, num = 0;
+        for (;;) {  /* stale batch sizes (records dispatch moved past) off, then this record's */
+            Py_CLEAR(head);
+            Py_ssize_t slen = PyObject_Length(sizes);
+            if (slen < 0) goto error;
+            if (slen == 0) break;
+            if ((head = PySequence_GetItem(sizes, 0)) == NULL) goto error;
+            if (!PyTuple_Check(head) || PyTuple_GET_SIZE(head) != 3) {
+                PyErr_SetString(PyExc_ValueError, "a batch size entry must be a 3-tuple");
+                goto error;
+            }
+            if (as_i64(PyTuple_GET_ITEM(head, 0), &s_phy) < 0) goto error;
+            if (s_phy >= phy) break;
+            if (popleft(sizes) < 0) goto error;
+        }
+        if (head == NULL || s_phy != phy) break;
+        if (as_i64(PyTuple_GET_ITEM(head, 1), &s_base) < 0) goto error;
+        if (s_base != base) break;
+        if (as_i64(PyTuple_GET_ITEM(head, 2), &num) < 0) goto error;
+        PyObject *key = PyTuple_Pack(2, f[2], f[3]);
+        if (key == NULL) goto error;
+        cq = Py_XNewRef(PyDict_GetItemWithError(cqs, key));
+        Py_DECREF(key);
+        if (cq == NULL) {
+            if (PyErr_Occurred()) goto error;
+            break;
+        }
+        /* the queue continues exactly here (its first unit sets minOffset: the general path) */
+        if ((is_batch = PyObject_GetAttr(cq, s_is_batch)) == NULL) goto error;
+        int ib = PyObject_IsTrue(is_batch);
+        if (ib < 0) goto error;
+        if (!ib) break;
+        int64_t cq_max, cq_max_phy, cq_pos, cq_file_size;
+        if (attr_i64(cq, s_max_offset, &cq_max) < 0) goto error;
+        if (cq_max != base || base == 0) break;
+        if (attr_i64(cq, s_max_physic_offset, &cq_max_phy) < 0) goto error;
+        if (phy <= cq_max_phy) break;
+        if ((fq = PyObject_GetAttr(cq, s_file_queue)) == NULL || (files = PyObject_GetAttr(fq, s_files)) == NULL)
+            goto error;
+        Py_ssize_t nfiles = PyObject_Length(files);
+        if (nfiles < 0) goto error;
+        if (nfiles == 0) break;
+        if ((cq_mf = PySequence_GetItem(files, nfiles - 1)) == NULL) goto error;
+        if (attr_i64(cq_mf, s_wrote_position, &cq_pos) < 0 || attr_i64(cq_mf, s_file_size, &cq_file_size) < 0)
+            goto error;
+        if (cq_pos + BCQ_UNIT > cq_file_size) break;
+        if (!PyTuple_Check(known) || PyTuple_GET_SIZE(known) != 3) {
+            PyErr_SetString(PyExc_ValueError, "known properties must be a 3-tuple");
+            goto error;
+        }
+        /* a file the keys go into without a roll, and a record not indexed yet */
+        if (indexed && (index_num - n < room_needed || phy <= end_phy)) break;
+        if ((mv = PyObject_GetAttr(cq_mf, s_mv)) == NULL) goto error;
+        PyObject *call[18];
+        PyObject *ints[7] = {PyLong_FromLongLong(cq_pos), PyLong_FromLongLong(num), PyLong_FromLongLong(n),
+                             PyLong_FromLongLong(begin_ts), PyLong_FromLongLong(begin_phy),
+                             PyLong_FromLongLong(slot_count), PyLong_FromLongLong(index_num)};
+        int ok = 1;
+        for (int i = 0; i < 7; i++) ok &= ints[i] != NULL;
+        if (ok) {
+            call[0] = mv; call[1] = ints[0]; call[2] = f[0]; call[3] = f[1]; call[4] = PyTuple_GET_ITEM(known, 0);
+            call[5] = f[6]; call[6] = f[4]; call[7] = ints[1]; call[8] = idx_buf; call[9] = args[5];
+            call[10] = ints[6]; call[11] = ints[2]; call[12] = ints[3]; call[13] = ints[4]; call[14] = ints[5];
+            call[15] = f[2]; call[16] = PyTuple_GET_ITEM(known, 2); call[17] = PyTuple_GET_ITEM(known, 1);
+            res = hp_dispatch_inner_batch(self, call, 18);
+        }
+        for (int i = 0; i < 7; i++) Py_XDECREF(ints[i]);
+        if (res == NULL) goto error;
+        int64_t written, key_count, store_ts;
+        if (as_i64(PyTuple_GET_ITEM(res, 1), &written) < 0 || as_i64(PyTuple_GET_ITEM(res, 2), &key_count) < 0 ||
+            as_i64(f[6], &store_ts) < 0) goto error;
+        if (written) {  /* IndexFile.put_keys's header values */
+            if (as_i64(PyTuple_GET_ITEM(res, 3), &begin_ts) < 0 || as_i64(PyTuple_GET_ITEM(res, 4), &begin_phy) < 0 ||
+                as_i64(PyTuple_GET_ITEM(res, 5), &slot_count) < 0 || as_i64(PyTuple_GET_ITEM(res, 6), &n) < 0)
+                goto error;
+            end_phy = phy;
+            end_ts = store_ts;
+        }
+        if (set_attr_i64(cq_mf, s_wrote_position, cq_pos + BCQ_UNIT) < 0 ||
+            PyObject_SetAttr(cq, s_max_physic_offset, f[0]) < 0 || set_attr_i64(cq, s_max_offset, base + num) < 0)
+            goto error;
+        Py_SETREF(last_ts, Py_NewRef(f[6]));
+        if (written < key_count) {  /* the rest of its keys go into the next index file: the caller's roll */
+            Py_SETREF(partial, PyTuple_Pack(3, PyTuple_GET_ITEM(res, 1), PyTuple_GET_ITEM(res, 2),
+                                            PyTuple_GET_ITEM(res, 0)));
+            if (partial == NULL) goto error;
+            break;
+        }
+        if (popleft(appended) < 0 || popleft(sizes) < 0) goto error;
+        offset = phy + size;
+        count++;
+        if (arrivals != Py_None) {
+            PyObject *next = PyLong_FromLongLong(base + num);
+            PyObject *a = next == NULL ? NULL : PyTuple_Pack(6, f[2], f[3], next, PyTuple_GET_ITEM(res, 0), f[6], f[8]);
+            Py_XDECREF(next);
+            if (a == NULL) goto error;
+            int rc = PyList_Append(arrivals, a);
+            Py_DECREF(a);
+            if (rc < 0) goto error;
+        }
+    }
+    Py_CLEAR(entry); Py_CLEAR(head); Py_CLEAR(cq); Py_CLEAR(files); Py_CLEAR(cq_mf); Py_CLEAR(mv); Py_CLEAR(res);
+    Py_CLEAR(fq); Py_CLEAR(is_batch);
+    PyObject *out = Py_BuildValue("(LlNLLLLLLN)", (long long)offset, count, last_ts, (long long)n, (long long)begin_ts,
+                                  (long long)begin_phy, (long long)slot_count, (long long)end_phy, (long long)end_ts,
+                                  partial);
+    return out;
+error:
+    Py_XDECREF(entry); Py_XDECREF(head); Py_XDECREF(cq); Py_XDECREF(files); Py_XDECREF(cq_mf); Py_XDECREF(mv);
+    Py_XDECREF(res); Py_XDECREF(fq); Py_XDECREF(is_batch);
+    Py_DECREF(last_ts);
+    Py_DECREF(partial);
+    return NULL;
+}
+
 static PyObject *hp_init(PyObject *self, PyObject *args) {
     PyObject *err, *crc, *enc_props, *enc_host, *known, *jhash, *idx, *check, *check_host;
     if (!PyArg_ParseTuple(args, "OOOOOOOOO", &err, &crc, &enc_props, &enc_host, &known, &jhash, &idx, &check,
@@ -2385,6 +2578,7 @@ static PyMethodDef methods[] = {
     {"inner_batch_known", (PyCFunction)(void (*)(void))hp_inner_batch_known, METH_FASTCALL, NULL},
     {"buffer_inner_batch", (PyCFunction)(void (*)(void))hp_buffer_inner_batch, METH_FASTCALL, NULL},
     {"dispatch_inner_batch", (PyCFunction)(void (*)(void))hp_dispatch_inner_batch, METH_FASTCALL, NULL},
+    {"dispatch_inner_batches", (PyCFunction)(void (*)(void))hp_dispatch_inner_batches, METH_FASTCALL, NULL},
     {NULL, NULL, 0, NULL},
 };
 
@@ -2406,6 +2600,9 @@ PyMODINIT_FUNC PyInit__hotpath(void) {
     INTERN(s_TAGS, "TAGS"); INTERN(s_KEYS, "KEYS"); INTERN(s_UNIQ_KEY, "UNIQ_KEY"); INTERN(s_INNER_NUM, "INNER_NUM"); INTERN(s_INNER_BASE, "INNER_BASE");
     INTERN(s_schedule_topic, "SCHEDULE_TOPIC_XXXX"); INTERN(s_keep_store_timestamp, "keep_store_timestamp");
     INTERN(s_store_timestamp, "store_timestamp");
+    INTERN(s_popleft, "popleft"); INTERN(s_is_batch, "is_batch"); INTERN(s_max_offset, "max_offset");
+    INTERN(s_max_physic_offset, "max_physic_offset"); INTERN(s_file_queue, "file_queue"); INTERN(s_files, "files");
+    INTERN(s_mv, "mv"); INTERN(s_wrote_position, "wrote_position"); INTERN(s_file_size, "file_size");
     if ((valid_hosts = PyDict_New()) == NULL) return NULL;
 #undef INTERN
     if (PyModule_AddStringConstant(m, "IMPLEMENTATION", "c") < 0) return NULL;
