@@ -108,8 +108,70 @@ static int as_i16(PyObject *o, int64_t *out) {
     return 0;
 }
 
+/* The message fields put_fast reads, in this order. */
+enum { F_TOPIC, F_BODY, F_PROPERTIES, F_QUEUE_ID, F_FLAG, F_SYS_FLAG, F_BORN_TS, F_BORN_HOST, F_STORE_HOST,
+       F_RECONSUME, F_PREPARED, F_KEEP, N_FIELDS };
+
+/* Where a slots class (MessageInner is a slots dataclass) keeps those fields, so they are read from the
+ * instance directly instead of through ~12 generic attribute lookups (half of put_fast's time). Valid
+ * while the type's version tag is unchanged: assigning a class attribute changes it. */
+static struct {
+    PyTypeObject *type;
+    unsigned int version;
+    Py_ssize_t offset[N_FIELDS];
+} layout = {NULL, 0, {0}};
+
+static PyObject **field_names[N_FIELDS] = {&s_topic, &s_body, &s_properties, &s_queue_id, &s_flag, &s_sys_flag,
+                                           &s_born_timestamp, &s_born_host, &s_store_host, &s_reconsume_times,
+                                           &s_prepared_transaction_offset, &s_keep_store_timestamp};
+
+static int layout_current(PyTypeObject *tp) {
+    return layout.type == tp && (tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) && tp->tp_version_tag == layout.version;
+}
+
+/* Learn tp's layout if every field is a plain object slot (a member descriptor of type
+ * Py_T_OBJECT_EX) and instances have no __dict__ to shadow them; otherwise forget any layout. */
+static void learn_layout(PyTypeObject *tp) {
+    layout.type = NULL;
+    if (tp->tp_dictoffset != 0 || tp->tp_getattro != PyObject_GenericGetAttr) return;
+    Py_ssize_t offsets[N_FIELDS];
+    for (int i = 0; i < N_FIELDS; i++) {
+        PyObject *d = PyObject_GetAttr((PyObject *)tp, *field_names[i]);
+        if (d == NULL) { PyErr_Clear(); return; }
+        int ok = Py_IS_TYPE(d, &PyMemberDescr_Type) && ((PyMemberDescrObject *)d)->d_member->type == T_OBJECT_EX &&
+                 !(((PyMemberDescrObject *)d)->d_member->flags & READONLY);
+        if (ok) offsets[i] = ((PyMemberDescrObject *)d)->d_member->offset;
+        Py_DECREF(d);
+        if (!ok) return;
+    }
+    if (!(tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG)) return;  /* no tag to watch: no caching */
+    memcpy(layout.offset, offsets, sizeof offsets);
+    layout.version = tp->tp_version_tag;
+    layout.type = tp;
+}
+
+/* PyObject_GetAttr(obj, name) for a message: a field of the learned slots layout is read from the instance
+ * directly (what the generic lookup finds there: the type's member descriptor, no __dict__, no
+ * __getattribute__, version tag unchanged), anything else (another type, another name, an unset slot,
+ * whose AttributeError the generic lookup raises) through PyObject_GetAttr. Why: check_message,
+ * prepare_record and record_parts read ~30 fields a record, ~1 us of generic lookups (issue 17). */
+static PyObject *msg_attr(PyObject *obj, PyObject *name) {
+    PyTypeObject *tp = Py_TYPE(obj);
+    if (!layout_current(tp) && (layout.type == NULL || layout.type == tp)) learn_layout(tp);
+    if (layout.type == tp) {
+        for (int i = 0; i < N_FIELDS; i++) {
+            if (*field_names[i] == name) {
+                PyObject *v = *(PyObject **)((char *)obj + layout.offset[i]);
+                if (v != NULL) return Py_NewRef(v);
+                break;
+            }
+        }
+    }
+    return PyObject_GetAttr(obj, name);
+}
+
 static int attr_i(PyObject *obj, PyObject *name, int64_t *out, int bits) {
-    PyObject *v = PyObject_GetAttr(obj, name);
+    PyObject *v = msg_attr(obj, name);
     if (v == NULL) return -1;
     int rc = bits == 64 ? as_i64(v, out) : as_i32(v, out);
     Py_DECREF(v);
@@ -498,9 +560,9 @@ static PyObject *hp_prepare_record(PyObject *self, PyObject *const *args, Py_ssi
     Py_buffer bv = {0};
     int have_bv = 0;
 
-    topic = PyObject_GetAttr(msg, s_topic);
+    topic = msg_attr(msg, s_topic);
     if (topic == NULL) goto done;
-    properties = PyObject_GetAttr(msg, s_properties);
+    properties = msg_attr(msg, s_properties);
     if (properties == NULL) goto done;
     if (a[1] == Py_None) {
         props = encode_properties(properties);
@@ -524,7 +586,7 @@ static PyObject *hp_prepare_record(PyObject *self, PyObject *const *args, Py_ssi
     if (props_utf8 == NULL) goto done;
     Py_ssize_t props_len = props_text_len + (prop_crc ? CRC32_RESERVED_LEN : 0);
 
-    body = PyObject_GetAttr(msg, s_body);
+    body = msg_attr(msg, s_body);
     if (body == NULL) goto done;
     if (PyObject_GetBuffer(body, &bv, PyBUF_SIMPLE) < 0) goto done;
     have_bv = 1;
@@ -546,11 +608,11 @@ static PyObject *hp_prepare_record(PyObject *self, PyObject *const *args, Py_ssi
         goto done;
     }
     int v2 = topic_len > 127;
-    born = PyObject_GetAttr(msg, s_born_host);
+    born = msg_attr(msg, s_born_host);
     if (born == NULL) goto done;
     born_b = host_bytes(born);
     if (born_b == NULL) goto done;
-    store = PyObject_GetAttr(msg, s_store_host);
+    store = msg_attr(msg, s_store_host);
     if (store == NULL) goto done;
     store_b = host_bytes(store);
     if (store_b == NULL) goto done;
@@ -1088,7 +1150,7 @@ static int text_ok(PyObject *text) {
 
 /* 1 when o is an exact int in [lo, hi] (bool and int subclasses are left to the reference). */
 static int int_ok(PyObject *obj, PyObject *name, int64_t lo, int64_t hi) {
-    PyObject *o = PyObject_GetAttr(obj, name);
+    PyObject *o = msg_attr(obj, name);
     if (o == NULL) { PyErr_Clear(); return 0; }
     int ok = 0;
     if (PyLong_CheckExact(o)) {
@@ -1104,7 +1166,7 @@ static int int_ok(PyObject *obj, PyObject *name, int64_t lo, int64_t hi) {
 /* 1 when the host tuple is one the reference check_host accepted before (or accepts now), 0 in doubt;
  * -1 with the reference's exception set. */
 static int host_ok(PyObject *msg, PyObject *name) {
-    PyObject *host = PyObject_GetAttr(msg, name);
+    PyObject *host = msg_attr(msg, name);
     if (host == NULL) { PyErr_Clear(); return 0; }
     int ok = 0;
     if (PyTuple_CheckExact(host) && PyTuple_GET_SIZE(host) == 2 && PyUnicode_CheckExact(PyTuple_GET_ITEM(host, 0)) &&
@@ -1128,12 +1190,12 @@ static int host_ok(PyObject *msg, PyObject *name) {
 
 /* The fast verdict of validate.check_message: 1 valid, 0 in doubt, -1 error set. */
 static int message_ok(PyObject *msg, int properties_given) {
-    PyObject *topic = PyObject_GetAttr(msg, s_topic);
+    PyObject *topic = msg_attr(msg, s_topic);
     if (topic == NULL) { PyErr_Clear(); return 0; }
     int ok = text_ok(topic) && PyUnicode_GET_LENGTH(topic) > 0;
     Py_DECREF(topic);
     if (!ok) return 0;
-    PyObject *body = PyObject_GetAttr(msg, s_body);
+    PyObject *body = msg_attr(msg, s_body);
     if (body == NULL) { PyErr_Clear(); return 0; }
     ok = PyBytes_CheckExact(body) || PyByteArray_CheckExact(body) || PyMemoryView_Check(body);
     Py_DECREF(body);
@@ -1144,7 +1206,7 @@ static int message_ok(PyObject *msg, int properties_given) {
         !int_ok(msg, s_prepared_transaction_offset, INT64_MIN, INT64_MAX)) {
         return 0;
     }
-    PyObject *keep = PyObject_GetAttr(msg, s_keep_store_timestamp);
+    PyObject *keep = msg_attr(msg, s_keep_store_timestamp);
     if (keep == NULL) { PyErr_Clear(); return 0; }
     ok = keep == Py_False;
     if (!ok && keep == Py_True) ok = int_ok(msg, s_store_timestamp, INT64_MIN, INT64_MAX);
@@ -1155,7 +1217,7 @@ static int message_ok(PyObject *msg, int properties_given) {
     h = host_ok(msg, s_store_host);
     if (h <= 0) return h;
     if (properties_given) return 1;
-    PyObject *props = PyObject_GetAttr(msg, s_properties);
+    PyObject *props = msg_attr(msg, s_properties);
     if (props == NULL) { PyErr_Clear(); return 0; }
     ok = PyDict_CheckExact(props);
     Py_ssize_t i = 0;
@@ -1476,48 +1538,6 @@ done:
 /* ------------------------------------------------------------------ put_fast: one call per put */
 
 #define TRANSACTION_PREPARED_TYPE 0x4
-
-/* The message fields put_fast reads, in this order. */
-enum { F_TOPIC, F_BODY, F_PROPERTIES, F_QUEUE_ID, F_FLAG, F_SYS_FLAG, F_BORN_TS, F_BORN_HOST, F_STORE_HOST,
-       F_RECONSUME, F_PREPARED, F_KEEP, N_FIELDS };
-
-/* Where a slots class (MessageInner is a slots dataclass) keeps those fields, so they are read from the
- * instance directly instead of through ~12 generic attribute lookups (half of put_fast's time). Valid
- * while the type's version tag is unchanged: assigning a class attribute changes it. */
-static struct {
-    PyTypeObject *type;
-    unsigned int version;
-    Py_ssize_t offset[N_FIELDS];
-} layout = {NULL, 0, {0}};
-
-static PyObject **field_names[N_FIELDS] = {&s_topic, &s_body, &s_properties, &s_queue_id, &s_flag, &s_sys_flag,
-                                           &s_born_timestamp, &s_born_host, &s_store_host, &s_reconsume_times,
-                                           &s_prepared_transaction_offset, &s_keep_store_timestamp};
-
-static int layout_current(PyTypeObject *tp) {
-    return layout.type == tp && (tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) && tp->tp_version_tag == layout.version;
-}
-
-/* Learn tp's layout if every field is a plain object slot (a member descriptor of type
- * Py_T_OBJECT_EX) and instances have no __dict__ to shadow them; otherwise forget any layout. */
-static void learn_layout(PyTypeObject *tp) {
-    layout.type = NULL;
-    if (tp->tp_dictoffset != 0 || tp->tp_getattro != PyObject_GenericGetAttr) return;
-    Py_ssize_t offsets[N_FIELDS];
-    for (int i = 0; i < N_FIELDS; i++) {
-        PyObject *d = PyObject_GetAttr((PyObject *)tp, *field_names[i]);
-        if (d == NULL) { PyErr_Clear(); return; }
-        int ok = Py_IS_TYPE(d, &PyMemberDescr_Type) && ((PyMemberDescrObject *)d)->d_member->type == T_OBJECT_EX &&
-                 !(((PyMemberDescrObject *)d)->d_member->flags & READONLY);
-        if (ok) offsets[i] = ((PyMemberDescrObject *)d)->d_member->offset;
-        Py_DECREF(d);
-        if (!ok) return;
-    }
-    if (!(tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG)) return;  /* no tag to watch: no caching */
-    memcpy(layout.offset, offsets, sizeof offsets);
-    layout.version = tp->tp_version_tag;
-    layout.type = tp;
-}
 
 /* The fields of msg as new references into f; 0 when one is missing (put_fast declines). */
 static int read_fields(PyObject *msg, PyObject *f[N_FIELDS]) {
@@ -2234,7 +2254,7 @@ static PyObject *hp_buffer_inner_batch(PyObject *self, PyObject *const *args, Py
     int64_t phy, room, small_room, small_size;
     if (as_i64(args[2], &phy) < 0 || as_i64(args[6], &room) < 0 || as_i64(args[7], &small_room) < 0 ||
         as_i64(args[8], &small_size) < 0) return NULL;
-    PyObject *properties = PyObject_GetAttr(msg, s_properties);
+    PyObject *properties = msg_attr(msg, s_properties);
     if (properties == NULL) return NULL;
     if (!PyDict_CheckExact(properties)) { Py_DECREF(properties); Py_RETURN_NONE; }
     PyObject *old_base = NULL, *old_num = NULL, *base_text = NULL, *num_text = NULL;
@@ -2259,15 +2279,15 @@ static PyObject *hp_buffer_inner_batch(PyObject *self, PyObject *const *args, Py
     if (size > room || (size < small_size && size > small_room)) { declined = 1; goto done; }
     PyObject *parts_args[5] = {rec, msg, args[3], args[2], args[4]};
     if ((parts = hp_record_parts(self, parts_args, 5)) == NULL) goto refused;
-    if ((topic = PyObject_GetAttr(msg, s_topic)) == NULL) goto done;
+    if ((topic = msg_attr(msg, s_topic)) == NULL) goto done;
     PyObject *text = PyTuple_GET_ITEM(rec, 7), *store_raw = PyTuple_GET_ITEM(rec, 5);
     if ((known = inner_batch_known(topic, properties, text)) == NULL) goto done;
     if ((msg_id = msg_id_of(PyBytes_AS_STRING(store_raw), PyBytes_GET_SIZE(store_raw), phy)) == NULL) goto done;
     body = PyTuple_GET_ITEM(parts, 1);
     body = PyBytes_CheckExact(body) ? Py_NewRef(body) : PyBytes_FromObject(body);
     if (body == NULL) goto done;
-    if ((queue_id = PyObject_GetAttr(msg, s_queue_id)) == NULL ||
-        (prepared = PyObject_GetAttr(msg, s_prepared_transaction_offset)) == NULL) goto done;
+    if ((queue_id = msg_attr(msg, s_queue_id)) == NULL ||
+        (prepared = msg_attr(msg, s_prepared_transaction_offset)) == NULL) goto done;
     entry = PyTuple_Pack(10, args[2], PyTuple_GET_ITEM(rec, 0), topic, queue_id, args[3], PyTuple_GET_ITEM(rec, 3),
                          args[4], prepared, text, known);
     if (entry == NULL) goto done;
