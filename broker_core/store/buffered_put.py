@@ -54,46 +54,48 @@ def put_inner_batch_buffered(store: MessageStore, msg: MessageInner, inner_num: 
     if store._started or store.dispatchers or store.dispatch_filter is not None:
         return None
     cl = store.commit_log
-    if not cl.write_buffer:
+    body = msg.body
+    if not cl.write_buffer or type(msg.properties) is not dict or (type(body) is not bytes
+                                                                    and type(body) is not bytearray):
         return None
-    if type(msg.properties) is not dict or type(msg.body) not in (bytes, bytearray):
-        return None
-    topic = msg.topic
-    queue_id = msg.queue_id
     commit_bytes = commit_log.WRITE_BUFFER_COMMIT_BYTES  # read at call time: tests lower it
-    committed = False
     put_lock = cl.put_lock
     put_lock.acquire()
     try:
         mf = cl._wb_file
+        parts = cl._wb_parts
         if mf is None:
             files = cl.file_queue.files
             if not files:
                 return None
             mf = files[-1]
             pos = mf.wrote_position
+            # a small record that the general path would populate the mapping for (_file_for) is left to it
+            small_room = mf.populated_to - pos
         else:
             pos = cl._wb_end
             # a buffer that should have been committed already (a failed commit): the general path
-            if pos - mf.wrote_position >= commit_bytes or len(cl._wb_parts) >= WRITE_BUFFER_MAX_PARTS:
+            if pos - mf.wrote_position >= commit_bytes or len(parts) >= WRITE_BUFFER_MAX_PARTS:
                 return None
-        key = f"{topic}-{queue_id}"
+            small_room = None
+        # The record's limits in this file: room for its BLANK end and disk blocks reserved (here,
+        # ahead of the largest record this body can make).
+        file_end = cl.file_size - END_FILE_MIN_BLANK_LENGTH
+        reserved_to = mf.reserved_to
+        need = pos + len(body) + _RECORD_OVERHEAD
+        if need > reserved_to and need <= file_end:
+            if not _reserved(mf, need):
+                return None
+            reserved_to = mf.reserved_to
+        room = (file_end if file_end < reserved_to else reserved_to) - pos
+        key = f"{msg.topic}-{msg.queue_id}"
         table = cl.queue_offsets.table
         base_q = table.get(key, 0)
-        # The record's limits in this file: room for its BLANK end, disk blocks reserved (here, ahead
-        # of the largest record this body can make), and a small record that the general path would
-        # populate the mapping for (_file_for) is left to it.
-        file_end = cl.file_size - END_FILE_MIN_BLANK_LENGTH
-        need = pos + len(msg.body) + _RECORD_OVERHEAD
-        if need > mf.reserved_to and need <= file_end and not _reserved(mf, need):
-            return None
-        room = min(file_end, mf.reserved_to) - pos
         store_ts = msg.store_timestamp if msg.keep_store_timestamp else cl.clock()
         phy = mf.file_from_offset + pos
-        parts = cl._wb_parts
         done = _buffer_inner_batch(msg, cl.config.max_message_size, phy, base_q, store_ts, inner_num, room,
-                                   room if cl._wb_file is not None else mf.populated_to - pos, DIRECT_WRITE_MIN,
-                                   parts, cl._wb_records)
+                                   room if small_room is None else small_room, DIRECT_WRITE_MIN, parts,
+                                   cl._wb_records)
         if done is None:  # nothing changed, the message's properties as they were
             return None
         size, msg_id = done
@@ -103,12 +105,14 @@ def put_inner_batch_buffered(store: MessageStore, msg: MessageInner, inner_num: 
         cl.inner_batch_sizes.append((phy, base_q, inner_num))
         cl._wb_end = end
         table[key] = base_q + inner_num
-        if end - mf.wrote_position >= commit_bytes or len(parts) >= WRITE_BUFFER_MAX_PARTS:
-            committed = cl._commit_locked()  # a failure keeps the records buffered: the next commit writes them
+        # a failure keeps the records buffered: the next commit writes them
+        committed = (end - mf.wrote_position >= commit_bytes or len(parts) >= WRITE_BUFFER_MAX_PARTS) \
+            and cl._commit_locked()
     finally:
         put_lock.release()
-    for listener in cl.append_listeners:
-        listener()
+    if cl.append_listeners:
+        for listener in cl.append_listeners:
+            listener()
     if committed:  # the buffer is empty: this record is in the file (MessageStore.put_inner_batch's rule)
         checkpoint = store.checkpoint
         if checkpoint is not None:
