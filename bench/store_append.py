@@ -33,25 +33,36 @@ blocks allocated ahead, which costs more than writing into posix_fallocate'd blo
   the put is one flat function around one compiled call (``buffered_put.put_inner_batch_buffered``
   over ``hotpath.buffer_inner_batch``: INNER_BASE/INNER_NUM, record encode and CRC, the body kept
   by reference, the parts and dispatch entry appended to the buffer), the
-  commit one pwritev of ~1 MiB (16 records, 48 buffers), and each committed record's BatchCQ unit
-  and index entries one compiled call (``hotpath.dispatch_inner_batch``) in a flat loop. Profiled
-  a batch (medians, machine under load 6): commit pwritev ~17 us (about half), encode + CRC
-  ~4-7 us, put bookkeeping in Python ~6 us (lock, queue offset, INNER_BASE/INNER_NUM, buffer
-  lists, result), dispatch ~3 us (unit and index state in Python). What is left is the kernel's
-  copy into the page cache and ~9 us of Python a batch; dispatch waits for the commit by design
-  (RocketMQ's reput reads committed data only), so it cannot be folded into the put's call.
-  Committing more than 1 MiB at a time was not faster here (2 and 4 MiB measured slower), nor
-  are 2 MiB-aligned commits (the drifting ~1 MiB commits already write at the aligned rate,
-  ~5 GB/s of CPU into the fallocated file; only a fixed sub-page misalignment is slow).
-  Measured (7 reps a run, other benchmarks running on the machine): with a steady baseline
-  (~3,300-3,500 MB/s, load 1.8-2.2) ``batchcq_write_buffer_ratio`` 0.41-0.51 (CPU 0.51-0.53; runs
-  with a collapsing baseline gave up to 0.69); the code before this path in the same minutes: 0.36
-  (CPU 0.435). The store's CPU a batch, taken apart by switching parts off in one process: ~40 us
-  in all; the commit's pwritev ~19 us (more than the ~14 us of a bare loop of the same writes:
-  the Python between commits leaves the caches cold), dispatch ~6-9 us (~1.8 us of it the compiled
-  unit + index call, the rest Python and the index slot table's cache and TLB misses), the put
-  ~15 us (encode + CRC 4.3 us, Python ~10 us). 0.6 needs ~31 us: the remaining gap is Python,
-  which only moving the buffer bookkeeping and the dispatch state into compiled code would close.
+  commit one pwritev of ~1 MiB (16 records, 48 buffers), and the records a commit hands over one
+  compiled call (``hotpath.dispatch_inner_batches``: each record's BatchCQ unit and index entries,
+  the queue and index state moved on; Python keeps the index roll, the listeners and every record
+  it leaves to the general path). Dispatch waits for the commit by design (RocketMQ's reput reads
+  committed data only), so it cannot be folded into the put's call.
+  Committing more than 1 MiB at a time was not faster here (2 and 4 MiB measured slower; 256 and
+  512 KiB slower too), nor are 2 MiB-aligned commits (the drifting ~1 MiB commits already write at
+  the aligned rate, ~5 GB/s of CPU into the fallocated file; only a fixed sub-page misalignment is slow).
+  Earlier account (before the one-call dispatch; 7 reps a run, load 1.8-2.2): ratio 0.41-0.51, the
+  store's CPU ~40 us a batch taken apart by switching parts off: pwritev ~19 us, dispatch ~6-9 us,
+  put ~15 us (encode + CRC 4.3 us, Python ~10 us).
+  Now (2 cores, load 0.8-1.1, thread CPU time in one process): interpreted bytecode a batch 656 ->
+  380 (the per-record dispatch loop was 242 of them, the commit's length sum 27, the put's writable
+  checks 15 more than put_message's sampled gate). A batch: the commit's pwritev 12-16 us (timed
+  around ``write_vectored``), everything else 14-27 us, moving with the machine's speed (a busy
+  sibling vCPU slows this pointer-chasing work far more than the kernel copy). Without the write,
+  queue files made beforehand (fast moments, p10 of 16-batch blocks): 10-12 us, of which BODYCRC
+  ~2.8 us, the rest of the record encode ~1.75 us (``buffer_inner_batch``), dispatch ~2.8 us a
+  record inside the compiled call (the index's 20 MB slot table misses and the per-record queue
+  object reads) + ~0.4 us of Python, the put's Python ~3.5 us (1-1.5 us ``MessageStore``'s checks:
+  gate, index room; the rest the flat put's decisions and the result object); the fresh store of
+  each run also creates ~22 files and directories inside the timed loop (1-4 ms a run on this ext4).
+  Before/after in the same minutes (16 runs alternating, 8 a side, each 7 reps, load 0.8-1.1):
+  ``batchcq_write_buffer_ratio`` medians 0.543 -> 0.587 and 0.524 -> 0.603 (paired 0.545 -> 0.595
+  and 0.548 -> 0.589, CPU 0.536 -> 0.586 and 0.522 -> 0.602; store MB/s over all 56 reps a side
+  1,900 -> 2,142 and 1,960 -> 2,151); single runs still spread 0.50-0.71, and a first round with
+  only the one-call dispatch showed no difference (0.570 before, 0.549 after). So 0.6 is the
+  median now, not a floor: a steady 0.6 needs ~31 us a batch at a ~3,600 MB/s baseline, and what
+  is left above the kernel's copy is the CRC, the encode, dispatch's cache misses and ~4 us of
+  Python put and dispatch bookkeeping.
   On a busy machine the page-cache baseline swings (150-3,400 MB/s within one run) and a longer
   run is preempted more than the 0.08 s baseline: read the ``*_runs`` lists and the load too.
 
