@@ -2551,8 +2551,8 @@ static PyObject *hp_dispatch_inner_batches(PyObject *self, PyObject *const *args
 error:
     Py_XDECREF(entry); Py_XDECREF(head); Py_XDECREF(cq); Py_XDECREF(files); Py_XDECREF(cq_mf); Py_XDECREF(mv);
     Py_XDECREF(res); Py_XDECREF(fq); Py_XDECREF(is_batch);
-    Py_DECREF(last_ts);
-    Py_DECREF(partial);
+    Py_XDECREF(last_ts);
+    Py_XDECREF(partial);  /* NULL when building it failed */
     return NULL;
 }
 
