@@ -1027,36 +1027,25 @@ static int key_hash_span(uint32_t prefix_hash, PyObject *key, Py_ssize_t from, P
 
 #define MAX_KEYS 64
 
-static PyObject *hp_index_put_keys(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (not_initialised()) return NULL;
-    if (nargs != 12 && nargs != 13) {
-        PyErr_SetString(PyExc_TypeError, "index_put_keys(buf, hash_slot_num, index_num, index_count, begin_timestamp, "
-                                         "begin_phy_offset, hash_slot_count, topic, uniq_key, keys, phy_offset, "
-                                         "store_timestamp, skip=0)");
-        return NULL;
-    }
-    int64_t slot_num, index_num, n, begin_ts, begin_phy, slot_count, phy, ts, skip = 0;
-    if (as_i64(args[1], &slot_num) < 0 || as_i64(args[2], &index_num) < 0 || as_i64(args[3], &n) < 0 ||
-        as_i64(args[4], &begin_ts) < 0 || as_i64(args[5], &begin_phy) < 0 || as_i64(args[6], &slot_count) < 0 ||
-        as_i64(args[10], &phy) < 0 || as_i64(args[11], &ts) < 0 || (nargs == 13 && as_i64(args[12], &skip) < 0)) {
-        return NULL;
-    }
-    if (n < 1 || n > index_num) {
-        PyErr_SetString(PyExc_ValueError, "index_count must be between 1 and index_num");
-        return NULL;
-    }
-    PyObject *topic = args[7], *uniq = args[8], *keys = args[9];
+/* The index entries of one record into an index file's bytes b[0:blen] (index_put_keys of hot_py.py);
+ * the counters are the file's live header values, updated in place. Returns 0 (written/count set),
+ * -1 with an error set, or 1 when the keys need the Python reference (a non-str topic or key, a lone
+ * surrogate, more than MAX_KEYS keys, a non-positive slot count), nothing written. */
+static int index_put_keys_into(unsigned char *b, Py_ssize_t blen, int64_t slot_num, int64_t index_num, int64_t *n_io,
+                               int64_t *begin_ts_io, int64_t *begin_phy_io, int64_t *slot_count_io, PyObject *topic,
+                               PyObject *uniq, PyObject *keys, int64_t phy, int64_t ts, int64_t skip, int *written_out,
+                               int *count_out) {
     if (slot_num <= 0 || !PyUnicode_Check(topic) || (uniq != Py_None && !PyUnicode_Check(uniq)) ||
         (keys != Py_None && !PyUnicode_Check(keys))) {
-        goto fallback;
+        return 1;
     }
     uint32_t prefix = 0;
-    if (java_hash_continue(topic, &prefix) < 0) goto fallback;
+    if (java_hash_continue(topic, &prefix) < 0) return 1;
     prefix = 31u * prefix + '#';
     int32_t hashes[MAX_KEYS];
     int count = 0;
     if (uniq != Py_None) {
-        if (key_hash_span(prefix, uniq, 0, PyUnicode_GET_LENGTH(uniq), &hashes[count]) < 0) goto fallback;
+        if (key_hash_span(prefix, uniq, 0, PyUnicode_GET_LENGTH(uniq), &hashes[count]) < 0) return 1;
         count++;
     }
     if (keys != Py_None) {
@@ -1066,32 +1055,28 @@ static PyObject *hp_index_put_keys(PyObject *self, PyObject *const *args, Py_ssi
         for (Py_ssize_t i = 0; i <= len; i++) {
             if (i == len || PyUnicode_READ(kind, data, i) == ' ') {
                 if (i > start) {
-                    if (count == MAX_KEYS) goto fallback;
-                    if (key_hash_span(prefix, keys, start, i, &hashes[count]) < 0) goto fallback;
+                    if (count == MAX_KEYS) return 1;
+                    if (key_hash_span(prefix, keys, start, i, &hashes[count]) < 0) return 1;
                     count++;
                 }
                 start = i + 1;
             }
         }
     }
-    Py_buffer view;
-    if (PyObject_GetBuffer(args[0], &view, PyBUF_WRITABLE) < 0) return NULL;
-    unsigned char *b = (unsigned char *)view.buf;
+    int64_t n = *n_io, begin_ts = *begin_ts_io, begin_phy = *begin_phy_io, slot_count = *slot_count_io;
     int64_t entries_base = INDEX_HEADER_SIZE + slot_num * 4;
-    if (view.len < entries_base) {
-        PyBuffer_Release(&view);
+    if (blen < entries_base) {
         PyErr_SetString(struct_error, "index buffer is smaller than its header and slots");
-        return NULL;
+        return -1;
     }
     int64_t room = index_num - n;
     int written = 0;
     for (int k = (int)(skip < 0 ? 0 : skip); k < count; k++) {
         if (written >= room) break;
         int64_t epos = entries_base + n * 20;
-        if (epos + 20 > view.len) {
-            PyBuffer_Release(&view);
+        if (epos + 20 > blen) {
             PyErr_SetString(struct_error, "index entry beyond the end of the buffer");
-            return NULL;
+            return -1;
         }
         int32_t kh = hashes[k];
         int64_t spos = INDEX_HEADER_SIZE + (kh % slot_num) * 4;
@@ -1120,11 +1105,45 @@ static PyObject *hp_index_put_keys(PyObject *self, PyObject *const *args, Py_ssi
         put_i64(b, begin_ts); put_i64(b + 8, ts); put_i64(b + 16, begin_phy); put_i64(b + 24, phy);
         put_i32(b + 32, slot_count); put_i32(b + 36, n);
     }
+    *n_io = n; *begin_ts_io = begin_ts; *begin_phy_io = begin_phy; *slot_count_io = slot_count;
+    *written_out = written;
+    *count_out = count;
+    return 0;
+}
+
+static PyObject *hp_index_put_keys(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (not_initialised()) return NULL;
+    if (nargs != 12 && nargs != 13) {
+        PyErr_SetString(PyExc_TypeError, "index_put_keys(buf, hash_slot_num, index_num, index_count, begin_timestamp, "
+                                         "begin_phy_offset, hash_slot_count, topic, uniq_key, keys, phy_offset, "
+                                         "store_timestamp, skip=0)");
+        return NULL;
+    }
+    int64_t slot_num, index_num, n, begin_ts, begin_phy, slot_count, phy, ts, skip = 0;
+    if (as_i64(args[1], &slot_num) < 0 || as_i64(args[2], &index_num) < 0 || as_i64(args[3], &n) < 0 ||
+        as_i64(args[4], &begin_ts) < 0 || as_i64(args[5], &begin_phy) < 0 || as_i64(args[6], &slot_count) < 0 ||
+        as_i64(args[10], &phy) < 0 || as_i64(args[11], &ts) < 0 || (nargs == 13 && as_i64(args[12], &skip) < 0)) {
+        return NULL;
+    }
+    if (n < 1 || n > index_num) {
+        PyErr_SetString(PyExc_ValueError, "index_count must be between 1 and index_num");
+        return NULL;
+    }
+    /* the keys first (a fallback writes nothing), then the buffer */
+    if (slot_num <= 0 || !PyUnicode_Check(args[7]) || (args[8] != Py_None && !PyUnicode_Check(args[8])) ||
+        (args[9] != Py_None && !PyUnicode_Check(args[9]))) {
+        return PyObject_Vectorcall(py_index_put_keys, args, (size_t)nargs, NULL);
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_WRITABLE) < 0) return NULL;
+    int written = 0, count = 0;
+    int rc = index_put_keys_into((unsigned char *)view.buf, view.len, slot_num, index_num, &n, &begin_ts, &begin_phy,
+                                 &slot_count, args[7], args[8], args[9], phy, ts, skip, &written, &count);
     PyBuffer_Release(&view);
+    if (rc < 0) return NULL;
+    if (rc > 0) return PyObject_Vectorcall(py_index_put_keys, args, (size_t)nargs, NULL);
     return Py_BuildValue("(iiLLLL)", written, count, (long long)begin_ts, (long long)begin_phy,
                          (long long)slot_count, (long long)n);
-fallback:
-    return PyObject_Vectorcall(py_index_put_keys, args, (size_t)nargs, NULL);
 }
 
 
@@ -2419,6 +2438,12 @@ static PyObject *hp_dispatch_inner_batches(PyObject *self, PyObject *const *args
         PyErr_SetString(PyExc_ValueError, "index_count must be between 1 and index_num");
         return NULL;
     }
+    int64_t hash_slot_num = 0;
+    Py_buffer idx_view = {0};
+    if (indexed) {
+        if (as_i64(args[5], &hash_slot_num) < 0) return NULL;
+        if (PyObject_GetBuffer(idx_buf, &idx_view, PyBUF_WRITABLE) < 0) return NULL;
+    }
     long count = 0;
     PyObject *last_ts = Py_NewRef(Py_None), *partial = Py_NewRef(Py_None);
     PyObject *entry = NULL, *head = NULL, *cq = NULL, *files = NULL, *cq_mf = NULL, *mv = NULL, *res = NULL;
@@ -2494,38 +2519,67 @@ static PyObject *hp_dispatch_inner_batches(PyObject *self, PyObject *const *args
         /* a file the keys go into without a roll, and a record not indexed yet */
         if (indexed && (index_num - n < room_needed || phy <= end_phy)) break;
         if ((mv = PyObject_GetAttr(cq_mf, s_mv)) == NULL) goto error;
-        PyObject *call[18];
-        PyObject *ints[7] = {PyLong_FromLongLong(cq_pos), PyLong_FromLongLong(num), PyLong_FromLongLong(n),
-                             PyLong_FromLongLong(begin_ts), PyLong_FromLongLong(begin_phy),
-                             PyLong_FromLongLong(slot_count), PyLong_FromLongLong(index_num)};
-        int ok = 1;
-        for (int i = 0; i < 7; i++) ok &= ints[i] != NULL;
-        if (ok) {
-            call[0] = mv; call[1] = ints[0]; call[2] = f[0]; call[3] = f[1]; call[4] = PyTuple_GET_ITEM(known, 0);
-            call[5] = f[6]; call[6] = f[4]; call[7] = ints[1]; call[8] = idx_buf; call[9] = args[5];
-            call[10] = ints[6]; call[11] = ints[2]; call[12] = ints[3]; call[13] = ints[4]; call[14] = ints[5];
-            call[15] = f[2]; call[16] = PyTuple_GET_ITEM(known, 2); call[17] = PyTuple_GET_ITEM(known, 1);
-            res = hp_dispatch_inner_batch(self, call, 18);
+        /* dispatch_inner_batch without boxing: the tagsCode, the unit (put_bcq_unit's checks), the keys */
+        if ((res = hp_tags_code(self, PyTuple_GET_ITEM(known, 0))) == NULL) goto error;  /* res: the tagsCode */
+        int64_t tc, size32, num16, store_ts;
+        if (as_i64(res, &tc) < 0 || as_i32(f[1], &size32) < 0 || as_i64(f[6], &store_ts) < 0 ||
+            as_i16(PyTuple_GET_ITEM(head, 2), &num16) < 0) goto error;
+        Py_buffer unit_view;
+        if (PyObject_GetBuffer(mv, &unit_view, PyBUF_WRITABLE) < 0) goto error;
+        if (cq_pos < 0 || cq_pos > unit_view.len || cq_pos + BCQ_UNIT > unit_view.len) {
+            PyErr_Format(struct_error, "pack_into requires a buffer of at least %lld bytes", (long long)(cq_pos + BCQ_UNIT));
+            PyBuffer_Release(&unit_view);
+            goto error;
         }
-        for (int i = 0; i < 7; i++) Py_XDECREF(ints[i]);
-        if (res == NULL) goto error;
-        int64_t written, key_count, store_ts;
-        if (as_i64(PyTuple_GET_ITEM(res, 1), &written) < 0 || as_i64(PyTuple_GET_ITEM(res, 2), &key_count) < 0 ||
-            as_i64(f[6], &store_ts) < 0) goto error;
-        if (written) {  /* IndexFile.put_keys's header values */
-            if (as_i64(PyTuple_GET_ITEM(res, 3), &begin_ts) < 0 || as_i64(PyTuple_GET_ITEM(res, 4), &begin_phy) < 0 ||
-                as_i64(PyTuple_GET_ITEM(res, 5), &slot_count) < 0 || as_i64(PyTuple_GET_ITEM(res, 6), &n) < 0)
-                goto error;
-            end_phy = phy;
-            end_ts = store_ts;
+        unsigned char *u = (unsigned char *)unit_view.buf + cq_pos;
+        put_i64(u, phy); put_i32(u + 8, size32); put_i64(u + 12, tc); put_i64(u + 20, store_ts);
+        put_i64(u + 28, base); put_i16(u + 36, (int32_t)num16); put_i32(u + 38, -1); put_i32(u + 42, 0);
+        PyBuffer_Release(&unit_view);
+        int64_t written = 0, key_count = 0;
+        if (indexed) {
+            int w = 0, kc = 0;
+            int64_t n2 = n, bts2 = begin_ts, bphy2 = begin_phy, sc2 = slot_count;
+            int rc = index_put_keys_into((unsigned char *)idx_view.buf, idx_view.len, hash_slot_num, index_num, &n2,
+                                         &bts2, &bphy2, &sc2, f[2], PyTuple_GET_ITEM(known, 2),
+                                         PyTuple_GET_ITEM(known, 1), phy, store_ts, 0, &w, &kc);
+            if (rc < 0) goto error;
+            if (rc > 0) {  /* the Python reference for these keys (hp_index_put_keys's fallback) */
+                PyObject *vals[6] = {PyLong_FromLongLong(hash_slot_num), PyLong_FromLongLong(index_num),
+                                     PyLong_FromLongLong(n), PyLong_FromLongLong(begin_ts),
+                                     PyLong_FromLongLong(begin_phy), PyLong_FromLongLong(slot_count)};
+                PyObject *r = NULL;
+                if (vals[0] && vals[1] && vals[2] && vals[3] && vals[4] && vals[5]) {
+                    PyObject *call[12] = {idx_buf, vals[0], vals[1], vals[2], vals[3], vals[4], vals[5], f[2],
+                                          PyTuple_GET_ITEM(known, 2), PyTuple_GET_ITEM(known, 1), f[0], f[6]};
+                    r = hp_index_put_keys(self, call, 12);
+                }
+                for (int i = 0; i < 6; i++) Py_XDECREF(vals[i]);
+                if (r == NULL) goto error;
+                int bad = !PyTuple_Check(r) || PyTuple_GET_SIZE(r) != 6 ||
+                          as_i64(PyTuple_GET_ITEM(r, 0), &written) < 0 || as_i64(PyTuple_GET_ITEM(r, 1), &key_count) < 0 ||
+                          as_i64(PyTuple_GET_ITEM(r, 2), &bts2) < 0 || as_i64(PyTuple_GET_ITEM(r, 3), &bphy2) < 0 ||
+                          as_i64(PyTuple_GET_ITEM(r, 4), &sc2) < 0 || as_i64(PyTuple_GET_ITEM(r, 5), &n2) < 0;
+                Py_DECREF(r);
+                if (bad) {
+                    if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "index_put_keys returned no 6-tuple");
+                    goto error;
+                }
+            } else {
+                written = w;
+                key_count = kc;
+            }
+            if (written) {  /* IndexFile.put_keys's header values */
+                n = n2; begin_ts = bts2; begin_phy = bphy2; slot_count = sc2;
+                end_phy = phy;
+                end_ts = store_ts;
+            }
         }
         if (set_attr_i64(cq_mf, s_wrote_position, cq_pos + BCQ_UNIT) < 0 ||
             PyObject_SetAttr(cq, s_max_physic_offset, f[0]) < 0 || set_attr_i64(cq, s_max_offset, base + num) < 0)
             goto error;
         Py_SETREF(last_ts, Py_NewRef(f[6]));
         if (written < key_count) {  /* the rest of its keys go into the next index file: the caller's roll */
-            Py_SETREF(partial, PyTuple_Pack(3, PyTuple_GET_ITEM(res, 1), PyTuple_GET_ITEM(res, 2),
-                                            PyTuple_GET_ITEM(res, 0)));
+            Py_SETREF(partial, Py_BuildValue("(LLO)", (long long)written, (long long)key_count, res));
             if (partial == NULL) goto error;
             break;
         }
@@ -2534,7 +2588,7 @@ static PyObject *hp_dispatch_inner_batches(PyObject *self, PyObject *const *args
         count++;
         if (arrivals != Py_None) {
             PyObject *next = PyLong_FromLongLong(base + num);
-            PyObject *a = next == NULL ? NULL : PyTuple_Pack(6, f[2], f[3], next, PyTuple_GET_ITEM(res, 0), f[6], f[8]);
+            PyObject *a = next == NULL ? NULL : PyTuple_Pack(6, f[2], f[3], next, res, f[6], f[8]);
             Py_XDECREF(next);
             if (a == NULL) goto error;
             int rc = PyList_Append(arrivals, a);
@@ -2544,6 +2598,7 @@ static PyObject *hp_dispatch_inner_batches(PyObject *self, PyObject *const *args
     }
     Py_CLEAR(entry); Py_CLEAR(head); Py_CLEAR(cq); Py_CLEAR(files); Py_CLEAR(cq_mf); Py_CLEAR(mv); Py_CLEAR(res);
     Py_CLEAR(fq); Py_CLEAR(is_batch);
+    if (indexed) PyBuffer_Release(&idx_view);
     PyObject *out = Py_BuildValue("(LlNLLLLLLN)", (long long)offset, count, last_ts, (long long)n, (long long)begin_ts,
                                   (long long)begin_phy, (long long)slot_count, (long long)end_phy, (long long)end_ts,
                                   partial);
@@ -2553,6 +2608,7 @@ error:
     Py_XDECREF(res); Py_XDECREF(fq); Py_XDECREF(is_batch);
     Py_XDECREF(last_ts);
     Py_XDECREF(partial);  /* NULL when building it failed */
+    if (indexed) PyBuffer_Release(&idx_view);
     return NULL;
 }
 
