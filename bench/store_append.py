@@ -44,25 +44,31 @@ blocks allocated ahead, which costs more than writing into posix_fallocate'd blo
   Earlier account (before the one-call dispatch; 7 reps a run, load 1.8-2.2): ratio 0.41-0.51, the
   store's CPU ~40 us a batch taken apart by switching parts off: pwritev ~19 us, dispatch ~6-9 us,
   put ~15 us (encode + CRC 4.3 us, Python ~10 us).
-  Now (2 cores, load 0.8-1.1, thread CPU time in one process): interpreted bytecode a batch 656 ->
+  Now (2 cores, load 0.7-1.1, thread CPU time in one process): interpreted bytecode a batch 656 ->
   380 (the per-record dispatch loop was 242 of them, the commit's length sum 27, the put's writable
-  checks 15 more than put_message's sampled gate). A batch: the commit's pwritev 12-16 us (timed
-  around ``write_vectored``), everything else 14-27 us, moving with the machine's speed (a busy
-  sibling vCPU slows this pointer-chasing work far more than the kernel copy). Without the write,
-  queue files made beforehand (fast moments, p10 of 16-batch blocks): 10-12 us, of which BODYCRC
-  ~2.8 us, the rest of the record encode ~1.75 us (``buffer_inner_batch``), dispatch ~2.8 us a
-  record inside the compiled call (the index's 20 MB slot table misses and the per-record queue
-  object reads) + ~0.4 us of Python, the put's Python ~3.5 us (1-1.5 us ``MessageStore``'s checks:
-  gate, index room; the rest the flat put's decisions and the result object); the fresh store of
-  each run also creates ~22 files and directories inside the timed loop (1-4 ms a run on this ext4).
-  Before/after in the same minutes (16 runs alternating, 8 a side, each 7 reps, load 0.8-1.1):
-  ``batchcq_write_buffer_ratio`` medians 0.543 -> 0.587 and 0.524 -> 0.603 (paired 0.545 -> 0.595
-  and 0.548 -> 0.589, CPU 0.536 -> 0.586 and 0.522 -> 0.602; store MB/s over all 56 reps a side
-  1,900 -> 2,142 and 1,960 -> 2,151); single runs still spread 0.50-0.71, and a first round with
-  only the one-call dispatch showed no difference (0.570 before, 0.549 after). So 0.6 is the
-  median now, not a floor: a steady 0.6 needs ~31 us a batch at a ~3,600 MB/s baseline, and what
-  is left above the kernel's copy is the CRC, the encode, dispatch's cache misses and ~4 us of
-  Python put and dispatch bookkeeping.
+  checks 15 more than put_message's sampled gate); dispatch's compiled call writes each record's
+  unit and index entries without boxing its values (~3.3 -> ~2.5 us a record, the index's 20 MB
+  slot table misses most of what is left). Old and new Python paths in one process on one warm
+  store, blocks of 16 batches (one commit) interleaved, real writes: 22.1-22.4 -> 20.8-21.2 us a
+  batch (p10; p50 23.5-24.0 -> 22.3-22.9), besides ~0.25 us of message field reads in the record
+  encode (``msg_attr``). Where a batch's time goes: the commit's pwritev 12-16 us (timed around
+  ``write_vectored``), everything else 14-27 us, moving with the machine's speed (a busy sibling
+  vCPU slows this pointer-chasing work far more than the kernel copy). Without the write, queue
+  files made beforehand (fast moments): ~10-12 us, of which BODYCRC ~2.8 us, the rest of the record
+  encode ~1.75 us (``buffer_inner_batch``), dispatch ~2.5 us, the put's Python ~3.5 us (1-1.5 us
+  ``MessageStore``'s checks: gate, index room; the rest the flat put's decisions and the result).
+  A warm store (as in a running broker) takes ~23-25 us a batch of CPU here (~0.75-0.8 of the
+  baseline); this scenario opens a fresh store each repetition, whose first 3,125 batches cost
+  more and far more variably (25-50 us a batch, worse after much writing): ~22 files and
+  directories created inside the timed loop (1-4 ms a run on this ext4), new index and queue pages,
+  a new commitlog file. Before/after in the same minutes (8 runs a side alternating, each 7 reps):
+  ``batchcq_write_buffer_ratio`` medians 0.543 -> 0.587, 0.524 -> 0.603 and (the last change in)
+  0.601 -> 0.587 (paired 0.545 -> 0.595, 0.548 -> 0.589, 0.597 -> 0.588; load 0.7-1.1); single
+  runs spread 0.43-0.71 on either side. So the ~1.5 us a batch saved (~5%) is below this
+  scenario's run-to-run noise, and 0.6 is about its median, not a floor: a steady 0.6 needs ~31 us
+  a batch at a ~3,600 MB/s baseline, and what is left above the kernel's copy is the fresh store's
+  first-run costs, the CRC, the encode, dispatch's cache misses and ~4 us of Python put and
+  dispatch bookkeeping.
   On a busy machine the page-cache baseline swings (150-3,400 MB/s within one run) and a longer
   run is preempted more than the 0.08 s baseline: read the ``*_runs`` lists and the load too.
 
