@@ -33,25 +33,42 @@ blocks allocated ahead, which costs more than writing into posix_fallocate'd blo
   the put is one flat function around one compiled call (``buffered_put.put_inner_batch_buffered``
   over ``hotpath.buffer_inner_batch``: INNER_BASE/INNER_NUM, record encode and CRC, the body kept
   by reference, the parts and dispatch entry appended to the buffer), the
-  commit one pwritev of ~1 MiB (16 records, 48 buffers), and each committed record's BatchCQ unit
-  and index entries one compiled call (``hotpath.dispatch_inner_batch``) in a flat loop. Profiled
-  a batch (medians, machine under load 6): commit pwritev ~17 us (about half), encode + CRC
-  ~4-7 us, put bookkeeping in Python ~6 us (lock, queue offset, INNER_BASE/INNER_NUM, buffer
-  lists, result), dispatch ~3 us (unit and index state in Python). What is left is the kernel's
-  copy into the page cache and ~9 us of Python a batch; dispatch waits for the commit by design
-  (RocketMQ's reput reads committed data only), so it cannot be folded into the put's call.
-  Committing more than 1 MiB at a time was not faster here (2 and 4 MiB measured slower), nor
-  are 2 MiB-aligned commits (the drifting ~1 MiB commits already write at the aligned rate,
-  ~5 GB/s of CPU into the fallocated file; only a fixed sub-page misalignment is slow).
-  Measured (7 reps a run, other benchmarks running on the machine): with a steady baseline
-  (~3,300-3,500 MB/s, load 1.8-2.2) ``batchcq_write_buffer_ratio`` 0.41-0.51 (CPU 0.51-0.53; runs
-  with a collapsing baseline gave up to 0.69); the code before this path in the same minutes: 0.36
-  (CPU 0.435). The store's CPU a batch, taken apart by switching parts off in one process: ~40 us
-  in all; the commit's pwritev ~19 us (more than the ~14 us of a bare loop of the same writes:
-  the Python between commits leaves the caches cold), dispatch ~6-9 us (~1.8 us of it the compiled
-  unit + index call, the rest Python and the index slot table's cache and TLB misses), the put
-  ~15 us (encode + CRC 4.3 us, Python ~10 us). 0.6 needs ~31 us: the remaining gap is Python,
-  which only moving the buffer bookkeeping and the dispatch state into compiled code would close.
+  commit one pwritev of ~1 MiB (16 records, 48 buffers), and the records a commit hands over one
+  compiled call (``hotpath.dispatch_inner_batches``: each record's BatchCQ unit and index entries,
+  the queue and index state moved on; Python keeps the index roll, the listeners and every record
+  it leaves to the general path). Dispatch waits for the commit by design (RocketMQ's reput reads
+  committed data only), so it cannot be folded into the put's call.
+  Committing more than 1 MiB at a time was not faster here (2 and 4 MiB measured slower; 256 and
+  512 KiB slower too), nor are 2 MiB-aligned commits (the drifting ~1 MiB commits already write at
+  the aligned rate, ~5 GB/s of CPU into the fallocated file; only a fixed sub-page misalignment is slow).
+  Earlier account (before the one-call dispatch; 7 reps a run, load 1.8-2.2): ratio 0.41-0.51, the
+  store's CPU ~40 us a batch taken apart by switching parts off: pwritev ~19 us, dispatch ~6-9 us,
+  put ~15 us (encode + CRC 4.3 us, Python ~10 us).
+  Now (2 cores, load 0.7-1.1, thread CPU time in one process): interpreted bytecode a batch 656 ->
+  380 (the per-record dispatch loop was 242 of them, the commit's length sum 27, the put's writable
+  checks 15 more than put_message's sampled gate); dispatch's compiled call writes each record's
+  unit and index entries without boxing its values (~3.3 -> ~2.5 us a record, the index's 20 MB
+  slot table misses most of what is left). Old and new Python paths in one process on one warm
+  store, blocks of 16 batches (one commit) interleaved, real writes: 22.1-22.4 -> 20.8-21.2 us a
+  batch (p10; p50 23.5-24.0 -> 22.3-22.9), besides ~0.25 us of message field reads in the record
+  encode (``msg_attr``). Where a batch's time goes: the commit's pwritev 12-16 us (timed around
+  ``write_vectored``), everything else 14-27 us, moving with the machine's speed (a busy sibling
+  vCPU slows this pointer-chasing work far more than the kernel copy). Without the write, queue
+  files made beforehand (fast moments): ~10-12 us, of which BODYCRC ~2.8 us, the rest of the record
+  encode ~1.75 us (``buffer_inner_batch``), dispatch ~2.5 us, the put's Python ~3.5 us (1-1.5 us
+  ``MessageStore``'s checks: gate, index room; the rest the flat put's decisions and the result).
+  A warm store (as in a running broker) takes ~23-25 us a batch of CPU here (~0.75-0.8 of the
+  baseline); this scenario opens a fresh store each repetition, whose first 3,125 batches cost
+  more and far more variably (25-50 us a batch, worse after much writing): ~22 files and
+  directories created inside the timed loop (1-4 ms a run on this ext4), new index and queue pages,
+  a new commitlog file. Before/after in the same minutes (8 runs a side alternating, each 7 reps):
+  ``batchcq_write_buffer_ratio`` medians 0.543 -> 0.587, 0.524 -> 0.603 and (the last change in)
+  0.601 -> 0.587 (paired 0.545 -> 0.595, 0.548 -> 0.589, 0.597 -> 0.588; load 0.7-1.1); single
+  runs spread 0.43-0.71 on either side. So the ~1.5 us a batch saved (~5%) is below this
+  scenario's run-to-run noise, and 0.6 is about its median, not a floor: a steady 0.6 needs ~31 us
+  a batch at a ~3,600 MB/s baseline, and what is left above the kernel's copy is the fresh store's
+  first-run costs, the CRC, the encode, dispatch's cache misses and ~4 us of Python put and
+  dispatch bookkeeping.
   On a busy machine the page-cache baseline swings (150-3,400 MB/s within one run) and a longer
   run is preempted more than the 0.08 s baseline: read the ``*_runs`` lists and the load too.
 

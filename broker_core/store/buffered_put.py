@@ -10,8 +10,11 @@ of the properties string) -> BatchConsumeQueue.put_message_position_info -> Inde
 Here each side is one flat function around one compiled call: the put around
 ``hotpath.buffer_inner_batch`` (INNER_BASE/INNER_NUM set, ``check_message`` + ``prepare_record`` +
 ``record_parts`` composed, so the verdicts and bytes are the general path's by construction, the
-record's parts and dispatch entry appended to the buffer's lists), each committed record's dispatch
-around ``hotpath.dispatch_inner_batch`` (its BatchCQ unit and index entries). Both have a pure-Python twin (``hot_py``), run by the same tests. Why not the
+record's parts and dispatch entry appended to the buffer's lists), the dispatch of what a commit
+handed over around ``hotpath.dispatch_inner_batches`` (one call for all its records: each one's
+BatchCQ unit and index entries, the queue and index state moved on; a Python loop of one call a
+record cost ~240 interpreted bytecodes a batch). Both have a pure-Python twin (``hot_py``), run by
+the same tests. Why not the
 unit and index entries in the put's call, as ``fast_put`` does without the buffer: dispatch must
 happen only after the commit, as RocketMQ's reput reads only committed data. A buffered record is
 in no queue and no index until it is in the file, so a failed commit or a crash leaves nothing
@@ -26,11 +29,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from . import commit_log
-from .codec.cq_unit import BCQ_STORE_UNIT_SIZE as BCQ_UNIT_SIZE
 from .codec.hotpath import buffer_inner_batch as _buffer_inner_batch
-from .codec.hotpath import dispatch_inner_batch as _dispatch_inner_batch
+from .codec.hotpath import dispatch_inner_batches as _dispatch_inner_batches
 from .codec.message import END_FILE_MIN_BLANK_LENGTH, MessageInner
-from .codec.sys_flag import INNER_BATCH_FLAG, TRANSACTION_PREPARED_TYPE
 from .commit_log import DIRECT_WRITE_MIN, PUT_OK, WRITE_BUFFER_MAX_PARTS, PutMessageResult
 from .fast_put import CHEAP_KEYS, enabled_index_service
 
@@ -56,46 +57,48 @@ def put_inner_batch_buffered(store: MessageStore, msg: MessageInner, inner_num: 
     if store._started or store.dispatchers or store.dispatch_filter is not None:
         return None
     cl = store.commit_log
-    if not cl.write_buffer:
+    body = msg.body
+    if not cl.write_buffer or type(msg.properties) is not dict or (type(body) is not bytes
+                                                                    and type(body) is not bytearray):
         return None
-    if type(msg.properties) is not dict or type(msg.body) not in (bytes, bytearray):
-        return None
-    topic = msg.topic
-    queue_id = msg.queue_id
     commit_bytes = commit_log.WRITE_BUFFER_COMMIT_BYTES  # read at call time: tests lower it
-    committed = False
     put_lock = cl.put_lock
     put_lock.acquire()
     try:
         mf = cl._wb_file
+        parts = cl._wb_parts
         if mf is None:
             files = cl.file_queue.files
             if not files:
                 return None
             mf = files[-1]
             pos = mf.wrote_position
+            # a small record that the general path would populate the mapping for (_file_for) is left to it
+            small_room = mf.populated_to - pos
         else:
             pos = cl._wb_end
             # a buffer that should have been committed already (a failed commit): the general path
-            if pos - mf.wrote_position >= commit_bytes or len(cl._wb_parts) >= WRITE_BUFFER_MAX_PARTS:
+            if pos - mf.wrote_position >= commit_bytes or len(parts) >= WRITE_BUFFER_MAX_PARTS:
                 return None
-        key = f"{topic}-{queue_id}"
+            small_room = None
+        # The record's limits in this file: room for its BLANK end and disk blocks reserved (here,
+        # ahead of the largest record this body can make).
+        file_end = cl.file_size - END_FILE_MIN_BLANK_LENGTH
+        reserved_to = mf.reserved_to
+        need = pos + len(body) + _RECORD_OVERHEAD
+        if need > reserved_to and need <= file_end:
+            if not _reserved(mf, need):
+                return None
+            reserved_to = mf.reserved_to
+        room = (file_end if file_end < reserved_to else reserved_to) - pos
+        key = f"{msg.topic}-{msg.queue_id}"
         table = cl.queue_offsets.table
         base_q = table.get(key, 0)
-        # The record's limits in this file: room for its BLANK end, disk blocks reserved (here, ahead
-        # of the largest record this body can make), and a small record that the general path would
-        # populate the mapping for (_file_for) is left to it.
-        file_end = cl.file_size - END_FILE_MIN_BLANK_LENGTH
-        need = pos + len(msg.body) + _RECORD_OVERHEAD
-        if need > mf.reserved_to and need <= file_end and not _reserved(mf, need):
-            return None
-        room = min(file_end, mf.reserved_to) - pos
         store_ts = msg.store_timestamp if msg.keep_store_timestamp else cl.clock()
         phy = mf.file_from_offset + pos
-        parts = cl._wb_parts
         done = _buffer_inner_batch(msg, cl.config.max_message_size, phy, base_q, store_ts, inner_num, room,
-                                   room if cl._wb_file is not None else mf.populated_to - pos, DIRECT_WRITE_MIN,
-                                   parts, cl._wb_records)
+                                   room if small_room is None else small_room, DIRECT_WRITE_MIN, parts,
+                                   cl._wb_records)
         if done is None:  # nothing changed, the message's properties as they were
             return None
         size, msg_id = done
@@ -105,12 +108,14 @@ def put_inner_batch_buffered(store: MessageStore, msg: MessageInner, inner_num: 
         cl.inner_batch_sizes.append((phy, base_q, inner_num))
         cl._wb_end = end
         table[key] = base_q + inner_num
-        if end - mf.wrote_position >= commit_bytes or len(parts) >= WRITE_BUFFER_MAX_PARTS:
-            committed = cl._commit_locked()  # a failure keeps the records buffered: the next commit writes them
+        # a failure keeps the records buffered: the next commit writes them
+        committed = (end - mf.wrote_position >= commit_bytes or len(parts) >= WRITE_BUFFER_MAX_PARTS) \
+            and cl._commit_locked()
     finally:
         put_lock.release()
-    for listener in cl.append_listeners:
-        listener()
+    if cl.append_listeners:
+        for listener in cl.append_listeners:
+            listener()
     if committed:  # the buffer is empty: this record is in the file (MessageStore.put_inner_batch's rule)
         checkpoint = store.checkpoint
         if checkpoint is not None:
@@ -137,7 +142,9 @@ def dispatch_committed(store: MessageStore) -> None:
 
     Each record's BatchCQ unit (the batch size as the put knew it, ``CommitLog.inner_batch_sizes``,
     instead of parsing INNER_NUM and INNER_BASE back out of its properties string) and its index
-    entries are written under the dispatch and index locks, in commitlog order. The first record
+    entries are written under the dispatch and index locks, in commitlog order, by one compiled call
+    for as many records as it takes (``dispatch_inner_batches``); this function keeps the index roll
+    of a record whose keys did not all fit, the arrival listeners and the checkpoint. The first record
     that needs anything else (a queue's first unit or a full queue file, an index file without
     room or a re-dispatch, an unknown batch size) and everything after it go the general way, as
     does a record whose index roll fails (a full disk): it is stored and acknowledged, and dispatch
@@ -164,55 +171,40 @@ def dispatch_committed(store: MessageStore) -> None:
         offset = reput.reput_from_offset
         while appended and appended[0][0] < offset:  # entries dispatch has moved past
             appended.popleft()
+        arrivals: list | None = [] if listeners else None
         while appended:
-            phy, size, topic, queue_id, base, sys_flag, store_ts, _prepared, props, known = appended[0]
-            if phy != offset or known is None or not sys_flag & INNER_BATCH_FLAG or sys_flag & TRANSACTION_PREPARED_TYPE:
-                break
-            while sizes and sizes[0][0] < phy:
-                sizes.popleft()
-            if not sizes or sizes[0][0] != phy or sizes[0][1] != base:
-                break
-            num = sizes[0][2]
-            cq = cqs.get((topic, queue_id))
-            # the queue continues exactly here (its first unit sets minOffset: the general path)
-            if cq is None or not cq.is_batch or cq.max_offset != base or base == 0 or phy <= cq.max_physic_offset:
-                break
-            cq_files = cq.file_queue.files
-            if not cq_files:
-                break
-            cq_mf = cq_files[-1]
-            cq_pos = cq_mf.wrote_position
-            if cq_pos + BCQ_UNIT_SIZE > cq_mf.file_size:
-                break
-            tags, keys, uniq_key = known
             if svc is None:
-                tc = _dispatch_inner_batch(cq_mf.mv, cq_pos, phy, size, tags, store_ts, base, num, None, 0, 0, 0, 0,
-                                           0, 0, topic, uniq_key, keys)[0]
+                state = _dispatch_inner_batches(appended, sizes, cqs, offset, None, 0, 0, 1, 0, 0, 0, 0, 0, 0, arrivals)
+            elif idx is None:  # no file IndexService.build_index writes to without a roll
+                break
             else:
-                # a file IndexService.build_index writes to without a roll, and a record not indexed yet
-                if idx is None or idx.index_num - idx._index_count < room_needed or phy <= idx._end_phy_offset:
-                    break
-                tc, written, key_count, begin_ts, begin_phy, slot_count, n = _dispatch_inner_batch(
-                    cq_mf.mv, cq_pos, phy, size, tags, store_ts, base, num, idx._buf, idx.hash_slot_num,
-                    idx.index_num, idx._index_count, idx._begin_timestamp, idx._begin_phy_offset,
-                    idx._hash_slot_count, topic, uniq_key, keys)
-                if written:  # IndexFile.put_keys's header update
-                    idx._begin_timestamp = begin_ts
-                    idx._begin_phy_offset = begin_phy
-                    idx._hash_slot_count = slot_count
-                    idx._index_count = n
-                    idx._end_phy_offset = phy
-                    idx._end_timestamp = store_ts
-            cq_mf.wrote_position = cq_pos + BCQ_UNIT_SIZE
-            cq.max_physic_offset = phy
-            cq.max_offset = base + num
-            if checkpoint is not None:
-                checkpoint.logics_msg_timestamp = store_ts
-            if svc is not None and written < key_count:  # more keys than the room kept: build_index's roll
-                while written < key_count:
-                    written += svc._get_and_create_last_file().put_keys(topic, uniq_key, keys, phy, store_ts,
-                                                                         written)[0]
-                idx = svc._files[-1] if svc._files[-1].reserved else None
+                state = _dispatch_inner_batches(
+                    appended, sizes, cqs, offset, idx._buf, idx.hash_slot_num, idx.index_num, idx._index_count,
+                    idx._begin_timestamp, idx._begin_phy_offset, idx._hash_slot_count, idx._end_phy_offset,
+                    idx._end_timestamp, room_needed, arrivals)
+                # IndexFile.put_keys's header values (unchanged when no entry was written)
+                (idx._index_count, idx._begin_timestamp, idx._begin_phy_offset, idx._hash_slot_count,
+                 idx._end_phy_offset, idx._end_timestamp) = state[3:9]
+            offset, count, last_ts, partial = state[0], state[1], state[2], state[9]
+            if last_ts is not None and checkpoint is not None:
+                checkpoint.logics_msg_timestamp = last_ts
+            if count:
+                reput.reput_from_offset = offset
+            if arrivals:
+                for arrival in arrivals:
+                    for listener in listeners:
+                        listener(*arrival)
+                arrivals.clear()
+            if partial is None:  # a record the flat dispatch does not take, or none left
+                break
+            # its unit and the keys that fitted are written: the rest after build_index's roll
+            written, key_count, tc = partial
+            phy, size, topic, queue_id, base, _flag, store_ts, _prepared, props, known = appended[0]
+            _tags, keys, uniq_key = known
+            while written < key_count:
+                written += svc._get_and_create_last_file().put_keys(topic, uniq_key, keys, phy, store_ts, written)[0]
+            idx = svc._files[-1] if svc._files[-1].reserved else None
+            num = sizes[0][2]
             appended.popleft()
             sizes.popleft()
             offset = phy + size

@@ -262,7 +262,7 @@ class MappedFile:
         if self._fd < 0:
             self._fd = os.open(self.path, os.O_WRONLY)
         written = os.pwritev(self._fd, parts, pos)
-        total = sum(len(p) for p in parts)
+        total = sum(map(len, parts))
         while 0 < written < total:  # a short write (a signal): go on from where it stopped, by fd
             rest = b"".join(parts)[written:]
             n = os.pwrite(self._fd, rest, pos + written)

@@ -930,14 +930,15 @@ class MessageStore:
     def put_inner_batch(self, msg: MessageInner, inner_num: int) -> PutMessageResult:
         """BatchCQ path: ``msg.body`` is a packed batch; one record, INNER_NUM/INNER_BASE properties.
 
-        The checks before the append are ``put_message``'s flat ones (the sampled disk check, the
-        index room a cheap comparison in the common case): a 64-message batch is one put.
+        The checks before the append are ``put_message``'s flat ones (the writable and disk checks
+        when their last pass is DISK_CHECK_INTERVAL_S old, ``_put_checked_until``; the index room a
+        cheap comparison in the common case): a 64-message batch is one put.
         """
-        if self.read_only or not self._opened or self._disk_used_pct >= self.config.disk_space_warning_level_ratio \
-                or _monotonic() - self._disk_checked_at >= DISK_CHECK_INTERVAL_S:
+        if _monotonic() >= self._put_checked_until:
             bad = self._check_writable()
             if bad is not None:
                 return bad
+            self._put_checked_until = self._disk_checked_at + DISK_CHECK_INTERVAL_S
         if inner_num <= 0:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark="inner batch has no messages")
         svc = self.index_service

@@ -35,8 +35,8 @@ except ImportError:  # no compiler here: only the twin runs
     compiled = None
 
 IMPLEMENTATIONS = [
-    pytest.param((hot_py.buffer_inner_batch, hot_py.dispatch_inner_batch), id="python"),
-    pytest.param((compiled.buffer_inner_batch, compiled.dispatch_inner_batch) if compiled is not None else None,
+    pytest.param((hot_py.buffer_inner_batch, hot_py.dispatch_inner_batches), id="python"),
+    pytest.param((compiled.buffer_inner_batch, compiled.dispatch_inner_batches) if compiled is not None else None,
                  id="c", marks=pytest.mark.skipif(compiled is None, reason="_hotpath is not built here")),
 ]
 
@@ -94,11 +94,12 @@ def test_flat_buffered_path_writes_the_general_paths_bytes(tmp_path: Path, monke
     monkeypatch.setattr(message_store, "put_inner_batch_buffered", counting_put)
 
     def counting_dispatch(*args):
-        taken["dispatch"] += 1
-        return dispatch(*args)
+        state = dispatch(*args)
+        taken["dispatch"] += state[1] + (state[9] is not None)  # records dispatched, one with an index roll
+        return state
 
     monkeypatch.setattr(buffered_put, "_buffer_inner_batch", encode)
-    monkeypatch.setattr(buffered_put, "_dispatch_inner_batch", counting_dispatch)
+    monkeypatch.setattr(buffered_put, "_dispatch_inner_batches", counting_dispatch)
     flat = put_all(tmp_path / "flat", copy_batches(items))
 
     assert flat == general
@@ -152,7 +153,7 @@ def test_a_failed_commit_writes_no_unit_and_no_index_entry(tmp_path: Path, monke
     no BatchCQ unit or index entry of any buffered record is written, nothing is visible; once a commit
     succeeds every record is dispatched and found by its keys."""
     monkeypatch.setattr(buffered_put, "_buffer_inner_batch", impl[0])
-    monkeypatch.setattr(buffered_put, "_dispatch_inner_batch", impl[1])
+    monkeypatch.setattr(buffered_put, "_dispatch_inner_batches", impl[1])
     monkeypatch.setattr(commit_log, "WRITE_BUFFER_COMMIT_BYTES", 4000)
     store = MessageStore(tmp_path, config(), clock=StepClock()).open()
     store.topic_table.put(TopicConfig("BatchA", 1, 1, attributes={"queue.type": "BatchCQ"}), 0)
@@ -248,3 +249,112 @@ def test_both_implementations_agree_on_the_buffered_record_and_its_dispatch() ->
             with pytest.raises(ValueError):
                 impl.dispatch_inner_batch(cq, 0, 1, 2, "t", 3, 4, 5, ix, 7, 8, 0, 0, 0, 0, "T", None, "k")
             assert not any(cq) and not any(ix)
+
+
+def drive_dispatch(impl, root: Path) -> tuple:
+    """``impl.dispatch_inner_batches`` over one run of crafted committed entries, on real BatchCQ files
+    (6 units a file, so a queue file fills mid-commit) and real index files (40 entries: a record's
+    keys straddle a file end, and a file runs short of the room kept mid-commit). Wherever a call
+    stops, the driver does what the caller's other paths would: a new index file after a partial
+    record (its head taken off) or when the room kept ran short, a new queue file when the queue's
+    is full, else the head record skipped (given to the general path). Returns every call's answer,
+    the arrivals and the bytes and state of every file."""
+    from collections import deque
+
+    from broker_core.store.batch_consume_queue import BatchConsumeQueue
+    from broker_core.store.index_file import IndexFile
+
+    cqs = {}
+    for q in range(3):
+        cq = BatchConsumeQueue("BatchA", q, root / "cq", 46 * 6)
+        assert cq.put_message_position_info(100 + q, 10, 0, 0, BASE_TS, 5)  # the first unit (general path)
+        cqs[("BatchA", q)] = cq
+    indexes = [IndexFile(root / "index0", 13, 40)]
+    appended, sizes = deque(), deque()
+    phy, bases = 1000, [5, 5, 5]
+    for i in range(48):
+        q = i % 3
+        size, num = 700 + i, 1 + i % 4
+        keys = " ".join(f"k{i}-{j}" for j in range(70)) if i == 9 else (f"k{i} x{i}" if i % 2 else None)
+        known = (None if i % 5 == 0 else f"Tag{i % 3}", keys, f"U{i:06d}" if i % 7 else None)
+        flag = 0x80
+        if i == 20:
+            known = None  # properties the dict does not say: the general path
+        if i == 27:
+            flag = 0x80 | 0x4  # a prepared transaction
+        if i == 33:
+            sizes.append((phy - 1, 0, 1))  # a stale batch size left before it
+        appended.append((phy, size, "BatchA", q, bases[q], flag, BASE_TS + i * 1001, 0, f"p{i}", known))
+        sizes.append((phy, bases[q] + (1 if i == 38 else 0), num))  # 38: a base the put did not give
+        bases[q] += num
+        phy += size
+    calls, arrivals = [], []
+    offset = 1000
+    while appended:
+        idx = indexes[-1]
+        state = impl.dispatch_inner_batches(
+            appended, sizes, cqs, offset, idx._buf, idx.hash_slot_num, idx.index_num, idx._index_count,
+            idx._begin_timestamp, idx._begin_phy_offset, idx._hash_slot_count, idx._end_phy_offset,
+            idx._end_timestamp, 4, arrivals)
+        calls.append(state)
+        (idx._index_count, idx._begin_timestamp, idx._begin_phy_offset, idx._hash_slot_count, idx._end_phy_offset,
+         idx._end_timestamp) = state[3:9]
+        offset = state[0]
+        head = appended[0] if appended else None
+        if head is None:
+            break
+        cq = cqs[("BatchA", head[3])]
+        if state[9] is not None or idx.index_num - idx._index_count < 4:
+            indexes.append(IndexFile(root / f"index{len(indexes)}", 13, 40))
+        elif cq.file_queue.files[-1].wrote_position + 46 > cq.file_queue.files[-1].file_size:
+            cq.file_queue.get_last_mapped_file(cq.file_queue.files[-1].file_from_offset + cq.file_size)
+            continue
+        if state[9] is not None or not (idx.index_num - idx._index_count < 4):
+            appended.popleft()  # the caller's roll, or the general path, took it
+            offset = head[0] + head[1]
+            while sizes and sizes[0][0] <= head[0]:
+                sizes.popleft()
+            if head[4] == 0 or head[3] is None:
+                continue
+            cq.max_offset = max(cq.max_offset, head[4] + 1)  # the general path dispatched it
+            cq.max_physic_offset = max(cq.max_physic_offset, head[0])
+    files = {f"cq{q}-{mf.file_from_offset}": bytes(mf.mv) for (_t, q), cq in cqs.items() for mf in cq.file_queue.files}
+    files.update({f"index{i}": bytes(ix._buf) for i, ix in enumerate(indexes)})
+    queues = [(cq.max_offset, cq.max_physic_offset) for cq in cqs.values()]
+    for cq in cqs.values():
+        cq.close()
+    for ix in indexes:
+        ix.close()
+    return calls, arrivals, queues, files
+
+
+@pytest.mark.skipif(compiled is None, reason="_hotpath is not built here")
+def test_both_implementations_dispatch_a_commit_alike(tmp_path: Path) -> None:
+    """``dispatch_inner_batches`` of C and of the twin: the same answers call after call, the same
+    arrivals, queue states and file bytes, through queue files filling mid-commit, index files
+    running short of room mid-commit, a record whose keys straddle an index file's end, records
+    the flat dispatch leaves (no known properties, a prepared transaction, a base it was not given)
+    and a stale batch size."""
+    python = drive_dispatch(hot_py, tmp_path / "python")
+    c = drive_dispatch(compiled, tmp_path / "c")
+    assert python == c
+    calls, arrivals, _queues, files = c
+    assert sum(s[1] for s in calls) > 30 and len(arrivals) == sum(s[1] for s in calls)
+    assert any(s[9] is not None for s in calls)  # the 70-key record straddled an index file end
+    assert len([n for n in files if n.startswith("index")]) >= 3
+    assert len([n for n in files if n.startswith("cq")]) >= 6  # queue files filled mid-commit
+
+
+@pytest.mark.parametrize("impl", [hot_py, compiled] if compiled is not None else [hot_py])
+def test_dispatch_inner_batches_refuses_a_bad_index_count_writing_nothing(tmp_path: Path, impl) -> None:
+    from collections import deque
+
+    entry = (1000, 700, "BatchA", 0, 5, 0x80, BASE_TS, 0, "", ("t", None, None))
+    appended, sizes = deque([entry]), deque([(1000, 5, 2)])
+    with pytest.raises(ValueError):
+        impl.dispatch_inner_batches(appended, sizes, {}, 1000, bytearray(200), 7, 8, 0, 0, 0, 0, 0, 0, 4, None)
+    assert list(appended) == [entry] and list(sizes) == [(1000, 5, 2)]
+    # nothing the flat dispatch takes (no queue): an answer that moves nothing
+    assert impl.dispatch_inner_batches(appended, sizes, {}, 1000, None, 0, 0, 1, 0, 0, 0, 0, 0, 0, None) == \
+        (1000, 0, None, 1, 0, 0, 0, 0, 0, None)
+    assert len(appended) == 1

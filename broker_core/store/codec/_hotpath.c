@@ -108,8 +108,70 @@ static int as_i16(PyObject *o, int64_t *out) {
     return 0;
 }
 
+/* The message fields put_fast reads, in this order. */
+enum { F_TOPIC, F_BODY, F_PROPERTIES, F_QUEUE_ID, F_FLAG, F_SYS_FLAG, F_BORN_TS, F_BORN_HOST, F_STORE_HOST,
+       F_RECONSUME, F_PREPARED, F_KEEP, N_FIELDS };
+
+/* Where a slots class (MessageInner is a slots dataclass) keeps those fields, so they are read from the
+ * instance directly instead of through ~12 generic attribute lookups (half of put_fast's time). Valid
+ * while the type's version tag is unchanged: assigning a class attribute changes it. */
+static struct {
+    PyTypeObject *type;
+    unsigned int version;
+    Py_ssize_t offset[N_FIELDS];
+} layout = {NULL, 0, {0}};
+
+static PyObject **field_names[N_FIELDS] = {&s_topic, &s_body, &s_properties, &s_queue_id, &s_flag, &s_sys_flag,
+                                           &s_born_timestamp, &s_born_host, &s_store_host, &s_reconsume_times,
+                                           &s_prepared_transaction_offset, &s_keep_store_timestamp};
+
+static int layout_current(PyTypeObject *tp) {
+    return layout.type == tp && (tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) && tp->tp_version_tag == layout.version;
+}
+
+/* Learn tp's layout if every field is a plain object slot (a member descriptor of type
+ * Py_T_OBJECT_EX) and instances have no __dict__ to shadow them; otherwise forget any layout. */
+static void learn_layout(PyTypeObject *tp) {
+    layout.type = NULL;
+    if (tp->tp_dictoffset != 0 || tp->tp_getattro != PyObject_GenericGetAttr) return;
+    Py_ssize_t offsets[N_FIELDS];
+    for (int i = 0; i < N_FIELDS; i++) {
+        PyObject *d = PyObject_GetAttr((PyObject *)tp, *field_names[i]);
+        if (d == NULL) { PyErr_Clear(); return; }
+        int ok = Py_IS_TYPE(d, &PyMemberDescr_Type) && ((PyMemberDescrObject *)d)->d_member->type == T_OBJECT_EX &&
+                 !(((PyMemberDescrObject *)d)->d_member->flags & READONLY);
+        if (ok) offsets[i] = ((PyMemberDescrObject *)d)->d_member->offset;
+        Py_DECREF(d);
+        if (!ok) return;
+    }
+    if (!(tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG)) return;  /* no tag to watch: no caching */
+    memcpy(layout.offset, offsets, sizeof offsets);
+    layout.version = tp->tp_version_tag;
+    layout.type = tp;
+}
+
+/* PyObject_GetAttr(obj, name) for a message: a field of the learned slots layout is read from the instance
+ * directly (what the generic lookup finds there: the type's member descriptor, no __dict__, no
+ * __getattribute__, version tag unchanged), anything else (another type, another name, an unset slot,
+ * whose AttributeError the generic lookup raises) through PyObject_GetAttr. Why: check_message,
+ * prepare_record and record_parts read ~30 fields a record, ~1 us of generic lookups (issue 17). */
+static PyObject *msg_attr(PyObject *obj, PyObject *name) {
+    PyTypeObject *tp = Py_TYPE(obj);
+    if (!layout_current(tp) && (layout.type == NULL || layout.type == tp)) learn_layout(tp);
+    if (layout.type == tp) {
+        for (int i = 0; i < N_FIELDS; i++) {
+            if (*field_names[i] == name) {
+                PyObject *v = *(PyObject **)((char *)obj + layout.offset[i]);
+                if (v != NULL) return Py_NewRef(v);
+                break;
+            }
+        }
+    }
+    return PyObject_GetAttr(obj, name);
+}
+
 static int attr_i(PyObject *obj, PyObject *name, int64_t *out, int bits) {
-    PyObject *v = PyObject_GetAttr(obj, name);
+    PyObject *v = msg_attr(obj, name);
     if (v == NULL) return -1;
     int rc = bits == 64 ? as_i64(v, out) : as_i32(v, out);
     Py_DECREF(v);
@@ -498,9 +560,9 @@ static PyObject *hp_prepare_record(PyObject *self, PyObject *const *args, Py_ssi
     Py_buffer bv = {0};
     int have_bv = 0;
 
-    topic = PyObject_GetAttr(msg, s_topic);
+    topic = msg_attr(msg, s_topic);
     if (topic == NULL) goto done;
-    properties = PyObject_GetAttr(msg, s_properties);
+    properties = msg_attr(msg, s_properties);
     if (properties == NULL) goto done;
     if (a[1] == Py_None) {
         props = encode_properties(properties);
@@ -524,7 +586,7 @@ static PyObject *hp_prepare_record(PyObject *self, PyObject *const *args, Py_ssi
     if (props_utf8 == NULL) goto done;
     Py_ssize_t props_len = props_text_len + (prop_crc ? CRC32_RESERVED_LEN : 0);
 
-    body = PyObject_GetAttr(msg, s_body);
+    body = msg_attr(msg, s_body);
     if (body == NULL) goto done;
     if (PyObject_GetBuffer(body, &bv, PyBUF_SIMPLE) < 0) goto done;
     have_bv = 1;
@@ -546,11 +608,11 @@ static PyObject *hp_prepare_record(PyObject *self, PyObject *const *args, Py_ssi
         goto done;
     }
     int v2 = topic_len > 127;
-    born = PyObject_GetAttr(msg, s_born_host);
+    born = msg_attr(msg, s_born_host);
     if (born == NULL) goto done;
     born_b = host_bytes(born);
     if (born_b == NULL) goto done;
-    store = PyObject_GetAttr(msg, s_store_host);
+    store = msg_attr(msg, s_store_host);
     if (store == NULL) goto done;
     store_b = host_bytes(store);
     if (store_b == NULL) goto done;
@@ -965,36 +1027,25 @@ static int key_hash_span(uint32_t prefix_hash, PyObject *key, Py_ssize_t from, P
 
 #define MAX_KEYS 64
 
-static PyObject *hp_index_put_keys(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (not_initialised()) return NULL;
-    if (nargs != 12 && nargs != 13) {
-        PyErr_SetString(PyExc_TypeError, "index_put_keys(buf, hash_slot_num, index_num, index_count, begin_timestamp, "
-                                         "begin_phy_offset, hash_slot_count, topic, uniq_key, keys, phy_offset, "
-                                         "store_timestamp, skip=0)");
-        return NULL;
-    }
-    int64_t slot_num, index_num, n, begin_ts, begin_phy, slot_count, phy, ts, skip = 0;
-    if (as_i64(args[1], &slot_num) < 0 || as_i64(args[2], &index_num) < 0 || as_i64(args[3], &n) < 0 ||
-        as_i64(args[4], &begin_ts) < 0 || as_i64(args[5], &begin_phy) < 0 || as_i64(args[6], &slot_count) < 0 ||
-        as_i64(args[10], &phy) < 0 || as_i64(args[11], &ts) < 0 || (nargs == 13 && as_i64(args[12], &skip) < 0)) {
-        return NULL;
-    }
-    if (n < 1 || n > index_num) {
-        PyErr_SetString(PyExc_ValueError, "index_count must be between 1 and index_num");
-        return NULL;
-    }
-    PyObject *topic = args[7], *uniq = args[8], *keys = args[9];
+/* The index entries of one record into an index file's bytes b[0:blen] (index_put_keys of hot_py.py);
+ * the counters are the file's live header values, updated in place. Returns 0 (written/count set),
+ * -1 with an error set, or 1 when the keys need the Python reference (a non-str topic or key, a lone
+ * surrogate, more than MAX_KEYS keys, a non-positive slot count), nothing written. */
+static int index_put_keys_into(unsigned char *b, Py_ssize_t blen, int64_t slot_num, int64_t index_num, int64_t *n_io,
+                               int64_t *begin_ts_io, int64_t *begin_phy_io, int64_t *slot_count_io, PyObject *topic,
+                               PyObject *uniq, PyObject *keys, int64_t phy, int64_t ts, int64_t skip, int *written_out,
+                               int *count_out) {
     if (slot_num <= 0 || !PyUnicode_Check(topic) || (uniq != Py_None && !PyUnicode_Check(uniq)) ||
         (keys != Py_None && !PyUnicode_Check(keys))) {
-        goto fallback;
+        return 1;
     }
     uint32_t prefix = 0;
-    if (java_hash_continue(topic, &prefix) < 0) goto fallback;
+    if (java_hash_continue(topic, &prefix) < 0) return 1;
     prefix = 31u * prefix + '#';
     int32_t hashes[MAX_KEYS];
     int count = 0;
     if (uniq != Py_None) {
-        if (key_hash_span(prefix, uniq, 0, PyUnicode_GET_LENGTH(uniq), &hashes[count]) < 0) goto fallback;
+        if (key_hash_span(prefix, uniq, 0, PyUnicode_GET_LENGTH(uniq), &hashes[count]) < 0) return 1;
         count++;
     }
     if (keys != Py_None) {
@@ -1004,32 +1055,28 @@ static PyObject *hp_index_put_keys(PyObject *self, PyObject *const *args, Py_ssi
         for (Py_ssize_t i = 0; i <= len; i++) {
             if (i == len || PyUnicode_READ(kind, data, i) == ' ') {
                 if (i > start) {
-                    if (count == MAX_KEYS) goto fallback;
-                    if (key_hash_span(prefix, keys, start, i, &hashes[count]) < 0) goto fallback;
+                    if (count == MAX_KEYS) return 1;
+                    if (key_hash_span(prefix, keys, start, i, &hashes[count]) < 0) return 1;
                     count++;
                 }
                 start = i + 1;
             }
         }
     }
-    Py_buffer view;
-    if (PyObject_GetBuffer(args[0], &view, PyBUF_WRITABLE) < 0) return NULL;
-    unsigned char *b = (unsigned char *)view.buf;
+    int64_t n = *n_io, begin_ts = *begin_ts_io, begin_phy = *begin_phy_io, slot_count = *slot_count_io;
     int64_t entries_base = INDEX_HEADER_SIZE + slot_num * 4;
-    if (view.len < entries_base) {
-        PyBuffer_Release(&view);
+    if (blen < entries_base) {
         PyErr_SetString(struct_error, "index buffer is smaller than its header and slots");
-        return NULL;
+        return -1;
     }
     int64_t room = index_num - n;
     int written = 0;
     for (int k = (int)(skip < 0 ? 0 : skip); k < count; k++) {
         if (written >= room) break;
         int64_t epos = entries_base + n * 20;
-        if (epos + 20 > view.len) {
-            PyBuffer_Release(&view);
+        if (epos + 20 > blen) {
             PyErr_SetString(struct_error, "index entry beyond the end of the buffer");
-            return NULL;
+            return -1;
         }
         int32_t kh = hashes[k];
         int64_t spos = INDEX_HEADER_SIZE + (kh % slot_num) * 4;
@@ -1058,11 +1105,45 @@ static PyObject *hp_index_put_keys(PyObject *self, PyObject *const *args, Py_ssi
         put_i64(b, begin_ts); put_i64(b + 8, ts); put_i64(b + 16, begin_phy); put_i64(b + 24, phy);
         put_i32(b + 32, slot_count); put_i32(b + 36, n);
     }
+    *n_io = n; *begin_ts_io = begin_ts; *begin_phy_io = begin_phy; *slot_count_io = slot_count;
+    *written_out = written;
+    *count_out = count;
+    return 0;
+}
+
+static PyObject *hp_index_put_keys(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (not_initialised()) return NULL;
+    if (nargs != 12 && nargs != 13) {
+        PyErr_SetString(PyExc_TypeError, "index_put_keys(buf, hash_slot_num, index_num, index_count, begin_timestamp, "
+                                         "begin_phy_offset, hash_slot_count, topic, uniq_key, keys, phy_offset, "
+                                         "store_timestamp, skip=0)");
+        return NULL;
+    }
+    int64_t slot_num, index_num, n, begin_ts, begin_phy, slot_count, phy, ts, skip = 0;
+    if (as_i64(args[1], &slot_num) < 0 || as_i64(args[2], &index_num) < 0 || as_i64(args[3], &n) < 0 ||
+        as_i64(args[4], &begin_ts) < 0 || as_i64(args[5], &begin_phy) < 0 || as_i64(args[6], &slot_count) < 0 ||
+        as_i64(args[10], &phy) < 0 || as_i64(args[11], &ts) < 0 || (nargs == 13 && as_i64(args[12], &skip) < 0)) {
+        return NULL;
+    }
+    if (n < 1 || n > index_num) {
+        PyErr_SetString(PyExc_ValueError, "index_count must be between 1 and index_num");
+        return NULL;
+    }
+    /* the keys first (a fallback writes nothing), then the buffer */
+    if (slot_num <= 0 || !PyUnicode_Check(args[7]) || (args[8] != Py_None && !PyUnicode_Check(args[8])) ||
+        (args[9] != Py_None && !PyUnicode_Check(args[9]))) {
+        return PyObject_Vectorcall(py_index_put_keys, args, (size_t)nargs, NULL);
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_WRITABLE) < 0) return NULL;
+    int written = 0, count = 0;
+    int rc = index_put_keys_into((unsigned char *)view.buf, view.len, slot_num, index_num, &n, &begin_ts, &begin_phy,
+                                 &slot_count, args[7], args[8], args[9], phy, ts, skip, &written, &count);
     PyBuffer_Release(&view);
+    if (rc < 0) return NULL;
+    if (rc > 0) return PyObject_Vectorcall(py_index_put_keys, args, (size_t)nargs, NULL);
     return Py_BuildValue("(iiLLLL)", written, count, (long long)begin_ts, (long long)begin_phy,
                          (long long)slot_count, (long long)n);
-fallback:
-    return PyObject_Vectorcall(py_index_put_keys, args, (size_t)nargs, NULL);
 }
 
 
@@ -1088,7 +1169,7 @@ static int text_ok(PyObject *text) {
 
 /* 1 when o is an exact int in [lo, hi] (bool and int subclasses are left to the reference). */
 static int int_ok(PyObject *obj, PyObject *name, int64_t lo, int64_t hi) {
-    PyObject *o = PyObject_GetAttr(obj, name);
+    PyObject *o = msg_attr(obj, name);
     if (o == NULL) { PyErr_Clear(); return 0; }
     int ok = 0;
     if (PyLong_CheckExact(o)) {
@@ -1104,7 +1185,7 @@ static int int_ok(PyObject *obj, PyObject *name, int64_t lo, int64_t hi) {
 /* 1 when the host tuple is one the reference check_host accepted before (or accepts now), 0 in doubt;
  * -1 with the reference's exception set. */
 static int host_ok(PyObject *msg, PyObject *name) {
-    PyObject *host = PyObject_GetAttr(msg, name);
+    PyObject *host = msg_attr(msg, name);
     if (host == NULL) { PyErr_Clear(); return 0; }
     int ok = 0;
     if (PyTuple_CheckExact(host) && PyTuple_GET_SIZE(host) == 2 && PyUnicode_CheckExact(PyTuple_GET_ITEM(host, 0)) &&
@@ -1128,12 +1209,12 @@ static int host_ok(PyObject *msg, PyObject *name) {
 
 /* The fast verdict of validate.check_message: 1 valid, 0 in doubt, -1 error set. */
 static int message_ok(PyObject *msg, int properties_given) {
-    PyObject *topic = PyObject_GetAttr(msg, s_topic);
+    PyObject *topic = msg_attr(msg, s_topic);
     if (topic == NULL) { PyErr_Clear(); return 0; }
     int ok = text_ok(topic) && PyUnicode_GET_LENGTH(topic) > 0;
     Py_DECREF(topic);
     if (!ok) return 0;
-    PyObject *body = PyObject_GetAttr(msg, s_body);
+    PyObject *body = msg_attr(msg, s_body);
     if (body == NULL) { PyErr_Clear(); return 0; }
     ok = PyBytes_CheckExact(body) || PyByteArray_CheckExact(body) || PyMemoryView_Check(body);
     Py_DECREF(body);
@@ -1144,7 +1225,7 @@ static int message_ok(PyObject *msg, int properties_given) {
         !int_ok(msg, s_prepared_transaction_offset, INT64_MIN, INT64_MAX)) {
         return 0;
     }
-    PyObject *keep = PyObject_GetAttr(msg, s_keep_store_timestamp);
+    PyObject *keep = msg_attr(msg, s_keep_store_timestamp);
     if (keep == NULL) { PyErr_Clear(); return 0; }
     ok = keep == Py_False;
     if (!ok && keep == Py_True) ok = int_ok(msg, s_store_timestamp, INT64_MIN, INT64_MAX);
@@ -1155,7 +1236,7 @@ static int message_ok(PyObject *msg, int properties_given) {
     h = host_ok(msg, s_store_host);
     if (h <= 0) return h;
     if (properties_given) return 1;
-    PyObject *props = PyObject_GetAttr(msg, s_properties);
+    PyObject *props = msg_attr(msg, s_properties);
     if (props == NULL) { PyErr_Clear(); return 0; }
     ok = PyDict_CheckExact(props);
     Py_ssize_t i = 0;
@@ -1476,48 +1557,6 @@ done:
 /* ------------------------------------------------------------------ put_fast: one call per put */
 
 #define TRANSACTION_PREPARED_TYPE 0x4
-
-/* The message fields put_fast reads, in this order. */
-enum { F_TOPIC, F_BODY, F_PROPERTIES, F_QUEUE_ID, F_FLAG, F_SYS_FLAG, F_BORN_TS, F_BORN_HOST, F_STORE_HOST,
-       F_RECONSUME, F_PREPARED, F_KEEP, N_FIELDS };
-
-/* Where a slots class (MessageInner is a slots dataclass) keeps those fields, so they are read from the
- * instance directly instead of through ~12 generic attribute lookups (half of put_fast's time). Valid
- * while the type's version tag is unchanged: assigning a class attribute changes it. */
-static struct {
-    PyTypeObject *type;
-    unsigned int version;
-    Py_ssize_t offset[N_FIELDS];
-} layout = {NULL, 0, {0}};
-
-static PyObject **field_names[N_FIELDS] = {&s_topic, &s_body, &s_properties, &s_queue_id, &s_flag, &s_sys_flag,
-                                           &s_born_timestamp, &s_born_host, &s_store_host, &s_reconsume_times,
-                                           &s_prepared_transaction_offset, &s_keep_store_timestamp};
-
-static int layout_current(PyTypeObject *tp) {
-    return layout.type == tp && (tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) && tp->tp_version_tag == layout.version;
-}
-
-/* Learn tp's layout if every field is a plain object slot (a member descriptor of type
- * Py_T_OBJECT_EX) and instances have no __dict__ to shadow them; otherwise forget any layout. */
-static void learn_layout(PyTypeObject *tp) {
-    layout.type = NULL;
-    if (tp->tp_dictoffset != 0 || tp->tp_getattro != PyObject_GenericGetAttr) return;
-    Py_ssize_t offsets[N_FIELDS];
-    for (int i = 0; i < N_FIELDS; i++) {
-        PyObject *d = PyObject_GetAttr((PyObject *)tp, *field_names[i]);
-        if (d == NULL) { PyErr_Clear(); return; }
-        int ok = Py_IS_TYPE(d, &PyMemberDescr_Type) && ((PyMemberDescrObject *)d)->d_member->type == T_OBJECT_EX &&
-                 !(((PyMemberDescrObject *)d)->d_member->flags & READONLY);
-        if (ok) offsets[i] = ((PyMemberDescrObject *)d)->d_member->offset;
-        Py_DECREF(d);
-        if (!ok) return;
-    }
-    if (!(tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG)) return;  /* no tag to watch: no caching */
-    memcpy(layout.offset, offsets, sizeof offsets);
-    layout.version = tp->tp_version_tag;
-    layout.type = tp;
-}
 
 /* The fields of msg as new references into f; 0 when one is missing (put_fast declines). */
 static int read_fields(PyObject *msg, PyObject *f[N_FIELDS]) {
@@ -2234,7 +2273,7 @@ static PyObject *hp_buffer_inner_batch(PyObject *self, PyObject *const *args, Py
     int64_t phy, room, small_room, small_size;
     if (as_i64(args[2], &phy) < 0 || as_i64(args[6], &room) < 0 || as_i64(args[7], &small_room) < 0 ||
         as_i64(args[8], &small_size) < 0) return NULL;
-    PyObject *properties = PyObject_GetAttr(msg, s_properties);
+    PyObject *properties = msg_attr(msg, s_properties);
     if (properties == NULL) return NULL;
     if (!PyDict_CheckExact(properties)) { Py_DECREF(properties); Py_RETURN_NONE; }
     PyObject *old_base = NULL, *old_num = NULL, *base_text = NULL, *num_text = NULL;
@@ -2259,15 +2298,15 @@ static PyObject *hp_buffer_inner_batch(PyObject *self, PyObject *const *args, Py
     if (size > room || (size < small_size && size > small_room)) { declined = 1; goto done; }
     PyObject *parts_args[5] = {rec, msg, args[3], args[2], args[4]};
     if ((parts = hp_record_parts(self, parts_args, 5)) == NULL) goto refused;
-    if ((topic = PyObject_GetAttr(msg, s_topic)) == NULL) goto done;
+    if ((topic = msg_attr(msg, s_topic)) == NULL) goto done;
     PyObject *text = PyTuple_GET_ITEM(rec, 7), *store_raw = PyTuple_GET_ITEM(rec, 5);
     if ((known = inner_batch_known(topic, properties, text)) == NULL) goto done;
     if ((msg_id = msg_id_of(PyBytes_AS_STRING(store_raw), PyBytes_GET_SIZE(store_raw), phy)) == NULL) goto done;
     body = PyTuple_GET_ITEM(parts, 1);
     body = PyBytes_CheckExact(body) ? Py_NewRef(body) : PyBytes_FromObject(body);
     if (body == NULL) goto done;
-    if ((queue_id = PyObject_GetAttr(msg, s_queue_id)) == NULL ||
-        (prepared = PyObject_GetAttr(msg, s_prepared_transaction_offset)) == NULL) goto done;
+    if ((queue_id = msg_attr(msg, s_queue_id)) == NULL ||
+        (prepared = msg_attr(msg, s_prepared_transaction_offset)) == NULL) goto done;
     entry = PyTuple_Pack(10, args[2], PyTuple_GET_ITEM(rec, 0), topic, queue_id, args[3], PyTuple_GET_ITEM(rec, 3),
                          args[4], prepared, text, known);
     if (entry == NULL) goto done;
@@ -2343,6 +2382,236 @@ static PyObject *hp_dispatch_inner_batch(PyObject *self, PyObject *const *args, 
     return out;
 }
 
+/* dispatch_inner_batches of hot_py.py: the committed inner batches at the head of `appended`, one
+ * hp_dispatch_inner_batch each, their queues and the index state moved on, their entries popped; it
+ * stops at the first record the flat dispatch does not take (the same tests as the twin, in order). */
+static PyObject *s_popleft, *s_is_batch, *s_max_offset, *s_max_physic_offset, *s_file_queue, *s_files, *s_mv,
+    *s_wrote_position, *s_file_size;
+
+/* Attribute `name` of obj as int64 (a new reference is not kept); -1 with an error set on failure. */
+static int attr_i64(PyObject *obj, PyObject *name, int64_t *out) {
+    PyObject *v = PyObject_GetAttr(obj, name);
+    if (v == NULL) return -1;
+    int rc = as_i64(v, out);
+    Py_DECREF(v);
+    return rc;
+}
+
+static int set_attr_i64(PyObject *obj, PyObject *name, int64_t value) {
+    PyObject *v = PyLong_FromLongLong((long long)value);
+    if (v == NULL) return -1;
+    int rc = PyObject_SetAttr(obj, name, v);
+    Py_DECREF(v);
+    return rc;
+}
+
+static int popleft(PyObject *deque) {
+    PyObject *r = PyObject_CallMethodNoArgs(deque, s_popleft);
+    if (r == NULL) return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+#define BCQ_UNIT 46
+#define TRANSACTION_PREPARED_TYPE 0x4
+
+static PyObject *hp_dispatch_inner_batches(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (not_initialised()) return NULL;
+    if (nargs != 15) {
+        PyErr_SetString(PyExc_TypeError, "dispatch_inner_batches(appended, sizes, cqs, offset, idx_buf, hash_slot_num, "
+                                         "index_num, index_count, begin_timestamp, begin_phy_offset, hash_slot_count, "
+                                         "end_phy_offset, end_timestamp, room_needed, arrivals)");
+        return NULL;
+    }
+    PyObject *appended = args[0], *sizes = args[1], *cqs = args[2], *idx_buf = args[4], *arrivals = args[14];
+    int indexed = idx_buf != Py_None;
+    int64_t offset, index_num, n, begin_ts, begin_phy, slot_count, end_phy, end_ts, room_needed;
+    if (as_i64(args[3], &offset) < 0 || as_i64(args[6], &index_num) < 0 || as_i64(args[7], &n) < 0 ||
+        as_i64(args[8], &begin_ts) < 0 || as_i64(args[9], &begin_phy) < 0 || as_i64(args[10], &slot_count) < 0 ||
+        as_i64(args[11], &end_phy) < 0 || as_i64(args[12], &end_ts) < 0 || as_i64(args[13], &room_needed) < 0)
+        return NULL;
+    if (!PyDict_Check(cqs) || (arrivals != Py_None && !PyList_Check(arrivals))) {
+        PyErr_SetString(PyExc_TypeError, "dispatch_inner_batches: cqs must be a dict, arrivals a list or None");
+        return NULL;
+    }
+    if (indexed && (n < 1 || n > index_num)) {
+        PyErr_SetString(PyExc_ValueError, "index_count must be between 1 and index_num");
+        return NULL;
+    }
+    int64_t hash_slot_num = 0;
+    Py_buffer idx_view = {0};
+    if (indexed) {
+        if (as_i64(args[5], &hash_slot_num) < 0) return NULL;
+        if (PyObject_GetBuffer(idx_buf, &idx_view, PyBUF_WRITABLE) < 0) return NULL;
+    }
+    long count = 0;
+    PyObject *last_ts = Py_NewRef(Py_None), *partial = Py_NewRef(Py_None);
+    PyObject *entry = NULL, *head = NULL, *cq = NULL, *files = NULL, *cq_mf = NULL, *mv = NULL, *res = NULL;
+    PyObject *fq = NULL, *is_batch = NULL;
+    for (;;) {
+        Py_CLEAR(entry); Py_CLEAR(head); Py_CLEAR(cq); Py_CLEAR(files); Py_CLEAR(cq_mf); Py_CLEAR(mv); Py_CLEAR(res);
+        Py_CLEAR(fq); Py_CLEAR(is_batch);
+        Py_ssize_t len = PyObject_Length(appended);
+        if (len < 0) goto error;
+        if (len == 0) break;
+        if ((entry = PySequence_GetItem(appended, 0)) == NULL) goto error;
+        if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 10) {
+            PyErr_SetString(PyExc_ValueError, "a dispatch entry must be a 10-tuple");
+            goto error;
+        }
+        PyObject *const *f = &PyTuple_GET_ITEM(entry, 0);
+        int64_t phy, size, base, sys_flag;
+        if (as_i64(f[0], &phy) < 0 || as_i64(f[5], &sys_flag) < 0) goto error;
+        PyObject *known = f[9];
+        if (phy != offset || known == Py_None || !(sys_flag & INNER_BATCH_FLAG) || (sys_flag & TRANSACTION_PREPARED_TYPE))
+            break;
+        if (as_i64(f[1], &size) < 0 || as_i64(f[4], &base) < 0) goto error;
+        int64_t s_phy = 0, s_base = 0, num = 0;
+        for (;;) {  /* stale batch sizes (records dispatch moved past) off, then this record's */
+            Py_CLEAR(head);
+            Py_ssize_t slen = PyObject_Length(sizes);
+            if (slen < 0) goto error;
+            if (slen == 0) break;
+            if ((head = PySequence_GetItem(sizes, 0)) == NULL) goto error;
+            if (!PyTuple_Check(head) || PyTuple_GET_SIZE(head) != 3) {
+                PyErr_SetString(PyExc_ValueError, "a batch size entry must be a 3-tuple");
+                goto error;
+            }
+            if (as_i64(PyTuple_GET_ITEM(head, 0), &s_phy) < 0) goto error;
+            if (s_phy >= phy) break;
+            if (popleft(sizes) < 0) goto error;
+        }
+        if (head == NULL || s_phy != phy) break;
+        if (as_i64(PyTuple_GET_ITEM(head, 1), &s_base) < 0) goto error;
+        if (s_base != base) break;
+        if (as_i64(PyTuple_GET_ITEM(head, 2), &num) < 0) goto error;
+        PyObject *key = PyTuple_Pack(2, f[2], f[3]);
+        if (key == NULL) goto error;
+        cq = Py_XNewRef(PyDict_GetItemWithError(cqs, key));
+        Py_DECREF(key);
+        if (cq == NULL) {
+            if (PyErr_Occurred()) goto error;
+            break;
+        }
+        /* the queue continues exactly here (its first unit sets minOffset: the general path) */
+        if ((is_batch = PyObject_GetAttr(cq, s_is_batch)) == NULL) goto error;
+        int ib = PyObject_IsTrue(is_batch);
+        if (ib < 0) goto error;
+        if (!ib) break;
+        int64_t cq_max, cq_max_phy, cq_pos, cq_file_size;
+        if (attr_i64(cq, s_max_offset, &cq_max) < 0) goto error;
+        if (cq_max != base || base == 0) break;
+        if (attr_i64(cq, s_max_physic_offset, &cq_max_phy) < 0) goto error;
+        if (phy <= cq_max_phy) break;
+        if ((fq = PyObject_GetAttr(cq, s_file_queue)) == NULL || (files = PyObject_GetAttr(fq, s_files)) == NULL)
+            goto error;
+        Py_ssize_t nfiles = PyObject_Length(files);
+        if (nfiles < 0) goto error;
+        if (nfiles == 0) break;
+        if ((cq_mf = PySequence_GetItem(files, nfiles - 1)) == NULL) goto error;
+        if (attr_i64(cq_mf, s_wrote_position, &cq_pos) < 0 || attr_i64(cq_mf, s_file_size, &cq_file_size) < 0)
+            goto error;
+        if (cq_pos + BCQ_UNIT > cq_file_size) break;
+        if (!PyTuple_Check(known) || PyTuple_GET_SIZE(known) != 3) {
+            PyErr_SetString(PyExc_ValueError, "known properties must be a 3-tuple");
+            goto error;
+        }
+        /* a file the keys go into without a roll, and a record not indexed yet */
+        if (indexed && (index_num - n < room_needed || phy <= end_phy)) break;
+        if ((mv = PyObject_GetAttr(cq_mf, s_mv)) == NULL) goto error;
+        /* dispatch_inner_batch without boxing: the tagsCode, the unit (put_bcq_unit's checks), the keys */
+        if ((res = hp_tags_code(self, PyTuple_GET_ITEM(known, 0))) == NULL) goto error;  /* res: the tagsCode */
+        int64_t tc, size32, num16, store_ts;
+        if (as_i64(res, &tc) < 0 || as_i32(f[1], &size32) < 0 || as_i64(f[6], &store_ts) < 0 ||
+            as_i16(PyTuple_GET_ITEM(head, 2), &num16) < 0) goto error;
+        Py_buffer unit_view;
+        if (PyObject_GetBuffer(mv, &unit_view, PyBUF_WRITABLE) < 0) goto error;
+        if (cq_pos < 0 || cq_pos > unit_view.len || cq_pos + BCQ_UNIT > unit_view.len) {
+            PyErr_Format(struct_error, "pack_into requires a buffer of at least %lld bytes", (long long)(cq_pos + BCQ_UNIT));
+            PyBuffer_Release(&unit_view);
+            goto error;
+        }
+        unsigned char *u = (unsigned char *)unit_view.buf + cq_pos;
+        put_i64(u, phy); put_i32(u + 8, size32); put_i64(u + 12, tc); put_i64(u + 20, store_ts);
+        put_i64(u + 28, base); put_i16(u + 36, (int32_t)num16); put_i32(u + 38, -1); put_i32(u + 42, 0);
+        PyBuffer_Release(&unit_view);
+        int64_t written = 0, key_count = 0;
+        if (indexed) {
+            int w = 0, kc = 0;
+            int64_t n2 = n, bts2 = begin_ts, bphy2 = begin_phy, sc2 = slot_count;
+            int rc = index_put_keys_into((unsigned char *)idx_view.buf, idx_view.len, hash_slot_num, index_num, &n2,
+                                         &bts2, &bphy2, &sc2, f[2], PyTuple_GET_ITEM(known, 2),
+                                         PyTuple_GET_ITEM(known, 1), phy, store_ts, 0, &w, &kc);
+            if (rc < 0) goto error;
+            if (rc > 0) {  /* the Python reference for these keys (hp_index_put_keys's fallback) */
+                PyObject *vals[6] = {PyLong_FromLongLong(hash_slot_num), PyLong_FromLongLong(index_num),
+                                     PyLong_FromLongLong(n), PyLong_FromLongLong(begin_ts),
+                                     PyLong_FromLongLong(begin_phy), PyLong_FromLongLong(slot_count)};
+                PyObject *r = NULL;
+                if (vals[0] && vals[1] && vals[2] && vals[3] && vals[4] && vals[5]) {
+                    PyObject *call[12] = {idx_buf, vals[0], vals[1], vals[2], vals[3], vals[4], vals[5], f[2],
+                                          PyTuple_GET_ITEM(known, 2), PyTuple_GET_ITEM(known, 1), f[0], f[6]};
+                    r = hp_index_put_keys(self, call, 12);
+                }
+                for (int i = 0; i < 6; i++) Py_XDECREF(vals[i]);
+                if (r == NULL) goto error;
+                int bad = !PyTuple_Check(r) || PyTuple_GET_SIZE(r) != 6 ||
+                          as_i64(PyTuple_GET_ITEM(r, 0), &written) < 0 || as_i64(PyTuple_GET_ITEM(r, 1), &key_count) < 0 ||
+                          as_i64(PyTuple_GET_ITEM(r, 2), &bts2) < 0 || as_i64(PyTuple_GET_ITEM(r, 3), &bphy2) < 0 ||
+                          as_i64(PyTuple_GET_ITEM(r, 4), &sc2) < 0 || as_i64(PyTuple_GET_ITEM(r, 5), &n2) < 0;
+                Py_DECREF(r);
+                if (bad) {
+                    if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "index_put_keys returned no 6-tuple");
+                    goto error;
+                }
+            } else {
+                written = w;
+                key_count = kc;
+            }
+            if (written) {  /* IndexFile.put_keys's header values */
+                n = n2; begin_ts = bts2; begin_phy = bphy2; slot_count = sc2;
+                end_phy = phy;
+                end_ts = store_ts;
+            }
+        }
+        if (set_attr_i64(cq_mf, s_wrote_position, cq_pos + BCQ_UNIT) < 0 ||
+            PyObject_SetAttr(cq, s_max_physic_offset, f[0]) < 0 || set_attr_i64(cq, s_max_offset, base + num) < 0)
+            goto error;
+        Py_SETREF(last_ts, Py_NewRef(f[6]));
+        if (written < key_count) {  /* the rest of its keys go into the next index file: the caller's roll */
+            Py_SETREF(partial, Py_BuildValue("(LLO)", (long long)written, (long long)key_count, res));
+            if (partial == NULL) goto error;
+            break;
+        }
+        if (popleft(appended) < 0 || popleft(sizes) < 0) goto error;
+        offset = phy + size;
+        count++;
+        if (arrivals != Py_None) {
+            PyObject *next = PyLong_FromLongLong(base + num);
+            PyObject *a = next == NULL ? NULL : PyTuple_Pack(6, f[2], f[3], next, res, f[6], f[8]);
+            Py_XDECREF(next);
+            if (a == NULL) goto error;
+            int rc = PyList_Append(arrivals, a);
+            Py_DECREF(a);
+            if (rc < 0) goto error;
+        }
+    }
+    Py_CLEAR(entry); Py_CLEAR(head); Py_CLEAR(cq); Py_CLEAR(files); Py_CLEAR(cq_mf); Py_CLEAR(mv); Py_CLEAR(res);
+    Py_CLEAR(fq); Py_CLEAR(is_batch);
+    if (indexed) PyBuffer_Release(&idx_view);
+    PyObject *out = Py_BuildValue("(LlNLLLLLLN)", (long long)offset, count, last_ts, (long long)n, (long long)begin_ts,
+                                  (long long)begin_phy, (long long)slot_count, (long long)end_phy, (long long)end_ts,
+                                  partial);
+    return out;
+error:
+    Py_XDECREF(entry); Py_XDECREF(head); Py_XDECREF(cq); Py_XDECREF(files); Py_XDECREF(cq_mf); Py_XDECREF(mv);
+    Py_XDECREF(res); Py_XDECREF(fq); Py_XDECREF(is_batch);
+    Py_XDECREF(last_ts);
+    Py_XDECREF(partial);  /* NULL when building it failed */
+    if (indexed) PyBuffer_Release(&idx_view);
+    return NULL;
+}
+
 static PyObject *hp_init(PyObject *self, PyObject *args) {
     PyObject *err, *crc, *enc_props, *enc_host, *known, *jhash, *idx, *check, *check_host;
     if (!PyArg_ParseTuple(args, "OOOOOOOOO", &err, &crc, &enc_props, &enc_host, &known, &jhash, &idx, &check,
@@ -2385,6 +2654,7 @@ static PyMethodDef methods[] = {
     {"inner_batch_known", (PyCFunction)(void (*)(void))hp_inner_batch_known, METH_FASTCALL, NULL},
     {"buffer_inner_batch", (PyCFunction)(void (*)(void))hp_buffer_inner_batch, METH_FASTCALL, NULL},
     {"dispatch_inner_batch", (PyCFunction)(void (*)(void))hp_dispatch_inner_batch, METH_FASTCALL, NULL},
+    {"dispatch_inner_batches", (PyCFunction)(void (*)(void))hp_dispatch_inner_batches, METH_FASTCALL, NULL},
     {NULL, NULL, 0, NULL},
 };
 
@@ -2406,6 +2676,9 @@ PyMODINIT_FUNC PyInit__hotpath(void) {
     INTERN(s_TAGS, "TAGS"); INTERN(s_KEYS, "KEYS"); INTERN(s_UNIQ_KEY, "UNIQ_KEY"); INTERN(s_INNER_NUM, "INNER_NUM"); INTERN(s_INNER_BASE, "INNER_BASE");
     INTERN(s_schedule_topic, "SCHEDULE_TOPIC_XXXX"); INTERN(s_keep_store_timestamp, "keep_store_timestamp");
     INTERN(s_store_timestamp, "store_timestamp");
+    INTERN(s_popleft, "popleft"); INTERN(s_is_batch, "is_batch"); INTERN(s_max_offset, "max_offset");
+    INTERN(s_max_physic_offset, "max_physic_offset"); INTERN(s_file_queue, "file_queue"); INTERN(s_files, "files");
+    INTERN(s_mv, "mv"); INTERN(s_wrote_position, "wrote_position"); INTERN(s_file_size, "file_size");
     if ((valid_hosts = PyDict_New()) == NULL) return NULL;
 #undef INTERN
     if (PyModule_AddStringConstant(m, "IMPLEMENTATION", "c") < 0) return NULL;

@@ -1131,3 +1131,83 @@ def dispatch_inner_batch(cq_buf, cq_pos: int, phy: int, size: int, tags: str | N
         return tc, 0, 0, begin_timestamp, begin_phy_offset, hash_slot_count, index_count
     return (tc, *index_put_keys(idx_buf, hash_slot_num, index_num, index_count, begin_timestamp, begin_phy_offset,
                                 hash_slot_count, topic, uniq_key, keys, phy, store_ts))
+
+
+def dispatch_inner_batches(appended, sizes, cqs, offset: int, idx_buf, hash_slot_num: int, index_num: int,
+                           index_count: int, begin_timestamp: int, begin_phy_offset: int, hash_slot_count: int,
+                           end_phy_offset: int, end_timestamp: int, room_needed: int, arrivals: list | None) -> tuple:
+    """The committed inner batches at the head of ``appended`` dispatched in one call: per record
+    ``dispatch_inner_batch`` (its BatchCQ unit and index entries), its queue and the index state
+    moved on, its entries taken off ``appended`` and ``sizes`` (``CommitLog.inner_batch_sizes``).
+
+    Why one call a commit: the Python loop around one ``dispatch_inner_batch`` a record cost several
+    microseconds a record (issue 17). The caller (``buffered_put.dispatch_committed``) holds the
+    dispatch and index locks and makes every decision about the rest: the first record that is not
+    an inner batch this path knows, starts its queue (base 0) or does not continue it exactly,
+    finds its queue file full, or the index file without ``room_needed`` entries of room (or
+    already past it) stops the call, nothing of it written. ``cqs`` maps (topic, queueId) to the
+    BatchConsumeQueue (its last file's unit written, ``max_offset``/``max_physic_offset`` moved).
+    ``idx_buf`` None: no index. A record whose keys did not all fit the index file stops the call
+    after its unit and the keys that fit (``partial`` = (written, key_count, tagsCode)), left at
+    the head of both deques for the caller's index roll. ``arrivals`` (when not None) gets each
+    dispatched record's (topic, queueId, next queue offset, tagsCode, storeTimestamp, properties)
+    for the arrival listeners.
+
+    Returns ``(offset, count, last_store_timestamp or None, indexCount, beginTimestamp,
+    beginPhyOffset, hashSlotCount, endPhyOffset, endTimestamp, partial or None)``: the commitlog
+    offset after the last record taken off, how many were, and the index file's header values.
+    """
+    indexed = idx_buf is not None
+    if indexed and (index_count < 1 or index_count > index_num):
+        raise ValueError("index_count must be between 1 and index_num")
+    count = 0
+    last_ts = None
+    partial = None
+    while appended:
+        entry = appended[0]
+        if not isinstance(entry, tuple) or len(entry) != 10:
+            raise ValueError("a dispatch entry must be a 10-tuple")
+        phy, size, topic, queue_id, base, sys_flag, store_ts, _prepared, props, known = entry
+        if phy != offset or known is None or not sys_flag & _INNER_BATCH_FLAG or sys_flag & _TRANSACTION_PREPARED_TYPE:
+            break
+        while sizes and sizes[0][0] < phy:
+            sizes.popleft()
+        if not sizes or sizes[0][0] != phy or sizes[0][1] != base:
+            break
+        num = sizes[0][2]
+        cq = cqs.get((topic, queue_id))
+        # the queue continues exactly here (its first unit sets minOffset: the general path)
+        if cq is None or not cq.is_batch or cq.max_offset != base or base == 0 or phy <= cq.max_physic_offset:
+            break
+        cq_files = cq.file_queue.files
+        if not cq_files:
+            break
+        cq_mf = cq_files[-1]
+        cq_pos = cq_mf.wrote_position
+        if cq_pos + _BCQ_UNIT.size > cq_mf.file_size:
+            break
+        tags, keys, uniq_key = known
+        # a file the keys go into without a roll, and a record not indexed yet
+        if indexed and (index_num - index_count < room_needed or phy <= end_phy_offset):
+            break
+        tc, written, key_count, begin_ts, begin_phy, slot_count, n = dispatch_inner_batch(
+            cq_mf.mv, cq_pos, phy, size, tags, store_ts, base, num, idx_buf, hash_slot_num, index_num, index_count,
+            begin_timestamp, begin_phy_offset, hash_slot_count, topic, uniq_key, keys)
+        if written:  # IndexFile.put_keys's header values
+            index_count, begin_timestamp, begin_phy_offset, hash_slot_count = n, begin_ts, begin_phy, slot_count
+            end_phy_offset, end_timestamp = phy, store_ts
+        cq_mf.wrote_position = cq_pos + _BCQ_UNIT.size
+        cq.max_physic_offset = phy
+        cq.max_offset = base + num
+        last_ts = store_ts
+        if written < key_count:  # the rest of its keys go into the next index file: the caller's roll
+            partial = (written, key_count, tc)
+            break
+        appended.popleft()
+        sizes.popleft()
+        offset = phy + size
+        count += 1
+        if arrivals is not None:
+            arrivals.append((topic, queue_id, base + num, tc, store_ts, props))
+    return (offset, count, last_ts, index_count, begin_timestamp, begin_phy_offset, hash_slot_count, end_phy_offset,
+            end_timestamp, partial)

@@ -60,12 +60,13 @@ cq_units_of = _impl.cq_units_of
 inner_batch_known = _impl.inner_batch_known
 buffer_inner_batch = _impl.buffer_inner_batch
 dispatch_inner_batch = _impl.dispatch_inner_batch
+dispatch_inner_batches = _impl.dispatch_inner_batches
 VERDICT_CACHE_MAX = hot_py.VERDICT_CACHE_MAX
 PreparedRecord = hot_py.PreparedRecord
 
 __all__ = [
     "FORCE_PURE_PYTHON_ENV", "IMPLEMENTATION", "PreparedRecord", "body_crc_matches", "check_message", "decode_dispatch_fields", "first_record_stored_after",
-    "buffer_inner_batch", "dispatch_inner_batch", "inner_batch_known",
+    "buffer_inner_batch", "dispatch_inner_batch", "dispatch_inner_batches", "inner_batch_known",
     "cq_units_of", "dispatch_range", "hop_records", "link_index_entries", "select_records", "VERDICT_CACHE_MAX",
     "index_key_hash", "index_put_keys", "java_hash", "offset_msg_id", "prepare_record", "put_bcq_unit", "put_cq_unit", "put_fast",
     "record_parts", "tags_code", "valid_units_end", "write_record",
