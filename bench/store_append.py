@@ -70,7 +70,7 @@ blocks allocated ahead, which costs more than writing into posix_fallocate'd blo
   first-run costs, the CRC, the encode, dispatch's cache misses and ~4 us of Python put and
   dispatch bookkeeping. On a quiet machine (nothing else running, load 0.3-0.9) the same code gave
   0.671, 0.676 and 0.674 in three ``--only-batchcq`` runs (spreads 0.49-0.75) and 0.651 in a full
-  run (paired 0.655, spread 0.50-0.78); the before/after figures above ran beside a test suite.
+  run (paired 0.655, spread 0.50-0.78); the before/after figures above were taken at load 0.7-1.1.
   On a busy machine the page-cache baseline swings (150-3,400 MB/s within one run) and a longer
   run is preempted more than the 0.08 s baseline: read the ``*_runs`` lists and the load too.
 
