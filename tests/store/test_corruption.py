@@ -50,7 +50,10 @@ def damage(root: Path, file_size: int, phy: int, pos_in_record: int, data: bytes
 
 
 def store_warnings(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
-    return [r for r in caplog.records if r.levelno >= logging.WARNING and r.name.startswith("rmqops")]
+    """The store's warnings about its data. The disk-usage warning is left out: it is about the disk the
+    tests run on (a CI run on a disk 76% full failed every test here on it), not the damage under test."""
+    return [r for r in caplog.records if r.levelno >= logging.WARNING and r.name.startswith("rmqops")
+            and not r.getMessage().startswith("disk of ")]
 
 
 def check_cut(root: Path, file_size: int, written: list[tuple[int, int, str, int, str]], cut_index: int,
