@@ -366,20 +366,13 @@ static PyObject *encode_properties(PyObject *props) {
     return out;
 }
 
-/* known_properties of hot_py.py: (TAGS, KEYS or None, UNIQ_KEY or None) when the dict says what the
- * string says, else None. New reference. */
-static PyObject *known_properties(PyObject *topic, PyObject *props, const char *utf8, Py_ssize_t utf8_len) {
-    if (!PyDict_CheckExact(props) || !PyUnicode_CheckExact(topic)) {
-        PyObject *text = PyUnicode_FromStringAndSize(utf8, utf8_len);
-        if (text == NULL) return NULL;
-        PyObject *r = PyObject_CallFunctionObjArgs(known_properties_func, topic, props, text, NULL);
-        Py_DECREF(text);
-        return r;
-    }
+/* The shared part of known_properties and inner_batch_known: (TAGS, KEYS or None, UNIQ_KEY or None) from
+ * an exact dict when it says what the properties string (utf8) says and the topic has no delay-level
+ * tagsCode, else None. New reference. */
+static PyObject *known_from_dict(PyObject *topic, PyObject *props, const char *utf8, Py_ssize_t utf8_len) {
     int eq = PyUnicode_Compare(topic, s_schedule_topic);
     if (eq == -1 && PyErr_Occurred()) return NULL;
     if (eq == 0) Py_RETURN_NONE;
-    if (PyDict_Contains(props, s_INNER_NUM)) Py_RETURN_NONE;
     Py_ssize_t n = PyDict_GET_SIZE(props), c1 = 0, c2 = 0;
     for (Py_ssize_t i = 0; i < utf8_len; i++) {  /* 0x01/0x02 never occur inside multi-byte UTF-8 sequences */
         c1 += utf8[i] == 0x01;
@@ -396,6 +389,20 @@ static PyObject *known_properties(PyObject *topic, PyObject *props, const char *
     int ut = uniq == NULL ? 0 : PyObject_IsTrue(uniq);
     if (kt < 0 || ut < 0) return NULL;
     return PyTuple_Pack(3, tags ? tags : Py_None, kt ? keys : Py_None, ut ? uniq : Py_None);
+}
+
+/* known_properties of hot_py.py: (TAGS, KEYS or None, UNIQ_KEY or None) when the dict says what the
+ * string says, else None. New reference. */
+static PyObject *known_properties(PyObject *topic, PyObject *props, const char *utf8, Py_ssize_t utf8_len) {
+    if (!PyDict_CheckExact(props) || !PyUnicode_CheckExact(topic)) {
+        PyObject *text = PyUnicode_FromStringAndSize(utf8, utf8_len);
+        if (text == NULL) return NULL;
+        PyObject *r = PyObject_CallFunctionObjArgs(known_properties_func, topic, props, text, NULL);
+        Py_DECREF(text);
+        return r;
+    }
+    if (PyDict_Contains(props, s_INNER_NUM)) Py_RETURN_NONE;
+    return known_from_dict(topic, props, utf8, utf8_len);
 }
 
 /* ------------------------------------------------------------------ CRC */
@@ -2215,28 +2222,10 @@ out:
 /* inner_batch_known of hot_py.py: (TAGS, KEYS or None, UNIQ_KEY or None) from an exact dict when it says
  * what the properties string says and the topic has no delay-level tagsCode, else None. New reference. */
 static PyObject *inner_batch_known(PyObject *topic, PyObject *props, PyObject *text) {
-    int eq = PyUnicode_Compare(topic, s_schedule_topic);
-    if (eq == -1 && PyErr_Occurred()) return NULL;
-    if (eq == 0) Py_RETURN_NONE;
     Py_ssize_t len;
     const char *utf8 = PyUnicode_AsUTF8AndSize(text, &len);
     if (utf8 == NULL) return NULL;
-    Py_ssize_t n = PyDict_GET_SIZE(props), c1 = 0, c2 = 0;
-    for (Py_ssize_t i = 0; i < len; i++) {  /* 0x01/0x02 never occur inside multi-byte UTF-8 sequences */
-        c1 += utf8[i] == 0x01;
-        c2 += utf8[i] == 0x02;
-    }
-    if (c1 != n || c2 != n) Py_RETURN_NONE;
-    PyObject *tags = PyDict_GetItemWithError(props, s_TAGS);
-    if (tags == NULL && PyErr_Occurred()) return NULL;
-    PyObject *keys = PyDict_GetItemWithError(props, s_KEYS);
-    if (keys == NULL && PyErr_Occurred()) return NULL;
-    PyObject *uniq = PyDict_GetItemWithError(props, s_UNIQ_KEY);
-    if (uniq == NULL && PyErr_Occurred()) return NULL;
-    int kt = keys == NULL ? 0 : PyObject_IsTrue(keys);
-    int ut = uniq == NULL ? 0 : PyObject_IsTrue(uniq);
-    if (kt < 0 || ut < 0) return NULL;
-    return PyTuple_Pack(3, tags ? tags : Py_None, kt ? keys : Py_None, ut ? uniq : Py_None);
+    return known_from_dict(topic, props, utf8, len);
 }
 
 static PyObject *hp_inner_batch_known(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
