@@ -75,8 +75,11 @@ class IndexService:
     def __init__(self, index_dir: str | os.PathLike[str], hash_slot_num: int = DEFAULT_MAX_HASH_SLOT_NUM,
                  index_num: int = DEFAULT_MAX_INDEX_NUM, clock: Callable[[], int] = ms_now,
                  read_only: bool = False, max_msgs_num_batch: int = DEFAULT_MAX_MSGS_NUM_BATCH,
-                 on_full_file_flushed: Callable[[int], None] | None = None) -> None:
+                 on_full_file_flushed: Callable[[int], None] | None = None, beside_live_writer: bool = False) -> None:
         """Load every ``yyyyMMddHHmmssSSS`` file in ``index_dir`` in name order.
+
+        ``beside_live_writer``: a read-only load while another process holds the store and writes
+        (the store knows it from the lock): its newest file's entries may then run ahead of the header.
 
         ``on_full_file_flushed(end_timestamp)`` is called after a full file has been flushed, so the
         store can set checkpoint.indexMsgTimestamp (also readable as ``last_full_file_end_timestamp``).
@@ -86,6 +89,7 @@ class IndexService:
         self.index_num = index_num
         self.clock = clock
         self.read_only = read_only
+        self.beside_live_writer = read_only and beside_live_writer
         self.max_msgs_num_batch = max_msgs_num_batch
         self.on_full_file_flushed = on_full_file_flushed
         self._lock = threading.RLock()
@@ -120,9 +124,9 @@ class IndexService:
                     self._spare = f
                 break
             # Read-only beside a live writer, the file it fills has entries past the header (written
-            # just before it); its header is the snapshot taken. A crashed writer's file may look the
-            # same: recovery cuts those entries and re-indexes their records, so this is no damage.
-            ahead = self.read_only and self._is_newest_data_file(names, i)
+            # just before it); its header is the snapshot taken. Without a live writer (a crash) the
+            # same state stays "header and entries disagree", as any other file's.
+            ahead = self.beside_live_writer and self._is_newest_data_file(names, i)
             if not self._whole(f, ahead) and self.read_only:
                 # A header read while the writer rewrites it: read again before calling it damaged.
                 for _ in range(_RELOAD_TRIES):

@@ -207,7 +207,8 @@ class MessageStore:
             self.index_service = IndexService(
                 self.root / "index", self.config.max_hash_slot_num, self.config.max_index_num, self.clock,
                 read_only=self.read_only, max_msgs_num_batch=self.config.max_msgs_num_batch,
-                on_full_file_flushed=self._on_full_index_file_flushed)
+                on_full_file_flushed=self._on_full_index_file_flushed,
+                beside_live_writer=self.read_only and abnormal and is_store_locked(self.root))
             if self.config.enable_build_consume_queue_concurrently and not self.read_only:
                 from .concurrent_reput import ConcurrentReputMessageService
 

@@ -24,6 +24,7 @@ from store_util import FakeClock, make_msg, small_config
 
 from broker_core.store.codec.index_format import INDEX_HEADER_SIZE
 from broker_core.store.message_store import MessageStore
+from broker_core.store.store_lock import StoreLock
 from broker_core.store.verify import verify_store
 
 STORE_UTIL = Path(__file__).with_name("store_util.py")
@@ -118,20 +119,32 @@ def _store_with_entries_past_the_header(root: Path) -> Path:
 def test_entries_running_ahead_of_the_newest_header_are_the_writers_not_damage(tmp_path: Path) -> None:
     """Caught the CI failure '2 false alarm(s) in 15 runs: index-damaged ...: header and entries disagree':
     the writer was descheduled between a put's entries and its header for longer than the read-only
-    open's re-reads (20 ms) waited. The header is the snapshot: nothing is damaged, nothing waits."""
+    open's re-reads (20 ms) waited. The header is the snapshot: nothing is damaged, nothing waits.
+    Once no writer holds the store (a crash), the same state is reported, as before."""
     root = tmp_path / "store"
     newest = _store_with_entries_past_the_header(root)
-    started = time.monotonic()
+    writer = StoreLock(root)  # the live writer's lock, held here
+    writer.acquire()
+    try:
+        started = time.monotonic()
+        store = MessageStore(root, small_config(), read_only=True).open()
+        try:
+            assert store.index_service.damaged_files == []
+            assert store.index_service.files[-1].path == newest
+            report = verify_store(store)
+            assert report.issues == [], report.issues
+            assert [m.keys for m in store.query_message("Live", "key39")] == ["key39"]
+        finally:
+            store.shutdown()
+        assert time.monotonic() - started < 5
+    finally:
+        writer.release()
     store = MessageStore(root, small_config(), read_only=True).open()
     try:
-        assert store.index_service.damaged_files == []
-        assert store.index_service.files[-1].path == newest
-        report = verify_store(store)
-        assert report.issues == [], report.issues
-        assert [m.keys for m in store.query_message("Live", "key39")] == ["key39"]
+        assert store.index_service.damaged_files == [f"{newest.name}: header and entries disagree"]
+        assert "index-damaged" in {i.kind for i in verify_store(store).issues}
     finally:
         store.shutdown()
-    assert time.monotonic() - started < 5
 
 
 def test_entries_past_the_header_of_an_older_index_file_are_damage(tmp_path: Path) -> None:
