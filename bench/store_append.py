@@ -15,6 +15,14 @@ the store's hot path wastes time. Figures:
 * (c) ``sync_*``: SYNC_FLUSH with 16 producer threads: puts/s, fsyncs/s and puts per fsync.
 * ``implementation``: the hot path in use ("c" or "python"); ``fallback_put_dispatch_*`` are (a)
   again in a child process on the pure-Python twin (``RMQ_PURE_PYTHON=1``).
+* ``hot_call_only_*`` (and ``fallback_hot_call_only_*``): the one hot call of (a) alone
+  (``hotpath.put_fast``: record, CRC, unit, index entries and every check) on in-memory buffers, no
+  store around it, against the bare loop in the same chunks: the ceiling of (a). Measured (2 cores,
+  load 0.4-0.6): C 1.46 us a call (2.37x the bare loop's rate; the store around it ~2.8 us), the
+  twin 10.55 us (0.344; the store around it ~5.4 us), so the fallback's 0.35 is out of reach of
+  any store code around the call: the twin's own bytecode (~900 instructions a put, ~10 ns each)
+  is the bound. A flat loop of the same byte work without the checks (exact types, ranges,
+  separators, hosts) or the store's state ran at ~0.50.
 
 What bounds (b) (measured on a 2-core AMD EPYC VM, CPU time): the baseline moves 1 MiB per write
 call; the store must also compute BODYCRC (64 KiB: 2.7 us with the compiled VPCLMULQDQ CRC, 5.9 us
@@ -525,6 +533,69 @@ def put_rounds(n: int, reps: int, chunk: int, bare: BareWriter, subject: StoreWr
     return out
 
 
+def hot_call_figures(n: int, reps: int, d: Path, chunk: int) -> dict:
+    """The hot call alone (``hotpath.put_fast``: record, CRC, consume queue unit, two index entries,
+    every check) on in-memory buffers, against the bare loop, interleaved in chunks as in ``put_rounds``.
+
+    Why: it bounds what any store around the call can reach. For the pure-Python twin it shows that
+    the call by itself costs ~0.36 of the bare loop's rate, so the fallback's whole put (the call
+    plus the store's files, locks, offsets and result, ~5 us more) cannot reach 0.35 by tuning the
+    Python around it. Buffers: a commitlog and a consume queue as bytearrays written at the same
+    positions each repetition (no page faults after the warm-up), an index of the store's geometry
+    (5,000,000 hash slots: the same cache misses), its entry area sized for one repetition.
+    """
+    med = statistics.median
+    slots = StoreConfig().max_hash_slot_num
+    msgs = [make_msg(i) for i in range(n)]
+    cl, cq = bytearray(n * RECORD_BOUND), bytearray(n * 20)
+    entries = 2 * n + 2
+    idx = bytearray(40 + slots * 4 + (entries + 1) * 20)
+    put = hotpath.put_fast
+    max_size = StoreConfig().max_message_size
+
+    def calls(a: int, b: int, state: list[int]) -> Timed:
+        pos, n_entries, begin_ts, begin_phy, slot_count = state
+        limit = len(cl)
+        with Timed() as t:
+            for i in range(a, b):
+                r = put(msgs[i], max_size, cl, pos, limit, pos, i // 8, 1_700_000_000_000 + i, cq, i * 20, idx,
+                        slots, entries, n_entries, begin_ts, begin_phy, slot_count)
+                pos += r[0]
+                begin_ts, begin_phy, slot_count, n_entries = r[4:]
+        state[:] = [pos, n_entries, begin_ts, begin_phy, slot_count]
+        return t
+
+    (d / "hot_call").mkdir()
+    bare = BareWriter(d / "hot_call", max(64 << 20, -(-((reps + 1) * n * RECORD_BOUND) // (1 << 20)) * (1 << 20)))
+    runs = []
+    try:
+        for r in range(reps + 1):
+            bare.prefault(n)
+            state = [0, 1, 0, 0, 0]
+            gc.collect()
+            gc.disable()
+            try:
+                tb = ts = 0.0
+                for k, a in enumerate(range(0, n, chunk)):
+                    b = min(n, a + chunk)
+                    if (k + r) % 2 == 0:
+                        tb += bare.run(b - a).wall
+                        ts += calls(a, b, state).wall
+                    else:
+                        ts += calls(a, b, state).wall
+                        tb += bare.run(b - a).wall
+            finally:
+                gc.enable()
+            if r:  # the first repetition faults the buffers in: discarded
+                runs.append((tb, ts))
+    finally:
+        bare.close()
+        (d / "hot_call").rmdir()
+    return {"hot_call_only_us": round(med(ts for _, ts in runs) / n * 1e6, 2),
+            "hot_call_only_ratio": round(med(tb / ts for tb, ts in runs), 3),
+            "hot_call_only_ratio_spread": spread([tb / ts for tb, ts in runs])}
+
+
 def put_figures(n: int, reps: int, d: Path, profile: bool, chunk: int, in_loop_faults: bool,
                 started: bool = False) -> dict:
     med = statistics.median
@@ -567,6 +638,7 @@ def put_figures(n: int, reps: int, d: Path, profile: bool, chunk: int, in_loop_f
         "cpu_msg_s": {"bare_encode_copy": round(bare_cpu), "put_dispatch": round(put_cpu)},
         "page_faults_per_rep": {"bare_encode_copy": round(med(b.faults for b, _ in runs)),
                                 "put_dispatch": round(med(s.faults for _, s in runs))},
+        **({} if profile else hot_call_figures(n, reps, d, chunk)),
     }
 
 
@@ -652,6 +724,8 @@ def main() -> None:
         out["fallback_put_dispatch_ratio_paired"] = fallback["put_dispatch_ratio_paired"]
         out["fallback_put_dispatch_ratio_paired_spread"] = fallback["put_dispatch_ratio_paired_spread"]
         out["fallback_put_dispatch_msg_s"] = fallback["put_dispatch_msg_s"]
+        out["fallback_hot_call_only_ratio"] = fallback.get("hot_call_only_ratio")
+        out["fallback_hot_call_only_us"] = fallback.get("hot_call_only_us")
     out.update({
         "page_cache_write_mb_s": round(pc, 1),
         "batchcq_msg_s": round(b_msgs),
