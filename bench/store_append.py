@@ -13,6 +13,14 @@ the store's hot path wastes time. Figures:
   section ends with ``wait_for_dispatch`` (every record committed and in its queue), the default
   store's too (a no-op there: it dispatches each put at once). The three run interleaved.
 * (c) ``sync_*``: SYNC_FLUSH with 16 producer threads: puts/s, fsyncs/s and puts per fsync.
+* ``batchcq_record_writes_only_*``: (b)'s writes alone, one pwrite a record of its size
+  (``batchcq_record_size``) into a file with blocks allocated ahead, as the default store writes
+  them, interleaved with the three above: the ceiling of ``batchcq_ratio``. Measured (2 cores, load
+  0.3): 0.78 of the baseline (3,268 against 4,174 MB/s) while the default store ran at 0.41, ~40 us a
+  64 KiB batch: the write ~21 us, the compiled call ~8.5 us (CRC ~2.7, the copy into the record
+  scratch ~1.5-3, encode, unit and index entries), ~9 us of Python. A 0.6 needs ~27 us a batch, so
+  after the write and the CRC ~3.5 us would be left for everything else: only the write buffer,
+  which writes ~1 MiB at a time, reaches it.
 * ``implementation``: the hot path in use ("c" or "python"); ``fallback_put_dispatch_*`` are (a)
   again in a child process on the pure-Python twin (``RMQ_PURE_PYTHON=1``).
 * ``hot_call_only_*`` (and ``fallback_hot_call_only_*``): the one hot call of (a) alone
@@ -172,7 +180,7 @@ from broker_core.store.codec.batch import BatchItem, encode_batch  # noqa: E402
 from broker_core.store.codec.hashing import rmq_crc32  # noqa: E402
 from broker_core.store.codec.message import MessageInner  # noqa: E402
 from broker_core.store.commit_log import POPULATE_AHEAD  # noqa: E402
-from broker_core.store.mapped_file import MappedFile  # noqa: E402
+from broker_core.store.mapped_file import RESERVE_AHEAD, MappedFile  # noqa: E402
 from broker_core.store.message_store import MessageStore  # noqa: E402
 from broker_core.store.store_config import ASYNC_FLUSH, SYNC_FLUSH, StoreConfig  # noqa: E402
 from broker_core.store.topic_config import TopicConfig  # noqa: E402
@@ -396,6 +404,11 @@ class StoreWriter:
         store.shutdown()
         shutil.rmtree(self.root)
 
+def batchcq_body() -> bytes:
+    """Scenario (b)'s batch body: 64 x 1 KiB items, one TAGS each."""
+    return encode_batch([BatchItem(BODY, {"TAGS": "TagA"}) for _ in range(64)])
+
+
 def bench_batchcq(n_msgs: int, directory: Path, write_buffer: bool = False, profile: bool = False
                   ) -> tuple[float, float, float]:
     """(msg/s, MB/s of batch bodies, MB/s by CPU time); ``profile``: cProfile the timed section to stderr."""
@@ -404,7 +417,7 @@ def bench_batchcq(n_msgs: int, directory: Path, write_buffer: bool = False, prof
     cfg.transient_store_pool_enable = write_buffer
     store = MessageStore(root, cfg).open()
     store.topic_table.put(TopicConfig(TOPIC, 8, 8, attributes={"queue.type": "BatchCQ"}), 0)
-    body = encode_batch([BatchItem(BODY, {"TAGS": "TagA"}) for _ in range(64)])
+    body = batchcq_body()
     batches = max(1, n_msgs // 64)
     msgs = [make_msg(i, body) for i in range(batches)]
     prof = None
@@ -429,6 +442,49 @@ def bench_batchcq(n_msgs: int, directory: Path, write_buffer: bool = False, prof
     shutil.rmtree(root)
     mb = batches * len(body) / 1e6
     return batches * 64 / t.wall, mb / t.wall, mb / t.cpu
+
+
+def batchcq_record_size(directory: Path) -> int:
+    """Bytes of one commitlog record of scenario (b)'s batches (put once into a scratch store)."""
+    root = directory / "size"
+    store = MessageStore(root, config(ASYNC_FLUSH)).open()
+    try:
+        store.topic_table.put(TopicConfig(TOPIC, 8, 8, attributes={"queue.type": "BatchCQ"}), 0)
+        result = store.put_inner_batch(make_msg(0, batchcq_body()), 64)
+        assert result.ok, result
+        return result.wrote_bytes
+    finally:
+        store.shutdown()
+        shutil.rmtree(root)
+
+
+def record_writes_mb_s(directory: Path, record_size: int, n_msgs: int) -> tuple[float, float]:
+    """Scenario (b)'s writes alone: one pwrite a record of ``record_size`` bytes, back to back, into
+    a file with blocks allocated ahead in RESERVE_AHEAD steps (what the default store's put does,
+    without the encode, the CRC, the unit and index entries or any Python bookkeeping). MB/s (wall,
+    CPU) of batch bodies, as ``bench_batchcq`` counts them.
+
+    Why: it is the ceiling of ``batchcq_ratio`` (the default store writes each record when it is put,
+    so readers see it on return), measured against the same baseline in the same run."""
+    body_len = len(batchcq_body())
+    batches = max(1, n_msgs // 64)
+    record = os.urandom(record_size)
+    path = directory / "records.bin"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        reserved = pos = 0
+        with Timed() as t:
+            for _ in range(batches):
+                if pos + record_size > reserved:
+                    os.posix_fallocate(fd, reserved, RESERVE_AHEAD)
+                    reserved += RESERVE_AHEAD
+                os.pwrite(fd, record, pos)
+                pos += record_size
+    finally:
+        os.close(fd)
+        path.unlink()
+    mb = batches * body_len / 1e6
+    return mb / t.wall, mb / t.cpu
 
 
 def bench_sync(n: int, directory: Path, threads: int = 16) -> tuple[float, float]:
@@ -458,9 +514,9 @@ def bench_sync(n: int, directory: Path, threads: int = 16) -> tuple[float, float
     return per * threads / dt, fsyncs / dt
 
 
-def interleaved3(reps: int, fns: tuple, warmup: bool = True) -> tuple[list, ...]:
-    """``interleaved`` for three scenarios: one discarded warm-up run of each, then ``reps`` rounds
-    in a rotating order (A B C, B C A, C A B, ...)."""
+def interleaved(reps: int, fns: tuple, warmup: bool = True) -> tuple[list, ...]:
+    """Several scenarios: one discarded warm-up run of each, then ``reps`` rounds in a rotating
+    order (A B C, B C A, C A B, ...)."""
     for fn in fns if warmup else ():
         fn()
     runs: tuple[list, ...] = tuple([] for _ in fns)
@@ -700,10 +756,12 @@ def main() -> None:
                               "loadavg_after": [round(x, 2) for x in os.getloadavg()], **put}))
             return
         prof = args.profile and args.only_batchcq
-        pc_runs, bcq_runs, wb_runs = interleaved3(reps, (lambda: page_cache_write_mb_s(d),
-                                                         lambda: bench_batchcq(n * 4, d, profile=prof),
-                                                         lambda: bench_batchcq(n * 4, d, True, prof)),
-                                                  warmup=not args.profile)
+        record_size = batchcq_record_size(d)
+        pc_runs, bcq_runs, wb_runs, rw_runs = interleaved(reps, (lambda: page_cache_write_mb_s(d),
+                                                                 lambda: bench_batchcq(n * 4, d, profile=prof),
+                                                                 lambda: bench_batchcq(n * 4, d, True, prof),
+                                                                 lambda: record_writes_mb_s(d, record_size, n * 4)),
+                                                          warmup=not args.profile)
         sync_n = max(n // 4, 16)
         if not args.only_batchcq:
             bench_sync(sync_n, d)  # warm-up, discarded
@@ -714,6 +772,8 @@ def main() -> None:
     bcq_paired = [b[1] / p[0] for b, p in zip(bcq_runs, pc_runs, strict=True)]
     wb_mb, wb_mb_cpu = med(r[1] for r in wb_runs), med(r[2] for r in wb_runs)
     wb_paired = [b[1] / p[0] for b, p in zip(wb_runs, pc_runs, strict=True)]
+    rw_mb, rw_mb_cpu = med(r[0] for r in rw_runs), med(r[1] for r in rw_runs)
+    rw_paired = [w[0] / p[0] for w, p in zip(rw_runs, pc_runs, strict=True)]
     per_fsync = [p / f for p, f in sync_runs if f]
     out = {"messages": n, "reps": reps, "warmup_discarded": not args.profile, "cpus": os.cpu_count(),
            "loadavg_before": load_before, "loadavg_after": [round(x, 2) for x in os.getloadavg()]}
@@ -742,8 +802,14 @@ def main() -> None:
         "batchcq_write_buffer_ratio_paired": round(med(wb_paired), 3),
         "batchcq_write_buffer_ratio_paired_spread": spread(wb_paired),
         "batchcq_write_buffer_mb_s_runs": [round(r[1], 1) for r in wb_runs],
+        "batchcq_record_size": record_size,
+        "batchcq_record_writes_only_mb_s": round(rw_mb, 1),
+        "batchcq_record_writes_only_ratio": round(rw_mb / pc, 3),
+        "batchcq_record_writes_only_ratio_cpu": round(rw_mb_cpu / pc_cpu, 3),
+        "batchcq_record_writes_only_ratio_paired": round(med(rw_paired), 3),
+        "batchcq_record_writes_only_ratio_paired_spread": spread(rw_paired),
         "cpu_mb_s": {"page_cache_write": round(pc_cpu, 1), "batchcq": round(b_mb_cpu, 1),
-                     "batchcq_write_buffer": round(wb_mb_cpu, 1)},
+                     "batchcq_write_buffer": round(wb_mb_cpu, 1), "record_writes_only": round(rw_mb_cpu, 1)},
     })
     if sync_runs:
         out.update({
