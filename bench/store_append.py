@@ -27,7 +27,7 @@ the store's hot path wastes time. Figures:
   (``hotpath.put_fast``: record, CRC, unit, index entries and every check) on in-memory buffers, no
   store around it, against the bare loop in the same chunks: the ceiling of (a). Measured (2 cores,
   load 0.4-0.6): C 1.46 us a call (2.37x the bare loop's rate; the store around it ~2.8 us), the
-  twin 10.55 us (0.344; the store around it ~5.4 us), so the fallback's 0.35 is out of reach of
+  twin 9.65-10.55 us (0.344-0.359 in three runs; the store around it ~4.5-5.4 us), so the fallback's 0.35 is out of reach of
   any store code around the call: the twin's own bytecode (~900 instructions a put, ~10 ns each)
   is the bound. A flat loop of the same byte work without the checks (exact types, ranges,
   separators, hosts) or the store's state ran at ~0.50.
