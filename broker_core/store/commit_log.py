@@ -201,6 +201,8 @@ class CommitLog:
         self.write_buffer = config.write_buffer_enabled and not read_only
         self._wb_file: MappedFile | None = None
         self._wb_end = 0
+        # Commits of the write buffer so far: a put tells whether its call moved records into the file.
+        self.commits = 0
         # fast_put.put_inner_batch_fast encodes a large record here, then writes it with one pwritev (a
         # copy into the mapping would pay for zero-filled pages first, see MappedFile.write_vectored)
         self.record_scratch = bytearray()
@@ -328,6 +330,7 @@ class CommitLog:
         except RecordError as e:
             return _encode_failure(e)
         with self.put_lock:
+            commits_before = self.commits
             base_q = self.queue_offsets.next(msg.topic, msg.queue_id)
             msg.properties["INNER_BASE"] = str(base_q)
             msg.properties["INNER_NUM"] = str(inner_num)
@@ -355,8 +358,8 @@ class CommitLog:
                     return self._append_failed(mf, mf.wrote_position, 0, e, mf.wrote_position + size)
                 self.queue_offsets.advance(msg.topic, msg.queue_id, inner_num)
         if self.write_buffer:  # (the write buffer is never on under SYNC_FLUSH: nothing to wait for)
-            if buffered.ok:
-                for listener in self.append_listeners:  # a commit may have happened: dispatch looks
+            if buffered.ok and self.commits != commits_before:  # records reached the file: dispatch looks
+                for listener in self.append_listeners:
                     listener()
             return buffered
         return self._appended(msg, phy, msg_id, size, base_q, inner_num, store_ts)
@@ -440,6 +443,7 @@ class CommitLog:
                           mf.file_from_offset + mf.wrote_position)
             return False
         mf.wrote_position = self._wb_end
+        self.commits += 1
         self.appended_records.extend(self._wb_records)
         self._wb_file = None
         self._wb_parts = []

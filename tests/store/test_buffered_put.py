@@ -55,19 +55,26 @@ def with_many_keys(items: list[tuple[MessageInner, int]]) -> list[tuple[MessageI
     return items
 
 
-def put_all(root: Path, items: list[tuple[MessageInner, int]]) -> list[tuple]:
+def put_all(root: Path, items: list[tuple[MessageInner, int]], started: bool = False,
+            record_filter=None) -> list[tuple]:
+    """Put ``items``; ``started``: into a started store (reput thread, commit service), as a broker's."""
     clock = StepClock()
     answers = []
     store = MessageStore(root, config(), clock=clock).open()
     assert store.commit_log.write_buffer
     for topic in {*TOPICS, "BatchA"}:
         store.topic_table.put(TopicConfig(topic, 3, 3, attributes={"queue.type": "BatchCQ"}), 0)
+    store.dispatch_filter = record_filter
+    if started:
+        store.start()
     try:
         for i, (m, n) in enumerate(items):
             clock.now = BASE_TS + i * 1013
             r = store.put_inner_batch(m, n)
             answers.append((r.status, r.wrote_offset, r.wrote_bytes, r.msg_id, r.queue_offset, r.msg_num,
                             r.store_timestamp, dict(m.properties)))
+        if started:  # what the commit service does within commitIntervalCommitLog: the answers below see it all
+            assert store.commit_log.commit()
         assert store.wait_for_dispatch()
         answers.append({(t, q): store.get_max_offset_in_queue(t, q) for t in TOPICS for q in range(3)})
         answers.append(sorted(m.commit_log_offset for m in store.query_message("BatchA", "many36-119")))
@@ -115,6 +122,77 @@ def test_flat_buffered_path_writes_the_general_paths_bytes(tmp_path: Path, monke
     assert len([n for n in a if n.startswith("commitlog")]) > 3
     for name in a:
         assert a[name] == b[name], f"{name} differs"
+
+
+@pytest.mark.parametrize("refused_topic", [None, TOPICS[1]])
+@pytest.mark.parametrize("impl", IMPLEMENTATIONS)
+def test_a_started_store_takes_the_flat_put_and_writes_the_general_paths_bytes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, impl, refused_topic: str | None) -> None:
+    """A running broker's store (reput thread, commit service, a dispatch filter): the flat put buffers
+    the records, its reput thread dispatches what each commit hands over; the files and answers are
+    the general path's. A filter refusing a topic's records (a deleted topic's, in a broker) is obeyed."""
+    monkeypatch.setattr(commit_log, "WRITE_BUFFER_COMMIT_BYTES", 16 * 1024)  # many commits
+    items = with_many_keys(batches(300))
+
+    def record_filter(topic: str, commit_log_offset: int) -> bool:
+        return topic != refused_topic
+
+    monkeypatch.setattr(message_store, "put_inner_batch_buffered", lambda store, msg, inner_num: None)
+    general = put_all(tmp_path / "general", copy_batches(items), True, record_filter)
+    taken = {"put": 0}
+
+    def counting_put(*args):
+        done = buffered_put.put_inner_batch_buffered(*args)
+        taken["put"] += done is not None
+        return done
+
+    monkeypatch.setattr(message_store, "put_inner_batch_buffered", counting_put)
+    monkeypatch.setattr(buffered_put, "_buffer_inner_batch", impl[0])
+    flat = put_all(tmp_path / "flat", copy_batches(items), True, record_filter)
+
+    assert flat == general
+    assert 200 < taken["put"] < len(items)
+    if refused_topic is not None:
+        assert all(general[-2][(refused_topic, q)] == 0 for q in range(3))  # refused: in no queue
+        assert sum(general[-2].values()) > 0
+    a, b = store_files(tmp_path / "general"), store_files(tmp_path / "flat")
+    # An index file is named by the clock when the reput thread rolls it, which a started store's
+    # putting thread moves meanwhile: index files are compared in order, by content.
+    assert sorted(n for n in a if not n.startswith("index")) == sorted(n for n in b if not n.startswith("index"))
+    for name in a:
+        if not name.startswith("index"):
+            assert a[name] == b[name], f"{name} differs"
+    assert [a[n] for n in sorted(a) if n.startswith("index")] == [b[n] for n in sorted(b) if n.startswith("index")]
+    assert len([n for n in a if n.startswith("index")]) > 2
+
+
+def test_a_buffered_put_wakes_dispatch_only_when_records_reach_the_file(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A buffered record is not in the file until a commit: waking dispatch for it (every put, as the
+    put once did) made a running broker's reput thread take the interpreter for nothing."""
+    monkeypatch.setattr(commit_log, "WRITE_BUFFER_COMMIT_BYTES", 16 * 1024)
+    store = MessageStore(tmp_path, config()).open()
+    store.topic_table.put(TopicConfig("BatchA", 1, 1, attributes={"queue.type": "BatchCQ"}), 0)
+    wakes: list[int] = []
+    store.commit_log.append_listeners.append(lambda: wakes.append(store.commit_log.buffered_bytes))
+    body = encode_batch([BatchItem(b"x" * 1000, {}) for _ in range(4)])
+    try:
+        for general_path in (False, True):
+            if general_path:  # the general path's buffered put, the same rule
+                monkeypatch.setattr(message_store, "put_inner_batch_buffered", lambda store, msg, inner_num: None)
+            wakes.clear()
+            puts = 0
+            while not wakes:
+                assert store.put_inner_batch(MessageInner(topic="BatchA", body=body, queue_id=0), 4).ok
+                puts += 1
+            assert puts > 2  # the first puts were only buffered: no wake
+            assert wakes == [0]  # the put that committed woke it, with nothing left buffered
+            assert store.put_inner_batch(MessageInner(topic="BatchA", body=body, queue_id=0), 4).ok
+            assert wakes == [0]
+            assert store.commit_log.commit()
+            assert wakes == [0, 0]  # a commit by the commit service wakes it too
+    finally:
+        store.shutdown()
 
 
 def test_a_declined_put_leaves_the_message_as_it_was(tmp_path: Path) -> None:
