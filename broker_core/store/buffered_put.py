@@ -26,6 +26,8 @@ left to the general path, which keeps every rule in one place.
 
 from __future__ import annotations
 
+from collections import deque
+from itertools import islice
 from typing import TYPE_CHECKING
 
 from . import commit_log
@@ -53,8 +55,9 @@ def put_inner_batch_buffered(store: MessageStore, msg: MessageInner, inner_num: 
     it is committed and, the store dispatching in the putting thread, the committed records are
     dispatched at once (``dispatch_committed``), in a store that is not started; such a store takes
     no dispatch hooks here, as the other one-call puts. A started store (a running broker's: reput
-    thread, commit service) leaves dispatch to its reput thread (the general path's, which obeys the
-    hooks); the thread is woken only when a commit moved records into the file. Waking it on every put, when a buffered record is not in the file yet,
+    thread, commit service) leaves dispatch to its reput thread, which takes the same flat dispatch
+    (``dispatch_committed_locked``) and obeys the hooks; the thread is woken only when a commit moved
+    records into the file. Waking it on every put, when a buffered record is not in the file yet,
     cost the put thread ~10% of its time and the interpreter a switch to a thread with nothing to do.
     """
     started = store._started
@@ -110,8 +113,7 @@ def put_inner_batch_buffered(store: MessageStore, msg: MessageInner, inner_num: 
         end = pos + size
         cl.last_store_timestamp = store_ts
         cl._wb_file = mf
-        if not started:  # for dispatch_committed (a started store's reput thread reads the properties)
-            cl.inner_batch_sizes.append((phy, base_q, inner_num))
+        cl.inner_batch_sizes.append((phy, base_q, inner_num))
         cl._wb_end = end
         table[key] = base_q + inner_num
         # a failure keeps the records buffered: the next commit writes them
@@ -144,30 +146,73 @@ def _reserved(mf, end: int) -> bool:
 
 
 def dispatch_committed(store: MessageStore) -> None:
-    """Dispatch the records a commit just handed over: ``ReputMessageService.dispatch_new`` +
-    ``MessageStore.dispatch_appended`` for inner batches this module buffered, flat.
+    """Dispatch, in the putting thread of a store that is not started, the records its commit just
+    handed over (``dispatch_committed_locked`` under the dispatch lock); what that leaves goes the
+    general way (``MessageStore._dispatch_now``)."""
+    dispatch_lock = store.reput._dispatch_lock
+    dispatch_lock.acquire()
+    try:
+        caught_up = dispatch_committed_locked(store)[1]
+    finally:
+        dispatch_lock.release()
+    if not caught_up:
+        store._dispatch_now()
+
+
+# Records a dispatch filter is asked about ahead of one flat dispatch call, at most: what a refused
+# record's run costs to find is bounded whatever the backlog.
+FILTERED_RUN_MAX = 64
+
+
+def dispatch_committed_locked(store: MessageStore) -> tuple[int, bool]:
+    """Dispatch the committed inner batches at the head of ``CommitLog.appended_records``, flat
+    (``ReputMessageService.dispatch_new`` + ``MessageStore.dispatch_appended`` for inner batches);
+    called with the dispatch lock held, by ``dispatch_committed`` or by the reput thread of a started
+    store (``ReputMessageService._dispatch_appended``). Returns how many records it dispatched and
+    whether dispatch has caught up with the commitlog.
 
     Each record's BatchCQ unit (the batch size as the put knew it, ``CommitLog.inner_batch_sizes``,
     instead of parsing INNER_NUM and INNER_BASE back out of its properties string) and its index
-    entries are written under the dispatch and index locks, in commitlog order, by one compiled call
-    for as many records as it takes (``dispatch_inner_batches``); this function keeps the index roll
-    of a record whose keys did not all fit, the arrival listeners and the checkpoint. The first record
-    that needs anything else (a queue's first unit or a full queue file, an index file without
-    room or a re-dispatch, an unknown batch size) and everything after it go the general way, as
-    does a record whose index roll fails (a full disk): it is stored and acknowledged, and dispatch
-    retries it from its unit on (written again only if missing) as ``MessageStore._dispatch_now`` does.
+    entries are written under the index lock, in commitlog order, by one compiled call for as many
+    records as it takes (``dispatch_inner_batches``); this function keeps the index roll of a record
+    whose keys did not all fit, the arrival listeners and the checkpoint. The first record that
+    needs anything else (a queue's first unit or a full queue file, an index file without room or a
+    re-dispatch, an unknown batch size) and everything after it are left to the general path, as is
+    everything while dispatch hooks are set (extra dispatchers, the consume queue ext). A dispatch
+    filter (a broker's: it refuses a deleted topic's records written before the deletion) is asked
+    about the records ahead, up to ``FILTERED_RUN_MAX``: the call takes only those before the first
+    it refuses, which the general path then refuses. A record whose index roll fails (a full disk)
+    is left too: it is stored and acknowledged, and the general path retries it from its unit on
+    (written again only if missing), as ``MessageStore._dispatch_now`` does.
     """
+    if store.dispatchers or store.config.enable_consume_queue_ext:
+        return 0, False
     reput = store.reput
     cl = store.commit_log
-    appended = cl.appended_records
+    pending = cl.appended_records
+    offset = reput.reput_from_offset
+    while pending and pending[0][0] < offset:  # entries dispatch has moved past
+        pending.popleft()
+    appended = pending
+    record_filter = store.dispatch_filter
+    if record_filter is not None:
+        run = 0
+        for rec in pending:
+            if run == FILTERED_RUN_MAX or not record_filter(rec[2], rec[0]):
+                break
+            run += 1
+        if run == 0:
+            return 0, False
+        if run < len(pending):  # the call sees only the records the filter lets through
+            appended = deque(islice(pending, run))
     sizes = cl.inner_batch_sizes
     cqs = store.consume_queues
     svc = enabled_index_service(store)
     checkpoint = store.checkpoint
     listeners = store.arrival_listeners
-    dispatch_lock = reput._dispatch_lock
     index_lock = svc._lock if svc is not None else None
-    dispatch_lock.acquire()
+    taken = len(appended)
+    dispatched = 0
     if index_lock is not None:
         index_lock.acquire()
     try:
@@ -175,9 +220,6 @@ def dispatch_committed(store: MessageStore) -> None:
             idx_files = svc._files
             idx = idx_files[-1] if idx_files and idx_files[-1].reserved else None
             room_needed = CHEAP_KEYS + svc._margin
-        offset = reput.reput_from_offset
-        while appended and appended[0][0] < offset:  # entries dispatch has moved past
-            appended.popleft()
         arrivals: list | None = [] if listeners else None
         while appended:
             if svc is None:
@@ -197,6 +239,7 @@ def dispatch_committed(store: MessageStore) -> None:
                 checkpoint.logics_msg_timestamp = last_ts
             if count:
                 reput.reput_from_offset = offset
+                dispatched += count
             if arrivals:
                 for arrival in arrivals:
                     for listener in listeners:
@@ -216,15 +259,19 @@ def dispatch_committed(store: MessageStore) -> None:
             sizes.popleft()
             offset = phy + size
             reput.reput_from_offset = offset
+            dispatched += 1
             for listener in listeners:
                 listener(topic, queue_id, base + num, tc, store_ts, props)
-        files = cl.file_queue.files
-        caught_up = not appended and bool(files) and offset == files[-1].file_from_offset + files[-1].wrote_position
+        failed = False
     except OSError:  # an index file the disk cannot hold: the general path retries and says so
-        caught_up = False
+        failed = True
     finally:
         if index_lock is not None:
             index_lock.release()
-        dispatch_lock.release()
-    if not caught_up:
-        store._dispatch_now()
+        if appended is not pending:  # what the call took off its run comes off the real list too
+            for _ in range(taken - len(appended)):
+                pending.popleft()
+    files = cl.file_queue.files
+    caught_up = not failed and not pending and bool(files) and \
+        offset == files[-1].file_from_offset + files[-1].wrote_position
+    return dispatched, caught_up

@@ -657,6 +657,7 @@ class MessageStore:
                 mf.flushed_position = mf.wrote_position
         self.commit_log.flushed_offset = offset
         self.commit_log.appended_records.clear()  # they describe bytes that may be gone
+        self.commit_log.inner_batch_sizes.clear()
 
     def _rebuild_queue_offset_table(self) -> None:
         table = self.commit_log.queue_offsets

@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from .buffered_put import dispatch_committed_locked
 from .codec.message import RECORD_BLANK, RECORD_VALID, check_record, decode_dispatch_fields
 from .dispatch import DispatchRequest, build_dispatch_request, dispatch_request_of
 from .mapped_file import MappedFile
@@ -101,12 +102,26 @@ class ReputMessageService:
 
         A run never crosses a commitlog file: every file ends with a BLANK, which is not appended.
         """
-        appended = self.store.commit_log.appended_records
+        store = self.store
+        cl = store.commit_log
+        appended = cl.appended_records
         while appended and appended[0][0] < offset:
             appended.popleft()
-        dispatch_appended = self.store.dispatch_appended
+        dispatch_appended = store.dispatch_appended
+        sizes = cl.inner_batch_sizes  # the batch sizes of inner batches the one-call put buffered
         n = 0
         while appended and appended[0][0] == offset:
+            # such a batch at the head: it and the ones after it in one compiled call (as the putting
+            # thread of a store that is not started does); what that leaves goes record by record
+            if sizes and offset == self.reput_from_offset:
+                while sizes and sizes[0][0] < offset:
+                    sizes.popleft()
+                if sizes and sizes[0][0] == offset:
+                    done = dispatch_committed_locked(store)[0]
+                    if done:
+                        n += done
+                        offset = self.reput_from_offset
+                        continue
             rec = appended.popleft()
             dispatch_appended(rec)
             offset += rec[1]

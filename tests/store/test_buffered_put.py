@@ -129,8 +129,9 @@ def test_flat_buffered_path_writes_the_general_paths_bytes(tmp_path: Path, monke
 def test_a_started_store_takes_the_flat_put_and_writes_the_general_paths_bytes(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, impl, refused_topic: str | None) -> None:
     """A running broker's store (reput thread, commit service, a dispatch filter): the flat put buffers
-    the records, its reput thread dispatches what each commit hands over; the files and answers are
-    the general path's. A filter refusing a topic's records (a deleted topic's, in a broker) is obeyed."""
+    the records and its reput thread dispatches what each commit hands over in one compiled call;
+    the files and answers are the general path's. A filter refusing a topic's records (a deleted
+    topic's, in a broker) is obeyed: each flat call takes only the records before the first refused."""
     monkeypatch.setattr(commit_log, "WRITE_BUFFER_COMMIT_BYTES", 16 * 1024)  # many commits
     items = with_many_keys(batches(300))
 
@@ -139,19 +140,28 @@ def test_a_started_store_takes_the_flat_put_and_writes_the_general_paths_bytes(
 
     monkeypatch.setattr(message_store, "put_inner_batch_buffered", lambda store, msg, inner_num: None)
     general = put_all(tmp_path / "general", copy_batches(items), True, record_filter)
-    taken = {"put": 0}
+    taken = {"put": 0, "dispatch": 0}
+    encode, dispatch = impl
 
     def counting_put(*args):
         done = buffered_put.put_inner_batch_buffered(*args)
         taken["put"] += done is not None
         return done
 
+    def counting_dispatch(*args):
+        state = dispatch(*args)
+        taken["dispatch"] += state[1] + (state[9] is not None)
+        return state
+
     monkeypatch.setattr(message_store, "put_inner_batch_buffered", counting_put)
-    monkeypatch.setattr(buffered_put, "_buffer_inner_batch", impl[0])
+    monkeypatch.setattr(buffered_put, "_buffer_inner_batch", encode)
+    monkeypatch.setattr(buffered_put, "_dispatch_inner_batches", counting_dispatch)
     flat = put_all(tmp_path / "flat", copy_batches(items), True, record_filter)
 
     assert flat == general
     assert 200 < taken["put"] < len(items)
+    # the reput thread took most of them flat (fewer with a topic refused: the run ends before each)
+    assert (100 if refused_topic is None else 60) < taken["dispatch"] < taken["put"]
     if refused_topic is not None:
         assert all(general[-2][(refused_topic, q)] == 0 for q in range(3))  # refused: in no queue
         assert sum(general[-2].values()) > 0
