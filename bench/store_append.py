@@ -16,10 +16,12 @@ the store's hot path wastes time. Figures:
 * ``batchcq_write_buffer_started_*``: (b) with the write buffer on a started store, as a running
   broker has it (reput thread dispatching what each commit hands over, commit and flush services;
   the timed section ends with the last commit and every record dispatched). Its thread-CPU ratio is
-  left out: dispatch runs on the reput thread. Measured (2 cores, load ~0.3, 4 runs a side
-  alternated, MB/s medians): ~1,420 before a started store took the one-call buffered put and woke
-  dispatch only on commits, ~1,780 after (about 0.45-0.55 of the baseline, against ~0.65-0.69 for
-  the store that is not started, whose putting thread dispatches in one compiled call a commit).
+  left out: dispatch runs on the reput thread. Measured (2 cores, load 0.3-1, runs alternated, MB/s
+  medians): ~1,420 when a started store took the general path for every put and woke dispatch on
+  each, ~1,780 with the one-call buffered put and wakes only on commits, 2,285 -> 2,546 (another
+  machine moment) once its reput thread dispatched each commit's records in one compiled call too.
+  A full run then (load 0.8-1.3): 0.632 (paired 0.640, best 0.635), beside 0.692 for the store
+  that is not started.
 * ``batchcq_record_writes_only_*``: (b)'s writes alone, one pwrite a record of its size
   (``batchcq_record_size``) into a file with blocks allocated ahead, as the default store writes
   them, interleaved with the three above: the ceiling of ``batchcq_ratio``. Measured (2 cores, load
