@@ -791,14 +791,21 @@ def main() -> None:
         sync_runs = [] if args.only_batchcq else [bench_sync(sync_n, d) for _ in range(reps)]
     fallback = None if args.no_fallback or args.profile or args.only_batchcq else fallback_figures(args)
     pc, pc_cpu = med(r[0] for r in pc_runs), med(r[1] for r in pc_runs)
-    b_msgs, b_mb, b_mb_cpu = (med(r[i] for r in bcq_runs) for i in range(3))
-    bcq_paired = [b[1] / p[0] for b, p in zip(bcq_runs, pc_runs, strict=True)]
-    wb_mb, wb_mb_cpu = med(r[1] for r in wb_runs), med(r[2] for r in wb_runs)
-    wb_paired = [b[1] / p[0] for b, p in zip(wb_runs, pc_runs, strict=True)]
-    rw_mb, rw_mb_cpu = med(r[0] for r in rw_runs), med(r[1] for r in rw_runs)
-    wbs_mb = med(r[1] for r in wbs_runs)
-    wbs_paired = [b[1] / p[0] for b, p in zip(wbs_runs, pc_runs, strict=True)]
-    rw_paired = [w[0] / p[0] for w, p in zip(rw_runs, pc_runs, strict=True)]
+    pc_best = max(r[0] for r in pc_runs)
+
+    def side(name: str, runs: list, mb_at: int, cpu_at: int | None) -> dict:
+        """One BatchCQ-side scenario's figures against the page-cache baseline of the same rounds: MB/s
+        ``runs[k][mb_at]`` (CPU-time MB/s at ``cpu_at``; None: not reported, another thread's work)."""
+        mb = med(r[mb_at] for r in runs)
+        paired = [r[mb_at] / p[0] for r, p in zip(runs, pc_runs, strict=True)]
+        out = {f"{name}_mb_s": round(mb, 1), f"{name}_ratio": round(mb / pc, 3)}
+        if cpu_at is not None:
+            out[f"{name}_ratio_cpu"] = round(med(r[cpu_at] for r in runs) / pc_cpu, 3)
+        out.update({f"{name}_ratio_paired": round(med(paired), 3), f"{name}_ratio_paired_spread": spread(paired),
+                    f"{name}_ratio_best": round(max(r[mb_at] for r in runs) / pc_best, 3),
+                    f"{name}_mb_s_runs": [round(r[mb_at], 1) for r in runs]})
+        return out
+
     per_fsync = [p / f for p, f in sync_runs if f]
     out = {"messages": n, "reps": reps, "warmup_discarded": not args.profile, "cpus": os.cpu_count(),
            "loadavg_before": load_before, "loadavg_after": [round(x, 2) for x in os.getloadavg()]}
@@ -813,37 +820,16 @@ def main() -> None:
         out["fallback_hot_call_only_us"] = fallback.get("hot_call_only_us")
     out.update({
         "page_cache_write_mb_s": round(pc, 1),
-        "batchcq_msg_s": round(b_msgs),
-        "batchcq_mb_s": round(b_mb, 1),
-        "batchcq_ratio": round(b_mb / pc, 3),
-        "batchcq_ratio_cpu": round(b_mb_cpu / pc_cpu, 3),
-        "batchcq_ratio_paired": round(med(bcq_paired), 3),
-        "batchcq_ratio_paired_spread": spread(bcq_paired),
-        "batchcq_ratio_best": round(max(r[1] for r in bcq_runs) / max(r[0] for r in pc_runs), 3),
         "page_cache_write_mb_s_runs": [round(r[0], 1) for r in pc_runs],
-        "batchcq_mb_s_runs": [round(r[1], 1) for r in bcq_runs],
-        "batchcq_write_buffer_mb_s": round(wb_mb, 1),
-        "batchcq_write_buffer_ratio": round(wb_mb / pc, 3),
-        "batchcq_write_buffer_ratio_cpu": round(wb_mb_cpu / pc_cpu, 3),
-        "batchcq_write_buffer_ratio_paired": round(med(wb_paired), 3),
-        "batchcq_write_buffer_ratio_paired_spread": spread(wb_paired),
-        "batchcq_write_buffer_ratio_best": round(max(r[1] for r in wb_runs) / max(r[0] for r in pc_runs), 3),
-        "batchcq_write_buffer_mb_s_runs": [round(r[1], 1) for r in wb_runs],
-        "batchcq_write_buffer_started_mb_s": round(wbs_mb, 1),
-        "batchcq_write_buffer_started_ratio": round(wbs_mb / pc, 3),
-        "batchcq_write_buffer_started_ratio_paired": round(med(wbs_paired), 3),
-        "batchcq_write_buffer_started_ratio_best": round(max(r[1] for r in wbs_runs) / max(r[0] for r in pc_runs), 3),
-        "batchcq_write_buffer_started_mb_s_runs": [round(r[1], 1) for r in wbs_runs],
+        "batchcq_msg_s": round(med(r[0] for r in bcq_runs)),
+        **side("batchcq", bcq_runs, 1, 2),
+        **side("batchcq_write_buffer", wb_runs, 1, 2),
+        **side("batchcq_write_buffer_started", wbs_runs, 1, None),
         "batchcq_record_size": record_size,
-        "batchcq_record_writes_only_mb_s": round(rw_mb, 1),
-        "batchcq_record_writes_only_ratio": round(rw_mb / pc, 3),
-        "batchcq_record_writes_only_ratio_cpu": round(rw_mb_cpu / pc_cpu, 3),
-        "batchcq_record_writes_only_ratio_paired": round(med(rw_paired), 3),
-        "batchcq_record_writes_only_ratio_paired_spread": spread(rw_paired),
-        "batchcq_record_writes_only_ratio_best": round(max(r[0] for r in rw_runs) / max(r[0] for r in pc_runs), 3),
-        "batchcq_record_writes_only_mb_s_runs": [round(r[0], 1) for r in rw_runs],
-        "cpu_mb_s": {"page_cache_write": round(pc_cpu, 1), "batchcq": round(b_mb_cpu, 1),
-                     "batchcq_write_buffer": round(wb_mb_cpu, 1), "record_writes_only": round(rw_mb_cpu, 1)},
+        **side("batchcq_record_writes_only", rw_runs, 0, 1),
+        "cpu_mb_s": {"page_cache_write": round(pc_cpu, 1), "batchcq": round(med(r[2] for r in bcq_runs), 1),
+                     "batchcq_write_buffer": round(med(r[2] for r in wb_runs), 1),
+                     "record_writes_only": round(med(r[1] for r in rw_runs), 1)},
     })
     if sync_runs:
         out.update({

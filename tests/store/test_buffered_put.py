@@ -83,13 +83,12 @@ def put_all(root: Path, items: list[tuple[MessageInner, int]], started: bool = F
     return answers
 
 
-@pytest.mark.parametrize("impl", IMPLEMENTATIONS)
-def test_flat_buffered_path_writes_the_general_paths_bytes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                          impl) -> None:
-    monkeypatch.setattr(commit_log, "WRITE_BUFFER_COMMIT_BYTES", 16 * 1024)  # many commits
-    items = with_many_keys(batches(400))
+def general_and_flat(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, impl, items: list[tuple[MessageInner, int]],
+                     started: bool = False, record_filter=None) -> tuple[list, list, dict[str, int]]:
+    """``put_all`` of ``items`` on the general path (no one-call buffered put), then on the flat one with
+    ``impl``'s encode and dispatch: both answers, and how many puts and dispatched records were flat."""
     monkeypatch.setattr(message_store, "put_inner_batch_buffered", lambda store, msg, inner_num: None)
-    general = put_all(tmp_path / "general", copy_batches(items))
+    general = put_all(tmp_path / "general", copy_batches(items), started, record_filter)
     taken = {"put": 0, "dispatch": 0}
     encode, dispatch = impl
 
@@ -98,16 +97,24 @@ def test_flat_buffered_path_writes_the_general_paths_bytes(tmp_path: Path, monke
         taken["put"] += done is not None
         return done
 
-    monkeypatch.setattr(message_store, "put_inner_batch_buffered", counting_put)
-
     def counting_dispatch(*args):
         state = dispatch(*args)
         taken["dispatch"] += state[1] + (state[9] is not None)  # records dispatched, one with an index roll
         return state
 
+    monkeypatch.setattr(message_store, "put_inner_batch_buffered", counting_put)
     monkeypatch.setattr(buffered_put, "_buffer_inner_batch", encode)
     monkeypatch.setattr(buffered_put, "_dispatch_inner_batches", counting_dispatch)
-    flat = put_all(tmp_path / "flat", copy_batches(items))
+    flat = put_all(tmp_path / "flat", copy_batches(items), started, record_filter)
+    return general, flat, taken
+
+
+@pytest.mark.parametrize("impl", IMPLEMENTATIONS)
+def test_flat_buffered_path_writes_the_general_paths_bytes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          impl) -> None:
+    monkeypatch.setattr(commit_log, "WRITE_BUFFER_COMMIT_BYTES", 16 * 1024)  # many commits
+    items = with_many_keys(batches(400))
+    general, flat, taken = general_and_flat(tmp_path, monkeypatch, impl, items)
 
     assert flat == general
     assert len(general[-1]) == 1  # the 120-key batch is found by its last key
@@ -138,25 +145,7 @@ def test_a_started_store_takes_the_flat_put_and_writes_the_general_paths_bytes(
     def record_filter(topic: str, commit_log_offset: int) -> bool:
         return topic != refused_topic
 
-    monkeypatch.setattr(message_store, "put_inner_batch_buffered", lambda store, msg, inner_num: None)
-    general = put_all(tmp_path / "general", copy_batches(items), True, record_filter)
-    taken = {"put": 0, "dispatch": 0}
-    encode, dispatch = impl
-
-    def counting_put(*args):
-        done = buffered_put.put_inner_batch_buffered(*args)
-        taken["put"] += done is not None
-        return done
-
-    def counting_dispatch(*args):
-        state = dispatch(*args)
-        taken["dispatch"] += state[1] + (state[9] is not None)
-        return state
-
-    monkeypatch.setattr(message_store, "put_inner_batch_buffered", counting_put)
-    monkeypatch.setattr(buffered_put, "_buffer_inner_batch", encode)
-    monkeypatch.setattr(buffered_put, "_dispatch_inner_batches", counting_dispatch)
-    flat = put_all(tmp_path / "flat", copy_batches(items), True, record_filter)
+    general, flat, taken = general_and_flat(tmp_path, monkeypatch, impl, items, True, record_filter)
 
     assert flat == general
     assert 200 < taken["put"] < len(items)
