@@ -197,7 +197,7 @@ from broker_core.store.codec.batch import BatchItem, encode_batch  # noqa: E402
 from broker_core.store.codec.hashing import rmq_crc32  # noqa: E402
 from broker_core.store.codec.message import MessageInner  # noqa: E402
 from broker_core.store.commit_log import POPULATE_AHEAD  # noqa: E402
-from broker_core.store.mapped_file import RESERVE_AHEAD, MappedFile  # noqa: E402
+from broker_core.store.mapped_file import MappedFile  # noqa: E402
 from broker_core.store.message_store import MessageStore  # noqa: E402
 from broker_core.store.store_config import ASYNC_FLUSH, SYNC_FLUSH, StoreConfig  # noqa: E402
 from broker_core.store.topic_config import TopicConfig  # noqa: E402
@@ -482,30 +482,30 @@ def batchcq_record_size(directory: Path) -> int:
 
 
 def record_writes_mb_s(directory: Path, record_size: int, n_msgs: int) -> tuple[float, float]:
-    """Scenario (b)'s writes alone: one pwrite a record of ``record_size`` bytes, back to back, into
-    a file with blocks allocated ahead in RESERVE_AHEAD steps (what the default store's put does,
-    without the encode, the CRC, the unit and index entries or any Python bookkeeping). MB/s (wall,
-    CPU) of batch bodies, as ``bench_batchcq`` counts them.
+    """Scenario (b)'s writes alone: one record of ``record_size`` bytes a batch, back to back, with the
+    calls the default store's put makes (``MappedFile.reserve`` ahead of the write, then
+    ``write_vectored``), without the encode, the CRC, the unit and index entries or any other Python
+    bookkeeping. MB/s (wall, CPU) of batch bodies, as ``bench_batchcq`` counts them.
 
     Why: it is the ceiling of ``batchcq_ratio`` (the default store writes each record when it is put,
     so readers see it on return), measured against the same baseline in the same run."""
     body_len = len(batchcq_body())
     batches = max(1, n_msgs // 64)
-    record = os.urandom(record_size)
-    path = directory / "records.bin"
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    parts = (os.urandom(record_size),)
+    (directory / "records").mkdir()
+    mf = MappedFile(directory / "records" / f"{0:020d}",
+                    max(1 << 28, -(-(batches * record_size + (8 << 20)) // (1 << 20)) * (1 << 20)))
     try:
-        reserved = pos = 0
+        pos = 0
         with Timed() as t:
             for _ in range(batches):
-                if pos + record_size > reserved:
-                    os.posix_fallocate(fd, reserved, RESERVE_AHEAD)
-                    reserved += RESERVE_AHEAD
-                os.pwrite(fd, record, pos)
+                if pos + record_size > mf.reserved_to:
+                    mf.reserve(pos + record_size)
+                mf.write_vectored(pos, parts)
                 pos += record_size
     finally:
-        os.close(fd)
-        path.unlink()
+        mf.destroy()
+        (directory / "records").rmdir()
     mb = batches * body_len / 1e6
     return mb / t.wall, mb / t.cpu
 
@@ -575,7 +575,7 @@ def fallback_figures(args: argparse.Namespace) -> dict | None:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def put_rounds(n: int, reps: int, chunk: int, bare: BareWriter, subject: StoreWriter, in_loop_faults: bool,
+def put_rounds(n: int, reps: int, chunk: int, bare: BareWriter, subject: StoreWriter | HotCallWriter, in_loop_faults: bool,
                warmup: bool = True) -> list[tuple[Timed, Timed]]:
     """``reps`` repetitions of ``n`` messages on each side, after one discarded warm-up repetition:
     (baseline, subject) totals of each, summed over chunks of ``chunk`` messages that alternate
@@ -612,9 +612,9 @@ def put_rounds(n: int, reps: int, chunk: int, bare: BareWriter, subject: StoreWr
     return out
 
 
-def hot_call_figures(n: int, reps: int, d: Path, chunk: int) -> dict:
+class HotCallWriter:
     """The hot call alone (``hotpath.put_fast``: record, CRC, consume queue unit, two index entries,
-    every check) on in-memory buffers, against the bare loop, interleaved in chunks as in ``put_rounds``.
+    every check) on in-memory buffers: a ``put_rounds`` subject beside the bare loop.
 
     Why: it bounds what any store around the call can reach. For the pure-Python twin it shows that
     the call by itself costs ~0.36 of the bare loop's rate, so the fallback's whole put (the call
@@ -623,50 +623,48 @@ def hot_call_figures(n: int, reps: int, d: Path, chunk: int) -> dict:
     positions each repetition (no page faults after the warm-up), an index of the store's geometry
     (5,000,000 hash slots: the same cache misses), its entry area sized for one repetition.
     """
-    med = statistics.median
-    slots = StoreConfig().max_hash_slot_num
-    msgs = [make_msg(i) for i in range(n)]
-    cl, cq = bytearray(n * RECORD_BOUND), bytearray(n * 20)
-    entries = 2 * n + 2
-    idx = bytearray(40 + slots * 4 + (entries + 1) * 20)
-    put = hotpath.put_fast
-    max_size = StoreConfig().max_message_size
 
-    def calls(a: int, b: int, state: list[int]) -> Timed:
-        pos, n_entries, begin_ts, begin_phy, slot_count = state
+    def __init__(self, n: int) -> None:
+        defaults = StoreConfig()
+        self.slots = defaults.max_hash_slot_num
+        self.max_size = defaults.max_message_size
+        self.msgs = [make_msg(i) for i in range(n)]
+        self.cl, self.cq = bytearray(n * RECORD_BOUND), bytearray(n * 20)
+        self.entries = 2 * n + 2
+        self.idx = bytearray(40 + self.slots * 4 + (self.entries + 1) * 20)
+        self.state = [0, 0, 1, 0, 0, 0]  # message number, commitlog position, index count, header values
+
+    def prepare(self, count: int) -> list[MessageInner]:
+        """The same messages each repetition, written again from the buffers' start."""
+        self.state = [0, 0, 1, 0, 0, 0]
+        return self.msgs[:count]
+
+    def prefault(self, count: int) -> None:
+        """Nothing: the buffers are in memory (the discarded warm-up repetition faults them in)."""
+
+    def run(self, msgs: list[MessageInner]) -> Timed:
+        put, cl, cq, idx, slots, entries, max_size = (hotpath.put_fast, self.cl, self.cq, self.idx, self.slots,
+                                                      self.entries, self.max_size)
+        i, pos, n_entries, begin_ts, begin_phy, slot_count = self.state
         limit = len(cl)
         with Timed() as t:
-            for i in range(a, b):
-                r = put(msgs[i], max_size, cl, pos, limit, pos, i // 8, 1_700_000_000_000 + i, cq, i * 20, idx,
+            for m in msgs:
+                r = put(m, max_size, cl, pos, limit, pos, i // 8, 1_700_000_000_000 + i, cq, i * 20, idx,
                         slots, entries, n_entries, begin_ts, begin_phy, slot_count)
                 pos += r[0]
                 begin_ts, begin_phy, slot_count, n_entries = r[4:]
-        state[:] = [pos, n_entries, begin_ts, begin_phy, slot_count]
+                i += 1
+        self.state = [i, pos, n_entries, begin_ts, begin_phy, slot_count]
         return t
 
+
+def hot_call_figures(n: int, reps: int, d: Path, chunk: int) -> dict:
+    """``HotCallWriter`` against the bare loop, in ``put_rounds``: the ceiling of the put scenario."""
+    med = statistics.median
     (d / "hot_call").mkdir()
     bare = BareWriter(d / "hot_call", max(64 << 20, -(-((reps + 1) * n * RECORD_BOUND) // (1 << 20)) * (1 << 20)))
-    runs = []
     try:
-        for r in range(reps + 1):
-            bare.prefault(n)
-            state = [0, 1, 0, 0, 0]
-            gc.collect()
-            gc.disable()
-            try:
-                tb = ts = 0.0
-                for k, a in enumerate(range(0, n, chunk)):
-                    b = min(n, a + chunk)
-                    if (k + r) % 2 == 0:
-                        tb += bare.run(b - a).wall
-                        ts += calls(a, b, state).wall
-                    else:
-                        ts += calls(a, b, state).wall
-                        tb += bare.run(b - a).wall
-            finally:
-                gc.enable()
-            if r:  # the first repetition faults the buffers in: discarded
-                runs.append((tb, ts))
+        runs = [(b.wall, s.wall) for b, s in put_rounds(n, reps, chunk, bare, HotCallWriter(n), False)]
     finally:
         bare.close()
         (d / "hot_call").rmdir()
