@@ -246,13 +246,24 @@ def test_shell_completion_lists_topics(golden_cli):
     assert complete_topic(Ctx(), "G") == []
 
 
+def _readme_tour_commands() -> list[str]:
+    """The mqadmin lines of the README's tour block, comments cut off."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    block = readme.split("## A 5-minute tour", 1)[1].split("```sh", 1)[1].split("```", 1)[0]
+    return [line.split("  #", 1)[0].rstrip() for line in block.splitlines() if line.startswith("mqadmin ")]
+
+
 def test_tour_runs_twice(tmp_path):
+    """``make tour`` runs what the README says it runs: the tour block's first seven commands, in order."""
     store = tmp_path / "store"
     env = dict(os.environ, NAMESRV_ADDR="")
     for run in range(2):
         out = subprocess.run([sys.executable, "-m", "broker_core.tour", "--store", str(store)], capture_output=True,
                              text=True, env=env, timeout=120)
         assert out.returncode == 0, out.stderr
+        if run == 0:
+            shown = [line[2:] for line in out.stdout.splitlines() if line.startswith("$ mqadmin ")]
+            assert shown == _readme_tour_commands()[:7]
         assert "$ mqadmin queryMsgByKey -t OrderEvents -k order-42" in out.stdout
         assert ("updating its password" in out.stdout) == (run == 1)
         assert "store OK" in out.stdout
