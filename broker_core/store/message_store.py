@@ -687,11 +687,18 @@ class MessageStore:
 
     def _dispatch_in_memory(self, req: DispatchRequest) -> None:
         """Read-only recovery: records the CQ files do not have yet are known only by the count."""
-        cq = self.consume_queues.get((req.topic, req.queue_id))
-        if cq is None or not req.enters_queue:
+        if not req.enters_queue:
             return
+        key = (req.topic, req.queue_id)
+        if key not in self.consume_queues:
+            # A queue whose first record the writer never dispatched (its reput thread was behind
+            # when it died): no files yet, so a queue object with none, as dispatch would have made
+            # it (BatchCQ for an inner batch), holds what the re-dispatch maps know. Constructing it
+            # touches no file.
+            qtype = BATCH_CQ if req.is_inner_batch else self.queue_type_of(req.topic)
+            self.consume_queues[key] = self._new_queue(req.topic, req.queue_id, qtype)
         # Units cannot be written; they stay readable through read-only re-dispatch maps.
-        pending = self._ro_pending.setdefault((req.topic, req.queue_id), [])
+        pending = self._ro_pending.setdefault(key, [])
         pending.append(req)
 
 

@@ -1,4 +1,4 @@
-"""The writer the kill -9 loop test kills (run as ``python kill_writer.py ROOT SYNC|ASYNC SEED``).
+"""The writer the kill -9 loop test kills (run as ``python kill_writer.py ROOT SYNC|ASYNC|WBUF SEED``).
 
 Why a script: the loop needs a separate process that is killed with SIGKILL mid-write. It writes,
 round-robin, single sends and exploded batches to a SimpleCQ topic and inner batches to a BatchCQ
@@ -27,8 +27,17 @@ from broker_core.store.topic_config import TopicConfig  # noqa: E402
 SIMPLE, BATCH = "KillSimple", "KillBatch"
 
 
+# The writer's modes: SYNC and ASYNC flush, and WBUF, ASYNC with the write buffer
+# (transientStorePoolEnable), where an inner batch is acknowledged before it is in the file.
+WRITE_BUFFER = "WBUF"
+
+
 def config(flush: str):  # noqa: ANN201 - StoreConfig
     # flush services quicker than the defaults: a short cycle should see checkpoints move
+    if flush == WRITE_BUFFER:
+        return small_config(flush_disk_type="ASYNC_FLUSH", transient_store_pool_enable=True,
+                            mapped_file_size_commit_log=64 * 1024, commit_interval_commit_log=20,
+                            flush_interval_commit_log=20, flush_interval_consume_queue=50)
     return small_config(flush_disk_type=f"{flush}_FLUSH", flush_interval_commit_log=20,
                         flush_interval_consume_queue=50)
 
@@ -44,7 +53,8 @@ def main(root: str, flush: str, seed: int) -> None:
     i = 0
     while True:
         tag = f"{seed}-{i}"
-        kind = i % 3
+        # with the write buffer mostly inner batches, so that several are buffered at a kill
+        kind = (0, 2, 2, 1, 2, 2)[i % 6] if flush == WRITE_BUFFER else i % 3
         qid = rnd.randrange(2)
         if kind == 0:
             key, uniq = f"k{tag}", f"U{tag}"

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from kill_writer import BATCH, SIMPLE, config
+from kill_writer import BATCH, SIMPLE, WRITE_BUFFER, config
 from store_util import as_after_reboot
 
 from broker_core.store.message_store import GetMessageStatus, MessageStore
@@ -87,21 +87,33 @@ def expected(acks: list[Ack]) -> dict[tuple[str, int, int], tuple[str, str]]:
     return out
 
 
+def queue_contents(store: MessageStore, topic: str, qid: int) -> dict[int, tuple[str | None, str | None]]:
+    """Queue offset -> (keys, unique key) of a SimpleCQ message, (body, None) of an inner-batch item
+    (items carry their own, empty, properties: they are known by body)."""
+    got: dict[int, tuple[str | None, str | None]] = {}
+    off = 0
+    while True:
+        r = store.get_messages(topic, qid, off, 64)
+        for m in r.messages:
+            got[m.queue_offset] = (m.keys, m.uniq_key) if topic == SIMPLE else (m.body.decode(), None)
+        if r.status is not GetMessageStatus.FOUND or r.next_begin_offset <= off:
+            return got
+        off = r.next_begin_offset
+
+
+def stored_as(ack: Ack, j: int) -> tuple[str, str | None]:
+    """What ``queue_contents`` holds for the ``j``-th message of ``ack``."""
+    if ack.topic == SIMPLE:
+        return ack.keys[j], ack.uniqs[j]
+    return f"inner-{ack.keys[0][1:]}-{j}", None
+
+
 def check_store(store: MessageStore, acks: list[Ack], by_key: bool) -> None:
     want = expected(acks)
     first = {(a.topic, a.qid, a.offset + j): a.offset for a in acks for j in range(a.count)}
     for topic in (SIMPLE, BATCH):
         for qid in (0, 1):
-            got: dict[int, tuple[str | None, str | None]] = {}
-            off = 0
-            while True:
-                r = store.get_messages(topic, qid, off, 64)
-                for m in r.messages:
-                    # items of an inner batch carry their own (no) properties: they are known by body
-                    got[m.queue_offset] = (m.keys, m.uniq_key) if topic == SIMPLE else (m.body.decode(), None)
-                if r.status is not GetMessageStatus.FOUND or r.next_begin_offset <= off:
-                    break
-                off = r.next_begin_offset
+            got = queue_contents(store, topic, qid)
             for (t, q, o), (key, uniq) in want.items():
                 if (t, q) == (topic, qid):
                     expect = (key, uniq) if topic == SIMPLE else (f"inner-{key[1:]}-{o - first[(t, q, o)]}", None)
@@ -151,3 +163,62 @@ def test_kill9_loop_keeps_every_acked_message(tmp_path: Path) -> None:
     print(f"kill -9 loop: {CYCLES} cycles, {len(acks)} acked puts, {len(want)} messages checked by queue, "
           f"key and unique key in {elapsed:.1f}s (seed {seed})")
     assert elapsed < 180, f"loop took {elapsed:.1f}s (a hang guard, not a benchmark)"
+
+
+WRITE_BUFFER_CYCLES = 12
+
+
+def surviving_prefix(store: MessageStore, acks: list[Ack]) -> int:
+    """How many of ``acks`` (one writer run, in put order) are in ``store``, asserting that they are
+    its first ones: the commitlog is appended in put order and recovery keeps a prefix of it, so a
+    lost acknowledged put followed by a kept one would be a hole (misaddressed or lost data)."""
+    contents = {(t, q): queue_contents(store, t, q) for t in (SIMPLE, BATCH) for q in (0, 1)}
+    kept = [all(contents[(a.topic, a.qid)].get(a.offset + j) == stored_as(a, j) for j in range(a.count))
+            for a in acks]
+    n = kept.count(True)
+    assert kept == [True] * n + [False] * (len(acks) - n), f"a hole among the acknowledged puts: {kept}"
+    return n
+
+
+def test_kill9_loop_with_the_write_buffer_loses_only_uncommitted_inner_batches(tmp_path: Path) -> None:
+    """kill -9 of a writer whose store has the write buffer (transientStorePoolEnable), as RocketMQ's:
+    an inner batch is acknowledged once buffered, so a kill may lose the last ones, never more.
+
+    What must hold after each kill: the acknowledged puts still there are a prefix of the run's
+    (no hole); every lost one is a buffered inner batch (a plain put commits the buffer before its
+    own record, so once it is acknowledged everything before it is in the file); the queues stay
+    contiguous, every kept message is found by key and unique key, and no lost key is found (no
+    index entry points at bytes a later run overwrote). Read-only readers see it first, then the
+    next writer's recovery; at the end a writable reopen."""
+    seed = random.randrange(1 << 30)
+    rnd = random.Random(seed)
+    root = tmp_path / "store"
+    kept_acks: list[Ack] = []
+    lost: list[Ack] = []
+    t0 = time.monotonic()
+    for cycle in range(WRITE_BUFFER_CYCLES):
+        if cycle % 3 == 2:  # by time: sometimes during the writer's own recovery
+            acks = run_and_kill(root, WRITE_BUFFER, seed * 100 + cycle, 10 ** 6, rnd.uniform(0.05, 0.5))
+        else:
+            acks = run_and_kill(root, WRITE_BUFFER, seed * 100 + cycle, rnd.randrange(5, 120))
+        ro = MessageStore(root, config(WRITE_BUFFER), read_only=True).open()
+        try:
+            n = surviving_prefix(ro, acks)
+        finally:
+            ro.shutdown()
+        assert all(a.topic == BATCH for a in acks[n:]), f"an acknowledged plain put was lost: {acks[n:]}"
+        kept_acks += acks[:n]
+        lost += acks[n:]
+    store = MessageStore(root, config(WRITE_BUFFER)).open()
+    try:
+        assert store.recovery_report.abnormal
+        check_store(store, kept_acks, by_key=True)
+        for a in lost:
+            assert store.query_message(BATCH, a.keys[0]) == [], f"lost key {a.keys[0]} still indexed"
+            assert store.query_message(BATCH, a.uniqs[0]) == [], f"lost uniq key {a.uniqs[0]} still indexed"
+    finally:
+        store.shutdown()
+    elapsed = time.monotonic() - t0
+    print(f"kill -9 loop, write buffer: {WRITE_BUFFER_CYCLES} cycles, {len(kept_acks)} acknowledged puts kept, "
+          f"{len(lost)} buffered ones lost, in {elapsed:.1f}s (seed {seed})")
+    assert elapsed < 120, f"loop took {elapsed:.1f}s (a hang guard, not a benchmark)"

@@ -8,6 +8,7 @@ messages with exit 0 while topicStatus counted all of them.
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from store_util import (
 from typer.testing import CliRunner
 
 from broker_core.store.codec.batch import BatchItem, encode_batch
+from broker_core.store.codec.sys_flag import INNER_BATCH_FLAG
 from broker_core.store.message_store import MessageStore
 from broker_core.store.topic_config import TopicConfig
 
@@ -96,3 +98,50 @@ def test_read_only_open_skips_a_file_whose_creation_was_interrupted(tmp_path: Pa
     finally:
         ro.shutdown()
     assert (qdir / f"{last + 320:020d}").exists()  # read-only: nothing changed on disk
+
+
+def test_read_only_reader_sees_queues_the_writer_never_dispatched_to(tmp_path: Path) -> None:
+    """A writer killed before its dispatch (reput thread behind) created a queue's files: its records
+    are in the commitlog only. A read-only reader (mqadmin's inspection commands) must see those
+    queues as the writer's recovery will, SimpleCQ and BatchCQ alike; it used to drop them."""
+    from mqadmin.app import app
+
+    store = MessageStore(tmp_path / "store", small_config(), clock=FakeClock(step=STEP)).open()
+    store.topic_table.put(TopicConfig("LateBatch", 1, 1, attributes={"queue.type": "BatchCQ"}), 0)
+    store.topic_table.persist()
+    for i in range(20):
+        assert store.put_message(make_msg("Ro", 0, b"m%d" % i)).ok
+    cl = store.commit_log  # appended, never dispatched
+    for i in range(7):
+        assert cl.put_message(make_msg("Late", 1, b"late%d" % i)).ok
+        items = encode_batch([BatchItem(b"lb%d-%d" % (i, j)) for j in range(3)])
+        msg = make_msg("LateBatch", 0, items)
+        msg.sys_flag |= INNER_BATCH_FLAG
+        assert cl.put_inner_batch(msg, 3).ok
+    crash(store)
+    assert not (tmp_path / "store" / "consumequeue" / "Late").exists()
+    assert not (tmp_path / "store" / "batchconsumequeue" / "LateBatch").exists()
+
+    ro = MessageStore(tmp_path / "store", small_config(), read_only=True).open()
+    try:
+        assert read_all(ro, "Ro") == list(range(20))
+        assert ro.queue_ids("Late") == [1] and ro.get_max_offset_in_queue("Late", 1) == 7
+        assert [m.body for m in ro.get_messages("Late", 1, 0, 32).messages] == [b"late%d" % i for i in range(7)]
+        assert ro.get_max_offset_in_queue("LateBatch", 0) == 21
+        assert [m.body for m in ro.get_messages("LateBatch", 0, 0, 32).messages] \
+            == [b"lb%d-%d" % (i, j) for i in range(7) for j in range(3)]
+    finally:
+        ro.shutdown()
+    assert not (tmp_path / "store" / "consumequeue" / "Late").exists()  # read-only: nothing written
+
+    conf = small_config_file(tmp_path / "broker.conf")
+    res = CliRunner().invoke(app, ["topicStatus", "--store", str(tmp_path / "store"), "--config", str(conf),
+                                   "-t", "Late", "--output", "json"])
+    assert res.exit_code == 0, res.output
+    assert {r["queueId"]: r["maxOffset"] for r in json.loads(res.output)}.get(1) == 7
+
+    writer = MessageStore(tmp_path / "store", small_config()).open()  # the writer's recovery agrees
+    try:
+        assert writer.get_max_offset_in_queue("Late", 1) == 7 and writer.get_max_offset_in_queue("LateBatch", 0) == 21
+    finally:
+        writer.shutdown()
