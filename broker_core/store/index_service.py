@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from broker_core.store.codec.hot_py import index_keys
 from broker_core.store.codec.index_format import (
     DEFAULT_MAX_HASH_SLOT_NUM,
     DEFAULT_MAX_INDEX_NUM,
@@ -101,6 +102,9 @@ class IndexService:
         self._margin = max(1, min(_ROOM_MARGIN, index_num // 4))
         self._last_full_file_end_timestamp = 0
         self.damaged_files: list[str] = []  # found on load (verifyStore reports them)
+        # Read-only: keys of records the files do not have yet (the writer died before indexing
+        # them), ``topic#key`` -> [(phyOffset, storeTimestamp)] in commitlog order; see index_in_memory.
+        self._in_memory: dict[str, list[tuple[int, int]]] = {}
         self.repaired_files: list[str] = []  # torn by a crash, repaired in place on a writable load
         if not read_only:
             self.index_dir.mkdir(parents=True, exist_ok=True)
@@ -342,6 +346,22 @@ class IndexService:
                 written += f.put_keys(topic, uniq_key, keys, phy_offset, store_timestamp, written)[0]
             return written
 
+    def index_in_memory(self, topic: str, phy_offset: int, store_timestamp: int, uniq_key: str | None,
+                        keys: str | None, tran_type: int) -> None:
+        """Read-only recovery's ``build_index``: a record the index files lack is findable by key all the
+        same, from memory, as the writer's recovery will index it (same keys, same ROLLBACK rule).
+
+        Why: a read-only reader of a crashed store (mqadmin's inspection commands) shows such a record
+        by queue; by key it would be missing until a writer reopened the store. A record at or below
+        the newest file's endPhyOffset is in the files already (when they hold any entry: a new
+        store's first file says 0)."""
+        files = self._files
+        if tran_type & TRANSACTION_TYPE_MASK == TRANSACTION_ROLLBACK_TYPE or files \
+                and phy_offset <= files[-1].end_phy_offset and any(f.entry_count for f in files):
+            return
+        for full_key in index_keys(topic, uniq_key, keys):
+            self._in_memory.setdefault(full_key, []).append((phy_offset, store_timestamp))
+
     # ------------------------------------------------------------------ read
 
     def query_offset(self, topic: str, key: str, max_num: int, begin: int, end: int) -> list[int]:
@@ -354,6 +374,11 @@ class IndexService:
         if max_num <= 0:
             return out
         full_key = build_key(topic, key)
+        for phy, ts in reversed(self._in_memory.get(full_key, ())):  # the newest records: first
+            if len(out) >= max_num:
+                return out
+            if begin <= ts <= end:
+                out.append(phy)
         with self._lock:
             for f in reversed(self._files):
                 if f.is_time_matched(begin, end):

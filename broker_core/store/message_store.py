@@ -435,6 +435,11 @@ class MessageStore:
             # Re-index from where the (whole) index ends, whatever messageIndexSafe says: records
             # between that and the checkpoint would otherwise never be findable by key again.
             index_from = self.index_service.last_index_file_end_phy_offset if self.index_service.files else 0
+        elif self.read_only and abnormal and self.config.message_index_enable and self.index_service.stats().entry_count:
+            # Read-only: the records the index files lack are indexed in memory (index_in_memory). Dispatch
+            # may have written a run's units before its index entries: from the index's own end, then,
+            # not the queues' (an index without entries would mean reading the whole log: left alone).
+            index_from = self.index_service.last_index_file_end_phy_offset
         # A crash that did not end the kernel's boot lost no page-cache write: recovery may start
         # where the queues confirm, as after a clean shutdown (and dispatch what anything lacks).
         same_boot = abnormal and _crashed_in_this_boot(self.root / "abort")
@@ -480,9 +485,11 @@ class MessageStore:
             # Inspection validates only beyond what the consume queues confirm (their units point at
             # records up to dispatch_from), as a writable recovery's checkpoint does: the cost is the
             # undispatched tail's, not the store's (a whole 1 GiB file was decoded and CRC-checked).
-            start_index = (dispatch_from - files[0].file_from_offset) // self.commit_log.file_size
-            start_offset = dispatch_from
-            first_pos = dispatch_from - files[start_index].file_from_offset
+            at = dispatch_from if index_from is None or not files[0].file_from_offset <= index_from < dispatch_from \
+                else index_from  # (a record's start: the newest indexed one)
+            start_index = (at - files[0].file_from_offset) // self.commit_log.file_size
+            start_offset = at
+            first_pos = at - files[start_index].file_from_offset
         # After a crash a record is dispatched again only if something lacks it: its consume queue
         # (each queue's own confirmed end, so a queue that lost its tail pages in a power cut is
         # refilled even where others are complete) or the index (beyond index_from). Re-dispatching
@@ -682,6 +689,9 @@ class MessageStore:
                                                 f"with that queue offset is at {req.commit_log_offset}")
         if self.read_only:
             self._dispatch_in_memory(req)
+            if self.index_service is not None and self.config.message_index_enable:
+                self.index_service.index_in_memory(req.topic, req.commit_log_offset, req.store_timestamp,
+                                                   req.uniq_key, req.keys, req.sys_flag)
         else:
             self.do_dispatch(req, notify=False)
 
@@ -690,7 +700,11 @@ class MessageStore:
         if not req.enters_queue:
             return
         key = (req.topic, req.queue_id)
-        if key not in self.consume_queues:
+        cq = self.consume_queues.get(key)
+        if cq is not None and (req.msg_base_offset if cq.is_batch else req.consume_queue_offset) \
+                < cq.get_max_offset_in_queue():
+            return  # its unit is in the files (re-dispatched for the index only)
+        if cq is None:
             # A queue whose first record the writer never dispatched (its reput thread was behind
             # when it died): no files yet, so a queue object with none, as dispatch would have made
             # it (BatchCQ for an inner batch), holds what the re-dispatch maps know. Constructing it

@@ -103,7 +103,8 @@ def test_read_only_open_skips_a_file_whose_creation_was_interrupted(tmp_path: Pa
 def test_read_only_reader_sees_queues_the_writer_never_dispatched_to(tmp_path: Path) -> None:
     """A writer killed before its dispatch (reput thread behind) created a queue's files: its records
     are in the commitlog only. A read-only reader (mqadmin's inspection commands) must see those
-    queues as the writer's recovery will, SimpleCQ and BatchCQ alike; it used to drop them."""
+    queues as the writer's recovery will, SimpleCQ and BatchCQ alike, and find their records by key;
+    it used to drop the queues, and knew only the index files' keys."""
     from mqadmin.app import app
 
     store = MessageStore(tmp_path / "store", small_config(), clock=FakeClock(step=STEP)).open()
@@ -113,9 +114,9 @@ def test_read_only_reader_sees_queues_the_writer_never_dispatched_to(tmp_path: P
         assert store.put_message(make_msg("Ro", 0, b"m%d" % i)).ok
     cl = store.commit_log  # appended, never dispatched
     for i in range(7):
-        assert cl.put_message(make_msg("Late", 1, b"late%d" % i)).ok
+        assert cl.put_message(make_msg("Late", 1, b"late%d" % i, key=f"late-{i}")).ok
         items = encode_batch([BatchItem(b"lb%d-%d" % (i, j)) for j in range(3)])
-        msg = make_msg("LateBatch", 0, items)
+        msg = make_msg("LateBatch", 0, items, key=f"lb-{i}")
         msg.sys_flag |= INNER_BATCH_FLAG
         assert cl.put_inner_batch(msg, 3).ok
     crash(store)
@@ -130,6 +131,10 @@ def test_read_only_reader_sees_queues_the_writer_never_dispatched_to(tmp_path: P
         assert ro.get_max_offset_in_queue("LateBatch", 0) == 21
         assert [m.body for m in ro.get_messages("LateBatch", 0, 0, 32).messages] \
             == [b"lb%d-%d" % (i, j) for i in range(7) for j in range(3)]
+        # and by key, as the writer's recovery will index them
+        assert [m.body for m in ro.query_message("Late", "late-3")] == [b"late3"]
+        assert [m.keys for m in ro.query_message("LateBatch", "lb-6")] == ["lb-6"]
+        assert ro.query_message("Late", "late-9") == []
     finally:
         ro.shutdown()
     assert not (tmp_path / "store" / "consumequeue" / "Late").exists()  # read-only: nothing written
@@ -140,8 +145,37 @@ def test_read_only_reader_sees_queues_the_writer_never_dispatched_to(tmp_path: P
     assert res.exit_code == 0, res.output
     assert {r["queueId"]: r["maxOffset"] for r in json.loads(res.output)}.get(1) == 7
 
+    res = CliRunner().invoke(app, ["queryMsgByKey", "--store", str(tmp_path / "store"), "--config", str(conf),
+                                   "-t", "Late", "-k", "late-5", "--output", "json"])
+    assert res.exit_code == 0, res.output
+    assert len(json.loads(res.output)) == 1
+
     writer = MessageStore(tmp_path / "store", small_config()).open()  # the writer's recovery agrees
     try:
         assert writer.get_max_offset_in_queue("Late", 1) == 7 and writer.get_max_offset_in_queue("LateBatch", 0) == 21
+        assert [m.body for m in writer.query_message("Late", "late-3")] == [b"late3"]
     finally:
         writer.shutdown()
+
+
+def test_read_only_reader_finds_by_key_what_the_index_lacks_behind_the_queues(tmp_path: Path) -> None:
+    """Dispatch may have written a run's consume queue units before its index entries when the writer
+    died: those records are in their queue but not in the index files. A read-only reader finds them
+    by key all the same (from memory, as the writer's recovery re-indexes them), and still once."""
+    store = MessageStore(tmp_path, small_config(), clock=FakeClock(step=STEP)).open()
+    for i in range(30):
+        assert store.put_message(make_msg("Ro", 0, b"m%d" % i, key=f"k{i}")).ok
+    store.config.message_index_enable = False  # queues dispatched, index entries not (yet)
+    for i in range(30, 40):
+        assert store.put_message(make_msg("Ro", 0, b"m%d" % i, key=f"k{i}")).ok
+    store.config.message_index_enable = True
+    crash(store)
+
+    ro = MessageStore(tmp_path, small_config(), read_only=True).open()
+    try:
+        assert read_all(ro, "Ro") == list(range(40))
+        for i in (0, 29, 30, 35, 39):
+            assert [m.body for m in ro.query_message("Ro", f"k{i}")] == [b"m%d" % i], i
+            assert len(ro.query_offsets_by_key("Ro", f"k{i}")) == 1, i
+    finally:
+        ro.shutdown()
