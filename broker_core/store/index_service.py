@@ -352,14 +352,21 @@ class IndexService:
         same, from memory, as the writer's recovery will index it (same keys, same ROLLBACK rule).
 
         Why: a read-only reader of a crashed store (mqadmin's inspection commands) shows such a record
-        by queue; by key it would be missing until a writer reopened the store. A record at or below
-        the newest file's endPhyOffset is in the files already (when they hold any entry: a new
-        store's first file says 0)."""
-        files = self._files
-        if tran_type & TRANSACTION_TYPE_MASK == TRANSACTION_ROLLBACK_TYPE or files \
-                and phy_offset <= files[-1].end_phy_offset and any(f.entry_count for f in files):
+        by queue; by key it would be missing until a writer reopened the store. A record below the
+        newest file's endPhyOffset is in the files already (when they hold any entry: a new store's
+        first file says 0); the record *at* it may be only partly there (its keys straddled a full
+        file and one the writer never made), so its keys the files lack are kept, as the writer's
+        recovery adds them (``MessageStore._index_record``)."""
+        if tran_type & TRANSACTION_TYPE_MASK == TRANSACTION_ROLLBACK_TYPE:
             return
-        for full_key in index_keys(topic, uniq_key, keys):
+        full_keys = index_keys(topic, uniq_key, keys)
+        files = self._files
+        if files and phy_offset <= files[-1].end_phy_offset and any(f.entry_count for f in files):
+            if phy_offset < files[-1].end_phy_offset:
+                return
+            full_keys = [k for k in full_keys
+                         if phy_offset not in self._select_in_files(k, self.max_msgs_num_batch, 0, 2 ** 63 - 1, [])]
+        for full_key in full_keys:
             self._in_memory.setdefault(full_key, []).append((phy_offset, store_timestamp))
 
     # ------------------------------------------------------------------ read
@@ -379,6 +386,9 @@ class IndexService:
                 return out
             if begin <= ts <= end:
                 out.append(phy)
+        return self._select_in_files(full_key, max_num, begin, end, out)
+
+    def _select_in_files(self, full_key: str, max_num: int, begin: int, end: int, out: list[int]) -> list[int]:
         with self._lock:
             for f in reversed(self._files):
                 if f.is_time_matched(begin, end):

@@ -179,3 +179,29 @@ def test_read_only_reader_finds_by_key_what_the_index_lacks_behind_the_queues(tm
             assert len(ro.query_offsets_by_key("Ro", f"k{i}")) == 1, i
     finally:
         ro.shutdown()
+
+
+def test_read_only_reader_finds_the_keys_of_a_record_split_across_index_files(tmp_path: Path) -> None:
+    """The newest indexed record may be only partly in the files: its UNIQ_KEY entry filled the last
+    file and the writer died before writing its KEYS entry into the next. The reader finds it by
+    either key, once; the records before it only from the files."""
+    cfg = small_config()  # 63 entries a file: the 32nd message's two keys straddle the first two files
+    store = MessageStore(tmp_path, cfg, clock=FakeClock(step=STEP)).open()
+    for i in range(32):
+        assert store.put_message(make_msg("Ro", 0, b"m%d" % i, key=f"k{i}", uniq=f"U{i}")).ok
+    crash(store)
+    index_files = sorted((tmp_path / "index").iterdir())
+    assert len(index_files) >= 2
+    for later in index_files[1:]:  # as if the writer had died before making the next file
+        later.unlink()
+
+    ro = MessageStore(tmp_path, cfg, read_only=True).open()
+    try:
+        assert ro.index_service.last_index_file_end_phy_offset == ro.get_messages("Ro", 0, 31, 1).messages[0] \
+            .commit_log_offset
+        for i in (0, 30, 31):
+            assert [m.body for m in ro.query_message("Ro", f"k{i}")] == [b"m%d" % i], i
+            assert [m.body for m in ro.query_message("Ro", f"U{i}")] == [b"m%d" % i], i
+            assert len(ro.query_offsets_by_key("Ro", f"k{i}")) == len(ro.query_offsets_by_key("Ro", f"U{i}")) == 1
+    finally:
+        ro.shutdown()
