@@ -11,17 +11,14 @@ Delivery is at least once, as RocketMQ's: a crash may deliver a message again (c
 
 from __future__ import annotations
 
-import os
 import random
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
+import kill_loop
 from timer_kill_writer import PRECISION_MS, QUEUES, TOPIC, body_of, config
 
-from broker_core.store.message_store import GetMessageStatus, MessageStore
+from broker_core.store.message_store import MessageStore
 from broker_core.store.timer.timer_message_store import TimerMessageStore
 
 HERE = Path(__file__).resolve().parent
@@ -30,20 +27,8 @@ CYCLES = 8
 
 def run_and_kill(root: Path, seed: int, kill_after: float) -> list[tuple[str, int, int]]:
     """(uniqKey, queueId, deliverMs) of each put acknowledged before the kill, ``kill_after`` s after start."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE.parents[1]), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.Popen([sys.executable, str(HERE / "timer_kill_writer.py"), str(root), str(seed)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    try:
-        proc.wait(kill_after)
-    except subprocess.TimeoutExpired:
-        pass
-    os.kill(proc.pid, signal.SIGKILL)
-    out, err = proc.communicate(timeout=10)
-    assert proc.returncode == -signal.SIGKILL, err[-2000:]
-    lines = out.splitlines()
-    assert not [line for line in lines if line.startswith("fail")], lines[:3]
     acks = []
-    for line in lines:
+    for line in kill_loop.run_and_kill(HERE / "timer_kill_writer.py", [str(root), str(seed)], kill_after):
         parts = line.split()
         if len(parts) == 4 and parts[0] == "ack":  # (a line cut by the kill is not an ack)
             acks.append((parts[1], int(parts[2]), int(parts[3])))
@@ -52,16 +37,7 @@ def run_and_kill(root: Path, seed: int, kill_after: float) -> list[tuple[str, in
 
 def delivered(store: MessageStore) -> list[tuple[str | None, int, int, bytes]]:
     """(uniqKey, queueId, storeTimestamp, body) of every message in the real topic's queues."""
-    out = []
-    for qid in range(QUEUES):
-        off = 0
-        while True:
-            r = store.get_messages(TOPIC, qid, off, 64)
-            out += [(m.uniq_key, qid, m.store_timestamp, m.body) for m in r.messages]
-            if r.status is not GetMessageStatus.FOUND or r.next_begin_offset <= off:
-                break
-            off = r.next_begin_offset
-    return out
+    return [(m.uniq_key, qid, m.store_timestamp, m.body) for qid, m in kill_loop.topic_messages(store, TOPIC, QUEUES)]
 
 
 def test_timer_kill9_loop_delivers_every_acknowledged_message_on_time(tmp_path: Path) -> None:

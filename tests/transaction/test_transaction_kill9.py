@@ -12,19 +12,16 @@ until every transaction is resolved.
 
 from __future__ import annotations
 
-import os
 import random
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
+import kill_loop
 from tx_kill_writer import QUEUES, TOPIC, body_of, decision, open_broker
 
 from broker_core.broker.transaction import CID_RMQ_SYS_TRANS, RMQ_SYS_TRANS_HALF_TOPIC
 from broker_core.store.codec.sys_flag import TRANSACTION_COMMIT_TYPE
-from broker_core.store.message_store import GetMessageStatus, MessageStore
+from broker_core.store.message_store import MessageStore
 
 HERE = Path(__file__).resolve().parent
 CYCLES = 8
@@ -32,21 +29,9 @@ CYCLES = 8
 
 def run_and_kill(root: Path, seed: int, kill_after: float) -> tuple[list[tuple[str, int]], set[str]]:
     """The transactions prepared (uniqKey, queueId) and ended before the kill, ``kill_after`` s after start."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE.parents[1]), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.Popen([sys.executable, str(HERE / "tx_kill_writer.py"), str(root), str(seed)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    try:
-        proc.wait(kill_after)
-    except subprocess.TimeoutExpired:
-        pass
-    os.kill(proc.pid, signal.SIGKILL)
-    out, err = proc.communicate(timeout=10)
-    assert proc.returncode == -signal.SIGKILL, err[-2000:]
-    lines = out.splitlines()
-    assert not [line for line in lines if line.startswith("fail")], lines[:3]
     prepared, ended = [], set()
-    for line in lines:  # (a line cut by the kill is not an acknowledgement)
-        parts = line.split()
+    for line in kill_loop.run_and_kill(HERE / "tx_kill_writer.py", [str(root), str(seed)], kill_after):
+        parts = line.split()  # (a line cut by the kill is not an acknowledgement)
         if len(parts) == 3 and parts[0] == "prep":
             prepared.append((parts[1], int(parts[2])))
         elif len(parts) == 2 and parts[0] == "end":
@@ -56,16 +41,7 @@ def run_and_kill(root: Path, seed: int, kill_after: float) -> tuple[list[tuple[s
 
 def delivered(store: MessageStore) -> list[tuple[str | None, int, bytes, int]]:
     """(uniqKey, queueId, body, sysFlag) of every message in the real topic's queues."""
-    out = []
-    for qid in range(QUEUES):
-        off = 0
-        while True:
-            r = store.get_messages(TOPIC, qid, off, 64)
-            out += [(m.uniq_key, qid, m.body, m.sys_flag) for m in r.messages]
-            if r.status is not GetMessageStatus.FOUND or r.next_begin_offset <= off:
-                break
-            off = r.next_begin_offset
-    return out
+    return [(m.uniq_key, qid, m.body, m.sys_flag) for qid, m in kill_loop.topic_messages(store, TOPIC, QUEUES)]
 
 
 def test_transaction_kill9_loop_does_what_the_producer_decided(tmp_path: Path) -> None:

@@ -1,0 +1,50 @@
+"""What the kill -9 loops of delayed messages and transactions share.
+
+Why a module: both run a writer script in its own process, kill it with SIGKILL after a while and
+read the lines it flushed (each line an acknowledgement), then read every message of a topic.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from broker_core.store.codec.message import MessageExt
+from broker_core.store.message_store import GetMessageStatus, MessageStore
+
+TESTS = Path(__file__).resolve().parent
+
+
+def run_and_kill(script: Path, args: list[str], kill_after: float) -> list[str]:
+    """Run ``script args``, SIGKILL it ``kill_after`` seconds after the start (or when it has ended),
+    and return the lines it wrote. A line starting with ``fail`` (a refused put) fails the test."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS.parent), os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.Popen([sys.executable, str(script), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env)
+    try:
+        proc.wait(kill_after)
+    except subprocess.TimeoutExpired:
+        pass
+    os.kill(proc.pid, signal.SIGKILL)
+    out, err = proc.communicate(timeout=10)
+    assert proc.returncode == -signal.SIGKILL, err[-2000:]
+    lines = out.splitlines()
+    assert not [line for line in lines if line.startswith("fail")], lines[:3]
+    return lines
+
+
+def topic_messages(store: MessageStore, topic: str, queues: int) -> list[tuple[int, MessageExt]]:
+    """(queueId, message) of every message in ``topic``'s queues 0 .. ``queues - 1``."""
+    out = []
+    for qid in range(queues):
+        off = 0
+        while True:
+            r = store.get_messages(topic, qid, off, 64)
+            out += [(qid, m) for m in r.messages]
+            if r.status is not GetMessageStatus.FOUND or r.next_begin_offset <= off:
+                break
+            off = r.next_begin_offset
+    return out
