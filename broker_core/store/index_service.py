@@ -346,27 +346,44 @@ class IndexService:
                 written += f.put_keys(topic, uniq_key, keys, phy_offset, store_timestamp, written)[0]
             return written
 
+    def unindexed_keys(self, topic: str, phy_offset: int, uniq_key: str | None, keys: str | None
+                       ) -> tuple[str | None, str | None] | None:
+        """The ``(uniq_key, keys)`` of a record that the index files lack, or None when they have them all.
+
+        Records below the newest file's endPhyOffset are complete in the files (when they hold any
+        entry: a new store's first file says 0); a record past it has none there. The record *at* it
+        may be only partly there: its keys can straddle a full file and a next one that a crash
+        lost, so only the keys the files lack are returned. Re-dispatch after recovery (writable
+        or read-only) must not add a record's keys twice."""
+        files = self._files
+        if not files or phy_offset > files[-1].end_phy_offset or not any(f.entry_count for f in files):
+            return uniq_key, keys
+        if phy_offset < files[-1].end_phy_offset:
+            return None
+        max_ts = 2 ** 63 - 1
+
+        def in_files(key: str) -> bool:
+            return phy_offset in self._select_in_files(build_key(topic, key), self.max_msgs_num_batch, 0, max_ts, [])
+
+        if uniq_key is not None and in_files(uniq_key):
+            uniq_key = None
+        if keys:
+            keys = KEY_SEPARATOR.join(k for k in keys.split(KEY_SEPARATOR) if k and not in_files(k)) or None
+        return None if uniq_key is None and not keys else (uniq_key, keys)
+
     def index_in_memory(self, topic: str, phy_offset: int, store_timestamp: int, uniq_key: str | None,
                         keys: str | None, tran_type: int) -> None:
         """Read-only recovery's ``build_index``: a record the index files lack is findable by key all the
         same, from memory, as the writer's recovery will index it (same keys, same ROLLBACK rule).
 
         Why: a read-only reader of a crashed store (mqadmin's inspection commands) shows such a record
-        by queue; by key it would be missing until a writer reopened the store. A record below the
-        newest file's endPhyOffset is in the files already (when they hold any entry: a new store's
-        first file says 0); the record *at* it may be only partly there (its keys straddled a full
-        file and one the writer never made), so its keys the files lack are kept, as the writer's
-        recovery adds them (``MessageStore._index_record``)."""
+        by queue; by key it would be missing until a writer reopened the store."""
         if tran_type & TRANSACTION_TYPE_MASK == TRANSACTION_ROLLBACK_TYPE:
             return
-        full_keys = index_keys(topic, uniq_key, keys)
-        files = self._files
-        if files and phy_offset <= files[-1].end_phy_offset and any(f.entry_count for f in files):
-            if phy_offset < files[-1].end_phy_offset:
-                return
-            full_keys = [k for k in full_keys
-                         if phy_offset not in self._select_in_files(k, self.max_msgs_num_batch, 0, 2 ** 63 - 1, [])]
-        for full_key in full_keys:
+        missing = self.unindexed_keys(topic, phy_offset, uniq_key, keys)
+        if missing is None:
+            return
+        for full_key in index_keys(topic, *missing):
             self._in_memory.setdefault(full_key, []).append((phy_offset, store_timestamp))
 
     # ------------------------------------------------------------------ read

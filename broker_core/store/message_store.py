@@ -811,19 +811,9 @@ class MessageStore:
         """``_build_index`` from a record's fields (the per-put path has no DispatchRequest)."""
         svc = self.index_service
         assert svc is not None
-        end_phy = svc.last_index_file_end_phy_offset
-        if phy <= end_phy and svc.stats().entry_count > 0:
-            if phy < end_phy:
-                return
-            max_ts = 2 ** 63 - 1
-            if uniq_key is not None and phy in svc.query_offset(topic, uniq_key, 64, 0, max_ts):
-                uniq_key = None
-            if keys:
-                keys = " ".join(k for k in keys.split(" ")
-                                if k and phy not in svc.query_offset(topic, k, 64, 0, max_ts)) or None
-            if uniq_key is None and not keys:
-                return
-        svc.build_index(topic, phy, store_timestamp, uniq_key, keys, sys_flag)
+        missing = svc.unindexed_keys(topic, phy, uniq_key, keys)
+        if missing is not None:
+            svc.build_index(topic, phy, store_timestamp, *missing, sys_flag)
 
     def wait_for_dispatch(self, timeout: float = 10.0, up_to: int | None = None) -> bool:
         """Block until every written record (with ``up_to``: every record ending at or before that
