@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 
 from broker_core.store.codec.message import MessageExt
@@ -36,10 +37,10 @@ def run_and_kill(script: Path, args: list[str], kill_after: float) -> list[str]:
     return lines
 
 
-def topic_messages(store: MessageStore, topic: str, queues: int) -> list[tuple[int, MessageExt]]:
-    """(queueId, message) of every message in ``topic``'s queues 0 .. ``queues - 1``."""
+def topic_messages(store: MessageStore, topic: str, queue_ids: Iterable[int]) -> list[tuple[int, MessageExt]]:
+    """(queueId, message) of every message in those queues of ``topic``, in queue order."""
     out = []
-    for qid in range(queues):
+    for qid in queue_ids:
         off = 0
         while True:
             r = store.get_messages(topic, qid, off, 64)

@@ -37,7 +37,7 @@ def run_and_kill(root: Path, seed: int, kill_after: float) -> list[tuple[str, in
 
 def delivered(store: MessageStore) -> list[tuple[str | None, int, int, bytes]]:
     """(uniqKey, queueId, storeTimestamp, body) of every message in the real topic's queues."""
-    return [(m.uniq_key, qid, m.store_timestamp, m.body) for qid, m in kill_loop.topic_messages(store, TOPIC, QUEUES)]
+    return [(m.uniq_key, qid, m.store_timestamp, m.body) for qid, m in kill_loop.topic_messages(store, TOPIC, range(QUEUES))]
 
 
 def test_timer_kill9_loop_delivers_every_acknowledged_message_on_time(tmp_path: Path) -> None:

@@ -41,7 +41,7 @@ def run_and_kill(root: Path, seed: int, kill_after: float) -> tuple[list[tuple[s
 
 def delivered(store: MessageStore) -> list[tuple[str | None, int, bytes, int]]:
     """(uniqKey, queueId, body, sysFlag) of every message in the real topic's queues."""
-    return [(m.uniq_key, qid, m.body, m.sys_flag) for qid, m in kill_loop.topic_messages(store, TOPIC, QUEUES)]
+    return [(m.uniq_key, qid, m.body, m.sys_flag) for qid, m in kill_loop.topic_messages(store, TOPIC, range(QUEUES))]
 
 
 def test_transaction_kill9_loop_does_what_the_producer_decided(tmp_path: Path) -> None:
