@@ -37,6 +37,7 @@ class ConsumerOffsetManager:
         self.last_commit_time: dict[str, dict[int, int]] = {}
         self.data_version = DataVersion()
         self._lock = threading.RLock()
+        self._persist_lock = threading.Lock()
         self._dirty = False
 
     def load(self) -> None:
@@ -49,15 +50,24 @@ class ConsumerOffsetManager:
         """Write the file when something changed (or ``force``); False when nothing was written."""
         if self.read_only:
             return False
-        with self._lock:
-            if not (self._dirty or force):
-                return False
-            snapshot = {k: dict(v) for k, v in self.offset_table.items()}
-            self.data_version.next_version(self.clock())
-            version = DataVersion(self.data_version.counter, self.data_version.state_version,
-                                  self.data_version.timestamp)
-            self._dirty = False
-        write_consumer_offsets(self.config_dir, snapshot, version)
+        # Persists take turns from snapshot to write (the flush thread's and a reset's forced one on
+        # a request thread): otherwise the older snapshot could be written last, with nothing dirty
+        # left to write the newer one again. Commits only wait for ``_lock``, not for the write.
+        with self._persist_lock:
+            with self._lock:
+                if not (self._dirty or force):
+                    return False
+                snapshot = {k: dict(v) for k, v in self.offset_table.items()}
+                self.data_version.next_version(self.clock())
+                version = DataVersion(self.data_version.counter, self.data_version.state_version,
+                                      self.data_version.timestamp)
+                self._dirty = False
+            try:
+                write_consumer_offsets(self.config_dir, snapshot, version)
+            except BaseException:
+                with self._lock:  # not on disk: the next flush tries again
+                    self._dirty = True
+                raise
         return True
 
     # -- commits ---------------------------------------------------------------------------------

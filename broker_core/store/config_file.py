@@ -11,6 +11,8 @@ import json
 import logging
 import os
 import re
+import threading
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -72,23 +74,54 @@ def dumps_java_json(value: Any) -> str:
     return _fastjson_value(value, 0)
 
 
+class _PathLock:
+    """One file's write lock (a class, not a bare Lock, so the registry can hold it weakly)."""
+
+    __slots__ = ("lock", "__weakref__")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+
+
+_PATH_LOCKS: weakref.WeakValueDictionary[str, _PathLock] = weakref.WeakValueDictionary()
+_PATH_LOCKS_GUARD = threading.Lock()
+
+
+def _path_lock(path: Path) -> _PathLock:
+    with _PATH_LOCKS_GUARD:
+        key = os.path.abspath(path)
+        entry = _PATH_LOCKS.get(key)
+        if entry is None:
+            entry = _PATH_LOCKS[key] = _PathLock()
+        return entry
+
+
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, keep_backup: bool = True) -> None:
-    """Write ``data`` so that ``path`` holds either the old or the new content after any crash."""
+    """Write ``data`` so that ``path`` holds either the old or the new content after any crash.
+
+    Writers of one path in this process take turns: they share ``<name>.tmp`` (a crash leaves at most
+    that one file behind), and two at once made one's rename fail or, one truncating the temp file
+    under the other, renamed a mix of both contents into place. (Other processes cannot write the
+    same store's files: the store lock.) Which content lands last is the callers' order: a manager
+    that snapshots its table outside this call holds its own lock across snapshot and write.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    if keep_backup and path.exists():
-        bak = path.with_name(path.name + ".bak")
-        try:
-            _copy_for_backup(path, bak)
-        except OSError:
-            pass
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
+    entry = _path_lock(path)
+    with entry.lock:
+        tmp = path.with_name(path.name + ".tmp")
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        if keep_backup and path.exists():
+            bak = path.with_name(path.name + ".bak")
+            try:
+                _copy_for_backup(path, bak)
+            except OSError:
+                pass
+        os.replace(tmp, path)
+        _fsync_dir(path.parent)
 
 
 def _copy_for_backup(src: Path, dst: Path) -> None:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -164,3 +165,70 @@ def test_topics_json_written_atomically_with_backup(make_broker, tmp_path):
     cfg = tmp_path / "store" / "config"
     assert "B" in read_config_json(cfg / "topics.json")["topicConfigTable"]
     assert "A" in read_config_json(cfg / "topics.json.bak")["topicConfigTable"]
+
+
+def test_resets_while_the_flush_thread_writes_fail_none_and_keep_the_last(make_broker):
+    """resetOffsetByTime persists on the request's thread while the flush thread persists too: once
+    the two shared the temp file, a reset could fail with FileNotFoundError or leave a mix of two
+    writes as consumerOffset.json."""
+    b = make_broker(flushConsumerOffsetInterval="1")
+    b.start()
+    b.create_or_update_topic("T", 2, 2)
+    for i in range(40):
+        b.send_message("T", b"m%d" % i, queue_id=i % 2)
+    errors: list[BaseException] = []
+    last: dict[str, int] = {}
+
+    def reset_in_turn(group: str) -> None:
+        try:
+            for k in range(40):
+                b.reset_offset(group, "T", offset=k % 20)
+                b.commit_offset(group, "T", 0, k % 20)  # ignored: the reset is not pulled yet
+                last[group] = k % 20
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    groups = [f"g{i}" for i in range(4)]
+    for g in groups:
+        b.create_or_update_subscription_group(g)
+    threads = [threading.Thread(target=reset_in_turn, args=(g,)) for g in groups]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[:3]
+    b.shutdown()
+    b2 = make_broker()
+    assert {g: [b2.query_offset(g, "T", q) for q in range(2)] for g in groups} == \
+        {g: [last[g], last[g]] for g in groups}
+
+
+def test_a_newer_offset_snapshot_is_never_overwritten_by_an_older_one(make_broker, tmp_path, monkeypatch):
+    """Two persists at once (the flush thread's and a reset's forced one): the one that snapshots last
+    must write last, or the file goes back to the older offsets until the next commit dirties it."""
+    from broker_core.broker import consumer_offset_manager as com
+
+    b = make_broker()
+    b.create_or_update_topic("T", 1, 1)
+    b.commit_offset("g", "T", 0, 5)
+    real_write = com.write_consumer_offsets
+    older_snapshot_taken, release_older = threading.Event(), threading.Event()
+
+    def write_first_slowly(config_dir, table, version):  # noqa: ANN001 - the real write, the first one held
+        if not older_snapshot_taken.is_set():
+            older_snapshot_taken.set()
+            release_older.wait(5)
+        real_write(config_dir, table, version)
+
+    monkeypatch.setattr(com, "write_consumer_offsets", write_first_slowly)
+    older = threading.Thread(target=b.offset_manager.persist)
+    older.start()
+    assert older_snapshot_taken.wait(5)
+    b.commit_offset("g", "T", 0, 9)
+    newer = threading.Thread(target=b.offset_manager.persist, kwargs={"force": True})
+    newer.start()
+    newer.join(0.3)  # lets it write first, if nothing orders the two
+    release_older.set()
+    older.join(5)
+    newer.join(5)
+    assert read_consumer_offsets(tmp_path / "store" / "config")[0]["T@g"] == {0: 9}

@@ -112,6 +112,7 @@ class ConsumerFilterManager:
         # Registration and the dispatch's snapshot of a topic's filters are ordered by this lock: a
         # message stored after a filter's birth (same clock, strictly later ms) is dispatched with it.
         self._lock = threading.Lock()
+        self._persist_lock = threading.Lock()
         self._changed = False
         self.stats = BitmapFilterStats()
 
@@ -222,11 +223,17 @@ class ConsumerFilterManager:
     def persist(self) -> None:
         if self.read_only:
             return
-        self.clean()
-        if not self._changed:
-            return
-        self._changed = False
-        write_config_json(self.path, self.encode())
+        with self._persist_lock:  # the flush thread's and shutdown's persists take turns, snapshot to write
+            self.clean()
+            with self._lock:
+                if not self._changed:
+                    return
+                self._changed = False
+            try:
+                write_config_json(self.path, self.encode())
+            except BaseException:
+                self._changed = True  # not on disk: the next flush tries again
+                raise
 
     def load(self) -> None:
         """Read consumerFilter.json; every loaded consumer is dead until it heartbeats again. A file from
