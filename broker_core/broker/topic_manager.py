@@ -96,6 +96,12 @@ class TopicManager:
         cut = self.deleted_topics.get(topic)
         return cut is None or commit_log_offset >= cut
 
+    def _tombstone(self, topic: str, cut: int) -> None:
+        """Remember, on disk before its queues go, that ``topic``'s records below ``cut`` are deleted
+        (recovery must not dispatch them into a queue of the same name made later)."""
+        self.deleted_topics[topic] = cut
+        self._persist_deleted()
+
     def _persist_deleted(self) -> None:
         write_config_json(self._deleted_path, {"deletedTopicTable": dict(self.deleted_topics)})
 
@@ -264,9 +270,7 @@ class TopicManager:
             had_queues = any(t == topic for t, _ in self.store.consume_queues)
             if old is None and not had_queues:
                 return False
-            self.deleted_topics[topic] = self.store.get_max_phy_offset()
-            self._persist_deleted()
-            self.store.delete_topics([topic])
+            self.store.delete_topics([topic], on_cut=lambda cut: self._tombstone(topic, cut))
             self.table.persist()
         self._notify(topic, None)
         return True

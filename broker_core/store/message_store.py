@@ -1213,8 +1213,28 @@ class MessageStore:
             with reput._dispatch_lock:
                 yield
 
-    def delete_topics(self, topics: Iterable[str]) -> int:
-        """Destroy the consume queues of ``topics`` and forget their queue offsets."""
+    def _dispatch_pending_locked(self, why: str) -> None:
+        """Under ``_puts_and_dispatch_held``: every record put so far is dispatched to the queues it
+        names, the write buffer's committed first. Why: queues about to be removed must take their
+        records first; one dispatched after the removal would start a new queue at its old queue
+        offset, while the next put's offset starts again at 0 (two messages at one offset, one lost)."""
+        cl = self.commit_log
+        if cl.write_buffer and not cl._commit_locked():
+            log.warning("%s: the write buffer could not be committed; its records stay buffered", why)
+        if self.reput is not None:  # (a store not started has only what the commit just handed over)
+            try:
+                self.reput.do_reput_locked()
+            except OSError as e:
+                log.warning("%s: dispatch of pending records stopped at commitlog offset %d: %s", why,
+                            self.reput.reput_from_offset, e)
+
+    def delete_topics(self, topics: Iterable[str], on_cut: Callable[[int], None] | None = None) -> int:
+        """Destroy the consume queues of ``topics`` and forget their queue offsets.
+
+        ``on_cut`` gets the commitlog offset every record of the old topics is below (a broker keeps it
+        as the topics' tombstone) with puts and dispatch held, after their pending records reached
+        the old queues and before the queues go: taken any earlier, a record put in between would be
+        of the old topic but at or past the cut, and recovery would dispatch it into the new queue."""
         if self.read_only:
             raise PermissionError("store is open read-only")
         import shutil
@@ -1222,15 +1242,9 @@ class MessageStore:
         removed = 0
         topics = list(topics)
         with self._puts_and_dispatch_held():
-            # Records appended before the deletion and not dispatched yet go to the old queues first
-            # (destroyed below); dispatched later they would start a new queue at their old queue
-            # offsets, while the next put's offset starts again at 0.
-            if self.reput is not None and self._started:
-                try:
-                    self.reput.do_reput_locked()
-                except OSError as e:
-                    log.warning("delete topics %s: dispatch of pending records stopped at commitlog offset "
-                                "%d: %s", topics, self.reput.reput_from_offset, e)
+            self._dispatch_pending_locked(f"delete topics {topics}")
+            if on_cut is not None:
+                on_cut(self.commit_log.max_offset() + self.commit_log.buffered_bytes)
             with self._cq_guard:
                 for key in [k for k in self.consume_queues if k[0] in set(topics)]:
                     self.consume_queues.pop(key).destroy()
@@ -1254,7 +1268,13 @@ class MessageStore:
             raise PermissionError("store is open read-only")
         min_phy = self.commit_log.min_offset()
         removed: list[tuple[str, int]] = []
-        with self._puts_and_dispatch_held(), self._cq_guard:
+        with self._puts_and_dispatch_held():
+            self._dispatch_pending_locked("cleanExpiredConsumerQueue")  # a queue's newest record may be pending
+            self._drop_expired_queues_locked(min_phy, removed)
+        return removed
+
+    def _drop_expired_queues_locked(self, min_phy: int, removed: list[tuple[str, int]]) -> None:
+        with self._cq_guard:
             for key, cq in sorted(self.consume_queues.items()):
                 if key[0] == SCHEDULE_TOPIC:
                     continue
@@ -1265,7 +1285,6 @@ class MessageStore:
                     removed.append(key)
                     log.info("cleanExpiredConsumerQueue: %s-%d destroyed, its last message ends at %d, below the "
                              "commitlog min offset %d", key[0], key[1], end, min_phy)
-        return removed
 
     def clean_unused_topics(self, retain: set[str]) -> list[str]:
         """CLEAN_UNUSED_TOPIC (cleanUnusedTopic): the queues of topics not in ``retain`` (the broker's

@@ -9,6 +9,7 @@ from broker_core.broker.errors import (
     ServiceNotAvailableError,
 )
 from broker_core.common.response_code import ResponseCode
+from broker_core.store.codec.batch import BatchItem
 from broker_core.store.config_file import read_config_json
 
 from .conftest import small_config
@@ -139,3 +140,28 @@ def test_golden_store_topics_inferred_and_read_only_writes_nothing(golden_copy, 
     b.shutdown()
     after = sorted(p.relative_to(root).as_posix() for p in root.rglob("*"))
     assert after == before
+
+
+@pytest.mark.parametrize("started", [False, True])
+def test_delete_topic_with_a_buffered_batch_keeps_it_out_of_the_new_topic(make_broker, tmp_path, started):
+    """A BatchCQ batch still in the write buffer when its topic is deleted belongs to the old topic.
+    Before, the tombstone's cut was taken below it and the buffer committed after the deletion: the
+    old batch was dispatched into the recreated topic's queue at offset 0, and the new topic's first
+    batch, at offset 0 too, was taken for one already dispatched and lost."""
+    b = make_broker(transientStorePoolEnable="true", commitIntervalCommitLog="600000")
+    if started:
+        b.start()
+    b.create_or_update_topic("Gone", 1, 1, attributes="+queue.type=BatchCQ")
+    b.send_batch("Gone", [BatchItem(b"old%d" % i) for i in range(3)], queue_id=0)
+    assert b.store.commit_log.buffered_bytes  # acknowledged, not yet in the file
+    assert b.delete_topic("Gone")
+    b.create_or_update_topic("Gone", 1, 1, attributes="+queue.type=BatchCQ")
+    r = b.send_batch("Gone", [BatchItem(b"new%d" % i) for i in range(2)], queue_id=0)
+    assert r.queue_offset == 0
+    b.send_message("Keep", b"k", queue_id=0, default_topic_queue_nums=1)  # commits the buffer behind it
+    b.store.wait_for_dispatch()
+    assert [m.body for m in b.pull_message("g", "Gone", 0, 0).messages] == [b"new0", b"new1"]
+    b.shutdown()
+    b2 = make_broker()  # and what recovery dispatches agrees
+    assert [m.body for m in b2.pull_message("g", "Gone", 0, 0).messages] == [b"new0", b"new1"]
+    assert not b2.verify_store().issues
