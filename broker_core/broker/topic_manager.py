@@ -207,16 +207,17 @@ class TopicManager:
             new_attrs = alter_attributes(old is None, old.attributes if old else {}, mods,
                                          frozenset() if has_data else frozenset({QUEUE_TYPE.name}))
             if old is not None and has_data and old.queue_type != (new_attrs.get(QUEUE_TYPE_KEY) or "SimpleCQ"):
-                raise BrokerSystemError(
-                    f"attempt to update an unchangeable attribute. key: queue.type (topic {topic} already has "
-                    f"messages in a {old.queue_type} queue; delete the topic first to change its queue type)")
+                raise _queue_type_unchangeable(topic, old.queue_type)
             tc = TopicConfig(topic, read, write, perm, topic_filter_type, topic_sys_flag, bool(order), new_attrs)
             if old is not None and old.to_json() == tc.to_json():
                 return old
             if old is not None and old.queue_type != tc.queue_type:
-                # No data: drop the empty queues of the old type so the next dispatch builds the new one.
-                self.store.delete_topics([topic])
-            self.table.put(tc, self.clock())
+                # No data: drop the empty queues of the old type so the next dispatch builds the new one
+                # (judged again with puts held: a message not yet dispatched is data too).
+                if not self.store.drop_empty_queues(topic, then=lambda: self.table.put(tc, self.clock())):
+                    raise _queue_type_unchangeable(topic, old.queue_type)
+            else:
+                self.table.put(tc, self.clock())
             self.table.persist()
         self._notify(topic, tc)
         return tc
@@ -294,3 +295,9 @@ class TopicManager:
     def _notify(self, topic: str, tc: TopicConfig | None) -> None:
         for listener in list(self.change_listeners):
             listener(topic, tc)
+
+
+def _queue_type_unchangeable(topic: str, queue_type: str) -> BrokerSystemError:
+    return BrokerSystemError(
+        f"attempt to update an unchangeable attribute. key: queue.type (topic {topic} already has "
+        f"messages in a {queue_type} queue; delete the topic first to change its queue type)")

@@ -1237,26 +1237,47 @@ class MessageStore:
         of the old topic but at or past the cut, and recovery would dispatch it into the new queue."""
         if self.read_only:
             raise PermissionError("store is open read-only")
-        import shutil
-
-        removed = 0
         topics = list(topics)
         with self._puts_and_dispatch_held():
             self._dispatch_pending_locked(f"delete topics {topics}")
             if on_cut is not None:
                 on_cut(self.commit_log.max_offset() + self.commit_log.buffered_bytes)
-            with self._cq_guard:
-                for key in [k for k in self.consume_queues if k[0] in set(topics)]:
-                    self.consume_queues.pop(key).destroy()
-                    removed += 1
-                for t in topics:
-                    self.commit_log.queue_offsets.remove_topic(t)
-                # Under the locks too: a put right after them may create the topic's queue again.
-                for t in topics:
-                    for d in (CONSUME_QUEUE_DIR, BATCH_CONSUME_QUEUE_DIR, CONSUME_QUEUE_EXT_DIR):
-                        p = self.root / d / t
-                        if p.is_dir():
-                            shutil.rmtree(p, ignore_errors=True)
+            return self._destroy_queues_locked(topics)
+
+    def drop_empty_queues(self, topic: str, then: Callable[[], None]) -> bool:
+        """A queue type change (updateTopic's queue.type on a topic without messages): when, with puts
+        and dispatch held and its pending records dispatched, no queue of ``topic`` holds a message,
+        its queues go and ``then`` runs (the new config goes in before any put can make a queue of the
+        old type again); False, changing nothing, when one does. Why under the locks: judged from the
+        queues alone, a message put a moment before but not yet dispatched was not seen, and its
+        queue was destroyed with it."""
+        if self.read_only:
+            raise PermissionError("store is open read-only")
+        with self._puts_and_dispatch_held():
+            self._dispatch_pending_locked(f"change the queue type of {topic}")
+            if self.has_data(topic):
+                return False
+            self._destroy_queues_locked([topic])
+            then()
+            return True
+
+    def _destroy_queues_locked(self, topics: list[str]) -> int:
+        """Under ``_puts_and_dispatch_held``: the queues of ``topics``, their files and queue offsets go."""
+        import shutil
+
+        removed = 0
+        with self._cq_guard:
+            for key in [k for k in self.consume_queues if k[0] in set(topics)]:
+                self.consume_queues.pop(key).destroy()
+                removed += 1
+            for t in topics:
+                self.commit_log.queue_offsets.remove_topic(t)
+            # Under the locks too: a put right after them may create the topic's queue again.
+            for t in topics:
+                for d in (CONSUME_QUEUE_DIR, BATCH_CONSUME_QUEUE_DIR, CONSUME_QUEUE_EXT_DIR):
+                    p = self.root / d / t
+                    if p.is_dir():
+                        shutil.rmtree(p, ignore_errors=True)
         return removed
 
     def clean_expired_consume_queues(self) -> list[tuple[str, int]]:
@@ -1300,7 +1321,7 @@ class MessageStore:
         return unused
 
     def has_data(self, topic: str) -> bool:
-        return any(cq.get_max_offset_in_queue() > 0 for (t, _), cq in self.consume_queues.items() if t == topic)
+        return any(cq.get_max_offset_in_queue() > 0 for (t, _), cq in list(self.consume_queues.items()) if t == topic)
 
 
 def unwrap_inner_batch(record: MessageExt, base_offset: int) -> list[MessageExt]:

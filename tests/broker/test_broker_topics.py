@@ -95,6 +95,20 @@ def test_queue_type_immutable_once_topic_has_data(make_broker):
         b.create_or_update_topic("QT", 4, 4, attributes="-cleanup.policy")
 
 
+def test_queue_type_change_counts_a_message_not_yet_dispatched(make_broker):
+    """A batch still in the write buffer is a message: the queue type change is refused. Before, the
+    queues were judged empty from their files alone, the change went through, and the buffered batch
+    was dispatched into a queue of the old type the new config does not describe."""
+    b = make_broker(transientStorePoolEnable="true", commitIntervalCommitLog="600000")
+    b.create_or_update_topic("QB", 1, 1, attributes="+queue.type=BatchCQ")
+    b.send_batch("QB", [BatchItem(b"a%d" % i) for i in range(3)], queue_id=0)
+    assert b.store.commit_log.buffered_bytes and not b.store.has_data("QB")  # acknowledged, not dispatched
+    with pytest.raises(BrokerSystemError, match="unchangeable attribute. key: queue.type"):
+        b.create_or_update_topic("QB", 1, 1, attributes="+queue.type=SimpleCQ")
+    assert b.get_topic("QB").queue_type == "BatchCQ"
+    assert [m.body for m in b.pull_message("g", "QB", 0, 0).messages] == [b"a0", b"a1", b"a2"]
+
+
 def test_delete_topic_stays_deleted_after_restart(make_broker, tmp_path):
     b = make_broker()
     b.create_or_update_topic("Keep", 1, 1)
