@@ -1,7 +1,7 @@
 """One started broker under sends, pulls, pops and admin commands from many threads at once.
 
 Why: the remoting and gRPC servers call the broker from a pool of threads, so an admin's
-deleteTopic, resetOffsetByTime or cleanExpiredCQ runs while producers and consumers keep going,
+deleteTopic, resetOffsetByTime, cleanExpiredCQ or deleteExpiredCommitLog runs while producers and consumers keep going,
 and beside the broker's own flush, commit, reput and revive threads. Each other test runs one
 operation at a time; this one runs the mix of ``traffic_mix`` for a few seconds. It found two bugs: a
 resetOffsetByTime failing with FileNotFoundError (two threads writing consumerOffset.json through
@@ -9,7 +9,8 @@ one temp file) and a deleteTopic whose tombstone was taken before records put a 
 (after the deletion they were dispatched into the topic's new queue, or misaddressed its units).
 
 Checked: no operation fails with anything but a broker error (a refusal with a response code); every
-message acknowledged on a topic nobody deletes is at its queue offset with its body, in the running
+message acknowledged on a topic nobody deletes, and still in the commitlog, is at its queue offset
+with its body, in the running
 broker and after a reopen; and ``verifyStore`` finds nothing wrong with the store.
 """
 
@@ -22,10 +23,10 @@ import pytest
 
 from broker_core.broker.broker import Broker
 
-from .traffic_mix import Run, broker_config, create_resources, misplaced, run_threads
+from .traffic_mix import Run, broker_config, create_resources, misplaced, run_threads, still_stored
 
 THREADS = 6
-SECONDS = 3.0
+SECONDS = 2.5
 
 
 @pytest.mark.parametrize("write_buffer", [False, True], ids=["default", "write-buffer"])
@@ -37,10 +38,13 @@ def test_concurrent_admin_and_traffic_lose_and_misplace_nothing(tmp_path: Path, 
         run = Run(broker)
         seed = random.randrange(1 << 20)
         run_threads(run, seed, THREADS, SECONDS)
+        run.retention = False  # a last second whose messages all stay for the check
+        run_threads(run, seed + 1, THREADS, 1.0)
 
         assert not run.failures, f"{len(run.failures)} operations failed (seed {seed}); the first:\n{run.failures[0]}"
         assert len(run.acked) > 100, "the threads hardly sent"
         broker.store.wait_for_dispatch()
+        assert len(still_stored(broker, run.acked)) > 50, "retention left too few acknowledged messages to check"
         lost = misplaced(broker, run.acked)
         assert not lost, f"{len(lost)} acknowledged messages not at their queue offset, e.g. {lost[:3]}"
     finally:

@@ -20,7 +20,7 @@ import pytest
 
 from broker_core.broker.broker import Broker
 
-from .traffic_mix import broker_config, misplaced
+from .traffic_mix import broker_config, misplaced, still_stored
 
 HERE = Path(__file__).resolve().parent
 CYCLES = 5
@@ -34,18 +34,21 @@ def test_traffic_kill9_loop_loses_and_misplaces_nothing(tmp_path: Path, write_bu
     acked = []
     t0 = time.monotonic()
     for cycle in range(CYCLES):
+        retention = cycle < CYCLES - 1  # the last cycle's messages stay for the check
         lines = kill_loop.run_and_kill(HERE / "traffic_kill_writer.py",
-                                       [str(root), str(seed * 100 + cycle), "1" if write_buffer else "0"],
-                                       rnd.uniform(0.8, 2.0))
+                                       [str(root), str(seed * 100 + cycle), "1" if write_buffer else "0",
+                                        "1" if retention else "0"], rnd.uniform(0.8, 2.0))
         for line in lines:
             parts = line.split()
-            if len(parts) == 5 and parts[0] == "ack":  # (a line cut by the kill is not an ack)
-                acked.append((parts[1], int(parts[2]), int(parts[3]), parts[4].encode()))
+            if len(parts) == 6 and parts[0] == "ack":  # (a line cut by the kill is not an ack)
+                acked.append((parts[1], int(parts[2]), int(parts[3]), parts[4].encode(), int(parts[5])))
     assert len(acked) > 100, "the writer hardly ran"
 
     broker = Broker(root, broker_config(write_buffer))
     try:
         assert broker.store.recovery_report.abnormal
+        checked = len(still_stored(broker, acked))
+        assert checked > 50, "retention left too few acknowledged messages to check"
         lost = misplaced(broker, acked)
         assert not lost, f"{len(lost)} of {len(acked)} acknowledged messages not at their queue offset " \
                          f"(seed {seed}), e.g. {lost[:3]}"
@@ -53,5 +56,6 @@ def test_traffic_kill9_loop_loses_and_misplaces_nothing(tmp_path: Path, write_bu
         assert not report.issues, f"seed {seed}: {report.issues[:5]}"
     finally:
         broker.shutdown()
-    print(f"traffic kill -9 loop: {CYCLES} cycles, {len(acked)} acknowledged sends all in place, store verified, "
+    print(f"traffic kill -9 loop: {CYCLES} cycles, {len(acked)} acknowledged sends, the {checked} retention kept "
+          f"all in place, store verified, "
           f"in {time.monotonic() - t0:.1f}s (seed {seed})")

@@ -1,8 +1,8 @@
-"""The broker the concurrency kill -9 loop kills (``python traffic_kill_writer.py ROOT SEED WRITE_BUFFER``).
+"""The broker the concurrency kill -9 loop kills (``python traffic_kill_writer.py ROOT SEED WRITE_BUFFER RETENTION``).
 
 Why a script: the loop needs a process killed with SIGKILL while ``traffic_mix``'s threads send,
 consume and delete and recreate topics on it. One line per acknowledged send on a stable topic,
-flushed at once: ``ack <topic> <queueId> <queueOffset> <body>``; ``fail <text>`` for an operation
+flushed at once: ``ack <topic> <queueId> <queueOffset> <body> <commitlogOffset>``; ``fail <text>`` for an operation
 that failed with anything but a broker refusal.
 """
 
@@ -23,7 +23,7 @@ from broker_core.broker.broker import Broker  # noqa: E402
 THREADS = 4
 
 
-def main(root: str, seed: int, write_buffer: bool) -> None:
+def main(root: str, seed: int, write_buffer: bool, retention: bool) -> None:
     broker = Broker(root, broker_config(write_buffer)).start()
     create_resources(broker)
     out = sys.stdout
@@ -35,14 +35,14 @@ def main(root: str, seed: int, write_buffer: bool) -> None:
             out.flush()
 
     def on_ack(ack: Ack) -> None:
-        topic, qid, offset, body = ack
-        say(f"ack {topic} {qid} {offset} {body.decode()}")
+        topic, qid, offset, body, phy = ack
+        say(f"ack {topic} {qid} {offset} {body.decode()} {phy}")
 
     def on_failure(text: str) -> None:
         say("fail " + " | ".join(text.strip().splitlines()[-3:]))
 
-    run_threads(Run(broker, on_ack, on_failure), seed, THREADS, 3600.0)  # until killed
+    run_threads(Run(broker, on_ack, on_failure, retention), seed, THREADS, 3600.0)  # until killed
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1")
+    main(sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1", sys.argv[4] == "1")

@@ -2,7 +2,7 @@
 
 Why a module: the in-process test (``test_concurrent_admin_and_traffic.py``) and the kill -9 loop's
 writer process (``traffic_kill_writer.py``) run the same mix, the way the remoting and gRPC servers'
-thread pools call one broker: an admin's deleteTopic, resetOffsetByTime or cleanExpiredCQ beside
+thread pools call one broker: an admin's deleteTopic, resetOffsetByTime, cleanExpiredCQ or deleteExpiredCommitLog beside
 producers and consumers, and beside the broker's own flush, commit, reput and revive threads.
 """
 
@@ -29,15 +29,17 @@ GROUPS = ("G0", "G1")
 QUEUES = 4
 
 
-Ack = tuple[str, int, int, bytes]  # (topic, queue id, queue offset, body) of an acknowledged send
+Ack = tuple[str, int, int, bytes, int]  # (topic, queue id, queue offset, body, commitlog offset) of an acknowledged send
 
 
 def broker_properties(write_buffer: bool) -> dict[str, str]:
-    """Small files (rolls within seconds), offsets flushed every 5 ms, revive scans every 50 ms."""
+    """Small files (rolls within seconds), offsets flushed every 5 ms, revive scans every 50 ms, every
+    commitlog file but the last expired at once (fileReservedTime 0) for the forced retention runs."""
     return {"mappedFileSizeCommitLog": str(1024 * 1024), "mappedFileSizeConsumeQueue": str(20 * 1000),
             "mapperFileSizeBatchConsumeQueue": str(46 * 1000), "maxHashSlotNum": "64", "maxIndexNum": "400",
             "flushConsumerOffsetInterval": "5", "reviveInterval": "50",
-            "transientStorePoolEnable": str(write_buffer).lower(), "commitIntervalCommitLog": "20"}
+            "transientStorePoolEnable": str(write_buffer).lower(), "commitIntervalCommitLog": "20",
+            "fileReservedTime": "0"}
 
 
 def broker_config(write_buffer: bool) -> BrokerConfig:
@@ -60,8 +62,10 @@ class Run:
     """What the threads share: acknowledged sends on the stable topics, failures that are not refusals."""
 
     def __init__(self, broker: Broker, on_ack: Callable[[Ack], None] | None = None,
-                 on_failure: Callable[[str], None] | None = None) -> None:
+                 on_failure: Callable[[str], None] | None = None, retention: bool = True) -> None:
         self.broker = broker
+        # deleteExpiredCommitLog in the mix; a last phase without it leaves messages to check
+        self.retention = retention
         self.acked: list[Ack] = []
         self.msg_ids: list[str] = []
         self.failures: list[str] = []
@@ -73,7 +77,7 @@ def one_operation(run: Run, rnd: random.Random, n: int) -> None:
     b = run.broker
     topic = rnd.choice((*STABLE, CHURNED))
     group = rnd.choice(GROUPS)
-    k = rnd.randrange(16)
+    k = rnd.randrange(17)
     if k < 5:
         body = b"%s-%d-%d" % (topic.encode(), threading.get_ident(), n)
         r = b.send_message(topic, body, {"KEYS": f"k{rnd.randrange(50)}", "TAGS": rnd.choice("ab")},
@@ -81,7 +85,7 @@ def one_operation(run: Run, rnd: random.Random, n: int) -> None:
         if r.status is SendStatus.SEND_OK:
             run.msg_ids.append(r.msg_id)
             if topic in STABLE:
-                ack = (topic, r.queue_id, r.queue_offset, body)
+                ack = (topic, r.queue_id, r.queue_offset, body, r.commit_log_offset)
                 run.acked.append(ack)
                 if run.on_ack is not None:
                     run.on_ack(ack)
@@ -123,8 +127,10 @@ def one_operation(run: Run, rnd: random.Random, n: int) -> None:
         b.topic_stats(topic)
     elif k == 14:
         b.clean_expired_consume_queues()
-    else:
+    elif k == 15:
         b.clone_group_offset(group, rnd.choice(GROUPS), topic)
+    elif run.retention and rnd.random() < 0.25:  # (rarer: each run leaves the last commitlog file only)
+        b.delete_expired_commit_log()  # mqadmin deleteExpiredCommitLog
 
 
 def worker(run: Run, seed: int, until: float) -> None:
@@ -158,8 +164,14 @@ def message_at(broker: Broker, topic: str, queue_id: int, offset: int) -> bytes 
     return got[0].body if got and got[0].queue_offset == offset else None
 
 
+def still_stored(broker: Broker, acked: list[Ack]) -> list[Ack]:
+    """The acknowledged sends whose records retention has not deleted."""
+    cl_min = broker.store.commit_log.min_offset()
+    return [a for a in acked if a[4] >= cl_min]
+
+
 def misplaced(broker: Broker, acked: list[Ack]) -> list[Ack]:
-    """The acknowledged sends not found at their queue offset with their body."""
-    return [a for a in acked if message_at(broker, *a[:3]) != a[3]]
+    """The acknowledged sends still stored but not found at their queue offset with their body."""
+    return [a for a in still_stored(broker, acked) if message_at(broker, *a[:3]) != a[3]]
 
 
