@@ -1280,6 +1280,20 @@ class MessageStore:
                         shutil.rmtree(p, ignore_errors=True)
         return removed
 
+    def delete_expired_queue_files(self, commit_log_min_offset: int) -> int:
+        """Retention's second step: each queue's leading files that point only below the commitlog's
+        new min offset go, and its min offset moves up. Each queue under the queue guard, and only
+        while it is still the store's: cleanExpiredCQ or deleteTopic may destroy it meanwhile (its
+        files released under the walk: the walk failed with ValueError and stopped retention)."""
+        with self._cq_guard:
+            queues = list(self.consume_queues.items())
+        deleted = 0
+        for key, cq in queues:
+            with self._cq_guard:
+                if self.consume_queues.get(key) is cq:
+                    deleted += cq.delete_expired_files(commit_log_min_offset)
+        return deleted
+
     def clean_expired_consume_queues(self) -> list[tuple[str, int]]:
         """CLEAN_EXPIRED_CONSUMEQUEUE (cleanExpiredConsumerQueue): a queue whose last message ends below
         the commitlog's min offset points only at deleted files; it goes, with its queue offset entry

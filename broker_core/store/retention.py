@@ -187,11 +187,7 @@ class RetentionService:
 
     def _delete_orphans(self, min_phy: int) -> tuple[int, int]:
         store = self.store
-        cq_deleted = 0
-        with store._cq_guard:
-            queues = list(store.consume_queues.values())
-        for cq in queues:
-            cq_deleted += cq.delete_expired_files(min_phy)
+        cq_deleted = store.delete_expired_queue_files(min_phy)
         idx_deleted = 0
         if store.index_service is not None:
             idx_deleted = store.index_service.delete_expired_file(min_phy)

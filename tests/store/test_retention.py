@@ -162,3 +162,58 @@ def test_read_only_store_refuses_retention(tmp_path: Path) -> None:
             raise AssertionError("read-only store deleted files")
     finally:
         ro.shutdown()
+
+
+def test_retention_beside_clean_expired_consume_queues_and_new_queues(tmp_path: Path) -> None:
+    """Retention's pass over the queues ran beside mqadmin cleanExpiredCQ, which destroys the very
+    queues that pass is trimming (those whose every message is gone): the pass read a released
+    mapping, failed with ValueError and left the rest of the retention run undone. Now each queue
+    is trimmed only while it is still the store's. Threads for a second and a half: topics written
+    then left behind (SimpleCQ and BatchCQ), a writer rolling the commitlog, cleanExpiredCQ and
+    forced retention runs; no thread may fail."""
+    import threading
+    import traceback
+
+    from broker_core.store.codec.batch import BatchItem, encode_batch
+    from broker_core.store.topic_config import TopicConfig
+
+    store = MessageStore(tmp_path, small_config(mapped_file_size_commit_log=64 * 1024, file_reserved_time=0)).open()
+    store.start()
+    failures: list[str] = []
+    until = time.monotonic() + 1.5
+
+    def loop(step) -> None:  # noqa: ANN001
+        while time.monotonic() < until:
+            try:
+                step()
+            except Exception:  # noqa: BLE001 - the finding
+                failures.append(traceback.format_exc())
+                return
+
+    made = [0]
+
+    def abandoned_topics() -> None:  # each topic written once, then left to expire
+        made[0] += 1
+        topic = f"Left{made[0]}"
+        if made[0] % 2:
+            store.topic_table.put(TopicConfig(topic, 2, 2, attributes={"queue.type": "BatchCQ"}), 0)
+        for i in range(40):
+            if made[0] % 2:
+                assert store.put_inner_batch(make_msg(topic, i % 2, encode_batch([BatchItem(b"b" * 50)] * 2)), 2).ok
+            else:
+                assert store.put_message(make_msg(topic, i % 2, b"s" * 50)).ok
+
+    threads = [threading.Thread(target=loop, args=(step,)) for step in (
+        abandoned_topics,
+        lambda: store.put_message(make_msg("Roll", 0, b"r" * 4000)),
+        store.clean_expired_consume_queues,
+        lambda: store.delete_expired_files(force=True))]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not failures, failures[0]
+        assert store.commit_log.min_offset() > 0, "retention never ran"
+    finally:
+        store.shutdown()
