@@ -577,10 +577,11 @@ class Broker:
             raise ServiceNotAvailableError("the broker is open read-only (inspection mode); nothing can change") from None
 
     def clean_expired_consume_queues(self, auth: RequestContext | None = None) -> list[tuple[str, int]]:
-        """CLEAN_EXPIRED_CONSUMEQUEUE: queues left pointing only at deleted commitlog files go."""
+        """CLEAN_EXPIRED_CONSUMEQUEUE: queues left pointing only at deleted commitlog files go, those of
+        system topics excepted (TopicValidator.isSystemTopic, as RocketMQ 5's cleanExpired)."""
         self._authorize(auth, "CLEAN_EXPIRED_CONSUMEQUEUE")
         self._require_writable()
-        return self._maintain(self.store.clean_expired_consume_queues)
+        return self._maintain(lambda: self.store.clean_expired_consume_queues(keep=self.topic_manager.is_system_topic))
 
     def delete_expired_commit_log(self, auth: RequestContext | None = None) -> RetentionReport:
         """DELETE_EXPIRED_COMMITLOG (executeDeleteFilesManually): retention now, whatever deleteWhen says;

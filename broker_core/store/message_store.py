@@ -1294,10 +1294,13 @@ class MessageStore:
                     deleted += cq.delete_expired_files(commit_log_min_offset)
         return deleted
 
-    def clean_expired_consume_queues(self) -> list[tuple[str, int]]:
+    def clean_expired_consume_queues(self, keep: Callable[[str], bool] | None = None) -> list[tuple[str, int]]:
         """CLEAN_EXPIRED_CONSUMEQUEUE (cleanExpiredConsumerQueue): a queue whose last message ends below
         the commitlog's min offset points only at deleted files; it goes, with its queue offset entry
-        (as Java's ConsumeQueueStore.cleanExpired). Empty queues and SCHEDULE_TOPIC_XXXX stay.
+        (as Java's ConsumeQueueStore.cleanExpired). Empty queues, SCHEDULE_TOPIC_XXXX and the topics
+        ``keep`` names stay: a broker keeps its system topics, as RocketMQ 5 does, since their readers
+        are its own services holding a queue offset (the timer, pop revive, transaction checks) that
+        a queue starting again at 0 would leave waiting for offsets that never come.
         Returns the (topic, queue id) removed."""
         if self.read_only:
             raise PermissionError("store is open read-only")
@@ -1305,13 +1308,14 @@ class MessageStore:
         removed: list[tuple[str, int]] = []
         with self._puts_and_dispatch_held():
             self._dispatch_pending_locked("cleanExpiredConsumerQueue")  # a queue's newest record may be pending
-            self._drop_expired_queues_locked(min_phy, removed)
+            self._drop_expired_queues_locked(min_phy, removed, keep)
         return removed
 
-    def _drop_expired_queues_locked(self, min_phy: int, removed: list[tuple[str, int]]) -> None:
+    def _drop_expired_queues_locked(self, min_phy: int, removed: list[tuple[str, int]],
+                                    keep: Callable[[str], bool] | None) -> None:
         with self._cq_guard:
             for key, cq in sorted(self.consume_queues.items()):
-                if key[0] == SCHEDULE_TOPIC:
+                if key[0] == SCHEDULE_TOPIC or keep is not None and keep(key[0]):
                     continue
                 end = cq.max_physic_end()
                 if 0 <= end < min_phy:

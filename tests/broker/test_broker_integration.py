@@ -122,6 +122,32 @@ def test_timer_message_survives_a_restart(make_broker, clock: FakeClock):
     assert _bodies(b, T) == [b"later"]  # delivered exactly once
 
 
+def test_timer_delivers_after_clean_expired_consume_queues(make_broker, clock: FakeClock):
+    """cleanExpiredCQ once destroyed the timer topic's queue when every message in it had expired: its
+    queue offsets started again at 0 while the timer waited at the old one, so the next delayed
+    messages were never delivered. System topics' queues stay, as RocketMQ 5's cleanExpired keeps
+    them (its own services read them by queue offset)."""
+    b = make_broker()
+    b.create_or_update_topic(T, 1, 1)
+    b.send_message(T, b"first", {"TIMER_DELAY_SEC": "1"}, queue_id=0)
+    b.tick()
+    clock.advance(1_000)
+    assert b.tick().timer.delivered == 1
+    while b.store.commit_log.min_offset() == 0:  # the timer topic's record in a deleted commitlog file
+        for _ in range(40):
+            b.send_message(T, b"f" * 8_000, queue_id=0)
+        b.store.retention.mtime_of = lambda path: 0  # every full file expired
+        b.delete_expired_commit_log()
+    removed = b.clean_expired_consume_queues()
+    assert ("rmq_sys_wheel_timer", 0) not in removed and b.get_topic("rmq_sys_wheel_timer") is not None
+    b.send_message(T, b"second", {"TIMER_DELAY_SEC": "1"}, queue_id=0)
+    b.tick()
+    clock.advance(1_000)
+    b.tick()
+    last = b.pull_message(G, T, 0, b.get_max_offset(T, 0) - 1, 1).messages
+    assert [m.body for m in last] == [b"second"]
+
+
 # -- (b) delay levels and the retry ladder ---------------------------------------------------------------
 def test_delay_level_message_lands_after_its_delay(make_broker, clock: FakeClock):
     b = make_broker(messageDelayLevel="1s 5s 10s")
