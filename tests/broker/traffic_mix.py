@@ -2,7 +2,7 @@
 
 Why a module: the in-process test (``test_concurrent_admin_and_traffic.py``) and the kill -9 loop's
 writer process (``traffic_kill_writer.py``) run the same mix, the way the remoting and gRPC servers'
-thread pools call one broker: an admin's deleteTopic, resetOffsetByTime, cleanExpiredCQ or deleteExpiredCommitLog beside
+thread pools call one broker (delayed and transactional sends among them): an admin's deleteTopic, resetOffsetByTime, cleanExpiredCQ or deleteExpiredCommitLog beside
 producers and consumers, and beside the broker's own flush, commit, reput and revive threads.
 """
 
@@ -77,7 +77,7 @@ def one_operation(run: Run, rnd: random.Random, n: int) -> None:
     b = run.broker
     topic = rnd.choice((*STABLE, CHURNED))
     group = rnd.choice(GROUPS)
-    k = rnd.randrange(17)
+    k = rnd.randrange(19)
     if k < 5:
         body = b"%s-%d-%d" % (topic.encode(), threading.get_ident(), n)
         r = b.send_message(topic, body, {"KEYS": f"k{rnd.randrange(50)}", "TAGS": rnd.choice("ab")},
@@ -129,6 +129,14 @@ def one_operation(run: Run, rnd: random.Random, n: int) -> None:
         b.clean_expired_consume_queues()
     elif k == 15:
         b.clone_group_offset(group, rnd.choice(GROUPS), topic)
+    elif k == 17:  # delayed: a delay level or the timer wheel
+        delay = {"DELAY": str(rnd.randrange(1, 3))} if rnd.random() < 0.5 else {"TIMER_DELAY_MS": str(rnd.randrange(50, 800))}
+        b.send_message(topic, b"delayed", {**delay, "KEYS": "delayed"}, queue_id=rnd.randrange(QUEUES))
+    elif k == 18:  # a transaction's half, most ended at once (the others left to the check service)
+        r = b.send_message(topic, b"half", {"TRAN_MSG": "true", "PGROUP": "PG", "KEYS": "tx"}, sys_flag=0x4,
+                           producer_group="PG", queue_id=rnd.randrange(QUEUES))
+        if rnd.random() < 0.7:
+            b.end_transaction("PG", r.queue_offset, r.commit_log_offset, rnd.choice((8, 12)), msg_id=r.msg_id)
     elif run.retention and rnd.random() < 0.25:  # (rarer: each run leaves the last commitlog file only)
         b.delete_expired_commit_log()  # mqadmin deleteExpiredCommitLog
 
