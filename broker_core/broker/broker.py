@@ -541,6 +541,8 @@ class Broker:
     def _require_writable(self) -> None:
         if self.read_only:
             raise ServiceNotAvailableError("the broker is open read-only (inspection mode); nothing can change")
+        if self._closed:  # a request a server thread was still running when the broker shut down
+            raise ServiceNotAvailableError("the broker is shut down")
 
     # -- topics ------------------------------------------------------------------------------------
     def create_or_update_topic(self, topic: str, read_queue_nums: int | None = None,

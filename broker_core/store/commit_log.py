@@ -38,7 +38,7 @@ from .codec.message import (
 )
 from .codec.sys_flag import TRANSACTION_PREPARED_TYPE, is_dispatched_to_queue
 from .dispatch import KnownProperties
-from .errors import CorruptDataError
+from .errors import CorruptDataError, StoreClosedError
 from .mapped_file import MappedFile, MappedFileQueue
 from .store_config import SYNC_FLUSH, StoreConfig
 
@@ -115,6 +115,8 @@ def disk_refusal(e: OSError) -> PutMessageResult:
     Public because every writer a put goes through answers a failed file create or grow the same way:
     the commitlog's appends and the MessageStore's index-room check before an append.
     """
+    if isinstance(e, StoreClosedError):
+        return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=str(e))
     if e.errno in (errno.ENOSPC, errno.EDQUOT):
         return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=f"disk full: {e.strerror or e}")
     return PutMessageResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED, remark=f"cannot create or grow a file: {e}")
@@ -235,7 +237,15 @@ class CommitLog:
             self.flush()
 
     def close(self) -> None:
-        self.file_queue.close()
+        """Close every file under the append lock, after the put holding it (if any) and with what it
+        left buffered committed and flushed; the file queue then refuses to make a file, so a later
+        put is refused (SERVICE_NOT_AVAILABLE) instead of starting the log again at offset 0."""
+        with self.put_lock:
+            if self._wb_records and not self._commit_locked():
+                log.error("closing the commitlog with %d buffered record(s) not committed", len(self._wb_records))
+            if not self.read_only:
+                self.file_queue.flush()
+            self.file_queue.close()
 
     # -- offsets -----------------------------------------------------------------------------------
     def min_offset(self) -> int:

@@ -20,3 +20,11 @@ class CorruptDataError(Exception):
         self.found = found
         detail = f"; found {found}" if found else ""
         super().__init__(f"corrupt data in {self.file} at offset {offset}: expected {expected}{detail}")
+
+
+class StoreClosedError(OSError):
+    """A write reached a file queue after the store closed it. Why an error: a closed queue has no
+    files, and making one again would start the log at offset 0, over the data already there."""
+
+    def __init__(self, directory: str | Path) -> None:
+        super().__init__(f"{directory}: the store is shut down")

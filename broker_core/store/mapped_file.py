@@ -15,6 +15,8 @@ import sys
 import threading
 from pathlib import Path
 
+from .errors import StoreClosedError
+
 PAGE_SIZE = mmap.PAGESIZE
 # MADV_POPULATE_WRITE (Linux 5.14+; Python 3.11's mmap module lacks the constant): fault a range of
 # a mapping in, writable, with one system call. Set to None once the kernel says it is unsupported.
@@ -387,11 +389,13 @@ class MappedFileQueue:
         self.reserve_whole = reserve_whole
         self.file_size = file_size
         self.read_only = read_only
+        self.closed = False
         self.files: list[MappedFile] = []
         self.flushed_where = 0
 
     def load(self) -> None:
         """Open every data file; an empty last file is dropped, a wrongly sized one is an error."""
+        self.closed = False  # (an object opened again after a close)
         if not self.directory.is_dir():
             return
         names = sorted(p for p in self.directory.iterdir() if p.is_file() and p.name.isdigit() and len(p.name) == 20)
@@ -414,6 +418,8 @@ class MappedFileQueue:
     def create_file(self, start_offset: int) -> MappedFile:
         if self.read_only:
             raise PermissionError("store is open read-only")
+        if self.closed:
+            raise StoreClosedError(self.directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         mf = MappedFile(self.directory / offset_to_file_name(start_offset), self.file_size,
                         reserve_whole=self.reserve_whole)
@@ -483,6 +489,7 @@ class MappedFileQueue:
                 mf.flush(least_pages)
 
     def close(self) -> None:
+        self.closed = True  # for good: a writer still running must not make a first file again
         for mf in self.files:
             mf.close()
         self.files = []

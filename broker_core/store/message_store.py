@@ -169,6 +169,7 @@ class MessageStore:
         self.filter_bit_map_hook: FilterBitMapHook | None = None
         self._flush_thread: threading.Thread | None = None
         self._stopping = False
+        self._closing = False  # shutdown has begun closing files: puts are refused
         self._started = False
         # The reput thread's wake among the commitlog's append listeners (set by start): a put that
         # dispatched its record itself (fast_put) does not call it.
@@ -218,6 +219,7 @@ class MessageStore:
             self.recovery_report = self._recover(abnormal)
             if not self.read_only:
                 _mark_running(self.root / "abort")
+            self._closing = False
             self._opened = True
         except BaseException:
             self._close_files()
@@ -260,6 +262,8 @@ class MessageStore:
             self.commit_log.shutdown()
             self.reput.shutdown()
             self.flush()
+        self._closing = True  # puts that have not begun are refused by the open check
+        self._put_checked_until = -1e9
         self._close_files()
         if not self.read_only:
             if self.reput.behind() == 0:
@@ -273,6 +277,8 @@ class MessageStore:
         self._started = False
 
     def _close_files(self) -> None:
+        # The commitlog first: its close waits for a put still writing (a request the server had not
+        # finished) and refuses every later one, so nothing dispatches into the files closed below.
         self.commit_log.close()
         for cq in self.consume_queues.values():
             cq.close()
@@ -829,7 +835,7 @@ class MessageStore:
 
     # -- write -------------------------------------------------------------------------------------
     def _check_writable(self) -> PutMessageResult | None:
-        if self.read_only or not self._opened:
+        if self.read_only or not self._opened or self._closing:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE,
                                     remark="store is read-only" if self.read_only else "store is not open")
         return self._check_disk()

@@ -139,6 +139,8 @@ def crash(store: MessageStore) -> None:
         store.reput._thread.join(5)
         store.reput._thread = None
     store.commit_log._stopping = True
+    # what the write buffer holds dies with the process (a clean close would commit it)
+    store.commit_log._wb_file, store.commit_log._wb_parts, store.commit_log._wb_records = None, [], []
     store._close_files()
     store._lock_file.release()
     store._opened = False

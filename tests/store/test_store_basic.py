@@ -515,3 +515,21 @@ def test_verify_accepts_a_deleted_topics_records_the_dispatch_filter_kept_out_of
     assert report.issues == [] and report.deleted_topic_records == 3
     assert [m.body for m in store.query_message("Kept", "kept-key")] == [b"k", b"k2"]
     store.shutdown()
+
+
+def test_a_put_reaching_a_closed_commitlog_is_refused_and_writes_nothing(tmp_path: Path) -> None:
+    """A put that passed the store's open check just before shutdown closed the commitlog (a request a
+    server thread was still running) found no file, made file 0 again and wrote its record at offset
+    0, over the first records: the next open cut the log there. Now the closed file queue refuses to
+    make a file and the put is refused."""
+    store = open_store(tmp_path / "s")
+    for i in range(5):
+        assert store.put_message(make_msg("T", 0, b"m%d" % i)).ok
+    first = (tmp_path / "s" / "commitlog" / "00000000000000000000").read_bytes()
+    store.shutdown()
+    r = store.commit_log.put_message(make_msg("T", 0, b"late"))
+    assert r.status is PutMessageStatus.SERVICE_NOT_AVAILABLE and "shut down" in r.remark
+    assert (tmp_path / "s" / "commitlog" / "00000000000000000000").read_bytes() == first
+    reopened = open_store(tmp_path / "s")
+    assert [m.body for m in reopened.get_messages("T", 0, 0, 10).messages] == [b"m%d" % i for i in range(5)]
+    reopened.shutdown()

@@ -15,6 +15,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from broker_core.broker.errors import BrokerSystemError
 from broker_core.store.codec.message import MessageInner
 from broker_core.store.commit_log import PutMessageResult
 from broker_core.store.message_store import GetMessageStatus, MessageStore
@@ -35,8 +36,9 @@ log = logging.getLogger("rmqops.broker.pop")
 CkKey = tuple[str, str, int, int]  # group, topic, queue id, pop time
 
 
-class ReviveLogWriteError(RuntimeError):
-    """The store refused a revive-log record; the pop/ack it belongs to must not be answered OK."""
+class ReviveLogWriteError(BrokerSystemError):
+    """The store refused a revive-log record; the pop/ack it belongs to must not be answered OK (a
+    refusal the client is told, SYSTEM_ERROR with the store's status: a full disk, a store shut down)."""
 
 
 @dataclass(slots=True)
