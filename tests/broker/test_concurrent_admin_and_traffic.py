@@ -25,7 +25,15 @@ import pytest
 
 from broker_core.broker.broker import Broker
 
-from .traffic_mix import Run, broker_config, create_resources, misplaced, run_threads, still_stored
+from .traffic_mix import (
+    Run,
+    assert_in_place_and_verified,
+    broker_config,
+    create_resources,
+    misplaced,
+    run_threads,
+    still_stored,
+)
 
 THREADS = 6
 SECONDS = 2.5
@@ -54,10 +62,7 @@ def test_concurrent_admin_and_traffic_lose_and_misplace_nothing(tmp_path: Path, 
 
     reopened = Broker(tmp_path / "store", config)
     try:
-        lost = misplaced(reopened, run.acked)
-        assert not lost, f"after a reopen, {len(lost)} not at their queue offset, e.g. {lost[:3]}"
-        report = reopened.verify_store()
-        assert not report.issues, report.issues[:5]
+        assert_in_place_and_verified(reopened, run.acked)
     finally:
         reopened.shutdown()
 
@@ -84,9 +89,6 @@ def test_shutdown_under_traffic_damages_nothing(tmp_path: Path, write_buffer: bo
     reopened = Broker(tmp_path / "store", config)
     try:
         assert not reopened.lost_found_records(), "recovery set records aside"
-        lost = misplaced(reopened, run.acked)
-        assert not lost, f"{len(lost)} of {len(run.acked)} acknowledged messages not at their queue offset"
-        report = reopened.verify_store()
-        assert not report.issues, report.issues[:5]
+        assert_in_place_and_verified(reopened, run.acked)
     finally:
         reopened.shutdown()

@@ -20,7 +20,7 @@ import pytest
 
 from broker_core.broker.broker import Broker
 
-from .traffic_mix import broker_config, misplaced, still_stored
+from .traffic_mix import assert_in_place_and_verified, broker_config, still_stored
 
 HERE = Path(__file__).resolve().parent
 CYCLES = 5
@@ -49,11 +49,8 @@ def test_traffic_kill9_loop_loses_and_misplaces_nothing(tmp_path: Path, write_bu
         assert broker.store.recovery_report.abnormal
         checked = len(still_stored(broker, acked))
         assert checked > 50, "retention left too few acknowledged messages to check"
-        lost = misplaced(broker, acked)
-        assert not lost, f"{len(lost)} of {len(acked)} acknowledged messages not at their queue offset " \
-                         f"(seed {seed}), e.g. {lost[:3]}"
-        report = broker.verify_store()
-        assert not report.issues, f"seed {seed}: {report.issues[:5]}"
+        print(f"seed {seed}")  # (shown with a failure)
+        assert_in_place_and_verified(broker, acked)
     finally:
         broker.shutdown()
     print(f"traffic kill -9 loop: {CYCLES} cycles, {len(acked)} acknowledged sends, the {checked} retention kept "

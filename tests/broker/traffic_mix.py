@@ -183,3 +183,9 @@ def misplaced(broker: Broker, acked: list[Ack]) -> list[Ack]:
     return [a for a in still_stored(broker, acked) if message_at(broker, *a[:3]) != a[3]]
 
 
+def assert_in_place_and_verified(broker: Broker, acked: list[Ack]) -> None:
+    """Every acknowledged send still stored is at its queue offset with its body; verifyStore is clean."""
+    lost = misplaced(broker, acked)
+    assert not lost, f"{len(lost)} of {len(acked)} acknowledged messages not at their queue offset, e.g. {lost[:3]}"
+    report = broker.verify_store()
+    assert not report.issues, report.issues[:5]
