@@ -1,7 +1,7 @@
-"""What the kill -9 loops of delayed messages and transactions share.
+"""What the kill -9 loops (delayed messages, transactions, pop, the traffic mix) share.
 
-Why a module: both run a writer script in its own process, kill it with SIGKILL after a while and
-read the lines it flushed (each line an acknowledgement), then read every message of a topic.
+Why a module: each runs a writer script in its own process, kills it with SIGKILL after a while and
+reads the lines it flushed (each line an acknowledgement), then reads every message of a topic.
 """
 
 from __future__ import annotations

@@ -169,7 +169,6 @@ class MessageStore:
         self.filter_bit_map_hook: FilterBitMapHook | None = None
         self._flush_thread: threading.Thread | None = None
         self._stopping = False
-        self._closing = False  # shutdown has begun closing files: puts are refused
         self._started = False
         # The reput thread's wake among the commitlog's append listeners (set by start): a put that
         # dispatched its record itself (fast_put) does not call it.
@@ -219,7 +218,6 @@ class MessageStore:
             self.recovery_report = self._recover(abnormal)
             if not self.read_only:
                 _mark_running(self.root / "abort")
-            self._closing = False
             self._opened = True
         except BaseException:
             self._close_files()
@@ -262,7 +260,7 @@ class MessageStore:
             self.commit_log.shutdown()
             self.reput.shutdown()
             self.flush()
-        self._closing = True  # puts that have not begun are refused by the open check
+        self._opened = False  # puts that have not begun are refused by the open check
         self._put_checked_until = -1e9
         self._close_files()
         if not self.read_only:
@@ -272,8 +270,6 @@ class MessageStore:
                 except FileNotFoundError:
                     pass
             self._lock_file.release()
-        self._opened = False
-        self._put_checked_until = -1e9
         self._started = False
 
     def _close_files(self) -> None:
@@ -835,7 +831,7 @@ class MessageStore:
 
     # -- write -------------------------------------------------------------------------------------
     def _check_writable(self) -> PutMessageResult | None:
-        if self.read_only or not self._opened or self._closing:
+        if self.read_only or not self._opened:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE,
                                     remark="store is read-only" if self.read_only else "store is not open")
         return self._check_disk()
@@ -1314,22 +1310,18 @@ class MessageStore:
         removed: list[tuple[str, int]] = []
         with self._puts_and_dispatch_held():
             self._dispatch_pending_locked("cleanExpiredConsumerQueue")  # a queue's newest record may be pending
-            self._drop_expired_queues_locked(min_phy, removed, keep)
+            with self._cq_guard:
+                for key, cq in sorted(self.consume_queues.items()):
+                    if key[0] == SCHEDULE_TOPIC or keep is not None and keep(key[0]):
+                        continue
+                    end = cq.max_physic_end()
+                    if 0 <= end < min_phy:
+                        self.consume_queues.pop(key).destroy()
+                        self.commit_log.queue_offsets.table.pop(f"{key[0]}-{key[1]}", None)
+                        removed.append(key)
+                        log.info("cleanExpiredConsumerQueue: %s-%d destroyed, its last message ends at %d, below "
+                                 "the commitlog min offset %d", key[0], key[1], end, min_phy)
         return removed
-
-    def _drop_expired_queues_locked(self, min_phy: int, removed: list[tuple[str, int]],
-                                    keep: Callable[[str], bool] | None) -> None:
-        with self._cq_guard:
-            for key, cq in sorted(self.consume_queues.items()):
-                if key[0] == SCHEDULE_TOPIC or keep is not None and keep(key[0]):
-                    continue
-                end = cq.max_physic_end()
-                if 0 <= end < min_phy:
-                    self.consume_queues.pop(key).destroy()
-                    self.commit_log.queue_offsets.table.pop(f"{key[0]}-{key[1]}", None)
-                    removed.append(key)
-                    log.info("cleanExpiredConsumerQueue: %s-%d destroyed, its last message ends at %d, below the "
-                             "commitlog min offset %d", key[0], key[1], end, min_phy)
 
     def clean_unused_topics(self, retain: set[str]) -> list[str]:
         """CLEAN_UNUSED_TOPIC (cleanUnusedTopic): the queues of topics not in ``retain`` (the broker's

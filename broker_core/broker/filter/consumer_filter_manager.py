@@ -232,7 +232,8 @@ class ConsumerFilterManager:
             try:
                 write_config_json(self.path, self.encode())
             except BaseException:
-                self._changed = True  # not on disk: the next flush tries again
+                with self._lock:  # not on disk: the next flush tries again
+                    self._changed = True
                 raise
 
     def load(self) -> None:
