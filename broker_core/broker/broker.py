@@ -195,6 +195,10 @@ class Broker:
         self.offset_reset_listeners: list[OffsetResetListener] = []
         self._flush_stop = threading.Event()
         self._flush_thread: threading.Thread | None = None
+        # One updateBrokerConfig at a time, from reading the config to writing its file (Java's
+        # Configuration.update holds its write lock as long): two at once each rewrote the file from
+        # what they had read, and the last one dropped the other's keys.
+        self._config_update_lock = threading.Lock()
         self._started = False
         self._closed = False
         if read_only:
@@ -639,15 +643,16 @@ class Broker:
                               if k.strip()}
         if black & props.keys():
             raise NoPermissionError("Can not update config in black list.")
-        known = self.config.to_properties()
-        changes = {k: str(v) for k, v in props.items() if k in known}
-        new = updated_config(self.config, changes, self.root)
-        if persist_to is not None and changes:
-            try:
-                persist_changes(persist_to, changes)
-            except OSError as e:
-                raise BrokerSystemError(f"cannot write broker config {persist_to}: {e.strerror}") from None
-        apply_in_place(self.config, new, changes)
+        with self._config_update_lock:
+            known = self.config.to_properties()
+            changes = {k: str(v) for k, v in props.items() if k in known}
+            new = updated_config(self.config, changes, self.root)
+            if persist_to is not None and changes:
+                try:
+                    persist_changes(persist_to, changes)
+                except OSError as e:
+                    raise BrokerSystemError(f"cannot write broker config {persist_to}: {e.strerror}") from None
+            apply_in_place(self.config, new, changes)
         if "brokerPermission" in changes:
             # the routes advertise topic perm & brokerPermission: a new DataVersion makes the name
             # server take the next registration (Java's AdminBrokerProcessor does the same)

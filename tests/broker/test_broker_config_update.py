@@ -3,6 +3,7 @@ other lines, refused changes touch nothing."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -57,3 +58,36 @@ def test_only_the_given_keys_change_on_the_live_broker(tmp_path: Path) -> None:
         assert broker.config.properties["brokerPermission"] == "4"
     finally:
         broker.shutdown()
+
+
+def test_concurrent_updates_keep_every_key_in_the_file(tmp_path: Path) -> None:
+    """The remoting server runs requests on a pool of threads: two operators (or a playbook) changing
+    different keys at once must both find their change in the file after a restart. Each update used to
+    rewrite the file from what it had read, so the last writer dropped the others' keys."""
+    conf = tmp_path / "broker.conf"
+    conf.write_text("brokerName=broker-x\n")
+    broker = Broker(tmp_path / "store", BrokerConfig.load(conf, tmp_path / "store"))
+    wanted = {"maxMessageSize": "4000000", "fileReservedTime": "48", "deleteWhen": "03",
+              "flushIntervalCommitLog": "600", "defaultTopicQueueNums": "6", "diskMaxUsedSpaceRatio": "80"}
+    start = threading.Barrier(len(wanted))
+    failures: list[BaseException] = []
+
+    def update(key: str) -> None:
+        try:
+            start.wait()
+            for _ in range(20):
+                broker.update_broker_config({key: wanted[key]}, persist_to=conf)
+        except BaseException as e:  # reported below
+            failures.append(e)
+
+    threads = [threading.Thread(target=update, args=(key,)) for key in wanted]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        broker.shutdown()
+    assert not failures, failures
+    restarted = BrokerConfig.load(conf, tmp_path / "store").to_properties()
+    assert {k: restarted[k] for k in wanted} == wanted
