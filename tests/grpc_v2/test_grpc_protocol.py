@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import datetime
 import ipaddress
+import threading
+import time
 
 import grpc
 import pytest
@@ -137,3 +141,47 @@ def test_pull_and_offset_rpcs(grpc_broker):
     q = pb.QueryOffsetRequest(message_queue=mq, query_offset_policy=pb.QueryOffsetPolicy.TIMESTAMP,
                               timestamp=Timestamp(seconds=0))
     assert s.QueryOffset(q, metadata=MD).offset == 0
+
+
+def test_stop_waits_for_a_broker_call_in_progress(tmp_path):
+    """mqbroker shuts the Broker down right after the endpoint stops: a call still running on the
+    endpoint's worker threads would meet a closing store. Stopping waits for calls in progress (long
+    polls park no thread, so only short calls are waited for); it used to return at once."""
+    home = tmp_path / "home"
+    home.mkdir()
+    running = start_grpc_broker(tmp_path / "store", home)
+    b = running.broker
+    b.create_or_update_topic("StopT", 1, 1)
+    entered, release, finished = threading.Event(), threading.Event(), threading.Event()
+    real_commit = b.commit_offset
+
+    def held_commit(*args, **kwargs):  # the broker call, held while the endpoint is told to stop
+        entered.set()
+        release.wait(10)
+        try:
+            return real_commit(*args, **kwargs)
+        finally:
+            finished.set()
+
+    b.commit_offset = held_commit
+    mq = pb.MessageQueue(topic=pb.Resource(name="StopT"), id=0)
+
+    def update_offset() -> None:
+        with contextlib.suppress(grpc.RpcError):  # the stopping server may cancel the RPC itself
+            stub(running.port).UpdateOffset(pb.UpdateOffsetRequest(group=pb.Resource(name="StopG"), message_queue=mq,
+                                                                   offset=3), metadata=MD, timeout=10)
+
+    caller = threading.Thread(target=update_offset, daemon=True)
+    try:
+        caller.start()
+        assert entered.wait(10)
+        stopping = asyncio.run_coroutine_threadsafe(running.endpoint.stop(0.1), running._loop)
+        time.sleep(0.5)
+        assert not stopping.done(), "the endpoint stopped with a broker call still running"
+        release.set()
+        stopping.result(10)
+        assert finished.is_set()
+    finally:
+        release.set()
+        stop_grpc_broker(running)
+    caller.join(10)

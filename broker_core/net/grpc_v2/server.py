@@ -110,4 +110,6 @@ class GrpcEndpoint:
         if self._server is not None:
             await self._server.stop(grace_s)
             self._server = None
-        self.executor.shutdown(wait=False, cancel_futures=True)
+        # The Broker shuts down next: wait for calls still running on the workers (long polls wait on
+        # the loop, not here, so these are short), without blocking the loop meanwhile.
+        await asyncio.to_thread(self.executor.shutdown, wait=True, cancel_futures=True)
