@@ -70,6 +70,10 @@ _KEYS: dict[str, str] = {
     "cluster_name": "brokerClusterName",
 }
 
+SECRET_KEYS = frozenset({"initAuthenticationUser", "innerClientAuthenticationCredentials"})
+"""Keys whose values hold a password or secret key: GET_BROKER_CONFIG needs authentication only, so any
+user could otherwise read the initial admin's password there."""
+
 
 @dataclass(frozen=True)
 class AuthConfig:

@@ -24,6 +24,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
+from broker_core.auth.config import SECRET_KEYS
 from broker_core.auth.errors import AuthError
 from broker_core.store.codec.message import MessageExt, MessageInner
 from broker_core.store.codec.message_id import decode_offset_msg_id
@@ -1152,6 +1153,13 @@ class Broker:
         if data is None:
             raise BrokerSystemError(f"The stats <{stats_name}> <{stats_key}> not exist")
         return data
+
+    def broker_config_properties(self, auth: RequestContext | None = None) -> dict[str, str]:
+        """GET_BROKER_CONFIG: every setting, broker, store and auth keys alike (what updateBrokerConfig can
+        change), with credential values masked (the request needs authentication only)."""
+        self._authorize(auth, "GET_BROKER_CONFIG")
+        props = self.config.to_properties()
+        return {k: "***" if k in SECRET_KEYS and v else v for k, v in props.items()}
 
     def broker_runtime_info(self, auth: RequestContext | None = None) -> dict[str, str]:
         """GET_BROKER_RUNTIME_INFO: the keys mqadmin brokerStatus / clusterList read (all strings)."""

@@ -6,7 +6,6 @@ from __future__ import annotations
 from broker_core.broker.maintenance import commit_log_summary, expired_queues_summary, unused_topics_summary
 from broker_core.broker.request_context import RequestContext
 from broker_core.broker.stats import StatsWindow
-from broker_core.config_loader import to_properties
 from broker_core.remoting import RemotingCommand, RequestCode, ResponseCode, fastjson
 from broker_core.remoting.bodies import (
     BrokerStatsData,
@@ -198,7 +197,7 @@ class AdminHandlers:
         return req.response(body=KVTable(table=info).to_json())
 
     async def get_broker_config(self, ch: Channel, req: RemotingCommand, auth: RequestContext) -> RemotingCommand:
-        props = to_properties(self.broker.config)
+        props = self.broker.broker_config_properties(auth)
         header = GetBrokerConfigResponseHeader(version=DataVersion().to_json().decode())
         return req.response(ext_fields=header.to_ext_fields(), body=properties_text(props))
 

@@ -30,8 +30,13 @@ def test_update_broker_config_over_n(broker: BrokerProcess) -> None:
     n, addr = broker.namesrv_addr, broker.broker_addr
     assert _ok("updateBrokerConfig", "-n", n, "-b", addr, "-k", "maxReconsumeTimes", "-v", "5") == \
         f"update broker config success, {addr}\n"
+    # store keys too (fileReservedTime, deleteWhen...): the broker's answer used to list broker keys only,
+    # so mqadmin refused them as unknown
+    assert _ok("updateBrokerConfig", "-n", n, "-b", addr, "-k", "fileReservedTime", "-v", "48") == \
+        f"update broker config success, {addr}\n"
     config = json.loads(_ok("getBrokerConfig", "-n", n, "-b", addr, "--output", "json"))
-    assert config["maxReconsumeTimes"] == "5"
+    assert config["maxReconsumeTimes"] == "5" and config["fileReservedTime"] == "48"
+    assert "properties" not in config
     refused = mqadmin("updateBrokerConfig", "-n", n, "-b", addr, "-k", "brokerConfigPath", "-v", "/x")
     assert refused.returncode == 1 and "black list" in refused.stderr
 

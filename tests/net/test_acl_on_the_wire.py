@@ -12,6 +12,7 @@ from harness import Servers
 from net_util import RawClient
 
 from broker_core.auth.signer import sign_remoting
+from broker_core.net.wire_convert import parse_properties_text
 from broker_core.remoting import RequestCode, ResponseCode
 from broker_core.remoting.headers import SendMessageRequestHeaderV2
 
@@ -112,3 +113,17 @@ def test_name_server_does_not_authenticate(acl):
         assert ns.call(RC.GET_BROKER_CLUSTER_INFO, sign_remoting({}, b"", "any", "thing")).code == OK
     finally:
         ns.close()
+
+
+def test_broker_config_has_every_key_and_masks_credentials(acl):
+    """GET_BROKER_CONFIG answers with broker, store and auth keys (what updateBrokerConfig may change), but
+    it needs authentication only: a normal user must not read the initial admin's password there."""
+    _, c, root = acl
+    user = {"username": "bob", "password": "pw-bob", "userType": "Normal"}
+    assert root.call(RC.AUTH_CREATE_USER, {"username": "bob"}, json.dumps(user).encode()).code == OK
+    r = Signed(c, "bob", "pw-bob").call(RC.GET_BROKER_CONFIG)
+    assert r.code == OK
+    config = parse_properties_text(r.body)
+    assert config["brokerName"] and config["fileReservedTime"] == "72" and config["flushDiskType"]  # store keys
+    assert config["authenticationEnabled"] == "true"  # auth keys
+    assert config["initAuthenticationUser"] == "***" and b"12345678" not in r.body
