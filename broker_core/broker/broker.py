@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import shutil
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -32,6 +33,7 @@ from broker_core.store.codec.properties import PROPERTY_REAL_TOPIC
 from broker_core.store.commit_log import PutMessageResult, now_ms
 from broker_core.store.message_request_mode import MODES, MessageRequestMode, MessageRequestModeTable
 from broker_core.store.message_store import GetMessageResult, GetMessageStatus, MessageStore
+from broker_core.store.retention import disk_usage_ratio
 from broker_core.store.subscription_group_config import SubscriptionGroupConfig, SubscriptionGroupTable
 from broker_core.store.topic_config import TopicConfig
 
@@ -1187,10 +1189,26 @@ class Broker:
             "brokerAddr": self.config.broker_addr, "readOnly": "true" if self.read_only else "false",
             "pullLongPollingWaiting": str(self.pull_hold_service.waiting()),
         }
+        info.update(self._disk_runtime_info())
         info.update(self._timer_runtime_info())
         info.update(self.schedule_service.running_stats())
         info.update(self._dashboard_runtime_info())
         return dict(sorted(info.items()))
+
+    def _disk_runtime_info(self) -> dict[str, str]:
+        """The disk keys of GET_BROKER_RUNTIME_INFO: clusterList's SPACE column and the dashboard read
+        commitLogDiskRatio, so a broker asked over the network must answer them too."""
+        store_cfg = self.config.store
+        commit_log_dir = store_cfg.commit_log_dir if store_cfg.commit_log_dir.is_dir() else self.root
+        info = {"commitLogDiskRatio": str(max(disk_usage_ratio(commit_log_dir), 0.0)),
+                "consumeQueueDiskRatio": str(max(disk_usage_ratio(self.root), 0.0))}
+        try:
+            usage = shutil.disk_usage(commit_log_dir)
+        except OSError:
+            return info
+        gib = 1024 ** 3
+        info["commitLogDirCapacity"] = f"Total : {usage.total / gib:.2f} GiB, Free : {usage.free / gib:.2f} GiB."
+        return info
 
     def _timer_runtime_info(self) -> dict[str, str]:
         """The timer keys of GET_BROKER_RUNTIME_INFO (all "0" when the wheel is off, as RocketMQ)."""

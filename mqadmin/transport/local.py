@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, ParamSpec, TypeVar
@@ -406,13 +405,10 @@ class LocalBrokerClient:
 
     # -- broker runtime ------------------------------------------------------------------------------
     def broker_runtime_info(self, broker_addr: str) -> dict[str, str]:
-        """GET_BROKER_RUNTIME_INFO plus what only the store directory can tell (disk, lock holder)."""
+        """GET_BROKER_RUNTIME_INFO plus what only the store directory can tell (whether a broker holds it, its path)."""
         b = self._broker_for(broker_addr)
         info = dict(self._call(broker_addr, b.broker_runtime_info))
-        usage = shutil.disk_usage(self.store_dir)
         info["brokerActive"] = str(is_store_locked(self.store_dir)).lower() if self.read_only else "true"
-        info["commitLogDirCapacity"] = f"Total : {_gib(usage.total)}, Free : {_gib(usage.free)}."
-        info["commitLogDiskRatio"] = f"{(usage.total - usage.free) / usage.total if usage.total else 0.0}"
         info["storePathRootDir"] = str(self.store_dir)
         info["topicCount"] = str(len(self._call(broker_addr, b.list_topics)))
         return dict(sorted(info.items()))
@@ -530,6 +526,3 @@ def _first_line(text: str) -> str:
     """The first non-blank line of a (Java) error text; the rest is for --verbose."""
     return next((line.strip() for line in text.splitlines() if line.strip()), text)[:500]
 
-
-def _gib(n: int) -> str:
-    return f"{n / 1024 ** 3:.2f} GiB"

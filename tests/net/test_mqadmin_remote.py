@@ -3,7 +3,9 @@ commands a newcomer runs after ``make run`` work over the remoting protocol."""
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -29,10 +31,16 @@ def mqadmin(ns: str, *args: str) -> str:
     return r.stdout
 
 
-def test_newcomer_commands_over_the_network(running):
+def test_newcomer_commands_over_the_network(running, tmp_path):
     ns, addr = running.namesrv_addr, running.broker_addr
     listed = mqadmin(ns, "clusterList")
     assert "DefaultCluster" in listed and "broker-a" in listed and addr in listed
+    # the SPACE column is the broker's commitLogDiskRatio (it answered no disk keys over the network: 0.0)
+    usage = shutil.disk_usage(tmp_path)
+    [row] = json.loads(mqadmin(ns, "clusterList", "--output", "json"))
+    assert abs(row["space"] - usage.used / usage.total) < 0.05, row
+    status = json.loads(mqadmin(ns, "brokerStatus", "-b", addr, "--output", "json"))
+    assert status["commitLogDirCapacity"].startswith("Total : ") and float(status["consumeQueueDiskRatio"]) > 0
     assert f"create topic to {addr} success." in mqadmin(ns, "updateTopic", "-c", "DefaultCluster", "-t", "NetT",
                                                          "-r", "2", "-w", "2")
     route = mqadmin(ns, "topicRoute", "-t", "NetT")
