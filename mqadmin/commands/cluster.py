@@ -98,7 +98,7 @@ def get_broker_config(
     cmd.emit(props, render)
 
 
-@register(app, "updateBrokerConfig", "Update broker's config.")
+@register(app, "updateBrokerConfig", "Update broker's config.", writes=True)
 def update_broker_config(
     cmd: Cmd,
     key: Annotated[str, typer.Option("-k", "--key", help="config key")],

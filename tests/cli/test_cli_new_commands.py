@@ -4,6 +4,12 @@ from __future__ import annotations
 
 import json
 
+from typer.testing import CliRunner
+
+from broker_core.broker.broker import Broker
+from broker_core.broker.broker_config import BrokerConfig
+from mqadmin.app import app
+
 
 def _topic(cli, name="T", queues="4"):
     r = cli("updateTopic", "-c", "DefaultCluster", "-t", name, "-r", queues, "-w", queues)
@@ -24,6 +30,23 @@ def test_update_broker_config_needs_a_running_broker(cli):
     assert r.exit_code == 1 and "use -n" in r.stderr
     assert cli("updateBrokerConfig", "-k", "a", "-v", "b").exit_code == 2
     assert cli("updateBrokerConfig", "-c", "Nope", "-k", "a", "-v", "b").exit_code == 3
+
+
+def test_update_broker_config_on_a_store_with_its_config_file(tmp_path):
+    """With --config (the file the store's broker starts with) the change is written there; the store
+    used to be opened read-only for this command, so it always failed with "nothing can change"."""
+    conf = tmp_path / "broker.conf"
+    conf.write_text("brokerName=broker-a\n")
+    Broker(tmp_path / "store", BrokerConfig.load(conf, tmp_path / "store"), audit_log_path=None).shutdown()
+    target = ["--store", str(tmp_path / "store"), "--config", str(conf)]
+    env = {"NAMESRV_ADDR": "", "RMQ_STORE": ""}
+    r = CliRunner().invoke(app, ["updateBrokerConfig", "-c", "DefaultCluster", "-k", "fileReservedTime", "-v", "48",
+                                 *target], env=env)
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout == "update broker config success, 127.0.0.1:10911\n"
+    assert conf.read_text().splitlines() == ["brokerName=broker-a", "fileReservedTime=48"]
+    shown = CliRunner().invoke(app, ["getBrokerConfig", "-c", "DefaultCluster", "--output", "json", *target], env=env)
+    assert json.loads(shown.stdout)["fileReservedTime"] == "48"
 
 
 def test_update_topic_perm(cli):
