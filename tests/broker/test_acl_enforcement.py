@@ -129,6 +129,7 @@ OPS: dict[str, tuple[Op, list[tuple[str, str]]]] = {
     "topic_stats": (lambda b, a: b.topic_stats(T, auth=a), [(f"Topic:{T}", "Get")]),
     "consume_stats": (lambda b, a: b.consume_stats(G, T, auth=a), [(f"Group:{G}", "Get"), (f"Topic:{T}", "Get")]),
     "broker_runtime_info": (lambda b, a: b.broker_runtime_info(auth=a), []),
+    "broker_config_properties": (lambda b, a: b.broker_config_properties(auth=a), []),
     "timer_backlog": (lambda b, a: b.timer_backlog(auth=a), []),
     "schedule_stats": (lambda b, a: b.schedule_stats(auth=a), []),
     "transaction_metrics": (lambda b, a: b.transaction_metrics(auth=a), []),
