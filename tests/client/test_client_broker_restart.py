@@ -1,0 +1,131 @@
+"""A broker restarted under a running producer and push consumer: once with SIGTERM, once with SIGKILL.
+The name server stays up; the broker comes back on its port and store. Every acknowledged send must be
+consumed, and the clients must recover by themselves, with no restart of theirs.
+
+Why: a rolling restart is what operators do most to a broker. It exercises what no single-process test
+does: the clients' reconnects, route and heartbeat refresh, offsets the consumer carries across the
+gap, and the broker's recovery of the records it acknowledged before it died.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack
+from pathlib import Path
+
+import pytest
+
+from broker_core.client.instance import MQClientInstance
+from broker_core.client.message import Message
+from broker_core.client.producer import Producer, SendStatus
+from broker_core.client.push_consumer import ConsumeConcurrentlyStatus, PushConsumer
+from broker_core.client.rebalance import ConsumeFromWhere
+from broker_core.store.codec.message import MessageExt
+from tests.client.conftest import create_topic
+from tests.remoting_broker import REPO, BrokerProcess, running_broker
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def name_server(tmp_path: Path) -> Iterator[str]:
+    """A name server process of its own, so that it outlives the broker's restarts."""
+    port = _free_port()
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    with (tmp_path / "namesrv.log").open("w") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "broker_core.mqbroker", "--namesrv-only", "--host", "127.0.0.1",
+                                 "--namesrvPort", str(port)], stdout=log, stderr=subprocess.STDOUT, env=env)
+        try:
+            deadline = time.monotonic() + 30
+            while "boot success" not in (tmp_path / "namesrv.log").read_text():
+                assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "namesrv.log").read_text()
+                time.sleep(0.1)
+            yield f"127.0.0.1:{port}"
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def test_clients_lose_nothing_across_broker_restarts(tmp_path: Path, name_server: str) -> None:
+    port = _free_port()
+    broker_args = ("--listenPort", str(port), "--registerNameServerPeriod", "2000")
+    acked: set[bytes] = set()
+    consumed: dict[bytes, int] = {}
+    logs: list[str] = []
+    stop = asyncio.Event()
+
+    def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+        for m in msgs:
+            consumed[m.body] = consumed.get(m.body, 0) + 1
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    async def produce(producer: Producer, worker: int) -> None:
+        for n in itertools.count():
+            if stop.is_set():
+                return
+            body = f"{worker}-{n}".encode()
+            try:
+                if (await producer.send(Message("Roll", body))).status == SendStatus.SEND_OK:
+                    acked.add(body)
+            except Exception:  # the broker is down: never acknowledged, tried again with the next body
+                await asyncio.sleep(0.1)
+
+    async def restart(b: BrokerProcess, how: signal.Signals) -> BrokerProcess:
+        os.kill(b.proc.pid, how)
+        await asyncio.to_thread(b.proc.wait, 30)
+        logs.append(b.log_text())
+        before = len(acked)
+        await asyncio.sleep(0.5)
+        again = await asyncio.to_thread(lambda: running.enter_context(
+            running_broker(tmp_path, namesrv=name_server, extra_args=broker_args)))
+        await asyncio.sleep(2.5)
+        assert len(acked) > before, f"no send acknowledged after the restart with {how.name}"
+        return again
+
+    with ExitStack() as running:
+        b = running.enter_context(running_broker(tmp_path, namesrv=name_server, extra_args=broker_args))
+
+        async def go() -> None:
+            inst = MQClientInstance(name_server)
+            await create_topic(inst, b.broker_addr, "Roll", queues=4)
+            consumer = PushConsumer("RollG", MQClientInstance(name_server),
+                                    consume_from=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
+            consumer.subscribe("Roll", "*")
+            consumer.register_concurrently(listener)
+            await consumer.start()
+            producer = Producer("RollP", inst)
+            await producer.start()
+            senders = [asyncio.create_task(produce(producer, w)) for w in range(4)]
+            await asyncio.sleep(1.5)
+            current = await restart(b, signal.SIGTERM)
+            current = await restart(current, signal.SIGKILL)
+            stop.set()
+            await asyncio.gather(*senders)
+            deadline = time.monotonic() + 60
+            while not acked <= consumed.keys() and time.monotonic() < deadline:
+                await asyncio.sleep(0.2)
+            logs.append(current.log_text())
+            await consumer.shutdown()
+            await consumer.instance.shutdown()
+            await producer.shutdown()
+            await inst.shutdown()
+
+        asyncio.run(go())
+    missing = acked - consumed.keys()
+    assert len(acked) > 100 and not missing, f"{len(missing)} of {len(acked)} acknowledged sends never consumed"
+    assert all("Traceback" not in log for log in logs), next(log for log in logs if "Traceback" in log)[-3000:]
