@@ -27,10 +27,10 @@ tour: $(BIN)/mqadmin
 test: $(BIN)/mqadmin
 	$(BIN)/python -m pytest -q
 
-# Bounded atheris runs of the decoders (record, properties, SQL92); FUZZ_RUNS per target.
+# Bounded atheris runs of the decoders (record, properties, SQL92, remoting); FUZZ_RUNS per target.
 FUZZ_RUNS ?= 300000
 fuzz: $(BIN)/mqadmin
-	for t in record properties sql92; do $(BIN)/python tests/fuzz/fuzz_targets.py $$t -runs=$(FUZZ_RUNS) || exit 1; done
+	for t in record properties sql92 remoting; do $(BIN)/python tests/fuzz/fuzz_targets.py $$t -runs=$(FUZZ_RUNS) || exit 1; done
 
 lint: $(BIN)/mqadmin
 	$(BIN)/ruff check .

@@ -148,12 +148,15 @@ def _from_json(raw: JsonValue, hint: object, where: str) -> object:
             raise BodyError(f"{where}: expected an integer, got {raw!r}")
         try:
             return int(raw)
-        except ValueError:
+        except (ValueError, OverflowError):  # "x", or a float such as 1e999 (inf) or NaN
             raise BodyError(f"{where}: expected an integer, got {raw!r}") from None
     if hint is float:
         if isinstance(raw, bool) or not isinstance(raw, (int, float, str)):
             raise BodyError(f"{where}: expected a number, got {raw!r}")
-        return float(raw)
+        try:
+            return float(raw)
+        except (ValueError, OverflowError):  # a string that is no number, or an int beyond a double
+            raise BodyError(f"{where}: expected a number, got {raw!r}") from None
     if hint is str:
         if isinstance(raw, (dict, list)):
             raise BodyError(f"{where}: expected a string, got {type(raw).__name__}")

@@ -19,7 +19,7 @@ HERE = Path(__file__).resolve().parent
 RUNS = 3000
 
 
-@pytest.mark.parametrize("target", ["record", "properties", "sql92"])
+@pytest.mark.parametrize("target", ["record", "properties", "sql92", "remoting"])
 def test_fuzz_target_smoke(target: str) -> None:
     env = dict(os.environ, PYTHONPATH=str(HERE.parents[1]))
     res = subprocess.run([sys.executable, str(HERE / "fuzz_targets.py"), target, f"-runs={RUNS}", "-seed=1"],

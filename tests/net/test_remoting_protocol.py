@@ -228,3 +228,12 @@ def test_fastjson_reader_rejects_broken_text_with_offset(text):
 def test_body_shape_errors_name_the_field():
     with pytest.raises(BodyError, match=r"TopicRouteData.queueDatas\[0\].readQueueNums"):
         TopicRouteData.from_json(b'{"queueDatas":[{"brokerName":"b","readQueueNums":"x","writeQueueNums":1,"perm":6}]}')
+    # numbers that do not parse, or do not fit, are body errors too (mqadmin turns those into one line; a
+    # bare ValueError or OverflowError escaped it as a traceback)
+    with pytest.raises(BodyError, match=r"ConsumeStats.consumeTps: expected a number, got 'x'"):
+        ConsumeStats.from_json(b'{"offsetTable":{},"consumeTps":"x"}')
+    with pytest.raises(BodyError, match=r"ConsumeStats.consumeTps: expected a number"):
+        ConsumeStats.from_json(b'{"offsetTable":{},"consumeTps":' + b"9" * 400 + b"}")
+    with pytest.raises(BodyError, match=r"TopicRouteData.queueDatas\[0\].perm: expected an integer"):
+        TopicRouteData.from_json(b'{"queueDatas":[{"brokerName":"b","readQueueNums":1,"writeQueueNums":1,'
+                                 b'"perm":1e999}]}')
