@@ -13,9 +13,9 @@ are ``mqadmin.errors`` exceptions.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from mqadmin.errors import AdminError, NotFoundError, WrongTargetError
 from mqadmin.timefmt import now_ms
@@ -75,6 +75,33 @@ PULL_BATCH = 32
 LONG_MAX = 2**63 - 1
 _SCAN_GOES_ON = ("FOUND", "NO_MATCHED_MESSAGE", "OFFSET_FOUND_NULL")
 _CONSUME_TYPES = {"CONSUME_PASSIVELY": "PUSH", "CONSUME_ACTIVELY": "PULL", "CONSUME_POP": "POP"}
+
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def change_each(items: Iterable[T], change: Callable[[T], R], where: Callable[[T], str]) -> list[R]:
+    """Make a change on each broker in turn, stopping at the first that fails. That failure then also
+    names the brokers already changed: Java's mqadmin has printed their success lines by the time it
+    fails, and an operator must know what is half done before running the command again."""
+    done: list[str] = []
+    out: list[R] = []
+    for item in items:
+        try:
+            out.append(change(item))
+        except AdminError as e:
+            raise e.after_changes_on(done) from None
+        done.append(where(item))
+    return out
+
+
+def _addr(b: BrokerIdentity) -> str:
+    return b.broker_addr
+
+
+def _same(addr: str) -> str:
+    return addr
 
 
 class Admin:
@@ -252,7 +279,8 @@ class Admin:
     def update_topic(self, topic: TopicInfo, targets: list[BrokerIdentity] | None = None) -> TopicInfo:
         """UPDATE_AND_CREATE_TOPIC on each target (default every broker); ``topic.attributes`` holds
         mqadmin's signed changes (+k=v / -k). Returns the topic as the first target stores it."""
-        results = [self.client.update_and_create_topic(b.broker_addr, topic) for b in targets or self.brokers()]
+        results = change_each(targets or self.brokers(),
+                              lambda b: self.client.update_and_create_topic(b.broker_addr, topic), _addr)
         return results[0]
 
     def delete_topic(self, topic: str, cluster_name: str, dry_run: bool = False) -> DeleteTopicPlan:
@@ -270,8 +298,8 @@ class Admin:
             groups.update(self.client.query_topic_consume_by_who(b.broker_addr, topic))
         plan = DeleteTopicPlan(topic, cluster_name, queues, messages, sorted(groups), applied=False)
         if not dry_run:
-            for b, _ in found:
-                self.client.delete_topic_in_broker(b.broker_addr, topic)
+            change_each([b for b, _ in found], lambda b: self.client.delete_topic_in_broker(b.broker_addr, topic),
+                        _addr)
             self.client.delete_topic_in_namesrv(topic, cluster_name)
             plan.applied = True
         return plan
@@ -305,8 +333,7 @@ class Admin:
                          targets: list[BrokerIdentity] | None = None) -> SubscriptionGroupInfo:
         """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP; ``config.attributes`` holds signed changes (+k=v / -k)
         applied to each broker's current attributes (none given: the current ones stay)."""
-        results = []
-        for b in targets or self.brokers():
+        def update(b: BrokerIdentity) -> SubscriptionGroupInfo:
             current = self.client.get_subscription_group(b.broker_addr, config.group_name)
             attrs = dict(current.attributes) if current is not None else {}
             for key, value in config.attributes.items():
@@ -315,21 +342,24 @@ class Admin:
                 else:
                     attrs[key.lstrip("+")] = value
             wanted = dataclasses.replace(config, attributes=attrs)
-            results.append(self.client.update_and_create_subscription_group(b.broker_addr, wanted))
-        return results[0]
+            return self.client.update_and_create_subscription_group(b.broker_addr, wanted)
+
+        return change_each(targets or self.brokers(), update, _addr)[0]
 
     def delete_sub_group(self, group: str, remove_offset: bool = False, delete_retry_topics: bool = False,
                          targets: list[BrokerIdentity] | None = None) -> None:
         """DELETE_SUBSCRIPTIONGROUP on each target; with ``delete_retry_topics`` (mqadmin -c) its
         %RETRY% and %DLQ% topics go too. Not found when no target had it (and no offsets were removed)."""
-        existed = False
-        for b in targets or self.brokers():
-            existed |= self.client.get_subscription_group(b.broker_addr, group) is not None
+        def delete(b: BrokerIdentity) -> bool:
+            existed = self.client.get_subscription_group(b.broker_addr, group) is not None
             self.client.delete_subscription_group(b.broker_addr, group, remove_offset)
             if delete_retry_topics:
                 for topic in (f"%RETRY%{group}", f"%DLQ%{group}"):
                     if self.client.get_topic_config(b.broker_addr, topic) is not None:
                         self.client.delete_topic_in_broker(b.broker_addr, topic)
+            return existed
+
+        existed = any(change_each(targets or self.brokers(), delete, _addr))
         if not existed and not remove_offset:
             raise NotFoundError(f"subscription group [{group}] does not exist in {self.target}")
 
@@ -479,28 +509,28 @@ class Admin:
         not pass as a change); black-listed keys go through so the broker refuses them as RocketMQ does."""
         from broker_core.broker.config_update import BLACK_LIST
 
-        done = []
-        for b in targets or self.brokers():
+        def update(b: BrokerIdentity) -> str:
             known = set(self.client.broker_config(b.broker_addr)) | set(BLACK_LIST)
             unknown = sorted(set(properties) - known)
             if unknown:
                 raise AdminError(f"unknown broker config key(s) for {b.broker_name}: {', '.join(unknown)} "
                                  "(getBrokerConfig lists them)")
             self.client.update_broker_config(b.broker_addr, dict(properties))
-            done.append(b.broker_addr)
-        return done
+            return b.broker_addr
+
+        return change_each(targets or self.brokers(), update, _addr)
 
     def update_topic_perm(self, topic: str, perm: int, targets: list[BrokerIdentity]
                           ) -> list[tuple[BrokerIdentity, int, TopicInfo | None]]:
         """updateTopicPerm: per target (old perm, the topic as now stored, or None when unchanged)."""
-        out: list[tuple[BrokerIdentity, int, TopicInfo | None]] = []
-        for b, info in self._require_topic(topic, targets):
+        def update(found: tuple[BrokerIdentity, TopicInfo]) -> tuple[BrokerIdentity, int, TopicInfo | None]:
+            b, info = found
             if info.perm == perm:
-                out.append((b, info.perm, None))
-                continue
+                return b, info.perm, None
             wanted = dataclasses.replace(info, perm=perm, attributes={})  # no attribute change
-            out.append((b, info.perm, self.client.update_and_create_topic(b.broker_addr, wanted)))
-        return out
+            return b, info.perm, self.client.update_and_create_topic(b.broker_addr, wanted)
+
+        return change_each(self._require_topic(topic, targets), update, lambda found: found[0].broker_addr)
 
     def topic_cluster_list(self, topic: str) -> list[str]:
         """topicClusterList: the clusters of the brokers in the topic's route."""
@@ -684,8 +714,8 @@ class Admin:
         targets = self.check_target(cluster_name, broker_addr)
         if cluster_name is not None and broker_addr is None:
             targets = [b for b in targets if b.broker_id == 0] or targets
-        for b in targets:
-            self.client.set_message_request_mode(b.broker_addr, topic, group, mode, pop_share_queue_num)
+        change_each(targets, lambda b: self.client.set_message_request_mode(b.broker_addr, topic, group, mode,
+                                                                              pop_share_queue_num), _addr)
         return [b.broker_addr for b in targets]
 
     def maintain_store(self, what: str, cluster_name: str | None = None, broker_addr: str | None = None
@@ -697,7 +727,7 @@ class Admin:
                  "cleanUnusedTopic": self.client.clean_unused_topic}
         call = calls[what]
         targets = self.check_target(cluster_name, broker_addr) if cluster_name or broker_addr else self.brokers()
-        return [(b, call(b.broker_addr)) for b in targets]
+        return change_each(targets, lambda b: (b, call(b.broker_addr)), _addr)
 
     def operate_write_perm(self, broker_name: str, wipe: bool) -> list[tuple[str, int | None, str | None]]:
         """wipeWritePerm/addWritePerm on every name server given: (namesrv, topics changed, or None and
@@ -762,8 +792,8 @@ class Admin:
             per_broker.append((b, wanted))
         plan = ResetPlan(group, topic, timestamp, force, changes, applied=False)
         if not dry_run:
-            for b, wanted in per_broker:
-                self.client.reset_offset(b.broker_addr, group, topic, wanted)
+            change_each(per_broker, lambda bw: self.client.reset_offset(bw[0].broker_addr, group, topic, bw[1]),
+                        lambda bw: bw[0].broker_addr)
             plan.applied = True
         return plan
 
@@ -992,8 +1022,8 @@ class Admin:
         except ValueError as e:
             raise AdminError(str(e)) from None
         addrs = self._acl_addrs(broker_addrs)
-        for addr in addrs:
-            self.client.create_user(addr, User(username, password, utype, UserStatus.ENABLE))
+        change_each(addrs, lambda addr: self.client.create_user(addr, User(username, password, utype,
+                                                                           UserStatus.ENABLE)), _same)
         return self._stored_user(addrs[0], username)
 
     def _stored_user(self, addr: str, username: str) -> User:
@@ -1005,13 +1035,12 @@ class Admin:
     def update_user(self, username: str, password: str | None = None, user_type: str | None = None,
                     user_status: str | None = None, broker_addrs: list[str] | None = None) -> User:
         addrs = self._acl_addrs(broker_addrs)
-        for addr in addrs:
-            self.client.update_user(addr, username, password, user_type, user_status)
+        change_each(addrs, lambda addr: self.client.update_user(addr, username, password, user_type, user_status),
+                    _same)
         return self._stored_user(addrs[0], username)
 
     def delete_user(self, username: str, broker_addrs: list[str] | None = None) -> None:
-        for addr in self._acl_addrs(broker_addrs):
-            self.client.delete_user(addr, username)
+        change_each(self._acl_addrs(broker_addrs), lambda addr: self.client.delete_user(addr, username), _same)
 
     def get_user(self, username: str, broker_addr: str | None = None) -> User | None:
         return self.client.get_user(self._addr(broker_addr), username)
@@ -1022,8 +1051,7 @@ class Admin:
     def create_acl(self, acl: Acl, broker_addrs: list[str] | None = None) -> Acl:
         """AUTH_CREATE_ACL (create or merge) on each broker; the merged ACL as the first one stores it."""
         addrs = self._acl_addrs(broker_addrs)
-        for addr in addrs:
-            self.client.create_acl(addr, acl)
+        change_each(addrs, lambda addr: self.client.create_acl(addr, acl), _same)
         return self._stored_acl(addrs[0], acl)
 
     def _stored_acl(self, addr: str, acl: Acl) -> Acl:
@@ -1034,13 +1062,12 @@ class Admin:
 
     def update_acl(self, acl: Acl, broker_addrs: list[str] | None = None) -> Acl:
         addrs = self._acl_addrs(broker_addrs)
-        for addr in addrs:
-            self.client.update_acl(addr, acl)
+        change_each(addrs, lambda addr: self.client.update_acl(addr, acl), _same)
         return self._stored_acl(addrs[0], acl)
 
     def delete_acl(self, subject: str, resource: str | None = None, broker_addrs: list[str] | None = None) -> None:
-        for addr in self._acl_addrs(broker_addrs):
-            self.client.delete_acl(addr, subject, resource)
+        change_each(self._acl_addrs(broker_addrs), lambda addr: self.client.delete_acl(addr, subject, resource),
+                    _same)
 
     def get_acl(self, subject: str, broker_addr: str | None = None) -> Acl | None:
         return self.client.get_acl(self._addr(broker_addr), subject)

@@ -24,6 +24,13 @@ class AdminError(Exception):
         super().__init__(message)
         self.message = message
 
+    def after_changes_on(self, done: list[str]) -> AdminError:
+        """The same failure, also naming the brokers a multi-broker change had already been made on."""
+        if done:
+            self.message = f"{self.message} (already changed on {', '.join(done)}; not on the brokers after it)"
+            self.args = (self.message,)
+        return self
+
 
 class NotFoundError(AdminError):
     """The thing asked for (topic, message, user...) does not exist: exit 3."""

@@ -1,0 +1,45 @@
+"""A cluster-wide mqadmin change that fails on one broker names the brokers it had already changed.
+
+Why: ``updateTopic -c``, ``updateSubGroup -c``, ``createUser -c`` and the like change broker after
+broker. When one of them does not answer (here: stopped with SIGSTOP, still registered at the name
+server), the command fails there. The operator must learn that the brokers before it were changed
+(Java's mqadmin has printed their success lines by then); the error used to name the failed broker only.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.remoting_broker import REPO, running_broker
+
+
+def mqadmin(*args: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env.pop("NAMESRV_ADDR", None)
+    return subprocess.run([sys.executable, "-m", "mqadmin.app", *args], capture_output=True, text=True, env=env,
+                          cwd=REPO, timeout=120)
+
+
+def test_a_change_that_fails_on_one_broker_names_the_brokers_already_changed(tmp_path: Path) -> None:
+    with running_broker(tmp_path / "a") as a, \
+            running_broker(tmp_path / "b", broker_name="broker-b", namesrv=a.namesrv_addr) as b:
+        n = a.namesrv_addr
+        listed = mqadmin("clusterList", "-n", n)
+        assert "broker-b" in listed.stdout, listed.stdout + listed.stderr
+        os.kill(b.proc.pid, signal.SIGSTOP)  # registered, but answers nothing: brokers are changed a, then b
+        try:
+            topic = mqadmin("updateTopic", "-n", n, "-c", "DefaultCluster", "-t", "Half")
+            user = mqadmin("createUser", "-n", n, "-c", "DefaultCluster", "-u", "half", "-p", "pw")
+            on_a = mqadmin("topicRoute", "-n", n, "-t", "Half")
+        finally:
+            os.kill(b.proc.pid, signal.SIGCONT)
+    for result in (topic, user):
+        assert result.returncode == 1, result.stdout + result.stderr
+        line = result.stderr.strip()
+        assert b.broker_addr in line and f"already changed on {a.broker_addr}; not on the brokers after it" in line
+        assert "Traceback" not in result.stderr
+    assert on_a.returncode == 0 and '"brokerName": "broker-a"' in on_a.stdout  # broker-a really has the topic
