@@ -195,10 +195,14 @@ class Admin:
         return dict(sorted(self.client.broker_runtime_info(self._addr(broker_addr)).items()))
 
     def cluster_list(self) -> list[dict[str, Any]]:
-        """clusterList's rows: each broker's runtime figures as mqadmin prints them."""
+        """clusterList's rows: each broker's runtime figures as mqadmin prints them; a broker that did not
+        answer has empty figures, ACTIVATED false and its failure under ``error``."""
         rows = []
         for me in self.brokers():
-            info = self.broker_status(me.broker_addr)
+            try:
+                info, error = self.broker_status(me.broker_addr), None
+            except AdminError as e:  # a broker that does not answer keeps its row, as in Java's clusterList
+                info, error = {}, e.message
             earliest = int(info.get("earliestMessageTimeStamp", "0") or 0)
             hours = (self.clock() - earliest) / 3_600_000 if earliest > 0 else 0.0
 
@@ -228,6 +232,8 @@ class Admin:
                 "inTotalToday": num("msgPutTotalTodayNow") - num("msgPutTotalTodayMorning"),
                 "outTotalToday": num("msgGetTotalTodayNow") - num("msgGetTotalTodayMorning"),
             })
+            if error is not None:
+                rows[-1]["error"] = error
         return rows
 
     # -- topics ---------------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ import typer
 from broker_core.broker.limits import JAVA_INT_MAX, JAVA_LONG_MAX, JAVA_LONG_MIN
 from mqadmin.cli import Cmd, complete_topic, front, register
 from mqadmin.commands.targets import BrokerAddrOpt, ClusterNameOpt, require_one_target
-from mqadmin.errors import UsageProblem
+from mqadmin.errors import AdminError, UsageProblem
 
 app = typer.Typer()
 BASE_FORMAT = "%-22s  %-22s  %-4s  %-22s %-16s  %16s  %30s  %-22s  %-11s  %-12s  %-8s  %-10s%n"
@@ -25,8 +25,12 @@ def cluster_list(
     if cluster is not None:
         admin.check_target(cluster_name=cluster)
     while True:
-        _print_cluster(cmd, admin.cluster_list(), more_stats)
+        rows = admin.cluster_list()
+        _print_cluster(cmd, rows, more_stats)
         if not interval or interval <= 0:
+            silent = [f"{r['brokerName']} ({r['brokerAddr']}): {r['error']}" for r in rows if "error" in r]
+            if silent:  # the table is out; the exit code and one line say which brokers are missing from it
+                raise AdminError(f"{len(silent)} broker(s) did not answer: {'; '.join(silent)}")
             return
         time.sleep(interval)
 

@@ -4,6 +4,7 @@ Why: ``updateTopic -c``, ``updateSubGroup -c``, ``createUser -c`` and the like c
 broker. When one of them does not answer (here: stopped with SIGSTOP, still registered at the name
 server), the command fails there. The operator must learn that the brokers before it were changed
 (Java's mqadmin has printed their success lines by then); the error used to name the failed broker only.
+clusterList, the command an operator runs to see what is wrong, lists such a broker instead of failing.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ def test_a_change_that_fails_on_one_broker_names_the_brokers_already_changed(tmp
             topic = mqadmin("updateTopic", "-n", n, "-c", "DefaultCluster", "-t", "Half")
             user = mqadmin("createUser", "-n", n, "-c", "DefaultCluster", "-u", "half", "-p", "pw")
             on_a = mqadmin("topicRoute", "-n", n, "-t", "Half")
+            health = mqadmin("clusterList", "-n", n)
         finally:
             os.kill(b.proc.pid, signal.SIGCONT)
     for result in (topic, user):
@@ -43,3 +45,9 @@ def test_a_change_that_fails_on_one_broker_names_the_brokers_already_changed(tmp
         assert b.broker_addr in line and f"already changed on {a.broker_addr}; not on the brokers after it" in line
         assert "Traceback" not in result.stderr
     assert on_a.returncode == 0 and '"brokerName": "broker-a"' in on_a.stdout  # broker-a really has the topic
+    # clusterList, the health check, still lists every broker (the silent one not activated), and its exit
+    # code and one line name the broker that did not answer; it used to fail with no table at all
+    rows = {line.split()[1]: line.split() for line in health.stdout.splitlines()[1:]}
+    assert health.returncode == 1 and set(rows) == {"broker-a", "broker-b"}, health.stdout + health.stderr
+    assert rows["broker-a"][4] == "V5_3_3" and rows["broker-a"][-1] == "true" and rows["broker-b"][-1] == "false"
+    assert health.stderr.startswith("mqadmin clusterList: 1 broker(s) did not answer: broker-b (")
