@@ -8,7 +8,8 @@ landing on the exact message).
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from .codec.cq_unit import BCQ_MSG_BASE_OFFSET_POS, BCQ_STORE_TIME_POS, BCQ_STORE_UNIT_SIZE, BCQ_UNIT
@@ -99,6 +100,24 @@ class BatchConsumeQueue(ConsumeQueueBase):
                 return mf
         return None
 
+    @contextmanager
+    def _reading(self, offset: int) -> Iterator[MappedFile | None]:
+        """The file whose units cover queue offset ``offset``, held while the caller reads it (retention
+        may destroy the oldest file meanwhile); None when no file covers it."""
+        found = None
+        for mf in reversed(self.file_queue.files):
+            if mf.wrote_position < _U or not mf.hold():
+                continue
+            if _I64.unpack_from(mf.mv, BCQ_MSG_BASE_OFFSET_POS)[0] <= offset:
+                found = mf
+                break
+            mf.release()
+        try:
+            yield found
+        finally:
+            if found is not None:
+                found.release()
+
     def _search_unit_pos(self, mf: MappedFile, offset: int) -> int:
         """Position of the greatest unit with msgBaseOffset <= offset (binary search, §6.3)."""
         lo, hi = 0, mf.wrote_position // _U - 1
@@ -120,10 +139,10 @@ class BatchConsumeQueue(ConsumeQueueBase):
         """The unit covering queue offset ``offset`` (its queue_offset is the batch base)."""
         if offset < self.min_offset or offset >= self.max_offset:
             return None
-        mf = self._file_for_offset(offset)
-        if mf is None:
-            return None
-        unit = self._unit_at(mf.mv, self._search_unit_pos(mf, offset))
+        with self._reading(offset) as mf:
+            if mf is None:
+                return None
+            unit = self._unit_at(mf.mv, self._search_unit_pos(mf, offset))
         if unit.queue_offset <= offset < unit.queue_offset + unit.batch_num:
             return unit
         return None
@@ -134,21 +153,22 @@ class BatchConsumeQueue(ConsumeQueueBase):
             start_offset = self.min_offset
         if start_offset >= self.max_offset:
             return []
-        mf = self._file_for_offset(start_offset)
-        if mf is None:
-            return []
-        pos = self._search_unit_pos(mf, start_offset)
-        out = []
-        mv = mf.mv
-        while pos < mf.wrote_position and len(out) < max_units:
-            if not self._unit_is_valid(mv, pos):
-                break
-            out.append(self._unit_at(mv, pos))
-            pos += _U
+        out: list[CqUnit] = []
+        with self._reading(start_offset) as mf:
+            if mf is None:
+                return out
+            pos = self._search_unit_pos(mf, start_offset)
+            mv = mf.mv
+            while pos < mf.wrote_position and len(out) < max_units:
+                if not self._unit_is_valid(mv, pos):
+                    break
+                out.append(self._unit_at(mv, pos))
+                pos += _U
+            file_done = pos >= mf.wrote_position
         if not out:
             return out
         # A unit may end the file; continue in the next file when asked for more.
-        if len(out) < max_units and pos >= mf.wrote_position:
+        if len(out) < max_units and file_done:
             nxt = out[-1].queue_offset + out[-1].batch_num
             if nxt < self.max_offset and nxt > start_offset:
                 more = self.get_units(nxt, max_units - len(out))

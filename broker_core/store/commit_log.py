@@ -688,18 +688,19 @@ class CommitLog:
             self._flush_cond.notify_all()
 
     # -- read --------------------------------------------------------------------------------------
-    def get_data(self, offset: int, size: int | None = None) -> memoryview | None:
-        mf = self.file_queue.find_mapped_file_by_offset(offset)
-        if mf is None:
-            return None
-        pos = offset - mf.file_from_offset
-        if size is None:
-            if pos + 4 > mf.wrote_position:
+    def get_data(self, offset: int, size: int | None = None) -> bytes | None:
+        """The bytes of the record at ``offset`` (a copy: the file may be destroyed once read)."""
+        with self.file_queue.reading(offset) as mf:
+            if mf is None:
                 return None
-            size = read_total_size(mf.mv, pos)
-        if size <= 0 or pos + size > mf.wrote_position:
-            return None
-        return mf.mv[pos:pos + size]
+            pos = offset - mf.file_from_offset
+            if size is None:
+                if pos + 4 > mf.wrote_position:
+                    return None
+                size = read_total_size(mf.mv, pos)
+            if size <= 0 or pos + size > mf.wrote_position:
+                return None
+            return bytes(mf.mv[pos:pos + size])
 
     def get_message(self, offset: int, size: int | None = None, read_body: bool = True) -> MessageExt | None:
         data = self.get_data(offset, size)
@@ -719,11 +720,16 @@ class CommitLog:
         must decode, must fit the written data, must say it is at ``offset`` and, when the caller
         knows it (a CQ unit), must be ``size`` bytes long. ``must_exist=False`` is for offsets a client
         gave (a msgId, a transaction offset): where no record magic code is found, that is "no record
-        starts here" (None), not corruption.
+        starts here" (None), not corruption. The file is held while it is read: retention may delete
+        it meanwhile (a consumer reading the oldest file), and then it is unmapped after this read.
         """
-        mf = self.file_queue.find_mapped_file_by_offset(offset)
-        if mf is None:
-            return None
+        with self.file_queue.reading(offset) as mf:
+            if mf is None:
+                return None
+            return self._read_held(mf, offset, size, read_body, must_exist)
+
+    def _read_held(self, mf: MappedFile, offset: int, size: int | None, read_body: bool,
+                   must_exist: bool) -> MessageExt | None:
         pos = offset - mf.file_from_offset
         if pos >= mf.wrote_position:
             return None

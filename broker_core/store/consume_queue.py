@@ -503,9 +503,10 @@ class ConsumeQueue(ConsumeQueueBase):
         if start_offset < min_off:
             start_offset = min_off
         logic = start_offset * CQ_STORE_UNIT_SIZE
-        mf = self.file_queue.find_mapped_file_by_offset(logic)
-        if mf is None:
-            return []
+        with self.file_queue.reading(logic) as mf:  # retention may destroy the file while it is read
+            return [] if mf is None else self._units_in(mf, logic, start_offset, max_units)
+
+    def _units_in(self, mf: MappedFile, logic: int, start_offset: int, max_units: int) -> list[CqUnit]:
         pos = logic - mf.file_from_offset
         end = min(mf.wrote_position, pos + max_units * CQ_STORE_UNIT_SIZE)
         out = []

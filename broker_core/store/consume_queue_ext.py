@@ -126,13 +126,13 @@ class ConsumeQueueExt:
         if not is_ext_addr(address):
             return None
         real = undecorate(address)
-        mf = self.file_queue.find_mapped_file_by_offset(real)
-        if mf is None:
-            return None
-        pos = real - mf.file_from_offset
-        if pos >= mf.wrote_position:
-            return None
-        return read_cq_ext_unit(mf.mv, pos, mf.wrote_position)
+        with self.file_queue.reading(real) as mf:  # the queue may be destroyed while a reader is here
+            if mf is None:
+                return None
+            pos = real - mf.file_from_offset
+            if pos >= mf.wrote_position:
+                return None
+            return read_cq_ext_unit(mf.mv, pos, mf.wrote_position)
 
     def max_address(self) -> int:
         return decorate(self.file_queue.max_offset())

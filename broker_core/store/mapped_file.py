@@ -13,6 +13,8 @@ import mmap
 import os
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from .errors import StoreClosedError
@@ -185,7 +187,7 @@ def first_data_file_size(directory: Path) -> int:
 
 class MappedFile:
     __slots__ = ("path", "file_size", "file_from_offset", "read_only", "_fd", "_mm", "mv", "wrote_position",
-                 "flushed_position", "_lock", "populated_to", "reserved_to")
+                 "flushed_position", "_lock", "populated_to", "reserved_to", "_ref_lock", "_readers", "_retired")
 
     def __init__(self, path: Path, file_size: int, read_only: bool = False, create: bool = True,
                  reserve_whole: bool = False) -> None:
@@ -198,6 +200,11 @@ class MappedFile:
         self.populated_to = 0
         self.reserved_to = 0  # disk blocks are allocated (posix_fallocate) up to here, see ``reserve``
         self._lock = threading.Lock()
+        # Readers hold the mapping (RocketMQ's ReferenceResource): a file retention or cleanExpiredCQ
+        # destroys while a pull reads it is unmapped by the last reader, not under it.
+        self._ref_lock = threading.Lock()
+        self._readers = 0
+        self._retired = False
         # The descriptor is closed as soon as the file is mapped (the mapping keeps the file): a store of
         # ~10,000 small files used to hold two descriptors per file and die with EMFILE. The file
         # being written reopens one for pwritev (``_write_fd``), closed when the queue moves on.
@@ -349,7 +356,32 @@ class MappedFile:
             self._mm.flush()
             self.flushed_position = self.wrote_position
 
+    def hold(self) -> bool:
+        """Keep the mapping while the caller reads; False once the file is closed or destroyed."""
+        with self._ref_lock:
+            if self._retired:
+                return False
+            self._readers += 1
+            return True
+
+    def release(self) -> None:
+        """End a ``hold``; the last reader of a retired file unmaps it."""
+        with self._ref_lock:
+            self._readers -= 1
+            unmap = self._retired and self._readers == 0
+        if unmap:
+            self._unmap()
+
     def close(self) -> None:
+        """No new reader from now on; unmapped now, or by the last reader still holding the file."""
+        with self._ref_lock:
+            self._retired = True
+            unmap = self._readers == 0
+        if unmap:
+            self._unmap()
+        self.release_fd()
+
+    def _unmap(self) -> None:
         try:
             self.mv.release()
         except Exception:  # a slice still exported somewhere: the mmap is freed when it goes
@@ -360,7 +392,6 @@ class MappedFile:
             except BufferError:
                 pass
             self._mm = None
-        self.release_fd()
 
     def release_fd(self) -> None:
         """Close the descriptor reopened for vectored writes (the mapping stays usable)."""
@@ -369,6 +400,8 @@ class MappedFile:
             self._fd = -1
 
     def destroy(self) -> None:
+        """Unlink the file at once; its mapping stays valid for readers still holding it (an unlinked
+        file's pages live as long as they are mapped) and goes with the last of them."""
         self.close()
         try:
             self.path.unlink()
@@ -455,6 +488,19 @@ class MappedFileQueue:
             if mf.file_from_offset <= offset < mf.file_from_offset + self.file_size:
                 return mf
         return None
+
+    @contextmanager
+    def reading(self, offset: int) -> Iterator[MappedFile | None]:
+        """The file holding ``offset``, kept mapped while the caller reads it; None where there is no
+        such file, or it is being destroyed (retention or cleanExpiredCQ got there first)."""
+        mf = self.find_mapped_file_by_offset(offset)
+        if mf is None or not mf.hold():
+            yield None
+            return
+        try:
+            yield mf
+        finally:
+            mf.release()
 
     def min_offset(self) -> int:
         return self.files[0].file_from_offset if self.files else 0

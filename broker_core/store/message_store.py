@@ -1068,6 +1068,9 @@ class MessageStore:
                     next_offset = unit_end
                     continue
                 record = self._read_unit_record(cq, u)
+                if record is None:  # retention deleted its file since cl_min was read: gone, like the ones below
+                    next_offset = unit_end
+                    continue
                 if batch and record.sys_flag & INNER_BATCH_FLAG:
                     for m in unwrap_inner_batch(record, u.queue_offset):
                         if m.queue_offset < next_offset:
@@ -1101,14 +1104,17 @@ class MessageStore:
             next_offset = offset + 1 if offset + 1 <= max_off else offset
         return GetMessageResult(status, next_offset, min_off, max_off, messages, filtered)
 
-    def _read_unit_record(self, cq: ConsumeQueueBase, u: CqUnit) -> MessageExt:
-        """The record a unit points at; CorruptDataError (naming the queue and offset) when the unit and
-        the record do not agree, so no reader ever answers with another message."""
+    def _read_unit_record(self, cq: ConsumeQueueBase, u: CqUnit) -> MessageExt | None:
+        """The record a unit points at; None when retention has deleted it meanwhile (a consumer reading
+        the oldest file); CorruptDataError (naming the queue and offset) when the unit and the record do
+        not agree, so no reader ever answers with another message."""
         where = cq.file_queue.directory
         if u.phy_offset + u.size > self.commit_log.max_offset():
             raise CorruptDataError(where, u.queue_offset, "a unit pointing inside the commitlog",
                                    f"{u.phy_offset}+{u.size}, past the commitlog end {self.commit_log.max_offset()}")
         record = self.commit_log.read_message(u.phy_offset, u.size)
+        if record is None and u.phy_offset < self.commit_log.min_offset():
+            return None
         if record is None:
             raise CorruptDataError(where, u.queue_offset, f"a record at commitlog offset {u.phy_offset}",
                                    "no data there")

@@ -11,6 +11,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
+import pytest
 from store_util import FakeClock, make_msg, small_config
 
 from broker_core.store.message_store import GetMessageStatus, MessageStore
@@ -215,5 +216,56 @@ def test_retention_beside_clean_expired_consume_queues_and_new_queues(tmp_path: 
             t.join()
         assert not failures, failures[0]
         assert store.commit_log.min_offset() > 0, "retention never ran"
+    finally:
+        store.shutdown()
+
+
+def test_a_read_racing_retention_skips_what_it_deleted(tmp_path: Path) -> None:
+    """A consumer reading the oldest file while retention deletes it (a lagging consumer at 4 a.m.).
+    The pull read the commitlog's min offset, then retention deleted the files under the units it was
+    about to read: those records are gone like any below the min offset, and the pull goes on with the
+    next ones. It used to fail with CorruptDataError ("expected a record ... found no data there"),
+    reporting corruption where there was none."""
+    clock = FakeClock(local_ms(4), step=1)
+    store = filled_store(tmp_path, clock, n=160)
+    store.retention.disk_usage = lambda p: 0.10
+    real_read = store.commit_log.read_message
+    deleted: list[str] = []
+
+    def read_after_retention(*args, **kwargs):  # retention runs between the pull's min-offset read and this
+        if not deleted:
+            ages(store, [100] * 7 + [0] * 30, clock.now)
+            deleted.extend(store.delete_expired_files().deleted_commit_log_files)
+        return real_read(*args, **kwargs)
+
+    try:
+        store.commit_log.read_message = read_after_retention
+        r = store.get_messages("Ret", 0, 0, 500)
+        min_off = store.get_min_offset_in_queue("Ret", 0)
+        assert len(deleted) == 7 and min_off > 0
+        assert r.status is GetMessageStatus.FOUND
+        assert [m.queue_offset for m in r.messages] == list(range(min_off, store.get_max_offset_in_queue("Ret", 0)))
+    finally:
+        store.commit_log.read_message = real_read
+        store.shutdown()
+
+
+def test_a_file_destroyed_while_read_stays_mapped_until_the_reader_lets_go(tmp_path: Path) -> None:
+    """Retention (or cleanExpiredCQ) destroying a file a pull is reading: the reader's mapping stays
+    valid until it is done (RocketMQ's reference-counted MappedFile), then goes. The destroy used to
+    release the mapping under the reader: ValueError on a released memoryview in the pull."""
+    clock = FakeClock(local_ms(4), step=1)
+    store = filled_store(tmp_path, clock, n=160)
+    try:
+        queue = store.commit_log.file_queue
+        first = queue.files[0]
+        with queue.reading(first.file_from_offset) as held:
+            assert held is first
+            queue.delete_first_file()
+            assert not first.path.exists()  # unlinked at once
+            assert store.commit_log.read_message(first.file_from_offset) is None  # no new reader gets it
+            assert bytes(held.mv[:4]) != b"\0\0\0\0"  # the reader still reads the first record's size
+        with pytest.raises(ValueError):  # unmapped once the reader let go
+            bytes(first.mv[:4])
     finally:
         store.shutdown()
