@@ -11,6 +11,7 @@ from __future__ import annotations
 import inspect
 import io
 import json
+import logging
 import os
 import re
 import sys
@@ -370,6 +371,9 @@ def register(app: typer.Typer, name: str, help_text: str, *, writes: bool = Fals
 
 def run_command(name: str, opts: GlobalOptions, writes: bool, fn: Callable[..., None],
                 kwargs: dict[str, Any]) -> None:
+    # The command's own error says what failed; the client library's warnings on the way (a heartbeat
+    # refused, a connection lost) would print a second, rawer line before it. --verbose shows them.
+    logging.getLogger("broker_core.client").setLevel(logging.WARNING if opts.verbose else logging.ERROR)
     cmd = Cmd(name, opts, writes)
     code = 0
     try:

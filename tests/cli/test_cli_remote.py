@@ -98,6 +98,13 @@ def test_acl_credentials_from_flags_env_and_tools_yml(secured: BrokerProcess, tm
     assert bad.returncode == 1 and "tools.yml" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
     half = mqadmin("getUser", "-n", n, "-b", b, "-u", "bob", "--ak", "x")
     assert half.returncode == 1 and "--ak and --sk" in half.stderr
+    # sendMessage runs a producer, whose refused heartbeat the client library logs: one line still, its
+    # warning only with --verbose (it used to print "heartbeat to ... failed" before the error)
+    refused = mqadmin("sendMessage", "-n", n, "-t", "T", "-p", "x")
+    assert refused.returncode == 1 and refused.stderr.strip().splitlines() == [
+        "mqadmin sendMessage: username cannot be null."]
+    verbose = mqadmin("sendMessage", "-n", n, "-t", "T", "-p", "x", "--verbose")
+    assert verbose.returncode == 1 and "heartbeat to" in verbose.stderr
 
 
 @pytest.mark.parametrize("command", [
