@@ -166,6 +166,12 @@ def _allocate(fd: int, offset: int, length: int, path: Path, created: bool = Fal
         raise
 
 
+def reserve_blocks(fd: int, offset: int, length: int, path: Path) -> None:
+    """Allocate the disk blocks of ``[offset, offset + length)`` before the mapping writes there (a
+    write into a hole on a full disk is SIGBUS); DiskFullError when the disk has no room."""
+    _allocate(fd, offset, length, path)
+
+
 def offset_to_file_name(offset: int) -> str:
     return f"{offset:020d}"
 

@@ -273,3 +273,17 @@ def test_every_put_path_is_refused_past_disk_space_warning_level_ratio(small_fs:
         assert store.put_message(make_msg("Ratio", 0, b"after")).queue_offset == 1
     finally:
         store.shutdown()
+
+
+def test_the_timer_on_a_full_disk_refuses_instead_of_dying(small_fs: Path) -> None:
+    """A Broker's timer wheel (38 MB, sparse) and timer log on a filesystem that fills up. A write into
+    a hole of either mapping with no block left, or on tmpfs even a read of one (the wheel's scan at
+    open), was SIGBUS: the broker died at open on a small tmpfs, and when the disk filled on ext4.
+    Pages now get their blocks before their first write and holes are read with pread."""
+    env = dict(os.environ, PYTHONPATH=str(HERE.parents[1]))
+    res = subprocess.run([sys.executable, str(HERE / "disk_full_timer_writer.py"), str(small_fs / "store")],
+                         capture_output=True, text=True, env=env, timeout=300)
+    assert res.returncode == 0, f"writer ended with {res.returncode}: {res.stderr[-2000:]}"
+    figures = dict(line.split() for line in res.stdout.splitlines() if line != "closed")
+    assert res.stdout.splitlines()[-1] == "closed"
+    assert int(figures["delayed"]) > 0 and int(figures["refused"]) == 20

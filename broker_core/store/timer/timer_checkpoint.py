@@ -21,6 +21,7 @@ from broker_core.store.codec.timer_format import (
     decode_checkpoint,
     pack_checkpoint_into,
 )
+from broker_core.store.mapped_file import reserve_blocks
 
 
 def _system_clock_ms() -> int:
@@ -57,6 +58,7 @@ class TimerCheckpoint:
         try:
             if os.fstat(fd).st_size < CHECKPOINT_FILE_SIZE:
                 os.ftruncate(fd, CHECKPOINT_FILE_SIZE)
+            reserve_blocks(fd, 0, CHECKPOINT_FILE_SIZE, self.path)  # its page written later must not be a hole
             self._mm = mmap.mmap(fd, CHECKPOINT_FILE_SIZE, access=mmap.ACCESS_WRITE)
         finally:
             os.close(fd)

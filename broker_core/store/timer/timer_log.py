@@ -34,11 +34,15 @@ from broker_core.store.codec.timer_format import (
     read_offset_py,
     unpack_unit,
 )
+from broker_core.store.mapped_file import reserve_blocks
 
 _FILE_NAME = re.compile(r"^\d{20}$")
 
 #: Callback of ``recover``: ``(pos, magic, delivery_ms)`` for every valid unit found.
 UnitVisitor = Callable[[int, int, int], None]
+
+
+_RESERVE_STEP = 1024 * 1024  # disk blocks allocated ahead of the write position, per call
 
 
 class TimerLogError(Exception):
@@ -48,7 +52,7 @@ class TimerLogError(Exception):
 class _TimerLogFile:
     """One mapped TimerLog file; ``wrote`` is the in-file write position."""
 
-    __slots__ = ("path", "from_offset", "size", "mm", "mv", "wrote", "dirty")
+    __slots__ = ("path", "from_offset", "size", "mm", "mv", "wrote", "dirty", "reserved_to")
 
     def __init__(self, path: Path, from_offset: int, size: int, read_only: bool, create: bool) -> None:
         self.path = path
@@ -67,6 +71,21 @@ class _TimerLogFile:
         self.mv = memoryview(self.mm)
         self.wrote = 0
         self.dirty = False
+        self.reserved_to = 0  # disk blocks are allocated up to here (the file itself is sparse)
+
+    def reserve(self, end: int) -> None:
+        """Allocate the disk blocks up to ``end`` (and a step beyond) before they are written: a write
+        into a hole of the mapping on a full disk is SIGBUS. DiskFullError, with nothing written, when
+        the disk has no room."""
+        if end <= self.reserved_to:
+            return
+        upto = min(self.size, max(end, self.reserved_to + _RESERVE_STEP))
+        fd = os.open(self.path, os.O_RDWR)
+        try:
+            reserve_blocks(fd, self.reserved_to, upto - self.reserved_to, self.path)
+        finally:
+            os.close(fd)
+        self.reserved_to = upto
 
     def close(self) -> None:
         if self.mm.closed:
@@ -201,6 +220,7 @@ class TimerLog:
             return self._new_file(f.from_offset + self.file_size)
         free = self.file_size - f.wrote
         if length + MIN_BLANK_LEN > free:
+            f.reserve(f.wrote + MIN_BLANK_LEN)
             f.mv[f.wrote:f.wrote + MIN_BLANK_LEN] = encode_blank(free)
             f.wrote = self.file_size
             f.dirty = True
@@ -214,6 +234,7 @@ class TimerLog:
             raise ValueError(f"{length} bytes never fit a timer log file of {self.file_size}")
         f = self._writable_file(length)
         pos = f.wrote
+        f.reserve(pos + length)
         f.mv[pos:pos + length] = data
         f.wrote = pos + length
         f.dirty = True
@@ -224,6 +245,7 @@ class TimerLog:
         """Append one 52-byte unit (written in place into the map); returns its global offset."""
         f = self._writable_file(UNIT_SIZE)
         pos = f.wrote
+        f.reserve(pos + UNIT_SIZE)
         pack_unit_into(f.mv, pos, prev_pos, magic, curr_write_time_ms, delayed_time, offset_py, size_py,
                        topic_hash, reserved)
         f.wrote = pos + UNIT_SIZE

@@ -55,7 +55,7 @@ from broker_core.store.codec.timer_format import (
     UNIT_SIZE,
     java_div,
 )
-from broker_core.store.mapped_file import first_data_file_size
+from broker_core.store.mapped_file import DiskFullError, first_data_file_size
 from broker_core.store.timer.convert import TIMER_TOPIC, build_delete_key
 from broker_core.store.timer.timer_checkpoint import TimerCheckpoint
 from broker_core.store.timer.timer_log import TimerLog
@@ -377,6 +377,7 @@ class TimerMessageStore:
                 topic_hash = self._topic_hashes[real_topic] = java_string_hash(real_topic)
         else:
             topic_hash = 0
+        self.timer_wheel.reserve_slot(delayed_time)  # a full disk refuses here, before the log unit is written
         slot = self.timer_wheel.get_slot(delayed_time)
         pos = self.timer_log.append_unit(slot.last_pos, magic, write_time, _wrap_i32(delayed_time - write_time),
                                          offset_py, size_py, topic_hash)
@@ -603,9 +604,15 @@ class TimerMessageStore:
         self._stop.clear()
 
         def run() -> None:
+            full_since = 0.0
             while not self._stop.is_set():
                 try:
                     self.tick()
+                    full_since = 0.0
+                except DiskFullError as e:  # retried every tick; said once a minute, not ten times a second
+                    if time.monotonic() - full_since >= 60:
+                        full_since = time.monotonic()
+                        log.warning("timer waits for disk space: %s", e)
                 except Exception:
                     log.exception("timer tick failed")
                 self._stop.wait(period)

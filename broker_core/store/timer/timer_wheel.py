@@ -30,6 +30,7 @@ from broker_core.store.codec.timer_format import (
     read_slot_time_div,
     wheel_length,
 )
+from broker_core.store.mapped_file import PAGE_SIZE, reserve_blocks
 
 #: Marker values of Java's ``TimerWheel``: ``IGNORE`` leaves a position untouched in ``revise_slot``.
 BLANK = -1
@@ -78,9 +79,37 @@ class TimerWheel:
                 os.ftruncate(fd, self.wheel_length)  # sparse, reads as zero = all slots empty
             access = mmap.ACCESS_READ if read_only else mmap.ACCESS_WRITE
             self._mm = mmap.mmap(fd, self.wheel_length, access=access)
-        finally:
+        except BaseException:
             os.close(fd)
+            raise
+        # The wheel stays sparse (38 MB by default, mostly empty), so a page gets its disk block just
+        # before its first write, and pages never written are read with pread: touching a hole through
+        # the mapping on a full disk (or a full tmpfs, where even a read fault allocates) is SIGBUS.
+        self._fd = fd
+        self._reserved = bytearray(-(-self.wheel_length // PAGE_SIZE))
         self._mv = memoryview(self._mm)
+
+    def _reserve(self, pos: int) -> None:
+        """Give the page holding the slot at ``pos`` its disk block (DiskFullError when there is none)."""
+        page = pos // PAGE_SIZE
+        if not self._reserved[page]:
+            reserve_blocks(self._fd, page * PAGE_SIZE, PAGE_SIZE, self.path)
+            self._reserved[page] = 1
+
+    def reserve_slot(self, time_ms: int) -> None:
+        """Make sure ``time_ms``'s slot can be written, before anything else of an enqueue is written."""
+        self._check_writable()
+        self._reserve(self.get_slot_index(time_ms) * SLOT_SIZE)
+
+    def _chunk(self, start: int, end: int) -> bytes:
+        """Wheel bytes for a scan, read with pread: never a fault on a page without a disk block."""
+        return os.pread(self._fd, end - start, start)
+
+    def _slot_bytes(self, pos: int) -> bytes | memoryview:
+        """The slot at ``pos``: from the mapping where its page is backed, else by pread (no fault)."""
+        if self._reserved[pos // PAGE_SIZE]:
+            return self._mv[pos:pos + SLOT_SIZE]
+        return os.pread(self._fd, SLOT_SIZE, pos)
 
     # ---- addressing -------------------------------------------------------------------------
 
@@ -97,7 +126,7 @@ class TimerWheel:
     def get_raw_slot(self, time_ms: int) -> Slot:
         """The slot bytes at ``time_ms``'s index, whatever lap of the wheel they belong to."""
         time_div, first, last, num, magic = SLOT_STRUCT.unpack_from(
-            self._mv, self.get_slot_index(time_ms) * SLOT_SIZE)
+            self._slot_bytes(self.get_slot_index(time_ms) * SLOT_SIZE))
         return Slot(time_div * self.precision_ms, first, last, num, magic)
 
     def get_slot(self, time_ms: int) -> Slot:
@@ -122,15 +151,14 @@ class TimerWheel:
         start_div = None if time_start_ms is None else java_div(time_start_ms, self.precision_ms)
         window = self.wheel_slots
         prec = self.precision_ms
-        mm = self._mm
-        mv = self._mv
         unpack_from = SLOT_STRUCT.unpack_from
         for chunk_start in range(0, self.wheel_length, _SCAN_CHUNK_BYTES):
             chunk_end = min(chunk_start + _SCAN_CHUNK_BYTES, self.wheel_length)
-            if chunk_end - chunk_start == _SCAN_CHUNK_BYTES and mm[chunk_start:chunk_end] == _ZERO_CHUNK:
+            chunk = self._chunk(chunk_start, chunk_end)
+            if chunk == _ZERO_CHUNK:
                 continue
             for pos in range(chunk_start, chunk_end, SLOT_SIZE):
-                time_div, first, last, num, magic = unpack_from(mv, pos)
+                time_div, first, last, num, magic = unpack_from(chunk, pos - chunk_start)
                 if time_div == 0 and first == 0 and last == 0 and num == 0 and magic == 0:
                     continue
                 if start_div is not None and not (0 <= time_div - start_div < window):
@@ -152,11 +180,9 @@ class TimerWheel:
         if count <= 0:
             return None
         first_index = start_div % self.wheel_slots
-        mm = self._mm
-        mv = self._mv
         unpack_from = SLOT_STRUCT.unpack_from
         # a busy wheel has content in the very next slot: answer that without copying a chunk
-        if read_slot_time_div(mv, first_index * SLOT_SIZE) == start_div:
+        if read_slot_time_div(self._slot_bytes(first_index * SLOT_SIZE), 0) == start_div:
             return start_div * prec
         done = 0
         while done < count:
@@ -166,10 +192,11 @@ class TimerWheel:
                                   index + (count - done))
             a = index * SLOT_SIZE
             b = chunk_end_index * SLOT_SIZE
-            if mm[a:b] != (_ZERO_CHUNK if b - a == _SCAN_CHUNK_BYTES else bytes(b - a)):
+            chunk = self._chunk(a, b)
+            if chunk != (_ZERO_CHUNK if b - a == _SCAN_CHUNK_BYTES else bytes(b - a)):
                 for i in range(index, chunk_end_index):
                     want = start_div + done + (i - index)
-                    if unpack_from(mv, i * SLOT_SIZE)[0] == want:
+                    if unpack_from(chunk, i * SLOT_SIZE - a)[0] == want:
                         return want * prec
             done += chunk_end_index - index
         return None
@@ -202,6 +229,7 @@ class TimerWheel:
         (Java's 3-argument ``putSlot``, kept for files written by older brokers)."""
         self._check_writable()
         pos = self.get_slot_index(time_ms) * SLOT_SIZE
+        self._reserve(pos)
         time_div = java_div(time_ms, self.precision_ms)
         if num is None and magic is None:
             pack_slot_head_into(self._mv, pos, time_div, first_pos, last_pos)
@@ -222,6 +250,7 @@ class TimerWheel:
         """
         self._check_writable()
         pos = self.get_slot_index(time_ms) * SLOT_SIZE
+        self._reserve(pos)
         time_div = java_div(time_ms, self.precision_ms)
         stored_div = SLOT_STRUCT.unpack_from(self._mv, pos)[0]
         if stored_div != time_div:
@@ -240,6 +269,9 @@ class TimerWheel:
         """Zero ``time_ms``'s slot (it then reads as empty for every lap)."""
         self._check_writable()
         pos = self.get_slot_index(time_ms) * SLOT_SIZE
+        if not self._reserved[pos // PAGE_SIZE] and not any(self._slot_bytes(pos)):
+            return  # a hole is already zero: writing it would allocate the page
+        self._reserve(pos)
         self._mv[pos:pos + SLOT_SIZE] = bytes(SLOT_SIZE)
         self._dirty = True
 
@@ -248,7 +280,7 @@ class TimerWheel:
         self._check_writable()
         for start in range(0, self.wheel_length, _SCAN_CHUNK_BYTES):
             end = min(start + _SCAN_CHUNK_BYTES, self.wheel_length)
-            if self._mm[start:end] != _ZERO_CHUNK[: end - start]:
+            if self._chunk(start, end) != _ZERO_CHUNK[: end - start]:  # data there: its pages are backed
                 self._mv[start:end] = _ZERO_CHUNK[: end - start]
         self._dirty = True
 
@@ -268,6 +300,7 @@ class TimerWheel:
             self.flush()
         self._mv.release()
         self._mm.close()
+        os.close(self._fd)
 
     shutdown = close
 
