@@ -118,7 +118,9 @@ def disk_refusal(e: OSError) -> PutMessageResult:
     if isinstance(e, StoreClosedError):
         return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=str(e))
     if e.errno in (errno.ENOSPC, errno.EDQUOT):
-        return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=f"disk full: {e.strerror or e}")
+        text = e.strerror or str(e)  # a DiskFullError's text already says "disk full: cannot allocate ..."
+        return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE,
+                                remark=text if text.startswith("disk full") else f"disk full: {text}")
     return PutMessageResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED, remark=f"cannot create or grow a file: {e}")
 
 

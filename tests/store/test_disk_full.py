@@ -80,6 +80,7 @@ def test_full_disk_refuses_cleanly_and_keeps_every_ack(small_fs: Path, ratio: in
     refusals = [ln for ln in lines if ln.startswith("refused ")]
     assert acks and len(refusals) == 5
     assert all("SERVICE_NOT_AVAILABLE disk full" in r for r in refusals), refusals[:2]
+    assert not any("disk full: disk full" in r for r in refusals), refusals[:2]  # said once
     assert lines[-1] == f"read {len(acks)}"  # reads worked on the full disk, every ack included
     # reopen read-only on the still full disk: every acknowledged message by queue and by key
     store = MessageStore(root, config(ratio), read_only=True).open()
