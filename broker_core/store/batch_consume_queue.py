@@ -55,8 +55,8 @@ class BatchConsumeQueue(ConsumeQueueBase):
             self.min_offset = self.max_offset
 
     def _logic_of_queue_offset(self, queue_offset: int) -> int | None:
-        mf = self._file_for_offset(queue_offset)
-        return None if mf is None else mf.file_from_offset + self._search_unit_pos(mf, queue_offset)
+        with self._reading(queue_offset) as mf:
+            return None if mf is None else mf.file_from_offset + self._search_unit_pos(mf, queue_offset)
 
     def get_max_offset_in_queue(self) -> int:
         return self.max_offset
@@ -88,18 +88,6 @@ class BatchConsumeQueue(ConsumeQueueBase):
         return True
 
     # -- lookup ------------------------------------------------------------------------------------
-    def _file_for_offset(self, offset: int) -> MappedFile | None:
-        files = [f for f in self.file_queue.files if f.wrote_position >= _U]
-        if not files:
-            return None
-        last = files[-1]
-        if _I64.unpack_from(last.mv, BCQ_MSG_BASE_OFFSET_POS)[0] <= offset:
-            return last
-        for mf in reversed(files):
-            if _I64.unpack_from(mf.mv, BCQ_MSG_BASE_OFFSET_POS)[0] <= offset:
-                return mf
-        return None
-
     @contextmanager
     def _reading(self, offset: int) -> Iterator[MappedFile | None]:
         """The file whose units cover queue offset ``offset``, held while the caller reads it (retention
