@@ -44,14 +44,28 @@ class StoreCheckpoint:
 
     @property
     def min_timestamp(self) -> int:
-        """Where abnormal recovery may start: 3 s before the older of the two progress stamps."""
+        """Where abnormal recovery may start: 3 s before the older of the two progress stamps (as read
+        from the file: recovery runs before any put)."""
         return max(0, min(self.physic_msg_timestamp, self.logics_msg_timestamp) - 3000)
 
-    def flush(self) -> None:
+    def flush(self, physic_on_disk: int | None = None, logics_on_disk: int | None = None) -> None:
+        """Write and msync the checkpoint.
+
+        Why the arguments: ``physic_msg_timestamp`` and ``logics_msg_timestamp`` move with every put
+        and dispatch, ahead of what is on disk. After a power cut recovery re-checks only records
+        stored after the older of the two written times (less 3 s), so a written time must be one
+        the commitlog (``physic_on_disk``) and every consume queue (``logics_on_disk``) had reached
+        on disk, as the times RocketMQ's flush services capture before flushing. A written time never
+        moves back. None writes the field as it is: right after a full flush with nothing running
+        (shutdown).
+        """
         if self._mm is None:
             return
-        CHECKPOINT.pack_into(self._mm, 0, self.physic_msg_timestamp, self.logics_msg_timestamp,
-                             self.index_msg_timestamp, self.master_flushed_offset, self.confirm_phy_offset)
+        physic, logics = CHECKPOINT.unpack_from(self._mm, 0)[:2]
+        physic = self.physic_msg_timestamp if physic_on_disk is None else max(physic, physic_on_disk)
+        logics = self.logics_msg_timestamp if logics_on_disk is None else max(logics, logics_on_disk)
+        CHECKPOINT.pack_into(self._mm, 0, physic, logics, self.index_msg_timestamp, self.master_flushed_offset,
+                             self.confirm_phy_offset)
         self._mm.flush()
 
     def shutdown(self) -> None:

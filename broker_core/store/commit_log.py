@@ -39,7 +39,7 @@ from .codec.message import (
 from .codec.sys_flag import TRANSACTION_PREPARED_TYPE, is_dispatched_to_queue
 from .dispatch import KnownProperties
 from .errors import CorruptDataError, StoreClosedError
-from .mapped_file import MappedFile, MappedFileQueue
+from .mapped_file import MappedFile, MappedFileQueue, offset_to_file_name
 from .store_config import SYNC_FLUSH, StoreConfig
 
 log = logging.getLogger("rmqops.store")
@@ -184,6 +184,11 @@ class CommitLog:
         self.put_lock = threading.Lock()
         self.queue_offsets = QueueOffsetAssigner()
         self.last_store_timestamp = 0
+        # The store time of the newest record known to be on disk (what RocketMQ's flush service puts
+        # in the checkpoint as physicMsgTimestamp): the time of the newest record in the file when a
+        # flush began, once that flush reached it; and of the newest committed write-buffer record.
+        self.flushed_store_timestamp = 0
+        self._committed_store_timestamp = 0
         self.sync_flush = config.flush_disk_type == SYNC_FLUSH
         self._flush_cond = threading.Condition()
         self._flush_requested_to = 0
@@ -219,6 +224,15 @@ class CommitLog:
     # -- lifecycle ---------------------------------------------------------------------------------
     def load(self) -> None:
         self.file_queue.load()
+        files = self.file_queue.files
+        for before, after in zip(files, files[1:], strict=False):
+            if after.file_from_offset != before.file_from_offset + self.file_size:
+                # Not repairable (the records are the data): say it once here, each read of a record in
+                # the gap then fails with CorruptDataError naming its consume queue and offset.
+                first = offset_to_file_name(before.file_from_offset + self.file_size)
+                last = offset_to_file_name(after.file_from_offset - self.file_size)
+                log.error("commitlog: %s missing; the records in it cannot be read",
+                          f"file {first} is" if first == last else f"files {first} to {last} are")
 
     def start(self) -> None:
         if self.read_only or self._flush_thread is not None:
@@ -456,6 +470,8 @@ class CommitLog:
             return False
         mf.wrote_position = self._wb_end
         self.commits += 1
+        if self._wb_records:
+            self._committed_store_timestamp = self._wb_records[-1][6]
         self.appended_records.extend(self._wb_records)
         self._wb_file = None
         self._wb_parts = []
@@ -677,9 +693,13 @@ class CommitLog:
             self.commit()
         with self.put_lock:
             target = self.max_offset()
-            dirty = [mf for mf in self.file_queue.files if mf.flushed_position < mf.wrote_position]
-        for mf in dirty:
-            mf.flush(least_pages)
+            # the newest record in the file: a buffered one (not in the file yet) does not count
+            in_file_ts = self._committed_store_timestamp if self._wb_records else self.last_store_timestamp
+            files = self.file_queue.files
+            last = files[-1] if files else None
+            dirty = [mf for mf in files if mf.flushed_position < mf.wrote_position]
+        for mf in dirty:  # a file before the last is full: flushed whatever its dirty pages (MappedFileQueue.flush)
+            mf.flush(least_pages if mf is last else 0)
         if dirty:
             self.fsync_count += 1
         flushed = target if least_pages == 0 or not dirty else min(
@@ -687,6 +707,8 @@ class CommitLog:
         with self._flush_cond:
             if flushed > self.flushed_offset:
                 self.flushed_offset = flushed
+            if flushed >= target and in_file_ts > self.flushed_store_timestamp:
+                self.flushed_store_timestamp = in_file_ts
             self._flush_cond.notify_all()
 
     # -- read --------------------------------------------------------------------------------------

@@ -536,9 +536,17 @@ class MappedFileQueue:
             self.files.pop(0).destroy()
 
     def flush(self, least_pages: int = 0) -> None:
+        """msync the dirty files; ``least_pages`` applies to the last one only.
+
+        Why: a file before the last is full and gets no more writes. Left with fewer dirty pages
+        than ``least_pages`` it would wait for the thorough flush while the file after it reached the
+        disk, and a power cut then left a hole that recovery stops at, discarding every record after
+        it. RocketMQ's ``MappedFile.isAbleToFlush`` flushes a full file whatever its dirty pages.
+        """
+        last = self.files[-1] if self.files else None
         for mf in self.files:
             if mf.flushed_position < mf.wrote_position:
-                mf.flush(least_pages)
+                mf.flush(least_pages if mf is last else 0)
 
     def close(self) -> None:
         self.closed = True  # for good: a writer still running must not make a first file again

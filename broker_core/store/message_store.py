@@ -286,31 +286,55 @@ class MessageStore:
     def flush(self) -> None:
         if self.read_only:
             return
-        self.commit_log.flush()
+        self._flush_consume_queues(thorough=True)
+        if self.index_service is not None:
+            self.index_service.flush()
+
+    def flush_commit_log(self) -> None:
+        """msync the commitlog to its end now (the timer's checkpoint must not claim re-puts that are
+        still only in the page cache)."""
+        if not self.read_only:
+            self.commit_log.flush()
+
+    def _flush_consume_queues(self, thorough: bool) -> None:
+        """Flush the commitlog (``thorough``) and the consume queues, then write the checkpoint.
+
+        The checkpoint's logics time is the dispatch time read *before* a thorough flush (every queue
+        to its last unit) began: units dispatched during it may be missing from a queue already
+        flushed, and after a power cut recovery re-dispatches only records stored after the written
+        time. A flush that leaves units behind (fewer dirty pages than flushConsumeQueueLeastPages)
+        writes no new logics time: a queue written rarely kept its newest unit only in the page
+        cache while the checkpoint claimed it, and a power cut lost that message for good (its record
+        was in the commitlog, recovery never looked at it again). RocketMQ's FlushConsumeQueueService
+        does the same, once every flushConsumeQueueThoroughInterval.
+        """
+        cp = self.checkpoint
+        logics_ts = cp.logics_msg_timestamp if cp is not None and thorough else None
+        if thorough:
+            self.commit_log.flush()
+        least = 0 if thorough else self.config.flush_consume_queue_least_pages
         with self._cq_guard:
             queues = list(self.consume_queues.values())
         for cq in queues:
-            cq.flush()
-        if self.index_service is not None:
-            self.index_service.flush()
-        if self.checkpoint is not None:
-            self.checkpoint.flush()
+            cq.flush(least)
+        if cp is not None:
+            cp.flush(self.commit_log.flushed_store_timestamp, logics_ts if logics_ts is not None else 0)
 
     def _flush_service(self) -> None:
         import time
 
         interval = self.config.flush_interval_consume_queue / 1000
+        thorough_every = self.config.flush_consume_queue_thorough_interval / 1000
+        last_thorough = time.monotonic()
         while not self._stopping:
             time.sleep(min(interval, 0.2))
             if self._stopping:
                 break
             try:
-                with self._cq_guard:
-                    queues = list(self.consume_queues.values())
-                for cq in queues:
-                    cq.flush(self.config.flush_consume_queue_least_pages)
-                if self.checkpoint is not None:
-                    self.checkpoint.flush()
+                thorough = time.monotonic() - last_thorough >= thorough_every
+                if thorough:
+                    last_thorough = time.monotonic()
+                self._flush_consume_queues(thorough)
             except Exception:
                 log.exception("consume queue flush failed")
             try:
