@@ -66,6 +66,7 @@ class StoreConfig:
     timer_roll_window_slot: int = 3600 * 24 * 2
     timer_max_delay_sec: int = 3600 * 24 * 3
     timer_flush_interval_ms: int = 1000
+    timer_congest_num_each_slot: int = 2**31 - 1
     broker_role: str = "ASYNC_MASTER"
     store_type: str = "default"
 

@@ -32,7 +32,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from broker_core.store.codec.hashing import java_string_hash
 from broker_core.store.codec.message import MessageExt, MessageInner
@@ -55,11 +55,16 @@ from broker_core.store.codec.timer_format import (
     UNIT_SIZE,
     java_div,
 )
+from broker_core.store.commit_log import PutMessageResult
 from broker_core.store.mapped_file import DiskFullError, first_data_file_size
 from broker_core.store.timer.convert import TIMER_TOPIC, build_delete_key
 from broker_core.store.timer.timer_checkpoint import TimerCheckpoint
 from broker_core.store.timer.timer_log import TimerLog
 from broker_core.store.timer.timer_wheel import IGNORE, TimerWheel
+
+if TYPE_CHECKING:
+    from broker_core.store.message_store import MessageStore
+    from broker_core.store.store_config import StoreConfig
 
 log = logging.getLogger("rmqops.store.timer")
 
@@ -76,9 +81,8 @@ _NO_RETRY = {"MESSAGE_ILLEGAL", "PROPERTIES_SIZE_EXCEEDED", "WHEEL_TIMER_NOT_ENA
              "FLUSH_DISK_TIMEOUT", "FLUSH_SLAVE_TIMEOUT"}
 
 
-def _status_name(result: Any) -> str:
-    status = getattr(result, "status", None)
-    return str(getattr(status, "value", status))
+def _status_name(result: PutMessageResult) -> str:
+    return str(result.status)
 
 
 def _wrap_i32(value: int) -> int:
@@ -132,32 +136,30 @@ class TimerMessageStore:
     current time; ``flush()`` persists; ``shutdown()`` persists and closes.
     """
 
-    def __init__(self, message_store: Any, root: str | Path | None = None, config: Any = None,
+    def __init__(self, message_store: MessageStore, root: str | Path | None = None, config: StoreConfig | None = None,
                  clock: Callable[[], int] | None = None, should_running_dequeue: bool = True,
-                 put_message_hook: Callable[[MessageInner], Any] | None = None) -> None:
+                 put_message_hook: Callable[[MessageInner], PutMessageResult] | None = None) -> None:
         self.message_store = message_store
         self.config = config if config is not None else message_store.config
         self.root = Path(root if root is not None else message_store.root)
-        self.clock: Callable[[], int] = clock or getattr(message_store, "clock", None) or _system_clock_ms
-        self.read_only = bool(getattr(message_store, "read_only", False))
+        self.clock: Callable[[], int] = clock or message_store.clock or _system_clock_ms
+        self.read_only = message_store.read_only
         self.should_running_dequeue = should_running_dequeue
         self.put_message_hook = put_message_hook
         cfg = self.config
-        self.precision_ms: int = int(getattr(cfg, "timer_precision_ms", 1000))
+        self.precision_ms = cfg.timer_precision_ms
         self.slots_total = DEFAULT_SLOTS_TOTAL
-        roll = int(getattr(cfg, "timer_roll_window_slot", 2 * 86_400))
+        roll = cfg.timer_roll_window_slot
         if roll > self.slots_total - TIMER_BLANK_SLOTS or roll < 2:
             roll = self.slots_total - TIMER_BLANK_SLOTS
         self.timer_roll_window_slots = roll
-        self.flush_interval_ms = int(getattr(cfg, "timer_flush_interval_ms", 1000))
-        self.congest_num_each_slot = int(getattr(cfg, "timer_congest_num_each_slot", 2**31 - 1))
-        commit_log = getattr(message_store, "commit_log", None)
-        self._get_message: Callable[[int, int, bool], MessageExt | None] | None = getattr(
-            commit_log, "get_message", None)
+        self.flush_interval_ms = cfg.timer_flush_interval_ms
+        self.congest_num_each_slot = cfg.timer_congest_num_each_slot
+        self._get_message = message_store.commit_log.get_message
         # REAL_TOPIC -> Java hashCode for the TimerLog's metric field; topics are few, a put is not
         self._topic_hashes: dict[str, int] = {}
         log_dir = self.root / "timerlog"
-        file_size = first_data_file_size(log_dir) or int(getattr(cfg, "mapped_file_size_timer_log", 104_857_600))
+        file_size = first_data_file_size(log_dir) or cfg.mapped_file_size_timer_log
         self._lock = threading.RLock()
         self.timer_wheel = TimerWheel(self.root / "timerwheel", self.slots_total, self.precision_ms,
                                       read_only=self.read_only)
@@ -182,6 +184,9 @@ class TimerMessageStore:
         self._resume: tuple[int, int] | None = None  # (slot time, next normal unit index)
         self.enqueue_count = 0
         self.dequeue_count = 0
+        # Re-puts made since the last flush: the commitlog must hold them on disk before the
+        # checkpoint's read time says their slots are done (see flush).
+        self._reputs_since_flush = False
         self._last_flush_ms = self.clock()
         # (clock, enqueue_count, dequeue_count) after each tick; rates are taken over the last minute
         self._rate_samples: deque[tuple[int, int, int]] = deque([(self._last_flush_ms, 0, 0)])
@@ -280,14 +285,10 @@ class TimerMessageStore:
     def _read_message(self, offset_py: int, size_py: int, read_body: bool = True) -> MessageExt | None:
         """The commitlog record a unit points at, or None when it is gone or damaged.
 
-        Goes to the commitlog directly when the store has one (the record is bounds-checked there
-        anyway); the enqueue reads without the body, which it never needs unless the message is
-        already due."""
+        Goes to the commitlog directly (the record is bounds-checked there anyway); the enqueue reads
+        without the body, which it never needs unless the message is already due."""
         try:
-            get_message = self._get_message
-            if get_message is not None:
-                return get_message(offset_py, size_py, read_body)
-            return self.message_store.look_message_by_offset(offset_py, size_py)
+            return self._get_message(offset_py, size_py, read_body)
         except Exception:  # a damaged record must not stop the wheel
             log.exception("cannot read timer message at commitlog offset %d", offset_py)
             return None
@@ -493,6 +494,7 @@ class TimerMessageStore:
         if status == "PUT_OK" or status in _NO_RETRY:
             if status == "PUT_OK" or status.startswith("FLUSH_"):
                 self.dequeue_count += 1
+                self._reputs_since_flush = True
                 if roll:
                     result.rolled += 1
                 else:
@@ -561,9 +563,7 @@ class TimerMessageStore:
 
     def _sync_dispatch(self) -> None:
         """Make rolled re-puts visible in the timer topic's consume queue before enqueueing again."""
-        wait = getattr(self.message_store, "wait_for_dispatch", None)
-        if wait is not None:
-            wait(1.0)
+        self.message_store.wait_for_dispatch(1.0)
 
     # ---- persistence ------------------------------------------------------------------------
 
@@ -576,17 +576,27 @@ class TimerMessageStore:
             cp.master_timer_queue_offset = self.commit_queue_offset
             if (self.commit_read_time_ms != self._last_commit_read_time_ms
                     or self.commit_queue_offset != self._last_commit_queue_offset):
-                cp.update_data_version(int(getattr(self.message_store, "state_machine_version", 0) or 0))
+                cp.update_data_version(0)  # Java passes the store's stateMachineVersion: 0 without DLedger
                 self._last_commit_read_time_ms = self.commit_read_time_ms
                 self._last_commit_queue_offset = self.commit_queue_offset
         cp.last_timer_queue_offset = min(self.commit_queue_offset, cp.master_timer_queue_offset)
 
     def flush(self) -> None:
         """Persist TimerLog, wheel and checkpoint (in that order, so the checkpoint never claims
-        more than the files hold)."""
+        more than the files hold).
+
+        The commitlog first too when messages were delivered since the last flush: the checkpoint's
+        read time says their slots are done, so after a power cut nothing delivers them again. With
+        ASYNC_FLUSH their re-puts could still be in the page cache (a few small records wait up to
+        flushCommitLogThoroughInterval), and a power cut lost messages that had been on disk since
+        they were sent. RocketMQ's TimerFlushService does not wait for them.
+        """
         with self._lock:
             if self.read_only or self._closed:
                 return
+            if self._reputs_since_flush:
+                self.message_store.flush_commit_log()
+                self._reputs_since_flush = False
             self.timer_log.flush()
             self.timer_wheel.flush()
             self._prepare_checkpoint()
