@@ -104,9 +104,16 @@ class ConsumeQueueBase:
         unit = self.unit_size
         usable = self.file_size // unit * unit
         j = 0
+        missing = None  # the first file missing from the run of files, if one is
         while j < len(files) - 1:
             mf = files[j]
             if mf.length < usable or not (self._unit_is_valid(mf.mv, 0) and self._unit_is_valid(mf.mv, usable - unit)):
+                break
+            if files[j + 1].file_from_offset != mf.file_from_offset + self.file_size:
+                # A file is missing after this one (deleted by hand, or lost with its directory
+                # entry): the units after the gap are damage like those after a zeroed region, and
+                # the whole queue from here is rebuilt from the commitlog.
+                missing = offset_to_file_name(mf.file_from_offset + self.file_size)
                 break
             j += 1
         mf = files[j]
@@ -131,7 +138,11 @@ class ConsumeQueueBase:
                 time.sleep(_LIVE_PAUSE_S * (attempt + 1))
         process_offset = mf.file_from_offset + pos
         last_end = self._unit_end_before(process_offset)
-        if damaged:
+        if damaged and missing is not None:
+            self.damage.append(f"{self.cq_type} {self.topic}/{self.queue_id}: file {missing} is missing, units "
+                               f"after logical offset {process_offset} are cut")
+            self.repair_from_phy = max(last_end, 0)
+        elif damaged:
             self.damage.append(f"{self.cq_type} {self.topic}/{self.queue_id}: units after logical offset "
                                f"{process_offset} follow an invalid (zeroed or torn) unit")
             self.repair_from_phy = max(last_end, 0)
@@ -230,8 +241,8 @@ class ConsumeQueueBase:
     def _last_unit_phy(self, logic_offset: int) -> int:
         for mf in reversed(self.file_queue.files):
             if mf.file_from_offset < logic_offset:
-                pos = (logic_offset - mf.file_from_offset) // self.unit_size * self.unit_size
-                return self._unit_phy(mf.mv, pos - self.unit_size)[0]
+                pos = min(logic_offset - mf.file_from_offset, mf.length) // self.unit_size * self.unit_size
+                return self._unit_phy(mf.mv, pos - self.unit_size)[0] if pos >= self.unit_size else -1
         return -1
 
     def _save_aside_from(self, logic_offset: int) -> None:

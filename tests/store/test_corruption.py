@@ -15,6 +15,7 @@ from store_util import FakeClock, make_msg, small_config, verify_consistency
 
 from broker_core.store.codec.batch import BatchItem, encode_batch
 from broker_core.store.config_file import ConfigFileError, read_config_json, write_config_json
+from broker_core.store.errors import CorruptDataError
 from broker_core.store.message_store import MessageStore
 from broker_core.store.topic_config import TopicConfig
 
@@ -178,3 +179,23 @@ def test_config_json_both_damaged_is_an_error(tmp_path: Path) -> None:
     path.write_text("", encoding="utf-8")
     write_config_json(path.with_name("x.json"), {"a": 1})
     assert read_config_json(path.with_name("x.json")) == {"a": 1}
+
+
+def test_a_missing_commitlog_file_is_named_at_open(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A commitlog file gone from between two others cannot be rebuilt (the records are the data):
+    the open says which file once, and a read of a record in it fails naming the queue and offset
+    instead of returning other bytes."""
+    write_store(tmp_path, 60, 4096)
+    files = sorted((tmp_path / "commitlog").iterdir())
+    files[2].unlink()
+    with caplog.at_level(logging.ERROR, logger="rmqops.store"):
+        store = MessageStore(tmp_path, small_config(), clock=FakeClock(step=1)).open()
+    try:
+        assert f"commitlog: file {files[2].name} is missing" in caplog.text
+        with pytest.raises(CorruptDataError, match=r"expected a record at commitlog offset (\d+)") as err:
+            for qid in store.queue_ids("Corrupt"):
+                store.get_messages("Corrupt", qid, 0, 1000)
+        at = int(str(err.value).split("commitlog offset ")[1].split(";")[0])
+        assert int(files[2].name) <= at < int(files[3].name)
+    finally:
+        store.shutdown()

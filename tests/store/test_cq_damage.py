@@ -176,3 +176,29 @@ def test_torn_unit_inside_the_written_run_is_damage_not_served(tmp_path: Path) -
         assert verify_store(ro).ok
     finally:
         ro.shutdown()
+
+
+def test_a_missing_file_between_two_others_is_rebuilt(tmp_path: Path) -> None:
+    """A consume queue file gone from the middle of its queue (deleted by hand, or its directory
+    entry lost): the units after the gap are damage like those after a zeroed region, and the queue
+    is rebuilt from the commitlog from there. Before, the queue ended at the gap: consumers stopped
+    there for good, though the messages after it were in the commitlog."""
+    clean_store(tmp_path, n=120)
+    for qdir in (tmp_path / "consumequeue" / "Dmg" / "0", tmp_path / "batchconsumequeue" / "DmgB" / "0"):
+        files = sorted(qdir.iterdir())
+        assert len(files) >= 3
+        files[1].unlink()
+    ro = MessageStore(tmp_path, small_config(), read_only=True).open()
+    try:
+        assert {"cq-damaged", "bcq-damaged"} <= kinds(verify_store(ro))
+    finally:
+        ro.shutdown()
+    store = MessageStore(tmp_path, small_config(), clock=FakeClock(step=1)).open()
+    try:
+        assert [bytes(m.body) for m in store.get_messages("Dmg", 0, 0, 500).messages] == [b"m%d" % i for i in range(120)]
+        assert [bytes(m.body) for m in store.get_messages("DmgB", 0, 0, 500).messages] == \
+            [b"b%d-%d" % (i, j) for i in range(120) for j in range(2)]
+        assert store.put_message(make_msg("Dmg", 0, b"next")).queue_offset == 120
+    finally:
+        store.shutdown()
+    assert (tmp_path / "lost+found" / "consumequeue" / "Dmg" / "0").is_dir()  # the cut units, kept aside
