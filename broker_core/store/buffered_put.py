@@ -99,6 +99,9 @@ def put_inner_batch_buffered(store: MessageStore, msg: MessageInner, inner_num: 
                 return None
             reserved_to = mf.reserved_to
         room = (file_end if file_end < reserved_to else reserved_to) - pos
+        cq = store.consume_queues.get((msg.topic, msg.queue_id))
+        if cq is None or not cq.is_batch:  # the general path makes the BatchCQ queue, or refuses a SimpleCQ one
+            return None
         key = f"{msg.topic}-{msg.queue_id}"
         table = cl.queue_offsets.table
         base_q = table.get(key, 0)

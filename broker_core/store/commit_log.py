@@ -342,12 +342,15 @@ class CommitLog:
             result.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
         return result
 
-    def put_inner_batch(self, msg: MessageInner, inner_num: int) -> PutMessageResult:
+    def put_inner_batch(self, msg: MessageInner, inner_num: int,
+                        queue_check: Callable[[], PutMessageResult | None] | None = None) -> PutMessageResult:
         """Append a BatchCQ inner-batch record consuming ``inner_num`` queue offsets.
 
         INNER_BASE must equal the queue offset the record gets, which is only known under the
         append lock, so this record is prepared inside the lock (spec §1.11.3). With the write
         buffer the record is buffered (``_buffer_inner_batch``) instead of written at once.
+        ``queue_check`` runs under the append lock before the queue offset is taken; a result from it
+        is the put's (a refusal: nothing is written).
         """
         if self.read_only:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="store is open read-only")
@@ -356,6 +359,9 @@ class CommitLog:
         except RecordError as e:
             return _encode_failure(e)
         with self.put_lock:
+            refused = queue_check() if queue_check is not None else None
+            if refused is not None:
+                return refused
             commits_before = self.commits
             base_q = self.queue_offsets.next(msg.topic, msg.queue_id)
             msg.properties["INNER_BASE"] = str(base_q)

@@ -991,7 +991,7 @@ class MessageStore:
             put_inner_batch_fast(self, msg, inner_num)
         if done is not None:
             return done
-        result = cl.put_inner_batch(msg, inner_num)
+        result = cl.put_inner_batch(msg, inner_num, lambda: self._batch_queue_refusal(msg.topic, msg.queue_id))
         # With the write buffer, the checkpoint's physic time moves only with records in the file
         # (one still buffered is lost in a crash), and there is something to dispatch only after a
         # commit (the buffered records are not in the file yet: nothing new for dispatch).
@@ -1003,6 +1003,24 @@ class MessageStore:
         return result
 
     # -- read --------------------------------------------------------------------------------------
+    def _batch_queue_refusal(self, topic: str, queue_id: int) -> PutMessageResult | None:
+        """Under the append lock, before an inner batch takes its queue offsets: its queue is a
+        BatchCQ from now on (made if there is none), or the put is refused.
+
+        Why: a send resolves the topic's config, then puts; between the two the topic could be deleted
+        and made again by a plain send as a normal topic, whose record's dispatch made a SimpleCQ queue.
+        The inner batch (INNER_NUM queue offsets, one record) then got one SimpleCQ unit and every
+        later unit of the queue sat at the wrong offset. Made here, under the lock that orders puts,
+        the BatchCQ queue also takes a plain record put a moment before (a unit of batch size 1).
+        The one-call paths put only into a BatchCQ queue that is already there.
+        """
+        cq = self.find_consume_queue(topic, queue_id, create=True, queue_type=BATCH_CQ)
+        if cq is None or cq.is_batch:
+            return None
+        return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
+                                remark=f"queue {topic}-{queue_id} is a SimpleCQ: an inner batch needs a BatchCQ queue "
+                                       "(delete the topic and create it with queue.type=BatchCQ)")
+
     def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
         cq = self.consume_queues.get((topic, queue_id))
         base = cq.get_max_offset_in_queue() if cq else 0
