@@ -183,7 +183,8 @@ class Broker:
             self.group_manager = SubscriptionGroupManager(SubscriptionGroupTable(self.store.config_dir), self.config,
                                                           clock, read_only)
             self.group_manager.init()
-            self.offset_manager = ConsumerOffsetManager(self.store.config_dir, clock, read_only)
+            self.offset_manager = ConsumerOffsetManager(self.store.config_dir, clock, read_only,
+                                                        before_write=self.store.flush_commit_log)
             self.offset_manager.load()
             self.request_modes = MessageRequestModeTable(self.store.config_dir)
             self.request_modes.load()

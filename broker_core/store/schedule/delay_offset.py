@@ -8,6 +8,7 @@ accept both bare and quoted keys and fall back to ``delayOffset.json.bak``.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from broker_core.store.config_file import ConfigFileError, read_config_json, write_config_json
@@ -65,8 +66,9 @@ class DelayOffsetTable:
         return {"dataVersion": self.data_version.to_json(),
                 "offsetTable": {int(k): int(v) for k, v in sorted(self.offset_table.items())}}
 
-    def persist(self, now_ms: int, force: bool = False) -> bool:
-        """Write the file when something changed (or ``force``); True when written."""
+    def persist(self, now_ms: int, force: bool = False, before_write: Callable[[], None] | None = None) -> bool:
+        """Write the file when something changed (or ``force``); True when written. ``before_write``
+        runs between the snapshot and the write (the schedule service's: flush the commitlog)."""
         with self._write_lock:
             with self._lock:
                 if not self._dirty and not force:
@@ -75,5 +77,7 @@ class DelayOffsetTable:
                     self.data_version.next_version(now_ms)
                 snapshot = self.to_json()
                 self._dirty = False
+            if before_write is not None:
+                before_write()
             write_config_json(self.path, snapshot)
         return True

@@ -188,9 +188,12 @@ class ScheduleMessageService:
             self._stop.wait(self.poll_interval_ms / 1000)
 
     def persist(self, force: bool = False) -> bool:
+        """Write delayOffset.json, the commitlog flushed first: an offset says the messages before it
+        were re-put to their topics, and written ahead of those re-puts (ASYNC_FLUSH) a power cut
+        lost the delayed messages for good."""
         now = self.clock()
         self._last_persist_ms = now
-        return self.offsets.persist(now, force=force)
+        return self.offsets.persist(now, force=force, before_write=self.store.flush_commit_log)
 
     # -- delivery ---------------------------------------------------------------------------------
     def tick(self, now: int | None = None) -> int:
