@@ -701,11 +701,9 @@ class CommitLog:
             target = self.max_offset()
             # the newest record in the file: a buffered one (not in the file yet) does not count
             in_file_ts = self._committed_store_timestamp if self._wb_records else self.last_store_timestamp
-            files = self.file_queue.files
-            last = files[-1] if files else None
-            dirty = [mf for mf in files if mf.flushed_position < mf.wrote_position]
-        for mf in dirty:  # a file before the last is full: flushed whatever its dirty pages (MappedFileQueue.flush)
-            mf.flush(least_pages if mf is last else 0)
+            dirty = [mf for mf in self.file_queue.files if mf.flushed_position < mf.wrote_position]
+        for mf in dirty:
+            mf.flush(least_pages)
         if dirty:
             self.fsync_count += 1
         flushed = target if least_pages == 0 or not dirty else min(

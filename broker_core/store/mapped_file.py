@@ -342,7 +342,12 @@ class MappedFile:
         self.mv[pos:pos + len(data)] = data
 
     def flush(self, least_pages: int = 0) -> int:
-        """msync the dirty range; returns the new flushed position."""
+        """msync the dirty range; returns the new flushed position.
+
+        ``least_pages`` does not hold back a full file (RocketMQ's ``isAbleToFlush``): it gets no more
+        writes, and left with a few dirty pages until the thorough flush while the next file reached
+        the disk, a power cut left a hole that recovery stops at, discarding every record after it.
+        """
         if self.read_only or self._mm is None:
             return self.flushed_position
         with self._lock:
@@ -350,7 +355,7 @@ class MappedFile:
             start = self.flushed_position
             if end <= start:
                 return start
-            if least_pages > 0 and (end // PAGE_SIZE - start // PAGE_SIZE) < least_pages:
+            if least_pages > 0 and end < self.file_size and (end // PAGE_SIZE - start // PAGE_SIZE) < least_pages:
                 return start
             aligned = start - start % PAGE_SIZE
             self._mm.flush(aligned, end - aligned)
@@ -536,17 +541,9 @@ class MappedFileQueue:
             self.files.pop(0).destroy()
 
     def flush(self, least_pages: int = 0) -> None:
-        """msync the dirty files; ``least_pages`` applies to the last one only.
-
-        Why: a file before the last is full and gets no more writes. Left with fewer dirty pages
-        than ``least_pages`` it would wait for the thorough flush while the file after it reached the
-        disk, and a power cut then left a hole that recovery stops at, discarding every record after
-        it. RocketMQ's ``MappedFile.isAbleToFlush`` flushes a full file whatever its dirty pages.
-        """
-        last = self.files[-1] if self.files else None
         for mf in self.files:
             if mf.flushed_position < mf.wrote_position:
-                mf.flush(least_pages if mf is last else 0)
+                mf.flush(least_pages)
 
     def close(self) -> None:
         self.closed = True  # for good: a writer still running must not make a first file again
