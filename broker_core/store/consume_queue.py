@@ -138,13 +138,11 @@ class ConsumeQueueBase:
                 time.sleep(_LIVE_PAUSE_S * (attempt + 1))
         process_offset = mf.file_from_offset + pos
         last_end = self._unit_end_before(process_offset)
-        if damaged and missing is not None:
-            self.damage.append(f"{self.cq_type} {self.topic}/{self.queue_id}: file {missing} is missing, units "
-                               f"after logical offset {process_offset} are cut")
-            self.repair_from_phy = max(last_end, 0)
-        elif damaged:
-            self.damage.append(f"{self.cq_type} {self.topic}/{self.queue_id}: units after logical offset "
-                               f"{process_offset} follow an invalid (zeroed or torn) unit")
+        if damaged:
+            why = f"file {missing} is missing, units after logical offset {process_offset} are cut" \
+                if missing is not None else \
+                f"units after logical offset {process_offset} follow an invalid (zeroed or torn) unit"
+            self.damage.append(f"{self.cq_type} {self.topic}/{self.queue_id}: {why}")
             self.repair_from_phy = max(last_end, 0)
         elif pos == 0:
             self.repair_from_phy = max(last_end, 0)

@@ -286,7 +286,7 @@ class MessageStore:
     def flush(self) -> None:
         if self.read_only:
             return
-        self._flush_consume_queues(thorough=True)
+        self._flush_and_checkpoint(thorough=True)
         if self.index_service is not None:
             self.index_service.flush()
 
@@ -296,7 +296,7 @@ class MessageStore:
         if not self.read_only:
             self.commit_log.flush()
 
-    def _flush_consume_queues(self, thorough: bool) -> None:
+    def _flush_and_checkpoint(self, thorough: bool) -> None:
         """Flush the commitlog (``thorough``) and the consume queues, then write the checkpoint.
 
         The checkpoint's logics time is the dispatch time read *before* a thorough flush (every queue
@@ -309,7 +309,7 @@ class MessageStore:
         does the same, once every flushConsumeQueueThoroughInterval.
         """
         cp = self.checkpoint
-        logics_ts = cp.logics_msg_timestamp if cp is not None and thorough else None
+        logics_ts = cp.logics_msg_timestamp if cp is not None and thorough else 0  # 0: the written one stays
         if thorough:
             self.commit_log.flush()
         least = 0 if thorough else self.config.flush_consume_queue_least_pages
@@ -318,7 +318,7 @@ class MessageStore:
         for cq in queues:
             cq.flush(least)
         if cp is not None:
-            cp.flush(self.commit_log.flushed_store_timestamp, logics_ts if logics_ts is not None else 0)
+            cp.flush(self.commit_log.flushed_store_timestamp, logics_ts)
 
     def _flush_service(self) -> None:
         import time
@@ -334,7 +334,7 @@ class MessageStore:
                 thorough = time.monotonic() - last_thorough >= thorough_every
                 if thorough:
                     last_thorough = time.monotonic()
-                self._flush_consume_queues(thorough)
+                self._flush_and_checkpoint(thorough)
             except Exception:
                 log.exception("consume queue flush failed")
             try:
@@ -1002,7 +1002,6 @@ class MessageStore:
             self._dispatch_now()
         return result
 
-    # -- read --------------------------------------------------------------------------------------
     def _batch_queue_refusal(self, topic: str, queue_id: int) -> PutMessageResult | None:
         """Under the append lock, before an inner batch takes its queue offsets: its queue is a
         BatchCQ from now on (made if there is none), or the put is refused.
@@ -1021,6 +1020,7 @@ class MessageStore:
                                 remark=f"queue {topic}-{queue_id} is a SimpleCQ: an inner batch needs a BatchCQ queue "
                                        "(delete the topic and create it with queue.type=BatchCQ)")
 
+    # -- read --------------------------------------------------------------------------------------
     def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
         cq = self.consume_queues.get((topic, queue_id))
         base = cq.get_max_offset_in_queue() if cq else 0

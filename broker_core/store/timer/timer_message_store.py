@@ -125,10 +125,6 @@ class TimerBacklog:
     timer_log_max_offset: int = 0
 
 
-def _system_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 class TimerMessageStore:
     """Timer service over a ``MessageStore``; owns ``timerwheel``, ``timerlog/`` and ``config/timercheck``.
 
@@ -142,7 +138,7 @@ class TimerMessageStore:
         self.message_store = message_store
         self.config = config if config is not None else message_store.config
         self.root = Path(root if root is not None else message_store.root)
-        self.clock: Callable[[], int] = clock or message_store.clock or _system_clock_ms
+        self.clock: Callable[[], int] = clock or message_store.clock
         self.read_only = message_store.read_only
         self.should_running_dequeue = should_running_dequeue
         self.put_message_hook = put_message_hook
