@@ -13,6 +13,7 @@ import mmap
 import os
 import sys
 import threading
+from bisect import bisect_right
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -499,6 +500,12 @@ class MappedFileQueue:
             if mf.file_from_offset <= offset < mf.file_from_offset + self.file_size:
                 return mf
         return None
+
+    def index_at(self, offset: int) -> int:
+        """Index in ``files`` of the file holding ``offset``, or of the last one before it (0 before the
+        first). Looked up by the files' own offsets, not by arithmetic from the first: a file missing
+        from the middle (deleted by hand) must not shift every index after it."""
+        return max(bisect_right(self.files, offset, key=lambda mf: mf.file_from_offset) - 1, 0)
 
     @contextmanager
     def reading(self, offset: int) -> Iterator[MappedFile | None]:

@@ -487,10 +487,10 @@ class MessageStore:
                 break
         if index_from is not None and files and index_from < self.commit_log.max_offset():
             index_at = max(index_from, files[0].file_from_offset)
-            start_index = min(start_index, (index_at - files[0].file_from_offset) // self.commit_log.file_size)
+            start_index = min(start_index, self.commit_log.file_queue.index_at(index_at))
         if repairs and files:
             repair_at = max(min(repairs.values()), files[0].file_from_offset)
-            start_index = min(start_index, (repair_at - files[0].file_from_offset) // self.commit_log.file_size)
+            start_index = min(start_index, self.commit_log.file_queue.index_at(repair_at))
         start_offset = files[start_index].file_from_offset if files else 0
         first_pos = 0
         if abnormal and not same_boot and files:
@@ -513,7 +513,7 @@ class MessageStore:
             # undispatched tail's, not the store's (a whole 1 GiB file was decoded and CRC-checked).
             at = dispatch_from if index_from is None or not files[0].file_from_offset <= index_from < dispatch_from \
                 else index_from  # (a record's start: the newest indexed one)
-            start_index = (at - files[0].file_from_offset) // self.commit_log.file_size
+            start_index = self.commit_log.file_queue.index_at(at)
             start_offset = at
             first_pos = at - files[start_index].file_from_offset
         # After a crash a record is dispatched again only if something lacks it: its consume queue

@@ -26,6 +26,7 @@ from broker_core.broker.reset_offset import ResetOffsetPlanEntry
 from broker_core.common.response_code import ResponseCode
 from broker_core.config_loader import ConfigError
 from broker_core.store import store_lock
+from broker_core.store.errors import CorruptDataError
 from broker_core.store.index_file import IndexFileError
 from broker_core.store.store_dir import is_store_dir, not_a_store_reason
 from broker_core.store.store_lock import StoreLockedError, describe_holder, is_store_locked
@@ -129,6 +130,8 @@ class LocalBrokerClient:
             raise admin_error(e) from None
         except AuthError as e:
             raise refusal(e.message) from None
+        except CorruptDataError as e:  # damage on disk is the store's state, not a failure of mqadmin
+            raise AdminError(f"{e} (mqadmin verifyStore lists the damage)") from None
         except OSError as e:  # the file and the OS's reason, not "[Errno N]"
             raise AdminError(f"{e.filename or self.store_dir}: {e.strerror or e}") from None
 
