@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from broker_core.store.codec.message import MessageExt, MessageInner
 from broker_core.store.codec.properties import (
@@ -26,7 +26,8 @@ from broker_core.store.codec.properties import (
 )
 from broker_core.store.codec.sys_flag import INNER_BATCH_FLAG, NEED_UNWRAP_FLAG
 from broker_core.store.commit_log import PutMessageResult, PutMessageStatus
-from broker_core.store.topic_config import TopicConfig
+from broker_core.store.subscription_group_config import SubscriptionGroupConfig
+from broker_core.store.topic_config import TopicConfig, TopicConfigTable
 
 from .errors import BrokerSystemError, NoPermissionError, SubscriptionGroupNotExistError
 from .topic_validator import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
@@ -43,10 +44,14 @@ class TopicsLike(Protocol):
     def create_if_absent(self, tc: TopicConfig) -> TopicConfig: ...
 
 
+# The broker's subscription group lookup (SubscriptionGroupManager.find): None for a group that does not exist.
+GroupLookup = Callable[[str], SubscriptionGroupConfig | None]
+
+
 class TopicTableTopics:
     """TopicsLike over the store's topics.json table, for callers without a TopicManager."""
 
-    def __init__(self, table: Any, clock: Callable[[], int]) -> None:
+    def __init__(self, table: TopicConfigTable, clock: Callable[[], int]) -> None:
         self.table = table
         self.clock = clock
 
@@ -90,7 +95,7 @@ def retry_delay_level(reconsume_times: int, delay_level: int = 0) -> int:
     return RETRY_DELAY_LEVEL_BASE + reconsume_times if delay_level == 0 else delay_level
 
 
-def resolve_max_reconsume_times(group_config: Any | None, msg: MessageExt | None = None,
+def resolve_max_reconsume_times(group_config: SubscriptionGroupConfig | None, msg: MessageExt | None = None,
                                 explicit: int | None = None) -> int:
     """Explicit value, else the message's MAX_RECONSUME_TIMES, else the group's retryMaxTimes, else 16."""
     if explicit is not None:
@@ -106,7 +111,7 @@ def resolve_max_reconsume_times(group_config: Any | None, msg: MessageExt | None
 
 class RetryService:
     def __init__(self, put_message: Callable[[MessageInner], PutMessageResult],
-                 groups: Callable[[str], Any | None], topics: TopicsLike, store_host: tuple[str, int],
+                 groups: GroupLookup, topics: TopicsLike, store_host: tuple[str, int],
                  rng: random.Random | None = None) -> None:
         self.put_message = put_message
         self.groups = groups
@@ -114,7 +119,7 @@ class RetryService:
         self.store_host = store_host
         self.random = rng or random.Random()
 
-    def _group(self, group: str) -> Any:
+    def _group(self, group: str) -> SubscriptionGroupConfig:
         cfg = self.groups(group)
         if cfg is None:
             raise SubscriptionGroupNotExistError(f"subscription group not exist, {group}")

@@ -219,10 +219,6 @@ class MessageSender:
             raise MessageIllegalError("batch messages cannot carry a delay level or timer properties")
         waits = set()
         for i, item in enumerate(items):
-            item_topic = getattr(item, "topic", None)
-            if item_topic not in (None, topic):
-                raise MessageIllegalError(f"batch item {i} is for topic {item_topic!r}, not {topic!r}; "
-                                          "all messages of a batch must share one topic")
             if _has_timer_or_delay(item.properties):
                 raise MessageIllegalError(f"batch item {i} carries a delay level or timer properties; "
                                           "delayed messages cannot be batched")

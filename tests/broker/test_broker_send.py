@@ -134,19 +134,6 @@ def test_batch_violations_store_nothing(make_broker, topic, items, props, fragme
     assert b.store.get_max_phy_offset() == 0
 
 
-def test_batch_items_must_share_topic(make_broker):
-    class Item(BatchItem):
-        __slots__ = ("topic",)
-
-    b = make_broker()
-    b.create_or_update_topic("BV", 1, 1)
-    other = Item(b"x")
-    other.topic = "Other"
-    with pytest.raises(MessageIllegalError, match="share one topic"):
-        b.send_batch("BV", [BatchItem(b"a"), other])
-    assert b.store.get_max_phy_offset() == 0
-
-
 def test_batch_over_max_size_stores_nothing(make_broker):
     b = make_broker(maxMessageSize="1000")
     b.create_or_update_topic("BV", 1, 1)

@@ -14,6 +14,7 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from broker_core.broker.errors import BrokerSystemError
 from broker_core.store.codec.message import MessageInner
@@ -36,6 +37,23 @@ log = logging.getLogger("rmqops.broker.pop")
 CkKey = tuple[str, str, int, int]  # group, topic, queue id, pop time
 
 
+class PopOffsetStore(Protocol):
+    """What pop needs of the broker's consumer offsets (ConsumerOffsetManager): the committed offsets
+    of the popping groups and of the revive group, and an admin's pending reset of a queue."""
+
+    def query_offset(self, group: str, topic: str, queue_id: int) -> int:
+        """The committed offset, or -1 when none."""
+        ...
+
+    def commit_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None: ...
+
+    def has_offset_reset(self, group: str, topic: str, queue_id: int) -> bool: ...
+
+    def query_then_erase_reset_offset(self, group: str, topic: str, queue_id: int) -> int | None:
+        """The offset an admin reset the queue to, taken (a second call returns None)."""
+        ...
+
+
 class ReviveLogWriteError(BrokerSystemError):
     """The store refused a revive-log record; the pop/ack it belongs to must not be answered OK (a
     refusal the client is told, SYSTEM_ERROR with the store's status: a full disk, a store shut down)."""
@@ -48,7 +66,7 @@ class CheckpointMatch:
 
 
 class PopCheckpointLog:
-    def __init__(self, store: MessageStore, put_message: Callable[[MessageInner], PutMessageResult], offsets: object,
+    def __init__(self, store: MessageStore, put_message: Callable[[MessageInner], PutMessageResult], offsets: PopOffsetStore,
                  revive_topic: str, revive_queue_num: int, store_host: tuple[str, int],
                  clock: Callable[[], int]) -> None:
         if revive_queue_num <= 0:
@@ -166,9 +184,7 @@ class PopCheckpointLog:
             return
         oldest = min((ck.revive_offset for ck in self.checkpoints() if ck.revive_queue_id == revive_qid),
                      default=self._next_revive_offset[revive_qid])
-        commit = getattr(self.offsets, "commit_offset", None)
-        if commit is not None:
-            commit(REVIVE_GROUP, self.revive_topic, revive_qid, oldest)
+        self.offsets.commit_offset(REVIVE_GROUP, self.revive_topic, revive_qid, oldest)
 
     def drop_queue(self, group: str, topic: str, queue_id: int) -> list[PopCheckPoint]:
         """Close every checkpoint of one queue (an offset reset makes them meaningless)."""
@@ -183,7 +199,7 @@ class PopCheckpointLog:
         """Rebuild the pending checkpoints from the revive log; returns how many are in flight."""
         pending: dict[CkKey, list[PopCheckPoint]] = {}
         for qid in range(self.revive_queue_num):
-            start = self.offsets.query_offset(REVIVE_GROUP, self.revive_topic, qid)  # type: ignore[attr-defined]
+            start = self.offsets.query_offset(REVIVE_GROUP, self.revive_topic, qid)
             if start < 0:
                 start = self.store.get_min_offset_in_queue(self.revive_topic, qid)
             end = self.store.get_max_offset_in_queue(self.revive_topic, qid)

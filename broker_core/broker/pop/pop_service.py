@@ -22,7 +22,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
 
 from broker_core.broker.errors import (
     BrokerError,
@@ -32,11 +31,17 @@ from broker_core.broker.errors import (
     SubscriptionParseFailedError,
     TopicNotExistError,
 )
-from broker_core.broker.filter import FilterSyntaxError, UnsupportedExpressionTypeError, build_filter
+from broker_core.broker.filter import (
+    FilterSyntaxError,
+    MessageFilter,
+    UnsupportedExpressionTypeError,
+    build_filter,
+)
 from broker_core.broker.filter.consumer_filter_manager import ConsumerFilterManager
 from broker_core.broker.filter.expression_filter import with_bitmap
 from broker_core.broker.retry import (
     PERM_READ_WRITE,
+    GroupLookup,
     RetryService,
     TopicsLike,
     TopicTableTopics,
@@ -56,12 +61,13 @@ from broker_core.store.codec.properties import (
 from broker_core.store.codec.sys_flag import INNER_BATCH_FLAG, NEED_UNWRAP_FLAG
 from broker_core.store.commit_log import PutMessageResult, PutMessageStatus
 from broker_core.store.message_store import GetMessageStatus, MessageStore
+from broker_core.store.subscription_group_config import SubscriptionGroupConfig
 from broker_core.store.topic_config import TopicConfig
 
 from ..wait_steps import WaitSteps, drive_async, drive_blocking
 from .order_info import ConsumerOrderInfoManager
 from .pop_ck import AckMsg, PopCheckPoint, build_cluster_revive_topic
-from .pop_ck_log import CheckpointMatch, PopCheckpointLog
+from .pop_ck_log import CheckpointMatch, PopCheckpointLog, PopOffsetStore
 from .pop_config import CONSUME_INIT_MODE_MAX, CONSUME_INIT_MODE_MIN, MAX_POP_MSG_NUMS, PopConfig
 from .pop_long_polling import PopLongPollingService
 from .receipt_handle import (
@@ -155,11 +161,11 @@ class _PopContext:
     invisible_time: int
     attempt_id: str | None
     init_mode: int
-    message_filter: Any
+    message_filter: MessageFilter
     pop_time: int
     revive_qid: int
     max_attempts: int | None
-    group_config: Any
+    group_config: SubscriptionGroupConfig
     messages: list[MessageExt] = field(default_factory=list)
     rest_num: int = 0
     start_offset_info: list[str] = field(default_factory=list)
@@ -172,7 +178,7 @@ class _PopContext:
 
 
 class PopService:
-    def __init__(self, store: MessageStore, offsets: Any, groups: Callable[[str], Any | None],
+    def __init__(self, store: MessageStore, offsets: PopOffsetStore, groups: GroupLookup,
                  put_message: Callable[[MessageInner], PutMessageResult], broker_name: str, cluster_name: str,
                  clock: Callable[[], int], config_dir: Path, *, topics: TopicsLike | None = None,
                  config: PopConfig | None = None, store_host: tuple[str, int] = ("127.0.0.1", 10911),
@@ -252,7 +258,7 @@ class PopService:
         tc = self.topics.get(topic)
         return None if tc is None else tc.read_queue_nums
 
-    def _group_config(self, group: str) -> Any:
+    def _group_config(self, group: str) -> SubscriptionGroupConfig:
         cfg = self.groups(group)
         if cfg is None:
             raise SubscriptionGroupNotExistError(f"subscription group [{group}] does not exist")
@@ -271,8 +277,7 @@ class PopService:
         self.offsets.commit_offset(group, topic, queue_id, offset)
 
     def _reset_pending(self, group: str, topic: str, queue_id: int) -> bool:
-        has = getattr(self.offsets, "has_offset_reset", None)
-        return bool(has(group, topic, queue_id)) if has is not None else False
+        return self.offsets.has_offset_reset(group, topic, queue_id)
 
     def _init_offset(self, group: str, topic: str, queue_id: int, init_mode: int) -> int:
         """getInitOffset: MIN (and retry topics) from the oldest message; MAX from the newest one,
@@ -286,15 +291,13 @@ class PopService:
         return offset
 
     def _pop_offset(self, group: str, topic: str, queue_id: int, init_mode: int) -> int:
-        erase = getattr(self.offsets, "query_then_erase_reset_offset", None)
-        if erase is not None:
-            reset = erase(group, topic, queue_id)
-            if reset is not None:
-                # An admin reset: forget the queue's in-flight state and start from the new offset.
-                self.order_info.clear_block(topic, group, queue_id)
-                self.ck_log.drop_queue(group, topic, queue_id)
-                self._commit(group, topic, queue_id, reset)
-                return reset
+        reset = self.offsets.query_then_erase_reset_offset(group, topic, queue_id)
+        if reset is not None:
+            # An admin reset: forget the queue's in-flight state and start from the new offset.
+            self.order_info.clear_block(topic, group, queue_id)
+            self.ck_log.drop_queue(group, topic, queue_id)
+            self._commit(group, topic, queue_id, reset)
+            return reset
         offset = self.offsets.query_offset(group, topic, queue_id)
         if offset < 0:
             offset = self._init_offset(group, topic, queue_id, init_mode)
@@ -375,7 +378,7 @@ class PopService:
         return result
 
     def _pop_once(self, group: str, tc: TopicConfig, queue_id: int | None, max_msgs: int, invisible_time: int,
-                  attempt_id: str | None, order: bool, init_mode: int, message_filter: Any, cfg: Any) -> PopResult:
+                  attempt_id: str | None, order: bool, init_mode: int, message_filter: MessageFilter, cfg: SubscriptionGroupConfig) -> PopResult:
         with self._lock:
             pop_time = self.clock()
             revive_qid = POP_ORDER_REVIVE_QUEUE if order else self.ck_log.next_revive_qid()
