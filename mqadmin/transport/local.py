@@ -417,7 +417,10 @@ class LocalBrokerClient:
         return dict(sorted(info.items()))
 
     def broker_config(self, broker_addr: str) -> dict[str, str]:
-        return self._call(broker_addr, self.config.to_properties)
+        """GET_BROKER_CONFIG as the broker answers it: the values it runs with (the filter bitmap length
+        follows its bloom filter), credentials masked, not the --config file's text."""
+        b = self._broker_for(broker_addr)
+        return self._call(broker_addr, b.broker_config_properties)
 
     def update_broker_config(self, broker_addr: str, properties: dict[str, str]) -> None:
         """Persisted to --config, the file this store's broker is started with (RocketMQ's brokerConfigPath)."""

@@ -11,6 +11,8 @@ from pathlib import Path
 
 from golden_helpers import load_manifest
 
+from tests.cli.conftest import write_conf
+
 
 def test_batchcq_topic_send_and_query(cli):
     r = cli("updateTopic", "-c", "DefaultCluster", "-t", "OrderEvents", "-r", "4", "-w", "4", "-a", "+queue.type=BatchCQ")
@@ -145,6 +147,18 @@ def test_cluster_commands(golden_cli):
     assert cli("getBrokerConfig", "-b", "127.0.0.1:10911").stdout.startswith("============127.0.0.1:10911============")
     route = cli("topicRoute", "-t", "GoldenTopicA", "-l")
     assert route.stdout.splitlines()[1].split()[:2] == ["DefaultCluster", "broker-a"]
+
+
+def test_get_broker_config_on_a_store_masks_credentials(cli, tmp_path):
+    """As the broker answers GET_BROKER_CONFIG over the network: a store directory's config file is no
+    reason to print the inner client's secret key."""
+    cli.config = write_conf(tmp_path / "broker.conf", {
+        "innerClientAuthenticationCredentials": '{"accessKey":"rocketmq","secretKey":"12345678"}'})
+    conf = cli.json("getBrokerConfig", "-c", "DefaultCluster")
+    assert conf["innerClientAuthenticationCredentials"] == "***"
+    # the length the broker runs its filter bitmaps with (its bloom filter's bits), as -n shows it
+    assert conf["bitMapLengthConsumeQueueExt"] == "112"
+    assert "12345678" not in cli("getBrokerConfig", "-c", "DefaultCluster").stdout
 
 
 def test_config_names_the_embedded_broker(golden_cli, tmp_path):

@@ -13,6 +13,8 @@ from typing import TypeVar
 import pytest
 
 from broker_core.auth.model import Acl
+from broker_core.broker.broker_config import BrokerConfig
+from broker_core.store.codec.bloom_filter import BloomFilter
 from mqadmin.admin import Admin, TopicInfo
 from mqadmin.errors import AdminError, NotFoundError, WrongTargetError
 from mqadmin.transport.base import SubscriptionGroupInfo
@@ -55,7 +57,12 @@ def test_cluster_identity_and_targets(admin: Admin, transport: Target) -> None:
         admin.check_target(broker_name="broker-zz")
     status = admin.broker_status()
     assert status["brokerName"] == transport.broker_name and "commitLogMaxOffset" in status
-    assert admin.get_broker_config()["brokerName"] == transport.broker_name
+    config = admin.get_broker_config()
+    assert config["brokerName"] == transport.broker_name
+    # the value the broker runs with (its bloom filter's bit count), not the default of a config file
+    defaults = BrokerConfig()
+    bloom = BloomFilter(defaults.max_error_rate_of_bloom_filter, defaults.expect_consumer_num_use_filter)
+    assert config["bitMapLengthConsumeQueueExt"] == str(bloom.m) != str(defaults.store.bit_map_length_consume_queue_ext)
     rows = admin.cluster_list()
     assert [(r["clusterName"], r["brokerName"], r["brokerAddr"]) for r in rows] == [
         (transport.cluster_name, transport.broker_name, transport.broker_addr)]
