@@ -292,7 +292,8 @@ class Broker:
 
         return PullService(self.store, self.topic_manager, self.group_manager, self.offset_manager, self.config,
                            self.pull_hold_service, on_get=self.stats.record_get,
-                           consumer_filters=self.consumer_filter_manager)
+                           consumer_filters=self.consumer_filter_manager,
+                           online_consumers=self.client_registry.consumer_group)
 
     @cached_property
     def lock_manager(self) -> RebalanceLockManager:
@@ -848,17 +849,19 @@ class Broker:
     def pull_message(self, group: str, topic: str, queue_id: int, offset: int, max_msgs: int = 32,
                      expression_type: str | None = "TAG", subscription: str | None = "*",
                      suspend_timeout_ms: int = 0, commit_offset: int | None = None,
-                     auth: RequestContext | None = None) -> PullResult:
-        """PULL_MESSAGE; with ``suspend_timeout_ms`` it blocks (call from a worker thread)."""
+                     registered_sub_version: int | None = None, auth: RequestContext | None = None) -> PullResult:
+        """PULL_MESSAGE; with ``suspend_timeout_ms`` it blocks (call from a worker thread).
+        ``registered_sub_version``: filter by the group's heartbeat subscription (PullService.pull_steps)."""
         self._authorize(auth, "PULL_MESSAGE", topic=topic, group=group)
         if self.read_only:
             commit_offset = None
         return self.puller.pull_message(group, topic, queue_id, offset, max_msgs, expression_type, subscription,
-                                        suspend_timeout_ms, commit_offset)
+                                        suspend_timeout_ms, commit_offset, registered_sub_version)
 
     async def pull_message_async(self, group: str, topic: str, queue_id: int, offset: int, max_msgs: int = 32,
                                  expression_type: str | None = "TAG", subscription: str | None = "*",
                                  suspend_timeout_ms: int = 0, commit_offset: int | None = None,
+                                 registered_sub_version: int | None = None,
                                  auth: RequestContext | None = None) -> PullResult:
         """PULL_MESSAGE for an asyncio server: a suspended pull awaits a waiter that dispatch wakes,
         so no thread is parked per request. Same checks and answers as ``pull_message``."""
@@ -866,7 +869,8 @@ class Broker:
         if self.read_only:
             commit_offset = None
         return await self.puller.pull_message_async(group, topic, queue_id, offset, max_msgs, expression_type,
-                                                    subscription, suspend_timeout_ms, commit_offset)
+                                                    subscription, suspend_timeout_ms, commit_offset,
+                                                    registered_sub_version)
 
     def lock_batch_mq(self, group: str, client_id: str, queues: Iterable[QueueRef],
                       auth: RequestContext | None = None) -> set[MessageQueue]:

@@ -54,6 +54,14 @@ class SubscriptionParseFailedError(BrokerError):
     code = ResponseCode.SUBSCRIPTION_PARSE_FAILED
 
 
+class SubscriptionNotExistError(BrokerError):
+    code = ResponseCode.SUBSCRIPTION_NOT_EXIST
+
+
+class SubscriptionNotLatestError(BrokerError):
+    code = ResponseCode.SUBSCRIPTION_NOT_LATEST
+
+
 class SubscriptionGroupNotExistError(BrokerError):
     code = ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST
 

@@ -18,10 +18,13 @@ from broker_core.store.codec.message import MessageExt
 from broker_core.store.message_store import GetMessageResult, GetMessageStatus, MessageStore
 
 from .broker_config import BrokerConfig
+from .client_registry import ConsumerGroupInfo
 from .consumer_offset_manager import ConsumerOffsetManager
 from .errors import (
     InvalidParameterError,
     NoPermissionError,
+    SubscriptionNotExistError,
+    SubscriptionNotLatestError,
     SubscriptionParseFailedError,
     TopicNotExistError,
 )
@@ -83,12 +86,18 @@ def map_get_result(result: GetMessageResult, requested_offset: int) -> tuple[Pul
     return status, code, result.next_begin_offset
 
 
+# The subscriptions a group's online consumers declared in their heartbeats (ClientRegistry.consumer_group).
+ConsumerGroupLookup = Callable[[str], ConsumerGroupInfo | None]
+
+
 class PullService:
     def __init__(self, store: MessageStore, topics: TopicManager, groups: SubscriptionGroupManager,
                  offsets: ConsumerOffsetManager, config: BrokerConfig, hold: PullRequestHoldService,
                  on_get: Callable[[str, str, int], None] | None = None,
-                 consumer_filters: ConsumerFilterManager | None = None) -> None:
+                 consumer_filters: ConsumerFilterManager | None = None,
+                 online_consumers: ConsumerGroupLookup | None = None) -> None:
         self.store = store
+        self.online_consumers = online_consumers
         self.consumer_filters = consumer_filters
         self.topics = topics
         self.groups = groups
@@ -99,23 +108,30 @@ class PullService:
 
     def pull_message(self, group: str, topic: str, queue_id: int, offset: int, max_msgs: int = 32,
                      expression_type: str | None = "TAG", subscription: str | None = "*",
-                     suspend_timeout_ms: int = 0, commit_offset: int | None = None) -> PullResult:
+                     suspend_timeout_ms: int = 0, commit_offset: int | None = None,
+                     registered_sub_version: int | None = None) -> PullResult:
         """PULL_MESSAGE; with ``suspend_timeout_ms`` this thread blocks until a match or the timeout."""
         return drive_blocking(self.pull_steps(group, topic, queue_id, offset, max_msgs, expression_type,
-                                              subscription, suspend_timeout_ms, commit_offset))
+                                              subscription, suspend_timeout_ms, commit_offset, registered_sub_version))
 
     async def pull_message_async(self, group: str, topic: str, queue_id: int, offset: int, max_msgs: int = 32,
                                  expression_type: str | None = "TAG", subscription: str | None = "*",
-                                 suspend_timeout_ms: int = 0, commit_offset: int | None = None) -> PullResult:
+                                 suspend_timeout_ms: int = 0, commit_offset: int | None = None,
+                                 registered_sub_version: int | None = None) -> PullResult:
         """The same pull for an asyncio server: a suspended pull awaits its waiter, holding no thread."""
         return await drive_async(self.pull_steps(group, topic, queue_id, offset, max_msgs, expression_type,
-                                                 subscription, suspend_timeout_ms, commit_offset))
+                                                 subscription, suspend_timeout_ms, commit_offset,
+                                                 registered_sub_version))
 
     def pull_steps(self, group: str, topic: str, queue_id: int, offset: int, max_msgs: int,
                    expression_type: str | None, subscription: str | None, suspend_timeout_ms: int,
-                   commit_offset: int | None) -> WaitSteps[PullResult]:
+                   commit_offset: int | None, registered_sub_version: int | None = None) -> WaitSteps[PullResult]:
         """The pull as a generator that yields ``(waiter, seconds)`` whenever it must wait; the caller
-        waits (blocking or awaiting) and sends back whether the waiter was woken. One logic, two drivers."""
+        waits (blocking or awaiting) and sends back whether the waiter was woken. One logic, two drivers.
+
+        ``registered_sub_version`` (a request without the SUBSCRIPTION flag, as Java push consumers send
+        by default): filter with what the group's online consumers declared for the topic in their
+        heartbeats, at least that version, instead of ``expression_type``/``subscription``."""
         if not is_readable(self.config.broker_permission):
             raise NoPermissionError(f"the broker[{self.config.broker_ip1}] pulling message is forbidden")
         sgc = self.groups.find(group)
@@ -133,6 +149,8 @@ class PullService:
             raise InvalidParameterError(f"maxMsgNums must be positive, got {max_msgs}")
         if offset < 0:
             raise InvalidParameterError(f"queueOffset must be >= 0, got {offset}")
+        if registered_sub_version is not None:
+            expression_type, subscription = self._registered_subscription(group, topic, registered_sub_version)
         try:
             message_filter = build_filter(expression_type, subscription)
         except (FilterSyntaxError, UnsupportedExpressionTypeError) as e:
@@ -151,6 +169,21 @@ class PullService:
         result.topic_sys_flag = tc.topic_sys_flag
         result.group_sys_flag = sgc.group_sys_flag
         return result
+
+    def _registered_subscription(self, group: str, topic: str, sub_version: int) -> tuple[str, str]:
+        """PullMessageProcessor's checks of a pull without its own subscription: refused (the client
+        retries after its next heartbeat) rather than answered with every message, which a consumer
+        filtering by SQL92 would take as matching (only tags are filtered again on the client)."""
+        info = self.online_consumers(group) if self.online_consumers is not None else None
+        if info is None:
+            raise SubscriptionNotExistError(f"the consumer's group info not exist, group: {group}")
+        sub = info.subscriptions.get(topic)
+        if sub is None:
+            raise SubscriptionNotExistError(f"the consumer's subscription not exist, group: {group}, topic: {topic}")
+        if sub.sub_version < sub_version:
+            raise SubscriptionNotLatestError(f"the consumer's subscription not latest, group: {group}, "
+                                             f"topic: {topic}, version {sub.sub_version} < {sub_version}")
+        return sub.expression_type or "TAG", sub.sub_string or "*"
 
     def _pull_once(self, group: str, topic: str, queue_id: int, offset: int, max_msgs: int,
                    message_filter: MessageFilter, broker_id: int) -> PullResult:

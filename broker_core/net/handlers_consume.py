@@ -69,26 +69,19 @@ class ConsumeHandlers:
             RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: self.search_offset_by_timestamp,
         }
 
-    def subscription_of(self, h: PullMessageRequestHeader) -> tuple[str, str]:
-        """(expressionType, expression): the request's own when it carries one (SUBSCRIPTION flag), else
-        what the group's consumers declared in their heartbeats (spec B.2.2), else everything."""
-        if h.sys_flag & FLAG_SUBSCRIPTION and h.subscription:
-            return h.expression_type or "TAG", h.subscription
-        group = self.broker.client_registry.consumer_group(h.consumer_group)
-        sub = group.subscriptions.get(h.topic) if group is not None else None
-        if sub is not None:
-            return sub.expression_type or "TAG", sub.sub_string or "*"
-        return "TAG", "*"
-
     async def pull_message(self, ch: Channel, req: RemotingCommand, auth: RequestContext) -> RemotingCommand:
         h = PullMessageRequestHeader.from_ext_fields(req.ext_fields)
         suspend = bool(h.sys_flag & FLAG_SUSPEND)
         commit = h.commit_offset if (h.sys_flag & FLAG_COMMIT_OFFSET and suspend) else None
-        exp_type, exp = self.subscription_of(h)
+        # Its own subscription (SUBSCRIPTION flag), else the one its group's heartbeats declared
+        own = bool(h.sys_flag & FLAG_SUBSCRIPTION)
         # a suspended pull awaits the Broker's waiter (dispatch wakes it): no thread is parked
         result = await self.broker.pull_message_async(h.consumer_group, h.topic, h.queue_id, h.queue_offset,
-                                                      h.max_msg_nums, exp_type, exp,
-                                                      h.suspend_timeout_millis if suspend else 0, commit, auth=auth)
+                                                      h.max_msg_nums, h.expression_type or "TAG",
+                                                      h.subscription if own else None,
+                                                      h.suspend_timeout_millis if suspend else 0, commit,
+                                                      registered_sub_version=None if own else h.sub_version,
+                                                      auth=auth)
         header = PullMessageResponseHeader(suggest_which_broker_id=result.suggest_which_broker_id,
                                            next_begin_offset=result.next_begin_offset, min_offset=result.min_offset,
                                            max_offset=result.max_offset, topic_sys_flag=result.topic_sys_flag,

@@ -67,10 +67,14 @@ def dispatched(bc: RawClient, topic: str, queue_id: int, count: int) -> None:
         time.sleep(0.02)
 
 
-def pull(bc, topic, queue_id=0, offset=0, group="G", sys_flag=0, suspend_ms=0, sub=None):
+def pull(bc, topic, queue_id=0, offset=0, group="G", sys_flag=0, suspend_ms=0, sub="*", sub_version=0):
+    """PULL_MESSAGE with its own subscription ``sub`` (SUBSCRIPTION flag); ``sub=None``: without one, as
+    Java push consumers pull (the group's heartbeat subscription of at least ``sub_version`` applies)."""
+    if sub is not None:
+        sys_flag |= 0x4
     ext = {"consumerGroup": group, "topic": topic, "queueId": str(queue_id), "queueOffset": str(offset),
            "maxMsgNums": "32", "sysFlag": str(sys_flag), "commitOffset": "0", "suspendTimeoutMillis": str(suspend_ms),
-           "subVersion": "0"}
+           "subVersion": str(sub_version)}
     if sub is not None:
         ext |= {"subscription": sub, "expressionType": "TAG"}
     return bc.call(RC.PULL_MESSAGE, ext, timeout=30)
@@ -223,7 +227,8 @@ def test_long_poll_pull_is_woken_by_a_send(broker_setup):
         start = time.monotonic()
         cmd = RemotingCommand.request(RC.PULL_MESSAGE, {
             "consumerGroup": "G", "topic": "LP", "queueId": "0", "queueOffset": "0", "maxMsgNums": "32",
-            "sysFlag": "2", "commitOffset": "0", "suspendTimeoutMillis": "20000", "subVersion": "0"}, opaque=555)
+            "sysFlag": "6", "commitOffset": "0", "suspendTimeoutMillis": "20000", "subVersion": "0",
+            "subscription": "*", "expressionType": "TAG"}, opaque=555)
         bc.send(cmd)
         time.sleep(0.3)
         assert not bc.inbox
@@ -279,6 +284,13 @@ def test_client_codes_and_broker_to_client_notify(broker_setup):
         def heartbeat(client, cid):
             hb = HeartbeatData(client_id=cid, consumer_data_set=[_consumer("CG", "CT")])
             return client.call(RC.HEART_BEAT, {}, hb.to_json())
+        send(bc, "CT", b"x", 0, {"TAGS": "TagB"})
+        send(bc, "CT", b"y", 0, {"TAGS": "TagA"})
+        dispatched(bc, "CT", 0, 2)
+        # a pull without its own subscription before any heartbeat: refused, not answered with everything
+        r = pull(bc, "CT", group="CG", sub=None)
+        assert (r.code, r.body) == (ResponseCode.SUBSCRIPTION_NOT_EXIST, b""), r
+        assert "group info not exist" in r.remark
         r = heartbeat(bc, "c1")
         assert r.code == OK and r.ext_fields["IS_SUPPORT_HEART_BEAT_V2"] == "true"
         ids = GetConsumerListByGroupResponseBody.from_json(bc.call(RC.GET_CONSUMER_LIST_BY_GROUP,
@@ -291,11 +303,14 @@ def test_client_codes_and_broker_to_client_notify(broker_setup):
         conn = ConsumerConnection.from_json(bc.call(RC.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": "CG"}).body)
         assert sorted(c.client_id for c in conn.connection_set) == ["c1", "c2"]
         assert conn.subscription_table["CT"].sub_string == "TagA"
-        # a pull without its own subscription uses the registered one (TagA)
-        send(bc, "CT", b"x", 0, {"TAGS": "TagB"})
-        send(bc, "CT", b"y", 0, {"TAGS": "TagA"})
-        dispatched(bc, "CT", 0, 2)
-        assert [m.body for m in records(pull(bc, "CT", group="CG").body)] == [b"y"]
+        # a pull without its own subscription uses the registered one (TagA) ...
+        assert [m.body for m in records(pull(bc, "CT", group="CG", sub=None).body)] == [b"y"]
+        # ... unless the client has a newer one than its heartbeats declared, or none for that topic
+        r = pull(bc, "CT", group="CG", sub=None, sub_version=1)
+        assert r.code == ResponseCode.SUBSCRIPTION_NOT_LATEST and "not latest" in r.remark
+        create_topic(bc, "CT2", 1)
+        r = pull(bc, "CT2", group="CG", sub=None)
+        assert r.code == ResponseCode.SUBSCRIPTION_NOT_EXIST and "subscription not exist" in r.remark
         # queue locks
         lock = {"consumerGroup": "CG", "clientId": "c1",
                 "mqSet": [{"topic": "CT", "brokerName": "broker-a", "queueId": 0}]}
