@@ -103,9 +103,16 @@ class BrokerConfig:
             raise ConfigError(f"maxErrorRateOfBloomFilter must be in [1, 99], got {cfg.max_error_rate_of_bloom_filter}")
         if cfg.expect_consumer_num_use_filter < 1:
             raise ConfigError(f"expectConsumerNumUseFilter must be positive, got {cfg.expect_consumer_num_use_filter}")
-        for name in ("transaction_time_out", "transaction_check_interval"):
-            if getattr(cfg, name) < 0:
-                raise ConfigError(f"{name}: must not be negative, got {getattr(cfg, name)}")
+        if cfg.transaction_time_out < 0:
+            raise ConfigError(f"transactionTimeOut must not be negative, got {cfg.transaction_time_out}")
+        if cfg.transaction_check_interval < 0:
+            raise ConfigError(f"transactionCheckInterval must not be negative, got {cfg.transaction_check_interval}")
+        # Both name a topic of their own (TopicConfigManager#init) and are how routes and mqadmin -b/-c
+        # find the broker: a blank one made a broker nobody could address.
+        if not cfg.broker_name.strip():
+            raise ConfigError("brokerName must not be blank")
+        if not cfg.broker_cluster_name.strip():
+            raise ConfigError("brokerClusterName must not be blank")
         cfg.pop_config()
         cfg.transaction_config()
         return cfg

@@ -156,6 +156,20 @@ def test_config_bad_values(tmp_path):
         small_config(listenPort="ten")
     with pytest.raises(ConfigError, match="defaultTopicQueueNums"):
         small_config(defaultTopicQueueNums="0")
+    # a blank name made a broker that started, registered as "" and could not be addressed
+    with pytest.raises(ConfigError, match="^brokerName must not be blank$"):
+        small_config(brokerName="")
+    with pytest.raises(ConfigError, match="^brokerClusterName must not be blank$"):
+        small_config(brokerClusterName="  ")
+    with pytest.raises(ConfigError, match="^transactionTimeOut must not be negative"):  # RocketMQ's key, not ours
+        small_config(transactionTimeOut="-1")
+
+
+def test_update_broker_config_refuses_a_blank_name(make_broker):
+    b = make_broker()
+    with pytest.raises(InvalidParameterError, match="brokerClusterName must not be blank"):
+        b.update_broker_config({"brokerClusterName": ""})
+    assert b.config.broker_cluster_name == "DefaultCluster"
 
 
 def test_topics_json_written_atomically_with_backup(make_broker, tmp_path):
