@@ -1020,8 +1020,12 @@ class Broker:
         committed, no pull offset moves, no group is created. Authorized as PULL_MESSAGE by ``group``
         (Apache's tools pull as TOOLS_CONSUMER), so an ACL that allows a tool allows this read."""
         self._authorize(auth, "PULL_MESSAGE", topic=topic, group=group)
-        if self.topic_manager.get(topic) is None:
+        tc = self.topic_manager.get(topic)
+        if tc is None:
             raise TopicNotExistError(f"topic[{topic}] not exist, apply first please!")
+        if queue_id < 0 or queue_id >= tc.read_queue_nums:  # the pull's check: same answer on a store directory
+            raise InvalidParameterError(f"queueId[{queue_id}] is illegal, topic:[{topic}] "
+                                        f"topicConfig.readQueueNums:[{tc.read_queue_nums}]")
         if max_num <= 0:
             raise InvalidParameterError(f"maxMsgNums must be positive, got {max_num}")
         from .filter import FilterSyntaxError, UnsupportedExpressionTypeError, build_filter
