@@ -5,7 +5,8 @@ blocks on it, an asyncio server awaits it; dispatch wakes both the same way.
 
 Why: a consumer that has caught up parks its pull for up to ``suspendTimeoutMillis`` instead of
 spinning; the pull must return as soon as a message *that its filter accepts* arrives, and a
-message it would filter out must not wake it. The store's arrival listeners deliver every new
+message it would filter out must not wake it (the pull's own round every ``HOLD_CHECK_INTERVAL_S``
+answers those). The store's arrival listeners deliver every new
 consume-queue unit with its tags code and properties, which is exactly what the filter needs.
 """
 
@@ -27,6 +28,12 @@ class PullWaiter:
     offset: int
     message_filter: MessageFilter | None
     event: Waiter = field(default_factory=Waiter)
+
+
+# How often a parked pull looks at its queue again whatever woke it (PullRequestHoldService's 5 s round in
+# long polling mode): a queue that grew only by messages the filter refuses is then answered
+# (NO_MATCHED_MSG, nextBeginOffset past them), so the consumer commits past them within seconds.
+HOLD_CHECK_INTERVAL_S = 5.0
 
 
 class PullRequestHoldService:

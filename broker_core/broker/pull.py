@@ -31,7 +31,7 @@ from .errors import (
 from .filter import FilterSyntaxError, MessageFilter, UnsupportedExpressionTypeError, build_filter
 from .filter.consumer_filter_manager import ConsumerFilterManager
 from .filter.expression_filter import with_bitmap
-from .long_polling import PullRequestHoldService
+from .long_polling import HOLD_CHECK_INTERVAL_S, PullRequestHoldService
 from .subscription_group_manager import SubscriptionGroupManager
 from .topic_manager import TopicManager, is_readable
 from .wait_steps import WaitSteps, drive_async, drive_blocking
@@ -204,10 +204,16 @@ class PullService:
     def _suspend(self, group: str, topic: str, queue_id: int, offset: int, max_msgs: int,
                  message_filter: MessageFilter, broker_id: int, timeout_ms: int,
                  seen_max: int) -> WaitSteps[PullResult]:
-        """Park until a matching message arrives or the time is up, then answer without suspending."""
+        """Park until a matching message arrives or the time is up, then answer without suspending.
+
+        Every ``HOLD_CHECK_INTERVAL_S`` a pull whose queue grew only by messages its filter refuses is
+        answered too (NO_MATCHED_MSG, nextBeginOffset past them), as PullRequestHoldService's round
+        does: parked until its timeout (15 s for Java clients), a consumer kept the lag of a queue it
+        filters out entirely for that long, and its group showed it in consumerProgress."""
         if not self.config.long_polling_enable:
             timeout_ms = min(timeout_ms, self.config.short_polling_time_mills)
         deadline = time.monotonic() + timeout_ms / 1000
+        next_check = time.monotonic() + HOLD_CHECK_INTERVAL_S
         waiter = self.hold.hold(topic, queue_id, offset, message_filter)
         try:
             while True:
@@ -218,10 +224,15 @@ class PullService:
                     if result.status is not PullStatus.NO_MATCHED_MSG and result.status is not PullStatus.NO_NEW_MSG:
                         return result
                     seen_max = result.max_offset
-                left = deadline - time.monotonic()
+                now = time.monotonic()
+                if now >= next_check:
+                    if seen_max > offset:  # grown since the pull parked, by nothing it matches
+                        break
+                    next_check = now + HOLD_CHECK_INTERVAL_S
+                left = deadline - now
                 if left <= 0:
                     break
-                woken = yield waiter.event, left
+                woken = yield waiter.event, min(left, next_check - now)
                 if woken:
                     break
         finally:

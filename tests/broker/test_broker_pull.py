@@ -5,6 +5,7 @@ import time
 
 import pytest
 
+from broker_core.broker import pull as pull_module
 from broker_core.broker.errors import (
     InvalidParameterError,
     NoPermissionError,
@@ -149,6 +150,33 @@ def test_long_polling_not_woken_by_filtered_message(make_broker):
     th.join(3)
     r = out["result"]
     assert r.status is PullStatus.NO_MATCHED_MSG and r.next_begin_offset == 1 and out["elapsed"] >= 0.35
+
+
+def test_parked_pull_answers_filtered_arrivals_at_the_hold_round(make_broker, monkeypatch):
+    """As PullRequestHoldService's 5 s round: a queue that grew only by messages the pull's filter
+    refuses is answered before the suspend timeout, so the consumer commits past them. Parked until
+    the timeout (15 s for Java clients) instead, the group showed that lag in consumerProgress."""
+    monkeypatch.setattr(pull_module, "HOLD_CHECK_INTERVAL_S", 0.3)
+    b = make_broker()
+    b.create_or_update_topic("LP", 1, 1)
+    th, out = _pull_in_thread(b, group="g", topic="LP", queue_id=0, offset=0, subscription="TagA",
+                              suspend_timeout_ms=10_000)
+    for _ in range(3):
+        b.send_message("LP", b"miss", {"TAGS": "TagB"}, queue_id=0)
+    th.join(5)
+    assert not th.is_alive()
+    r = out["result"]
+    assert (r.status, r.next_begin_offset, r.messages) == (PullStatus.NO_MATCHED_MSG, 3, [])
+    assert 0.25 <= out["elapsed"] < 2
+
+
+def test_hold_round_keeps_a_pull_parked_when_its_queue_did_not_grow(make_broker, monkeypatch):
+    monkeypatch.setattr(pull_module, "HOLD_CHECK_INTERVAL_S", 0.1)
+    b = make_broker()
+    b.create_or_update_topic("LP", 1, 1)
+    t0 = time.monotonic()
+    r = b.pull_message("g", "LP", 0, 0, subscription="TagA", suspend_timeout_ms=600)
+    assert r.status is PullStatus.NO_NEW_MSG and time.monotonic() - t0 >= 0.59
 
 
 def test_long_polling_times_out_with_no_new_msg(make_broker):
