@@ -32,6 +32,8 @@ from broker_core.broker.topic_validator import dlq_topic
 from broker_core.common.response_code import ResponseCode
 from broker_core.store.codec import properties as P
 from broker_core.store.codec.message import MessageExt
+from broker_core.store.subscription_group_config import SubscriptionGroupConfig
+from broker_core.store.topic_config import TopicConfig
 
 from .convert import WireMessageError, inbound, outbound
 from .sessions import ClientSession, GrpcChannel, SessionRegistry, TelemetryChannel
@@ -177,14 +179,14 @@ class MessagingService(MessagingServiceServicer):
             raise RpcError(pb.Code.UNAUTHORIZED if e.code == ResponseCode.NO_PERMISSION else
                            _rpc_error(e).code, e.message) from None
 
-    def _topic(self, topic: str) -> Any:
+    def _topic(self, topic: str) -> TopicConfig:
         """The topic's config (an in-memory table read, no thread hop); TOPIC_NOT_FOUND when absent."""
         tc = self.broker.get_topic(topic)
         if tc is None:
             raise RpcError(pb.Code.TOPIC_NOT_FOUND, f"topic {topic} not found")
         return tc
 
-    def _group_config(self, group: str) -> Any:
+    def _group_config(self, group: str) -> SubscriptionGroupConfig:
         return self.broker.group_manager.find(group)
 
     # -- QueryRoute / QueryAssignment / Heartbeat --------------------------------------------------
@@ -206,7 +208,7 @@ class MessagingService(MessagingServiceServicer):
             return pb.QueryRouteResponse(status=status(e.code, e.message))
 
     @staticmethod
-    def _queue_layout(tc: Any) -> list[tuple[int, int]]:
+    def _queue_layout(tc: TopicConfig) -> list[tuple[int, int]]:
         """Upstream's order: read-only queues, write-only queues, then read-write (ids from 0)."""
         perm = tc.perm
         if not perm & 6:
@@ -343,7 +345,7 @@ class MessagingService(MessagingServiceServicer):
                          producer_groups=producers, consumers=consumers)
 
     @staticmethod
-    def _backoff(cfg: Any) -> list[int]:
+    def _backoff(cfg: SubscriptionGroupConfig) -> list[int]:
         policy = cfg.group_retry_policy or {}
         custom = policy.get("customizedRetryPolicy") or {}
         nxt = custom.get("next")
