@@ -21,6 +21,8 @@ if __name__ == "__main__":
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from spark.args import split_mb
+
     p = argparse.ArgumentParser(prog="rebuild_store.py",
                                 description="Rebuild or verify consume queues, BatchCQ, index files and "
                                             "offsets of a RocketMQ store from its commitlog, with Spark.")
@@ -30,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--master", default=os.environ.get("MASTER", "local[*]"),
                    help="local[*] or spark://host:port")
     p.add_argument("--verify", action="store_true", help="write nothing; report every mismatch")
-    p.add_argument("--split-mb", type=int, default=64, help="bytes per decode task (MiB, default 64)")
+    p.add_argument("--split-mb", type=split_mb, default=64, help="bytes per decode task (MiB, default 64)")
     return p
 
 

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, TypeVar
 from broker_core.broker.filter.errors import FilterSyntaxError
 from broker_core.broker.filter.sql92 import compile_sql92
 from broker_core.store.store_config import StoreConfig
+from broker_core.store.store_dir import is_store_dir, not_a_store_reason
 from broker_core.store.store_lock import is_store_locked
 
 from .progress import ProgressCallback, StatusPoller
@@ -93,6 +94,10 @@ PARTITION_COLUMNS = ("topic", "date")
 
 class SearchError(RuntimeError):
     """The query cannot run: bad SQL, bad options, missing store, existing output directory."""
+
+
+class StoreNotFoundError(SearchError):
+    """A store directory given does not exist or holds no store (mqadmin: exit 3, as its other commands)."""
 
 
 # ------------------------------------------------------------------------------------------ query
@@ -236,8 +241,8 @@ class _Store:
 def _load_store(index: int, store_dir: str | os.PathLike[str], config_file: str | os.PathLike[str] | None,
                 warnings: list[str]) -> _Store:
     root = Path(store_dir).resolve()
-    if not root.is_dir():
-        raise SearchError(f"store directory {root} does not exist")
+    if not is_store_dir(root):
+        raise StoreNotFoundError(not_a_store_reason(root))
     config = StoreConfig.load(config_file, root=root)
     commitlog_dir = config.commit_log_dir
     if not commitlog_dir.is_dir():
@@ -312,7 +317,9 @@ class _Job:
         self.spark = spark
         self.own_spark = spark is None
         self.progress = progress
-        self.split_bytes = max(1, int(split_bytes))
+        if split_bytes < 1:
+            raise SearchError(f"--split-mb must be at least 1, got {split_bytes >> 20}")
+        self.split_bytes = int(split_bytes)
         self.plan_split = self.split_bytes
         self.t0 = time.monotonic()
         self.poller: StatusPoller | None = None

@@ -17,6 +17,8 @@ SEARCH, EXPORT, STATS = "searchMessages", "exportMessages", "statsMessages"
 
 
 def build_parser(kind: str) -> argparse.ArgumentParser:
+    from spark.args import split_mb
+
     p = argparse.ArgumentParser(prog=f"spark-submit spark/{kind[:-8]}_messages.py",
                                 description=f"{kind}: scan RocketMQ commitlog files with Spark.")
     stores = p.add_mutually_exclusive_group(required=True)
@@ -29,7 +31,7 @@ def build_parser(kind: str) -> argparse.ArgumentParser:
     p.add_argument("--where", default=None, help="SQL92 over TAGS, KEYS and user properties (broker filter)")
     p.add_argument("--body-contains", default=None, help="body holds this text (UTF-8 bytes)")
     p.add_argument("--master", default=os.environ.get("MASTER", "local[*]"), help="local[*] or spark://host:port")
-    p.add_argument("--split-mb", type=int, default=64, help="bytes per scan task (MiB, default 64)")
+    p.add_argument("--split-mb", type=split_mb, default=64, help="bytes per scan task (MiB, default 64)")
     p.add_argument("--output", choices=("table", "json"), default="table")
     if kind == SEARCH:
         p.add_argument("--limit", type=int, default=1000, help="show the earliest N matches (0: all)")

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 
 from mqadmin.cli import Cmd, register, split_list
-from mqadmin.errors import AdminError, UsageProblem
+from mqadmin.errors import AdminError, NotFoundError, UsageProblem
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -39,7 +39,7 @@ SplitMb = Annotated[int, typer.Option("--split-mb", help="commitlog MiB per scan
 def _run(cmd: Cmd, stores: str | None, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
     """Run a spark.search job: store list, progress bar on stderr, errors as one line."""
     try:
-        from spark.search import SearchError
+        from spark.search import SearchError, StoreNotFoundError
     except ImportError as e:
         raise AdminError(f"{cmd.name} needs PySpark and the spark/ jobs: {e}") from None
     dirs = split_list(stores) if stores else [str(cmd.opts.store_dir)]
@@ -47,10 +47,16 @@ def _run(cmd: Cmd, stores: str | None, fn: Callable[..., R], *args: Any, **kwarg
         raise UsageProblem("give either --store or --stores, not both")
     if cmd.opts.namesrv_addr:
         raise UsageProblem(f"{cmd.name} reads store directories (--store/--stores), not a cluster: -n does not apply")
+    if kwargs.get("split_bytes", 1) < 1:
+        raise UsageProblem(f"--split-mb must be at least 1, got {kwargs['split_bytes'] >> 20}")
+    if kwargs.get("limit", 0) < 0:
+        raise UsageProblem(f"--limit must be >= 0, got {kwargs['limit']}")
     try:
         with cmd.progress(cmd.name) as update:
             return fn(dirs, *args, config_file=cmd.opts.config,
                       progress=lambda phase, done, total: update(done, total), **kwargs)
+    except StoreNotFoundError as e:
+        raise NotFoundError(str(e)) from None
     except SearchError as e:
         raise AdminError(str(e)) from None
 

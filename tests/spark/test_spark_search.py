@@ -160,6 +160,38 @@ def test_bad_sql_is_the_parsers_one_line_before_spark(monkeypatch):
     assert proc.stdout == ""
 
 
+@pytest.mark.parametrize("argv, code, line", [
+    (["searchMessages", "--split-mb", "0"], 2, "--split-mb must be at least 1, got 0"),
+    (["statsMessages", "--split-mb", "-3"], 2, "--split-mb must be at least 1, got -3"),
+    (["searchMessages", "--limit", "-5"], 2, "--limit must be >= 0, got -5"),
+    (["exportMessages", "--stores", "{store},{missing}", "--out", "{out}"], 3,
+     "{missing} is not a store directory (it does not exist)"),
+    (["statsMessages", "--stores", "{store},{empty}"], 3,
+     "{empty} is not a store directory (no commitlog, consumequeue, checkpoint or config/topics.json in it)"),
+])
+def test_bad_options_and_missing_stores_are_one_line_before_spark(monkeypatch, stores, tmp_path, argv, code, line):
+    """As every other mqadmin command: usage errors exit 2, a path that is no store exits 3 with the same
+    words. --split-mb 0 used to run with one-byte scan ranges, a task per record on a real store."""
+    from typer.testing import CliRunner
+
+    from mqadmin.app import app
+
+    def no_spark(*a, **k):
+        raise AssertionError("Spark must not start")
+
+    monkeypatch.setattr(search_mod, "get_spark", no_spark)
+    (tmp_path / "empty").mkdir()
+    names = {"store": stores["store-basic"], "missing": tmp_path / "missing", "empty": tmp_path / "empty",
+             "out": tmp_path / "out.jsonl"}
+    args = [a.format(**names) for a in argv]
+    if "--stores" not in args:
+        args += ["--store", str(stores["store-basic"])]
+    r = CliRunner().invoke(app, args, env={"NAMESRV_ADDR": "", "RMQ_STORE": ""})
+    assert r.exit_code == code, (r.stdout, r.stderr)
+    assert r.stderr.splitlines()[0].startswith(f"mqadmin {argv[0]}: {line.format(**names)}"), r.stderr
+    assert not (tmp_path / "out.jsonl").exists()
+
+
 # ------------------------------------------------------------------------------ export
 
 def _from_spark_row(r) -> dict:
@@ -394,3 +426,14 @@ def test_body_imitating_a_record_header_does_not_mislead_the_plan(tmp_path):
     assert planned.summary.ranges_scanned > 1 and planned.summary.stops == [] and expected.summary.stops == []
     assert [m["keys"] for m in planned.messages] == [f"k{i}" for i in range(30)]
     assert _rows(planned) == _rows(expected) and planned.summary.records_scanned == 30
+
+
+@pytest.mark.parametrize("parser", ["rebuild", "search"])
+def test_spark_submit_front_ends_refuse_a_split_below_one_mib(parser, capsys):
+    from spark import rebuild_store, search_cli
+
+    build = rebuild_store.build_parser if parser == "rebuild" else lambda: search_cli.build_parser("searchMessages")
+    with pytest.raises(SystemExit) as e:
+        build().parse_args(["--store", "s", "--split-mb", "0"])
+    assert e.value.code == 2
+    assert "argument --split-mb: must be at least 1, got 0" in capsys.readouterr().err
