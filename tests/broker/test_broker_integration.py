@@ -92,8 +92,10 @@ def test_timer_message_can_be_cancelled_and_bad_timers_are_refused(make_broker, 
 
     with pytest.raises(MessageIllegalError, match="timerMaxDelaySec"):
         b.send_message(T, b"x", {"TIMER_DELAY_SEC": str(4 * 86_400)}, queue_id=0)
-    with pytest.raises(MessageIllegalError, match="not a number"):
+    with pytest.raises(MessageIllegalError, match="^TIMER_DELIVER_MS must be an integer, got 'soon'$"):
         b.send_message(T, b"x", {"TIMER_DELIVER_MS": "soon"}, queue_id=0)
+    with pytest.raises(MessageIllegalError, match="^TIMER_DELAY_SEC is out of the range of a Java long"):
+        b.send_message(T, b"x", {"TIMER_DELAY_SEC": "9" * 20}, queue_id=0)
     assert b.get_max_offset("rmq_sys_wheel_timer", 0) == 3  # nothing of the refused ones was written
 
 

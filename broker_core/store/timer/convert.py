@@ -41,13 +41,13 @@ class TimerMessageIllegal(ValueError):
     delay beyond ``timerMaxDelaySec``, or a delete (recall) request whose time has already passed."""
 
 
-def _parse_long(value: str) -> int:
-    """Java ``Long.parseLong``: optional sign and ASCII digits only, within the i64 range."""
+def _parse_long(name: str, value: str) -> int:
+    """Java ``Long.parseLong`` of property ``name``: optional sign and ASCII digits only, within the i64 range."""
     if not _JAVA_LONG.fullmatch(value):
-        raise TimerMessageIllegal(f"not a number: {value!r}")
+        raise TimerMessageIllegal(f"{name} must be an integer, got {value!r}")
     n = int(value)
     if not _LONG_MIN <= n <= _LONG_MAX:
-        raise TimerMessageIllegal(f"out of range: {value!r}")
+        raise TimerMessageIllegal(f"{name} is out of the range of a Java long, got {value!r}")
     return n
 
 
@@ -110,11 +110,11 @@ def convert_to_timer_message(msg: MessageInner, now_ms: int, precision_ms: int =
         return None
     props = msg.properties
     if (sec := props.get(PROPERTY_TIMER_DELAY_SEC)) is not None:
-        deliver_ms = now_ms + _parse_long(sec) * 1000
+        deliver_ms = now_ms + _parse_long(PROPERTY_TIMER_DELAY_SEC, sec) * 1000
     elif (ms := props.get(PROPERTY_TIMER_DELAY_MS)) is not None:
-        deliver_ms = now_ms + _parse_long(ms)
+        deliver_ms = now_ms + _parse_long(PROPERTY_TIMER_DELAY_MS, ms)
     else:
-        deliver_ms = _parse_long(props[PROPERTY_TIMER_DELIVER_MS])
+        deliver_ms = _parse_long(PROPERTY_TIMER_DELIVER_MS, props[PROPERTY_TIMER_DELIVER_MS])
     if deliver_ms <= now_ms:
         if PROPERTY_TIMER_DEL_UNIQKEY in props:
             raise TimerMessageIllegal("a timer delete request must target a future time")
