@@ -291,8 +291,9 @@ class MessageStore:
             self.index_service.flush()
 
     def flush_commit_log(self) -> None:
-        """msync the commitlog to its end now (the timer's checkpoint must not claim re-puts that are
-        still only in the page cache)."""
+        """msync the commitlog to its end now: run before writing a file that names records by offset
+        (the timer checkpoint, consumer and delay offsets, FIFO order info), so that after a power cut
+        it never names records that were only in the page cache."""
         if not self.read_only:
             self.commit_log.flush()
 

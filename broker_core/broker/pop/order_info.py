@@ -146,9 +146,13 @@ class ConsumerOrderInfoManager:
     """The order-info table; callers serialize per queue (PopService holds its lock around calls)."""
 
     def __init__(self, config_dir: Path, clock: Callable[[], int],
-                 topic_queue_nums: Callable[[str], int | None] | None = None) -> None:
+                 topic_queue_nums: Callable[[str], int | None] | None = None,
+                 before_write: Callable[[], None] | None = None) -> None:
         self.path = Path(config_dir) / FILE_NAME
         self.clock = clock
+        # Run between the snapshot and its write (the broker flushes the commitlog): the offsets it
+        # holds in flight are then on disk before the file that names them.
+        self.before_write = before_write
         # For autoClean: read queue count of a topic, None when the topic no longer exists.
         self.topic_queue_nums = topic_queue_nums
         self.table: dict[str, dict[int, OrderInfo]] = {}
@@ -274,5 +278,12 @@ class ConsumerOrderInfoManager:
                 self.auto_clean()
                 snapshot = self.to_json()
                 self._dirty = False
-            write_config_json(self.path, snapshot)
+            try:
+                if self.before_write is not None:
+                    self.before_write()
+                write_config_json(self.path, snapshot)
+            except BaseException:
+                with self._lock:  # not on disk: the next round tries again
+                    self._dirty = True
+                raise
             return True

@@ -197,7 +197,8 @@ class PopService:
         self.random = rng or random.Random()
         self.topics: TopicsLike = topics or TopicTableTopics(store.topic_table, clock)
         self.revive_topic = build_cluster_revive_topic(cluster_name)
-        self.order_info = ConsumerOrderInfoManager(Path(config_dir), clock, self._read_queue_nums)
+        self.order_info = ConsumerOrderInfoManager(Path(config_dir), clock, self._read_queue_nums,
+                                                   before_write=store.flush_commit_log)
         self.ck_log = PopCheckpointLog(store, put_message, offsets, self.revive_topic, self.config.revive_queue_num,
                                        store_host, clock)
         self.retry = RetryService(put_message, groups, self.topics, store_host, self.random)
