@@ -698,10 +698,26 @@ class CommitLog:
         if self._wb_records:
             self.commit()
         with self.put_lock:
-            target = self.max_offset()
-            # the newest record in the file: a buffered one (not in the file yet) does not count
-            in_file_ts = self._committed_store_timestamp if self._wb_records else self.last_store_timestamp
-            dirty = [mf for mf in self.file_queue.files if mf.flushed_position < mf.wrote_position]
+            target, in_file_ts, dirty = self._flush_plan()
+        self._flush_files(target, in_file_ts, dirty, least_pages)
+
+    def flush_held(self) -> None:
+        """``flush`` for a caller that holds ``put_lock`` with the write buffer committed
+        (``MessageStore.delete_topics``: a tombstone's cut must be on disk before the tombstone)."""
+        if self._wb_records:
+            raise RuntimeError("flush_held: the write buffer holds records; commit them first")
+        target, in_file_ts, dirty = self._flush_plan()
+        self._flush_files(target, in_file_ts, dirty, 0)
+
+    def _flush_plan(self) -> tuple[int, int, list[MappedFile]]:
+        """Under ``put_lock``: the offset a flush now reaches, the newest store time in the files, the
+        files with unflushed bytes."""
+        target = self.max_offset()
+        # the newest record in the file: a buffered one (not in the file yet) does not count
+        in_file_ts = self._committed_store_timestamp if self._wb_records else self.last_store_timestamp
+        return target, in_file_ts, [mf for mf in self.file_queue.files if mf.flushed_position < mf.wrote_position]
+
+    def _flush_files(self, target: int, in_file_ts: int, dirty: list[MappedFile], least_pages: int) -> None:
         for mf in dirty:
             mf.flush(least_pages)
         if dirty:

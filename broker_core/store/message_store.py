@@ -1284,7 +1284,7 @@ class MessageStore:
 
         ``on_cut`` gets the commitlog offset every record of the old topics is below (a broker keeps it
         as the topics' tombstone) with puts and dispatch held, after their pending records reached
-        the old queues and before the queues go: taken any earlier, a record put in between would be
+        the old queues, the commitlog was flushed up to it, and before the queues go: taken any earlier, a record put in between would be
         of the old topic but at or past the cut, and recovery would dispatch it into the new queue."""
         if self.read_only:
             raise PermissionError("store is open read-only")
@@ -1292,6 +1292,9 @@ class MessageStore:
         with self._puts_and_dispatch_held():
             self._dispatch_pending_locked(f"delete topics {topics}")
             if on_cut is not None:
+                # On disk before the cut is: after a power cut a commitlog ending below it had the
+                # records of a topic made again under that name put below the cut, never dispatched.
+                self.commit_log.flush_held()
                 on_cut(self.commit_log.max_offset() + self.commit_log.buffered_bytes)
             return self._destroy_queues_locked(topics)
 
