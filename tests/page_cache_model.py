@@ -11,7 +11,10 @@ writeback keeps no order between pages.
 
 Covered: the commitlog, the consume queues (SimpleCQ and BatchCQ), the index files, the checkpoint
 and the timer's log, wheel and checkpoint (whole files: a flush of one of them counts as writing all
-of it). Config files are written by fsync and rename and stay as they are.
+of it). Config files are written by fsync and rename: ``cut`` leaves them as they were at the cut
+(what a store writes after it, e.g. while shutting down, never reached the disk). A modelled file
+deleted and made again under the same name (a topic deleted and created again) starts with nothing
+durable: the old file's flushed bytes went with it.
 """
 
 from __future__ import annotations
@@ -39,8 +42,11 @@ class DiskImage:
 
     def __init__(self) -> None:
         self.durable: dict[Path, bytearray] = {}
+        self.inodes: dict[Path, int] = {}  # the file each durable image is of
         self.powered = True
         self.page_cache: dict[Path, bytes] = {}
+        self.page_cache_inodes: dict[Path, int] = {}
+        self.config_files: dict[Path, bytes] = {}
         # Held by every flush and by power_off: the cut falls between two flushes, never inside one
         # (a checkpoint written after the cut must not be in the page cache it keeps).
         self._lock = threading.Lock()
@@ -52,7 +58,11 @@ class DiskImage:
         msync them and rewrite the index and checkpoint headers."""
         with self._lock:
             self.powered = False
-            self.page_cache = {p.resolve(): p.read_bytes() for p in self._modelled(root)}
+            self.page_cache, self.page_cache_inodes = {}, {}
+            for p in self._modelled(root):
+                self.page_cache[p.resolve()] = p.read_bytes()
+                self.page_cache_inodes[p.resolve()] = p.stat().st_ino
+            self.config_files = {p.resolve(): p.read_bytes() for p in self._config_files(root)}
 
     def writeback(self, root: Path, rnd: random.Random) -> None:
         """The kernel writing back dirty pages on its own (every ~30 s on Linux): a random part of
@@ -64,12 +74,22 @@ class DiskImage:
     def _writeback(self, root: Path, rnd: random.Random, share: float) -> None:
         for path in self._modelled(root):
             current = path.read_bytes()
-            durable = self.durable.setdefault(path.resolve(), bytearray(len(current)))
+            durable = self._durable_of(path.resolve(), len(current))
             if len(durable) < len(current):
                 durable.extend(bytes(len(current) - len(durable)))
             for pos in range(0, len(current), PAGE):
                 if rnd.random() < share:
                     durable[pos:pos + PAGE] = current[pos:pos + PAGE]
+
+    @staticmethod
+    def _config_files(root: Path) -> list[Path]:
+        """The JSON files under config/ (written whole, fsync and rename); the timer's checkpoint there
+        is a modelled mapped file."""
+        config = Path(root) / "config"
+        if not config.is_dir():
+            return []
+        return sorted(p for p in config.rglob("*") if p.is_file()
+                      and not any(p.relative_to(root).as_posix().startswith(m) for m in MODELLED))
 
     @staticmethod
     def _modelled(root: Path) -> list[Path]:
@@ -117,11 +137,20 @@ class DiskImage:
                 return result
         return flush
 
+    def _durable_of(self, path: Path, size: int) -> bytearray:
+        """The durable image of the file now at ``path``: a new, empty one when the file it was of has
+        been deleted since (another inode under the same name)."""
+        inode = path.stat().st_ino
+        if self.inodes.get(path) != inode:
+            self.inodes[path] = inode
+            self.durable[path] = bytearray(size)
+        return self.durable[path]
+
     def _record(self, path: Path | str, start: int, end: int | None) -> None:
         path = Path(path).resolve()
         current = path.read_bytes()
         end = len(current) if end is None else min(end, len(current))
-        durable = self.durable.setdefault(path, bytearray(len(current)))
+        durable = self._durable_of(path, len(current))
         if len(durable) < len(current):
             durable.extend(bytes(len(current) - len(durable)))
         durable[start:end] = current[start:end]
@@ -136,6 +165,8 @@ class DiskImage:
                 path.unlink()
                 continue
             durable = self.durable.get(path.resolve(), bytearray(len(current)))
+            if self.inodes.get(path.resolve()) != self.page_cache_inodes[path.resolve()]:
+                durable = bytearray(len(current))  # made again after its last flush: none of it on disk
             survived = bytearray(durable[:len(current)].ljust(len(current), b"\0"))
             if rnd is not None:
                 keep = rnd.random()  # this cut's share of the pages written back by the kernel
@@ -143,4 +174,10 @@ class DiskImage:
                     if rnd.random() < keep:
                         survived[pos:pos + PAGE] = current[pos:pos + PAGE]
             path.write_bytes(bytes(survived))
+        for path in self._config_files(root):  # written after the cut: never reached the disk
+            if path.resolve() not in self.config_files:
+                path.unlink()
+        for path, content in self.config_files.items():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(content)
         (Path(root) / "abort").write_text("1\nan-earlier-boot\n")

@@ -577,6 +577,7 @@ class Broker:
         for i, t in enumerate(to_clean):
             existed |= self.topic_manager.delete(t, system=i > 0)
             self.offset_manager.clean_offset_by_topic(t)
+            self.pop_service.forget_topic(t)
         self.offset_manager.persist(force=True)
         return existed
 

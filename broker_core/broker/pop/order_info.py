@@ -206,6 +206,16 @@ class ConsumerOrderInfoManager:
             self._dirty = True
             return True
 
+    def drop_topic(self, topic: str) -> int:
+        """Forget ``topic``'s queues for every group (the topic was deleted); returns how many went."""
+        prefix = topic + TOPIC_GROUP_SEPARATOR
+        with self._lock:
+            keys = [key for key in self.table if key.startswith(prefix)]
+            dropped = sum(len(self.table.pop(key)) for key in keys)
+            if keys:
+                self._dirty = True
+            return dropped
+
     def commit_and_next(self, topic: str, group: str, queue_id: int, queue_offset: int, pop_time: int) -> int:
         """Set the ack bit; -1 illegal offset, -2 stale pop time (nothing changed), else offset to commit."""
         with self._lock:

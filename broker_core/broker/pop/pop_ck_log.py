@@ -194,6 +194,14 @@ class PopCheckpointLog:
             self.close(ck)
         return dropped
 
+    def drop_topic(self, topic: str) -> list[PopCheckPoint]:
+        """Close every checkpoint of ``topic``, all groups and queues (the topic was deleted: a topic
+        made again under its name has other messages at those offsets)."""
+        dropped = [ck for ck in self.checkpoints() if ck.topic == topic]
+        for ck in dropped:
+            self.close(ck)
+        return dropped
+
     # -- replay ----------------------------------------------------------------------------------
     def load(self) -> int:
         """Rebuild the pending checkpoints from the revive log; returns how many are in flight."""

@@ -603,6 +603,14 @@ class PopService:
             new = handle.with_visibility(now, invisible_time_ms, match.ck.revive_queue_id)
             return ChangeInvisibleResult(new.encode(), now, invisible_time_ms, match.ck.revive_queue_id)
 
+    def forget_topic(self, topic: str) -> None:
+        """deleteTopic: the topic's FIFO order info and in-flight checkpoints go with it. Kept, they named
+        offsets of the old queues: a topic made again under the name had its orderly queues blocked by
+        the old batches, and revive put its messages at the old popped offsets into the retry topic."""
+        with self._lock:
+            self.order_info.drop_topic(topic)
+            self.ck_log.drop_topic(topic)
+
     # -- revive ----------------------------------------------------------------------------------
     def tick(self) -> int:
         """Revive every checkpoint whose invisible time is over; returns how many messages came back."""
