@@ -13,8 +13,8 @@ Covered: the commitlog, the consume queues (SimpleCQ and BatchCQ), the index fil
 and the timer's log, wheel and checkpoint (whole files: a flush of one of them counts as writing all
 of it). Config files are written by fsync and rename: ``cut`` leaves them as they were at the cut
 (what a store writes after it, e.g. while shutting down, never reached the disk). A modelled file
-deleted and made again under the same name (a topic deleted and created again) starts with nothing
-durable: the old file's flushed bytes went with it.
+deleted (``destroy``) and made again under the same name (a topic deleted and created again) starts
+with nothing durable: the old file's flushed bytes went with it.
 """
 
 from __future__ import annotations
@@ -118,10 +118,25 @@ class DiskImage:
 
         monkeypatch.setattr(MappedFile, "flush", flush)
         monkeypatch.setattr(MappedFile, "flush_all", flush_all)
+        for cls in (MappedFile, IndexFile):  # a deleted file's durable bytes go with it (inodes are reused)
+            monkeypatch.setattr(cls, "destroy", self._forgetting(cls.destroy))
         for cls in (IndexFile, StoreCheckpoint, TimerWheel, TimerCheckpoint):
             monkeypatch.setattr(cls, "flush", self._whole_files(cls.flush, lambda obj: [obj.path]))
         monkeypatch.setattr(TimerLog, "flush", self._whole_files(TimerLog.flush, lambda log: [f.path for f in log._files]))
         return self
+
+    def _forgetting(self, destroy):  # noqa: ANN001, ANN202 - wraps MappedFile.destroy / IndexFile.destroy
+        image = self
+
+        def forget(obj, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+            path = Path(obj.path).resolve()
+            result = destroy(obj, *args, **kwargs)
+            with image._lock:
+                if image.powered:
+                    image.durable.pop(path, None)
+                    image.inodes.pop(path, None)
+            return result
+        return forget
 
     def _whole_files(self, original, paths):  # noqa: ANN001, ANN202 - wraps a flush method of any signature
         image = self
