@@ -575,6 +575,10 @@ class Broker:
                         to_clean.append(pop_retry)
         existed = False
         for i, t in enumerate(to_clean):
+            # Its pop state off the disk first: a power cut after the deletion kept the old FIFO batches
+            # in consumerOrderInfo.json, blocking the topic made again; once more after, in memory, for
+            # a pop that ran in between.
+            self.pop_service.forget_topic(t, persist=True)
             existed |= self.topic_manager.delete(t, system=i > 0)
             self.offset_manager.clean_offset_by_topic(t)
             self.pop_service.forget_topic(t)

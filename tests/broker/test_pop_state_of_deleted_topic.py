@@ -8,9 +8,16 @@ retry topic, so a consumer got messages it had never popped a second time.
 
 from __future__ import annotations
 
-from broker_core.broker.pop.pop_service import PopStatus
+from pathlib import Path
 
-from .conftest import FakeClock
+import pytest
+from page_cache_model import DiskImage
+
+from broker_core.broker.broker import Broker
+from broker_core.broker.pop.pop_service import PopStatus
+from broker_core.broker.topic_manager import TopicManager
+
+from .conftest import FakeClock, small_config
 
 
 def test_an_orderly_queue_of_a_topic_made_again_is_not_blocked_by_the_old_batch(make_broker) -> None:
@@ -43,3 +50,36 @@ def test_revive_does_not_bring_back_messages_of_the_topic_made_again(make_broker
     clock.advance(1_000)
     again = b.pop_message("G", "T", invisible_time_ms=60_000)
     assert again.messages == [], [bytes(m.body) for m in again.messages]
+
+
+def test_the_old_batch_is_off_the_disk_before_the_topic_is_deleted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                   clock: FakeClock) -> None:
+    """A power cut right after the deletion: the order info on disk must not hold the old batch either
+    (it was dropped in memory only, and the file kept it until the next flush round)."""
+    image = DiskImage().install(monkeypatch)
+    root = tmp_path / "store"
+    b = Broker(root, small_config(), clock=clock)
+    b.create_or_update_topic("T", 1, 1)
+    b.create_or_update_subscription_group("F", consume_message_orderly=True)
+    for i in range(3):
+        b.send_message("T", b"old%d" % i, queue_id=0)
+    assert len(b.pop_message("F", "T", max_msgs=3, invisible_time_ms=60_000, order=True).messages) == 3
+    b.pop_service.persist()  # the pop thread's round: the batch is in consumerOrderInfo.json
+    write_tombstone = TopicManager._persist_deleted
+
+    def cut_right_after(manager: TopicManager) -> None:
+        write_tombstone(manager)
+        image.power_off(root)
+
+    monkeypatch.setattr(TopicManager, "_persist_deleted", cut_right_after)
+    assert b.delete_topic("T")
+    b.shutdown()
+    image.cut(root)
+    b = Broker(root, small_config(), clock=clock)
+    try:
+        b.create_or_update_topic("T", 1, 1)
+        b.send_message("T", b"new", queue_id=0)
+        got = b.pop_message("F", "T", max_msgs=3, invisible_time_ms=60_000, order=True)
+        assert [bytes(m.body) for m in got.messages] == [b"new"]
+    finally:
+        b.shutdown()

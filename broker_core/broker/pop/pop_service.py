@@ -603,13 +603,17 @@ class PopService:
             new = handle.with_visibility(now, invisible_time_ms, match.ck.revive_queue_id)
             return ChangeInvisibleResult(new.encode(), now, invisible_time_ms, match.ck.revive_queue_id)
 
-    def forget_topic(self, topic: str) -> None:
+    def forget_topic(self, topic: str, persist: bool = False) -> None:
         """deleteTopic: the topic's FIFO order info and in-flight checkpoints go with it. Kept, they named
         offsets of the old queues: a topic made again under the name had its orderly queues blocked by
-        the old batches, and revive put its messages at the old popped offsets into the retry topic."""
+        the old batches, and revive put its messages at the old popped offsets into the retry topic.
+        ``persist``: consumerOrderInfo.json is written now (the checkpoints are closed in the revive log
+        either way), so that a power cut after the deletion does not bring the batches back."""
         with self._lock:
-            self.order_info.drop_topic(topic)
+            dropped = self.order_info.drop_topic(topic)
             self.ck_log.drop_topic(topic)
+        if persist and dropped:
+            self.order_info.persist()
 
     # -- revive ----------------------------------------------------------------------------------
     def tick(self) -> int:
