@@ -69,9 +69,11 @@ async def test_live_lag_rises_then_drains_beside_a_running_broker(golden_store):
             assert peak >= 40, f"the lag never rose: {seen}"
             assert seen[-1] == 0, f"the lag did not drain: {seen}"
             assert seen.index(peak) < len(seen) - 1
-            # The lag sparkline followed it: it holds the peak and ends at zero.
+            # The lag sparkline followed it: it rose at least as high and ends at zero. (It records every
+            # refresh, the loop above samples the table between them: a refresh it missed may hold a
+            # higher value, 97 against a sampled 89 in one CI run.)
             values = app.history.lag_values(GROUP)
-            assert max(values) == peak and values[-1] == 0
+            assert max(values) >= peak and values[-1] == 0, (values, seen)
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
