@@ -125,6 +125,18 @@ class DiskImage:
         monkeypatch.setattr(TimerLog, "flush", self._whole_files(TimerLog.flush, lambda log: [f.path for f in log._files]))
         return self
 
+    def power_off_after(self, monkeypatch: pytest.MonkeyPatch, cls: type, method: str, root: Path) -> None:
+        """The power goes the moment ``cls.method`` returns (e.g. right after a file is written), before
+        anything the caller does next can reach the disk."""
+        original = getattr(cls, method)
+        image = self
+
+        def then_cut(obj, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+            result = original(obj, *args, **kwargs)
+            image.power_off(root)
+            return result
+        monkeypatch.setattr(cls, method, then_cut)
+
     def _forgetting(self, destroy):  # noqa: ANN001, ANN202 - wraps MappedFile.destroy / IndexFile.destroy
         image = self
 

@@ -29,13 +29,7 @@ def test_a_topic_made_again_after_a_power_cut_gets_its_messages(tmp_path: Path,
     broker.create_or_update_topic("D", 1, 1)
     for i in range(5):
         broker.send_message("D", b"old%d" % i, queue_id=0)
-    write_tombstone = TopicManager._persist_deleted
-
-    def cut_right_after(manager: TopicManager) -> None:  # the power goes the moment the file is written
-        write_tombstone(manager)
-        image.power_off(root)
-
-    monkeypatch.setattr(TopicManager, "_persist_deleted", cut_right_after)
+    image.power_off_after(monkeypatch, TopicManager, "_persist_deleted", root)  # the tombstone is written, then the cut
     assert broker.delete_topic("D")
     broker.shutdown()
     image.cut(root)

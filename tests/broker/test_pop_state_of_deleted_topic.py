@@ -65,13 +65,7 @@ def test_the_old_batch_is_off_the_disk_before_the_topic_is_deleted(tmp_path: Pat
         b.send_message("T", b"old%d" % i, queue_id=0)
     assert len(b.pop_message("F", "T", max_msgs=3, invisible_time_ms=60_000, order=True).messages) == 3
     b.pop_service.persist()  # the pop thread's round: the batch is in consumerOrderInfo.json
-    write_tombstone = TopicManager._persist_deleted
-
-    def cut_right_after(manager: TopicManager) -> None:
-        write_tombstone(manager)
-        image.power_off(root)
-
-    monkeypatch.setattr(TopicManager, "_persist_deleted", cut_right_after)
+    image.power_off_after(monkeypatch, TopicManager, "_persist_deleted", root)  # the tombstone is written, then the cut
     assert b.delete_topic("T")
     b.shutdown()
     image.cut(root)
