@@ -1,4 +1,5 @@
-"""Shared fixtures: the golden store directories (read from ../shared/golden, always used on copies)."""
+"""Shared fixtures: the golden store directories (read from ../shared/golden, always used on copies) and
+a small filesystem to fill."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from golden_helpers import (  # noqa: F401  (re-exported for older imports)
     require_golden,
     write_broker_conf,
 )
+from small_fs import small_fs  # noqa: F401  (the fixture of the full-disk tests)
 
 
 @pytest.fixture(scope="session")

@@ -62,7 +62,12 @@ class DiskImage:
             for p in self._modelled(root):
                 self.page_cache[p.resolve()] = p.read_bytes()
                 self.page_cache_inodes[p.resolve()] = p.stat().st_ino
-            self.config_files = {p.resolve(): p.read_bytes() for p in self._config_files(root)}
+            self.config_files = {}
+            for p in self._config_files(root):
+                try:  # a temporary file renamed away by a writer at this very moment was not a config file
+                    self.config_files[p.resolve()] = p.read_bytes()
+                except FileNotFoundError:
+                    continue
 
     def writeback(self, root: Path, rnd: random.Random) -> None:
         """The kernel writing back dirty pages on its own (every ~30 s on Linux): a random part of

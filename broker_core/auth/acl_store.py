@@ -10,9 +10,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from broker_core.auth.converter import acl_from_info, acl_to_info
-from broker_core.auth.errors import AuthError, AuthStoreError
+from broker_core.auth.errors import AuthError, AuthStoreError, AuthStoreWriteError
 from broker_core.auth.model import Acl, Policy, Subject
-from broker_core.store.config_file import ConfigFileError, read_config_json, write_config_json
+from broker_core.store.config_file import (
+    ConfigFileError,
+    ConfigWriteError,
+    read_config_json,
+    write_config_json,
+)
 
 ACLS_FILE_NAME = "acls.json"
 
@@ -59,7 +64,10 @@ class AclStore:
         return True
 
     def _save(self, acls: dict[str, Acl]) -> None:
-        write_config_json(self.path, {"acls": {key: acl_to_info(a) for key, a in acls.items()}})
+        try:
+            write_config_json(self.path, {"acls": {key: acl_to_info(a) for key, a in acls.items()}})
+        except ConfigWriteError as e:
+            raise AuthStoreWriteError(f"{e}; the ACLs did not change") from e
         self._acls = acls
 
 

@@ -45,5 +45,14 @@ class AuthStoreError(AuthError):
         super().__init__(message, code=ResponseCode.SYSTEM_ERROR, remark=GENERIC_SYSTEM_ERROR_REMARK)
 
 
+class AuthStoreWriteError(AuthError):
+    """The users/ACLs file could not be written (a full disk); the change did not happen. The remark
+    is the precise text: only an administrator changes users and ACLs, and "disk full: cannot write
+    <store>/config/users.json" is what they must act on."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, code=ResponseCode.SYSTEM_ERROR, remark=message)
+
+
 class AuthConfigError(ValueError):
     """A broker auth property has a value that cannot be used."""

@@ -12,9 +12,14 @@ import os
 from pathlib import Path
 
 from broker_core.auth.converter import user_from_info, user_to_info
-from broker_core.auth.errors import AuthError, AuthStoreError
+from broker_core.auth.errors import AuthError, AuthStoreError, AuthStoreWriteError
 from broker_core.auth.model import User
-from broker_core.store.config_file import ConfigFileError, read_config_json, write_config_json
+from broker_core.store.config_file import (
+    ConfigFileError,
+    ConfigWriteError,
+    read_config_json,
+    write_config_json,
+)
 
 USERS_FILE_NAME = "users.json"
 
@@ -51,7 +56,10 @@ class UserStore:
 
     def _save(self, users: dict[str, User]) -> None:
         # Memory changes only after the file is safely on disk.
-        write_config_json(self.path, {"users": {name: user_to_info(u) for name, u in users.items()}})
+        try:
+            write_config_json(self.path, {"users": {name: user_to_info(u) for name, u in users.items()}})
+        except ConfigWriteError as e:
+            raise AuthStoreWriteError(f"{e}; the users did not change") from e
         _restrict_permissions(self.path)
         self._users = users
 

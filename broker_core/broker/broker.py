@@ -27,10 +27,12 @@ from typing import TYPE_CHECKING, TypeVar
 
 from broker_core.auth.config import SECRET_KEYS
 from broker_core.auth.errors import AuthError
+from broker_core.common.round_failures import RoundFailures
 from broker_core.store.codec.message import MessageExt, MessageInner
 from broker_core.store.codec.message_id import decode_offset_msg_id
 from broker_core.store.codec.properties import PROPERTY_REAL_TOPIC
 from broker_core.store.commit_log import PutMessageResult, now_ms
+from broker_core.store.config_file import ConfigWriteError
 from broker_core.store.message_request_mode import MODES, MessageRequestMode, MessageRequestModeTable
 from broker_core.store.message_store import GetMessageResult, GetMessageStatus, MessageStore
 from broker_core.store.retention import disk_usage_ratio
@@ -48,6 +50,7 @@ from .errors import (
     ServiceNotAvailableError,
     SubscriptionParseFailedError,
     TopicNotExistError,
+    config_written,
 )
 from .filter.calc_bit_map import CommitLogDispatcherCalcBitMap
 from .filter.consumer_filter_manager import ConsumerFilterManager
@@ -402,22 +405,26 @@ class Broker:
 
     def _flush_loop(self) -> None:
         interval = self.config.flush_consumer_offset_interval / 1000
+        failures = RoundFailures(log, "consumer offset flush")
         while not self._flush_stop.wait(interval):
             try:
                 self.offset_manager.persist()
                 self.consumer_filter_manager.persist()
-            except Exception:
-                log.exception("consumer offset flush failed")
+            except Exception as e:
+                failures.failed(e)
+            else:
+                failures.succeeded()
 
     def persist(self) -> None:
         """Write every changed config file now (atomic writes)."""
         if self.read_only:
             return
-        self.consumer_filter_manager.persist()
-        self.pop_service.persist()
-        self.schedule_service.persist()
-        self.transaction_service.persist()
-        self.offset_manager.persist()
+        for write in self._config_writers():
+            write()
+
+    def _config_writers(self) -> tuple[Callable[[], object], ...]:
+        return (self.consumer_filter_manager.persist, self.pop_service.persist, self.schedule_service.persist,
+                self.transaction_service.persist, self.offset_manager.persist)
 
     def _shutdown_services(self) -> None:
         """Stop every service that writes, newest work first; each persists its own files on the way out."""
@@ -434,6 +441,8 @@ class Broker:
                 continue
             try:
                 stop()
+            except OSError as e:  # a full disk: one line naming the file, not a traceback
+                log.error("broker service shutdown: %s", e)
             except Exception:
                 log.exception("broker service shutdown failed")
 
@@ -460,7 +469,12 @@ class Broker:
             self.pull_hold_service.shutdown()
         try:
             self._shutdown_services()
-            self.persist()
+            if not self.read_only:
+                for write in self._config_writers():  # each one: a file the disk cannot take stops no other
+                    try:
+                        write()
+                    except OSError as e:
+                        log.error("broker shutdown: %s", e)
         finally:
             if self._built("auth_manager"):
                 self.auth_manager.close()
@@ -578,11 +592,16 @@ class Broker:
             # Its pop state off the disk first: a power cut after the deletion kept the old FIFO batches
             # in consumerOrderInfo.json, blocking the topic made again; once more after, in memory, for
             # a pop that ran in between.
-            self.pop_service.forget_topic(t, persist=True)
+            with config_written(f"topic {t} was not deleted"):
+                self.pop_service.forget_topic(t, persist=True)
             existed |= self.topic_manager.delete(t, system=i > 0)
             self.offset_manager.clean_offset_by_topic(t)
             self.pop_service.forget_topic(t)
-        self.offset_manager.persist(force=True)
+        try:
+            self.offset_manager.persist(force=True)
+        except ConfigWriteError as e:  # the deletion stands; the offset flush writes the file when it can
+            raise BrokerSystemError(f"topic {topic} was deleted, but {e}: its consumer offsets are dropped in "
+                                    "memory and written at the next offset flush") from e
         return existed
 
     # -- store maintenance (mqadmin cleanExpiredCQ, deleteExpiredCommitLog, cleanUnusedTopic) ------------
@@ -624,7 +643,8 @@ class Broker:
         if mode not in MODES:
             raise BrokerSystemError(f"mode {mode!r} is not PULL or POP")
         entry = MessageRequestMode(topic, group, mode, pop_share_queue_num)
-        self.request_modes.put(entry)
+        with config_written(f"the consume mode of group {group} on topic {topic} did not change"):
+            self.request_modes.put(entry)
         return entry
 
     def message_request_mode(self, topic: str, group: str) -> MessageRequestMode | None:
@@ -684,7 +704,11 @@ class Broker:
         existed = self.group_manager.delete(group)
         if clean_offset:
             self.offset_manager.remove_offset(group)
-            self.offset_manager.persist(force=True)
+            try:
+                self.offset_manager.persist(force=True)
+            except ConfigWriteError as e:  # the deletion stands; the offset flush writes the file when it can
+                raise BrokerSystemError(f"subscription group {group} was deleted, but {e}: its consumer offsets "
+                                        "are dropped in memory and written at the next offset flush") from e
         return existed
 
     def get_subscription_group(self, group: str, auth: RequestContext | None = None) -> SubscriptionGroupConfig | None:

@@ -9,9 +9,11 @@ consumer's in-flight commit of an old offset cannot undo it (RIP-48).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+from broker_core.store.config_file import ConfigWriteError
 from broker_core.store.consumer_offset_file import (
     TOPIC_GROUP_SEPARATOR,
     OffsetTable,
@@ -78,6 +80,29 @@ class ConsumerOffsetManager:
                     self._dirty = True
                 raise
         return True
+
+    @contextmanager
+    def change(self, keys: Iterable[str]) -> Iterator[None]:
+        """An admin change (reset, clone) of the ``topic@group`` entries ``keys`` that counts only once
+        consumerOffset.json holds it: when the file cannot be written (a full disk) every queue the
+        body changed is put back as it was, unless a consumer's commit has moved it since, and the
+        ``ConfigWriteError`` goes on. Why: a reset reported as failed must not go on steering the
+        consumers it was meant for (nor vanish at the next restart after it did)."""
+        keys = list(dict.fromkeys(keys))
+        tables = (self.offset_table, self.reset_offset_table, self.pull_offset_table)
+        with self._lock:
+            before = [[dict(t.get(k, {})) for t in tables] for k in keys]
+        yield
+        with self._lock:
+            after = [[dict(t.get(k, {})) for t in tables] for k in keys]
+        try:
+            self.persist(force=True)
+        except ConfigWriteError:
+            with self._lock:
+                for key, was, now in zip(keys, before, after, strict=True):
+                    for table, old_q, new_q in zip(tables, was, now, strict=True):
+                        _undo(table, key, old_q, new_q)
+            raise
 
     # -- commits ---------------------------------------------------------------------------------
     def commit_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
@@ -154,3 +179,18 @@ class ConsumerOffsetManager:
 
     def which_group_by_topic(self, topic: str) -> set[str]:
         return {tg[1] for k in list(self.offset_table) if (tg := split_topic_at_group(k)) and tg[0] == topic}
+
+
+def _undo(table: OffsetTable, key: str, before: dict[int, int], after: dict[int, int]) -> None:
+    """``table[key]`` back from ``after`` to ``before``, queue by queue, where it still holds ``after``."""
+    queues = table.get(key)
+    for qid in before.keys() | after.keys():
+        current = None if queues is None else queues.get(qid)
+        if current != after.get(qid):
+            continue  # moved since (a commit): that is newer than both
+        if qid in before:
+            table.setdefault(key, {})[qid] = before[qid]
+        elif queues is not None:
+            queues.pop(qid, None)
+    if key in table and not table[key]:
+        del table[key]

@@ -7,7 +7,11 @@ exception so nobody has to guess them again.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from broker_core.common.response_code import ResponseCode
+from broker_core.store.config_file import ConfigWriteError
 
 
 class BrokerError(Exception):
@@ -72,3 +76,14 @@ class InvalidParameterError(BrokerError):
 
 class ConsumerNotOnlineError(BrokerError):
     code = ResponseCode.CONSUMER_NOT_ONLINE
+
+
+@contextmanager
+def config_written(outcome: str) -> Iterator[None]:
+    """A config file that could not be written (a full disk) as the broker's SYSTEM_ERROR, saying what
+    did not happen: "disk full: cannot write <store>/config/topics.json: No space left on device;
+    topic T was not created". The caller has undone its change (the tables' ``change``)."""
+    try:
+        yield
+    except ConfigWriteError as e:
+        raise BrokerSystemError(f"{e}; {outcome}") from e

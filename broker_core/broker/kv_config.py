@@ -49,28 +49,31 @@ class KVConfigManager:
         if loaded:
             log.info("load KV config table: %d namespace(s) from %s", len(loaded), self.path)
 
-    def _persist(self) -> None:
+    def _commit(self, table: dict[str, dict[str, str]]) -> None:
+        """``table`` becomes the table once the file holds it (``ConfigWriteError`` otherwise: nothing
+        changed, so the name server never serves a value a restart would lose)."""
         if self.path is not None:
-            write_config_json(self.path, {"configTable": self.table})
+            write_config_json(self.path, {"configTable": table})
+        self.table = table
 
     def put(self, namespace: str, key: str, value: str) -> None:
-        items = self.table.setdefault(namespace, {})
-        old = items.get(key)
-        items[key] = value
-        if old != value:
-            self._persist()
+        if self.table.get(namespace, {}).get(key) == value:
+            return
+        table = {ns: dict(items) for ns, items in self.table.items()}
+        table.setdefault(namespace, {})[key] = value
+        self._commit(table)
 
     def get(self, namespace: str, key: str) -> str | None:
         return self.table.get(namespace, {}).get(key)
 
     def delete(self, namespace: str, key: str) -> None:
-        items = self.table.get(namespace)
-        if items is None or key not in items:
+        if key not in self.table.get(namespace, {}):
             return
-        del items[key]
-        if not items:
-            del self.table[namespace]
-        self._persist()
+        table = {ns: dict(items) for ns, items in self.table.items()}
+        del table[namespace][key]
+        if not table[namespace]:
+            del table[namespace]
+        self._commit(table)
 
     def namespace(self, namespace: str) -> dict[str, str]:
         return dict(self.table.get(namespace, {}))

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from .errors import InvalidParameterError, SubscriptionGroupNotExistError, TopicNotExistError
+from .consumer_offset_manager import topic_at_group
+from .errors import InvalidParameterError, SubscriptionGroupNotExistError, TopicNotExistError, config_written
 
 if TYPE_CHECKING:
     from broker_core.store.message_store import MessageStore
@@ -124,9 +125,10 @@ class ResetOffsetService:
         """Store the plan as server-side resets, persist at once, then notify the listeners."""
         for e in plan:
             self._check(group, e.topic)
-        for e in plan:
-            self.offsets.assign_reset_offset(group, e.topic, e.queue_id, e.new_offset)
-        self.offsets.persist(force=True)
+        with config_written(f"the offsets of group {group} were not reset"), \
+                self.offsets.change(topic_at_group(e.topic, group) for e in plan):
+            for e in plan:
+                self.offsets.assign_reset_offset(group, e.topic, e.queue_id, e.new_offset)
         for e in plan:
             for listener in list(self.listeners):
                 listener(group, e.topic, e.queue_id, e.new_offset)
@@ -138,8 +140,9 @@ class ResetOffsetService:
         if not self.groups.contains(dst_group):
             self.groups.find(dst_group)
         old = self.offsets.query_offsets(dst_group, topic)
-        copied = self.offsets.clone_offset(src_group, dst_group, topic)
-        self.offsets.persist(force=True)
+        with config_written(f"the offsets of group {src_group} were not cloned to {dst_group}"), \
+                self.offsets.change([topic_at_group(topic, dst_group)]):
+            copied = self.offsets.clone_offset(src_group, dst_group, topic)
         plan = [ResetOffsetPlanEntry(topic, q, old.get(q, -1), o) for q, o in sorted(copied.items())]
         for e in plan:
             for listener in list(self.listeners):

@@ -62,8 +62,8 @@ class TopicTableTopics:
         old = self.table.get(tc.topic_name)
         if old is not None:
             return old
-        self.table.put(tc, self.clock())
-        self.table.persist()
+        with self.table.change():
+            self.table.put(tc, self.clock())
         return tc
 
 

@@ -14,7 +14,12 @@ from typing import Any
 from broker_core.store.subscription_group_config import SubscriptionGroupConfig, SubscriptionGroupTable
 
 from .broker_config import BrokerConfig
-from .errors import InvalidParameterError, ServiceNotAvailableError, SubscriptionGroupNotExistError
+from .errors import (
+    InvalidParameterError,
+    ServiceNotAvailableError,
+    SubscriptionGroupNotExistError,
+    config_written,
+)
 from .limits import JAVA_INT_MAX, JAVA_INT_MIN, JAVA_LONG_MAX, MAX_RETRY_TIMES, MAX_TOPIC_QUEUE_NUMS
 from .topic_validator import SYSTEM_GROUPS, validate_group
 
@@ -98,22 +103,23 @@ class SubscriptionGroupManager:
         if policy_type not in RETRY_POLICY_TYPES:
             raise InvalidParameterError(
                 f"groupRetryPolicy.type must be CUSTOMIZED or EXPONENTIAL, got {cfg.group_retry_policy.get('type')!r}")
-        with self._lock:
+        outcome = f"subscription group {name} was not {'updated' if name in self.table.groups else 'created'}"
+        with self._lock, config_written(outcome), self.table.change():
             self.table.groups[name] = cfg
             self.table.data_version.next_version(self.clock())
-            self.table.persist()
         return cfg
 
     def delete(self, group: str) -> bool:
         if self.read_only:
             raise ServiceNotAvailableError("the broker is open read-only; groups cannot change")
         with self._lock:
-            old = self.table.groups.pop(group, None)
-            self.table.forbidden_table.pop(group, None)
-            if old is None:
+            if group not in self.table.groups:
+                self.table.forbidden_table.pop(group, None)
                 return False
-            self.table.data_version.next_version(self.clock())
-            self.table.persist()
+            with config_written(f"subscription group {group} was not deleted"), self.table.change():
+                del self.table.groups[group]
+                self.table.forbidden_table.pop(group, None)
+                self.table.data_version.next_version(self.clock())
         return True
 
     def get_forbidden(self, group: str, topic: str) -> int:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 
-from broker_core.store.config_file import read_config_json, write_config_json
+from broker_core.store.config_file import ConfigWriteError, read_config_json, write_config_json
 from broker_core.store.message_store import MessageStore
 from broker_core.store.topic_config import (
     BATCH_CQ,
@@ -25,7 +25,13 @@ from broker_core.store.topic_config import (
 )
 
 from .broker_config import BrokerConfig
-from .errors import BrokerSystemError, InvalidParameterError, ServiceNotAvailableError, TopicNotExistError
+from .errors import (
+    BrokerSystemError,
+    InvalidParameterError,
+    ServiceNotAvailableError,
+    TopicNotExistError,
+    config_written,
+)
 from .limits import JAVA_INT_MAX, JAVA_INT_MIN, MAX_TOPIC_QUEUE_NUMS
 from .topic_attributes import QUEUE_TYPE, alter_attributes, parse_attribute_modifications
 from .topic_validator import (
@@ -99,8 +105,16 @@ class TopicManager:
     def _tombstone(self, topic: str, cut: int) -> None:
         """Remember, on disk before its queues go, that ``topic``'s records below ``cut`` are deleted
         (recovery must not dispatch them into a queue of the same name made later)."""
+        before = self.deleted_topics.get(topic)
         self.deleted_topics[topic] = cut
-        self._persist_deleted()
+        try:
+            self._persist_deleted()
+        except ConfigWriteError as e:  # not on disk: the deletion does not happen
+            if before is None:
+                self.deleted_topics.pop(topic, None)
+            else:
+                self.deleted_topics[topic] = before
+            raise BrokerSystemError(f"{e}; topic {topic} was not deleted") from e
 
     def _persist_deleted(self) -> None:
         write_config_json(self._deleted_path, {"deletedTopicTable": dict(self.deleted_topics)})
@@ -211,14 +225,14 @@ class TopicManager:
             tc = TopicConfig(topic, read, write, perm, topic_filter_type, topic_sys_flag, bool(order), new_attrs)
             if old is not None and old.to_json() == tc.to_json():
                 return old
-            if old is not None and old.queue_type != tc.queue_type:
-                # No data: drop the empty queues of the old type so the next dispatch builds the new one
-                # (judged again with puts held: a message not yet dispatched is data too).
-                if not self.store.drop_empty_queues(topic, then=lambda: self.table.put(tc, self.clock())):
-                    raise _queue_type_unchangeable(topic, old.queue_type)
-            else:
-                self.table.put(tc, self.clock())
-            self.table.persist()
+            with config_written(f"topic {topic} was not {'updated' if old else 'created'}"), self.table.change():
+                if old is not None and old.queue_type != tc.queue_type:
+                    # No data: drop the empty queues of the old type so the next dispatch builds the new
+                    # one (judged again with puts held: a message not yet dispatched is data too).
+                    if not self.store.drop_empty_queues(topic, then=lambda: self.table.put(tc, self.clock())):
+                        raise _queue_type_unchangeable(topic, old.queue_type)
+                else:
+                    self.table.put(tc, self.clock())
         self._notify(topic, tc)
         return tc
 
@@ -229,8 +243,8 @@ class TopicManager:
             if old is not None:
                 return old
             self._check_writable()
-            self.table.put(tc, self.clock())
-            self.table.persist()
+            with config_written(f"topic {tc.topic_name} was not created"), self.table.change():
+                self.table.put(tc, self.clock())
         self._notify(tc.topic_name, tc)
         return tc
 
@@ -254,8 +268,8 @@ class TopicManager:
                 else client_default_queue_nums
             n = max(0, min(want, default.write_queue_nums))
             tc = TopicConfig(topic, n, n, perm & ~PERM_INHERIT, default.topic_filter_type, topic_sys_flag)
-            self.table.put(tc, self.clock())
-            self.table.persist()
+            with config_written(f"topic {topic} was not created"), self.table.change():
+                self.table.put(tc, self.clock())
         self._notify(topic, tc)
         return tc
 
@@ -266,30 +280,49 @@ class TopicManager:
             raise InvalidParameterError("The specified topic is blank.")
         if not system and self.config.validate_system_topic_when_update_topic and self.is_system_topic(topic):
             raise InvalidParameterError(f"The topic[{topic}] is conflict with system topic.")
+        unwritten: ConfigWriteError | None = None
         with self._lock:
-            old = self.table.remove(topic, self.clock())
+            version = replace(self.table.data_version)
+            old = self.table.remove(topic, self.clock())  # first: a send resolving it now finds none
             had_queues = any(t == topic for t, _ in self.store.consume_queues)
             if old is None and not had_queues:
                 return False
-            self.store.delete_topics([topic], on_cut=lambda cut: self._tombstone(topic, cut))
-            self.table.persist()
+            # The tombstone on disk is the deletion's commit point: when it cannot be written nothing
+            # has changed; once it is, the queues go and the deletion stands, whatever comes next.
+            try:
+                self.store.delete_topics([topic], on_cut=lambda cut: self._tombstone(topic, cut))
+            except BaseException:
+                if old is not None:
+                    self.table.topics[topic] = old
+                    self.table.data_version = version
+                raise
+            try:
+                self.table.persist()
+            except ConfigWriteError as e:  # memory keeps the deletion: the next write of the table has it
+                unwritten = e
         self._notify(topic, None)
+        if unwritten is not None:
+            raise BrokerSystemError(
+                f"topic {topic} was deleted (its queues are gone and its messages will not be delivered), but "
+                f"{unwritten}: until a later topic change writes that file, a restart lists the topic again, "
+                "with no messages")
         return True
 
     def bump_data_version(self) -> None:
         """A new DataVersion without a topic change (what the routes advertise changed, e.g. the
         broker's permission), so the name server replaces the broker's queue data."""
         with self._lock:
-            self.table.data_version.next_version(self.clock())
-            if not self.read_only:
-                self.table.persist()
+            if self.read_only:
+                self.table.data_version.next_version(self.clock())
+                return
+            with config_written("the routes' data version did not change"), self.table.change():
+                self.table.data_version.next_version(self.clock())
 
     def replace(self, tc: TopicConfig) -> None:
         """Store a config as given (tools that copy configs between brokers)."""
         self._check_writable()
-        with self._lock:
+        with self._lock, config_written(f"topic {tc.topic_name} was not changed"), self.table.change():
             self.table.put(replace(tc, attributes=dict(tc.attributes)), self.clock())
-            self.table.persist()
         self._notify(tc.topic_name, tc)
 
     def _notify(self, topic: str, tc: TopicConfig | None) -> None:

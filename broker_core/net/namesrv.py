@@ -15,6 +15,7 @@ import time
 import zlib
 from dataclasses import dataclass
 
+from broker_core.broker.errors import config_written
 from broker_core.broker.kv_config import KVConfigManager
 from broker_core.broker.route_info import (
     BROKER_CHANNEL_EXPIRED_TIME_MS,
@@ -181,7 +182,8 @@ class NameServer:
 
     async def put_kv_config(self, ch: Channel, req: RemotingCommand) -> RemotingCommand:
         h = PutKVConfigRequestHeader.from_ext_fields(req.ext_fields)
-        self.kv.put(h.namespace, h.key, h.value)
+        with config_written(f"KV config {h.namespace}/{h.key} was not put"):
+            self.kv.put(h.namespace, h.key, h.value)
         return req.response()
 
     async def get_kv_config(self, ch: Channel, req: RemotingCommand) -> RemotingCommand:
@@ -193,7 +195,8 @@ class NameServer:
 
     async def delete_kv_config(self, ch: Channel, req: RemotingCommand) -> RemotingCommand:
         h = DeleteKVConfigRequestHeader.from_ext_fields(req.ext_fields)
-        self.kv.delete(h.namespace, h.key)
+        with config_written(f"KV config {h.namespace}/{h.key} was not deleted"):
+            self.kv.delete(h.namespace, h.key)
         return req.response()
 
     async def get_kv_list(self, ch: Channel, req: RemotingCommand) -> RemotingCommand:

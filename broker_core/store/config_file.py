@@ -7,6 +7,7 @@ must read the Java dialect fastjson writes (unquoted integer map keys such as ``
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -26,6 +27,28 @@ _BARE_NUMERIC_KEY = re.compile(r'([{,]\s*)(-?\d+)(\s*:)')
 
 class ConfigFileError(Exception):
     """A config file (and its .bak) exists but cannot be parsed."""
+
+
+class ConfigWriteError(OSError):
+    """A config file could not be written (a full disk, a read-only or vanished directory); the file
+    still holds its previous content and no temporary file is left behind.
+
+    Why its own type: callers that apply a change only once it is on disk (or undo it when it is not)
+    catch exactly this, and its text names the file, so an operator reads "disk full: cannot write
+    <store>/config/topics.json" instead of an errno."""
+
+    def __init__(self, path: Path, cause: OSError) -> None:
+        reason = cause.strerror or str(cause)
+        text = f"{'disk full: ' if cause.errno in (errno.ENOSPC, errno.EDQUOT) else ''}cannot write {path}: {reason}"
+        super().__init__(text)
+        self.errno = cause.errno
+        self.strerror = reason
+        self.filename = str(path)
+        self.path = path
+        self.message = text
+
+    def __str__(self) -> str:
+        return self.message
 
 
 def loads_java_json(text: str) -> Any:
@@ -106,32 +129,51 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, keep_backup: b
     that snapshots its table outside this call holds its own lock across snapshot and write.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     entry = _path_lock(path)
     with entry.lock:
         tmp = path.with_name(path.name + ".tmp")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            _write_synced(tmp, data)
+        except OSError as e:
+            raise ConfigWriteError(path, e) from e
+        if keep_backup and path.exists():
+            try:
+                _copy_for_backup(path, path.with_name(path.name + ".bak"))
+            except OSError:  # the backup is a courtesy: the new content still goes in whole
+                pass
+        try:
+            os.replace(tmp, path)
+        except OSError as e:
+            _remove_quietly(tmp)
+            raise ConfigWriteError(path, e) from e
+        _fsync_dir(path.parent)
+
+
+def _write_synced(tmp: Path, data: bytes) -> None:
+    """``data`` in ``tmp``, on disk; on failure no ``tmp`` is left (a full disk keeps its last blocks
+    for what can still be written, and the next attempt starts clean)."""
+    try:
         with open(tmp, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        if keep_backup and path.exists():
-            bak = path.with_name(path.name + ".bak")
-            try:
-                _copy_for_backup(path, bak)
-            except OSError:
-                pass
-        os.replace(tmp, path)
-        _fsync_dir(path.parent)
+    except OSError:
+        _remove_quietly(tmp)
+        raise
+
+
+def _remove_quietly(path: Path) -> None:
+    try:
+        path.unlink()
+    except OSError:
+        pass
 
 
 def _copy_for_backup(src: Path, dst: Path) -> None:
     # Copy (not rename) so `path` never disappears, even for an instant.
-    data = src.read_bytes()
     tmp = dst.with_name(dst.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
+    _write_synced(tmp, src.read_bytes())
     os.replace(tmp, dst)
 
 

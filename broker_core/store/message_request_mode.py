@@ -61,7 +61,10 @@ class MessageRequestModeTable:
         return self.table.get(topic, {}).get(group)
 
     def put(self, entry: MessageRequestMode) -> None:
+        """Counts once the file holds it (``ConfigWriteError`` otherwise, and nothing changed)."""
         with self.lock:
-            self.table.setdefault(entry.topic, {})[entry.consumer_group] = entry
+            table = {t: dict(groups) for t, groups in self.table.items()}
+            table.setdefault(entry.topic, {})[entry.consumer_group] = entry
             write_config_json(self.path, {"messageRequestModeMap": {
-                t: {g: e.to_json() for g, e in sorted(groups.items())} for t, groups in sorted(self.table.items())}})
+                t: {g: e.to_json() for g, e in sorted(groups.items())} for t, groups in sorted(table.items())}})
+            self.table = table

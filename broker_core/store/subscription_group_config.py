@@ -8,7 +8,9 @@ newer Java broker are kept and written back so a round trip loses nothing.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -107,6 +109,23 @@ class SubscriptionGroupTable:
     def persist(self) -> None:
         with self.lock:
             write_config_json(self.path, self.to_json())
+
+    @contextmanager
+    def change(self) -> Iterator[None]:
+        """One change that counts only once subscriptionGroup.json holds it (``TopicConfigTable.change``)."""
+        with self.lock:
+            groups, forbidden = dict(self.groups), {g: dict(m) for g, m in self.forbidden_table.items()}
+            version = replace(self.data_version)
+            try:
+                yield
+                self.persist()
+            except BaseException:
+                self.groups.clear()
+                self.groups.update(groups)
+                self.forbidden_table.clear()
+                self.forbidden_table.update(forbidden)
+                self.data_version = version
+                raise
 
 
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .config_file import read_config_json, write_config_json
@@ -88,6 +90,22 @@ class TopicConfigTable:
         with self.lock:
             write_config_json(self.path, {"dataVersion": self.data_version.to_json(),
                                           "topicConfigTable": {n: t.to_json() for n, t in self.topics.items()}})
+
+    @contextmanager
+    def change(self) -> Iterator[None]:
+        """One change that counts only once topics.json holds it: when the body fails or the file
+        cannot be written (a full disk: ``ConfigWriteError``), the table is put back as it was before
+        the error goes on, so memory never holds a topic the disk does not (a restart would lose it)."""
+        with self.lock:
+            topics, version = dict(self.topics), replace(self.data_version)
+            try:
+                yield
+                self.persist()
+            except BaseException:
+                self.topics.clear()
+                self.topics.update(topics)
+                self.data_version = version
+                raise
 
     def get(self, topic: str) -> TopicConfig | None:
         return self.topics.get(topic)

@@ -23,49 +23,13 @@ from pathlib import Path
 
 import pytest
 from disk_full_writer import config
+from small_fs import fill
 from store_util import make_msg, small_config
 
 from broker_core.store.message_store import MessageStore
 from broker_core.store.verify import verify_store
 
 HERE = Path(__file__).resolve().parent
-
-
-def _mount_small_fs(kind: str, mnt: Path, size_mb: int) -> None:
-    """Mount a small filesystem of ``kind`` on ``mnt`` (root only), or skip saying why not."""
-    if os.geteuid() != 0 or shutil.which("mount") is None:
-        pytest.skip(f"needs root and mount(8) to mount a small {kind} for a full disk (run the suite as root)")
-    if kind == "tmpfs":
-        res = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_mb}m", "tmpfs", str(mnt)],
-                             capture_output=True, text=True)
-    else:
-        if shutil.which("mkfs.ext4") is None:
-            pytest.skip("mkfs.ext4 is missing (apt-get install e2fsprogs; .ci/run does it)")
-        img = mnt.parent / "ext4.img"
-        with open(img, "wb") as f:
-            f.truncate(size_mb << 20)
-        # -m 0: no blocks reserved for root, so the disk is full when df says so
-        res = subprocess.run(["mkfs.ext4", "-q", "-F", "-m", "0", str(img)], capture_output=True, text=True)
-        if res.returncode == 0:
-            res = subprocess.run(["mount", "-o", "loop", str(img), str(mnt)], capture_output=True, text=True)
-    if res.returncode != 0:
-        pytest.skip(f"cannot mount a small {kind} here: {res.stderr.strip()}")
-
-
-@pytest.fixture(params=["tmpfs", "ext4"])
-def small_fs(request, tmp_path: Path):  # noqa: ANN001, ANN201 - pytest request; yields the mount point
-    """A small filesystem the test fills: tmpfs (6 MiB) or a loop-mounted ext4 image (16 MiB)."""
-    mnt = tmp_path / "mnt"
-    mnt.mkdir()
-    kind = request.param
-    _mount_small_fs(kind, mnt, 6 if kind == "tmpfs" else 16)
-    try:
-        yield mnt
-    finally:
-        subprocess.run(["umount", str(mnt)], check=False, capture_output=True)
-        if os.path.ismount(mnt):
-            subprocess.run(["umount", "-l", str(mnt)], check=False)
-        (tmp_path / "ext4.img").unlink(missing_ok=True)
 
 
 @pytest.mark.parametrize("ratio", [90, 100], ids=["warning-ratio", "physical-limit"])
@@ -145,21 +109,6 @@ def test_single_puts_are_refused_past_disk_space_warning_level_ratio(tmp_path: P
         store.shutdown()
 
 
-def _fill(path: Path) -> None:
-    """Take every free block of the filesystem holding ``path`` (unbuffered: no failing flush on close)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        for n in (64 << 10, 4096, 512, 1):
-            chunk = bytes(n)
-            try:
-                while os.write(fd, chunk) == n:
-                    pass
-            except OSError:
-                pass
-    finally:
-        os.close(fd)
-
-
 def _index_config():  # noqa: ANN202 - StoreConfig
     # ~1.2 MB index files of 99 entries, and consume queue files that do not roll in this test
     return small_config(mapped_file_size_commit_log=256 * 1024, mapped_file_size_consume_queue=20 * 1000,
@@ -180,7 +129,7 @@ def test_index_file_the_disk_cannot_hold_refuses_the_put_and_changes_nothing(sma
             r = store.put_message(make_msg("Idx", 0, b"x" * 100, key=f"ik{i}"))
             assert r.ok
             acked.append((r.queue_offset, f"ik{i}"))
-        _fill(small_fs / "filler")
+        fill(small_fs / "filler")
         refusal = None
         for i in range(5, 200):
             index_files = sorted(p.name for p in (root / "index").iterdir())
@@ -226,7 +175,7 @@ def test_stored_message_whose_index_file_cannot_be_made_is_acked_and_indexed_lat
     try:
         assert store.put_message(make_msg("Idx", 0, b"first", key="first")).ok
         assert store.wait_for_dispatch(10)
-        _fill(small_fs / "filler")
+        fill(small_fs / "filler")
         many = " ".join(f"m{j}" for j in range(150))  # > 99 entries: two rolls at dispatch
         r = store.put_message(make_msg("Idx", 0, b"many", key=many))
         assert r.ok and r.queue_offset == 1  # stored, so acknowledged

@@ -206,15 +206,22 @@ class ConsumerOrderInfoManager:
             self._dirty = True
             return True
 
-    def drop_topic(self, topic: str) -> int:
-        """Forget ``topic``'s queues for every group (the topic was deleted); returns how many went."""
+    def drop_topic(self, topic: str) -> dict[str, dict[int, OrderInfo]]:
+        """Forget ``topic``'s queues for every group (the topic was deleted); returns what went, for
+        ``restore`` when the deletion does not happen after all."""
         prefix = topic + TOPIC_GROUP_SEPARATOR
         with self._lock:
-            keys = [key for key in self.table if key.startswith(prefix)]
-            dropped = sum(len(self.table.pop(key)) for key in keys)
-            if keys:
+            dropped = {key: self.table.pop(key) for key in [key for key in self.table if key.startswith(prefix)]}
+            if dropped:
                 self._dirty = True
             return dropped
+
+    def restore(self, dropped: dict[str, dict[int, OrderInfo]]) -> None:
+        """Put back what ``drop_topic`` took, where nothing has taken its place since."""
+        with self._lock:
+            for key, queues in dropped.items():
+                self.table.setdefault(key, {}).update({q: i for q, i in queues.items() if q not in self.table[key]})
+            self._dirty = True
 
     def commit_and_next(self, topic: str, group: str, queue_id: int, queue_offset: int, pop_time: int) -> int:
         """Set the ack bit; -1 illegal offset, -2 stale pop time (nothing changed), else offset to commit."""

@@ -48,6 +48,7 @@ from broker_core.broker.retry import (
     resolve_max_reconsume_times,
 )
 from broker_core.common.response_code import ResponseCode
+from broker_core.common.round_failures import RoundFailures
 from broker_core.store.codec.message import MessageExt, MessageInner
 from broker_core.store.codec.properties import (
     PROPERTY_DELAY_TIME_LEVEL,
@@ -60,6 +61,7 @@ from broker_core.store.codec.properties import (
 )
 from broker_core.store.codec.sys_flag import INNER_BATCH_FLAG, NEED_UNWRAP_FLAG
 from broker_core.store.commit_log import PutMessageResult, PutMessageStatus
+from broker_core.store.config_file import ConfigWriteError
 from broker_core.store.message_store import GetMessageStatus, MessageStore
 from broker_core.store.subscription_group_config import SubscriptionGroupConfig
 from broker_core.store.topic_config import TopicConfig
@@ -227,14 +229,17 @@ class PopService:
     def _run(self) -> None:
         interval = max(self.config.revive_interval, 10) / 1000
         last_flush = time.monotonic()
+        failures = RoundFailures(log, "pop revive round")
         while not self._stop.wait(interval):
             try:
                 self.tick()
                 if time.monotonic() - last_flush >= self.config.flush_consumer_offset_interval / 1000:
                     last_flush = time.monotonic()
                     self.persist()
-            except Exception:
-                log.exception("pop revive round failed")
+            except Exception as e:
+                failures.failed(e)
+            else:
+                failures.succeeded()
 
     def persist(self) -> bool:
         return self.order_info.persist()
@@ -611,9 +616,14 @@ class PopService:
         either way), so that a power cut after the deletion does not bring the batches back."""
         with self._lock:
             dropped = self.order_info.drop_topic(topic)
-            self.ck_log.drop_topic(topic)
         if persist and dropped:
-            self.order_info.persist()
+            try:
+                self.order_info.persist()
+            except ConfigWriteError:  # the deletion stops here: nothing of the topic's pop state goes
+                self.order_info.restore(dropped)
+                raise
+        with self._lock:
+            self.ck_log.drop_topic(topic)
 
     # -- revive ----------------------------------------------------------------------------------
     def tick(self) -> int:

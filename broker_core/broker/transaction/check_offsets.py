@@ -66,5 +66,9 @@ class TransactionCheckOffsetTable:
                 return False
             snapshot = {"offsetTable": {k: dict(sorted(v.items())) for k, v in self.offset_table.items()}}
             self._dirty = False
-            write_config_json(self.path, snapshot)
+            try:
+                write_config_json(self.path, snapshot)
+            except BaseException:  # not on disk: the next round writes it again
+                self._dirty = True
+                raise
         return True

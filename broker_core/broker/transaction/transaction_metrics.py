@@ -88,5 +88,9 @@ class TransactionMetrics:
                         "transactionCount": {t: {"count": m.count, "timeStamp": m.time_stamp}
                                              for t, m in self.transaction_count.items()}}
             self._dirty = False
-            write_config_json(self.path, snapshot)
+            try:
+                write_config_json(self.path, snapshot)
+            except BaseException:  # not on disk: the next round writes it again
+                self._dirty = True
+                raise
         return True

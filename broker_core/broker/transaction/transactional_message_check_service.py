@@ -17,6 +17,7 @@ from broker_core.broker.transaction.transactional_message_service import (
     CheckReport,
     TransactionalMessageService,
 )
+from broker_core.common.round_failures import RoundFailures
 
 log = logging.getLogger("rmqops.transaction")
 
@@ -63,11 +64,14 @@ class TransactionalMessageCheckService:
         return self
 
     def _run(self) -> None:
+        failures = RoundFailures(log, "transaction service tick")
         while not self._stop.is_set():
             try:
                 self.tick()
-            except Exception:
-                log.exception("transaction service tick failed")
+            except Exception as e:
+                failures.failed(e)
+            else:
+                failures.succeeded()
             self._wake.wait(self.poll_interval_ms / 1000)
             self._wake.clear()
 

@@ -77,7 +77,12 @@ class DelayOffsetTable:
                     self.data_version.next_version(now_ms)
                 snapshot = self.to_json()
                 self._dirty = False
-            if before_write is not None:
-                before_write()
-            write_config_json(self.path, snapshot)
+            try:
+                if before_write is not None:
+                    before_write()
+                write_config_json(self.path, snapshot)
+            except BaseException:
+                with self._lock:  # not on disk: the next round writes it again
+                    self._dirty = True
+                raise
         return True

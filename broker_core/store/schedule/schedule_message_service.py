@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from broker_core.common.round_failures import RoundFailures
 from broker_core.store.codec.message import MessageExt, MessageInner
 from broker_core.store.codec.properties import (
     PROPERTY_DELAY_TIME_LEVEL,
@@ -171,20 +172,24 @@ class ScheduleMessageService:
         return self
 
     def shutdown(self) -> None:
-        """Stop the thread and persist the offsets (always written at shutdown, as RocketMQ)."""
+        """Stop the thread and persist the offsets: the file always exists after a shutdown, as with
+        RocketMQ; rewritten only when it changed (the same bytes again would only fail on a full disk)."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
             self._thread = None
         if self._loaded:
-            self.persist(force=True)
+            self.persist(force=not self.offsets.path.exists())
 
     def _run(self) -> None:
+        failures = RoundFailures(log, "schedule message delivery")
         while not self._stop.is_set():
             try:
                 self.tick()
-            except Exception:
-                log.exception("schedule message delivery failed")
+            except Exception as e:
+                failures.failed(e)
+            else:
+                failures.succeeded()
             self._stop.wait(self.poll_interval_ms / 1000)
 
     def persist(self, force: bool = False) -> bool:

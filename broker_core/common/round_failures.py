@@ -1,0 +1,46 @@
+"""A background round's failure in the log: once, then again only after a quiet minute or a change.
+
+Why: a flush thread on a full disk fails the same write every round (every 5 s for consumer offsets),
+and a traceback each time buried everything else in the broker's log. An OSError (a full disk, a
+config file that cannot be written) is an operating condition, logged as one line naming the file;
+anything else is a bug and keeps its traceback. Recovery is logged too, so the log says when the
+condition ended.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+
+class RoundFailures:
+    """What one background round (``what``) last failed with; ``every_s`` between two equal lines."""
+
+    def __init__(self, log: logging.Logger, what: str, every_s: float = 60.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.log = log
+        self.what = what
+        self.every_s = every_s
+        self.clock = clock
+        self._last: str | None = None
+        self._logged_at = 0.0
+        self._repeats = 0
+
+    def failed(self, exc: BaseException) -> None:
+        text = str(exc) or type(exc).__name__
+        now = self.clock()
+        if text == self._last and now - self._logged_at < self.every_s:
+            self._repeats += 1
+            return
+        again = f" (failed {self._repeats} more time(s) since the last report)" if self._repeats else ""
+        if isinstance(exc, OSError):
+            self.log.error("%s failed: %s%s", self.what, text, again)
+        else:
+            self.log.exception("%s failed%s", self.what, again)
+        self._last, self._logged_at, self._repeats = text, now, 0
+
+    def succeeded(self) -> None:
+        if self._last is not None:
+            self.log.warning("%s works again (it had failed: %s)", self.what, self._last)
+            self._last, self._repeats = None, 0

@@ -1,0 +1,67 @@
+"""A small filesystem to fill: the full-disk tests of the store and of the broker's config files.
+
+Why a module: a full disk is tested on a real one, a small tmpfs and a loop-mounted ext4 image that
+the test mounts itself (root and mkfs.ext4 needed; otherwise it is skipped, saying why) and always
+unmounts; several test modules need it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+
+def mount_small_fs(kind: str, mnt: Path, size_mb: int) -> None:
+    """Mount a small filesystem of ``kind`` on ``mnt`` (root only), or skip saying why not."""
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip(f"needs root and mount(8) to mount a small {kind} for a full disk (run the suite as root)")
+    if kind == "tmpfs":
+        res = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_mb}m", "tmpfs", str(mnt)],
+                             capture_output=True, text=True)
+    else:
+        if shutil.which("mkfs.ext4") is None:
+            pytest.skip("mkfs.ext4 is missing (apt-get install e2fsprogs; .ci/run does it)")
+        img = mnt.parent / "ext4.img"
+        with open(img, "wb") as f:
+            f.truncate(size_mb << 20)
+        # -m 0: no blocks reserved for root, so the disk is full when df says so
+        res = subprocess.run(["mkfs.ext4", "-q", "-F", "-m", "0", str(img)], capture_output=True, text=True)
+        if res.returncode == 0:
+            res = subprocess.run(["mount", "-o", "loop", str(img), str(mnt)], capture_output=True, text=True)
+    if res.returncode != 0:
+        pytest.skip(f"cannot mount a small {kind} here: {res.stderr.strip()}")
+
+
+@pytest.fixture(params=["tmpfs", "ext4"])
+def small_fs(request, tmp_path: Path):  # noqa: ANN001, ANN201 - pytest request; yields the mount point
+    """A small filesystem the test fills: tmpfs (6 MiB) or a loop-mounted ext4 image (16 MiB)."""
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    kind = request.param
+    mount_small_fs(kind, mnt, 6 if kind == "tmpfs" else 16)
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", str(mnt)], check=False, capture_output=True)
+        if os.path.ismount(mnt):
+            subprocess.run(["umount", "-l", str(mnt)], check=False)
+        (tmp_path / "ext4.img").unlink(missing_ok=True)
+
+
+def fill(path: Path) -> None:
+    """Take every free block of the filesystem holding ``path`` (unbuffered: no failing flush on close)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        for n in (64 << 10, 4096, 512, 1):
+            chunk = bytes(n)
+            try:
+                while os.write(fd, chunk) == n:
+                    pass
+            except OSError:
+                pass
+    finally:
+        os.close(fd)
