@@ -34,29 +34,47 @@ def _body_path(name: str) -> Path:
 
 
 def _write_body(name: str, body: bytes) -> Path:
-    """mqadmin stores the body next to its report, so binary bodies can be inspected with other tools."""
+    """mqadmin stores the body next to its report, so binary bodies can be inspected with other tools.
+    Raises AdminError naming the file when it cannot (a full /tmp, a file where the directory goes)."""
     path = _body_path(name)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(body)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(body)
+    except OSError as e:
+        raise AdminError(f"cannot write the message body to {path}: {e.strerror or e}") from None
     return path
 
 
+def _java(value: object) -> object:
+    """What Java's string concatenation prints for a field: ``null`` for a message without tags or keys."""
+    return "null" if value is None else value
+
+
 def _print_detail(cmd: Cmd, r: MessageRecord, offset_id: bool, body_file: str, charset: str | None) -> None:
+    """The message's report; a body file that cannot be written fails the command after the report
+    (the operator still sees the message, and the exit code says what is missing)."""
+    try:
+        body_path: object = _write_body(body_file, r.body)
+        unwritten = None
+    except AdminError as e:
+        body_path, unwritten = "(not written, see below)", e
     lines = []
     if offset_id:
         lines.append(("OffsetID:", r.msg_id))
     lines += [
-        ("Topic:", r.topic), ("Tags:", f"[{r.tags}]"), ("Keys:", f"[{r.keys}]"), ("Queue ID:", r.queue_id),
+        ("Topic:", r.topic), ("Tags:", f"[{_java(r.tags)}]"), ("Keys:", f"[{_java(r.keys)}]"), ("Queue ID:", r.queue_id),
         ("Queue Offset:", r.queue_offset), ("CommitLog Offset:", r.commit_log_offset),
         ("Reconsume Times:", r.reconsume_times), ("Born Timestamp:", human2(r.born_timestamp)),
         ("Store Timestamp:", human2(r.store_timestamp)), ("Born Host:", r.born_host),
         ("Store Host:", r.store_host), ("System Flag:", r.sys_flag), ("Properties:", _java_map(r.properties)),
-        ("Message Body Path:", _write_body(body_file, r.body)),
+        ("Message Body Path:", body_path),
     ]
     if charset is not None:
         lines.append(("Message Body:", _decode(r.body, charset)))
     for label, value in lines:
         cmd.print(f"{label:<20} {value}")
+    if unwritten is not None:
+        raise unwritten
 
 
 def _print_tracks(cmd: Cmd, r: MessageRecord) -> None:

@@ -297,3 +297,28 @@ def test_verify_store_after_delete_topic_counts_its_records_apart(golden_cli):
     assert after["undispatched_records"] == 0
     assert after["deleted_topic_records"] == 100 and after["ok"] is True
     assert "deleted-topic records" in cli("verifyStore").stdout
+
+
+def test_message_report_without_tags_and_with_its_body_file_blocked(cli, tmp_path, monkeypatch):
+    """A message without tags or keys reads ``[null]`` as in Java's report (it read ``[None]``), and a
+    body file that cannot be written (here a file where its directory goes) fails the command naming
+    the file, after the report (it failed with "unexpected failure: [Errno 17] File exists" and no
+    report at all)."""
+    import tempfile
+
+    cli("updateTopic", "-c", "DefaultCluster", "-t", "Bare")
+    sent = cli.json("sendMessage", "-t", "Bare", "-p", "plain")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    report = cli("queryMsgById", "-t", "Bare", "-i", sent["offsetMsgId"])
+    assert report.exit_code == 0, report.stderr
+    assert "Tags:                [null]" in report.stdout and "Keys:                [null]" in report.stdout
+    body = tmp_path / "rocketmq" / "msgbodys" / sent["offsetMsgId"]
+    assert body.read_bytes() == b"plain"
+    body.unlink()
+    body.parent.rmdir()
+    body.parent.write_bytes(b"")  # a file where the directory goes
+    blocked = cli("queryMsgById", "-t", "Bare", "-i", sent["offsetMsgId"])
+    assert blocked.exit_code == 1
+    assert "Message Body Path:   (not written, see below)" in blocked.stdout
+    assert blocked.stderr.strip() == (f"mqadmin queryMsgById: cannot write the message body to {body}: "
+                                      "File exists")
