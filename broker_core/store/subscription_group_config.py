@@ -119,12 +119,8 @@ class SubscriptionGroupTable:
             try:
                 yield
                 self.persist()
-            except BaseException:
-                self.groups.clear()
-                self.groups.update(groups)
-                self.forbidden_table.clear()
-                self.forbidden_table.update(forbidden)
-                self.data_version = version
+            except BaseException:  # rebound, not refilled: a reader never sees the table half put back
+                self.groups, self.forbidden_table, self.data_version = groups, forbidden, version
                 raise
 
 

@@ -101,10 +101,8 @@ class TopicConfigTable:
             try:
                 yield
                 self.persist()
-            except BaseException:
-                self.topics.clear()
-                self.topics.update(topics)
-                self.data_version = version
+            except BaseException:  # rebound, not refilled: a reader never sees the table half put back
+                self.topics, self.data_version = topics, version
                 raise
 
     def get(self, topic: str) -> TopicConfig | None:
