@@ -11,6 +11,7 @@ ClusterInfo are defined in ``cluster_info`` (mqadmin needs them without the rout
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field, replace
@@ -20,8 +21,11 @@ from broker_core.store.topic_config import PERM_READ, PERM_WRITE
 
 from .cluster_info import MASTER_ID, BrokerData, ClusterInfo
 
+log = logging.getLogger("rmqops.namesrv")
+
 BROKER_CHANNEL_EXPIRED_TIME_MS = 120_000  # RouteInfoManager.DEFAULT_BROKER_CHANNEL_EXPIRED_TIME
 REGISTER_BROKER_INTERVAL_MS = 30_000  # registerBrokerToNameServer period (brokers)
+ADDRESS_CONFLICT_LOG_INTERVAL_MS = 60_000  # one warning a minute while two brokers take turns
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +107,7 @@ class RouteInfoManager:
         self._clusters: dict[str, set[str]] = {}
         self._topic_queues: dict[str, dict[str, QueueData]] = {}
         self._live: dict[str, _LiveBroker] = {}
+        self._conflicts_logged: dict[tuple[str, int], int] = {}  # (brokerName, brokerId) -> when last logged
         self._lock = threading.RLock()
 
     def register_broker(self, reg: BrokerRegistration, channel: Hashable | None = None) -> RegisterBrokerResult:
@@ -116,6 +121,7 @@ class RouteInfoManager:
             for bid, addr in list(data.broker_addrs.items()):  # one address per id (a restarted broker moves)
                 if addr == reg.broker_addr and bid != reg.broker_id:
                     del data.broker_addrs[bid]
+            self._check_address_conflict(reg, data.broker_addrs.get(reg.broker_id))
             data.broker_addrs[reg.broker_id] = reg.broker_addr
             prev = self._live.get(reg.broker_addr)
             # Java replaces queue data only when the broker's topic table changed (its DataVersion) or
@@ -136,6 +142,29 @@ class RouteInfoManager:
             master = data.master_addr() or ""
             ha = self._live[master].ha_server_addr if master in self._live else ""
             return RegisterBrokerResult(master, ha)
+
+    def _check_address_conflict(self, reg: BrokerRegistration, current: str | None) -> None:
+        """A registration that takes the address of a broker name and id from another broker still
+        alive. As RocketMQ, the newest registration wins; a broker that moved (restarted elsewhere)
+        does that once. Two brokers given one brokerName and brokerId (a copied broker.conf) do it
+        at every registration: clients are sent to either in turn, and the messages of one queue
+        split between two stores with colliding offsets. RocketMQ says nothing; the operator reads
+        it here, once a minute while it lasts."""
+        if current is None or current == reg.broker_addr:
+            return
+        other = self._live.get(current)
+        now = self.clock()
+        if other is None or now - other.last_update_timestamp >= self.broker_channel_expired_time_ms:
+            return
+        key = (reg.broker_name, reg.broker_id)
+        if now - self._conflicts_logged.get(key, -ADDRESS_CONFLICT_LOG_INTERVAL_MS) < ADDRESS_CONFLICT_LOG_INTERVAL_MS:
+            return
+        self._conflicts_logged[key] = now
+        log.warning("broker %s (cluster %s, brokerId %d) registered from %s while %s, registered under the same "
+                    "name and id %.1f s ago, has not expired: if both are running, clients are sent to either "
+                    "in turn and their messages split between two stores; give each broker its own brokerName",
+                    reg.broker_name, reg.cluster_name, reg.broker_id, reg.broker_addr, current,
+                    (now - other.last_update_timestamp) / 1000)
 
     def unregister_broker(self, cluster_name: str, broker_addr: str, broker_name: str, broker_id: int) -> None:
         """UNREGISTER_BROKER (a clean shutdown), or expiry: the broker's address and, when it was the

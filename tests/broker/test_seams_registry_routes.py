@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 from broker_core.broker.client_registry import ClientRegistry, ConsumerData, SubscriptionData
-from broker_core.broker.route_info import BrokerRegistration, RouteInfoManager, TopicQueueConfig
+from broker_core.broker.route_info import (
+    BROKER_CHANNEL_EXPIRED_TIME_MS,
+    BrokerRegistration,
+    RouteInfoManager,
+    TopicQueueConfig,
+)
 
 from .conftest import FakeClock
 
@@ -78,6 +83,30 @@ def test_routes_of_a_two_broker_cluster_and_expiry() -> None:
 
     routes.delete_topic("T", "C1")
     assert routes.pick_topic_route("T") is None and routes.topic_list() == []
+
+
+def test_two_live_brokers_under_one_name_and_id_are_reported_once_a_minute(caplog) -> None:
+    """A copied broker.conf: two running brokers register as broker-a id 0 and take the route in turns
+    (the newest registration wins, as RocketMQ). The name server says so, once a minute while both
+    keep registering; a broker that moved (its old address expired) is not a conflict."""
+    clock = FakeClock()
+    routes = RouteInfoManager(clock)
+    topics = [TopicQueueConfig("T", 4, 4, 6)]
+    routes.register_broker(_reg("broker-a", "127.0.0.1:10911", topics))
+    for turn in range(1, 150):  # each registers every second, half a second apart: 75 s
+        clock.advance(500)
+        routes.register_broker(_reg("broker-a", "127.0.0.1:20911" if turn % 2 else "127.0.0.1:10911", topics))
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 2  # at 0.5 s and after a minute, not at each of the 149 turns
+    assert warnings[0] == ("broker broker-a (cluster C1, brokerId 0) registered from 127.0.0.1:20911 while "
+                           "127.0.0.1:10911, registered under the same name and id 0.5 s ago, has not expired: if "
+                           "both are running, clients are sent to either in turn and their messages split between "
+                           "two stores; give each broker its own brokerName")
+    caplog.clear()
+    clock.advance(BROKER_CHANNEL_EXPIRED_TIME_MS)  # 10911 went away; broker-a comes back from a new address
+    routes.register_broker(_reg("broker-a", "127.0.0.1:30911", topics))
+    assert [r for r in caplog.records if r.levelname == "WARNING"] == []
+    assert routes.cluster_info().broker_addr_table["broker-a"].broker_addrs == {0: "127.0.0.1:30911"}
 
 
 def test_a_closed_broker_connection_unregisters_it() -> None:
