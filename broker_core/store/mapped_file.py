@@ -453,6 +453,11 @@ class MappedFileQueue:
                     if not self.read_only:
                         p.unlink()
                     continue
+                if i > 0 and names[0].stat().st_size == self.file_size:
+                    # the size came from the first file (an existing store's sizes win over the config)
+                    raise ValueError(f"{p}: length {size} differs from the {self.file_size} bytes of {names[0].name}, "
+                                     "the first file of this log (its files are all one size): one of them was "
+                                     "truncated or extended, or they were written with different mappedFileSize*")
                 raise ValueError(f"{p}: length {size} differs from the configured file size {self.file_size}; "
                                  f"check the store config (mappedFileSize*) for this store")
             mf = MappedFile(p, self.file_size, self.read_only)

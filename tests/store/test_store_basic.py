@@ -115,6 +115,25 @@ def test_put_get_across_file_boundaries(tmp_path: Path, clock: FakeClock) -> Non
         store.shutdown()
 
 
+def test_a_truncated_first_commitlog_file_is_named_against_the_others(tmp_path: Path, clock: FakeClock) -> None:
+    """The store takes its file size from its first commitlog file (an existing store's sizes win over
+    the config): with that file truncated, the refusal said the next, intact file "differs from the
+    configured file size", sending the operator to a config that was never the cause."""
+    store = open_store(tmp_path, clock)
+    while len(store.commit_log.file_queue.files) < 3:
+        assert store.put_message(make_msg("T", 0, b"x" * 900)).ok
+    store.shutdown()
+    first, second = sorted((tmp_path / "commitlog").iterdir())[:2]
+    os.truncate(first, 1000)
+    with pytest.raises(ValueError) as refused:
+        open_store(tmp_path, clock)
+    assert str(refused.value) == (
+        f"{second}: length 4096 differs from the 1000 bytes of {first.name}, the first file of this log (its "
+        "files are all one size): one of them was truncated or extended, or they were written with different "
+        "mappedFileSize*")
+    assert second.stat().st_size == 4096  # refused before any file was opened to write
+
+
 def test_exploded_batch_stays_in_one_file(tmp_path: Path, clock: FakeClock) -> None:
     store = open_store(tmp_path, clock)
     try:
