@@ -6,6 +6,7 @@ import logging
 from pathlib import Path
 
 import pytest
+from small_fs import fill
 
 from broker_core.auth import (
     Acl,
@@ -118,6 +119,34 @@ def test_audit_file_rotates(tmp_path: Path) -> None:
     log.close()
     assert (tmp_path / "auth_audit.log.1").exists()
     assert not (tmp_path / "auth_audit.log.3").exists()
+
+
+def test_audit_file_on_a_full_disk_drops_lines_saying_so_once(small_fs: Path, caplog, capsys) -> None:
+    """Every line written while the disk is full printed "--- Logging error ---", a traceback and the
+    line to stderr, once per request. Now the broker's log says once that lines are dropped and, when
+    the file takes lines again, how many were; a line the disk cut short is ended before the next."""
+    path = small_fs / "logs" / "auth_audit.log"
+    audit = AuditLog(path)
+    audit.authentication("alice", "sig-before", True)
+    audit.flush()
+    fill(small_fs / "filler")
+    try:
+        for _ in range(5):
+            audit.authentication("alice", "s" * 6000, True)  # more than the page cache buffer takes
+        audit.flush()
+        assert "Logging error" not in capsys.readouterr().err
+        assert [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "rmqops.auth"] == [
+            ("ERROR", f"audit log {path} cannot be written: No space left on device; audit lines are dropped "
+                      "until it can")]
+    finally:
+        (small_fs / "filler").unlink()
+    audit.authentication("alice", "sig-after", True)
+    audit.close()
+    assert caplog.records[-1].getMessage() == (f"audit log {path} is written again; 5 line(s) were dropped while "
+                                               "it could not be (No space left on device)")
+    lines = path.read_text().splitlines()
+    assert lines[0].endswith("Signature = sig-before.") and lines[-1].endswith("Signature = sig-after.")
+    assert all(line.startswith("20") and "[AUTHENTICATION] User:alice" in line for line in lines)
 
 
 def test_migration_from_plain_acl_yml(make_manager, tmp_path: Path) -> None:
