@@ -63,6 +63,7 @@ class RunReport:
     check: bool
     records: list[StepRecord] = field(default_factory=list)
     stopped: str | None = None
+    log_problem: str | None = None  # the run log stopped being written (a full disk): what and where
 
     def count(self, status: str) -> int:
         return sum(1 for r in self.records if r.status == status and not r.ignored)
@@ -85,15 +86,45 @@ class RunLog:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self.secrets = secrets
-        self._file: TextIO = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        self._file: TextIO | None = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        self.problem: str | None = None
 
     def write(self, event: str, **fields: Any) -> None:
+        """One line, on disk when it returns. Raises OSError: the first line is written before any
+        step runs, so a log that cannot be started stops the run before it changes anything."""
+        if self._file is None:
+            return
         line = {"ts": _iso(time.time()), "event": event, **fields}
         self._file.write(json.dumps(self.secrets.mask(line), default=str, ensure_ascii=False) + "\n")
         self._file.flush()
 
+    def write_during_run(self, event: str, after: str, **fields: Any) -> None:
+        """A line once steps have run: a log that fails now (a full disk) must not stop the run half
+        done, nor hide the report of what it changed. The log stops there, and ``problem`` says
+        where, for the report."""
+        if self._file is None:
+            return
+        whole = self._file.tell()  # every line before this one is on disk in full
+        try:
+            self.write(event, **fields)
+        except OSError as e:
+            self.problem = f"cannot write the run log {self.path}: {e.strerror or e} (its last line is {after})"
+            self._close_quietly()
+            try:  # the part of the line the disk took goes: the log stays whole JSON lines
+                os.truncate(self.path, whole)
+            except OSError:
+                pass
+
     def close(self) -> None:
-        self._file.close()
+        self._close_quietly()
+
+    def _close_quietly(self) -> None:
+        file, self._file = self._file, None
+        if file is not None:
+            try:
+                file.close()
+            except OSError:
+                pass
 
 
 class Observer(Protocol):
@@ -170,23 +201,26 @@ class Runner:
             if log:
                 log.write("run_start", playbook=self.pb.name, file=self.pb.source, check=self.check,
                           limit=self.limit, vars=sorted(context))
+            last = "run_start"
             for step in self.pb.steps:
                 records = self._step(step, context, executors)
                 for r in records:
                     report.records.append(r)
                     if log:
-                        log.write("step", **r.to_dict())
+                        log.write_during_run("step", last, **r.to_dict())
+                        last = f"step {step.index + 1} {step.name!r} on {r.target}"
                 if any(r.status == "failed" and not r.ignored for r in records):
                     report.stopped = f"step {step.index + 1} {step.name!r} failed; later steps were not run"
                     break
             if log:
                 summary = report.to_dict()
                 summary.pop("steps")
-                log.write("run_end", **summary)
+                log.write_during_run("run_end", last, **summary)
         finally:
             executors.close()
             if log:
                 log.close()
+                report.log_problem = log.problem
         return report
 
     def _variables(self) -> dict[str, Any]:

@@ -70,6 +70,8 @@ def run(
         raise _fail(f"cannot write the run log {e.filename or log_path}: {e.strerror or e}", EXIT_USAGE) from None
     doc = runner.secrets.mask(report.to_dict())
     _emit(doc, output)
+    if report.log_problem is not None:  # the run went on; the report above says all it did
+        raise _fail(report.log_problem, EXIT_FAILURE)
     if report.failed:
         raise typer.Exit(EXIT_FAILURE)
 

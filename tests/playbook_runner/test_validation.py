@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import sys
 from pathlib import Path
 
 import pytest
 
 from .conftest import Playbooks
+
+TESTS = Path(__file__).resolve().parents[1]
 
 GOOD_HEAD = '''name: t
 targets:
@@ -105,3 +109,37 @@ def test_unwritable_run_log(pb: Playbooks, tmp_path: Path) -> None:
                                  "--log", str(blocker / "run.jsonl")])
     assert r.exit_code == 2
     assert r.stderr.startswith("mqadmin playbook: cannot write the run log ") and len(r.stderr.splitlines()) == 1
+
+
+def test_run_log_that_fills_the_disk_mid_run_stops_but_the_run_and_its_report_go_on(
+        pb: Playbooks, tmp_path: Path, small_fs: Path) -> None:
+    """A run log on a disk something else fills while the play runs (here a shell step). Before, the
+    failed log line aborted the run half done with exit 2, "invalid playbook (nothing ran)", and no
+    report of the group it had already made. Now the play goes on, the report says everything it
+    did, and the exit code and one line on stderr say where the log stops. (The command is padded: the
+    log line of its step, which holds it, needs blocks the full disk no longer has.)"""
+    log = small_fs / "run.jsonl"
+    filler = small_fs / "filler"
+    play = pb.write("fill.yml", GOOD_HEAD + f"""  - name: billing group
+    group.ensure: {{group: billing}}
+  - name: something fills the disk
+    shell: {{cmd: "PYTHONPATH={TESTS} {sys.executable} -c 'import small_fs; small_fs.fill(\\"{filler}\\")' # {'padding' * 2000}"}}
+  - name: audit group
+    group.ensure: {{group: audit}}
+""")
+    from typer.testing import CliRunner
+
+    from mqadmin.app import app
+
+    try:
+        r = CliRunner().invoke(app, ["playbook", "run", str(play), "-e", f"store={tmp_path}/s", "--log", str(log),
+                                     "--output", "json"])
+    finally:
+        filler.unlink(missing_ok=True)
+    assert r.exit_code == 1, r.output
+    report = json.loads(r.stdout)
+    assert [(s["name"], s["status"]) for s in report["steps"]] == [
+        ("billing group", "changed"), ("something fills the disk", "changed"), ("audit group", "changed")]
+    assert r.stderr == (f"mqadmin playbook: cannot write the run log {log}: No space left on device (its last "
+                        "line is step 1 'billing group' on local)\n")
+    assert [json.loads(line)["event"] for line in log.read_text().splitlines()] == ["run_start", "step"]
