@@ -162,12 +162,13 @@ def _write_export(path_text: str, name: str, data: dict[str, Any]) -> str:
     from mqadmin.errors import AdminError
 
     target = Path(path_text) / name
+    tmp = target.with_name(target.name + ".tmp")
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(target.name + ".tmp")
         tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         os.replace(tmp, target)
     except OSError as e:
+        tmp.unlink(missing_ok=True)  # a full disk keeps no half-written export
         raise AdminError(f"cannot write {target}: {e.strerror or e}") from None
     return str(target)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from small_fs import fill
 from typer.testing import CliRunner
 
 from broker_core.broker.broker import Broker
@@ -145,6 +146,14 @@ def test_export_metadata_and_configs(cli, tmp_path):
     configs = json.loads((tmp_path / "exp" / "configs.json").read_text())
     assert configs["brokerConfigs"]["broker-a"]["brokerClusterName"] == "DefaultCluster"
     assert configs["clusterScale"]["masterBrokerSize"] == 1
+
+
+def test_export_to_a_full_disk_names_the_file_and_leaves_no_half_written_one(cli, small_fs):
+    fill(small_fs / "filler")
+    r = cli("exportMetadata", "-c", "DefaultCluster", "-f", str(small_fs / "exp"))
+    assert (r.exit_code, r.stderr) == (1, f"mqadmin exportMetadata: cannot write {small_fs / 'exp' / 'metadata.json'}: "
+                                          "No space left on device\n")
+    assert list(small_fs.rglob("*.tmp")) == []  # the half-written metadata.json.tmp went too
 
 
 def test_kv_config_needs_a_name_server(cli):
