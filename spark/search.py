@@ -27,6 +27,7 @@ Pipeline:
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import time
 from collections.abc import Callable, Sequence
@@ -69,7 +70,7 @@ from .session import get_spark, is_local_master
 from .store_input import CommitLogFile, list_commitlog_files
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrameWriter, SparkSession
 
 T = TypeVar("T")
 U = TypeVar("U")
@@ -675,10 +676,7 @@ def run_export(store_dirs: Sequence[str | os.PathLike[str]], query: ScanQuery, o
             writer = df.write.mode("errorifexists")
             if parts:
                 writer = writer.partitionBy(*parts)
-            if fmt == "parquet":
-                writer.parquet(str(staging))
-            else:
-                writer.option("compression", "none").json(str(staging))
+            _write_export(job.spark, writer, fmt, staging, out)
             rows_written = job.summary.messages_matched
             for rdd in persisted:
                 rdd.unpersist()
@@ -687,6 +685,40 @@ def run_export(store_dirs: Sequence[str | os.PathLike[str]], query: ScanQuery, o
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
     return ExportResult(job.summary, str(out), fmt, parts, rows_written)
+
+
+FULL_DISK_BYTES = 64 << 10  # less free than this beside --out after a failed write: the disk is why
+
+
+def _write_export(spark: SparkSession, writer: DataFrameWriter, fmt: str, staging: Path, out: Path) -> None:
+    """Spark's writer into ``staging``. A failed write (a full disk, a directory it may not write) is
+    the SearchError of its Java cause: Spark's own answer was the py4j error with every stack of the
+    job in one line, after its task failures logged with their stacks, for one "No space left on
+    device". Its log is quiet while the write runs, as every failure of it is told here."""
+    spark.sparkContext.setLogLevel("FATAL")
+    try:
+        if fmt == "parquet":
+            writer.parquet(str(staging))
+        else:
+            writer.option("compression", "none").json(str(staging))
+    except Exception as e:  # noqa: BLE001 - py4j and pyspark raise several types for one failed job
+        cause = java_cause(e)
+        if "No space left" not in cause and shutil.disk_usage(out.parent).free < FULL_DISK_BYTES:
+            cause = "No space left on device"  # Hadoop says "Mkdirs failed to create <attempt dir>" for it
+        raise SearchError(f"cannot write the export to {out}: {cause}; nothing was written") from None
+    finally:
+        spark.sparkContext.setLogLevel("ERROR")
+
+
+def java_cause(error: BaseException) -> str:
+    """The innermost cause of a Spark job's failure, from the text py4j carries: "No space left on
+    device" for the IOException under Hadoop's FSError under Spark's task failure."""
+    causes = re.findall(r"Caused by: ([\w.$]+): ([^\n\t]+)", str(error))
+    if not causes:
+        return str(error).strip().splitlines()[0][:300] if str(error).strip() else type(error).__name__
+    kind, message = causes[-1]
+    message = message.strip()
+    return message if kind in ("java.io.IOException", "java.io.FileNotFoundException") else f"{kind}: {message}"
 
 
 # ------------------------------------------------------------------------------------------ output

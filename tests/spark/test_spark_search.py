@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from golden_helpers import copy_golden_store, load_manifest
 from search_oracle import FIELDS, scan_store, select
+from small_fs import fill
 
 from broker_core.store.codec.message import RECORD_VALID, check_record
 from spark import search as search_mod
@@ -234,6 +235,17 @@ def test_export_jsonl_and_atomic_output(spark, stores, plain, tmp_path):
     with pytest.raises(SearchError, match="partition-by"):
         run_export([str(stores["store-batchcq"])], build_query(), tmp_path / "x", partition_by="queueId",
                    spark=spark)
+
+
+def test_export_to_a_full_disk_is_one_line_with_the_cause_and_leaves_nothing(spark, stores, small_fs):
+    """Spark's answer was the py4j error with every stack of the job in one line (and its task
+    failures logged with theirs) for one "No space left on device"."""
+    fill(small_fs / "filler")
+    out = small_fs / "export"
+    with pytest.raises(SearchError) as failed:
+        run_export([str(stores["store-batchcq"])], build_query(), out, fmt="jsonl", spark=spark)
+    assert str(failed.value) == f"cannot write the export to {out}: No space left on device; nothing was written"
+    assert sorted(p.name for p in small_fs.iterdir() if p.name != "lost+found") == ["filler"]  # no staging left
 
 
 # ------------------------------------------------------------------------------ stats
