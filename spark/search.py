@@ -27,7 +27,6 @@ Pipeline:
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import time
 from collections.abc import Callable, Sequence
@@ -41,6 +40,7 @@ from broker_core.store.store_config import StoreConfig
 from broker_core.store.store_dir import is_store_dir, not_a_store_reason
 from broker_core.store.store_lock import is_store_locked
 
+from .failure import failure_cause
 from .progress import ProgressCallback, StatusPoller
 from .scan import (
     STOP_BLANK,
@@ -702,23 +702,12 @@ def _write_export(spark: SparkSession, writer: DataFrameWriter, fmt: str, stagin
         else:
             writer.option("compression", "none").json(str(staging))
     except Exception as e:  # noqa: BLE001 - py4j and pyspark raise several types for one failed job
-        cause = java_cause(e)
+        cause = failure_cause(e)
         if "No space left" not in cause and shutil.disk_usage(out.parent).free < FULL_DISK_BYTES:
             cause = "No space left on device"  # Hadoop says "Mkdirs failed to create <attempt dir>" for it
         raise SearchError(f"cannot write the export to {out}: {cause}; nothing was written") from None
     finally:
         spark.sparkContext.setLogLevel("ERROR")
-
-
-def java_cause(error: BaseException) -> str:
-    """The innermost cause of a Spark job's failure, from the text py4j carries: "No space left on
-    device" for the IOException under Hadoop's FSError under Spark's task failure."""
-    causes = re.findall(r"Caused by: ([\w.$]+): ([^\n\t]+)", str(error))
-    if not causes:
-        return str(error).strip().splitlines()[0][:300] if str(error).strip() else type(error).__name__
-    kind, message = causes[-1]
-    message = message.strip()
-    return message if kind in ("java.io.IOException", "java.io.FileNotFoundException") else f"{kind}: {message}"
 
 
 # ------------------------------------------------------------------------------------------ output

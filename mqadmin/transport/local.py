@@ -507,8 +507,12 @@ class LocalBrokerClient:
             if "locked" in str(e) or "held" in str(e):
                 raise StoreBusyError(str(self.store_dir), holder=describe_holder(self.store_dir)) from None
             raise AdminError(_first_line(str(e))) from e
-        except Exception as e:  # noqa: BLE001 - a Py4J/Spark failure: its first line (--verbose: all of it)
-            raise AdminError(f"Spark failed: {_first_line(str(e))}") from e
+        except OSError as e:  # the driver's own writes (its staging directory, the swap): not Spark's
+            raise AdminError(f"cannot write {e.filename or self.store_dir}: {e.strerror or e}") from e
+        except Exception as e:  # noqa: BLE001 - a Py4J/Spark failure: its cause (--verbose: all of it)
+            from spark.failure import failure_cause
+
+            raise AdminError(f"Spark failed: {failure_cause(e)}") from e
 
 
 def _topic_info(tc: TopicConfig) -> TopicInfo:
