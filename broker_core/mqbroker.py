@@ -185,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
             except StoreLockedError as e:
                 print(f"mqbroker: {e}", file=sys.stderr)
                 return 1
-            except (OSError, ValueError) as e:
+            except (OSError, ValueError, ConfigFileError) as e:
                 print(f"mqbroker: cannot open store {root}: {e}", file=sys.stderr)
                 return 1
             broker.start()

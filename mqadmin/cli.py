@@ -393,7 +393,12 @@ def run_command(name: str, opts: GlobalOptions, writes: bool, fn: Callable[..., 
         _report(cmd, "interrupted", False)
     except Exception as e:  # noqa: BLE001 - one line, never a stack trace or a type name (unless --verbose)
         code = EXIT_FAILURE
-        _report(cmd, f"unexpected failure: {e} (run with --verbose for the details)", opts.verbose)
+        from broker_core.store.config_file import ConfigFileError  # loaded already when it is one
+
+        if isinstance(e, ConfigFileError):  # a damaged config file (and .bak), met wherever: it names them
+            _report(cmd, str(e), opts.verbose)
+        else:
+            _report(cmd, f"unexpected failure: {e} (run with --verbose for the details)", opts.verbose)
     finally:
         try:
             cmd.close()

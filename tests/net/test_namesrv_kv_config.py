@@ -68,3 +68,27 @@ def test_unreadable_kv_config_stops_the_name_server_with_one_line(tmp_path: Path
     assert r.returncode == 1
     assert r.stderr.strip().splitlines()[-1].startswith("mqbroker: name server: cannot load config file: ")
     assert str(bad) in r.stderr and "Traceback" not in r.stderr
+
+
+def test_damaged_broker_config_file_is_the_broker_s_not_the_name_server_s(tmp_path: Path) -> None:
+    """A damaged topics.json (and .bak) stopped mqbroker with "name server: cannot load config file",
+    blaming the wrong server; mqadmin on that store said "unexpected failure ... --verbose" for a
+    failure it had named exactly."""
+    from broker_core.broker.broker import Broker
+
+    store = tmp_path / "store"
+    Broker(store).shutdown()
+    topics = store / "config" / "topics.json"
+    topics.write_text("{damaged")
+    topics.with_name("topics.json.bak").unlink(missing_ok=True)
+    r = subprocess.run([sys.executable, "-m", "broker_core.mqbroker", "--namesrvPort", "0", "--listenPort", "0",
+                        "--store", str(store)], capture_output=True, text=True, timeout=60, env=_env(), cwd=REPO)
+    assert r.returncode == 1
+    assert r.stderr.strip().splitlines()[-1] == (
+        f"mqbroker: cannot open store {store}: cannot load config file: {topics}: not valid JSON (Expecting "
+        "property name enclosed in double quotes: line 1 column 2 (char 1)) (no topics.json.bak to fall back to)")
+    listed = subprocess.run([sys.executable, "-m", "mqadmin.app", "topicList", "--store", str(store)],
+                            capture_output=True, text=True, timeout=60, env=_env(), cwd=REPO)
+    assert (listed.returncode, listed.stderr) == (1, f"mqadmin topicList: cannot load config file: {topics}: not "
+                                                     "valid JSON (Expecting property name enclosed in double quotes: "
+                                                     "line 1 column 2 (char 1)) (no topics.json.bak to fall back to)\n")
