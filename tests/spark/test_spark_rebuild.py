@@ -9,9 +9,7 @@ import struct
 from pathlib import Path
 
 import pytest
-from golden_helpers import copy_golden_store
-from small_fs import fill
-from spark_helpers import index_contents, manifest_key_queries, tree_bytes, write_store_config
+from spark_helpers import index_contents, manifest_key_queries, tree_bytes
 
 from broker_core.store.batch_consume_queue import BatchConsumeQueue
 from broker_core.store.codec.hashing import index_key_hash
@@ -70,29 +68,6 @@ def test_rebuild_store_basic_byte_identical(spark, golden_store, golden_root):
                                                                   mq["maxPhysicOffset"])
     assert not list(store.glob(".rmqops-rebuild-*"))  # staging removed
     assert render_summary(summary).row_count > 5
-
-
-def test_rebuild_on_a_full_disk_fails_with_its_cause_and_changes_nothing(spark, manifests, small_fs, tmp_path):
-    """The operator read "Spark failed: An exception was thrown from the Python worker:", the first
-    line of the job's failure, and not why: the cause is the task's own exception."""
-    from typer.testing import CliRunner
-
-    from mqadmin.app import app
-
-    store = copy_golden_store("store-basic", small_fs / "store")
-    cfg = write_store_config(manifests["store-basic"], tmp_path / "store-basic.conf")
-    before = tree_bytes(store)
-    fill(small_fs / "filler")
-    # in this process the command's Spark session is the module's (getOrCreate)
-    r = CliRunner().invoke(app, ["rebuildStore", "--store", str(store), "--config", str(cfg)],
-                           env={"NAMESRV_ADDR": "", "RMQ_STORE": ""})
-    # a task's exchange file (tmpfs) or, first, the driver's staging directory (ext4)
-    err = r.stderr
-    assert r.exit_code == 1 and len(err.splitlines()) == 1, err
-    assert err == "mqadmin rebuildStore: Spark failed: OSError: [Errno 28] No space left on device\n" or (
-        err.startswith(f"mqadmin rebuildStore: cannot write {store}/.rmqops-rebuild-")
-        and err.endswith(": No space left on device\n")), err
-    assert tree_bytes(store) == before and not list(store.glob(".rmqops-rebuild-*"))
 
 
 def test_rebuild_store_batchcq_byte_identical(spark, golden_store, golden_root):
