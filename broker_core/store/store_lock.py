@@ -69,7 +69,11 @@ class StoreLock:
                     raise StoreLockedError(f"store {self.path.parent} is locked by "
                                            f"{describe_holder(self.path.parent)}") from e
                 raise
-            os.pwrite(fd, b"lock", 0)
+            try:
+                os.pwrite(fd, b"lock", 0)
+            except OSError as e:  # a full disk: the lock goes with its descriptor, and the error names the file
+                os.close(fd)
+                raise OSError(e.errno, e.strerror, str(self.path)) from None
             try:
                 (self.path.parent / HOLDER_FILE).write_text(f"pid={os.getpid()} role={PROCESS_ROLE}\n")
             except OSError:  # only a courtesy for the next opener's message

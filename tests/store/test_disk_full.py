@@ -237,3 +237,24 @@ def test_the_timer_on_a_full_disk_refuses_instead_of_dying(small_fs: Path) -> No
     figures = dict(line.split() for line in res.stdout.splitlines() if line != "closed")
     assert res.stdout.splitlines()[-1] == "closed"
     assert int(figures["delayed"]) > 0 and int(figures["refused"]) == 20
+
+
+def test_a_new_store_on_a_full_disk_names_its_lock_file_and_holds_no_lock(small_fs: Path) -> None:
+    """The lock file could be created but not written: the refusal was a bare "[Errno 28] No space left
+    on device", and the failed open kept the lock (its descriptor was never closed), so no other process
+    (a broker, an mqadmin) could open the store while this one lived, even once there was room."""
+    fill(small_fs / "filler")
+    root = small_fs / "new"
+    with pytest.raises(OSError) as refused:
+        MessageStore(root, small_config()).open()
+    # ext4 has no block left for the store's directory; tmpfs makes it and the lock file, not its byte
+    assert str(refused.value) in (f"[Errno 28] No space left on device: '{root / 'lock'}'",
+                                  f"[Errno 28] No space left on device: '{root}'")
+    (small_fs / "filler").unlink()
+    other = subprocess.run([sys.executable, "-c", "import sys; from pathlib import Path; "
+                            "from broker_core.store.store_lock import is_store_locked; "
+                            "print(is_store_locked(Path(sys.argv[1])))", str(root)],
+                           capture_output=True, text=True, timeout=60, env=dict(os.environ, PYTHONPATH=str(HERE.parents[1])))
+    assert other.stdout.strip() == "False", other.stderr
+    store = MessageStore(root, small_config()).open()
+    store.shutdown()
