@@ -597,12 +597,17 @@ class Broker:
             existed |= self.topic_manager.delete(t, system=i > 0)
             self.offset_manager.clean_offset_by_topic(t)
             self.pop_service.forget_topic(t)
+        self._write_offsets_after_deleting(f"topic {topic}")
+        return existed
+
+    def _write_offsets_after_deleting(self, what: str) -> None:
+        """consumerOffset.json without the offsets a deletion dropped. The deletion stands when it
+        cannot be written (a full disk): the offset flush writes it when it can, and the caller says so."""
         try:
             self.offset_manager.persist(force=True)
-        except ConfigWriteError as e:  # the deletion stands; the offset flush writes the file when it can
-            raise BrokerSystemError(f"topic {topic} was deleted, but {e}: its consumer offsets are dropped in "
-                                    "memory and written at the next offset flush") from e
-        return existed
+        except ConfigWriteError as e:
+            raise BrokerSystemError(f"{what} was deleted, but {e}: its consumer offsets are dropped in memory "
+                                    "and written at the next offset flush") from e
 
     # -- store maintenance (mqadmin cleanExpiredCQ, deleteExpiredCommitLog, cleanUnusedTopic) ------------
     def _maintain(self, fn: Callable[[], T]) -> T:
@@ -704,11 +709,7 @@ class Broker:
         existed = self.group_manager.delete(group)
         if clean_offset:
             self.offset_manager.remove_offset(group)
-            try:
-                self.offset_manager.persist(force=True)
-            except ConfigWriteError as e:  # the deletion stands; the offset flush writes the file when it can
-                raise BrokerSystemError(f"subscription group {group} was deleted, but {e}: its consumer offsets "
-                                        "are dropped in memory and written at the next offset flush") from e
+            self._write_offsets_after_deleting(f"subscription group {group}")
         return existed
 
     def get_subscription_group(self, group: str, auth: RequestContext | None = None) -> SubscriptionGroupConfig | None:
