@@ -64,6 +64,7 @@ async def _rmq_produce(namesrv: str, topic: str, n: int, batch: int) -> float:
 
     inst = MQClientInstance(namesrv)
     p = Producer(topic + "_P", inst)
+    await p.start()
     queues = await p.publish_queues(topic)
     mq = queues[0]
     start = time.perf_counter()

@@ -38,6 +38,10 @@ HEARTBEAT_INTERVAL_S = 30.0
 ROUTE_REFRESH_INTERVAL_S = 30.0
 
 
+class ClientStateError(RuntimeError):
+    """A producer or consumer used out of its life cycle (Java's "service state not OK")."""
+
+
 class BrokerError(Exception):
     """The server answered a code other than the ones the caller accepts."""
 
@@ -72,7 +76,12 @@ class MQClientInstance:
         self.credentials = credentials
         self.unit_name = unit_name
         # ClientConfig.buildMQClientId: ip@instanceName, then @unitName when the client has one
-        self.client_id = f"{client_ip}@{instance_name or _instance_name()}" + (f"@{unit_name}" if unit_name else "")
+        unit = f"@{unit_name}" if unit_name else ""
+        self.client_id = f"{client_ip}@{instance_name or _instance_name()}{unit}"
+        # Java changes the default instance name "DEFAULT" to pid#nanotime for producers and CLUSTERING
+        # consumers only; a BROADCASTING consumer keeps ip@DEFAULT, the id its local offsets file is
+        # filed under, so a restarted process finds the file again
+        self.stable_client_id = f"{client_ip}@{instance_name or 'DEFAULT'}{unit}"
         self.request_timeout = request_timeout
         self._conns: dict[str, RemotingConnection] = {}
         self._conn_locks: dict[str, asyncio.Lock] = {}

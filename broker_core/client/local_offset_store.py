@@ -4,7 +4,8 @@ Why a file per consumer: in BROADCASTING mode every consumer of a group reads ev
 broker's one offset per (group, queue) cannot hold them; each consumer keeps its own progress at
 ``<dir>/<clientId>/<group>/offsets.json`` (dir defaults to ``~/.rocketmq_offsets``, as Java's
 ``rocketmq.client.localOffsetStoreDir``) and a restarted consumer with the same client id resumes
-from it. The file has Java's content — ``{"offsetTable":{{"brokerName":..,"queueId":..,"topic":..}:N}}``
+from it (the id is ``MQClientInstance.stable_client_id``: ip@DEFAULT as in Java, unless the instance
+was given a name). The file has Java's content — ``{"offsetTable":{{"brokerName":..,"queueId":..,"topic":..}:N}}``
 (fastjson with MessageQueue keys) — and is replaced as MixAll.string2File does: the new content is
 written to ``offsets.json.tmp``, the old file is moved aside to ``offsets.json.bak``, then the
 temporary file takes its place; a reader falls back to the ``.bak`` when the file is missing or torn.

@@ -124,6 +124,7 @@ class ProduceAccumulator:
         self._inflight: set[asyncio.Task[None]] = set()
         self._guard: asyncio.Task[None] | None = None
         self._closed = False
+        self._entering = 0  # add() calls between the closed check and their item's accumulation
         self.batches_sent = 0  # figures for users and tests: how much batching happened
         self.messages_sent = 0
 
@@ -146,15 +147,21 @@ class ProduceAccumulator:
         size = len(item)
         if self._closed:
             raise RuntimeError("the producer's accumulator is shut down")
-        await self._budget.acquire(size)
-        fut: asyncio.Future[tuple[BatchSendOutcome, int]] = asyncio.get_running_loop().create_future()
-        acc = self._open.get(key)
-        if acc is None:
-            acc = self._open[key] = _Accumulation(key, asyncio.get_running_loop().time())
-        acc.items.append(_Pending(item, fut))
-        acc.size += size
-        if acc.size >= self.batch_max_bytes:
-            self._dispatch(self._open.pop(key))  # space dimension: sent from the sending call
+        # counted until the item is in an accumulation: close() waits for sends it accepted that are
+        # still waiting for the byte budget, which get their place only as earlier batches are answered
+        self._entering += 1
+        try:
+            await self._budget.acquire(size)
+            fut: asyncio.Future[tuple[BatchSendOutcome, int]] = asyncio.get_running_loop().create_future()
+            acc = self._open.get(key)
+            if acc is None:
+                acc = self._open[key] = _Accumulation(key, asyncio.get_running_loop().time())
+            acc.items.append(_Pending(item, fut))
+            acc.size += size
+        finally:
+            self._entering -= 1
+        if acc.size >= self.batch_max_bytes or self._closed:
+            self._dispatch(self._open.pop(key))  # space dimension (or closing): sent from the sending call
         else:
             self._ensure_guard()
         return await fut
@@ -211,8 +218,16 @@ class ProduceAccumulator:
             await asyncio.gather(*list(self._inflight), return_exceptions=True)
 
     async def close(self) -> None:
-        await self.flush()
+        """Refuse new sends at once, then send every one accepted before and wait for its answer: the open
+        accumulations and the sends still waiting for the byte budget (nothing is left unsent)."""
         self._closed = True
+        while self._open or self._inflight or self._entering:
+            for key in list(self._open):
+                self._dispatch(self._open.pop(key))
+            if self._inflight:
+                await asyncio.gather(*list(self._inflight), return_exceptions=True)
+            else:
+                await asyncio.sleep(0)  # a send granted its bytes takes its place in an accumulation
         if self._guard is not None:
             self._guard.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -36,7 +36,7 @@ from broker_core.store.codec.trace_data import MessageType as TraceMessageType
 from broker_core.store.codec.trace_data import TraceBean, TraceContext, TraceType
 
 from .connection import RemotingConnection, RemotingError, RemotingTimeoutError
-from .instance import BrokerError, MQClientInstance
+from .instance import BrokerError, ClientStateError, MQClientInstance
 from .message import (
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_KEYS,
@@ -138,6 +138,7 @@ class Producer:
         self._accumulator: ProduceAccumulator | None = None
         self._selector = RoundRobinSelector()
         self._started = False
+        self._shut_down = False
         # Java's enableMsgTrace/customizedTraceTopic: every send also writes a Pub trace context
         self.trace: TraceDispatcher | None = (TraceDispatcher(instance, group, custom_trace_topic)
                                               if enable_msg_trace else None)
@@ -147,18 +148,27 @@ class Producer:
         self.instance.register_producer(self.group, self)
         await self.instance.start()
         self._started = True
+        self._shut_down = False
         if self.trace is not None:
             await self.trace.start()
 
     async def shutdown(self) -> None:
-        if self._accumulator is not None:  # accumulated messages are sent, not dropped
+        was_started, self._started = self._started, False  # sends from now on are refused
+        self._shut_down = True
+        if self._accumulator is not None:  # accepted messages are sent and answered, not dropped
             await self._accumulator.close()
             self._accumulator = None
         if self.trace is not None:
             await self.trace.shutdown()
-        if self._started:
-            self._started = False
+        if was_started:
             await self.instance.unregister(producer_group=self.group)
+
+    def _check_running(self) -> None:
+        """Java's "service state not OK": a send outside start() .. shutdown() is refused, not sent
+        through a client nobody will shut down."""
+        if not self._started:
+            raise ClientStateError(f"producer {self.group} is shut down" if self._shut_down
+                                   else f"producer {self.group} is not started: call start() first")
 
     def heartbeat_data(self) -> ProducerData:
         return ProducerData(group_name=self.group)
@@ -186,6 +196,7 @@ class Producer:
         With ``auto_batch`` a batchable message waits (at most batch_max_delay_ms) in its accumulator and
         the answer is its own share of the batch's result; others are sent alone, as without AutoBatch.
         """
+        self._check_running()
         props = msg.wire_properties()
         # a send with its own timeout goes direct, as Java's send(msg, timeout) does
         if self.trace is None:
@@ -233,6 +244,7 @@ class Producer:
 
     async def send_oneway(self, msg: Message, mq: MessageQueue | None = None) -> None:
         """Fire and forget: no response is asked for (errors after the write are not seen)."""
+        self._check_running()
         queues = [mq] if mq else await self.publish_queues(msg.topic)
         target = mq or self._selector.select(queues)
         addr = await self.instance.find_broker_addr(target)
@@ -247,6 +259,7 @@ class Producer:
     async def send_batch(self, msgs: Sequence[Message], mq: MessageQueue | None = None,
                          timeout: float | None = None) -> SendResult:
         """SEND_BATCH_MESSAGE: one request, one queue; on a BatchCQ topic the broker stores one record."""
+        self._check_running()
         if not msgs:
             raise ValueError("empty batch")
         topic = msgs[0].topic
@@ -379,6 +392,7 @@ class TransactionProducer(Producer):
         self.listener = listener
 
     async def send_in_transaction(self, msg: Message, arg: object = None) -> TransactionSendResult:
+        self._check_running()
         if msg.delay_level > 0:
             raise ValueError("a transactional message cannot be delayed")
         props = msg.wire_properties()

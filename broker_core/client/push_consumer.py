@@ -40,7 +40,7 @@ from broker_core.store.codec.trace_data import ConsumeReturnType, TraceBean, Tra
 from .allocate import AllocateStrategy, allocate_averagely
 from .connection import RemotingConnection, RemotingError
 from .consumer_api import ConsumerApi, PullStatus
-from .instance import BrokerError, MQClientInstance
+from .instance import BrokerError, ClientStateError, MQClientInstance
 from .local_offset_store import LocalFileOffsetStore
 from .message import PROPERTY_RETRY_TOPIC, decode_records, new_uniq_key
 from .message import PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX as PROPERTY_UNIQ_KEY
@@ -108,8 +108,9 @@ class PushConsumer:
         self.api = ConsumerApi(instance, group)
         self.message_model = message_model
         # CLUSTERING: the broker keeps the group's offsets; BROADCASTING: each consumer keeps its own in a
-        # file under offset_store_dir (default ~/.rocketmq_offsets) named by its client id
-        self.offsets: OffsetStore = (LocalFileOffsetStore(instance.client_id, group, offset_store_dir)
+        # file under offset_store_dir (default ~/.rocketmq_offsets) named by its client id as Java names it,
+        # one that is the same after a restart (ip@DEFAULT unless the instance was given a name)
+        self.offsets: OffsetStore = (LocalFileOffsetStore(instance.stable_client_id, group, offset_store_dir)
                                      if self.broadcasting else RemoteBrokerOffsetStore(self.api))
         self._consume_from = consume_from
         self.allocate_strategy = allocate_strategy  # Java's setAllocateMessageQueueStrategy
@@ -134,6 +135,7 @@ class PushConsumer:
         self._rebalance_now = asyncio.Event()
         self._rebalance_lock = asyncio.Lock()
         self._running = False
+        self._starting = False
 
     # ---------------------------------------------------------------- configuration
     def subscribe(self, topic: str, expression: str | None = "*", expression_type: str = "TAG") -> None:
@@ -162,6 +164,16 @@ class PushConsumer:
 
     # ---------------------------------------------------------------- lifecycle
     async def start(self) -> None:
+        # a second start would run a second rebalancer: every queue pulled twice, each message consumed twice
+        if self._running or self._starting:
+            raise ClientStateError(f"push consumer {self.group} is already started")
+        self._starting = True
+        try:
+            await self._start()
+        finally:
+            self._starting = False
+
+    async def _start(self) -> None:
         if self._concurrent is None and self._orderly is None:
             raise ValueError("register a listener before start()")
         if isinstance(self.offsets, LocalFileOffsetStore):

@@ -109,6 +109,7 @@ def test_autobatch_failure_reaches_every_send_of_the_batch(broker: BrokerProcess
     async def go():
         inst = MQClientInstance(broker.namesrv_addr)
         p = Producer(unique + "P", inst, auto_batch=True)
+        await p.start()
         mq = MessageQueue(topic=unique + "missing", broker_name="no-such-broker", queue_id=0)
         try:
             outcome = await asyncio.gather(*(p.send(Message(mq.topic, b"x"), mq=mq) for _ in range(3)),
@@ -191,3 +192,51 @@ def test_autobatch_sync_send_times_out_when_the_broker_stops_answering(broker: B
     assert direct.status == SendStatus.SEND_OK and batched == 1  # only "warm" went through the accumulator
     assert "through AutoBatch got no answer within 1.0s" in outcome
     assert waited < 3.0
+
+
+def test_shutdown_sends_every_accepted_message_and_later_sends_are_refused(broker: BrokerProcess, unique: str) -> None:
+    """Sends held back by total_batch_max_bytes when shutdown() begins are sent and answered (none left in
+    an accumulator nobody sends); a send during or after the shutdown, or before start(), is refused at
+    once, as Java's "service state not OK"."""
+    from broker_core.client.instance import ClientStateError
+
+    async def go():
+        inst = MQClientInstance(broker.namesrv_addr)
+        await create_topic(inst, broker.broker_addr, unique, queues=1)
+        p = Producer(unique + "P", inst, auto_batch=True, batch_max_bytes=2048, total_batch_max_bytes=4096,
+                     batch_max_delay_ms=200)
+        refused: list[str] = []
+        try:
+            await p.send(Message(unique, b"too early"))
+        except ClientStateError as e:
+            refused.append(str(e))
+        await p.start()
+        sends = [p.send_async(Message(unique, f"m{i:03d}".encode() + b"." * 400)) for i in range(120)]
+        for _ in range(5):  # every send reaches its accumulator (~8 fit the budget, the others wait)
+            await asyncio.sleep(0)
+        held_back = p.accumulator().waiting_sends
+        closing = asyncio.get_running_loop().create_task(p.shutdown())
+        await asyncio.sleep(0)
+        during = p.send_async(Message(unique, b"during shutdown"))
+        await closing
+        res = await asyncio.gather(*sends, return_exceptions=True)
+        try:
+            await during
+        except ClientStateError as e:
+            refused.append(str(e))
+        try:
+            await p.send(Message(unique, b"after shutdown"))
+        except ClientStateError as e:
+            refused.append(str(e))
+        await _dispatched(inst, unique, [r for r in res if not isinstance(r, BaseException)])
+        got = await _pull_all(PullConsumer(unique + "C", inst), unique)
+        await inst.shutdown()
+        return held_back, res, got, refused, p._accumulator
+
+    held_back, res, got, refused, accumulator = run(go())
+    assert held_back > 50  # most sends were waiting for the byte budget when shutdown began
+    assert all(not isinstance(r, BaseException) and r.status == SendStatus.SEND_OK for r in res), res
+    assert sorted(m.body[:4] for m in got) == [f"m{i:03d}".encode() for i in range(120)]
+    assert refused == [f"producer {unique}P is not started: call start() first", f"producer {unique}P is shut down",
+                       f"producer {unique}P is shut down"]
+    assert accumulator is None  # no accumulator (and no background task) recreated after shutdown

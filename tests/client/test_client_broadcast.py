@@ -150,3 +150,53 @@ def test_broadcasting_consumer_refuses_to_start_on_an_unreadable_offsets_file(br
 
     run(go())
     assert bad.read_text() == "{not json"
+
+
+def test_a_broadcasting_consumer_restarted_with_default_names_resumes_from_its_file(
+        broker: BrokerProcess, unique: str, tmp_path: Path) -> None:
+    """Each process gets a new default client id (pid#time); the offsets file is filed under the id Java
+    gives a broadcasting consumer, ip@DEFAULT, so the new process finds it and skips nothing."""
+    group = unique + "G"
+
+    async def consume_until(count: int, rec_list: list[bytes]) -> PushConsumer:
+        inst = MQClientInstance(broker.namesrv_addr)  # no instance_name: a new client id every time
+        c = PushConsumer(group, inst, message_model=MessageModel.BROADCASTING, offset_store_dir=str(tmp_path),
+                         consume_from=ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET)
+        rec = _Receiver()
+        c.subscribe(unique, "*")
+        c.register_concurrently(rec)
+        await c.start()
+        await _until(lambda: _committed(c, unique, broker.broker_name) == count)
+        rec_list.extend(rec.bodies)
+        await _stop(c)
+        return c
+
+    async def go():
+        inst = MQClientInstance(broker.namesrv_addr)
+        await create_topic(inst, broker.broker_addr, unique, queues=4)
+        p = Producer(unique + "P", inst)
+        await p.start()
+        first_run: list[bytes] = []
+        second_run: list[bytes] = []
+        c1 = None
+
+        async def send(tag: str, n: int) -> None:
+            for i in range(n):
+                await p.send(Message(unique, f"{tag}{i}".encode()))
+
+        # the first run starts from the last offset (0 on an empty topic) and consumes 6
+        task = asyncio.get_running_loop().create_task(consume_until(6, first_run))
+        await asyncio.sleep(1.0)
+        await send("a", 6)
+        c1 = await task
+        await send("down", 4)  # sent while no consumer runs
+        c2 = await consume_until(10, second_run)
+        await p.shutdown()
+        await inst.shutdown()
+        return c1, c2, first_run, second_run
+
+    c1, c2, first_run, second_run = run(go(), timeout=120)
+    assert c1.instance.client_id != c2.instance.client_id
+    assert sorted(first_run) == sorted(f"a{i}".encode() for i in range(6))
+    assert sorted(second_run) == sorted(f"down{i}".encode() for i in range(4))  # resumed: nothing skipped
+    assert [d.name for d in tmp_path.iterdir()] == ["127.0.0.1@DEFAULT"]  # one file, no orphan per process

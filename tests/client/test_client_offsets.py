@@ -42,6 +42,7 @@ def test_new_group_starts_where_consume_from_where_says(broker: BrokerProcess, u
         inst = MQClientInstance(broker.namesrv_addr)
         await create_topic(inst, broker.broker_addr, unique, queues=1)
         p = Producer(unique + "P", inst)
+        await p.start()
         for i in range(4):
             await p.send(Message(unique, f"old{i}".encode()))
         await asyncio.sleep(0.05)
@@ -86,6 +87,7 @@ def test_committed_offset_never_passes_a_message_still_being_consumed(broker: Br
         inst = MQClientInstance(broker.namesrv_addr)
         await create_topic(inst, broker.broker_addr, unique, queues=1)
         p = Producer(unique + "P", inst)
+        await p.start()
         for i in range(10):
             await p.send(Message(unique, f"m{i}".encode()))
         release = asyncio.Event()
@@ -128,6 +130,7 @@ def test_filtered_messages_do_not_pin_the_offset_and_an_illegal_offset_is_replac
         mq = MessageQueue(topic=unique, broker_name=broker.broker_name, queue_id=0)
         api = ConsumerApi(inst, group)
         p = Producer(unique + "P", inst)
+        await p.start()
         for i in range(3):
             await p.send(Message(unique, f"m{i}".encode(), tags="TagB"))
         await wait_dispatched(inst, unique, broker.broker_name, {0: 3})

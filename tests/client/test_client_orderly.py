@@ -30,6 +30,7 @@ def test_failing_message_suspends_its_queue_then_goes_to_the_dlq(broker: BrokerP
         inst = MQClientInstance(broker.namesrv_addr)
         await create_topic(inst, broker.broker_addr, unique, queues=4)
         p = Producer(unique + "P", inst)
+        await p.start()
         queue_of: dict[str, int] = {}
         for key in ("alpha", "beta"):
             for i in range(8):

@@ -111,6 +111,7 @@ def test_batch_send_lands_in_one_queue_with_consecutive_offsets(broker: BrokerPr
         inst = MQClientInstance(broker.namesrv_addr)
         await create_topic(inst, broker.broker_addr, topic, queues=2, attributes=f"+queue.type={queue_type}")
         p = Producer(topic + "P", inst)
+        await p.start()
         r1 = await p.send_batch([Message(topic, f"m{i}".encode(), tags="B") for i in range(32)])
         r2 = await p.send_batch([Message(topic, f"n{i}".encode()) for i in range(5)], mq=r1.message_queue)
         await wait_dispatched(inst, topic, r1.message_queue.broker_name, {r1.message_queue.queue_id: 37})
@@ -132,6 +133,7 @@ def test_ordered_sends_by_key_stay_in_one_queue_in_order(broker: BrokerProcess, 
         inst = MQClientInstance(broker.namesrv_addr)
         await create_topic(inst, broker.broker_addr, unique)
         p = Producer(unique + "P", inst)
+        await p.start()
         res = {k: [await p.send_orderly(Message(unique, f"{k}-{i}".encode()), k) for i in range(10)]
                for k in ("order-1", "order-2", "order-3")}
         await _dispatched(inst, unique, [r for rs in res.values() for r in rs])
@@ -156,6 +158,7 @@ def test_offsets_and_long_polling(broker: BrokerProcess, unique: str) -> None:
         mq = MessageQueue(topic=unique, broker_name=broker.broker_name, queue_id=0)
         before = await c.fetch_consume_offset(mq)
         p = Producer(unique + "P", inst)
+        await p.start()
         for i in range(3):
             await p.send(Message(unique, f"x{i}".encode()), mq=mq)
         await wait_dispatched(inst, unique, broker.broker_name, {0: 3})
@@ -187,6 +190,7 @@ def test_send_to_unknown_topic_without_autocreate_route_fails_cleanly(broker: Br
     async def go():
         inst = MQClientInstance(broker.namesrv_addr)
         p = Producer(unique + "P", inst)
+        await p.start()
         mq = MessageQueue(topic=unique + "missing", broker_name="no-such-broker", queue_id=0)
         try:
             with pytest.raises(BrokerError, match="no-such-broker"):

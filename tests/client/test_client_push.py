@@ -6,7 +6,7 @@ import asyncio
 import time
 
 from broker_core.client.consumer_api import ConsumerApi
-from broker_core.client.instance import MQClientInstance
+from broker_core.client.instance import ClientStateError, MQClientInstance
 from broker_core.client.message import Message
 from broker_core.client.producer import LocalTransactionState, Producer, TransactionProducer
 from broker_core.client.push_consumer import ConsumeConcurrentlyStatus, ConsumeOrderlyStatus, PushConsumer
@@ -45,7 +45,13 @@ def test_push_consumer_gets_its_tags_and_commits_offsets(broker: BrokerProcess, 
 
         c.register_concurrently(listener)
         await c.start()
+        try:  # a second start would pull every queue twice (each message consumed twice): refused
+            await c.start()
+            second_start = "accepted"
+        except ClientStateError as e:
+            second_start = str(e)
         p = Producer(unique + "P", inst)
+        await p.start()
         for i in range(30):
             await p.send(Message(unique, f"m{i}".encode(), tags=("TagA", "TagB", "TagC")[i % 3]))
         want = {f"m{i}".encode() for i in range(30) if i % 3 != 1}
@@ -54,11 +60,14 @@ def test_push_consumer_gets_its_tags_and_commits_offsets(broker: BrokerProcess, 
         api = ConsumerApi(inst, unique + "G")
         committed = {mq.queue_id: await api.query_consumer_offset(mq) for mq in await api.subscribe_queues(unique)}
         maxes = {mq.queue_id: await api.max_offset(mq) for mq in await api.subscribe_queues(unique)}
+        await p.shutdown()
         await inst.shutdown()
-        return ok, got, want, committed, maxes
+        return ok, got, want, committed, maxes, second_start
 
-    ok, got, want, committed, maxes = run(go())
+    ok, got, want, committed, maxes, second_start = run(go())
+    assert second_start == f"push consumer {unique}G is already started"
     assert ok and {m.body for m in got} == want
+    assert len(got) == len(want)  # one pull loop a queue: nothing consumed twice
     # every queue committed past what was consumed from it (a filtered-out tail may still be held by the
     # broker's long poll, as in RocketMQ, so the commit can stop just before it)
     for qid, off in committed.items():
@@ -89,6 +98,7 @@ def test_two_consumers_of_a_group_split_the_queues(broker: BrokerProcess, unique
                                  and not owned(consumers[0]) & owned(consumers[1])
                                  and len(owned(consumers[0])) == 2, 15)
         p = Producer(unique + "P", setup)
+        await p.start()
         for i in range(40):
             await p.send(Message(unique, f"m{i}".encode()))
         ok = await wait_until(lambda: len({m.body for m in seen["a"] + seen["b"]}) == 40)
@@ -122,6 +132,7 @@ def test_failed_message_comes_back_through_the_retry_topic(broker: BrokerProcess
         c.register_concurrently(listener)
         await c.start()
         p = Producer(unique + "P", inst)
+        await p.start()
         await p.send(Message(unique, b"flaky"))
         ok = await wait_until(lambda: len(got) >= 2, 30)
         await c.shutdown()
@@ -140,6 +151,7 @@ def test_orderly_consumer_keeps_order_through_a_failure_and_holds_the_lock(broke
         inst = MQClientInstance(broker.namesrv_addr)
         await create_topic(inst, broker.broker_addr, unique, queues=2)
         p = Producer(unique + "P", inst)
+        await p.start()
         for i in range(20):
             await p.send_orderly(Message(unique, f"{i:02d}".encode()), "the-key")
         got: list[bytes] = []

@@ -62,6 +62,7 @@ def test_third_consumer_joins_and_one_leaves_without_losing_a_message(
         await start("b")
         assert await wait_until(settled, 15), owners()
         p = Producer(unique + "P", setup)
+        await p.start()
 
         async def produce(lo: int, hi: int) -> None:
             for i in range(lo, hi):
