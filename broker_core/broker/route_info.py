@@ -100,9 +100,14 @@ class RouteInfoManager:
     """The name server's tables (RouteInfoManager): clusters, brokers, topic queues, live brokers."""
 
     def __init__(self, clock: Callable[[], int],
-                 broker_channel_expired_time_ms: int = BROKER_CHANNEL_EXPIRED_TIME_MS) -> None:
+                 broker_channel_expired_time_ms: int = BROKER_CHANNEL_EXPIRED_TIME_MS,
+                 delete_topic_with_broker_registration: bool = False) -> None:
         self.clock = clock
         self.broker_channel_expired_time_ms = broker_channel_expired_time_ms
+        # NamesrvConfig.deleteTopicWithBrokerRegistration (false, as RocketMQ): a registration that no
+        # longer lists a topic takes the broker's queues of it out of the route only when true; else
+        # topics leave by DELETE_TOPIC_IN_NAMESRV (deleteTopic) or with the last address of their broker
+        self.delete_topic_with_broker_registration = delete_topic_with_broker_registration
         self._brokers: dict[str, BrokerData] = {}
         self._clusters: dict[str, set[str]] = {}
         self._topic_queues: dict[str, dict[str, QueueData]] = {}
@@ -121,19 +126,24 @@ class RouteInfoManager:
             for bid, addr in list(data.broker_addrs.items()):  # one address per id (a restarted broker moves)
                 if addr == reg.broker_addr and bid != reg.broker_id:
                     del data.broker_addrs[bid]
-            self._check_address_conflict(reg, data.broker_addrs.get(reg.broker_id))
+            current = data.broker_addrs.get(reg.broker_id)
+            self._check_address_conflict(reg, current)
             data.broker_addrs[reg.broker_id] = reg.broker_addr
             prev = self._live.get(reg.broker_addr)
             # Java replaces queue data only when the broker's topic table changed (its DataVersion) or
-            # on its first registration, so a wipeWritePerm/addWritePerm survives the periodic ones.
-            changed = prev is None or reg.data_version == 0 or prev.data_version != reg.data_version
+            # on a first registration, so a wipeWritePerm/addWritePerm survives the periodic ones. A
+            # first registration is also one that (re)takes its name and id: after a broker of the same
+            # name came and went (its unregistering took the name's queues), or moved to a new address.
+            changed = (current != reg.broker_addr or prev is None or reg.data_version == 0
+                       or prev.data_version != reg.data_version)
             if reg.broker_id == MASTER_ID and changed:
-                served = {t.topic_name for t in reg.topics}
-                for topic, queues in list(self._topic_queues.items()):
-                    if topic not in served and reg.broker_name in queues:
-                        del queues[reg.broker_name]
-                        if not queues:
-                            del self._topic_queues[topic]
+                if self.delete_topic_with_broker_registration:
+                    served = {t.topic_name for t in reg.topics}
+                    for topic, queues in list(self._topic_queues.items()):
+                        if topic not in served and reg.broker_name in queues:
+                            del queues[reg.broker_name]
+                            if not queues:
+                                del self._topic_queues[topic]
                 for t in reg.topics:
                     self._topic_queues.setdefault(t.topic_name, {})[reg.broker_name] = QueueData(
                         reg.broker_name, t.read_queue_nums, t.write_queue_nums, t.perm, t.topic_sys_flag)

@@ -65,13 +65,15 @@ class NamesrvConfig:
     scan_not_active_broker_interval: int = 5_000  # ms
     broker_channel_expired_time: int = BROKER_CHANNEL_EXPIRED_TIME_MS  # ms, when the broker sends none
     enable_all_topic_list: bool = True
+    delete_topic_with_broker_registration: bool = False  # see RouteInfoManager
     kv_config_path: str | None = None  # kvConfig.json (Java: ~/namesrv/kvConfig.json); None keeps it in memory
 
 
 class NameServer:
     def __init__(self, config: NamesrvConfig | None = None, server_config: ServerConfig | None = None) -> None:
         self.config = config or NamesrvConfig()
-        self.routes = RouteInfoManager(_now_ms, self.config.broker_channel_expired_time)
+        self.routes = RouteInfoManager(_now_ms, self.config.broker_channel_expired_time,
+                                       self.config.delete_topic_with_broker_registration)
         self.server = RemotingServer("namesrv", self._handlers(), server_config)
         self._scan: asyncio.Task[None] | None = None
         self._watched: set[str] = set()

@@ -71,9 +71,14 @@ def test_routes_of_a_two_broker_cluster_and_expiry() -> None:
     assert routes.broker_addrs_of_cluster("C1") == ["127.0.0.1:10911", "127.0.0.1:10921"]
     assert routes.topics_of_cluster("C1") == ["OnlyB", "T"]
 
-    # A re-registration without a topic drops that broker's queues of it.
+    # A re-registration without a topic keeps that broker's queues of it (deleteTopicWithBrokerRegistration
+    # is false, as in RocketMQ): topics leave the route by deleteTopic or with their broker.
     routes.register_broker(_reg("broker-b", "127.0.0.1:10921", [TopicQueueConfig("T", 2, 2, 6)]))
-    assert routes.pick_topic_route("OnlyB") is None
+    assert routes.pick_topic_route("OnlyB") is not None
+    pruning = RouteInfoManager(clock, delete_topic_with_broker_registration=True)
+    pruning.register_broker(_reg("broker-b", "127.0.0.1:10921", [TopicQueueConfig("OnlyB", 1, 1, 6)]))
+    pruning.register_broker(_reg("broker-b", "127.0.0.1:10921", [TopicQueueConfig("T", 2, 2, 6)]))
+    assert pruning.pick_topic_route("OnlyB") is None
 
     clock.advance(40_000)  # broker-a silent for 130 s, broker-b for 40 s
     assert routes.scan_not_active_brokers() == ["127.0.0.1:10911"]
@@ -82,7 +87,7 @@ def test_routes_of_a_two_broker_cluster_and_expiry() -> None:
     assert routes.cluster_info().cluster_addr_table == {"C1": ["broker-b"]}
 
     routes.delete_topic("T", "C1")
-    assert routes.pick_topic_route("T") is None and routes.topic_list() == []
+    assert routes.pick_topic_route("T") is None and routes.topic_list() == ["OnlyB"]
 
 
 def test_two_live_brokers_under_one_name_and_id_are_reported_once_a_minute(caplog) -> None:
@@ -107,6 +112,29 @@ def test_two_live_brokers_under_one_name_and_id_are_reported_once_a_minute(caplo
     routes.register_broker(_reg("broker-a", "127.0.0.1:30911", topics))
     assert [r for r in caplog.records if r.levelname == "WARNING"] == []
     assert routes.cluster_info().broker_addr_table["broker-a"].broker_addrs == {0: "127.0.0.1:30911"}
+
+
+def test_a_broker_name_taken_for_a_while_by_another_broker_gets_its_topics_back() -> None:
+    """A copied broker.conf started by mistake and stopped again: its registration must not cut the real
+    broker's topics out of the route, and its unregistering (which takes the name's queues) is followed
+    by the real broker's next periodic registration putting every topic back, as RocketMQ's
+    registerFirst does, although its DataVersion did not change."""
+    clock = FakeClock()
+    routes = RouteInfoManager(clock)
+    real = BrokerRegistration("C1", "broker-x", "127.0.0.1:10911", topics=[TopicQueueConfig("RealTopic", 4, 4, 6)],
+                              data_version=7)
+    routes.register_broker(real)
+    clock.advance(1_000)
+    routes.register_broker(BrokerRegistration("C1", "broker-x", "127.0.0.1:20911",
+                                              topics=[TopicQueueConfig("TBW102", 8, 8, 7)], data_version=3))
+    route = routes.pick_topic_route("RealTopic")
+    assert route is not None and [q.read_queue_nums for q in route.queue_datas] == [4]
+    routes.unregister_broker("C1", "127.0.0.1:20911", "broker-x", 0)  # the copy is stopped cleanly
+    assert routes.pick_topic_route("RealTopic") is None  # its name's last address went: so did its queues
+    clock.advance(30_000)
+    routes.register_broker(real)  # the real broker's periodic registration, same DataVersion
+    route = routes.pick_topic_route("RealTopic")
+    assert route is not None and route.broker_datas[0].broker_addrs == {0: "127.0.0.1:10911"}
 
 
 def test_a_closed_broker_connection_unregisters_it() -> None:
