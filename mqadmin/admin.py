@@ -238,16 +238,26 @@ class Admin:
 
     # -- topics ---------------------------------------------------------------------------------------
     def list_topics(self) -> list[str]:
-        names: set[str] = set()
-        for b in self.brokers():
-            names.update(t.topic_name for t in self.client.get_all_topic_config(b.broker_addr))
-        return sorted(names)
+        """The name server's topic list, as Apache's topicList asks it (no broker is asked: one that
+        hangs cannot fail the list)."""
+        return self.client.all_topic_list()
+
+    def _topic_candidates(self, topic: str) -> list[BrokerIdentity]:
+        """The brokers to ask about ``topic``: those of its route, as Apache's tools ask (so a hung broker
+        that does not serve the topic cannot fail or stall the command); every broker when the name
+        server has no route for it (a topic just created, whose broker has not registered it yet)."""
+        brokers = self.brokers()
+        route = self.client.topic_route(topic)
+        if route is None:
+            return brokers
+        names = {bd.broker_name for bd in route.broker_datas}
+        return [b for b in brokers if b.broker_name in names] or brokers
 
     def _topic_brokers(self, topic: str, among: list[BrokerIdentity] | None = None
                        ) -> list[tuple[BrokerIdentity, TopicInfo]]:
-        """The brokers (of ``among``, default all) that have ``topic``, with its config there."""
+        """The brokers (of ``among``, default the topic's candidates) that have ``topic``, with its config there."""
         out = []
-        for b in among if among is not None else self.brokers():
+        for b in among if among is not None else self._topic_candidates(topic):
             info = self.client.get_topic_config(b.broker_addr, topic)
             if info is not None:
                 out.append((b, info))
@@ -267,7 +277,7 @@ class Admin:
         """GET_TOPIC_STATS_INFO of every broker that has the topic (the broker's error when none has)."""
         rows: list[QueueStatus] = []
         missing: NotFoundError | None = None
-        for b in self.brokers():
+        for b in self._topic_candidates(topic):
             try:
                 rows.extend(self.client.topic_stats(b.broker_addr, topic))
             except NotFoundError as e:
@@ -323,7 +333,7 @@ class Admin:
     def topic_groups(self, topic: str) -> list[str]:
         """Groups holding offsets on ``topic`` (QUERY_TOPIC_CONSUME_BY_WHO, stored part)."""
         groups: set[str] = set()
-        for b in self.brokers():
+        for b in self._topic_candidates(topic):
             groups.update(self.client.query_topic_consume_by_who(b.broker_addr, topic))
         return sorted(groups)
 

@@ -49,9 +49,12 @@ class TopicRouteData:
     order_topic_conf: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"brokerDatas": [b.to_dict() for b in self.broker_datas],
-                "filterServerTable": dict(self.filter_server_table),
-                "queueDatas": [q.to_dict() for q in self.queue_datas]}
+        out: dict[str, Any] = {"brokerDatas": [b.to_dict() for b in self.broker_datas],
+                               "filterServerTable": dict(self.filter_server_table)}
+        if self.order_topic_conf is not None:  # fastjson leaves a null field out
+            out["orderTopicConf"] = self.order_topic_conf
+        out["queueDatas"] = [q.to_dict() for q in self.queue_datas]
+        return out
 
 
 @dataclass(frozen=True, slots=True)

@@ -70,14 +70,16 @@ def broker_status(
         raise UsageProblem("one of -b/--brokerAddr or -c/--clusterName is required")
     admin = cmd.admin()
     targets = admin.check_target(cluster_name=cluster, broker_addr=broker)
-    status = dict(sorted(admin.broker_status(targets[0].broker_addr).items()))
+    # -c: every broker of the cluster, each line prefixed with its address (as Apache's); -b: the one
+    statuses = {b.broker_addr: dict(sorted(admin.broker_status(b.broker_addr).items())) for b in targets}
 
     def render() -> None:
-        for k, v in status.items():
-            prefix = f"{targets[0].broker_addr:<24} " if cluster is not None else ""
-            cmd.print(f"{prefix}{k:<32}: {v}")
+        for addr, status in statuses.items():
+            for k, v in status.items():
+                prefix = f"{addr:<24} " if cluster is not None else ""
+                cmd.print(f"{prefix}{k:<32}: {v}")
 
-    cmd.emit(status, render)
+    cmd.emit(statuses if cluster is not None else statuses[targets[0].broker_addr], render)
 
 
 @register(app, "getBrokerConfig", "Print a broker's configuration.")
@@ -90,16 +92,18 @@ def get_broker_config(
         return  # as mqadmin: neither option prints nothing
     admin = cmd.admin()
     targets = admin.check_target(cluster_name=cluster, broker_addr=broker)
-    props = admin.get_broker_config(targets[0].broker_addr)
+    # -c: one block per master of the cluster (as Apache's); -b: the one broker
+    configs = {b.broker_addr: admin.get_broker_config(b.broker_addr) for b in targets}
 
     def render() -> None:
-        addr = targets[0].broker_addr
-        cmd.print(f"============Master: {addr}============" if cluster is not None else f"============{addr}============")
-        for k, v in props.items():
-            cmd.print(f"{k:<50}=  {v}")
-        cmd.print("")
+        for addr, props in configs.items():
+            cmd.print(f"============Master: {addr}============" if cluster is not None
+                      else f"============{addr}============")
+            for k, v in props.items():
+                cmd.print(f"{k:<50}=  {v}")
+            cmd.print("")
 
-    cmd.emit(props, render)
+    cmd.emit(configs if cluster is not None else configs[targets[0].broker_addr], render)
 
 
 @register(app, "updateBrokerConfig", "Update broker's config.", writes=True)

@@ -171,6 +171,10 @@ class BrokerClient(Protocol):
         """GET_ROUTEINFO_BY_TOPIC (105); None when the name server has no route (TOPIC_NOT_EXIST)."""
         ...
 
+    def all_topic_list(self) -> list[str]:
+        """GET_ALL_TOPIC_LIST_FROM_NAMESERVER (206): every topic the name server routes, sorted."""
+        ...
+
     def delete_topic_in_namesrv(self, topic: str, cluster_name: str) -> None:
         """DELETE_TOPIC_IN_NAMESRV (216)."""
         ...

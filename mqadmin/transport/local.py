@@ -153,6 +153,11 @@ class LocalBrokerClient:
         routes.register_broker(broker.registration())
         return routes.pick_topic_route(topic)
 
+    def all_topic_list(self) -> list[str]:
+        """The broker's topics: what its registration would give a name server."""
+        broker = self._broker_for(self.config.broker_addr)
+        return sorted({t.topic_name for t in broker.registration().topics})
+
     def delete_topic_in_namesrv(self, topic: str, cluster_name: str) -> None:
         """No name server in process: the route is derived from the broker's topics, already gone."""
 

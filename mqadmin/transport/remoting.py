@@ -42,6 +42,7 @@ from broker_core.remoting.bodies import (
     SubscriptionGroupWrapper,
     TopicConfigAndMappingSerializeWrapper,
     TopicConfigBody,
+    TopicList,
     TopicRouteData,
     TopicStatsTable,
 )
@@ -240,6 +241,10 @@ class RemotingBrokerClient:
                           for b in body.broker_datas],
             filter_server_table={k: list(v) for k, v in body.filter_server_table.items()},
             order_topic_conf=body.order_topic_conf)
+
+    def all_topic_list(self) -> list[str]:
+        body = self._body(TopicList, self._ok(self._call(None, RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)))
+        return sorted(body.topic_list)
 
     def delete_topic_in_namesrv(self, topic: str, cluster_name: str) -> None:
         self._ok(self._call(None, RequestCode.DELETE_TOPIC_IN_NAMESRV,

@@ -142,7 +142,7 @@ def test_cluster_commands(golden_cli):
     assert status["commitLogMaxOffset"] == str(load_manifest("store-basic")["commitLogMaxOffset"])
     text = cli("brokerStatus", "-c", "DefaultCluster")
     assert any(line.startswith("127.0.0.1:10911") and "commitLogMaxOffset" in line for line in text.stdout.splitlines())
-    conf = cli.json("getBrokerConfig", "-c", "DefaultCluster")
+    conf = cli.json("getBrokerConfig", "-c", "DefaultCluster")["127.0.0.1:10911"]  # -c: by broker address
     assert conf["brokerName"] == "broker-a" and conf["mappedFileSizeConsumeQueue"] == "400"
     assert cli("getBrokerConfig", "-b", "127.0.0.1:10911").stdout.startswith("============127.0.0.1:10911============")
     route = cli("topicRoute", "-t", "GoldenTopicA", "-l")
@@ -154,7 +154,7 @@ def test_get_broker_config_on_a_store_masks_credentials(cli, tmp_path):
     reason to print the inner client's secret key."""
     cli.config = write_conf(tmp_path / "broker.conf", {
         "innerClientAuthenticationCredentials": '{"accessKey":"rocketmq","secretKey":"12345678"}'})
-    conf = cli.json("getBrokerConfig", "-c", "DefaultCluster")
+    conf = cli.json("getBrokerConfig", "-b", "127.0.0.1:10911")
     assert conf["innerClientAuthenticationCredentials"] == "***"
     # the length the broker runs its filter bitmaps with (its bloom filter's bits), as -n shows it
     assert conf["bitMapLengthConsumeQueueExt"] == "112"

@@ -47,7 +47,7 @@ def test_update_broker_config_on_a_store_with_its_config_file(tmp_path):
     assert r.stdout == "update broker config success, 127.0.0.1:10911\n"
     assert conf.read_text().splitlines() == ["brokerName=broker-a", "fileReservedTime=48"]
     shown = CliRunner().invoke(app, ["getBrokerConfig", "-c", "DefaultCluster", "--output", "json", *target], env=env)
-    assert json.loads(shown.stdout)["fileReservedTime"] == "48"
+    assert json.loads(shown.stdout)["127.0.0.1:10911"]["fileReservedTime"] == "48"
 
 
 def test_update_topic_perm(cli):
