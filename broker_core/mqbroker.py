@@ -191,6 +191,8 @@ def main(argv: list[str] | None = None) -> int:
             broker.start()
         addrs = [a.strip() for a in external.split(";") if a.strip()] if external else \
             [f"{host}:{namesrv_sock.getsockname()[1]}"] if namesrv_sock is not None else []
+        if broker is not None and addrs:
+            broker.announce_namesrv(addrs)
         with asyncio.Runner(loop_factory=_event_loop_factory()) as runner:
             runner.run(_serve(broker, net, namesrv_sock, broker_sock, addrs, host, grpc_port, kv_path))
     except ConfigFileError as e:  # a damaged kvConfig.json (and .bak): one line naming the files

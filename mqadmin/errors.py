@@ -47,7 +47,8 @@ class UsageProblem(AdminError):
 class StoreBusyError(AdminError):
     """A running broker holds the store; the operator should talk to it over the network instead."""
 
-    def __init__(self, store_dir: str, namesrv: str = DEFAULT_NAMESRV, holder: str = "a running broker") -> None:
+    def __init__(self, store_dir: str, namesrv: str | None = None, holder: str = "a running broker") -> None:
+        namesrv = namesrv or DEFAULT_NAMESRV
         if holder.startswith("another mqadmin"):
             # -n would not help: no broker serves this store; the other command has to finish first.
             text = f"store {store_dir} is being changed by {holder}; retry when it has finished"

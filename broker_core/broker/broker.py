@@ -458,6 +458,11 @@ class Broker:
         out.transaction_check = self.transaction_check_service.tick()
         return out
 
+    def announce_namesrv(self, addrs: list[str]) -> None:
+        """The name servers this broker registers with, noted beside the store lock: an mqadmin refused
+        the store can then name the right ``-n`` (a port chosen at start, a remote name server)."""
+        self.store.announce_holder(namesrv=";".join(addrs))
+
     def shutdown(self) -> None:
         if self._closed:
             return

@@ -248,6 +248,10 @@ class MessageStore:
     def __exit__(self, *exc: object) -> None:
         self.shutdown()
 
+    def announce_holder(self, **fields: str) -> None:
+        """Say more about this writer in ``lock.holder`` (e.g. ``namesrv``) for refused openers' messages."""
+        self._lock_file.announce(**fields)
+
     def shutdown(self) -> None:
         """Dispatch and flush everything, persist the checkpoint, remove ``abort``, release the lock."""
         if not self._opened:

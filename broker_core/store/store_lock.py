@@ -27,19 +27,30 @@ class StoreLockedError(RuntimeError):
     """Another process (a running broker) holds the store directory."""
 
 
-def lock_holder(root: Path) -> tuple[int | None, str]:
-    """(pid, role) written by the process holding ``root``'s lock; (None, "") when unknown.
+def holder_fields(root: Path) -> dict[str, str]:
+    """What the process holding ``root``'s lock wrote about itself; {} when unknown.
 
     The ``lock`` file keeps Java's content (``lock``) byte for byte; the holder is written beside it
-    in ``lock.holder`` (``pid=<pid> role=<role>``) while the lock is held. Java brokers write none.
+    in ``lock.holder`` (``pid=<pid> role=<role>``, and ``namesrv=<addrs>`` once a broker serves) while
+    the lock is held. Java brokers write none.
     """
     try:
         text = (root / HOLDER_FILE).read_text(encoding="utf-8", errors="replace")
     except OSError:
-        return None, ""
-    fields = dict(part.split("=", 1) for part in text.split() if "=" in part)
+        return {}
+    return dict(part.split("=", 1) for part in text.split() if "=" in part)
+
+
+def lock_holder(root: Path) -> tuple[int | None, str]:
+    """(pid, role) written by the process holding ``root``'s lock; (None, "") when unknown."""
+    fields = holder_fields(root)
     pid = fields.get("pid", "")
     return (int(pid) if pid.isdigit() else None), fields.get("role", "")
+
+
+def holder_namesrv(root: Path) -> str | None:
+    """The name server addresses the broker holding ``root`` registers with (``a;b``), when it said."""
+    return holder_fields(root).get("namesrv") or None
 
 
 def describe_holder(root: Path) -> str:
@@ -74,12 +85,20 @@ class StoreLock:
             except OSError as e:  # a full disk: the lock goes with its descriptor, and the error names the file
                 os.close(fd)
                 raise OSError(e.errno, e.strerror, str(self.path)) from None
-            try:
-                (self.path.parent / HOLDER_FILE).write_text(f"pid={os.getpid()} role={PROCESS_ROLE}\n")
-            except OSError:  # only a courtesy for the next opener's message
-                pass
             self._fd = fd
             _held.add(self._key)
+            self.announce()
+
+    def announce(self, **fields: str) -> None:
+        """(Re)write ``lock.holder``: pid, role and ``fields`` (a broker adds the name servers it serves
+        through once it knows them, so a refused opener can say where to send the command instead)."""
+        if self._fd < 0:
+            return
+        extra = "".join(f" {k}={v}" for k, v in fields.items() if v and not any(c.isspace() for c in v))
+        try:
+            (self.path.parent / HOLDER_FILE).write_text(f"pid={os.getpid()} role={PROCESS_ROLE}{extra}\n")
+        except OSError:  # only a courtesy for the next opener's message
+            pass
 
     def release(self) -> None:
         if self._fd >= 0:

@@ -29,7 +29,7 @@ from broker_core.store import store_lock
 from broker_core.store.errors import CorruptDataError
 from broker_core.store.index_file import IndexFileError
 from broker_core.store.store_dir import is_store_dir, not_a_store_reason
-from broker_core.store.store_lock import StoreLockedError, describe_holder, is_store_locked
+from broker_core.store.store_lock import StoreLockedError, describe_holder, holder_namesrv, is_store_locked
 from broker_core.store.subscription_group_config import SubscriptionGroupConfig
 from broker_core.store.topic_config import TopicConfig
 from mqadmin.errors import AdminError, NotFoundError, StoreBusyError, WrongTargetError, refusal
@@ -100,14 +100,14 @@ class LocalBrokerClient:
                 hint = "" if self.read_only or self.store_dir.is_file() else " (give --create to make a new store there)"
                 raise NotFoundError(not_a_store_reason(self.store_dir) + hint)
             if not self.read_only and is_store_locked(self.store_dir):
-                raise StoreBusyError(str(self.store_dir), holder=describe_holder(self.store_dir))
+                raise self._busy()
             if not self.read_only:
                 store_lock.PROCESS_ROLE = "mqadmin"  # written beside the lock: who holds it
             try:
                 self._broker = Broker(self.store_dir, dataclasses.replace(self.config), self.clock,
                                       read_only=self.read_only, audit_log_path=None)
             except StoreLockedError:
-                raise StoreBusyError(str(self.store_dir), holder=describe_holder(self.store_dir)) from None
+                raise self._busy() from None
             except BrokerError as e:
                 raise admin_error(e) from None
             except AuthError as e:
@@ -118,6 +118,10 @@ class LocalBrokerClient:
             except (OSError, ValueError) as e:
                 raise AdminError(f"cannot open store {self.store_dir}: {e}") from None
         return self._broker
+
+    def _busy(self) -> StoreBusyError:
+        """The store is held: by whom, and the name server its broker said it registers with."""
+        return StoreBusyError(str(self.store_dir), holder_namesrv(self.store_dir), describe_holder(self.store_dir))
 
     def _call(self, broker_addr: str | None, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
         """Run one Broker call for ``broker_addr``, its refusals turned into the CLI's errors."""
@@ -495,7 +499,7 @@ class LocalBrokerClient:
         if not is_store_dir(self.store_dir):
             raise NotFoundError(not_a_store_reason(self.store_dir))
         if not verify and is_store_locked(self.store_dir):
-            raise StoreBusyError(str(self.store_dir), holder=describe_holder(self.store_dir))
+            raise self._busy()
         from spark.master_url import MasterUrlError, check_master
 
         try:
@@ -510,7 +514,7 @@ class LocalBrokerClient:
             return run_rebuild(self.store_dir, config_file, parts, master, verify, progress)
         except RebuildError as e:
             if "locked" in str(e) or "held" in str(e):
-                raise StoreBusyError(str(self.store_dir), holder=describe_holder(self.store_dir)) from None
+                raise self._busy() from None
             raise AdminError(_first_line(str(e))) from e
         except OSError as e:  # the driver's own writes (its staging directory, the swap): not Spark's
             raise AdminError(f"cannot write {e.filename or self.store_dir}: {e.strerror or e}") from e

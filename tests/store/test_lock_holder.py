@@ -50,3 +50,16 @@ def test_refusal_names_the_holder(tmp_path: Path, role: str) -> None:
     finally:
         proc.stdin.close()
         proc.wait(10)
+
+
+def test_refusal_names_the_name_server_the_running_broker_registers_with(tmp_path: Path) -> None:
+    """A broker started with --namesrvPort 0 (or -n elsewhere) is not reached at the default 127.0.0.1:9876:
+    the refusal gives the -n the broker wrote beside its lock."""
+    from tests.remoting_broker import running_broker
+
+    with running_broker(tmp_path / "b") as b:
+        store = tmp_path / "b" / "store"
+        res = CliRunner().invoke(app, ["updateTopic", "--store", str(store), "-c", "DefaultCluster", "-t", "T"],
+                                 env={"NAMESRV_ADDR": ""})
+    assert b.namesrv_addr != "127.0.0.1:9876"
+    assert res.exit_code == 1 and res.stderr.strip().endswith(f"run this command against it with -n {b.namesrv_addr}")
