@@ -1009,7 +1009,10 @@ class Admin:
         return decode_message_id(msg_id, self.clock)
 
     def message_tracks(self, record: MessageRecord) -> list[dict[str, Any]]:
-        """Which groups consumed the message, judged by their committed offsets on its queue."""
+        """Apache's messageTrackDetail, per group holding offsets on the message's topic: NOT_ONLINE (with
+        the broker's refusal as exceptionDesc) when no consumer of the group is connected, PULL for a pull
+        consumer, CONSUMED / CONSUMED_BUT_FILTERED / NOT_CONSUME_YET for a push consumer by its committed
+        offset and its subscription's tags, UNKNOWN otherwise (a pop consumer)."""
         found = self._topic_brokers(record.topic)
         if not found:
             return []
@@ -1017,11 +1020,25 @@ class Admin:
         addr = (stored_on[0] if stored_on else found[0][0]).broker_addr
         tracks = []
         for group in self.client.query_topic_consume_by_who(addr, record.topic):
-            committed = self.client.query_consumer_offset(addr, group, record.topic, record.queue_id)
-            consumed = committed > record.queue_offset
-            tracks.append({"consumerGroup": group,
-                           "trackType": "SUBSCRIBED_AND_CONSUMED" if consumed else "NOT_CONSUME_YET",
-                           "exceptionDesc": None})
+            track: dict[str, Any] = {"consumerGroup": group, "trackType": "UNKNOWN", "exceptionDesc": None}
+            tracks.append(track)
+            conn = self.client.consumer_connection(addr, group)
+            if conn is None or not conn.connections:
+                track["trackType"] = "NOT_ONLINE"
+                track["exceptionDesc"] = f"CODE:206 DESC:the consumer group[{group}] not online"
+            elif conn.consume_type == "CONSUME_ACTIVELY":
+                track["trackType"] = "PULL"
+            elif conn.consume_type == "CONSUME_PASSIVELY":
+                committed = self.client.query_consumer_offset(addr, group, record.topic, record.queue_id)
+                if committed <= record.queue_offset:
+                    track["trackType"] = "NOT_CONSUME_YET"
+                else:
+                    track["trackType"] = "CONSUMED"
+                    for sub in conn.subscriptions:
+                        tags = {t.strip() for t in sub.sub_string.split("||") if t.strip()} \
+                            if sub.expression_type in ("", "TAG") else {"*"}
+                        if sub.topic == record.topic and tags and "*" not in tags and record.tags not in tags:
+                            track["trackType"] = "CONSUMED_BUT_FILTERED"
         return tracks
 
     # -- ACL 2.0 --------------------------------------------------------------------------------------

@@ -27,7 +27,7 @@ import typer
 from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError  # typer vendors click
 from typer.core import TyperGroup, TyperOption
 
-from mqadmin.errors import EXIT_FAILURE, EXIT_USAGE, AdminError
+from mqadmin.errors import EXIT_FAILURE, EXIT_USAGE, AdminError, UsageProblem
 
 if TYPE_CHECKING:  # start-up: the Admin (and the broker under it) load when a command needs them
     from mqadmin.admin import Admin
@@ -136,7 +136,11 @@ class GlobalOptions:
 
     @property
     def remote_target(self) -> str | None:
-        return self.namesrv_addr or os.environ.get("NAMESRV_ADDR") or None
+        if self.namesrv_addr is not None:
+            if not self.namesrv_addr.strip(" ;"):  # -n "$UNSET": not a quiet fall back to ./store
+                raise UsageProblem("-n/--namesrvAddr is empty (expected host:port[;host:port])")
+            return self.namesrv_addr
+        return os.environ.get("NAMESRV_ADDR") or None
 
 
 def complete_topic(ctx: typer.Context, incomplete: str) -> list[str]:

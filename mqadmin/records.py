@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 
+from broker_core.store.codec.compression import BodyDecompressError, decompressed_body
 from broker_core.store.codec.message import MessageExt
 from mqadmin.transport.base import MessageRecord
 
@@ -27,12 +28,18 @@ def _groups(addr: ipaddress.IPv6Address) -> list[int]:
 
 
 def to_record(m: MessageExt) -> MessageRecord:
+    """Java tools decode with deCompressBody: a body a producer compressed (over 4 KiB) is shown as sent."""
     props = dict(m.properties)
+    try:
+        body, body_error = decompressed_body(m.body, m.sys_flag), None
+    except BodyDecompressError as e:
+        body, body_error = bytes(m.body), f"stored compressed, not decompressed: {e}"
     return MessageRecord(
         msg_id=m.msg_id, uniq_key=props.get("UNIQ_KEY"), topic=m.topic, queue_id=m.queue_id,
         queue_offset=m.queue_offset, commit_log_offset=m.commit_log_offset, store_size=m.store_size,
         sys_flag=m.sys_flag, flag=m.flag, body_crc=m.body_crc, born_timestamp=m.born_timestamp,
         born_host=java_host(m.born_host), store_timestamp=m.store_timestamp,
         store_host=java_host(m.store_host), reconsume_times=m.reconsume_times,
-        prepared_transaction_offset=m.prepared_transaction_offset, properties=props, body=bytes(m.body),
+        prepared_transaction_offset=m.prepared_transaction_offset, properties=props, body=body,
+        body_error=body_error,
     )

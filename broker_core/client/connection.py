@@ -78,8 +78,8 @@ class RemotingConnection(asyncio.Protocol):
                    credentials: SessionCredentials | None = None, timeout: float = 3.0,
                    language: LanguageCode = LanguageCode.PYTHON) -> RemotingConnection:
         host, _, port = addr.rpartition(":")
-        if not host or not port.isdigit():
-            raise RemotingConnectError(addr, "bad address (expected host:port)")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise RemotingConnectError(addr, "bad address (expected host:port, port 1-65535)")
         loop = asyncio.get_running_loop()
         try:
             _, proto = await asyncio.wait_for(

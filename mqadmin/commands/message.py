@@ -69,6 +69,8 @@ def _print_detail(cmd: Cmd, r: MessageRecord, offset_id: bool, body_file: str, c
         ("Store Host:", r.store_host), ("System Flag:", r.sys_flag), ("Properties:", _java_map(r.properties)),
         ("Message Body Path:", body_path),
     ]
+    if r.body_error is not None:  # the body file and the body below are the stored bytes
+        lines.append(("Message Body Error:", r.body_error))
     if charset is not None:
         lines.append(("Message Body:", _decode(r.body, charset)))
     for label, value in lines:
@@ -84,8 +86,9 @@ def _print_tracks(cmd: Cmd, r: MessageRecord) -> None:
         return
     cmd.print("")
     for t in tracks:
+        desc = "null" if t["exceptionDesc"] is None else t["exceptionDesc"]  # Java's toString of a null
         cmd.print(f"MessageTrack [consumerGroup={t['consumerGroup']}, trackType={t['trackType']}, "
-                  f"exceptionDesc={t['exceptionDesc']}]")
+                  f"exceptionDesc={desc}]")
 
 
 def _decode(body: bytes, charset: str) -> str:
@@ -262,7 +265,8 @@ def _message_line(r: MessageRecord, charset: str, print_body: bool, broker_name:
            f"reconsumeTimes={r.reconsume_times}, preparedTransactionOffset={r.prepared_transaction_offset}, "
            f"toString()=Message{{topic='{r.topic}', flag={r.flag}, properties={_java_map(r.properties)}, "
            f"body=[{len(r.body)} bytes], transactionId='null'}}]")
-    body = _decode(r.body, charset) if print_body else "NOT PRINT BODY"
+    body = (f"({r.body_error})" if r.body_error is not None else _decode(r.body, charset)) if print_body \
+        else "NOT PRINT BODY"
     return f"MSGID: {r.display_id} {ext} BODY: {body}"
 
 

@@ -116,7 +116,8 @@ class MessageRecord:
     reconsume_times: int
     prepared_transaction_offset: int
     properties: dict[str, str]
-    body: bytes = field(repr=False)
+    body: bytes = field(repr=False)  # as the producer gave it: a compressed body is decompressed
+    body_error: str | None = None  # why a body stored compressed could not be decompressed (body: stored bytes)
 
     @property
     def tags(self) -> str | None:
@@ -147,6 +148,7 @@ class MessageRecord:
             "reconsumeTimes": self.reconsume_times, "preparedTransactionOffset": self.prepared_transaction_offset,
             "tags": self.tags, "keys": self.keys, "properties": dict(self.properties),
             "body": self.body_text(), "bodyBase64": base64.b64encode(self.body).decode("ascii"),
+            **({"bodyError": self.body_error} if self.body_error is not None else {}),
         }
 
 

@@ -144,6 +144,7 @@ class LocalBrokerClient:
 
     # -- name server (answered from this broker's own registration) ----------------------------------
     def cluster_info(self) -> ClusterInfo:
+        self._broker_for(self.config.broker_addr)  # a path that is not a store has no broker to list
         c = self.config
         data = BrokerData(c.broker_cluster_name, c.broker_name, {c.broker_id: c.broker_addr})
         return ClusterInfo({c.broker_name: data}, {c.broker_cluster_name: [c.broker_name]})

@@ -43,3 +43,30 @@ def test_consumer_progress_without_group_lists_retry_topic_groups_only(cli):
     assert cli("updateTopic", "-c", "DefaultCluster", "-t", "%RETRY%G1", "-r", "1", "-w", "1").exit_code == 0
     rows = cli.json("consumerProgress")
     assert [r["group"] for r in rows] == ["G1"]  # not G2 (no %RETRY% topic), not the system groups
+
+
+def test_a_compressed_body_is_shown_as_the_producer_sent_it(cli):
+    """A Java producer zlib-compresses bodies over 4 KiB (SYSFLAG COMPRESSED_FLAG); Apache's tools decode
+    with deCompressBody. A body that will not inflate keeps its stored bytes and says why."""
+    import json
+    import zlib
+
+    from broker_core.store.codec.message import MessageInner
+    from broker_core.store.message_store import MessageStore
+
+    sent = b"compressed order body " * 300
+    store = MessageStore(cli.store).open()
+    try:
+        for body, key in ((zlib.compress(sent), "zk"), (b"not zlib at all", "bad")):
+            store.put_message(MessageInner(topic="Z", body=body, properties={"KEYS": key}, queue_id=0, sys_flag=1))
+    finally:
+        store.shutdown()
+    good = json.loads(cli("queryMsgByKey", "-t", "Z", "-k", "zk", "--output", "json").stdout)
+    assert good[0]["body"] == sent.decode() and "bodyError" not in good[0]
+    bad = json.loads(cli("queryMsgByKey", "-t", "Z", "-k", "bad", "--output", "json").stdout)
+    assert bad[0]["bodyBase64"] == "bm90IHpsaWIgYXQgYWxs"  # the stored bytes
+    assert bad[0]["bodyError"].startswith("stored compressed, not decompressed: ZLIB body does not inflate")
+    lines = [line for line in cli("printMsg", "-t", "Z", "-d", "true").stdout.splitlines() if line.startswith("MSGID")]
+    assert lines[0].endswith("BODY: " + sent.decode())
+    assert lines[1].endswith("BODY: (stored compressed, not decompressed: ZLIB body does not inflate: "
+                             "Error -3 while decompressing data: incorrect header check)")

@@ -165,3 +165,16 @@ def test_query_cq_over_n(broker: BrokerProcess) -> None:
     by_id = json.loads(_ok("queryMsgById", "-n", n, "-t", "CqT", "-i", sent[1]["offsetMsgId"], "--output", "json"))
     assert view["queueData"][1]["physicOffset"] == by_id[0]["commitLogOffset"]
     assert mqadmin("queryCq", "-n", n, "-t", "NoSuchT", "-q", "0", "-i", "0").returncode == 3
+
+
+def test_query_msg_by_id_tracks_a_group_that_is_not_online(broker: BrokerProcess) -> None:
+    """Apache's message track: a group holding offsets with no consumer connected is NOT_ONLINE, with the
+    broker's refusal as exceptionDesc; a Java null prints as null (not Python's None)."""
+    n = broker.namesrv_addr
+    _ok("updateTopic", "-n", n, "-c", "DefaultCluster", "-t", "TrackT", "-r", "1", "-w", "1")
+    sent = json.loads(_ok("sendMessage", "-n", n, "-t", "TrackT", "-p", "m", "--output", "json"))
+    _ok("updateSubGroup", "-n", n, "-c", "DefaultCluster", "-g", "TrackG")
+    _ok("resetOffsetByTime", "-n", n, "-g", "TrackG", "-t", "TrackT", "-s", "now")  # the group holds offsets
+    text = _ok("queryMsgById", "-n", n, "-t", "TrackT", "-i", sent["offsetMsgId"])
+    assert text.splitlines()[-1] == ("MessageTrack [consumerGroup=TrackG, trackType=NOT_ONLINE, "
+                                     "exceptionDesc=CODE:206 DESC:the consumer group[TrackG] not online]")

@@ -27,7 +27,7 @@ def test_a_mistyped_store_path_is_not_created_by_a_write(tmp_path, argv):
 
 
 @pytest.mark.parametrize("argv", [("topicList",), ("topicStatus", "-t", "TBW102"), ("verifyStore",),
-                                  ("listUser", "-c", "DefaultCluster")])
+                                  ("listUser", "-c", "DefaultCluster"), ("clusterList",)])
 def test_reads_on_an_empty_directory_say_it_is_not_a_store(tmp_path, argv):
     empty = tmp_path / "empty"
     empty.mkdir()
@@ -55,3 +55,9 @@ def test_a_store_path_that_is_a_file_is_one_plain_line(tmp_path, argv):
     assert r.exit_code == 3, (r.stdout, r.stderr)
     assert r.stderr.strip() == f"mqadmin {argv[0]}: {afile} is not a store directory (it is a file)"
     assert afile.read_text() == "not a store"
+
+
+def test_an_empty_namesrv_address_is_a_usage_error_not_a_fall_back_to_the_store(tmp_path):
+    """``-n "$UNSET_VAR"`` used to run the command on ./store."""
+    r = run("topicList", "-n", "", "--store", str(tmp_path))
+    assert r.exit_code == 2 and r.stderr.startswith("mqadmin topicList: -n/--namesrvAddr is empty"), r.stderr
