@@ -12,7 +12,7 @@ from collections.abc import Callable
 from datetime import datetime
 
 from broker_core.broker.limits import JAVA_LONG_MAX, JAVA_LONG_MIN
-from mqadmin.errors import AdminError
+from mqadmin.errors import UsageProblem
 
 INPUT_PATTERN = "%Y-%m-%d#%H:%M:%S"
 
@@ -43,7 +43,7 @@ def parse_timestamp(text: str, clock: Callable[[], int] = now_ms, option: str = 
     if number is not None and (number >= 0 or (allow_minus_one and number == -1)):
         return number
     if number is None and value.lstrip("+-").isdigit():
-        raise AdminError(f"invalid {option} {text!r}: outside Java's long range")
+        raise UsageProblem(f"invalid {option} {text!r}: outside Java's long range")
     if number is None:
         head, sep, millis = value.rpartition(":")
         if sep and millis.isdigit() and len(millis) == 3:
@@ -54,7 +54,7 @@ def parse_timestamp(text: str, clock: Callable[[], int] = now_ms, option: str = 
             else:
                 return int(dt.timestamp() * 1000) + int(millis)
     minus_one = " or -1 (the max offset)" if allow_minus_one else ""
-    raise AdminError(
+    raise UsageProblem(
         f"invalid {option} {text!r}: expected 'now', epoch milliseconds >= 0{minus_one} or "
         "yyyy-MM-dd#HH:mm:ss:SSS (e.g. 2024-05-01#13:45:00:000)"
     )
@@ -68,7 +68,7 @@ def parse_millis(text: str | None, option: str) -> int | None:
     number = _java_long(value)
     if number is not None and number >= 0:
         return number
-    raise AdminError(f"invalid {option} {text!r}: expected epoch milliseconds (0..{JAVA_LONG_MAX})")
+    raise UsageProblem(f"invalid {option} {text!r}: expected epoch milliseconds (0..{JAVA_LONG_MAX})")
 
 
 def _local(ms: int) -> datetime:

@@ -67,6 +67,8 @@ def update_topic(
     attributes: Annotated[str | None, typer.Option("-a", "--attributes", help="+a=b,+c=d,-e")] = None,
 ) -> None:
     require_one_target(broker, cluster)
+    if read_queue_nums == 0 and write_queue_nums == 0:  # the broker would refuse it: say so as a usage error
+        raise UsageProblem("-r/--readQueueNums and -w/--writeQueueNums cannot both be 0")
     is_order = parse_bool(order, "-o/--order", False)
     is_unit = parse_bool(unit, "-u/--unit", False)
     has_sub = parse_bool(has_unit_sub, "-s/--hasUnitSub", False)

@@ -115,7 +115,7 @@ def test_reset_offset_errors(golden_cli):
     cli = golden_cli("store-basic")
     cli("updateSubGroup", "-c", "DefaultCluster", "-g", "G1")
     bad = cli("resetOffsetByTime", "-g", "G1", "-t", "GoldenTopicA", "-s", "yesterday")
-    assert bad.exit_code == 1
+    assert bad.exit_code == 2  # a usage error
     assert "invalid -s/--timestamp 'yesterday'" in bad.stderr and "yyyy-MM-dd#HH:mm:ss:SSS" in bad.stderr
     assert bad.stderr.count("\n") == 1
     unknown = cli("resetOffsetByTime", "-g", "G1", "-t", "NoTopic", "-s", "now")

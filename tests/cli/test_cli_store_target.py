@@ -61,3 +61,9 @@ def test_an_empty_namesrv_address_is_a_usage_error_not_a_fall_back_to_the_store(
     """``-n "$UNSET_VAR"`` used to run the command on ./store."""
     r = run("topicList", "-n", "", "--store", str(tmp_path))
     assert r.exit_code == 2 and r.stderr.startswith("mqadmin topicList: -n/--namesrvAddr is empty"), r.stderr
+
+
+def test_queue_numbers_both_zero_is_a_usage_error(tmp_path):
+    r = run("updateTopic", "-c", "DefaultCluster", "-t", "T", "-r", "0", "-w", "0", "--store", str(tmp_path), "--create")
+    assert r.exit_code == 2 and "cannot both be 0" in r.stderr, r.stderr
+    assert not (tmp_path / "config").exists()
