@@ -18,6 +18,10 @@ class PlaybookError(Exception):
         super().__init__(str(self))
 
     def __str__(self) -> str:
+        # An error of the command line (-e, --limit) has no file: the CLI's own prefix says enough
+        # ("mqadmin playbook: -e ..."), a placeholder "playbook:" would only double it.
+        if self.source is None and self.line is None:
+            return self.message
         where = self.source or "playbook"
         if self.line is not None:
             where = f"{where}:{self.line}"

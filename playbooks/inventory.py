@@ -72,16 +72,35 @@ class LocalHost:
             return None
         return hashlib.sha256(p.read_bytes()).hexdigest()
 
+    def mode(self, path: str) -> int | None:
+        try:
+            return stat.S_IMODE(Path(path).expanduser().stat().st_mode)
+        except FileNotFoundError:
+            return None
+
+    def chmod(self, path: str, mode: int) -> None:
+        try:
+            Path(path).expanduser().chmod(mode)
+        except OSError as e:
+            raise StepError(f"cannot set mode {mode:04o} on {path}: {e.strerror or e}") from None
+
     def put(self, local_path: Path, remote_path: str, mode: int | None) -> None:
-        """Write via a temp file and rename, so the destination is never half written."""
+        """Write via a temp file and rename, so the destination is never half written; a failed
+        write leaves no temp file behind."""
         dest = Path(remote_path).expanduser()
-        dest.parent.mkdir(parents=True, exist_ok=True)
+        if dest.is_dir():
+            raise StepError(f"{dest} is a directory; dest: must name the file to write")
         tmp = dest.with_name(dest.name + ".rmqops-tmp")
-        shutil.copyfile(local_path, tmp)
-        tmp.chmod(mode if mode is not None else stat.S_IMODE(local_path.stat().st_mode))
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, dest)
+        try:
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(local_path, tmp)
+            tmp.chmod(mode if mode is not None else stat.S_IMODE(local_path.stat().st_mode))
+            with open(tmp, "rb") as f:
+                os.fsync(f.fileno())
+            os.replace(tmp, dest)
+        except OSError as e:
+            tmp.unlink(missing_ok=True)
+            raise StepError(f"cannot write {dest}: {e.strerror or e}") from None
 
 
 # ------------------------------------------------------------------------------------------- contexts
@@ -114,9 +133,13 @@ class StoreContext(_RunContext):
 
         if not writes and not self.store_dir.is_dir():
             # A store that does not exist yet is planned against as an empty one, made in a temporary
-            # directory (nothing is created at the target).
+            # directory (nothing is created at the target). It is made with a writable Admin, then read
+            # through a read-only one like any other plan: a writable Admin holds the store lock, and
+            # would report a broker active (brokerActive) on a store no broker holds.
             with tempfile.TemporaryDirectory(prefix="rmqops-plan-") as empty:
-                with open_local_admin(empty, self.config_file, writes=True, create=True) as admin:
+                with open_local_admin(empty, self.config_file, writes=True, create=True) as maker:
+                    maker.broker_status()  # the Admin opens its store on first use: this makes it
+                with open_local_admin(empty, self.config_file, writes=False) as admin:
                     yield admin
             return
         # A playbook that changes a store target sets that store up on purpose (mqadmin's --create).
@@ -202,16 +225,17 @@ class Executors:
     def _remote_step(host: SshHost, target: Target, action: Action, args: dict[str, Any], check: bool) -> Outcome:
         if not target.store:
             raise StepError(f"{action.name} on ssh target {target.name} needs store: (the store path on that host)")
-        command = f"{target.mqadmin} playbook step --store {shlex.quote(target.store)}"
+        # --stop-on-eof: the step ends when this side closes the channel (Ctrl-C here), not only at its end
+        command = f"{target.mqadmin} playbook step --stop-on-eof --store {shlex.quote(target.store)}"
         if target.config:
             command += f" --config {shlex.quote(target.config)}"
         if check:
             command += " --check"
-        payload = json.dumps({"action": action.name, "args": args}, default=_json_default).encode()
+        payload = json.dumps({"action": action.name, "args": args}, default=_json_default).encode() + b"\n"
         # The remote step may wait itself (wait.lag, broker.start): allow its own timeout plus slack.
         waits = args.get("timeout")
         timeout = float(waits) + 600 if isinstance(waits, int | float) else 3600.0
-        result = host.run(command, stdin=payload, timeout=timeout)
+        result = host.run(command, stdin=payload, timeout=timeout, keep_stdin_open=True)
         for line in reversed(result.stdout.strip().splitlines()):
             if line.startswith("{"):
                 try:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from fnmatch import fnmatchcase
@@ -64,6 +64,7 @@ class RunReport:
     records: list[StepRecord] = field(default_factory=list)
     stopped: str | None = None
     log_problem: str | None = None  # the run log stopped being written (a full disk): what and where
+    interrupted: bool = False  # Ctrl-C (SIGINT): the report is what ran before it
 
     def count(self, status: str) -> int:
         return sum(1 for r in self.records if r.status == status and not r.ignored)
@@ -76,7 +77,8 @@ class RunReport:
         return {"playbook": self.playbook, "file": self.source, "check": self.check,
                 "ok": self.count("ok"), "changed": self.count("changed"), "failed": self.count("failed"),
                 "skipped": self.count("skipped"), "ignored": sum(1 for r in self.records if r.ignored),
-                "stopped": self.stopped, "steps": [r.to_dict() for r in self.records]}
+                "interrupted": self.interrupted, "stopped": self.stopped,
+                "steps": [r.to_dict() for r in self.records]}
 
 
 class RunLog:
@@ -158,11 +160,31 @@ class Runner:
         self.templater = Templater()
         self.sleep = sleep
         self.registered: dict[str, Any] = {}
+        self._in_flight: tuple[Step, str, float] | None = None  # for the report of an interrupted run
+        self._finished_records: list[StepRecord] = []
+        self._last_logged = "run_start"
 
     # -- checks that need -e (run before anything happens) ----------------------------------------------
     def problems(self) -> list[PlaybookError]:
         """Variables no one defines and env.NAME not set: one error each, with its line."""
-        out: list[PlaybookError] = []
+        return [error for _, error in self._findings()]
+
+    def check_findings(self) -> tuple[list[PlaybookError], list[PlaybookError]]:
+        """What ``playbook check`` reports: (errors, warnings). A variable used before the step that
+        registers it is an error whatever -e says; one nobody defines is an error only when -e was given
+        (else check lists it as needed). The environment at check time is not the run's, so an unset
+        env.NAME is a warning that says so."""
+        errors: list[PlaybookError] = []
+        warnings: list[PlaybookError] = []
+        for kind, error in self._findings(at_check=True):
+            if kind == "env":
+                warnings.append(error)
+            elif kind == "later" or self.extra:
+                errors.append(error)
+        return errors, warnings
+
+    def _findings(self, at_check: bool = False) -> Iterator[tuple[str, PlaybookError]]:
+        """("undefined" | "later" | "env", error) for each template reference the run would refuse."""
         registered_by = {s.register: s.index for s in self.pb.steps if s.register}
         known = set(self.pb.vars) | set(self.extra) | BUILTIN_NAMES | JINJA_GLOBALS
         for line, names, env_names, step in self.pb.template_refs:
@@ -171,14 +193,16 @@ class Runner:
                     continue
                 if name in registered_by and step >= 0 and registered_by[name] <= step:
                     continue
+                later = name in registered_by
                 hint = (f" (registered by step {registered_by[name] + 1}, which runs later)"
-                        if name in registered_by else f"; give -e {name}=VALUE or define it under vars:")
-                out.append(PlaybookError(f"variable {name!r} is not defined{hint}", line, self.pb.source))
+                        if later else f"; give -e {name}=VALUE or define it under vars:")
+                yield ("later" if later else "undefined",
+                       PlaybookError(f"variable {name!r} is not defined{hint}", line, self.pb.source))
             for name in sorted(env_names):
                 if name not in self.environ:
-                    out.append(PlaybookError(f"environment variable {name} is not set (used as env.{name})",
-                                             line, self.pb.source))
-        return out
+                    when = " at check time" if at_check else ""
+                    yield "env", PlaybookError(f"environment variable {name} is not set{when} (used as env.{name})",
+                                               line, self.pb.source)
 
     def needed_variables(self) -> list[str]:
         registered = {s.register for s in self.pb.steps if s.register}
@@ -187,6 +211,8 @@ class Runner:
 
     # -- the run -----------------------------------------------------------------------------------------
     def run(self) -> RunReport:
+        """Every step in order. Ctrl-C (KeyboardInterrupt) ends the run with a report of what ran and
+        what was in flight (``interrupted``), in the run log too, instead of losing both."""
         problems = self.problems()
         if problems:
             raise problems[0]
@@ -197,31 +223,56 @@ class Runner:
         context = self._variables()
         log = RunLog(self.log_path, self.secrets) if self.log_path else None
         executors = Executors()
+        self._last_logged = "run_start"
         try:
             if log:
                 log.write("run_start", playbook=self.pb.name, file=self.pb.source, check=self.check,
                           limit=self.limit, vars=sorted(context))
-            last = "run_start"
-            for step in self.pb.steps:
-                records = self._step(step, context, executors)
-                for r in records:
-                    report.records.append(r)
-                    if log:
-                        log.write_during_run("step", last, **r.to_dict())
-                        last = f"step {step.index + 1} {step.name!r} on {r.target}"
-                if any(r.status == "failed" and not r.ignored for r in records):
-                    report.stopped = f"step {step.index + 1} {step.name!r} failed; later steps were not run"
-                    break
+            try:
+                self._play(report, context, executors, log)
+            except KeyboardInterrupt:
+                self._interrupted(report, log)
             if log:
                 summary = report.to_dict()
                 summary.pop("steps")
-                log.write_during_run("run_end", last, **summary)
+                log.write_during_run("run_end", self._last_logged, **summary)
         finally:
-            executors.close()
+            executors.close()  # also closes an interrupted SSH channel: its remote step stops
             if log:
                 log.close()
                 report.log_problem = log.problem
         return report
+
+    def _play(self, report: RunReport, context: dict[str, Any], executors: Executors, log: RunLog | None) -> None:
+        for step in self.pb.steps:
+            self._finished_records = []
+            records = self._step(step, context, executors)
+            self._finished_records = []  # in the report from here on
+            self._add(report, log, records)
+            if any(r.status == "failed" and not r.ignored for r in records):
+                report.stopped = f"step {step.index + 1} {step.name!r} failed; later steps were not run"
+                break
+
+    def _add(self, report: RunReport, log: RunLog | None, records: list[StepRecord]) -> None:
+        for r in records:
+            report.records.append(r)
+            if log:
+                log.write_during_run("step", self._last_logged, **r.to_dict())
+                self._last_logged = f"step {r.index + 1} {r.name!r} on {r.target}"
+
+    def _interrupted(self, report: RunReport, log: RunLog | None) -> None:
+        """The records the interrupted step finished, and one ``interrupted`` record for what was in flight."""
+        records = list(self._finished_records)
+        flight = self._in_flight
+        if flight is not None:
+            step, target, started = flight
+            records.append(StepRecord(step.index, step.name, target, step.action_name, "interrupted", [],
+                                      "interrupted (SIGINT) while it ran; it may have done part of its work",
+                                      started, time.time()))
+        self._add(report, log, records)
+        report.interrupted = True
+        where = f" during step {flight[0].index + 1} {flight[0].name!r} on {flight[1]}" if flight else ""
+        report.stopped = f"interrupted{where}; later steps were not run"
 
     def _variables(self) -> dict[str, Any]:
         ctx: dict[str, Any] = {"env": self.env, "check_mode": self.check, "playbook": self.pb.name}
@@ -234,9 +285,20 @@ class Runner:
             except StepError as e:
                 raise PlaybookError(f"vars.{name}: {e.message}", None, self.pb.source) from None
         for name, value in list(ctx.items()):
-            if is_secret_name(name) and isinstance(value, str | int):
-                self.secrets.add(value)
+            self._add_secrets(name, value)
         return ctx
+
+    def _add_secrets(self, name: str, value: Any, secret: bool = False) -> None:
+        """Mask every value under a key named like a secret, however deep (``db: {password: x}``)."""
+        secret = secret or is_secret_name(name)
+        if isinstance(value, Mapping) and not isinstance(value, EnvironmentSecrets):
+            for key, item in value.items():
+                self._add_secrets(str(key), item, secret)
+        elif isinstance(value, list | tuple):
+            for item in value:
+                self._add_secrets(name, item, secret)
+        elif secret and isinstance(value, str | int) and not isinstance(value, bool):
+            self.secrets.add(value)
 
     def _context(self, base: dict[str, Any]) -> dict[str, Any]:
         return {**base, **self.registered}
@@ -256,11 +318,11 @@ class Runner:
         ctx = self._context(base)
         started = time.time()
         if step.action is None:
+            self._in_flight = (step, "-", started)
             self.observer.step_started(step, "-")
             outcome = self._asserts(step, ctx, Outcome("ok", message="assertions hold"))
-            record = self._record(step, "-", outcome, started, 1)
-            self.observer.step_finished(record)
-            self._register(step, [record], [outcome])
+            record = self._finished(self._record(step, "-", outcome, started, 1))
+            self._register(step, [outcome])
             return [record]
         try:
             names = self._targets(step, ctx)
@@ -268,26 +330,35 @@ class Runner:
             record = self._record(step, str(step.target), Outcome("failed", message=e.message), started, 1)
             return [record]
         selected = [n for n in names if self.limit is None or any(fnmatchcase(n, p) for p in self.limit)]
+        # What register: sees depends on the step's own targets, never on --limit: a target left out
+        # is registered as skipped (as Ansible does), and a step on several targets always has .results.
+        outcomes = {n: Outcome("skipped", message="excluded by --limit") for n in names if n not in selected}
         if not selected:
-            record = self._record(step, ",".join(names), Outcome("skipped", message="excluded by --limit"),
-                                  started, 0)
-            self.observer.step_finished(record)
+            record = self._finished(self._record(step, ",".join(names), Outcome("skipped", message="excluded by --limit"),
+                                                 started, 0))
+            self._register(step, [outcomes[n] for n in names])
             return [record]
         batch_size = step.serial or len(selected)
         records: list[StepRecord] = []
-        outcomes: list[Outcome] = []
         for i in range(0, len(selected), batch_size):
             batch = selected[i:i + batch_size]
             for name in batch:
+                self._in_flight = (step, name, time.time())
                 self.observer.step_started(step, name)
-                record, outcome = self._on_target(step, name, ctx, executors)
-                self.observer.step_finished(record)
-                records.append(record)
-                outcomes.append(outcome)
+                record, outcomes[name] = self._on_target(step, name, ctx, executors)
+                records.append(self._finished(record))
             if any(r.status == "failed" and not r.ignored for r in records):
                 break  # a rolling step stops before touching the next batch
-        self._register(step, records, outcomes)
+        not_run = Outcome("skipped", message="not run: an earlier batch failed")
+        self._register(step, [outcomes.get(n, not_run) for n in names])
         return records
+
+    def _finished(self, record: StepRecord) -> StepRecord:
+        """One step on one target is done: the progress line, and kept for an interrupted run's report."""
+        self._in_flight = None
+        self._finished_records.append(record)
+        self.observer.step_finished(record)
+        return record
 
     def _on_target(self, step: Step, name: str, base: dict[str, Any], executors: Executors
                    ) -> tuple[StepRecord, Outcome]:
@@ -307,6 +378,8 @@ class Runner:
         while True:
             attempts += 1
             outcome = self._attempt(step, name, ctx, executors, check)
+            if outcome.status == "skipped":
+                break  # nothing ran (a shell step under --check): until: has nothing to test
             if step.until is not None:
                 reg = _registered_value(outcome)
                 try:
@@ -386,7 +459,8 @@ class Runner:
                           [c.to_dict() for c in outcome.changes], outcome.message, started, time.time(),
                           attempts, ignored, outcome.data)
 
-    def _register(self, step: Step, records: list[StepRecord], outcomes: list[Outcome]) -> None:
+    def _register(self, step: Step, outcomes: list[Outcome]) -> None:
+        """One outcome per target the step names (flat), or ``results`` when it names several."""
         if not step.register:
             return
         values = [_registered_value(o) for o in outcomes]

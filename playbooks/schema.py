@@ -77,6 +77,11 @@ def load_playbook(path: str | Path) -> Playbook:
         text = p.read_text(encoding="utf-8")
     except OSError as e:
         raise PlaybookError(f"cannot read playbook: {e.strerror}", None, str(p)) from None
+    except UnicodeDecodeError as e:
+        # A playbook saved as Latin-1 (or a binary file given by mistake): name the first bad byte so
+        # the operator can find it, instead of a traceback.
+        raise PlaybookError(f"not UTF-8 (byte 0x{e.object[e.start]:02x} at offset {e.start})", None,
+                            str(p)) from None
     return parse_playbook(text, str(p))
 
 
@@ -199,6 +204,8 @@ class _Validator:
             if not is_template(value) and not _is_type(value, SSH_KEYS[key]):
                 raise self.fail(f"target {tname!r}: ssh.{key} must be {Param(SSH_KEYS[key]).type_names()}, "
                                 f"got {_show(value)}", node.line_of(key))
+            if key == "port" and not is_template(value) and not 1 <= value <= 65535:
+                raise self.fail(f"target {tname!r}: ssh.port must be 1-65535, got {value}", node.line_of(key))
         for key in ("host", "user", "key_file"):
             if key not in node:
                 raise self.fail(f"target {tname!r}: ssh needs {key}:", line)
@@ -355,6 +362,11 @@ def check_value(action: str, key: str, param: Param, value: Any) -> Any:
         if isinstance(value, str) and value.lower() in lowered:
             return lowered[value.lower()]
         raise StepError(f"{action}: {key} must be one of {', '.join(map(str, param.choices))}, got {_show(value)}")
+    if param.parse is not None:
+        try:
+            value = param.parse(value)
+        except ValueError as e:
+            raise StepError(f"{action}: {key} {e}") from None
     return value
 
 

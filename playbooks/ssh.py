@@ -10,7 +10,9 @@ agent, no key search), so "wrong key" means exactly that. Every failure is one c
 from __future__ import annotations
 
 import hashlib
+import logging
 import shlex
+import socket
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +23,11 @@ from playbooks.actions.base import CommandResult
 from playbooks.errors import TransportError
 
 DEFAULT_TIMEOUT = 10.0
+# paramiko logs a traceback when its transport thread fails (a port that closes on us); the failure
+# is reported as one line by connect(), so with no logging configured that traceback must not reach
+# stderr (Python's last-resort handler). A configured root logger still sees it.
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
+KEY_TYPES: tuple[type[paramiko.PKey], ...] = (paramiko.Ed25519Key, paramiko.ECDSAKey, paramiko.RSAKey)
 
 
 @dataclass(frozen=True)
@@ -32,6 +39,10 @@ class SshSpec:
     known_hosts: str = "~/.ssh/known_hosts"
     trust_on_first_use: bool = False
     timeout: float = DEFAULT_TIMEOUT
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.port <= 65535:
+            raise ValueError(f"port must be 1-65535, got {self.port}")
 
     @property
     def address(self) -> str:
@@ -79,10 +90,10 @@ class SshHost:
         client.set_missing_host_key_policy(_TrustOnFirstUse(known) if spec.trust_on_first_use
                                            else paramiko.RejectPolicy())
         key_path = Path(spec.key_file).expanduser()
-        if not key_path.is_file():
-            raise TransportError(f"ssh {spec.address}: key_file {key_path} does not exist")
+        pkey = _load_key(spec, key_path)
+        sock = _open_socket(spec)
         try:
-            client.connect(spec.host, port=spec.port, username=spec.user, key_filename=str(key_path),
+            client.connect(spec.host, port=spec.port, username=spec.user, pkey=pkey, sock=sock,
                            timeout=spec.timeout, banner_timeout=spec.timeout, auth_timeout=spec.timeout,
                            allow_agent=False, look_for_keys=False)
         except paramiko.BadHostKeyException as e:
@@ -133,16 +144,26 @@ class SshHost:
         return self._sftp
 
     # -- HostOps ------------------------------------------------------------------------------------
-    def run(self, command: str, stdin: bytes | None = None, timeout: float | None = None) -> CommandResult:
+    def run(self, command: str, stdin: bytes | None = None, timeout: float | None = None,
+            keep_stdin_open: bool = False) -> CommandResult:
+        """Run ``command``; ``keep_stdin_open``: do not send EOF after ``stdin`` (a command that stops
+        when its stdin closes then stops when this side goes away). Interrupted (Ctrl-C), the channel
+        is closed at once."""
         client = self.connect()
+        chan_in = None
         try:
             chan_in, chan_out, chan_err = client.exec_command(command, timeout=timeout)
             if stdin is not None:
                 chan_in.write(stdin)
-            chan_in.channel.shutdown_write()
+            if not keep_stdin_open:
+                chan_in.channel.shutdown_write()
             out = chan_out.read()
             err = chan_err.read()
             rc = chan_out.channel.recv_exit_status()
+        except KeyboardInterrupt:
+            if chan_in is not None:
+                chan_in.channel.close()
+            raise
         except TimeoutError:
             raise TransportError(f"ssh {self.spec.address}: command timed out after {timeout:g}s") from None
         except (paramiko.SSHException, OSError) as e:
@@ -170,6 +191,21 @@ class SshHost:
         except OSError as e:
             raise TransportError(f"ssh {self.spec.address}: cannot read {path}: {e}") from None
 
+    def mode(self, path: str) -> int | None:
+        try:
+            st_mode = self.sftp().stat(path).st_mode
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            raise TransportError(f"ssh {self.spec.address}: cannot stat {path}: {e}") from None
+        return stat.S_IMODE(st_mode) if st_mode is not None else None
+
+    def chmod(self, path: str, mode: int) -> None:
+        try:
+            self.sftp().chmod(path, mode)
+        except OSError as e:
+            raise TransportError(f"ssh {self.spec.address}: cannot set mode {mode:04o} on {path}: {e}") from None
+
     def put(self, local_path: Path, remote_path: str, mode: int | None) -> None:
         sftp = self.sftp()
         tmp = f"{remote_path}.rmqops-tmp"
@@ -182,6 +218,56 @@ class SshHost:
             sftp.posix_rename(tmp, remote_path)
         except OSError as e:
             raise TransportError(f"ssh {self.spec.address}: cannot write {remote_path}: {e}") from None
+
+
+def _load_key(spec: SshSpec, key_path: Path) -> paramiko.PKey:
+    """The key_file as a private key, before connecting: an encrypted key is refused by paramiko before
+    any authentication (it is not "the server does not accept this key"), and a file that is not a key
+    must name itself rather than surface as a bare decoding error."""
+    if not key_path.is_file():
+        raise TransportError(f"ssh {spec.address}: key_file {key_path} does not exist")
+    why = "not an OpenSSH, PEM RSA or ECDSA private key"
+    for key_type in KEY_TYPES:
+        try:
+            return key_type.from_private_key_file(str(key_path))
+        except paramiko.PasswordRequiredException:
+            raise TransportError(f"ssh {spec.address}: {key_path}: the key is protected by a passphrase (not "
+                                 "supported: use an unencrypted deploy key for the playbook)") from None
+        except (paramiko.SSHException, ValueError, IndexError, TypeError) as e:  # UnicodeDecodeError is one
+            if isinstance(e, UnicodeDecodeError):
+                why = "binary data, not a key in text form"
+        except OSError as e:
+            raise TransportError(f"ssh {spec.address}: cannot read key_file {key_path}: {e.strerror or e}") from None
+    raise TransportError(f"ssh {spec.address}: {key_path}: not a private key file ({why})")
+
+
+def _open_socket(spec: SshSpec) -> socket.socket:
+    """Connect, then wait for the server's first bytes (peeked, left for paramiko): a port that closes
+    the connection or never sends an SSH banner gets one clear line, not paramiko's traceback or its
+    "No existing session"."""
+    where = f"ssh {spec.address}"
+    try:
+        sock = socket.create_connection((spec.host, spec.port), timeout=spec.timeout)
+    except TimeoutError:
+        raise TransportError(f"{where}: unreachable (no answer within {spec.timeout:g}s)") from None
+    except ConnectionRefusedError:
+        raise TransportError(f"{where}: unreachable (connection refused)") from None
+    except OSError as e:
+        raise TransportError(f"{where}: unreachable ({e.strerror or e})") from None
+    try:
+        first = sock.recv(4, socket.MSG_PEEK)
+    except TimeoutError:
+        sock.close()
+        raise TransportError(f"{where}: did not answer as an SSH server (no banner in "
+                             f"{spec.timeout:g}s)") from None
+    except OSError as e:
+        sock.close()
+        raise TransportError(f"{where}: unreachable ({e.strerror or e})") from None
+    if not first:
+        sock.close()
+        raise TransportError(f"{where}: closed the connection without an SSH banner "
+                             "(not an SSH server, or sshd refused more connections: MaxStartups)")
+    return sock
 
 
 def _fingerprint(key: paramiko.PKey) -> str:

@@ -9,6 +9,7 @@ one JSON outcome back.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -22,7 +23,8 @@ from mqadmin.errors import EXIT_FAILURE, EXIT_USAGE
 app = typer.Typer(name="playbook", help="Run YAML playbooks: scripted, idempotent operations (run, check).",
                   no_args_is_help=True, pretty_exceptions_enable=False)
 
-STATUS_STYLE = {"ok": "green", "changed": "yellow", "failed": "red", "skipped": "cyan"}
+STATUS_STYLE = {"ok": "green", "changed": "yellow", "failed": "red", "skipped": "cyan", "interrupted": "magenta"}
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports Ctrl-C (and as the other commands exit)
 
 
 def _fail(message: str, code: int) -> typer.Exit:
@@ -31,8 +33,24 @@ def _fail(message: str, code: int) -> typer.Exit:
 
 
 def _default_log(playbook: Path) -> Path:
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    return Path.home() / ".rmqops" / "runs" / f"{playbook.stem}-{stamp}.jsonl"
+    """A new file per run: microseconds and the PID in the name, so two runs in the same second (a
+    retry loop, two operators) never append to one log."""
+    now = time.time()
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(now)) + f".{int(now % 1 * 1_000_000):06d}Z"
+    return Path.home() / ".rmqops" / "runs" / f"{playbook.stem}-{stamp}-{os.getpid()}.jsonl"
+
+
+def _limits(limit: str | None, targets: list[str]) -> list[str] | None:
+    """``--limit a,b*``: every part must match a target (a typo must not silently narrow the run)."""
+    from playbooks.errors import PlaybookError
+
+    if not limit:
+        return None
+    parts = [p.strip() for p in limit.split(",") if p.strip()]
+    for part in parts:
+        if not any(_match(t, part) for t in targets):
+            raise PlaybookError(f"--limit {part!r} matches no target (defined: {', '.join(targets)})")
+    return parts
 
 
 @app.command("run", help="Run a playbook (--check: report what would change, change nothing).")
@@ -53,9 +71,7 @@ def run(
     try:
         pb = load_playbook(file)
         extra_vars = parse_extra_vars(extra or [])
-        limits = [p.strip() for p in limit.split(",") if p.strip()] if limit else None
-        if limits is not None and not any(any(_match(t, p) for t in pb.targets) for p in limits):
-            raise PlaybookError(f"--limit {limit!r} matches no target (defined: {', '.join(pb.targets)})")
+        limits = _limits(limit, list(pb.targets))
         observer = _Progress() if output is OutputFormat.table and sys.stderr.isatty() else None
         log_path = log or _default_log(file)
         runner = Runner(pb, extra_vars, check=check, limit=limits, log_path=log_path, observer=observer)
@@ -68,8 +84,12 @@ def run(
         raise _fail(str(e), EXIT_USAGE) from None
     except OSError as e:
         raise _fail(f"cannot write the run log {e.filename or log_path}: {e.strerror or e}", EXIT_USAGE) from None
+    except KeyboardInterrupt:  # before the first step: nothing ran, nothing to report
+        raise _fail("interrupted", EXIT_INTERRUPTED) from None
     doc = runner.secrets.mask(report.to_dict())
     _emit(doc, output)
+    if report.interrupted:  # the report above says what ran and what was in flight
+        raise _fail("interrupted" + (f"; {report.log_problem}" if report.log_problem else ""), EXIT_INTERRUPTED)
     if report.log_problem is not None:  # the run went on; the report above says all it did
         raise _fail(report.log_problem, EXIT_FAILURE)
     if report.failed:
@@ -89,16 +109,17 @@ def check_cmd(
     try:
         pb = load_playbook(file)
         runner = Runner(pb, parse_extra_vars(extra or []))
-        if extra:
-            problems = runner.problems()
-            if problems:
-                raise problems[0]
+        errors, warnings = runner.check_findings()  # what `run` would refuse, as `run` says it
+        if errors:
+            raise errors[0]
     except PlaybookError as e:
         raise _fail(str(e), EXIT_USAGE) from None
+    for w in warnings:
+        typer.echo(f"mqadmin playbook: warning: {w}", err=True)
     needs = [n for n in runner.needed_variables() if n not in (runner.extra or {})]
     doc = {"playbook": pb.name, "file": str(file), "valid": True, "targets": list(pb.targets),
            "steps": [{"step": s.index + 1, "name": s.name, "action": s.action_name} for s in pb.steps],
-           "needs": needs}
+           "needs": needs, "warnings": [str(w) for w in warnings]}
     if output is OutputFormat.table:
         typer.echo(f"{file}: valid playbook {pb.name!r}: {len(pb.steps)} step(s), "
                    f"target(s) {', '.join(pb.targets)}")
@@ -115,6 +136,8 @@ def step(
     check: Annotated[bool, typer.Option("--check")] = False,
     output: Annotated[OutputFormat, typer.Option("--output", case_sensitive=False,
                                                  help="json (the only form the runner reads)")] = OutputFormat.json,
+    stop_on_eof: Annotated[bool, typer.Option("--stop-on-eof", help="the request is one line on stdin; stop "
+                                              "when stdin closes (the runner went away)")] = False,
 ) -> None:
     if output is not OutputFormat.json:
         raise _fail("playbook step prints JSON only (--output json)", EXIT_USAGE)
@@ -123,14 +146,36 @@ def step(
     from playbooks.inventory import StoreContext, run_guarded
 
     try:
-        request = json.loads(sys.stdin.read() or "{}")
+        request = json.loads((sys.stdin.readline() if stop_on_eof else sys.stdin.read()) or "{}")
         action = REGISTRY[request["action"]]
         args = dict(request.get("args") or {})
     except (ValueError, KeyError, TypeError) as e:
         outcome = Outcome("failed", message=f"bad step request on stdin: {e}")
     else:
+        if stop_on_eof:
+            _stop_when_stdin_closes()
         outcome = run_guarded(lambda: action.run(StoreContext(store, config), args, check))
     typer.echo(json.dumps(outcome.to_dict(), default=str))
+
+
+def _stop_when_stdin_closes() -> None:
+    """sshd does not signal a command without a terminal when its client goes away (Ctrl-C on the
+    runner closes the channel); it only closes the command's stdin. So watch stdin: at EOF interrupt
+    the action (KeyboardInterrupt: its Admin closes cleanly), and exit outright if that does not end it."""
+    import _thread
+    import signal
+    import threading
+
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # sshd may start us with SIGINT ignored
+
+    def watch() -> None:
+        while sys.stdin.buffer.read(4096):
+            pass
+        _thread.interrupt_main()
+        time.sleep(10)
+        os._exit(EXIT_INTERRUPTED)
+
+    threading.Thread(target=watch, name="stdin-eof", daemon=True).start()
 
 
 def _match(name: str, pattern: str) -> bool:

@@ -33,6 +33,9 @@ class Param:
     default: Any = None
     choices: tuple[Any, ...] | None = None
     help: str = ""
+    # Parses a value of the right type into what the action uses (a file mode "0644" -> 0o644); raises
+    # ValueError saying why not. Called at validation time too, so a bad value is found before any step.
+    parse: Callable[[Any], Any] | None = None
 
     def type_names(self) -> str:
         names = {str: "string", int: "integer", bool: "boolean", float: "number", list: "list", dict: "mapping"}
@@ -88,8 +91,10 @@ class HostOps(Protocol):
 
     def run(self, command: str, stdin: bytes | None = None, timeout: float | None = None) -> CommandResult: ...
     def sha256(self, path: str) -> str | None: ...
+    def mode(self, path: str) -> int | None: ...
     def exists(self, path: str) -> bool: ...
     def put(self, local_path: Path, remote_path: str, mode: int | None) -> None: ...
+    def chmod(self, path: str, mode: int) -> None: ...
 
 
 class ActionContext(Protocol):
@@ -132,9 +137,15 @@ class PlannedAction:
     def apply(self, admin: Admin, args: dict[str, Any], plan: Plan) -> None:
         raise NotImplementedError
 
+    def can_apply(self, ctx: ActionContext, args: dict[str, Any]) -> None:
+        """Raise StepError when this target cannot take the planned changes. Checked in --check too:
+        a dry run must not promise a change the real run would refuse."""
+
     def run(self, ctx: ActionContext, args: dict[str, Any], check: bool) -> Outcome:
         with ctx.admin(writes=False) as admin:
             plan = self.plan(admin, args)
+        if plan.changes:
+            self.can_apply(ctx, args)
         if plan.changes and not check:
             with ctx.admin(writes=True) as admin:
                 plan = self.plan(admin, args)

@@ -39,12 +39,33 @@ class Shell:
                        f"ran on {host.name}", data)
 
 
+def parse_mode(value: Any) -> int:
+    """A file mode as Ansible takes it: a string of octal digits ("0644", "644", "0o644"), or an int
+    YAML already decoded (unquoted ``0644`` is YAML 1.1 octal, 420 = 0o644). Symbolic modes ("u+rw")
+    depend on the file's current mode, so they are refused rather than guessed."""
+    if isinstance(value, bool):
+        raise ValueError(f"must be an octal file mode like \"0644\", got {value!r}")
+    if isinstance(value, int):
+        if 0o777 < value <= 777 and set(str(value)) <= set("01234567"):
+            # `mode: 644` unquoted is the decimal number 644 (mode 01204), Ansible's classic trap
+            raise ValueError(f"{value} is the decimal number {value} (mode {value:#o}); write \"0{value}\"")
+        if not 0 <= value <= 0o7777:
+            raise ValueError(f"must be a file mode between 0 and 07777, got {value}")
+        return value
+    text = str(value).strip()
+    digits = text[2:] if text[:2] in ("0o", "0O") else text
+    if not digits or len(digits) > 5 or any(c not in "01234567" for c in digits) or int(digits, 8) > 0o7777:
+        raise ValueError(f"must be an octal file mode like \"0644\" (symbolic modes are not supported), "
+                         f"got {text!r}")
+    return int(digits, 8)
+
+
 class FileCopy:
-    """Copy a local file to the target host (sftp on SSH targets); idempotent by SHA-256."""
+    """Copy a local file to the target host (sftp on SSH targets); idempotent by SHA-256 and mode."""
 
     name = "file.copy"
     params = {"src": Param((str,), required=True), "dest": Param((str,), required=True),
-              "mode": Param((str, int), help="octal, e.g. '0644'")}
+              "mode": Param((str, int), help="octal, e.g. '0644'", parse=parse_mode)}
     placement = "host"
 
     def run(self, ctx: ActionContext, args: dict[str, Any], check: bool) -> Outcome:
@@ -54,14 +75,24 @@ class FileCopy:
         except OSError as e:
             raise StepError(f"cannot read {src}: {e.strerror}") from None
         host = ctx.host()
+        dest = args["dest"]
+        mode = parse_mode(args["mode"]) if args.get("mode") is not None else None
         want = hashlib.sha256(data).hexdigest()
-        have = host.sha256(args["dest"])
-        if have == want:
-            return Outcome("ok", message=f"{args['dest']} is up to date", data={"sha256": want})
-        mode = args.get("mode")
-        mode_bits = int(str(mode), 8) if mode is not None else None
-        change = Change(f"file {args['dest']} on {host.name}", "sha256", have, want)
-        if not check:
-            host.put(src, args["dest"], mode_bits)
-        return Outcome("changed", [change], f"{'would copy' if check else 'copied'} {src} to {args['dest']}",
-                       {"sha256": want})
+        have = host.sha256(dest)
+        what = f"file {dest} on {host.name}"
+        changes = [] if have == want else [Change(what, "sha256", have, want)]
+        current_mode = host.mode(dest) if have is not None and mode is not None else None
+        if current_mode is not None and current_mode != mode:
+            changes.append(Change(what, "mode", f"{current_mode:04o}", f"{mode:04o}"))
+        if not changes:
+            return Outcome("ok", message=f"{dest} is up to date", data={"sha256": want})
+        if have != want:
+            if not check:
+                host.put(src, dest, mode)
+            message = f"{'would copy' if check else 'copied'} {src} to {dest}"
+        else:  # same content, another mode: only the mode changes (as Ansible's copy does)
+            assert mode is not None
+            if not check:
+                host.chmod(dest, mode)
+            message = f"{'would set' if check else 'set'} mode {mode:04o} on {dest}"
+        return Outcome("changed", changes, message, {"sha256": want})

@@ -23,7 +23,7 @@ from broker_core.broker.topic_validator import (
 from mqadmin.admin import Admin, TopicInfo
 from mqadmin.errors import NotFoundError
 from mqadmin.transport.values import SubscriptionGroupInfo
-from playbooks.actions.base import Change, Param, Plan, PlannedAction
+from playbooks.actions.base import ActionContext, Change, Param, Plan, PlannedAction
 from playbooks.errors import StepError
 from playbooks.templating import MASK
 
@@ -420,6 +420,14 @@ class BrokerConfigAction(PlannedAction):
                     changes.append(Change(f"broker {b.broker_name} config", key, current[key], self._text(value)))
             seen[b.broker_name] = {k: current.get(k) for k in args["config"]}
         return Plan(changes, {"config": seen})
+
+    def can_apply(self, ctx: ActionContext, args: dict[str, Any]) -> None:
+        """A store target persists the change to its config: file (as updateBrokerConfig does with
+        --config); without one the apply is refused, so the plan must say so too."""
+        if ctx.store_dir is not None and not ctx.config_file:
+            raise StepError("updating broker config on a store directory needs the broker's config file "
+                            "(config: on the playbook target), where the change is persisted; to change a "
+                            "running broker use a namesrv: target")
 
     def apply(self, admin: Admin, args: dict[str, Any], plan: Plan) -> None:
         admin.update_broker_config({k: self._text(v) for k, v in args["config"].items()})
