@@ -38,6 +38,9 @@ NOT_ALLOWED_SEND_TOPICS = frozenset({
     RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, RMQ_SYS_SELF_TEST_TOPIC, RMQ_SYS_OFFSET_MOVED_EVENT,
 })
 
+# MixAll.CID_RMQ_SYS_PREFIX: groups under it are the broker's own (e.g. CID_RMQ_SYS_TRANS).
+CID_RMQ_SYS_PREFIX = "CID_RMQ_SYS_"
+
 # System consumer groups created at start (SubscriptionGroupManager#init).
 TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"
 SYSTEM_GROUPS: tuple[tuple[str, bool], ...] = (
@@ -72,6 +75,11 @@ def validate_group(group: str | None) -> str | None:
     if len(group) > GROUP_MAX_LENGTH:
         return f"The specified group: {group}, is longer than group max length: {GROUP_MAX_LENGTH}"
     return None
+
+
+def is_sys_consumer_group(group: str) -> bool:
+    """MixAll.isSysConsumerGroup: a group reserved for the broker's own consumers."""
+    return group.startswith(CID_RMQ_SYS_PREFIX)
 
 
 def is_retry_topic(topic: str) -> bool:

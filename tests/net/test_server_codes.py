@@ -379,12 +379,15 @@ def test_admin_codes(broker_setup):
     assert kv["brokerName"] == "broker-a" and kv["brokerVersionDesc"] == "V5_3_3"
     cfg = bc.call(RC.GET_BROKER_CONFIG)
     assert b"brokerName=broker-a\n" in cfg.body and "version" in cfg.ext_fields
-    # deletes; the topic leaves the name server's routes through the re-registration
+    # deletes; as in RocketMQ (deleteTopicWithBrokerRegistration=false) the topic stays in the name server's
+    # routes until DELETE_TOPIC_IN_NAMESRV, which mqadmin deleteTopic sends after the brokers'
     assert bc.call(RC.DELETE_SUBSCRIPTIONGROUP, {"groupName": "AG", "cleanOffset": "true"}).code == OK
     assert bc.call(RC.GET_SUBSCRIPTIONGROUP_CONFIG, {"group": "AG"}).code == ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST
     assert ns.call(RC.GET_ROUTEINFO_BY_TOPIC, {"topic": "AT"}).code == OK
     assert bc.call(RC.DELETE_TOPIC_IN_BROKER, {"topic": "AT"}).code == OK
     assert broker.get_topic("AT") is None
+    assert ns.call(RC.GET_ROUTEINFO_BY_TOPIC, {"topic": "AT"}).code == OK
+    assert ns.call(RC.DELETE_TOPIC_IN_NAMESRV, {"topic": "AT", "clusterName": "DefaultCluster"}).code == OK
     assert ns.call(RC.GET_ROUTEINFO_BY_TOPIC, {"topic": "AT"}).code == ResponseCode.TOPIC_NOT_EXIST
 
 

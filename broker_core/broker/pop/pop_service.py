@@ -75,6 +75,7 @@ from .pop_long_polling import PopLongPollingService
 from .receipt_handle import (
     POP_ORDER_REVIVE_QUEUE,
     RETRY_GROUP_TOPIC_PREFIX,
+    InvalidReceiptHandleError,
     ReceiptHandle,
     build_pop_retry_topic,
     parse_normal_topic,
@@ -481,7 +482,17 @@ class PopService:
 
     # -- ack -------------------------------------------------------------------------------------
     def _decode(self, group: str, topic: str, receipt_handle: str) -> tuple[ReceiptHandle, str]:
+        """The handle and the topic its queue id and offsets belong to. A handle this broker cannot have
+        issued (another broker's name, a revive queue it does not have) is refused here: acting on it
+        would ack a look-alike message of ours, or answer success while nothing is acked."""
         handle = ReceiptHandle.decode(receipt_handle)
+        if handle.broker_name != self.broker_name:
+            raise InvalidReceiptHandleError(f"the receipt handle belongs to broker {handle.broker_name}, "
+                                            f"not to this broker ({self.broker_name})")
+        if not handle.is_order and not 0 <= handle.revive_queue_id < self.ck_log.revive_queue_num:
+            raise InvalidReceiptHandleError(
+                f"receipt handle reviveQueueId {handle.revive_queue_id} is outside [0, "
+                f"{self.ck_log.revive_queue_num}) and is not {POP_ORDER_REVIVE_QUEUE} (orderly pop)")
         real = handle.real_topic(topic, group)
         tc = self.topics.get(real)
         if tc is None:
@@ -490,6 +501,15 @@ class PopService:
             raise InvalidParameterError(f"queueId[{handle.queue_id}] is illegal, topic:[{real}] "
                                         f"topicConfig.readQueueNums:[{tc.read_queue_nums}]")
         return handle, real
+
+    def _check_order_marker(self, group: str, topic: str, handle: ReceiptHandle) -> None:
+        """A handle marked orderly (reviveQueueId 999) whose pop was not orderly: its message is in flight
+        under a checkpoint, which an orderly ack never touches, so the ack would do nothing."""
+        if handle.is_order and self.ck_log.find(group, topic, handle.queue_id, handle.retrieve_time,
+                                                handle.offset) is not None:
+            raise InvalidReceiptHandleError(
+                f"receipt handle reviveQueueId {POP_ORDER_REVIVE_QUEUE} marks an orderly pop, but offset "
+                f"{handle.offset} of {topic}@{handle.queue_id} was popped without order")
 
     def _offset_outside_queue(self, topic: str, handle: ReceiptHandle) -> str | None:
         lo = self.store.get_min_offset_in_queue(topic, handle.queue_id)
@@ -505,6 +525,7 @@ class PopService:
         if bad:
             return AckResult(AckStatus.NOT_FOUND, bad)
         with self._lock:
+            self._check_order_marker(group, real, handle)
             if handle.is_order:
                 return self._ack_orderly(group, real, handle)
             return self._ack_normal(group, real, [handle])[0]
@@ -515,6 +536,8 @@ class PopService:
         results: list[AckResult | None] = [None] * len(decoded)
         normal: dict[str, list[tuple[int, ReceiptHandle]]] = {}
         with self._lock:
+            for handle, real in decoded:
+                self._check_order_marker(group, real, handle)
             for i, (handle, real) in enumerate(decoded):
                 bad = self._offset_outside_queue(real, handle)
                 if bad:
@@ -560,6 +583,11 @@ class PopService:
         old = self.offsets.query_offset(group, topic, handle.queue_id)
         if handle.offset < old:
             return AckResult(AckStatus.ALREADY_ACKED, "offset already committed")
+        if self.order_info.get(topic, group, handle.queue_id) is None:
+            # Java's commitAndNext would commit offset + 1 here, skipping whatever lies before it that
+            # was never delivered; with no orderly pop in flight there is nothing this ack can settle.
+            return AckResult(AckStatus.NOT_FOUND, f"no orderly pop of {topic}@{group}@{handle.queue_id} is "
+                                                  "in flight")
         nxt = self.order_info.commit_and_next(topic, group, handle.queue_id, handle.offset, handle.retrieve_time)
         if nxt == -2:
             return AckResult(AckStatus.EXPIRED, "the batch was popped again since this handle was issued")
@@ -584,6 +612,7 @@ class PopService:
             raise PopNoMessageError(bad)
         with self._lock:
             now = self.clock()
+            self._check_order_marker(group, real, handle)
             if handle.is_order:
                 if handle.offset < self.offsets.query_offset(group, real, handle.queue_id):
                     raise PopNoMessageError("the message was already acked")

@@ -20,7 +20,10 @@ from broker_core.store.codec.sys_flag import COMPRESSED_FLAG
 from .stubs import pb
 
 # Stored properties that are the broker's own bookkeeping: never handed back as user properties,
-# and refused as user property keys on send (ILLEGAL_MESSAGE_PROPERTY_KEY).
+# and refused as user property keys on send (ILLEGAL_MESSAGE_PROPERTY_KEY). Upstream's reserved set
+# (MessageConst.STRING_HASH_SET) plus the keys this broker acts on (sharding key, transaction and
+# inner-batch bookkeeping, trace context). INNER_MULTI_DISPATCH (LMQ dispatch) and
+# __STARTDELIVERTIME are not reserved upstream: they stay ordinary user properties.
 SYSTEM_PROPERTY_KEYS = frozenset({
     P.PROPERTY_KEYS, P.PROPERTY_TAGS, P.PROPERTY_WAIT_STORE_MSG_OK, P.PROPERTY_DELAY_TIME_LEVEL,
     P.PROPERTY_RETRY_TOPIC, P.PROPERTY_REAL_TOPIC, P.PROPERTY_REAL_QUEUE_ID, P.PROPERTY_TRANSACTION_PREPARED,
@@ -35,7 +38,13 @@ SYSTEM_PROPERTY_KEYS = frozenset({
     P.PROPERTY_TIMER_DEL_UNIQKEY, P.PROPERTY_DLQ_ORIGIN_TOPIC, P.PROPERTY_DLQ_ORIGIN_MESSAGE_ID,
     "BORN_TIMESTAMP", "__BORNHOST", "TRACE_CONTEXT", "BUYER_ID", "CORRECTION_FLAG", "MSG_TYPE", "INSTANCE_ID",
     "TRANSFER_FLAG", "CORRELATION_ID", "REPLY_TO_CLIENT", "TTL", "ARRIVE_TIME", "PUSH_REPLY_TIME",
+    "MQ2_FLAG", "EXTEND_UNIQ_INFO", "DUP_INFO", "INNER_MULTI_QUEUE_OFFSET", "TIMER_DELAY_LEVEL", "__CRC32#",
 })
+# Upstream proxy limits on what a producer puts next to the body (ProxyConfig userPropertyMaxNum,
+# maxUserPropertySize): user properties, the tag and the keys together. The broker's own 32767-byte
+# cap on the whole property string is hit later and only as a generic MESSAGE_ILLEGAL.
+USER_PROPERTY_MAX_NUM = 128
+MAX_USER_PROPERTY_SIZE = 16 * 1024
 
 
 class WireMessageError(ValueError):
@@ -66,8 +75,12 @@ def _check_text(value: str, code: int, what: str) -> None:
         raise WireMessageError(code, f"{what} {value!r} contains a control character")
 
 
-def inbound(message: object, peer_ip: str, max_body_size: int) -> InboundMessage:
-    """Validate one wire message (upstream's checks, in its order) and map it to stored properties."""
+def inbound(message: object, peer_ip: str, max_body_size: int, *, now_ms: int | None = None,
+            max_delay_ms: int = 0) -> InboundMessage:
+    """Validate one wire message (upstream's checks, in its order) and map it to stored properties.
+
+    ``max_delay_ms`` (> 0, with ``now_ms``) caps how far ahead a delivery time may be: the broker's
+    timer refuses more with a generic MESSAGE_ILLEGAL, the client is owed ILLEGAL_DELIVERY_TIME."""
     m = message  # pb.Message
     sp = m.system_properties  # type: ignore[attr-defined]
     topic = m.topic.name  # type: ignore[attr-defined]
@@ -82,7 +95,13 @@ def inbound(message: object, peer_ip: str, max_body_size: int) -> InboundMessage
     if not sp.message_id.strip():
         raise WireMessageError(pb.Code.ILLEGAL_MESSAGE_ID, "message id is blank")
     props: dict[str, str] = {}
-    for key, value in m.user_properties.items():  # type: ignore[attr-defined]
+    user_properties = m.user_properties  # type: ignore[attr-defined]
+    if len(user_properties) > USER_PROPERTY_MAX_NUM:
+        raise WireMessageError(pb.Code.MESSAGE_PROPERTIES_TOO_LARGE,
+                               f"{len(user_properties)} user properties, at most {USER_PROPERTY_MAX_NUM} allowed")
+    size = 0
+    for key, value in user_properties.items():
+        size += len(key.encode()) + len(value.encode())
         if key in SYSTEM_PROPERTY_KEYS:
             raise WireMessageError(pb.Code.ILLEGAL_MESSAGE_PROPERTY_KEY, f"property key {key!r} is reserved")
         if not key:
@@ -101,6 +120,11 @@ def inbound(message: object, peer_ip: str, max_body_size: int) -> InboundMessage
                 raise WireMessageError(pb.Code.ILLEGAL_MESSAGE_KEY, "message key is blank")
             _check_text(key, pb.Code.ILLEGAL_MESSAGE_KEY, "message key")
         props[P.PROPERTY_KEYS] = P.KEY_SEPARATOR.join(sp.keys)
+    size += len(sp.tag.encode()) + sum(len(k.encode()) for k in sp.keys)
+    if size > MAX_USER_PROPERTY_SIZE:
+        raise WireMessageError(pb.Code.MESSAGE_PROPERTIES_TOO_LARGE,
+                               f"user properties, tag and keys take {size} bytes, at most "
+                               f"{MAX_USER_PROPERTY_SIZE} allowed")
     props[P.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = sp.message_id
     group = None
     if sp.HasField("message_group"):
@@ -111,6 +135,10 @@ def inbound(message: object, peer_ip: str, max_body_size: int) -> InboundMessage
         props[P.PROPERTY_SHARDING_KEY] = group
     if sp.HasField("delivery_timestamp"):
         deliver_ms = sp.delivery_timestamp.seconds * 1000 + sp.delivery_timestamp.nanos // 1_000_000
+        if max_delay_ms > 0 and now_ms is not None and deliver_ms - now_ms > max_delay_ms:
+            raise WireMessageError(pb.Code.ILLEGAL_DELIVERY_TIME,
+                                   f"delivery time is {deliver_ms - now_ms} ms ahead, at most {max_delay_ms} ms "
+                                   "(timerMaxDelaySec) allowed")
         props[P.PROPERTY_TIMER_DELIVER_MS] = str(deliver_ms)
     if sp.message_type == pb.MessageType.TRANSACTION:
         props[P.PROPERTY_TRANSACTION_PREPARED] = "true"

@@ -28,14 +28,21 @@ from broker_core.broker.errors import BrokerError
 from broker_core.broker.pop.pop_service import AckStatus, PopStatus
 from broker_core.broker.pop.receipt_handle import InvalidReceiptHandleError, ReceiptHandle
 from broker_core.broker.request_context import RequestContext
-from broker_core.broker.topic_validator import dlq_topic
+from broker_core.broker.topic_validator import (
+    dlq_topic,
+    is_dlq_topic,
+    is_retry_topic,
+    is_sys_consumer_group,
+    validate_group,
+    validate_topic,
+)
 from broker_core.common.response_code import ResponseCode
 from broker_core.store.codec import properties as P
 from broker_core.store.codec.message import MessageExt
 from broker_core.store.subscription_group_config import SubscriptionGroupConfig
 from broker_core.store.topic_config import TopicConfig
 
-from .convert import WireMessageError, inbound, outbound
+from .convert import WireMessageError, inbound, message_type_of, outbound
 from .sessions import ClientSession, GrpcChannel, SessionRegistry, TelemetryChannel
 from .stubs import MessagingServiceServicer, pb
 
@@ -186,6 +193,31 @@ class MessagingService(MessagingServiceServicer):
             raise RpcError(pb.Code.TOPIC_NOT_FOUND, f"topic {topic} not found")
         return tc
 
+    def _check_topic(self, topic: str) -> None:
+        """GrpcValidator#validateTopic: a malformed name or a system topic is ILLEGAL_TOPIC. System topics
+        hold the broker's own records (transaction halves, including rolled-back and pending ones;
+        timer and revive logs; TBW102, the auto-create template), so no gRPC client may route, send,
+        receive or ack on them. Retry and DLQ topics are ordinary topics here, as upstream."""
+        bad = validate_topic(topic)
+        if bad:
+            raise RpcError(pb.Code.ILLEGAL_TOPIC, bad)
+        if self.broker.topic_manager.is_system_topic(topic):
+            raise RpcError(pb.Code.ILLEGAL_TOPIC, f"cannot access system topic {topic}")
+
+    @staticmethod
+    def _check_group(group: str) -> None:
+        """GrpcValidator#validateConsumerGroup: a malformed name or a system group (CID_RMQ_SYS_*, e.g.
+        the broker's transaction group) is ILLEGAL_CONSUMER_GROUP."""
+        bad = validate_group(group)
+        if bad:
+            raise RpcError(pb.Code.ILLEGAL_CONSUMER_GROUP, bad)
+        if is_sys_consumer_group(group):
+            raise RpcError(pb.Code.ILLEGAL_CONSUMER_GROUP, f"cannot use system consumer group {group}")
+
+    def _check_topic_and_group(self, topic: str, group: str) -> None:
+        self._check_topic(topic)
+        self._check_group(group)
+
     def _group_config(self, group: str) -> SubscriptionGroupConfig:
         return self.broker.group_manager.find(group)
 
@@ -195,6 +227,7 @@ class MessagingService(MessagingServiceServicer):
             info = self._info(context, "QueryRoute")
             topic = request.topic.name
             await self._authorize(info, "QueryRoute", topic=topic)
+            self._check_topic(topic)
             tc = self._topic(topic)
             types = _MESSAGE_TYPES.get((tc.attributes or {}).get("message.type", "NORMAL").upper(),
                                        [pb.MessageType.NORMAL])
@@ -224,6 +257,7 @@ class MessagingService(MessagingServiceServicer):
             info = self._info(context, "QueryAssignment")
             topic, group = request.topic.name, request.group.name
             await self._authorize(info, "QueryAssignment", topic=topic, group=group)
+            self._check_topic_and_group(topic, group)
             tc = self._topic(topic)
             if not tc.perm & 4 or tc.read_queue_nums <= 0:
                 raise RpcError(pb.Code.FORBIDDEN, "no readable queue")
@@ -243,6 +277,8 @@ class MessagingService(MessagingServiceServicer):
             consumer = request.client_type in (pb.ClientType.PUSH_CONSUMER, pb.ClientType.SIMPLE_CONSUMER)
             group = request.group.name if request.HasField("group") else None
             await self._authorize(info, "Heartbeat", group=group, is_consumer=consumer)
+            if consumer:
+                self._check_group(group or "")
             session = self.sessions.touch(info.client_id, info.language, info.version, info.peer_ip)
             session.client_type = request.client_type or session.client_type
             if group:
@@ -296,6 +332,8 @@ class MessagingService(MessagingServiceServicer):
             if settings.HasField("publishing"):
                 topics = [r.name for r in settings.publishing.topics]
                 await self._authorize(info, "Telemetry", publishing_topics=topics)
+                for topic in topics:
+                    self._check_topic(topic)
                 session.publishing_topics = set(topics)
                 reply.publishing.max_body_size = self.max_body_size
                 reply.publishing.validate_message_type = True
@@ -307,6 +345,7 @@ class MessagingService(MessagingServiceServicer):
                 group = sub.group.name
                 topics = [e.topic.name for e in sub.subscriptions]
                 await self._authorize(info, "Telemetry", group=group, subscription_topics=topics)
+                self._check_group(group)
                 cfg = await self._call(self._group_config, group)
                 session.group = group
                 session.subscriptions = {e.topic.name: (e.expression.type, e.expression.expression)
@@ -388,20 +427,16 @@ class MessagingService(MessagingServiceServicer):
         topic = message.topic.name
         await self._authorize(info, "SendMessage", topic=topic)
         try:
-            m = inbound(message, info.peer_ip, self.max_body_size)
-        except WireMessageError as e:
+            self._check_topic(topic)
+            m = inbound(message, info.peer_ip, self.max_body_size, now_ms=self.clock(),
+                        max_delay_ms=self.broker.config.store.timer_max_delay_sec * 1000)
+        except (RpcError, WireMessageError) as e:
             return pb.SendResultEntry(status=status(e.code, e.message))
         try:
             tc = self._topic(topic)
+            self._check_message_type(tc, m.properties)
         except RpcError as e:
             return pb.SendResultEntry(status=status(e.code, e.message))
-        topic_type = (tc.attributes or {}).get("message.type", "NORMAL").upper()
-        allowed = _MESSAGE_TYPES.get(topic_type, [pb.MessageType.NORMAL])
-        if m.message_type not in allowed:
-            name = pb.MessageType.Name(m.message_type)
-            return pb.SendResultEntry(status=status(
-                pb.Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
-                f"message type {name} does not match topic {topic}'s type {topic_type}"))
         try:
             result = await self._call(self.broker.send_message, topic, m.body, m.properties,
                                       message_group=m.message_group, born_host=m.born_host,
@@ -415,11 +450,29 @@ class MessagingService(MessagingServiceServicer):
         return pb.SendResultEntry(status=OK, message_id=result.uniq_key, transaction_id=tx_id,
                                   offset=result.queue_offset)
 
+    @staticmethod
+    def _check_message_type(tc: TopicConfig, properties: dict[str, str]) -> None:
+        """The topic's ``message.type`` against the type the stored properties make (upstream's
+        TopicMessageType.parseFromMessageProperty), never the label the client declared: the label
+        only decides TRAN_MSG, while a delivery time, a message group or a missing one is what the
+        broker acts on. A NORMAL-labelled message with a delivery time would be delivered late on a
+        NORMAL topic, a FIFO-labelled one without a group would lose its order. Retry and DLQ topics
+        are not checked, as upstream."""
+        if is_retry_topic(tc.topic_name) or is_dlq_topic(tc.topic_name):
+            return
+        topic_type = (tc.attributes or {}).get("message.type", "NORMAL").upper()
+        derived = message_type_of(properties)
+        if derived not in _MESSAGE_TYPES.get(topic_type, [pb.MessageType.NORMAL]):
+            raise RpcError(pb.Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
+                           f"the message is {pb.MessageType.Name(derived)} by its properties, but topic "
+                           f"{tc.topic_name} takes {topic_type} messages")
+
     async def EndTransaction(self, request: Any, context: grpc.aio.ServicerContext) -> Any:  # noqa: N802
         try:
             info = self._info(context, "EndTransaction")
             topic = request.topic.name
             await self._authorize(info, "EndTransaction", topic=topic)
+            self._check_topic(topic)
             tx_id = request.transaction_id.strip()
             if not tx_id:
                 raise RpcError(pb.Code.INVALID_TRANSACTION_ID, "transaction id is blank")
@@ -460,6 +513,7 @@ class MessagingService(MessagingServiceServicer):
             info = self._info(context, "ReceiveMessage")
             group, topic = request.group.name, request.message_queue.topic.name
             await self._authorize(info, "ReceiveMessage", topic=topic, group=group)
+            self._check_topic_and_group(topic, group)
             if request.auto_renew:
                 invisible = DEFAULT_INVISIBLE_MS
             elif request.HasField("invisible_duration"):
@@ -507,6 +561,7 @@ class MessagingService(MessagingServiceServicer):
             info = self._info(context, "AckMessage")
             group, topic = request.group.name, request.topic.name
             await self._authorize(info, "AckMessage", topic=topic, group=group)
+            self._check_topic_and_group(topic, group)
         except RpcError as e:
             return pb.AckMessageResponse(status=status(e.code, e.message))
         entries = []
@@ -530,9 +585,14 @@ class MessagingService(MessagingServiceServicer):
             info = self._info(context, "ChangeInvisibleDuration")
             group, topic = request.group.name, request.topic.name
             await self._authorize(info, "ChangeInvisibleDuration", group=group)
+            self._check_topic_and_group(topic, group)
             invisible = _millis(request.invisible_duration)
-            if invisible > MAX_INVISIBLE_MS or invisible < 0:
-                raise RpcError(pb.Code.ILLEGAL_INVISIBLE_TIME, f"invisible duration {invisible} ms exceeds 12 h")
+            if invisible < 0:
+                raise RpcError(pb.Code.ILLEGAL_INVISIBLE_TIME,
+                               f"invisible duration {invisible} ms is negative; it must be 0 or more")
+            if invisible > MAX_INVISIBLE_MS:
+                raise RpcError(pb.Code.ILLEGAL_INVISIBLE_TIME,
+                               f"invisible duration {invisible} ms exceeds the maximum of 12 h")
             handle = self._current_handle(request.receipt_handle)
             self._renewals.pop(request.receipt_handle, None)  # a nack ends auto-renewal
             try:
@@ -551,6 +611,7 @@ class MessagingService(MessagingServiceServicer):
             info = self._info(context, "ForwardMessageToDeadLetterQueue")
             group, topic = request.group.name, request.topic.name
             await self._authorize(info, "ForwardMessageToDeadLetterQueue", topic=topic, group=group)
+            self._check_topic_and_group(topic, group)
             handle_text = self._current_handle(request.receipt_handle)
             try:
                 handle = ReceiptHandle.decode(handle_text)
@@ -558,6 +619,11 @@ class MessagingService(MessagingServiceServicer):
                 raise RpcError(pb.Code.INVALID_RECEIPT_HANDLE, e.message) from None
             if handle.commit_log_offset < 0:
                 raise RpcError(pb.Code.INVALID_RECEIPT_HANDLE, "the receipt handle has no commit log offset")
+            if handle.broker_name != self.broker.config.broker_name:
+                # upstream routes the handle to the broker it names ("cannot find broker"); without this
+                # a handle naming another broker would dead-letter our message at that offset
+                raise RpcError(pb.Code.INVALID_RECEIPT_HANDLE,
+                               f"the receipt handle belongs to broker {handle.broker_name}, not to this broker")
             await self._call(self.broker.consumer_send_back, group, handle.commit_log_offset, -1, topic)
             result = await self._call(self.broker.ack_message, group, topic, handle_text)
             self._renewals.pop(request.receipt_handle, None)
@@ -577,6 +643,7 @@ class MessagingService(MessagingServiceServicer):
             info = self._info(context, "ReceiveMessage")
             group, topic, qid = request.group.name, request.message_queue.topic.name, request.message_queue.id
             await self._authorize(info, "ReceiveMessage", topic=topic, group=group)
+            self._check_topic_and_group(topic, group)
             expression = request.filter_expression
             kind = "SQL92" if expression.type == pb.FilterType.SQL else "TAG"
             polling = _millis(request.long_polling_timeout) if request.HasField("long_polling_timeout") else 0
@@ -607,6 +674,7 @@ class MessagingService(MessagingServiceServicer):
             info = self._info(context, "AckMessage")
             group, topic, qid = request.group.name, request.message_queue.topic.name, request.message_queue.id
             await self._authorize(info, "AckMessage", topic=topic, group=group)
+            self._check_topic_and_group(topic, group)
             await self._call(self.broker.commit_offset, group, topic, qid, request.offset)
             return pb.UpdateOffsetResponse(status=OK)
         except RpcError as e:
@@ -617,6 +685,7 @@ class MessagingService(MessagingServiceServicer):
             info = self._info(context, "AckMessage")
             group, topic, qid = request.group.name, request.message_queue.topic.name, request.message_queue.id
             await self._authorize(info, "AckMessage", topic=topic, group=group)
+            self._check_topic_and_group(topic, group)
             offset = await self._call(self.broker.query_offset, group, topic, qid)
             if offset < 0:
                 raise RpcError(pb.Code.OFFSET_NOT_FOUND, f"group {group} has no offset on {topic}/{qid}")
@@ -629,6 +698,7 @@ class MessagingService(MessagingServiceServicer):
             info = self._info(context, "QueryRoute")
             topic, qid = request.message_queue.topic.name, request.message_queue.id
             await self._authorize(info, "QueryRoute", topic=topic)
+            self._check_topic(topic)
             self._topic(topic)
             policy = request.query_offset_policy
             if policy == pb.QueryOffsetPolicy.BEGINNING:
@@ -650,6 +720,8 @@ class MessagingService(MessagingServiceServicer):
             info = self._info(context, "NotifyClientTermination")
             group = request.group.name if request.HasField("group") else None
             await self._authorize(info, "NotifyClientTermination", group=group)
+            if group:
+                self._check_group(group)
             self.sessions.remove(info.client_id)
             self.broker.client_registry.channel_closed(GrpcChannel(info.client_id))
             return pb.NotifyClientTerminationResponse(status=OK)

@@ -1,0 +1,175 @@
+"""What the gRPC endpoint refuses before the Broker acts, as upstream's proxy does (GrpcValidator,
+SendMessageActivity, the topic message-type check, receipt handles), through a raw stub: a client
+must not reach system topics, relabel a message's type, or ack with a handle this broker never
+issued, and each refusal carries the status code the official clients map."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+from google.protobuf.duration_pb2 import Duration
+
+from broker_core.broker.topic_validator import RMQ_SYS_TRANS_HALF_TOPIC, dlq_topic
+from broker_core.net.grpc_v2.stubs import pb, service_pb2_grpc
+
+from .conftest import RunningGrpcBroker, start_grpc_broker, stop_grpc_broker
+
+MD = (("x-mq-client-id", "validation@1@0@abc"), ("x-mq-language", "PYTHON"), ("x-mq-client-version", "5.1.2"))
+R = pb.Resource
+
+
+@pytest.fixture(scope="module")
+def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningGrpcBroker]:
+    """One broker for the module (every test uses its own topics and groups): keeps the added time small."""
+    root: Path = tmp_path_factory.mktemp("grpc-validation")
+    (root / "home").mkdir()
+    broker = start_grpc_broker(root / "store", root / "home")
+    b = broker.broker
+    for name, kind in (("VN", "NORMAL"), ("VF", "FIFO"), ("VD", "DELAY"), ("VT", "TRANSACTION")):
+        b.create_or_update_topic(name, 1, 1, attributes={"+message.type": kind})
+    try:
+        yield broker
+    finally:
+        stop_grpc_broker(broker)
+
+
+@pytest.fixture(scope="module")
+def stub(running: RunningGrpcBroker) -> service_pb2_grpc.MessagingServiceStub:
+    return service_pb2_grpc.MessagingServiceStub(grpc.insecure_channel(running.address))
+
+
+def wire(topic: str, body: bytes = b"x", mtype: int = pb.MessageType.NORMAL, **sp: object) -> object:
+    props = sp.pop("props", None) or {}
+    system = pb.SystemProperties(message_id=uuid.uuid4().hex.upper(), message_type=mtype,
+                                 body_encoding=pb.Encoding.IDENTITY, **sp)
+    return pb.Message(topic=R(name=topic), body=body, system_properties=system, user_properties=props)
+
+
+def send(stub: service_pb2_grpc.MessagingServiceStub, message: object) -> object:
+    return stub.SendMessage(pb.SendMessageRequest(messages=[message]), metadata=MD, timeout=10).status
+
+
+def receive(stub: service_pb2_grpc.MessagingServiceStub, group: str, topic: str, n: int = 1) -> tuple[object, list]:
+    req = pb.ReceiveMessageRequest(group=R(name=group), message_queue=pb.MessageQueue(topic=R(name=topic), id=0),
+                                   batch_size=n, invisible_duration=Duration(seconds=30),
+                                   long_polling_timeout=Duration(seconds=5))
+    items = list(stub.ReceiveMessage(req, metadata=MD, timeout=10))
+    return items[0].status, [i.message for i in items if i.HasField("message")]
+
+
+def ack(stub: service_pb2_grpc.MessagingServiceStub, group: str, topic: str, handle: str) -> object:
+    """The entry's status; the response's when the request as a whole was refused (no entries)."""
+    entry = pb.AckMessageEntry(message_id="m", receipt_handle=handle)
+    r = stub.AckMessage(pb.AckMessageRequest(group=R(name=group), topic=R(name=topic), entries=[entry]),
+                        metadata=MD, timeout=5)
+    return r.entries[0].status if r.entries else r.status
+
+
+def queue_total(running: RunningGrpcBroker, topic: str) -> int:
+    return running.broker.get_max_offset(topic, 0)
+
+
+def test_system_topics_and_groups_are_out_of_reach(running, stub):
+    """A pending and a rolled-back transaction half sit in RMQ_SYS_TRANS_HALF_TOPIC: no RPC may read it."""
+    pending = wire("VT", b"SECRET-PENDING", pb.MessageType.TRANSACTION)
+    assert send(stub, pending).code == pb.Code.OK
+    illegal = pb.Code.ILLEGAL_TOPIC
+    code, msgs = receive(stub, "GHalf", RMQ_SYS_TRANS_HALF_TOPIC, n=32)
+    assert (code.code, msgs) == (illegal, []) and "system topic" in code.message
+    route = stub.QueryRoute(pb.QueryRouteRequest(topic=R(name=RMQ_SYS_TRANS_HALF_TOPIC)), metadata=MD)
+    assert route.status.code == illegal and not route.message_queues
+    before = queue_total(running, "TBW102")
+    assert send(stub, wire("TBW102")).code == illegal
+    assert queue_total(running, "TBW102") == before
+    half, g = R(name=RMQ_SYS_TRANS_HALF_TOPIC), R(name="GHalf")
+    assert stub.QueryAssignment(pb.QueryAssignmentRequest(topic=half, group=g), metadata=MD).status.code == illegal
+    assert ack(stub, "GHalf", RMQ_SYS_TRANS_HALF_TOPIC, "0 1 30000 0 0 broker-a 0 0 0").code == illegal
+    change = pb.ChangeInvisibleDurationRequest(group=g, topic=half, receipt_handle="0 1 30000 0 0 broker-a 0 0 0",
+                                               invisible_duration=Duration(seconds=10))
+    assert stub.ChangeInvisibleDuration(change, metadata=MD).status.code == illegal
+    dlq = pb.ForwardMessageToDeadLetterQueueRequest(group=g, topic=half, receipt_handle="0 1 30000 0 0 broker-a 0 0 0")
+    assert stub.ForwardMessageToDeadLetterQueue(dlq, metadata=MD).status.code == illegal
+    pull = pb.PullMessageRequest(group=g, message_queue=pb.MessageQueue(topic=half, id=0), offset=0, batch_size=32)
+    items = list(stub.PullMessage(pull, metadata=MD, timeout=10))
+    assert items[0].status.code == illegal and not any(i.HasField("message") for i in items)
+    # the broker's own consumer groups are refused the same way; retry/DLQ topics stay ordinary topics
+    code, _ = receive(stub, "CID_RMQ_SYS_TRANS", "VN")
+    assert code.code == pb.Code.ILLEGAL_CONSUMER_GROUP
+    assert send(stub, wire(dlq_topic("GNone"))).code == pb.Code.TOPIC_NOT_FOUND
+
+
+def test_message_type_is_the_one_its_properties_make(running, stub):
+    """The declared label does not count: a delivery time makes DELAY, a group FIFO, neither NORMAL."""
+    later = int(time.time()) + 60
+    conflict = pb.Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE
+    cases = {
+        "VN": [wire("VN", delivery_timestamp={"seconds": later}), wire("VN", message_group="g1")],
+        "VF": [wire("VF", mtype=pb.MessageType.FIFO)],
+        "VD": [wire("VD", mtype=pb.MessageType.DELAY)],
+    }
+    for topic, messages in cases.items():
+        for m in messages:
+            got = send(stub, m)
+            assert got.code == conflict, (topic, m.system_properties, got)
+        assert queue_total(running, topic) == 0, topic
+    # what matches its topic still goes through, whatever the label says
+    assert send(stub, wire("VD", delivery_timestamp={"seconds": later})).code == pb.Code.OK
+    assert send(stub, wire("VF", mtype=pb.MessageType.FIFO, message_group="g1")).code == pb.Code.OK
+
+
+def test_property_limits_reserved_keys_delivery_time_and_invisible_time_codes(running, stub):
+    too_large = pb.Code.MESSAGE_PROPERTIES_TOO_LARGE
+    assert send(stub, wire("VN", props={"big": "v" * 20_000})).code == too_large
+    assert send(stub, wire("VN", props={f"k{i}": "v" for i in range(129)})).code == too_large
+    assert send(stub, wire("VN", props={"INNER_MULTI_QUEUE_OFFSET": "1"})).code == pb.Code.ILLEGAL_MESSAGE_PROPERTY_KEY
+    ten_years = int(time.time()) + 10 * 365 * 86400
+    assert send(stub, wire("VD", delivery_timestamp={"seconds": ten_years})).code == pb.Code.ILLEGAL_DELIVERY_TIME
+    change = pb.ChangeInvisibleDurationRequest(group=R(name="GInv"), topic=R(name="VN"),
+                                               receipt_handle="0 1 30000 0 0 broker-a 0 0 0",
+                                               invisible_duration=Duration(seconds=-5))
+    got = stub.ChangeInvisibleDuration(change, metadata=MD).status
+    assert got.code == pb.Code.ILLEGAL_INVISIBLE_TIME and "negative" in got.message and "12 h" not in got.message
+
+
+def test_forged_receipt_handles_are_refused_and_ack_nothing(running, stub):
+    topic, group = "VH", "GHandles"
+    running.broker.create_or_update_topic(topic, 1, 1)
+    for i in range(2):
+        assert send(stub, wire(topic, f"h{i}".encode())).code == pb.Code.OK
+    code, msgs = receive(stub, group, topic)
+    assert code.code == pb.Code.OK and len(msgs) == 1
+    real = msgs[0].system_properties.receipt_handle
+    f = real.split(" ")
+
+    def forged(**fields: object) -> str:
+        parts = list(f)
+        for i, v in fields.items():
+            parts[int(i[1:])] = str(v)
+        return " ".join(parts)
+
+    invalid = pb.Code.INVALID_RECEIPT_HANDLE
+    assert ack(stub, group, topic, forged(f5="broker-zz")).code == invalid  # another broker's name
+    assert ack(stub, group, topic, forged(f3=999)).code == invalid  # orderly marker on a non-orderly pop
+    assert ack(stub, group, topic, forged(f3=500)).code == invalid  # no such revive queue
+    assert ack(stub, group, topic, forged(f6=7)).code == invalid  # no such queue
+    change = pb.ChangeInvisibleDurationRequest(group=R(name=group), topic=R(name=topic),
+                                               receipt_handle=forged(f5="broker-zz"),
+                                               invisible_duration=Duration(seconds=20))
+    assert stub.ChangeInvisibleDuration(change, metadata=MD).status.code == invalid
+    dlq = pb.ForwardMessageToDeadLetterQueueRequest(group=R(name=group), topic=R(name=topic),
+                                                    receipt_handle=forged(f5="broker-zz"))
+    assert stub.ForwardMessageToDeadLetterQueue(dlq, metadata=MD).status.code == invalid
+    assert running.broker.get_topic(dlq_topic(group)) is None
+    # none of them touched the message: its own handle still acks it
+    assert ack(stub, group, topic, real).code == pb.Code.OK
+    # an orderly-looking handle for the next, never delivered, offset: nothing to ack, and the
+    # message is not skipped (Java's fallback would commit past it)
+    nxt = forged(f3=999, f7=int(f[7]) + 1)
+    assert ack(stub, group, topic, nxt).code != pb.Code.OK
+    code, msgs = receive(stub, group, topic)
+    assert code.code == pb.Code.OK and [m.body for m in msgs] == [b"h1"]
