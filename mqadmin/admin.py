@@ -1175,8 +1175,9 @@ class Admin:
         return self._maintenance("verifyStore --lostFound").lost_found_records()
 
     def rebuild_store(self, parts: list[str], master: str, verify: bool, config_file: str | None = None,
-                      progress: Callable[[str, int, int], None] | None = None) -> RebuildSummary:
-        return self._maintenance("rebuildStore").rebuild_store(parts, master, verify, config_file, progress)
+                      progress: Callable[[str, int, int], None] | None = None, force: bool = False
+                      ) -> RebuildSummary:
+        return self._maintenance("rebuildStore").rebuild_store(parts, master, verify, config_file, progress, force)
 
     # -- dashboard figures (issue 14; parsed from runtime info in mqadmin.figures) -------------------
     # mqadmin.figures is imported in these methods: only the dashboard asks, not every command's start-up.

@@ -126,8 +126,10 @@ def index_file_task(staging_index_dir: str, file_no: int, name: str, hash_slot_n
 
 # ---------------------------------------------------------------------------------------------- verify
 
-def reachable_entries(path: str, hash_slot_num: int, index_num: int) -> list[tuple[int, int]]:
+def reachable_entries(path: str, hash_slot_num: int, index_num: int, numbered: bool = False) -> list[tuple]:
     """(keyHash, phyOffset) of every entry a key query can reach in an existing index file.
+
+    ``numbered``: (keyHash, phyOffset, entry number), so a verify can say where an extra entry is.
 
     An entry counts only if it is on the chain of the slot its hash maps to, walking the chain with
     the query's stop rules (spec §7.4), so a broken chain shows up as missing entries.
@@ -161,7 +163,7 @@ def reachable_entries(path: str, hash_slot_num: int, index_num: int) -> list[tup
                 if td < 0:
                     break
                 if kh % hash_slot_num == s:
-                    out.append((kh, phy))
+                    out.append((kh, phy, n) if numbered else (kh, phy))
                 seen += 1
                 if prev <= 0 or prev > count or prev == n or seen > count:
                     break

@@ -46,7 +46,8 @@ class Mismatch:
     """One difference between what the commitlog implies and what is on disk."""
 
     kind: str  # wrong-unit | missing-unit | extra-unit | unreadable-queue | missing-index-entry | extra-index-entry
-    where: str  # "topic/queueId" or "index"
+    # | unreadable-index | data-after-log-end
+    where: str  # "topic/queueId", "index/FILE[ entry N]" or "commitlog/FILE"
     offset: int  # queue offset (CQ/BCQ) or commitlog offset (index)
     expected: tuple | None
     actual: tuple | None

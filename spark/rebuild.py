@@ -59,6 +59,7 @@ from .scan import (
     IDX_REC,
     DecodedRange,
     LogEnd,
+    data_after_stop,
     file_starts_with_record,
     find_log_end,
     plan_file,
@@ -70,7 +71,7 @@ ALL_PARTS = ("cq", "index", "offsets")
 DEFAULT_SPLIT_BYTES = 64 * 1024 * 1024
 DEFAULT_TIME_GRANULARITY_MS = 60_000
 INDEX_DIR = "index"
-_HP = struct.Struct(">iq")  # keyHash, phyOffset (index verify)
+_HP = struct.Struct(">iqii")  # keyHash, phyOffset, index file number, entry number (index verify)
 _VERIFY_BUCKETS = 16
 # Queue tasks per core: several per core keep both cores busy beside the index task.
 QUEUE_TASKS_PER_CORE = 4
@@ -85,6 +86,17 @@ DECODE_TASKS_PER_CORE = 2
 
 class RebuildError(RuntimeError):
     """The rebuild cannot run (store held by a running broker, bad parts, missing commitlog)."""
+
+
+class RebuildUsageError(RebuildError):
+    """Options that cannot run (``--parts cq,bogus``): the front ends exit 2, as for other usage errors."""
+
+
+class RebuildRefusedError(RebuildError):
+    """The commitlog has intact data after a corrupt record: rebuilding up to it would hide that data.
+
+    Exit 1 (the store needs an operator), not 2: the options were fine. ``--force`` rebuilds anyway.
+    """
 
 
 @dataclass
@@ -136,7 +148,8 @@ class RebuildSummary:
 
 # ------------------------------------------------------------------------------------------ helpers
 
-def _normalize_parts(parts: Sequence[str] | str) -> list[str]:
+def normalize_parts(parts: Sequence[str] | str) -> list[str]:
+    """``--parts`` as a list without duplicates; RebuildUsageError naming an unknown part."""
     if isinstance(parts, str):
         parts = [p for p in parts.split(",")]
     out = []
@@ -145,11 +158,11 @@ def _normalize_parts(parts: Sequence[str] | str) -> list[str]:
         if not p:
             continue
         if p not in ALL_PARTS:
-            raise RebuildError(f"unknown part {p!r}; choose from {','.join(ALL_PARTS)}")
+            raise RebuildUsageError(f"unknown part {p!r} in --parts; choose from {','.join(ALL_PARTS)}")
         if p not in out:
             out.append(p)
     if not out:
-        raise RebuildError("no parts selected")
+        raise RebuildUsageError("no parts selected in --parts; choose from " + ",".join(ALL_PARTS))
     return out
 
 
@@ -231,38 +244,78 @@ def _write_task(items: Iterable[tuple], conf: QueueJobConf, staging_index_dir: s
 
 
 def _emit_expected_hashes(key_slices: Iterable[Slice]) -> Iterator[tuple[int, tuple[int, bytes]]]:
-    pairs = ((h, phy) for blob in read_slices(key_slices) for h, phy, _ts in IDX_REC.iter_unpack(blob))
+    pairs = ((h, phy, -1, -1) for blob in read_slices(key_slices) for h, phy, _ts in IDX_REC.iter_unpack(blob))
     yield from _bucket_hash_pairs(pairs, 0)
 
 
-def _emit_actual_hashes(hash_slot_num: int, index_num: int, path: str) -> Iterator[tuple[int, tuple[int, bytes]]]:
-    yield from _bucket_hash_pairs(reachable_entries(path, hash_slot_num, index_num), 1)
+def _emit_actual_hashes(hash_slot_num: int, index_num: int, file_no: int, path: str
+                        ) -> Iterator[tuple[int, tuple[int, bytes]]]:
+    entries = reachable_entries(path, hash_slot_num, index_num, numbered=True)
+    yield from _bucket_hash_pairs(((h, phy, file_no, n) for h, phy, n in entries), 1)
 
 
-def _bucket_hash_pairs(pairs: Iterable[tuple[int, int]], side: int) -> Iterator[tuple[int, tuple[int, bytes]]]:
-    """(key hash, phy offset) pairs packed per verify bucket, tagged 0 = expected, 1 = actual."""
+def _bucket_hash_pairs(pairs: Iterable[tuple[int, int, int, int]], side: int
+                       ) -> Iterator[tuple[int, tuple[int, bytes]]]:
+    """(key hash, phy offset, index file number, entry number) packed per verify bucket, tagged
+    0 = expected (no file: -1), 1 = actual."""
     buckets: dict[int, bytearray] = {}
-    for h, phy in pairs:
+    for h, phy, file_no, entry_no in pairs:
         b = h % _VERIFY_BUCKETS
         buf = buckets.get(b)
         if buf is None:
             buf = buckets[b] = bytearray()
-        buf += _HP.pack(h, phy)
+        buf += _HP.pack(h, phy, file_no, entry_no)
     for b, buf in buckets.items():
         yield b, (side, bytes(buf))
 
 
-def _diff_hash_bucket(row: tuple[int, Iterable[tuple[int, bytes]]]) -> list[tuple[int, int, int, int]]:
+def _diff_hash_bucket(row: tuple[int, Iterable[tuple[int, bytes]]]) -> list[tuple[int, int, int, int, list]]:
+    """(hash, phy, expected count, found count, [(file number, entry number)] where found) per difference.
+
+    Where an entry lies is looked up only for the differences (a second pass over the found side).
+    """
     _bucket, chunks = row
     exp: Counter = Counter()
     act: Counter = Counter()
+    found_blobs = []
     for side, blob in chunks:
-        (exp if side == 0 else act).update(_HP.iter_unpack(blob))
+        (exp if side == 0 else act).update((h, phy) for h, phy, _f, _n in _HP.iter_unpack(blob))
+        if side == 1:
+            found_blobs.append(blob)
+    diff = {key: (exp.get(key, 0), act.get(key, 0)) for key in exp.keys() | act.keys()
+            if exp.get(key, 0) != act.get(key, 0)}
+    where: dict[tuple[int, int], list[tuple[int, int]]] = {}
+    for blob in found_blobs if diff else ():
+        for h, phy, file_no, entry_no in _HP.iter_unpack(blob):
+            if (h, phy) in diff:
+                where.setdefault((h, phy), []).append((file_no, entry_no))
+    return [(h, phy, e, a, sorted(where.get((h, phy), []))) for (h, phy), (e, a) in diff.items()]
+
+
+def _index_file_covering(headers: list[tuple[str, int, int]], phy: int) -> str | None:
+    """The index file whose header's [beginPhyOffset, endPhyOffset] holds ``phy`` (where its key belongs)."""
+    return next((name for name, begin, end in headers if begin <= phy <= end), None)
+
+
+def _index_where(names: list[str], headers: list[tuple[str, int, int]], phy: int, found: list[tuple[int, int]]
+                 ) -> str:
+    """``index/FILE`` of a mismatch: the file(s) and entry numbers holding it, else the file whose
+    commitlog range covers it (an operator cannot act on "index" alone)."""
+    if found:
+        return ", ".join(f"index/{names[f]} entry {n}" for f, n in found[:3]) + (" ..." if len(found) > 3 else "")
+    covering = _index_file_covering(headers, phy)
+    return f"index/{covering}" if covering else "index (no file covers this offset)"
+
+
+def _index_headers(paths: list[str]) -> list[tuple[str, int, int]]:
+    """(file name, beginPhyOffset, endPhyOffset) of each index file (40-byte headers: cheap)."""
+    from broker_core.store.codec.index_format import INDEX_HEADER, IndexHeaderValues
+
     out = []
-    for key in exp.keys() | act.keys():
-        e, a = exp.get(key, 0), act.get(key, 0)
-        if e != a:
-            out.append((key[0], key[1], e, a))
+    for p in paths:
+        with open(p, "rb") as fh:
+            h = IndexHeaderValues.decode(fh.read(INDEX_HEADER.size))
+        out.append((Path(p).name, h.begin_phy_offset, h.end_phy_offset))
     return out
 
 
@@ -319,23 +372,57 @@ def _verify_index(sc, si: StoreInput, key_slices: list[Slice], slot_num: int, in
                 continue
             if p.stat().st_size != size:
                 summary.mismatches.append(Mismatch(
-                    "unreadable-index", "index", -1, None, None,
+                    "unreadable-index", f"index/{p.name}", -1, None, None,
                     f"{p.name} is {p.stat().st_size} bytes, expected {size}"))
                 continue
             paths.append(str(p))
     summary.index_files = len(paths)
     expected = (sc.parallelize(key_slices, max(1, min(len(key_slices), sc.defaultParallelism * 2)))
                 .mapPartitions(_emit_expected_hashes))
-    actual = (sc.parallelize(paths, max(1, len(paths)))
-              .flatMap(lambda p: _emit_actual_hashes(slot_num, index_num, p)))
+    actual = (sc.parallelize(list(enumerate(paths)), max(1, len(paths)))
+              .flatMap(lambda fp: _emit_actual_hashes(slot_num, index_num, fp[0], fp[1])))
     diffs = (expected.union(actual).groupByKey(_VERIFY_BUCKETS)
              .flatMap(_diff_hash_bucket).collect())
-    for h, phy, e, a in sorted(diffs, key=lambda d: (d[1], d[0])):
+    names = [Path(p).name for p in paths]
+    headers = _index_headers(paths) if diffs else []
+    for h, phy, e, a, found in sorted(diffs, key=lambda d: (d[1], d[0])):
         names_at = [k for k in _key_names_at(si, phy) if index_key_hash(k) == h]
         key_name = names_at[0] if names_at else f"hash {h}"
         kind = "missing-index-entry" if e > a else "extra-index-entry"
-        summary.mismatches.append(Mismatch(kind, "index", phy, (h, phy, e), (h, phy, a),
-                                           f"key {key_name}: expected {e} entries, found {a}"))
+        where = _index_where(names, headers, phy, found)
+        summary.mismatches.append(Mismatch(kind, where, phy, (h, phy, e), (h, phy, a),
+                                           f"key {key_name}: expected {e} entries, found {a} ({where})"))
+
+
+def _bytes_after_stop(si: StoreInput, metas: list[tuple], log_end: LogEnd) -> int:
+    """Data after the log end: the stop file's non-zero bytes past the stopped record up to the
+    next decoded range, plus the valid records every later range decoded."""
+    f = si.files[log_end.file_index]
+    pos = log_end.offset - f.base
+    later = [m for m in metas if m[2] + m[3] > log_end.offset]
+    next_start = min((m[3] for m in later if m[1] == log_end.file_index), default=-1)
+    return data_after_stop(f.path, pos, next_start) + sum(m[4] - m[3] for m in later)
+
+
+def _check_data_after_stop(si: StoreInput, metas: list[tuple], log_end: LogEnd, summary: RebuildSummary,
+                           force: bool) -> None:
+    """Refuse (verify: a mismatch) when non-zero data follows where the log stops; a torn tail passes."""
+    follow = _bytes_after_stop(si, metas, log_end)
+    if not follow:
+        return
+    f = si.files[log_end.file_index]
+    name = Path(f.path).name
+    what = (f"commitlog {name} at offset {log_end.offset}: {log_end.reason}, and {follow} bytes of data "
+            f"follow it")
+    if summary.verify:
+        summary.mismatches.append(Mismatch("data-after-log-end", f"commitlog/{name}", log_end.offset, None, None,
+                                           f"{log_end.reason}; {follow} bytes of data follow it, which recovery "
+                                           f"and a rebuild would drop"))
+    elif force:
+        summary.warnings.append(f"{what}; --force: rebuilt up to it, the data after it is not dispatched")
+    else:
+        raise RebuildRefusedError(f"{what}; a rebuild would end the log there and drop it, so nothing was "
+                                  f"written (--force rebuilds up to it as recovery would)")
 
 
 # ------------------------------------------------------------------------------------------ main
@@ -344,15 +431,17 @@ def run_rebuild(store_dir: str | os.PathLike[str], config_file: str | os.PathLik
                 parts: Sequence[str] | str = ALL_PARTS, master: str = "local[*]", verify: bool = False,
                 progress: ProgressCallback | None = None, *, spark=None,
                 split_bytes: int = DEFAULT_SPLIT_BYTES,
-                time_granularity_ms: int = DEFAULT_TIME_GRANULARITY_MS) -> RebuildSummary:
+                time_granularity_ms: int = DEFAULT_TIME_GRANULARITY_MS, force: bool = False) -> RebuildSummary:
     """Rebuild (or with ``verify`` only check) the selected ``parts`` of the store at ``store_dir``.
 
     ``spark`` lets a caller reuse a running SparkSession (tests, benchmarks); otherwise one is created
     for ``master`` and stopped at the end. ``progress(phase, done_tasks, total_tasks)`` is called from
-    a poller thread. Raises RebuildError if a broker holds the store (unless verifying).
+    a poller thread. Raises RebuildError if a broker holds the store (unless verifying), and
+    RebuildRefusedError, writing nothing, when intact data follows a corrupt record (the log would
+    end before it) unless ``force``; ``verify`` reports that as a mismatch.
     """
     t0 = time.monotonic()
-    part_list = _normalize_parts(parts)
+    part_list = normalize_parts(parts)
     try:
         si = load_store_input(store_dir, config_file)
     except FileNotFoundError as e:
@@ -431,6 +520,7 @@ def run_rebuild(store_dir: str | os.PathLike[str], config_file: str | os.PathLik
                 summary.warnings.append(
                     f"commitlog valid data ends at offset {log_end.offset}: {log_end.reason}; "
                     f"recovery stops there too, records after it are not dispatched")
+                _check_data_after_stop(si, metas, log_end, summary, force)
             valid_metas = [m for m in metas if m[2] + m[3] < log_end.offset]
             summary.records = sum(m[5] for m in valid_metas)
             summary.commitlog_bytes = sum(m[4] - m[3] for m in valid_metas)

@@ -4,7 +4,8 @@
 Same arguments and behaviour as ``mqadmin rebuildStore``; both call :func:`spark.rebuild.run_rebuild`.
 Run it with the venv's interpreter, e.g. ``PYSPARK_PYTHON=.venv/bin/python PYSPARK_DRIVER_PYTHON=.venv/bin/python
 .venv/lib/python3.11/site-packages/pyspark/bin/spark-submit spark/rebuild_store.py --store DIR``.
-Exit status: 0 done, 1 verify found mismatches or consumer offsets out of range, 2 cannot run.
+Exit status: 0 done, 1 verify found mismatches or consumer offsets out of range, or intact data follows
+a corrupt record (refused without ``--force``), 2 cannot run (bad option, store held by a broker).
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--master", default=os.environ.get("MASTER", "local[*]"),
                    help="local[*] or spark://host:port")
     p.add_argument("--verify", action="store_true", help="write nothing; report every mismatch")
+    p.add_argument("--force", action="store_true",
+                   help="rebuild even when intact data follows a corrupt commitlog record: up to that record, "
+                        "as recovery would (the data after it is not dispatched)")
     p.add_argument("--split-mb", type=split_mb, default=64, help="bytes per decode task (MiB, default 64)")
     return p
 
@@ -41,16 +45,17 @@ def main(argv: list[str] | None = None) -> int:
     from rich.console import Console
 
     from spark.progress import rich_progress
-    from spark.rebuild import RebuildError, print_summary, run_rebuild
+    from spark.rebuild import RebuildError, RebuildRefusedError, print_summary, run_rebuild
 
     console = Console(stderr=False)
     try:
         with rich_progress(console) as callback:
             summary = run_rebuild(args.store, args.config, parts=args.parts, master=args.master,
-                                  verify=args.verify, progress=callback, split_bytes=args.split_mb << 20)
+                                  verify=args.verify, progress=callback, split_bytes=args.split_mb << 20,
+                                  force=args.force)
     except RebuildError as e:
-        console.print(f"[red]rebuildStore: {e}[/red]")
-        return 2
+        console.print(f"rebuildStore: {e}", style="red", markup=False, highlight=False, soft_wrap=True)
+        return 1 if isinstance(e, RebuildRefusedError) else 2
     print_summary(summary, console)
     if args.verify and (summary.mismatches or summary.offset_changes):
         return 1

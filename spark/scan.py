@@ -59,6 +59,9 @@ from broker_core.store.message_store import unwrap_inner_batch
 from .search_query import (
     MODE_STATS,
     MODE_TOP,
+    TIME_BUCKETS_MS,
+    BodyFailures,
+    LocalBuckets,
     Matcher,
     MessageRow,
     RangeResult,
@@ -406,6 +409,54 @@ def find_log_end(ranges: list[DecodedRange], files_after_have_data: dict[int, bo
     return LogEnd(last.base + last.end, True, "end of last file", last.file_index)
 
 
+_ZERO_CHUNK = 8 * 1024 * 1024
+
+
+def _last_nonzero(fd: int, start: int, end: int) -> int:
+    """Position after the last non-zero byte of ``[start, end)`` of the file, or ``start`` if all zeros.
+
+    Holes (a preallocated sparse file) are skipped with SEEK_DATA; the rest is read in chunks.
+    """
+    last = start
+    pos = start
+    while pos < end:
+        try:
+            pos = os.lseek(fd, pos, os.SEEK_DATA)
+        except OSError:  # ENXIO: only a hole is left (or no SEEK_DATA): read on as zeros
+            break
+        if pos >= end:
+            break
+        chunk = os.pread(fd, min(_ZERO_CHUNK, end - pos), pos)
+        if not chunk:
+            break
+        kept = len(chunk.rstrip(b"\0"))
+        if kept:
+            last = pos + kept
+        pos += len(chunk)
+    return last
+
+
+def data_after_stop(path: str, pos: int, end: int = -1) -> int:
+    """Bytes from ``pos`` (where the valid log stops) to the last non-zero byte before ``end`` (-1: EOF).
+
+    Why: a torn tail (a crash mid-append) is one partial record followed by zeros, and recovery
+    rightly drops it; a corrupt record with intact data after it is damage, and cutting the log
+    there loses the later messages. The stopped record's own bytes do not count when its TOTALSIZE
+    fits the file (a torn record keeps its header): 0 means "only a torn tail of zeros follows".
+    """
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        length = os.fstat(fd).st_size
+        stop = length if end < 0 else min(end, length)
+        head = os.pread(fd, 4, pos)
+        total = _I32.unpack(head)[0] if len(head) == 4 else 0
+        skip = pos + total if _MIN_RECORD <= total and pos + total <= stop else pos
+        last = _last_nonzero(fd, skip, stop)
+    finally:
+        os.close(fd)
+    return last - pos if last > skip else 0
+
+
 # ------------------------------------------------------------------------------------------ search
 
 Candidate = tuple  # (storeTimestamp, commitLogOffset, queueOffset, file position): a record kept, not decoded
@@ -423,14 +474,16 @@ def candidate_sort_key(store_name: str, c: Candidate) -> tuple[int, str, int, in
     return c[0], store_name, c[1], c[2]
 
 
-def decode_rows(path: str, store_name: str, positions: list[int]) -> list[MessageRow]:
+def decode_rows(path: str, store_name: str, positions: list[int], failures: BodyFailures | None = None
+                ) -> list[MessageRow]:
     """Rows of the single-message records at ``positions`` of one file (a search's final matches)."""
     rows = []
     with map_range(path) as m:
         assert m is not None
         for p in positions:
             msg = decode_record(m.buf, p, read_body=True)
-            rows.append(message_row(store_name, msg, create_offset_msg_id(msg.store_host, msg.commit_log_offset)))
+            rows.append(message_row(store_name, msg, create_offset_msg_id(msg.store_host, msg.commit_log_offset),
+                                    failures))
     return rows
 
 
@@ -443,13 +496,15 @@ class _RangeSink:
         self.mode = mode
         self.limit = limit
         self.stats_by = query.stats_by
+        time_dim = next((d for d in query.stats_by if d in TIME_BUCKETS_MS), None)
+        self.buckets = LocalBuckets(time_dim) if time_dim else None
         self.candidates: list[Candidate] = []
 
     def count(self, buf, pos: int, messages: int) -> None:
         fields = decode_dispatch_fields(buf, pos, len(buf))
         assert fields is not None
         size, topic, queue_id, _qoff, _phy, _flag, ts, _prep, _props = fields
-        key = stats_key(self.stats_by, topic, queue_id, ts)
+        key = stats_key(self.stats_by, topic, queue_id, ts, self.buckets)
         acc = self.out.stats.get(key)
         if acc is None:
             self.out.stats[key] = [messages, 1, size]
@@ -470,7 +525,8 @@ class _RangeSink:
         else:
             msg = decode_record(buf, pos, read_body=True)
             self.out.rows.append(message_row(self.store_name, msg,
-                                             create_offset_msg_id(msg.store_host, msg.commit_log_offset)))
+                                             create_offset_msg_id(msg.store_host, msg.commit_log_offset),
+                                             self.out.body_failures))
 
     def rows(self, buf, pos: int, rows: list[MessageRow]) -> None:
         """Messages of a BatchCQ inner batch record that matched (already decoded)."""
@@ -492,11 +548,14 @@ class _RangeSink:
 
 
 def _python_record(buf, pos: int, matcher: Matcher, query: ScanQuery, store_name: str,
-                   message: object | None = None) -> tuple[bool, list[MessageRow]]:
-    """Evaluate one record in Python: BatchCQ inner batches and records the compiled decoder rejects.
+                   message: object | None = None, failures: BodyFailures | None = None
+                   ) -> tuple[bool, list[MessageRow]]:
+    """Evaluate one record in Python: BatchCQ inner batches, compressed bodies with a body needle,
+    and records the compiled decoder rejects.
 
     Returns (whether it is a single-message record that matched as a whole, rows of matching inner
-    messages). Topic and time are header facts; the SQL and body text apply per message.
+    messages). Topic and time are header facts; the SQL and body text apply per message; a body
+    that does not decompress never matches and is noted in ``failures``.
     """
     msg = message if message is not None else decode_record(buf, pos, read_body=True)
     if (query.topic is not None and msg.topic != query.topic) or not query.in_time(msg.store_timestamp):  # type: ignore[attr-defined]
@@ -506,15 +565,16 @@ def _python_record(buf, pos: int, matcher: Matcher, query: ScanQuery, store_name
     if not inner:
         if matcher.constant is False:
             return False, []
-        return matcher.matches(props, msg.body), []  # type: ignore[attr-defined]
+        return matcher.matches(props, msg.body, msg.sys_flag, msg.commit_log_offset, failures), []  # type: ignore[attr-defined]
     inner_base = get_property(props, "INNER_BASE")
     base_q = int(inner_base) if inner_base and inner_base.lstrip("-").isdigit() else msg.queue_offset  # type: ignore[attr-defined]
     try:
         messages = unwrap_inner_batch(msg, base_q)
     except ValueError:
         messages = [msg]  # a body that is not a packed batch: the record as stored
-    rows = [message_row(store_name, m, create_offset_msg_id(m.store_host, m.commit_log_offset))
-            for m in messages if matcher.constant is not False and matcher.matches(m.properties_string, m.body)]
+    rows = [message_row(store_name, m, create_offset_msg_id(m.store_host, m.commit_log_offset), failures)
+            for m in messages if matcher.constant is not False
+            and matcher.matches(m.properties_string, m.body, m.sys_flag, m.commit_log_offset, failures)]
     return False, rows
 
 
@@ -529,7 +589,8 @@ def scan_range(task: tuple, query: ScanQuery, mode: str, limit: int = 0) -> Rang
     the properties it reads) and the body text are evaluated there for single-message records. A
     search (``MODE_TOP``) keeps only the sort keys of the earliest ``limit`` of them (``candidates``;
     the driver decodes the final answer), an export decodes every kept record, stats count them.
-    BatchCQ inner batches and records the compiled decoder rejects are evaluated in Python.
+    BatchCQ inner batches, compressed bodies a needle must look into (decompressed) and records the
+    compiled decoder rejects are evaluated in Python.
     """
     store_index, store_name, file_index, range_index, path, base, start, end, check_crc = task
     out = RangeResult(store_index, file_index, range_index, base, start, start, STOP_INVALID, "empty file")
@@ -559,9 +620,12 @@ def scan_range(task: tuple, query: ScanQuery, mode: str, limit: int = 0) -> Rang
                 for p in hits:
                     sink.single(buf, p, p + off)
                 matched += len(hits)
-            for p in deferred:
-                _whole, rows = _python_record(buf, p, matcher, query, store_name)
-                if rows:
+            for p in deferred:  # inner batches, and compressed bodies when a needle is asked for
+                whole, rows = _python_record(buf, p, matcher, query, store_name, failures=out.body_failures)
+                if whole:
+                    sink.single(buf, p, p + off)
+                    matched += 1
+                elif rows:
                     sink.rows(buf, p, rows)
                     matched += len(rows)
             if not stopped:
@@ -574,7 +638,8 @@ def scan_range(task: tuple, query: ScanQuery, mode: str, limit: int = 0) -> Rang
             if stop != STOP_NONE:
                 break
             # Valid by check_record although the compiled decoder refused it: judge it in Python.
-            whole, rows = _python_record(buf, pos, matcher, query, store_name, chk.message)  # type: ignore[attr-defined]
+            whole, rows = _python_record(buf, pos, matcher, query, store_name, chk.message,  # type: ignore[attr-defined]
+                                         out.body_failures)
             if whole:
                 sink.single(buf, pos, pos + off)
                 matched += 1

@@ -26,6 +26,7 @@ Pipeline:
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import time
@@ -61,6 +62,7 @@ from .search_query import (
     MODE_STATS,
     MODE_TOP,
     TIME_BUCKETS_MS,
+    BodyFailures,
     MessageRow,
     RangeResult,
     ScanQuery,
@@ -93,8 +95,24 @@ EXPORT_FORMATS = ("parquet", "jsonl")
 PARTITION_COLUMNS = ("topic", "date")
 
 
+def search_spark_conf() -> dict[str, str]:
+    """The job's session settings; executors get the driver's TZ, as stats cut buckets in local time."""
+    conf = dict(SEARCH_SPARK_CONF)
+    if os.environ.get("TZ"):
+        conf["spark.executorEnv.TZ"] = os.environ["TZ"]
+    return conf
+
+
 class SearchError(RuntimeError):
     """The query cannot run: bad SQL, bad options, missing store, existing output directory."""
+
+
+class SearchUsageError(SearchError):
+    """Options that cannot run together or at all (bad format, output exists, a store given twice).
+
+    Why its own type: both front ends exit 2 for it, as for any other usage error, and 1 for a job
+    that ran and failed.
+    """
 
 
 class StoreNotFoundError(SearchError):
@@ -123,7 +141,7 @@ def parse_time(text: str | None, option: str) -> int | None:
             return int(datetime.strptime(value, fmt).timestamp() * 1000)
         except ValueError:
             continue
-    raise SearchError(f"bad {option} {text!r}: expected epoch millis, now, yyyy-MM-dd#HH:mm:ss:SSS "
+    raise SearchUsageError(f"bad {option} {text!r}: expected epoch millis, now, yyyy-MM-dd#HH:mm:ss:SSS "
                       "or yyyy-MM-ddTHH:MM[:SS] (local time)")
 
 
@@ -137,15 +155,15 @@ def build_query(topic: str | None = None, begin_ms: int | None = None, end_ms: i
         try:
             compile_sql92(where)
         except FilterSyntaxError as e:
-            raise SearchError(f"bad --where SQL92: {e}") from None
+            raise SearchUsageError(f"bad --where SQL92: {e}") from None
     if begin_ms is not None and end_ms is not None and begin_ms > end_ms:
-        raise SearchError(f"--begin {begin_ms} is after --end {end_ms}")
+        raise SearchUsageError(f"--begin {begin_ms} is after --end {end_ms}")
     by = tuple(p.strip().lower() for p in (stats_by.split(",") if isinstance(stats_by, str) else stats_by)
                if p.strip())
     times = [d for d in by if d in TIME_BUCKETS_MS]
     unknown = [d for d in by if d not in TIME_BUCKETS_MS and d not in KEY_DIMENSIONS]
     if unknown or len(times) > 1 or not by or len(set(by)) != len(by):
-        raise SearchError(f"bad --by {','.join(by)!r}: choose from topic,queue and one of "
+        raise SearchUsageError(f"bad --by {','.join(by)!r}: choose from topic,queue and one of "
                           f"{','.join(TIME_BUCKETS_MS)} (e.g. topic,minute)")
     return ScanQuery(topic or None, begin_ms, end_ms, where, body_contains or None, by)
 
@@ -175,6 +193,7 @@ class ScanSummary:
     bytes_scanned: int = 0
     records_scanned: int = 0
     messages_matched: int = 0
+    bodies_not_decompressed: int = 0  # compressed bodies that could not be inflated (see warnings)
     stops: list[FileStop] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     phase_seconds: dict[str, float] = field(default_factory=dict)
@@ -306,12 +325,13 @@ class _Job:
                  master: str, spark: SparkSession | None, progress: ProgressCallback | None,
                  split_bytes: int) -> None:
         if not store_dirs:
-            raise SearchError("no store directory given (--store DIR or --stores DIR,DIR)")
+            raise SearchUsageError("no store directory given (--store DIR or --stores DIR,DIR)")
         warnings: list[str] = []
         self.stores = [_load_store(i, d, config_file, warnings) for i, d in enumerate(store_dirs)]
         names = [s.name for s in self.stores]
-        if len(set(names)) != len(names):
-            raise SearchError("the same store directory is given twice")
+        dup = next((n for i, n in enumerate(names) if n in names[:i]), None)
+        if dup is not None:
+            raise SearchUsageError(f"the same store directory is given twice: {dup}")
         self.summary = ScanSummary(names, warnings=warnings)
         self.summary.files_total = sum(len(s.files) for s in self.stores)
         self.master = master
@@ -319,11 +339,13 @@ class _Job:
         self.own_spark = spark is None
         self.progress = progress
         if split_bytes < 1:
-            raise SearchError(f"--split-mb must be at least 1, got {split_bytes >> 20}")
+            raise SearchUsageError(f"--split-mb must be at least 1, got {split_bytes >> 20}")
         self.split_bytes = int(split_bytes)
         self.plan_split = self.split_bytes
         self.t0 = time.monotonic()
         self.poller: StatusPoller | None = None
+        # (store index, file index, failures) of scanned ranges and of the driver's own decoding
+        self.body_failures: list[tuple[int, int, BodyFailures]] = []
         self._phase = ""
         self._phase_t = 0.0
 
@@ -333,7 +355,7 @@ class _Job:
             self.summary.master = IN_PROCESS
             return self
         if self.own_spark:
-            self.spark = get_spark(self.master, "rmqops-searchMessages", SEARCH_SPARK_CONF)
+            self.spark = get_spark(self.master, "rmqops-searchMessages", search_spark_conf())
         self.sc = self.spark.sparkContext
         self.summary.master = self.sc.master
         self.poller = StatusPoller(self.sc, self.progress).__enter__()
@@ -366,7 +388,8 @@ class _Job:
         self.summary.elapsed_seconds = round(time.monotonic() - self.t0, 3)
         if not is_local_master(self.summary.master) and self.summary.master != IN_PROCESS:
             self.summary.warnings.append("cluster mode: executors read the store paths directly; "
-                                         "they must be the same paths on every worker")
+                                         "they must be the same paths on every worker (and stats buckets "
+                                         "are cut in the workers' time zone: set TZ)")
 
     def phase(self, name: str) -> None:
         now = time.monotonic()
@@ -465,7 +488,21 @@ class _Job:
         self.summary.records_scanned = sum(r.records for r in valid)
         self.summary.messages_matched = sum(r.messages_matched for r in valid)
         self.summary.bytes_scanned = sum(r.end - r.start for r in valid)
+        self.body_failures.extend((r.store_index, r.file_index, r.body_failures) for r in valid)
         return ends, {(r.store_index, r.file_index, r.range_index) for r in valid}
+
+    def report_body_failures(self) -> None:
+        """One summary line for the compressed bodies that could not be decompressed, naming the first."""
+        found = [f for f in self.body_failures if f[2].count]
+        if not found:
+            return
+        si, fi, first = min(found, key=lambda f: (f[0], f[1], f[2].first_offset))
+        count = sum(f[2].count for f in found)
+        self.summary.bodies_not_decompressed = count
+        self.summary.warnings.append(
+            f"{count} compressed bodies could not be decompressed (first at {self.stores[si].files[fi].path} "
+            f"offset {first.first_offset}: {first.first_reason}); --body-contains does not match them and "
+            f"they are shown as stored")
 
 
 def balanced_groups(items: list[T], weights: list[int], n: int) -> list[list[T]]:
@@ -495,7 +532,7 @@ def _starts_with_zeros(path: str) -> bool:
 def _meta(r: RangeResult) -> RangeResult:
     """The range result without its rows (what the driver needs to decide validity)."""
     return RangeResult(r.store_index, r.file_index, r.range_index, r.base, r.start, r.end, r.stop, r.stop_reason,
-                       r.records, r.messages_matched)
+                       r.records, r.messages_matched, body_failures=r.body_failures)
 
 
 # ------------------------------------------------------------------------------------------ modes
@@ -505,7 +542,7 @@ def run_search(store_dirs: Sequence[str | os.PathLike[str]], query: ScanQuery, *
                progress: ProgressCallback | None = None, split_bytes: int = DEFAULT_SPLIT_BYTES) -> SearchResult:
     """Messages matching ``query`` in all ``store_dirs``, sorted by store time (earliest ``limit``; 0 = all)."""
     if limit < 0:
-        raise SearchError(f"--limit must be >= 0, got {limit}")
+        raise SearchUsageError(f"--limit must be >= 0, got {limit}")
     with _Job(store_dirs, config_file, master, spark, progress, split_bytes) as job:
         tasks = job.plan(query)
         job.phase("scan records")
@@ -513,11 +550,13 @@ def run_search(store_dirs: Sequence[str | os.PathLike[str]], query: ScanQuery, *
         _ends, valid = job.finish_ranges(results)
         job.phase("decode matches")
         rows = _top_rows(job.stores, [r for r in results if (r.store_index, r.file_index, r.range_index) in valid],
-                         limit)
+                         limit, job.body_failures)
+        job.report_body_failures()
     return SearchResult(job.summary, query, limit, [row_to_dict(r) for r in rows])
 
 
-def _top_rows(stores: list[_Store], results: list[RangeResult], limit: int) -> list[MessageRow]:
+def _top_rows(stores: list[_Store], results: list[RangeResult], limit: int,
+              failures: list[tuple[int, int, BodyFailures]]) -> list[MessageRow]:
     """The earliest ``limit`` (0: all) matches over the ranges' candidates and inner-batch rows.
 
     Candidates are sort keys of single-message records; only the ones in the answer are decoded.
@@ -538,7 +577,9 @@ def _top_rows(stores: list[_Store], results: list[RangeResult], limit: int) -> l
     decoded: dict[tuple[int, int, int], MessageRow] = {}
     for (si, fi), positions in wanted.items():
         store = stores[si]
-        for pos, row in zip(positions, decode_rows(store.files[fi].path, store.name, positions), strict=True):
+        noted = BodyFailures()
+        failures.append((si, fi, noted))
+        for pos, row in zip(positions, decode_rows(store.files[fi].path, store.name, positions, noted), strict=True):
             decoded[(si, fi, pos)] = row
     return [decoded[item] if kind == 0 else item for _key, kind, item in keyed]  # type: ignore[index,misc]
 
@@ -564,6 +605,7 @@ def run_stats(store_dirs: Sequence[str | os.PathLike[str]], query: ScanQuery, *,
                 acc[0] += msgs
                 acc[1] += recs
                 acc[2] += nbytes
+        job.report_body_failures()
     by = list(query.stats_by)
     time_dim = next((d for d in by if d in TIME_BUCKETS_MS), None)
 
@@ -596,7 +638,8 @@ def _message_schema(with_date: bool):
              "keys": StringType(), "bornTimestamp": LongType(), "storeTimestamp": LongType(),
              "bornHost": StringType(), "storeHost": StringType(), "reconsumeTimes": IntegerType(),
              "sysFlag": IntegerType(), "flag": IntegerType(), "storeSize": IntegerType(),
-             "properties": MapType(StringType(), StringType()), "body": BinaryType(), "body_text": StringType()}
+             "properties": MapType(StringType(), StringType()), "body": BinaryType(), "body_text": StringType(),
+             "body_compression": StringType()}
     fields = [StructField(c, types[c], c not in ("topic", "queueId", "queueOffset", "commitLogOffset"))
               for c in COLUMNS]
     if with_date:
@@ -621,19 +664,18 @@ def run_export(store_dirs: Sequence[str | os.PathLike[str]], query: ScanQuery, o
     """
     fmt = fmt.lower()
     if master == IN_PROCESS and spark is None:
-        raise SearchError("exportMessages needs Spark's writer: give --master local[*] or spark://host:port")
+        raise SearchUsageError("exportMessages needs Spark's writer: give --master local[*] or spark://host:port")
     if fmt not in EXPORT_FORMATS:
-        raise SearchError(f"bad --format {fmt!r}: choose parquet or jsonl")
+        raise SearchUsageError(f"bad --format {fmt!r}: choose parquet or jsonl")
     parts = [p.strip() for p in (partition_by.split(",") if isinstance(partition_by, str) else partition_by)
              if p.strip()]
     bad = [p for p in parts if p not in PARTITION_COLUMNS]
     if bad or len(set(parts)) != len(parts):
-        raise SearchError(f"bad --partition-by {','.join(parts)!r}: choose from topic,date")
+        raise SearchUsageError(f"bad --partition-by {','.join(parts)!r}: choose from topic,date")
     out = Path(out_dir).resolve()
     if out.exists():
-        raise SearchError(f"output directory {out} already exists; choose a new --out")
-    if not out.parent.is_dir():
-        raise SearchError(f"parent directory of --out {out.parent} does not exist")
+        raise SearchUsageError(f"output directory {out} already exists; choose a new --out")
+    check_out_parent(out)
     staging = out.parent / f".{out.name}.staging-{os.getpid()}-{int(time.time() * 1000)}"
     with_date = "date" in parts
     rows_written = 0
@@ -678,6 +720,7 @@ def run_export(store_dirs: Sequence[str | os.PathLike[str]], query: ScanQuery, o
                 writer = writer.partitionBy(*parts)
             _write_export(job.spark, writer, fmt, staging, out)
             rows_written = job.summary.messages_matched
+            job.report_body_failures()
             for rdd in persisted:
                 rdd.unpersist()
         os.rename(staging, out)
@@ -687,7 +730,43 @@ def run_export(store_dirs: Sequence[str | os.PathLike[str]], query: ScanQuery, o
     return ExportResult(job.summary, str(out), fmt, parts, rows_written)
 
 
-FULL_DISK_BYTES = 64 << 10  # less free than this beside --out after a failed write: the disk is why
+FULL_DISK_PROBE_BYTES = 64 << 10  # written beside --out after a failed write to learn whether the disk is full
+
+
+def _probe_write(parent: Path, nbytes: int) -> OSError | None:
+    """Create (and write ``nbytes`` to) a probe file in ``parent``, then remove it; the error, if any."""
+    probe = parent / f".rmqops-export-probe-{os.getpid()}-{time.monotonic_ns()}"
+    try:
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except OSError as e:
+        return e
+    try:
+        written = 0
+        while written < nbytes:
+            written += os.write(fd, bytes(min(nbytes - written, 1 << 16)))
+        return None
+    except OSError as e:
+        return e
+    finally:
+        os.close(fd)
+        probe.unlink(missing_ok=True)
+
+
+def check_out_parent(out: Path) -> None:
+    """``--out``'s parent exists, is a directory and takes a new file, before any Spark work.
+
+    Why a probe file: only creating one tells (read-only mounts, /proc, permissions, ACLs); Spark
+    found out after minutes, as Java stacks and a Python BrokenPipeError. One line, the real errno.
+    """
+    parent = out.parent
+    if not parent.exists():
+        raise SearchError(f"cannot write the export to {out}: {parent}: {os.strerror(errno.ENOENT)}")
+    if not parent.is_dir():
+        raise SearchError(f"cannot write the export to {out}: {parent}: {os.strerror(errno.ENOTDIR)}")
+    failed = _probe_write(parent, 0)
+    if failed is not None:
+        raise SearchError(f"cannot write the export to {out}: {parent}: "
+                          f"{os.strerror(failed.errno) if failed.errno else failed}")
 
 
 def _write_export(spark: SparkSession, writer: DataFrameWriter, fmt: str, staging: Path, out: Path) -> None:
@@ -703,8 +782,11 @@ def _write_export(spark: SparkSession, writer: DataFrameWriter, fmt: str, stagin
             writer.option("compression", "none").json(str(staging))
     except Exception as e:  # noqa: BLE001 - py4j and pyspark raise several types for one failed job
         cause = failure_cause(e)
-        if "No space left" not in cause and shutil.disk_usage(out.parent).free < FULL_DISK_BYTES:
-            cause = "No space left on device"  # Hadoop says "Mkdirs failed to create <attempt dir>" for it
+        if "No space left" not in cause:
+            # Hadoop says "Mkdirs failed to create <attempt dir>" for a full disk: ask the disk itself.
+            probe = _probe_write(out.parent, FULL_DISK_PROBE_BYTES)
+            if probe is not None and probe.errno == errno.ENOSPC:
+                cause = os.strerror(errno.ENOSPC)
         raise SearchError(f"cannot write the export to {out}: {cause}; nothing was written") from None
     finally:
         spark.sparkContext.setLogLevel("ERROR")

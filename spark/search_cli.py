@@ -3,7 +3,8 @@
 ``spark/search_messages.py``, ``spark/export_messages.py`` and ``spark/stats_messages.py`` are thin
 scripts over :func:`main`; the options and behaviour are those of the mqadmin commands of the same
 names (both call :mod:`spark.search`). Exit status: 0 done, 1 a file's data ended at torn or corrupt
-records (reported), 2 cannot run (bad SQL, bad option, missing store, existing output).
+records (reported) or the job failed (e.g. --out not writable), 2 cannot run (bad SQL, bad option,
+missing store, existing output), as mqadmin's usage errors.
 """
 
 from __future__ import annotations
@@ -56,7 +57,16 @@ def main(kind: str, argv: list[str] | None = None) -> int:
     from rich.console import Console
 
     from spark.progress import rich_progress
-    from spark.search import SearchError, build_query, parse_time, run_export, run_search, run_stats
+    from spark.search import (
+        SearchError,
+        SearchUsageError,
+        StoreNotFoundError,
+        build_query,
+        parse_time,
+        run_export,
+        run_search,
+        run_stats,
+    )
     from spark.search_render import print_export, print_search, print_stats, search_json
 
     console = Console(stderr=False)
@@ -75,8 +85,8 @@ def main(kind: str, argv: list[str] | None = None) -> int:
             else:
                 result = run_stats(dirs, query, progress=callback, **common)
     except SearchError as e:
-        err.print(f"{kind}: {e}", markup=False, highlight=False)
-        return 2
+        err.print(f"{kind}: {e}", markup=False, highlight=False, soft_wrap=True)
+        return 2 if isinstance(e, (SearchUsageError, StoreNotFoundError)) else 1
     if args.output == "json":
         data = search_json(result) if kind == SEARCH else result.to_dict()
         print(json.dumps(data, ensure_ascii=False, indent=2))

@@ -12,13 +12,17 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from datetime import time as day_time
 from functools import lru_cache
 
 from broker_core.broker.filter.sql92 import compile_sql92
 from broker_core.broker.filter.sql92.nodes import Node, Property
+from broker_core.store.codec.compression import BodyDecompressError, compression_type, decompressed_body
 from broker_core.store.codec.hosts import Host
 from broker_core.store.codec.message import MessageExt
 from broker_core.store.codec.properties import decode_properties
+from broker_core.store.codec.sys_flag import COMPRESSED_FLAG
 
 MODE_ROWS = "rows"  # keep every matching message (export)
 MODE_TOP = "top"  # keep the earliest ``limit`` matching messages (search)
@@ -27,8 +31,8 @@ MODE_STATS = "stats"  # aggregate counts and bytes per bucket (statsMessages)
 # Export/search columns, in order (``MessageRow`` tuples follow it).
 COLUMNS = ("store", "topic", "queueId", "queueOffset", "commitLogOffset", "msgId", "uniqKey", "tags", "keys",
            "bornTimestamp", "storeTimestamp", "bornHost", "storeHost", "reconsumeTimes", "sysFlag", "flag",
-           "storeSize", "properties", "body", "body_text")
-MessageRow = tuple  # (store, topic, queueId, ..., body_text) in COLUMNS order
+           "storeSize", "properties", "body", "body_text", "body_compression")
+MessageRow = tuple  # (store, topic, queueId, ..., body_text, body_compression) in COLUMNS order
 
 # Stats dimensions: which fields make the bucket key, and the time granularities.
 TIME_BUCKETS_MS = {"minute": 60_000, "hour": 3_600_000, "day": 86_400_000}
@@ -60,6 +64,24 @@ class ScanQuery:
 
 
 @dataclass(slots=True)
+class BodyFailures:
+    """Compressed bodies that could not be decompressed: how many, and the first by commitlog offset.
+
+    Why kept: such a body is never matched by --body-contains and is shown as stored; the summary
+    says so instead of the message silently missing or showing bytes as if they were the text.
+    """
+
+    count: int = 0
+    first_offset: int = -1  # commitlog offset of the earliest
+    first_reason: str = ""
+
+    def add(self, offset: int, reason: str) -> None:
+        self.count += 1
+        if self.first_offset < 0 or offset < self.first_offset:
+            self.first_offset, self.first_reason = offset, reason
+
+
+@dataclass(slots=True)
 class RangeResult:
     """``scan_range`` result: where and why the range stopped, counts, and what the mode keeps."""
 
@@ -78,6 +100,7 @@ class RangeResult:
     # search: (storeTimestamp, commitLogOffset, queueOffset, file position) of the earliest kept
     # single-message records, not decoded (the driver decodes the final answer)
     candidates: list[tuple[int, int, int, int]] = field(default_factory=list)
+    body_failures: BodyFailures = field(default_factory=BodyFailures)
 
 
 # ---------------------------------------------------------------------------------------- rows
@@ -101,14 +124,28 @@ def java_host(host: Host) -> str:
     return f"{ip}:{port}"
 
 
-def message_row(store: str, m: MessageExt, msg_id: str) -> MessageRow:
-    """One message as the export/search row (COLUMNS order)."""
+def message_body(m: MessageExt, failures: BodyFailures | None = None) -> tuple[bytes, bool]:
+    """(the body as the producer sent it, whether that worked): a compressed body decompressed.
+
+    A body that cannot be (LZ4/ZSTD, damaged) stays as stored and is noted in ``failures``.
+    """
+    try:
+        return decompressed_body(m.body, m.sys_flag), True
+    except BodyDecompressError as e:
+        if failures is not None:
+            failures.add(m.commit_log_offset, str(e))
+        return bytes(m.body), False
+
+
+def message_row(store: str, m: MessageExt, msg_id: str, failures: BodyFailures | None = None) -> MessageRow:
+    """One message as the export/search row (COLUMNS order): the body decompressed when stored
+    compressed (``body_compression`` names how it was stored), no text for one that did not inflate."""
     props = decode_properties(m.properties_string)
-    body = bytes(m.body)
+    body, ok = message_body(m, failures)
     return (store, m.topic, m.queue_id, m.queue_offset, m.commit_log_offset, msg_id, props.get("UNIQ_KEY"),
             props.get("TAGS"), props.get("KEYS"), m.born_timestamp, m.store_timestamp, java_host(m.born_host),
             java_host(m.store_host), m.reconsume_times, m.sys_flag, m.flag, m.store_size, props, body,
-            _text(body))
+            _text(body) if ok else None, compression_type(m.sys_flag))
 
 
 def row_sort_key(row: MessageRow) -> tuple[int, str, int, int]:
@@ -171,13 +208,74 @@ class Matcher:
         props = {n: v for n, v in zip(self.names, values, strict=True) if v is not None}  # type: ignore[arg-type]
         return self.sql.is_matched_by_commit_log(props)
 
-    def matches(self, properties_string: str, body: bytes) -> bool:
+    def matches(self, properties_string: str, body: bytes, sys_flag: int = 0, offset: int = -1,
+                failures: BodyFailures | None = None) -> bool:
+        """SQL over the properties, then the needle in the body as sent (a compressed one inflated;
+        one that does not inflate never matches and is noted in ``failures`` at ``offset``)."""
         if self.sql is not None and not self.sql.is_matched_by_commit_log(decode_properties(properties_string)):
             return False
-        return self.needle is None or self.needle in body
+        if self.needle is None:
+            return True
+        if sys_flag & COMPRESSED_FLAG:
+            try:
+                body = decompressed_body(body, sys_flag)
+            except BodyDecompressError as e:
+                if failures is not None:
+                    failures.add(offset, str(e))
+                return False
+        return self.needle in body
 
 
-def stats_key(by: tuple[str, ...], topic: str, queue_id: int, ts: int) -> tuple:
+def _epoch_ms(t: datetime) -> int:
+    return int(t.timestamp()) * 1000
+
+
+def local_bucket_span(dim: str, ts: int) -> tuple[int, int]:
+    """``[start, end)`` in epoch ms of the local-time minute/hour/day holding store time ``ts``.
+
+    Why local and from the local datetime: the buckets are labelled in local time (as --begin/--end
+    are read), so they must be cut there too; a UTC cut put 10:00 IST's hour at 10:30. A day is 23
+    or 25 hours across a DST change, and a fall-back hour occurs twice (``fold``): a fixed offset
+    gets both wrong. A time the platform cannot convert is cut in UTC.
+    """
+    width = TIME_BUCKETS_MS[dim]
+    try:
+        t = datetime.fromtimestamp(ts // 1000)  # sets fold for the second pass of a repeated hour
+        if dim == "day":
+            first = t.replace(hour=0, minute=0, second=0, microsecond=0, fold=0)
+            return _epoch_ms(first), _epoch_ms(datetime.combine(first.date() + timedelta(days=1), day_time()))
+        first = t.replace(second=0, microsecond=0) if dim == "minute" else t.replace(minute=0, second=0,
+                                                                                      microsecond=0)
+        start = _epoch_ms(first)
+        # the next local boundary, but never past one width: a repeated hour's first pass ends after 1 h
+        return start, min(_epoch_ms(first.replace(fold=0) + timedelta(milliseconds=width)), start + width)
+    except (OverflowError, OSError, ValueError):
+        start = ts - ts % width
+        return start, start + width
+
+
+class LocalBuckets:
+    """Start of the local-time bucket of a store time, the last bucket's span cached.
+
+    Why cached: stats bucket every record, and consecutive records mostly share a bucket; a
+    datetime conversion per record would cost more than the record's decoding.
+    """
+
+    __slots__ = ("dim", "start", "end")
+
+    def __init__(self, dim: str) -> None:
+        self.dim = dim
+        self.start = 0
+        self.end = 0
+
+    def of(self, ts: int) -> int:
+        if not self.start <= ts < self.end:
+            self.start, self.end = local_bucket_span(self.dim, ts)
+        return self.start
+
+
+def stats_key(by: tuple[str, ...], topic: str, queue_id: int, ts: int, buckets: LocalBuckets | None = None) -> tuple:
+    """The bucket key of one record: topic, queue and the local-time bucket start, in ``by`` order."""
     key: list = []
     for dim in by:
         if dim == "topic":
@@ -185,6 +283,5 @@ def stats_key(by: tuple[str, ...], topic: str, queue_id: int, ts: int) -> tuple:
         elif dim == "queue":
             key.append(queue_id)
         else:
-            width = TIME_BUCKETS_MS[dim]
-            key.append(ts - ts % width)
+            key.append((buckets if buckets is not None and buckets.dim == dim else LocalBuckets(dim)).of(ts))
     return tuple(key)

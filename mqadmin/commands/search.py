@@ -39,7 +39,7 @@ SplitMb = Annotated[int, typer.Option("--split-mb", help="commitlog MiB per scan
 def _run(cmd: Cmd, stores: str | None, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
     """Run a spark.search job: store list, progress bar on stderr, errors as one line."""
     try:
-        from spark.search import SearchError, StoreNotFoundError
+        from spark.search import SearchError, SearchUsageError, StoreNotFoundError
     except ImportError as e:
         raise AdminError(f"{cmd.name} needs PySpark and the spark/ jobs: {e}") from None
     dirs = split_list(stores) if stores else [str(cmd.opts.store_dir)]
@@ -57,6 +57,8 @@ def _run(cmd: Cmd, stores: str | None, fn: Callable[..., R], *args: Any, **kwarg
                       progress=lambda phase, done, total: update(done, total), **kwargs)
     except StoreNotFoundError as e:
         raise NotFoundError(str(e)) from None
+    except SearchUsageError as e:  # --format csv, --out that exists, a store given twice: exit 2
+        raise UsageProblem(str(e)) from None
     except SearchError as e:
         raise AdminError(str(e)) from None
 

@@ -7,7 +7,7 @@ import typer
 
 from broker_core.broker.limits import JAVA_INT_MAX
 from mqadmin.cli import Cmd, register, split_list
-from mqadmin.errors import AdminError
+from mqadmin.errors import AdminError, UsageProblem
 
 app = typer.Typer()
 
@@ -59,6 +59,18 @@ def verify_store(
         raise AdminError(f"verifyStore found {report.mismatch_count} mismatch(es) in {report.store}")
 
 
+def _checked_parts(parts: str) -> list[str]:
+    """``--parts`` checked before the store is opened: an unknown part is a usage error (exit 2)."""
+    try:
+        from spark.rebuild import RebuildUsageError, normalize_parts
+    except ImportError as e:
+        raise AdminError(f"rebuildStore needs PySpark and the spark/ jobs: {e}") from None
+    try:
+        return normalize_parts(split_list(parts) or [])
+    except RebuildUsageError as e:
+        raise UsageProblem(str(e)) from None
+
+
 @register(app, "rebuildStore", "Rebuild (or --verify) consume queues, index files and offsets with Spark.",
           writes=True)
 def rebuild_store(
@@ -66,12 +78,15 @@ def rebuild_store(
     parts: Annotated[str, typer.Option("--parts", help="comma list of cq,index,offsets")] = "cq,index,offsets",
     master: Annotated[str, typer.Option("--master", help="local[*] or spark://host:port")] = "local[*]",
     verify: Annotated[bool, typer.Option("--verify", help="compare only, write nothing")] = False,
+    force: Annotated[bool, typer.Option("--force", help="rebuild even when intact data follows a corrupt "
+                                        "commitlog record: up to that record, as recovery would (the data "
+                                        "after it is not dispatched)")] = False,
 ) -> None:
+    wanted = _checked_parts(parts)
     admin = cmd.admin()
-    wanted = split_list(parts) or []
     with cmd.progress("rebuildStore") as update:
         summary = admin.rebuild_store(wanted, master, verify, cmd.opts.config,
-                                      lambda phase, done, total: update(done, total))
+                                      lambda phase, done, total: update(done, total), force)
 
     def render() -> None:
         from rich.console import Console

@@ -425,6 +425,8 @@ class StoreMaintenance(Protocol):
         ...
 
     def rebuild_store(self, parts: list[str], master: str, verify: bool, config_file: str | None = None,
-                      progress: Callable[[str, int, int], None] | None = None) -> RebuildSummary:
-        """The Spark rebuild of consume queues, index files and offsets (or ``verify``: compare only)."""
+                      progress: Callable[[str, int, int], None] | None = None, force: bool = False
+                      ) -> RebuildSummary:
+        """The Spark rebuild of consume queues, index files and offsets (or ``verify``: compare only);
+        ``force``: rebuild up to a corrupt record even when intact data follows it."""
         ...

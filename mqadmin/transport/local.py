@@ -334,6 +334,8 @@ class LocalBrokerClient:
         from mqadmin.transport.values import QueueRead
 
         b = self._broker_for(broker_addr)
+        if offset < 0:  # the pull's check, as a broker answers it over -n (Broker.read_queue reads from 0)
+            raise AdminError(f"queueOffset must be >= 0, got {offset}")
         got = self._call(broker_addr, b.read_queue, topic, queue_id, offset, max_num, "TAG", sub_expression)
         return QueueRead(got.status.value, got.next_begin_offset, got.min_offset, got.max_offset,
                          [to_record(m) for m in got.messages])
@@ -495,7 +497,8 @@ class LocalBrokerClient:
         return self._call(None, b.lost_found_records)
 
     def rebuild_store(self, parts: list[str], master: str, verify: bool, config_file: str | None = None,
-                      progress: Callable[[str, int, int], None] | None = None) -> RebuildSummary:
+                      progress: Callable[[str, int, int], None] | None = None, force: bool = False
+                      ) -> RebuildSummary:
         """Spark rebuild over the store's files; refused while a broker holds the store (unless verify)."""
         if not is_store_dir(self.store_dir):
             raise NotFoundError(not_a_store_reason(self.store_dir))
@@ -512,7 +515,7 @@ class LocalBrokerClient:
         except ImportError as e:
             raise AdminError(f"rebuildStore needs PySpark and the spark/ jobs: {e}") from None
         try:
-            return run_rebuild(self.store_dir, config_file, parts, master, verify, progress)
+            return run_rebuild(self.store_dir, config_file, parts, master, verify, progress, force=force)
         except RebuildError as e:
             if "locked" in str(e) or "held" in str(e):
                 raise self._busy() from None

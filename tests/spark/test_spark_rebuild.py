@@ -5,6 +5,7 @@ All tests in this module share one local[2] SparkSession (the ``spark`` fixture)
 
 from __future__ import annotations
 
+import os
 import struct
 from pathlib import Path
 
@@ -26,8 +27,17 @@ from broker_core.store.dispatch import build_dispatch_request
 from broker_core.store.index_service import IndexService
 from broker_core.store.store_config import parse_delay_levels
 from broker_core.store.store_lock import StoreLock
+from spark.index_build import reachable_entries
 from spark.offsets import OFFSET_TIME_TABLE, RMQOPS_DIR, offset_at_time
-from spark.rebuild import RebuildError, render_summary, run_rebuild
+from spark.rebuild import (
+    RebuildError,
+    RebuildRefusedError,
+    _diff_hash_bucket,
+    _index_where,
+    render_summary,
+    run_rebuild,
+)
+from spark.scan import data_after_stop
 
 LONG_MAX = 2**63 - 1
 FILE_SIZE = 65536
@@ -175,6 +185,7 @@ def test_verify_finds_exactly_the_planted_damage(spark, golden_store):
     for f in sorted((store / "index").iterdir()):
         try:
             _unlink_index_entry(f, s["maxHashSlotNum"], s["maxIndexNum"], index_key_hash(full_key), victim_phy)
+            victim_file = f.name
             break
         except StopIteration:
             continue
@@ -182,11 +193,29 @@ def test_verify_finds_exactly_the_planted_damage(spark, golden_store):
     summary = run_rebuild(store, cfg, verify=True, spark=spark, split_bytes=16 * 1024)
     assert tree_bytes(store) == before
     got = sorted((m.kind, m.where, m.offset) for m in summary.mismatches)
-    assert got == [("missing-index-entry", "index", victim_phy), ("wrong-unit", "GoldenTopicA/1", 3)]
+    assert got == [("missing-index-entry", f"index/{victim_file}", victim_phy), ("wrong-unit", "GoldenTopicA/1", 3)]
     wrong = next(m for m in summary.mismatches if m.kind == "wrong-unit")
     assert wrong.expected == (3, phy, size, tags) and wrong.actual == (3, phy + 8, size, tags)
     missing = next(m for m in summary.mismatches if m.kind == "missing-index-entry")
-    assert full_key in missing.detail
+    assert full_key in missing.detail and victim_file in missing.detail
+
+
+def test_extra_index_entry_names_its_file_and_entry_number(golden_store):
+    """verify said where = "index" for a bad entry; an operator needs the file (and the entry)."""
+    store, _cfg, manifest = golden_store("store-basic")
+    s = manifest["settings"]
+    paths = sorted(str(p) for p in (store / "index").iterdir())
+    h, phy, n = reachable_entries(paths[1], s["maxHashSlotNum"], s["maxIndexNum"], numbered=True)[5]
+    from spark.rebuild import _HP, _index_headers
+
+    expected = _HP.pack(h, phy + 1, -1, -1)  # the commitlog implies a key the file does not hold ...
+    actual = _HP.pack(h, phy, 1, n)  # ... and the file holds one the commitlog does not imply
+    diffs = sorted(_diff_hash_bucket((0, [(0, expected), (1, actual)])))
+    assert diffs == [(h, phy, 0, 1, [(1, n)]), (h, phy + 1, 1, 0, [])]
+    names = [os.path.basename(p) for p in paths]
+    headers = _index_headers(paths)
+    assert _index_where(names, headers, phy, [(1, n)]) == f"index/{names[1]} entry {n}"
+    assert _index_where(names, headers, phy + 1, []) == f"index/{names[1]}"
 
 
 def _messages_by_phy(manifest: dict) -> list[dict]:
@@ -218,8 +247,8 @@ def test_torn_last_record_stops_where_recovery_stops(spark, golden_store):
     _check_cut(summary, manifest, store, phy)
 
 
-def test_corrupt_body_crc_stops_where_recovery_stops(spark, golden_store):
-    store, cfg, manifest = golden_store("store-basic", drop=("consumequeue", "index"))
+def _corrupt_mid_log(store: Path, manifest: dict) -> tuple[int, Path]:
+    """Flip a body byte of a record in file 1 with intact records after it; (its offset, its file)."""
     victim = next(m for m in _messages_by_phy(manifest)
                   if m["physicalOffset"] > 100_000 and m["sysFlag"] == 0 and m["bodyLength"] > 20)
     phy = victim["physicalOffset"]
@@ -227,9 +256,55 @@ def test_corrupt_body_crc_stops_where_recovery_stops(spark, golden_store):
     pos = phy % FILE_SIZE + 88 + 5  # inside the body (IPv4 hosts: body starts at 88)
     data = path.read_bytes()
     _write_at(path, pos, bytes([data[pos] ^ 0xFF]))
-    summary = run_rebuild(store, cfg, spark=spark, split_bytes=16 * 1024)
+    return phy, path
+
+
+def test_corrupt_record_with_data_after_it_is_refused_and_writes_nothing(spark, golden_store):
+    """It rebuilt up to the damage and exited 0: every intact message after it became unreachable."""
+    store, cfg, manifest = golden_store("store-basic")
+    phy, path = _corrupt_mid_log(store, manifest)
+    before = tree_bytes(store)
+    with pytest.raises(RebuildRefusedError) as refused:
+        run_rebuild(store, cfg, spark=spark, split_bytes=16 * 1024)
+    follow = sum(m["size"] for m in manifest["messages"] if m["physicalOffset"] >= phy)  # this record and later
+    assert str(refused.value).startswith(f"commitlog {path.name} at offset {phy}: ") and "CRC" in str(refused.value)
+    assert f", and {follow} bytes of data follow it; " in str(refused.value) and "--force" in str(refused.value)
+    assert "\n" not in str(refused.value) and tree_bytes(store) == before
+    checked = run_rebuild(store, cfg, verify=True, spark=spark, split_bytes=16 * 1024)
+    bad = [m for m in checked.mismatches if m.kind == "data-after-log-end"]
+    assert [(m.where, m.offset) for m in bad] == [(f"commitlog/{path.name}", phy)] and f"{follow} bytes" in bad[0].detail
+
+
+def test_corrupt_body_crc_with_force_stops_where_recovery_stops(spark, golden_store):
+    store, cfg, manifest = golden_store("store-basic", drop=("consumequeue", "index"))
+    phy, _path = _corrupt_mid_log(store, manifest)
+    summary = run_rebuild(store, cfg, spark=spark, split_bytes=16 * 1024, force=True)
     assert "CRC" in summary.log_end_reason
+    assert any("--force: rebuilt up to it" in w for w in summary.warnings)
     _check_cut(summary, manifest, store, phy)
+
+
+def test_data_after_stop_tells_a_torn_tail_from_damage(tmp_path):
+    record = struct.pack(">i", 200) + bytes(range(1, 197))
+    torn = tmp_path / "torn"
+    torn.write_bytes(bytes(1000) + record[:60] + bytes(4000))  # a header, the rest never written
+    assert data_after_stop(str(torn), 1000) == 0
+    damaged = tmp_path / "damaged"
+    damaged.write_bytes(bytes(1000) + record + record + bytes(100))  # a bad record, then an intact one
+    assert data_after_stop(str(damaged), 1000) == 400
+    assert data_after_stop(str(damaged), 1000, end=1200) == 0  # the next range is counted by its decode
+    garbage = tmp_path / "garbage"
+    garbage.write_bytes(bytes(1000) + b"\xff" * 8 + bytes(100))  # no plausible TOTALSIZE: its bytes count
+    assert data_after_stop(str(garbage), 1000) == 8
+
+
+def test_mqadmin_rebuild_store_documents_force():
+    from typer.testing import CliRunner
+
+    from mqadmin.app import app
+
+    r = CliRunner().invoke(app, ["rebuildStore", "--help"], env={"NAMESRV_ADDR": "", "COLUMNS": "200"})
+    assert "--force" in r.stdout and "as recovery would" in " ".join(r.stdout.split())
 
 
 def test_consumer_offsets_clamped_and_reported(spark, golden_store):

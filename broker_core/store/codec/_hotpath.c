@@ -1269,6 +1269,7 @@ static PyObject *hp_check_message(PyObject *self, PyObject *const *args, Py_ssiz
 /* ------------------------------------------------------------------ scans (search/rebuild jobs) */
 
 #define INNER_BATCH_FLAG 0x80
+#define COMPRESSED_FLAG 0x1
 #define VERDICT_CACHE_MAX 65536
 
 static inline int64_t store_ts_at(const unsigned char *h) {
@@ -1543,6 +1544,13 @@ static PyObject *hp_select_records(PyObject *self, PyObject *const *args, Py_ssi
             }
             Py_DECREF(key);
             kept = verdict == Py_True;
+        }
+        if (kept && has_needle && (r.sys_flag & COMPRESSED_FLAG)) {
+            /* the stored bytes are not the text: the caller decompresses and judges the body */
+            PyObject *o = PyLong_FromLongLong((long long)rec_pos);
+            if (o == NULL || PyList_Append(deferred, o) < 0) { Py_XDECREF(o); goto done; }
+            Py_DECREF(o);
+            continue;
         }
         if (kept && has_needle &&
             find_bytes(b + rec_pos + r.hsize, r.body_len, (const char *)needle.buf, needle.len) == NULL) kept = 0;

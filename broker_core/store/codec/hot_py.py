@@ -761,6 +761,7 @@ __all__ = [
 # per-record work is done here so a record that does not match never becomes Python objects.
 
 _INNER_BATCH_FLAG = 0x80
+_COMPRESSED_FLAG = 0x1  # sys_flag.COMPRESSED_FLAG
 _INNER_NUM_MARK = "INNER_NUM\x01"
 VERDICT_CACHE_MAX = 65536
 
@@ -832,11 +833,13 @@ def select_records(buf, pos: int, stop: int, limit: int, check_crc: bool, topic:
     else a tuple) and asked of ``judge(values)`` only for values not seen yet; ``verdicts`` is
     emptied when it holds ``VERDICT_CACHE_MAX`` entries. No names: no SQL. A BatchCQ inner batch
     record (INNER_BATCH_FLAG and an INNER_NUM property) that passes topic and time is not judged
-    here: its messages have their own properties.
+    here: its messages have their own properties. Nor is the body of a record with COMPRESSED_FLAG
+    that passes the SQL when there is a ``needle``: its stored bytes are not the text (the caller
+    decompresses it), so it is deferred too.
 
     Returns ``(pos, records, hits, deferred, stopped)``: where the walk ended, records validated,
-    positions of kept records, positions of inner batch records, and whether it ended at a record
-    that failed validation (at ``pos``).
+    positions of kept records, positions of inner batch and compressed-body records to judge in
+    Python, and whether it ended at a record that failed validation (at ``pos``).
     """
     hits: list[int] = []
     deferred: list[int] = []
@@ -866,6 +869,9 @@ def select_records(buf, pos: int, stop: int, limit: int, check_crc: bool, topic:
             if not verdict:
                 continue
         if needle is not None:
+            if sys_flag & _COMPRESSED_FLAG:
+                deferred.append(rec_pos)
+                continue
             body_pos = rec_pos + _HEADERS[sys_flag & _HOST_FLAGS].size
             body_len = _I32.unpack_from(buf, body_pos - 4)[0]
             with memoryview(buf) as mv:
