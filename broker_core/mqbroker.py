@@ -23,6 +23,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from broker_core.auth.errors import AuthStoreError
 from broker_core.broker.broker import Broker
 from broker_core.broker.broker_config import BrokerConfig
 from broker_core.config_loader import ConfigError, read_properties_file, snake_to_camel
@@ -185,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
             except StoreLockedError as e:
                 print(f"mqbroker: {e}", file=sys.stderr)
                 return 1
-            except (OSError, ValueError, ConfigFileError) as e:
+            except (OSError, ValueError, ConfigFileError, AuthStoreError) as e:
                 print(f"mqbroker: cannot open store {root}: {e}", file=sys.stderr)
                 return 1
             broker.start()

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from mqadmin.admin import Admin
-from mqadmin.errors import AdminError, RemoteUnavailableError
+from mqadmin.errors import AdminError, RemoteUnavailableError, UsageProblem
 from mqadmin.timefmt import now_ms
 from mqadmin.transport.local import LocalBrokerClient
 
@@ -46,6 +46,8 @@ def open_remote_admin(namesrv_addr: str, clock: Callable[[], int] = now_ms, *, a
         raise RemoteUnavailableError(namesrv_addr) from None
     from broker_core.client.credentials import CredentialsError, resolve_credentials
 
+    if bool(access_key) != bool(secret_key):  # an option missing (or empty): a usage error, exit 2
+        raise UsageProblem("--ak/--accessKey and --sk/--secretKey must be given together")
     try:
         credentials = resolve_credentials(access_key, secret_key)
     except CredentialsError as e:

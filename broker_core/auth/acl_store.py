@@ -82,7 +82,7 @@ def _filter_entries(acl: Acl, resource_filter: str) -> Acl | None:
 
 def _load_acls(path: Path) -> dict[str, Acl]:
     try:
-        data = read_config_json(path)
+        data = read_config_json(path, previous_version=False)  # a revoked permission must stay revoked
     except ConfigFileError as e:
         raise AuthStoreError(f"cannot read ACL file {path}: {e}") from None
     if data is None:

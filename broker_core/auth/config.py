@@ -70,6 +70,7 @@ _KEYS: dict[str, str] = {
     "cluster_name": "brokerClusterName",
 }
 
+AUTH_CONFIG_KEYS = frozenset(_KEYS.values())
 SECRET_KEYS = frozenset({"initAuthenticationUser", "innerClientAuthenticationCredentials"})
 """Keys whose values hold a password or secret key: GET_BROKER_CONFIG needs authentication only, so any
 user could otherwise read the initial admin's password there."""

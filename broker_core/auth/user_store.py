@@ -66,7 +66,7 @@ class UserStore:
 
 def _load_users(path: Path) -> dict[str, User]:
     try:
-        data = read_config_json(path)
+        data = read_config_json(path, previous_version=False)  # a deleted user must stay deleted
     except ConfigFileError as e:
         raise AuthStoreError(f"cannot read users file {path}: {e}") from None
     if data is None:

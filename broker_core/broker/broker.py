@@ -675,7 +675,7 @@ class Broker:
         given ``persist_to`` (RocketMQ's brokerConfigPath: the file the broker was started with), write
         them there. Black-listed keys are refused and unknown keys ignored, as RocketMQ's Configuration
         does; a value that does not parse refuses the whole update. Returns the keys applied."""
-        from .config_update import BLACK_LIST, apply_in_place, persist_changes, updated_config
+        from .config_update import AUTH_KEYS, BLACK_LIST, apply_in_place, persist_changes, updated_config
 
         self._authorize(auth, "UPDATE_BROKER_CONFIG")
         self._require_writable()
@@ -683,6 +683,12 @@ class Broker:
                               if k.strip()}
         if black & props.keys():
             raise NoPermissionError("Can not update config in black list.")
+        auth_keys = sorted(AUTH_KEYS & props.keys())
+        if auth_keys and persist_to is None:
+            # UPDATE_BROKER_CONFIG needs authentication only (as RocketMQ's): were the ACL switches and
+            # identities changeable here, any signed-in user could turn authentication off
+            raise NoPermissionError(f"{', '.join(auth_keys)} cannot be changed on a running broker: set it in the "
+                                    "broker's config file and restart the broker")
         with self._config_update_lock:
             known = self.config.to_properties()
             changes = {k: str(v) for k, v in props.items() if k in known}
@@ -692,7 +698,8 @@ class Broker:
                     persist_changes(persist_to, changes)
                 except OSError as e:
                     raise BrokerSystemError(f"cannot write broker config {persist_to}: {e.strerror}") from None
-            apply_in_place(self.config, new, changes)
+            # ACL keys written to the file take effect at the next start (the auth services read them once)
+            apply_in_place(self.config, new, [k for k in changes if k not in AUTH_KEYS])
         if "brokerPermission" in changes:
             # the routes advertise topic perm & brokerPermission: a new DataVersion makes the name
             # server take the next registration (Java's AdminBrokerProcessor does the same)

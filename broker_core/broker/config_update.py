@@ -14,6 +14,7 @@ import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from broker_core.auth.config import AUTH_CONFIG_KEYS
 from broker_core.config_loader import ConfigError, read_properties_file, snake_to_camel
 from broker_core.store.config_file import atomic_write_bytes
 
@@ -22,6 +23,8 @@ from .errors import InvalidParameterError
 
 # Keys an update may never change (BrokerController's configBlackList default).
 BLACK_LIST = frozenset({"brokerConfigPath", "rocketmqHome", "configBlackList"})
+# ACL 2.0's keys (AuthConfig, but brokerClusterName): only ever written to the config file, read at start.
+AUTH_KEYS = frozenset(k for k in AUTH_CONFIG_KEYS if k != "brokerClusterName")
 
 
 def updated_config(current: BrokerConfig, changes: Mapping[str, str], store_root: Path) -> BrokerConfig:
@@ -36,9 +39,9 @@ def updated_config(current: BrokerConfig, changes: Mapping[str, str], store_root
 def apply_in_place(target: BrokerConfig, new: BrokerConfig, keys: Iterable[str]) -> None:
     """Set only ``keys`` on the live objects, from ``new`` (services keep their references to them);
     everything else stays as the running broker has it (ports chosen at start, the store root, ...).
-    A frozen part (AuthConfig) is replaced by a copy with those fields changed."""
+    AuthConfig is not among them: ACL keys take effect at the next start (see AUTH_KEYS)."""
     wanted = set(keys)
-    for part in (None, "store", "auth"):
+    for part in (None, "store"):
         live = target if part is None else getattr(target, part)
         fresh = new if part is None else getattr(new, part)
         fields = {f.metadata.get("key") or snake_to_camel(f.name): f.name for f in dataclasses.fields(live)
@@ -46,11 +49,8 @@ def apply_in_place(target: BrokerConfig, new: BrokerConfig, keys: Iterable[str])
         hits = {fields[k]: getattr(fresh, fields[k]) for k in wanted & fields.keys()}
         if not hits:
             continue
-        if type(live).__dataclass_params__.frozen and part is not None:
-            setattr(target, part, dataclasses.replace(live, **hits))
-        else:
-            for name, value in hits.items():
-                setattr(live, name, value)
+        for name, value in hits.items():
+            setattr(live, name, value)
     target.properties.update({k: v for k, v in new.properties.items() if k in wanted})
 
 

@@ -199,7 +199,8 @@ def write_config_json(path: str | os.PathLike[str], value: Any) -> None:
 _SHAPE_ERRORS = (ConfigFileError, ValueError, TypeError, AttributeError, KeyError)
 
 
-def read_config_json(path: str | os.PathLike[str], decode: Callable[[Any], T] | None = None) -> T | Any | None:
+def read_config_json(path: str | os.PathLike[str], decode: Callable[[Any], T] | None = None, *,
+                     previous_version: bool = True) -> T | Any | None:
     """Load a config file, falling back to ``<name>.bak`` as Java does; None when neither exists.
 
     ``decode`` turns the parsed JSON into what the caller keeps and raises for a wrong shape; a main
@@ -207,11 +208,18 @@ def read_config_json(path: str | os.PathLike[str], decode: Callable[[Any], T] | 
     WARNING naming both files. When no version is usable, ConfigFileError names each file and its
     problem. An empty file with no usable .bak is an error too: starting empty would silently drop
     what it held (committed offsets, topics).
+
+    ``previous_version=False`` (the ACL files) never loads the .bak: it holds the table before the last
+    change, and bringing back a deleted user or a revoked permission is worse than not starting. A
+    damaged (or missing) file beside a .bak is then an error that names both.
     """
     path = Path(path)
     bak = path.with_name(path.name + ".bak")
     errors: list[str] = []
-    for candidate in (path, bak):
+    if not previous_version and not path.exists() and bak.exists():
+        raise ConfigFileError(f"cannot load config file: {path} is missing but {bak.name} exists (the version "
+                              "before the last change: not loaded; copy it back to use it)")
+    for candidate in (path, bak) if previous_version else (path,):
         try:
             text = candidate.read_bytes().decode("utf-8")
         except FileNotFoundError:
@@ -240,6 +248,10 @@ def read_config_json(path: str | os.PathLike[str], decode: Callable[[Any], T] | 
                         errors[0].split(": ", 1)[1], candidate)
         return result
     if errors:
+        if not previous_version:
+            hint = (f" ({bak.name}, the version before the last change, is not loaded: check it and copy it "
+                    "back to use it)" if bak.exists() else "")
+            raise ConfigFileError("cannot load config file: " + "; ".join(errors) + hint)
         raise ConfigFileError("cannot load config file: " + "; ".join(errors)
                               + ("" if bak.exists() else f" (no {bak.name} to fall back to)"))
     return None

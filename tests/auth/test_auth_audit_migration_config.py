@@ -85,6 +85,20 @@ def test_audit_lines_in_the_documented_form(make_manager, audit_path: Path) -> N
     assert "secret-pw-42" not in log
 
 
+def test_an_access_key_with_a_newline_cannot_forge_an_audit_line(make_manager, audit_path: Path) -> None:
+    """The AccessKey is the caller's text, written before it is checked: a newline in it used to start a
+    second line of the caller's choosing (a fake "success" for the Super user)."""
+    m = make_manager()
+    forged = "x\n2026-11-27 [AUTHENTICATION] User:rocketmq is authenticated success with Signature = s"
+    fields = sign_remoting({"topic": "T"}, None, forged, "whatever")
+    with pytest.raises(AuthenticationError):
+        m.authenticate(AuthenticationContext.from_remoting(fields, None, 10))
+    m.audit.flush()
+    lines = read_log(audit_path).splitlines()
+    assert len(lines) == 1 and "User:x\\n2026-11-27 [AUTHENTICATION] User:rocketmq" in lines[0], lines
+    assert lines[0].endswith("is authenticated failed with Signature = " + fields["Signature"] + ".")
+
+
 def test_passwords_never_in_logs_errors_or_reprs(make_manager, audit_path: Path, caplog) -> None:
     secret = "Sup3r-Secret-Value"
     config = AuthConfig(

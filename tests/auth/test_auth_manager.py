@@ -214,3 +214,29 @@ def test_copy_users_and_acls_between_stores(make_manager) -> None:
     assert src.copy_users_to(dst, ["bob"]) == ["bob"]
     with pytest.raises(AuthMetadataError, match="The user ghost is not exist"):
         src.copy_users_to(dst, ["ghost"])
+
+
+@pytest.mark.parametrize("damage", [b"", b"{garbage"])
+def test_a_damaged_users_file_never_brings_back_a_deleted_user_from_its_bak(make_manager, tmp_path: Path,
+                                                                           damage: bytes) -> None:
+    """users.json.bak is the table before the last change: loading it when users.json is damaged brought
+    a deleted Super user back with its old secret. The damage stops the start instead, naming both files;
+    the same for acls.json (a revoked permission), and for a users.json gone beside its .bak."""
+    m = make_manager()
+    m.create_user("alice", "pw-alice")
+    m.create_acl(Acl.of("User:alice", ["Topic:t"], ["Pub"], "Allow"))
+    m.delete_acl("User:alice")
+    m.create_user("fired", "old-secret", "Super")
+    m.delete_user("fired")
+    config_dir = tmp_path / "store" / "config"
+    assert b"fired" in (config_dir / "users.json.bak").read_bytes()
+    (config_dir / "users.json").write_bytes(damage)
+    with pytest.raises(AuthStoreError, match=r"users\.json\.bak, the version before the last change, is not loaded"):
+        make_manager()
+    (config_dir / "users.json").unlink()
+    with pytest.raises(AuthStoreError, match=r"users\.json is missing but users\.json\.bak exists"):
+        make_manager()
+    (config_dir / "users.json.bak").unlink()
+    (config_dir / "acls.json").write_bytes(damage)
+    with pytest.raises(AuthStoreError, match=r"acls\.json\.bak, the version before the last change, is not loaded"):
+        make_manager()

@@ -52,8 +52,8 @@ def test_only_the_given_keys_change_on_the_live_broker(tmp_path: Path) -> None:
     broker = Broker(tmp_path / "store")
     try:
         broker.config.listen_port = 40123
-        broker.update_broker_config({"brokerPermission": "4", "authenticationEnabled": "true"})
-        assert broker.config.broker_permission == 4 and broker.config.auth.authentication_enabled is True
+        broker.update_broker_config({"brokerPermission": "4", "flushIntervalCommitLog": "700"})
+        assert broker.config.broker_permission == 4 and broker.config.store.flush_interval_commit_log == 700
         assert broker.config.listen_port == 40123
         assert broker.config.properties["brokerPermission"] == "4"
     finally:

@@ -67,3 +67,8 @@ def test_queue_numbers_both_zero_is_a_usage_error(tmp_path):
     r = run("updateTopic", "-c", "DefaultCluster", "-t", "T", "-r", "0", "-w", "0", "--store", str(tmp_path), "--create")
     assert r.exit_code == 2 and "cannot both be 0" in r.stderr, r.stderr
     assert not (tmp_path / "config").exists()
+
+
+def test_an_access_key_without_its_secret_is_a_usage_error():
+    r = run("listUser", "-n", "127.0.0.1:9", "-c", "DefaultCluster", "--ak", "rocketmq")
+    assert r.exit_code == 2 and "--ak/--accessKey and --sk/--secretKey must be given together" in r.stderr, r.stderr

@@ -54,3 +54,32 @@ def test_authenticated_but_not_authorized(acl_broker):
     got = acl_broker.client("simple_consume", topic="Secure", group="G-bob", expect=1, timeout=4, ak="alice",
                             sk="alice-secret")
     assert got["received"] == [] and any("Unauthorized" in e for e in got["errors"])
+
+
+def test_a_send_of_two_topics_is_refused_before_anything_is_stored(acl_broker):
+    """The proxy takes one topic a SendMessage request. Alice may publish to Secure, not to Other: her request
+    with one message for each used to store the Secure one, then answer UNAUTHORIZED with no entries (a
+    client retrying it stored it twice). Now the whole request is refused and nothing is stored."""
+    import uuid
+
+    import grpc
+
+    from broker_core.auth.signer import format_date_time, sign_grpc_metadata
+    from broker_core.net.grpc_v2.stubs import pb, service_pb2_grpc
+
+    def message(topic: str) -> object:
+        system = pb.SystemProperties(message_id=uuid.uuid4().hex.upper(), message_type=pb.MessageType.NORMAL,
+                                     body_encoding=pb.Encoding.IDENTITY)
+        return pb.Message(topic=pb.Resource(name=topic), body=b"m", system_properties=system)
+
+    stub = service_pb2_grpc.MessagingServiceStub(grpc.insecure_channel(acl_broker.address))
+    signed = tuple(sign_grpc_metadata("alice", "alice-secret", format_date_time()).items()) + (
+        ("x-mq-client-id", "acl-test@1"), ("x-mq-language", "PYTHON"))
+    mixed = stub.SendMessage(pb.SendMessageRequest(messages=[message("Secure"), message("Other")]),
+                             metadata=signed, timeout=10)
+    assert (mixed.status.code, mixed.status.message) == (pb.Code.MESSAGE_CORRUPTED, "topic in message is not same")
+    both = stub.SendMessage(pb.SendMessageRequest(messages=[message("Secure"), message("Secure")]),
+                            metadata=signed, timeout=10)
+    assert both.status.code == pb.Code.OK and len(both.entries) == 2
+    b = acl_broker.broker
+    assert sum(b.get_max_offset("Secure", q) for q in (0, 1)) == 2  # only the two of the allowed request

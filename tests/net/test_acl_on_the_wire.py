@@ -127,3 +127,25 @@ def test_broker_config_has_every_key_and_masks_credentials(acl):
     assert config["brokerName"] and config["fileReservedTime"] == "72" and config["flushDiskType"]  # store keys
     assert config["authenticationEnabled"] == "true"  # auth keys
     assert config["initAuthenticationUser"] == "***" and b"12345678" not in r.body
+
+
+def test_no_signed_in_user_can_switch_acl_off_over_the_network(acl):
+    """UPDATE_BROKER_CONFIG needs authentication only (as RocketMQ's). It used to apply ACL keys to the
+    running broker: a Normal user with no ACL turned authentication off, then anyone acted as the Super
+    user with a wrong secret, or turned both switches off and locked everyone out. ACL keys are refused
+    on a running broker (the config file, read at start, is where they change); other keys still work."""
+    _, c, root = acl
+    user = {"username": "nop", "password": "pw-nop", "userType": "Normal"}
+    assert root.call(RC.AUTH_CREATE_USER, {"username": "nop"}, json.dumps(user).encode()).code == OK
+    nop = Signed(c, "nop", "pw-nop")
+    for caller in (nop, root):
+        for key in ("authenticationEnabled", "authorizationEnabled", "authenticationWhitelist"):
+            r = caller.call(RC.UPDATE_BROKER_CONFIG, {}, f"{key}=false\n".encode())
+            assert r.code == ResponseCode.NO_PERMISSION and r.remark.startswith(f"{key} cannot be changed on a "
+                                                                                 "running broker"), r.remark
+    r = Signed(c, "rocketmq", "WRONG").call(RC.AUTH_LIST_USER, {"filter": ""})
+    assert (r.code, r.remark) == (ResponseCode.NO_PERMISSION, "check signature failed.")
+    assert root.call(RC.AUTH_LIST_USER, {"filter": ""}).code == OK
+    config = parse_properties_text(root.call(RC.GET_BROKER_CONFIG).body)
+    assert (config["authenticationEnabled"], config["authorizationEnabled"]) == ("true", "true")
+    assert nop.call(RC.UPDATE_BROKER_CONFIG, {}, b"maxReconsumeTimes=5\n").code == OK

@@ -144,3 +144,20 @@ def test_broker_only_needs_a_name_server(tmp_path):
                        timeout=60)
     assert r.returncode == 1
     assert r.stderr.strip() == "mqbroker: --broker-only needs name server addresses (-n host:port or namesrvAddr)"
+
+
+def test_mqbroker_refuses_a_damaged_users_file_in_one_line(tmp_path):
+    """A users.json (or acls.json) that cannot be read stops the start with one line naming it; it used to end
+    in a Python traceback (the ACL store's error was not among those mqbroker reports)."""
+    from broker_core.broker.broker import Broker
+
+    store = tmp_path / "store"
+    Broker(store).shutdown()
+    (store / "config" / "users.json").write_text('{"users": {"x": {"username": "x", "password": "p", '
+                                                  '"userType": "Root"}}}')
+    done = subprocess.run([sys.executable, "-m", "broker_core.mqbroker", "--store", str(store), "--listenPort", "0",
+                           "--namesrvPort", "0"], capture_output=True, text=True, cwd=REPO,
+                          env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}, timeout=60)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    line = done.stderr.strip().splitlines()[-1]
+    assert line.startswith(f"mqbroker: cannot open store {store}: cannot read users file ") and "x" in line

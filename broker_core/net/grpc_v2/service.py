@@ -414,6 +414,12 @@ class MessagingService(MessagingServiceServicer):
             info = self._info(context, "SendMessage")
             if not request.messages:
                 raise RpcError(pb.Code.BAD_REQUEST, "no message to send")
+            # one topic a request, checked before anything is stored (as RocketMQ's proxy): a refusal of
+            # a later message must not leave the earlier ones stored behind a failed answer
+            topic = request.messages[0].topic.name
+            if any(m.topic.name != topic for m in request.messages):
+                raise RpcError(pb.Code.MESSAGE_CORRUPTED, "topic in message is not same")
+            await self._authorize(info, "SendMessage", topic=topic)
             entries = []
             for message in request.messages:
                 entries.append(await self._send_one(info, message))
@@ -424,8 +430,8 @@ class MessagingService(MessagingServiceServicer):
         return pb.SendMessageResponse(status=top, entries=entries)
 
     async def _send_one(self, info: CallInfo, message: Any) -> Any:
+        """One message of an authorized request (its topic is the request's)."""
         topic = message.topic.name
-        await self._authorize(info, "SendMessage", topic=topic)
         try:
             self._check_topic(topic)
             m = inbound(message, info.peer_ip, self.max_body_size, now_ms=self.clock(),
