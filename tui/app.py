@@ -56,6 +56,8 @@ class DashboardApp(App):
         self.lost: tuple[str, float] | None = None
         self.start_screen = start_screen
         self.sub_title = target.description
+        self.crash: BaseException | None = None
+        """The unexpected error that stopped the app (then ``return_code`` is 1), for the command to report."""
 
     def on_mount(self) -> None:
         self.switch_mode(self.start_screen)
@@ -63,6 +65,13 @@ class DashboardApp(App):
 
     def on_unmount(self) -> None:
         self.poller.close()
+
+    def _handle_exception(self, error: Exception) -> None:
+        """Keep the error that stops the app: ``mqadmin dashboard`` reports it in one line and exits 1
+        (Textual itself only prints a stack trace, and ``run()`` returns as after a normal quit)."""
+        if self.crash is None:
+            self.crash = error
+        super()._handle_exception(error)
 
     # -- poller messages ---------------------------------------------------------------------------
     def on_poller_refreshed(self, event: Poller.Refreshed) -> None:

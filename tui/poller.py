@@ -3,8 +3,10 @@ and turns the answers into Textual messages.
 
 Why: screens never call the Admin (a slow broker must not freeze the UI, and a screen must not hold
 a connection); they render ``Refreshed`` snapshots and send one-off questions through ``ask``, whose
-answer comes back as an ``Answer`` message to the widget that asked. A failed or timed-out refresh
-becomes ``ConnectionLost`` (the app shows a banner) and the poller retries with a growing pause.
+answer comes back as an ``Answer`` message to the widget that asked. A refresh whose core (brokers,
+topics) fails or times out becomes ``ConnectionLost`` (the app shows a banner) and the poller retries
+with a growing pause; a part that cannot be read (a damaged acls.json, say) is reported by the
+snapshot itself, so the rest of the refresh still shows.
 On a store directory the Admin is reopened every refresh, so a broker writing beside us is seen.
 """
 
@@ -21,7 +23,7 @@ from textual.message import Message
 from textual.message_pump import MessagePump
 
 from mqadmin.admin import Admin
-from mqadmin.errors import AdminError
+from tui.errors import CallTimeout, describe_error
 from tui.snapshot import Snapshot, collect_snapshot
 
 T = TypeVar("T")
@@ -36,17 +38,6 @@ class AdminTarget(Protocol):
     reopen_each_refresh: bool
 
     def open(self, writes: bool = False) -> Admin: ...
-
-
-class CallTimeout(AdminError):
-    def __init__(self, what: str, seconds: float) -> None:
-        super().__init__(f"{what} did not answer within {seconds:g} s")
-
-
-def describe_error(e: BaseException) -> str:
-    if isinstance(e, AdminError):
-        return e.message
-    return f"{type(e).__name__}: {e}"
 
 
 class AdminSession:

@@ -4,6 +4,13 @@ Why a module: every screen renders from the same immutable ``Snapshot`` (so they
 never call the Admin themselves), and rates (put/consume TPS, lag trend, time to drain) are derived
 here from offsets over time. Deriving them from offsets works the same on a running cluster and on a
 store directory opened read-only, where the broker's in-process counters are not visible.
+
+A refresh reads its core (brokers, topics) all or nothing: without them nothing can be shown, and
+their failure is what the poller reports as a lost broker. The other parts (a broker's runtime
+figures, consumer groups, users and ACLs) each live in their own files, so one damaged file (an
+acls.json cut short, say) must not blank every screen: such a part comes back empty with its error,
+which the screens that show it print, and the rest of the refresh is shown as usual. A timeout is
+never a part's failure: the session behind it is dropped, so it fails the whole refresh.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from mqadmin.figures import (
     transaction_backlog_from,
 )
 from mqadmin.transport.values import QueueStatus
+from tui.errors import CallTimeout, describe_error
 
 T = TypeVar("T")
 
@@ -62,10 +70,12 @@ class TopicSnapshot:
 
 @dataclass(frozen=True)
 class BrokerView:
-    """One broker's runtime info and the figures parsed from it."""
+    """One broker's runtime info and the figures parsed from it; ``error`` says why the runtime info
+    could not be read (then ``status`` is empty and the figures are not shown)."""
 
     identity: BrokerIdentity
     status: dict[str, str]
+    error: str | None = None
 
     @property
     def name(self) -> str:
@@ -98,6 +108,10 @@ class Snapshot:
     groups: list[GroupLag]
     users: list[User]
     acls: list[Acl]
+    groups_error: str | None = None
+    """Why some or all consumer groups could not be read (those read are in ``groups``)."""
+    acl_error: str | None = None
+    """Why the users or ACLs could not be read (e.g. a damaged config/acls.json)."""
 
     @property
     def identity(self) -> BrokerIdentity:
@@ -111,6 +125,16 @@ class Snapshot:
         return next((g for g in self.groups if g.group == name), None)
 
     @property
+    def status_error(self) -> str | None:
+        """Why the runtime info of some brokers cannot be read, in one line (None when all were read)."""
+        failed = [b for b in self.brokers if b.error is not None]
+        if not failed:
+            return None
+        if len(self.brokers) == 1:
+            return failed[0].error
+        return "; ".join(f"{b.name}: {b.error}" for b in failed)
+
+    @property
     def total_lag(self) -> int:
         return sum(g.total_lag for g in self.groups)
 
@@ -120,10 +144,20 @@ AdminCall = Callable[[Callable[[Admin], T]], Awaitable[T]]
 
 
 async def collect_snapshot(call: AdminCall, taken_ms: int) -> Snapshot:
-    """Read every figure the dashboard shows through the Admin interface, one timed call per fact."""
+    """Read every figure the dashboard shows through the Admin interface, one timed call per fact.
+
+    The brokers and topics are the core (their failure fails the refresh); every other part that
+    fails is kept as its one-line error in the snapshot (see the module docstring)."""
     brokers = []
     for b in await call(lambda a: a.brokers()):
-        brokers.append(BrokerView(b, await call(lambda a, addr=b.broker_addr: a.broker_status(addr))))
+        try:
+            status = await call(lambda a, addr=b.broker_addr: a.broker_status(addr))
+        except CallTimeout:
+            raise
+        except Exception as e:  # noqa: BLE001 - e.g. a damaged delayOffset.json: shown on the screens
+            brokers.append(BrokerView(b, {}, describe_error(e)))
+        else:
+            brokers.append(BrokerView(b, status))
     topics = []
     for name in await call(lambda a: a.list_topics()):
         try:
@@ -132,14 +166,45 @@ async def collect_snapshot(call: AdminCall, taken_ms: int) -> Snapshot:
         except NotFoundError:
             continue  # deleted between the listing and the read: gone from this refresh
         topics.append(TopicSnapshot(info, queues))
-    groups = []
-    for name in await call(lambda a: a.list_groups()):
+    groups, groups_error = await _read_groups(call)
+    users: list[User] = []
+    acls: list[Acl] = []
+    acl_error = None
+    try:
+        users = await call(lambda a: a.list_users())
+        acls = await call(lambda a: a.list_acls())
+    except CallTimeout:
+        raise
+    except Exception as e:  # noqa: BLE001 - a damaged users.json / acls.json: shown on the ACL screen
+        acl_error = describe_error(e)
+    return Snapshot(taken_ms, brokers, topics, groups, users, acls, groups_error, acl_error)
+
+
+async def _read_groups(call: AdminCall) -> tuple[list[GroupLag], str | None]:
+    """The groups that can be read, and the first error of those that cannot (a damaged
+    consumerOrderInfo.json fails every group's lag; one bad group must not hide the others)."""
+    groups: list[GroupLag] = []
+    try:
+        names = await call(lambda a: a.list_groups())
+    except CallTimeout:
+        raise
+    except Exception as e:  # noqa: BLE001 - e.g. a damaged subscriptionGroup.json
+        return groups, describe_error(e)
+    failed: list[str] = []
+    error = None
+    for name in names:
         try:
             groups.append(await call(lambda a, n=name: a.group_lag(n)))
         except NotFoundError:
             continue
-    return Snapshot(taken_ms, brokers, topics, groups, await call(lambda a: a.list_users()),
-                    await call(lambda a: a.list_acls()))
+        except CallTimeout:
+            raise
+        except Exception as e:  # noqa: BLE001 - kept as the part's error
+            failed.append(name)
+            error = error or describe_error(e)
+    if error is not None and len(failed) < len(names):
+        error = f"{len(failed)} of {len(names)} groups cannot be read: {error}"
+    return groups, error
 
 
 @dataclass

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -9,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from mqadmin.cli import Cmd, register
-from mqadmin.errors import UsageProblem
+from mqadmin.errors import AdminError, UsageProblem
 from mqadmin.timefmt import now_ms
 
 if TYPE_CHECKING:  # `mqadmin --help` must not load the Admin or the Broker
@@ -75,4 +76,14 @@ def dashboard(
         admin.list_topics()
     finally:
         admin.close()
-    DashboardApp(target, refresh_s=refresh, call_timeout_s=timeout, start_screen=screen).run()
+    dash = DashboardApp(target, refresh_s=refresh, call_timeout_s=timeout, start_screen=screen)
+    if not cmd.opts.verbose:  # a crash is one line, as every mqadmin failure (--verbose: Textual's trace too)
+        from rich.console import Console
+
+        dash.error_console = Console(file=io.StringIO(), markup=False, highlight=False)
+    dash.run()
+    if dash.return_code:  # an unexpected error stopped the app: exit 1, not a silent 0
+        from tui.errors import describe_error
+
+        why = describe_error(dash.crash) if dash.crash is not None else f"exit code {dash.return_code}"
+        raise AdminError(f"the dashboard stopped: {why} (run with --verbose for the details)")

@@ -39,6 +39,16 @@ def widget_text(widget: Widget) -> str:
     return console.export_text()
 
 
+def shown_text(widget: Widget) -> str:
+    """What a Label or Static shows, as plain text: its content as rendered (markup in a string is
+    applied, so a ``[word]`` read as a tag is missing here), where ``widget_text`` gives the content."""
+    from textual.content import Content
+
+    assert isinstance(widget, Label | Static)
+    visual = widget.visual
+    return visual.plain if isinstance(visual, Content) else widget_text(widget)
+
+
 def number(cell: str) -> int:
     return int(cell.replace(",", ""))
 

@@ -1,5 +1,8 @@
 """Screen 6, ACL: users and policy entries (ACL 2.0), and an explain box: subject, resource, action
-and source IP in, the deciding entry and the reason out (what ``mqadmin explainAcl`` says)."""
+and source IP in, the deciding entry and the reason out (what ``mqadmin explainAcl`` says).
+
+When the users or ACLs cannot be read (a damaged users.json or acls.json) the screen says so in one
+line naming the file, and the other screens go on showing what they read."""
 
 from __future__ import annotations
 
@@ -17,12 +20,14 @@ from tui.poller import Poller
 from tui.screens.base import DashboardScreen
 from tui.snapshot import History, Snapshot
 from tui.widgets.filter_table import FilterTable
+from tui.widgets.problem import ProblemLine
 
 
 class AclScreen(DashboardScreen):
     TITLE = "ACL"
 
     def compose_body(self) -> Iterable[Widget]:
+        yield ProblemLine(id="acl-problem")
         with Horizontal(classes="pair"):
             with Vertical(classes="narrow"):
                 yield Label("Users", classes="section")
@@ -40,6 +45,8 @@ class AclScreen(DashboardScreen):
         yield Static("", id="explanation")
 
     def show(self, snapshot: Snapshot, history: History) -> None:
+        self.query_one("#acl-problem", ProblemLine).show_problem("Cannot read the users and ACLs",
+                                                                 snapshot.acl_error)
         self.query_one("#users", FilterTable).set_rows([
             (u.username, [u.username, u.user_type.value, u.user_status.value]) for u in snapshot.users])
         rows = []

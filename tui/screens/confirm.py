@@ -1,7 +1,11 @@
-"""A yes/no question before anything changes (y / n keys, or the buttons)."""
+"""A yes/no question before anything changes (y / n keys, or the buttons).
+
+The question names groups and topics, so it is shown as literal text, never markup.
+"""
 
 from __future__ import annotations
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -18,7 +22,7 @@ class ConfirmScreen(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog", id="confirm-dialog"):
-            yield Label(self.question, id="question")
+            yield Label(Text(self.question), id="question")
             with Horizontal(classes="buttons"):
                 yield Button("Yes, apply (y)", id="yes", variant="error")
                 yield Button("No (n)", id="no", variant="primary")

@@ -1,6 +1,9 @@
 """Screen 3, Consumers: groups by lag (highest first) with consume TPS, time to drain, pop in-flight,
 blocked FIFO queues, retry and DLQ depth; the highlighted group's lag sparkline and queues. ``r``
-opens the offset reset (plan first, then a confirmation)."""
+opens the offset reset (plan first, then a confirmation).
+
+Group names are shown as literal text; groups that cannot be read (a damaged consumerOrderInfo.json)
+are named in a problem line above the table instead of blanking the whole dashboard."""
 
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ from tui import format as fmt
 from tui.screens.base import DashboardScreen
 from tui.snapshot import History, Snapshot
 from tui.widgets.filter_table import FilterTable
+from tui.widgets.problem import ProblemLine
 
 
 class ConsumersScreen(DashboardScreen):
@@ -24,6 +28,7 @@ class ConsumersScreen(DashboardScreen):
 
     def compose_body(self) -> Iterable[Widget]:
         yield Label("Consumer groups, highest lag first", classes="section")
+        yield ProblemLine(id="groups-problem")
         yield FilterTable(["Group", "Lag", "Trend", "Consume TPS", "Drains in", "In-flight", "Blocked FIFO", "Retry",
                            "DLQ", "Topics"], id="groups")
         yield Label("", id="lag-label", classes="section")
@@ -32,6 +37,8 @@ class ConsumersScreen(DashboardScreen):
                           id="group-queues")
 
     def show(self, snapshot: Snapshot, history: History) -> None:
+        self.query_one("#groups-problem", ProblemLine).show_problem("Cannot read consumer groups",
+                                                                    snapshot.groups_error)
         groups = sorted(snapshot.groups, key=lambda g: (-g.total_lag, g.group))
         rows = []
         for g in groups:
@@ -56,12 +63,13 @@ class ConsumersScreen(DashboardScreen):
         spark = self.query_one("#lag-spark", Sparkline)
         queues = self.query_one("#group-queues", FilterTable)
         if g is None:
-            label.update("No consumer group holds offsets in this store")
+            label.update("No consumer group holds offsets in this store" if snapshot.groups_error is None
+                         else "No consumer group to show")
             spark.data = [0.0]
             queues.set_rows([])
             return
         values = history.lag_values(g.group)
-        label.update(f"Lag of {g.group}: {fmt.count(g.total_lag)} now, {len(values)} refreshes shown")
+        label.update(Text(f"Lag of {g.group}: {fmt.count(g.total_lag)} now, {len(values)} refreshes shown"))
         spark.data = values or [0.0]
         queues.set_rows([(f"{q.topic}/{q.queue_id}", [
             q.topic, q.queue_id, q.broker_offset, q.consumer_offset, q.diff, q.inflight,
@@ -77,7 +85,8 @@ class ConsumersScreen(DashboardScreen):
             self.notify("Highlight a consumer group first", severity="warning")
             return
         if not g.topics:
-            self.notify(f"{g.group} holds no offsets on any topic: nothing to reset", severity="warning")
+            self.notify(f"{g.group} holds no offsets on any topic: nothing to reset", severity="warning",
+                        markup=False)
             return
         from tui.screens.reset import ResetScreen
 

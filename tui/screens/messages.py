@@ -1,10 +1,16 @@
 """Screen 5, Messages: query by key, unique key, message id or queue offset, or browse a queue page
-by page; the highlighted message's fields, properties and body (text, pretty JSON or hex)."""
+by page; the highlighted message's fields, properties and body (text, pretty JSON or hex).
+
+The status line repeats what was typed and the Admin's errors, so it is literal text, never markup
+(``[/]`` typed as a key must be searched for, not parsed). A negative offset is refused here with the
+broker's own words: the store-mode read once treated it as 0 and showed offset 0's message.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
+from rich.text import Text
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.suggester import SuggestFromList
@@ -65,7 +71,8 @@ class MessagesScreen(DashboardScreen):
             super().on_input_submitted(event)
 
     def _status(self, text: str) -> None:
-        self.query_one("#query-status", Label).update(text)
+        """Show ``text`` as it is (it holds user input and error messages: no markup)."""
+        self.query_one("#query-status", Label).update(Text(text))
 
     def search(self, browse_from: int | None = None) -> None:
         mode = self.query_one("#mode", Select).value
@@ -80,6 +87,9 @@ class MessagesScreen(DashboardScreen):
             number = int(value) if value and mode in ("offset", "browse") else None
         except ValueError:
             self._status("Queue id and offset are numbers.")
+            return
+        if number is not None and number < 0:
+            self._status(negative_offset(number))
             return
         broker = self.broker_name
         if mode == "browse":
@@ -150,3 +160,9 @@ class MessagesScreen(DashboardScreen):
         else:
             start = max(0, (self.results[0].queue_offset if self.results else (self._browse_at or 0)) - PAGE)
         self.search(browse_from=start)
+
+
+def negative_offset(offset: int) -> str:
+    """The refusal of a negative queue offset, in the words the broker's pull answers it with
+    (what ``Admin.query_msg_by_offset`` says on a cluster and on a store directory)."""
+    return f"queueOffset must be >= 0, got {offset}"

@@ -1,4 +1,7 @@
-"""Screen 1, Overview: the broker, disk, put/get TPS with sparklines, store positions and backlogs."""
+"""Screen 1, Overview: the broker, disk, put/get TPS with sparklines, store positions and backlogs.
+
+A broker whose runtime info cannot be read (a damaged delayOffset.json) keeps its row, with '-' where
+the figures would be, and a problem line says why (tui.widgets.problem)."""
 
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ from tui import format as fmt
 from tui.screens.base import DashboardScreen
 from tui.snapshot import History, Snapshot
 from tui.widgets.filter_table import FilterTable
+from tui.widgets.problem import ProblemLine
 
 
 class OverviewScreen(DashboardScreen):
@@ -19,6 +23,7 @@ class OverviewScreen(DashboardScreen):
 
     def compose_body(self) -> Iterable[Widget]:
         yield Label("Brokers", classes="section")
+        yield ProblemLine(id="status-problem")
         yield FilterTable(["Broker", "Address", "Cluster", "Version", "Up time", "Disk used", "Mode"], id="brokers")
         with Horizontal(id="tps"):
             with Vertical(classes="tps-box"):
@@ -34,7 +39,9 @@ class OverviewScreen(DashboardScreen):
         rows = []
         for b in snapshot.brokers:
             status, me = b.status, b.identity
-            if status.get("readOnly") == "true":
+            if b.error is not None:
+                up = mode = "-"
+            elif status.get("readOnly") == "true":
                 held = status.get("brokerActive") == "true"
                 up = "store held by a running broker" if held else "store (no broker running)"
                 mode = "read-only store"
@@ -45,6 +52,8 @@ class OverviewScreen(DashboardScreen):
                                           status.get("brokerVersionDesc", "-"), up,
                                           _disk(status.get("commitLogDiskRatio")), mode]))
         self.query_one("#brokers", FilterTable).set_rows(rows)
+        self.query_one("#status-problem", ProblemLine).show_problem(
+            "Cannot read the runtime info", snapshot.status_error)
         put_tps, get_tps = history.put_tps.values(), history.get_tps.values()
         self.query_one("#put-label", Label).update(f"Put TPS {fmt.rate(put_tps[-1] if put_tps else 0.0)} "
                                                    f"(last {len(put_tps)} refreshes)")
@@ -59,6 +68,9 @@ class OverviewScreen(DashboardScreen):
         many = len(snapshot.brokers) > 1
         for b in snapshot.brokers:
             prefix = f"{b.name}: " if many else ""
+            if b.error is not None:
+                figures.append((prefix + "Runtime info", "cannot be read (see above)"))
+                continue
             p, timer, tx = b.positions, b.timer, b.transactions
             delay_pending = sum(d.pending for d in b.delay_levels)
             figures += [(prefix + k, v) for k, v in (

@@ -1,11 +1,16 @@
 """The reset action of screen 3: choose topic and target (a time, or an offset), see the plan (a dry
 run: nothing changes), then apply it only after a confirmation. What is applied is exactly what was
-planned; changing an input drops the plan."""
+planned; changing an input drops the plan.
+
+Group and topic names, what was typed and the Admin's errors are shown as literal text, never markup:
+a time typed as ``[/]`` must be refused with its own words, not stop the dashboard.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -48,9 +53,9 @@ class ResetScreen(ModalScreen[ResetPlan | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="reset-dialog", classes="dialog"):
-            yield Label(f"Reset the offsets of group {self.group}", classes="section")
+            yield Label(Text(f"Reset the offsets of group {self.group}"), classes="section")
             with Horizontal(classes="form-row"):
-                yield Select([(t, t) for t in self.topics], value=self.topics[0] if self.topics else Select.BLANK,
+                yield Select([(Text(t), t) for t in self.topics], value=self.topics[0] if self.topics else Select.BLANK,
                              allow_blank=False, id="reset-topic")
                 yield Select([("to a time", "time"), ("to an offset", "offset")], value="time", allow_blank=False,
                              id="reset-mode")
@@ -90,7 +95,8 @@ class ResetScreen(ModalScreen[ResetPlan | None]):
         return ResetRequest(self.group, topic, parse_timestamp(value, option="time"), queue_id, None)
 
     def _status(self, text: str) -> None:
-        self.query_one("#reset-status", Label).update(text)
+        """Show ``text`` as it is (it holds user input and error messages: no markup)."""
+        self.query_one("#reset-status", Label).update(Text(text))
 
     def on_input_changed(self, event: Input.Changed) -> None:
         self._drop_plan()
@@ -166,7 +172,7 @@ class ResetScreen(ModalScreen[ResetPlan | None]):
             self.planned = None
             self.query_one("#apply", Button).disabled = True
             self._status(f"Applied: {len(self.applied.changes)} queue(s) of group {self.group} reset.")
-            self.notify(f"Offsets of {self.group} reset", title="Reset applied")
+            self.notify(f"Offsets of {self.group} reset", title="Reset applied", markup=False)
             self._poller().refresh_now()
 
     def action_cancel(self) -> None:

@@ -1,5 +1,8 @@
 """Screen 4, Timers: the timer wheel (pending, due-in histogram, rates, dequeue lag), the 4.x delay
-levels with their queue depths, and transaction half/op depths with pending check-backs."""
+levels with their queue depths, and transaction half/op depths with pending check-backs.
+
+They all come from a broker's runtime info: when it cannot be read (a damaged delayOffset.json) a
+problem line says why instead of showing an empty wheel as if it were off."""
 
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ from tui import format as fmt
 from tui.screens.base import DashboardScreen
 from tui.snapshot import History, Snapshot
 from tui.widgets.filter_table import FilterTable
+from tui.widgets.problem import ProblemLine
 
 BUCKET_NAMES = {"10s": "next 10 s", "1m": "10 s - 1 min", "10m": "1 - 10 min", "1h": "10 min - 1 h",
                 "later": "later than 1 h"}
@@ -25,6 +29,7 @@ class TimersScreen(DashboardScreen):
     TITLE = "Timers"
 
     def compose_body(self) -> Iterable[Widget]:
+        yield ProblemLine(id="status-problem")
         with Horizontal(classes="pair"):
             with Vertical():
                 yield Label("Timer wheel", id="timer-title", classes="section")
@@ -42,11 +47,18 @@ class TimersScreen(DashboardScreen):
                 yield FilterTable(["Figure", "Value"], id="transactions")
 
     def show(self, snapshot: Snapshot, history: History) -> None:
+        self.query_one("#status-problem", ProblemLine).show_problem(
+            "Cannot read the runtime info", snapshot.status_error)
         many = len(snapshot.brokers) > 1
-        wheels = [(b.name, b.timer) for b in snapshot.brokers if b.timer is not None]
+        readable = [b for b in snapshot.brokers if b.error is None]
+        wheels = [(b.name, b.timer) for b in readable if b.timer is not None]
         figures = self.query_one("#timer-figures", FilterTable)
         due = self.query_one("#due", FilterTable)
-        if not wheels:
+        if not readable:
+            self.query_one("#timer-title", Label).update("Timer wheel: unknown (runtime info cannot be read)")
+            figures.set_rows([])
+            due.set_rows([])
+        elif not wheels:
             self.query_one("#timer-title", Label).update("Timer wheel: off (timerWheelEnable=false or no wheel)")
             figures.set_rows([])
             due.set_rows([])
@@ -72,14 +84,14 @@ class TimersScreen(DashboardScreen):
             due.set_rows([(b, [BUCKET_NAMES[b], counts[b], Text("█" * round(BAR_WIDTH * counts[b] / top), style="bold")])
                           for b in TIMER_DUE_BUCKETS])
         levels = []
-        for b in snapshot.brokers:
+        for b in readable:
             prefix = f"{b.name}: " if many else ""
             levels += [(f"{b.name}/{d.level}", [f"{prefix}{d.level}" if many else d.level, fmt.duration(d.delay_ms), d.queue_id, d.offset,
                                                  d.max_offset, d.pending, fmt.when(d.next_due_ms or 0)])
                        for d in b.delay_levels]
         self.query_one("#delay-levels", FilterTable).set_rows(levels)
         tx_rows = []
-        for b in snapshot.brokers:
+        for b in readable:
             prefix = f"{b.name}: " if many else ""
             tx = b.transactions
             tx_rows += [(prefix + k, [prefix + k, v]) for k, v in (

@@ -1,4 +1,8 @@
-"""One message: its record fields and properties, and the body as text, pretty JSON or hex."""
+"""One message: its record fields and properties, and the body as text, pretty JSON or hex.
+
+Every field, property and body is shown as literal text (``rich.text.Text``): they are whatever a
+producer sent, and a property value such as ``[/]`` read as markup would stop the dashboard.
+"""
 
 from __future__ import annotations
 
@@ -81,10 +85,10 @@ class MessageView(Static):
                      ("Commitlog offset", str(r.commit_log_offset)), ("Stored", fmt.when(r.store_timestamp)),
                      ("Born", f"{fmt.when(r.born_timestamp)} from {r.born_host}"),
                      ("Reconsume times", str(r.reconsume_times))):
-            head.add_row(k, v)
+            head.add_row(Text(k), Text(v))
         props = Table("Property", "Value", box=None, pad_edge=False)
         for k, v in sorted(r.properties.items()):
-            props.add_row(k, v)
+            props.add_row(Text(k), Text(v))
         used, body = render_body(r.body, self.view)
         title = Text(f"Body ({len(r.body)} bytes, {used}; b switches view)", style="bold")
         self.update(Group(head, Text(""), props, Text(""), title, body))
