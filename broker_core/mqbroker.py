@@ -90,6 +90,12 @@ async def _serve(broker: Broker | None, net: NetConfig, namesrv_sock: socket.soc
     server: BrokerRemotingServer | None = None
     grpc_endpoint: GrpcEndpoint | None = None
     try:
+        if broker is not None and broker_sock is not None and grpc_port is not None:
+            # first: a gRPC port in use (a second broker on one host keeps grpcServerPort 8081) fails the
+            # start in one line before anything says "boot success"
+            endpoint = GrpcEndpoint(broker, GrpcServerConfig.from_broker_config(broker.config, host, grpc_port))
+            await endpoint.start()
+            grpc_endpoint = endpoint
         if namesrv_sock is not None:
             namesrv = NameServer(NamesrvConfig(listen_host=host, scan_not_active_broker_interval=net.scan_not_active_broker_interval,
                                                broker_channel_expired_time=net.broker_channel_expired_time,
@@ -106,9 +112,7 @@ async def _serve(broker: Broker | None, net: NetConfig, namesrv_sock: socket.soc
             print(f"The broker[{cfg.broker_name}, {cfg.broker_addr}] boot success. serializeType=JSON and name server "
                   f"is {';'.join(namesrv_addrs)} (cluster {cfg.broker_cluster_name}, store {broker.root.resolve()}, "
                   f"pid {os.getpid()})", flush=True)
-            if grpc_port is not None:
-                grpc_endpoint = GrpcEndpoint(broker, GrpcServerConfig.from_broker_config(cfg, host, grpc_port))
-                await grpc_endpoint.start()
+            if grpc_endpoint is not None:
                 print(f"The gRPC v2 endpoint boot success on {host}:{grpc_endpoint.port}"
                       f"{' (TLS)' if cfg.grpc_tls_cert_path else ''}", flush=True)
         if namesrv_addrs:
@@ -198,6 +202,9 @@ def main(argv: list[str] | None = None) -> int:
             runner.run(_serve(broker, net, namesrv_sock, broker_sock, addrs, host, grpc_port, kv_path))
     except ConfigFileError as e:  # a damaged kvConfig.json (and .bak): one line naming the files
         print(f"mqbroker: name server: {e}", file=sys.stderr)
+        return 1
+    except OSError as e:  # the gRPC endpoint's port (its bind happens inside grpc's server)
+        print(f"mqbroker: {e}", file=sys.stderr)
         return 1
     finally:
         if broker is not None:

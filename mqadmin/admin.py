@@ -247,6 +247,8 @@ class Admin:
         that does not serve the topic cannot fail or stall the command); every broker when the name
         server has no route for it (a topic just created, whose broker has not registered it yet)."""
         brokers = self.brokers()
+        if len(brokers) == 1:  # a store directory, or a one-broker cluster: nothing to choose
+            return brokers
         route = self.client.topic_route(topic)
         if route is None:
             return brokers

@@ -700,6 +700,8 @@ class Broker:
                     raise BrokerSystemError(f"cannot write broker config {persist_to}: {e.strerror}") from None
             # ACL keys written to the file take effect at the next start (the auth services read them once)
             apply_in_place(self.config, new, [k for k in changes if k not in AUTH_KEYS])
+            if self._built("transaction_service"):  # it reads transactionCheckMax/TimeOut/... from its own copy
+                self.transaction_service.config = self.config.transaction_config()
         if "brokerPermission" in changes:
             # the routes advertise topic perm & brokerPermission: a new DataVersion makes the name
             # server take the next registration (Java's AdminBrokerProcessor does the same)

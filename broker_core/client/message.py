@@ -7,12 +7,16 @@ module that knows the record bytes.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 
 from broker_core.store.codec.batch import iter_batch_raw
+from broker_core.store.codec.compression import BodyDecompressError, decompressed_body
 from broker_core.store.codec.message import MessageExt, RecordError, decode_record
 from broker_core.store.codec.message_id import UniqKeyGenerator
-from broker_core.store.codec.sys_flag import INNER_BATCH_FLAG, NEED_UNWRAP_FLAG
+from broker_core.store.codec.sys_flag import COMPRESSED_FLAG, INNER_BATCH_FLAG, NEED_UNWRAP_FLAG
+
+log = logging.getLogger(__name__)
 
 PROPERTY_KEYS = "KEYS"
 PROPERTY_TAGS = "TAGS"
@@ -57,8 +61,12 @@ class Message:
         return props
 
 
-def decode_records(body: bytes) -> list[MessageExt]:
-    """Every stored record of a PULL/QUERY/VIEW/CHECK body, in order; RecordError on torn data."""
+def decode_records(body: bytes, decompress: bool = True) -> list[MessageExt]:
+    """Every stored record of a PULL/QUERY/VIEW/CHECK body, in order; RecordError on torn data.
+
+    ``decompress`` (Java's deCompressBody): a body a Java or ali-ons producer compressed (over 4 KiB, SYSFLAG
+    COMPRESSED_FLAG) is handed over as it was sent; one that cannot be inflated is kept as stored, with a
+    warning naming the message. SYSFLAG is left as stored, as Java leaves it."""
     out: list[MessageExt] = []
     pos = 0
     n = len(body)
@@ -71,6 +79,11 @@ def decode_records(body: bytes) -> list[MessageExt]:
         if msg.sys_flag & INNER_BATCH_FLAG:
             out.extend(_unwrap(msg))
         else:
+            if decompress and msg.sys_flag & COMPRESSED_FLAG:
+                try:
+                    msg.body = decompressed_body(msg.body, msg.sys_flag)
+                except BodyDecompressError as e:
+                    log.warning("message %s of %s: %s; its body is handed over as stored", msg.msg_id, msg.topic, e)
             out.append(msg)
     return out
 

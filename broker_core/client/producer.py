@@ -147,6 +147,9 @@ class Producer:
     async def start(self) -> None:
         self.instance.register_producer(self.group, self)
         await self.instance.start()
+        # as Java's start: brokers learn the group now, not at the next periodic heartbeat (30 s), or a
+        # transaction check-back meanwhile finds no live producer of the group
+        await self.instance.send_heartbeat_to_all()
         self._started = True
         self._shut_down = False
         if self.trace is not None:

@@ -216,7 +216,7 @@ class RemotingBrokerClient:
     @staticmethod
     def _records(resp: RemotingCommand) -> list[MessageRecord]:
         try:
-            return [to_record(m) for m in decode_records(resp.body)]
+            return [to_record(m) for m in decode_records(resp.body, decompress=False)]  # to_record does it
         except RecordError as e:
             raise AdminError(f"undecodable message record from the server: {e}") from None
 

@@ -91,3 +91,16 @@ def test_concurrent_updates_keep_every_key_in_the_file(tmp_path: Path) -> None:
     assert not failures, failures
     restarted = BrokerConfig.load(conf, tmp_path / "store").to_properties()
     assert {k: restarted[k] for k in wanted} == wanted
+
+
+def test_transaction_keys_take_effect_on_the_running_check_service(tmp_path: Path) -> None:
+    """updateBrokerConfig -k transactionCheckMax answered success and getBrokerConfig showed the new value,
+    but the check service kept the copy it was built with: a half was still given up after the old count."""
+    broker = Broker(tmp_path / "store", BrokerConfig.from_properties({"transactionCheckMax": "3"}, tmp_path / "store"))
+    try:
+        service = broker.transaction_service
+        assert service.config.transaction_check_max == 3
+        broker.update_broker_config({"transactionCheckMax": "8", "transactionTimeOut": "2000"})
+        assert (service.config.transaction_check_max, service.config.transaction_timeout) == (8, 2000)
+    finally:
+        broker.shutdown()

@@ -70,7 +70,7 @@ def test_reset_offset_by_time_refuses_other_timestamps(golden_cli, value):
     cli("updateSubGroup", "-c", "DefaultCluster", "-g", "G1")
     before = cli.json("resetOffsetByTime", "-g", "G1", "-t", "GoldenTopicA", "-s", "0", "--dry-run")
     r = cli("resetOffsetByTime", "-g", "G1", "-t", "GoldenTopicA", "-s", value)
-    assert r.exit_code == 1, (r.stdout, r.stderr)
+    assert r.exit_code == 2, (r.stdout, r.stderr)  # a usage error
     assert "-s/--timestamp" in r.stderr and len(r.stderr.strip().splitlines()) == 1
     assert before["applied"] is False
     assert cli("consumerProgress", "-g", "G1").exit_code == 3  # nothing was committed

@@ -199,3 +199,26 @@ def test_send_to_unknown_topic_without_autocreate_route_fails_cleanly(broker: Br
             await inst.shutdown()
 
     run(go())
+
+
+def test_a_started_producer_is_known_to_the_broker_at_once(broker: BrokerProcess, unique: str) -> None:
+    """Java's producer start() heartbeats every broker its instance knows. Ours waited for the periodic
+    heartbeat (30 s), so a transaction check-back meanwhile found "no live producer of group" and the half
+    used up its checks; the broker lists the producer right after start() now."""
+    from broker_core.remoting import RequestCode, ResponseCode
+    from broker_core.remoting.headers import GetProducerConnectionListRequestHeader
+
+    async def go():
+        inst = MQClientInstance(broker.namesrv_addr)
+        await create_topic(inst, broker.broker_addr, unique)  # the instance knows the broker already
+        await inst.start()
+        p = Producer(unique + "P", inst)
+        await p.start()
+        resp = await inst.invoke(broker.broker_addr, RequestCode.GET_PRODUCER_CONNECTION_LIST,
+                                 GetProducerConnectionListRequestHeader(producer_group=unique + "P"))
+        await p.shutdown()
+        await inst.shutdown()
+        return resp
+
+    resp = run(go())
+    assert resp.code == ResponseCode.SUCCESS, resp.remark

@@ -161,3 +161,24 @@ def test_mqbroker_refuses_a_damaged_users_file_in_one_line(tmp_path):
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
     line = done.stderr.strip().splitlines()[-1]
     assert line.startswith(f"mqbroker: cannot open store {store}: cannot read users file ") and "x" in line
+
+
+def test_a_grpc_port_in_use_fails_the_start_in_one_line(tmp_path):
+    """A second broker on one host keeps grpcServerPort 8081 unless told otherwise. Its start used to print
+    "boot success" for the name server and the broker, then die with grpc's traceback."""
+    import socket
+
+    held = socket.socket()
+    held.bind(("127.0.0.1", 0))
+    held.listen(1)
+    try:
+        port = held.getsockname()[1]
+        done = subprocess.run([sys.executable, "-m", "broker_core.mqbroker", "--store", str(tmp_path / "store"),
+                               "--listenPort", "0", "--namesrvPort", "0", "--grpc-port", str(port)],
+                              capture_output=True, text=True, cwd=REPO,
+                              env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}, timeout=60)
+    finally:
+        held.close()
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "boot success" not in done.stdout, done.stdout
+    assert done.stderr.strip().splitlines()[-1].startswith(f"mqbroker: cannot listen for gRPC on 127.0.0.1:{port}")

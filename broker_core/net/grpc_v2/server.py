@@ -69,15 +69,18 @@ class GrpcEndpoint:
         add_messaging_service(self.service, server)
         address = f"{self.config.host}:{self.config.port}"
         cert, key = self.config.tls_cert, self.config.tls_key
+        creds: grpc.ServerCredentials | None = None
         if cert is not None or key is not None:
             if cert is None or key is None:
                 raise ValueError("gRPC TLS needs both a certificate and a key (grpcTlsCertPath, grpcTlsKeyPath)")
             creds = grpc.ssl_server_credentials([(Path(key).read_bytes(), Path(cert).read_bytes())])
-            self.port = server.add_secure_port(address, creds)
-        else:
-            self.port = server.add_insecure_port(address)
+        try:
+            self.port = server.add_secure_port(address, creds) if creds is not None else \
+                server.add_insecure_port(address)
+        except RuntimeError as e:  # grpcio raises (older versions answered port 0) on a port in use
+            raise OSError(f"cannot listen for gRPC on {address}: {e}") from None
         if self.port == 0:
-            raise OSError(f"cannot bind the gRPC endpoint to {address}")
+            raise OSError(f"cannot listen for gRPC on {address}")
         await server.start()
         self._server = server
         self.service.attach(asyncio.get_running_loop())

@@ -224,7 +224,8 @@ async function sendOnly() {
   };
   try {
     await producer.ready();
-    const r = await producer.send(new Message(cfg.topic, 'X', 'x'));
+    // a body over 4 KiB (cfg.bodySize) is zlib-compressed by ali-ons, as by the Java client
+    const r = await producer.send(new Message(cfg.topic, 'X', cfg.bodySize ? 'a'.repeat(cfg.bodySize) : 'x'));
     await producer.close();
     return { ok: true, status: r.sendStatus, codes };
   } catch (err) {
