@@ -58,14 +58,7 @@ async def test_message_property_with_markup_is_shown_literally(golden_store):
         broker.shutdown()
     app = store.app()
     async with app.run_test(size=SIZE) as pilot:
-        await first_refresh(pilot)
-        await pilot.press("5")
-        await pilot.pause()
-        await pilot.click("#topic")
-        await pilot.press(*"GoldenTopicA")
-        await pilot.click("#value")
-        await pilot.press(*"k2", "enter")
-        await wait_until(pilot, lambda: "message(s)" in _status(app), "the key query's answer")
+        await _query_key(pilot, app, "k2")
         await pilot.pause()
         assert app.is_running
         shown = widget_text(app.screen.query_one("#message"))
@@ -74,20 +67,25 @@ async def test_message_property_with_markup_is_shown_literally(golden_store):
         assert "hello [b]body[/b]" in shown
 
 
+async def _query_key(pilot, app, key: str) -> None:
+    """Screen 5, a key query on GoldenTopicA, until its answer's status line shows."""
+    await first_refresh(pilot)
+    await pilot.press("5")
+    await pilot.pause()
+    await pilot.click("#topic")
+    await pilot.press(*"GoldenTopicA")
+    await pilot.click("#value")
+    await pilot.press(*key, "enter")
+    await wait_until(pilot, lambda: "message(s)" in _status(app), "the key query's answer")
+
+
 @run_async
 async def test_markup_typed_into_search_and_reset_is_searched_for_and_refused_literally(golden_store):
     store: Store = golden_store("store-basic")
     seed_consumers(store)
     app = store.app()
     async with app.run_test(size=SIZE) as pilot:
-        await first_refresh(pilot)
-        await pilot.press("5")
-        await pilot.pause()
-        await pilot.click("#topic")
-        await pilot.press(*"GoldenTopicA")
-        await pilot.click("#value")
-        await pilot.press(*MARKUP, "enter")
-        await wait_until(pilot, lambda: "message(s)" in _status(app), "the key query's answer")
+        await _query_key(pilot, app, MARKUP)
         assert _status(app) == f"GoldenTopicA by key {MARKUP}: 0 message(s)"
 
         app.screen.set_focus(None)  # keys go to the app again, not into the value box
