@@ -118,12 +118,9 @@ class SshHost:
         except TimeoutError:
             client.close()
             raise TransportError(f"ssh {spec.address}: unreachable (no answer within {spec.timeout:g}s)") from None
-        except OSError as e:
+        except OSError as e:  # the connection dropped during the handshake (_open_socket made it)
             client.close()
-            reason = e.strerror or str(e)
-            if isinstance(e, paramiko.ssh_exception.NoValidConnectionsError):
-                reason = "connection refused"
-            raise TransportError(f"ssh {spec.address}: unreachable ({reason})") from None
+            raise TransportError(f"ssh {spec.address}: unreachable ({e.strerror or e})") from None
         self._client = client
         return client
 

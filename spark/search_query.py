@@ -124,17 +124,21 @@ def java_host(host: Host) -> str:
     return f"{ip}:{port}"
 
 
-def message_body(m: MessageExt, failures: BodyFailures | None = None) -> tuple[bytes, bool]:
-    """(the body as the producer sent it, whether that worked): a compressed body decompressed.
-
-    A body that cannot be (LZ4/ZSTD, damaged) stays as stored and is noted in ``failures``.
-    """
+def inflated(body: bytes, sys_flag: int, offset: int, failures: BodyFailures | None) -> bytes | None:
+    """The body as the producer sent it (a compressed one decompressed); None, noted in ``failures`` at
+    commitlog ``offset``, for one that cannot be (LZ4/ZSTD, damaged)."""
     try:
-        return decompressed_body(m.body, m.sys_flag), True
+        return decompressed_body(body, sys_flag)
     except BodyDecompressError as e:
         if failures is not None:
-            failures.add(m.commit_log_offset, str(e))
-        return bytes(m.body), False
+            failures.add(offset, str(e))
+        return None
+
+
+def message_body(m: MessageExt, failures: BodyFailures | None = None) -> tuple[bytes, bool]:
+    """(the body as the producer sent it, whether that worked): one that cannot be stays as stored."""
+    body = inflated(m.body, m.sys_flag, m.commit_log_offset, failures)
+    return (body, True) if body is not None else (bytes(m.body), False)
 
 
 def message_row(store: str, m: MessageExt, msg_id: str, failures: BodyFailures | None = None) -> MessageRow:
@@ -217,12 +221,10 @@ class Matcher:
         if self.needle is None:
             return True
         if sys_flag & COMPRESSED_FLAG:
-            try:
-                body = decompressed_body(body, sys_flag)
-            except BodyDecompressError as e:
-                if failures is not None:
-                    failures.add(offset, str(e))
+            inflated_body = inflated(body, sys_flag, offset, failures)
+            if inflated_body is None:
                 return False
+            body = inflated_body
         return self.needle in body
 
 

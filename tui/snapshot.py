@@ -150,14 +150,9 @@ async def collect_snapshot(call: AdminCall, taken_ms: int) -> Snapshot:
     fails is kept as its one-line error in the snapshot (see the module docstring)."""
     brokers = []
     for b in await call(lambda a: a.brokers()):
-        try:
-            status = await call(lambda a, addr=b.broker_addr: a.broker_status(addr))
-        except CallTimeout:
-            raise
-        except Exception as e:  # noqa: BLE001 - e.g. a damaged delayOffset.json: shown on the screens
-            brokers.append(BrokerView(b, {}, describe_error(e)))
-        else:
-            brokers.append(BrokerView(b, status))
+        # e.g. a damaged delayOffset.json: shown on the screens that use the runtime figures
+        status, error = await _part(call, lambda a, addr=b.broker_addr: a.broker_status(addr))
+        brokers.append(BrokerView(b, status or {}, error))
     topics = []
     for name in await call(lambda a: a.list_topics()):
         try:
@@ -167,29 +162,32 @@ async def collect_snapshot(call: AdminCall, taken_ms: int) -> Snapshot:
             continue  # deleted between the listing and the read: gone from this refresh
         topics.append(TopicSnapshot(info, queues))
     groups, groups_error = await _read_groups(call)
-    users: list[User] = []
-    acls: list[Acl] = []
-    acl_error = None
+    # a damaged users.json / acls.json: shown on the ACL screen
+    users, acl_error = await _part(call, lambda a: a.list_users())
+    acls: list[Acl] | None = None
+    if acl_error is None:
+        acls, acl_error = await _part(call, lambda a: a.list_acls())
+    return Snapshot(taken_ms, brokers, topics, groups, users or [], acls or [], groups_error, acl_error)
+
+
+async def _part(call: AdminCall, fetch: Callable[[Admin], T]) -> tuple[T | None, str | None]:
+    """One part of a refresh: (its value, None), or (None, the one-line error) when it cannot be read.
+    A timeout is not a part's failure: its session is dropped, so it fails the whole refresh."""
     try:
-        users = await call(lambda a: a.list_users())
-        acls = await call(lambda a: a.list_acls())
+        return await call(fetch), None
     except CallTimeout:
         raise
-    except Exception as e:  # noqa: BLE001 - a damaged users.json / acls.json: shown on the ACL screen
-        acl_error = describe_error(e)
-    return Snapshot(taken_ms, brokers, topics, groups, users, acls, groups_error, acl_error)
+    except Exception as e:  # noqa: BLE001 - kept as the part's error (see the module docstring)
+        return None, describe_error(e)
 
 
 async def _read_groups(call: AdminCall) -> tuple[list[GroupLag], str | None]:
     """The groups that can be read, and the first error of those that cannot (a damaged
     consumerOrderInfo.json fails every group's lag; one bad group must not hide the others)."""
     groups: list[GroupLag] = []
-    try:
-        names = await call(lambda a: a.list_groups())
-    except CallTimeout:
-        raise
-    except Exception as e:  # noqa: BLE001 - e.g. a damaged subscriptionGroup.json
-        return groups, describe_error(e)
+    names, listing_error = await _part(call, lambda a: a.list_groups())  # e.g. a damaged subscriptionGroup.json
+    if names is None:
+        return groups, listing_error
     failed: list[str] = []
     error = None
     for name in names:
