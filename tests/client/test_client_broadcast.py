@@ -33,10 +33,13 @@ class _Receiver:
         return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
 
-async def _start(namesrv: str, group: str, topic: str, name: str, store: Path) -> tuple[PushConsumer, _Receiver]:
+async def _start(namesrv: str, group: str, topic: str, name: str | None, store: Path,
+                 consume_from: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
+                 ) -> tuple[PushConsumer, _Receiver]:
+    """A broadcasting consumer; ``name`` None: the instance's default name (a new client id each time)."""
     inst = MQClientInstance(namesrv, instance_name=name)
     c = PushConsumer(group, inst, message_model=MessageModel.BROADCASTING, offset_store_dir=str(store),
-                     consume_from=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
+                     consume_from=consume_from)
     rec = _Receiver()
     c.subscribe(topic, "*")
     c.register_concurrently(rec)
@@ -159,13 +162,8 @@ def test_a_broadcasting_consumer_restarted_with_default_names_resumes_from_its_f
     group = unique + "G"
 
     async def consume_until(count: int, rec_list: list[bytes]) -> PushConsumer:
-        inst = MQClientInstance(broker.namesrv_addr)  # no instance_name: a new client id every time
-        c = PushConsumer(group, inst, message_model=MessageModel.BROADCASTING, offset_store_dir=str(tmp_path),
-                         consume_from=ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET)
-        rec = _Receiver()
-        c.subscribe(unique, "*")
-        c.register_concurrently(rec)
-        await c.start()
+        c, rec = await _start(broker.namesrv_addr, group, unique, None, tmp_path,  # a new client id every time
+                              ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET)
         await _until(lambda: _committed(c, unique, broker.broker_name) == count)
         rec_list.extend(rec.bodies)
         await _stop(c)
