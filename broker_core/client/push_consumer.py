@@ -18,6 +18,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from enum import StrEnum
+from typing import TypeVar
 
 from broker_core.remoting import RemotingCommand, RequestCode, ResponseCode
 from broker_core.remoting.bodies import (
@@ -88,6 +89,9 @@ class ConsumeOrderlyStatus(StrEnum):
     SUCCESS = "SUCCESS"
     SUSPEND_CURRENT_QUEUE_A_MOMENT = "SUSPEND_CURRENT_QUEUE_A_MOMENT"
 
+
+# The status type of the consumption mode a listener call is made for.
+_Status = TypeVar("_Status", ConsumeConcurrentlyStatus, ConsumeOrderlyStatus)
 
 ConcurrentListener = Callable[[list[MessageExt]], ConsumeConcurrentlyStatus
                               | Awaitable[ConsumeConcurrentlyStatus]]
@@ -433,6 +437,28 @@ class PushConsumer:
             return await result
         return result
 
+    async def _run_listener(self, listener: Callable[[list[MessageExt]], object], pr: PullRequest,
+                            msgs: list[MessageExt], success: _Status, on_raise: _Status, raised: str) -> object:
+        """One listener call as both consumption modes make it: a listener that raises counts as
+        ``on_raise`` (logged with ``raised``), and the call is traced and counted in the stats."""
+        started = time.monotonic()
+        before = self._trace_before(msgs)
+        code = ConsumeReturnType.SUCCESS
+        try:
+            status = await self._call(listener, msgs)
+        except Exception:
+            log.exception(raised, self.group)
+            status = on_raise
+            code = ConsumeReturnType.EXCEPTION
+        ok = status == success
+        if not ok and code == ConsumeReturnType.SUCCESS:
+            code = ConsumeReturnType.FAILED
+        self._trace_after(before, msgs, ok, code)
+        pr.process_queue.last_consume_ms = int(time.time() * 1000)
+        self.stats.consumed(pr.mq.topic, (time.monotonic() - started) * 1000, len(msgs) if ok else 0,
+                            0 if ok else len(msgs))
+        return status
+
     # ---------------------------------------------------------------- concurrent consumption
     async def _consume_concurrently(self, pr: PullRequest, msgs: Sequence[MessageExt]) -> None:
         assert self._concurrent is not None
@@ -440,22 +466,9 @@ class PushConsumer:
         async with self._sem:
             if pr.process_queue.dropped:
                 return
-            started = time.monotonic()
-            before = self._trace_before(batch)
-            code = ConsumeReturnType.SUCCESS
-            try:
-                status = await self._call(self._concurrent, batch)
-            except Exception:
-                log.exception("listener of %s raised; the messages will be consumed again", self.group)
-                status = ConsumeConcurrentlyStatus.RECONSUME_LATER
-                code = ConsumeReturnType.EXCEPTION
-            ok = status == ConsumeConcurrentlyStatus.CONSUME_SUCCESS
-            if not ok and code == ConsumeReturnType.SUCCESS:
-                code = ConsumeReturnType.FAILED
-            self._trace_after(before, batch, ok, code)
-            pr.process_queue.last_consume_ms = int(time.time() * 1000)
-            self.stats.consumed(pr.mq.topic, (time.monotonic() - started) * 1000, len(batch) if ok else 0,
-                                0 if ok else len(batch))
+            status = await self._run_listener(
+                self._concurrent, pr, batch, ConsumeConcurrentlyStatus.CONSUME_SUCCESS,
+                ConsumeConcurrentlyStatus.RECONSUME_LATER, "listener of %s raised; the messages will be consumed again")
         if pr.process_queue.dropped:
             return
         if status != ConsumeConcurrentlyStatus.CONSUME_SUCCESS and self.broadcasting:
@@ -492,22 +505,10 @@ class PushConsumer:
                 msgs = pq.take(self.consume_batch_max_size)
                 if not msgs:
                     return
-                started = time.monotonic()
-                before = self._trace_before(msgs)
-                code = ConsumeReturnType.SUCCESS
-                try:
-                    status = await self._call(self._orderly, msgs)
-                except Exception:
-                    log.exception("orderly listener of %s raised; suspending the queue", self.group)
-                    status = ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
-                    code = ConsumeReturnType.EXCEPTION
-                ok = status == ConsumeOrderlyStatus.SUCCESS
-                if not ok and code == ConsumeReturnType.SUCCESS:
-                    code = ConsumeReturnType.FAILED
-                self._trace_after(before, msgs, ok, code)
-                pq.last_consume_ms = int(time.time() * 1000)
-                self.stats.consumed(pr.mq.topic, (time.monotonic() - started) * 1000, len(msgs) if ok else 0,
-                                    0 if ok else len(msgs))
+                status = await self._run_listener(
+                    self._orderly, pr, msgs, ConsumeOrderlyStatus.SUCCESS,
+                    ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT,
+                    "orderly listener of %s raised; suspending the queue")
                 if status == ConsumeOrderlyStatus.SUCCESS:
                     offset = pq.commit()
                     if offset >= 0:

@@ -63,7 +63,9 @@ def name_server(tmp_path: Path) -> Iterator[str]:
 
 def test_clients_lose_nothing_across_broker_restarts(tmp_path: Path, name_server: str) -> None:
     port = _free_port()
-    broker_args = ("--listenPort", str(port), "--registerNameServerPeriod", "2000")
+    # the same remoting port across restarts, as the clients know it; a fixed listen port would put gRPC
+    # on its default 8081, which another process on the machine may hold: a free one of its own
+    broker_args = ("--listenPort", str(port), "--grpc-port", str(_free_port()), "--registerNameServerPeriod", "2000")
     acked: set[bytes] = set()
     consumed: dict[bytes, int] = {}
     logs: list[str] = []
