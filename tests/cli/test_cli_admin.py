@@ -181,6 +181,18 @@ def test_decode_message_id(cli):
     assert cli("decodeMessageId", "-i", "xyz").exit_code == 1
 
 
+def test_decode_message_id_late_in_a_month() -> None:
+    """An id made on Nov 27 (its month span past 2**31 ms) decodes to Nov 27, not ~49.7 days earlier."""
+    from datetime import datetime
+
+    from broker_core.store.codec.message_id import UniqKeyGenerator
+    from mqadmin.msgid import decode_message_id
+
+    sent = int(datetime(2026, 11, 27, 17, 0, 0).timestamp() * 1000)
+    key = UniqKeyGenerator("127.0.0.1", clock=lambda: sent).next_id()
+    assert decode_message_id(key, clock=lambda: sent + 60_000).date_ms == sent
+
+
 def test_store_lock_held_by_another_process(golden_cli):
     cli = golden_cli("store-basic")
     holder = textwrap.dedent(f"""

@@ -448,6 +448,15 @@ def test_uniq_key_layout_and_decode() -> None:
     assert decode_uniq_key(gen.next_id()).time_since_month_start_ms == 1000
 
 
+def test_uniq_key_time_late_in_a_month_decodes_unsigned() -> None:
+    """Past 2**31 ms into a month (about day 25) the id's time field has its top bit set: Java reads it
+    unsigned. Read signed, decodeMessageId put such a message ~49.7 days earlier."""
+    now = int(datetime(2026, 11, 27, 17, 0, 0).timestamp() * 1000)
+    key = UniqKeyGenerator("127.0.0.1", clock=lambda: now).next_id()
+    span = now - int(datetime(2026, 11, 1).timestamp() * 1000)
+    assert span > 2**31 and decode_uniq_key(key).time_since_month_start_ms == span
+
+
 def test_uniq_key_counter_wraps_and_ipv6() -> None:
     gen = UniqKeyGenerator("fe80::2", clock=lambda: 1_772_000_000_000)
     ids = [gen.next_id() for _ in range(0x10001)]

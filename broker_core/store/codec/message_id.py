@@ -59,7 +59,9 @@ def decode_uniq_key(uniq_key: str) -> UniqKeyInfo:
     p = ip_len
     pid = int.from_bytes(raw[p:p + 2], "big")
     cl = int.from_bytes(raw[p + 2:p + 6], "big", signed=True)
-    t = int.from_bytes(raw[p + 6:p + 10], "big", signed=True)
+    # unsigned, as Java's getNearlyTimeFromID reads it (four zero bytes, then getLong): the generator
+    # writes an int that wraps past 2**31 ms, about day 25 of a month
+    t = int.from_bytes(raw[p + 6:p + 10], "big")
     counter = int.from_bytes(raw[p + 10:p + 12], "big")
     return UniqKeyInfo(ip, pid, cl, t, counter)
 
