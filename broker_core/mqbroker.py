@@ -61,11 +61,21 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     return ap.parse_args(argv)
 
 
-def _bind(host: str, port: int) -> socket.socket:
+class _ListenError(Exception):
+    """A listening socket could not be made; the message names the endpoint and its address."""
+
+
+def _bind(what: str, host: str, port: int) -> socket.socket:
+    """A listening socket for ``what``. Why the address in the error: with a name server and a broker in
+    one process, "address in use" alone does not say which of 9876 or 10911 another process holds."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    sock.listen(1024)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(1024)
+    except OSError as e:
+        sock.close()
+        raise _ListenError(f"cannot listen for {what} on {host}:{port}: {e.strerror or e}") from None
     sock.setblocking(False)
     return sock
 
@@ -165,12 +175,16 @@ def main(argv: list[str] | None = None) -> int:
     if run_broker and is_store_locked(root):  # say so before a port clash (the broker holding it has the ports)
         print(f"mqbroker: store {root} is locked by a running broker", file=sys.stderr)
         return 1
+    namesrv_sock = broker_sock = None
     try:
-        namesrv_sock = _bind(host, net.namesrv_port) if run_namesrv else None
-        broker_sock = _bind(host, config.listen_port if args.listenPort is None else args.listenPort) \
-            if run_broker else None
-    except OSError as e:
-        print(f"mqbroker: cannot listen on {host}: {e}", file=sys.stderr)
+        if run_namesrv:
+            namesrv_sock = _bind("the name server", host, net.namesrv_port)
+        if run_broker:
+            broker_sock = _bind("the broker", host, config.listen_port if args.listenPort is None else args.listenPort)
+    except _ListenError as e:
+        if namesrv_sock is not None:
+            namesrv_sock.close()
+        print(f"mqbroker: {e}", file=sys.stderr)
         return 1
     grpc_port: int | None = None  # None: no gRPC endpoint; 0: a free port
     if run_broker:

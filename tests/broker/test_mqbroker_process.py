@@ -62,3 +62,20 @@ def test_bad_config_is_one_line_and_exit_1(tmp_path: Path) -> None:
                             env=os.environ)
     assert result.returncode == 1
     assert result.stderr.strip().count("\n") == 0 and "flushIntervalCommitLog" in result.stderr
+
+
+def test_a_port_in_use_is_named(tmp_path: Path) -> None:
+    """"Address already in use" alone did not say whether the name server's or the broker's port was taken."""
+    import socket
+
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen(1)
+        port = held.getsockname()[1]
+        for flag, what in (("--namesrvPort", "the name server"), ("--listenPort", "the broker")):
+            ports = {"--namesrvPort": "0", "--listenPort": "0", flag: str(port)}
+            done = subprocess.run([sys.executable, "-m", "broker_core.mqbroker", "--store", str(tmp_path / "s"),
+                                   "--grpc-port", "0", *[x for kv in ports.items() for x in kv]],
+                                  capture_output=True, text=True, timeout=60)
+            assert done.returncode == 1 and done.stderr.strip().splitlines() == [
+                f"mqbroker: cannot listen for {what} on 127.0.0.1:{port}: Address already in use"], done.stderr
