@@ -410,6 +410,7 @@ class Broker:
             try:
                 self.offset_manager.persist()
                 self.consumer_filter_manager.persist()
+                self.group_manager.persist_pending()
             except Exception as e:
                 failures.failed(e)
             else:
@@ -424,7 +425,7 @@ class Broker:
 
     def _config_writers(self) -> tuple[Callable[[], object], ...]:
         return (self.consumer_filter_manager.persist, self.pop_service.persist, self.schedule_service.persist,
-                self.transaction_service.persist, self.offset_manager.persist)
+                self.transaction_service.persist, self.offset_manager.persist, self.group_manager.persist_pending)
 
     def _shutdown_services(self) -> None:
         """Stop every service that writes, newest work first; each persists its own files on the way out."""

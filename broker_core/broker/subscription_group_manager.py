@@ -6,11 +6,13 @@ queue count, retry policy...) and must agree on whether an unknown group is crea
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from dataclasses import fields, replace
 from typing import Any
 
+from broker_core.store.config_file import ConfigWriteError
 from broker_core.store.subscription_group_config import SubscriptionGroupConfig, SubscriptionGroupTable
 
 from .broker_config import BrokerConfig
@@ -22,6 +24,8 @@ from .errors import (
 )
 from .limits import JAVA_INT_MAX, JAVA_INT_MIN, JAVA_LONG_MAX, MAX_RETRY_TIMES, MAX_TOPIC_QUEUE_NUMS
 from .topic_validator import SYSTEM_GROUPS, validate_group
+
+log = logging.getLogger("rmqops.broker")
 
 RETRY_POLICY_TYPES = ("CUSTOMIZED", "EXPONENTIAL")
 _FIELD_NAMES = {f.name for f in fields(SubscriptionGroupConfig)} - {"group_name", "extra"}
@@ -36,6 +40,8 @@ class SubscriptionGroupManager:
         self.read_only = read_only
         self.system_groups = {name for name, _ in SYSTEM_GROUPS}
         self._lock = threading.RLock()
+        # a group auto-created while subscriptionGroup.json could not be written (a full disk)
+        self.unpersisted = False
 
     def init(self) -> None:
         self.table.load()
@@ -68,11 +74,38 @@ class SubscriptionGroupManager:
             bad = validate_group(group)
             if bad:
                 raise InvalidParameterError(bad)
-            return self.create_or_update(group)
+            return self._auto_create(group)
         raise SubscriptionGroupNotExistError(
             f"subscription group [{group}] does not exist, apply first please!")
 
     # -- changes ---------------------------------------------------------------------------------
+    def _auto_create(self, group: str) -> SubscriptionGroupConfig:
+        """A group first seen by a pull, pop or offset commit, with defaults. Why it survives a failed
+        write, unlike an explicit create: RocketMQ's findSubscriptionGroupConfig keeps the group in
+        memory and its ConfigManager.persist only logs a write failure, so consumers keep reading on a
+        full disk (a restarted or scaled-out consumer under a new group too). The file gets the group
+        at the next write that succeeds (``persist_pending``, the broker's flush loop and shutdown)."""
+        with self._lock, self.table.lock:
+            cfg = self.table.groups.get(group)
+            if cfg is not None:
+                return cfg
+            cfg = self.table.groups[group] = SubscriptionGroupConfig(group)
+            self.table.data_version.next_version(self.clock())
+            try:
+                self.table.persist()
+            except ConfigWriteError as e:
+                self.unpersisted = True
+                log.warning("%s; subscription group %s is kept in memory and written once the file can be", e, group)
+        return cfg
+
+    def persist_pending(self) -> None:
+        """Write the groups an auto-creation could not; raises ConfigWriteError while that still fails."""
+        with self._lock:
+            if self.unpersisted:
+                self.table.persist()
+                self.unpersisted = False
+                log.info("%s written again: auto-created subscription groups are saved", self.table.path)
+
     def create_or_update(self, group: str | SubscriptionGroupConfig, **settings: Any) -> SubscriptionGroupConfig:
         """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP; ``settings`` are SubscriptionGroupConfig field names."""
         if self.read_only:

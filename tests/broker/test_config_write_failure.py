@@ -201,3 +201,29 @@ def _wait_for(condition: Callable[[], bool], timeout: float = 5.0) -> None:
         if time.monotonic() > deadline:
             return
         time.sleep(0.01)
+
+
+def test_a_new_group_consumes_on_a_full_disk_and_is_saved_when_room_comes_back(
+        small_fs: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Auto-creating a group is not an admin change: RocketMQ keeps the new group in memory and only logs
+    the failed write, so a consumer restarted or scaled out under a new group keeps reading on a full
+    disk. The pull used to fail with SYSTEM_ERROR ("subscription group NEW was not created")."""
+    root = small_fs / "store"
+    b = Broker(root, small_config(flushConsumerOffsetInterval="20")).start()
+    try:
+        b.create_or_update_topic("T", 1, 1)
+        b.send_message("T", b"m", queue_id=0)
+        fill(small_fs / "filler")
+        assert [bytes(m.body) for m in b.pull_message("NEW", "T", 0, 0).messages] == [b"m"]
+        assert b.get_subscription_group("NEW") is not None
+        assert [r.getMessage() for r in caplog.records if "NEW is kept in memory" in r.getMessage()] == [
+            f"disk full: cannot write {root}/config/subscriptionGroup.json: No space left on device; "
+            "subscription group NEW is kept in memory and written once the file can be"]
+        assert b"NEW" not in (root / "config" / "subscriptionGroup.json").read_bytes()
+        with pytest.raises(BrokerSystemError):  # an explicit create is still refused
+            b.create_or_update_subscription_group("G2")
+        (small_fs / "filler").unlink()
+        _wait_for(lambda: b"NEW" in (root / "config" / "subscriptionGroup.json").read_bytes())
+    finally:
+        (small_fs / "filler").unlink(missing_ok=True)
+        b.shutdown()
