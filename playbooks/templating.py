@@ -8,7 +8,8 @@ Undefined names are errors (StrictUndefined), never silently empty strings.
 A value that is exactly one ``{{ expr }}`` keeps its native type (``read_queues: "{{ n }}"`` stays an
 int); anything else renders to a string. ``env.NAME`` reads the environment; every value read that way
 (and every variable whose name says it is a secret) is registered with ``Secrets`` and replaced by
-``********`` wherever the runner prints or logs.
+``********`` wherever the runner prints or logs. ``env.NAME | default('')`` (or ``env.NAME is defined``)
+makes the variable optional: an unset one is then no error, at validation or at run time.
 """
 
 from __future__ import annotations
@@ -60,14 +61,14 @@ class EnvironmentSecrets(Mapping[str, str]):
         self._environ = os.environ if environ is None else environ
 
     def __getitem__(self, name: str) -> str:
-        if name not in self._environ:
-            raise StepError(f"environment variable {name} is not set (the playbook reads env.{name})")
+        # an unset name raises KeyError: Jinja then gives an Undefined, which ``default`` replaces and
+        # anything else reports through _PlaybookUndefined's message
         value = self._environ[name]
         self._secrets.add(value)
         return value
 
     def __getattr__(self, name: str) -> str:
-        if name.startswith("_"):
+        if name.startswith("_") or name not in self._environ:
             raise AttributeError(name)
         return self[name]
 
@@ -78,11 +79,25 @@ class EnvironmentSecrets(Mapping[str, str]):
         return 0
 
 
+class _PlaybookUndefined(StrictUndefined):
+    """StrictUndefined whose message for an unset ``env.NAME`` says which environment variable is missing
+    (Jinja's own would be "'EnvironmentSecrets object' has no attribute 'NAME'")."""
+
+    __slots__ = ()
+
+    @property
+    def _undefined_message(self) -> str:
+        if isinstance(self._undefined_obj, EnvironmentSecrets):
+            name = self._undefined_name
+            return f"environment variable {name} is not set (the playbook reads env.{name})"
+        return super()._undefined_message
+
+
 class Templater:
     """Renders values and evaluates expressions against a context of variables (sandboxed)."""
 
     def __init__(self) -> None:
-        self.env = SandboxedEnvironment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
+        self.env = SandboxedEnvironment(undefined=_PlaybookUndefined, autoescape=False, keep_trailing_newline=True)
 
     # -- static checks (validation, before anything runs) ------------------------------------------
     def check(self, text: str, expression: bool = False) -> str | None:
@@ -95,21 +110,14 @@ class Templater:
 
     def names(self, text: str, expression: bool = False) -> tuple[set[str], set[str]]:
         """(top-level variable names, ``env.NAME`` names) a template needs; ``x | default(..)`` and
-        ``x is defined`` do not need ``x``."""
+        ``x is defined`` do not need ``x``, nor ``env.X | default(..)`` the variable X."""
         ast = self.env.parse(_as_template(text, expression))
-        env_names: set[str] = set()
-        for node in ast.find_all((nodes.Getattr, nodes.Getitem)):
-            target = node.node
-            if isinstance(target, nodes.Name) and target.name == "env":
-                if isinstance(node, nodes.Getattr):
-                    env_names.add(node.attr)
-                elif isinstance(node.arg, nodes.Const) and isinstance(node.arg.value, str):
-                    env_names.add(node.arg.value)
-        optional = {n.node.name for n in ast.find_all(nodes.Filter)
-                    if n.name in ("default", "d") and isinstance(n.node, nodes.Name)}
-        optional |= {n.node.name for n in ast.find_all(nodes.Test)
-                     if n.name in ("defined", "undefined") and isinstance(n.node, nodes.Name)}
-        return set(meta.find_undeclared_variables(ast)) - optional, env_names
+        guarded = [n.node for n in ast.find_all(nodes.Filter) if n.name in ("default", "d")]
+        guarded += [n.node for n in ast.find_all(nodes.Test) if n.name in ("defined", "undefined")]
+        optional = {n.name for n in guarded if isinstance(n, nodes.Name)}
+        optional_env = {_env_name(n) for n in guarded} - {None}
+        env_names = {_env_name(n) for n in ast.find_all((nodes.Getattr, nodes.Getitem))} - {None}
+        return set(meta.find_undeclared_variables(ast)) - optional, env_names - optional_env
 
     # -- run time ------------------------------------------------------------------------------------
     def render(self, value: Any, context: Mapping[str, Any]) -> Any:
@@ -153,6 +161,16 @@ class Templater:
             raise StepError(f"in {text.strip()!r}: template syntax error: {e.message}") from None
         except (TypeError, ValueError, ZeroDivisionError, ArithmeticError) as e:
             raise StepError(f"in {text.strip()!r}: {e}") from None
+
+
+def _env_name(node: nodes.Node | None) -> str | None:
+    """X of an ``env.X`` or ``env["X"]`` node, else None."""
+    if not isinstance(node, nodes.Getattr | nodes.Getitem) or not isinstance(node.node, nodes.Name) \
+            or node.node.name != "env":
+        return None
+    if isinstance(node, nodes.Getattr):
+        return node.attr
+    return node.arg.value if isinstance(node.arg, nodes.Const) and isinstance(node.arg.value, str) else None
 
 
 def _as_template(text: str, expression: bool) -> str:

@@ -229,6 +229,25 @@ def test_6_check_reports_what_run_refuses(pb: Playbooks, tmp_path: Path) -> None
                         "at check time (used as env.RMQOPS_TEST_UNSET_X)\n")
 
 
+def test_6b_an_optional_environment_variable(pb: Playbooks, tmp_path: Path) -> None:
+    """``env.X | default(..)`` makes X optional, as it does for any other variable. Before, an unset X was
+    refused all the same, at validation and at run time, so a playbook could not read one if set."""
+    seed_store(tmp_path / "s")
+    steps = ('  - group.ensure: {group: "{{ env.RMQOPS_TEST_UNSET_G | default(\'g-fallback\') }}"}\n'
+             '  - group.ensure: {group: "g-{{ \'set\' if env.RMQOPS_TEST_UNSET_G is defined else \'unset\' }}"}\n')
+    path = pb.write("optional.yml", book(tmp_path / "s", steps))
+    r = pb.check(path)
+    assert r.code == 0 and r.stderr == ""
+    r = pb.run(path)
+    assert r.code == 0 and [s["status"] for s in r.doc["steps"]] == ["changed", "changed"], r.stdout
+    with EmbeddedAdmin(tmp_path / "s") as admin:
+        assert {"g-fallback", "g-unset"} <= set(admin.list_groups())
+    required = pb.write("required.yml", book(tmp_path / "s", '  - group.ensure: {group: "{{ env.RMQOPS_TEST_UNSET_H }}"}\n'))
+    r = pb.run(required)
+    assert r.code == 2 and r.stderr == (f"mqadmin playbook: {required}:6: environment variable "
+                                        "RMQOPS_TEST_UNSET_H is not set (used as env.RMQOPS_TEST_UNSET_H)\n")
+
+
 # -- 7 --------------------------------------------------------------------------------------------------
 
 def test_7_a_playbook_that_is_not_utf8(pb: Playbooks, tmp_path: Path) -> None:
