@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import posixpath
 import shlex
 import socket
 import stat
@@ -169,7 +170,7 @@ class SshHost:
 
     def exists(self, path: str) -> bool:
         try:
-            self.sftp().stat(path)
+            self.sftp().stat(_sftp_path(path))
             return True
         except FileNotFoundError:
             return False
@@ -178,7 +179,7 @@ class SshHost:
 
     def sha256(self, path: str) -> str | None:
         try:
-            with self.sftp().open(path, "rb") as f:
+            with self.sftp().open(_sftp_path(path), "rb") as f:
                 digest = hashlib.sha256()
                 while chunk := f.read(1 << 20):
                     digest.update(chunk)
@@ -190,7 +191,7 @@ class SshHost:
 
     def mode(self, path: str) -> int | None:
         try:
-            st_mode = self.sftp().stat(path).st_mode
+            st_mode = self.sftp().stat(_sftp_path(path)).st_mode
         except FileNotFoundError:
             return None
         except OSError as e:
@@ -199,22 +200,49 @@ class SshHost:
 
     def chmod(self, path: str, mode: int) -> None:
         try:
-            self.sftp().chmod(path, mode)
+            self.sftp().chmod(_sftp_path(path), mode)
         except OSError as e:
             raise TransportError(f"ssh {self.spec.address}: cannot set mode {mode:04o} on {path}: {e}") from None
 
     def put(self, local_path: Path, remote_path: str, mode: int | None) -> None:
+        """Write via a temporary file and a rename, creating missing parent directories, as the local
+        target's put does (a playbook must not behave differently on a host)."""
         sftp = self.sftp()
-        tmp = f"{remote_path}.rmqops-tmp"
+        path = _sftp_path(remote_path)
+        tmp = f"{path}.rmqops-tmp"
         try:
+            _make_parents(sftp, path)
             sftp.put(str(local_path), tmp)
             if mode is not None:
                 sftp.chmod(tmp, mode)
             elif (st := local_path.stat()) is not None:
                 sftp.chmod(tmp, stat.S_IMODE(st.st_mode))
-            sftp.posix_rename(tmp, remote_path)
+            sftp.posix_rename(tmp, path)
         except OSError as e:
             raise TransportError(f"ssh {self.spec.address}: cannot write {remote_path}: {e}") from None
+
+
+def _sftp_path(path: str) -> str:
+    """``~`` and ``~/x`` as the local target reads them: the SFTP server does not expand ``~``, and it
+    resolves a relative path against the login (home) directory, so ``~/x`` is sent as ``x``."""
+    if path == "~":
+        return "."
+    return path[2:] or "." if path.startswith("~/") else path
+
+
+def _make_parents(sftp: paramiko.SFTPClient, path: str) -> None:
+    """mkdir -p of ``path``'s parent over SFTP."""
+    missing = []
+    parent = posixpath.dirname(path)
+    while parent not in ("", "/", "."):
+        try:
+            sftp.stat(parent)
+            break
+        except FileNotFoundError:
+            missing.append(parent)
+            parent = posixpath.dirname(parent)
+    for directory in reversed(missing):
+        sftp.mkdir(directory)
 
 
 def _load_key(spec: SshSpec, key_path: Path) -> paramiko.PKey:

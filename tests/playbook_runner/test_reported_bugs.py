@@ -99,6 +99,30 @@ def test_2_file_copy_mode_change_alone_over_ssh(pb: Playbooks, sshd: Sshd, tmp_p
     assert (dest.stat().st_mode & 0o777) == 0o600
 
 
+def test_2b_file_copy_over_ssh_expands_home_and_makes_parents(pb: Playbooks, sshd: Sshd, tmp_path: Path) -> None:
+    """As the local target's copy does: ``~/x`` is the remote user's home, missing directories are made.
+    Before, SFTP took ``~`` as a directory name and a missing parent failed the step."""
+    import pwd
+    import shutil
+
+    src = tmp_path / "src"
+    src.write_text("x\n")
+    top = f".rmqops-test-{os.getpid()}-{tmp_path.name}"
+    home = Path(pwd.getpwnam(sshd.user).pw_dir)
+    made = [home / top / "a" / "b" / "f", tmp_path / "remote" / "c" / "d" / "f"]
+    steps = (f'  - file.copy: {{target: host, src: "{src}", dest: "~/{top}/a/b/f"}}\n'
+             f'  - file.copy: {{target: host, src: "{src}", dest: "{made[1]}"}}\n')
+    path = pb.write("p.yml", host_book(sshd, tmp_path / "s", steps))
+    try:
+        r = pb.run(path)
+        assert r.code == 0 and [s["status"] for s in r.doc["steps"]] == ["changed", "changed"], r.stdout
+        assert [p.read_text() for p in made] == ["x\n", "x\n"]
+        r = pb.run(path)  # and it finds them again: nothing to do
+        assert r.code == 0 and [s["status"] for s in r.doc["steps"]] == ["ok", "ok"], r.stdout
+    finally:
+        shutil.rmtree(home / top, ignore_errors=True)
+
+
 # -- 3 --------------------------------------------------------------------------------------------------
 
 def test_3_limit_does_not_change_what_register_sees(pb: Playbooks, tmp_path: Path) -> None:
