@@ -809,6 +809,22 @@ class Broker:
         with ``end_transaction(..., from_transaction_check=True)``."""
         self.transaction_service.check_listener = listener
 
+    def add_transaction_check_listener(self, listener: CheckListener) -> None:
+        """Add a front end's check listener (remoting, gRPC) to those installed: a half is checked by the
+        first that reaches a live producer of its group (returns anything but False). Why a chain: each
+        front end reaches only its own producers, and either may be started first; a second setting
+        replaced the first, so gRPC producers were never asked and their halves were discarded."""
+        previous = self.transaction_service.check_listener
+        if previous is None:
+            self.transaction_service.check_listener = listener
+            return
+
+        def check(half: MessageExt, producer_group: str) -> bool | None:
+            reached = listener(half, producer_group)
+            return previous(half, producer_group) if reached is False else reached
+
+        self.transaction_service.check_listener = check
+
     def transaction_metrics(self, auth: RequestContext | None = None) -> TransactionMetricsView:
         self._authorize(auth, "GET_BROKER_RUNTIME_INFO")
         metrics = self.transaction_service.metrics

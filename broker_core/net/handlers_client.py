@@ -60,7 +60,7 @@ class ClientHandlers:
         self.broker = ctx.broker
         self._watched: set[str] = set()
         ctx.broker.client_registry.consumer_ids_changed_listeners.append(self._notify_consumer_ids_changed)
-        ctx.broker.set_transaction_check_listener(self._check_transaction_state)
+        ctx.broker.add_transaction_check_listener(self._check_transaction_state)
 
     def table(self) -> dict[int, BrokerHandler]:
         return {
@@ -230,14 +230,13 @@ class ClientHandlers:
                 client.channel.send_oneway_threadsafe(
                     RemotingCommand.request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, header))
 
-    def _check_transaction_state(self, half: MessageExt, producer_group: str) -> None:
+    def _check_transaction_state(self, half: MessageExt, producer_group: str) -> bool:
         """The transaction check service asks a live producer of the group (oneway, spec B.5); the
-        producer answers later with END_TRANSACTION (fromTransactionCheck=true)."""
+        producer answers later with END_TRANSACTION (fromTransactionCheck=true). False: no remoting
+        producer of the group is connected."""
         channel = self.broker.client_registry.find_producer_channel(producer_group)
         if not isinstance(channel, Channel) or channel.closed:
-            log.info("no live producer of group %s to check the transaction at offset %d", producer_group,
-                     half.commit_log_offset)
-            return
+            return False
         real_topic = half.get_property(PROPERTY_REAL_TOPIC) or half.topic
         real_qid = half.get_property(PROPERTY_REAL_QUEUE_ID)
         shown = dataclasses.replace(half, topic=real_topic,
@@ -247,3 +246,4 @@ class ClientHandlers:
             msg_id=half.uniq_key, transaction_id=half.uniq_key, offset_msg_id=half.msg_id)
         channel.send_oneway_threadsafe(RemotingCommand.request(RequestCode.CHECK_TRANSACTION_STATE,
                                                                header.to_ext_fields(), message_ext_to_record(shown)))
+        return True

@@ -66,3 +66,24 @@ def test_grpc_to_remoting_and_back(tmp_path):
         from_grpc = {m.uniq_key: m for m in pulled if m.get_property("TAGS") == "G"}
         assert set(from_grpc) == set(grpc_sent["sent"])
         assert sorted(m.keys for m in from_grpc.values()) == [f"gk-{i}" for i in range(4)]
+
+
+def test_grpc_producer_is_asked_about_its_half_in_mqbroker(tmp_path):
+    """mqbroker serves remoting and gRPC from one broker: both front ends' check listeners must be
+    installed. The remoting one, set after the gRPC endpoint had started, replaced it, so a gRPC
+    producer was never asked and its open half was discarded after transactionCheckMax checks."""
+    home = tmp_path / "home"
+    home.mkdir()
+    conf = {"transactionTimeOut": "2000", "transactionCheckInterval": "1000"}
+    with running_broker(tmp_path / "b", conf) as b:
+        async def setup() -> None:
+            inst = MQClientInstance(b.namesrv_addr)
+            await create_topic(inst, b.broker_addr, "TxBoth", 2, attributes="+message.type=TRANSACTION")
+            await inst.shutdown()
+
+        asyncio.run(asyncio.wait_for(setup(), 60))
+        checked = run_scenario(b.grpc_addr, home, "transaction", topic="TxBoth", mode="open", check="commit",
+                               prefix="checked", timeout=25)
+        assert checked["id"] in checked["checked"], checked
+        got = run_scenario(b.grpc_addr, home, "simple_consume", topic="TxBoth", group="TxG", expect=1, timeout=15)
+        assert [m["id"] for m in got["received"]] == [checked["id"]]

@@ -70,7 +70,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("rmqops.transaction")
 
 PutMessage = Callable[[MessageInner], PutMessageResult]
-CheckListener = Callable[[MessageExt, str], None]
+# ``listener(half, producer_group)`` asks a live producer of the group for its decision; it returns False
+# when it reached none (then the next listener is asked, see Broker.add_transaction_check_listener)
+CheckListener = Callable[[MessageExt, str], bool | None]
 
 OP_MSG_PULL_NUMS = 32
 MAX_RETRY_COUNT_WHEN_HALF_NULL = 1
@@ -508,7 +510,9 @@ class TransactionalMessageService:
             return
         self.metrics.counters.checks_sent += 1
         try:
-            self.check_listener(half, group)
+            if self.check_listener(half, group) is False:
+                log.info("no live producer of group %s to check the transaction at offset %d", group,
+                         half.commit_log_offset)
         except Exception:
             log.exception("check listener failed for producer group %s", group)
 

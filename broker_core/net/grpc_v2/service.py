@@ -152,13 +152,7 @@ class MessagingService(MessagingServiceServicer):
     def attach(self, loop: asyncio.AbstractEventLoop) -> None:
         """Called by the server once its loop runs: check-backs are pushed from broker threads."""
         self._loop = loop
-        previous = self.broker.transaction_service.check_listener
-
-        def check_listener(half: MessageExt, producer_group: str) -> None:
-            if not self._check_back(half, producer_group) and previous is not None:
-                previous(half, producer_group)
-
-        self.broker.set_transaction_check_listener(check_listener)
+        self.broker.add_transaction_check_listener(self._check_back)
 
     async def _call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         loop = asyncio.get_running_loop()
