@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from mqadmin.errors import AdminError, NotFoundError, WrongTargetError
+from mqadmin.errors import AdminError, NotFoundError, UsageProblem, WrongTargetError
 from mqadmin.timefmt import now_ms
 from mqadmin.transport.base import BrokerClient, MessageRecord, ProgressFn, StoreMaintenance, TopicInfo
 
@@ -300,6 +300,73 @@ class Admin:
         results = change_each(targets or self.brokers(),
                               lambda b: self.client.update_and_create_topic(b.broker_addr, topic), _addr)
         return results[0]
+
+    def topic_update_problem(self, topic: TopicInfo, targets: list[BrokerIdentity]) -> str | None:
+        """Why UPDATE_AND_CREATE_TOPIC of ``topic`` would be refused by one of ``targets`` (None: by none),
+        judged before anything is sent with the broker's own rules and remarks: the name, queue numbers,
+        perm, filter type, system topic names (validateSystemTopicWhenUpdateTopic), MIXED
+        (enableMixedMessageType) and the attribute changes against the topic as each target has it.
+
+        Why: updateTopicList sends one request per topic, so a bad entry found by the broker failed the
+        file after the entries before it were written; RocketMQ's UPDATE_AND_CREATE_TOPIC_LIST checks
+        the whole list before it writes any, and checking every entry here first does the same."""
+        from broker_core.broker.errors import BrokerError
+        from broker_core.broker.limits import JAVA_INT_MAX, JAVA_INT_MIN, MAX_TOPIC_QUEUE_NUMS
+        from broker_core.broker.topic_attributes import (
+            QUEUE_TYPE,
+            alter_attributes,
+            parse_attribute_modifications,
+        )
+        from broker_core.broker.topic_manager import TOPIC_FILTER_TYPES
+        from broker_core.broker.topic_validator import (
+            REPLY_TOPIC_POSTFIX,
+            SYSTEM_TOPIC_PREFIX,
+            SYSTEM_TOPICS,
+            validate_topic,
+        )
+
+        name = topic.topic_name
+        bad = validate_topic(name)
+        if bad:
+            return bad
+        read, write = topic.read_queue_nums, topic.write_queue_nums
+        if read < 0 or write < 0 or (read == 0 and write == 0):
+            return f"queue numbers must be >= 0 and not both 0 (read={read}, write={write})"
+        if max(read, write) > MAX_TOPIC_QUEUE_NUMS:
+            return f"queue numbers must be <= {MAX_TOPIC_QUEUE_NUMS} (read={read}, write={write})"
+        if not JAVA_INT_MIN <= topic.topic_sys_flag <= JAVA_INT_MAX:
+            return f"topicSysFlag must fit a Java int, got {topic.topic_sys_flag}"
+        if not 0 <= topic.perm <= 15:
+            return f"perm must be a bit set of 8/4/2/1 (0..15), got {topic.perm}"
+        if topic.topic_filter_type not in TOPIC_FILTER_TYPES:
+            return f"topicFilterType must be SINGLE_TAG or MULTI_TAG, got {topic.topic_filter_type!r}"
+        try:
+            mods = parse_attribute_modifications(dict(topic.attributes))
+        except BrokerError as e:
+            return f"attributes: {e.message}"
+        for b in targets:
+            conf = self.client.broker_config(b.broker_addr)
+            if conf.get("validateSystemTopicWhenUpdateTopic", "true") == "true":
+                cluster = conf.get("brokerClusterName", b.cluster_name)
+                system = set(SYSTEM_TOPICS) | {cluster, conf.get("brokerName", b.broker_name),
+                                               f"{cluster}_{REPLY_TOPIC_POSTFIX}"}
+                if conf.get("traceTopicEnable") == "true":
+                    system.add(conf.get("msgTraceTopicName", ""))
+                if name in system or name.startswith(SYSTEM_TOPIC_PREFIX):
+                    return f"The topic[{name}] is conflict with system topic."
+            if conf.get("enableMixedMessageType", "false") != "true" and mods.get("+message.type") == "MIXED":
+                return "attributes: MIXED message type is not supported."
+            current = self.client.get_topic_config(b.broker_addr, name)
+            try:  # queue.type may change while the topic has no messages, judged below
+                new = alter_attributes(current is None, current.attributes if current else {}, mods,
+                                       frozenset({QUEUE_TYPE.name}))
+            except BrokerError as e:
+                return f"attributes: {e.message}"
+            if current is not None and (new.get(QUEUE_TYPE.name) or "SimpleCQ") != current.queue_type \
+                    and any(q.max_offset > 0 for q in self.client.topic_stats(b.broker_addr, name)):
+                return (f"attributes: attempt to update an unchangeable attribute. key: queue.type (topic {name} already has "
+                        f"messages in a {current.queue_type} queue; delete the topic first to change its queue type)")
+        return None
 
     def delete_topic(self, topic: str, cluster_name: str, dry_run: bool = False) -> DeleteTopicPlan:
         """What deleting the topic from the cluster's brokers removes; applied unless ``dry_run``."""
@@ -688,7 +755,9 @@ class Admin:
     def stats_all(self, topic: str | None = None, active_only: bool = False) -> list[StatsAllRow]:
         """statsAll: per topic (retry and DLQ topics left out) the masters' put TPS over the last minute
         and puts over the last day, and per consumer group its lag and get figures. With
-        ``active_only`` only lines with traffic in the last day, as Apache's -a."""
+        ``active_only`` only lines with traffic in the last day, as Apache's -a. The figures are a
+        running broker's counters (VIEW_BROKER_STATS_DATA): a store directory's transport refuses them,
+        and is asked even when no topic is listed, so statsAll on a store always says so."""
         from broker_core.broker.stats import GROUP_GET_NUMS, TOPIC_PUT_NUMS
         from broker_core.broker.topic_validator import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
         from mqadmin.reports import StatsAllRow
@@ -703,9 +772,12 @@ class Admin:
             return tps, day
 
         rows: list[StatsAllRow] = []
-        for name in self.list_topics():
-            if name.startswith((RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX)) or (topic and name != topic):
-                continue
+        names = [name for name in self.list_topics()
+                 if not name.startswith((RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX))
+                 and (not topic or name == topic)]
+        if not names:  # nothing to count, but a target without counters must still say it has none
+            self.client.view_broker_stats_data(self.identity().broker_addr, TOPIC_PUT_NUMS, topic or "")
+        for name in names:
             route = self.client.topic_route(name)
             if route is None:
                 continue
@@ -1113,21 +1185,38 @@ class Admin:
 
     def copy_users_to(self, target: Admin, usernames: list[str] | None = None, source_addr: str | None = None,
                       target_addr: str | None = None) -> list[str]:
-        """copyUser: each user is created on the target, or updated in every field when it exists there."""
+        """copyUser: each user is created on the target, or updated in every field when it exists there.
+
+        Every named user is read from the source before anything is written: one that does not exist
+        is not found (exit 3) and nothing is copied, rather than failing half way with the users
+        before it already on the target (Apache's CopyUsersSubCommand also reads them all first)."""
         src, dst = self._addr(source_addr), target._addr(target_addr)
         names = ([u.username for u in self.client.list_users(src)] if usernames is None
                  else [n.strip() for n in usernames])
+        users = {name: self._user_or_none(src, name) for name in names}
+        missing = [name for name, user in users.items() if user is None]
+        if missing:
+            what = f"The user {missing[0]} is not exist" if len(missing) == 1 else \
+                f"The users {', '.join(missing)} are not exist"
+            raise NotFoundError(f"{what}; nothing was copied")
         copied = []
-        for name in names:
-            user = self.client.get_user(src, name)
-            if user is None:
-                raise AdminError(f"The user {name} is not exist")
+        for name, user in ((n, u) for n, u in users.items() if u is not None):
             if target.client.get_user(dst, name) is None:
                 target.client.create_user(dst, user)
             else:
                 target.client.update_user(dst, name, user.password, user.user_type.value, user.user_status.value)
             copied.append(name)
         return copied
+
+    def _user_or_none(self, addr: str, username: str) -> User | None:
+        """AUTH_GET_USER; None for a user that is not there, whether the broker answers with no user or
+        refuses with "The user is not exist" (Java's broker does the latter)."""
+        try:
+            return self.client.get_user(addr, username)
+        except WrongTargetError:  # the broker is not there: not a missing user
+            raise
+        except NotFoundError:
+            return None
 
     def copy_acls_to(self, target: Admin, subjects: list[str] | None = None, progress: ProgressFn | None = None,
                      source_addr: str | None = None, target_addr: str | None = None) -> list[str]:
@@ -1147,18 +1236,35 @@ class Admin:
     def explain_acl(self, subject: str, resource: str, actions: list[str], source_ip: str | None,
                     broker_addr: str | None = None) -> Explanation:
         """Which entry of the subject's ACL decides (and why), evaluated here from the broker's user
-        and ACL with the broker's own evaluator — so the answer is the broker's, over any transport."""
-        from broker_core.auth.authorization import AuthorizationContext
+        and ACL with the broker's own evaluator — so the answer is the broker's, over any transport.
+
+        A subject, resource, action list or source IP that does not parse is the caller's mistake, not
+        a failure of the question: UsageProblem (exit 2), before any broker is asked. The source IP
+        must be one address (IPv4 or IPv6, a ``:port`` is dropped as the broker drops it): a policy
+        entry may name a CIDR, a client never comes from one, and ``999.1.1.1`` used to be evaluated
+        as if it were an address."""
+        import ipaddress
+
+        from broker_core.auth.authorization import AuthorizationContext, source_ip_of
         from broker_core.auth.errors import AuthError
         from broker_core.auth.evaluator import evaluate
 
-        addr = self._addr(broker_addr)
+        if not [a for a in actions if a.strip()]:
+            raise UsageProblem("no action given: -a/--actions names one or more of Pub, Sub, Create, Update, "
+                               "Delete, Get, List, All")
+        if source_ip is not None:
+            ip = source_ip_of(source_ip)
+            try:
+                ipaddress.ip_address(ip or "")
+            except ValueError:
+                raise UsageProblem(f"invalid source IP {source_ip!r}: expected one IPv4 or IPv6 address") from None
         try:
             ctx = AuthorizationContext(subject, resource, actions, source_ip)
         except AuthError as e:
-            raise AdminError(e.message) from None
+            raise UsageProblem(e.message) from None
         except ValueError as e:  # an unknown action or resource type: the parser's own words, no type name
-            raise AdminError(str(e)) from None
+            raise UsageProblem(str(e)) from None
+        addr = self._addr(broker_addr)
         subj = ctx.subject
         user = self.client.get_user(addr, subj.name) if subj is not None else None
         acl = self.client.get_acl(addr, subj.key) if subj is not None and user is not None else None

@@ -1311,14 +1311,25 @@ class Broker:
     def query_consume_queue(self, topic: str, queue_id: int, index: int, count: int,
                             auth: RequestContext | None = None) -> tuple[int, int, list[CqUnit]]:
         """QUERY_CONSUME_QUEUE (mqadmin queryCq): the queue's (min, max) offsets and up to ``count`` units
-        from ``index`` (within one CQ file, as RocketMQ reads them); a queue never written has none."""
+        from ``index`` (within one CQ file, as RocketMQ reads them).
+
+        Refused as RocketMQ's AdminBrokerProcessor refuses it, with its remarks: a queue with no consume
+        queue (never written, or a queue id the topic does not have) is "Q@T is not exist!", and an
+        index with no unit (below the min offset: expired; at or past the max) is "Index N of Q@T is
+        not exist!". Never the min's units for an index below it: mqadmin numbers the units from the
+        index it asked for, so they would be shown under offsets they do not have. (RocketMQ answers
+        the index case SUCCESS with that remark and no body; the refusal here carries the same remark
+        with SYSTEM_ERROR, which its mqadmin reports instead of failing on the missing body.)"""
         self._authorize(auth, "QUERY_CONSUME_QUEUE", topic=topic)
         if self.topic_manager.get(topic) is None:
             raise TopicNotExistError(f"topic[{topic}] not exist")
         cq = self.store.find_consume_queue(topic, queue_id)
         if cq is None:
-            return 0, 0, []
-        return cq.get_min_offset_in_queue(), cq.get_max_offset_in_queue(), cq.get_units(index, max(count, 0))
+            raise BrokerSystemError(f"{queue_id}@{topic} is not exist!")
+        units = cq.iterate_from(index, max(count, 0))
+        if units is None:
+            raise BrokerSystemError(f"Index {index} of {queue_id}@{topic} is not exist!")
+        return cq.get_min_offset_in_queue(), cq.get_max_offset_in_queue(), units
 
     # -- ACL 2.0 administration (AUTH_* codes) ----------------------------------------------------
     def _auth_admin(self, auth: RequestContext | None, request: str) -> str | None:

@@ -384,6 +384,30 @@ class ConsumeQueueBase:
     def file_count(self) -> int:
         return len(self.file_queue.files)
 
+    # -- offsets and reads; subclasses implement ---------------------------------------------------
+    def get_min_offset_in_queue(self) -> int:
+        raise NotImplementedError
+
+    def get_max_offset_in_queue(self) -> int:
+        raise NotImplementedError
+
+    def get_units(self, start_offset: int, max_units: int) -> list[CqUnit]:
+        raise NotImplementedError
+
+    def iterate_from(self, start_offset: int, max_units: int) -> list[CqUnit] | None:
+        """Up to ``max_units`` units from the one at ``start_offset`` (within its file), or None when
+        the queue holds no unit there: below its min offset (expired) or at/after its max.
+
+        Why apart from ``get_units``: that one moves a start below the min up to the min, which the
+        read path wants (it reads on from wherever the queue now begins), but a caller that numbers the
+        units by the offset it asked for (queryCq) would then label the min's unit with that offset.
+        This is RocketMQ's ``iterateFrom`` (getIndexBuffer gives null below minLogicOffset and past
+        the written end), which QUERY_CONSUME_QUEUE answers "Index N of Q@T is not exist!" for.
+        """
+        if not self.get_min_offset_in_queue() <= start_offset < self.get_max_offset_in_queue():
+            return None
+        return self.get_units(start_offset, max_units)
+
 
 class ConsumeQueue(ConsumeQueueBase):
     """SimpleCQ: unit ``q`` lives at logical byte ``q * 20``.
@@ -507,7 +531,9 @@ class ConsumeQueue(ConsumeQueueBase):
 
     # -- read --------------------------------------------------------------------------------------
     def get_units(self, start_offset: int, max_units: int) -> list[CqUnit]:
-        """Units from ``start_offset`` on, within one file (as RocketMQ's getIndexBuffer)."""
+        """Units from ``start_offset`` on, within one file. A start below the min offset reads from the
+        min (the read path's choice: it goes on from where the queue now begins); ``iterate_from``
+        is RocketMQ's getIndexBuffer, which has nothing there."""
         min_off = self.get_min_offset_in_queue()
         if start_offset < min_off:
             start_offset = min_off

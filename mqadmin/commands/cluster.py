@@ -317,7 +317,8 @@ def cluster_rt(
         cmd.emit(rows, lambda: None)
 
 
-@register(app, "statsAll", "Topic and Consumer tps stats")
+@register(app, "statsAll", "Topic and Consumer tps stats (a running broker's in-memory counters since it "
+                            "started: -n only; on a store directory, consumerProgress shows lag)")
 def stats_all(
     cmd: Cmd,
     active_topic: Annotated[bool, typer.Option("-a", "--activeTopic", help="print active topic only")] = False,

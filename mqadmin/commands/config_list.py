@@ -65,15 +65,32 @@ def signed_attributes(obj: dict[str, object], where: str) -> dict[str, str]:
 
 def submit_config_list(cmd: Cmd, broker: str | None, cluster: str | None, configs: Sequence[C],
                        update: Callable[[Admin, C, list[BrokerIdentity]], object], names: tuple[str, list[str]],
-                       what: str) -> None:
+                       what: str, labels: Sequence[str] = (),
+                       check: Callable[[Admin, C, list[BrokerIdentity]], str | None] | None = None) -> None:
     """Apply every config to the target brokers, then print mqadmin's line per broker.
 
     ``names`` is the output record's key and the configs' names; ``what`` is the word Java prints.
+    ``check`` says why the brokers would refuse a config (None: they would not); every config is
+    checked before the first is sent, so a bad entry (named by its ``labels`` entry) changes nothing,
+    as RocketMQ checks a whole list before it writes any of it.
     """
     admin = cmd.admin()
     targets = admin.check_target(cluster_name=cluster, broker_addr=broker)
-    for config in configs:
-        update(admin, config, targets)
+    if check is not None:
+        for label, config in zip(labels, configs, strict=True):
+            problem = check(admin, config, targets)
+            if problem is not None:
+                raise AdminError(f"{label}: {problem} (nothing was changed)")
+    applied: list[str] = []
+    for i, config in enumerate(configs):
+        try:
+            update(admin, config, targets)
+        except AdminError as e:  # the brokers failed on one: say which entries are already in place
+            if applied:
+                e.message = f"{e.message} (entries before it were applied: {', '.join(applied)})"
+                e.args = (e.message,)
+            raise
+        applied.append(labels[i] if i < len(labels) else str(i))
     addrs = [b.broker_addr for b in targets]
     key, listed = names
     cmd.emit({"brokers": addrs, key: listed}, lambda: [cmd.print(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, cast
 
 import typer
 
@@ -37,9 +37,57 @@ def _to_string(name: str, fields: dict[str, object]) -> str:
     return name + "{" + ", ".join(f"{k}={'null' if v is None else v}" for k, v in fields.items()) + "}"
 
 
-def retry_policy_text(policy_json: str | None) -> str:
-    """GroupRetryPolicy's toString from its JSON (type, exponentialRetryPolicy, customizedRetryPolicy)."""
-    policy = json.loads(policy_json) if policy_json else {"type": "CUSTOMIZED"}
+# SubscriptionGroupAttributes.ALL: the keys a group's attributes may have. Empty in RocketMQ 5.x, so its
+# broker refuses every key ("unsupported key: foo"); refused here before anything is sent, since our
+# broker would store whatever it is given.
+SUPPORTED_GROUP_ATTRIBUTES: frozenset[str] = frozenset()
+_RETRY_POLICY_TYPES = ("CUSTOMIZED", "EXPONENTIAL")  # GroupRetryPolicyType
+_JAVA_LONG_MIN = -(2**63)
+
+
+def _is_java_long(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and _JAVA_LONG_MIN <= v <= JAVA_LONG_MAX
+
+
+def retry_policy_problem(policy: object) -> str | None:
+    """Why ``policy`` is not a GroupRetryPolicy object as Java reads one (None when it is).
+
+    Why checked here: a policy of the wrong shape used to be dropped without a word (the group then
+    got the default CUSTOMIZED policy). The shape: ``type`` EXPONENTIAL or CUSTOMIZED,
+    ``exponentialRetryPolicy`` {initial, max, multiplier: long}, ``customizedRetryPolicy`` {next: [long]};
+    each may be absent or null (Java's defaults), other keys are ignored as fastjson ignores them.
+    """
+    if not isinstance(policy, dict):
+        return f"groupRetryPolicy must be an object, got {policy!r}"
+    kind = policy.get("type")
+    if kind is not None and (not isinstance(kind, str) or kind.upper() not in _RETRY_POLICY_TYPES):
+        return f"groupRetryPolicy.type must be EXPONENTIAL or CUSTOMIZED, got {kind!r}"
+    exp = policy.get("exponentialRetryPolicy")
+    if exp is not None:
+        if not isinstance(exp, dict):
+            return f"groupRetryPolicy.exponentialRetryPolicy must be an object, got {exp!r}"
+        for k in ("initial", "max", "multiplier"):
+            if k in exp and not _is_java_long(exp[k]):
+                return f"groupRetryPolicy.exponentialRetryPolicy.{k} must be an integer, got {exp[k]!r}"
+    cust = policy.get("customizedRetryPolicy")
+    if cust is not None:
+        if not isinstance(cust, dict):
+            return f"groupRetryPolicy.customizedRetryPolicy must be an object, got {cust!r}"
+        nxt = cust.get("next")
+        if nxt is not None and (not isinstance(nxt, list) or not all(_is_java_long(n) for n in nxt)):
+            return f"groupRetryPolicy.customizedRetryPolicy.next must be a list of integers, got {nxt!r}"
+    return None
+
+
+def unsupported_group_attributes(keys: list[str]) -> str | None:
+    """RocketMQ's refusal of group attribute keys it does not support (None when all are)."""
+    bad = [k.lstrip("+-") for k in keys if k.lstrip("+-") not in SUPPORTED_GROUP_ATTRIBUTES]
+    return f"unsupported key: {', '.join(bad)}" if bad else None
+
+
+def retry_policy_text(policy: dict[str, object] | None) -> str:
+    """GroupRetryPolicy's toString from its object (type, exponentialRetryPolicy, customizedRetryPolicy)."""
+    policy = policy or {"type": "CUSTOMIZED"}
     exp = policy.get("exponentialRetryPolicy")
     cust = policy.get("customizedRetryPolicy")
     exp_text = None if not isinstance(exp, dict) else _to_string(
@@ -96,18 +144,28 @@ def update_sub_group(
     notify: Annotated[str | None, typer.Option("-a", "--notifyConsumerIdsChanged", help="true/false")] = None,
     attributes: Annotated[str | None, typer.Option("--attributes", help="+a=b,+c=d,-e")] = None,
 ) -> None:
+    policy: dict[str, object] | None = None
     if retry_policy is not None:
         try:
-            json.loads(retry_policy)
+            parsed = json.loads(retry_policy)
         except json.JSONDecodeError as e:
             raise AdminError(f"invalid -p/--groupRetryPolicy JSON: {e.msg} at character {e.pos}") from None
+        problem = retry_policy_problem(parsed)
+        if problem is not None:
+            raise AdminError(f"invalid -p/--groupRetryPolicy: {problem}")
+        policy = parsed
     from mqadmin.commands.topic import parse_attributes
     from mqadmin.transport.base import SubscriptionGroupInfo
 
+    attrs = parse_attributes(attributes)
+    refused = unsupported_group_attributes(list(attrs))
+    if refused is not None:
+        # exit 1 as updateTopic's broker refusal of an unsupported key: the same rule, known here
+        raise AdminError(f"invalid --attributes: {refused} (no subscription group attribute is supported)")
     config = SubscriptionGroupInfo(
         group, parse_bool(consume_enable, "-s", True), parse_bool(from_min, "-m", False),
         parse_bool(broadcast, "-d", False), parse_bool(orderly, "-o", False), retry_queue_nums, retry_max_times,
-        retry_policy, broker_id, slowly, parse_bool(notify, "-a", True), parse_attributes(attributes))
+        policy, broker_id, slowly, parse_bool(notify, "-a", True), attrs)
     targets = _targets(cmd, cluster, broker)
     addrs = [b.broker_addr for b in targets]
     result = cmd.admin().update_sub_group(config, targets)
@@ -220,29 +278,66 @@ def update_sub_group_list(
     broker: BrokerAddrOpt = None,
     cluster: ClusterNameOpt = None,
 ) -> None:
-    from mqadmin.commands.config_list import field, read_json_list, signed_attributes, submit_config_list
-    from mqadmin.transport.base import SubscriptionGroupInfo
+    """Every field of each SubscriptionGroupConfig in the file is applied (as Java's body carries the
+    whole config), and every entry is checked before the first is sent: a bad one changes nothing."""
+    from mqadmin.commands.config_list import read_json_list, submit_config_list
 
     require_one_target(broker, cluster)
-    wanted = []
-    for where, obj in read_json_list(filename, "SubscriptionGroupConfig"):
-        name = field(obj, "groupName", str, "", where)
-        if not name:
-            raise AdminError(f"{where}: groupName is required")
-        policy = obj.get("groupRetryPolicy")
-        attrs = signed_attributes(obj, where)
-        wanted.append(SubscriptionGroupInfo(
-            name, field(obj, "consumeEnable", bool, True, where),
-            field(obj, "consumeFromMinEnable", bool, True, where),
-            field(obj, "consumeBroadcastEnable", bool, True, where),
-            field(obj, "consumeMessageOrderly", bool, False, where),
-            field(obj, "retryQueueNums", int, 1, where), field(obj, "retryMaxTimes", int, 16, where),
-            json.dumps(policy) if isinstance(policy, dict) else None, field(obj, "brokerId", int, 0, where),
-            field(obj, "whichBrokerWhenConsumeSlowly", int, 1, where),
-            field(obj, "notifyConsumerIdsChangedEnable", bool, True, where), attrs))
+    wanted = [_group_from_file(where, obj) for where, obj in read_json_list(filename, "SubscriptionGroupConfig")]
     submit_config_list(cmd, broker, cluster, wanted, lambda admin, g, targets: admin.update_sub_group(g, targets),
                        ("groups", [g.group_name for g in wanted]),
                        "subscription group" if cluster is not None else "group")
+
+
+def _group_from_file(where: str, obj: dict[str, object]) -> SubscriptionGroupInfo:
+    """One SubscriptionGroupConfig of an updateSubGroupList file, with Java's defaults for absent fields,
+    or an error naming the entry and the field: the broker's ranges, the retry policy's shape, and
+    attributes (RocketMQ supports no group attribute key)."""
+    from broker_core.broker.limits import JAVA_INT_MIN
+    from broker_core.broker.topic_validator import validate_group
+    from mqadmin.commands.config_list import field
+    from mqadmin.transport.base import SubscriptionGroupInfo
+
+    name = field(obj, "groupName", str, "", where)
+    if not name:
+        raise AdminError(f"{where}: groupName is required")
+    bad = validate_group(name)
+    if bad:
+        raise AdminError(f"{where}: {bad}")
+
+    def number(key: str, default: int, lo: int, hi: int) -> int:
+        value = cast(int, field(obj, key, int, default, where))  # field() refused anything but an int
+        if not lo <= value <= hi:
+            raise AdminError(f"{where}: {key} must be {lo}..{hi}, got {value}")
+        return value
+
+    def flag(key: str, default: bool) -> bool:
+        return bool(field(obj, key, bool, default, where))
+
+    policy = obj.get("groupRetryPolicy")
+    if policy is not None:
+        problem = retry_policy_problem(policy)
+        if problem is not None:
+            raise AdminError(f"{where}: {problem}")
+    subs = obj.get("subscriptionDataSet")
+    if subs is not None and (not isinstance(subs, list) or not all(isinstance(d, dict) for d in subs)):
+        raise AdminError(f"{where}: subscriptionDataSet must be a list of SimpleSubscriptionData objects, got {subs!r}")
+    attrs = obj.get("attributes") or {}
+    if not isinstance(attrs, dict):
+        raise AdminError(f"{where}: attributes must be an object")
+    refused = unsupported_group_attributes([str(k) for k in attrs])
+    if refused is not None:
+        raise AdminError(f"{where}: attributes: {refused} (no subscription group attribute is supported)")
+    return SubscriptionGroupInfo(
+        name, flag("consumeEnable", True), flag("consumeFromMinEnable", True), flag("consumeBroadcastEnable", True),
+        flag("consumeMessageOrderly", False), number("retryQueueNums", 1, 0, MAX_TOPIC_QUEUE_NUMS),
+        number("retryMaxTimes", 16, -1, MAX_RETRY_TIMES),
+        dict(policy) if isinstance(policy, dict) else None, number("brokerId", 0, 0, JAVA_LONG_MAX),
+        number("whichBrokerWhenConsumeSlowly", 1, 0, JAVA_LONG_MAX),
+        flag("notifyConsumerIdsChangedEnable", True), {},
+        number("groupSysFlag", 0, JAVA_INT_MIN, JAVA_INT_MAX),
+        number("consumeTimeoutMinute", 15, JAVA_INT_MIN, JAVA_INT_MAX),
+        None if subs is None else [dict(d) for d in subs])
 
 
 @register(app, "setConsumeMode", "set consume mode", writes=True)

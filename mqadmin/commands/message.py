@@ -147,9 +147,12 @@ def query_msg_by_id(
         raise NotFoundError(f"message not found: {', '.join(missing)}")
 
 
-def _push_to_client(cmd: Cmd, topic: str, ids: list[str], group: str, client_id: str) -> None:
-    """queryMsgById -g -d: each message goes to that client's listener (CONSUME_MESSAGE_DIRECTLY);
-    Apache prints each ConsumeMessageDirectlyResult with no line break between them."""
+def _push_to_client(cmd: Cmd, topic: str, ids: list[str], group: str, client_id: str,
+                    not_push: str = "this {} client is not push consumer ,not support direct push ") -> None:
+    """queryMsgById / queryMsgByUniqueKey -g -d: each message (an offset id or a unique key, as Apache's
+    viewMessage finds it) goes to that client's listener (CONSUME_MESSAGE_DIRECTLY); Apache prints
+    each ConsumeMessageDirectlyResult with no line break between them, and ``not_push`` (its wording
+    differs between the two commands) for a client that is not a push consumer."""
     from mqadmin.running_info import direct_result_text
 
     admin = cmd.admin()
@@ -158,7 +161,7 @@ def _push_to_client(cmd: Cmd, topic: str, ids: list[str], group: str, client_id:
     def render() -> None:
         for _, r in results:
             if r is None:
-                cmd.print(f"this {client_id} client is not push consumer ,not support direct push ")
+                cmd.print(not_push.format(client_id))
             else:
                 cmd.print(direct_result_text(r), end="")
 
@@ -222,10 +225,17 @@ def query_msg_by_unique_key(
     topic: TopicOpt,
     show_all: Annotated[bool, typer.Option("-a", "--showAll", help="print every match (up to 32)")] = False,
     cluster: Annotated[str | None, typer.Option("-c", "--cluster", help="cluster name")] = None,
+    group: Annotated[str | None, typer.Option("-g", "--consumerGroup", help="consumer group name",
+                                              autocompletion=complete_group)] = None,
+    client_id: Annotated[str | None, typer.Option("-d", "--clientId", help="The consumer's client id")] = None,
 ) -> None:
     admin = cmd.admin()
     if cluster is not None:
         admin.check_target(cluster_name=cluster)
+    if group is not None and client_id is not None:  # push it to that consumer, as queryMsgById -g -d does
+        _push_to_client(cmd, topic.strip(), [msg_id.strip()], group.strip(), client_id.strip(),
+                        "get consumer info failed or this {} client is not push consumer, not support direct push ")
+        return
     records = admin.query_msg_by_unique_key(topic, msg_id.strip())
     if not records:
         raise NotFoundError(f"message not found: unique key {msg_id} in topic {topic}")

@@ -257,6 +257,7 @@ def update_topic_list(
 
     require_one_target(broker, cluster)
     wanted = []
+    labels = []
     for where, obj in read_json_list(filename, "TopicConfig"):
         name = field(obj, "topicName", str, "", where)
         nums = [field(obj, k, int, 16, where) for k in ("readQueueNums", "writeQueueNums")]
@@ -266,10 +267,12 @@ def update_topic_list(
                 or not 0 <= sys_flag <= JAVA_INT_MAX:
             raise AdminError(f"{where}: needs topicName, queue numbers 0..{MAX_TOPIC_QUEUE_NUMS} and perm 0..15")
         attrs = signed_attributes(obj, where)
-        wanted.append(TopicInfo(name, nums[0], nums[1], perm, str(obj.get("topicFilterType", "SINGLE_TAG")),
+        wanted.append(TopicInfo(name, nums[0], nums[1], perm, field(obj, "topicFilterType", str, "SINGLE_TAG", where),
                                 sys_flag, bool(field(obj, "order", bool, False, where)), attrs))
+        labels.append(f"{where} (topic {name})")
     submit_config_list(cmd, broker, cluster, wanted, lambda admin, t, targets: admin.update_topic(t, targets),
-                       ("topics", [t.topic_name for t in wanted]), "topic")
+                       ("topics", [t.topic_name for t in wanted]), "topic", labels,
+                       lambda admin, t, targets: admin.topic_update_problem(t, targets))
 
 
 @register(app, "queryCq", "Query cq command.")

@@ -11,8 +11,8 @@ exactly as the remoting transport maps response codes.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, ParamSpec, TypeVar
@@ -62,8 +62,11 @@ _NOT_FOUND = (ResponseCode.TOPIC_NOT_EXIST, ResponseCode.SUBSCRIPTION_GROUP_NOT_
 
 
 def admin_error(e: BrokerError) -> AdminError:
-    """A Broker refusal as the CLI's error: the not-found codes exit 3, the rest 1 (same as on the wire)."""
-    return NotFoundError(e.message) if e.code in _NOT_FOUND else AdminError(e.message)
+    """A Broker refusal as the CLI's error, mapped exactly as the remoting transport maps the same
+    answer: the not-found codes exit 3, and so does any other refusal whose remark says the thing
+    "is not exist" (RocketMQ answers e.g. queryCq's "0@T is not exist!" with SYSTEM_ERROR); the
+    rest exit 1. Mapping by code alone made a store directory exit 1 where -n exits 3."""
+    return NotFoundError(e.message) if e.code in _NOT_FOUND else refusal(e.message)
 
 
 class LocalBrokerClient:
@@ -237,21 +240,23 @@ class LocalBrokerClient:
 
     def update_and_create_subscription_group(self, broker_addr: str,
                                              config: SubscriptionGroupInfo) -> SubscriptionGroupInfo:
+        """The whole config replaces the stored one, as UPDATE_AND_CREATE_SUBSCRIPTIONGROUP's body does over
+        the wire: every field is given (a field left out here would keep its old value on a store
+        directory and be reset over -n)."""
         b = self._broker_for(broker_addr)
         settings: dict[str, object] = {
             "consume_enable": config.consume_enable, "consume_from_min_enable": config.consume_from_min_enable,
             "consume_broadcast_enable": config.consume_broadcast_enable,
             "consume_message_orderly": config.consume_message_orderly, "retry_queue_nums": config.retry_queue_nums,
-            "retry_max_times": config.retry_max_times, "broker_id": config.broker_id,
+            "retry_max_times": config.retry_max_times,
+            "group_retry_policy": copy.deepcopy(config.group_retry_policy or {"type": "CUSTOMIZED"}),
+            "broker_id": config.broker_id,
             "which_broker_when_consume_slowly": config.which_broker_when_consume_slowly,
             "notify_consumer_ids_changed_enable": config.notify_consumer_ids_changed_enable,
+            "group_sys_flag": config.group_sys_flag, "consume_timeout_minute": config.consume_timeout_minute,
+            "subscription_data_set": copy.deepcopy(config.subscription_data_set),
             "attributes": dict(config.attributes),
         }
-        if config.group_retry_policy:
-            try:
-                settings["group_retry_policy"] = json.loads(config.group_retry_policy)
-            except json.JSONDecodeError as e:
-                raise AdminError(f"invalid groupRetryPolicy JSON: {e.msg} at character {e.pos}") from None
         g = self._call(broker_addr, b.create_or_update_subscription_group, config.group_name, **settings)
         return _group_info(g)
 
@@ -390,14 +395,13 @@ class LocalBrokerClient:
 
     def view_broker_stats_data(self, broker_addr: str, stats_name: str, stats_key: str
                                ) -> tuple[StatsWindow, StatsWindow, StatsWindow] | None:
-        """Counters of this process's Broker only: a store opened by mqadmin has counted nothing."""
-        b = self._broker_for(broker_addr)
-        try:
-            return b.view_broker_stats_data(stats_name, stats_key)
-        except BrokerError as e:
-            if "not exist" in e.message:
-                return None
-            raise admin_error(e) from None
+        """Refused: TOPIC_PUT_NUMS and GROUP_GET_NUMS are counters a running broker keeps in memory from
+        its start (per minute, hour and day), and a store directory holds none of them. Answering this
+        process's own counters (a store opened by mqadmin has counted nothing) made statsAll print zero
+        traffic for a store that had just taken messages, so the command says where the figures are."""
+        self._broker_for(broker_addr)  # -b must name this store's broker; a path that is not a store: exit 3
+        raise AdminError(f"traffic figures ({stats_name}: TPS, 24-hour counts) are counters a running broker "
+                         "keeps in memory since it started; a store directory holds none: use -n <namesrv>")
 
     # -- store maintenance ---------------------------------------------------------------------------
     def clean_expired_consume_queue(self, broker_addr: str) -> str:
@@ -539,7 +543,7 @@ def _group_info(g: SubscriptionGroupConfig) -> SubscriptionGroupInfo:
     return SubscriptionGroupInfo(
         g.group_name, g.consume_enable, g.consume_from_min_enable, g.consume_broadcast_enable,
         g.consume_message_orderly, g.retry_queue_nums, g.retry_max_times,
-        json.dumps(g.group_retry_policy, separators=(",", ":")) if g.group_retry_policy else None, g.broker_id,
+        copy.deepcopy(g.group_retry_policy) if g.group_retry_policy else None, g.broker_id,
         g.which_broker_when_consume_slowly, g.notify_consumer_ids_changed_enable, dict(g.attributes),
         g.group_sys_flag, g.consume_timeout_minute,
         None if g.subscription_data_set is None else [dict(s) for s in g.subscription_data_set])

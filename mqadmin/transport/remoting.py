@@ -11,7 +11,7 @@ the broker's remark, so the CLI prints the same one line as on ``--store``.
 from __future__ import annotations
 
 import asyncio
-import json
+import copy
 from collections.abc import Coroutine, Mapping
 from typing import Any, TypeVar
 
@@ -327,8 +327,12 @@ class RemotingBrokerClient:
     def query_consume_queue(self, broker_addr: str, topic: str, queue_id: int, index: int,
                             count: int) -> ConsumeQueueView:
         header = QueryConsumeQueueRequestHeader(topic=topic, queue_id=queue_id, index=index, count=count)
-        body = self._body(QueryConsumeQueueResponseBody,
-                          self._ok(self._call(broker_addr, RequestCode.QUERY_CONSUME_QUEUE, header)))
+        resp = self._ok(self._call(broker_addr, RequestCode.QUERY_CONSUME_QUEUE, header))
+        if not resp.body and resp.remark:
+            # A Java broker answers an index with no unit SUCCESS, "Index N of Q@T is not exist!" and no
+            # body (ours refuses it with that remark): either way the index is not found.
+            raise NotFoundError(resp.remark)
+        body = self._body(QueryConsumeQueueResponseBody, resp)
         return ConsumeQueueView(body.min_queue_index, body.max_queue_index,
                                 [CqEntry(d.physic_offset, d.physic_size, d.tags_code) for d in body.queue_data])
 
@@ -340,13 +344,13 @@ class RemotingBrokerClient:
     @staticmethod
     def _group_info(cfg: SubscriptionGroupConfig) -> SubscriptionGroupInfo:
         policy = cfg.group_retry_policy
-        return SubscriptionGroupInfo(
+        return SubscriptionGroupInfo(  # the policy stays an object (see SubscriptionGroupInfo)
             group_name=cfg.group_name, consume_enable=cfg.consume_enable,
             consume_from_min_enable=cfg.consume_from_min_enable,
             consume_broadcast_enable=cfg.consume_broadcast_enable,
             consume_message_orderly=cfg.consume_message_orderly, retry_queue_nums=cfg.retry_queue_nums,
             retry_max_times=cfg.retry_max_times,
-            group_retry_policy=json.dumps(policy, separators=(",", ":"), sort_keys=True) if policy else None,
+            group_retry_policy=copy.deepcopy(policy) if policy else None,
             broker_id=cfg.broker_id, which_broker_when_consume_slowly=cfg.which_broker_when_consume_slowly,
             notify_consumer_ids_changed_enable=cfg.notify_consumer_ids_changed_enable,
             attributes=dict(cfg.attributes), group_sys_flag=cfg.group_sys_flag,
@@ -372,18 +376,18 @@ class RemotingBrokerClient:
 
     def update_and_create_subscription_group(self, broker_addr: str,
                                              config: SubscriptionGroupInfo) -> SubscriptionGroupInfo:
-        try:
-            policy = json.loads(config.group_retry_policy) if config.group_retry_policy else {"type": "CUSTOMIZED"}
-        except ValueError:
-            raise AdminError(f"groupRetryPolicy is not JSON: {config.group_retry_policy}") from None
+        """The body is the whole SubscriptionGroupConfig (every field: the broker replaces the stored one)."""
         cfg = SubscriptionGroupConfig(
             group_name=config.group_name, consume_enable=config.consume_enable,
             consume_from_min_enable=config.consume_from_min_enable,
             consume_broadcast_enable=config.consume_broadcast_enable,
             consume_message_orderly=config.consume_message_orderly, retry_queue_nums=config.retry_queue_nums,
-            retry_max_times=config.retry_max_times, group_retry_policy=policy, broker_id=config.broker_id,
-            which_broker_when_consume_slowly=config.which_broker_when_consume_slowly,
+            retry_max_times=config.retry_max_times,
+            group_retry_policy=copy.deepcopy(config.group_retry_policy or {"type": "CUSTOMIZED"}),
+            broker_id=config.broker_id, which_broker_when_consume_slowly=config.which_broker_when_consume_slowly,
             notify_consumer_ids_changed_enable=config.notify_consumer_ids_changed_enable,
+            group_sys_flag=config.group_sys_flag, consume_timeout_minute=config.consume_timeout_minute,
+            subscription_data_set=copy.deepcopy(config.subscription_data_set),
             attributes=dict(config.attributes))
         obj = {k: v for k, v in cfg.to_json().items() if v is not None}
         self._ok(self._call(broker_addr, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, None, fastjson.dumps(obj)))

@@ -7,6 +7,7 @@ or id needs only the topic and message records; the commands that read queues or
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -45,6 +46,11 @@ class SendResult:
 
 @dataclass
 class SubscriptionGroupInfo:
+    """A SubscriptionGroupConfig with every field Java's has. ``group_retry_policy`` is the
+    GroupRetryPolicy object as subscriptionGroup.json holds it (``{"type": "EXPONENTIAL",
+    "exponentialRetryPolicy": {...}}``), not its JSON text: exportMetadata and getConsumerConfig
+    write it as an object, so what they export is a file updateSubGroupList and a Java broker read back."""
+
     group_name: str
     consume_enable: bool = True
     consume_from_min_enable: bool = False
@@ -52,7 +58,7 @@ class SubscriptionGroupInfo:
     consume_message_orderly: bool = False
     retry_queue_nums: int = 1
     retry_max_times: int = 16
-    group_retry_policy: str | None = None
+    group_retry_policy: dict[str, Any] | None = None  # None: the default, {"type": "CUSTOMIZED"}
     broker_id: int = 0
     which_broker_when_consume_slowly: int = 1
     notify_consumer_ids_changed_enable: bool = True
@@ -68,7 +74,8 @@ class SubscriptionGroupInfo:
                 "consumeFromMinEnable": self.consume_from_min_enable,
                 "consumeBroadcastEnable": self.consume_broadcast_enable,
                 "consumeMessageOrderly": self.consume_message_orderly, "retryQueueNums": self.retry_queue_nums,
-                "retryMaxTimes": self.retry_max_times, "groupRetryPolicy": self.group_retry_policy,
+                "retryMaxTimes": self.retry_max_times,
+                "groupRetryPolicy": copy.deepcopy(self.group_retry_policy or {"type": "CUSTOMIZED"}),
                 "brokerId": self.broker_id, "whichBrokerWhenConsumeSlowly": self.which_broker_when_consume_slowly,
                 "notifyConsumerIdsChangedEnable": self.notify_consumer_ids_changed_enable,
                 "attributes": dict(self.attributes)}
