@@ -47,11 +47,15 @@ class UsageProblem(AdminError):
 class StoreBusyError(AdminError):
     """A running broker holds the store; the operator should talk to it over the network instead."""
 
-    def __init__(self, store_dir: str, namesrv: str | None = None, holder: str = "a running broker") -> None:
+    def __init__(self, store_dir: str, namesrv: str | None = None, holder: str = "a running broker",
+                 remedy: str | None = None) -> None:
+        """``remedy``: what to do instead, for a command that cannot go over -n (it works on files)."""
         namesrv = namesrv or DEFAULT_NAMESRV
         if holder.startswith("another mqadmin"):
             # -n would not help: no broker serves this store; the other command has to finish first.
             text = f"store {store_dir} is being changed by {holder}; retry when it has finished"
+        elif remedy is not None:
+            text = f"store {store_dir} is held by {holder}; {remedy}"
         else:
             text = f"store {store_dir} is held by {holder}; run this command against it with -n {namesrv}"
         super().__init__(text)

@@ -122,9 +122,11 @@ class LocalBrokerClient:
                 raise AdminError(f"cannot open store {self.store_dir}: {e}") from None
         return self._broker
 
-    def _busy(self) -> StoreBusyError:
-        """The store is held: by whom, and the name server its broker said it registers with."""
-        return StoreBusyError(str(self.store_dir), holder_namesrv(self.store_dir), describe_holder(self.store_dir))
+    def _busy(self, remedy: str | None = None) -> StoreBusyError:
+        """The store is held: by whom, and the name server its broker said it registers with (or
+        ``remedy``, for a command -n cannot serve)."""
+        return StoreBusyError(str(self.store_dir), holder_namesrv(self.store_dir), describe_holder(self.store_dir),
+                              remedy)
 
     def _call(self, broker_addr: str | None, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
         """Run one Broker call for ``broker_addr``, its refusals turned into the CLI's errors."""
@@ -507,7 +509,9 @@ class LocalBrokerClient:
         if not is_store_dir(self.store_dir):
             raise NotFoundError(not_a_store_reason(self.store_dir))
         if not verify and is_store_locked(self.store_dir):
-            raise self._busy()
+            # not "use -n": a rebuild rewrites the store's files, which only a stopped broker leaves alone
+            raise self._busy("stop the broker first to rebuild its files (rebuildStore --verify checks them "
+                             "beside it)")
         from spark.master_url import MasterUrlError, check_master
 
         try:
