@@ -501,6 +501,12 @@ class Admin:
         return out
 
     # -- connections and settings of running brokers -------------------------------------------------
+    def _not_online(self, who: str) -> NotFoundError:
+        """Nobody of ``who`` is connected; on a store directory that is always so, and the error says so
+        (as getConsumerStatus's does), since only a running broker has connected clients."""
+        hint = " (a store directory has no connected clients; use -n <namesrv>)" if self.maintenance is not None else ""
+        return NotFoundError(f"the {who} not online at {self.target}{hint}")
+
     def consumer_connection_info(self, group: str, broker_addr: str | None = None) -> ConsumerConnection:
         """consumerConnection: who of ``group`` is online (the first broker that knows, or ``broker_addr``)."""
         addrs = [broker_addr] if broker_addr else [b.broker_addr for b in self.brokers()]
@@ -508,7 +514,7 @@ class Admin:
             conn = self.client.consumer_connection(addr, group)
             if conn is not None and conn.connections:
                 return conn
-        raise NotFoundError(f"the consumer group[{group}] not online at {self.target}")
+        raise self._not_online(f"consumer group[{group}]")
 
     def _online_consumers(self, group: str, broker_addr: str | None = None) -> tuple[str, ConsumerConnection]:
         """The first broker (or ``broker_addr``) where ``group`` has clients, and who they are."""
@@ -517,7 +523,7 @@ class Admin:
             conn = self.client.consumer_connection(addr, group)
             if conn is not None and conn.connections:
                 return addr, conn
-        raise NotFoundError(f"the consumer group[{group}] not online at {self.target}")
+        raise self._not_online(f"consumer group[{group}]")
 
     def consumer_running_info(self, group: str, client_id: str, broker_addr: str | None = None,
                               jstack: bool = False) -> ConsumerRunningInfo:
@@ -584,7 +590,7 @@ class Admin:
             for c in self.client.producer_connection(b.broker_addr, group):
                 found.setdefault(c.client_id, c)
         if not found:
-            raise NotFoundError(f"the producer group[{group}] not online at {self.target}")
+            raise self._not_online(f"producer group[{group}]")
         return [found[k] for k in sorted(found)]
 
     def update_broker_config(self, properties: dict[str, str], targets: list[BrokerIdentity] | None = None

@@ -19,10 +19,13 @@ def _topic(cli, name="T", queues="4"):
 
 def test_connections_on_a_store_directory_are_not_online(cli):
     _topic(cli)
-    r = cli("consumerConnection", "-g", "G1")
-    assert r.exit_code == 3 and "not online" in r.stderr
-    r = cli("producerConnection", "-g", "P1", "-t", "T")
-    assert r.exit_code == 3 and "not online" in r.stderr
+    # ... and they say why, and where clients are seen (the README promises it for who-is-online commands)
+    why = " not online at store {} (a store directory has no connected clients; use -n <namesrv>)\n"
+    for args, who in ((("consumerConnection", "-g", "G1"), "consumer group[G1]"),
+                      (("consumerStatus", "-g", "G1"), "consumer group[G1]"),
+                      (("producerConnection", "-g", "P1", "-t", "T"), "producer group[P1]")):
+        r = cli(*args)
+        assert r.exit_code == 3 and r.stderr.endswith(who + why.format(cli.store)), r.stderr
     assert cli("producerConnection", "-g", "P1", "-t", "NoTopic").exit_code == 3
 
 
