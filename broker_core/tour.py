@@ -15,6 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from broker_core.store.store_dir import store_dir_from
+
 TOPIC = "OrderEvents"
 KEY = "order-42"
 
@@ -57,7 +59,7 @@ def run_tour(store: Path, config: str | None = None) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m broker_core.tour", description=__doc__.splitlines()[0])
-    parser.add_argument("--store", default=os.environ.get("RMQ_STORE") or "./store", help="store directory")
+    parser.add_argument("--store", default=str(store_dir_from(None)), help="store directory")
     parser.add_argument("--config", default=None, help="RocketMQ-style broker config file")
     args = parser.parse_args(argv)
     run_tour(Path(args.store), args.config)

@@ -27,7 +27,8 @@ import typer
 from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError  # typer vendors click
 from typer.core import TyperGroup, TyperOption
 
-from mqadmin.errors import EXIT_FAILURE, EXIT_USAGE, AdminError, UsageProblem
+from broker_core.store.store_dir import STORE_ENV, store_dir_from
+from mqadmin.errors import EXIT_FAILURE, EXIT_USAGE, AdminError, NotAStoreError, UsageProblem
 
 if TYPE_CHECKING:  # start-up: the Admin (and the broker under it) load when a command needs them
     from mqadmin.admin import Admin
@@ -132,7 +133,12 @@ class GlobalOptions:
 
     @property
     def store_dir(self) -> Path:
-        return Path(self.store or os.environ.get("RMQ_STORE") or "./store")
+        return store_dir_from(self.store)
+
+    @property
+    def default_store(self) -> bool:
+        """No --store and no $RMQ_STORE: the store is ./store of the current directory."""
+        return not self.store and not os.environ.get(STORE_ENV)
 
     @property
     def remote_target(self) -> str | None:
@@ -384,7 +390,10 @@ def run_command(name: str, opts: GlobalOptions, writes: bool, fn: Callable[..., 
         fn(cmd, **kwargs)
     except AdminError as e:
         code = e.exit_code
-        _report(cmd, e.message, opts.verbose, usage=code == EXIT_USAGE)
+        message = e.message
+        if isinstance(e, NotAStoreError) and opts.default_store:
+            message += " (the default store, ./store of the current directory: give --store DIR or set RMQ_STORE)"
+        _report(cmd, message, opts.verbose, usage=code == EXIT_USAGE)
     except (typer.Exit, typer.Abort, typer.TyperException):
         raise
     except BrokenPipeError:

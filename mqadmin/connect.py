@@ -12,17 +12,13 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from broker_core.store.store_dir import store_dir_from
 from mqadmin.admin import Admin
 from mqadmin.errors import AdminError, RemoteUnavailableError, UsageProblem
 from mqadmin.timefmt import now_ms
 from mqadmin.transport.local import LocalBrokerClient
 
 REMOTING_MODULE = "mqadmin.transport.remoting"
-
-
-def store_dir_from(value: str | Path | None) -> Path:
-    """``--store``, else $RMQ_STORE, else ./store (DESIGN.md defaults)."""
-    return Path(value or os.environ.get("RMQ_STORE") or "./store")
 
 
 def open_local_admin(store_dir: str | Path, config_file: str | Path | None = None, writes: bool = False,

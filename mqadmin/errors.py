@@ -38,6 +38,11 @@ class NotFoundError(AdminError):
     exit_code = EXIT_NOT_FOUND
 
 
+class NotAStoreError(NotFoundError):
+    """The store directory target is not a store (missing, a file, empty): the CLI adds where the path
+    came from when nobody gave it (the default ./store), which a first run otherwise cannot tell."""
+
+
 class UsageProblem(AdminError):
     """Options that parse but do not fit together (mqadmin's option groups): exit 2 like a parse error."""
 

@@ -7,7 +7,18 @@ and only build a new store when asked to.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+DEFAULT_STORE = "./store"
+"""The store directory when none is given (DESIGN.md defaults): ./store of the current directory."""
+STORE_ENV = "RMQ_STORE"
+"""The environment variable that gives the store directory when --store does not."""
+
+
+def store_dir_from(value: str | Path | None) -> Path:
+    """``--store``, else $RMQ_STORE, else ./store."""
+    return Path(value or os.environ.get(STORE_ENV) or DEFAULT_STORE)
 
 STORE_MARKERS = ("checkpoint", "commitlog", "consumequeue", "batchconsumequeue", "config/topics.json")
 """Any one of these in the root marks a store (a Java broker writes checkpoint at its first start)."""

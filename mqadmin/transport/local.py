@@ -32,7 +32,14 @@ from broker_core.store.store_dir import is_store_dir, not_a_store_reason
 from broker_core.store.store_lock import StoreLockedError, describe_holder, holder_namesrv, is_store_locked
 from broker_core.store.subscription_group_config import SubscriptionGroupConfig
 from broker_core.store.topic_config import TopicConfig
-from mqadmin.errors import AdminError, NotFoundError, StoreBusyError, WrongTargetError, refusal
+from mqadmin.errors import (
+    AdminError,
+    NotAStoreError,
+    NotFoundError,
+    StoreBusyError,
+    WrongTargetError,
+    refusal,
+)
 from mqadmin.records import to_record
 from mqadmin.timefmt import now_ms
 from mqadmin.transport.base import MessageRecord, ProgressFn, TopicInfo
@@ -101,7 +108,7 @@ class LocalBrokerClient:
             if not is_store_dir(self.store_dir) and (self.read_only or not self.create
                                                       or self.store_dir.is_file()):
                 hint = "" if self.read_only or self.store_dir.is_file() else " (give --create to make a new store there)"
-                raise NotFoundError(not_a_store_reason(self.store_dir) + hint)
+                raise NotAStoreError(not_a_store_reason(self.store_dir) + hint)
             if not self.read_only and is_store_locked(self.store_dir):
                 raise self._busy()
             if not self.read_only:
@@ -507,7 +514,7 @@ class LocalBrokerClient:
                       ) -> RebuildSummary:
         """Spark rebuild over the store's files; refused while a broker holds the store (unless verify)."""
         if not is_store_dir(self.store_dir):
-            raise NotFoundError(not_a_store_reason(self.store_dir))
+            raise NotAStoreError(not_a_store_reason(self.store_dir))
         if not verify and is_store_locked(self.store_dir):
             # not "use -n": a rebuild rewrites the store's files, which only a stopped broker leaves alone
             raise self._busy("stop the broker first to rebuild its files (rebuildStore --verify checks them "

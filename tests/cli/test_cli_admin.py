@@ -337,3 +337,17 @@ def test_message_report_without_tags_and_with_its_body_file_blocked(cli, tmp_pat
     assert "Message Body Path:   (not written, see below)" in blocked.stdout
     assert blocked.stderr.strip() == (f"mqadmin queryMsgById: cannot write the message body to {body}: "
                                       "File exists")
+
+
+def test_the_default_store_says_where_it_is_looked_for(tmp_path: Path) -> None:
+    """A first run in a directory without ./store said only "store is not a store directory"."""
+    env = {k: v for k, v in os.environ.items() if k not in ("RMQ_STORE", "NAMESRV_ADDR")}
+    mqadmin = [sys.executable, "-m", "mqadmin.app"]
+    done = subprocess.run([*mqadmin, "topicList"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 3 and done.stderr == (
+        "mqadmin topicList: store is not a store directory (it does not exist) (the default store, ./store of the "
+        "current directory: give --store DIR or set RMQ_STORE)\n")
+    given = subprocess.run([*mqadmin, "topicList", "--store", "elsewhere"], cwd=tmp_path, env=env,
+                           capture_output=True, text=True, timeout=60)
+    assert given.returncode == 3 and given.stderr == \
+        "mqadmin topicList: elsewhere is not a store directory (it does not exist)\n"
