@@ -18,7 +18,7 @@ from golden_helpers import copy_golden_store, golden_store_config
 
 from tests.cli.conftest import Cli, write_conf
 from tests.cli.test_cli_ops_commands import LiveConsumer
-from tests.cli.test_cli_remote import mqadmin
+from tests.cli.test_cli_remote import mqadmin, mqadmin_ok
 from tests.remoting_broker import BrokerProcess, running_broker
 
 EXPONENTIAL = {"type": "EXPONENTIAL", "exponentialRetryPolicy": {"initial": 1000, "max": 60000, "multiplier": 3}}
@@ -29,12 +29,6 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     with running_broker(Path(tmp_path_factory.mktemp("cli-breadth")),
                         extra_args=("--registerNameServerPeriod", "500")) as b:
         yield b
-
-
-def _ok(*args: str) -> str:
-    r = mqadmin(*args)
-    assert r.returncode == 0, (args, r.stdout, r.stderr)
-    return r.stdout
 
 
 def _one_line(stderr: str) -> str:
@@ -79,7 +73,7 @@ def test_query_cq_below_the_min_offset_or_on_a_missing_queue_is_not_found(tmp_pa
     conf_map = dict(golden_store_config("store-basic"), diskMaxUsedSpaceRatio="98")
     with running_broker(tmp_path, conf_map) as b:
         n = b.namesrv_addr
-        assert _ok("queryCq", "-n", n, "-t", "GoldenTopicA", "-q", "0", "-i", "17", "-c", "1") == shown.stdout
+        assert mqadmin_ok("queryCq", "-n", n, "-t", "GoldenTopicA", "-q", "0", "-i", "17", "-c", "1") == shown.stdout
         for index, queue, remark in (("3", "0", "Index 3 of 0@GoldenTopicA is not exist!"),
                                      ("25", "0", "Index 25 of 0@GoldenTopicA is not exist!"),
                                      ("0", "99", "99@GoldenTopicA is not exist!")):
@@ -143,14 +137,14 @@ def test_update_sub_group_list_applies_every_field(cli: Cli, broker: BrokerProce
     assert cli("updateSubGroupList", "-b", "127.0.0.1:10911", "-f", str(f)).exit_code == 0
     _check_every_field(cli.json("getConsumerConfig", "-g", "GT")[0]["config"])
     n = broker.namesrv_addr
-    _ok("updateSubGroupList", "-n", n, "-c", "DefaultCluster", "-f", str(f))
-    _check_every_field(_group_doc(_ok("getConsumerConfig", "-n", n, "-g", "GT", "--output", "json")))
+    mqadmin_ok("updateSubGroupList", "-n", n, "-c", "DefaultCluster", "-f", str(f))
+    _check_every_field(_group_doc(mqadmin_ok("getConsumerConfig", "-n", n, "-g", "GT", "--output", "json")))
     # and updateSubGroup sends a whole config on both (as Apache's does): an update resets what it does not set
     for where in ((), ("-n", n)):
         args = ("updateSubGroup", *where, "-c", "DefaultCluster", "-g", "GT", "-r", "7")
         if where:
-            _ok(*args)
-            config = _group_doc(_ok("getConsumerConfig", "-n", n, "-g", "GT", "--output", "json"))
+            mqadmin_ok(*args)
+            config = _group_doc(mqadmin_ok("getConsumerConfig", "-n", n, "-g", "GT", "--output", "json"))
         else:
             assert cli(*args).exit_code == 0
             config = cli.json("getConsumerConfig", "-g", "GT")[0]["config"]
@@ -192,19 +186,19 @@ def test_copy_user_checks_every_name_before_copying_any(cli: Cli, broker: Broker
 # ------------------------------------------------------------------------------ bug 5: queryMsgByUniqueKey -g -d
 def test_query_msg_by_unique_key_pushes_to_one_consumer(cli: Cli, broker: BrokerProcess) -> None:
     n = broker.namesrv_addr
-    _ok("updateTopic", "-n", n, "-c", "DefaultCluster", "-t", "UkT", "-r", "1", "-w", "1")
-    _ok("updateSubGroup", "-n", n, "-c", "DefaultCluster", "-g", "UkG")
+    mqadmin_ok("updateTopic", "-n", n, "-c", "DefaultCluster", "-t", "UkT", "-r", "1", "-w", "1")
+    mqadmin_ok("updateSubGroup", "-n", n, "-c", "DefaultCluster", "-g", "UkG")
     live = LiveConsumer(n, "UkG", "UkT")
     try:
         deadline = time.monotonic() + 30
         while mqadmin("consumerConnection", "-n", n, "-g", "UkG").returncode != 0:
             assert time.monotonic() < deadline, "the consumer never came online"
             time.sleep(0.3)
-        sent = json.loads(_ok("sendMessage", "-n", n, "-t", "UkT", "-p", "uk-1", "--output", "json"))
+        sent = json.loads(mqadmin_ok("sendMessage", "-n", n, "-t", "UkT", "-p", "uk-1", "--output", "json"))
         while live.got.count(b"uk-1") < 1:
             assert time.monotonic() < deadline
             time.sleep(0.1)
-        out = _ok("queryMsgByUniqueKey", "-n", n, "-t", "UkT", "-i", sent["msgId"], "-g", "UkG",
+        out = mqadmin_ok("queryMsgByUniqueKey", "-n", n, "-t", "UkT", "-i", sent["msgId"], "-g", "UkG",
                   "-d", live.client_id)
         assert out.startswith("ConsumeMessageDirectlyResult [order=false, autoCommit=true, "
                               "consumeResult=CR_SUCCESS, ")
@@ -260,8 +254,8 @@ def test_update_topic_list_checks_against_the_brokers_topics(cli: Cli, broker: B
     f = tmp_path / "topics.json"
     f.write_text(json.dumps([{"topicName": "Fresh"}, {"topicName": "Full", "attributes": {"queue.type": "BatchCQ"}}]))
     n = broker.namesrv_addr
-    _ok("updateTopic", "-n", n, "-c", "DefaultCluster", "-t", "Full", "-r", "1", "-w", "1")
-    _ok("sendMessage", "-n", n, "-t", "Full", "-p", "x")
+    mqadmin_ok("updateTopic", "-n", n, "-c", "DefaultCluster", "-t", "Full", "-r", "1", "-w", "1")
+    mqadmin_ok("sendMessage", "-n", n, "-t", "Full", "-p", "x")
     assert cli("updateTopic", "-c", "DefaultCluster", "-t", "Full", "-r", "1", "-w", "1").exit_code == 0
     assert cli("sendMessage", "-t", "Full", "-p", "x").exit_code == 0
     local = cli("updateTopicList", "-c", "DefaultCluster", "-f", str(f))
@@ -270,7 +264,7 @@ def test_update_topic_list_checks_against_the_brokers_topics(cli: Cli, broker: B
     assert _one_line(local.stderr) == _one_line(remote.stderr)
     assert "(topic Full): attributes: attempt to update an unchangeable attribute. key: queue.type" in remote.stderr
     assert "Fresh" not in cli.json("topicList")
-    assert "Fresh" not in json.loads(_ok("topicList", "-n", n, "--output", "json"))
+    assert "Fresh" not in json.loads(mqadmin_ok("topicList", "-n", n, "--output", "json"))
 
 
 # ------------------------------------------------------------------------------ explainAcl

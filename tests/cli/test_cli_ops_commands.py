@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.test_cli_remote import mqadmin
+from tests.cli.test_cli_remote import mqadmin, mqadmin_ok
 from tests.remoting_broker import BrokerProcess, running_broker
 
 
@@ -20,30 +20,24 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
         yield b
 
 
-def _ok(*args: str) -> str:
-    r = mqadmin(*args)
-    assert r.returncode == 0, (args, r.stdout, r.stderr)
-    return r.stdout
-
-
 def _route_perm(n: str, topic: str) -> int:
-    return json.loads(_ok("topicRoute", "-n", n, "-t", topic, "--output", "json"))["queueDatas"][0]["perm"]
+    return json.loads(mqadmin_ok("topicRoute", "-n", n, "-t", topic, "--output", "json"))["queueDatas"][0]["perm"]
 
 
 # ------------------------------------------------------------------------------ wipe/addWritePerm
 def test_wipe_and_add_write_perm_over_n(broker: BrokerProcess) -> None:
     n, name = broker.namesrv_addr, broker.broker_name
-    _ok("updateTopic", "-n", n, "-c", "DefaultCluster", "-t", "WpT", "-r", "2", "-w", "2")
-    out = _ok("wipeWritePerm", "-n", n, "-b", name)
+    mqadmin_ok("updateTopic", "-n", n, "-c", "DefaultCluster", "-t", "WpT", "-r", "2", "-w", "2")
+    out = mqadmin_ok("wipeWritePerm", "-n", n, "-b", name)
     count = int(out.rsplit(", ", 1)[1])
     assert out == f"wipe write perm of broker[{name}] in name server[{n}] OK, {count}\n" and count >= 2
     assert _route_perm(n, "WpT") == 4
     time.sleep(1.5)  # periodic registrations (every 0.5 s) with an unchanged topic table keep the wipe
     assert _route_perm(n, "WpT") == 4
-    out = _ok("addWritePerm", "-n", n, "-b", name)
+    out = mqadmin_ok("addWritePerm", "-n", n, "-b", name)
     assert out == f"add write perm of broker[{name}] in name server[{n}] OK, {count}\n"
     assert _route_perm(n, "WpT") == 6
-    doc = json.loads(_ok("wipeWritePerm", "-n", n, "-b", "no-such-broker", "--output", "json"))
+    doc = json.loads(mqadmin_ok("wipeWritePerm", "-n", n, "-b", "no-such-broker", "--output", "json"))
     assert doc == [{"brokerName": "no-such-broker", "namesrvAddr": n, "wipeTopicCount": 0, "error": None}]
 
 
@@ -102,8 +96,8 @@ class LiveConsumer:
 @pytest.fixture(scope="module")
 def live(broker: BrokerProcess) -> Iterator[LiveConsumer]:
     n = broker.namesrv_addr
-    _ok("updateTopic", "-n", n, "-c", "DefaultCluster", "-t", "StT", "-r", "2", "-w", "2")
-    _ok("updateSubGroup", "-n", n, "-c", "DefaultCluster", "-g", "StG")
+    mqadmin_ok("updateTopic", "-n", n, "-c", "DefaultCluster", "-t", "StT", "-r", "2", "-w", "2")
+    mqadmin_ok("updateSubGroup", "-n", n, "-c", "DefaultCluster", "-g", "StG")
     c = LiveConsumer(n, "StG", "StT")
     try:
         deadline = time.monotonic() + 30
@@ -111,7 +105,7 @@ def live(broker: BrokerProcess) -> Iterator[LiveConsumer]:
             assert time.monotonic() < deadline, "the consumer never came online"
             time.sleep(0.3)
         for i in range(4):
-            _ok("sendMessage", "-n", n, "-t", "StT", "-p", f"m{i}", "-k", f"k{i}")
+            mqadmin_ok("sendMessage", "-n", n, "-t", "StT", "-p", f"m{i}", "-k", f"k{i}")
         while len(c.got) < 4:
             assert time.monotonic() < deadline, f"consumed only {c.got}"
             time.sleep(0.2)
@@ -121,7 +115,7 @@ def live(broker: BrokerProcess) -> Iterator[LiveConsumer]:
 
 
 def test_consumer_status_with_client_id_prints_the_running_info(broker: BrokerProcess, live: LiveConsumer) -> None:
-    out = _ok("consumerStatus", "-n", broker.namesrv_addr, "-g", "StG", "-i", live.client_id)
+    out = mqadmin_ok("consumerStatus", "-n", broker.namesrv_addr, "-g", "StG", "-i", live.client_id)
     assert out.startswith("#Consumer Properties#\n")
     assert f"{'PROP_CONSUME_TYPE':<40}: CONSUME_PASSIVELY" in out and f"{'PROP_CONSUMEORDERLY':<40}: false" in out
     assert f"001 Topic: {'%RETRY%StG':<40} ClassFilter: {'false':<8} SubExpression: *" in out  # TreeSet order
@@ -133,7 +127,7 @@ def test_consumer_status_with_client_id_prints_the_running_info(broker: BrokerPr
     assert "ProcessQueueInfo [commitOffset=" in out and "#Consumer RT&TPS#" in out
     rt = next(line for line in out.splitlines() if line.startswith("StT ") and line.count(".") >= 5)
     assert float(rt.split()[2]) > 0  # pull TPS over the last minute: it pulled 4 messages
-    doc = json.loads(_ok("consumerStatus", "-n", broker.namesrv_addr, "-g", "StG", "-i", live.client_id,
+    doc = json.loads(mqadmin_ok("consumerStatus", "-n", broker.namesrv_addr, "-g", "StG", "-i", live.client_id,
                          "-s", "--output", "json"))
     assert doc["properties"]["consumerGroup"] == "StG" and "MainThread" in doc["jstack"]
     gone = mqadmin("consumerStatus", "-n", broker.namesrv_addr, "-g", "StG", "-i", "10.0.0.9@nobody")
@@ -156,16 +150,16 @@ def test_consumer_status_of_the_group_writes_one_file_per_client(broker: BrokerP
 
 def test_get_consumer_status_reads_the_client_offsets(broker: BrokerProcess, live: LiveConsumer) -> None:
     n = broker.namesrv_addr
-    out = _ok("getConsumerStatus", "-n", n, "-g", "StG", "-t", "StT").splitlines()
+    out = mqadmin_ok("getConsumerStatus", "-n", n, "-g", "StG", "-t", "StT").splitlines()
     assert out[0] == "get consumer status from client. group=StG, topic=StT, originClientId="
     assert out[1] == f"{'#clientId':<50}  {'#brokerName':<15}  {'#queueId':<15}  {'#offset':<20}"
     rows = [line.split() for line in out[2:]]
     assert {r[0] for r in rows} == {live.client_id} and sum(int(r[3]) for r in rows) == 4
     assert out[2][52:67].strip() == broker.broker_name
-    one = json.loads(_ok("getConsumerStatus", "-n", n, "-g", "StG", "-t", "StT", "-i", live.client_id,
+    one = json.loads(mqadmin_ok("getConsumerStatus", "-n", n, "-g", "StG", "-t", "StT", "-i", live.client_id,
                          "--output", "json"))
     assert list(one["consumerTable"]) == [live.client_id]
-    other = json.loads(_ok("getConsumerStatus", "-n", n, "-g", "StG", "-t", "StT", "-i", "x@y", "--output", "json"))
+    other = json.loads(mqadmin_ok("getConsumerStatus", "-n", n, "-g", "StG", "-t", "StT", "-i", "x@y", "--output", "json"))
     assert other["consumerTable"] == {}
     offline = mqadmin("getConsumerStatus", "-n", n, "-g", "NobodyG", "-t", "StT")
     assert offline.returncode == 3 and "No Any Consumer online in the consumer group: [NobodyG]" in offline.stderr
@@ -173,19 +167,19 @@ def test_get_consumer_status_reads_the_client_offsets(broker: BrokerProcess, liv
 
 def test_query_msg_by_id_pushes_to_a_client_and_resends(broker: BrokerProcess, live: LiveConsumer) -> None:
     n = broker.namesrv_addr
-    sent = json.loads(_ok("sendMessage", "-n", n, "-t", "StT", "-p", "direct-1", "-k", "dk", "--output", "json"))
+    sent = json.loads(mqadmin_ok("sendMessage", "-n", n, "-t", "StT", "-p", "direct-1", "-k", "dk", "--output", "json"))
     deadline = time.monotonic() + 20
     while live.got.count(b"direct-1") < 1:
         assert time.monotonic() < deadline
         time.sleep(0.1)
-    out = _ok("queryMsgById", "-n", n, "-t", "StT", "-i", sent["offsetMsgId"], "-g", "StG", "-d", live.client_id)
+    out = mqadmin_ok("queryMsgById", "-n", n, "-t", "StT", "-i", sent["offsetMsgId"], "-g", "StG", "-d", live.client_id)
     assert out.startswith("ConsumeMessageDirectlyResult [order=false, autoCommit=true, consumeResult=CR_SUCCESS, "
                           "remark=null, spentTimeMills=") and not out.endswith("\n")
     assert live.got.count(b"direct-1") == 2  # the listener had it once more, from the broker's push
     offline = mqadmin("queryMsgById", "-n", n, "-t", "StT", "-i", sent["offsetMsgId"], "-g", "StG", "-d", "a@b")
     assert offline.returncode == 3 and "not online" in offline.stderr
     # resend: the same body, keys and UNIQ_KEY go to the topic again (a new offset id), and are consumed
-    out = _ok("queryMsgById", "-n", n, "-t", "StT", "-i", sent["offsetMsgId"], "-s", "true", "-u", "unitA")
+    out = mqadmin_ok("queryMsgById", "-n", n, "-t", "StT", "-i", sent["offsetMsgId"], "-s", "true", "-u", "unitA")
     assert out.startswith(f"prepare resend msg. originalMsgId={sent['offsetMsgId']}SendResult [sendStatus=SEND_OK, "
                           f"msgId={sent['msgId']}, offsetMsgId=")
     new_offset_id = out.split("offsetMsgId=")[1].split(",")[0]
@@ -193,9 +187,9 @@ def test_query_msg_by_id_pushes_to_a_client_and_resends(broker: BrokerProcess, l
     while live.got.count(b"direct-1") < 3:
         assert time.monotonic() < deadline
         time.sleep(0.1)
-    by_key = json.loads(_ok("queryMsgByKey", "-n", n, "-t", "StT", "-k", "dk", "--output", "json"))
+    by_key = json.loads(mqadmin_ok("queryMsgByKey", "-n", n, "-t", "StT", "-k", "dk", "--output", "json"))
     assert len(by_key) == 2 and {m["uniqKey"] for m in by_key} == {sent["msgId"]}
-    assert _ok("queryMsgById", "-n", n, "-t", "StT", "-i", sent["offsetMsgId"], "-s", "false") == ""
+    assert mqadmin_ok("queryMsgById", "-n", n, "-t", "StT", "-i", sent["offsetMsgId"], "-s", "false") == ""
     missing = mqadmin("queryMsgById", "-n", n, "-t", "StT", "-i", "0" * 32, "-s", "true")
     assert missing.returncode == 3 and missing.stdout == f"no message. msgId={'0' * 32}"
 
@@ -302,7 +296,7 @@ def test_maintenance_over_n(tmp_path: Path) -> None:
 
         n = b.namesrv_addr
         for topic in ("Old", "New"):
-            _ok("updateTopic", "-n", n, "-c", "DefaultCluster", "-t", topic, "-r", "1", "-w", "1")
+            mqadmin_ok("updateTopic", "-n", n, "-c", "DefaultCluster", "-t", topic, "-r", "1", "-w", "1")
         loop = LoopThread("test-maintenance")
         inst = MQClientInstance(n)
         producer = Producer("MaintPG", inst)
@@ -325,12 +319,12 @@ def test_maintenance_over_n(tmp_path: Path) -> None:
         old = time.time() - 100 * 3600
         for f in sorted((b.store / "commitlog").iterdir())[:-1]:
             os.utime(f, (old, old))
-        assert _ok("deleteExpiredCommitLog", "-n", n, "-b", b.broker_addr) == "success"
-        doc = json.loads(_ok("cleanExpiredCQ", "-n", n, "-c", "DefaultCluster", "--output", "json"))
+        assert mqadmin_ok("deleteExpiredCommitLog", "-n", n, "-b", b.broker_addr) == "success"
+        doc = json.loads(mqadmin_ok("cleanExpiredCQ", "-n", n, "-c", "DefaultCluster", "--output", "json"))
         assert doc == [{"brokerName": "broker-a", "brokerAddr": b.broker_addr,
                         "result": "removed 1 expired consume queue(s): Old-0"}]
-        assert _ok("cleanUnusedTopic", "-n", n) == "success"
-        assert json.loads(_ok("queryMsgByKey", "-n", n, "-t", "New", "-k", "new13", "--output", "json"))
+        assert mqadmin_ok("cleanUnusedTopic", "-n", n) == "success"
+        assert json.loads(mqadmin_ok("queryMsgByKey", "-n", n, "-t", "New", "-k", "new13", "--output", "json"))
         assert mqadmin("queryMsgByKey", "-n", n, "-t", "Old", "-k", "old0").returncode == 3
 
 
@@ -356,7 +350,7 @@ def test_set_consume_mode_on_a_store(cli) -> None:
 
 def test_set_consume_mode_over_n_survives_a_restart(tmp_path: Path) -> None:
     with running_broker(tmp_path) as b:
-        out = _ok("setConsumeMode", "-n", b.namesrv_addr, "-b", b.broker_addr, "-t", "MT", "-g", "MG", "-m", "POP")
+        out = mqadmin_ok("setConsumeMode", "-n", b.namesrv_addr, "-b", b.broker_addr, "-t", "MT", "-g", "MG", "-m", "POP")
         assert out == f"set consume mode to {b.broker_addr} success.\ntopic[MT] group[MG] consume mode[POP] " \
                       "popShareQueueNum[0]"
     assert _request_modes(tmp_path / "store")["MT"]["MG"]["mode"] == "POP"
@@ -378,24 +372,24 @@ _STATS_HEADER = (f"{'#Topic':<64}  {'#Consumer Group':<64} {'#Accumulation':>12}
 def test_stats_all_over_n_counts_live_traffic(broker: BrokerProcess, live: LiveConsumer) -> None:
     n = broker.namesrv_addr
     seen = len(live.got)
-    _ok("sendMessage", "-n", n, "-t", "StT", "-p", "stats")  # traffic within the TPS minute
+    mqadmin_ok("sendMessage", "-n", n, "-t", "StT", "-p", "stats")  # traffic within the TPS minute
     deadline = time.monotonic() + 20
     while len(live.got) <= seen:
         assert time.monotonic() < deadline
         time.sleep(0.1)
-    lines = _ok("statsAll", "-n", n, "-t", "StT").splitlines()
+    lines = mqadmin_ok("statsAll", "-n", n, "-t", "StT").splitlines()
     assert lines[0] == _STATS_HEADER
     row = lines[1]
     assert row[:64].rstrip() == "StT" and row[66:130].rstrip() == "StG"
     accumulation, in_tps, out_tps, in_day, out_day = row[130:].split()
     assert 0 <= int(accumulation) <= 4 and int(in_day) >= 4 and int(out_day) >= 4  # offsets commit every 5 s
     assert float(in_tps) > 0 and float(out_tps) > 0  # within the minute of the fixture's traffic
-    _ok("updateTopic", "-n", n, "-c", "DefaultCluster", "-t", "QuietT", "-r", "1", "-w", "1")
-    quiet = _ok("statsAll", "-n", n, "-t", "QuietT").splitlines()
+    mqadmin_ok("updateTopic", "-n", n, "-c", "DefaultCluster", "-t", "QuietT", "-r", "1", "-w", "1")
+    quiet = mqadmin_ok("statsAll", "-n", n, "-t", "QuietT").splitlines()
     assert quiet[1] == f"{'QuietT':<64}  {'':<64} {0:>12} {'0.00':>11} {'':>11} {0:>14} {'NO_CONSUMER':>14}"
-    active = _ok("statsAll", "-n", n, "-a").splitlines()
+    active = mqadmin_ok("statsAll", "-n", n, "-a").splitlines()
     assert any(line.startswith("StT ") for line in active) and not any(line.startswith("QuietT") for line in active)
-    doc = json.loads(_ok("statsAll", "-n", n, "-t", "StT", "--output", "json"))
+    doc = json.loads(mqadmin_ok("statsAll", "-n", n, "-t", "StT", "--output", "json"))
     assert doc[0]["consumerGroup"] == "StG" and doc[0]["outMsg24Hour"] >= 4
 
 
@@ -426,7 +420,7 @@ def test_query_msg_trace_by_id_on_real_trace_data(tmp_path: Path) -> None:
 
     with running_broker(tmp_path, conf={"traceTopicEnable": "true"}) as b:
         n = b.namesrv_addr
-        _ok("updateTopic", "-n", n, "-c", "DefaultCluster", "-t", "TrT", "-r", "1", "-w", "1")
+        mqadmin_ok("updateTopic", "-n", n, "-c", "DefaultCluster", "-t", "TrT", "-r", "1", "-w", "1")
         loop = LoopThread("test-trace")
         inst = MQClientInstance(n)
         producer = Producer("TracePG", inst, enable_msg_trace=True)
@@ -471,7 +465,7 @@ def test_query_msg_trace_by_id_on_real_trace_data(tmp_path: Path) -> None:
         assert lines[3] == fmt.format("#Type", "#ConsumerGroup", "#ClientHost", "#ConsumerTime", "#CostTimes",
                                       "#Status")
         assert lines[4].split()[:3] == ["Sub", "TraceCG", "127.0.0.1"] and lines[4].split()[-1] == "success"
-        doc = json.loads(_ok("queryMsgTraceById", "-n", n, "-i", msg_id, "--output", "json"))
+        doc = json.loads(mqadmin_ok("queryMsgTraceById", "-n", n, "-i", msg_id, "--output", "json"))
         pub = next(d for d in doc if d["msgType"] == "Pub")
         assert (pub["topic"], pub["tags"], pub["keys"], pub["storeHost"]) == ("TrT", "TagT", "tk1", b.broker_addr)
         assert {d["msgType"] for d in doc} == {"Pub", "SubBefore", "SubAfter"}
@@ -493,7 +487,7 @@ def test_send_message_with_trace_then_query_it(cli, tmp_path: Path) -> None:
     assert cli("queryMsgTraceById", "-i", plain["msgId"]).exit_code == 3  # no -m, no trace
     with running_broker(tmp_path / "remote", conf={"traceTopicEnable": "true"}) as b:
         n = b.namesrv_addr
-        _ok("updateTopic", "-n", n, "-c", "DefaultCluster", "-t", "T", "-r", "1", "-w", "1")
-        remote = json.loads(_ok("sendMessage", "-n", n, "-t", "T", "-p", "z", "-m", "true", "--output", "json"))
-        out = _ok("queryMsgTraceById", "-n", n, "-i", remote["msgId"]).splitlines()
+        mqadmin_ok("updateTopic", "-n", n, "-c", "DefaultCluster", "-t", "T", "-r", "1", "-w", "1")
+        remote = json.loads(mqadmin_ok("sendMessage", "-n", n, "-t", "T", "-p", "z", "-m", "true", "--output", "json"))
+        out = mqadmin_ok("queryMsgTraceById", "-n", n, "-i", remote["msgId"]).splitlines()
         assert out[1].split()[:3] == ["Pub", "mqadmin_send_group", "127.0.0.1"] and out[1].split()[-1] == "success"

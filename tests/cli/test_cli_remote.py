@@ -27,6 +27,13 @@ def mqadmin(*args: str, env: dict[str, str] | None = None,
                           timeout=120, env=full, cwd=str(cwd or REPO))
 
 
+def mqadmin_ok(*args: str) -> str:
+    """``mqadmin`` that must succeed: its stdout."""
+    r = mqadmin(*args)
+    assert r.returncode == 0, (args, r.stdout, r.stderr)
+    return r.stdout
+
+
 @pytest.fixture(scope="module")
 def plain(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     with running_broker(Path(tmp_path_factory.mktemp("cli-remote"))) as b:

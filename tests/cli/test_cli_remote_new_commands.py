@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.test_cli_remote import mqadmin
+from tests.cli.test_cli_remote import mqadmin, mqadmin_ok
 from tests.remoting_broker import BrokerProcess, running_broker
 
 
@@ -20,21 +20,15 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
         yield b
 
 
-def _ok(*args: str) -> str:
-    r = mqadmin(*args)
-    assert r.returncode == 0, (args, r.stdout, r.stderr)
-    return r.stdout
-
-
 def test_update_broker_config_over_n(broker: BrokerProcess) -> None:
     n, addr = broker.namesrv_addr, broker.broker_addr
-    assert _ok("updateBrokerConfig", "-n", n, "-b", addr, "-k", "maxReconsumeTimes", "-v", "5") == \
+    assert mqadmin_ok("updateBrokerConfig", "-n", n, "-b", addr, "-k", "maxReconsumeTimes", "-v", "5") == \
         f"update broker config success, {addr}\n"
     # store keys too (fileReservedTime, deleteWhen...): the broker's answer used to list broker keys only,
     # so mqadmin refused them as unknown
-    assert _ok("updateBrokerConfig", "-n", n, "-b", addr, "-k", "fileReservedTime", "-v", "48") == \
+    assert mqadmin_ok("updateBrokerConfig", "-n", n, "-b", addr, "-k", "fileReservedTime", "-v", "48") == \
         f"update broker config success, {addr}\n"
-    config = json.loads(_ok("getBrokerConfig", "-n", n, "-b", addr, "--output", "json"))
+    config = json.loads(mqadmin_ok("getBrokerConfig", "-n", n, "-b", addr, "--output", "json"))
     assert config["maxReconsumeTimes"] == "5" and config["fileReservedTime"] == "48"
     assert "properties" not in config
     refused = mqadmin("updateBrokerConfig", "-n", n, "-b", addr, "-k", "brokerConfigPath", "-v", "/x")
@@ -43,18 +37,18 @@ def test_update_broker_config_over_n(broker: BrokerProcess) -> None:
 
 def test_topic_commands_over_n(broker: BrokerProcess, tmp_path: Path) -> None:
     n, addr = broker.namesrv_addr, broker.broker_addr
-    _ok("updateTopic", "-n", n, "-c", "DefaultCluster", "-t", "RT", "-r", "3", "-w", "3")
-    out = _ok("updateTopicPerm", "-n", n, "-b", addr, "-t", "RT", "-p", "4")
+    mqadmin_ok("updateTopic", "-n", n, "-c", "DefaultCluster", "-t", "RT", "-r", "3", "-w", "3")
+    out = mqadmin_ok("updateTopicPerm", "-n", n, "-b", addr, "-t", "RT", "-p", "4")
     assert out.startswith(f"update topic perm from 6 to 4 in {addr} success.\n")
-    assert json.loads(_ok("topicRoute", "-n", n, "-t", "RT", "--output", "json"))["queueDatas"][0]["perm"] == 4
-    assert _ok("topicClusterList", "-n", n, "-t", "RT") == "DefaultCluster\n"
-    alloc = json.loads(_ok("allocateMQ", "-n", n, "-t", "RT", "-i", "c1,c2"))["result"]
+    assert json.loads(mqadmin_ok("topicRoute", "-n", n, "-t", "RT", "--output", "json"))["queueDatas"][0]["perm"] == 4
+    assert mqadmin_ok("topicClusterList", "-n", n, "-t", "RT") == "DefaultCluster\n"
+    alloc = json.loads(mqadmin_ok("allocateMQ", "-n", n, "-t", "RT", "-i", "c1,c2"))["result"]
     assert [len(alloc["c1"]), len(alloc["c2"])] == [2, 1]
     topics = tmp_path / "topics.json"
     topics.write_text(json.dumps([{"topicName": "RT2", "readQueueNums": 2, "writeQueueNums": 2, "perm": 6}]))
-    assert "submit batch of topic config to" in _ok("updateTopicList", "-n", n, "-c", "DefaultCluster",
+    assert "submit batch of topic config to" in mqadmin_ok("updateTopicList", "-n", n, "-c", "DefaultCluster",
                                                     "-f", str(topics))
-    rt = _ok("checkMsgSendRT", "-n", n, "-t", "RT2", "-a", "3", "-s", "8").splitlines()
+    rt = mqadmin_ok("checkMsgSendRT", "-n", n, "-t", "RT2", "-a", "3", "-s", "8").splitlines()
     assert [line[40:60].strip() for line in rt[1:4]] == ["true", "true", "true"]
 
 
@@ -62,8 +56,8 @@ def test_group_commands_over_n(broker: BrokerProcess, tmp_path: Path) -> None:
     n = broker.namesrv_addr
     groups = tmp_path / "groups.json"
     groups.write_text(json.dumps([{"groupName": "RG", "retryMaxTimes": 4}]))
-    _ok("updateSubGroupList", "-n", n, "-c", "DefaultCluster", "-f", str(groups))
-    out = _ok("getConsumerConfig", "-n", n, "-g", "RG").splitlines()
+    mqadmin_ok("updateSubGroupList", "-n", n, "-c", "DefaultCluster", "-f", str(groups))
+    out = mqadmin_ok("getConsumerConfig", "-n", n, "-g", "RG").splitlines()
     assert out[0] == f"=============================DefaultCluster:{broker.broker_name}============================="
     assert f"{'retryMaxTimes':<40}=  4" in out
 
@@ -75,7 +69,7 @@ def test_connections_of_live_clients_over_n(broker: BrokerProcess) -> None:
     from broker_core.client.sync_bridge import LoopThread
 
     n = broker.namesrv_addr
-    _ok("updateTopic", "-n", n, "-c", "DefaultCluster", "-t", "LiveT", "-r", "2", "-w", "2")
+    mqadmin_ok("updateTopic", "-n", n, "-c", "DefaultCluster", "-t", "LiveT", "-r", "2", "-w", "2")
     assert mqadmin("consumerConnection", "-n", n, "-g", "LiveCG").returncode == 3
     assert mqadmin("producerConnection", "-n", n, "-g", "LivePG", "-t", "LiveT").returncode == 3
     loop = LoopThread("test-live-clients")
@@ -121,28 +115,28 @@ def test_connections_of_live_clients_over_n(broker: BrokerProcess) -> None:
 
 def test_kv_config_and_order_conf_over_n(broker: BrokerProcess) -> None:
     n = broker.namesrv_addr
-    assert _ok("updateKvConfig", "-n", n, "-s", "NS1", "-k", "k1", "-v", "v1") == \
+    assert mqadmin_ok("updateKvConfig", "-n", n, "-s", "NS1", "-k", "k1", "-v", "v1") == \
         "create or update kv config to namespace success.\n"
-    assert _ok("updateOrderConf", "-n", n, "-t", "OT", "-m", "put", "-v", "broker-a:4") == \
+    assert mqadmin_ok("updateOrderConf", "-n", n, "-t", "OT", "-m", "put", "-v", "broker-a:4") == \
         "update orderConf success. topic=[OT], orderConf=[broker-a:4]"
-    assert _ok("updateOrderConf", "-n", n, "-t", "OT", "-m", "get") == \
+    assert mqadmin_ok("updateOrderConf", "-n", n, "-t", "OT", "-m", "get") == \
         "get orderConf success. topic=[OT], orderConf=[broker-a:4] "
-    assert _ok("updateOrderConf", "-n", n, "-t", "OT", "-m", "delete") == "delete orderConf success. topic=[OT]"
+    assert mqadmin_ok("updateOrderConf", "-n", n, "-t", "OT", "-m", "delete") == "delete orderConf success. topic=[OT]"
     gone = mqadmin("updateOrderConf", "-n", n, "-t", "OT", "-m", "get")
     assert gone.returncode == 3 and "No config item" in gone.stderr
-    assert _ok("deleteKvConfig", "-n", n, "-s", "NS1", "-k", "k1") == "delete kv config from namespace success.\n"
+    assert mqadmin_ok("deleteKvConfig", "-n", n, "-s", "NS1", "-k", "k1") == "delete kv config from namespace success.\n"
 
 
 def test_export_and_broker_consume_stats_over_n(broker: BrokerProcess, tmp_path: Path) -> None:
     n, addr = broker.namesrv_addr, broker.broker_addr
-    _ok("updateTopic", "-n", n, "-c", "DefaultCluster", "-t", "ExpT", "-r", "1", "-w", "1")
-    _ok("updateSubGroup", "-n", n, "-c", "DefaultCluster", "-g", "ExpG")
-    _ok("sendMessage", "-n", n, "-t", "ExpT", "-p", "x")
-    _ok("resetOffsetByTime", "-n", n, "-g", "ExpG", "-t", "ExpT", "-s", "-1")
-    out = _ok("brokerConsumeStats", "-n", n, "-b", addr).splitlines()
+    mqadmin_ok("updateTopic", "-n", n, "-c", "DefaultCluster", "-t", "ExpT", "-r", "1", "-w", "1")
+    mqadmin_ok("updateSubGroup", "-n", n, "-c", "DefaultCluster", "-g", "ExpG")
+    mqadmin_ok("sendMessage", "-n", n, "-t", "ExpT", "-p", "x")
+    mqadmin_ok("resetOffsetByTime", "-n", n, "-g", "ExpG", "-t", "ExpT", "-s", "-1")
+    out = mqadmin_ok("brokerConsumeStats", "-n", n, "-b", addr).splitlines()
     row = next(line for line in out if line.startswith("ExpT"))
     assert row[66:130].strip() == "ExpG" and out[-1].startswith("Diff Total: ")
-    _ok("exportMetadata", "-n", n, "-c", "DefaultCluster", "-f", str(tmp_path))
+    mqadmin_ok("exportMetadata", "-n", n, "-c", "DefaultCluster", "-f", str(tmp_path))
     data = json.loads((tmp_path / "metadata.json").read_text())
     assert "ExpT" in data["topicConfigTable"] and "ExpG" in data["subscriptionGroupTable"]
     assert "TBW102" not in data["topicConfigTable"]
@@ -150,19 +144,19 @@ def test_export_and_broker_consume_stats_over_n(broker: BrokerProcess, tmp_path:
 
 def test_send_msg_status_and_cluster_rt_over_n(broker: BrokerProcess) -> None:
     n, name = broker.namesrv_addr, broker.broker_name
-    lines = _ok("sendMsgStatus", "-n", n, "-b", name, "-c", "2").splitlines()
+    lines = mqadmin_ok("sendMsgStatus", "-n", n, "-b", name, "-c", "2").splitlines()
     assert len(lines) == 2 and all("SendResult [sendStatus=SEND_OK" in line for line in lines)
-    row = _ok("clusterRT", "-n", n, "-a", "3").splitlines()[1]
+    row = mqadmin_ok("clusterRT", "-n", n, "-a", "3").splitlines()[1]
     assert row[26:50].strip() == name and row[62:78].strip() == "3"
 
 
 def test_query_cq_over_n(broker: BrokerProcess) -> None:
     n = broker.namesrv_addr
-    _ok("updateTopic", "-n", n, "-c", "DefaultCluster", "-t", "CqT", "-r", "1", "-w", "1")
-    sent = [json.loads(_ok("sendMessage", "-n", n, "-t", "CqT", "-p", f"m{i}", "--output", "json")) for i in range(2)]
-    view = json.loads(_ok("queryCq", "-n", n, "-t", "CqT", "-q", "0", "-i", "0", "-c", "5", "--output", "json"))
+    mqadmin_ok("updateTopic", "-n", n, "-c", "DefaultCluster", "-t", "CqT", "-r", "1", "-w", "1")
+    sent = [json.loads(mqadmin_ok("sendMessage", "-n", n, "-t", "CqT", "-p", f"m{i}", "--output", "json")) for i in range(2)]
+    view = json.loads(mqadmin_ok("queryCq", "-n", n, "-t", "CqT", "-q", "0", "-i", "0", "-c", "5", "--output", "json"))
     assert (view["minQueueIndex"], view["maxQueueIndex"]) == (0, 2) and len(view["queueData"]) == 2
-    by_id = json.loads(_ok("queryMsgById", "-n", n, "-t", "CqT", "-i", sent[1]["offsetMsgId"], "--output", "json"))
+    by_id = json.loads(mqadmin_ok("queryMsgById", "-n", n, "-t", "CqT", "-i", sent[1]["offsetMsgId"], "--output", "json"))
     assert view["queueData"][1]["physicOffset"] == by_id[0]["commitLogOffset"]
     assert mqadmin("queryCq", "-n", n, "-t", "NoSuchT", "-q", "0", "-i", "0").returncode == 3
 
@@ -171,10 +165,10 @@ def test_query_msg_by_id_tracks_a_group_that_is_not_online(broker: BrokerProcess
     """Apache's message track: a group holding offsets with no consumer connected is NOT_ONLINE, with the
     broker's refusal as exceptionDesc; a Java null prints as null (not Python's None)."""
     n = broker.namesrv_addr
-    _ok("updateTopic", "-n", n, "-c", "DefaultCluster", "-t", "TrackT", "-r", "1", "-w", "1")
-    sent = json.loads(_ok("sendMessage", "-n", n, "-t", "TrackT", "-p", "m", "--output", "json"))
-    _ok("updateSubGroup", "-n", n, "-c", "DefaultCluster", "-g", "TrackG")
-    _ok("resetOffsetByTime", "-n", n, "-g", "TrackG", "-t", "TrackT", "-s", "now")  # the group holds offsets
-    text = _ok("queryMsgById", "-n", n, "-t", "TrackT", "-i", sent["offsetMsgId"])
+    mqadmin_ok("updateTopic", "-n", n, "-c", "DefaultCluster", "-t", "TrackT", "-r", "1", "-w", "1")
+    sent = json.loads(mqadmin_ok("sendMessage", "-n", n, "-t", "TrackT", "-p", "m", "--output", "json"))
+    mqadmin_ok("updateSubGroup", "-n", n, "-c", "DefaultCluster", "-g", "TrackG")
+    mqadmin_ok("resetOffsetByTime", "-n", n, "-g", "TrackG", "-t", "TrackT", "-s", "now")  # the group holds offsets
+    text = mqadmin_ok("queryMsgById", "-n", n, "-t", "TrackT", "-i", sent["offsetMsgId"])
     assert text.splitlines()[-1] == ("MessageTrack [consumerGroup=TrackG, trackType=NOT_ONLINE, "
                                      "exceptionDesc=CODE:206 DESC:the consumer group[TrackG] not online]")
