@@ -630,8 +630,9 @@ class Broker:
         return self._maintain(lambda: self.store.clean_expired_consume_queues(keep=self.topic_manager.is_system_topic))
 
     def delete_expired_commit_log(self, auth: RequestContext | None = None) -> RetentionReport:
-        """DELETE_EXPIRED_COMMITLOG (executeDeleteFilesManually): retention now, whatever deleteWhen says;
-        only files older than fileReservedTime go (or the oldest when the disk is over the forcible ratio)."""
+        """DELETE_EXPIRED_COMMITLOG (executeDeleteFilesManually): retention now, whatever deleteWhen says,
+        and in the clean service's next 19 runs too (deleteFileBatchMax files each); only files older
+        than fileReservedTime go (or the oldest when the disk is over the forcible ratio)."""
         self._authorize(auth, "DELETE_EXPIRED_COMMITLOG")
         self._require_writable()
         return self._maintain(lambda: self.store.delete_expired_files(force=True))

@@ -6,8 +6,11 @@ RocketMQ's CleanCommitLogService / CleanConsumeQueueService would remove them (s
 * A commitlog file is *expired* when its last-modified time is older than ``fileReservedTime`` hours.
 * Expired files are deleted only at the hours listed in ``deleteWhen`` (``"04"``, ``"04;16"``, local
   time), or at any hour when the disk holding the commitlog is fuller than ``diskMaxUsedSpaceRatio``,
-  or when an operator forces a run (``mqadmin deleteExpiredCommitLog``).
-* Above ``diskSpaceCleanForciblyRatio`` files are deleted even if not expired (Java's cleanImmediately).
+  or when an operator forces a run (``mqadmin deleteExpiredCommitLog``): that run and the next 19
+  periodic ones (Java's manualDeleteFileSeveralTimes, 20), so a forced clean is not one batch only.
+* Above ``diskSpaceCleanForciblyRatio`` files are deleted even if not expired (Java's cleanImmediately),
+  at any hour, whatever ``diskMaxUsedSpaceRatio`` says (an operator who raised it to 95 still gets
+  space back from 85 %, as Java's isSpaceToDelete gives).
 * Files go oldest first, at most ``deleteFileBatchMax`` per run, and never the file being written or
   a file the dispatcher has not finished reading; deletion stops at the first file that is kept.
 * Afterwards consume queue files whose last unit points below the new commitlog min offset are
@@ -39,6 +42,10 @@ if TYPE_CHECKING:  # pragma: no cover
 log = logging.getLogger("rmqops.store")
 
 HOUR_MS = 3_600_000
+
+# Runs that count as manual after ``mqadmin deleteExpiredCommitLog`` (its own run included): Java's
+# CleanCommitLogService.MAX_MANUAL_DELETE_FILE_TIMES.
+MAX_MANUAL_DELETE_FILE_TIMES = 20
 
 DiskUsage = Callable[[Path], float]
 MtimeOf = Callable[[Path], int]
@@ -114,6 +121,7 @@ class RetentionService:
         self.disk_usage = disk_usage or disk_usage_ratio
         self.mtime_of = mtime_of or file_mtime_ms
         self.listeners: list[RetentionListener] = []
+        self.manual_runs_left = 0  # periodic runs still to count as manual (a forced run sets it)
 
     def is_time_to_delete(self, now_ms: int) -> bool:
         hour = time.localtime(now_ms / 1000).tm_hour
@@ -127,18 +135,24 @@ class RetentionService:
         max_used = _clamp(cfg.disk_max_used_space_ratio, 10, 95) / 100
         forcibly = _clamp(cfg.disk_space_clean_forcibly_ratio, 30, 85) / 100
         report = RetentionReport(disk_usage_ratio=ratio, commit_log_min_offset=cl.min_offset())
+        manual = force or self.manual_runs_left > 0
+        self.manual_runs_left = MAX_MANUAL_DELETE_FILE_TIMES - 1 if force else max(0, self.manual_runs_left - 1)
         if force:
             report.trigger = "manual"
-        elif ratio < 0 or ratio > max_used:
+        elif ratio < 0 or ratio > max_used or ratio > forcibly:
             report.trigger = "disk"
+        elif manual:
+            report.trigger = "manual"
         elif self.is_time_to_delete(now):
             report.trigger = "time"
         else:
             return report
         report.clean_at_once = ratio > forcibly
         if report.trigger == "disk":
-            log.warning("disk usage %.1f%% of %s exceeds diskMaxUsedSpaceRatio %d%%; deleting %s commitlog files",
-                        ratio * 100, cl.file_queue.directory, cfg.disk_max_used_space_ratio,
+            limit = ("diskSpaceCleanForciblyRatio", forcibly) if report.clean_at_once else \
+                ("diskMaxUsedSpaceRatio", max_used)
+            log.warning("disk usage %.1f%% of %s exceeds %s %d%%; deleting %s commitlog files",
+                        ratio * 100, cl.file_queue.directory, limit[0], round(limit[1] * 100),
                         "the oldest" if report.clean_at_once else "expired")
         min_before = self._queue_min_offsets()
         report.deleted_commit_log_files = self._delete_commit_log_files(now, report.clean_at_once)

@@ -269,3 +269,37 @@ def test_a_file_destroyed_while_read_stays_mapped_until_the_reader_lets_go(tmp_p
             bytes(first.mv[:4])
     finally:
         store.shutdown()
+
+
+def test_a_forced_run_goes_on_for_the_next_periodic_runs(tmp_path: Path) -> None:
+    """mqadmin deleteExpiredCommitLog deleted one batch (deleteFileBatchMax) and stopped; RocketMQ counts
+    that run and the next 19 of the clean service as manual, so a forced clean empties the backlog."""
+    clock = FakeClock(local_ms(13), step=0)  # not a deleteWhen hour
+    store = filled_store(tmp_path, clock, delete_file_batch_max=2)
+    store.retention.disk_usage = lambda p: 0.10
+    try:
+        n_files = len(store.commit_log.file_queue.files)
+        assert n_files >= 8
+        ages(store, [100] * 30, clock.now)
+        assert len(store.delete_expired_files(force=True).deleted_commit_log_files) == 2
+        runs = [store.delete_expired_files() for _ in range(25)]
+        assert [r.trigger for r in runs] == ["manual"] * 19 + [""] * 6
+        assert sum(len(r.deleted_commit_log_files) for r in runs) == n_files - 1 - 2  # all but the written one
+    finally:
+        store.shutdown()
+
+
+def test_over_the_forcible_ratio_files_go_whatever_disk_max_used_space_ratio_says(tmp_path: Path) -> None:
+    """With diskMaxUsedSpaceRatio raised to 95, a disk 88 % full deleted nothing until 95 %; RocketMQ's
+    isSpaceToDelete cleans at once above diskSpaceCleanForciblyRatio (85) on its own."""
+    clock = FakeClock(local_ms(13), step=0)
+    store = filled_store(tmp_path, clock, delete_file_batch_max=2, disk_max_used_space_ratio=95)
+    try:
+        ages(store, [1] * 30, clock.now)  # young files: only a forcible clean takes them
+        store.retention.disk_usage = lambda p: 0.80
+        assert store.delete_expired_files().trigger == ""  # below both: nothing is due
+        store.retention.disk_usage = lambda p: 0.88
+        rep = store.delete_expired_files()
+        assert rep.trigger == "disk" and rep.clean_at_once and len(rep.deleted_commit_log_files) == 2
+    finally:
+        store.shutdown()
