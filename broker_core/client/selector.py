@@ -16,13 +16,20 @@ from broker_core.remoting.bodies import MessageQueue
 
 
 class RoundRobinSelector:
+    """One counter per topic, as Java's TopicPublishInfo.sendWhichQueue: with one counter for all, an
+    application alternating two 4-queue topics sent each to only two of its queues."""
+
     def __init__(self) -> None:
-        self._counter = itertools.count(random.randrange(1 << 16))
+        self._counters: dict[str, itertools.count[int]] = {}
 
     def select(self, queues: Sequence[MessageQueue], last_broker: str | None = None) -> MessageQueue:
         if not queues:
             raise ValueError("no writable queue")
-        start = next(self._counter)
+        topic = queues[0].topic
+        counter = self._counters.get(topic)
+        if counter is None:
+            counter = self._counters[topic] = itertools.count(random.randrange(1 << 16))
+        start = next(counter)
         n = len(queues)
         if last_broker is not None:
             for i in range(n):

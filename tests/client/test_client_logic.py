@@ -58,3 +58,18 @@ def test_tag_subscription_codes_are_java_hash_codes() -> None:
     assert sub.code_set == [2598919, 2598920]  # "TagA".hashCode(), "TagB".hashCode()
     assert java_string_hash("") == 0 and java_string_hash("hello world, this overflows") == 161437415
     assert java_string_hash("polygenelubricants") == -2147483648  # Integer.MIN_VALUE, the classic
+
+
+def test_round_robin_is_per_topic() -> None:
+    """A producer alternating two 4-queue topics sent each to only two of its queues: one counter served
+    every topic. Java keeps one per topic (TopicPublishInfo.sendWhichQueue)."""
+    from broker_core.client.selector import RoundRobinSelector
+    from broker_core.remoting.bodies import MessageQueue
+
+    selector = RoundRobinSelector()
+    queues = {t: [MessageQueue(t, "broker-a", q) for q in range(4)] for t in ("A", "B")}
+    used: dict[str, list[int]] = {"A": [], "B": []}
+    for _ in range(8):
+        for topic in ("A", "B"):
+            used[topic].append(selector.select(queues[topic]).queue_id)
+    assert {t: sorted(set(q)) for t, q in used.items()} == {"A": [0, 1, 2, 3], "B": [0, 1, 2, 3]}
