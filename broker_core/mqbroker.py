@@ -32,6 +32,7 @@ from broker_core.net.grpc_v2.server import GrpcEndpoint, GrpcServerConfig
 from broker_core.net.namesrv import NameServer, NamesrvConfig
 from broker_core.net.net_config import NetConfig
 from broker_core.store.config_file import ConfigFileError
+from broker_core.store.index_file import IndexFileError
 from broker_core.store.store_dir import DEFAULT_STORE, STORE_ENV
 from broker_core.store.store_lock import StoreLockedError, is_store_locked
 
@@ -204,6 +205,10 @@ def main(argv: list[str] | None = None) -> int:
                 broker = Broker(root, config)
             except StoreLockedError as e:
                 print(f"mqbroker: {e}", file=sys.stderr)
+                return 1
+            except IndexFileError as e:  # a store of other geometry (e.g. Apache's, without its -c)
+                print(f"mqbroker: cannot open store {root}: {e}; give -c with the store's "
+                      "maxHashSlotNum/maxIndexNum", file=sys.stderr)
                 return 1
             except (OSError, ValueError, ConfigFileError, AuthStoreError) as e:
                 print(f"mqbroker: cannot open store {root}: {e}", file=sys.stderr)

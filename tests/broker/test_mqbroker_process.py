@@ -79,3 +79,17 @@ def test_a_port_in_use_is_named(tmp_path: Path) -> None:
                                   capture_output=True, text=True, timeout=60)
             assert done.returncode == 1 and done.stderr.strip().splitlines() == [
                 f"mqbroker: cannot listen for {what} on 127.0.0.1:{port}: Address already in use"], done.stderr
+
+
+def test_an_apache_store_without_its_config_is_one_line(tmp_path: Path) -> None:
+    """The usual first mistake with a copied Apache store: mqbroker without its -c. Its index files are of
+    another geometry than the defaults; this was a raw traceback of IndexFileError."""
+    from golden_helpers import copy_golden_store
+
+    store = copy_golden_store("store-basic", tmp_path / "store")
+    done = subprocess.run([sys.executable, "-m", "broker_core.mqbroker", "--store", str(store), *FREE_PORTS,
+                           "--grpc-port", "0"], capture_output=True, text=True, timeout=60)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 1 and len(lines) == 1, done.stderr
+    assert lines[0].startswith(f"mqbroker: cannot open store {store}: index file {store}/index/") and \
+        lines[0].endswith("; give -c with the store's maxHashSlotNum/maxIndexNum"), lines
