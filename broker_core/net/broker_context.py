@@ -2,16 +2,14 @@
 per-request ACL context, and the "re-register with the name servers now" step.
 
 Why: handlers stay one-liners over Broker calls; how a call leaves the event loop (a worker thread,
-because the store writes and fsyncs) and how a request's identity becomes a ``RequestContext`` is
-decided once here.
+because the store writes and fsyncs; the workers are shared round-robin by connection, see
+``fair_pool``) and how a request's identity becomes a ``RequestContext`` is decided once here.
 """
 
 from __future__ import annotations
 
-import asyncio
 import functools
 from collections.abc import Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import ParamSpec, TypeVar
 
 from broker_core.broker.broker import Broker
@@ -19,6 +17,7 @@ from broker_core.broker.request_context import RequestContext
 from broker_core.remoting import RemotingCommand
 
 from .channel import Channel
+from .fair_pool import FairPool
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -30,13 +29,12 @@ class BrokerContext:
     def __init__(self, broker: Broker, workers: int = 8,
                  register: Callable[[], Awaitable[None]] | None = None) -> None:
         self.broker = broker
-        self.executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="remoting-broker")
+        self.pool = FairPool(workers, "remoting-broker")
         self._register = register
 
     async def run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-        """Run a (possibly blocking) Broker call on a worker thread."""
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self.executor, functools.partial(fn, *args, **kwargs))
+        """Run a (possibly blocking) Broker call on a worker thread, taking turns with other connections."""
+        return await self.pool.run(functools.partial(fn, *args, **kwargs))
 
     async def register_now(self) -> None:
         """Push the topic table to every name server before answering (spec F.1 "Must also")."""
@@ -44,4 +42,4 @@ class BrokerContext:
             await self._register()
 
     def close(self) -> None:
-        self.executor.shutdown(wait=True, cancel_futures=True)
+        self.pool.shutdown()

@@ -20,6 +20,7 @@ from broker_core.remoting.bodies import (
     TopicConfigAndMappingSerializeWrapper,
     TopicList,
 )
+from broker_core.remoting.body_base import BodyError
 from broker_core.remoting.headers import (
     CreateTopicRequestHeader,
     DeleteSubscriptionGroupRequestHeader,
@@ -39,7 +40,7 @@ from broker_core.remoting.headers import (
     ViewMessageRequestHeader,
 )
 from broker_core.store.codec.wire_record import message_ext_to_record
-from broker_core.store.subscription_group_config import SubscriptionGroupConfig
+from broker_core.store.subscription_group_config import SubscriptionGroupConfig, SubscriptionGroupConfigError
 
 from .broker_context import BrokerContext, BrokerHandler
 from .channel import Channel
@@ -132,7 +133,10 @@ class AdminHandlers:
         obj = fastjson.loads(req.body) if req.body else None
         if not isinstance(obj, dict) or not isinstance(obj.get("groupName"), str):
             raise RequestError(ResponseCode.SYSTEM_ERROR, "the body is not a SubscriptionGroupConfig with a groupName")
-        cfg = SubscriptionGroupConfig.from_json(obj["groupName"], obj)
+        try:
+            cfg = SubscriptionGroupConfig.from_json(obj["groupName"], obj)
+        except SubscriptionGroupConfigError as e:  # the store's error, as the wire's (one line, no traceback)
+            raise BodyError(f"SubscriptionGroupConfig.{e}") from None
         await self.ctx.run(self.broker.create_or_update_subscription_group, cfg, auth=auth)
         return req.response()
 

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from broker_core.broker.errors import MessageIllegalError
 from broker_core.broker.request_context import RequestContext
+from broker_core.broker.send import SendResult
 from broker_core.remoting import RemotingCommand, RequestCode
 from broker_core.remoting.headers import (
     ConsumerSendMsgBackRequestHeader,
@@ -12,6 +16,7 @@ from broker_core.remoting.headers import (
     SendMessageResponseHeader,
 )
 from broker_core.store.codec.batch import decode_batch
+from broker_core.store.codec.errors import RecordError
 from broker_core.store.codec.properties import decode_properties
 
 from .broker_context import BrokerContext, BrokerHandler
@@ -48,8 +53,11 @@ class ProduceHandlers:
                   "default_topic": h.default_topic, "default_topic_queue_nums": h.default_topic_queue_nums,
                   "auth": auth}
         if req.code == RequestCode.SEND_BATCH_MESSAGE or h.batch:
-            items = decode_batch(req.body)
-            result = await self.ctx.run(self.broker.send_batch, h.topic, items, props, **common)
+            limit = self.broker.config.store.max_message_size
+            if len(req.body) > limit:  # before decoding: 4 MiB of 22-byte items is ~190k items to build
+                raise MessageIllegalError(f"batch body size {len(req.body)} exceeds maxMessageSize {limit}; "
+                                          "nothing was stored")
+            result = await self.ctx.run(self._send_batch, h.topic, req.body, props, common)
         else:
             result = await self.ctx.run(self.broker.send_message, h.topic, req.body, props, flag=h.flag,
                                         reconsume_times=h.reconsume_times or 0, **common)
@@ -59,6 +67,15 @@ class ProduceHandlers:
                                            batch_uniq_id=result.batch_uniq_id)
         ext = header.to_ext_fields() | {"MSG_REGION": result.region_id, "TRACE_ON": "true" if result.trace_on else "false"}
         return req.response(result.response_code, None, ext)
+
+    def _send_batch(self, topic: str, body: bytes, props: dict[str, str], common: dict[str, Any]) -> SendResult:
+        """Decode and store a batch on a worker thread (a big batch's decoding would stall the event loop).
+        A body that is not a well-formed batch is the client's error: MESSAGE_ILLEGAL, one line."""
+        try:
+            items = decode_batch(body)
+        except RecordError as e:
+            raise MessageIllegalError(f"the batch body is malformed: {e}") from None
+        return self.broker.send_batch(topic, items, props, **common)
 
     async def end_transaction(self, ch: Channel, req: RemotingCommand, auth: RequestContext) -> RemotingCommand | None:
         h = EndTransactionRequestHeader.from_ext_fields(req.ext_fields)

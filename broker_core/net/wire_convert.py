@@ -19,6 +19,7 @@ from broker_core.remoting.bodies import (
     TopicOffset,
     TopicStatsTable,
 )
+from broker_core.remoting.body_base import BodyError
 from broker_core.store.topic_config import TopicConfig
 
 
@@ -54,8 +55,14 @@ def properties_text(props: Mapping[str, str]) -> bytes:
 
 
 def parse_properties_text(body: bytes) -> dict[str, str]:
+    """``key=value`` lines (UPDATE_BROKER_CONFIG). Not UTF-8 is refused rather than read with
+    replacement characters: a config key or value with U+FFFD in it is never what the operator meant."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise BodyError(f"the broker config body is not UTF-8 text (byte {e.start})") from None
     out: dict[str, str] = {}
-    for line in body.decode("utf-8").splitlines():
+    for line in text.splitlines():
         line = line.strip()
         if not line or line[0] in "#!":
             continue

@@ -8,6 +8,7 @@ network. Start with ``RemotingCommand``, ``encode_frame`` / ``FrameDecoder``, th
 
 from .codes import CURRENT_VERSION, LanguageCode, RequestCode, ResponseCode, SerializeType
 from .command import FLAG_ONEWAY, FLAG_RESPONSE, RemotingCommand
+from .errors import RequestDecodeError
 from .frame import (
     DEFAULT_FRAME_MAX_LENGTH,
     FrameDecoder,
@@ -22,5 +23,5 @@ from .header_codec import HeaderDecodeError
 __all__ = [
     "CURRENT_VERSION", "DEFAULT_FRAME_MAX_LENGTH", "FLAG_ONEWAY", "FLAG_RESPONSE", "CommandHeader", "FrameDecoder",
     "FrameError", "FrameTooLargeError", "HeaderDecodeError", "HeaderError", "LanguageCode", "RemotingCommand",
-    "RequestCode", "ResponseCode", "SerializeType", "decode_frame", "encode_frame",
+    "RequestCode", "RequestDecodeError", "ResponseCode", "SerializeType", "decode_frame", "encode_frame",
 ]

@@ -16,11 +16,12 @@ import typing
 from typing import Any, ClassVar, Self
 
 from . import fastjson
+from .errors import RequestDecodeError
 from .fastjson import JavaMap, JsonValue
 from .header_base import _camel
 
 
-class BodyError(ValueError):
+class BodyError(RequestDecodeError):
     """A body does not have the shape its type expects; the text names the field."""
 
 

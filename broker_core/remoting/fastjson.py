@@ -18,6 +18,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from .errors import RequestDecodeError
+
 JsonValue = Any  # the recursive JSON value: None | bool | int | float | str | list | dict | JavaMap
 
 
@@ -25,10 +27,12 @@ class JavaMap(list[tuple[JsonValue, JsonValue]]):
     """An object whose keys are not all strings, as (key, value) pairs in document order."""
 
 
-class JsonDialectError(ValueError):
+class JsonDialectError(RequestDecodeError):
     """The body is not JSON in the fastjson dialect; the text names the byte offset."""
 
 
+MAX_DEPTH = 200
+"""Deepest nesting the fallback reader follows (no RocketMQ body nests more than a few levels)."""
 _WS = " \t\n\r"
 _CONST = {"true": True, "false": False, "null": None}
 
@@ -49,8 +53,8 @@ class _Reader:
         self.i = i
 
     def value(self, depth: int = 0) -> JsonValue:
-        if depth > 200:
-            raise self.fail("nesting deeper than 200")
+        if depth > MAX_DEPTH:
+            raise self.fail(f"nesting deeper than {MAX_DEPTH}")
         self.ws()
         if self.i >= len(self.s):
             raise self.fail("unexpected end")
@@ -141,6 +145,8 @@ def loads(data: bytes | str) -> JsonValue:
         return json.loads(text)
     except ValueError:
         pass
+    except RecursionError:  # "[[[[..." thousands deep: the C scanner recurses per level
+        raise JsonDialectError(f"body JSON: nesting deeper than {MAX_DEPTH}") from None
     reader = _Reader(text)
     value = reader.value()
     reader.ws()

@@ -65,15 +65,21 @@ class FrameDecoder:
 
     @property
     def pending(self) -> int:
-        """Bytes of an incomplete frame held (a peer that stops mid-frame leaves this > 0)."""
+        """Bytes held: an incomplete frame (a peer that stops mid-frame leaves this > 0), and frames
+        not yet taken when ``feed`` was capped by ``max_commands``."""
         return len(self._buf)
 
-    def feed(self, data: bytes) -> list[RemotingCommand]:
-        self._buf += data
+    def feed(self, data: bytes = b"", max_commands: int | None = None) -> list[RemotingCommand]:
+        """Append ``data``; decode and return the complete frames, at most ``max_commands`` of them
+        (the rest stay buffered for a later call: a server takes a few per turn from each connection)."""
+        if data:
+            self._buf += data
         out: list[RemotingCommand] = []
         buf = self._buf
         pos = 0
         while len(buf) - pos >= 4:
+            if max_commands is not None and len(out) >= max_commands:
+                break
             (length,) = struct.unpack_from(">i", buf, pos)
             at = self._consumed + pos
             if length < 4:

@@ -5,19 +5,44 @@ map. A header here is a kw-only dataclass; each field's wire name is its camelCa
 field says otherwise (``wire("a")`` for SEND_MESSAGE_V2's one-letter names), a field without a
 default is required (Java's @CFNotNull: missing -> "the custom field <x> is null"), and ``None``
 means "not set" (boxed Java fields), so it is not sent. Values are str, int or bool.
+
+Numbers are parsed as Java parses them (``Integer.parseInt`` / ``Long.parseLong``), by the field's
+Java type: ``int`` is a Java ``int``, ``Long`` a Java ``long``. Python's ``int()`` alone would take
+"1_0", " 7 " and values past 64 bits, which a Java broker refuses; such a value stored (an offset in
+consumerOffset.json, a queue id) would later break the Java tools that read it.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
 import types
 import typing
-from typing import Any, ClassVar, Self
+from typing import Annotated, Any, ClassVar, Self
 
-_TRUE = {"true": True, "false": False}
+from .errors import RequestDecodeError
 
 
-class HeaderError(ValueError):
+@dataclasses.dataclass(frozen=True, slots=True)
+class JavaInteger:
+    """The Java integral type of a header field: its name (for the error) and its range."""
+
+    name: str
+    min: int
+    max: int
+
+
+JAVA_INT = JavaInteger("int", -(1 << 31), (1 << 31) - 1)
+JAVA_LONG = JavaInteger("long", -(1 << 63), (1 << 63) - 1)
+Long = Annotated[int, JAVA_LONG]
+"""A header field that is a Java ``long`` (a plain ``int`` field is a Java ``int``)."""
+
+# Integer.parseInt's syntax: one optional ASCII sign, then decimal digits. Java's Character.digit
+# takes any Unicode decimal digit (Nd), as ``\d`` and ``int()`` do; no blanks, no "_", no "0x".
+_JAVA_INTEGER = re.compile(r"[+-]?\d+")
+
+
+class HeaderError(RequestDecodeError):
     """A request header is missing a required field or carries a value of the wrong type."""
 
 
@@ -31,24 +56,52 @@ def _camel(name: str) -> str:
     return head + "".join(p[:1].upper() + p[1:] for p in rest)
 
 
-def _base_type(hint: object) -> type:
+def _base_type(hint: object) -> type | JavaInteger:
+    """str, bool, or the JavaInteger of an int field (``X | None`` and ``Annotated`` unwrapped)."""
     if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
         args = [a for a in typing.get_args(hint) if a is not type(None)]
-        return args[0]
+        hint = args[0]
+    if typing.get_origin(hint) is Annotated:
+        java = [m for m in getattr(hint, "__metadata__", ()) if isinstance(m, JavaInteger)]
+        assert java, f"an Annotated header field needs a JavaInteger: {hint}"
+        return java[0]
+    if hint is int:
+        return JAVA_INT
     assert isinstance(hint, type)
     return hint
+
+
+def parse_java_integer(raw: str, java: JavaInteger, key: str) -> int:
+    """``raw`` as Integer.parseInt / Long.parseLong would read it, else HeaderError naming ``key``."""
+    if raw.isascii() and raw.isdigit() and len(raw) <= 20:  # the usual "123": no regex on the hot path
+        value = int(raw)
+    elif _JAVA_INTEGER.fullmatch(raw) is None:
+        raise HeaderError(f"the custom field <{key}> is not a Java {java.name}: {_shown(raw)}")
+    else:
+        try:
+            value = int(raw)
+        except ValueError:  # past Python's int-from-str digit limit: far beyond any Java long anyway
+            value = java.max + 1
+    if not java.min <= value <= java.max:
+        raise HeaderError(f"the custom field <{key}> is out of the Java {java.name} range: {_shown(raw)}")
+    return value
+
+
+def _shown(raw: str) -> str:
+    """The value as quoted in an error: cut short, so the remark stays one short line."""
+    return repr(raw if len(raw) <= 40 else raw[:40] + "...")
 
 
 class CommandHeader:
     """Base of every typed header; subclasses are ``@dataclass(kw_only=True, slots=True)``."""
 
-    _spec: ClassVar[tuple[tuple[str, str, type, bool], ...]]
+    _spec: ClassVar[tuple[tuple[str, str, type | JavaInteger, bool], ...]]
 
     @classmethod
-    def _fields(cls) -> tuple[tuple[str, str, type, bool], ...]:
+    def _fields(cls) -> tuple[tuple[str, str, type | JavaInteger, bool], ...]:
         spec = cls.__dict__.get("_spec_cache")
         if spec is None:
-            hints = typing.get_type_hints(cls)
+            hints = typing.get_type_hints(cls, include_extras=True)
             spec = tuple((f.name, f.metadata.get("wire", _camel(f.name)), _base_type(hints[f.name]),
                           f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
                          for f in dataclasses.fields(cls))  # type: ignore[arg-type]
@@ -77,12 +130,9 @@ class CommandHeader:
                     raise HeaderError(f"the custom field <{key}> is null")
                 continue
             if typ is bool:
-                kwargs[name] = _TRUE.get(raw.strip().lower(), False)  # Boolean.parseBoolean
-            elif typ is int:
-                try:
-                    kwargs[name] = int(raw.strip())
-                except ValueError:
-                    raise HeaderError(f"the custom field <{key}> is not a number: {raw!r}") from None
+                kwargs[name] = raw.lower() == "true"  # Boolean.parseBoolean: anything else is false
+            elif isinstance(typ, JavaInteger):
+                kwargs[name] = parse_java_integer(raw, typ, key)
             else:
                 kwargs[name] = raw
         return cls(**kwargs)

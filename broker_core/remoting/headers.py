@@ -2,14 +2,15 @@
 
 Why here and not next to each handler: the server decodes them and our client encodes them; one
 definition keeps the two sides from drifting. Field comments only where the wire name or meaning is
-not obvious from the spec table.
+not obvious from the spec table. Integer fields carry their Java type: ``int`` is a Java ``int``,
+``Long`` a Java ``long`` (as RocketMQ declares them), so a value out of that range is refused.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .header_base import CommandHeader, wire
+from .header_base import CommandHeader, Long, wire
 
 H = dataclass(kw_only=True, slots=True)
 
@@ -21,8 +22,8 @@ class RegisterBrokerRequestHeader(CommandHeader):
     broker_addr: str
     cluster_name: str
     ha_server_addr: str
-    broker_id: int
-    heartbeat_timeout_millis: int | None = None
+    broker_id: Long
+    heartbeat_timeout_millis: Long | None = None
     enable_acting_master: bool | None = None
     compressed: bool = False
     body_crc32: int = 0
@@ -39,7 +40,7 @@ class UnRegisterBrokerRequestHeader(CommandHeader):
     broker_name: str
     broker_addr: str
     cluster_name: str
-    broker_id: int
+    broker_id: Long
 
 
 @H
@@ -112,7 +113,7 @@ class SendMessageRequestHeader(CommandHeader):
     default_topic_queue_nums: int
     queue_id: int
     sys_flag: int
-    born_timestamp: int
+    born_timestamp: Long
     flag: int
     properties: str | None = None
     reconsume_times: int | None = None
@@ -132,7 +133,7 @@ class SendMessageRequestHeaderV2(CommandHeader):
     d: int  # defaultTopicQueueNums
     e: int  # queueId
     f: int  # sysFlag
-    g: int  # bornTimestamp
+    g: Long  # bornTimestamp
     h: int  # flag
     i: str | None = None  # properties
     j: int | None = None  # reconsumeTimes
@@ -158,7 +159,7 @@ class SendMessageRequestHeaderV2(CommandHeader):
 class SendMessageResponseHeader(CommandHeader):
     msg_id: str
     queue_id: int
-    queue_offset: int
+    queue_offset: Long
     transaction_id: str | None = None
     batch_uniq_id: str | None = None
     recall_handle: str | None = None
@@ -169,12 +170,12 @@ class PullMessageRequestHeader(CommandHeader):
     consumer_group: str
     topic: str
     queue_id: int
-    queue_offset: int
+    queue_offset: Long
     max_msg_nums: int
     sys_flag: int
-    commit_offset: int
-    suspend_timeout_millis: int
-    sub_version: int
+    commit_offset: Long
+    suspend_timeout_millis: Long
+    sub_version: Long
     subscription: str | None = None
     expression_type: str | None = None
     max_msg_bytes: int | None = None
@@ -185,11 +186,11 @@ class PullMessageRequestHeader(CommandHeader):
 
 @H
 class PullMessageResponseHeader(CommandHeader):
-    suggest_which_broker_id: int
-    next_begin_offset: int
-    min_offset: int
-    max_offset: int
-    offset_delta: int | None = None
+    suggest_which_broker_id: Long
+    next_begin_offset: Long
+    min_offset: Long
+    max_offset: Long
+    offset_delta: Long | None = None
     topic_sys_flag: int | None = None
     group_sys_flag: int | None = None
     forbidden_type: int | None = None
@@ -200,19 +201,19 @@ class QueryMessageRequestHeader(CommandHeader):
     topic: str
     key: str
     max_num: int
-    begin_timestamp: int
-    end_timestamp: int
+    begin_timestamp: Long
+    end_timestamp: Long
 
 
 @H
 class QueryMessageResponseHeader(CommandHeader):
-    index_last_update_timestamp: int
-    index_last_update_phyoffset: int
+    index_last_update_timestamp: Long
+    index_last_update_phyoffset: Long
 
 
 @H
 class ViewMessageRequestHeader(CommandHeader):
-    offset: int
+    offset: Long
     topic: str | None = None
 
 
@@ -253,7 +254,7 @@ class QueryConsumeQueueRequestHeader(CommandHeader):
 
     topic: str
     queue_id: int
-    index: int
+    index: Long
     count: int
     consumer_group: str | None = None
 
@@ -277,19 +278,19 @@ class GetMaxOffsetRequestHeader(CommandHeader):
 class OffsetResponseHeader(CommandHeader):
     """GET_MAX_OFFSET, GET_MIN_OFFSET, SEARCH_OFFSET_BY_TIMESTAMP, QUERY_CONSUMER_OFFSET answers."""
 
-    offset: int
+    offset: Long
 
 
 @H
 class GetEarliestMsgStoretimeResponseHeader(CommandHeader):
-    timestamp: int
+    timestamp: Long
 
 
 @H
 class SearchOffsetRequestHeader(CommandHeader):
     topic: str
     queue_id: int
-    timestamp: int
+    timestamp: Long
     boundary_type: str | None = None
 
 
@@ -306,7 +307,7 @@ class UpdateConsumerOffsetRequestHeader(CommandHeader):
     consumer_group: str
     topic: str
     queue_id: int
-    commit_offset: int
+    commit_offset: Long
 
 
 @H
@@ -337,10 +338,10 @@ class GetConsumerConnectionListRequestHeader(CommandHeader):
 class ResetOffsetRequestHeader(CommandHeader):
     topic: str
     group: str
-    timestamp: int
+    timestamp: Long
     is_force: bool = wire("isForce")
     queue_id: int = -1
-    offset: int | None = None
+    offset: Long | None = None
 
 
 @H
@@ -369,7 +370,7 @@ class UnregisterClientRequestHeader(CommandHeader):
 
 @H
 class ConsumerSendMsgBackRequestHeader(CommandHeader):
-    offset: int
+    offset: Long
     group: str
     delay_level: int
     origin_msg_id: str | None = None
@@ -381,8 +382,8 @@ class ConsumerSendMsgBackRequestHeader(CommandHeader):
 @H
 class EndTransactionRequestHeader(CommandHeader):
     producer_group: str
-    tran_state_table_offset: int
-    commit_log_offset: int
+    tran_state_table_offset: Long
+    commit_log_offset: Long
     commit_or_rollback: int
     msg_id: str
     from_transaction_check: bool = False
@@ -392,8 +393,8 @@ class EndTransactionRequestHeader(CommandHeader):
 
 @H
 class CheckTransactionStateRequestHeader(CommandHeader):
-    tran_state_table_offset: int
-    commit_log_offset: int
+    tran_state_table_offset: Long
+    commit_log_offset: Long
     topic: str | None = None
     msg_id: str | None = None
     transaction_id: str | None = None
@@ -448,9 +449,9 @@ class PopMessageRequestHeader(CommandHeader):
     topic: str
     queue_id: int
     max_msg_nums: int
-    invisible_time: int
-    poll_time: int
-    born_time: int
+    invisible_time: Long
+    poll_time: Long
+    born_time: Long
     init_mode: int
     exp_type: str | None = None
     exp: str | None = None
@@ -460,10 +461,10 @@ class PopMessageRequestHeader(CommandHeader):
 
 @H
 class PopMessageResponseHeader(CommandHeader):
-    pop_time: int
-    invisible_time: int
+    pop_time: Long
+    invisible_time: Long
     revive_qid: int
-    rest_num: int
+    rest_num: Long
     start_offset_info: str | None = None
     msg_offset_info: str | None = None
     order_count_info: str | None = None
@@ -475,7 +476,7 @@ class AckMessageRequestHeader(CommandHeader):
     topic: str
     queue_id: int
     extra_info: str
-    offset: int
+    offset: Long
 
 
 @H
@@ -484,14 +485,14 @@ class ChangeInvisibleTimeRequestHeader(CommandHeader):
     topic: str
     queue_id: int
     extra_info: str
-    offset: int
-    invisible_time: int
+    offset: Long
+    invisible_time: Long
 
 
 @H
 class ChangeInvisibleTimeResponseHeader(CommandHeader):
-    pop_time: int
-    invisible_time: int
+    pop_time: Long
+    invisible_time: Long
     revive_qid: int
 
 

@@ -7,6 +7,9 @@ newer Java broker are kept and written back so a round trip loses nothing.
 
 from __future__ import annotations
 
+import json
+import math
+import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -60,25 +63,111 @@ class SubscriptionGroupConfig:
 
     @classmethod
     def from_json(cls, name: str, obj: dict[str, Any]) -> SubscriptionGroupConfig:
+        """Read a config as Java's fastjson reads the bean (from subscriptionGroup.json or an
+        UPDATE_AND_CREATE_SUBSCRIPTIONGROUP body). A value fastjson would refuse raises
+        SubscriptionGroupConfigError naming the field, so nothing half-read is ever stored."""
+        group_name = obj.get("groupName")
+        defaults = cls(group_name=group_name if isinstance(group_name, str) and group_name else name)
+        kwargs: dict[str, Any] = {}
+        for key, attr, kind in _FIELDS:
+            raw = obj.get(key)
+            if raw is None:
+                continue  # fastjson leaves a primitive field at its default for null
+            value = _java_bool(raw, key) if kind == "bool" else _java_integer(raw, key, kind)
+            if value is not None:
+                kwargs[attr] = value
         policy = obj.get("groupRetryPolicy")
-        return cls(
-            group_name=obj.get("groupName") or name,
-            consume_enable=bool(obj.get("consumeEnable", True)),
-            consume_from_min_enable=bool(obj.get("consumeFromMinEnable", True)),
-            consume_broadcast_enable=bool(obj.get("consumeBroadcastEnable", True)),
-            consume_message_orderly=bool(obj.get("consumeMessageOrderly", False)),
-            retry_queue_nums=int(obj.get("retryQueueNums", 1)),
-            retry_max_times=int(obj.get("retryMaxTimes", 16)),
-            group_retry_policy=dict(policy) if isinstance(policy, dict) else {"type": "CUSTOMIZED"},
-            broker_id=int(obj.get("brokerId", 0)),
-            which_broker_when_consume_slowly=int(obj.get("whichBrokerWhenConsumeSlowly", 1)),
-            notify_consumer_ids_changed_enable=bool(obj.get("notifyConsumerIdsChangedEnable", True)),
-            group_sys_flag=int(obj.get("groupSysFlag", 0)),
-            consume_timeout_minute=int(obj.get("consumeTimeoutMinute", 15)),
-            subscription_data_set=obj.get("subscriptionDataSet"),
-            attributes={str(k): str(v) for k, v in (obj.get("attributes") or {}).items()},
+        if policy is not None and not isinstance(policy, dict):
+            raise SubscriptionGroupConfigError(f"groupRetryPolicy: expected an object, got {_shown(policy)}")
+        for key, want in (("type", str), ("exponentialRetryPolicy", dict), ("customizedRetryPolicy", dict)):
+            value = (policy or {}).get(key)
+            if value is not None and not isinstance(value, want):  # the retry code reads these as such
+                raise SubscriptionGroupConfigError(f"groupRetryPolicy.{key}: expected "
+                                                   f"{'a string' if want is str else 'an object'}, got {_shown(value)}")
+        data_set = obj.get("subscriptionDataSet")
+        if data_set is not None and not (isinstance(data_set, list) and all(isinstance(d, dict) for d in data_set)):
+            raise SubscriptionGroupConfigError(f"subscriptionDataSet: expected an array of objects, got "
+                                               f"{_shown(data_set)}")
+        attributes = obj.get("attributes")
+        if attributes is not None and not isinstance(attributes, dict):
+            raise SubscriptionGroupConfigError(f"attributes: expected an object, got {_shown(attributes)}")
+        return replace(
+            defaults, **kwargs,
+            group_retry_policy=dict(policy) if policy is not None else defaults.group_retry_policy,
+            subscription_data_set=data_set,
+            attributes={str(k): _java_string(v) for k, v in (attributes or {}).items() if v is not None},
             extra={k: v for k, v in obj.items() if k not in _KNOWN},
         )
+
+
+class SubscriptionGroupConfigError(ValueError):
+    """A subscription group config value of the wrong type or range; the text names the field."""
+
+
+_FIELDS = (("consumeEnable", "consume_enable", "bool"), ("consumeFromMinEnable", "consume_from_min_enable", "bool"),
+           ("consumeBroadcastEnable", "consume_broadcast_enable", "bool"),
+           ("consumeMessageOrderly", "consume_message_orderly", "bool"),
+           ("retryQueueNums", "retry_queue_nums", "int"), ("retryMaxTimes", "retry_max_times", "int"),
+           ("brokerId", "broker_id", "long"), ("whichBrokerWhenConsumeSlowly", "which_broker_when_consume_slowly", "long"),
+           ("notifyConsumerIdsChangedEnable", "notify_consumer_ids_changed_enable", "bool"),
+           ("groupSysFlag", "group_sys_flag", "int"), ("consumeTimeoutMinute", "consume_timeout_minute", "int"))
+"""(JSON key, attribute, Java type) of the bean's primitive fields."""
+
+_RANGES = {"int": (-(1 << 31), (1 << 31) - 1), "long": (-(1 << 63), (1 << 63) - 1)}
+_NULL_STRINGS = ("", "null", "NULL")  # fastjson reads these strings as null: the field keeps its default
+_TRUE_STRINGS = {"1", "Y", "y", "T"}  # TypeUtils.castToBoolean: "true" in any case, and these exactly
+_FALSE_STRINGS = {"0", "F", "f", "N"}
+_JAVA_INTEGER = re.compile(r"[+-]?\d+")  # Integer.parseInt / Long.parseLong syntax
+
+
+def _shown(raw: object) -> str:
+    text = json.dumps(raw, ensure_ascii=False, default=str)
+    return text if len(text) <= 40 else text[:40] + "..."
+
+
+def _java_bool(raw: object, key: str) -> bool | None:
+    """fastjson's boolean field: true/false; a number is true only when it is 1 (BooleanCodec);
+    a string as TypeUtils.castToBoolean reads it ("false", "FALSE" and "0" are false). Python's
+    ``bool("false")`` is True, which would turn a disabled group on."""
+    if isinstance(raw, bool):
+        return raw
+    if isinstance(raw, int | float) and math.isfinite(raw):
+        return int(raw) == 1
+    if isinstance(raw, str):
+        if raw in _NULL_STRINGS:
+            return None
+        if raw.lower() == "true" or raw in _TRUE_STRINGS:
+            return True
+        if raw.lower() == "false" or raw in _FALSE_STRINGS:
+            return False
+    raise SubscriptionGroupConfigError(f"{key}: cannot be read as a boolean: {_shown(raw)}")
+
+
+
+def _java_integer(raw: object, key: str, kind: str) -> int | None:
+    """fastjson's int/long field: a JSON integer, a number (truncated, as BigDecimal.intValue), true/false
+    (1/0) or a string in Java's integer syntax; out of the Java type's range is refused, not wrapped."""
+    lo, hi = _RANGES[kind]
+    if isinstance(raw, bool):
+        value = int(raw)
+    elif isinstance(raw, int):
+        value = raw
+    elif isinstance(raw, float) and math.isfinite(raw):
+        value = int(raw)
+    elif isinstance(raw, str) and raw in _NULL_STRINGS:
+        return None
+    elif isinstance(raw, str) and len(raw) <= 40 and _JAVA_INTEGER.fullmatch(raw):
+        value = int(raw)
+    else:
+        raise SubscriptionGroupConfigError(f"{key}: expected a Java {kind}, got {_shown(raw)}")
+    if not lo <= value <= hi:
+        raise SubscriptionGroupConfigError(f"{key}: out of the Java {kind} range: {_shown(raw)}")
+    return value
+
+
+def _java_string(value: object) -> str:
+    """A Map<String, String> value as fastjson casts it: JSON text for anything not a string."""
+    return value if isinstance(value, str) else json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 class SubscriptionGroupTable:
