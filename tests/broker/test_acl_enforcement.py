@@ -186,6 +186,7 @@ OPS: dict[str, tuple[Op, list[tuple[str, str]]]] = {
 EXEMPT = {
     "start": "lifecycle", "shutdown": "lifecycle", "persist": "lifecycle", "tick": "lifecycle (service rounds)",
     "put_message_internal": "the broker's own writers", "set_transaction_check_listener": "network-layer wiring",
+    "add_transaction_check_listener": "network-layer wiring",
     "add_topic_change_listener": "network-layer wiring",
     "verify_store": "in-process store maintenance (mqadmin verifyStore on a store directory)",
     "lost_found_records": "in-process store maintenance (mqadmin verifyStore --lostFound on a store directory)",

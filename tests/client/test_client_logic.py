@@ -67,7 +67,7 @@ def test_round_robin_is_per_topic() -> None:
     from broker_core.remoting.bodies import MessageQueue
 
     selector = RoundRobinSelector()
-    queues = {t: [MessageQueue(t, "broker-a", q) for q in range(4)] for t in ("A", "B")}
+    queues = {t: [MessageQueue(topic=t, broker_name="broker-a", queue_id=q) for q in range(4)] for t in ("A", "B")}
     used: dict[str, list[int]] = {"A": [], "B": []}
     for _ in range(8):
         for topic in ("A", "B"):
