@@ -311,13 +311,12 @@ class Admin:
         file after the entries before it were written; RocketMQ's UPDATE_AND_CREATE_TOPIC_LIST checks
         the whole list before it writes any, and checking every entry here first does the same."""
         from broker_core.broker.errors import BrokerError
-        from broker_core.broker.limits import JAVA_INT_MAX, JAVA_INT_MIN, MAX_TOPIC_QUEUE_NUMS
         from broker_core.broker.topic_attributes import (
             QUEUE_TYPE,
             alter_attributes,
             parse_attribute_modifications,
         )
-        from broker_core.broker.topic_manager import TOPIC_FILTER_TYPES
+        from broker_core.broker.topic_manager import topic_fields_problem
         from broker_core.broker.topic_validator import (
             REPLY_TOPIC_POSTFIX,
             SYSTEM_TOPIC_PREFIX,
@@ -329,17 +328,10 @@ class Admin:
         bad = validate_topic(name)
         if bad:
             return bad
-        read, write = topic.read_queue_nums, topic.write_queue_nums
-        if read < 0 or write < 0 or (read == 0 and write == 0):
-            return f"queue numbers must be >= 0 and not both 0 (read={read}, write={write})"
-        if max(read, write) > MAX_TOPIC_QUEUE_NUMS:
-            return f"queue numbers must be <= {MAX_TOPIC_QUEUE_NUMS} (read={read}, write={write})"
-        if not JAVA_INT_MIN <= topic.topic_sys_flag <= JAVA_INT_MAX:
-            return f"topicSysFlag must fit a Java int, got {topic.topic_sys_flag}"
-        if not 0 <= topic.perm <= 15:
-            return f"perm must be a bit set of 8/4/2/1 (0..15), got {topic.perm}"
-        if topic.topic_filter_type not in TOPIC_FILTER_TYPES:
-            return f"topicFilterType must be SINGLE_TAG or MULTI_TAG, got {topic.topic_filter_type!r}"
+        bad = topic_fields_problem(topic.read_queue_nums, topic.write_queue_nums, topic.perm,
+                                   topic.topic_filter_type, topic.topic_sys_flag)
+        if bad:
+            return bad
         try:
             mods = parse_attribute_modifications(dict(topic.attributes))
         except BrokerError as e:

@@ -56,6 +56,23 @@ DELETED_TOPICS_FILE = "deletedTopics.json"
 TOPIC_FILTER_TYPES = ("SINGLE_TAG", "MULTI_TAG")
 
 
+def topic_fields_problem(read: int, write: int, perm: int, topic_filter_type: str, topic_sys_flag: int) -> str | None:
+    """Why UPDATE_AND_CREATE_TOPIC refuses these queue numbers, perm, filter type or sys flag (None: it
+    does not). One function, because mqadmin's updateTopicList judges a whole file with the broker's
+    own rules before it sends any of it."""
+    if read < 0 or write < 0 or (read == 0 and write == 0):
+        return f"queue numbers must be >= 0 and not both 0 (read={read}, write={write})"
+    if max(read, write) > MAX_TOPIC_QUEUE_NUMS:
+        return f"queue numbers must be <= {MAX_TOPIC_QUEUE_NUMS} (read={read}, write={write})"
+    if not JAVA_INT_MIN <= topic_sys_flag <= JAVA_INT_MAX:
+        return f"topicSysFlag must fit a Java int, got {topic_sys_flag}"
+    if not 0 <= perm <= 15:
+        return f"perm must be a bit set of 8/4/2/1 (0..15), got {perm}"
+    if topic_filter_type not in TOPIC_FILTER_TYPES:
+        return f"topicFilterType must be SINGLE_TAG or MULTI_TAG, got {topic_filter_type!r}"
+    return None
+
+
 def is_writeable(perm: int) -> bool:
     return bool(perm & PERM_WRITE)
 
@@ -201,17 +218,9 @@ class TopicManager:
         n_default = self.config.default_topic_queue_nums
         read = n_default if read_queue_nums is None else int(read_queue_nums)
         write = n_default if write_queue_nums is None else int(write_queue_nums)
-        if read < 0 or write < 0 or (read == 0 and write == 0):
-            raise InvalidParameterError(f"queue numbers must be >= 0 and not both 0 (read={read}, write={write})")
-        if max(read, write) > MAX_TOPIC_QUEUE_NUMS:
-            raise InvalidParameterError(f"queue numbers must be <= {MAX_TOPIC_QUEUE_NUMS} "
-                                        f"(read={read}, write={write})")
-        if not JAVA_INT_MIN <= topic_sys_flag <= JAVA_INT_MAX:
-            raise InvalidParameterError(f"topicSysFlag must fit a Java int, got {topic_sys_flag}")
-        if not 0 <= perm <= 15:
-            raise InvalidParameterError(f"perm must be a bit set of 8/4/2/1 (0..15), got {perm}")
-        if topic_filter_type not in TOPIC_FILTER_TYPES:
-            raise InvalidParameterError(f"topicFilterType must be SINGLE_TAG or MULTI_TAG, got {topic_filter_type!r}")
+        bad = topic_fields_problem(read, write, perm, topic_filter_type, topic_sys_flag)
+        if bad:
+            raise InvalidParameterError(bad)
         mods = parse_attribute_modifications(attributes)
         if not self.config.enable_mixed_message_type and mods.get("+message.type") == "MIXED":
             raise InvalidParameterError("MIXED message type is not supported.")
