@@ -141,6 +141,9 @@ def test_pull_and_offset_rpcs(grpc_broker):
     q = pb.QueryOffsetRequest(message_queue=mq, query_offset_policy=pb.QueryOffsetPolicy.TIMESTAMP,
                               timestamp=Timestamp(seconds=0))
     assert s.QueryOffset(q, metadata=MD).offset == 0
+    # a policy number the protocol does not define: said as such, not "query by TIMESTAMP needs a timestamp"
+    unknown = s.QueryOffset(pb.QueryOffsetRequest(message_queue=mq, query_offset_policy=99), metadata=MD).status
+    assert (unknown.code, unknown.message) == (pb.Code.BAD_REQUEST, "unknown query offset policy 99")
 
 
 def test_stop_waits_for_a_broker_call_in_progress(tmp_path):

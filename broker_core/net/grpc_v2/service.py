@@ -705,6 +705,8 @@ class MessagingService(MessagingServiceServicer):
                 offset = self.broker.get_min_offset(topic, qid)
             elif policy == pb.QueryOffsetPolicy.END:
                 offset = self.broker.get_max_offset(topic, qid)
+            elif policy != pb.QueryOffsetPolicy.TIMESTAMP:  # a number this protocol version has no name for
+                raise RpcError(pb.Code.BAD_REQUEST, f"unknown query offset policy {policy}")
             else:
                 if not request.HasField("timestamp"):
                     raise RpcError(pb.Code.BAD_REQUEST, "query by TIMESTAMP needs a timestamp")
