@@ -186,14 +186,9 @@ def test_copy_user_checks_every_name_before_copying_any(cli: Cli, broker: Broker
 # ------------------------------------------------------------------------------ bug 5: queryMsgByUniqueKey -g -d
 def test_query_msg_by_unique_key_pushes_to_one_consumer(cli: Cli, broker: BrokerProcess) -> None:
     n = broker.namesrv_addr
-    mqadmin_ok("updateTopic", "-n", n, "-c", "DefaultCluster", "-t", "UkT", "-r", "1", "-w", "1")
-    mqadmin_ok("updateSubGroup", "-n", n, "-c", "DefaultCluster", "-g", "UkG")
-    live = LiveConsumer(n, "UkG", "UkT")
+    live = LiveConsumer.online(n, "UkG", "UkT", 1)
     try:
         deadline = time.monotonic() + 30
-        while mqadmin("consumerConnection", "-n", n, "-g", "UkG").returncode != 0:
-            assert time.monotonic() < deadline, "the consumer never came online"
-            time.sleep(0.3)
         sent = json.loads(mqadmin_ok("sendMessage", "-n", n, "-t", "UkT", "-p", "uk-1", "--output", "json"))
         while live.got.count(b"uk-1") < 1:
             assert time.monotonic() < deadline

@@ -79,6 +79,23 @@ class LiveConsumer:
         self.consumer.register_concurrently(listener)
         self.loop.run(self.consumer.start(), timeout=30)
 
+    @classmethod
+    def online(cls, namesrv: str, group: str, topic: str, queues: int) -> LiveConsumer:
+        """The topic and group made over -n, and a consumer of them that the broker lists as connected."""
+        mqadmin_ok("updateTopic", "-n", namesrv, "-c", "DefaultCluster", "-t", topic, "-r", str(queues),
+                   "-w", str(queues))
+        mqadmin_ok("updateSubGroup", "-n", namesrv, "-c", "DefaultCluster", "-g", group)
+        c = cls(namesrv, group, topic)
+        try:
+            deadline = time.monotonic() + 30
+            while mqadmin("consumerConnection", "-n", namesrv, "-g", group).returncode != 0:
+                assert time.monotonic() < deadline, "the consumer never came online"
+                time.sleep(0.3)
+        except BaseException:
+            c.close()
+            raise
+        return c
+
     @property
     def client_id(self) -> str:
         return self.instance.client_id
@@ -96,14 +113,9 @@ class LiveConsumer:
 @pytest.fixture(scope="module")
 def live(broker: BrokerProcess) -> Iterator[LiveConsumer]:
     n = broker.namesrv_addr
-    mqadmin_ok("updateTopic", "-n", n, "-c", "DefaultCluster", "-t", "StT", "-r", "2", "-w", "2")
-    mqadmin_ok("updateSubGroup", "-n", n, "-c", "DefaultCluster", "-g", "StG")
-    c = LiveConsumer(n, "StG", "StT")
+    c = LiveConsumer.online(n, "StG", "StT", 2)
     try:
         deadline = time.monotonic() + 30
-        while mqadmin("consumerConnection", "-n", n, "-g", "StG").returncode != 0:
-            assert time.monotonic() < deadline, "the consumer never came online"
-            time.sleep(0.3)
         for i in range(4):
             mqadmin_ok("sendMessage", "-n", n, "-t", "StT", "-p", f"m{i}", "-k", f"k{i}")
         while len(c.got) < 4:
