@@ -15,31 +15,16 @@ consumerOffset.json, a queue id) would later break the Java tools that read it.
 from __future__ import annotations
 
 import dataclasses
-import re
 import types
 import typing
 from typing import Annotated, Any, ClassVar, Self
 
+from broker_core.common.java_numbers import JAVA_INT, JAVA_INTEGER_SYNTAX, JAVA_LONG, JavaInteger
+
 from .errors import RequestDecodeError
 
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class JavaInteger:
-    """The Java integral type of a header field: its name (for the error) and its range."""
-
-    name: str
-    min: int
-    max: int
-
-
-JAVA_INT = JavaInteger("int", -(1 << 31), (1 << 31) - 1)
-JAVA_LONG = JavaInteger("long", -(1 << 63), (1 << 63) - 1)
 Long = Annotated[int, JAVA_LONG]
 """A header field that is a Java ``long`` (a plain ``int`` field is a Java ``int``)."""
-
-# Integer.parseInt's syntax: one optional ASCII sign, then decimal digits. Java's Character.digit
-# takes any Unicode decimal digit (Nd), as ``\d`` and ``int()`` do; no blanks, no "_", no "0x".
-_JAVA_INTEGER = re.compile(r"[+-]?\d+")
 
 
 class HeaderError(RequestDecodeError):
@@ -75,7 +60,7 @@ def parse_java_integer(raw: str, java: JavaInteger, key: str) -> int:
     """``raw`` as Integer.parseInt / Long.parseLong would read it, else HeaderError naming ``key``."""
     if raw.isascii() and raw.isdigit() and len(raw) <= 20:  # the usual "123": no regex on the hot path
         value = int(raw)
-    elif _JAVA_INTEGER.fullmatch(raw) is None:
+    elif JAVA_INTEGER_SYNTAX.fullmatch(raw) is None:
         raise HeaderError(f"the custom field <{key}> is not a Java {java.name}: {_shown(raw)}")
     else:
         try:

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+
+from broker_core.common.java_numbers import JAVA_INT, JAVA_INTEGER_SYNTAX, JAVA_LONG, JavaInteger
 
 from .config_file import read_config_json, write_config_json
 from .topic_config import DataVersion
@@ -73,7 +74,7 @@ class SubscriptionGroupConfig:
             raw = obj.get(key)
             if raw is None:
                 continue  # fastjson leaves a primitive field at its default for null
-            value = _java_bool(raw, key) if kind == "bool" else _java_integer(raw, key, kind)
+            value = _java_bool(raw, key) if kind is None else _java_integer(raw, key, kind)
             if value is not None:
                 kwargs[attr] = value
         policy = obj.get("groupRetryPolicy")
@@ -104,20 +105,19 @@ class SubscriptionGroupConfigError(ValueError):
     """A subscription group config value of the wrong type or range; the text names the field."""
 
 
-_FIELDS = (("consumeEnable", "consume_enable", "bool"), ("consumeFromMinEnable", "consume_from_min_enable", "bool"),
-           ("consumeBroadcastEnable", "consume_broadcast_enable", "bool"),
-           ("consumeMessageOrderly", "consume_message_orderly", "bool"),
-           ("retryQueueNums", "retry_queue_nums", "int"), ("retryMaxTimes", "retry_max_times", "int"),
-           ("brokerId", "broker_id", "long"), ("whichBrokerWhenConsumeSlowly", "which_broker_when_consume_slowly", "long"),
-           ("notifyConsumerIdsChangedEnable", "notify_consumer_ids_changed_enable", "bool"),
-           ("groupSysFlag", "group_sys_flag", "int"), ("consumeTimeoutMinute", "consume_timeout_minute", "int"))
-"""(JSON key, attribute, Java type) of the bean's primitive fields."""
+_FIELDS: tuple[tuple[str, str, JavaInteger | None], ...] = (
+    ("consumeEnable", "consume_enable", None), ("consumeFromMinEnable", "consume_from_min_enable", None),
+    ("consumeBroadcastEnable", "consume_broadcast_enable", None),
+    ("consumeMessageOrderly", "consume_message_orderly", None),
+    ("retryQueueNums", "retry_queue_nums", JAVA_INT), ("retryMaxTimes", "retry_max_times", JAVA_INT),
+    ("brokerId", "broker_id", JAVA_LONG), ("whichBrokerWhenConsumeSlowly", "which_broker_when_consume_slowly", JAVA_LONG),
+    ("notifyConsumerIdsChangedEnable", "notify_consumer_ids_changed_enable", None),
+    ("groupSysFlag", "group_sys_flag", JAVA_INT), ("consumeTimeoutMinute", "consume_timeout_minute", JAVA_INT))
+"""(JSON key, attribute, Java integral type) of the bean's primitive fields; None: a boolean."""
 
-_RANGES = {"int": (-(1 << 31), (1 << 31) - 1), "long": (-(1 << 63), (1 << 63) - 1)}
 _NULL_STRINGS = ("", "null", "NULL")  # fastjson reads these strings as null: the field keeps its default
 _TRUE_STRINGS = {"1", "Y", "y", "T"}  # TypeUtils.castToBoolean: "true" in any case, and these exactly
 _FALSE_STRINGS = {"0", "F", "f", "N"}
-_JAVA_INTEGER = re.compile(r"[+-]?\d+")  # Integer.parseInt / Long.parseLong syntax
 
 
 def _shown(raw: object) -> str:
@@ -144,10 +144,9 @@ def _java_bool(raw: object, key: str) -> bool | None:
 
 
 
-def _java_integer(raw: object, key: str, kind: str) -> int | None:
+def _java_integer(raw: object, key: str, kind: JavaInteger) -> int | None:
     """fastjson's int/long field: a JSON integer, a number (truncated, as BigDecimal.intValue), true/false
     (1/0) or a string in Java's integer syntax; out of the Java type's range is refused, not wrapped."""
-    lo, hi = _RANGES[kind]
     if isinstance(raw, bool):
         value = int(raw)
     elif isinstance(raw, int):
@@ -156,12 +155,12 @@ def _java_integer(raw: object, key: str, kind: str) -> int | None:
         value = int(raw)
     elif isinstance(raw, str) and raw in _NULL_STRINGS:
         return None
-    elif isinstance(raw, str) and len(raw) <= 40 and _JAVA_INTEGER.fullmatch(raw):
+    elif isinstance(raw, str) and len(raw) <= 40 and JAVA_INTEGER_SYNTAX.fullmatch(raw):
         value = int(raw)
     else:
-        raise SubscriptionGroupConfigError(f"{key}: expected a Java {kind}, got {_shown(raw)}")
-    if not lo <= value <= hi:
-        raise SubscriptionGroupConfigError(f"{key}: out of the Java {kind} range: {_shown(raw)}")
+        raise SubscriptionGroupConfigError(f"{key}: expected a Java {kind.name}, got {_shown(raw)}")
+    if not kind.min <= value <= kind.max:
+        raise SubscriptionGroupConfigError(f"{key}: out of the Java {kind.name} range: {_shown(raw)}")
     return value
 
 

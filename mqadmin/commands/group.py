@@ -7,7 +7,14 @@ from typing import TYPE_CHECKING, Annotated, cast
 
 import typer
 
-from broker_core.broker.limits import JAVA_INT_MAX, JAVA_LONG_MAX, MAX_RETRY_TIMES, MAX_TOPIC_QUEUE_NUMS
+from broker_core.broker.limits import (
+    JAVA_INT_MAX,
+    JAVA_INT_MIN,
+    JAVA_LONG_MAX,
+    JAVA_LONG_MIN,
+    MAX_RETRY_TIMES,
+    MAX_TOPIC_QUEUE_NUMS,
+)
 from mqadmin.cli import Cmd, complete_group, complete_topic, front, parse_bool, register
 from mqadmin.commands.targets import BrokerAddrOpt, ClusterNameOpt, require_one_target
 from mqadmin.errors import AdminError, UsageProblem
@@ -42,11 +49,10 @@ def _to_string(name: str, fields: dict[str, object]) -> str:
 # broker would store whatever it is given.
 SUPPORTED_GROUP_ATTRIBUTES: frozenset[str] = frozenset()
 _RETRY_POLICY_TYPES = ("CUSTOMIZED", "EXPONENTIAL")  # GroupRetryPolicyType
-_JAVA_LONG_MIN = -(2**63)
 
 
 def _is_java_long(v: object) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and _JAVA_LONG_MIN <= v <= JAVA_LONG_MAX
+    return isinstance(v, int) and not isinstance(v, bool) and JAVA_LONG_MIN <= v <= JAVA_LONG_MAX
 
 
 def retry_policy_problem(policy: object) -> str | None:
@@ -293,7 +299,6 @@ def _group_from_file(where: str, obj: dict[str, object]) -> SubscriptionGroupInf
     """One SubscriptionGroupConfig of an updateSubGroupList file, with Java's defaults for absent fields,
     or an error naming the entry and the field: the broker's ranges, the retry policy's shape, and
     attributes (RocketMQ supports no group attribute key)."""
-    from broker_core.broker.limits import JAVA_INT_MIN
     from broker_core.broker.topic_validator import validate_group
     from mqadmin.commands.config_list import field
     from mqadmin.transport.base import SubscriptionGroupInfo
