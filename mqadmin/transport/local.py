@@ -30,7 +30,6 @@ from broker_core.store.errors import CorruptDataError
 from broker_core.store.index_file import IndexFileError
 from broker_core.store.store_dir import is_store_dir, not_a_store_reason
 from broker_core.store.store_lock import StoreLockedError, describe_holder, holder_namesrv, is_store_locked
-from broker_core.store.subscription_group_config import SubscriptionGroupConfig
 from broker_core.store.topic_config import TopicConfig
 from mqadmin.errors import (
     AdminError,
@@ -49,6 +48,7 @@ if TYPE_CHECKING:
     from broker_core.broker.route_info import TopicRouteData
     from broker_core.broker.stats import StatsWindow
     from broker_core.remoting.bodies import ConsumeMessageDirectlyResult, ConsumerRunningInfo
+    from broker_core.store.subscription_group_config import SubscriptionGroupConfig
     from broker_core.store.verify import LostRecord, VerifyReport
     from mqadmin.transport.values import (
         ClientConnection,
@@ -549,15 +549,9 @@ def _topic_info(tc: TopicConfig) -> TopicInfo:
 
 
 def _group_info(g: SubscriptionGroupConfig) -> SubscriptionGroupInfo:
-    from mqadmin.transport.values import SubscriptionGroupInfo
+    from mqadmin.transport.values import SubscriptionGroupInfo  # not at start-up (test_cli_startup)
 
-    return SubscriptionGroupInfo(
-        g.group_name, g.consume_enable, g.consume_from_min_enable, g.consume_broadcast_enable,
-        g.consume_message_orderly, g.retry_queue_nums, g.retry_max_times,
-        copy.deepcopy(g.group_retry_policy) if g.group_retry_policy else None, g.broker_id,
-        g.which_broker_when_consume_slowly, g.notify_consumer_ids_changed_enable, dict(g.attributes),
-        g.group_sys_flag, g.consume_timeout_minute,
-        None if g.subscription_data_set is None else [dict(s) for s in g.subscription_data_set])
+    return SubscriptionGroupInfo.of_config(g)
 
 
 def _first_line(text: str) -> str:

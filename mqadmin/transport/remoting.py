@@ -341,27 +341,10 @@ class RemotingBrokerClient:
         return sorted(self._body(GroupList, resp).group_list)
 
     # ----------------------------------------------------------------------------------- groups
-    @staticmethod
-    def _group_info(cfg: SubscriptionGroupConfig) -> SubscriptionGroupInfo:
-        policy = cfg.group_retry_policy
-        return SubscriptionGroupInfo(  # the policy stays an object (see SubscriptionGroupInfo)
-            group_name=cfg.group_name, consume_enable=cfg.consume_enable,
-            consume_from_min_enable=cfg.consume_from_min_enable,
-            consume_broadcast_enable=cfg.consume_broadcast_enable,
-            consume_message_orderly=cfg.consume_message_orderly, retry_queue_nums=cfg.retry_queue_nums,
-            retry_max_times=cfg.retry_max_times,
-            group_retry_policy=copy.deepcopy(policy) if policy else None,
-            broker_id=cfg.broker_id, which_broker_when_consume_slowly=cfg.which_broker_when_consume_slowly,
-            notify_consumer_ids_changed_enable=cfg.notify_consumer_ids_changed_enable,
-            attributes=dict(cfg.attributes), group_sys_flag=cfg.group_sys_flag,
-            consume_timeout_minute=cfg.consume_timeout_minute,
-            subscription_data_set=None if cfg.subscription_data_set is None
-            else [dict(s) for s in cfg.subscription_data_set])
-
     def get_all_subscription_group(self, broker_addr: str) -> list[SubscriptionGroupInfo]:
         body = self._body(SubscriptionGroupWrapper,
                           self._ok(self._call(broker_addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)))
-        return [self._group_info(SubscriptionGroupConfig.from_json(name, dict(obj)))
+        return [SubscriptionGroupInfo.of_config(SubscriptionGroupConfig.from_json(name, dict(obj)))
                 for name, obj in sorted(body.subscription_group_table.items())]
 
     def get_subscription_group(self, broker_addr: str, group: str) -> SubscriptionGroupInfo | None:
@@ -372,7 +355,7 @@ class RemotingBrokerClient:
         obj = self._json(self._ok(resp))
         if not isinstance(obj, dict):
             raise AdminError("undecodable SubscriptionGroupConfig from the server")
-        return self._group_info(SubscriptionGroupConfig.from_json(group, obj))
+        return SubscriptionGroupInfo.of_config(SubscriptionGroupConfig.from_json(group, obj))
 
     def update_and_create_subscription_group(self, broker_addr: str,
                                              config: SubscriptionGroupInfo) -> SubscriptionGroupInfo:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from broker_core.store.subscription_group_config import SubscriptionGroupConfig
     from mqadmin.transport.base import MessageRecord
 
 
@@ -66,6 +67,17 @@ class SubscriptionGroupInfo:
     group_sys_flag: int = 0
     consume_timeout_minute: int = 15
     subscription_data_set: list[dict[str, Any]] | None = None  # SimpleSubscriptionData: topic, expressionType, expression, version
+
+    @classmethod
+    def of_config(cls, cfg: SubscriptionGroupConfig) -> SubscriptionGroupInfo:
+        """The broker's config as the CLI shows it (both transports read one from the broker)."""
+        return cls(
+            cfg.group_name, cfg.consume_enable, cfg.consume_from_min_enable, cfg.consume_broadcast_enable,
+            cfg.consume_message_orderly, cfg.retry_queue_nums, cfg.retry_max_times,
+            copy.deepcopy(cfg.group_retry_policy) if cfg.group_retry_policy else None, cfg.broker_id,
+            cfg.which_broker_when_consume_slowly, cfg.notify_consumer_ids_changed_enable, dict(cfg.attributes),
+            cfg.group_sys_flag, cfg.consume_timeout_minute,
+            None if cfg.subscription_data_set is None else [dict(s) for s in cfg.subscription_data_set])
 
     def to_dict(self) -> dict[str, Any]:
         return {"groupName": self.group_name, "groupSysFlag": self.group_sys_flag,
