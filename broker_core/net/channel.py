@@ -49,6 +49,11 @@ class Channel:
     def remote_ip(self) -> str:
         return self.remote_addr.rsplit(":", 1)[0]
 
+    @property
+    def write_buffer_size(self) -> int:
+        """Bytes of answers and requests not yet handed to the kernel (the server's memory for this peer)."""
+        return self._transport.get_write_buffer_size() + sum(map(len, self._out))
+
     def on_close(self, callback: Callable[[Channel], None]) -> None:
         self._on_close.append(callback)
 

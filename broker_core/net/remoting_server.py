@@ -11,6 +11,11 @@ requests from a connection (the rest wait in its buffer, and its socket is not r
 TCP pushes back), and blocking Broker calls take turns per connection (``fair_pool``). A client
 pipelining 20,000 requests made another client wait seconds when a whole 256 KiB read (~1,500
 requests) was dispatched at once and queued ahead of everyone in one FIFO.
+
+Nor can a client that sends but never reads make the server hold its answers without bound: while
+the transport's write buffer is over its high-water mark (asyncio's ``pause_writing``) that
+connection is neither read nor dispatched (50,000 pipelined requests queued ~9 MB of answers and
+growing before), and it goes on when the peer reads again.
 """
 
 from __future__ import annotations
@@ -77,6 +82,7 @@ class _Connection(asyncio.Protocol):
         self.inflight = 0
         self._paused = False
         self._backlog = False  # the decoder may hold complete frames not dispatched yet
+        self._write_paused = False  # the peer is not reading its answers: neither read nor dispatch
         self._drain_handle: asyncio.Handle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -133,7 +139,8 @@ class _Connection(asyncio.Protocol):
         if ch is None or ch.closed or self._reason is not None:
             return
         cfg = self.server.config
-        room = max(0, min(cfg.max_dispatch_per_turn, cfg.max_inflight_per_connection - self.inflight))
+        room = 0 if self._write_paused else \
+            max(0, min(cfg.max_dispatch_per_turn, cfg.max_inflight_per_connection - self.inflight))
         try:
             commands = self.decoder.feed(data, max_commands=room)
         except FrameError as e:
@@ -146,9 +153,10 @@ class _Connection(asyncio.Protocol):
                 self.inflight += 1
                 self.server.dispatch(ch, cmd, self)
         self._backlog = len(commands) >= room  # capped: more complete frames may be buffered
-        if self._backlog and self.inflight < cfg.max_inflight_per_connection:
+        if self._backlog and self.inflight < cfg.max_inflight_per_connection and not self._write_paused:
             self._schedule_drain()
-        self._set_reading(not self._backlog)  # backpressure: a client that only sends cannot queue unbounded work
+        # backpressure: a client that only sends cannot queue unbounded work
+        self._set_reading(not self._backlog and not self._write_paused)
 
     def _schedule_drain(self) -> None:
         if self._drain_handle is None:
@@ -166,8 +174,19 @@ class _Connection(asyncio.Protocol):
 
     def request_done(self) -> None:
         self.inflight -= 1
-        if self._backlog and self.inflight < self.server.config.max_inflight_per_connection:
+        if self._backlog and self.inflight < self.server.config.max_inflight_per_connection \
+                and not self._write_paused:
             self._schedule_drain()  # an answer went out: room for the frames still buffered
+
+    def pause_writing(self) -> None:
+        """The peer's answers pile up in the write buffer (over its high-water mark): stop taking its requests."""
+        self._write_paused = True
+        self._set_reading(False)
+
+    def resume_writing(self) -> None:
+        """The write buffer drained below its low-water mark: take requests again, buffered ones first."""
+        self._write_paused = False
+        self._schedule_drain()
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self._idle is not None:

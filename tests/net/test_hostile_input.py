@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import socket
 import struct
+import threading
 import time
 
 import pytest
@@ -136,6 +137,45 @@ def test_a_flood_of_pipelined_requests_is_throttled_not_dropped(tmp_path):
         assert other.call(RequestCode.GET_BROKER_CLUSTER_INFO).code == ResponseCode.SUCCESS
         got = {flood.recv(10).opaque for _ in range(n)}
         assert got == set(range(n))
+    finally:
+        flood.close()
+        other.close()
+        s.close()
+
+
+def _queued_answer_bytes(servers: Servers) -> int:
+    """Bytes the name server's connections hold in their transports' write buffers, read on its loop."""
+
+    async def total() -> int:
+        return sum(ch.write_buffer_size for ch in servers.namesrv.server.channels)
+
+    return servers.loop.run(total())
+
+
+def test_a_client_that_sends_but_never_reads_holds_a_bounded_answer_buffer(tmp_path):
+    # A client pipelining requests without reading its answers made the server queue every answer in
+    # memory (50,000 requests: ~9 MB and growing); it must stop reading that client instead, as TCP
+    # would push back, and still answer everything once the client reads.
+    s = Servers(tmp_path)
+    flood = RawClient(s.namesrv_addr)
+    flood.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    other = RawClient(s.namesrv_addr)
+    n = 50_000
+    frames = b"".join(encode_frame(RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO, opaque=i))
+                      for i in range(n))
+    sender = threading.Thread(target=flood.send_raw, args=(frames,), daemon=True)
+    try:
+        sender.start()
+        peak = 0
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:
+            peak = max(peak, _queued_answer_bytes(s))
+            time.sleep(0.05)
+        assert peak < 1 << 20, f"{peak} bytes of answers queued for a client that does not read"
+        assert other.call(RequestCode.GET_BROKER_CLUSTER_INFO).code == ResponseCode.SUCCESS
+        got = {flood.recv(10).opaque for _ in range(n)}
+        assert got == set(range(n))
+        sender.join(10)
     finally:
         flood.close()
         other.close()
