@@ -158,6 +158,19 @@ def complete_group(ctx: typer.Context, incomplete: str) -> list[str]:
     return _complete(ctx, incomplete, lambda admin: admin.list_groups())
 
 
+_JAVA_TRIMMED = "".join(map(chr, range(0x21)))  # String.trim() drops every char <= U+0020 at both ends
+
+
+def trimmed(value: str | None) -> str | None:
+    """An option value as Apache's sub-commands read it, ``getOptionValue(..).trim()``: ``-t "Topic "``
+    (a name pasted with a space) names Topic, not a topic that cannot exist."""
+    return value.strip(_JAVA_TRIMMED) if isinstance(value, str) else value
+
+
+TopicOpt = Annotated[str, typer.Option("-t", "--topic", help="topic", autocompletion=complete_topic,
+                                       callback=trimmed)]
+
+
 def _complete(ctx: typer.Context, incomplete: str, fetch: Callable[[Admin], list[str]]) -> list[str]:
     from mqadmin.connect import open_admin
 

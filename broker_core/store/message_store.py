@@ -466,11 +466,19 @@ class MessageStore:
             # Re-index from where the (whole) index ends, whatever messageIndexSafe says: records
             # between that and the checkpoint would otherwise never be findable by key again.
             index_from = self.index_service.last_index_file_end_phy_offset if self.index_service.files else 0
-        elif self.read_only and abnormal and self.config.message_index_enable and self.index_service.stats().entry_count:
+        elif self.read_only and self.config.message_index_enable and (
+                self.index_service.damaged_files or (abnormal and self.index_service.stats().entry_count)):
             # Read-only: the records the index files lack are indexed in memory (index_in_memory). Dispatch
             # may have written a run's units before its index entries: from the index's own end, then,
-            # not the queues' (an index without entries would mean reading the whole log: left alone).
+            # not the queues' (an index without entries would mean reading the whole log: left alone
+            # after a crash). A damaged file is not loaded, nor any newer one: their records are indexed
+            # in memory too, from the last whole file's end (the whole log if none is whole), or a
+            # clean store's key queries would silently miss every message those files hold.
             index_from = self.index_service.last_index_file_end_phy_offset
+            if self.index_service.damaged_files:
+                log.warning("index file(s) %s cannot be read: the records they index are read from the commitlog "
+                            "for this read-only open (a writable open rebuilds them)",
+                            ", ".join(self.index_service.damaged_files))
         # A crash that did not end the kernel's boot lost no page-cache write: recovery may start
         # where the queues confirm, as after a clean shutdown (and dispatch what anything lacks).
         same_boot = abnormal and _crashed_in_this_boot(self.root / "abort")
@@ -1182,16 +1190,25 @@ class MessageStore:
 
     def query_message(self, topic: str, key: str, max_num: int = 64, begin: int = 0, end: int = 2 ** 63 - 1,
                       exact: bool = True) -> list[MessageExt]:
-        """Messages of ``topic`` whose UNIQ_KEY or a KEYS token is ``key`` (via the IndexFile)."""
+        """Messages of ``topic`` whose UNIQ_KEY or a KEYS token is ``key`` (via the IndexFile).
+
+        An index entry is derived data: one that points where no record starts is skipped with a
+        warning naming it (as Apache's queryMessage skips a read that fails), not turned into an
+        error that blames an intact commitlog and hides the other matches. A damaged record where one
+        starts is the commitlog's damage: CorruptDataError names it."""
         if self.index_service is None:
             return []
         max_phy = self.commit_log.max_offset()
         out = []
         for phy in sorted(set(self.index_service.query_offset(topic, key, max_num, begin, end))):
-            if phy >= max_phy:
+            if phy >= max_phy or phy < self.commit_log.min_offset():
                 continue
-            m = self.commit_log.read_message(phy) if phy >= self.commit_log.min_offset() else None
-            if m is None or m.topic != topic:
+            m = self.commit_log.read_message(phy, must_exist=False)
+            if m is None:
+                log.warning("index entry of %s#%s points at commitlog offset %d, where no record starts: skipped "
+                            "(mqadmin verifyStore lists the index damage)", topic, key, phy)
+                continue
+            if m.topic != topic:
                 continue
             if exact and m.uniq_key != key and key not in (m.keys or "").split(" "):
                 continue

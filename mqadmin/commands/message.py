@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from broker_core.broker.limits import JAVA_INT_MAX, JAVA_LONG_MAX
-from mqadmin.cli import Cmd, complete_group, complete_topic, parse_bool, register, split_list
+from mqadmin.cli import Cmd, TopicOpt, complete_group, parse_bool, register, split_list, trimmed
 from mqadmin.errors import AdminError, NotFoundError, UsageProblem
 from mqadmin.timefmt import human2, input_style, parse_millis, parse_timestamp
 
@@ -19,7 +19,6 @@ if TYPE_CHECKING:  # start-up: mqadmin.admin loads when a command runs
 
 app = typer.Typer()
 
-TopicOpt = Annotated[str, typer.Option("-t", "--topic", help="topic", autocompletion=complete_topic)]
 LONG_MAX = 2**63 - 1
 
 
@@ -104,7 +103,7 @@ def _decode(body: bytes, charset: str) -> str:
 def query_msg_by_id(
     cmd: Cmd,
     topic: TopicOpt,
-    msg_ids: Annotated[str, typer.Option("-i", "--msgId", help="message id(s), comma separated")],
+    msg_ids: Annotated[str, typer.Option("-i", "--msgId", help="message id(s), comma separated", callback=trimmed)],
     body_format: Annotated[str | None, typer.Option("-f", "--bodyFormat", help="charset to print the body")] = None,
     cluster: Annotated[str | None, typer.Option("-c", "--cluster", help="cluster name")] = None,
     group: Annotated[str | None, typer.Option("-g", "--consumerGroup", help="consumer group name",
@@ -196,7 +195,7 @@ def _resend(cmd: Cmd, topic: str, ids: list[str], unit_name: str | None) -> None
 def query_msg_by_key(
     cmd: Cmd,
     topic: TopicOpt,
-    key: Annotated[str, typer.Option("-k", "--msgKey", help="message key")],
+    key: Annotated[str, typer.Option("-k", "--msgKey", help="message key", callback=trimmed)],
     begin: Annotated[str | None, typer.Option("-b", "--beginTimestamp", help="epoch ms (default 0)")] = None,
     end: Annotated[str | None, typer.Option("-e", "--endTimestamp", help="epoch ms (default Long.MAX)")] = None,
     max_num: Annotated[int, typer.Option("-m", "--maxNum", help="max messages (default 64)", min=1, max=JAVA_INT_MAX)] = 64,
@@ -221,7 +220,7 @@ def query_msg_by_key(
 @register(app, "queryMsgByUniqueKey", "Query a message by its unique key (UNIQ_KEY / client msgId).")
 def query_msg_by_unique_key(
     cmd: Cmd,
-    msg_id: Annotated[str, typer.Option("-i", "--msgId", help="unique key")],
+    msg_id: Annotated[str, typer.Option("-i", "--msgId", help="unique key", callback=trimmed)],
     topic: TopicOpt,
     show_all: Annotated[bool, typer.Option("-a", "--showAll", help="print every match (up to 32)")] = False,
     cluster: Annotated[str | None, typer.Option("-c", "--cluster", help="cluster name")] = None,
@@ -253,7 +252,7 @@ def query_msg_by_unique_key(
 def query_msg_by_offset(
     cmd: Cmd,
     topic: TopicOpt,
-    broker_name: Annotated[str, typer.Option("-b", "--brokerName", help="broker name")],
+    broker_name: Annotated[str, typer.Option("-b", "--brokerName", help="broker name", callback=trimmed)],
     queue_id: Annotated[int, typer.Option("-i", "--queueId", help="queue id", min=0, max=JAVA_INT_MAX)],
     offset: Annotated[int, typer.Option("-o", "--offset", help="queue offset", min=0, max=JAVA_LONG_MAX)],
     body_format: Annotated[str | None, typer.Option("-f", "--bodyFormat", help="charset to print the body")] = None,
@@ -470,7 +469,7 @@ def check_msg_send_rt(
 @register(app, "queryMsgTraceById", "query a message trace")
 def query_msg_trace_by_id(
     cmd: Cmd,
-    msg_id: Annotated[str, typer.Option("-i", "--msgId", help="Message Id")],
+    msg_id: Annotated[str, typer.Option("-i", "--msgId", help="Message Id", callback=trimmed)],
     trace_topic: Annotated[str | None, typer.Option("-t", "--traceTopic",
                                                     help="The name value of message trace topic")] = None,
     begin: Annotated[str | None, typer.Option("-b", "--beginTimestamp", help="Begin timestamp (ms)")] = None,

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from broker_core.broker.limits import JAVA_INT_MAX, JAVA_LONG_MAX, MAX_TOPIC_QUEUE_NUMS
-from mqadmin.cli import Cmd, complete_topic, front, parse_bool, register
+from mqadmin.cli import Cmd, TopicOpt, front, parse_bool, register, trimmed
 from mqadmin.commands.targets import BrokerAddrOpt, ClusterNameOpt, require_one_target
 from mqadmin.errors import AdminError, NotFoundError, UsageProblem
 from mqadmin.timefmt import human2
@@ -19,7 +19,6 @@ if TYPE_CHECKING:  # start-up: mqadmin.admin loads when a command runs
 app = typer.Typer()
 
 ROUTE_FORMAT = "%-45s %-32s %-50s %-10s %-11s %-5s%n"
-TopicOpt = Annotated[str, typer.Option("-t", "--topic", help="topic", autocompletion=complete_topic)]
 
 
 def perm_to_string(perm: int) -> str:
@@ -55,7 +54,7 @@ def parse_attributes(text: str | None) -> dict[str, str]:
 @register(app, "updateTopic", "Create or update a topic.", writes=True)
 def update_topic(
     cmd: Cmd,
-    topic: Annotated[str, typer.Option("-t", "--topic", help="topic")],
+    topic: Annotated[str, typer.Option("-t", "--topic", help="topic", callback=trimmed)],
     broker: BrokerAddrOpt = None,
     cluster: ClusterNameOpt = None,
     read_queue_nums: Annotated[int, typer.Option("-r", "--readQueueNums", help="read queues", min=0, max=MAX_TOPIC_QUEUE_NUMS)] = 8,

@@ -71,6 +71,22 @@ def test_query_msg_by_key_not_found_exits_3(golden_cli):
     assert "no message" in result.stderr
 
 
+def test_message_queries_trim_their_values_as_apache_does(golden_cli):
+    # Apache's sub-commands read every value with .trim(): a topic or key pasted with a space found
+    # nothing here ("topic [GoldenTopicA ] not found", "no message").
+    cli = golden_cli("store-basic")
+    m = load_manifest("store-basic")["messages"][0]
+    rows = cli.json("queryMsgByKey", "-t", " GoldenTopicA\t", "-k", "key-0 ")
+    assert [r["commitLogOffset"] for r in rows] == [m["physicalOffset"]]
+    got = cli.json("queryMsgByOffset", "-t", "GoldenTopicA ", "-b", " broker-a", "-i", "0", "-o", "0")
+    assert got["commitLogOffset"] == m["physicalOffset"]
+    got = cli.json("queryMsgByUniqueKey", "-t", " GoldenTopicA", "-i", m["uniqKey"] + " ")
+    assert got["commitLogOffset"] == m["physicalOffset"]
+    got = cli.json("queryMsgById", "-t", "GoldenTopicA ", "-i", " " + m["offsetMsgId"])
+    assert [r["commitLogOffset"] for r in got] == [m["physicalOffset"]]
+    assert cli.json("topicStatus", "-t", "GoldenTopicA ")
+
+
 def test_query_msg_by_unique_key_and_by_id_return_manifest_records(golden_cli):
     cli = golden_cli("store-basic")
     manifest = load_manifest("store-basic")

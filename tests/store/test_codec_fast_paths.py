@@ -51,7 +51,7 @@ DELAY_LEVELS = parse_delay_levels(DEFAULT_DELAY_LEVELS)
 
 def java_hash_reference(s: str) -> int:
     """Spec §13.1: ``h = 31*h + c`` over UTF-16 code units, wrapped to a signed 32-bit int."""
-    data = s.encode("utf-16-be")
+    data = s.encode("utf-16-be", "surrogatepass")  # a lone surrogate is one code unit, as in a Java String
     h = 0
     for i in range(0, len(data), 2):
         h = (31 * h + int.from_bytes(data[i:i + 2], "big")) & 0xFFFFFFFF
@@ -198,6 +198,15 @@ def test_java_string_hash_matches_the_java_loop(s: str) -> None:
     assert tags_code(s) == (java_hash_reference(s) if s else 0)
     h = abs(java_hash_reference(s))
     assert index_key_hash(s) == (0 if h == 2 ** 31 else h)
+
+
+@pytest.mark.parametrize("s, java", [("\udcff", 0xDCFF), ("a\ud800", 97 * 31 + 0xD800),
+                                      ("\ud83d\ude00", java_hash_reference("\U0001F600"))])
+def test_java_string_hash_of_lone_surrogates(s: str, java: int) -> None:
+    """A key Java can hold (a lone UTF-16 surrogate: a JSON "\\udcff" escape, an undecodable argv byte)
+    hashed to a UnicodeEncodeError, which failed QUERY_MESSAGE and queryMsgByKey with a traceback."""
+    assert java_string_hash(s) == java
+    assert index_key_hash("T#" + s) == abs(java_hash_reference("T#" + s))
 
 
 @pytest.mark.parametrize("n", [4299, 4300, 4301, 10_000, 100_003])

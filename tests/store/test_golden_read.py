@@ -10,12 +10,14 @@ from __future__ import annotations
 import base64
 import hashlib
 import ipaddress
+import struct
 from pathlib import Path
 
 import pytest
 from golden_helpers import golden_store_config
 
 from broker_core.store.batch_consume_queue import BatchConsumeQueue
+from broker_core.store.codec.hashing import index_key_hash
 from broker_core.store.codec.hosts import parse_host
 from broker_core.store.codec.message import MessageExt
 from broker_core.store.message_store import GetMessageStatus, MessageStore
@@ -253,3 +255,59 @@ def test_read_only_open_after_crash_does_not_recover_on_disk(golden_copy, manife
     finally:
         store.shutdown()
     assert tree_state(root) == before
+
+
+def _index_entries_base(hash_slot_num: int) -> int:
+    return 40 + hash_slot_num * 4
+
+
+def test_key_queries_find_every_message_when_an_older_index_file_is_damaged(golden_copy, manifests) -> None:
+    """A clean store whose middle index file lost a header update (one entry behind its entries): the
+    read-only open may not load that file or the newer one, but its key queries must still find every
+    message (they silently missed all those files held: 180 of the 325 manifest queries)."""
+    man = manifests["store-basic"]
+    root = golden_copy("store-basic")
+    middle = sorted((root / "index").iterdir())[1]
+    data = bytearray(middle.read_bytes())
+    struct.pack_into(">i", data, 36, struct.unpack_from(">i", data, 36)[0] - 1)  # indexCount, one behind
+    middle.write_bytes(data)
+    before = tree_state(root)
+    store = open_ro(root, "store-basic")
+    try:
+        assert store.index_service.damaged_files
+        for kq in man["keyQueries"]:
+            got = [m.commit_log_offset for m in store.query_message(kq["topic"], kq["key"])]
+            assert got == kq["expectedPhysicalOffsets"], kq
+    finally:
+        store.shutdown()
+    assert tree_state(root) == before
+
+
+def test_an_index_entry_pointing_inside_a_record_is_skipped_not_blamed_on_the_commitlog(golden_copy,
+                                                                                       manifests) -> None:
+    """One bad entry made the whole query fail with "corrupt data in commitlog/... at offset 7" (the
+    commitlog is intact); Apache's queryMessage skips a candidate it cannot read."""
+    man = manifests["store-basic"]
+    settings = man["settings"]
+    root = golden_copy("store-basic")
+    first = sorted((root / "index").iterdir())[0]
+    data = bytearray(first.read_bytes())
+    base = _index_entries_base(settings["maxHashSlotNum"])
+    key_hash = index_key_hash("GoldenTopicA#key-0")
+    count = struct.unpack_from(">i", data, 36)[0]
+    bent = 0
+    for n in range(1, count):
+        h, phy, diff, prev = struct.unpack_from(">iqii", data, base + n * 20)
+        if h == key_hash:
+            struct.pack_into(">iqii", data, base + n * 20, h, 7, diff, prev)
+            bent += 1
+    assert bent == 1
+    first.write_bytes(data)
+    store = open_ro(root, "store-basic")
+    try:
+        assert store.query_message("GoldenTopicA", "key-0") == []
+        hot = next(kq for kq in man["keyQueries"] if kq["key"] == "hot")
+        assert [m.commit_log_offset for m in store.query_message("GoldenTopicA", "hot")] == \
+            hot["expectedPhysicalOffsets"]
+    finally:
+        store.shutdown()

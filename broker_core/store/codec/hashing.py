@@ -60,7 +60,7 @@ def java_string_hash(s: str) -> int:
                 h = (h * pow(31, len(part), 1 << 32) + int(part.translate(_MOD31), 31)
                      + int(part.translate(_DIV31) + b"0", 31)) & _MASK32
     else:
-        units = array.array("H", s.encode("utf-16-be"))
+        units = array.array("H", s.encode("utf-16-be", "surrogatepass"))  # lone surrogates too, as Java
         if sys.byteorder == "little":
             units.byteswap()
         n = len(units)
