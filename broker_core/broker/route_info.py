@@ -121,6 +121,7 @@ class RouteInfoManager:
     def register_broker(self, reg: BrokerRegistration, channel: Hashable | None = None) -> RegisterBrokerResult:
         """REGISTER_BROKER: add or refresh the broker and replace its topics' queue data (masters only)."""
         with self._lock:
+            self._release_address_of_other_names(reg)
             self._clusters.setdefault(reg.cluster_name, set()).add(reg.broker_name)
             data = self._brokers.get(reg.broker_name)
             if data is None:
@@ -155,6 +156,19 @@ class RouteInfoManager:
             master = data.master_addr() or ""
             ha = self._live[master].ha_server_addr if master in self._live else ""
             return RegisterBrokerResult(master, ha)
+
+    def _release_address_of_other_names(self, reg: BrokerRegistration) -> None:
+        """One address is one broker: a registration from an address another broker name holds (the
+        broker was renamed, updateBrokerConfig brokerName, and restarted there) unregisters that name's
+        entry at the address. Why: liveness, expiry and unregistering go by address, so from now on they
+        reach the new name only, and the old one kept the address and its topics' queues for good."""
+        for other in [d for d in self._brokers.values() if d.broker_name != reg.broker_name]:
+            for bid, addr in list(other.broker_addrs.items()):
+                if addr == reg.broker_addr:
+                    log.warning("broker %s (cluster %s) registered from %s, which broker %s (cluster %s, brokerId %d) "
+                                "held: %s is taken out of the routes", reg.broker_name, reg.cluster_name, addr,
+                                other.broker_name, other.cluster, bid, other.broker_name)
+                    self.unregister_broker(other.cluster, addr, other.broker_name, bid)
 
     def _check_address_conflict(self, reg: BrokerRegistration, current: str | None) -> None:
         """A registration that takes the address of a broker name and id from another broker still

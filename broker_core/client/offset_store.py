@@ -7,9 +7,12 @@ UPDATE_CONSUMER_OFFSET, as RocketMQ's RemoteBrokerOffsetStore does.
 
 from __future__ import annotations
 
+import logging
 from typing import Protocol
 
 from broker_core.remoting.bodies import MessageQueue
+
+log = logging.getLogger(__name__)
 
 
 class OffsetBackend(Protocol):
@@ -52,9 +55,16 @@ class RemoteBrokerOffsetStore(OffsetTable):
         return off
 
     async def persist(self, mq: MessageQueue) -> None:
+        """Send ``mq``'s offset if it moved since the last send. A failure is logged, not raised, as
+        Java's persist does: a dead broker's queue must not stop a rebalance from dropping the other
+        queues of that broker (one was let go per 20 s round) nor the offsets of every other queue."""
         off = self._table.get(mq)
         if off is not None and self._persisted.get(mq) != off:
-            await self._backend.update_consumer_offset(mq, off)
+            try:
+                await self._backend.update_consumer_offset(mq, off)
+            except Exception as e:  # noqa: BLE001 - any failure of one broker: the next persist tries again
+                log.warning("persisting offset %d of %s failed: %s", off, mq, e)
+                return
             self._persisted[mq] = off
 
     async def persist_all(self, mqs: set[MessageQueue] | None = None) -> None:

@@ -9,6 +9,7 @@ tested here without a network. The backend does the calls.
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 from enum import StrEnum
@@ -19,6 +20,8 @@ from broker_core.remoting.bodies import MessageQueue
 from .allocate import AllocateStrategy, allocate_averagely
 from .offset_store import OffsetStore
 from .process_queue import ProcessQueue
+
+log = logging.getLogger(__name__)
 
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 
@@ -118,7 +121,10 @@ class Rebalancer:
         if self.orderly and pq.locked:
             # wait for a batch being consumed to finish before the lock is released
             async with pq.consume_lock:
-                await self._backend.unlock_batch(mq.broker_name, [mq])
+                try:
+                    await self._backend.unlock_batch(mq.broker_name, [mq])
+                except Exception as e:  # noqa: BLE001 - a dead broker's lock expires there by itself
+                    log.warning("unlocking %s failed: %s", mq, e)
             pq.locked = False
 
     async def lock(self, mq: MessageQueue) -> bool:

@@ -137,6 +137,24 @@ def test_a_broker_name_taken_for_a_while_by_another_broker_gets_its_topics_back(
     assert route is not None and route.broker_datas[0].broker_addrs == {0: "127.0.0.1:10911"}
 
 
+def test_a_renamed_broker_leaves_no_entry_under_its_old_name() -> None:
+    """updateBrokerConfig brokerName, then a restart on the same address: the old name kept the address
+    and its topics' queues for good (clusterList listed it, routes sent clients to it), since liveness,
+    expiry and unregistering are by address and went to the new name. One address is one broker."""
+    clock = FakeClock()
+    routes = RouteInfoManager(clock)
+    routes.register_broker(_reg("old-name", "127.0.0.1:10911", [TopicQueueConfig("T", 8, 8, 6)], cluster="GC"),
+                           channel="ch-1")
+    routes.register_broker(_reg("new-name", "127.0.0.1:10911", [TopicQueueConfig("T", 8, 8, 6)], cluster="GC"),
+                           channel="ch-2")
+    route = routes.pick_topic_route("T")
+    assert route is not None and [q.broker_name for q in route.queue_datas] == ["new-name"]
+    assert routes.cluster_info().cluster_addr_table == {"GC": ["new-name"]}
+    clock.advance(BROKER_CHANNEL_EXPIRED_TIME_MS + 1)
+    assert routes.scan_not_active_brokers() == ["127.0.0.1:10911"]
+    assert routes.cluster_info().broker_addr_table == {} and routes.pick_topic_route("T") is None
+
+
 def test_a_closed_broker_connection_unregisters_it() -> None:
     routes = RouteInfoManager(FakeClock())
     routes.register_broker(_reg("broker-a", "127.0.0.1:10911", [TopicQueueConfig("T", 1, 1, 6)]), channel="ch")

@@ -131,3 +131,75 @@ def test_clients_lose_nothing_across_broker_restarts(tmp_path: Path, name_server
     missing = acked - consumed.keys()
     assert len(acked) > 100 and not missing, f"{len(missing)} of {len(acked)} acknowledged sends never consumed"
     assert all("Traceback" not in log for log in logs), next(log for log in logs if "Traceback" in log)[-3000:]
+
+
+def test_a_killed_broker_s_queues_are_all_let_go_in_one_rebalance(tmp_path: Path, name_server: str,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A consumer owning queues on broker-a and broker-b, with offsets of b's queues not yet persisted,
+    when b is killed: the next rebalance must let go of every queue of b (and persist a's). Before, the
+    failed offset send of the first b queue ended the round, so one queue was let go per 20 s round and
+    the queues a leaving consumer handed over waited behind them."""
+    import broker_core.client.push_consumer as push_consumer
+
+    monkeypatch.setattr(push_consumer, "PERSIST_INTERVAL_S", 3600.0)  # b's consumed offsets stay unsent
+    with ExitStack() as running:
+        a = running.enter_context(running_broker(tmp_path / "a", namesrv=name_server, broker_name="broker-a"))
+        b = running.enter_context(running_broker(tmp_path / "b", namesrv=name_server, broker_name="broker-b"))
+
+        async def go() -> None:
+            inst = MQClientInstance(name_server)
+            for broker in (a, b):
+                await create_topic(inst, broker.broker_addr, "Dead", queues=4)
+            for _ in range(100):
+                route = await inst.get_route("Dead", refresh=True)
+                if route and len(route.data.broker_datas) == 2:
+                    break
+                await asyncio.sleep(0.1)
+            consumed: set[bytes] = set()
+
+            def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+                consumed.update(m.body for m in msgs)
+                return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+            consumer = PushConsumer("DeadG", MQClientInstance(name_server),
+                                    consume_from=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
+            consumer.subscribe("Dead", "*")
+            consumer.register_concurrently(listener)
+            await consumer.start()
+            producer = Producer("DeadP", inst)
+            await producer.start()
+            try:
+                def owned(name: str) -> set[int]:
+                    assert consumer.rebalancer is not None
+                    return {mq.queue_id for mq in consumer.rebalancer.process_queues
+                            if mq.broker_name == name and mq.topic == "Dead"}
+
+                deadline = time.monotonic() + 30
+                while (owned("broker-a"), owned("broker-b")) != ({0, 1, 2, 3}, {0, 1, 2, 3}):
+                    assert time.monotonic() < deadline, (owned("broker-a"), owned("broker-b"))
+                    await asyncio.sleep(0.1)
+                sent = set()
+                for i in range(32):  # round robin over the 8 queues: every queue gets messages
+                    body = f"m{i}".encode()
+                    assert (await producer.send(Message("Dead", body))).status == SendStatus.SEND_OK
+                    sent.add(body)
+                deadline = time.monotonic() + 30
+                while not sent <= consumed:
+                    assert time.monotonic() < deadline, sent - consumed
+                    await asyncio.sleep(0.1)
+                b.proc.kill()
+                await asyncio.to_thread(b.proc.wait, 30)
+                deadline = time.monotonic() + 30  # the name server drops b when its connection closes
+                while len((await inst.get_route("Dead", refresh=True)).data.broker_datas) != 1:
+                    assert time.monotonic() < deadline
+                    await asyncio.sleep(0.2)
+                await consumer.instance.get_route("Dead", refresh=True)
+                await consumer.rebalance_once()
+                assert (owned("broker-a"), owned("broker-b")) == ({0, 1, 2, 3}, set())
+            finally:
+                await consumer.shutdown()
+                await consumer.instance.shutdown()
+                await producer.shutdown()
+                await inst.shutdown()
+
+        asyncio.run(go())
