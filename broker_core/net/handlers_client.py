@@ -43,6 +43,11 @@ DEFAULT_QUERY_MAX_NUM = 32  # defaultQueryMaxNum: the cap of a unique-key query
 RUNNING_INFO_TIMEOUT_S = 5.0
 
 
+def _why(e: Exception, timeout_s: float) -> str:
+    """Why a relayed request failed: a timeout's str() is empty (the remark ended in "failed: ")."""
+    return str(e) or (f"no answer within {timeout_s:g} s" if isinstance(e, TimeoutError) else type(e).__name__)
+
+
 def consumer_data(c: wire.ConsumerData) -> ConsumerData:
     subs = tuple(SubscriptionData(s.topic, s.sub_string, s.expression_type, s.sub_version, tuple(s.tags_set),
                                   tuple(s.code_set)) for s in c.subscription_data_set)
@@ -145,8 +150,8 @@ class ClientHandlers:
         try:
             answer = await client.request(relay, RUNNING_INFO_TIMEOUT_S)
         except (TimeoutError, ConnectionError) as e:
-            return req.response(ResponseCode.SYSTEM_ERROR,
-                                f"invoke consumer <{h.consumer_group}> <{h.client_id}> failed: {e or 'timeout'}")
+            return req.response(ResponseCode.SYSTEM_ERROR, f"invoke consumer <{h.consumer_group}> <{h.client_id}> "
+                                                           f"failed: {_why(e, RUNNING_INFO_TIMEOUT_S)}")
         return req.response(answer.code, answer.remark, answer.ext_fields, answer.body)
 
     def _consumer_channel(self, group: str, client_id: str) -> Channel | None:
@@ -204,8 +209,8 @@ class ClientHandlers:
         try:
             answer = await client.request(relay, RUNNING_INFO_TIMEOUT_S * 3)
         except (TimeoutError, ConnectionError) as e:
-            return req.response(ResponseCode.SYSTEM_ERROR,
-                                f"invoke consumer <{h.consumer_group}> <{h.client_id}> failed: {e or 'timeout'}")
+            return req.response(ResponseCode.SYSTEM_ERROR, f"invoke consumer <{h.consumer_group}> <{h.client_id}> "
+                                                           f"failed: {_why(e, RUNNING_INFO_TIMEOUT_S * 3)}")
         return req.response(answer.code, answer.remark, answer.ext_fields, answer.body)
 
     async def query_message(self, ch: Channel, req: RemotingCommand, auth: RequestContext) -> RemotingCommand:

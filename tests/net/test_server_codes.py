@@ -467,6 +467,10 @@ def test_producer_connections_and_consumer_running_info_relay(broker_setup):
         assert answer.opaque == 31 and answer.code == OK and b"PROP_CONSUME_TYPE" in answer.body
         r = bc.call(RC.GET_CONSUMER_RUNNING_INFO, {"consumerGroup": "CG9", "clientId": "ghost"})
         assert (r.code, r.remark) == (ResponseCode.SYSTEM_ERROR, "The Consumer <CG9> <ghost> not online")
+        # a client that never answers: the remark says so (it ended in "failed: " with nothing after)
+        r = bc.call(RC.GET_CONSUMER_RUNNING_INFO, {"consumerGroup": "CG9", "clientId": "cid-9"})
+        assert (r.code, r.remark) == (ResponseCode.SYSTEM_ERROR,
+                                      "invoke consumer <CG9> <cid-9> failed: no answer within 5 s")
     finally:
         consumer.close()
 
