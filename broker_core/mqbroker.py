@@ -33,7 +33,7 @@ from broker_core.net.namesrv import NameServer, NamesrvConfig
 from broker_core.net.net_config import NetConfig
 from broker_core.store.config_file import ConfigFileError
 from broker_core.store.index_file import IndexFileError
-from broker_core.store.store_dir import DEFAULT_STORE, STORE_ENV
+from broker_core.store.store_dir import store_dir_from
 from broker_core.store.store_lock import StoreLockedError, is_store_locked
 
 
@@ -153,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
     try:
         props = read_properties_file(args.config) if args.config else {}
-        root = Path(args.store or os.environ.get(STORE_ENV) or props.get("storePathRootDir") or DEFAULT_STORE)
+        root = store_dir_from(args.store, props.get("storePathRootDir"))
         config = BrokerConfig.from_properties(props, root)
         net = NetConfig.from_properties(props)
     except ConfigError as e:

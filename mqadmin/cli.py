@@ -133,12 +133,24 @@ class GlobalOptions:
 
     @property
     def store_dir(self) -> Path:
-        return store_dir_from(self.store)
+        return store_dir_from(self.store, self._config_store_root())
+
+    def _config_store_root(self) -> str | None:
+        """``storePathRootDir`` of --config, as mqbroker reads it (a file that does not read: None here,
+        its error comes when the config is loaded)."""
+        if not self.config:
+            return None
+        from broker_core.config_loader import ConfigError, read_properties_file
+
+        try:
+            return read_properties_file(self.config).get("storePathRootDir") or None
+        except ConfigError:
+            return None
 
     @property
     def default_store(self) -> bool:
-        """No --store and no $RMQ_STORE: the store is ./store of the current directory."""
-        return not self.store and not os.environ.get(STORE_ENV)
+        """No --store, no $RMQ_STORE, no storePathRootDir: the store is ./store of the current directory."""
+        return not self.store and not os.environ.get(STORE_ENV) and not self._config_store_root()
 
     @property
     def remote_target(self) -> str | None:

@@ -359,6 +359,15 @@ class ConsumeQueueBase:
                 self.max_physic_offset = phy + size if self.cq_type == "SimpleCQ" else phy
                 return
 
+    def first_unit_phy_offset(self) -> int | None:
+        """The commitlog offset the oldest file's first unit points at; None when there is no such unit.
+        Read from the files as they are (no recovery needed): it says whether the queue holds data."""
+        files = self.file_queue.files
+        if not files or files[0].length < self.unit_size:
+            return None
+        phy, size = self._unit_phy(files[0].mv, 0)
+        return phy if phy >= 0 and size > 0 else None
+
     def max_physic_end(self) -> int:
         """End offset of the last dispatched record (-1 when empty): where re-dispatch resumes."""
         for mf in reversed(self.file_queue.files):

@@ -28,3 +28,7 @@ class StoreClosedError(OSError):
 
     def __init__(self, directory: str | Path) -> None:
         super().__init__(f"{directory}: the store is shut down")
+
+
+class CommitLogMissingError(FileNotFoundError):
+    """The store's consume queues point into a commitlog its configured directory does not hold."""

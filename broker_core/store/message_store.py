@@ -62,7 +62,7 @@ from .dispatch import (
     dispatch_request_of_appended,
     inner_batch_position,
 )
-from .errors import CorruptDataError
+from .errors import CommitLogMissingError, CorruptDataError
 from .fast_put import CHEAP_KEYS, put_fast, put_inner_batch_fast
 from .index_service import IndexService
 from .lost_found import LOST_FOUND_DIR, save_aside
@@ -204,6 +204,7 @@ class MessageStore:
             self.checkpoint = StoreCheckpoint(self.root / "checkpoint", self.read_only)
             self.commit_log.load()
             self._load_consume_queues()
+            self._refuse_missing_commit_log()
             self.index_service = IndexService(
                 self.root / "index", self.config.max_hash_slot_num, self.config.max_index_num, self.clock,
                 read_only=self.read_only, max_msgs_num_batch=self.config.max_msgs_num_batch,
@@ -414,6 +415,24 @@ class MessageStore:
                     cq = self._new_queue(topic_dir.name, int(qdir.name), qtype)
                     cq.load()
                     self.consume_queues[(topic_dir.name, int(qdir.name))] = cq
+
+    def _refuse_missing_commit_log(self) -> None:
+        """No commitlog file, while consume queues point into one: refuse to open.
+
+        Why: the commitlog directory is configured apart from the store (``storePathCommitLog``), so a
+        typo, an unmounted disk or a relative path from another working directory shows an empty
+        log. Recovery would then cut every queue to offset 0 and the next put would start a new log
+        there, the queues' units pointing at the wrong records; a read-only open showed empty queues.
+        Retention never deletes the last commitlog file, so no store in use looks like this."""
+        if self.commit_log.file_queue.files:
+            return
+        for (topic, queue_id), cq in self.consume_queues.items():
+            phy = cq.first_unit_phy_offset()
+            if phy is not None:
+                raise CommitLogMissingError(
+                    f"the commitlog directory {self.commit_log.file_queue.directory} holds no commitlog file, but "
+                    f"the consume queues point into one (queue {topic}/{queue_id} at commitlog offset {phy}): "
+                    "is storePathCommitLog right and its disk mounted? Nothing was changed")
 
     def find_consume_queue(self, topic: str, queue_id: int, create: bool = False,
                            queue_type: str | None = None) -> ConsumeQueueBase | None:

@@ -16,9 +16,13 @@ STORE_ENV = "RMQ_STORE"
 """The environment variable that gives the store directory when --store does not."""
 
 
-def store_dir_from(value: str | Path | None) -> Path:
-    """``--store``, else $RMQ_STORE, else ./store."""
-    return Path(value or os.environ.get(STORE_ENV) or DEFAULT_STORE)
+def store_dir_from(value: str | Path | None, config_root: str | None = None) -> Path:
+    """``--store``, else $RMQ_STORE, else the config file's ``storePathRootDir``, else ./store.
+
+    Why one order for mqbroker and mqadmin: ``mqadmin --config broker.conf`` opened ./store while the
+    broker ran on the config's root, and took that file's ``storePathCommitLog`` all the same: a second,
+    unlocked writer on the broker's commitlog."""
+    return Path(value or os.environ.get(STORE_ENV) or config_root or DEFAULT_STORE)
 
 STORE_MARKERS = ("checkpoint", "commitlog", "consumequeue", "batchconsumequeue", "config/topics.json")
 """Any one of these in the root marks a store (a Java broker writes checkpoint at its first start)."""
