@@ -371,7 +371,7 @@ def parse_bool(value: str | None, option: str, default: bool) -> bool:
     text = value.strip().lower()
     if text in ("true", "false"):
         return text == "true"
-    raise AdminError(f"invalid value {value!r} for {option}: expected true or false")
+    raise UsageProblem(f"invalid value {value!r} for {option}: expected true or false")
 
 
 def split_list(value: str | None) -> list[str] | None:

@@ -84,3 +84,13 @@ def test_reset_offset_by_time_accepts_apache_forms(golden_cli, value, expect_max
     plan = cli.json("resetOffsetByTime", "-g", "G1", "-t", "GoldenTopicA", "-s", value, "--dry-run")
     offsets = [q["resetOffset"] for q in plan["queues"]]
     assert offsets == ([q["brokerOffset"] for q in plan["queues"]] if expect_max else [0, 0, 0, 0])
+
+
+@pytest.mark.parametrize("cmd", [("resetOffsetByTime", "-g", "G", "-t", "Known", "-s", "now", "-f", "maybe"),
+                                 ("updateTopic", "-c", "DefaultCluster", "-t", "Known", "-o", "maybe")])
+def test_a_boolean_option_that_is_neither_true_nor_false_is_a_usage_error(cli, cmd):
+    """It exited 1, as a failed operation, though nothing was tried: a value the option cannot take is exit 2."""
+    cli("updateTopic", "-c", "DefaultCluster", "-t", "Known")
+    r = cli(*cmd)
+    assert r.exit_code == 2, (r.stdout, r.stderr)
+    assert "'maybe'" in r.stderr and "expected true or false" in r.stderr
