@@ -114,10 +114,18 @@ class IndexService:
         if not self.index_dir.is_dir():
             return
         names = sorted(p.name for p in self.index_dir.iterdir() if is_index_file_name(p.name) and p.is_file())
+        sizes = {name: (self.index_dir / name).stat().st_size for name in names}
+        expected = index_file_size(self.hash_slot_num, self.index_num)
+        # Files of another size beside files of the configured one: those are cut short (a truncated
+        # copy, a damaged disk), not another geometry (which IndexFile refuses, naming the keys to set).
+        geometry_found = expected in sizes.values()
         for i, name in enumerate(names):
             path = self.index_dir / name
-            if self.read_only and path.stat().st_size == 0:
+            if self.read_only and sizes[name] == 0:
                 continue  # an interrupted creation; cannot be mapped without writing
+            if geometry_found and sizes[name] not in (0, expected):
+                self._damaged_from(names, i, f"{sizes[name]} bytes, expected {expected} like the others")
+                break
             f = IndexFile(path, self.hash_slot_num, self.index_num, read_only=self.read_only)
             if self._files and i == len(names) - 1 and f.is_blank():
                 # Reserved ahead of a roll that did not happen before the process stopped: nothing in
@@ -145,14 +153,20 @@ class IndexService:
                 # it). Read-only: left alone and reported; writable: moved to lost+found/ and rebuilt
                 # from the commitlog by recovery (which re-indexes from the last whole file's end).
                 f.close(flush=False)
-                self.damaged_files = [f"{n}: header and entries disagree" if n == name else
-                                      f"{n}: follows damaged index file {name}" for n in names[i:]]
-                if not self.read_only:
-                    self._move_aside(names[i:])
+                self._damaged_from(names, i, "header and entries disagree")
                 break
             self._files.append(f)
             if f.is_full():
                 self._last_full_file_end_timestamp = f.end_timestamp
+
+    def _damaged_from(self, names: list[str], i: int, reason: str) -> None:
+        """``names[i]`` is damaged: neither it nor any newer file can be trusted (they continue it).
+        Read-only: left alone and reported (their keys are read from the commitlog); writable: moved
+        to lost+found/ and rebuilt from the commitlog by recovery (from the last whole file's end)."""
+        self.damaged_files = [f"{n}: {reason}" if n == names[i] else f"{n}: follows damaged index file {names[i]}"
+                              for n in names[i:]]
+        if not self.read_only:
+            self._move_aside(names[i:])
 
     def _is_newest_data_file(self, names: list[str], i: int) -> bool:
         """Whether ``names[i]`` is the file being written when the store stopped: the last one, or

@@ -311,3 +311,32 @@ def test_an_index_entry_pointing_inside_a_record_is_skipped_not_blamed_on_the_co
             hot["expectedPhysicalOffsets"]
     finally:
         store.shutdown()
+
+
+def test_a_truncated_index_file_is_damage_not_another_geometry(golden_copy, manifests) -> None:
+    """One index file cut short beside whole ones: every open refused the store, telling the operator
+    to give --config with maxHashSlotNum/maxIndexNum (already given). It is damage: read-only opens
+    answer from the commitlog, a writable open moves the files aside and rebuilds them."""
+    man = manifests["store-basic"]
+    root = golden_copy("store-basic")
+    middle = sorted((root / "index").iterdir())[1]
+    with middle.open("r+b") as f:
+        f.truncate(4000)
+    store = open_ro(root, "store-basic")
+    try:
+        assert store.index_service.damaged_files[0].startswith(f"{middle.name}: 4000 bytes, expected ")
+        for kq in man["keyQueries"]:
+            assert [m.commit_log_offset for m in store.query_message(kq["topic"], kq["key"])] == \
+                kq["expectedPhysicalOffsets"], kq
+    finally:
+        store.shutdown()
+    config = StoreConfig.from_properties(golden_store_config("store-basic"))
+    MessageStore(root, config).open().shutdown()
+    assert (root / "lost+found" / "index" / middle.name).stat().st_size == 4000
+    store = open_ro(root, "store-basic")
+    try:
+        assert not store.index_service.damaged_files
+        for kq in man["keyQueries"]:
+            assert store.query_offsets_by_key(kq["topic"], kq["key"]) == kq["expectedPhysicalOffsets"], kq
+    finally:
+        store.shutdown()
