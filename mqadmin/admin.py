@@ -194,11 +194,15 @@ class Admin:
         """GET_BROKER_RUNTIME_INFO of one broker (the first when none is named)."""
         return dict(sorted(self.client.broker_runtime_info(self._addr(broker_addr)).items()))
 
-    def cluster_list(self) -> list[dict[str, Any]]:
+    def cluster_list(self, cluster_name: str | None = None) -> list[dict[str, Any]]:
         """clusterList's rows: each broker's runtime figures as mqadmin prints them; a broker that did not
-        answer has empty figures, ACTIVATED false and its failure under ``error``."""
+        answer has empty figures, ACTIVATED false and its failure under ``error``. With ``cluster_name``
+        only that cluster's brokers (none when it has none), as Apache's ``clusterList -c``."""
         rows = []
-        for me in self.brokers():
+        brokers = self.brokers()
+        if cluster_name is not None:
+            brokers = [b for b in brokers if b.cluster_name == cluster_name.strip()]
+        for me in brokers:
             try:
                 info, error = self.broker_status(me.broker_addr), None
             except AdminError as e:  # a broker that does not answer keeps its row, as in Java's clusterList
@@ -275,11 +279,13 @@ class Admin:
     def topic_info(self, topic: str) -> TopicInfo:
         return self._require_topic(topic)[0][1]
 
-    def topic_status(self, topic: str) -> list[QueueStatus]:
-        """GET_TOPIC_STATS_INFO of every broker that has the topic (the broker's error when none has)."""
+    def topic_status(self, topic: str, among: list[BrokerIdentity] | None = None) -> list[QueueStatus]:
+        """GET_TOPIC_STATS_INFO of every broker that has the topic (the broker's error when none has);
+        ``among``: ask only those brokers (topicStatus -c: the cluster's, as Apache's), default the
+        topic's candidates."""
         rows: list[QueueStatus] = []
         missing: NotFoundError | None = None
-        for b in self._topic_candidates(topic):
+        for b in among if among is not None else self._topic_candidates(topic):
             try:
                 rows.extend(self.client.topic_stats(b.broker_addr, topic))
             except NotFoundError as e:
@@ -390,6 +396,48 @@ class Admin:
             for t in self.client.get_all_topic_config(b.broker_addr):
                 groups.update(self.client.query_topic_consume_by_who(b.broker_addr, t.topic_name))
         return sorted(groups)
+
+    def topic_list_clusters(self) -> list[tuple[str | None, str, list[str]]]:
+        """topicList -c: (cluster, topic, groups) for each name server topic but %RETRY%/%DLQ% ones, as
+        Apache's TopicListSubCommand: the cluster is the one whose broker names hold the first broker of
+        the topic's route (None, printed "null", when no cluster does), the groups those that the first
+        broker of the route with an address says consume the topic. When the route cannot be had the
+        cluster is "" and no group is asked; when the groups cannot be had there are none."""
+        from broker_core.broker.topic_validator import DLQ_GROUP_TOPIC_PREFIX
+
+        info = self.client.cluster_info()
+        brokers = self.brokers()
+        # a store directory, or a one-broker cluster: that broker is every listed topic's route (a store
+        # directory makes a route by registering all its topics: asking it per topic would be quadratic)
+        only = brokers[0] if len(brokers) == 1 else None
+        rows: list[tuple[str | None, str, list[str]]] = []
+        for topic in self.list_topics():
+            if topic.startswith((RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX)):
+                continue
+            cluster: str | None = ""
+            groups: list[str] = []
+            try:
+                if only is not None:
+                    cluster, addr = only.cluster_name, only.broker_addr
+                else:
+                    cluster, addr = self._route_home(topic, info.cluster_addr_table)
+                if addr is not None:
+                    groups = self.client.query_topic_consume_by_who(addr, topic)
+            except AdminError:  # as Apache's: a failed route or group query keeps what was found before it
+                pass
+            rows.append((cluster, topic, groups))
+        return rows
+
+    def _route_home(self, topic: str, clusters: dict[str, list[str]]) -> tuple[str | None, str | None]:
+        """The cluster of the first broker of ``topic``'s route (None: in no cluster) and the address of
+        the first broker of the route that has one (its master, else its lowest id)."""
+        route = self.client.topic_route(topic)
+        if route is None or not route.broker_datas:
+            raise NotFoundError(f"No topic route info in name server for the topic: {topic}")
+        first = route.broker_datas[0].broker_name
+        cluster = next((c for c, names in clusters.items() if first in names), None)
+        addr = next((bd.broker_addrs[min(bd.broker_addrs)] for bd in route.broker_datas if bd.broker_addrs), None)
+        return cluster, addr
 
     def topic_groups(self, topic: str) -> list[str]:
         """Groups holding offsets on ``topic`` (QUERY_TOPIC_CONSUME_BY_WHO, stored part)."""

@@ -23,9 +23,10 @@ def cluster_list(
 ) -> None:
     admin = cmd.admin()
     if cluster is not None:
-        admin.check_target(cluster_name=cluster)
+        cluster = cluster.strip()
+        admin.check_target(cluster_name=cluster)  # an unknown cluster is not found (Apache prints no rows)
     while True:
-        rows = admin.cluster_list()
+        rows = admin.cluster_list(cluster)  # -c: that cluster's brokers only
         _print_cluster(cmd, rows, more_stats)
         if not interval or interval <= 0:
             silent = [f"{r['brokerName']} ({r['brokerAddr']}): {r['error']}" for r in rows if "error" in r]

@@ -128,17 +128,13 @@ def topic_list(
     if not cluster_model:
         cmd.emit(topics, lambda: [cmd.print(t) for t in topics])
         return
-    cluster = admin.identity().cluster_name
-    rows = []
-    for t in topics:
-        if t.startswith("%RETRY%") or t.startswith("%DLQ%"):
-            continue
-        groups = admin.topic_groups(t) or [""]
-        rows.extend((cluster, t, g) for g in groups)
+    # each topic's cluster is that of the first broker of its route, as Apache's (not one for all)
+    rows = [(c, t, g) for c, t, groups in admin.topic_list_clusters() for g in groups or [""]]
+
     def render() -> None:
         cmd.printf("%-20s  %-48s  %-48s%n", "#Cluster Name", "#Topic", "#Consumer Group")
         for c, t, g in rows:
-            cmd.printf("%-20s  %-64s  %-64s%n", front(c, 20), front(t, 64), front(g, 64))
+            cmd.printf("%-20s  %-64s  %-64s%n", "null" if c is None else front(c, 20), front(t, 64), front(g, 64))
 
     cmd.emit([{"clusterName": c, "topic": t, "consumerGroup": g} for c, t, g in rows], render)
 
@@ -179,9 +175,9 @@ def topic_status(
     cluster: Annotated[str | None, typer.Option("-c", "--cluster", help="cluster name")] = None,
 ) -> None:
     admin = cmd.admin()
-    if cluster is not None:
-        admin.check_target(cluster_name=cluster)
-    rows = admin.topic_status(topic)
+    # -c: only the queues of that cluster's brokers (Apache asks each broker of the cluster)
+    among = admin.check_target(cluster_name=cluster) if cluster is not None else None
+    rows = admin.topic_status(topic, among)
     if not rows:
         raise NotFoundError("Not found the topic stats info")
 
