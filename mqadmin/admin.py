@@ -494,8 +494,10 @@ class Admin:
             out.extend(self.client.consume_stats(b.broker_addr, group, topic))
         return out
 
-    def consumer_progress(self, group: str, topic: str | None = None) -> list[ConsumerProgressRow]:
-        """GET_CONSUME_STATS of every broker: broker vs group offset, lag and in-flight per queue."""
+    def consumer_progress(self, group: str, topic: str | None = None,
+                          with_client_ip: bool = False) -> list[ConsumerProgressRow]:
+        """GET_CONSUME_STATS of every broker: broker vs group offset, lag and in-flight per queue;
+        ``with_client_ip`` (consumerProgress -s) adds the IP of the client that holds each queue."""
         from mqadmin.reports import ConsumerProgressRow
 
         stats = self._consume_stats(group, topic)
@@ -503,13 +505,25 @@ class Admin:
             what = f"group [{group}]" + (f" on topic [{topic}]" if topic else "")
             raise NotFoundError(f"Not found the consumer group consume stats: {what} has no consume offsets "
                                 f"in {self.target}")
+        owners = self._queue_owner_ips(group) if with_client_ip else {}
         rows = []
         for s in stats:
             consumer = max(s.consumer_offset, 0)
             inflight = s.inflight or max(0, s.pull_offset - consumer)
             rows.append(ConsumerProgressRow(s.topic, s.broker_name, s.queue_id, s.broker_offset, consumer,
-                                            inflight, s.last_timestamp))
+                                            inflight, s.last_timestamp,
+                                            owners.get((s.topic, s.broker_name, s.queue_id), "")))
         return rows
+
+    def _queue_owner_ips(self, group: str) -> dict[tuple[str, str, int], str]:
+        """Which client IP holds each queue, from every online client's running info (its mqTable), as
+        Apache's consumerProgress -s gathers it; empty when the group has no client online."""
+        try:
+            infos = self.consumer_running_infos(group)
+        except NotFoundError:
+            return {}
+        return {(mq.topic, mq.broker_name, mq.queue_id): conn.client_id.split("@", 1)[0]
+                for conn, info, _ in infos if info is not None for mq in info.mq_table}
 
     def retry_topic_groups(self) -> list[str]:
         """The groups Apache's consumerProgress lists without -g: one per ``%RETRY%`` topic (a POP v2

@@ -230,7 +230,7 @@ def consumer_progress(
 
         cmd.emit([r.to_dict() for r in rows], render_groups)
         return
-    rows = admin.consumer_progress(group, topic)
+    rows = admin.consumer_progress(group, topic, with_ip)
 
     def render() -> None:
         if with_ip:

@@ -503,3 +503,19 @@ def test_send_message_with_trace_then_query_it(cli, tmp_path: Path) -> None:
         remote = json.loads(mqadmin_ok("sendMessage", "-n", n, "-t", "T", "-p", "z", "-m", "true", "--output", "json"))
         out = mqadmin_ok("queryMsgTraceById", "-n", n, "-i", remote["msgId"]).splitlines()
         assert out[1].split()[:3] == ["Pub", "mqadmin_send_group", "127.0.0.1"] and out[1].split()[-1] == "success"
+
+
+def test_consumer_progress_s_names_the_client_ip_holding_each_queue(broker: BrokerProcess, live: LiveConsumer) -> None:
+    # -s printed N/A on every row: the queue owners were never asked (Apache reads each online client's
+    # running info, its mqTable, and prints the IP of its client id).
+    ip = live.client_id.split("@", 1)[0]
+    deadline = time.monotonic() + 20
+    while True:
+        r = mqadmin("consumerProgress", "-n", broker.namesrv_addr, "-g", "StG", "-t", "StT", "-s", "true")
+        rows = [line.split() for line in r.stdout.splitlines() if line.startswith("StT ")]
+        if r.returncode == 0 and len(rows) == 2 or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert r.returncode == 0, r.stderr
+    assert "#Client IP" in r.stdout.splitlines()[0]
+    assert [row[5] for row in rows] == [ip, ip], r.stdout
