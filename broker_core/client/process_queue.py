@@ -63,13 +63,17 @@ class ProcessQueue:
 
     # ---------------------------------------------------------------- concurrent mode
     def remove(self, msgs: Sequence[MessageExt]) -> int:
-        """Forget consumed messages; the offset to commit (-1 when nothing was ever put)."""
+        """Forget consumed messages; the offset to commit (-1 when nothing was ever put, or when the queue
+        was dropped: its batches finishing late must not move the offset of the queue's next owner, nor
+        undo a reset — Java skips the commit of a dropped ProcessQueue)."""
         for m in msgs:
             off = m.queue_offset
             if self._msgs.pop(off, None) is not None:
                 i = bisect.bisect_left(self._offsets, off)
                 if i < len(self._offsets) and self._offsets[i] == off:
                     del self._offsets[i]
+        if self.dropped:
+            return -1
         if self._offsets:
             return self._offsets[0]
         return self._max_offset + 1 if self._max_offset >= 0 else -1
@@ -86,8 +90,10 @@ class ProcessQueue:
         return taken
 
     def commit(self) -> int:
-        """The taken messages succeeded: the offset after the highest of them (-1 when none)."""
-        if not self._consuming:
+        """The taken messages succeeded: the offset after the highest of them (-1 when none, or when the
+        queue was dropped meanwhile: nothing of a dropped queue is committed)."""
+        if not self._consuming or self.dropped:
+            self._consuming.clear()
             return -1
         nxt = max(self._consuming) + 1
         self._consuming.clear()

@@ -408,13 +408,35 @@ class PushConsumer:
             elif result.status in (PullStatus.NO_NEW_MSG, PullStatus.NO_MATCHED_MSG):
                 pr.next_offset = result.next_begin_offset
                 self._correct_tags_offset(pr)
-            else:  # OFFSET_ILLEGAL: jump to where the broker says and remember it
+            else:  # OFFSET_ILLEGAL (an admin reset or skip, or an offset out of range)
                 log.warning("pull %s: offset %d illegal, moving to %d", pr.mq, pr.next_offset,
                             result.next_begin_offset)
+                # as Java's PullCallback: the queue is dropped at once, so what it buffered before the
+                # move is neither consumed nor committed any more; a fresh one starts at the new offset
+                pq.dropped = True
                 pr.next_offset = result.next_begin_offset
-                self.offsets.update(pr.mq, pr.next_offset, increase_only=False)
-                with contextlib.suppress(RemotingError, BrokerError):
-                    await self.offsets.persist(pr.mq)
+                await self._fix_offset_illegal(pr)
+                return
+
+    async def _fix_offset_illegal(self, pr: PullRequest) -> None:
+        """The rest of Java's OFFSET_ILLEGAL handling for the dropped ``pr``: the offset is set to where the
+        broker said (even backwards) and persisted, the queue leaves the rebalance table (in orderly mode
+        once its batch in the listener has finished, so the fresh queue never runs beside it) and a
+        rebalance runs at once, which takes the queue again at that stored offset."""
+        assert self.rebalancer is not None
+        self.offsets.update(pr.mq, pr.next_offset, increase_only=False)
+        try:
+            await self.offsets.persist(pr.mq)
+        except (RemotingError, BrokerError, OSError) as e:
+            log.warning("persisting the moved offset %d of %s failed: %s", pr.next_offset, pr.mq, e)
+        try:
+            # under the rebalance lock: no round takes the queue again before it is given up
+            async with self._rebalance_lock:
+                await self.rebalancer.remove_process_queue(pr.mq, pr.process_queue)
+            log.warning("fixed the pull offset of %s: resuming at %d", pr.mq, pr.next_offset)
+        except (RemotingError, BrokerError, OSError) as e:
+            log.warning("giving up %s after its offset moved failed: %s", pr.mq, e)
+        self._rebalance_now.set()
 
     def _correct_tags_offset(self, pr: PullRequest) -> None:
         """Nothing in flight: commit past messages the broker filtered out, or they pin the offset."""
@@ -486,8 +508,9 @@ class PushConsumer:
                 await asyncio.sleep(5.0)
                 self._spawn(self._consume_concurrently(pr, failed))
                 batch = [m for m in batch if m not in failed]
+        # remove() answers -1 for a queue dropped meanwhile (during a send back): nothing of it is committed
         offset = pr.process_queue.remove(batch)
-        if offset >= 0:
+        if offset >= 0 and not pr.process_queue.dropped:
             self.offsets.update(pr.mq, offset)
 
     # ---------------------------------------------------------------- orderly consumption
@@ -509,6 +532,12 @@ class PushConsumer:
                     self._orderly, pr, msgs, ConsumeOrderlyStatus.SUCCESS,
                     ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT,
                     "orderly listener of %s raised; suspending the queue")
+                if pq.dropped:
+                    # dropped while the batch was in the listener (a rebalance, or the broker moved the
+                    # offset): nothing is committed nor retried; the queue's next owner starts at the stored offset
+                    log.info("orderly: %s was dropped while consuming; the batch is not committed", pr.mq)
+                    pq.rollback()
+                    return
                 if status == ConsumeOrderlyStatus.SUCCESS:
                     offset = pq.commit()
                     if offset >= 0:

@@ -113,6 +113,17 @@ class Rebalancer:
             new.append(PullRequest(self.group, mq, pq, offset))
         return new
 
+    async def remove_process_queue(self, mq: MessageQueue, pq: ProcessQueue) -> bool:
+        """RebalanceImpl.removeProcessQueue: give up ``pq`` (the broker moved its offset, OFFSET_ILLEGAL)
+        as a dropped queue is given up: its offset persisted then forgotten, its lock released once a
+        batch in the listener has finished. The next round takes the queue again, at its stored offset.
+        False when ``mq`` is no longer owned through ``pq`` (a round dropped or replaced it meanwhile)."""
+        pq.dropped = True
+        if self.process_queues.get(mq) is not pq:
+            return False
+        await self._drop(mq)
+        return True
+
     async def _drop(self, mq: MessageQueue) -> None:
         pq = self.process_queues.pop(mq)
         pq.dropped = True
