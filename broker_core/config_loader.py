@@ -34,33 +34,201 @@ def snake_to_camel(name: str, known: dict[str, str] | None = None) -> str:
     return head + "".join(p[:1].upper() + p[1:] for p in rest)
 
 
+def decode_config_bytes(data: bytes) -> tuple[str, str]:
+    """A properties file's text and the encoding it was read with (to write it back the same way).
+
+    Java's ``Properties.load(InputStream)`` reads ISO-8859-1, so a Java broker sees the UTF-8 bytes of
+    "é" as two Latin-1 characters. Operators of this tool write their broker.conf in UTF-8 editors and
+    expect its values back as written, so: the bytes as UTF-8 when they are valid UTF-8 (a leading BOM
+    dropped), else as ISO-8859-1 as Java reads them (every byte is a character there: a Latin-1 byte
+    in a comment or value never fails the load). Pure ASCII, the usual case, reads the same either way.
+    """
+    if data.startswith(b"\xef\xbb\xbf"):
+        try:
+            return data.decode("utf-8-sig"), "utf-8-sig"
+        except UnicodeDecodeError:
+            pass
+    else:
+        try:
+            return data.decode("utf-8"), "utf-8"
+        except UnicodeDecodeError:
+            pass
+    return data.decode("iso-8859-1"), "iso-8859-1"
+
+
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")  # Java's line terminators only (str.splitlines also splits at \f, \v, ...)
+_JAVA_WS = " \t\f"  # Properties' whitespace: around keys and separators, and leading on each line
+_JAVA_TRIM = "".join(map(chr, range(0x21)))  # String.trim(): every char <= ' '
+_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+_HEX = frozenset("0123456789abcdefABCDEF")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PropertyLine:
+    """One logical line of a properties file: its key and value (unescaped), and the physical lines
+    ``[start, end)`` it spans (0-based; more than one with backslash continuations)."""
+
+    key: str
+    value: str
+    start: int
+    end: int
+
+
+def split_physical_lines(text: str) -> list[str]:
+    """The file's lines as Java's LineReader sees them (``\\n``, ``\\r\\n`` or ``\\r`` end one)."""
+    return _LINE_BREAK.split(text)
+
+
+def _continues(line: str) -> bool:
+    """An odd number of trailing backslashes: the last one joins the next line (an even number is
+    escaped backslashes)."""
+    count = len(line) - len(line.rstrip("\\"))
+    return count % 2 == 1
+
+
+def parse_properties(text: str, source: str = "<properties>") -> list[PropertyLine]:
+    """``java.util.Properties.load``'s syntax, every entry in file order (a later duplicate wins on load).
+
+    - Blank lines and lines whose first non-blank character is ``#`` or ``!`` are skipped (a comment
+      never continues onto the next line).
+    - A line ending in an odd number of backslashes continues on the next one, whose leading
+      whitespace (space, tab, form feed) is dropped.
+    - The key ends at the first unescaped ``=``, ``:`` or whitespace; whitespace, then at most one
+      ``=``/``:``, then whitespace separate it from the value. No separator: the value is empty.
+    - In keys and values ``\\uXXXX`` is that character, ``\\t \\n \\r \\f`` the control characters, and
+      ``\\x`` is ``x`` for any other character (so ``\\=``, ``\\:``, ``\\ `` and ``\\\\``).
+
+    A malformed ``\\uXXXX`` raises ConfigError naming ``source`` and the line.
+    """
+    lines = split_physical_lines(text)
+    out: list[PropertyLine] = []
+    i = 0
+    while i < len(lines):
+        start = i
+        logical = lines[i].lstrip(_JAVA_WS)
+        i += 1
+        if not logical or logical[0] in "#!":
+            continue
+        while _continues(logical):
+            logical = logical[:-1]
+            if i >= len(lines):
+                break
+            logical += lines[i].lstrip(_JAVA_WS)
+            i += 1
+        where = f"{source}:{start + 1}"
+        key, value = _split_key_value(logical)
+        out.append(PropertyLine(_unescape(key, where), _unescape(value, where), start, i))
+    return out
+
+
+def _split_key_value(line: str) -> tuple[str, str]:
+    """The raw (still escaped) key and value of one logical line, as Properties.load0 splits it."""
+    n = len(line)
+    key_len = value_start = n
+    has_sep = backslash = False
+    for k, c in enumerate(line):
+        if not backslash and c in "=:":
+            key_len, value_start, has_sep = k, k + 1, True
+            break
+        if not backslash and c in _JAVA_WS:
+            key_len, value_start = k, k + 1
+            break
+        backslash = c == "\\" and not backslash
+    while value_start < n:
+        c = line[value_start]
+        if c not in _JAVA_WS:
+            if has_sep or c not in "=:":
+                break
+            has_sep = True
+        value_start += 1
+    return line[:key_len], line[value_start:]
+
+
+def _unescape(raw: str, where: str) -> str:
+    if "\\" not in raw:
+        return raw
+    out: list[str] = []
+    i, n = 0, len(raw)
+    while i < n:
+        c = raw[i]
+        i += 1
+        if c != "\\":
+            out.append(c)
+            continue
+        if i >= n:  # a lone backslash at the very end of the file: Java drops it
+            break
+        c = raw[i]
+        i += 1
+        if c == "u":
+            digits = raw[i:i + 4]
+            if len(digits) < 4 or not _HEX.issuperset(digits):
+                raise ConfigError(f"{where}: malformed \\uxxxx escape: \\u{digits}")
+            out.append(chr(int(digits, 16)))
+            i += 4
+        else:
+            out.append(_ESCAPES.get(c, c))
+    text = "".join(out)
+    if any("\ud800" <= ch <= "\udfff" for ch in text):  # \\uD83D\\uDE00: one character, as in Java's UTF-16
+        text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+    return text
+
+
+def format_property(key: str, value: str, encoding: str = "utf-8") -> str:
+    """One ``key=value`` line that ``parse_properties`` reads back as ``key`` and ``value`` (Java's
+    Properties.store escaping, where it matters); a character ``encoding`` cannot hold becomes ``\\uXXXX``."""
+
+    def escape(text: str, is_key: bool) -> str:
+        out: list[str] = []
+        for pos, ch in enumerate(text):
+            if ch == "\\":
+                out.append("\\\\")
+            elif ch in "\t\n\r\f":
+                out.append("\\" + {"\t": "t", "\n": "n", "\r": "r", "\f": "f"}[ch])
+            elif (ch == " " and (is_key or pos == 0)) or (is_key and ch in "=:") or (pos == 0 and ch in "#!"):
+                out.append("\\" + ch)
+            else:
+                try:
+                    ch.encode(encoding)
+                    out.append(ch)
+                except UnicodeEncodeError:
+                    units = ch.encode("utf-16-be", "surrogatepass")
+                    out.extend(f"\\u{int.from_bytes(units[j:j + 2], 'big'):04X}" for j in range(0, len(units), 2))
+        return "".join(out)
+
+    return f"{escape(key, True)}={escape(value, False)}"
+
+
 def read_properties_file(path: str | Path) -> dict[str, str]:
-    """Parse a Java-style properties file or a YAML mapping into ``{key: str(value)}``."""
+    """Parse a Java-style properties file or a YAML mapping into ``{key: str(value)}``.
+
+    Properties files follow ``java.util.Properties.load`` (see ``parse_properties``; the last of
+    duplicate keys wins), read as UTF-8 when the bytes are valid UTF-8, else as ISO-8859-1 as Java
+    reads them (``decode_config_bytes``). Values are trimmed as ``MixAll.properties2Object`` trims a
+    String value. In YAML a key with no value (null) is left out: the setting keeps its default.
+    """
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except OSError as e:
-        raise ConfigError(f"cannot read config file {path}: {e.strerror}") from e
+        raise ConfigError(f"cannot read config file {path}: {e.strerror or e}") from e
     if path.suffix in (".yaml", ".yml"):
         import yaml
 
         try:
-            data = yaml.safe_load(text) or {}
+            text = data.decode("utf-8-sig")
+        except UnicodeDecodeError as e:
+            raise ConfigError(f"{path}: not UTF-8 text (byte {e.start}); YAML files must be UTF-8") from None
+        try:
+            loaded = yaml.safe_load(text)
         except yaml.YAMLError as e:
-            raise ConfigError(f"{path}: invalid YAML: {e}") from e
-        if not isinstance(data, dict):
+            raise ConfigError(f"{path}: invalid YAML: {' '.join(str(e).split())}") from None
+        data_map = {} if loaded is None else loaded
+        if not isinstance(data_map, dict):
             raise ConfigError(f"{path}: expected a mapping of config keys")
-        return {str(k): ("true" if v is True else "false" if v is False else str(v)) for k, v in data.items()}
-    result: dict[str, str] = {}
-    for lineno, raw in enumerate(text.splitlines(), 1):
-        line = raw.strip()
-        if not line or line[0] in "#!":
-            continue
-        m = re.match(r"([^=:\s]+)\s*[=:]\s*(.*)$", line)
-        if not m:
-            raise ConfigError(f"{path}:{lineno}: expected key=value, got {raw!r}")
-        result[m.group(1)] = m.group(2).strip()
-    return result
+        return {str(k): ("true" if v is True else "false" if v is False else str(v).strip(_JAVA_TRIM))
+                for k, v in data_map.items() if v is not None}
+    text, _ = decode_config_bytes(data)
+    return {p.key: p.value.strip(_JAVA_TRIM) for p in parse_properties(text, str(path))}
 
 
 def _coerce(key: str, raw: str, typ: Any) -> Any:

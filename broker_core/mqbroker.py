@@ -25,12 +25,13 @@ from pathlib import Path
 
 from broker_core.auth.errors import AuthStoreError
 from broker_core.broker.broker import Broker
-from broker_core.broker.broker_config import BrokerConfig
+from broker_core.broker.broker_config import BrokerConfig, check_port, resolve_broker_ip
 from broker_core.config_loader import ConfigError, read_properties_file, snake_to_camel
 from broker_core.net.broker_server import BrokerRemotingServer
 from broker_core.net.grpc_v2.server import GrpcEndpoint, GrpcServerConfig
 from broker_core.net.namesrv import NameServer, NamesrvConfig
 from broker_core.net.net_config import NetConfig
+from broker_core.net.outbound import IllegalAddressError, parse_address, split_addresses
 from broker_core.store.config_file import ConfigFileError
 from broker_core.store.index_file import IndexFileError
 from broker_core.store.store_dir import store_dir_from
@@ -80,6 +81,19 @@ def _bind(what: str, host: str, port: int) -> socket.socket:
         raise _ListenError(f"cannot listen for {what} on {host}:{port}: {e.strerror or e}") from None
     sock.setblocking(False)
     return sock
+
+
+def _check_namesrv_addrs(text: str | None, source: str) -> None:
+    """Every ``host:port`` of a name server list, as Apache's BrokerStartup checks namesrvAddr before
+    anything starts (a bad one was a ValueError traceback at the first registration)."""
+    if not text or not text.strip():
+        return
+    for addr in split_addresses(text):
+        try:
+            parse_address(addr)
+        except IllegalAddressError as e:
+            raise ConfigError(f"The Name Server Address[{text}] ({source}) illegal: {e}; set it as "
+                              '"127.0.0.1:9876;192.168.0.1:9876"') from None
 
 
 def _event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
@@ -166,7 +180,21 @@ def main(argv: list[str] | None = None) -> int:
             setattr(net, key, value)
     if args.idleTimeout is not None:
         net.server_channel_max_idle_time_seconds = args.idleTimeout
-    host = args.host or config.broker_ip1
+    try:
+        # the command line's ports and host as the file's are checked: one line naming the flag or key
+        for flag, port in (("--listenPort", args.listenPort), ("--namesrvPort", args.namesrvPort),
+                           ("--grpc-port", args.grpc_port)):
+            if port is not None:
+                check_port(flag, port)
+        check_port("namesrvPort", net.namesrv_port)
+        host = resolve_broker_ip(args.host, "--host") if args.host else config.broker_ip1
+        if args.namesrv is not None:  # -n replaces the file's namesrvAddr, as in Apache's BrokerStartup
+            _check_namesrv_addrs(args.namesrv, "-n")
+        else:
+            _check_namesrv_addrs(config.namesrv_addr, f"namesrvAddr in {args.config}")
+    except ConfigError as e:
+        print(f"mqbroker: {e}", file=sys.stderr)
+        return 1
     config.broker_ip1 = host
     external = args.namesrv or (config.namesrv_addr if args.broker_only else None)
     run_namesrv = not args.broker_only and not (args.namesrv and not args.namesrv_only)
@@ -214,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"mqbroker: cannot open store {root}: {e}", file=sys.stderr)
                 return 1
             broker.start()
-        addrs = [a.strip() for a in external.split(";") if a.strip()] if external else \
+        addrs = split_addresses(external) if external else \
             [f"{host}:{namesrv_sock.getsockname()[1]}"] if namesrv_sock is not None else []
         if broker is not None and addrs:
             broker.announce_namesrv(addrs)

@@ -11,6 +11,9 @@ the transaction keys (``TransactionConfig``) are read from there by ``pop_config
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
+import logging
+import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,6 +30,11 @@ from broker_core.config_loader import (
 from broker_core.store.store_config import StoreConfig
 
 MASTER_ID = 0
+MASTER_ROLES = ("ASYNC_MASTER", "SYNC_MASTER")
+SLAVE_ROLE = "SLAVE"
+MAX_PORT = 65535
+
+log = logging.getLogger("rmqops.broker.config")
 
 
 @dataclass
@@ -113,6 +121,10 @@ class BrokerConfig:
             raise ConfigError("brokerName must not be blank")
         if not cfg.broker_cluster_name.strip():
             raise ConfigError("brokerClusterName must not be blank")
+        for key, port in (("listenPort", cfg.listen_port), ("grpcServerPort", cfg.grpc_server_port)):
+            check_port(key, port)
+        cfg.broker_ip1 = resolve_broker_ip(cfg.broker_ip1)
+        _check_role(cfg)
         cfg.pop_config()
         cfg.transaction_config()
         return cfg
@@ -158,3 +170,51 @@ class BrokerConfig:
 
 _NESTED = frozenset({"store", "auth", "properties"})
 """BrokerConfig's fields that hold other settings, not values of a key."""
+
+
+def check_port(key: str, port: int) -> None:
+    """A port setting in [0, 65535] (0: a free port, or off, where the key allows it), else ConfigError
+    naming ``key``: the socket layer raised OverflowError for 70000, and grpc wrapped it to 4464."""
+    if not 0 <= port <= MAX_PORT:
+        given = f"{key} {port}" if key.startswith("-") else f"{key}={port}"  # a command-line flag or a key
+        raise ConfigError(f"{given}: must be a port number in [0, {MAX_PORT}]")
+
+
+def resolve_broker_ip(host: str, key: str = "brokerIP1") -> str:
+    """``host`` as the IP address the store stamps into every record (and routes advertise): an IP
+    literal as written, a host name resolved once (its IPv4 address first, as Java's InetSocketAddress
+    mostly yields), else ConfigError naming ``key``."""
+    text = host.strip()
+    given = f"{key} {text}" if key.startswith("-") else f"{key}={text}"  # a command-line flag or a key
+    if not text:
+        raise ConfigError(f"{key} must not be blank")
+    try:
+        return str(ipaddress.ip_address(text))
+    except ValueError:
+        pass
+    try:
+        infos = socket.getaddrinfo(text, None, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError) as e:
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        raise ConfigError(f"{given}: cannot resolve the host name ({reason})") from None
+    addrs = [str(info[4][0]) for info in infos if info[0] in (socket.AF_INET, socket.AF_INET6)]
+    v4 = [a for a in addrs if ":" not in a]
+    if not addrs:
+        raise ConfigError(f"{given}: the host name has no IP address")
+    return (v4 or addrs)[0]
+
+
+def _check_role(cfg: BrokerConfig) -> None:
+    """brokerRole against brokerId, as Apache's BrokerStartup: a master is always brokerId 0 (a master
+    with another id registered as a slave: no writable route, sends failed), a slave needs an id > 0."""
+    role = cfg.store.broker_role
+    if role in MASTER_ROLES:
+        if cfg.broker_id != MASTER_ID:
+            log.warning("brokerId=%d with brokerRole=%s: a master's brokerId is %d, using %d", cfg.broker_id,
+                        role, MASTER_ID, MASTER_ID)
+            cfg.broker_id = MASTER_ID
+    elif role == SLAVE_ROLE:
+        if cfg.broker_id <= MASTER_ID:
+            raise ConfigError(f"Slave's brokerId must be > 0 (brokerRole=SLAVE, brokerId={cfg.broker_id})")
+    else:
+        raise ConfigError(f"brokerRole={role!r}: expected ASYNC_MASTER, SYNC_MASTER or SLAVE")

@@ -5,35 +5,93 @@ objects (BrokerConfig, MessageStoreConfig, AuthConfig: by name, as ``MixAll.prop
 writes them to the file the broker was started with, so the change survives a restart. Values that do
 not parse are refused before anything changes; the file is rewritten atomically (temp file, fsync,
 rename; the old one kept as ``.bak``), keeping its other lines.
+
+Keys that fix the layout of the store's files (file sizes, directories, index geometry) are refused
+when they would change: the files already written keep their size and place, so a broker that took a
+new ``mappedFileSizeConsumeQueue`` wrote new queues of another size and could not reopen its store.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from broker_core.auth.config import AUTH_CONFIG_KEYS
-from broker_core.config_loader import ConfigError, read_properties_file, snake_to_camel
+from broker_core.config_loader import (
+    ConfigError,
+    decode_config_bytes,
+    format_property,
+    parse_properties,
+    read_properties_file,
+    snake_to_camel,
+    split_physical_lines,
+)
 from broker_core.store.config_file import atomic_write_bytes
+from broker_core.store.store_config import StoreConfig
 
 from .broker_config import BrokerConfig
-from .errors import InvalidParameterError
+from .errors import InvalidParameterError, NoPermissionError
 
 # Keys an update may never change (BrokerController's configBlackList default).
 BLACK_LIST = frozenset({"brokerConfigPath", "rocketmqHome", "configBlackList"})
 # ACL 2.0's keys (AuthConfig, but brokerClusterName): only ever written to the config file, read at start.
 AUTH_KEYS = frozenset(k for k in AUTH_CONFIG_KEYS if k != "brokerClusterName")
+# The store's on-disk layout: where its files are, how large each kind of file is, the index geometry,
+# the consume queue extension and the timer wheel's slot width. Files already written keep what they
+# were made with (a queue file of another size is refused when the store opens), so these are read at
+# the first start of a store and never changed by updateBrokerConfig, neither live nor in the file.
+# The storePath* keys of Apache's layout that are not settings here are refused alike.
+STORE_LAYOUT_KEYS = frozenset({
+    "storePathRootDir", "storePathCommitLog", "storePathConsumeQueue", "storePathIndex",
+    "storePathDLedgerCommitLog", "storePathEpochFile", "storePathBrokerIdentity", "readOnlyCommitLogStorePaths",
+    "mappedFileSizeCommitLog", "mappedFileSizeConsumeQueue", "mapperFileSizeBatchConsumeQueue",
+    "mappedFileSizeTimerLog", "mappedFileSizeConsumeQueueExt", "enableConsumeQueueExt",
+    "bitMapLengthConsumeQueueExt", "maxHashSlotNum", "maxIndexNum", "timerPrecisionMs",
+})
+_STORE_FIELDS = {snake_to_camel(f.name): f.name for f in dataclasses.fields(StoreConfig)}
 
 
 def updated_config(current: BrokerConfig, changes: Mapping[str, str], store_root: Path) -> BrokerConfig:
     """The config ``current`` would become; raises InvalidParameterError for a value that does not parse."""
     merged = {**current.properties, **{k: str(v) for k, v in changes.items()}}
     try:
-        return BrokerConfig.from_properties(merged, store_root)
+        new = BrokerConfig.from_properties(merged, store_root)
     except (ConfigError, ValueError) as e:
         raise InvalidParameterError(f"invalid broker config: {e}") from None
+    layout = changed_layout_keys(current, new, changes)
+    if layout:
+        raise NoPermissionError(
+            f"{', '.join(layout)} cannot be changed by updateBrokerConfig: "
+            f"{'it is' if len(layout) == 1 else 'they are'} part of the store's on-disk layout (file sizes, paths, "
+            f"index geometry), which the files already written keep; set {'it' if len(layout) == 1 else 'them'} "
+            "in the config file before the store's first start")
+    return new
+
+
+def changed_layout_keys(current: BrokerConfig, new: BrokerConfig, changes: Mapping[str, str]) -> list[str]:
+    """The STORE_LAYOUT_KEYS among ``changes`` whose value differs from the running one (the same value
+    again, as a round trip of getBrokerConfig's output sends, is no change)."""
+    out = []
+    for key in sorted(STORE_LAYOUT_KEYS & changes.keys()):
+        if key == "storePathRootDir":  # the store root is the one the broker opened (new's is that too)
+            same = _same_path(str(changes[key]).strip(), current.store.store_path_root_dir)
+        elif key == "storePathCommitLog":
+            same = _same_path(new.store.commit_log_dir, current.store.commit_log_dir)
+        elif key in _STORE_FIELDS:
+            same = getattr(new.store, _STORE_FIELDS[key]) == getattr(current.store, _STORE_FIELDS[key])
+        else:
+            same = str(changes[key]).strip() == current.properties.get(key, "").strip()
+        if not same:
+            out.append(key)
+    return out
+
+
+def _same_path(a: str | Path, b: str | Path) -> bool:
+    try:
+        return Path(a).resolve() == Path(b).resolve()
+    except (OSError, RuntimeError, ValueError):
+        return str(a) == str(b)
 
 
 def apply_in_place(target: BrokerConfig, new: BrokerConfig, keys: Iterable[str]) -> None:
@@ -56,21 +114,37 @@ def apply_in_place(target: BrokerConfig, new: BrokerConfig, keys: Iterable[str])
 
 def persist_changes(path: Path, changes: Mapping[str, str]) -> None:
     """Write ``changes`` into the config file at ``path``: a properties file keeps its other lines and
-    comments (a changed key is rewritten where it stands, a new one appended); YAML is re-dumped."""
+    comments (every line that sets a changed key is rewritten where it stands, so a later duplicate no
+    longer overrides the new value; a new key is appended), in the encoding it was read with; YAML is
+    re-dumped."""
     values = {k: str(v) for k, v in changes.items()}
     if path.suffix in (".yaml", ".yml"):
         import yaml
 
         props = read_properties_file(path) if path.exists() else {}
         props.update(values)
-        text = yaml.safe_dump(props, sort_keys=True)
+        data = yaml.safe_dump(props, sort_keys=True, allow_unicode=True).encode("utf-8")
     else:
-        lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
-        pending = dict(values)
-        for i, raw in enumerate(lines):
-            m = re.match(r"\s*([^=:\s#!]+)\s*[=:]", raw)
-            if m and m.group(1) in pending:
-                lines[i] = f"{m.group(1)}={pending.pop(m.group(1))}"
-        lines.extend(f"{k}={v}" for k, v in pending.items())
-        text = "\n".join(lines) + "\n"
-    atomic_write_bytes(path, text.encode("utf-8"))
+        text, encoding = decode_config_bytes(path.read_bytes()) if path.exists() else ("", "utf-8")
+        try:
+            entries = parse_properties(text, str(path))
+        except ConfigError as e:
+            raise InvalidParameterError(f"cannot update broker config: {e}") from None
+        lines = split_physical_lines(text)
+        if lines and lines[-1] == "":
+            lines.pop()  # the file's final line break
+        rewritten = {e.start: (e.end, format_property(e.key, values[e.key], encoding))
+                     for e in entries if e.key in values}
+        out: list[str] = []
+        i = 0
+        while i < len(lines):
+            if i in rewritten:  # the whole logical line (with its continuation lines) becomes one line
+                i, line = rewritten[i]
+                out.append(line)
+            else:
+                out.append(lines[i])
+                i += 1
+        present = {e.key for e in entries}
+        out.extend(format_property(k, v, encoding) for k, v in values.items() if k not in present)
+        data = ("\n".join(out) + "\n").encode(encoding)
+    atomic_write_bytes(path, data)

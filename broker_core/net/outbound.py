@@ -16,6 +16,30 @@ from broker_core.remoting import FrameDecoder, FrameError, RemotingCommand, enco
 _opaques = itertools.count(1)
 
 
+class IllegalAddressError(ValueError):
+    """A name server address that is not ``host:port`` with a port in [1, 65535]."""
+
+
+def parse_address(addr: str) -> tuple[str, int]:
+    """``host:port`` (``[v6]:port`` too) as NetworkUtil.string2SocketAddress splits it (at the last
+    ``:``), with the port checked as InetSocketAddress checks it; IllegalAddressError says what is wrong.
+    Port 0 is refused too: nothing can be reached there."""
+    text = addr.strip()
+    host, sep, port = text.rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if not sep or not host:
+        raise IllegalAddressError(f"{text!r} is not host:port")
+    if not (port.isascii() and port.isdigit()) or not 1 <= int(port) <= 65535:
+        raise IllegalAddressError(f"{text!r} has no valid port (1-65535)")
+    return host, int(port)
+
+
+def split_addresses(text: str) -> list[str]:
+    """``host:port;host:port`` (RocketMQ's namesrvAddr) as a list; blank parts are skipped."""
+    return [a.strip() for a in text.split(";") if a.strip()]
+
+
 class OutboundConnection:
     def __init__(self, addr: str) -> None:
         self.addr = addr
@@ -29,8 +53,11 @@ class OutboundConnection:
         return self._writer is not None and not self._writer.is_closing()
 
     async def connect(self, timeout: float = 3.0) -> None:
-        host, _, port = self.addr.rpartition(":")
-        self._reader, self._writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), timeout)
+        try:
+            host, port = parse_address(self.addr)
+        except IllegalAddressError as e:  # an OSError, as every other failure to reach a name server
+            raise ConnectionError(f"illegal name server address: {e}") from None
+        self._reader, self._writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
         self._task = asyncio.get_running_loop().create_task(self._read_loop(self._reader))
 
     async def _read_loop(self, reader: asyncio.StreamReader) -> None:

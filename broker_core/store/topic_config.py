@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import math
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+
+from broker_core.common.java_numbers import JAVA_INT, JAVA_INTEGER_SYNTAX
 
 from .config_file import read_config_json, write_config_json
 
@@ -43,14 +47,81 @@ class TopicConfig:
 
     @classmethod
     def from_json(cls, name: str, obj: dict) -> TopicConfig:
-        return cls(topic_name=obj.get("topicName") or name,
-                   read_queue_nums=int(obj.get("readQueueNums", 16)),
-                   write_queue_nums=int(obj.get("writeQueueNums", 16)),
-                   perm=int(obj.get("perm", 6)),
-                   topic_filter_type=obj.get("topicFilterType", "SINGLE_TAG"),
-                   topic_sys_flag=int(obj.get("topicSysFlag", 0)),
-                   order=bool(obj.get("order", False)),
-                   attributes={str(k): str(v) for k, v in (obj.get("attributes") or {}).items()})
+        """One entry of topics.json as fastjson reads the bean: a field of the wrong type raises
+        TopicConfigError naming the topic and the field (it was "invalid literal for int()")."""
+        topic = obj.get("topicName")
+        topic = topic if isinstance(topic, str) and topic else name
+
+        def integer(key: str, default: int) -> int:
+            value = _java_int(obj.get(key), topic, key)
+            return default if value is None else value
+
+        filter_type = obj.get("topicFilterType")
+        if filter_type is not None and filter_type not in ("SINGLE_TAG", "MULTI_TAG"):
+            raise TopicConfigError(f"topic {topic!r}: topicFilterType: expected SINGLE_TAG or MULTI_TAG, got "
+                                   f"{_shown(filter_type)}")
+        attributes = obj.get("attributes")
+        if attributes is not None and not isinstance(attributes, dict):
+            raise TopicConfigError(f"topic {topic!r}: attributes: expected an object, got {_shown(attributes)}")
+        order = _java_bool(obj.get("order"), topic, "order")
+        return cls(topic_name=topic,
+                   read_queue_nums=integer("readQueueNums", 16),
+                   write_queue_nums=integer("writeQueueNums", 16),
+                   perm=integer("perm", 6),
+                   topic_filter_type=filter_type or "SINGLE_TAG",
+                   topic_sys_flag=integer("topicSysFlag", 0),
+                   order=False if order is None else order,
+                   attributes={str(k): v if isinstance(v, str) else json.dumps(v, separators=(",", ":"))
+                               for k, v in (attributes or {}).items() if v is not None})
+
+
+class TopicConfigError(ValueError):
+    """A topics.json value of the wrong type or range; the text names the topic and the field."""
+
+
+_NULL_STRINGS = ("", "null", "NULL")  # fastjson reads these strings as null: the field keeps its default
+
+
+def _shown(raw: object) -> str:
+    text = json.dumps(raw, ensure_ascii=False, default=str)
+    return text if len(text) <= 40 else text[:40] + "..."
+
+
+def _java_int(raw: object, topic: str, key: str) -> int | None:
+    """fastjson's int field: a JSON integer, a number (truncated), true/false or a string in Java's
+    integer syntax; None for null. Out of the Java int range is refused, not wrapped."""
+    if raw is None or (isinstance(raw, str) and raw in _NULL_STRINGS):
+        return None
+    if isinstance(raw, bool):
+        value = int(raw)
+    elif isinstance(raw, int):
+        value = raw
+    elif isinstance(raw, float) and math.isfinite(raw):
+        value = int(raw)
+    elif isinstance(raw, str) and len(raw) <= 40 and JAVA_INTEGER_SYNTAX.fullmatch(raw):
+        value = int(raw)
+    else:
+        raise TopicConfigError(f"topic {topic!r}: {key}: expected a Java int, got {_shown(raw)}")
+    if not JAVA_INT.min <= value <= JAVA_INT.max:
+        raise TopicConfigError(f"topic {topic!r}: {key}: out of the Java int range: {_shown(raw)}")
+    return value
+
+
+def _java_bool(raw: object, topic: str, key: str) -> bool | None:
+    """fastjson's boolean field: true/false, a number (1 is true), or "true"/"false"/"1"/"0"... as a
+    string; Python's ``bool("false")`` is True."""
+    if raw is None or (isinstance(raw, str) and raw in _NULL_STRINGS):
+        return None
+    if isinstance(raw, bool):
+        return raw
+    if isinstance(raw, int | float) and math.isfinite(raw):
+        return int(raw) == 1
+    if isinstance(raw, str):
+        if raw.lower() == "true" or raw in ("1", "Y", "y", "T"):
+            return True
+        if raw.lower() == "false" or raw in ("0", "F", "f", "N"):
+            return False
+    raise TopicConfigError(f"topic {topic!r}: {key}: expected a Java boolean, got {_shown(raw)}")
 
 
 @dataclass

@@ -93,3 +93,73 @@ def test_an_apache_store_without_its_config_is_one_line(tmp_path: Path) -> None:
     assert done.returncode == 1 and len(lines) == 1, done.stderr
     assert lines[0].startswith(f"mqbroker: cannot open store {store}: index file {store}/index/") and \
         lines[0].endswith("; give -c with the store's maxHashSlotNum/maxIndexNum"), lines
+
+
+def _refused(tmp_path: Path, *args: str, conf: str | bytes | None = None) -> str:
+    """mqbroker's one stderr line for a refused start (exit 1, no traceback)."""
+    extra: list[str] = []
+    if conf is not None:
+        path = tmp_path / "broker.conf"
+        path.write_bytes(conf if isinstance(conf, bytes) else conf.encode())
+        extra = ["-c", str(path)]
+    done = subprocess.run([sys.executable, "-m", "broker_core.mqbroker", "--store", str(tmp_path / "s"), *extra,
+                           *args], capture_output=True, text=True, timeout=60)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 1 and len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    return lines[0]
+
+
+def test_a_name_server_address_without_a_valid_port_is_one_line(tmp_path: Path) -> None:
+    """-n 127.0.0.1 was a ValueError traceback ("invalid literal for int()") from the registration."""
+    for addr in ("127.0.0.1", "127.0.0.1:abc", "127.0.0.1:9876;127.0.0.1:99999"):
+        line = _refused(tmp_path, "--broker-only", "-n", addr, "--listenPort", "0", "--grpc-port", "0")
+        assert line.startswith(f"mqbroker: The Name Server Address[{addr}] (-n) illegal: "), line
+    line = _refused(tmp_path, "--broker-only", "--listenPort", "0", "--grpc-port", "0",
+                    conf="namesrvAddr=localhost\n")
+    assert line.startswith("mqbroker: The Name Server Address[localhost] (namesrvAddr in ") and \
+        "broker.conf) illegal: 'localhost' is not host:port" in line, line
+
+
+def test_ports_out_of_range_are_one_line_naming_the_key(tmp_path: Path) -> None:
+    """listenPort=70000 was an OverflowError traceback; grpcServerPort=70000 served on 4464."""
+    assert _refused(tmp_path, *FREE_PORTS, "--grpc-port", "0", conf="listenPort=70000\n") == \
+        "mqbroker: listenPort=70000: must be a port number in [0, 65535]"
+    assert _refused(tmp_path, *FREE_PORTS, conf="grpcServerPort=70000\n") == \
+        "mqbroker: grpcServerPort=70000: must be a port number in [0, 65535]"
+    assert _refused(tmp_path, "--listenPort", "0", "--namesrvPort", "99999") == \
+        "mqbroker: --namesrvPort 99999: must be a port number in [0, 65535]"
+    assert _refused(tmp_path, "--listenPort", "-1", "--namesrvPort", "0") == \
+        "mqbroker: --listenPort -1: must be a port number in [0, 65535]"
+    assert _refused(tmp_path, "--listenPort", "0", "--namesrvPort", "0", "--grpc-port", "70000") == \
+        "mqbroker: --grpc-port 70000: must be a port number in [0, 65535]"
+
+
+def test_config_refusals_are_one_line(tmp_path: Path) -> None:
+    assert _refused(tmp_path, *FREE_PORTS, conf="brokerRole=SLAVE\nbrokerId=0\n") == \
+        "mqbroker: Slave's brokerId must be > 0 (brokerRole=SLAVE, brokerId=0)"
+    assert _refused(tmp_path, *FREE_PORTS, conf="brokerIP1=no-such-host.invalid\n").startswith(
+        "mqbroker: brokerIP1=no-such-host.invalid: cannot resolve the host name")
+    assert _refused(tmp_path, *FREE_PORTS, "--host", "no-such-host.invalid").startswith(
+        "mqbroker: --host no-such-host.invalid: cannot resolve the host name")
+    assert _refused(tmp_path, *FREE_PORTS, conf=b"regionId=\\u12\n").endswith(
+        "broker.conf:1: malformed \\uxxxx escape: \\u12")
+
+
+def test_latin1_config_and_host_name_start(tmp_path: Path) -> None:
+    """A Latin-1 byte in a comment was a UnicodeDecodeError traceback; brokerIP1=localhost failed opening
+    the store; a master's brokerId=1 registered it as a slave."""
+    conf = tmp_path / "broker.conf"
+    conf.write_bytes(b"# Configuraci\xf3n del broker\nbrokerName=b\xf31\nbrokerIP1=localhost\nbrokerId=1\n"
+                     b"grpcServerPort=0\n")
+    proc = subprocess.Popen([sys.executable, "-m", "broker_core.mqbroker", "-c", str(conf), "--store",
+                             str(tmp_path / "s"), *FREE_PORTS], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        lines = [proc.stdout.readline() if proc.stdout else "" for _ in range(2)]
+        assert "The broker[b\u00f31, 127.0.0.1:" in lines[1] and "boot success" in lines[1], \
+            (lines, proc.stderr.read() if proc.poll() is not None and proc.stderr else "")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert "brokerId=1 with brokerRole=ASYNC_MASTER" in err
