@@ -54,6 +54,7 @@ from .errors import (
 )
 from .filter.calc_bit_map import CommitLogDispatcherCalcBitMap
 from .filter.consumer_filter_manager import ConsumerFilterManager
+from .filter.factory import FILTER_PROPERTY_DEFAULTS
 from .pop.pop_config import CONSUME_INIT_MODE_MAX, MAX_POP_MSG_NUMS
 from .subscription_group_manager import SubscriptionGroupManager
 from .topic_manager import TopicManager
@@ -163,6 +164,8 @@ class Broker:
                  audit_log_path: Path | None = None) -> None:
         self.root = Path(store_root)
         self.config = config or BrokerConfig()
+        for key, value in FILTER_PROPERTY_DEFAULTS.items():  # keys getBrokerConfig lists, updateBrokerConfig sets
+            self.config.properties.setdefault(key, value)
         self.config.store.store_path_root_dir = str(self.root)
         self.clock = clock
         self.read_only = read_only
@@ -1139,6 +1142,25 @@ class Broker:
             for c in consumers:
                 self.consumer_filter_manager.register_group(c.group_name, c.subscriptions)
         return result
+
+    def check_client_config(self, expression_type: str | None, expression: str | None,
+                            auth: RequestContext | None = None) -> None:
+        """CHECK_CLIENT_CONFIG (ClientManageProcessor.checkClientConfig), which a Java push or lite pull
+        consumer sends at start for each SQL92 subscription: a TAG one always passes; a SQL92 one needs
+        enablePropertyFilter (else BrokerSystemError) and an expression that compiles (else
+        SubscriptionParseFailedError with the parser's message). Authentication only, as in RocketMQ."""
+        from .filter import FilterSyntaxError, UnsupportedExpressionTypeError, build_filter, is_tag_type
+        from .filter.factory import property_filter_disabled
+
+        self._authorize(auth, None)
+        if is_tag_type(expression_type):
+            return
+        if not self.config.enable_property_filter:
+            raise BrokerSystemError(property_filter_disabled(expression_type))
+        try:
+            build_filter(expression_type, expression)
+        except (FilterSyntaxError, UnsupportedExpressionTypeError) as e:
+            raise SubscriptionParseFailedError(str(e)) from e
 
     def _consumer_group_changed(self, group: str, clients: list) -> None:
         """The group's last client left (ConsumerGroupEvent.UNREGISTER): its SQL92 filters die."""

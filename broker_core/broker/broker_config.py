@@ -75,6 +75,9 @@ class BrokerConfig:
     expect_consumer_num_use_filter: int = 32
     max_error_rate_of_bloom_filter: int = 20
     filter_data_clean_time_span: int = 24 * 3600 * 1000
+    # SQL92 subscriptions on PULL_MESSAGE and CHECK_CLIENT_CONFIG (refused when false, as in RocketMQ, whose
+    # POP and gRPC paths never check it). RocketMQ's default is false; true here, so SQL92 works as documented.
+    enable_property_filter: bool = True
     max_reconsume_times: int = 16
     # The gRPC v2 endpoint (the proxy's grpcServerPort; 0 disables it) and its TLS key pair (PEM files).
     grpc_server_port: int = 8081

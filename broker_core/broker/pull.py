@@ -21,6 +21,7 @@ from .broker_config import BrokerConfig
 from .client_registry import ConsumerGroupInfo
 from .consumer_offset_manager import ConsumerOffsetManager
 from .errors import (
+    BrokerSystemError,
     InvalidParameterError,
     NoPermissionError,
     SubscriptionNotExistError,
@@ -28,9 +29,16 @@ from .errors import (
     SubscriptionParseFailedError,
     TopicNotExistError,
 )
-from .filter import FilterSyntaxError, MessageFilter, UnsupportedExpressionTypeError, build_filter
+from .filter import (
+    FilterSyntaxError,
+    MessageFilter,
+    UnsupportedExpressionTypeError,
+    build_filter,
+    is_tag_type,
+)
 from .filter.consumer_filter_manager import ConsumerFilterManager
 from .filter.expression_filter import with_bitmap
+from .filter.factory import property_filter_disabled
 from .long_polling import HOLD_CHECK_INTERVAL_S, PullRequestHoldService
 from .subscription_group_manager import SubscriptionGroupManager
 from .topic_manager import TopicManager, is_readable
@@ -155,6 +163,9 @@ class PullService:
             message_filter = build_filter(expression_type, subscription)
         except (FilterSyntaxError, UnsupportedExpressionTypeError) as e:
             raise SubscriptionParseFailedError(f"parse the consumer's subscription failed: {e}") from e
+        if not is_tag_type(message_filter.expression_type) and not self.config.enable_property_filter:
+            # PullMessageProcessor: after the subscription parsed, a SQL92 one needs enablePropertyFilter
+            raise BrokerSystemError(property_filter_disabled(message_filter.expression_type))
         message_filter = with_bitmap(message_filter, group, topic, self.consumer_filters)
 
         reset_pending = self.config.use_server_side_reset_offset and \

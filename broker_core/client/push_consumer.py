@@ -58,7 +58,7 @@ from .running_info import (
     build_running_info,
     process_queue_info,
 )
-from .subscription import build_subscription
+from .subscription import build_subscription, check_client_in_broker
 from .trace import DEFAULT_REGION, TraceDispatcher
 
 log = logging.getLogger(__name__)
@@ -143,7 +143,9 @@ class PushConsumer:
 
     # ---------------------------------------------------------------- configuration
     def subscribe(self, topic: str, expression: str | None = "*", expression_type: str = "TAG") -> None:
-        """``expression_type="SQL92"`` subscribes with a SQL92 selector (Java's ``MessageSelector.bySql``)."""
+        """``expression_type="SQL92"`` subscribes with a SQL92 selector (Java's ``MessageSelector.bySql``).
+        A tag expression naming no tag (``||``) or an empty SQL92 one raises InvalidSubscriptionError now;
+        a SQL92 expression the brokers do not accept makes ``start()`` raise BrokerError."""
         self._subs[topic] = build_subscription(topic, expression, expression_type)
 
     def register_concurrently(self, listener: ConcurrentListener) -> None:
@@ -186,6 +188,9 @@ class PushConsumer:
             # failed messages come back through the group's retry topic
             retry = RETRY_GROUP_TOPIC_PREFIX + self.group
             self._subs.setdefault(retry, build_subscription(retry, "*"))
+        # Java's checkClientInBroker: a SQL92 expression the brokers refuse stops the start (BrokerError),
+        # before the group is registered or any heartbeat carries it
+        await check_client_in_broker(self.instance, self.group, list(self._subs.values()))
         self.rebalancer = Rebalancer(self.group, self.instance.client_id, self.api, self.offsets,
                                      orderly=self.orderly, broadcasting=self.broadcasting,
                                      consume_from=self._consume_from,

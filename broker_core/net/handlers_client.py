@@ -1,6 +1,6 @@
-"""Broker handlers for client sessions: HEART_BEAT, UNREGISTER_CLIENT, GET_CONSUMER_LIST_BY_GROUP,
-GET_CONSUMER_CONNECTION_LIST, QUERY_MESSAGE, and the broker -> client requests over the client's own
-connection: NOTIFY_CONSUMER_IDS_CHANGED and CHECK_TRANSACTION_STATE (spec B.4, B.9).
+"""Broker handlers for client sessions: HEART_BEAT, UNREGISTER_CLIENT, CHECK_CLIENT_CONFIG,
+GET_CONSUMER_LIST_BY_GROUP, GET_CONSUMER_CONNECTION_LIST, QUERY_MESSAGE, and the broker -> client requests
+over the client's own connection: NOTIFY_CONSUMER_IDS_CHANGED and CHECK_TRANSACTION_STATE (spec B.4, B.9).
 
 Why together: they all read or write the Broker's client registry, whose connection handles are
 this server's ``Channel`` objects.
@@ -71,6 +71,7 @@ class ClientHandlers:
         return {
             RequestCode.HEART_BEAT: self.heart_beat,
             RequestCode.UNREGISTER_CLIENT: self.unregister_client,
+            RequestCode.CHECK_CLIENT_CONFIG: self.check_client_config,
             RequestCode.GET_CONSUMER_LIST_BY_GROUP: self.get_consumer_list_by_group,
             RequestCode.GET_CONSUMER_CONNECTION_LIST: self.get_consumer_connection_list,
             RequestCode.QUERY_MESSAGE: self.query_message,
@@ -102,6 +103,15 @@ class ClientHandlers:
     async def unregister_client(self, ch: Channel, req: RemotingCommand, auth: RequestContext) -> RemotingCommand:
         h = UnregisterClientRequestHeader.from_ext_fields(req.ext_fields)
         await self.ctx.run(self.broker.unregister_client, ch, h.producer_group, h.consumer_group, auth=auth)
+        return req.response()
+
+    async def check_client_config(self, ch: Channel, req: RemotingCommand, auth: RequestContext) -> RemotingCommand:
+        """What a Java push or lite pull consumer asks at start for each SQL92 subscription: SUCCESS,
+        SUBSCRIPTION_PARSE_FAILED (the parser's message) or SYSTEM_ERROR (enablePropertyFilter=false)."""
+        body = wire.CheckClientRequestBody.from_json(req.body) if req.body else None
+        sub = body.subscription_data if body is not None else None
+        if sub is not None:
+            await self.ctx.run(self.broker.check_client_config, sub.expression_type, sub.sub_string, auth=auth)
         return req.response()
 
     async def get_consumer_list_by_group(self, ch: Channel, req: RemotingCommand,

@@ -91,9 +91,11 @@ class ConsumeHandlers:
 
     async def pop_message(self, ch: Channel, req: RemotingCommand, auth: RequestContext) -> RemotingCommand:
         h = PopMessageRequestHeader.from_ext_fields(req.ext_fields)
+        # PopMessageProcessor: a missing or empty exp pops every message (TAG "*"), whatever expType says
+        exp_type, exp = (h.exp_type or "TAG", h.exp) if h.exp else ("TAG", "*")
         result = await self.broker.pop_message_async(h.consumer_group, h.topic, h.queue_id if h.queue_id >= 0 else None,
-                                                     h.max_msg_nums, h.invisible_time, h.exp_type or "TAG",
-                                                     h.exp or "*", attempt_id=h.attempt_id, order=h.order,
+                                                     h.max_msg_nums, h.invisible_time, exp_type,
+                                                     exp, attempt_id=h.attempt_id, order=h.order,
                                                      poll_time_ms=h.poll_time, init_mode=h.init_mode, auth=auth)
         header = PopMessageResponseHeader(pop_time=result.pop_time, invisible_time=result.invisible_time,
                                           revive_qid=result.revive_qid, rest_num=result.rest_num,

@@ -124,6 +124,15 @@ class SubscriptionData(JsonBody):
 
 
 @B
+class CheckClientRequestBody(JsonBody):
+    """CHECK_CLIENT_CONFIG's body (a Java push or lite pull consumer's start): one subscription to check."""
+
+    client_id: str = ""
+    group: str = ""
+    subscription_data: SubscriptionData | None = None
+
+
+@B
 class ConsumerData(JsonBody):
     group_name: str
     consume_type: str = "CONSUME_PASSIVELY"

@@ -154,7 +154,6 @@ def test_booleans_and_null() -> None:
         ("a.b = 1", 1, "unexpected character '.'"),
         ("a = 007", 5, "after a complete expression"),
         ("a = 0L", 5, "after a complete expression"),
-        ("a = 1 -- trailing comment without newline", 6, "after a complete expression"),
         ("", 0, "empty"),
         ("   ", 3, "empty"),
         ("a = 1 garbage", 6, "after a complete expression"),

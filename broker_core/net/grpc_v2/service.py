@@ -366,7 +366,8 @@ class MessagingService(MessagingServiceServicer):
         consumers of their group, so mqadmin's connection commands and the dashboard list them."""
         consumers: list[ConsumerData] = []
         if session.group and session.client_type in (pb.ClientType.PUSH_CONSUMER, pb.ClientType.SIMPLE_CONSUMER):
-            subs = tuple(SubscriptionData(t, expr or "*", "SQL92" if kind == pb.FilterType.SQL else "TAG")
+            subs = tuple(SubscriptionData(t, expr, "SQL92") if kind == pb.FilterType.SQL else
+                         SubscriptionData(t, expr or "*", "TAG")
                          for t, (kind, expr) in sorted(session.subscriptions.items()))
             consumers.append(ConsumerData(session.group, CONSUME_TYPE_POP, "CLUSTERING",
                                           "CONSUME_FROM_LAST_OFFSET", subs))
@@ -526,10 +527,12 @@ class MessagingService(MessagingServiceServicer):
             polling = self._polling_ms(request, context)
             expression = request.filter_expression
             kind = "SQL92" if expression.type == pb.FilterType.SQL else "TAG"
+            # an empty SQL92 expression is ILLEGAL_FILTER_EXPRESSION (the broker's parse error), not "*"
+            text = expression.expression if kind == "SQL92" else expression.expression or "*"
             batch = min(max(request.batch_size or 32, 1), 32)
             try:
                 result = await self.broker.pop_message_async(
-                    group, topic, None, batch, invisible, kind, expression.expression or "*",
+                    group, topic, None, batch, invisible, kind, text,
                     attempt_id=request.attempt_id if request.HasField("attempt_id") else None, poll_time_ms=polling)
             except BrokerError as e:
                 raise _rpc_error(e) from None
@@ -646,11 +649,12 @@ class MessagingService(MessagingServiceServicer):
             self._check_topic_and_group(topic, group)
             expression = request.filter_expression
             kind = "SQL92" if expression.type == pb.FilterType.SQL else "TAG"
+            text = expression.expression if kind == "SQL92" else expression.expression or "*"
             polling = _millis(request.long_polling_timeout) if request.HasField("long_polling_timeout") else 0
             try:
                 result = await self.broker.pull_message_async(
                     group, topic, qid, request.offset, min(max(request.batch_size or 32, 1), 32), kind,
-                    expression.expression or "*", suspend_timeout_ms=min(polling, MAX_POLLING_MS))
+                    text, suspend_timeout_ms=min(polling, MAX_POLLING_MS))
             except BrokerError as e:
                 raise _rpc_error(e) from None
             next_offset = result.next_begin_offset

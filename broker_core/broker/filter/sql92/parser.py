@@ -9,6 +9,9 @@ strings or booleans, BETWEEN bounds in order, IN only on a property, literals in
 here too, so an expression RocketMQ refuses is refused at subscription time. One deliberate
 difference: RocketMQ stops after the first complete expression and ignores what follows; this parser
 rejects trailing input, since ``a = 1 AN b = 2`` silently meaning ``a = 1`` is never what was meant.
+The one trailing input accepted is a ``--`` comment that runs to the end of the expression without a
+line end (``a = 'x' -- only x``): RocketMQ's token rules read it as two minus signs, which its parser
+then ignores, so it accepts the expression; what the writer meant is a comment.
 """
 
 from __future__ import annotations
@@ -91,9 +94,14 @@ class Parser:
             raise self._error("empty SQL92 expression", first, _OPERAND)
         node = self._as_boolean(self._or(), first, "the expression")
         tok = self._peek()
-        if tok.kind != EOF:
+        if tok.kind != EOF and not self._is_final_line_comment(tok):
             raise self._trailing(tok)
         return node
+
+    def _is_final_line_comment(self, tok: Token) -> bool:
+        """``tok`` starts a ``--`` comment with no line end after it (one with a line end the lexer has
+        skipped already): it runs to the end of the expression and is ignored, as RocketMQ ignores it."""
+        return tok.kind == "-" and self._src.startswith("--", tok.pos)
 
     def _trailing(self, tok: Token) -> FilterSyntaxError:
         if tok.kind == "NOT":
