@@ -12,6 +12,8 @@ import typing
 from pathlib import Path
 from typing import Any, TypeVar
 
+from broker_core.common.java_text import java_trim
+
 T = TypeVar("T")
 _CAMEL = re.compile(r"(?<=[a-z0-9])([A-Z])|(?<=[A-Z])([A-Z])(?=[a-z])")
 
@@ -58,7 +60,6 @@ def decode_config_bytes(data: bytes) -> tuple[str, str]:
 
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")  # Java's line terminators only (str.splitlines also splits at \f, \v, ...)
 _JAVA_WS = " \t\f"  # Properties' whitespace: around keys and separators, and leading on each line
-_JAVA_TRIM = "".join(map(chr, range(0x21)))  # String.trim(): every char <= ' '
 _ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
 _HEX = frozenset("0123456789abcdefABCDEF")
 
@@ -225,10 +226,10 @@ def read_properties_file(path: str | Path) -> dict[str, str]:
         data_map = {} if loaded is None else loaded
         if not isinstance(data_map, dict):
             raise ConfigError(f"{path}: expected a mapping of config keys")
-        return {str(k): ("true" if v is True else "false" if v is False else str(v).strip(_JAVA_TRIM))
+        return {str(k): ("true" if v is True else "false" if v is False else java_trim(str(v)))
                 for k, v in data_map.items() if v is not None}
     text, _ = decode_config_bytes(data)
-    return {p.key: p.value.strip(_JAVA_TRIM) for p in parse_properties(text, str(path))}
+    return {p.key: java_trim(p.value) for p in parse_properties(text, str(path))}
 
 
 def _coerce(key: str, raw: str, typ: Any) -> Any:

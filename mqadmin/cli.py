@@ -27,6 +27,7 @@ import typer
 from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError  # typer vendors click
 from typer.core import TyperGroup, TyperOption
 
+from broker_core.common.java_text import java_trim
 from broker_core.store.store_dir import STORE_ENV, store_dir_from
 from mqadmin.errors import EXIT_FAILURE, EXIT_USAGE, AdminError, NotAStoreError, UsageProblem
 
@@ -170,13 +171,10 @@ def complete_group(ctx: typer.Context, incomplete: str) -> list[str]:
     return _complete(ctx, incomplete, lambda admin: admin.list_groups())
 
 
-_JAVA_TRIMMED = "".join(map(chr, range(0x21)))  # String.trim() drops every char <= U+0020 at both ends
-
-
 def trimmed(value: str | None) -> str | None:
     """An option value as Apache's sub-commands read it, ``getOptionValue(..).trim()``: ``-t "Topic "``
     (a name pasted with a space) names Topic, not a topic that cannot exist."""
-    return value.strip(_JAVA_TRIMMED) if isinstance(value, str) else value
+    return java_trim(value) if isinstance(value, str) else value
 
 
 TopicOpt = Annotated[str, typer.Option("-t", "--topic", help="topic", autocompletion=complete_topic,

@@ -14,6 +14,8 @@ import math
 import re
 import unicodedata
 
+from broker_core.common.java_text import java_trim
+
 INT_MIN, INT_MAX = -(2**31), 2**31 - 1
 LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
 DOUBLE_MAX = 1.7976931348623157e308
@@ -48,7 +50,6 @@ _DOUBLE = re.compile(
     )""",
     re.VERBOSE,
 )
-_JAVA_TRIM = "".join(chr(c) for c in range(0x21))
 
 
 def _integral_value(text: str) -> int | None:
@@ -84,7 +85,7 @@ def parse_java_long(text: str) -> int:
 
 def parse_java_double(text: str) -> float:
     """``Double.valueOf``: trims control/blank chars, knows NaN, Infinity, hex and f/d suffixes."""
-    s = text.strip(_JAVA_TRIM)
+    s = java_trim(text)
     m = _DOUBLE.fullmatch(s)
     if m is None:
         raise SqlEvaluationError(f'NumberFormatException: Double.valueOf("{text[:40]}")')
