@@ -7,8 +7,6 @@ newer Java broker are kept and written back so a round trip loses nothing.
 
 from __future__ import annotations
 
-import json
-import math
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,9 +14,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from broker_core.common.java_numbers import JAVA_INT, JAVA_INTEGER_SYNTAX, JAVA_LONG, JavaInteger
+from broker_core.common.java_numbers import JAVA_INT, JAVA_LONG, JavaInteger
 
 from .config_file import read_config_json, write_config_json
+from .fastjson_fields import FieldValueError, java_boolean, java_integer, java_string, shown
 from .topic_config import DataVersion
 
 _KNOWN = ("attributes", "brokerId", "consumeBroadcastEnable", "consumeEnable", "consumeFromMinEnable",
@@ -74,29 +73,29 @@ class SubscriptionGroupConfig:
             raw = obj.get(key)
             if raw is None:
                 continue  # fastjson leaves a primitive field at its default for null
-            value = _java_bool(raw, key) if kind is None else _java_integer(raw, key, kind)
+            value = _field(raw, key, kind)
             if value is not None:
                 kwargs[attr] = value
         policy = obj.get("groupRetryPolicy")
         if policy is not None and not isinstance(policy, dict):
-            raise SubscriptionGroupConfigError(f"groupRetryPolicy: expected an object, got {_shown(policy)}")
+            raise SubscriptionGroupConfigError(f"groupRetryPolicy: expected an object, got {shown(policy)}")
         for key, want in (("type", str), ("exponentialRetryPolicy", dict), ("customizedRetryPolicy", dict)):
             value = (policy or {}).get(key)
             if value is not None and not isinstance(value, want):  # the retry code reads these as such
                 raise SubscriptionGroupConfigError(f"groupRetryPolicy.{key}: expected "
-                                                   f"{'a string' if want is str else 'an object'}, got {_shown(value)}")
+                                                   f"{'a string' if want is str else 'an object'}, got {shown(value)}")
         data_set = obj.get("subscriptionDataSet")
         if data_set is not None and not (isinstance(data_set, list) and all(isinstance(d, dict) for d in data_set)):
             raise SubscriptionGroupConfigError(f"subscriptionDataSet: expected an array of objects, got "
-                                               f"{_shown(data_set)}")
+                                               f"{shown(data_set)}")
         attributes = obj.get("attributes")
         if attributes is not None and not isinstance(attributes, dict):
-            raise SubscriptionGroupConfigError(f"attributes: expected an object, got {_shown(attributes)}")
+            raise SubscriptionGroupConfigError(f"attributes: expected an object, got {shown(attributes)}")
         return replace(
             defaults, **kwargs,
             group_retry_policy=dict(policy) if policy is not None else defaults.group_retry_policy,
             subscription_data_set=data_set,
-            attributes={str(k): _java_string(v) for k, v in (attributes or {}).items() if v is not None},
+            attributes={str(k): java_string(v) for k, v in (attributes or {}).items() if v is not None},
             extra={k: v for k, v in obj.items() if k not in _KNOWN},
         )
 
@@ -115,58 +114,14 @@ _FIELDS: tuple[tuple[str, str, JavaInteger | None], ...] = (
     ("groupSysFlag", "group_sys_flag", JAVA_INT), ("consumeTimeoutMinute", "consume_timeout_minute", JAVA_INT))
 """(JSON key, attribute, Java integral type) of the bean's primitive fields; None: a boolean."""
 
-_NULL_STRINGS = ("", "null", "NULL")  # fastjson reads these strings as null: the field keeps its default
-_TRUE_STRINGS = {"1", "Y", "y", "T"}  # TypeUtils.castToBoolean: "true" in any case, and these exactly
-_FALSE_STRINGS = {"0", "F", "f", "N"}
 
 
-def _shown(raw: object) -> str:
-    text = json.dumps(raw, ensure_ascii=False, default=str)
-    return text if len(text) <= 40 else text[:40] + "..."
-
-
-def _java_bool(raw: object, key: str) -> bool | None:
-    """fastjson's boolean field: true/false; a number is true only when it is 1 (BooleanCodec);
-    a string as TypeUtils.castToBoolean reads it ("false", "FALSE" and "0" are false). Python's
-    ``bool("false")`` is True, which would turn a disabled group on."""
-    if isinstance(raw, bool):
-        return raw
-    if isinstance(raw, int | float) and math.isfinite(raw):
-        return int(raw) == 1
-    if isinstance(raw, str):
-        if raw in _NULL_STRINGS:
-            return None
-        if raw.lower() == "true" or raw in _TRUE_STRINGS:
-            return True
-        if raw.lower() == "false" or raw in _FALSE_STRINGS:
-            return False
-    raise SubscriptionGroupConfigError(f"{key}: cannot be read as a boolean: {_shown(raw)}")
-
-
-
-def _java_integer(raw: object, key: str, kind: JavaInteger) -> int | None:
-    """fastjson's int/long field: a JSON integer, a number (truncated, as BigDecimal.intValue), true/false
-    (1/0) or a string in Java's integer syntax; out of the Java type's range is refused, not wrapped."""
-    if isinstance(raw, bool):
-        value = int(raw)
-    elif isinstance(raw, int):
-        value = raw
-    elif isinstance(raw, float) and math.isfinite(raw):
-        value = int(raw)
-    elif isinstance(raw, str) and raw in _NULL_STRINGS:
-        return None
-    elif isinstance(raw, str) and len(raw) <= 40 and JAVA_INTEGER_SYNTAX.fullmatch(raw):
-        value = int(raw)
-    else:
-        raise SubscriptionGroupConfigError(f"{key}: expected a Java {kind.name}, got {_shown(raw)}")
-    if not kind.min <= value <= kind.max:
-        raise SubscriptionGroupConfigError(f"{key}: out of the Java {kind.name} range: {_shown(raw)}")
-    return value
-
-
-def _java_string(value: object) -> str:
-    """A Map<String, String> value as fastjson casts it: JSON text for anything not a string."""
-    return value if isinstance(value, str) else json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+def _field(raw: object, key: str, kind: JavaInteger | None) -> int | bool | None:
+    """One primitive field as fastjson reads it (None: a boolean), refused with the field's name."""
+    try:
+        return java_boolean(raw) if kind is None else java_integer(raw, kind)
+    except FieldValueError as e:
+        raise SubscriptionGroupConfigError(f"{key}: {e}") from None
 
 
 class SubscriptionGroupTable:

@@ -2,23 +2,22 @@
 
 from __future__ import annotations
 
-import json
-import math
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-
-from broker_core.common.java_numbers import JAVA_INT, JAVA_INTEGER_SYNTAX
+from typing import TypeVar
 
 from .config_file import read_config_json, write_config_json
+from .fastjson_fields import FieldValueError, java_boolean, java_integer, java_string, shown
 
 PERM_PRIORITY = 8
 PERM_READ = 4
 PERM_WRITE = 2
 PERM_INHERIT = 1
 QUEUE_TYPE_KEY = "queue.type"
+T = TypeVar("T")
 SIMPLE_CQ = "SimpleCQ"
 BATCH_CQ = "BatchCQ"
 
@@ -53,17 +52,17 @@ class TopicConfig:
         topic = topic if isinstance(topic, str) and topic else name
 
         def integer(key: str, default: int) -> int:
-            value = _java_int(obj.get(key), topic, key)
+            value = _field(topic, key, obj.get(key), java_integer)
             return default if value is None else value
 
         filter_type = obj.get("topicFilterType")
         if filter_type is not None and filter_type not in ("SINGLE_TAG", "MULTI_TAG"):
             raise TopicConfigError(f"topic {topic!r}: topicFilterType: expected SINGLE_TAG or MULTI_TAG, got "
-                                   f"{_shown(filter_type)}")
+                                   f"{shown(filter_type)}")
         attributes = obj.get("attributes")
         if attributes is not None and not isinstance(attributes, dict):
-            raise TopicConfigError(f"topic {topic!r}: attributes: expected an object, got {_shown(attributes)}")
-        order = _java_bool(obj.get("order"), topic, "order")
+            raise TopicConfigError(f"topic {topic!r}: attributes: expected an object, got {shown(attributes)}")
+        order = _field(topic, "order", obj.get("order"), java_boolean)
         return cls(topic_name=topic,
                    read_queue_nums=integer("readQueueNums", 16),
                    write_queue_nums=integer("writeQueueNums", 16),
@@ -71,57 +70,19 @@ class TopicConfig:
                    topic_filter_type=filter_type or "SINGLE_TAG",
                    topic_sys_flag=integer("topicSysFlag", 0),
                    order=False if order is None else order,
-                   attributes={str(k): v if isinstance(v, str) else json.dumps(v, separators=(",", ":"))
-                               for k, v in (attributes or {}).items() if v is not None})
+                   attributes={str(k): java_string(v) for k, v in (attributes or {}).items() if v is not None})
 
 
 class TopicConfigError(ValueError):
     """A topics.json value of the wrong type or range; the text names the topic and the field."""
 
 
-_NULL_STRINGS = ("", "null", "NULL")  # fastjson reads these strings as null: the field keeps its default
-
-
-def _shown(raw: object) -> str:
-    text = json.dumps(raw, ensure_ascii=False, default=str)
-    return text if len(text) <= 40 else text[:40] + "..."
-
-
-def _java_int(raw: object, topic: str, key: str) -> int | None:
-    """fastjson's int field: a JSON integer, a number (truncated), true/false or a string in Java's
-    integer syntax; None for null. Out of the Java int range is refused, not wrapped."""
-    if raw is None or (isinstance(raw, str) and raw in _NULL_STRINGS):
-        return None
-    if isinstance(raw, bool):
-        value = int(raw)
-    elif isinstance(raw, int):
-        value = raw
-    elif isinstance(raw, float) and math.isfinite(raw):
-        value = int(raw)
-    elif isinstance(raw, str) and len(raw) <= 40 and JAVA_INTEGER_SYNTAX.fullmatch(raw):
-        value = int(raw)
-    else:
-        raise TopicConfigError(f"topic {topic!r}: {key}: expected a Java int, got {_shown(raw)}")
-    if not JAVA_INT.min <= value <= JAVA_INT.max:
-        raise TopicConfigError(f"topic {topic!r}: {key}: out of the Java int range: {_shown(raw)}")
-    return value
-
-
-def _java_bool(raw: object, topic: str, key: str) -> bool | None:
-    """fastjson's boolean field: true/false, a number (1 is true), or "true"/"false"/"1"/"0"... as a
-    string; Python's ``bool("false")`` is True."""
-    if raw is None or (isinstance(raw, str) and raw in _NULL_STRINGS):
-        return None
-    if isinstance(raw, bool):
-        return raw
-    if isinstance(raw, int | float) and math.isfinite(raw):
-        return int(raw) == 1
-    if isinstance(raw, str):
-        if raw.lower() == "true" or raw in ("1", "Y", "y", "T"):
-            return True
-        if raw.lower() == "false" or raw in ("0", "F", "f", "N"):
-            return False
-    raise TopicConfigError(f"topic {topic!r}: {key}: expected a Java boolean, got {_shown(raw)}")
+def _field(topic: str, key: str, raw: object, read: Callable[[object], T]) -> T:
+    """One primitive field as fastjson reads it, refused with the topic's and the field's name."""
+    try:
+        return read(raw)
+    except FieldValueError as e:
+        raise TopicConfigError(f"topic {topic!r}: {key}: {e}") from None
 
 
 @dataclass
