@@ -894,9 +894,11 @@ class Admin:
         return out
 
     # -- offsets --------------------------------------------------------------------------------------
-    def _require_group(self, broker_addr: str, group: str) -> None:
-        if self.client.get_subscription_group(broker_addr, group) is None:
-            raise NotFoundError(f"Group {group} does not exist")
+    def _require_group(self, broker: BrokerIdentity, group: str) -> None:
+        """The group exists on ``broker``; else NotFoundError naming that broker (a group made on one
+        broker of a cluster only was reported missing with no word of where)."""
+        if self.client.get_subscription_group(broker.broker_addr, group) is None:
+            raise NotFoundError(f"Group {group} does not exist on broker {broker.broker_name} ({broker.broker_addr})")
 
     def reset_offset_by_time(self, group: str, topic: str, timestamp: int, force: bool = True,
                              queue_id: int | None = None, offset: int | None = None, dry_run: bool = False,
@@ -914,7 +916,7 @@ class Admin:
         per_broker: list[tuple[BrokerIdentity, dict[int, int]]] = []
         for b, info in found:
             addr = b.broker_addr
-            self._require_group(addr, group)
+            self._require_group(b, group)
             if queue_id is not None:
                 if queue_id < 0 or queue_id >= max(info.read_queue_nums, info.write_queue_nums):
                     raise AdminError(f"queueId[{queue_id}] is illegal, topic:[{topic}] has "
@@ -961,7 +963,7 @@ class Admin:
         changes = []
         for b, info in found:
             addr = b.broker_addr
-            self._require_group(addr, src_group)
+            self._require_group(b, src_group)
             qids = range(max(info.read_queue_nums, info.write_queue_nums))
             before = {q: self.client.query_consumer_offset(addr, dest_group, topic, q) for q in qids}
             self.client.clone_group_offset(addr, src_group, dest_group, topic)

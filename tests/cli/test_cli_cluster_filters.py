@@ -156,3 +156,11 @@ def test_cluster_filters_on_a_store_directory(cli) -> None:
     assert {r["topic"] for r in listed} >= {"TBW102", "DefaultCluster", "broker-a"}
     assert cli.json("topicStatus", "-t", "TBW102", "-c", "DefaultCluster")
     assert cli("topicStatus", "-t", "TBW102", "-c", "OtherCluster").exit_code == 3
+
+
+def test_a_group_missing_on_one_broker_of_the_topic_is_named_with_that_broker(clusters: TwoClusters) -> None:
+    # GB exists on broker-b only, OnBAndC is on broker-b and broker-c: the refusal said "Group GB does not
+    # exist", though it does (on broker-b), with no word of which broker lacks it.
+    r = mqadmin("resetOffsetByTime", "-n", clusters.namesrv, "-g", "GB", "-t", "OnBAndC", "-s", "now")
+    assert r.returncode == 3, (r.stdout, r.stderr)
+    assert f"Group GB does not exist on broker broker-c ({clusters.addr('broker-c')})" in r.stderr
