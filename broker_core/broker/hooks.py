@@ -85,7 +85,11 @@ def get_delay_time_level(msg: MessageInner) -> int:
 
 
 def _schedulable(msg: MessageInner) -> bool:
-    return (msg.sys_flag & TRANSACTION_TYPE_MASK) in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE)
+    """A plain or committed message; not a half (its delay or timer applies to the committed message:
+    moved into the delay or timer topic, a half could never be committed, and was lost when it came
+    back with the half topic as its real topic)."""
+    return (msg.sys_flag & TRANSACTION_TYPE_MASK) in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE) \
+        and msg.topic != RMQ_SYS_TRANS_HALF_TOPIC
 
 
 def schedule_message_hook(msg: MessageInner, max_delay_level: int = DEFAULT_MAX_DELAY_LEVEL) -> MessageInner | None:

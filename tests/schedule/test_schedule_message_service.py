@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 
@@ -231,7 +232,9 @@ def test_failed_put_is_retried_at_the_same_offset(tmp_path: Path, clock: FakeClo
 def test_message_with_the_half_topic_as_real_topic_is_discarded(tmp_path: Path, clock: FakeClock) -> None:
     store = open_store(tmp_path / "store", clock)
     put = broker_put(store, clock)
-    put(delay_msg(1, b"bad", topic="RMQ_SYS_TRANS_HALF_TOPIC"))
+    # the put hooks no longer delay a half, so the bad record is written as a broker that did would have
+    bad = delay_msg(1, b"bad", REAL_TOPIC="RMQ_SYS_TRANS_HALF_TOPIC", REAL_QID="0")
+    assert store.put_message(dataclasses.replace(bad, topic="SCHEDULE_TOPIC_XXXX", queue_id=0)).ok
     put(delay_msg(1, b"good"))
     svc = ScheduleMessageService(store, put, clock=clock)
     clock.advance(1000)

@@ -113,6 +113,29 @@ def test_commit_makes_the_message_visible_and_writes_an_op_marker(tmp_path: Path
     store.shutdown()
 
 
+@pytest.mark.parametrize("props, stored_in", [({"DELAY": "1"}, "SCHEDULE_TOPIC_XXXX"),
+                                               ({"TIMER_DELAY_SEC": "30"}, "rmq_sys_wheel_timer")])
+def test_a_delayed_transactional_message_is_delayed_from_its_commit(tmp_path: Path, clock: FakeClock,
+                                                                   props: dict, stored_in: str) -> None:
+    """A half carrying DELAY or a timer property was moved by the put hooks into the delay (or timer)
+    topic: SEND_OK, then every commit refused ("not a half message") and the message lost when the delay
+    ended (its real topic had become the half topic). The half stays a half; the delay applies to the
+    committed message, as RocketMQ's hooks apply it to a COMMIT-type put."""
+    store = open_store(tmp_path / "s", clock)
+    svc = make_service(store, clock)
+    r = svc.prepare_message(tx_msg("k1", **props))
+    assert r.ok
+    [half] = visible(store, RMQ_SYS_TRANS_HALF_TOPIC, 0)
+    assert half.properties["REAL_TOPIC"] == TOPIC and half.commit_log_offset == r.wrote_offset
+    res = end(svc, r, COMMIT)
+    assert res.ok and res.response_code == 0
+    assert store.get_messages(TOPIC, 1, 0, 10).status is GetMessageStatus.NO_MATCHED_LOGIC_QUEUE  # not yet
+    [delayed] = visible(store, stored_in, 0)  # delay level 1 is queue 0; the timer topic has one queue
+    assert delayed.properties["REAL_TOPIC"] == TOPIC and delayed.properties["REAL_QID"] == "1"
+    assert delayed.sys_flag & 0xC == 0x8 and delayed.body == b"k1"
+    store.shutdown()
+
+
 def test_rollback_writes_only_the_op_marker(tmp_path: Path, clock: FakeClock) -> None:
     store = open_store(tmp_path / "s", clock)
     svc = make_service(store, clock)
@@ -282,6 +305,24 @@ def test_check_back_exhausted_moves_the_half_to_trans_check_max_time_topic(tmp_p
     assert parked.properties["TRANSACTION_CHECK_TIMES"] == "3"
     assert svc.metrics.counters.discarded == 1 and svc.half_messages_pending() == 0
     assert visible(store) == []
+    store.shutdown()
+
+
+def test_a_commit_answering_the_last_check_is_not_discarded(tmp_path: Path, clock: FakeClock) -> None:
+    """The copy written for the last allowed check was read again in the same scan (dispatch is
+    synchronous here) and moved to TRANS_CHECK_MAX_TIME_TOPIC before the producer could answer: a COMMIT
+    to that check left the message both delivered and discarded, and the pending count below zero."""
+    store = open_store(tmp_path / "s", clock)
+    producer = FakeProducer([UNKNOWN, UNKNOWN, COMMIT])
+    svc = make_service(store, clock, producer, transaction_check_max=3)
+    svc.prepare_message(tx_msg("k1"))
+    for i in range(1, 6):
+        clock.now = T0 + i * 30_000
+        svc.check()
+    assert len(producer.checks) == 3
+    assert [m.body for m in visible(store)] == [b"k1"]
+    assert visible(store, TRANS_CHECK_MAX_TIME_TOPIC, 0) == []
+    assert svc.metrics.counters.discarded == 0 and svc.half_messages_pending(TOPIC) == 0
     store.shutdown()
 
 

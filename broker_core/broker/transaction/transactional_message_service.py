@@ -361,13 +361,18 @@ class TransactionalMessageService:
                          got.status.value, got.next_begin_offset)
                 new_offset = i = got.next_begin_offset
                 continue
+            if msg.store_timestamp >= start_time:
+                # Stored during this scan (a copy just put back for a check, or a new half): look at it
+                # next time. Before the discard test, unlike RocketMQ's order: dispatch here is
+                # synchronous, so the copy made for the last allowed check was read at once and
+                # discarded before the producer could answer it (a COMMIT then left it both delivered
+                # and discarded); RocketMQ's background reput usually hides the copy from that scan.
+                break
             if self._need_discard(msg, cfg.transaction_check_max) or self._need_skip(msg, start_time):
                 report.discarded.append(msg)
                 self.resolve_discard_msg(msg)
                 new_offset = i = i + 1
                 continue
-            if msg.store_timestamp >= start_time:
-                break  # stored during this scan: look at it next time
             age = start_time - msg.born_timestamp
             immunity = timeout
             immunity_str = msg.get_property(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS)
