@@ -99,6 +99,26 @@ def test_acked_messages_are_never_revived_and_unacked_ones_come_back_once(pop_en
     assert env.pop.tick() == 0
 
 
+def test_a_retried_message_is_acked_with_its_real_retry_topic(pop_env) -> None:  # type: ignore[no-untyped-def]
+    """Java's remoting client acks (and changes the invisible time of) a redelivered message with the real
+    topic, ExtraInfoUtil.getRealTopic: %RETRY%G_T. The retry prefix was added again (TOPIC_NOT_EXIST for
+    "%RETRY%G_%RETRY%G_T"), so every retried message a Java consumer handled came back until the DLQ."""
+    env = pop_env()
+    _setup(env, 2)
+    env.pop.pop(G, T, max_msgs=2, invisible_time_ms=10_000)
+    env.clock.advance(10_000)
+    assert env.pop.tick() == 2
+    again = env.pop.pop(G, T, max_msgs=2, invisible_time_ms=10_000)
+    m0, m1 = again.messages
+    assert parsed(m0).topic_type == "1"
+    changed = env.pop.change_invisible_time(G, RETRY, handle_of(m1), 20_000)
+    assert env.pop.ack(G, RETRY, handle_of(m0)).status is AckStatus.OK
+    assert env.pop.ack(G, RETRY, changed.receipt_handle).status is AckStatus.OK
+    env.clock.advance(60_000)
+    assert env.pop.tick() == 0 and env.pop.inflight(G) == 0
+    assert env.pop.pop(G, T, invisible_time_ms=10_000).status is PopStatus.NO_NEW_MSG
+
+
 def test_change_invisible_time_moves_the_revive_time(pop_env) -> None:  # type: ignore[no-untyped-def]
     env = pop_env()
     _setup(env, 1)

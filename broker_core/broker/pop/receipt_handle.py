@@ -50,8 +50,13 @@ def topic_type_of(topic: str) -> str:
 
 
 def real_topic(topic: str, group: str, topic_type: str) -> str:
-    """ExtraInfoUtil#getRealTopic: the topic a handle's queue id and offsets belong to."""
-    if topic_type == NORMAL_TOPIC:
+    """ExtraInfoUtil#getRealTopic: the topic a handle's queue id and offsets belong to.
+
+    ``topic`` may be that real topic already: Java's remoting client acks and changes the invisible
+    time of a redelivered message with ``%RETRY%group_topic`` (it ran getRealTopic itself); adding the
+    prefix again named a topic that does not exist, and every retried message it handled came back."""
+    if topic_type == NORMAL_TOPIC or (topic.startswith(RETRY_GROUP_TOPIC_PREFIX) and topic_type in
+                                      (RETRY_TOPIC_V1, RETRY_TOPIC_V2)):
         return topic
     if topic_type == RETRY_TOPIC_V1:
         return build_pop_retry_topic(topic, group, False)
