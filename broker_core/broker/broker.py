@@ -31,6 +31,7 @@ from broker_core.common.round_failures import RoundFailures
 from broker_core.store.codec.message import MessageExt, MessageInner
 from broker_core.store.codec.message_id import decode_offset_msg_id
 from broker_core.store.codec.properties import PROPERTY_REAL_TOPIC
+from broker_core.store.codec.sys_flag import INNER_BATCH_FLAG
 from broker_core.store.commit_log import PutMessageResult, now_ms
 from broker_core.store.config_file import ConfigWriteError
 from broker_core.store.message_request_mode import MODES, MessageRequestMode, MessageRequestModeTable
@@ -745,14 +746,22 @@ class Broker:
                      born_host: tuple[str, int] = ("127.0.0.1", 0), born_timestamp: int | None = None,
                      sys_flag: int = 0, reconsume_times: int = 0, producer_group: str | None = None,
                      default_topic: str = "TBW102", default_topic_queue_nums: int | None = None,
-                     auth: RequestContext | None = None) -> SendResult:
+                     auth: RequestContext | None = None, max_reconsume_times: int | None = None) -> SendResult:
+        """SEND_MESSAGE. To ``%RETRY%group`` with ``reconsume_times`` over ``max_reconsume_times`` (None:
+        the group's retryMaxTimes), or while the group holds an orderly queue lock, it goes to the DLQ."""
         self._authorize(auth, "SEND_MESSAGE", topic=topic, group=producer_group)
         self._require_writable()
         return self.sender.send_message(topic, body, properties, queue_id=queue_id, message_group=message_group,
                                         flag=flag, born_host=born_host, born_timestamp=born_timestamp,
                                         sys_flag=sys_flag, reconsume_times=reconsume_times,
                                         default_topic=default_topic,
-                                        default_topic_queue_nums=default_topic_queue_nums)
+                                        default_topic_queue_nums=default_topic_queue_nums,
+                                        max_reconsume_times=max_reconsume_times,
+                                        group_locked=self._orderly_group_locked)
+
+    def _orderly_group_locked(self, group: str) -> bool:
+        """RebalanceLockManager#isLockAllExpired negated: an orderly consumer of ``group`` holds a queue lock."""
+        return not self.lock_manager.is_lock_all_expired(group)
 
     def send_batch(self, topic: str, messages: Sequence[BatchItem], properties: dict[str, str] | None = None, *,
                    queue_id: int | None = None, message_group: str | None = None,
@@ -881,10 +890,14 @@ class Broker:
     # -- retries -----------------------------------------------------------------------------------
     def consumer_send_back(self, group: str, message: int | str, delay_level: int = 0,
                            origin_topic: str | None = None, max_reconsume_times: int | None = None,
-                           auth: RequestContext | None = None) -> SendBackResult:
+                           auth: RequestContext | None = None, *, origin_msg_id: str | None = None,
+                           queue_offset: int | None = None) -> SendBackResult:
         """CONSUMER_SEND_MSG_BACK: ``message`` is the commit log offset or the offset msgId of the
         message the consumer failed; it goes to %RETRY%group with a growing delay level, or to
-        %DLQ%group once its reconsume times reach the maximum (or ``delay_level`` < 0)."""
+        %DLQ%group once its reconsume times reach the maximum (or ``delay_level`` < 0).
+
+        On a BatchCQ topic the offset names an inner batch: the failed item is the one whose UNIQ_KEY
+        is ``origin_msg_id`` (the header's originMsgId) or at ``queue_offset`` (``inner_batch_item``)."""
         self._authorize(auth, "CONSUMER_SEND_MSG_BACK", group=group)
         self._require_writable()
         if isinstance(message, str):
@@ -897,6 +910,10 @@ class Broker:
         msg = self.store.look_message_by_offset(offset) if offset >= 0 else None
         if msg is None:
             raise BrokerSystemError(f"look message by offset failed, {offset}")
+        if msg.sys_flag & INNER_BATCH_FLAG:
+            from .retry import inner_batch_item
+
+            msg = inner_batch_item(msg, origin_msg_id, queue_offset)
         return self.retry_service.send_back(group, msg, delay_level, max_reconsume_times, origin_topic)
 
     # -- delay levels and timer wheel --------------------------------------------------------------

@@ -38,6 +38,14 @@ class MessageIllegalError(BrokerError):
     code = ResponseCode.MESSAGE_ILLEGAL
 
 
+class BodyTooLargeError(MessageIllegalError):
+    """A body (or batch) over maxMessageSize: MESSAGE_ILLEGAL on remoting, MESSAGE_BODY_TOO_LARGE on gRPC."""
+
+
+class PropertiesTooLargeError(MessageIllegalError):
+    """Properties over 32,767 bytes: MESSAGE_ILLEGAL on remoting, MESSAGE_PROPERTIES_TOO_LARGE on gRPC."""
+
+
 class ServiceNotAvailableError(BrokerError):
     code = ResponseCode.SERVICE_NOT_AVAILABLE
 

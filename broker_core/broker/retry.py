@@ -26,6 +26,8 @@ from broker_core.store.codec.properties import (
 )
 from broker_core.store.codec.sys_flag import INNER_BATCH_FLAG, NEED_UNWRAP_FLAG
 from broker_core.store.commit_log import PutMessageResult, PutMessageStatus
+from broker_core.store.dispatch import inner_batch_position
+from broker_core.store.message_store import unwrap_inner_batch
 from broker_core.store.subscription_group_config import SubscriptionGroupConfig
 from broker_core.store.topic_config import TopicConfig, TopicConfigTable
 
@@ -109,6 +111,42 @@ def resolve_max_reconsume_times(group_config: SubscriptionGroupConfig | None, ms
     return DEFAULT_MAX_RECONSUME_TIMES
 
 
+def inner_batch_item(record: MessageExt, origin_msg_id: str | None = None,
+                     queue_offset: int | None = None) -> MessageExt:
+    """The item of a BatchCQ inner-batch ``record`` a consumer failed, as pull and pop hand it out
+    (``unwrap_inner_batch``: its own body, flag, properties and UNIQ_KEY, its queue offset).
+
+    Why: a send back names the message by its commit log offset, which every item of an inner batch
+    shares; re-putting the record itself sent the whole encoded batch to %RETRY% / %DLQ% as one
+    message and the failed item never came back (Apache's put hook refuses such a record, and its
+    client then sends the item itself). The item is the one whose UNIQ_KEY is ``origin_msg_id`` (the
+    header's originMsgId, what clients send), else the one at ``queue_offset`` (a gRPC receipt
+    handle's), else the only item of a one-item batch; BrokerSystemError when none is named."""
+    _num, base = inner_batch_position(record.properties_string, record.queue_offset)
+    items = unwrap_inner_batch(record, base)
+    if origin_msg_id:
+        found = [m for m in items if m.uniq_key == origin_msg_id]
+        if len(found) == 1:
+            return found[0]
+    if queue_offset is not None and queue_offset >= 0:
+        found = [m for m in items if m.queue_offset == queue_offset]
+        if found:
+            return found[0]
+    if len(items) == 1:
+        return items[0]
+    raise BrokerSystemError(f"the message at commit log offset {record.commit_log_offset} is an inner batch of "
+                            f"{len(items)} messages of {record.topic}; none of them is {origin_msg_id!r}"
+                            + (f" or at queue offset {queue_offset}" if queue_offset is not None else "")
+                            + ": name the failed message by its msgId (UNIQ_KEY)")
+
+
+def _check_not_inner_batch(msg: MessageExt) -> None:
+    """A whole inner-batch record is never re-put as one message (its body is every item's frames)."""
+    if msg.sys_flag & INNER_BATCH_FLAG:
+        raise BrokerSystemError(f"the message at commit log offset {msg.commit_log_offset} is an inner batch of "
+                                f"{msg.topic}: send back one of its messages (inner_batch_item), not the batch")
+
+
 class RetryService:
     def __init__(self, put_message: Callable[[MessageInner], PutMessageResult],
                  groups: GroupLookup, topics: TopicsLike, store_host: tuple[str, int],
@@ -131,6 +169,7 @@ class RetryService:
 
         ``delay_level`` 0 means 3 + reconsume times; a negative level sends straight to the DLQ.
         """
+        _check_not_inner_batch(msg)
         cfg = self._group(group)
         if cfg.retry_queue_nums <= 0:
             return SendBackResult(None, -1, 0, msg.reconsume_times, False, None)
@@ -151,6 +190,7 @@ class RetryService:
 
     def send_to_dlq(self, group: str, msg: MessageExt, origin_topic: str | None = None) -> SendBackResult:
         """%DLQ%{group} queue 0, no delay; keeps where the message came from for operators."""
+        _check_not_inner_batch(msg)
         topic = dlq_topic(group)
         self.topics.create_if_absent(TopicConfig(topic, DLQ_NUMS_PER_GROUP, DLQ_NUMS_PER_GROUP, PERM_READ_WRITE))
         props = self._retry_properties(msg)

@@ -16,6 +16,7 @@ from enum import StrEnum
 
 from broker_core.broker.transaction.transactional_message_util import is_transaction_prepare_message
 from broker_core.store.codec.batch import BatchItem, encode_batch
+from broker_core.store.codec.errors import RecordError
 from broker_core.store.codec.message import MessageInner
 from broker_core.store.codec.message_id import UniqKeyGenerator
 from broker_core.store.codec.properties import (
@@ -36,16 +37,19 @@ from broker_core.store.codec.sys_flag import (
     NEED_UNWRAP_FLAG,
     TRANSACTION_TYPE_MASK,
 )
+from broker_core.store.codec.validate import PropertiesSizeError, check_properties_fit
 from broker_core.store.commit_log import PutMessageResult, PutMessageStatus
 from broker_core.store.message_store import MessageStore
 from broker_core.store.topic_config import BATCH_CQ, TopicConfig
 
 from .broker_config import BrokerConfig
 from .errors import (
+    BodyTooLargeError,
     BrokerSystemError,
     InvalidParameterError,
     MessageIllegalError,
     NoPermissionError,
+    PropertiesTooLargeError,
     ServiceNotAvailableError,
     TopicNotExistError,
 )
@@ -62,6 +66,7 @@ from .topic_validator import (
 )
 
 PutMessage = Callable[[MessageInner], PutMessageResult]
+
 FAQ = "\nSee https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details."
 
 
@@ -161,14 +166,20 @@ class MessageSender:
     def _check_size(self, body: bytes, what: str = "message body") -> None:
         limit = self.config.store.max_message_size
         if len(body) > limit:
-            raise MessageIllegalError(f"{what} size {len(body)} exceeds maxMessageSize {limit}; nothing was stored")
+            raise BodyTooLargeError(f"{what} size {len(body)} exceeds maxMessageSize {limit}; nothing was stored")
 
     # -- single message ------------------------------------------------------------------------------
     def send_message(self, topic: str, body: bytes, properties: dict[str, str] | None = None, *,
                      queue_id: int | None = None, message_group: str | None = None, flag: int = 0,
                      born_host: tuple[str, int] = ("127.0.0.1", 0), born_timestamp: int | None = None,
                      sys_flag: int = 0, reconsume_times: int = 0, default_topic: str = AUTO_CREATE_TOPIC_KEY_TOPIC,
-                     default_topic_queue_nums: int | None = None, topic_sys_flag: int = 0) -> SendResult:
+                     default_topic_queue_nums: int | None = None, topic_sys_flag: int = 0,
+                     max_reconsume_times: int | None = None,
+                     group_locked: Callable[[str], bool] | None = None) -> SendResult:
+        """One message. To ``%RETRY%group`` (a client's own retry or dead-lettering send) it goes to
+        ``%DLQ%group`` instead when its retries are used up (``_retry_or_dlq``): ``max_reconsume_times``
+        is the header's (None: the group's retryMaxTimes), ``group_locked`` tells whether the group
+        holds an unexpired orderly queue lock."""
         props = dict(properties or {})
         tc = self._resolve_topic(topic, default_topic, default_topic_queue_nums, topic_sys_flag)
         self._check_size(body)
@@ -179,6 +190,9 @@ class MessageSender:
             uniq = self.uniq_keys.next_id()
             props[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = uniq
         props[PROPERTY_CLUSTER] = self.config.broker_cluster_name
+        if is_retry_topic(topic):
+            tc, qid = self._retry_or_dlq(tc, qid, props, reconsume_times, max_reconsume_times, group_locked)
+            topic = tc.topic_name
         if tc.topic_filter_type == "MULTI_TAG":
             sys_flag |= MULTI_TAGS_FLAG
         if props.get(PROPERTY_TRANSACTION_PREPARED, "").lower() == "true" and self.config.reject_transaction_message:
@@ -197,6 +211,39 @@ class MessageSender:
                           transaction_id=uniq, region_id=self.config.region_id, trace_on=self.config.trace_on,
                           commit_log_offset=result.wrote_offset, store_timestamp=result.store_timestamp,
                           msg_ids=list(result.msg_ids or [result.msg_id]), uniq_keys=[uniq])
+
+    def _retry_or_dlq(self, tc: TopicConfig, qid: int, props: dict[str, str], reconsume_times: int,
+                      max_reconsume_times: int | None, group_locked: Callable[[str], bool] | None
+                      ) -> tuple[TopicConfig, int]:
+        """SendMessageProcessor#handleRetryAndDLQ for a send to ``%RETRY%group``: the message goes to
+        ``%DLQ%group`` (queue 0, DELAY -1 so no delay the client asked for applies) when its reconsume
+        times exceed the maximum (the header's, else the group's retryMaxTimes; ``>`` as RocketMQ 5:
+        clients send the next attempt's count) or when the group holds an unexpired orderly queue
+        lock (an orderly consumer only sends here to dead-letter). Why: Java orderly consumers and the
+        client fallback of a failed send back dead-letter this way; without it such a message went
+        back to %RETRY% forever. Like the send-back DLQ copy it keeps DLQ_ORIGIN_TOPIC / _MESSAGE_ID."""
+        from broker_core.store.codec.properties import (
+            PROPERTY_DLQ_ORIGIN_MESSAGE_ID,
+            PROPERTY_DLQ_ORIGIN_TOPIC,
+            PROPERTY_RETRY_TOPIC,
+        )
+
+        from .retry import DLQ_NUMS_PER_GROUP, PERM_READ_WRITE, dlq_topic
+
+        name = tc.topic_name[len(RETRY_GROUP_TOPIC_PREFIX):]
+        parts = name.split("+")  # KeyBuilder.parseGroup: a pop retry topic v2 is %RETRY%group+topic
+        group = parts[0] if len(parts) == 2 else name
+        cfg = self.groups.find(group)  # SubscriptionGroupNotExistError as RocketMQ's SUBSCRIPTION_GROUP_NOT_EXIST
+        max_times = cfg.retry_max_times if max_reconsume_times is None else max_reconsume_times
+        locked = group_locked is not None and group_locked(group)
+        if reconsume_times <= max_times and not locked:
+            return tc, qid
+        dlq = self.topics.create_if_absent(TopicConfig(dlq_topic(group), DLQ_NUMS_PER_GROUP, DLQ_NUMS_PER_GROUP,
+                                                       PERM_READ_WRITE))
+        props[PROPERTY_DELAY_TIME_LEVEL] = "-1"
+        props.setdefault(PROPERTY_DLQ_ORIGIN_TOPIC, props.get(PROPERTY_RETRY_TOPIC) or tc.topic_name)
+        props.setdefault(PROPERTY_DLQ_ORIGIN_MESSAGE_ID, props[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX])
+        return dlq, 0  # DLQ_NUMS_PER_GROUP is 1: randomQueueId(1)
 
     # -- batch ---------------------------------------------------------------------------------------
     def send_batch(self, topic: str, messages: Sequence[BatchItem], properties: dict[str, str] | None = None, *,
@@ -228,12 +275,6 @@ class MessageSender:
             self._check_size(item.body, f"batch item {i} body")
         if len(waits) > 1:
             raise MessageIllegalError("all messages of a batch must have the same WAIT (waitStoreMsgOK) flag")
-        tc = self._resolve_topic(topic, default_topic, default_topic_queue_nums, 0)
-        group = message_group or batch_props.get(PROPERTY_SHARDING_KEY) or None
-        qid = self._select_queue(tc, queue_id, group)
-        if tc.topic_filter_type == "MULTI_TAG":
-            sys_flag |= MULTI_TAGS_FLAG
-        born = self.clock() if born_timestamp is None else born_timestamp
         item_keys = []
         for item in items:
             uk = item.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
@@ -241,6 +282,22 @@ class MessageSender:
                 uk = self.uniq_keys.next_id()
                 item.properties[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = uk
             item_keys.append(uk)
+        for i, item in enumerate(items):
+            # what is stored (the item's properties with the UNIQ_KEY just added) must encode faithfully
+            # and fit the i16 PROPERTIES length of a batch item and of a record: refused here, before
+            # any write (an inner-batch body is not checked record by record)
+            try:
+                check_properties_fit(item.properties)
+            except PropertiesSizeError as e:
+                raise PropertiesTooLargeError(f"batch item {i} {e}; nothing was stored") from None
+            except RecordError as e:
+                raise MessageIllegalError(f"batch item {i}: {e}; nothing was stored") from None
+        tc = self._resolve_topic(topic, default_topic, default_topic_queue_nums, 0)
+        group = message_group or batch_props.get(PROPERTY_SHARDING_KEY) or None
+        qid = self._select_queue(tc, queue_id, group)
+        if tc.topic_filter_type == "MULTI_TAG":
+            sys_flag |= MULTI_TAGS_FLAG
+        born = self.clock() if born_timestamp is None else born_timestamp
         if waits == {"false"}:
             batch_props.setdefault(PROPERTY_WAIT_STORE_MSG_OK, "false")
         if tc.queue_type == BATCH_CQ:
@@ -300,7 +357,10 @@ class MessageSender:
             raise MessageIllegalError(result.remark or status.value)
         if status.value == "WHEEL_TIMER_FLOW_CONTROL":
             raise BrokerSystemError(result.remark or "timer message is under flow control")
-        if status in (PutMessageStatus.MESSAGE_ILLEGAL, PutMessageStatus.PROPERTIES_SIZE_EXCEEDED):
+        if status is PutMessageStatus.PROPERTIES_SIZE_EXCEEDED:
+            raise PropertiesTooLargeError(
+                f"the message is illegal, maybe msg body or properties length not matched: {result.remark}")
+        if status is PutMessageStatus.MESSAGE_ILLEGAL:
             raise MessageIllegalError(
                 f"the message is illegal, maybe msg body or properties length not matched: {result.remark}")
         if status is PutMessageStatus.SERVICE_NOT_AVAILABLE:

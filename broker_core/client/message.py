@@ -10,11 +10,15 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
+from broker_core.remoting import ResponseCode
 from broker_core.store.codec.batch import iter_batch_raw
 from broker_core.store.codec.compression import BodyDecompressError, decompressed_body
 from broker_core.store.codec.message import MessageExt, RecordError, decode_record
 from broker_core.store.codec.message_id import UniqKeyGenerator
 from broker_core.store.codec.sys_flag import COMPRESSED_FLAG, INNER_BATCH_FLAG, NEED_UNWRAP_FLAG
+from broker_core.store.codec.validate import PropertiesSizeError, check_properties_fit
+
+from .instance import BrokerError
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +35,35 @@ PROPERTY_MAX_RECONSUME_TIMES = "MAX_RECONSUME_TIMES"
 PROPERTY_RECONSUME_TIME = "RECONSUME_TIME"
 
 _uniq = UniqKeyGenerator()
+
+
+class MessageCheckError(BrokerError, ValueError):
+    """A message the producer refuses before sending anything (Java's ``Validators.checkMessage``, an
+    MQClientException with MESSAGE_ILLEGAL): ``message`` names the field and the limit. A BrokerError
+    with the code the broker would answer, so a caller handling failed sends (the trace dispatcher)
+    handles it too; a ValueError, as it is the caller's argument that is wrong."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(ResponseCode.MESSAGE_ILLEGAL, message)
+        self.message = message
+
+
+def check_message(msg: Message, props: dict[str, str]) -> None:
+    """Refuse, before it is encoded, what the broker would refuse or store as something else.
+
+    ``props`` are the message's wire properties (user ones plus TAGS, KEYS, UNIQ_KEY...). An empty body
+    ("the message body length is zero", as Java's client), a 0x01/0x02 separator in a property name
+    or value, a tag or a key (the broker would decode other properties from it), and properties
+    over the 32,767 bytes a record's i16 length holds are refused with MessageCheckError; so one bad
+    message of an AutoBatch fails alone, never the batch it would have joined."""
+    if msg.body is None or len(msg.body) == 0:
+        raise MessageCheckError(f"the message body length is zero (topic {msg.topic})")
+    try:
+        check_properties_fit(props)
+    except PropertiesSizeError as e:
+        raise MessageCheckError(f"the message {e} (topic {msg.topic})") from None
+    except RecordError as e:
+        raise MessageCheckError(f"illegal message for topic {msg.topic}: {e}") from None
 
 
 def new_uniq_key() -> str:
@@ -65,8 +98,9 @@ def decode_records(body: bytes, decompress: bool = True) -> list[MessageExt]:
     """Every stored record of a PULL/QUERY/VIEW/CHECK body, in order; RecordError on torn data.
 
     ``decompress`` (Java's deCompressBody): a body a Java or ali-ons producer compressed (over 4 KiB, SYSFLAG
-    COMPRESSED_FLAG) is handed over as it was sent; one that cannot be inflated is kept as stored, with a
-    warning naming the message. SYSFLAG is left as stored, as Java leaves it."""
+    COMPRESSED_FLAG) is handed over as it was sent, with COMPRESSED_FLAG cleared from its SYSFLAG (Java's
+    MessageDecoder does ``sysFlag &= ~COMPRESSED_FLAG``; the compression type bits stay); one that cannot be
+    inflated is kept as stored, flag and all, with a warning naming the message."""
     out: list[MessageExt] = []
     pos = 0
     n = len(body)
@@ -82,6 +116,7 @@ def decode_records(body: bytes, decompress: bool = True) -> list[MessageExt]:
             if decompress and msg.sys_flag & COMPRESSED_FLAG:
                 try:
                     msg.body = decompressed_body(msg.body, msg.sys_flag)
+                    msg.sys_flag &= ~COMPRESSED_FLAG
                 except BodyDecompressError as e:
                     log.warning("message %s of %s: %s; its body is handed over as stored", msg.msg_id, msg.topic, e)
             out.append(msg)

@@ -46,6 +46,8 @@ from .message import (
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     PROPERTY_WAIT_STORE_MSG_OK,
     Message,
+    MessageCheckError,
+    check_message,
     decode_records,
     new_uniq_key,
 )
@@ -201,6 +203,8 @@ class Producer:
         """
         self._check_running()
         props = msg.wire_properties()
+        # refused here, before it could join an AutoBatch: a bad message fails its own send only
+        check_message(msg, props)
         # a send with its own timeout goes direct, as Java's send(msg, timeout) does
         if self.trace is None:
             if self.auto_batch and timeout is None and self._batchable(msg, props):
@@ -248,10 +252,12 @@ class Producer:
     async def send_oneway(self, msg: Message, mq: MessageQueue | None = None) -> None:
         """Fire and forget: no response is asked for (errors after the write are not seen)."""
         self._check_running()
+        props = msg.wire_properties()
+        check_message(msg, props)
         queues = [mq] if mq else await self.publish_queues(msg.topic)
         target = mq or self._selector.select(queues)
         addr = await self.instance.find_broker_addr(target)
-        cmd = self._request(target, msg.body, msg.wire_properties(), msg.flag, 0, False)
+        cmd = self._request(target, msg.body, props, msg.flag, 0, False)
         conn = await self.instance.connection(addr)
         conn.invoke_oneway(cmd)
 
@@ -271,6 +277,11 @@ class Producer:
         if any(m.delay_level > 0 for m in msgs):
             raise ValueError("delayed messages cannot be sent in a batch")
         items = [BatchItem(m.body, m.wire_properties(), m.flag) for m in msgs]
+        for i, (m, item) in enumerate(zip(msgs, items, strict=True)):
+            try:
+                check_message(m, item.properties)
+            except MessageCheckError as e:
+                raise MessageCheckError(f"batch message {i}: {e.message}") from None
         body = encode_batch(items)
         uniq = ",".join(i.properties[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] for i in items)
         res = await self._send_with_retry(topic, body, {"WAIT": "true"}, 0, mq, None, timeout, sys_flag=0,
@@ -401,6 +412,7 @@ class TransactionProducer(Producer):
         props = msg.wire_properties()
         props[PROPERTY_TRANSACTION_PREPARED] = "true"
         props[PROPERTY_PRODUCER_GROUP] = self.group
+        check_message(msg, props)
         res = await self._send_with_retry(msg.topic, msg.body, props, msg.flag, None, None, None,
                                           sys_flag=TRANSACTION_PREPARED_TYPE, batch=False)
         uniq = props[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX]

@@ -562,8 +562,7 @@ class PushConsumer:
         for m in msgs:
             if m.reconsume_times >= self.max_reconsume_times:
                 try:
-                    # delay level -1: the broker puts it straight into %DLQ%group
-                    await self.api.send_back(m, pr.mq.broker_name, -1, self.max_reconsume_times)
+                    await self._send_to_dlq_orderly(m, pr.mq.broker_name)
                     log.warning("orderly: %s failed %d times; sent to the DLQ of %s",
                                 m.msg_id, m.reconsume_times + 1, self.group)
                     continue
@@ -572,3 +571,35 @@ class PushConsumer:
             suspend = True
             m.reconsume_times += 1
         return not suspend
+
+    async def _send_to_dlq_orderly(self, m: MessageExt, broker_name: str) -> None:
+        """ConsumeMessageOrderlyService#sendMessageBack: the message itself, sent to %RETRY%group with
+        RECONSUME_TIME = its count + 1 and MAX_RECONSUME_TIMES in the header; the broker stores it in
+        %DLQ%group (handleRetryAndDLQ: over the maximum, and the group holds orderly locks). Why not
+        CONSUMER_SEND_MSG_BACK: that re-puts the stored record with ITS reconsume times + 1 (1 for an
+        orderly message, whose count only this client keeps), so the DLQ copy lost the real count."""
+        from broker_core.remoting.headers import SendMessageRequestHeader
+        from broker_core.store.codec.properties import (
+            PROPERTY_DELAY_TIME_LEVEL,
+            PROPERTY_MAX_RECONSUME_TIMES,
+            PROPERTY_ORIGIN_MESSAGE_ID,
+            PROPERTY_RECONSUME_TIME,
+            PROPERTY_TRANSACTION_PREPARED,
+            encode_properties,
+        )
+
+        addr = self.instance.broker_addr(broker_name)
+        if addr is None:
+            raise BrokerError(ResponseCode.SYSTEM_ERROR, f"The broker[{broker_name}] not exist")
+        props = dict(m.properties)
+        props[PROPERTY_ORIGIN_MESSAGE_ID] = props.get(PROPERTY_ORIGIN_MESSAGE_ID) or m.uniq_key or m.msg_id
+        props[PROPERTY_RETRY_TOPIC] = m.topic
+        props[PROPERTY_DELAY_TIME_LEVEL] = str(3 + m.reconsume_times)
+        for key in (PROPERTY_TRANSACTION_PREPARED, PROPERTY_RECONSUME_TIME, PROPERTY_MAX_RECONSUME_TIMES):
+            props.pop(key, None)  # the producer moves the two counts into the header for a %RETRY% topic
+        header = SendMessageRequestHeader(
+            producer_group="CLIENT_INNER_PRODUCER", topic=RETRY_GROUP_TOPIC_PREFIX + self.group,
+            default_topic="TBW102", default_topic_queue_nums=4, queue_id=-1, sys_flag=0,
+            born_timestamp=int(time.time() * 1000), flag=m.flag, properties=encode_properties(props),
+            reconsume_times=m.reconsume_times + 1, unit_mode=False, max_reconsume_times=self.max_reconsume_times)
+        self.instance.check(await self.instance.invoke(addr, RequestCode.SEND_MESSAGE, header, m.body), addr=addr)

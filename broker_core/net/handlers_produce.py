@@ -8,6 +8,7 @@ from broker_core.broker.errors import MessageIllegalError
 from broker_core.broker.request_context import RequestContext
 from broker_core.broker.send import SendResult
 from broker_core.remoting import RemotingCommand, RequestCode
+from broker_core.remoting.codes import V3_4_9
 from broker_core.remoting.headers import (
     ConsumerSendMsgBackRequestHeader,
     EndTransactionRequestHeader,
@@ -21,6 +22,13 @@ from broker_core.store.codec.properties import decode_properties
 
 from .broker_context import BrokerContext, BrokerHandler
 from .channel import Channel
+
+
+def _max_reconsume_times(req: RemotingCommand,
+                         h: SendMessageRequestHeader | ConsumerSendMsgBackRequestHeader) -> int | None:
+    """The header's maxReconsumeTimes from a client of V3_4_9 or later; None (the group's
+    retryMaxTimes) for older ones, as SendMessageProcessor and consumerSendMsgBack decide."""
+    return h.max_reconsume_times if req.version >= V3_4_9 else None
 
 
 def send_header(req: RemotingCommand) -> SendMessageRequestHeader:
@@ -60,7 +68,8 @@ class ProduceHandlers:
             result = await self.ctx.run(self._send_batch, h.topic, req.body, props, common)
         else:
             result = await self.ctx.run(self.broker.send_message, h.topic, req.body, props, flag=h.flag,
-                                        reconsume_times=h.reconsume_times or 0, **common)
+                                        reconsume_times=h.reconsume_times or 0,
+                                        max_reconsume_times=_max_reconsume_times(req, h), **common)
         header = SendMessageResponseHeader(msg_id=result.msg_id, queue_id=result.queue_id,
                                            queue_offset=result.queue_offset,
                                            transaction_id=result.transaction_id or result.uniq_key or None,
@@ -89,5 +98,6 @@ class ProduceHandlers:
     async def consumer_send_msg_back(self, ch: Channel, req: RemotingCommand, auth: RequestContext) -> RemotingCommand:
         h = ConsumerSendMsgBackRequestHeader.from_ext_fields(req.ext_fields)
         await self.ctx.run(self.broker.consumer_send_back, h.group, h.offset, h.delay_level,
-                           origin_topic=h.origin_topic, max_reconsume_times=h.max_reconsume_times, auth=auth)
+                           origin_topic=h.origin_topic, max_reconsume_times=_max_reconsume_times(req, h),
+                           auth=auth, origin_msg_id=h.origin_msg_id)
         return req.response()

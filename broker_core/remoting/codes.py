@@ -166,6 +166,7 @@ class SerializeType(IntEnum):
 
 
 # MQVersion ordinals that change behaviour (spec A.3).
+V3_4_9 = 121  # from here on the broker trusts a request's maxReconsumeTimes
 V4_9_3 = 400
 V4_9_4 = 401
 V5_3_1 = 475

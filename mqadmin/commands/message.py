@@ -374,6 +374,8 @@ def send_message(
     trace = parse_bool(msg_trace, "-m/--msgTraceEnable", False)
     if queue_id is not None and broker_name is None:
         raise UsageProblem("Broker name must be set if the queue is chosen!")
+    if not body:  # Java's Validators.checkMessage, on -n and --store alike (the broker itself takes it)
+        raise AdminError("the message body length is zero: -p/--body must not be empty")
     result = cmd.admin().send_message(topic, body.encode("utf-8"), key, tags, broker_name, queue_id, msg_trace=trace)
     def render() -> None:
         cmd.printf("%-32s  %-4s  %-20s    %s%n", "#Broker Name", "#QID", "#Send Result", "#MsgId")

@@ -23,7 +23,7 @@ from broker_core.broker.stats import StatsWindow
 from broker_core.client.connection import RemotingConnectError, RemotingError
 from broker_core.client.credentials import SessionCredentials
 from broker_core.client.instance import BrokerError, MQClientInstance
-from broker_core.client.message import Message, decode_records
+from broker_core.client.message import Message, MessageCheckError, decode_records
 from broker_core.client.producer import Producer
 from broker_core.client.sync_bridge import LoopThread
 from broker_core.remoting import CommandHeader, RemotingCommand, RequestCode, ResponseCode, fastjson
@@ -548,7 +548,10 @@ class RemotingBrokerClient:
             if broker_name is not None:
                 mq = MessageQueue(topic=topic, broker_name=broker_name, queue_id=queue_id or 0)
                 await self._instance.get_route(topic)
-            r = await self._producer.send(msg, mq)
+            try:
+                r = await self._producer.send(msg, mq)
+            except MessageCheckError as e:  # refused before sending: one line, as the broker's refusals
+                raise AdminError(e.message) from None
             await self._wait_dispatched(r.message_queue, r.queue_offset)
             return SendResult(r.message_queue.broker_name, r.message_queue.queue_id, r.status.value, r.msg_id,
                               r.offset_msg_id, r.queue_offset)

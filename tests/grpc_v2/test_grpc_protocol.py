@@ -188,3 +188,60 @@ def test_stop_waits_for_a_broker_call_in_progress(tmp_path):
         release.set()
         stop_grpc_broker(running)
     caller.join(10)
+
+
+def _consumer_backoff(port: int, group: str, topic: str) -> pb.RetryPolicy:
+    settings = pb.Settings(client_type=pb.ClientType.PUSH_CONSUMER, subscription=pb.Subscription(
+        group=pb.Resource(name=group), subscriptions=[pb.SubscriptionEntry(
+            topic=pb.Resource(name=topic), expression=pb.FilterExpression(type=pb.FilterType.TAG, expression="*"))]))
+
+    def commands():
+        yield pb.TelemetryCommand(settings=settings)
+        time.sleep(1)
+
+    for answer in stub(port).Telemetry(commands(), metadata=MD, timeout=10):
+        assert answer.status.code == pb.Code.OK, answer.status
+        return answer.settings.backoff_policy
+    raise AssertionError("no settings answer")
+
+
+def test_consumer_settings_carry_the_group_s_retry_policy(grpc_broker):
+    """An EXPONENTIAL group retry policy was answered as the default customized list, and customized
+    steps were cut to whole seconds (500 ms, 1500 ms -> 1 s, 1 s); the proxy sends both as configured."""
+    b = grpc_broker.broker
+    b.create_or_update_topic("Backoff", 1, 1)
+    b.create_or_update_subscription_group("ExpG", retry_max_times=5, group_retry_policy={
+        "type": "EXPONENTIAL", "exponentialRetryPolicy": {"initial": 1000, "max": 60000, "multiplier": 2}})
+    b.create_or_update_subscription_group("CustG", group_retry_policy={
+        "type": "CUSTOMIZED", "customizedRetryPolicy": {"next": [500, 1500, 2500]}})
+    exp = _consumer_backoff(grpc_broker.port, "ExpG", "Backoff")
+    assert exp.max_attempts == 6 and exp.WhichOneof("strategy") == "exponential_backoff"
+    assert (exp.exponential_backoff.initial.ToMilliseconds(), exp.exponential_backoff.max.ToMilliseconds(),
+            exp.exponential_backoff.multiplier) == (1000, 60000, 2.0)
+    cust = _consumer_backoff(grpc_broker.port, "CustG", "Backoff")
+    assert [d.ToMilliseconds() for d in cust.customized_backoff.next] == [500, 1500, 2500]
+
+
+def test_forwarding_one_item_of_a_batchcq_batch_dead_letters_that_item(grpc_broker):
+    """ForwardMessageToDeadLetterQueue on the 2nd message of a BatchCQ batch stored the whole encoded
+    batch in %DLQ% (all items, binary frames, the batch's key); the item alone must go there."""
+    from broker_core.store.codec.batch import BatchItem
+
+    b = grpc_broker.broker
+    b.create_or_update_topic("BatchT", 1, 1, attributes={"+queue.type": "BatchCQ"})
+    b.send_batch("BatchT", [BatchItem(body, {}) for body in (b"b1", b"b2", b"b3")])
+    s = stub(grpc_broker.port)
+    req = pb.ReceiveMessageRequest(group=pb.Resource(name="FwdG"),
+                                   message_queue=pb.MessageQueue(topic=pb.Resource(name="BatchT"), id=0),
+                                   batch_size=8, invisible_duration=Duration(seconds=30),
+                                   long_polling_timeout=Duration(seconds=5))
+    got = [i.message for i in s.ReceiveMessage(req, metadata=MD, timeout=10) if i.HasField("message")]
+    assert [m.body for m in got] == [b"b1", b"b2", b"b3"]
+    m2 = got[1]
+    r = s.ForwardMessageToDeadLetterQueue(pb.ForwardMessageToDeadLetterQueueRequest(
+        group=pb.Resource(name="FwdG"), topic=pb.Resource(name="BatchT"),
+        receipt_handle=m2.system_properties.receipt_handle, message_id=m2.system_properties.message_id,
+        delivery_attempt=1, max_delivery_attempts=16), metadata=MD, timeout=10)
+    assert r.status.code == pb.Code.OK, r.status
+    [dead] = b.store.get_messages("%DLQ%FwdG", 0, 0, 10).messages
+    assert dead.body == b"b2" and dead.uniq_key == m2.system_properties.message_id

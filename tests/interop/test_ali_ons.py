@@ -179,7 +179,11 @@ def test_a_body_ali_ons_compressed_reaches_python_consumers_as_sent(plain_broker
     out = scenario(plain_broker, "sendOnly", topic, bodySize=10_000)
     assert out["ok"], out
 
-    async def pull() -> list:
+    from broker_core.client.message import decode_records
+    from broker_core.remoting import RequestCode
+    from broker_core.remoting.headers import ViewMessageRequestHeader
+
+    async def pull() -> tuple[list, list]:
         inst = MQClientInstance(plain_broker.namesrv_addr)
         consumer = PullConsumer(topic + "_Py", inst)
         await consumer.start()
@@ -188,13 +192,16 @@ def test_a_body_ali_ons_compressed_reaches_python_consumers_as_sent(plain_broker
             for _ in range(50):
                 got = (await consumer.pull(mq, "*", 0, 8)).messages
                 if got:
-                    return got
+                    view = await inst.invoke(plain_broker.broker_addr, RequestCode.VIEW_MESSAGE_BY_ID,
+                                             ViewMessageRequestHeader(offset=got[0].commit_log_offset))
+                    return got, decode_records(view.body, decompress=False)
                 await asyncio.sleep(0.1)
-            return []
+            return [], []
         finally:
             await consumer.shutdown()
             await inst.shutdown()
 
-    got = asyncio.run(pull())
-    assert len(got) == 1 and got[0].sys_flag & 1  # stored compressed...
-    assert got[0].body == b"a" * 10_000  # ...handed over as sent
+    got, stored = asyncio.run(pull())
+    assert len(stored) == 1 and stored[0].sys_flag & 1  # stored compressed...
+    assert len(got) == 1 and got[0].body == b"a" * 10_000  # ...handed over as sent,
+    assert not got[0].sys_flag & 1  # COMPRESSED_FLAG cleared once inflated, as Java's MessageDecoder

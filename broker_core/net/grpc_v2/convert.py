@@ -68,6 +68,17 @@ class InboundMessage:
     message_group: str | None
     born_timestamp: int | None
     born_host: tuple[str, int]
+    sys_flag: int = 0  # the record's SYSFLAG bits the wire message decides (COMPRESSED_FLAG for GZIP)
+
+
+def sys_flag_of(message: object) -> int:
+    """SYSFLAG bits a sent message carries (upstream SendMessageActivity.buildSysFlag): a GZIP body is
+    stored as sent, flagged COMPRESSED (compression type bits 0: ZLIB), so that every consumer (gRPC,
+    remoting, mqadmin) inflates it and gets the original body. IDENTITY, UNSPECIFIED and encodings
+    this protocol version has no name for are stored as plain bodies, as upstream does. (The
+    transaction type bit upstream also sets here is this broker's TRAN_MSG property's job.)"""
+    encoding = message.system_properties.body_encoding  # type: ignore[attr-defined]
+    return COMPRESSED_FLAG if encoding == pb.Encoding.GZIP else 0
 
 
 def _check_text(value: str, code: int, what: str) -> None:
@@ -156,7 +167,8 @@ def inbound(message: object, peer_ip: str, max_body_size: int, *, now_ms: int | 
     props["__BORNHOST"] = born_ip
     if sp.HasField("trace_context"):
         props["TRACE_CONTEXT"] = sp.trace_context
-    return InboundMessage(topic, body, props, sp.message_type, sp.message_id, group, born_ms, (born_ip, 0))
+    return InboundMessage(topic, body, props, sp.message_type, sp.message_id, group, born_ms, (born_ip, 0),
+                          sys_flag_of(m))
 
 
 def message_type_of(properties: dict[str, str]) -> int:

@@ -2,7 +2,8 @@
 
 Why a class around grpc.aio: the broker process owns one asyncio loop for all its endpoints; this
 binds the MessagingService to a port (plaintext, or TLS when a certificate and key are configured),
-raises grpc's 4 MiB receive limit above the broker's maxMessageSize (spec §1), and runs the
+raises grpc's 4 MiB receive limit to a fixed transport bound above the broker's maxMessageSize
+(spec §1; the service checks the live maxMessageSize per message), and runs the
 housekeeping the protocol needs (auto-renewal of push consumers' messages, expiry of silent
 clients) until it is stopped.
 """
@@ -30,6 +31,11 @@ log = logging.getLogger("rmqops.grpc")
 HOUSEKEEPING_INTERVAL_S = 1.0
 SESSION_SCAN_EVERY = 10  # housekeeping rounds between client expiry scans
 RECEIVE_HEADROOM = 4 * 1024 * 1024  # properties and framing beyond the body
+# grpc's cap on one inbound request is fixed when the server is built, so it is only the transport's
+# generous bound (upstream proxy's grpcMaxInboundMessageSize, 130 MiB, or more for a broker started
+# with a larger maxMessageSize). The real limit is the live maxMessageSize, which updateBrokerConfig
+# may change at any time: SendMessage checks every body against it (MESSAGE_BODY_TOO_LARGE).
+MAX_INBOUND_MESSAGE_SIZE = 130 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,8 +68,8 @@ class GrpcEndpoint:
         self._housekeeping: asyncio.Task[None] | None = None
 
     async def start(self) -> int:
-        limit = self.broker.config.store.max_message_size + RECEIVE_HEADROOM
-        server = grpc.aio.server(options=[("grpc.max_receive_message_length", max(limit, 130 * 1024 * 1024)),
+        limit = max(MAX_INBOUND_MESSAGE_SIZE, self.broker.config.store.max_message_size + RECEIVE_HEADROOM)
+        server = grpc.aio.server(options=[("grpc.max_receive_message_length", limit),
                                           ("grpc.max_send_message_length", -1),
                                           ("grpc.so_reuseport", 0)])
         add_messaging_service(self.service, server)

@@ -24,7 +24,7 @@ from google.protobuf.duration_pb2 import Duration
 from broker_core.auth.authentication import AuthenticationContext
 from broker_core.broker.broker import Broker
 from broker_core.broker.client_registry import CONSUME_TYPE_POP, ConsumerData, SubscriptionData
-from broker_core.broker.errors import BrokerError
+from broker_core.broker.errors import BodyTooLargeError, BrokerError, PropertiesTooLargeError
 from broker_core.broker.pop.pop_service import AckStatus, PopStatus
 from broker_core.broker.pop.receipt_handle import InvalidReceiptHandleError, ReceiptHandle
 from broker_core.broker.request_context import RequestContext
@@ -59,6 +59,7 @@ RENEW_STEPS_MS = (60_000, 180_000, 300_000, 600_000, 1_800_000, 3_600_000)
 RENEW_MAX_TOTAL_MS = 3 * 3_600_000
 # The default customized retry ladder (delay levels 3..18 as durations), announced to push consumers.
 DEFAULT_BACKOFF_S = (1, 5, 10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800, 3600, 7200)
+DEFAULT_EXPONENTIAL = (5_000, 7_200_000, 2.0)  # ExponentialRetryPolicy's initial ms, max ms, multiplier
 _MESSAGE_TYPES = {"NORMAL": [pb.MessageType.NORMAL], "FIFO": [pb.MessageType.FIFO],
                   "DELAY": [pb.MessageType.DELAY], "TRANSACTION": [pb.MessageType.TRANSACTION],
                   "MIXED": [pb.MessageType.NORMAL, pb.MessageType.FIFO, pb.MessageType.DELAY,
@@ -95,6 +96,12 @@ class RpcError(Exception):
 
 
 def _rpc_error(e: BrokerError) -> RpcError:
+    # the broker's size refusals (a limit lowered between our check and the store, properties the
+    # broker's own additions push past 32767 bytes) keep the specific codes the clients map
+    if isinstance(e, BodyTooLargeError):
+        return RpcError(pb.Code.MESSAGE_BODY_TOO_LARGE, e.message)
+    if isinstance(e, PropertiesTooLargeError):
+        return RpcError(pb.Code.MESSAGE_PROPERTIES_TOO_LARGE, e.message)
     return RpcError(_CODE_BY_RESPONSE.get(e.code, pb.Code.INTERNAL_SERVER_ERROR), e.message)
 
 
@@ -142,13 +149,18 @@ class MessagingService(MessagingServiceServicer):
         self.executor = executor
         self.clock = clock or broker.clock
         self.sessions = SessionRegistry(self.clock)
-        self.max_body_size = broker.config.store.max_message_size
         # transaction id -> (producer group, half queue offset, half commit log offset)
         self._transactions: dict[str, tuple[str, int, int]] = {}
         self._renewals: dict[str, _Renewal] = {}  # original handle -> renewal state
         self._loop: asyncio.AbstractEventLoop | None = None
 
     # -- plumbing ----------------------------------------------------------------------------------
+    @property
+    def max_body_size(self) -> int:
+        """The broker's live ``maxMessageSize``: read at every use, so that updateBrokerConfig takes
+        effect for gRPC (Settings and SendMessage) as it does for remoting."""
+        return self.broker.config.store.max_message_size
+
     def attach(self, loop: asyncio.AbstractEventLoop) -> None:
         """Called by the server once its loop runs: check-backs are pushed from broker threads."""
         self._loop = loop
@@ -348,9 +360,7 @@ class MessagingService(MessagingServiceServicer):
                 if not sub.HasField("long_polling_timeout"):
                     reply.subscription.long_polling_timeout.FromMilliseconds(MAX_POLLING_MS)
                 reply.subscription.fifo = bool(cfg.consume_message_orderly)
-                reply.backoff_policy.CopyFrom(pb.RetryPolicy(
-                    max_attempts=int(cfg.retry_max_times) + 1,
-                    customized_backoff=pb.CustomizedBackoff(next=[Duration(seconds=s) for s in self._backoff(cfg)])))
+                reply.backoff_policy.CopyFrom(self._retry_policy(cfg))
             else:
                 return pb.TelemetryCommand(status=status(pb.Code.UNRECOGNIZED_CLIENT_TYPE,
                                                          "settings carry neither publishing nor subscription"))
@@ -379,13 +389,33 @@ class MessagingService(MessagingServiceServicer):
                          producer_groups=producers, consumers=consumers)
 
     @staticmethod
-    def _backoff(cfg: SubscriptionGroupConfig) -> list[int]:
+    def _retry_policy(cfg: SubscriptionGroupConfig) -> Any:
+        """A consumer group's retry policy as the proxy sends it (GrpcClientSettingsManager):
+        EXPONENTIAL as initial/max/multiplier, CUSTOMIZED (the default) as its steps, in milliseconds.
+        The group's policy was checked when it was stored; a step or value that is not a positive number
+        falls back to RocketMQ's default for it."""
         policy = cfg.group_retry_policy or {}
-        custom = policy.get("customizedRetryPolicy") or {}
-        nxt = custom.get("next")
-        if isinstance(nxt, list) and nxt and all(isinstance(v, int) and v > 0 for v in nxt):
-            return [max(1, v // 1000) for v in nxt]
-        return list(DEFAULT_BACKOFF_S)
+        attempts = int(cfg.retry_max_times) + 1
+        if str(policy.get("type") or "").upper() == "EXPONENTIAL":
+            exp = policy.get("exponentialRetryPolicy") or {}
+
+            def positive(key: str, default: float) -> float:
+                v = exp.get(key)
+                return v if isinstance(v, int | float) and not isinstance(v, bool) and v > 0 else default
+
+            backoff = pb.ExponentialBackoff(multiplier=float(positive("multiplier", DEFAULT_EXPONENTIAL[2])))
+            backoff.initial.FromMilliseconds(int(positive("initial", DEFAULT_EXPONENTIAL[0])))
+            backoff.max.FromMilliseconds(int(positive("max", DEFAULT_EXPONENTIAL[1])))
+            return pb.RetryPolicy(max_attempts=attempts, exponential_backoff=backoff)
+        nxt = (policy.get("customizedRetryPolicy") or {}).get("next")
+        steps = nxt if isinstance(nxt, list) and nxt and all(
+            isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in nxt) else [s * 1000 for s in DEFAULT_BACKOFF_S]
+        durations = []
+        for ms in steps:
+            d = Duration()
+            d.FromMilliseconds(ms)
+            durations.append(d)
+        return pb.RetryPolicy(max_attempts=attempts, customized_backoff=pb.CustomizedBackoff(next=durations))
 
     def _check_back(self, half: MessageExt, producer_group: str) -> bool:
         """Ask a live gRPC producer of the half's topic for its decision (broker thread)."""
@@ -441,7 +471,7 @@ class MessagingService(MessagingServiceServicer):
         try:
             result = await self._call(self.broker.send_message, topic, m.body, m.properties,
                                       message_group=m.message_group, born_host=m.born_host,
-                                      born_timestamp=m.born_timestamp)
+                                      born_timestamp=m.born_timestamp, sys_flag=m.sys_flag)
         except RpcError as e:
             return pb.SendResultEntry(status=status(e.code, e.message))
         tx_id = ""
@@ -627,7 +657,9 @@ class MessagingService(MessagingServiceServicer):
                 # a handle naming another broker would dead-letter our message at that offset
                 raise RpcError(pb.Code.INVALID_RECEIPT_HANDLE,
                                f"the receipt handle belongs to broker {handle.broker_name}, not to this broker")
-            await self._call(self.broker.consumer_send_back, group, handle.commit_log_offset, -1, topic)
+            # the message id and queue offset name the item when the record is an inner batch (BatchCQ)
+            await self._call(self.broker.consumer_send_back, group, handle.commit_log_offset, -1, topic,
+                             origin_msg_id=request.message_id, queue_offset=handle.offset)
             result = await self._call(self.broker.ack_message, group, topic, handle_text)
             self._renewals.pop(request.receipt_handle, None)
             if not result.ok and result.status is not AckStatus.ALREADY_ACKED:

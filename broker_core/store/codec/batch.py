@@ -10,7 +10,7 @@ import struct
 from dataclasses import dataclass, field
 
 from .message import RecordError
-from .properties import decode_properties, encode_properties
+from .properties import MAX_PROPERTIES_SIZE, decode_properties, encode_properties
 
 _ITEM_HEAD = struct.Struct(">iiiii")  # TOTALSIZE MAGIC BODYCRC FLAG BODYLEN
 _I16 = struct.Struct(">h")
@@ -24,7 +24,14 @@ class BatchItem:
 
 
 def encode_batch_item(item: BatchItem) -> bytes:
-    props = encode_properties(item.properties).encode("utf-8")
+    """One item's bytes; RecordError (naming the size and the limit) for what the format cannot hold."""
+    try:
+        props = encode_properties(item.properties).encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise RecordError(f"batch item properties are not valid Unicode ({e.reason} at position {e.start})") from None
+    if len(props) > MAX_PROPERTIES_SIZE:
+        raise RecordError(f"batch item properties size {len(props)} bytes exceeds the limit of "
+                          f"{MAX_PROPERTIES_SIZE} bytes")
     body = item.body
     total = 20 + len(body) + 2 + len(props)
     return b"".join((_ITEM_HEAD.pack(total, 0, 0, item.flag, len(body)), body, _I16.pack(len(props)), props))

@@ -7,6 +7,8 @@ Java's last-occurrence-wins rule, using C-level ``str.rfind``.
 from __future__ import annotations
 
 NAME_VALUE_SEPARATOR = "\x01"
+MAX_PROPERTIES_SIZE = 32767  # the PROPERTIES length is a signed i16 in a record and in a batch item
+
 PROPERTY_SEPARATOR = "\x02"
 
 

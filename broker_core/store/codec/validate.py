@@ -5,6 +5,11 @@ header. A field that cannot be encoded (a born timestamp past int64, a port past
 surrogate, a property value holding the 0x01/0x02 separators) would fail *after* an offset was taken
 and leave the queue one off, or, worse, be stored and read back as other properties. Every check
 here runs before any offset is assigned and raises ``RecordError`` naming the field.
+
+The separator check only protects what reaches the store as a dict (embedded sends, gRPC). A message
+that crossed the remoting wire arrives as an already encoded properties string, where a separator in
+a value has already become another property: producers must refuse it before encoding, and the
+Python client and mqadmin sendMessage do, with ``check_properties``.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ import ipaddress
 from typing import TYPE_CHECKING
 
 from .errors import RecordError
-from .properties import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
+from .properties import MAX_PROPERTIES_SIZE, NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, encode_properties
 
 if TYPE_CHECKING:  # message imports the hot path, which registers these checks: no import cycle
     from .message import MessageInner
@@ -79,11 +84,39 @@ def check_message(msg: MessageInner, properties_given: bool = False) -> None:
     check_host("store_host", msg.store_host)
     if properties_given:
         return
-    if not isinstance(msg.properties, dict):
-        raise RecordError(f"properties must be a dict, got {type(msg.properties).__name__}")
-    for key, value in msg.properties.items():
+    check_properties(msg.properties)
+
+
+def check_properties(properties: object) -> None:
+    """Raise RecordError (naming the property) unless every name and value encodes faithfully: no
+    0x01/0x02 separator (TAGS, KEYS and user properties alike), valid Unicode, no empty name.
+
+    Producers call this too (the Python client, mqadmin sendMessage over -n), before a message is
+    encoded for the wire: a broker decoding ``KEYS\x01k1\x02KEYS\x01evil`` cannot tell it from what
+    the user meant, so the check has to happen where the dict still exists."""
+    if not isinstance(properties, dict):
+        raise RecordError(f"properties must be a dict, got {type(properties).__name__}")
+    for key, value in properties.items():
         _check_text("property name", key)
         if not key:
             raise RecordError("a property name is empty")
         if value is not None:
             _check_text(f"property {key}", value)
+
+
+class PropertiesSizeError(RecordError):
+    """Encoded properties longer than the i16 PROPERTIES length holds (``size`` bytes)."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__(f"properties size {size} bytes exceeds the limit of {MAX_PROPERTIES_SIZE} bytes")
+        self.size = size
+
+
+def check_properties_fit(properties: dict[str, str]) -> None:
+    """``check_properties``, and the encoded properties fit a record's (or a batch item's) PROPERTIES
+    length; PropertiesSizeError otherwise. What a producer checks before it encodes a message, and the
+    broker before it encodes a batch item (the struct error of an i16 overflow named nothing)."""
+    check_properties(properties)
+    size = len(encode_properties(properties).encode("utf-8"))
+    if size > MAX_PROPERTIES_SIZE:
+        raise PropertiesSizeError(size)
