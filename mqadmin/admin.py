@@ -538,6 +538,7 @@ class Admin:
 
     def group_summaries(self) -> list[GroupSummary]:
         """consumerProgress without -g: lag per group, and who is online (OFFLINE when nobody)."""
+        from mqadmin.mqversion import version_desc
         from mqadmin.reports import GroupSummary
 
         out = []
@@ -548,7 +549,7 @@ class Admin:
                 conn = self.client.consumer_connection(b.broker_addr, group)
                 if conn is not None and conn.connections:
                     count = max(count, len(conn.connections))
-                    version = str(min(c.version for c in conn.connections))
+                    version = version_desc(min(c.version for c in conn.connections))  # V5_3_3, as Apache
                     ctype = _CONSUME_TYPES.get(conn.consume_type, conn.consume_type)
                     model = conn.message_model
             out.append(GroupSummary(group, count, version, ctype, model, 0.0, diff))

@@ -286,6 +286,23 @@ class Cmd:
         else:
             render()
 
+    def emit_round(self, data: Any, render: Callable[[], None]) -> None:
+        """One round of a repeating command (``-i N``): each round a document of its own, written at once
+        (JSON Lines: one compact JSON text a line; YAML: a ``---`` document), so a script reading the
+        stream gets every round as it comes. Why: ``emit`` per round wrote pretty JSON arrays back to back
+        (no parser reads that) and YAML rounds that merged into one list; a command that gathered its
+        rounds to emit at the end never printed anything, its loop having no end."""
+        if self.opts.output is OutputFormat.json:
+            typer.echo(json.dumps(data, ensure_ascii=False, default=_json_default))
+        elif self.opts.output is OutputFormat.yaml:
+            import yaml
+
+            typer.echo("---\n" + yaml.safe_dump(json.loads(json.dumps(data, default=_json_default)), sort_keys=False,
+                                                allow_unicode=True), nl=False)
+        else:
+            render()
+        sys.stdout.flush()
+
     def print(self, text: str = "", end: str = "\n") -> None:
         typer.echo(text + end, nl=False)
 

@@ -27,7 +27,7 @@ def cluster_list(
         admin.check_target(cluster_name=cluster)  # an unknown cluster is not found (Apache prints no rows)
     while True:
         rows = admin.cluster_list(cluster)  # -c: that cluster's brokers only
-        _print_cluster(cmd, rows, more_stats)
+        _print_cluster(cmd, rows, more_stats, repeating=bool(interval and interval > 0))
         if not interval or interval <= 0:
             silent = [f"{r['brokerName']} ({r['brokerAddr']}): {r['error']}" for r in rows if "error" in r]
             if silent:  # the table is out; the exit code and one line say which brokers are missing from it
@@ -36,7 +36,7 @@ def cluster_list(
         time.sleep(interval)
 
 
-def _print_cluster(cmd: Cmd, rows: list[dict[str, Any]], more_stats: bool) -> None:
+def _print_cluster(cmd: Cmd, rows: list[dict[str, Any]], more_stats: bool, repeating: bool = False) -> None:
     def render_more() -> None:
         cmd.printf("%-16s  %-32s %14s %14s %14s %14s%n", "#Cluster Name", "#Broker Name", "#InTotalYest",
                    "#OutTotalYest", "#InTotalToday", "#OutTotalToday")
@@ -58,7 +58,7 @@ def _print_cluster(cmd: Cmd, rows: list[dict[str, Any]], more_stats: bool) -> No
                 f"{r['timerEnqueueTps']:.1f}, {r['timerDequeueTps']:.1f})",
                 r["pageCacheLockTimeMills"], f"{r['hours']:2.2f}", f"{r['space']:.4f}", r["activated"])
 
-    cmd.emit(rows, render_more if more_stats else render_base)
+    (cmd.emit_round if repeating else cmd.emit)(rows, render_more if more_stats else render_base)
 
 
 @register(app, "brokerStatus", "Show a broker's runtime information.")
@@ -286,7 +286,7 @@ def cluster_rt(
     if not tlog and not cmd.structured:
         cmd.printf("%-24s  %-24s  %-4s  %-8s  %-8s%n", "#Cluster Name", "#Broker Name", "#RT", "#successCount",
                    "#failCount")
-    rows = []
+    rows: list[dict[str, Any]] = []
     while True:
         for b in brokers:
             ok = failed = 0
@@ -313,6 +313,9 @@ def cluster_rt(
                            failed)
         if interval is None:
             break
+        if cmd.structured:  # every round as it comes: the loop has no end to emit them at
+            cmd.emit_round(rows, lambda: None)
+            rows = []
         time.sleep(interval)
     if cmd.structured:
         cmd.emit(rows, lambda: None)

@@ -63,6 +63,9 @@ def dashboard(
 ) -> None:
     from tui.app import SCREENS_IN_ORDER, DashboardApp
 
+    if cmd.structured:  # a script asking for JSON got a terminal UI on its pipe, running until killed
+        raise UsageProblem("dashboard is interactive: --output json/yaml is not supported "
+                           "(for figures use topicStatus, consumerProgress or brokerStatus with --output)")
     if refresh <= 0 or timeout <= 0:
         raise UsageProblem("--refresh and --timeout must be positive")
     if screen not in {m for m, _ in SCREENS_IN_ORDER}:

@@ -519,3 +519,10 @@ def test_consumer_progress_s_names_the_client_ip_holding_each_queue(broker: Brok
     assert r.returncode == 0, r.stderr
     assert "#Client IP" in r.stdout.splitlines()[0]
     assert [row[5] for row in rows] == [ip, ip], r.stdout
+
+
+def test_consumer_progress_summary_names_the_client_version(broker: BrokerProcess, live: LiveConsumer) -> None:
+    # the summary printed the version number ("479"); Apache prints its name, as consumerConnection does
+    rows = json.loads(mqadmin_ok("consumerProgress", "-n", broker.namesrv_addr, "--output", "json"))
+    row = next(r for r in rows if r["group"] == "StG")
+    assert row["count"] == 1 and row["version"] == "V5_3_3"

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -135,3 +137,39 @@ def test_same_output_over_n_as_on_store(plain: BrokerProcess, command: list[str]
     configured = "127.0.0.1:10911"
     assert local.stdout.replace(configured, plain.broker_addr) == remote.stdout
     assert local.stderr.replace(configured, plain.broker_addr) == remote.stderr
+
+
+def _rounds(args: list[str], count: int) -> list[str]:
+    """The first ``count`` stdout lines of a repeating mqadmin command, which is then stopped."""
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env.pop("NAMESRV_ADDR", None)
+    proc = subprocess.Popen([sys.executable, "-m", "mqadmin.app", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env, cwd=str(REPO))
+    try:
+        assert proc.stdout is not None
+        lines: list[str] = []
+        deadline = time.monotonic() + 30
+        while len(lines) < count:
+            left = deadline - time.monotonic()
+            ready, _, _ = select.select([proc.stdout], [], [], max(left, 0))
+            assert ready, f"{count} rounds not written within 30 s: {lines}"
+            lines.append(proc.stdout.readline())
+        return lines
+    finally:
+        proc.kill()
+        proc.wait(10)
+
+
+@pytest.mark.parametrize("command", [["clusterList"], ["clusterRT", "-a", "2", "-s", "16"]])
+def test_a_repeating_command_writes_one_json_document_a_round(plain: BrokerProcess, command: list[str]) -> None:
+    # clusterList -i wrote pretty JSON arrays back to back (no parser reads that); clusterRT -i gathered
+    # its rounds to print after a loop without end, so a script got nothing at all
+    lines = _rounds([*command, "-n", plain.namesrv_addr, "-i", "1", "--output", "json"], 2)
+    rounds = [json.loads(line) for line in lines]
+    assert all(isinstance(r, list) and r and r[0]["brokerName"] == plain.broker_name for r in rounds), lines
+
+
+def test_dashboard_refuses_structured_output(plain: BrokerProcess) -> None:
+    # it ran the terminal UI into the pipe, until killed
+    r = mqadmin("dashboard", "-n", plain.namesrv_addr, "--output", "json")
+    assert r.returncode == 2 and "interactive" in r.stderr and r.stdout == ""
