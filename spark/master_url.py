@@ -20,21 +20,34 @@ class MasterUrlError(ValueError):
     """The master URL is malformed, of a kind rmqops does not run on, or nothing answers there."""
 
 
-def check_master(master: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
-    """``local``, ``local[N]``, ``local[*]``, ``local[N,F]`` pass; ``spark://h:p[,h:p...]`` passes when one
-    of its masters accepts a TCP connection within ``timeout_s``; anything else raises MasterUrlError."""
+class MasterUrlUsageError(MasterUrlError):
+    """The URL itself is wrong (no port, ``local[x]``, ``yarn``): a usage error (exit 2), not a failure."""
+
+
+def parse_master(master: str) -> list[tuple[str, int]]:
+    """The ``(host, port)`` addresses of a ``spark://`` URL ([] for a local master); MasterUrlUsageError
+    for anything else."""
     url = master.strip()
     if _LOCAL.fullmatch(url):
-        return
+        return []
     if not url.startswith("spark://"):
-        raise MasterUrlError(f"unsupported Spark master {master!r}: use local[*], local[N] or spark://host:port")
-    hosts = url[len("spark://"):].split(",")
+        raise MasterUrlUsageError(f"unsupported Spark master {master!r}: use local[*], local[N] or spark://host:port")
     addrs = []
-    for h in hosts:
+    for h in url[len("spark://"):].split(","):
         m = _HOST_PORT.fullmatch(h.strip())
         if m is None or not 0 < int(m.group(2)) < 65536:
-            raise MasterUrlError(f"bad Spark master {master!r}: expected spark://host:port[,host:port]")
+            raise MasterUrlUsageError(f"bad Spark master {master!r}: expected spark://host:port[,host:port]")
         addrs.append((m.group(1).strip("[]"), int(m.group(2))))
+    return addrs
+
+
+def check_master(master: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
+    """``local``, ``local[N]``, ``local[*]``, ``local[N,F]`` pass; ``spark://h:p[,h:p...]`` passes when one
+    of its masters accepts a TCP connection within ``timeout_s``. A malformed URL raises
+    MasterUrlUsageError, an address where nothing answers MasterUrlError."""
+    addrs = parse_master(master)
+    if not addrs:
+        return
     reasons = []
     for host, port in addrs:
         try:

@@ -67,6 +67,9 @@ class QueueResult:
     # (bucket start ms, first queue offset stored in that bucket), ascending by bucket
     time_table: list[tuple[int, int]] = field(default_factory=list)
     mismatches: list[Mismatch] = field(default_factory=list)
+    # write: why the queue was not written (a record's queue offset is not the next slot); the driver
+    # then refuses the whole rebuild, so nothing is swapped in
+    refused: str = ""
 
 
 def _expected_units(chunks: Iterable[tuple[int, bytes]]) -> Iterator[tuple]:
@@ -76,14 +79,42 @@ def _expected_units(chunks: Iterable[tuple[int, bytes]]) -> Iterator[tuple]:
 
 
 
+class QueueOrderError(ValueError):
+    """A record's queue offset is not the slot the queue is at: writing it would put its unit at
+    another offset (the store's writer appends where the queue is, whatever the offset says)."""
+
+
+def _order_problem(topic: str, queue_id: int, at: int, offset: int, phy: int) -> str:
+    return (f"queue {topic}/{queue_id}: the record at commitlog offset {phy} has queue offset {offset} but the "
+            f"queue is at {at}; writing it would put its unit at the wrong offset")
+
+
+def first_out_of_order(recs: bytes) -> tuple[int, int, int] | None:
+    """``(expected offset, record's offset, its commitlog offset)`` of the first packed CQ_REC whose queue
+    offset is not the previous one's + 1 (None: all follow each other)."""
+    prev = None
+    for off, _base, phy, _size, _tags, _ts, _batch in CQ_REC.iter_unpack(recs):
+        if prev is not None and off != prev + 1:
+            return prev + 1, off, phy
+        prev = off
+    return None
+
+
 def _put_cq_units(writer: ConsumeQueue, first_offset: int, cq_units: bytes, contiguous: bool) -> None:
     """Append packed CQ units (queue offsets ``first_offset``, +1, ...) to a queue being written.
 
     The first unit of every file goes through the store's ``put_message_position_info`` (it creates
-    the file, fills the pre-blank of a queue that starts past 0, and places the unit); when the
-    units are ``contiguous`` and that unit landed at the file's end, the rest of the file's units
-    are copied in one write, which is what unit-by-unit appends would leave there.
+    the file, fills the pre-blank of a queue that starts past 0, and places the unit); the rest of
+    the file's units are copied in one write when that unit landed at the file's end, which is what
+    unit-by-unit appends would leave there.
+
+    Only for units whose records' queue offsets do follow each other (``contiguous``, as
+    ``cq_units_of`` says): unit k goes to offset ``first_offset + k``, so any other input would put
+    units at offsets their records do not have; it is refused (QueueOrderError).
     """
+    if not contiguous:
+        raise QueueOrderError(f"queue {writer.topic}/{writer.queue_id}: units from offset {first_offset} are not "
+                              f"contiguous; they must be written at their records' own offsets")
     n = len(cq_units) // CQ_STORE_UNIT_SIZE
     k = 0
     while k < n:
@@ -92,7 +123,7 @@ def _put_cq_units(writer: ConsumeQueue, first_offset: int, cq_units: bytes, cont
         k += 1
         files = writer.file_queue.files
         mf = files[-1] if files else None
-        if not contiguous or mf is None or mf.file_from_offset + mf.wrote_position != (first_offset + k) * CQ_STORE_UNIT_SIZE:
+        if mf is None or mf.file_from_offset + mf.wrote_position != (first_offset + k) * CQ_STORE_UNIT_SIZE:
             continue  # not simply the next slot of the last file: unit by unit
         take = min((mf.file_size - mf.wrote_position) // CQ_STORE_UNIT_SIZE, n - k)
         if take <= 0:
@@ -124,10 +155,14 @@ def process_queue(conf: QueueJobConf, topic: str, queue_id: int, chunks: Iterabl
     last_bucket = None
     seen_buckets: set[int] = set()
     plain_units = not batch and expected is None
+    refused = ""
     for cq_off, base_off, phy, size, tags, ts, batch_size in () if plain_units else _expected_units(chunks):
         off = base_off if batch else cq_off
         num = batch_size if batch else 1
-        if writer is not None:
+        if writer is not None and not refused and units and off != max_off:
+            # A BCQ unit carries its offset, but the queue would still have a hole (or go back).
+            refused = _order_problem(topic, queue_id, max_off, off, phy)
+        if writer is not None and not refused:
             if batch:
                 writer.put_message_position_info(phy, size, tags, off, ts, num)
             else:
@@ -154,7 +189,16 @@ def process_queue(conf: QueueJobConf, topic: str, queue_id: int, chunks: Iterabl
             last = CQ_REC.unpack_from(recs, len(recs) - CQ_REC.size)
             max_off, max_phy = last[0] + 1, last[2] + last[3]
             if writer is not None:
-                _put_cq_units(writer, min_off, cq_units, contiguous)
+                bad = None if contiguous else first_out_of_order(recs)
+                if bad is not None:
+                    refused = _order_problem(topic, queue_id, *bad)
+                elif contiguous:
+                    _put_cq_units(writer, min_off, cq_units, True)
+                else:
+                    # Offsets in order, but a commitlog offset that does not grow: the store's writer
+                    # decides unit by unit (each record's own offset is min_off + k here).
+                    for k, (phy, size, tags) in enumerate(CQ_UNIT.iter_unpack(cq_units)):
+                        writer.put_message_position_info(phy, size, tags, min_off + k)
     files = 0
     if writer is not None:
         writer.flush()
@@ -168,7 +212,8 @@ def process_queue(conf: QueueJobConf, topic: str, queue_id: int, chunks: Iterabl
             o = mono[-1][1]
         mono.append((b, o))
     mono.reverse()
-    result = QueueResult(topic, queue_id, cq_type, units, max(min_off, 0), max_off, max_phy, files, mono)
+    result = QueueResult(topic, queue_id, cq_type, units, max(min_off, 0), max_off, max_phy, files, mono,
+                         refused=refused)
     if expected is not None:
         result.mismatches = verify_queue(conf, topic, queue_id, batch, expected)
         qdir = Path(conf.store_root) / (BCQ_DIR if batch else CQ_DIR) / topic / str(queue_id)

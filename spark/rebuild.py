@@ -43,6 +43,7 @@ from broker_core.store.topic_config import BATCH_CQ
 
 from .exchange import Slice, decode_to_files, read_slices
 from .index_build import IndexFileResult, index_file_task, plan_index_files, reachable_entries
+from .interrupt import InterruptGuard
 from .offsets import OffsetChange, queue_ranges, repair_consumer_offsets, write_offset_tables
 from .progress import ProgressCallback, StatusPoller
 from .queues import (
@@ -64,7 +65,7 @@ from .scan import (
     find_log_end,
     plan_file,
 )
-from .session import get_spark, is_local_master
+from .session import SparkStartError, get_spark, is_local_master, stop_quietly
 from .store_input import StoreInput, load_store_input
 
 ALL_PARTS = ("cq", "index", "offsets")
@@ -93,10 +94,33 @@ class RebuildUsageError(RebuildError):
 
 
 class RebuildRefusedError(RebuildError):
-    """The commitlog has intact data after a corrupt record: rebuilding up to it would hide that data.
+    """The commitlog has intact data after a corrupt record (or after a gap between its files, or a
+    queue's offsets do not follow each other): rebuilding would hide or misplace that data.
 
-    Exit 1 (the store needs an operator), not 2: the options were fine. ``--force`` rebuilds anyway.
+    Exit 1 (the store needs an operator), not 2: the options were fine. ``--force`` rebuilds anyway
+    up to the corrupt record or the gap.
     """
+
+
+class RebuildSparkError(RebuildError):
+    """Spark could not start for the master asked for (no master there, no executor granted): exit 1."""
+
+
+class RebuildInterrupted(RebuildError):
+    """Ctrl-C (SIGINT) stopped the rebuild; the message says what had been written to the store (the
+    staged files are removed, so everything else is as it was). Front ends exit 130."""
+
+    def __init__(self, root: Path, written: list[str]) -> None:
+        names = []
+        for w in written:
+            try:
+                names.append(str(Path(w).relative_to(root)))
+            except ValueError:
+                names.append(w)
+        text = (f"interrupted after writing {', '.join(dict.fromkeys(names))} in {root}; nothing else in the store "
+                f"was changed" if names else f"interrupted; the store {root} was left unchanged")
+        super().__init__(text)
+        self.written = list(written)
 
 
 @dataclass
@@ -437,9 +461,23 @@ def run_rebuild(store_dir: str | os.PathLike[str], config_file: str | os.PathLik
     ``spark`` lets a caller reuse a running SparkSession (tests, benchmarks); otherwise one is created
     for ``master`` and stopped at the end. ``progress(phase, done_tasks, total_tasks)`` is called from
     a poller thread. Raises RebuildError if a broker holds the store (unless verifying), and
-    RebuildRefusedError, writing nothing, when intact data follows a corrupt record (the log would
-    end before it) unless ``force``; ``verify`` reports that as a mismatch.
+    RebuildRefusedError, writing nothing, when intact data follows a corrupt record or a gap between
+    commitlog files (the log would end before it) unless ``force``; ``verify`` reports that as a
+    mismatch. A queue whose records' offsets do not follow each other is refused too (its units
+    would land at offsets that are not theirs). RebuildSparkError: Spark could not start on
+    ``master``. RebuildInterrupted: Ctrl-C (SIGINT) stopped it; its message says what was written.
     """
+    with InterruptGuard() as guard:
+        try:
+            return _run_rebuild(store_dir, config_file, parts, master, verify, progress, spark, split_bytes,
+                                time_granularity_ms, force, guard)
+        except KeyboardInterrupt:
+            raise RebuildInterrupted(Path(store_dir).resolve(), []) from None
+
+
+def _run_rebuild(store_dir: str | os.PathLike[str], config_file: str | os.PathLike[str] | None,
+                 parts: Sequence[str] | str, master: str, verify: bool, progress: ProgressCallback | None, spark,
+                 split_bytes: int, time_granularity_ms: int, force: bool, guard: InterruptGuard) -> RebuildSummary:
     t0 = time.monotonic()
     part_list = normalize_parts(parts)
     try:
@@ -462,10 +500,23 @@ def run_rebuild(store_dir: str | os.PathLike[str], config_file: str | os.PathLik
     staging = si.root / f".rmqops-rebuild-{os.getpid()}-{int(time.time() * 1000)}"
     own_spark = spark is None
     exchange_dir: Path | None = None
+    gaps = {g.after_index: g.describe() for g in si.gaps}
     try:
+        if si.gaps and not verify and not force:
+            # Refused before Spark starts: the log would end at the gap (as at a corrupt record).
+            g = si.gaps[0]
+            later = sum(1 for f in si.files[g.after_index:] if f.length)
+            raise RebuildRefusedError(
+                f"{g.describe()}; a rebuild would end the log before the gap and drop the {later} commitlog "
+                f"file(s) from {g.after} on, so nothing was written (--force rebuilds up to the gap as recovery "
+                f"would)")
         if own_spark:
-            spark = get_spark(master, "rmqops-rebuildStore", REBUILD_SPARK_CONF)
+            try:
+                spark = get_spark(master, "rmqops-rebuildStore", REBUILD_SPARK_CONF, interrupted=guard.is_requested)
+            except SparkStartError as e:
+                raise RebuildSparkError(str(e)) from None
         sc = spark.sparkContext
+        guard.attach(sc)
         summary.master = sc.master
         if not verify:
             staging.mkdir(parents=True)
@@ -474,6 +525,7 @@ def run_rebuild(store_dir: str | os.PathLike[str], config_file: str | os.PathLik
 
             def phase(name: str) -> None:
                 nonlocal phase_t
+                guard.check()  # Ctrl-C: stop between phases (the swap is one phase: not cut half-way)
                 now = time.monotonic()
                 if poller.phase:
                     summary.phase_seconds[poller.phase] = round(now - phase_t, 3)
@@ -512,7 +564,7 @@ def run_rebuild(store_dir: str | os.PathLike[str], config_file: str | os.PathLik
             for i in range(len(si.files) - 1, -1, -1):
                 after_has_data[i] = later
                 later = later or file_starts_with_record(si.files[i].path)
-            log_end: LogEnd = find_log_end(light, after_has_data)
+            log_end: LogEnd = find_log_end(light, after_has_data, gaps)
             summary.log_end_offset = log_end.offset
             summary.log_end_clean = log_end.clean
             summary.log_end_reason = log_end.reason
@@ -579,6 +631,10 @@ def run_rebuild(store_dir: str | os.PathLike[str], config_file: str | os.PathLik
                 for r in out:
                     (index_results if isinstance(r, IndexFileResult) else queue_results).append(r)
             queue_results.sort(key=lambda q: (q.topic, q.queue_id))
+            refused = [q.refused for q in queue_results if q.refused]
+            if refused:
+                more = f" (and {len(refused) - 1} more queue(s))" if len(refused) > 1 else ""
+                raise RebuildRefusedError(f"{refused[0]}{more}; nothing was written")
             summary.queue_results = queue_results
             for q in queue_results:
                 summary.mismatches.extend(q.mismatches)
@@ -623,9 +679,18 @@ def run_rebuild(store_dir: str | os.PathLike[str], config_file: str | os.PathLik
                     replace_dir(staging / INDEX_DIR, si.root / INDEX_DIR, trash)
                     summary.written.append(str(si.root / INDEX_DIR))
             phase("")
+    except KeyboardInterrupt:
+        raise RebuildInterrupted(si.root, summary.written) from None
+    except Exception:
+        if guard.requested:  # a job cancelled by Ctrl-C fails with Spark's "cancelled" error: not a failure
+            raise RebuildInterrupted(si.root, summary.written) from None
+        raise
     finally:
         if own_spark and spark is not None:
-            spark.stop()
+            if guard.requested:
+                stop_quietly(spark)
+            else:
+                spark.stop()
         if exchange_dir is not None and exchange_dir.exists():
             shutil.rmtree(exchange_dir, ignore_errors=True)
         if staging.exists():

@@ -5,7 +5,8 @@ Same arguments and behaviour as ``mqadmin rebuildStore``; both call :func:`spark
 Run it with the venv's interpreter, e.g. ``PYSPARK_PYTHON=.venv/bin/python PYSPARK_DRIVER_PYTHON=.venv/bin/python
 .venv/lib/python3.11/site-packages/pyspark/bin/spark-submit spark/rebuild_store.py --store DIR``.
 Exit status: 0 done, 1 verify found mismatches or consumer offsets out of range, or intact data follows
-a corrupt record (refused without ``--force``), 2 cannot run (bad option, store held by a broker).
+a corrupt record or a gap between commitlog files (refused without ``--force``), or Spark could not
+start (no master, no executor), 2 cannot run (bad option, store held by a broker), 130 interrupted.
 """
 
 from __future__ import annotations
@@ -45,7 +46,14 @@ def main(argv: list[str] | None = None) -> int:
     from rich.console import Console
 
     from spark.progress import rich_progress
-    from spark.rebuild import RebuildError, RebuildRefusedError, print_summary, run_rebuild
+    from spark.rebuild import (
+        RebuildError,
+        RebuildInterrupted,
+        RebuildRefusedError,
+        RebuildSparkError,
+        print_summary,
+        run_rebuild,
+    )
 
     console = Console(stderr=False)
     try:
@@ -55,7 +63,9 @@ def main(argv: list[str] | None = None) -> int:
                                   force=args.force)
     except RebuildError as e:
         console.print(f"rebuildStore: {e}", style="red", markup=False, highlight=False, soft_wrap=True)
-        return 1 if isinstance(e, RebuildRefusedError) else 2
+        if isinstance(e, RebuildInterrupted):
+            return 130
+        return 1 if isinstance(e, (RebuildRefusedError, RebuildSparkError)) else 2
     print_summary(summary, console)
     if args.verify and (summary.mismatches or summary.offset_changes):
         return 1

@@ -390,15 +390,21 @@ class LogEnd:
     file_index: int
 
 
-def find_log_end(ranges: list[DecodedRange], files_after_have_data: dict[int, bool]) -> LogEnd:
+def find_log_end(ranges: list[DecodedRange], files_after_have_data: dict[int, bool],
+                 gaps: dict[int, str] | None = None) -> LogEnd:
     """The first invalid stop over all decoded ranges in log order (spec §9.5 step 3).
 
     ``files_after_have_data[file_index]`` tells whether any later commitlog file starts with a
     record: if recovery stops before such data, records are being dropped, which is not clean.
+    ``gaps[file_index]`` (the reason) marks a file that does not follow the one before it: the log
+    ends where that one's data ends, as at a corrupt record (the records in between are gone).
     """
     ordered = sorted(ranges, key=lambda r: (r.file_index, r.start))
+    gaps = gaps or {}
     last = None
     for r in ordered:
+        if r.file_index in gaps and last is not None and last.file_index < r.file_index:
+            return LogEnd(last.global_stop, False, gaps[r.file_index], last.file_index)
         last = r
         if r.stop == STOP_INVALID:
             clean = r.stop_reason.startswith(ZERO_REASON_PREFIX) and not files_after_have_data.get(r.file_index, False)

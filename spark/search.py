@@ -42,6 +42,7 @@ from broker_core.store.store_dir import is_store_dir, not_a_store_reason
 from broker_core.store.store_lock import is_store_locked
 
 from .failure import failure_cause
+from .interrupt import InterruptGuard
 from .progress import ProgressCallback, StatusPoller
 from .scan import (
     STOP_BLANK,
@@ -68,8 +69,8 @@ from .search_query import (
     ScanQuery,
     row_sort_key,
 )
-from .session import get_spark, is_local_master
-from .store_input import CommitLogFile, list_commitlog_files
+from .session import SparkStartError, get_spark, is_local_master, stop_quietly
+from .store_input import CommitLogFile, CommitLogGap, list_commitlog_files
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrameWriter, SparkSession
@@ -195,6 +196,8 @@ class ScanSummary:
     messages_matched: int = 0
     bodies_not_decompressed: int = 0  # compressed bodies that could not be inflated (see warnings)
     stops: list[FileStop] = field(default_factory=list)
+    # "store: gap" per gap between a store's commitlog files (a missing file): messages are missing
+    gaps: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     phase_seconds: dict[str, float] = field(default_factory=dict)
     elapsed_seconds: float = 0.0
@@ -259,7 +262,7 @@ class _Store:
 
 
 def _load_store(index: int, store_dir: str | os.PathLike[str], config_file: str | os.PathLike[str] | None,
-                warnings: list[str]) -> _Store:
+                warnings: list[str], gap_lines: list[str]) -> _Store:
     root = Path(store_dir).resolve()
     if not is_store_dir(root):
         raise StoreNotFoundError(not_a_store_reason(root))
@@ -273,7 +276,9 @@ def _load_store(index: int, store_dir: str | os.PathLike[str], config_file: str 
         sizes = sorted({p.stat().st_size for p in commitlog_dir.iterdir() if p.is_file() and p.stat().st_size})
         if sizes:
             size = sizes[-1]
-    files = list_commitlog_files(commitlog_dir, size, warnings)
+    gaps: list[CommitLogGap] = []
+    files = list_commitlog_files(commitlog_dir, size, warnings, gaps)
+    gap_lines.extend(f"{root}: {g.describe()}" for g in gaps)
     locked = is_store_locked(root)
     if locked:
         warnings.append(f"{root}: a broker holds this store; the newest file is read as it is being written")
@@ -327,12 +332,13 @@ class _Job:
         if not store_dirs:
             raise SearchUsageError("no store directory given (--store DIR or --stores DIR,DIR)")
         warnings: list[str] = []
-        self.stores = [_load_store(i, d, config_file, warnings) for i, d in enumerate(store_dirs)]
+        gaps: list[str] = []
+        self.stores = [_load_store(i, d, config_file, warnings, gaps) for i, d in enumerate(store_dirs)]
         names = [s.name for s in self.stores]
         dup = next((n for i, n in enumerate(names) if n in names[:i]), None)
         if dup is not None:
             raise SearchUsageError(f"the same store directory is given twice: {dup}")
-        self.summary = ScanSummary(names, warnings=warnings)
+        self.summary = ScanSummary(names, warnings=warnings, gaps=gaps)
         self.summary.files_total = sum(len(s.files) for s in self.stores)
         self.master = master
         self.spark = spark
@@ -344,6 +350,7 @@ class _Job:
         self.plan_split = self.split_bytes
         self.t0 = time.monotonic()
         self.poller: StatusPoller | None = None
+        self.guard: InterruptGuard | None = None
         # (store index, file index, failures) of scanned ranges and of the driver's own decoding
         self.body_failures: list[tuple[int, int, BodyFailures]] = []
         self._phase = ""
@@ -354,11 +361,22 @@ class _Job:
         if self.in_process:
             self.summary.master = IN_PROCESS
             return self
-        if self.own_spark:
-            self.spark = get_spark(self.master, "rmqops-searchMessages", search_spark_conf())
-        self.sc = self.spark.sparkContext
-        self.summary.master = self.sc.master
-        self.poller = StatusPoller(self.sc, self.progress).__enter__()
+        # Ctrl-C: cancel the jobs and stop at the next phase, without PySpark's tracebacks (interrupt.py).
+        self.guard = InterruptGuard().__enter__()
+        try:
+            if self.own_spark:
+                try:
+                    self.spark = get_spark(self.master, "rmqops-searchMessages", search_spark_conf(),
+                                           interrupted=self.guard.is_requested)
+                except SparkStartError as e:
+                    raise SearchError(str(e)) from None
+            self.sc = self.spark.sparkContext
+            self.guard.attach(self.sc)
+            self.summary.master = self.sc.master
+            self.poller = StatusPoller(self.sc, self.progress).__enter__()
+        except BaseException:
+            self.guard.__exit__(None, None, None)
+            raise
         return self
 
     @property
@@ -377,13 +395,22 @@ class _Job:
             lambda it: [fn(x) for group in it for x in group]).collect()
 
     def __exit__(self, *exc: object) -> None:
+        guard = self.guard
         try:
-            self.phase("")
             if self.poller is not None:
                 self.poller.__exit__(*exc)
+            self.phase("")
         finally:
             if self.own_spark and self.spark is not None:
-                self.spark.stop()
+                if guard is not None and guard.requested:
+                    stop_quietly(self.spark)
+                else:
+                    self.spark.stop()
+            if guard is not None:
+                guard.__exit__(*exc)
+        if guard is not None and guard.requested and exc[0] is not None:
+            # A job cancelled by Ctrl-C fails with Spark's "cancelled" error: the command was interrupted.
+            raise KeyboardInterrupt from None
         self.summary.phase_seconds.pop("", None)
         self.summary.elapsed_seconds = round(time.monotonic() - self.t0, 3)
         if not is_local_master(self.summary.master) and self.summary.master != IN_PROCESS:
@@ -392,6 +419,8 @@ class _Job:
                                          "are cut in the workers' time zone: set TZ)")
 
     def phase(self, name: str) -> None:
+        if self.guard is not None:
+            self.guard.check()  # Ctrl-C: stop between phases
         now = time.monotonic()
         if self._phase:
             self.summary.phase_seconds[self._phase] = round(now - self._phase_t, 3)
@@ -810,6 +839,8 @@ def render_summary(summary: ScanSummary, title: str):
     t.add_row("messages matched", f"{summary.messages_matched:,}")
     t.add_row("MB scanned", f"{summary.bytes_scanned / 1e6:,.1f}")
     t.add_row("time (s)", f"{summary.elapsed_seconds:.2f}")
+    for g in summary.gaps:
+        t.add_row("GAP", g)
     for s in summary.stops:
         t.add_row("STOPPED", f"{s.store}/commitlog/{s.file} at offset {s.offset}: {s.reason}")
     for w in summary.warnings:

@@ -3,7 +3,7 @@
 ``spark/search_messages.py``, ``spark/export_messages.py`` and ``spark/stats_messages.py`` are thin
 scripts over :func:`main`; the options and behaviour are those of the mqadmin commands of the same
 names (both call :mod:`spark.search`). Exit status: 0 done, 1 a file's data ended at torn or corrupt
-records (reported) or the job failed (e.g. --out not writable), 2 cannot run (bad SQL, bad option,
+records or a commitlog file is missing between others (reported) or the job failed (e.g. --out not writable), 2 cannot run (bad SQL, bad option,
 missing store, existing output), as mqadmin's usage errors.
 """
 
@@ -96,7 +96,7 @@ def main(kind: str, argv: list[str] | None = None) -> int:
         print_export(result, console)
     else:
         print_stats(result, console, plot=args.plot)
-    return 1 if result.summary.stops else 0
+    return 1 if result.summary.stops or result.summary.gaps else 0
 
 
 def script_main(kind: str) -> None:

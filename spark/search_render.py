@@ -120,6 +120,8 @@ def print_export(result: ExportResult, console) -> None:
 
 def _print_footer(summary: ScanSummary, title: str, console) -> None:
     console.print(scan_line(summary))
+    for g in summary.gaps:
+        console.print(f"GAP {g} (the messages stored there are missing from these results)")
     for s in summary.stops:
         console.print(f"STOPPED {s.store}/commitlog/{s.file} at offset {s.offset}: {s.reason} "
                       f"(recovery stops there too; later records of that file were not scanned)")

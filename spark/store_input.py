@@ -22,6 +22,26 @@ class CommitLogFile:
     length: int
 
 
+@dataclass(frozen=True, slots=True)
+class CommitLogGap:
+    """Offsets no commitlog file holds: a file between ``before`` and ``after`` is missing.
+
+    Why it matters: every record after a gap keeps its own queue offset, so the records in the
+    missing range are lost from their queues; a rebuild that went on would hide that (and a writer
+    that placed units one after the other would shift every later unit of those queues).
+    """
+
+    before: str  # name of the file before the gap
+    end: int  # commitlog offset where its bytes end
+    after: str  # name of the file after the gap
+    start: int  # its base offset (where the data goes on)
+    after_index: int  # index of ``after`` in the file list
+
+    def describe(self) -> str:
+        return (f"commitlog file {self.after} (offset {self.start}) does not follow {self.before}, which ends at "
+                f"offset {self.end}: no file holds offsets {self.end}..{self.start - 1} (a missing file?)")
+
+
 @dataclass
 class StoreInput:
     root: Path
@@ -31,6 +51,7 @@ class StoreInput:
     topic_queue_types: dict[str, str] | None
     delay_levels_ms: list[int]
     warnings: list[str] = field(default_factory=list)
+    gaps: list[CommitLogGap] = field(default_factory=list)
 
     @property
     def commitlog_bytes(self) -> int:
@@ -43,8 +64,14 @@ class StoreInput:
         return BATCH_CQ if topic in batch_topics_seen else SIMPLE_CQ
 
 
-def list_commitlog_files(commitlog_dir: Path, file_size: int, warnings: list[str]) -> list[CommitLogFile]:
-    """Data files in name order; an empty trailing file (pre-created by the broker) is skipped."""
+def list_commitlog_files(commitlog_dir: Path, file_size: int, warnings: list[str],
+                         gaps: list[CommitLogGap] | None = None) -> list[CommitLogFile]:
+    """Data files in name order; an empty trailing file (pre-created by the broker) is skipped.
+
+    A file whose base offset lies past the end of the one before it (by that file's own length, so
+    a wrong ``mappedFileSizeCommitLog`` does not matter) follows a gap: it goes to ``gaps`` when
+    given, else a warning names it. Files that overlap are only warned about.
+    """
     if not commitlog_dir.is_dir():
         raise FileNotFoundError(f"no commitlog directory at {commitlog_dir}")
     names = sorted(p for p in commitlog_dir.iterdir() if p.is_file() and len(p.name) == 20 and p.name.isdigit())
@@ -56,8 +83,18 @@ def list_commitlog_files(commitlog_dir: Path, file_size: int, warnings: list[str
         if length != file_size:
             warnings.append(f"commitlog file {p.name} is {length} bytes, mappedFileSizeCommitLog is {file_size}")
         base = int(p.name)
-        if out and base != out[-1].base + file_size:
-            warnings.append(f"commitlog file {p.name} does not follow {Path(out[-1].path).name} contiguously")
+        if out:
+            prev = out[-1]
+            prev_end = prev.base + prev.length
+            if base > prev_end:
+                gap = CommitLogGap(Path(prev.path).name, prev_end, p.name, base, len(out))
+                if gaps is None:
+                    warnings.append(gap.describe())
+                else:
+                    gaps.append(gap)
+            elif base < prev_end:
+                warnings.append(f"commitlog file {p.name} (offset {base}) overlaps {Path(prev.path).name}, "
+                                f"which ends at offset {prev_end}")
         out.append(CommitLogFile(str(p), base, length))
     return out
 
@@ -66,11 +103,13 @@ def load_store_input(store_dir: str | Path, config_file: str | Path | None = Non
     root = Path(store_dir).resolve()
     config = StoreConfig.load(config_file, root=root)
     warnings: list[str] = []
-    files = list_commitlog_files(config.commit_log_dir, config.mapped_file_size_commit_log, warnings)
+    gaps: list[CommitLogGap] = []
+    files = list_commitlog_files(config.commit_log_dir, config.mapped_file_size_commit_log, warnings, gaps)
     topics_path = root / "config" / "topics.json"
     queue_types: dict[str, str] | None = None
     if topics_path.exists() or topics_path.with_name("topics.json.bak").exists():
         table = TopicConfigTable(root / "config")
         table.load()
         queue_types = {name: tc.queue_type for name, tc in table.topics.items()}
-    return StoreInput(root, config, files, queue_types, parse_delay_levels(config.message_delay_level), warnings)
+    return StoreInput(root, config, files, queue_types, parse_delay_levels(config.message_delay_level), warnings,
+                      gaps)

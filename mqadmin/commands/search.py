@@ -51,6 +51,7 @@ def _run(cmd: Cmd, stores: str | None, fn: Callable[..., R], *args: Any, **kwarg
         raise UsageProblem(f"--split-mb must be at least 1, got {kwargs['split_bytes'] >> 20}")
     if kwargs.get("limit", 0) < 0:
         raise UsageProblem(f"--limit must be >= 0, got {kwargs['limit']}")
+    _check_master(kwargs.get("master", "local[*]"))
     try:
         with cmd.progress(cmd.name) as update:
             return fn(dirs, *args, config_file=cmd.opts.config,
@@ -60,6 +61,22 @@ def _run(cmd: Cmd, stores: str | None, fn: Callable[..., R], *args: Any, **kwarg
     except SearchUsageError as e:  # --format csv, --out that exists, a store given twice: exit 2
         raise UsageProblem(str(e)) from None
     except SearchError as e:
+        raise AdminError(str(e)) from None
+
+
+def _check_master(master: str) -> None:
+    """A malformed --master is a usage error (exit 2), one where nothing answers a failure (exit 1),
+    both one line before Spark starts (``in-process`` is the benchmark's no-Spark baseline)."""
+    from spark.master_url import MasterUrlError, MasterUrlUsageError, check_master
+    from spark.search import IN_PROCESS
+
+    if master == IN_PROCESS:
+        return
+    try:
+        check_master(master)
+    except MasterUrlUsageError as e:
+        raise UsageProblem(str(e)) from None
+    except MasterUrlError as e:
         raise AdminError(str(e)) from None
 
 
@@ -81,10 +98,18 @@ def _console() -> Console:
 
 
 def _check_stops(cmd: Cmd, summary: ScanSummary) -> None:
+    """Exit 1 when data is missing from the results: a gap between commitlog files (a file missing from
+    the middle), or files whose data ends at torn or corrupt records; one line naming the first."""
+    problems = []
+    if summary.gaps:
+        more = f" (and {len(summary.gaps) - 1} more gap(s))" if len(summary.gaps) > 1 else ""
+        problems.append(f"{summary.gaps[0]}{more}; the messages stored there are missing from the results")
     if summary.stops:
-        raise AdminError(f"{len(summary.stops)} commitlog file(s) end at torn or corrupt data "
-                         f"(first: {summary.stops[0].file} at offset {summary.stops[0].offset}: "
-                         f"{summary.stops[0].reason}); results cover the data before it")
+        problems.append(f"{len(summary.stops)} commitlog file(s) end at torn or corrupt data "
+                        f"(first: {summary.stops[0].file} at offset {summary.stops[0].offset}: "
+                        f"{summary.stops[0].reason}); results cover the data before it")
+    if problems:
+        raise AdminError("; ".join(problems))
 
 
 @register(app, "searchMessages", "Search messages in commitlog files with Spark (SQL92, time, body text).")

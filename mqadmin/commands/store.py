@@ -71,6 +71,25 @@ def _checked_parts(parts: str) -> list[str]:
         raise UsageProblem(str(e)) from None
 
 
+class RebuildInterruptedExit(AdminError):
+    """Ctrl-C during rebuildStore: one line saying what became of the store, exit 130 (128 + SIGINT) as
+    any interrupted command."""
+
+    exit_code = 130
+
+
+def _checked_master(master: str) -> None:
+    """``--master`` checked before the store is opened: a malformed URL is a usage error (exit 2)."""
+    try:
+        from spark.master_url import MasterUrlUsageError, parse_master
+    except ImportError as e:
+        raise AdminError(f"rebuildStore needs PySpark and the spark/ jobs: {e}") from None
+    try:
+        parse_master(master)
+    except MasterUrlUsageError as e:
+        raise UsageProblem(str(e)) from None
+
+
 @register(app, "rebuildStore", "Rebuild (or --verify) consume queues, index files and offsets with Spark.",
           writes=True)
 def rebuild_store(
@@ -83,10 +102,17 @@ def rebuild_store(
                                         "after it is not dispatched)")] = False,
 ) -> None:
     wanted = _checked_parts(parts)
+    _checked_master(master)
     admin = cmd.admin()
-    with cmd.progress("rebuildStore") as update:
-        summary = admin.rebuild_store(wanted, master, verify, cmd.opts.config,
-                                      lambda phase, done, total: update(done, total), force)
+    try:
+        with cmd.progress("rebuildStore") as update:
+            summary = admin.rebuild_store(wanted, master, verify, cmd.opts.config,
+                                          lambda phase, done, total: update(done, total), force)
+    except KeyboardInterrupt as e:
+        told = getattr(e, "message", None)  # the Spark rebuild says what became of the store
+        if told:
+            raise RebuildInterruptedExit(told) from None
+        raise
 
     def render() -> None:
         from rich.console import Console

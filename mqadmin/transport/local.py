@@ -36,6 +36,7 @@ from mqadmin.errors import (
     NotAStoreError,
     NotFoundError,
     StoreBusyError,
+    UsageProblem,
     WrongTargetError,
     refusal,
 )
@@ -519,18 +520,30 @@ class LocalBrokerClient:
             # not "use -n": a rebuild rewrites the store's files, which only a stopped broker leaves alone
             raise self._busy("stop the broker first to rebuild its files (rebuildStore --verify checks them "
                              "beside it)")
-        from spark.master_url import MasterUrlError, check_master
+        from spark.master_url import MasterUrlError, MasterUrlUsageError, check_master
 
         try:
             check_master(master)  # seconds, one line — before Spark retries for minutes
+        except MasterUrlUsageError as e:  # the URL itself: a usage error (exit 2)
+            raise UsageProblem(str(e)) from None
         except MasterUrlError as e:
             raise AdminError(str(e)) from None
         try:
-            from spark.rebuild import RebuildError, run_rebuild
+            from spark.rebuild import (
+                RebuildError,
+                RebuildInterrupted,
+                RebuildRefusedError,
+                RebuildSparkError,
+                run_rebuild,
+            )
         except ImportError as e:
             raise AdminError(f"rebuildStore needs PySpark and the spark/ jobs: {e}") from None
         try:
             return run_rebuild(self.store_dir, config_file, parts, master, verify, progress, force=force)
+        except RebuildInterrupted as e:  # Ctrl-C: an interrupt that says what was written
+            raise RebuildInterruptedError(_first_line(str(e))) from None
+        except (RebuildSparkError, RebuildRefusedError) as e:
+            raise AdminError(_first_line(str(e))) from None
         except RebuildError as e:
             if "locked" in str(e) or "held" in str(e):
                 raise self._busy() from None
@@ -552,6 +565,15 @@ def _group_info(g: SubscriptionGroupConfig) -> SubscriptionGroupInfo:
     from mqadmin.transport.values import SubscriptionGroupInfo  # not at start-up (test_cli_startup)
 
     return SubscriptionGroupInfo.of_config(g)
+
+
+class RebuildInterruptedError(KeyboardInterrupt):
+    """Ctrl-C stopped a Spark rebuild. Still a KeyboardInterrupt for callers that stop on one (a playbook
+    reports the run as interrupted); ``message`` says what the store holds now (mqadmin prints it)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
 
 
 def _first_line(text: str) -> str:

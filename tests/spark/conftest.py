@@ -77,9 +77,16 @@ def _port_open(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) == 0
 
 
+class ClusterUrl(str):
+    """The master URL (a str, as before), plus the worker's RPC port: a Spark process that is not a master."""
+
+    worker_port: int
+
+
 @pytest.fixture(scope="module")
 def standalone_cluster(tmp_path_factory) -> Iterator[str]:
-    """Start a Spark standalone Master and one Worker (2 cores, 1g) on 127.0.0.1; yield the master URL."""
+    """Start a Spark standalone Master and one Worker (2 cores, 1g) on 127.0.0.1; yield the master URL
+    (``.worker_port``: the worker's port)."""
     home = spark_home()
     spark_class = os.path.join(home, "bin", "spark-class")
     work = tmp_path_factory.mktemp("spark-standalone")
@@ -113,7 +120,9 @@ def standalone_cluster(tmp_path_factory) -> Iterator[str]:
                 stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True))
         _wait_for(lambda: "Registering worker" in master_log.read_text(errors="replace"),
                   CLUSTER_START_TIMEOUT, "the worker to register", procs, [master_log, worker_log])
-        yield url
+        cluster = ClusterUrl(url)
+        cluster.worker_port = worker_port
+        yield cluster
     finally:
         for p in reversed(procs):
             if p.poll() is None:

@@ -33,3 +33,28 @@ def manifest_key_queries(manifest: dict) -> list[tuple[str, str, list[int]]]:
 
 def dump(obj: object) -> str:
     return json.dumps(obj, default=str, indent=1)
+
+
+REPO = Path(__file__).resolve().parents[2]
+# The JVM's own banner for the vector module Spark 4 adds: not a log line, printed before any of ours.
+JVM_BANNER = "WARNING: Using incubator modules:"
+
+
+def mqadmin_env(**extra: str) -> dict[str, str]:
+    """The environment for ``python -m mqadmin.app`` in a subprocess (its own Spark driver JVM)."""
+    import os
+
+    env = dict(os.environ, PYTHONPATH=str(REPO), NAMESRV_ADDR="", RMQ_STORE="")
+    env.update(extra)
+    return env
+
+
+def mqadmin_argv(*args: str) -> list[str]:
+    import sys
+
+    return [sys.executable, "-m", "mqadmin.app", *args]
+
+
+def stderr_lines(text: str) -> list[str]:
+    """What a command printed on stderr, without the JVM's banner line."""
+    return [line for line in text.splitlines() if line.strip() and not line.startswith(JVM_BANNER)]
