@@ -494,6 +494,11 @@ class Admin:
             out.extend(self.client.consume_stats(b.broker_addr, group, topic))
         return out
 
+    def consume_tps(self, group: str, topic: str | None = None) -> float:
+        """The group's consume TPS over every broker (consumerProgress' "Consume TPS"); a broker that
+        has no stats of the group adds 0."""
+        return sum(self.client.consume_tps(b.broker_addr, group, topic) for b in self.brokers())
+
     def consumer_progress(self, group: str, topic: str | None = None,
                           with_client_ip: bool = False) -> list[ConsumerProgressRow]:
         """GET_CONSUME_STATS of every broker: broker vs group offset, lag and in-flight per queue;
@@ -552,7 +557,7 @@ class Admin:
                     version = version_desc(min(c.version for c in conn.connections))  # V5_3_3, as Apache
                     ctype = _CONSUME_TYPES.get(conn.consume_type, conn.consume_type)
                     model = conn.message_model
-            out.append(GroupSummary(group, count, version, ctype, model, 0.0, diff))
+            out.append(GroupSummary(group, count, version, ctype, model, self.consume_tps(group), diff))
         return out
 
     # -- connections and settings of running brokers -------------------------------------------------

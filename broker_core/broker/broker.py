@@ -1232,6 +1232,13 @@ class Broker:
             out.append(QueueStats(topic, qid, lo, hi, max(last, 0)))
         return out
 
+    def consume_tps(self, group: str, topic: str | None = None, auth: RequestContext | None = None) -> float:
+        """GET_CONSUME_STATS' consumeTps: messages the group pulled a second over the last minute, of
+        ``topic`` or of every topic (BrokerStatsManager.tpsGroupGetNums summed, as RocketMQ's)."""
+        topics = [topic] if topic else sorted(self.offset_manager.which_topic_by_consumer(group))
+        self._authorize(auth, "GET_CONSUME_STATS", group=group, topics=topics)
+        return self.stats.group_get_tps(group, topic)
+
     def consume_stats(self, group: str, topic: str | None = None,
                       auth: RequestContext | None = None) -> list[GroupQueueStats]:
         """GET_CONSUME_STATS: per read queue, broker vs consumer offset, lag, inflight, blocked."""

@@ -165,9 +165,11 @@ class AdminHandlers:
         h = GetConsumeStatsRequestHeader.from_ext_fields(req.ext_fields)
         topics = [t for t in (h.topic_list or "").split(";") if t] or [h.topic or None]
         rows = []
+        tps = 0.0
         for topic in topics:
             rows += await self.ctx.run(self.broker.consume_stats, h.consumer_group, topic, auth=auth)
-        return req.response(body=consume_stats(self.broker_name, rows).to_json())
+            tps += await self.ctx.run(self.broker.consume_tps, h.consumer_group, topic, auth=auth)
+        return req.response(body=consume_stats(self.broker_name, rows, tps).to_json())
 
     async def query_topic_consume_by_who(self, ch: Channel, req: RemotingCommand,
                                          auth: RequestContext) -> RemotingCommand:

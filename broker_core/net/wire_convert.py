@@ -36,8 +36,8 @@ def topic_stats_table(broker_name: str, stats: Iterable[QueueStats]) -> TopicSta
         for s in stats})
 
 
-def consume_stats(broker_name: str, stats: Iterable[GroupQueueStats]) -> ConsumeStats:
-    return ConsumeStats(offset_table={
+def consume_stats(broker_name: str, stats: Iterable[GroupQueueStats], consume_tps: float = 0.0) -> ConsumeStats:
+    return ConsumeStats(consume_tps=consume_tps, offset_table={
         MessageQueue(topic=s.topic, broker_name=broker_name, queue_id=s.queue_id):
             OffsetWrapper(broker_offset=s.broker_offset, consumer_offset=max(s.consumer_offset, 0),
                           pull_offset=max(s.pull_offset, 0), last_timestamp=s.last_timestamp)

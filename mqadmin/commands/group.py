@@ -231,6 +231,7 @@ def consumer_progress(
         cmd.emit([r.to_dict() for r in rows], render_groups)
         return
     rows = admin.consumer_progress(group, topic, with_ip)
+    tps = admin.consume_tps(group, topic)
 
     def render() -> None:
         if with_ip:
@@ -250,7 +251,7 @@ def consumer_progress(
                            front(r.broker_name, 32), r.queue_id, r.broker_offset, r.consumer_offset, r.diff,
                            r.inflight, last)
         cmd.print("")
-        cmd.print("Consume TPS: 0.00")
+        cmd.printf("Consume TPS: %.2f%n", tps)
         cmd.print(f"Consume Diff Total: {sum(r.diff for r in rows)}")
         cmd.print(f"Consume Inflight Total: {sum(r.inflight for r in rows)}")
 

@@ -256,6 +256,11 @@ class BrokerClient(Protocol):
         committed on); empty when the group has no offsets."""
         ...
 
+    def consume_tps(self, broker_addr: str, group: str, topic: str | None = None) -> float:
+        """GET_CONSUME_STATS' consumeTps: the group's pulls a second over the last minute on that broker
+        (0 on a store directory: no traffic reaches it)."""
+        ...
+
     def consumer_connection(self, broker_addr: str, group: str) -> ConsumerConnection | None:
         """GET_CONSUMER_CONNECTION_LIST (203); None when no client of the group is online."""
         ...

@@ -274,6 +274,10 @@ class LocalBrokerClient:
         b = self._broker_for(broker_addr)
         self._call(broker_addr, b.delete_subscription_group, group, clean_offset)
 
+    def consume_tps(self, broker_addr: str, group: str, topic: str | None = None) -> float:
+        b = self._broker_for(broker_addr)
+        return self._call(broker_addr, b.consume_tps, group, topic)
+
     def consume_stats(self, broker_addr: str, group: str, topic: str | None = None) -> list[ConsumeQueueStats]:
         from mqadmin.transport.values import ConsumeQueueStats
 

@@ -383,6 +383,11 @@ class RemotingBrokerClient:
         self._ok(self._call(broker_addr, RequestCode.DELETE_SUBSCRIPTIONGROUP,
                             DeleteSubscriptionGroupRequestHeader(group_name=group, clean_offset=clean_offset)))
 
+    def consume_tps(self, broker_addr: str, group: str, topic: str | None = None) -> float:
+        resp = self._ok(self._call(broker_addr, RequestCode.GET_CONSUME_STATS,
+                                   GetConsumeStatsRequestHeader(consumer_group=group, topic=topic), timeout=15.0))
+        return self._body(ConsumeStats, resp).consume_tps
+
     def consume_stats(self, broker_addr: str, group: str, topic: str | None = None) -> list[ConsumeQueueStats]:
         resp = self._ok(self._call(broker_addr, RequestCode.GET_CONSUME_STATS,
                                    GetConsumeStatsRequestHeader(consumer_group=group, topic=topic), timeout=15.0))

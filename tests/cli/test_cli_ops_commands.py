@@ -526,3 +526,20 @@ def test_consumer_progress_summary_names_the_client_version(broker: BrokerProces
     rows = json.loads(mqadmin_ok("consumerProgress", "-n", broker.namesrv_addr, "--output", "json"))
     row = next(r for r in rows if r["group"] == "StG")
     assert row["count"] == 1 and row["version"] == "V5_3_3"
+
+
+def test_consume_tps_is_the_broker_s_figure(broker: BrokerProcess, live: LiveConsumer) -> None:
+    # "Consume TPS: 0.00" was printed whatever the group consumed, and the summary's tps was a literal 0
+    n = broker.namesrv_addr
+    before = len(live.got)
+    for i in range(6):
+        mqadmin_ok("sendMessage", "-n", n, "-t", "StT", "-p", f"tps{i}")
+    deadline = time.monotonic() + 30
+    while len(live.got) < before + 6:
+        assert time.monotonic() < deadline, "the live consumer did not consume"
+        time.sleep(0.2)
+    out = mqadmin_ok("consumerProgress", "-n", n, "-g", "StG", "-t", "StT")
+    tps = float(next(line for line in out.splitlines() if line.startswith("Consume TPS: ")).split(": ")[1])
+    assert tps > 0, out
+    row = next(r for r in json.loads(mqadmin_ok("consumerProgress", "-n", n, "--output", "json")) if r["group"] == "StG")
+    assert row["tps"] > 0, row
