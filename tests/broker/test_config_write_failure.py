@@ -213,6 +213,10 @@ def test_a_new_group_consumes_on_a_full_disk_and_is_saved_when_room_comes_back(
     try:
         b.create_or_update_topic("T", 1, 1)
         b.send_message("T", b"m", queue_id=0)
+        # the started broker dispatches to the consume queue after the send returns: wait for it, or the
+        # disk fills before the queue's file exists and the pull finds nothing (a race, seen once in CI)
+        _wait_for(lambda: b.get_max_offset("T", 0) == 1)
+        assert b.get_max_offset("T", 0) == 1
         fill(small_fs / "filler")
         assert [bytes(m.body) for m in b.pull_message("NEW", "T", 0, 0).messages] == [b"m"]
         assert b.get_subscription_group("NEW") is not None
