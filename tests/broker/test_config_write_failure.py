@@ -12,7 +12,6 @@ once its file holds it, and the refusal says which file and what did not happen.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -24,6 +23,7 @@ from broker_core.broker.errors import BrokerSystemError
 from broker_core.broker.kv_config import KVConfigManager
 from broker_core.broker.topic_manager import TopicManager
 from broker_core.store.config_file import ConfigWriteError
+from tests.waiting import wait_dispatched, wait_for
 
 from .conftest import FakeClock, small_config
 
@@ -179,28 +179,21 @@ def test_offset_flush_on_a_full_disk_logs_one_line_and_writes_when_room_comes_ba
         b.send_message("T", b"m", queue_id=0)
         fill(small_fs / "filler")
         b.commit_offset("G", "T", 0, 1)
-        _wait_for(lambda: any("consumer offset flush failed" in r.getMessage() for r in caplog.records))
+        wait_for(lambda: any("consumer offset flush failed" in r.getMessage() for r in caplog.records),
+                 "the failed offset flush to be logged")
         b.commit_offset("G", "T", 0, 1)  # same offset: nothing new to say, the thread keeps trying
-        _wait_for(lambda: False, 0.3)
+        time.sleep(0.3)  # several more 20 ms flush rounds, none of which may log again
         flush_lines = [r for r in caplog.records if r.getMessage().startswith("consumer offset flush")]
         assert [(r.levelname, r.getMessage(), r.exc_info) for r in flush_lines] == [
             ("ERROR", f"consumer offset flush failed: disk full: cannot write {root}/config/consumerOffset.json: "
                       "No space left on device", None)]
         (small_fs / "filler").unlink()
-        _wait_for(lambda: any("works again" in r.getMessage() for r in caplog.records))
+        wait_for(lambda: any("works again" in r.getMessage() for r in caplog.records), "the recovery to be logged")
         assert [r.levelname for r in caplog.records if "consumer offset flush works again" in r.getMessage()] == ["WARNING"]
         assert b"T@G" in (root / "config" / "consumerOffset.json").read_bytes()
     finally:
         (small_fs / "filler").unlink(missing_ok=True)
         b.shutdown()
-
-
-def _wait_for(condition: Callable[[], bool], timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            return
-        time.sleep(0.01)
 
 
 def test_a_new_group_consumes_on_a_full_disk_and_is_saved_when_room_comes_back(
@@ -215,8 +208,7 @@ def test_a_new_group_consumes_on_a_full_disk_and_is_saved_when_room_comes_back(
         b.send_message("T", b"m", queue_id=0)
         # the started broker dispatches to the consume queue after the send returns: wait for it, or the
         # disk fills before the queue's file exists and the pull finds nothing (a race, seen once in CI)
-        _wait_for(lambda: b.get_max_offset("T", 0) == 1)
-        assert b.get_max_offset("T", 0) == 1
+        wait_dispatched(b, "T", 0, 1)
         fill(small_fs / "filler")
         assert [bytes(m.body) for m in b.pull_message("NEW", "T", 0, 0).messages] == [b"m"]
         assert b.get_subscription_group("NEW") is not None
@@ -227,7 +219,8 @@ def test_a_new_group_consumes_on_a_full_disk_and_is_saved_when_room_comes_back(
         with pytest.raises(BrokerSystemError):  # an explicit create is still refused
             b.create_or_update_subscription_group("G2")
         (small_fs / "filler").unlink()
-        _wait_for(lambda: b"NEW" in (root / "config" / "subscriptionGroup.json").read_bytes())
+        wait_for(lambda: b"NEW" in (root / "config" / "subscriptionGroup.json").read_bytes(),
+                 "group NEW to be written once there is room")
     finally:
         (small_fs / "filler").unlink(missing_ok=True)
         b.shutdown()

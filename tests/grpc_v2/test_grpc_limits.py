@@ -28,6 +28,7 @@ from broker_core.remoting.bodies import MessageQueue
 from broker_core.store.codec.sys_flag import COMPRESSED_FLAG
 from tests.client.conftest import create_topic
 from tests.remoting_broker import BrokerProcess, running_broker
+from tests.waiting import wait_dispatched
 
 from .conftest import RunningGrpcBroker, run_scenario, start_grpc_broker, stop_grpc_broker
 
@@ -147,6 +148,7 @@ def test_updated_max_message_size_applies_to_grpc_sends(small: RunningGrpcBroker
     b.update_broker_config({"maxMessageSize": str(8 << 20)})
     assert send(stub, wire("Lim", b"x" * (5 << 20))).code == pb.Code.OK  # raised: taken at once
     b.update_broker_config({"maxMessageSize": "1000"})
+    wait_dispatched(b, "Lim", 0, 1)  # the 5 MiB send's dispatch, or it lands after `before` is read
     before = b.get_max_offset("Lim", 0)
     got = send(stub, wire("Lim", b"x" * 1001))  # lowered: the specific code, not BAD_REQUEST
     assert got.code == pb.Code.MESSAGE_BODY_TOO_LARGE and "1001" in got.message and "1000" in got.message

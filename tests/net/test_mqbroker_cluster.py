@@ -7,7 +7,6 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -16,19 +15,10 @@ from net_util import REPO, Mqbroker, RawClient
 from broker_core.remoting import RequestCode, ResponseCode
 from broker_core.remoting.bodies import ClusterInfo, TopicRouteData
 from broker_core.remoting.headers import SendMessageRequestHeaderV2
+from tests.waiting import wait_for
 
 RC = RequestCode
 OK = ResponseCode.SUCCESS
-
-
-def wait_for(predicate, timeout: float = 20.0, what: str = "condition"):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def cluster_info(ns: RawClient) -> ClusterInfo:
@@ -64,7 +54,7 @@ def test_two_brokers_one_name_server(tmp_path, procs):
         brokers[name] = p
     ns = RawClient(ns_addr)
     try:
-        info = wait_for(lambda: (i := cluster_info(ns)) and len(i.broker_addr_table) == 2 and i, what="2 brokers")
+        info = wait_for(lambda: (i := cluster_info(ns)) and len(i.broker_addr_table) == 2 and i, "2 brokers", 20)
         assert info.cluster_addr_table == {"C1": ["broker-a", "broker-b"]}
         assert {n: bd.broker_addrs[0] for n, bd in info.broker_addr_table.items()} == \
             {n: p.broker_addr for n, p in brokers.items()}
@@ -88,14 +78,14 @@ def test_two_brokers_one_name_server(tmp_path, procs):
         assert all(b.cluster == "C1" for b in route.broker_datas)
         # broker-b stops registering (process frozen, its connection stays open): it expires
         brokers["broker-b"].signal(signal.SIGSTOP)
-        wait_for(lambda: list(cluster_info(ns).broker_addr_table) == ["broker-a"], 15, "broker-b to expire")
+        wait_for(lambda: list(cluster_info(ns).broker_addr_table) == ["broker-a"], "broker-b to expire", 15)
         route = TopicRouteData.from_json(ns.call(RC.GET_ROUTEINFO_BY_TOPIC, {"topic": "CT"}).body)
         assert [q.broker_name for q in route.queue_datas] == ["broker-a"]
         # ... and comes back with its next registration
         brokers["broker-b"].signal(signal.SIGCONT)
-        wait_for(lambda: len(cluster_info(ns).broker_addr_table) == 2, 15, "broker-b to re-register")
+        wait_for(lambda: len(cluster_info(ns).broker_addr_table) == 2, "broker-b to re-register", 15)
         wait_for(lambda: len(TopicRouteData.from_json(
-            ns.call(RC.GET_ROUTEINFO_BY_TOPIC, {"topic": "CT"}).body).queue_datas) == 2, 15, "CT on both again")
+            ns.call(RC.GET_ROUTEINFO_BY_TOPIC, {"topic": "CT"}).body).queue_datas) == 2, "CT on both again", 15)
         # a broker stopped with SIGTERM unregisters at once
         assert brokers["broker-a"].stop() == 0
         assert list(cluster_info(ns).broker_addr_table) == ["broker-b"]

@@ -15,6 +15,7 @@ from broker_core.remoting.headers import SendMessageRequestHeader, SendMessageRe
 from broker_core.store.codec.batch import BatchItem
 from broker_core.store.codec.message import MessageExt
 from broker_core.store.codec.properties import encode_properties
+from tests.waiting import wait_dispatched
 
 RC = RequestCode
 OLD = 10  # a client before V3_4_9 (ordinal 121)
@@ -31,17 +32,9 @@ def _call(bc: RawClient, code: int, ext: dict[str, str], body: bytes = b"", vers
             return got
 
 
-def _dispatched(b: Broker, topic: str, queue_id: int, count: int) -> None:
-    """Wait until ``count`` messages of the queue are dispatched (reput is asynchronous)."""
-    deadline = time.time() + 10
-    while b.get_topic(topic) is None or b.get_max_offset(topic, queue_id) < count:
-        assert time.time() < deadline, f"{topic}/{queue_id} never reached {count} messages"
-        time.sleep(0.02)
-
-
 def _messages(b: Broker, group: str, topic: str, count: int) -> list[MessageExt]:
     """The messages of queue 0 once the first ``count`` are dispatched."""
-    _dispatched(b, topic, 0, count)
+    wait_dispatched(b, topic, 0, count)
     return b.pull_message(group, topic, 0, 0, 32).messages
 
 
@@ -81,7 +74,7 @@ def test_send_back_of_an_old_client_uses_the_group_maximum(broker_setup) -> None
     fields = {"offset": str(sent.commit_log_offset), "group": "SbG", "delayLevel": "0", "originTopic": "SbT",
               "maxReconsumeTimes": "0"}
     assert _call(bc, RC.CONSUMER_SEND_MSG_BACK, fields, version=OLD).code == ResponseCode.SUCCESS
-    _dispatched(broker, "SCHEDULE_TOPIC_XXXX", 2, 1)  # level 3 + reconsume 0: a retry
+    wait_dispatched(broker, "SCHEDULE_TOPIC_XXXX", 2, 1)  # level 3 + reconsume 0: a retry
     assert broker.get_topic("%DLQ%SbG") is None  # reconsume 0 < the group's 16, not the DLQ
     assert _call(bc, RC.CONSUMER_SEND_MSG_BACK, fields).code == ResponseCode.SUCCESS  # a new client's 0 applies
     assert [m.body for m in _messages(broker, "SbG", "%DLQ%SbG", 1)] == [b"fail-me"]

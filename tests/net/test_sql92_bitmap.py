@@ -9,10 +9,10 @@ A consumer registering later, or the flags off, must get the same messages by re
 from __future__ import annotations
 
 import asyncio
-import time
 
 from harness import Servers
 
+from broker_core.broker.broker import Broker
 from broker_core.broker.pop.pop_service import CONSUME_INIT_MODE_MIN
 from broker_core.client.consumer_api import PullStatus
 from broker_core.client.instance import MQClientInstance
@@ -20,6 +20,7 @@ from broker_core.client.message import Message
 from broker_core.client.producer import Producer
 from broker_core.client.pull_consumer import PullConsumer
 from tests.client.conftest import create_topic
+from tests.waiting import wait_for
 
 FLAGS = {"enableConsumeQueueExt": "true", "enableCalcFilterBitMap": "true"}
 N = 200
@@ -61,11 +62,8 @@ async def _pull_all(c: PullConsumer, topic: str) -> list[int]:
     return sorted(seqs)
 
 
-def _wait_dispatched(broker, topic: str) -> None:
-    deadline = time.monotonic() + 10
-    while sum(broker.store.get_max_offset_in_queue(topic, q) for q in range(2)) < N:
-        assert time.monotonic() < deadline, "not dispatched"
-        time.sleep(0.02)
+def _wait_dispatched(broker: Broker, topic: str) -> None:
+    wait_for(lambda: sum(broker.get_max_offset(topic, q) for q in range(2)) >= N, f"{N} messages of {topic}")
 
 
 def _pop_all(broker, group: str, topic: str) -> list[int]:

@@ -20,6 +20,7 @@ import pytest
 
 from mqadmin.embedded import EmbeddedAdmin
 from playbooks.actions.broker_process import lock_owner
+from tests.waiting import wait_for
 
 from .conftest import REPO, Playbooks, seed_store
 from .sshd import Sshd
@@ -166,13 +167,6 @@ def _mqadmin(*args: str, home: Path) -> subprocess.Popen:
                             stderr=subprocess.PIPE, env=env, start_new_session=True)
 
 
-def _wait_for(predicate: object, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():  # type: ignore[operator]
-        assert time.monotonic() < deadline, "timed out waiting"
-        time.sleep(0.1)
-
-
 def _log_events(log: Path) -> list[dict]:
     return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
 
@@ -185,7 +179,7 @@ def test_5_ctrl_c_reports_what_ran_and_what_was_in_flight(tmp_path: Path) -> Non
   - group.ensure: {group: never}
 '''))
     p = _mqadmin("playbook", "run", str(play), "--log", str(log), "--output", "json", home=tmp_path)
-    _wait_for(lambda: any(e["event"] == "step" for e in _log_events(log)))
+    wait_for(lambda: any(e["event"] == "step" for e in _log_events(log)), "the first step in the run log", 60)
     time.sleep(0.5)  # the shell step is running
     os.killpg(p.pid, signal.SIGINT)  # as Ctrl-C does: the whole process group
     out, err = p.communicate(timeout=60)
@@ -221,12 +215,12 @@ def test_5_ctrl_c_stops_the_remote_step_over_ssh(sshd: Sshd, tmp_path: Path) -> 
     p = _mqadmin("playbook", "run", str(play), "--log", str(tmp_path / "run.jsonl"), "--output", "json",
                  home=tmp_path)
     try:
-        _wait_for(lambda: _step_processes(store))
+        wait_for(lambda: _step_processes(store), "the step's mqadmin process", 60)
         os.killpg(p.pid, signal.SIGINT)
         out, _ = p.communicate(timeout=60)
         assert p.returncode == 130
         assert [s["status"] for s in json.loads(out)["steps"]] == ["interrupted"]
-        _wait_for(lambda: not _step_processes(store), timeout=20)  # before: it waited out its 120 s there
+        wait_for(lambda: not _step_processes(store), "the step's mqadmin process to end", 20)  # before: it waited out its 120 s there
     finally:
         if p.poll() is None:
             p.kill()
