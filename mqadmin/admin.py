@@ -35,7 +35,7 @@ if TYPE_CHECKING:  # start-up: the ACL model, its evaluator, the filter parser a
         TransactionBacklogInfo,
     )
     from mqadmin.reports import (
-        ConsumerProgressRow,
+        ConsumerProgress,
         DecodedMessageId,
         DeleteTopicPlan,
         GroupQueueLag,
@@ -51,6 +51,7 @@ if TYPE_CHECKING:  # start-up: the ACL model, its evaluator, the filter parser a
         ConsumeQueueStats,
         ConsumeQueueView,
         ConsumerConnection,
+        ConsumeStatsView,
         QueueStatus,
         SendResult,
         SubscriptionGroupInfo,
@@ -488,24 +489,28 @@ class Admin:
         if not existed and not remove_offset:
             raise NotFoundError(f"subscription group [{group}] does not exist in {self.target}")
 
-    def _consume_stats(self, group: str, topic: str | None = None) -> list[ConsumeQueueStats]:
-        out: list[ConsumeQueueStats] = []
-        for b in self.brokers():
-            out.extend(self.client.consume_stats(b.broker_addr, group, topic))
-        return out
+    def _consume_stats(self, group: str, topic: str | None = None) -> ConsumeStatsView:
+        """GET_CONSUME_STATS of every broker: their queues together and their consume TPS summed (a
+        broker that has no stats of the group adds no rows and 0)."""
+        from mqadmin.transport.values import ConsumeStatsView
 
-    def consume_tps(self, group: str, topic: str | None = None) -> float:
-        """The group's consume TPS over every broker (consumerProgress' "Consume TPS"); a broker that
-        has no stats of the group adds 0."""
-        return sum(self.client.consume_tps(b.broker_addr, group, topic) for b in self.brokers())
+        rows: list[ConsumeQueueStats] = []
+        tps = 0.0
+        for b in self.brokers():
+            view = self.client.consume_stats(b.broker_addr, group, topic)
+            rows += view.rows
+            tps += view.consume_tps
+        return ConsumeStatsView(rows, tps)
 
     def consumer_progress(self, group: str, topic: str | None = None,
-                          with_client_ip: bool = False) -> list[ConsumerProgressRow]:
-        """GET_CONSUME_STATS of every broker: broker vs group offset, lag and in-flight per queue;
-        ``with_client_ip`` (consumerProgress -s) adds the IP of the client that holds each queue."""
-        from mqadmin.reports import ConsumerProgressRow
+                          with_client_ip: bool = False) -> ConsumerProgress:
+        """GET_CONSUME_STATS of every broker: broker vs group offset, lag and in-flight per queue, and the
+        group's consume TPS; ``with_client_ip`` (consumerProgress -s) adds the IP of the client that holds
+        each queue."""
+        from mqadmin.reports import ConsumerProgress, ConsumerProgressRow
 
-        stats = self._consume_stats(group, topic)
+        view = self._consume_stats(group, topic)
+        stats = view.rows
         if not stats:
             what = f"group [{group}]" + (f" on topic [{topic}]" if topic else "")
             raise NotFoundError(f"Not found the consumer group consume stats: {what} has no consume offsets "
@@ -518,7 +523,7 @@ class Admin:
             rows.append(ConsumerProgressRow(s.topic, s.broker_name, s.queue_id, s.broker_offset, consumer,
                                             inflight, s.last_timestamp,
                                             owners.get((s.topic, s.broker_name, s.queue_id), "")))
-        return rows
+        return ConsumerProgress(rows, view.consume_tps)
 
     def _queue_owner_ips(self, group: str) -> dict[tuple[str, str, int], str]:
         """Which client IP holds each queue, from every online client's running info (its mqTable), as
@@ -548,7 +553,8 @@ class Admin:
 
         out = []
         for group in self.retry_topic_groups():
-            diff = sum(max(0, s.broker_offset - max(s.consumer_offset, 0)) for s in self._consume_stats(group))
+            view = self._consume_stats(group)
+            diff = sum(max(0, s.broker_offset - max(s.consumer_offset, 0)) for s in view.rows)
             count, version, ctype, model = 0, "OFFLINE", "", ""
             for b in self.brokers():
                 conn = self.client.consumer_connection(b.broker_addr, group)
@@ -557,7 +563,7 @@ class Admin:
                     version = version_desc(min(c.version for c in conn.connections))  # V5_3_3, as Apache
                     ctype = _CONSUME_TYPES.get(conn.consume_type, conn.consume_type)
                     model = conn.message_model
-            out.append(GroupSummary(group, count, version, ctype, model, self.consume_tps(group), diff))
+            out.append(GroupSummary(group, count, version, ctype, model, view.consume_tps, diff))
         return out
 
     # -- connections and settings of running brokers -------------------------------------------------
@@ -731,7 +737,7 @@ class Admin:
 
         rows: list[GroupQueueLag] = []
         for g in self.client.get_all_subscription_group(broker_addr):
-            for s in self.client.consume_stats(broker_addr, g.group_name):
+            for s in self.client.consume_stats(broker_addr, g.group_name).rows:
                 consumer = max(s.consumer_offset, 0)
                 if s.broker_offset - consumer < diff_level or s.last_timestamp <= 0:
                     continue  # Apache prints only queues with a last-consumed time
@@ -859,7 +865,7 @@ class Admin:
                 lag = 0
                 for a in masters:
                     lag += sum(s.broker_offset - max(s.consumer_offset, 0)
-                               for s in self.client.consume_stats(a, g, name))
+                               for s in self.client.consume_stats(a, g, name).rows)
                 if not active_only or in_day > 0 or out_day > 0:
                     rows.append(StatsAllRow(name, g, max(lag, 0), in_tps, out_tps, in_day, out_day))
         return rows
@@ -1384,7 +1390,7 @@ class Admin:
 
         retry, dlq = f"%RETRY%{group}", f"%DLQ%{group}"
         queues, retry_depth = [], 0
-        for s in self._consume_stats(group):
+        for s in self._consume_stats(group).rows:
             if s.topic == retry or s.topic.startswith((f"{retry}_", f"{retry}+")):
                 retry_depth += max(0, s.broker_offset - max(s.consumer_offset, 0))
                 continue

@@ -51,6 +51,14 @@ class ConsumerProgressRow:
 
 
 @dataclass(frozen=True)
+class ConsumerProgress:
+    """consumerProgress -g: the group's queues on every broker and its consume TPS over all of them."""
+
+    rows: list[ConsumerProgressRow]
+    consume_tps: float
+
+
+@dataclass(frozen=True)
 class TraceView:
     """One trace context about a message (Apache's TraceView): who sent or consumed it, when, how long."""
 

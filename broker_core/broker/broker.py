@@ -87,7 +87,7 @@ if TYPE_CHECKING:
     from .retry import RetryService, SendBackResult
     from .route_info import BrokerRegistration
     from .send import MessageSender, SendResult
-    from .stats import BrokerStats, GroupQueueStats, QueueStats, StatsWindow
+    from .stats import BrokerStats, GroupConsumeStats, QueueStats, StatsWindow
     from .transaction import (
         CheckListener,
         CheckReport,
@@ -1232,17 +1232,12 @@ class Broker:
             out.append(QueueStats(topic, qid, lo, hi, max(last, 0)))
         return out
 
-    def consume_tps(self, group: str, topic: str | None = None, auth: RequestContext | None = None) -> float:
-        """GET_CONSUME_STATS' consumeTps: messages the group pulled a second over the last minute, of
-        ``topic`` or of every topic (BrokerStatsManager.tpsGroupGetNums summed, as RocketMQ's)."""
-        topics = [topic] if topic else sorted(self.offset_manager.which_topic_by_consumer(group))
-        self._authorize(auth, "GET_CONSUME_STATS", group=group, topics=topics)
-        return self.stats.group_get_tps(group, topic)
-
     def consume_stats(self, group: str, topic: str | None = None,
-                      auth: RequestContext | None = None) -> list[GroupQueueStats]:
-        """GET_CONSUME_STATS: per read queue, broker vs consumer offset, lag, inflight, blocked."""
-        from .stats import GroupQueueStats
+                      auth: RequestContext | None = None) -> GroupConsumeStats:
+        """GET_CONSUME_STATS: per read queue, broker vs consumer offset, lag, inflight, blocked; and the
+        consume TPS, messages the group pulled a second over the last minute of ``topic`` or of every topic
+        (BrokerStatsManager.tpsGroupGetNums summed, as RocketMQ's)."""
+        from .stats import GroupConsumeStats, GroupQueueStats
 
         topics = [topic] if topic else sorted(self.offset_manager.which_topic_by_consumer(group))
         self._authorize(auth, "GET_CONSUME_STATS", group=group, topics=topics)
@@ -1262,7 +1257,7 @@ class Broker:
                 out.append(GroupQueueStats(t, qid, broker_offset, consumer, max(pulled, consumer), max(0, broker_offset - base),
                                            inflight, bool(blocked), max(last, 0),
                                            self.offset_manager.last_commit_timestamp(group, t, qid)))
-        return out
+        return GroupConsumeStats(out, self.stats.group_get_tps(group, topic))
 
     def view_broker_stats_data(self, stats_name: str, stats_key: str, auth: RequestContext | None = None
                                ) -> tuple[StatsWindow, StatsWindow, StatsWindow]:

@@ -214,3 +214,12 @@ class GroupQueueStats:
     blocked: bool
     last_timestamp: int  # store time of the last consumed message (consumerOffset - 1), 0 if none
     last_consume_timestamp: int  # when the group last committed this queue, 0 if never
+
+
+@dataclass(frozen=True, slots=True)
+class GroupConsumeStats:
+    """GET_CONSUME_STATS' answer: the group's queues and its consume TPS come from one authorized read
+    of one topic list, as RocketMQ's ConsumeStats carries both in one body."""
+
+    rows: list[GroupQueueStats]
+    consume_tps: float

@@ -167,8 +167,9 @@ class AdminHandlers:
         rows = []
         tps = 0.0
         for topic in topics:
-            rows += await self.ctx.run(self.broker.consume_stats, h.consumer_group, topic, auth=auth)
-            tps += await self.ctx.run(self.broker.consume_tps, h.consumer_group, topic, auth=auth)
+            stats = await self.ctx.run(self.broker.consume_stats, h.consumer_group, topic, auth=auth)
+            rows += stats.rows
+            tps += stats.consume_tps
         return req.response(body=consume_stats(self.broker_name, rows, tps).to_json())
 
     async def query_topic_consume_by_who(self, ch: Channel, req: RemotingCommand,

@@ -230,8 +230,8 @@ def consumer_progress(
 
         cmd.emit([r.to_dict() for r in rows], render_groups)
         return
-    rows = admin.consumer_progress(group, topic, with_ip)
-    tps = admin.consume_tps(group, topic)
+    progress = admin.consumer_progress(group, topic, with_ip)
+    rows, tps = progress.rows, progress.consume_tps
 
     def render() -> None:
         if with_ip:

@@ -40,9 +40,9 @@ if TYPE_CHECKING:
     from broker_core.store.verify import LostRecord, VerifyReport
     from mqadmin.transport.values import (
         ClientConnection,
-        ConsumeQueueStats,
         ConsumeQueueView,
         ConsumerConnection,
+        ConsumeStatsView,
         QueueRead,
         QueueStatus,
         SendResult,
@@ -57,6 +57,7 @@ __getattr__ = lazy_exports(__name__, dict.fromkeys((
     "ConsumeQueueStats",
     "ConsumeQueueView",
     "ConsumerConnection",
+    "ConsumeStatsView",
     "CqEntry",
     "QueueRead",
     "QueueStatus",
@@ -251,14 +252,10 @@ class BrokerClient(Protocol):
         """DELETE_SUBSCRIPTIONGROUP (207), with ``cleanOffset``."""
         ...
 
-    def consume_stats(self, broker_addr: str, group: str, topic: str | None = None) -> list[ConsumeQueueStats]:
+    def consume_stats(self, broker_addr: str, group: str, topic: str | None = None) -> ConsumeStatsView:
         """GET_CONSUME_STATS (208): every read queue of ``topic`` (or of every topic the group
-        committed on); empty when the group has no offsets."""
-        ...
-
-    def consume_tps(self, broker_addr: str, group: str, topic: str | None = None) -> float:
-        """GET_CONSUME_STATS' consumeTps: the group's pulls a second over the last minute on that broker
-        (0 on a store directory: no traffic reaches it)."""
+        committed on), no rows when the group has no offsets; and consumeTps, the group's pulls a second
+        over the last minute on that broker (0 on a store directory: no traffic reaches it)."""
         ...
 
     def consumer_connection(self, broker_addr: str, group: str) -> ConsumerConnection | None:

@@ -274,18 +274,15 @@ class LocalBrokerClient:
         b = self._broker_for(broker_addr)
         self._call(broker_addr, b.delete_subscription_group, group, clean_offset)
 
-    def consume_tps(self, broker_addr: str, group: str, topic: str | None = None) -> float:
-        b = self._broker_for(broker_addr)
-        return self._call(broker_addr, b.consume_tps, group, topic)
-
     def consume_stats(self, broker_addr: str, group: str, topic: str | None = None) -> list[ConsumeQueueStats]:
-        from mqadmin.transport.values import ConsumeQueueStats
+        from mqadmin.transport.values import ConsumeQueueStats, ConsumeStatsView
 
         b = self._broker_for(broker_addr)
         name = self.config.broker_name
-        return [ConsumeQueueStats(s.topic, name, s.queue_id, s.broker_offset, s.consumer_offset, s.pull_offset,
-                                  s.inflight, s.last_timestamp, s.blocked)
-                for s in self._call(broker_addr, b.consume_stats, group, topic)]
+        stats = self._call(broker_addr, b.consume_stats, group, topic)
+        return ConsumeStatsView([ConsumeQueueStats(s.topic, name, s.queue_id, s.broker_offset, s.consumer_offset,
+                                                   s.pull_offset, s.inflight, s.last_timestamp, s.blocked)
+                                 for s in stats.rows], stats.consume_tps)
 
     def consumer_connection(self, broker_addr: str, group: str) -> ConsumerConnection | None:
         from mqadmin.transport.values import ClientConnection, ConsumerConnection, SubscriptionEntry

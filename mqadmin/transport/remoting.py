@@ -104,6 +104,7 @@ from mqadmin.transport.base import (
     ConsumeQueueStats,
     ConsumeQueueView,
     ConsumerConnection,
+    ConsumeStatsView,
     CqEntry,
     MessageRecord,
     QueueRead,
@@ -383,12 +384,7 @@ class RemotingBrokerClient:
         self._ok(self._call(broker_addr, RequestCode.DELETE_SUBSCRIPTIONGROUP,
                             DeleteSubscriptionGroupRequestHeader(group_name=group, clean_offset=clean_offset)))
 
-    def consume_tps(self, broker_addr: str, group: str, topic: str | None = None) -> float:
-        resp = self._ok(self._call(broker_addr, RequestCode.GET_CONSUME_STATS,
-                                   GetConsumeStatsRequestHeader(consumer_group=group, topic=topic), timeout=15.0))
-        return self._body(ConsumeStats, resp).consume_tps
-
-    def consume_stats(self, broker_addr: str, group: str, topic: str | None = None) -> list[ConsumeQueueStats]:
+    def consume_stats(self, broker_addr: str, group: str, topic: str | None = None) -> ConsumeStatsView:
         resp = self._ok(self._call(broker_addr, RequestCode.GET_CONSUME_STATS,
                                    GetConsumeStatsRequestHeader(consumer_group=group, topic=topic), timeout=15.0))
         stats = self._body(ConsumeStats, resp)
@@ -401,7 +397,7 @@ class RemotingBrokerClient:
             pull = o.pull_offset
             rows.append(ConsumeQueueStats(mq.topic, mq.broker_name, mq.queue_id, o.broker_offset, consumer,
                                           pull, max(pull - max(consumer, 0), 0), o.last_timestamp))
-        return rows
+        return ConsumeStatsView(rows, stats.consume_tps)
 
     def consumer_connection(self, broker_addr: str, group: str) -> ConsumerConnection | None:
         resp = self._call(broker_addr, RequestCode.GET_CONSUMER_CONNECTION_LIST,
@@ -490,7 +486,7 @@ class RemotingBrokerClient:
         if resp.code != ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
             self._ok(resp)
             return
-        for row in self.consume_stats(broker_addr, src_group, topic):
+        for row in self.consume_stats(broker_addr, src_group, topic).rows:
             if row.consumer_offset >= 0:
                 header = UpdateConsumerOffsetRequestHeader(consumer_group=dest_group, topic=row.topic,
                                                            queue_id=row.queue_id, commit_offset=row.consumer_offset)

@@ -109,6 +109,15 @@ class ConsumeQueueStats:
 
 
 @dataclass(frozen=True)
+class ConsumeStatsView:
+    """GET_CONSUME_STATS of one broker (or summed over several): the group's queues and its consume TPS,
+    which arrive in one answer and are read from it once."""
+
+    rows: list[ConsumeQueueStats]
+    consume_tps: float = 0.0
+
+
+@dataclass(frozen=True)
 class CqEntry:
     """One consume queue unit: where its message is in the commitlog, and its tag hash."""
 

@@ -117,7 +117,7 @@ class WaitLag:
             try:
                 with ctx.admin(writes=False) as admin:
                     for g in groups:
-                        lag += sum(max(0, r.diff) for r in admin.consumer_progress(g, topic))
+                        lag += sum(max(0, r.diff) for r in admin.consumer_progress(g, topic).rows)
             except NotFoundError as e:
                 return False, e.message
             state["lag"] = lag

@@ -155,7 +155,6 @@ OPS: dict[str, tuple[Op, list[tuple[str, str]]]] = {
     "heartbeat": (lambda b, a: b.heartbeat("chan-1", "client-1", consumers=[
         ConsumerData(G, subscriptions=(SubscriptionData(T),))], auth=a), [(f"Group:{G}", "Sub"), (f"Topic:{T}", "Sub")]),
     "unregister_client": (lambda b, a: b.unregister_client("chan-1", consumer_group=G, auth=a), [(f"Group:{G}", "Sub")]),
-    "consume_tps": (lambda b, a: b.consume_tps(G, T, auth=a), [(f"Group:{G}", "Get"), (f"Topic:{T}", "Get")]),
     # authentication only, as RocketMQ's checkClientConfig (a consumer's start-up check of its SQL92)
     "check_client_config": (lambda b, a: b.check_client_config("SQL92", "a > 1", auth=a), []),
     "consumer_ids": (lambda b, a: b.consumer_ids(G, auth=a), [(f"Group:{G}", "Get")]),

@@ -32,7 +32,7 @@ def _restart(make_broker: Callable[..., Broker], b: Broker) -> Broker:
 
 
 def _inflight(b: Broker, group: str, topic: str) -> int:
-    return sum(s.inflight for s in b.consume_stats(group, topic))
+    return sum(s.inflight for s in b.consume_stats(group, topic).rows)
 
 
 def test_pop_ack_change_invisible_and_revive_across_a_restart(make_broker, clock: FakeClock):
@@ -57,7 +57,7 @@ def test_pop_ack_change_invisible_and_revive_across_a_restart(make_broker, clock
     conf = b.root.parent / "broker.conf"
     conf.write_text("".join(f"{k}={v}\n" for k, v in b.config.to_properties().items()), encoding="utf-8")
     with EmbeddedAdmin(b.root, conf, read_only=True, clock=clock) as admin:  # what mqadmin consumerProgress shows
-        rows = admin.consumer_progress(G, T)
+        rows = admin.consumer_progress(G, T).rows
         assert [(r.consumer_offset, r.inflight) for r in rows] == [(4, 2)]
     assert b.ack_message(G, T, _h(m2)).status is AckStatus.ALREADY_ACKED
     assert b.ack_message(G, T, _h(m1)).status is AckStatus.ALREADY_ACKED  # the handle before the change
@@ -96,7 +96,7 @@ def test_fifo_pop_keeps_order_and_blocking_across_a_restart(make_broker, clock: 
     assert b.query_offset(GF, TF, 0) == 1
 
     b = _restart(make_broker, b)
-    stats = b.consume_stats(GF, TF)
+    stats = b.consume_stats(GF, TF).rows
     assert stats[0].blocked and stats[0].inflight == 2 and stats[0].consumer_offset == 1
     assert b.pop_message(GF, TF, invisible_time_ms=20_000).messages == []  # still blocked
     clock.advance(20_000)
@@ -106,12 +106,12 @@ def test_fifo_pop_keeps_order_and_blocking_across_a_restart(make_broker, clock: 
     assert b.ack_message(GF, TF, _h(first.messages[1])).status is not AckStatus.OK  # stale batch
 
     b = _restart(make_broker, b)
-    assert b.consume_stats(GF, TF)[0].blocked
+    assert b.consume_stats(GF, TF).rows[0].blocked
     assert b.ack_message(GF, TF, _h(redelivered.messages[2])).ok
     assert b.query_offset(GF, TF, 0) == 1  # commitAndNext: f1 is still not acked
     for m in redelivered.messages[:2]:
         assert b.ack_message(GF, TF, _h(m)).ok
-    assert b.query_offset(GF, TF, 0) == 4 and not b.consume_stats(GF, TF)[0].blocked
+    assert b.query_offset(GF, TF, 0) == 4 and not b.consume_stats(GF, TF).rows[0].blocked
     b.send_message(TF, b"f4", queue_id=0)
     nxt = b.pop_message(GF, TF, invisible_time_ms=20_000)
     assert [(m.body, m.reconsume_times) for m in nxt.messages] == [(b"f4", 0)]
@@ -124,9 +124,9 @@ def test_offset_reset_through_the_broker_clears_pop_state(make_broker, clock: Fa
     for i in range(2):
         b.send_message(TF, f"f{i}".encode(), queue_id=0)
     b.pop_message(GF, TF, invisible_time_ms=20_000)
-    assert b.consume_stats(GF, TF)[0].blocked
+    assert b.consume_stats(GF, TF).rows[0].blocked
     b.reset_offset(GF, TF, offset=0)
-    assert not b.consume_stats(GF, TF)[0].blocked
+    assert not b.consume_stats(GF, TF).rows[0].blocked
     assert [m.body for m in b.pop_message(GF, TF, invisible_time_ms=20_000).messages] == [b"f0", b"f1"]
 
 

@@ -15,6 +15,7 @@ from broker_core.broker.errors import (
 )
 from broker_core.broker.pull import PullStatus
 from broker_core.common.response_code import ResponseCode
+from tests.waiting import wait_for
 
 
 @pytest.fixture
@@ -100,7 +101,7 @@ def test_pull_errors(make_broker):
 def test_pull_records_pull_offset_and_commit(broker):
     broker.pull_message("g", "T", 0, 0, max_msgs=2, commit_offset=1)
     assert broker.query_offset("g", "T", 0) == 1
-    stats = {s.queue_id: s for s in broker.consume_stats("g", "T")}
+    stats = {s.queue_id: s for s in broker.consume_stats("g", "T").rows}
     assert stats[0].pull_offset == 2 and stats[0].consumer_offset == 1
 
 
@@ -114,9 +115,7 @@ def _pull_in_thread(broker, **kw):
 
     th = threading.Thread(target=run)
     th.start()
-    deadline = time.monotonic() + 2
-    while broker.pull_hold_service.waiting() == 0 and time.monotonic() < deadline:
-        time.sleep(0.005)
+    wait_for(lambda: broker.pull_hold_service.waiting() > 0, "the pull to park in the hold service", 5, 0.005)
     return th, out
 
 

@@ -42,7 +42,7 @@ def test_topic_and_consume_stats(make_broker, clock):
     b.commit_offset("g", "T", 0, 2)
     b.inflight_provider = lambda g, t, q: 3 if q == 0 else 0
     b.fifo_blocked_provider = lambda g, t, q: q == 1
-    stats = {s.queue_id: s for s in b.consume_stats("g")}
+    stats = {s.queue_id: s for s in b.consume_stats("g").rows}
     s0 = stats[0]
     assert (s0.broker_offset, s0.consumer_offset, s0.pull_offset, s0.diff) == (5, 2, 4, 3)
     assert s0.inflight == 3 and not s0.blocked and stats[1].blocked

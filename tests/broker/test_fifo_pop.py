@@ -52,7 +52,7 @@ def test_second_consumer_is_blocked_until_the_batch_is_fully_acked(pop_env) -> N
     b = _pop(env)
     assert b.status is PopStatus.NO_NEW_MSG and b.messages == []
     assert env.pop.blocked_fifo_queues(G) == [(T, 0, a.pop_time)]
-    assert env.broker.consume_stats(G, T)[0].blocked
+    assert env.broker.consume_stats(G, T).rows[0].blocked
 
     assert env.pop.ack(G, T, handle_of(a.messages[0])).status is AckStatus.OK
     assert env.broker.query_offset(G, T, 0) == 1  # commitAndNext: the first un-acked offset
@@ -61,7 +61,7 @@ def test_second_consumer_is_blocked_until_the_batch_is_fully_acked(pop_env) -> N
     assert env.broker.query_offset(G, T, 0) == 1
     env.pop.ack(G, T, handle_of(a.messages[1]))
     assert env.broker.query_offset(G, T, 0) == 3
-    assert env.pop.blocked_fifo_queues(G) == [] and not env.broker.consume_stats(G, T)[0].blocked
+    assert env.pop.blocked_fifo_queues(G) == [] and not env.broker.consume_stats(G, T).rows[0].blocked
 
     b = _pop(env)
     assert [m.body for m in b.messages] == [b"m3"] and b.messages[0].reconsume_times == 0

@@ -56,7 +56,7 @@ def test_pop_ack_round_trip_with_real_handles(pop_env) -> None:  # type: ignore[
     # The consumer offset moves past the popped batch at once; the checkpoint keeps them in flight.
     assert env.broker.query_offset(G, T, 0) == 2
     assert env.pop.inflight(G) == 2 and env.pop.inflight(G, T, 0) == 2
-    assert env.broker.consume_stats(G, T)[0].inflight == 2
+    assert env.broker.consume_stats(G, T).rows[0].inflight == 2
 
     assert env.pop.ack(G, T, handle_of(res.messages[0])).status is AckStatus.OK
     again = env.pop.ack(G, T, handle_of(res.messages[0]))

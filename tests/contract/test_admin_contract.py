@@ -130,19 +130,19 @@ def test_reset_plans_progress_and_clone(admin: Admin) -> None:
 
     skipped = admin.skip_accumulated_message("OG1", "OffsetTopic")
     assert skipped.applied and [c.reset_offset for c in skipped.changes] == [5, 2]
-    rows = {r.queue_id: r for r in admin.consumer_progress("OG1", "OffsetTopic")}
+    rows = {r.queue_id: r for r in admin.consumer_progress("OG1", "OffsetTopic").rows}
     assert (rows[0].consumer_offset, rows[0].diff, rows[1].consumer_offset) == (5, 0, 2)
 
     one = admin.reset_offset_by_time("OG1", "OffsetTopic", 0, queue_id=0, offset=3)
     assert [(c.queue_id, c.reset_offset) for c in one.changes] == [(0, 3)]
-    assert {r.queue_id: r.consumer_offset for r in admin.consumer_progress("OG1")}[0] == 3
+    assert {r.queue_id: r.consumer_offset for r in admin.consumer_progress("OG1").rows}[0] == 3
 
     cautious = admin.reset_offset_by_time("OG1", "OffsetTopic", -1, force=False, dry_run=True)
     assert [(c.timestamp_offset, c.reset_offset) for c in cautious.changes] == [(5, 3), (2, 2)]
 
     clone = admin.clone_group_offset("OG1", "OG2", "OffsetTopic")
     assert [(c.queue_id, c.reset_offset) for c in clone.changes] == [(0, 3), (1, 2)]
-    assert [r.consumer_offset for r in admin.consumer_progress("OG2")] == [3, 2]
+    assert [r.consumer_offset for r in admin.consumer_progress("OG2").rows] == [3, 2]
     assert "OG1" in admin.topic_groups("OffsetTopic")
     assert "OG1" not in {s.group for s in admin.group_summaries()}  # as Apache: only groups with a %RETRY% topic
     _topic(admin, "%RETRY%OG1", 1)

@@ -119,10 +119,10 @@ def test_offset_reset_plan_then_apply(pb: Playbooks, tmp_path: Path) -> None:
     assert check.code == 0 and check.doc["changed"] == 1
     assert [(c["old"], c["new"]) for c in check.doc["steps"][0]["changes"]] == [(10, 3), (10, 3)]
     with EmbeddedAdmin(store) as admin:
-        assert [r.consumer_offset for r in admin.consumer_progress("orders-billing")] == [10, 10]
+        assert [r.consumer_offset for r in admin.consumer_progress("orders-billing").rows] == [10, 10]
     run_twice(pb, path.read_text())
     with EmbeddedAdmin(store) as admin:
-        assert [r.consumer_offset for r in admin.consumer_progress("orders-billing")] == [3, 3]
+        assert [r.consumer_offset for r in admin.consumer_progress("orders-billing").rows] == [3, 3]
 
 
 def test_wait_lag(pb: Playbooks, tmp_path: Path) -> None:

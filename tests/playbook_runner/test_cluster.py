@@ -131,7 +131,7 @@ def test_rotate_and_reset_against_a_cluster(pb: Playbooks, cluster: Cluster) -> 
     assert applied.code == 0, applied.stdout
     assert [s["status"] for s in applied.doc["steps"]] == ["changed", "ok", "changed"]
     with remote_admin(cluster.namesrv) as admin:
-        assert [r.consumer_offset for r in admin.consumer_progress("orders-billing")] == [0, 0]
+        assert [r.consumer_offset for r in admin.consumer_progress("orders-billing").rows] == [0, 0]
     again = pb.run(EXAMPLES / "reset-group-to-time.yml", *args)
     assert again.doc["changed"] == 0
 

@@ -74,13 +74,13 @@ def test_reset_group_to_time_plans_first(pb: Playbooks, tmp_path: Path) -> None:
     plan = refused.doc["steps"][0]
     assert plan["status"] == "changed" and [(c["old"], c["new"]) for c in plan["changes"]] == [(10, 0), (10, 0)]
     with EmbeddedAdmin(store) as admin:
-        assert [r.consumer_offset for r in admin.consumer_progress("orders-billing")] == [10, 10]
+        assert [r.consumer_offset for r in admin.consumer_progress("orders-billing").rows] == [10, 10]
 
     applied = pb.run(EXAMPLES / "reset-group-to-time.yml", *args)
     assert applied.code == 0, applied.stdout
     assert [s["status"] for s in applied.doc["steps"]] == ["changed", "ok", "changed"]
     with EmbeddedAdmin(store) as admin:
-        assert [r.consumer_offset for r in admin.consumer_progress("orders-billing")] == [0, 0]
+        assert [r.consumer_offset for r in admin.consumer_progress("orders-billing").rows] == [0, 0]
     again = pb.run(EXAMPLES / "reset-group-to-time.yml", *args)
     assert again.code == 0
     assert [s["status"] for s in again.doc["steps"]] == ["ok", "ok", "skipped"] and again.doc["changed"] == 0
