@@ -38,6 +38,7 @@ from broker_core.remoting import (
     RequestCode,
     ResponseCode,
 )
+from broker_core.remoting.codes import V5_3_1
 from broker_core.remoting.errors import RequestDecodeError
 
 from .channel import Channel
@@ -262,7 +263,7 @@ class RemotingServer:
 
     async def process(self, ch: Channel, cmd: RemotingCommand) -> RemotingCommand | None:
         """The answer to one request (spec A.5), before the oneway rule is applied."""
-        if self.shutting_down and cmd.version > 475:
+        if self.shutting_down and cmd.version > V5_3_1:  # older clients do not know GO_AWAY
             return cmd.response(ResponseCode.GO_AWAY, "please go away")
         handler = self.handlers.get(cmd.code)
         if handler is None:

@@ -14,10 +14,12 @@ import math
 import re
 import unicodedata
 
+from broker_core.common.java_numbers import JAVA_INT_MAX as INT_MAX
+from broker_core.common.java_numbers import JAVA_INT_MIN as INT_MIN
+from broker_core.common.java_numbers import JAVA_LONG_MAX as LONG_MAX
+from broker_core.common.java_numbers import JAVA_LONG_MIN as LONG_MIN
 from broker_core.common.java_text import java_trim
 
-INT_MIN, INT_MAX = -(2**31), 2**31 - 1
-LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
 DOUBLE_MAX = 1.7976931348623157e308
 DOUBLE_MIN_POSITIVE = 5e-324
 
