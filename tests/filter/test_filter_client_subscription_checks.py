@@ -5,9 +5,6 @@ logging refused pulls."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Iterator
-
 import pytest
 
 from broker_core.client.instance import BrokerError, MQClientInstance
@@ -17,19 +14,7 @@ from broker_core.client.subscription import InvalidSubscriptionError, build_subs
 from broker_core.remoting import ResponseCode
 from tests.client.conftest import create_topic
 from tests.net.harness import Servers
-
-
-def run(coro, timeout: float = 60.0):
-    return asyncio.run(asyncio.wait_for(coro, timeout))
-
-
-@pytest.fixture
-def servers(tmp_path) -> Iterator[Servers]:
-    s = Servers(tmp_path)
-    try:
-        yield s
-    finally:
-        s.close()
+from tests.waiting import run_bounded
 
 
 @pytest.mark.parametrize("expression", ["||", "||||", " || ", "|| ||"])
@@ -86,7 +71,7 @@ def test_start_raises_for_a_sql92_expression_the_broker_refuses(servers):
             await c.shutdown()
             await inst.shutdown()
 
-    run(go())
+    run_bounded(go())
 
 
 def test_start_raises_when_the_broker_does_not_filter_by_sql92(servers):
@@ -101,4 +86,4 @@ def test_start_raises_when_the_broker_does_not_filter_by_sql92(servers):
         assert err.value.code == ResponseCode.SYSTEM_ERROR
         assert "does not support consumer to filter message by SQL92" in str(err.value)
 
-    run(go())
+    run_bounded(go())

@@ -8,12 +8,8 @@ consult the switch (PopMessageProcessor never did), and a POP without an exp tak
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
-from collections.abc import Iterator
-
-import pytest
 
 from broker_core.broker.broker_config import BrokerConfig
 from broker_core.client.connection import RemotingConnection
@@ -23,21 +19,9 @@ from broker_core.client.producer import Producer
 from broker_core.remoting import RemotingCommand, RequestCode, ResponseCode
 from tests.client.conftest import create_topic, wait_dispatched
 from tests.net.harness import Servers
+from tests.waiting import run_bounded
 
 REFUSED = "The broker does not support consumer to filter message by SQL92"
-
-
-def run(coro, timeout: float = 60.0):
-    return asyncio.run(asyncio.wait_for(coro, timeout))
-
-
-@pytest.fixture
-def servers(tmp_path) -> Iterator[Servers]:
-    s = Servers(tmp_path)
-    try:
-        yield s
-    finally:
-        s.close()
 
 
 def check_body(expression: str, expression_type: str = "SQL92") -> bytes:
@@ -79,7 +63,7 @@ def test_check_client_config_answers_as_rocketmq(servers):
             assert (r.code, r.remark) == (ResponseCode.SYSTEM_ERROR, REFUSED)
         assert (await check(off, check_body("TagA", "TAG"))).code == ResponseCode.SUCCESS
 
-    run(go())
+    run_bounded(go())
 
 
 def pull_fields(topic: str, expression_type: str, subscription: str) -> dict[str, str]:
@@ -138,7 +122,7 @@ def test_pull_honours_enable_property_filter_and_pop_does_not(servers):
         finally:
             conn.close()
 
-    run(go())
+    run_bounded(go())
 
 
 def test_pop_without_an_expression_takes_every_message(servers):
@@ -158,7 +142,7 @@ def test_pop_without_an_expression_takes_every_message(servers):
         finally:
             conn.close()
 
-    run(go())
+    run_bounded(go())
 
 
 def test_the_keys_are_listed_with_their_defaults_and_can_be_updated(servers):
