@@ -7,9 +7,10 @@ fail for a reason it does not say.
 """
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Callable
-from typing import TypeVar
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
 
 from broker_core.broker.broker import Broker
 
@@ -32,3 +33,9 @@ def wait_dispatched(broker: Broker, topic: str, queue_id: int, count: int, timeo
     """Wait until the queue holds at least ``count`` messages (its max offset has reached ``count``)."""
     wait_for(lambda: broker.get_topic(topic) is not None and broker.get_max_offset(topic, queue_id) >= count,
              f"{topic}/{queue_id} to reach {count} dispatched messages", timeout)
+
+
+def run_bounded(coro: Coroutine[Any, Any, T], timeout: float = 60.0) -> T:
+    """Run a test's coroutine to its end, or fail at ``timeout``: a hung client or server fails the one
+    test quickly instead of holding the suite until pytest's 600 s limit."""
+    return asyncio.run(asyncio.wait_for(coro, timeout))
