@@ -201,13 +201,18 @@ class MQClientInstance:
 
     # ------------------------------------------------------------------ routes
     async def get_route(self, topic: str, refresh: bool = False) -> TopicRoute | None:
-        """The topic's route from the name server (cached); None when the topic does not exist."""
+        """The topic's route from the name server (cached); None when no name server ever routed it.
+
+        A TOPIC_NOT_EXIST answer for a topic routed before keeps the cached route, as Java's
+        updateTopicRouteInfoFromNameServer does: a name server restarted empty answers so until the
+        brokers' next registration (up to 30 s), and dropping the route then would fail every send and
+        make the consumers let go of every queue. A topic really deleted keeps its old route too; its
+        sends then fail at the broker, which is the authority on it."""
         if not refresh and topic in self._routes:
             return self._routes[topic]
         resp = await self.invoke_namesrv(RequestCode.GET_ROUTEINFO_BY_TOPIC, GetRouteInfoRequestHeader(topic=topic))
         if resp.code == ResponseCode.TOPIC_NOT_EXIST:
-            self._routes.pop(topic, None)
-            return None
+            return self._kept_route(topic)
         self.check(resp)
         try:
             data = TopicRouteData.from_json(resp.body)
@@ -223,6 +228,13 @@ class MQClientInstance:
             # (it needs a producer group's connection to send CHECK_TRANSACTION_STATE back)
             for addr in sorted(set(self.all_broker_addrs()) - known):
                 self._spawn(self._heartbeat_quietly(addr))
+        return route
+
+    def _kept_route(self, topic: str) -> TopicRoute | None:
+        """The cached route of ``topic`` after a name server answered TOPIC_NOT_EXIST (see get_route)."""
+        route = self._routes.get(topic)
+        if route is not None:
+            log.warning("the name server has no route of %s now; keeping the route known before", topic)
         return route
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:

@@ -35,12 +35,13 @@ from .handlers_auth import AuthHandlers
 from .handlers_client import ClientHandlers
 from .handlers_consume import ConsumeHandlers
 from .handlers_produce import ProduceHandlers
-from .outbound import OutboundConnection
+from .outbound import OutboundConnection, failure_reason
 from .remoting_server import Handler, RemotingServer, ServerConfig
 
 log = logging.getLogger("rmqops.broker.net")
 
 REGISTER_NAME_SERVER_PERIOD_MS = 30_000
+REGISTER_TIMEOUT_S = 3.0  # one REGISTER_BROKER (connect and answer); a hung name server costs no more
 CLIENT_HOUSEKEEPING_PERIOD_S = 10.0  # ClientHousekeepingService: scan for silent clients every 10 s
 
 
@@ -171,12 +172,13 @@ class BrokerRemotingServer:
             for addr in self.namesrv_addrs:
                 try:
                     resp = await self._conn(addr).request(RemotingCommand(req.code, ext_fields=dict(req.ext_fields),
-                                                                          body=req.body), timeout=3.0)
+                                                                          body=req.body), timeout=REGISTER_TIMEOUT_S)
                     if resp.code != ResponseCode.SUCCESS:
                         log.warning("register broker to name server %s failed: code %d %s", addr, resp.code,
                                     resp.remark)
                 except (OSError, TimeoutError) as e:
-                    log.warning("register broker to name server %s failed: %s", addr, e or type(e).__name__)
+                    log.warning("register broker to name server %s failed: %s", addr,
+                                failure_reason(e, REGISTER_TIMEOUT_S))
 
     async def _unregister_all(self) -> None:
         cfg = self.broker.config

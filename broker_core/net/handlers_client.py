@@ -35,17 +35,13 @@ from broker_core.store.codec.wire_record import message_ext_to_record, records_b
 
 from .broker_context import BrokerContext, BrokerHandler
 from .channel import Channel
+from .outbound import failure_reason
 
 log = logging.getLogger("rmqops.broker.net")
 UNIQUE_KEY_QUERY = "_UNIQUE_KEY_QUERY"
 MAX_MSGS_NUM_BATCH = 64  # maxMsgsNumBatch: QUERY_MESSAGE's cap
 DEFAULT_QUERY_MAX_NUM = 32  # defaultQueryMaxNum: the cap of a unique-key query
 RUNNING_INFO_TIMEOUT_S = 5.0
-
-
-def _why(e: Exception, timeout_s: float) -> str:
-    """Why a relayed request failed: a timeout's str() is empty (the remark ended in "failed: ")."""
-    return str(e) or (f"no answer within {timeout_s:g} s" if isinstance(e, TimeoutError) else type(e).__name__)
 
 
 def consumer_data(c: wire.ConsumerData) -> ConsumerData:
@@ -161,7 +157,7 @@ class ClientHandlers:
             answer = await client.request(relay, RUNNING_INFO_TIMEOUT_S)
         except (TimeoutError, ConnectionError) as e:
             return req.response(ResponseCode.SYSTEM_ERROR, f"invoke consumer <{h.consumer_group}> <{h.client_id}> "
-                                                           f"failed: {_why(e, RUNNING_INFO_TIMEOUT_S)}")
+                                                           f"failed: {failure_reason(e, RUNNING_INFO_TIMEOUT_S)}")
         return req.response(answer.code, answer.remark, answer.ext_fields, answer.body)
 
     def _consumer_channel(self, group: str, client_id: str) -> Channel | None:
@@ -188,7 +184,8 @@ class ClientHandlers:
             try:
                 answer = await c.channel.request(relay, RUNNING_INFO_TIMEOUT_S)
             except (TimeoutError, ConnectionError) as e:
-                log.warning("get consumer status from client %s of %s failed: %s", c.client_id, h.group, e or "timeout")
+                log.warning("get consumer status from client %s of %s failed: %s", c.client_id, h.group,
+                            failure_reason(e, RUNNING_INFO_TIMEOUT_S))
                 continue
             if answer.code == ResponseCode.SUCCESS and answer.body:
                 try:
@@ -220,7 +217,7 @@ class ClientHandlers:
             answer = await client.request(relay, RUNNING_INFO_TIMEOUT_S * 3)
         except (TimeoutError, ConnectionError) as e:
             return req.response(ResponseCode.SYSTEM_ERROR, f"invoke consumer <{h.consumer_group}> <{h.client_id}> "
-                                                           f"failed: {_why(e, RUNNING_INFO_TIMEOUT_S * 3)}")
+                                                           f"failed: {failure_reason(e, RUNNING_INFO_TIMEOUT_S * 3)}")
         return req.response(answer.code, answer.remark, answer.ext_fields, answer.body)
 
     async def query_message(self, ch: Channel, req: RemotingCommand, auth: RequestContext) -> RemotingCommand:

@@ -40,6 +40,17 @@ def split_addresses(text: str) -> list[str]:
     return [a.strip() for a in text.split(";") if a.strip()]
 
 
+def failure_reason(e: BaseException, timeout_s: float) -> str:
+    """What a warning or remark says after "failed: ": the str() of a TimeoutError (and of some other
+    exceptions) is empty, which left the text ending in "failed: " with nothing to go on."""
+    text = str(e)
+    if text:
+        return text
+    if isinstance(e, TimeoutError):
+        return f"no answer within {timeout_s:g} s"
+    return type(e).__name__
+
+
 class OutboundConnection:
     def __init__(self, addr: str) -> None:
         self.addr = addr
