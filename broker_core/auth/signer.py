@@ -20,8 +20,9 @@ ACCESS_KEY = "AccessKey"
 SIGNATURE = "Signature"
 SECURITY_TOKEN = "SecurityToken"
 UNIQUE_KEY_QUERY = "_UNIQUE_KEY_QUERY"
-# MQVersion V4_9_3 ordinal: up to this client version the server leaves _UNIQUE_KEY_QUERY unsigned.
-V4_9_3_VERSION = 400
+# MQVersion.Version.V4_9_3.ordinal(): up to this client version the server leaves _UNIQUE_KEY_QUERY
+# unsigned (400 is V4_9_4_SNAPSHOT, which signs it; remoting/codes.V4_9_3 holds the same ordinal).
+V4_9_3_VERSION = 399
 
 GRPC_AUTHORIZATION = "authorization"
 GRPC_DATE_TIME = "x-mq-date-time"
