@@ -75,10 +75,12 @@ def _finish_write(fd: int, chunk: list[bytes], done: int) -> None:
 
 
 def decode_to_files(rows: Iterable[tuple[int, int, str, int, int, int]], check_crc: bool, delay_levels_ms: list[int],
-                    want_index: bool, want_queues: bool, exchange_dir: str) -> Iterator[tuple]:
+                    want_index: bool, want_queues: bool, exchange_dir: str,
+                    deleted_topics: dict[str, int] | None = None) -> Iterator[tuple]:
     """mapPartitions body of the decode stage: decode each planned range, write its exchange file."""
     for range_index, file_index, path, base, start, end in rows:
-        r = decode_range(range_index, file_index, path, base, start, end, check_crc, delay_levels_ms, want_index)
+        r = decode_range(range_index, file_index, path, base, start, end, check_crc, delay_levels_ms, want_index,
+                         deleted_topics)
         yield write_range(r, exchange_dir, want_queues)
 
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 import mmap
 import os
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -297,8 +297,13 @@ class DecodedRange:
 
 
 def decode_range(range_index: int, file_index: int, path: str, base: int, start: int, end: int,
-                 check_crc: bool, delay_levels_ms: list[int], want_index: bool) -> DecodedRange:
+                 check_crc: bool, delay_levels_ms: list[int], want_index: bool,
+                 deleted_topics: Mapping[str, int] | None = None) -> DecodedRange:
     """Validate and decode the records of ``[start, end)`` (or to the end of the file's data).
+
+    Records of a deleted topic written before its deletion (``deleted_topics``, the store's tombstones)
+    get no unit and no index entry, as recovery leaves them out: a topic made again under the same name
+    starts its queues at 0 and must not see the old messages.
 
     Runs of plain records are dispatched by ``hotpath.dispatch_range`` (compiled: no Python objects
     per record); any other record goes through the store's reput decoder (``decode_dispatch_fields``, plus the body
@@ -376,8 +381,36 @@ def decode_range(range_index: int, file_index: int, path: str, base: int, start:
     out.stop_reason = reason
     out.cq = {k: bytes(v) for k, v in cq.items()}
     out.index = bytes(index)
+    if deleted_topics and any(topic in deleted_topics for topic, _ in out.cq):
+        _drop_deleted_topic_records(out, deleted_topics)
     out.batch_topics = batch_topics
     return out
+
+
+def _drop_deleted_topic_records(out: DecodedRange, deleted_topics: Mapping[str, int]) -> None:
+    """Take the units of records below their deleted topic's cut out of ``out``, and their index keys.
+
+    Done on the packed output, after the compiled walk (which knows no tombstones): a deletion is rare
+    and touches few queues. A record's index keys are found by its commitlog offset, which only the
+    record itself has: every key of a dropped record goes.
+    """
+    dropped: set[int] = set()
+    for (topic, queue_id), blob in list(out.cq.items()):
+        cut = deleted_topics.get(topic)
+        if cut is None:
+            continue
+        kept = bytearray()
+        for unit in CQ_REC.iter_unpack(blob):
+            if unit[2] < cut:
+                dropped.add(unit[2])
+            else:
+                kept += CQ_REC.pack(*unit)
+        if kept:
+            out.cq[(topic, queue_id)] = bytes(kept)
+        else:
+            del out.cq[(topic, queue_id)]
+    if dropped and out.index:
+        out.index = b"".join(IDX_REC.pack(*e) for e in IDX_REC.iter_unpack(out.index) if e[1] not in dropped)
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from broker_core.store.deleted_topics import read_deleted_topics
 from broker_core.store.store_config import StoreConfig, parse_delay_levels
 from broker_core.store.topic_config import BATCH_CQ, SIMPLE_CQ, TopicConfigTable
 
@@ -52,6 +53,8 @@ class StoreInput:
     delay_levels_ms: list[int]
     warnings: list[str] = field(default_factory=list)
     gaps: list[CommitLogGap] = field(default_factory=list)
+    # topic -> commitlog offset at its deletion (config/deletedTopics.json): older records of it stay out
+    deleted_topics: dict[str, int] = field(default_factory=dict)
 
     @property
     def commitlog_bytes(self) -> int:
@@ -112,4 +115,4 @@ def load_store_input(store_dir: str | Path, config_file: str | Path | None = Non
         table.load()
         queue_types = {name: tc.queue_type for name, tc in table.topics.items()}
     return StoreInput(root, config, files, queue_types, parse_delay_levels(config.message_delay_level), warnings,
-                      gaps)
+                      gaps, read_deleted_topics(root / "config"))

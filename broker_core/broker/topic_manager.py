@@ -13,7 +13,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 
-from broker_core.store.config_file import ConfigWriteError, read_config_json, write_config_json
+from broker_core.store.config_file import ConfigWriteError, write_config_json
+from broker_core.store.deleted_topics import DELETED_TOPICS_FILE, deleted_before_cut, read_deleted_topics
 from broker_core.store.message_store import MessageStore
 from broker_core.store.topic_config import (
     BATCH_CQ,
@@ -52,7 +53,6 @@ from .topic_validator import (
     validate_topic,
 )
 
-DELETED_TOPICS_FILE = "deletedTopics.json"
 TOPIC_FILTER_TYPES = ("SINGLE_TAG", "MULTI_TAG")
 
 
@@ -111,13 +111,11 @@ class TopicManager:
 
     def load_deleted_topics(self) -> None:
         """Read tombstones before the store opens so recovery can skip a deleted topic's records."""
-        obj = read_config_json(self._deleted_path) or {}
-        self.deleted_topics = {str(t): int(o) for t, o in (obj.get("deletedTopicTable") or {}).items()}
+        self.deleted_topics = read_deleted_topics(self.store.config_dir)
 
     def dispatch_filter(self, topic: str, commit_log_offset: int) -> bool:
         """False for a record of a deleted topic written before the deletion (the store's RecordFilter)."""
-        cut = self.deleted_topics.get(topic)
-        return cut is None or commit_log_offset >= cut
+        return not deleted_before_cut(self.deleted_topics, topic, commit_log_offset)
 
     def _tombstone(self, topic: str, cut: int) -> None:
         """Remember, on disk before its queues go, that ``topic``'s records below ``cut`` are deleted
