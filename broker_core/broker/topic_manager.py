@@ -173,8 +173,10 @@ class TopicManager:
     def _infer_from_queues(self) -> None:
         """A store written without topics.json (e.g. a golden store): its queues define its topics."""
         queues: dict[str, int] = {}
-        for topic, qid in list(self.store.consume_queues):
-            queues[topic] = max(queues.get(topic, 0), qid + 1)
+        for topic in self.store.topics():
+            ids = self.store.queue_ids(topic)
+            if ids:
+                queues[topic] = ids[-1] + 1
         for topic, n in queues.items():
             if topic in self.table.topics:
                 continue
@@ -291,7 +293,7 @@ class TopicManager:
         with self._lock:
             version = replace(self.table.data_version)
             old = self.table.remove(topic, self.clock())  # first: a send resolving it now finds none
-            had_queues = any(t == topic for t, _ in self.store.consume_queues)
+            had_queues = bool(self.store.queue_ids(topic))
             if old is None and not had_queues:
                 return False
             # The tombstone on disk is the deletion's commit point: when it cannot be written nothing

@@ -1074,12 +1074,12 @@ class MessageStore:
         return self.commit_log.max_offset()
 
     def topics(self) -> list[str]:
-        names = {t for t, _ in self.consume_queues}
+        names = {t for t, _ in list(self.consume_queues)}  # a copy: dispatch adds queues while we read
         names.update(self.topic_table.topics)
         return sorted(names)
 
     def queue_ids(self, topic: str) -> list[int]:
-        return sorted(q for t, q in self.consume_queues if t == topic)
+        return sorted(q for t, q in list(self.consume_queues) if t == topic)  # a copy, as in topics()
 
     def get_units(self, topic: str, queue_id: int, offset: int, max_units: int) -> list[CqUnit]:
         cq = self.consume_queues.get((topic, queue_id))

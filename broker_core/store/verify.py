@@ -137,7 +137,7 @@ def verify_store(store: MessageStore, progress: ProgressFn | None = None, max_is
         issues.add("log-corrupt", name, rec.process_offset,
                    f"valid records end at commitlog offset {rec.process_offset} ({rec.stop_reason}); "
                    f"{rec.truncated_bytes} byte(s) after it cannot be read")
-    queues = sorted(store.consume_queues.items())
+    queues = sorted(list(store.consume_queues.items()))  # a copy: a started store adds queues while we read
     index_files = store.index_service.files if store.index_service is not None else []
     log_steps = max(1, -(-(cl_max - cl_min) // _MB))
     total = len(queues) + log_steps + len(index_files)
