@@ -91,7 +91,7 @@ def test_batch_topic_deleted_and_made_again_under_sends(tmp_path: Path, caplog: 
         for t in threads:
             t.join()
         try:
-            broker.store.wait_for_dispatch()
+            assert broker.store.wait_for_dispatch()
             assert not failures, failures[0]
             assert not broker.verify_store().issues
         finally:

@@ -15,6 +15,7 @@ from broker_core.broker.queue_lock import MessageQueue
 from broker_core.common.response_code import ResponseCode
 from broker_core.store.config_file import ConfigFileError, read_config_json
 from broker_core.store.consumer_offset_file import read_consumer_offsets
+from tests.waiting import wait_all_dispatched
 
 from .conftest import small_config
 
@@ -190,6 +191,7 @@ def test_resets_while_the_flush_thread_writes_fail_none_and_keep_the_last(make_b
     b.create_or_update_topic("T", 2, 2)
     for i in range(40):
         b.send_message("T", b"m%d" % i, queue_id=i % 2)
+    wait_all_dispatched(b)  # a reset to offset 19 is refused while a queue's max offset is still below it
     errors: list[BaseException] = []
     last: dict[str, int] = {}
 

@@ -173,7 +173,7 @@ def test_delete_topic_with_a_buffered_batch_keeps_it_out_of_the_new_topic(make_b
     r = b.send_batch("Gone", [BatchItem(b"new%d" % i) for i in range(2)], queue_id=0)
     assert r.queue_offset == 0
     b.send_message("Keep", b"k", queue_id=0, default_topic_queue_nums=1)  # commits the buffer behind it
-    b.store.wait_for_dispatch()
+    assert b.store.wait_for_dispatch()
     assert [m.body for m in b.pull_message("g", "Gone", 0, 0).messages] == [b"new0", b"new1"]
     b.shutdown()
     b2 = make_broker()  # and what recovery dispatches agrees

@@ -53,7 +53,7 @@ def test_concurrent_admin_and_traffic_lose_and_misplace_nothing(tmp_path: Path, 
 
         assert not run.failures, f"{len(run.failures)} operations failed (seed {seed}); the first:\n{run.failures[0]}"
         assert len(run.acked) > 100, "the threads hardly sent"
-        broker.store.wait_for_dispatch()
+        assert broker.store.wait_for_dispatch()
         assert len(still_stored(broker, run.acked)) > 50, "retention left too few acknowledged messages to check"
         lost = misplaced(broker, run.acked)
         assert not lost, f"{len(lost)} acknowledged messages not at their queue offset, e.g. {lost[:3]}"

@@ -20,6 +20,7 @@ from tests.cli.conftest import Cli, write_conf
 from tests.cli.test_cli_ops_commands import LiveConsumer
 from tests.cli.test_cli_remote import mqadmin, mqadmin_ok
 from tests.remoting_broker import BrokerProcess, running_broker
+from tests.waiting import wait_remote_dispatched
 
 EXPONENTIAL = {"type": "EXPONENTIAL", "exponentialRetryPolicy": {"initial": 1000, "max": 60000, "multiplier": 3}}
 
@@ -251,6 +252,8 @@ def test_update_topic_list_checks_against_the_brokers_topics(cli: Cli, broker: B
     n = broker.namesrv_addr
     mqadmin_ok("updateTopic", "-n", n, "-c", "DefaultCluster", "-t", "Full", "-r", "1", "-w", "1")
     mqadmin_ok("sendMessage", "-n", n, "-t", "Full", "-p", "x")
+    # "has messages" is the consume queue's max offset: undispatched, the refusal comes later, worded otherwise
+    wait_remote_dispatched(n, broker.broker_addr)
     assert cli("updateTopic", "-c", "DefaultCluster", "-t", "Full", "-r", "1", "-w", "1").exit_code == 0
     assert cli("sendMessage", "-t", "Full", "-p", "x").exit_code == 0
     local = cli("updateTopicList", "-c", "DefaultCluster", "-f", str(f))

@@ -11,6 +11,7 @@ import pytest
 
 from tests.cli.test_cli_remote import mqadmin, mqadmin_ok
 from tests.remoting_broker import BrokerProcess, running_broker
+from tests.waiting import wait_remote_dispatched
 
 
 @pytest.fixture(scope="module")
@@ -199,6 +200,7 @@ def test_query_msg_by_id_pushes_to_a_client_and_resends(broker: BrokerProcess, l
     while live.got.count(b"direct-1") < 3:
         assert time.monotonic() < deadline
         time.sleep(0.1)
+    wait_remote_dispatched(n, broker.broker_addr)  # consumed once in its queue; its index entries come after
     by_key = json.loads(mqadmin_ok("queryMsgByKey", "-n", n, "-t", "StT", "-k", "dk", "--output", "json"))
     assert len(by_key) == 2 and {m["uniqKey"] for m in by_key} == {sent["msgId"]}
     assert mqadmin_ok("queryMsgById", "-n", n, "-t", "StT", "-i", sent["offsetMsgId"], "-s", "false") == ""
@@ -326,6 +328,8 @@ def test_maintenance_over_n(tmp_path: Path) -> None:
             loop.run(send(), timeout=60)
         finally:
             loop.close()
+        # the files are aged and deleted below: reput must have put every send in its queue and the index
+        wait_remote_dispatched(n, b.broker_addr)
         import os
 
         old = time.time() - 100 * 3600

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.remoting_broker import REPO, BrokerProcess, running_broker
+from tests.waiting import wait_remote_dispatched
 
 SUPER = ("rocketmq", "12345678")
 
@@ -62,6 +63,7 @@ def test_topic_send_consume_and_query_over_n(plain: BrokerProcess) -> None:
     assert sent.returncode == 0, sent.stderr
     result = json.loads(sent.stdout)
     assert result["sendStatus"] == "SEND_OK" and result["brokerName"] == plain.broker_name
+    wait_remote_dispatched(n, plain.broker_addr)  # consumeMessage and queryMsgByKey read the queue and index
     consumed = mqadmin("consumeMessage", "-n", n, "-t", "CliTopic", "--output", "json")
     assert consumed.returncode == 0, consumed.stderr
     msgs = json.loads(consumed.stdout)
@@ -131,6 +133,7 @@ def test_same_output_over_n_as_on_store(plain: BrokerProcess, command: list[str]
                        ).returncode == 0
         for i in range(3):
             assert mqadmin("sendMessage", "-n", n, "-t", "CmpTopic", "-p", f"cmp-{i}", "-k", "CMP").returncode == 0
+    wait_remote_dispatched(n, plain.broker_addr)  # both views must read the three sends in the queues
     remote = mqadmin(*command, "-n", n)
     local = mqadmin(*command, "--store", str(plain.store))
     assert remote.returncode == local.returncode, (remote.stderr, local.stderr)

@@ -11,6 +11,7 @@ import pytest
 
 from tests.cli.test_cli_remote import mqadmin, mqadmin_ok
 from tests.remoting_broker import BrokerProcess, running_broker
+from tests.waiting import wait_remote_dispatched
 
 
 @pytest.fixture(scope="module")
@@ -154,6 +155,7 @@ def test_query_cq_over_n(broker: BrokerProcess) -> None:
     n = broker.namesrv_addr
     mqadmin_ok("updateTopic", "-n", n, "-c", "DefaultCluster", "-t", "CqT", "-r", "1", "-w", "1")
     sent = [json.loads(mqadmin_ok("sendMessage", "-n", n, "-t", "CqT", "-p", f"m{i}", "--output", "json")) for i in range(2)]
+    wait_remote_dispatched(n, broker.broker_addr)  # maxQueueIndex counts what reput has put in the queue
     view = json.loads(mqadmin_ok("queryCq", "-n", n, "-t", "CqT", "-q", "0", "-i", "0", "-c", "5", "--output", "json"))
     assert (view["minQueueIndex"], view["maxQueueIndex"]) == (0, 2) and len(view["queueData"]) == 2
     by_id = json.loads(mqadmin_ok("queryMsgById", "-n", n, "-t", "CqT", "-i", sent[1]["offsetMsgId"], "--output", "json"))

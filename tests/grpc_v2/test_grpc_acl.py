@@ -82,5 +82,5 @@ def test_a_send_of_two_topics_is_refused_before_anything_is_stored(acl_broker):
                             metadata=signed, timeout=10)
     assert both.status.code == pb.Code.OK and len(both.entries) == 2
     b = acl_broker.broker
-    b.store.wait_for_dispatch()  # the sends are answered once in the commitlog; the queues follow
+    assert b.store.wait_for_dispatch()  # the sends are answered once in the commitlog; the queues follow
     assert sum(b.get_max_offset("Secure", q) for q in (0, 1)) == 2  # only the two of the allowed request

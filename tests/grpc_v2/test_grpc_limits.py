@@ -28,7 +28,7 @@ from broker_core.remoting.bodies import MessageQueue
 from broker_core.store.codec.sys_flag import COMPRESSED_FLAG
 from tests.client.conftest import create_topic
 from tests.remoting_broker import BrokerProcess, running_broker
-from tests.waiting import wait_dispatched
+from tests.waiting import wait_all_dispatched, wait_dispatched
 
 from .conftest import RunningGrpcBroker, run_scenario, start_grpc_broker, stop_grpc_broker
 
@@ -73,7 +73,7 @@ def _pull(broker: BrokerProcess, topic: str, n: int) -> list:
                 if len(got) >= n:
                     return got
                 await asyncio.sleep(0.1)
-            return got
+            raise AssertionError(f"pulled {len(got)} of {n} messages from {topic} in 10 s")
         finally:
             await consumer.shutdown()
             await inst.shutdown()
@@ -162,6 +162,7 @@ def test_producer_settings_carry_the_live_max_message_size(small: RunningGrpcBro
     small.broker.update_broker_config({"maxMessageSize": "8192"})
     out = small.client("produce", topic="Lim", count=1, prefix="y" * 2000)
     assert out["errors"] == [] and len(out["sent"]) == 1
+    wait_all_dispatched(small.broker)  # the send is answered before the reput thread puts it in the queue
     assert small.broker.get_max_offset("Lim", 0) == 1
 
 

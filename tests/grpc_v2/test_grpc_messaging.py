@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 from broker_core.store.codec.properties import PROPERTY_TAGS
+from tests.waiting import wait_all_dispatched, wait_for
 
 
 def test_normal_messages_keys_properties_and_queue_offsets(grpc_broker):
@@ -16,6 +17,7 @@ def test_normal_messages_keys_properties_and_queue_offsets(grpc_broker):
     one = next(m for m in got if m["body"] == "m-3")
     assert one["keys"] == ["order-3"] and one["properties"] == {"region": "eu"}
     # Stored exactly as a remoting producer's message: findable by key, tag in TAGS, UNIQ_KEY = message id.
+    wait_all_dispatched(grpc_broker.broker)  # a record's index entries follow its queue unit on the reput thread
     found = grpc_broker.broker.store.query_message("Orders", "order-3", 10)
     assert [m.uniq_key for m in found] == [one["id"]] and found[0].get_property(PROPERTY_TAGS) == "TagA"
 
@@ -98,9 +100,7 @@ def test_push_consumer_retries_then_dead_letter_queue(grpc_broker, tmp_path):
     t.start()
     try:
         # 3 deliveries (backoff 1 s, 5 s, 10 s), then the broker dead-letters it instead of a 4th.
-        deadline = time.time() + 45
-        while time.time() < deadline and b.get_max_offset("%DLQ%PG", 0) < 1:
-            time.sleep(0.2)
+        wait_for(lambda: b.get_max_offset("%DLQ%PG", 0) >= 1, "m-0 in %DLQ%PG", 45)
     finally:
         stop.touch()
         t.join(60)
@@ -176,10 +176,9 @@ def test_fifo_failing_message_blocks_its_group_until_dead_lettered(grpc_broker, 
     t = threading.Thread(target=consume)
     t.start()
     try:
-        deadline = time.time() + 45
-        while time.time() < deadline and b.get_max_offset("%DLQ%FFG", 0) < 1:
-            time.sleep(0.2)
-        time.sleep(2)  # let m-2 arrive after the forward
+        wait_for(lambda: b.get_max_offset("%DLQ%FFG", 0) >= 1, "m-1 in %DLQ%FFG", 45)
+        # m-2 is released once m-1 is forwarded: its ack moves the group's offset past it
+        wait_for(lambda: b.query_offset("FFG", "FifoFail", 0) >= 3, "m-2 consumed and acked", 20)
     finally:
         stop.touch()
         t.join(60)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from tests.net.test_mqadmin_partial_change import mqadmin
 from tests.remoting_broker import running_broker
+from tests.waiting import wait_remote_dispatched
 
 
 def test_a_hung_broker_does_not_fail_commands_on_topics_it_does_not_serve(tmp_path: Path) -> None:
@@ -24,6 +25,7 @@ def test_a_hung_broker_does_not_fail_commands_on_topics_it_does_not_serve(tmp_pa
         n = a.namesrv_addr
         assert mqadmin("updateTopic", "-n", n, "-b", a.broker_addr, "-t", "OnlyOnA").returncode == 0
         assert mqadmin("sendMessage", "-n", n, "-t", "OnlyOnA", "-p", "hi", "-k", "k1").returncode == 0
+        wait_remote_dispatched(n, a.broker_addr)  # queryMsgByKey below reads broker-a's index
         status_c = mqadmin("brokerStatus", "-n", n, "-c", "DefaultCluster", "--output", "json")
         config_c = mqadmin("getBrokerConfig", "-n", n, "-c", "DefaultCluster")
         os.kill(b.proc.pid, signal.SIGSTOP)

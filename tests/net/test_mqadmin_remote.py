@@ -12,6 +12,8 @@ import sys
 import pytest
 from net_util import REPO, Mqbroker
 
+from tests.waiting import wait_remote_dispatched
+
 
 @pytest.fixture
 def running(tmp_path):
@@ -48,6 +50,7 @@ def test_newcomer_commands_over_the_network(running, tmp_path):
     sent = mqadmin(ns, "sendMessage", "-t", "NetT", "-p", "hello", "-k", "key-1")
     assert "SEND_OK" in sent
     msg_id = sent.strip().splitlines()[-1].split()[-1]
+    wait_remote_dispatched(ns, addr)  # the send is answered before reput writes the queue and the index
     found = mqadmin(ns, "queryMsgByKey", "-t", "NetT", "-k", "key-1")
     assert msg_id in found
     status = mqadmin(ns, "topicStatus", "-t", "NetT")

@@ -16,6 +16,7 @@ from store_util import FakeClock, make_msg, small_config
 
 from broker_core.store.message_store import GetMessageStatus, MessageStore
 from broker_core.store.retention import parse_delete_when
+from tests.waiting import wait_for
 
 HOUR = 3_600_000
 
@@ -136,15 +137,12 @@ def test_flush_thread_runs_retention_every_clean_resource_interval(tmp_path: Pat
     ages(store, [100] * 3 + [0] * 30, clock.now)
     store.start()
     try:
-        deadline = time.monotonic() + 3
-        while store._last_clean_ms is None and time.monotonic() < deadline:  # first clock reading taken
-            time.sleep(0.005)
+        # the first clock reading taken, or the advance below could come before it and not count
+        wait_for(lambda: store._last_clean_ms is not None, "the flush thread's first retention round", 10, 0.005)
         assert store.get_min_phy_offset() == 0  # not yet: the interval has not passed on the store clock
         clock.advance(10_000)
-        deadline = time.monotonic() + 3
         # one run deletes the three expired files one after another; wait for the run to finish
-        while store.get_min_phy_offset() < 3 * 4096 and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_for(lambda: store.get_min_phy_offset() >= 3 * 4096, "the three expired files to be deleted", 10)
         assert store.get_min_phy_offset() == 3 * 4096
     finally:
         store.shutdown()

@@ -63,7 +63,7 @@ def test_timer_kill9_loop_delivers_every_acknowledged_message_on_time(tmp_path: 
                 break
             assert time.monotonic() < deadline, f"not delivered: {sorted(want.keys() - {u for u, *_ in got})[:5]}"
             time.sleep(0.1)
-        store.wait_for_dispatch()
+        assert store.wait_for_dispatch()
         got = delivered(store)
     finally:
         timer.shutdown()

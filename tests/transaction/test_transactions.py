@@ -285,7 +285,7 @@ def test_ended_halves_are_not_checked_while_dispatch_lags_behind_the_op_markers(
     clock.advance(10_000)
     report = svc.check()
     assert [h.uniq_key for h in report.checked] == ["k2"]
-    store.wait_for_dispatch()
+    assert store.wait_for_dispatch()
     assert sorted(m.body for m in visible(store)) == [b"k0", b"k2"]
     store.shutdown()
 
