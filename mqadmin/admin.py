@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from mqadmin.errors import AdminError, NotFoundError, UsageProblem, WrongTargetError
+from mqadmin.errors import AdminError, NotFoundError, UnreachableError, UsageProblem, WrongTargetError
 from mqadmin.timefmt import now_ms
 from mqadmin.transport.base import BrokerClient, MessageRecord, ProgressFn, StoreMaintenance, TopicInfo
 
@@ -154,7 +154,10 @@ class Admin:
 
     def check_target(self, cluster_name: str | None = None, broker_addr: str | None = None,
                      broker_name: str | None = None) -> list[BrokerIdentity]:
-        """mqadmin's -c / -b / brokerName options: the brokers they select, or one line saying why none."""
+        """mqadmin's -c / -b / brokerName options: the brokers they select, or one line saying why none.
+        A broker address alone over -n is the broker at that address, asked directly (see ``broker_at``)."""
+        if broker_addr is not None and cluster_name is None and broker_name is None and self.maintenance is None:
+            return [self.broker_at(broker_addr.strip())]
         known = self.brokers()
         chosen = known
         if cluster_name is not None:
@@ -170,6 +173,30 @@ class Admin:
             if not chosen:
                 raise WrongTargetError(self._missing("broker", broker_name.strip(), known))
         return chosen
+
+    def broker_at(self, addr: str) -> BrokerIdentity:
+        """The broker at ``addr`` (-b), named by its own config. Why not by the name server, as -c is:
+        Apache's -b commands talk to that address directly, so they work while the name servers are
+        down or before the broker has registered (a slave, a broker being set up); only a broker that
+        does not answer at all is refused. One that answers but refuses the config request (ACL) is
+        named by the name server when it can be, and the command's own request then says what it says."""
+        try:
+            conf = self.client.broker_config(addr)
+        except UnreachableError as e:
+            raise UnreachableError(f"broker {addr} cannot be reached: {e.message}") from None
+        except AdminError:
+            return self._registered_as(addr)
+        broker_id = conf.get("brokerId", "0")
+        return BrokerIdentity(conf.get("brokerClusterName", ""), conf.get("brokerName", ""), addr,
+                              int(broker_id) if broker_id.isdigit() else 0)
+
+    def _registered_as(self, addr: str) -> BrokerIdentity:
+        """``addr`` as the name server registers it; a bare identity when it cannot say."""
+        try:
+            known = self.brokers()
+        except AdminError:
+            known = []
+        return next((b for b in known if b.broker_addr == addr), BrokerIdentity("", "", addr))
 
     def _missing(self, what: str, value: str, known: list[BrokerIdentity]) -> str:
         if self.maintenance is not None and len(known) == 1:  # a store directory: name its config keys

@@ -158,8 +158,25 @@ class GlobalOptions:
         if self.namesrv_addr is not None:
             if not self.namesrv_addr.strip(" ;"):  # -n "$UNSET": not a quiet fall back to ./store
                 raise UsageProblem("-n/--namesrvAddr is empty (expected host:port[;host:port])")
-            return self.namesrv_addr
-        return os.environ.get("NAMESRV_ADDR") or None
+            return checked_namesrv_list(self.namesrv_addr, "-n/--namesrvAddr")
+        env = os.environ.get("NAMESRV_ADDR") or None
+        return checked_namesrv_list(env, "$NAMESRV_ADDR") if env and env.strip(" ;") else env
+
+
+def checked_namesrv_list(text: str, source: str) -> str:
+    """``text`` when every entry of it is ``host:port`` (blank entries aside, as RocketMQ splits a
+    namesrvAddr). Why check before connecting: a malformed entry is the operator's typo, a usage error
+    (exit 2) naming it, not a connection failure (exit 1); and inside a list the client would skip it
+    as a name server that does not answer, so a change meant for every name server missed one quietly."""
+    from broker_core.net.outbound import IllegalAddressError, parse_address
+
+    for entry in text.split(";"):
+        if entry.strip():
+            try:
+                parse_address(entry)
+            except IllegalAddressError as e:
+                raise UsageProblem(f"{source}: name server address {e} (expected host:port[;host:port])") from None
+    return text
 
 
 def complete_topic(ctx: typer.Context, incomplete: str) -> list[str]:

@@ -72,6 +72,11 @@ class RemoteUnavailableError(AdminError):
                          "use --store DIR on a store directory")
 
 
+class UnreachableError(AdminError):
+    """No answer at all from a server (connection refused, timed out), as opposed to a refusal: a
+    command given a broker address (-b) says the broker cannot be reached rather than how it refused."""
+
+
 class WrongTargetError(NotFoundError):
     """``-c``/``-b`` name a cluster or broker that is not there: not found, exit 3."""
 

@@ -179,11 +179,11 @@ class BrokerClient(Protocol):
         ...
 
     def delete_topic_in_namesrv(self, topic: str, cluster_name: str) -> None:
-        """DELETE_TOPIC_IN_NAMESRV (216)."""
+        """DELETE_TOPIC_IN_NAMESRV (216) on every name server given (they share no routes)."""
         ...
 
     def put_kv_config(self, namespace: str, key: str, value: str) -> None:
-        """PUT_KV_CONFIG (100) on the first name server that answers."""
+        """PUT_KV_CONFIG (100) on every name server given, failing when one does (they share no data)."""
         ...
 
     def get_kv_config(self, namespace: str, key: str) -> str | None:
@@ -191,7 +191,7 @@ class BrokerClient(Protocol):
         ...
 
     def delete_kv_config(self, namespace: str, key: str) -> None:
-        """DELETE_KV_CONFIG (102) on the first name server that answers."""
+        """DELETE_KV_CONFIG (102) on every name server given, failing when one does."""
         ...
 
     def namesrv_addrs(self) -> list[str]:

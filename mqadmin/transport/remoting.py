@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import time
 from collections.abc import Coroutine, Mapping
 from typing import Any, TypeVar
 
@@ -97,7 +98,7 @@ from broker_core.remoting.headers import (
 )
 from broker_core.store.codec.message import RecordError
 from broker_core.store.subscription_group_config import SubscriptionGroupConfig
-from mqadmin.errors import AdminError, NotFoundError, refusal
+from mqadmin.errors import AdminError, NotFoundError, UnreachableError, refusal
 from mqadmin.records import to_record
 from mqadmin.transport.base import (
     ClientConnection,
@@ -172,15 +173,25 @@ class RemotingBrokerClient:
             self._loop.close()
 
     # ----------------------------------------------------------------------------------- plumbing
-    def _run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+    def _run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None, tries: int = 1) -> T:
+        """Run one request; ``tries``: how many servers it may wait on in turn (each up to the request
+        timeout), so the outer wait is only a safety net that never cuts the last one short."""
+        started = time.monotonic()
         try:
-            return self._loop.run(coro, timeout=(timeout or self._timeout) + 5.0)
+            return self._loop.run(coro, timeout=(timeout or self._timeout) * tries + 5.0)
         except RemotingError as e:
-            raise AdminError(str(e)) from None
+            raise UnreachableError(str(e) + self._waited_note(started, timeout, tries)) from None
         except BrokerError as e:
             raise self._error(e.code, e.remark) from None
-        except TimeoutError:
-            raise AdminError(f"no answer from {self.target} within {timeout or self._timeout:.0f}s") from None
+        except TimeoutError:  # the message states the wait as it was, not as it was meant to be
+            raise UnreachableError(f"no answer from {self.target} within "
+                                   f"{time.monotonic() - started:.0f}s") from None
+
+    def _waited_note(self, started: float, timeout: float | None, tries: int) -> str:
+        """``; waited 10s in all`` when a request waited on several name servers in turn: the error
+        names the last one's timeout only, and the operator waited for them all."""
+        waited = time.monotonic() - started
+        return f"; waited {waited:.0f}s in all" if tries > 1 and waited > (timeout or self._timeout) + 1.0 else ""
 
     @staticmethod
     def _error(code: int, remark: str | None) -> AdminError:
@@ -192,7 +203,8 @@ class RemotingBrokerClient:
         """One request to a broker (or to the name server when ``addr`` is None); any answer is returned."""
         inst = self._instance
         if addr is None:
-            return self._run(inst.invoke_namesrv(code, header, body, timeout, ext), timeout)
+            return self._run(inst.invoke_namesrv(code, header, body, timeout, ext), timeout,
+                             tries=len(inst.namesrv_addrs))
         return self._run(inst.invoke(addr, code, header, body, timeout, ext), timeout)
 
     def _ok(self, resp: RemotingCommand, *accept: int) -> RemotingCommand:
@@ -248,12 +260,12 @@ class RemotingBrokerClient:
         return sorted(body.topic_list)
 
     def delete_topic_in_namesrv(self, topic: str, cluster_name: str) -> None:
-        self._ok(self._call(None, RequestCode.DELETE_TOPIC_IN_NAMESRV,
-                            DeleteTopicFromNamesrvRequestHeader(topic=topic, cluster_name=cluster_name)))
+        self._change_each_namesrv(RequestCode.DELETE_TOPIC_IN_NAMESRV,
+                                  DeleteTopicFromNamesrvRequestHeader(topic=topic, cluster_name=cluster_name))
 
     def put_kv_config(self, namespace: str, key: str, value: str) -> None:
-        self._ok(self._call(None, RequestCode.PUT_KV_CONFIG,
-                            PutKVConfigRequestHeader(namespace=namespace, key=key, value=value)))
+        self._change_each_namesrv(RequestCode.PUT_KV_CONFIG,
+                                  PutKVConfigRequestHeader(namespace=namespace, key=key, value=value))
 
     def get_kv_config(self, namespace: str, key: str) -> str | None:
         resp = self._call(None, RequestCode.GET_KV_CONFIG, GetKVConfigRequestHeader(namespace=namespace, key=key))
@@ -262,8 +274,37 @@ class RemotingBrokerClient:
         return GetKVConfigResponseHeader.from_ext_fields(self._ok(resp).ext_fields).value
 
     def delete_kv_config(self, namespace: str, key: str) -> None:
-        self._ok(self._call(None, RequestCode.DELETE_KV_CONFIG,
-                            DeleteKVConfigRequestHeader(namespace=namespace, key=key)))
+        self._change_each_namesrv(RequestCode.DELETE_KV_CONFIG,
+                                  DeleteKVConfigRequestHeader(namespace=namespace, key=key))
+
+    def _change_each_namesrv(self, code: int, header: CommandHeader) -> None:
+        """A change of name server data sent to EVERY name server of ``-n a;b``, as Apache's
+        putKVConfigValue / deleteKVConfigValue / deleteTopicInNameServer send it: name servers share
+        nothing, so a change made on whichever answers first leaves the others serving the old data.
+        As there, a name server that cannot be reached stops the change at once, and a refusal is
+        raised once the others have had the request; the failure names where it was made already."""
+        done: list[str] = []
+        refused: AdminError | None = None
+        for addr in self._instance.namesrv_addrs:
+            try:
+                resp = self._call_namesrv(addr, code, header)
+            except AdminError as e:
+                raise self._changed_only_on(e, done) from None
+            if resp.code == ResponseCode.SUCCESS:
+                done.append(addr)
+            elif refused is None:
+                refused = self._error(resp.code, resp.remark)
+        if refused is not None:
+            raise self._changed_only_on(refused, done)
+
+    @staticmethod
+    def _changed_only_on(error: AdminError, done: list[str]) -> AdminError:
+        """``error`` also naming the name servers that did take the change (an operator must know
+        which ones now disagree before running the command again)."""
+        if done:
+            error.message = f"{error.message} (changed only on name server {', '.join(done)})"
+            error.args = (error.message,)
+        return error
 
     def namesrv_addrs(self) -> list[str]:
         return list(self._instance.namesrv_addrs)
@@ -282,11 +323,11 @@ class RemotingBrokerClient:
         try:
             return self._loop.run(self._instance.invoke(namesrv_addr, code, header), timeout=self._timeout + 5.0)
         except RemotingConnectError as e:
-            raise AdminError(f"cannot connect to name server {e.addr}: {e.reason}") from None
+            raise UnreachableError(f"cannot connect to name server {e.addr}: {e.reason}") from None
         except RemotingError as e:
-            raise AdminError(str(e)) from None
+            raise UnreachableError(str(e)) from None
         except TimeoutError:
-            raise AdminError(f"no answer from name server {namesrv_addr} within {self._timeout:.0f}s") from None
+            raise UnreachableError(f"no answer from name server {namesrv_addr} within {self._timeout:.0f}s") from None
 
     # ----------------------------------------------------------------------------------- topics
     @staticmethod
