@@ -27,14 +27,15 @@ from __future__ import annotations
 import logging
 import random
 import threading
-import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from broker_core.common.round_failures import RoundFailures
 from broker_core.store.codec.hashing import java_string_hash
+from broker_core.store.codec.hotpath import decode_dispatch_fields
 from broker_core.store.codec.message import MessageExt, MessageInner
 from broker_core.store.codec.properties import (
     PROPERTY_REAL_QUEUE_ID,
@@ -45,6 +46,7 @@ from broker_core.store.codec.properties import (
     PROPERTY_TIMER_OUT_MS,
     PROPERTY_TIMER_ROLL_TIMES,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    get_property,
 )
 from broker_core.store.codec.timer_format import (
     DEFAULT_SLOTS_TOTAL,
@@ -56,7 +58,7 @@ from broker_core.store.codec.timer_format import (
     java_div,
 )
 from broker_core.store.commit_log import PutMessageResult
-from broker_core.store.mapped_file import DiskFullError, first_data_file_size
+from broker_core.store.mapped_file import first_data_file_size
 from broker_core.store.timer.convert import TIMER_TOPIC, build_delete_key
 from broker_core.store.timer.timer_checkpoint import TimerCheckpoint
 from broker_core.store.timer.timer_log import TimerLog
@@ -69,9 +71,13 @@ if TYPE_CHECKING:
 log = logging.getLogger("rmqops.store.timer")
 
 LONG_MAX = (1 << 63) - 1
-#: Backlog buckets by time until a slot fires: upper bound in ms (None = unbounded).
+#: Backlog buckets by time until a message is due (its own slot fires): upper bound in ms (None =
+#: unbounded). The names are brokerStatus' timerDueIn_* keys.
 BACKLOG_BUCKETS: tuple[tuple[str, int | None], ...] = (
     ("10s", 10_000), ("1m", 60_000), ("10m", 600_000), ("1h", 3_600_000), ("later", None))
+#: Past the last bounded bucket everything is "later": slots firing further out need no look at units.
+_BACKLOG_HORIZON_MS = max(bound for _, bound in BACKLOG_BUCKETS if bound is not None)
+_BACKLOG_LAST = BACKLOG_BUCKETS[-1][0]
 _RATE_WINDOW_MS = 60_000
 _CLEAN_TIMER_LOG_INTERVAL_MS = 30_000
 _ENQUEUE_BATCH = 256
@@ -83,6 +89,29 @@ _NO_RETRY = {"MESSAGE_ILLEGAL", "PROPERTIES_SIZE_EXCEEDED", "WHEEL_TIMER_NOT_ENA
 
 def _status_name(result: PutMessageResult) -> str:
     return str(result.status)
+
+
+class ReputRefused(OSError):
+    """A re-put the store refused with a status worth retrying (a full disk: SERVICE_NOT_AVAILABLE).
+
+    An OSError because it is an operating condition, not a bug: ``RoundFailures`` reports it as one
+    line without a traceback, like the full disk of any other background round.
+    """
+
+
+def _refusal(offset_py: int, status: str, remark: str) -> ReputRefused:
+    """The retryable refusal of the re-put of the timer message at ``offset_py``, as RoundFailures'
+    text: equal for every retry of the same message, so the retries are counted, not logged."""
+    why = f" ({remark})" if remark else ""
+    return ReputRefused(f"{status}{why} for the timer message at commitlog offset {offset_py}; will retry")
+
+
+def _due_bucket(due_in_ms: int) -> str:
+    """The BACKLOG_BUCKETS name for a message whose own slot fires ``due_in_ms`` from now."""
+    for name, bound in BACKLOG_BUCKETS:
+        if bound is not None and due_in_ms <= bound:
+            return name
+    return _BACKLOG_LAST
 
 
 def _wrap_i32(value: int) -> int:
@@ -115,7 +144,7 @@ class TimerBacklog:
     enqueue_behind_messages: int  # in the timer topic, not yet in the wheel
     enqueue_behind_ms: int  # age of the oldest such message
     dequeue_behind_ms: int  # now − read pointer
-    due: dict[str, int] = field(default_factory=dict)  # pending by time until its slot fires
+    due: dict[str, int] = field(default_factory=dict)  # pending by time until each message is due
     enqueue_rate: float = 0.0  # units per second over the last minute
     dequeue_rate: float = 0.0  # messages put per second over the last minute
     curr_read_time_ms: int = 0
@@ -152,6 +181,7 @@ class TimerMessageStore:
         self.flush_interval_ms = cfg.timer_flush_interval_ms
         self.congest_num_each_slot = cfg.timer_congest_num_each_slot
         self._get_message = message_store.commit_log.get_message
+        self._get_data = message_store.commit_log.get_data
         # REAL_TOPIC -> Java hashCode for the TimerLog's metric field; topics are few, a put is not
         self._topic_hashes: dict[str, int] = {}
         log_dir = self.root / "timerlog"
@@ -190,12 +220,22 @@ class TimerMessageStore:
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._closed = False
+        # a refused re-put is retried every tick (ten times a second): said once a minute, and once
+        # more when a re-put works again; timed by the store's clock so a fake clock drives it
+        self._reput_failures = RoundFailures(log, "timer re-put", clock=self._clock_s)
+        # backlog(): (slot time, lastPos, num) -> ((own due ms, signed count), ...) of the slot's ROLL
+        # units; a chain only grows (a new unit is a new lastPos), so an entry never goes stale
+        self._roll_due_cache: dict[tuple[int, int, int], tuple[tuple[int, int], ...]] = {}
         self.recover()
 
     # ---- recovery ---------------------------------------------------------------------------
 
     def format_time_ms(self, time_ms: int) -> int:
         return java_div(time_ms, self.precision_ms) * self.precision_ms
+
+    def _clock_s(self) -> float:
+        """The store's clock in seconds, for ``RoundFailures`` (which counts its minute in seconds)."""
+        return self.clock() / 1000
 
     def recover(self) -> None:
         """Java ``recover``: re-link slots from the TimerLog, then restore both pointers."""
@@ -394,24 +434,12 @@ class TimerMessageStore:
         # 5 offsetPy, 6 sizePy
         deletes = []
         normals = []
-        read_unit = self.timer_log.read_unit_fields
-        pos = slot.last_pos
-        while pos != -1:
-            try:
-                unit = read_unit(pos)
-            except IndexError:
-                log.warning("slot %d links to %d, outside the TimerLog", slot_time, pos)
-                break
+        for unit in self._slot_units(slot_time, slot.last_pos):
             magic = unit[2]
             if magic & MAGIC_DELETE and not magic & MAGIC_ROLL:
                 deletes.append(unit)
             else:
                 normals.append(unit)
-            prev_pos = unit[1]
-            if prev_pos >= pos:  # chains only point backwards; anything else is damage
-                log.warning("slot %d: unit %d links forward to %d", slot_time, pos, prev_pos)
-                break
-            pos = prev_pos
         normals.reverse()  # oldest first, as Java's addFirst
         result.slots += 1
         delete_keys: set[str] = set()
@@ -448,6 +476,27 @@ class TimerMessageStore:
                 return False
         return True
 
+    def _slot_units(self, slot_time: int, last_pos: int) -> list[tuple[int, int, int, int, int, int, int, int, int]]:
+        """A slot's units, newest first, as ``read_unit_fields`` tuples: its chain from ``last_pos``
+        back through ``prevPos``. A damaged chain (a link outside the TimerLog or forward) ends the walk
+        there: what was read is still handled, as Java does."""
+        units = []
+        read_unit = self.timer_log.read_unit_fields
+        pos = last_pos
+        while pos != -1:
+            try:
+                unit = read_unit(pos)
+            except IndexError:
+                log.warning("slot %d links to %d, outside the TimerLog", slot_time, pos)
+                break
+            units.append(unit)
+            prev_pos = unit[1]
+            if prev_pos >= pos:  # chains only point backwards; anything else is damage
+                log.warning("slot %d: unit %d links forward to %d", slot_time, pos, prev_pos)
+                break
+            pos = prev_pos
+        return units
+
     def convert(self, msg: MessageExt, enqueue_time: int, roll: bool) -> MessageInner:
         """The message to put when a unit fires (Java ``convert`` + ``convertMessage``).
 
@@ -483,12 +532,13 @@ class TimerMessageStore:
         put = self.put_message_hook or self.message_store.put_message
         try:
             put_result = put(inner)
-        except Exception:
-            log.exception("timer re-put of %d failed", msg.commit_log_offset)
+        except Exception as e:
+            self._reput_failures.failed(e)
             return "retry"
         status = _status_name(put_result)
         if status == "PUT_OK" or status in _NO_RETRY:
             if status == "PUT_OK" or status.startswith("FLUSH_"):
+                self._reput_failures.succeeded()
                 self.dequeue_count += 1
                 self._reputs_since_flush = True
                 if roll:
@@ -499,7 +549,7 @@ class TimerMessageStore:
             log.warning("timer re-put of %d refused (%s); dropped", msg.commit_log_offset, status)
             result.dropped += 1
             return "dropped"
-        log.warning("timer re-put of %d failed (%s); will retry", msg.commit_log_offset, status)
+        self._reput_failures.failed(_refusal(msg.commit_log_offset, status, put_result.remark))
         return "retry"
 
     # ---- the loop ---------------------------------------------------------------------------
@@ -610,17 +660,15 @@ class TimerMessageStore:
         self._stop.clear()
 
         def run() -> None:
-            full_since = 0.0
+            # a full disk fails every tick: said once a minute, and when a tick works again
+            failures = RoundFailures(log, "timer tick", clock=self._clock_s)
             while not self._stop.is_set():
                 try:
                     self.tick()
-                    full_since = 0.0
-                except DiskFullError as e:  # retried every tick; said once a minute, not ten times a second
-                    if time.monotonic() - full_since >= 60:
-                        full_since = time.monotonic()
-                        log.warning("timer waits for disk space: %s", e)
-                except Exception:
-                    log.exception("timer tick failed")
+                except Exception as e:
+                    failures.failed(e)
+                else:
+                    failures.succeeded()
                 self._stop.wait(period)
 
         self._thread = threading.Thread(target=run, name="TimerMessageStore", daemon=True)
@@ -687,6 +735,65 @@ class TimerMessageStore:
             return True
         return random.randrange(1000) > 1000 * (congest - limit) / (limit + 0.1)
 
+    def _count_due(self, now: int, due: dict[str, int]) -> int:
+        """Add every pending message to ``due`` by its own due time; returns the pending total.
+
+        Why not by slot: a ROLL unit only parks a message due hours or days away in a slot one roll
+        window ahead (with a small timerRollWindowSlot, seconds ahead), to be re-put into the timer
+        topic when that slot fires. Its TimerLog delayedTime is the parking slot's; the message's own
+        due time is only in TIMER_OUT_MS of its commitlog copy. A unit is never due before its slot
+        fires, so a slot firing past the last bounded bucket is all "later" unread; a nearer slot's
+        chain is walked once (``_roll_due_cache``) and its ROLL units' records read.
+        """
+        prec = self.precision_ms
+        cache = self._roll_due_cache
+        used: dict[tuple[int, int, int], tuple[tuple[int, int], ...]] = {}
+        pending = 0
+        for _, slot in self.timer_wheel.iter_slots(self.curr_read_time_ms):
+            pending += slot.num
+            if slot.time_ms + prec - now > _BACKLOG_HORIZON_MS:
+                due[_BACKLOG_LAST] += slot.num
+                continue
+            key = (slot.time_ms, slot.last_pos, slot.num)
+            rolled = cache.get(key)
+            if rolled is None:
+                rolled = self._roll_due_times(slot.time_ms, slot.last_pos)
+            used[key] = rolled
+            rest = slot.num
+            for due_ms, count in rolled:
+                due[_due_bucket(due_ms + prec - now)] += count
+                rest -= count
+            due[_due_bucket(slot.time_ms + prec - now)] += rest
+        self._roll_due_cache = used  # only slots still pending and near: the cache stays small
+        return pending
+
+    def _roll_due_times(self, slot_time: int, last_pos: int) -> tuple[tuple[int, int], ...]:
+        """``(own due ms, signed count)`` of a slot's ROLL units, grouped by due time (TIMER_OUT_MS is
+        on the precision grid, so many share one). A ROLL delete counts −1, as it does in the slot's
+        num; a unit whose record cannot be read stays counted at the slot."""
+        counts: dict[int, int] = {}
+        for unit in self._slot_units(slot_time, last_pos):
+            magic = unit[2]
+            if not magic & MAGIC_ROLL:
+                continue
+            due_ms = self._timer_out_ms(unit[5], unit[6])
+            if due_ms is not None:
+                counts[due_ms] = counts.get(due_ms, 0) + (-1 if magic & MAGIC_DELETE else 1)
+        return tuple(counts.items())
+
+    def _timer_out_ms(self, offset_py: int, size_py: int) -> int | None:
+        """TIMER_OUT_MS of the timer-topic record at ``offset_py`` (its own due time), or None.
+
+        Only the properties string is looked at (the dispatch decoder, then one key): a full decode
+        per ROLL unit was most of backlog()'s cost with 100k parked messages."""
+        data = self._get_data(offset_py, size_py)
+        fields = decode_dispatch_fields(data, 0, len(data)) if data is not None else None
+        out_ms = get_property(fields[8], PROPERTY_TIMER_OUT_MS) if fields is not None else None
+        try:
+            return int(out_ms) if out_ms is not None else None
+        except ValueError:
+            return None
+
     def backlog(self) -> TimerBacklog:
         """Pending counts (total and by due bucket), rates and lag, from the wheel and the queue."""
         with self._lock:
@@ -694,13 +801,7 @@ class TimerMessageStore:
             due = {name: 0 for name, _ in BACKLOG_BUCKETS}
             pending = 0
             if not self._closed:
-                for _, slot in self.timer_wheel.iter_slots(self.curr_read_time_ms):
-                    pending += slot.num
-                    fires_in = slot.time_ms + self.precision_ms - now
-                    for name, bound in BACKLOG_BUCKETS:
-                        if bound is None or fires_in <= bound:
-                            due[name] += slot.num
-                            break
+                pending = self._count_due(now, due)
             ms = self.message_store
             behind_msgs = max(0, self._timer_queue_max() - self.curr_queue_offset)
             behind_ms = 0
