@@ -84,15 +84,18 @@ R = TypeVar("R")
 
 def change_each(items: Iterable[T], change: Callable[[T], R], where: Callable[[T], str]) -> list[R]:
     """Make a change on each broker in turn, stopping at the first that fails. That failure then also
-    names the brokers already changed: Java's mqadmin has printed their success lines by the time it
-    fails, and an operator must know what is half done before running the command again."""
+    names the broker that refused and the brokers already changed: Java's mqadmin has printed their
+    success lines by the time it fails, and an operator must know which broker to look at and what is
+    half done before running the command again. With one broker the command already named it."""
+    todo = list(items)
     done: list[str] = []
     out: list[R] = []
-    for item in items:
+    for item in todo:
         try:
             out.append(change(item))
         except AdminError as e:
-            raise e.after_changes_on(done) from None
+            failed = e.refused_by(where(item)) if len(todo) > 1 else e
+            raise failed.after_changes_on(done) from None
         done.append(where(item))
     return out
 
@@ -303,6 +306,26 @@ class Admin:
         if not found:
             raise NotFoundError(f"topic [{topic}] not found in {self.target}")
         return found
+
+    def _routed_brokers(self, topic: str) -> list[tuple[BrokerIdentity, int]]:
+        """(master, writeQueueNums) of each broker in the topic's route, as Apache's queryMessage and
+        producer find them: from GET_ROUTEINFO_BY_TOPIC only. Why not GET_TOPIC_CONFIG: that needs
+        Topic Get under ACL 2.0, which a consumer (Sub) or producer (Pub) account does not have.
+        No route is "topic not found" (exit 3), as before."""
+        route = self.client.topic_route(topic)
+        if route is None or not route.queue_datas:
+            raise NotFoundError(f"topic [{topic}] not found in {self.target}")
+        datas = {bd.broker_name: bd for bd in route.broker_datas}
+        out = []
+        for qd in route.queue_datas:
+            bd = datas.get(qd.broker_name)
+            if bd is None or not bd.broker_addrs:
+                continue
+            bid = min(bd.broker_addrs)
+            out.append((BrokerIdentity(bd.cluster, bd.broker_name, bd.broker_addrs[bid], bid), qd.write_queue_nums))
+        if not out:
+            raise NotFoundError(f"topic [{topic}] not found in {self.target}")
+        return out
 
     def topic_info(self, topic: str) -> TopicInfo:
         return self._require_topic(topic)[0][1]
@@ -755,8 +778,9 @@ class Admin:
         return self.client.query_consume_queue(b.broker_addr, topic, queue_id, index, count)
 
     def topic_write_queues(self, topic: str) -> list[tuple[BrokerIdentity, int]]:
-        """(broker, writeQueueNums) of every broker with the topic (checkMsgSendRT spreads over them)."""
-        return [(b, info.write_queue_nums) for b, info in self._require_topic(topic)]
+        """(broker, writeQueueNums) of every broker in the topic's route (checkMsgSendRT spreads over them,
+        as a producer does: a Pub account can run it)."""
+        return self._routed_brokers(topic)
 
     def broker_consume_stats(self, broker_addr: str, diff_level: int = 0) -> list[GroupQueueLag]:
         """brokerConsumeStats: every group's queues on one broker with a stored offset and lag >= diff_level."""
@@ -943,8 +967,10 @@ class Admin:
                              queue_id: int | None = None, offset: int | None = None, dry_run: bool = False,
                              broker_addr: str | None = None) -> ResetPlan:
         """resetOffsetByTime: per queue, the offset stored at ``timestamp`` (-1: the max offset) or the
-        exact ``offset``; without ``force`` a group already behind that point stays. Planned from
-        reads on every broker with the topic (or ``broker_addr``), applied unless ``dry_run``."""
+        exact ``offset``, whatever ``force`` says: Apache 5.3's broker (useServerSideResetOffset, the
+        default) and rmqops' own ignore isForce, so a "-f false" reset moves a group forward too, as it
+        does when Java's mqadmin sends it; ``force`` is only echoed. Planned from reads on every broker
+        with the topic (or ``broker_addr``), applied unless ``dry_run``."""
         from mqadmin.reports import OffsetChange, ResetPlan
 
         among = None if broker_addr is None else self.check_target(broker_addr=broker_addr)
@@ -977,9 +1003,8 @@ class Admin:
                 else:
                     ts_off = self.client.search_offset(addr, topic, qid, timestamp)
                 old = self.client.query_consumer_offset(addr, group, topic, qid)
-                reset = ts_off if (force or old < 0 or ts_off < old) else old
-                changes.append(OffsetChange(b.broker_name, qid, hi, old, ts_off, reset))
-                wanted[qid] = reset
+                changes.append(OffsetChange(b.broker_name, qid, hi, old, ts_off, ts_off))
+                wanted[qid] = ts_off
             per_broker.append((b, wanted))
         plan = ResetPlan(group, topic, timestamp, force, changes, applied=False)
         if not dry_run:
@@ -1039,13 +1064,14 @@ class Admin:
                          end: int = LONG_MAX) -> list[MessageRecord]:
         """QUERY_MESSAGE by key on every broker with the topic: messages whose KEYS has the token ``key``."""
         out: list[MessageRecord] = []
-        for b, _ in self._require_topic(topic):
+        for b, _ in self._routed_brokers(topic):
             out.extend(self.client.query_message(b.broker_addr, topic, key, max_num, begin, end))
         return out
 
     def query_msg_by_unique_key(self, topic: str, key: str, max_num: int = 32) -> list[MessageRecord]:
+        """QUERY_MESSAGE by unique key on every broker of the topic's route (a Sub account can run it)."""
         out: list[MessageRecord] = []
-        for b, _ in self._require_topic(topic):
+        for b, _ in self._routed_brokers(topic):
             out.extend(self.client.query_message(b.broker_addr, topic, key, max_num, 0, LONG_MAX, unique_key=True))
         return sorted(out, key=lambda r: r.store_timestamp)
 
@@ -1188,8 +1214,9 @@ class Admin:
         the broker's refusal as exceptionDesc) when no consumer of the group is connected, PULL for a pull
         consumer, CONSUMED / CONSUMED_BUT_FILTERED / NOT_CONSUME_YET for a push consumer by its committed
         offset and its subscription's tags, UNKNOWN otherwise (a pop consumer)."""
-        found = self._topic_brokers(record.topic)
-        if not found:
+        try:  # the route, not GET_TOPIC_CONFIG (Topic Get): as Apache finds the topic's brokers
+            found = self._routed_brokers(record.topic)
+        except NotFoundError:
             return []
         stored_on = [b for b, _ in found if b.broker_addr == record.store_host]
         addr = (stored_on[0] if stored_on else found[0][0]).broker_addr
@@ -1221,8 +1248,10 @@ class Admin:
         return broker_addrs if broker_addrs else [b.broker_addr for b in self.brokers()]
 
     def create_user(self, username: str, password: str, user_type: str | None = None,
-                    broker_addrs: list[str] | None = None) -> User:
-        """AUTH_CREATE_USER on each broker (default all); the user as the first one stores it."""
+                    broker_addrs: list[str] | None = None, read_back: bool = True) -> User | None:
+        """AUTH_CREATE_USER on each broker (default all); the user as the first one stores it (None
+        when it cannot be read back, see ``_stored_user``; None unread without ``read_back``: mqadmin's
+        printed lines do not need it, and a refused read-back is one more Deny in the audit log)."""
         from broker_core.auth.model import User, UserStatus, UserType
 
         try:
@@ -1232,20 +1261,26 @@ class Admin:
         addrs = self._acl_addrs(broker_addrs)
         change_each(addrs, lambda addr: self.client.create_user(addr, User(username, password, utype,
                                                                            UserStatus.ENABLE)), _same)
-        return self._stored_user(addrs[0], username)
+        return self._stored_user(addrs[0], username) if read_back else None
 
-    def _stored_user(self, addr: str, username: str) -> User:
-        user = self.client.get_user(addr, username.strip())
-        if user is None:
-            raise AdminError(f"user {username} was not stored on {addr}")
-        return user
+    def _stored_user(self, addr: str, username: str) -> User | None:
+        """The user as ``addr`` stores it after a change, for --json only; None when it cannot be read.
+        Why best-effort: the change's answer is its success (Apache sends nothing more), and
+        AUTH_GET_USER needs Cluster Get, which a delegated admin with only Update (or a super user
+        who just demoted itself) does not have: the command must not fail after the change was made."""
+        try:
+            return self.client.get_user(addr, username.strip())
+        except AdminError:
+            return None
 
     def update_user(self, username: str, password: str | None = None, user_type: str | None = None,
-                    user_status: str | None = None, broker_addrs: list[str] | None = None) -> User:
+                    user_status: str | None = None, broker_addrs: list[str] | None = None,
+                    read_back: bool = True) -> User | None:
+        """AUTH_UPDATE_USER on each broker; the user read back as ``create_user`` does."""
         addrs = self._acl_addrs(broker_addrs)
         change_each(addrs, lambda addr: self.client.update_user(addr, username, password, user_type, user_status),
                     _same)
-        return self._stored_user(addrs[0], username)
+        return self._stored_user(addrs[0], username) if read_back else None
 
     def delete_user(self, username: str, broker_addrs: list[str] | None = None) -> None:
         change_each(self._acl_addrs(broker_addrs), lambda addr: self.client.delete_user(addr, username), _same)
@@ -1256,22 +1291,26 @@ class Admin:
     def list_users(self, filter_text: str | None = None, broker_addr: str | None = None) -> list[User]:
         return self.client.list_users(self._addr(broker_addr), filter_text)
 
-    def create_acl(self, acl: Acl, broker_addrs: list[str] | None = None) -> Acl:
-        """AUTH_CREATE_ACL (create or merge) on each broker; the merged ACL as the first one stores it."""
+    def create_acl(self, acl: Acl, broker_addrs: list[str] | None = None, read_back: bool = True) -> Acl | None:
+        """AUTH_CREATE_ACL (create or merge) on each broker; the merged ACL as the first one stores it
+        (None when it cannot be read back, see ``_stored_acl``; None unread without ``read_back``)."""
         addrs = self._acl_addrs(broker_addrs)
         change_each(addrs, lambda addr: self.client.create_acl(addr, acl), _same)
-        return self._stored_acl(addrs[0], acl)
+        return self._stored_acl(addrs[0], acl) if read_back else None
 
-    def _stored_acl(self, addr: str, acl: Acl) -> Acl:
-        stored = self.client.get_acl(addr, acl.subject.key)
-        if stored is None:
-            raise AdminError(f"the ACL of {acl.subject.key} was not stored on {addr}")
-        return stored
+    def _stored_acl(self, addr: str, acl: Acl) -> Acl | None:
+        """The subject's ACL as ``addr`` stores it after a change, for --json only; None when it cannot
+        be read. Best-effort for the reason of ``_stored_user`` (AUTH_GET_ACL needs Cluster Get)."""
+        try:
+            return self.client.get_acl(addr, acl.subject.key)
+        except AdminError:
+            return None
 
-    def update_acl(self, acl: Acl, broker_addrs: list[str] | None = None) -> Acl:
+    def update_acl(self, acl: Acl, broker_addrs: list[str] | None = None, read_back: bool = True) -> Acl | None:
+        """AUTH_UPDATE_ACL on each broker; the ACL read back as ``create_acl`` does."""
         addrs = self._acl_addrs(broker_addrs)
         change_each(addrs, lambda addr: self.client.update_acl(addr, acl), _same)
-        return self._stored_acl(addrs[0], acl)
+        return self._stored_acl(addrs[0], acl) if read_back else None
 
     def delete_acl(self, subject: str, resource: str | None = None, broker_addrs: list[str] | None = None) -> None:
         change_each(self._acl_addrs(broker_addrs), lambda addr: self.client.delete_acl(addr, subject, resource),

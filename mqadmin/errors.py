@@ -24,6 +24,15 @@ class AdminError(Exception):
         super().__init__(message)
         self.message = message
 
+    def refused_by(self, addr: str) -> AdminError:
+        """The same failure, naming the broker it came from: a broker's remark ("check signature
+        failed.") does not say which of a cluster's brokers refused. Left as is when it names it already
+        (a broker that cannot be reached)."""
+        if addr not in self.message:
+            self.message = f"refused by {addr}: {self.message}"
+            self.args = (self.message,)
+        return self
+
     def after_changes_on(self, done: list[str]) -> AdminError:
         """The same failure, also naming the brokers a multi-broker change had already been made on."""
         if done:

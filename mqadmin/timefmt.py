@@ -45,19 +45,38 @@ def parse_timestamp(text: str, clock: Callable[[], int] = now_ms, option: str = 
     if number is None and value.lstrip("+-").isdigit():
         raise UsageProblem(f"invalid {option} {text!r}: outside Java's long range")
     if number is None:
-        head, sep, millis = value.rpartition(":")
-        if sep and millis.isdigit() and len(millis) == 3:
-            try:
-                dt = datetime.strptime(head, INPUT_PATTERN)
-            except ValueError:
-                pass
-            else:
-                return int(dt.timestamp() * 1000) + int(millis)
+        dated = _date_form(value, text, option)
+        if dated is not None:
+            return dated
     minus_one = " or -1 (the max offset)" if allow_minus_one else ""
     raise UsageProblem(
         f"invalid {option} {text!r}: expected 'now', epoch milliseconds >= 0{minus_one} or "
         "yyyy-MM-dd#HH:mm:ss:SSS (e.g. 2024-05-01#13:45:00:000)"
     )
+
+
+def _date_form(value: str, text: str, option: str) -> int | None:
+    """``yyyy-MM-dd#HH:mm:ss:SSS`` in local time as epoch millis; None when ``value`` is not that form.
+
+    Why the checks: a date before 1970 (in local time: 1970-01-01 00:00 east of UTC too) is a negative
+    timestamp, which the offset reset reads as "the max offset" and would skip the whole backlog; and a
+    date whose local time Python cannot convert (0001-01-01) used to end in an unexpected failure.
+    Both are the operator's typo, refused here naming the option, as negative millis are."""
+    head, sep, millis = value.rpartition(":")
+    if not (sep and millis.isdigit() and len(millis) == 3):
+        return None
+    try:
+        dt = datetime.strptime(head, INPUT_PATTERN)
+    except ValueError:
+        return None
+    try:
+        stamp = int(dt.timestamp() * 1000) + int(millis)
+    except (OverflowError, OSError, ValueError):
+        raise UsageProblem(f"invalid {option} {text!r}: the date is out of range") from None
+    if stamp < 0:
+        raise UsageProblem(f"invalid {option} {text!r}: before 1970-01-01 00:00:00 UTC "
+                           f"(a negative timestamp, {stamp})")
+    return stamp
 
 
 def parse_millis(text: str | None, option: str) -> int | None:

@@ -130,8 +130,17 @@ def _applies(entry: PolicyEntry, resource: Resource, actions: tuple[Action, ...]
     if not actions_match(entry.actions, actions):
         return "action not granted by this entry"
     if not source_ip_matches(entry.source_ips, source_ip):
-        return f"source ip {source_ip} not in {','.join(entry.source_ips)}"
+        return _source_ip_reason(entry.source_ips, source_ip)
     return None
+
+
+def _source_ip_reason(allowed: Iterable[str], source_ip: str | None) -> str:
+    """Why an entry limited to ``allowed`` IPs does not apply. Without an IP (explainAcl given no -i)
+    the operator must read that none was given, not a Python ``None`` posing as an address."""
+    where = ",".join(allowed)
+    if not source_ip:
+        return f"no source IP given (-i); the entry applies only from {where}"
+    return f"source ip {source_ip} not in {where}"
 
 
 def actions_match(granted: Iterable[Action], requested: Iterable[Action]) -> bool:

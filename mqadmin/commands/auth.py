@@ -81,8 +81,8 @@ def create_user(
     broker: BrokerOpt = None,
 ) -> None:
     addrs = _targets(cmd, cluster, broker)
-    user = cmd.admin().create_user(username, password, user_type, addrs)
-    cmd.emit({"brokers": addrs, "user": user_to_info(user)},
+    user = cmd.admin().create_user(username, password, user_type, addrs, read_back=cmd.structured)
+    cmd.emit({"brokers": addrs, "user": user_to_info(user) if user is not None else None},
              lambda: [cmd.print(f"create user to {a} success.") for a in addrs])
 
 
@@ -100,8 +100,9 @@ def update_user(
     if len(given) != 1:
         raise UsageProblem("exactly one of -p/--password, -t/--userType, -s/--userStatus is required")
     addrs = _targets(cmd, cluster, broker)
-    user = cmd.admin().update_user(username, password, user_type, user_status, addrs)
-    cmd.emit({"brokers": addrs, "user": user_to_info(user)},
+    user = cmd.admin().update_user(username, password, user_type, user_status, addrs,
+                                   read_back=cmd.structured)
+    cmd.emit({"brokers": addrs, "user": user_to_info(user) if user is not None else None},
              lambda: [cmd.print(f"update user to {a} success.") for a in addrs])
 
 
@@ -179,8 +180,9 @@ AclSourceIp = Annotated[str | None, typer.Option("-i", "--sourceIp", help="comma
 def create_acl(cmd: Cmd, subject: AclSubject, resources: AclResources, actions: AclActions, decision: AclDecision,
                source_ip: AclSourceIp = None, cluster: ClusterOpt = None, broker: BrokerOpt = None) -> None:
     addrs = _targets(cmd, cluster, broker)
-    acl = cmd.admin().create_acl(_build_acl(subject, resources, actions, decision, source_ip), addrs)
-    cmd.emit({"brokers": addrs, "acl": acl_to_info(acl)},
+    acl = cmd.admin().create_acl(_build_acl(subject, resources, actions, decision, source_ip), addrs,
+                                 read_back=cmd.structured)
+    cmd.emit({"brokers": addrs, "acl": acl_to_info(acl) if acl is not None else None},
              lambda: [cmd.print(f"create acl to {a} success.") for a in addrs])
 
 
@@ -188,8 +190,9 @@ def create_acl(cmd: Cmd, subject: AclSubject, resources: AclResources, actions: 
 def update_acl(cmd: Cmd, subject: AclSubject, resources: AclResources, actions: AclActions, decision: AclDecision,
                source_ip: AclSourceIp = None, cluster: ClusterOpt = None, broker: BrokerOpt = None) -> None:
     addrs = _targets(cmd, cluster, broker)
-    acl = cmd.admin().update_acl(_build_acl(subject, resources, actions, decision, source_ip), addrs)
-    cmd.emit({"brokers": addrs, "acl": acl_to_info(acl)},
+    acl = cmd.admin().update_acl(_build_acl(subject, resources, actions, decision, source_ip), addrs,
+                                 read_back=cmd.structured)
+    cmd.emit({"brokers": addrs, "acl": acl_to_info(acl) if acl is not None else None},
              lambda: [cmd.print(f"update acl to {a} success.") for a in addrs])
 
 

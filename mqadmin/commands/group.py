@@ -15,7 +15,7 @@ from broker_core.broker.limits import (
     MAX_RETRY_TIMES,
     MAX_TOPIC_QUEUE_NUMS,
 )
-from mqadmin.cli import Cmd, complete_group, complete_topic, front, parse_bool, register
+from mqadmin.cli import Cmd, complete_group, complete_topic, front, parse_bool, register, trimmed
 from mqadmin.commands.targets import BrokerAddrOpt, ClusterNameOpt, require_one_target
 from mqadmin.errors import AdminError, UsageProblem
 from mqadmin.timefmt import seconds_text
@@ -26,7 +26,8 @@ if TYPE_CHECKING:  # start-up: mqadmin.admin loads when a command runs
 
 app = typer.Typer()
 
-GroupOpt = Annotated[str, typer.Option("-g", "--groupName", help="consumer group", autocompletion=complete_group)]
+GroupOpt = Annotated[str, typer.Option("-g", "--groupName", help="consumer group", autocompletion=complete_group,
+                                       callback=trimmed)]
 
 
 def _targets(cmd: Cmd, cluster: str | None, broker: str | None) -> list[BrokerIdentity]:
@@ -209,9 +210,9 @@ def delete_sub_group(
 def consumer_progress(
     cmd: Cmd,
     group: Annotated[str | None, typer.Option("-g", "--groupName", help="consumer group",
-                                              autocompletion=complete_group)] = None,
+                                              autocompletion=complete_group, callback=trimmed)] = None,
     topic: Annotated[str | None, typer.Option("-t", "--topicName", help="topic",
-                                              autocompletion=complete_topic)] = None,
+                                              autocompletion=complete_topic, callback=trimmed)] = None,
     show_client_ip: Annotated[str | None, typer.Option("-s", "--showClientIP", help="true/false")] = None,
     cluster: Annotated[str | None, typer.Option("-c", "--cluster", help="cluster name")] = None,
 ) -> None:
@@ -349,8 +350,10 @@ def _group_from_file(where: str, obj: dict[str, object]) -> SubscriptionGroupInf
 @register(app, "setConsumeMode", "set consume mode", writes=True)
 def set_consume_mode(
     cmd: Cmd,
-    topic: Annotated[str, typer.Option("-t", "--topicName", help="topic name", autocompletion=complete_topic)],
-    group: Annotated[str, typer.Option("-g", "--groupName", help="consumer group name", autocompletion=complete_group)],
+    topic: Annotated[str, typer.Option("-t", "--topicName", help="topic name", autocompletion=complete_topic,
+                                       callback=trimmed)],
+    group: Annotated[str, typer.Option("-g", "--groupName", help="consumer group name", autocompletion=complete_group,
+                                       callback=trimmed)],
     mode: Annotated[str, typer.Option("-m", "--mode", help="consume mode. PULL/POP")],
     broker_addr: Annotated[str | None, typer.Option("-b", "--brokerAddr", help="create subscription group to which broker")] = None,
     cluster: Annotated[str | None, typer.Option("-c", "--clusterName", help="create subscription group to which cluster")] = None,

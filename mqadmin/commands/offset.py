@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from broker_core.broker.limits import JAVA_INT_MAX, JAVA_LONG_MAX
-from mqadmin.cli import Cmd, complete_group, complete_topic, parse_bool, register
+from mqadmin.cli import Cmd, TopicOpt, complete_group, parse_bool, register, trimmed
 from mqadmin.errors import UsageProblem
 from mqadmin.timefmt import parse_timestamp
 
@@ -16,8 +16,9 @@ if TYPE_CHECKING:  # start-up: mqadmin.admin loads when a command runs
 
 app = typer.Typer()
 
-GroupOpt = Annotated[str, typer.Option("-g", "--group", help="consumer group", autocompletion=complete_group)]
-TopicOpt = Annotated[str, typer.Option("-t", "--topic", help="topic", autocompletion=complete_topic)]
+# trimmed as Apache's getOptionValue(..).trim(): -g " G " resets group G, not a group that cannot exist
+GroupOpt = Annotated[str, typer.Option("-g", "--group", help="consumer group", autocompletion=complete_group,
+                                       callback=trimmed)]
 ForceOpt = Annotated[str | None, typer.Option("-f", "--force", help="true/false (default true)")]
 DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="print the plan, change nothing")]
 PLAN_HEADERS = ("#brokerName", "#queueId", "#brokerOffset", "#consumerOffset", "#timestampOffset", "#resetOffset")
@@ -98,8 +99,9 @@ def skip_accumulated_message(
 @register(app, "cloneGroupOffset", "Copy one group's offsets on a topic to another group.", writes=True)
 def clone_group_offset(
     cmd: Cmd,
-    src_group: Annotated[str, typer.Option("-s", "--srcGroup", help="source group", autocompletion=complete_group)],
-    dest_group: Annotated[str, typer.Option("-d", "--destGroup", help="destination group")],
+    src_group: Annotated[str, typer.Option("-s", "--srcGroup", help="source group", autocompletion=complete_group,
+                                                      callback=trimmed)],
+    dest_group: Annotated[str, typer.Option("-d", "--destGroup", help="destination group", callback=trimmed)],
     topic: TopicOpt,
     offline: Annotated[str | None, typer.Option("-o", "--offline", help="parsed, unused (as mqadmin)")] = None,
 ) -> None:
