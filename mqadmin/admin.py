@@ -598,7 +598,7 @@ class Admin:
 
     def group_summaries(self) -> list[GroupSummary]:
         """consumerProgress without -g: lag per group, and who is online (OFFLINE when nobody)."""
-        from mqadmin.mqversion import version_desc
+        from broker_core.remoting.mqversion import version_desc
         from mqadmin.reports import GroupSummary
 
         out = []

@@ -1000,9 +1000,14 @@ class Broker:
         return self.offset_manager.query_offset(group, topic, queue_id)
 
     def plan_reset_offset(self, group: str, topic: str, timestamp: str | int | None = None, *,
-                          offset: int | None = None, queue_id: int | None = None,
+                          offset: int | None = None, queue_id: int | None = None, client_force: bool | None = None,
                           auth: RequestContext | None = None) -> list[ResetOffsetPlanEntry]:
+        """What a reset would do, per queue. ``client_force`` given (isForce): client mode's table
+        (useServerSideResetOffset=false), which the group's online consumers are sent; the consumers
+        commit it themselves, as in Apache, so nothing is applied here."""
         self._authorize(auth, "INVOKE_BROKER_TO_RESET_OFFSET", topic=topic, group=group)
+        if client_force is not None:
+            return self.reset_service.plan_client(group, topic, -1 if timestamp is None else timestamp, client_force)
         return self.reset_service.plan(group, topic, timestamp, offset=offset, queue_id=queue_id)
 
     def apply_reset_offset(self, group: str, plan: list[ResetOffsetPlanEntry],
@@ -1010,7 +1015,7 @@ class Broker:
         for topic in sorted({e.topic for e in plan}):
             self._authorize(auth, "INVOKE_BROKER_TO_RESET_OFFSET", topic=topic, group=group)
         self._require_writable()
-        return self.reset_service.apply(group, plan)
+        return self.reset_service.apply(group, plan, server_side=self.config.use_server_side_reset_offset)
 
     def reset_offset(self, group: str, topic: str, timestamp: str | int | None = None, *, offset: int | None = None,
                      queue_id: int | None = None, auth: RequestContext | None = None) -> list[ResetOffsetPlanEntry]:

@@ -6,6 +6,11 @@ FIFO-pop groups all pick them up, and tells the offset-reset listeners (pop/FIFO
 Time lookups take the first message stored at or after the time, so a batch whose messages share
 one store time is reset to its first message (RocketMQ #5445), and an explicit offset inside a
 BatchCQ batch stays on that exact message.
+
+With useServerSideResetOffset=false (client mode) the live consumers move their own offsets
+(RESET_CONSUMER_CLIENT_OFFSET); ``plan_client`` computes the table Broker2Client.resetOffset sends them,
+and ``apply`` commits stored offsets instead of server-side resets, which a broker in client mode
+never reads: an entry left there would rewind the group the day the setting is turned back on.
 """
 
 from __future__ import annotations
@@ -17,7 +22,13 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from .consumer_offset_manager import topic_at_group
-from .errors import InvalidParameterError, SubscriptionGroupNotExistError, TopicNotExistError, config_written
+from .errors import (
+    BrokerSystemError,
+    InvalidParameterError,
+    SubscriptionGroupNotExistError,
+    TopicNotExistError,
+    config_written,
+)
 
 if TYPE_CHECKING:
     from broker_core.store.message_store import MessageStore
@@ -121,14 +132,50 @@ class ResetOffsetService:
             plan.append(ResetOffsetPlanEntry(topic, qid, self.offsets.query_offset(group, topic, qid), new))
         return plan
 
-    def apply(self, group: str, plan: list[ResetOffsetPlanEntry]) -> list[ResetOffsetPlanEntry]:
-        """Store the plan as server-side resets, persist at once, then notify the listeners."""
+    def plan_client(self, group: str, topic: str, timestamp: str | int, force: bool) -> list[ResetOffsetPlanEntry]:
+        """Broker2Client.resetOffset's offset table (client mode), per write queue; nothing changes.
+
+        Why these rules: they are what the Java clients are told to apply. timestamp -1 means the max
+        offset; a time before every message is the min offset (and a negative answer 0); without
+        ``force`` a queue only moves backwards. A queue the group never committed makes the whole
+        reset fail, as in Apache, rather than guessing where that consumer stands."""
+        tc = self.topics.get(topic)
+        if tc is None:
+            raise TopicNotExistError(f"[reset-offset] reset offset failed, no topic in this broker. topic={topic}")
+        ts = parse_reset_timestamp(timestamp, self.clock)
+        plan = []
+        for qid in range(tc.write_queue_nums):
+            current = self.offsets.query_offset(group, topic, qid)
+            if current == -1:
+                raise BrokerSystemError(f"THe consumer group <{group}> not exist")
+            target = self._client_target(topic, qid, ts)
+            plan.append(ResetOffsetPlanEntry(topic, qid, current, target if force or target < current else current))
+        return plan
+
+    def _client_target(self, topic: str, queue_id: int, timestamp: int) -> int:
+        """Where a client-mode reset moves one queue (Apache clamps a negative lookup to 0)."""
+        if timestamp == -1:
+            return self.store.get_max_offset_in_queue(topic, queue_id)
+        return max(self.store.get_offset_in_queue_by_time(topic, queue_id, timestamp), 0)
+
+    def apply(self, group: str, plan: list[ResetOffsetPlanEntry], *,
+              server_side: bool = True) -> list[ResetOffsetPlanEntry]:
+        """Store the plan, persist at once, then notify the listeners.
+
+        ``server_side`` (useServerSideResetOffset): the new offsets become server-side resets that the
+        group's next pull, pop or FIFO pop picks up. Off (client mode) they are committed as the group's
+        offsets, as Apache's mqadmin does for a client-mode broker with no consumer online
+        (UPDATE_CONSUMER_OFFSET): the reset table is not touched, since only server-side mode reads and
+        clears it."""
         for e in plan:
             self._check(group, e.topic)
         with config_written(f"the offsets of group {group} were not reset"), \
                 self.offsets.change(topic_at_group(e.topic, group) for e in plan):
             for e in plan:
-                self.offsets.assign_reset_offset(group, e.topic, e.queue_id, e.new_offset)
+                if server_side:
+                    self.offsets.assign_reset_offset(group, e.topic, e.queue_id, e.new_offset)
+                else:
+                    self.offsets.commit_offset(group, e.topic, e.queue_id, e.new_offset)
         for e in plan:
             for listener in list(self.listeners):
                 listener(group, e.topic, e.queue_id, e.new_offset)

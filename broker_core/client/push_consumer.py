@@ -27,6 +27,7 @@ from broker_core.remoting.bodies import (
     ConsumerRunningInfo,
     GetConsumerStatusBody,
     MessageQueue,
+    ResetOffsetBody,
     SubscriptionData,
 )
 from broker_core.remoting.codes import CURRENT_VERSION
@@ -73,6 +74,7 @@ PULL_THRESHOLD_FOR_QUEUE = 1000
 SUSPEND_ORDERLY_S = 1.0
 DEFAULT_MAX_RECONSUME_TIMES = 16
 JAVA_INT_MAX = 2**31 - 1
+RESET_OFFSET_DRAIN_S = 1.0
 
 
 class MessageModel(StrEnum):
@@ -140,6 +142,8 @@ class PushConsumer:
         self._rebalance_lock = asyncio.Lock()
         self._running = False
         self._starting = False
+        # how long a reset from the broker (client mode) waits for requests already sent on dropped queues
+        self.reset_offset_drain_s = RESET_OFFSET_DRAIN_S
 
     # ---------------------------------------------------------------- configuration
     def subscribe(self, topic: str, expression: str | None = "*", expression_type: str = "TAG") -> None:
@@ -250,6 +254,9 @@ class PushConsumer:
         if req.code == RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT:
             topic = GetConsumerStatusRequestHeader.from_ext_fields(req.ext_fields).topic
             return req.response(body=GetConsumerStatusBody(message_queue_table=self.queue_offsets(topic)).to_json())
+        if req.code == RequestCode.RESET_CONSUMER_CLIENT_OFFSET:
+            self._on_reset_offset_request(req)
+            return None  # oneway: the broker expects no answer
         if req.code == RequestCode.CONSUME_MESSAGE_DIRECTLY:
             h = ConsumeMessageDirectlyResultRequestHeader.from_ext_fields(req.ext_fields)
             try:
@@ -261,6 +268,48 @@ class PushConsumer:
             result = await self.consume_message_directly(msgs[0], h.broker_name or "")
             return req.response(body=result.to_json())
         return req.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {req.code} not supported")
+
+    # ---------------------------------------------------------------- client-mode offset reset
+    def _on_reset_offset_request(self, req: RemotingCommand) -> None:
+        """RESET_CONSUMER_CLIENT_OFFSET (ClientRemotingProcessor.resetOffset): a broker in client mode
+        (useServerSideResetOffset=false) tells this consumer where its queues of the topic now start.
+        Run as a task: the reset waits for in-flight work, and the connection must go on meanwhile."""
+        topic = req.ext_fields.get("topic", "")
+        try:
+            table = ResetOffsetBody.from_json(req.body).offset_table if req.body else {}
+        except ValueError as e:
+            log.warning("undecodable offset reset of %s/%s ignored: %s", self.group, topic, e)
+            return
+        log.info("offset reset of %s/%s from the broker: %s", self.group, topic, table)
+        self._spawn(self.reset_offset(topic, table))
+
+    async def reset_offset(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
+        """MQClientInstance.resetOffset: every owned queue of ``topic`` in ``offsets`` restarts there.
+
+        Why in this order: rebalancing is suspended (the rebalance lock) so no round takes a queue in
+        between; the queues are dropped first, so what they buffered is neither consumed nor committed
+        any more; after a short wait for requests already on the wire, each new offset is set (even
+        backwards), persisted to the broker and the queue given up; resuming rebalances at once, which
+        takes the queues again at those stored offsets. Java waits 10 s; here every pull and consume
+        step checks ``dropped``, so only requests already sent need the wait."""
+        if self.rebalancer is None:
+            return
+        async with self._rebalance_lock:
+            owned = {mq: pq for mq, pq in self.rebalancer.process_queues.items()
+                     if mq.topic == topic and mq in offsets}
+            for pq in owned.values():
+                pq.dropped = True
+            await asyncio.sleep(self.reset_offset_drain_s)
+            for mq, pq in owned.items():
+                # forgotten first: the store sends only offsets that differ from its last send, and the
+                # broker's copy may have moved since (pulls commit there), so the reset must go out anyway
+                self.offsets.remove(mq)
+                self.offsets.update(mq, offsets[mq], increase_only=False)
+                try:
+                    await self.rebalancer.remove_process_queue(mq, pq)
+                except (RemotingError, BrokerError, OSError) as e:
+                    log.warning("resetting the offset of %s to %d failed: %s", mq, offsets[mq], e)
+        self._rebalance_now.set()
 
     # ---------------------------------------------------------------- message trace
     def _trace_before(self, msgs: Sequence[MessageExt]) -> TraceContext | None:

@@ -3,10 +3,12 @@ reset, runtime info and config, and the message reads by offset (spec B.2, B.3, 
 
 from __future__ import annotations
 
+import logging
+
 from broker_core.broker.maintenance import commit_log_summary, expired_queues_summary, unused_topics_summary
 from broker_core.broker.request_context import RequestContext
 from broker_core.broker.stats import StatsWindow
-from broker_core.remoting import RemotingCommand, RequestCode, ResponseCode, fastjson
+from broker_core.remoting import LanguageCode, RemotingCommand, RequestCode, ResponseCode, fastjson
 from broker_core.remoting.bodies import (
     BrokerStatsData,
     BrokerStatsItem,
@@ -15,12 +17,14 @@ from broker_core.remoting.bodies import (
     GroupList,
     KVTable,
     QueryConsumeQueueResponseBody,
+    ResetOffsetBody,
     SetMessageRequestModeRequestBody,
     SubscriptionGroupWrapper,
     TopicConfigAndMappingSerializeWrapper,
     TopicList,
 )
 from broker_core.remoting.body_base import BodyError
+from broker_core.remoting.codes import V3_0_7_SNAPSHOT
 from broker_core.remoting.headers import (
     CreateTopicRequestHeader,
     DeleteSubscriptionGroupRequestHeader,
@@ -39,6 +43,7 @@ from broker_core.remoting.headers import (
     ViewBrokerStatsDataRequestHeader,
     ViewMessageRequestHeader,
 )
+from broker_core.remoting.mqversion import version_desc
 from broker_core.store.codec.wire_record import message_ext_to_record
 from broker_core.store.subscription_group_config import SubscriptionGroupConfig, SubscriptionGroupConfigError
 
@@ -53,6 +58,15 @@ from .wire_convert import (
     topic_config_body,
     topic_stats_table,
 )
+
+log = logging.getLogger("rmqops.broker.net")
+
+def _reset_body_for_c(body: ResetOffsetBody) -> bytes:
+    """ResetOffsetBodyForC: the C++ client reads the table as a list of MessageQueueForC, not a map."""
+    rows: list[fastjson.JsonValue] = [
+        {"topic": mq.topic, "brokerName": mq.broker_name, "queueId": mq.queue_id, "offset": offset}
+        for mq, offset in body.offset_table.items()]
+    return fastjson.dumps({"offsetTable": rows})
 
 
 class AdminHandlers:
@@ -187,8 +201,12 @@ class AdminHandlers:
 
     async def invoke_broker_to_reset_offset(self, ch: Channel, req: RemotingCommand,
                                             auth: RequestContext) -> RemotingCommand:
-        """Server-side reset (useServerSideResetOffset): queueId < 0 -> every queue by timestamp."""
+        """Server-side reset (useServerSideResetOffset): queueId < 0 -> every queue by timestamp.
+        Client mode (the setting off, read per request since UPDATE_BROKER_CONFIG changes it live):
+        the group's online consumers are told to move (AdminBrokerProcessor.resetOffset)."""
         h = ResetOffsetRequestHeader.from_ext_fields(req.ext_fields)
+        if not self.broker.config.use_server_side_reset_offset:
+            return await self._reset_offset_in_clients(req, h, auth)
         if h.queue_id >= 0 and h.offset is not None and h.offset != -1:
             plan = await self.ctx.run(self.broker.reset_offset, h.group, h.topic, None, offset=h.offset,
                                       queue_id=h.queue_id, auth=auth)
@@ -196,6 +214,36 @@ class AdminHandlers:
             plan = await self.ctx.run(self.broker.reset_offset, h.group, h.topic, h.timestamp,
                                       queue_id=h.queue_id if h.queue_id >= 0 else None, auth=auth)
         return req.response(body=reset_offset_body(self.broker_name, plan).to_json())
+
+    async def _reset_offset_in_clients(self, req: RemotingCommand, h: ResetOffsetRequestHeader,
+                                       auth: RequestContext) -> RemotingCommand:
+        """Broker2Client.resetOffset: the Broker computes the table (stores nothing: each consumer
+        commits its new offsets itself), then every online consumer of the group is sent
+        RESET_CONSUMER_CLIENT_OFFSET (oneway). No consumer online is CONSUMER_NOT_ONLINE, which makes
+        mqadmin fall back to committing the offsets itself. queueId/offset are ignored, as in Apache."""
+        plan = await self.ctx.run(self.broker.plan_reset_offset, h.group, h.topic, h.timestamp,
+                                  client_force=h.is_force, auth=auth)
+        clients = [c for c in self.broker.client_registry.consumer_clients(h.group)
+                   if isinstance(c.channel, Channel) and not c.channel.closed]
+        if not clients:
+            return req.response(ResponseCode.CONSUMER_NOT_ONLINE,
+                                f"Consumer not online, so can not reset offset, Group: {h.group} "
+                                f"Topic: {h.topic} Timestamp: {h.timestamp}")
+        too_old = [c for c in clients if c.version < V3_0_7_SNAPSHOT]
+        if too_old:
+            # checked before any is told (Apache stops at the first such client, some told already):
+            # a group half reset is worse than one not reset
+            return req.response(ResponseCode.SYSTEM_ERROR, "the client does not support this feature. "
+                                                           f"version={version_desc(too_old[0].version)}")
+        body = reset_offset_body(self.broker_name, plan)
+        to_clients = _reset_body_for_c(body) if req.language == LanguageCode.CPP else body.to_json()
+        header = ResetOffsetRequestHeader(topic=h.topic, group=h.group, timestamp=h.timestamp, is_force=False)
+        for c in clients:
+            assert isinstance(c.channel, Channel)
+            c.channel.send_oneway_threadsafe(
+                RemotingCommand.request(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, header.to_ext_fields(), to_clients))
+            log.info("[reset-offset] reset offset sent. topic=%s, group=%s, clientId=%s", h.topic, h.group, c.client_id)
+        return req.response(body=body.to_json())
 
     # -- broker ----------------------------------------------------------------------------------
     async def get_broker_runtime_info(self, ch: Channel, req: RemotingCommand,

@@ -165,8 +165,9 @@ class SerializeType(IntEnum):
     ROCKETMQ = 1
 
 
-# MQVersion ordinals that change behaviour (spec A.3). Names for every ordinal: mqadmin/mqversion.py
+# MQVersion ordinals that change behaviour (spec A.3). Names for every ordinal: remoting/mqversion.py
 # (tests/cli/test_mqversion.py checks these agree with it).
+V3_0_7_SNAPSHOT = 28  # from here on a client handles RESET_CONSUMER_CLIENT_OFFSET (client-mode reset)
 V3_4_9 = 121  # from here on the broker trusts a request's maxReconsumeTimes
 V4_9_3 = 399  # Version.V4_9_3.ordinal(); 400 is V4_9_4_SNAPSHOT
 V4_9_4 = 401

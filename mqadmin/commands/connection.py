@@ -14,9 +14,9 @@ from typing import Annotated
 
 import typer
 
+from broker_core.remoting.mqversion import version_desc
 from mqadmin.cli import Cmd, complete_group, complete_topic, front, register
 from mqadmin.errors import AdminError
-from mqadmin.mqversion import version_desc
 
 app = typer.Typer()
 
