@@ -15,7 +15,7 @@ from typing import Annotated
 import typer
 
 from broker_core.remoting.mqversion import version_desc
-from mqadmin.cli import Cmd, complete_group, complete_topic, front, register
+from mqadmin.cli import Cmd, complete_group, complete_topic, front, register, trimmed
 from mqadmin.errors import AdminError
 
 app = typer.Typer()
@@ -25,7 +25,7 @@ app = typer.Typer()
 def consumer_connection(
     cmd: Cmd,
     group: Annotated[str, typer.Option("-g", "--consumerGroup", help="consumer group name",
-                                       autocompletion=complete_group)],
+                                       autocompletion=complete_group, callback=trimmed)],
     broker: Annotated[str | None, typer.Option("-b", "--brokerAddr", help="broker address")] = None,
 ) -> None:
     admin = cmd.admin()
@@ -58,8 +58,9 @@ def consumer_connection(
 @register(app, "producerConnection", "Query producer's socket connection and client version.")
 def producer_connection(
     cmd: Cmd,
-    group: Annotated[str, typer.Option("-g", "--producerGroup", help="producer group name")],
-    topic: Annotated[str, typer.Option("-t", "--topic", help="topic name", autocompletion=complete_topic)],
+    group: Annotated[str, typer.Option("-g", "--producerGroup", help="producer group name", callback=trimmed)],
+    topic: Annotated[str, typer.Option("-t", "--topic", help="topic name", autocompletion=complete_topic,
+                                       callback=trimmed)],
 ) -> None:
     conns = cmd.admin().producer_connection_info(group.strip(), topic.strip())
 
@@ -76,7 +77,7 @@ def producer_connection(
 def consumer_status(
     cmd: Cmd,
     group: Annotated[str, typer.Option("-g", "--consumerGroup", help="consumer group name",
-                                       autocompletion=complete_group)],
+                                       autocompletion=complete_group, callback=trimmed)],
     client_id: Annotated[str | None, typer.Option("-i", "--clientId", help="The consumer's client id")] = None,
     broker: Annotated[str | None, typer.Option("-b", "--brokerAddr", help="broker address")] = None,
     jstack: Annotated[bool, typer.Option("-s", "--jstack", help="Run jstack command in the consumer progress")] = False,
@@ -137,7 +138,7 @@ def consumer_status(
 def get_consumer_status(
     cmd: Cmd,
     group: Annotated[str, typer.Option("-g", "--group", help="set the consumer group",
-                                       autocompletion=complete_group)],
+                                       autocompletion=complete_group, callback=trimmed)],
     topic: Annotated[str, typer.Option("-t", "--topic", help="set the topic", autocompletion=complete_topic)],
     origin_client_id: Annotated[str | None, typer.Option("-i", "--originClientId",
                                                          help="set the consumer clientId")] = None,

@@ -136,7 +136,7 @@ def group_config_text(g: SubscriptionGroupInfo) -> str:
 @register(app, "updateSubGroup", "Create or update a subscription (consumer) group.", writes=True)
 def update_sub_group(
     cmd: Cmd,
-    group: Annotated[str, typer.Option("-g", "--groupName", help="consumer group")],
+    group: Annotated[str, typer.Option("-g", "--groupName", help="consumer group", callback=trimmed)],
     broker: BrokerAddrOpt = None,
     cluster: ClusterNameOpt = None,
     consume_enable: Annotated[str | None, typer.Option("-s", "--consumeEnable", help="true/false")] = None,

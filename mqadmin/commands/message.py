@@ -115,7 +115,7 @@ def query_msg_by_id(
     body_format: Annotated[str | None, typer.Option("-f", "--bodyFormat", help="charset to print the body")] = None,
     cluster: Annotated[str | None, typer.Option("-c", "--cluster", help="cluster name")] = None,
     group: Annotated[str | None, typer.Option("-g", "--consumerGroup", help="consumer group name",
-                                              autocompletion=complete_group)] = None,
+                                              autocompletion=complete_group, callback=trimmed)] = None,
     client_id: Annotated[str | None, typer.Option("-d", "--clientId", help="The consumer's client id")] = None,
     send_message: Annotated[str | None, typer.Option("-s", "--sendMessage", help="resend message")] = None,
     unit_name: Annotated[str | None, typer.Option("-u", "--unitName", help="unit name")] = None,
@@ -233,7 +233,7 @@ def query_msg_by_unique_key(
     show_all: Annotated[bool, typer.Option("-a", "--showAll", help="print every match (up to 32)")] = False,
     cluster: Annotated[str | None, typer.Option("-c", "--cluster", help="cluster name")] = None,
     group: Annotated[str | None, typer.Option("-g", "--consumerGroup", help="consumer group name",
-                                              autocompletion=complete_group)] = None,
+                                              autocompletion=complete_group, callback=trimmed)] = None,
     client_id: Annotated[str | None, typer.Option("-d", "--clientId", help="The consumer's client id")] = None,
 ) -> None:
     admin = cmd.admin()
@@ -401,7 +401,7 @@ def consume_message(
     queue_id: Annotated[int | None, typer.Option("-i", "--queueId", help="queue id (requires -b)", min=0, max=JAVA_INT_MAX)] = None,
     offset: Annotated[int | None, typer.Option("-o", "--offset", help="queue offset (requires -i)", min=0, max=JAVA_LONG_MAX)] = None,
     group: Annotated[str, typer.Option("-g", "--consumerGroup", help="consumer group",
-                                       autocompletion=complete_group)] = "TOOLS_CONSUMER",
+                                       autocompletion=complete_group, callback=trimmed)] = "TOOLS_CONSUMER",
     begin: Annotated[str | None, typer.Option("-s", "--beginTimestamp", help="now | ms | yyyy-MM-dd#HH:mm:ss:SSS")] = None,
     end: Annotated[str | None, typer.Option("-e", "--endTimestamp", help="now | ms | yyyy-MM-dd#HH:mm:ss:SSS")] = None,
     count: Annotated[int, typer.Option("-c", "--MessageNumber", help="how many messages (default 128)", min=1, max=JAVA_LONG_MAX)] = 128,
