@@ -7,9 +7,11 @@ reads the lines it flushed (each line an acknowledgement), then reads every mess
 from __future__ import annotations
 
 import os
+import select
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -19,21 +21,42 @@ from broker_core.store.message_store import GetMessageStatus, MessageStore
 TESTS = Path(__file__).resolve().parent
 
 
-def run_and_kill(script: Path, args: list[str], kill_after: float) -> list[str]:
-    """Run ``script args``, SIGKILL it ``kill_after`` seconds after the start (or when it has ended),
-    and return the lines it wrote. A line starting with ``fail`` (a refused put) fails the test."""
+def run_and_kill(script: Path, args: list[str], kill_after: float, start_timeout: float = 60.0) -> list[str]:
+    """Run ``script args``, SIGKILL it ``kill_after`` seconds after its first line (or when it has
+    ended), and return the lines it wrote. A line starting with ``fail`` (a refused put) fails the test.
+
+    Why from the first line, not from the start: the kill is meant to land in traffic; on a loaded
+    machine the writer's start-up (imports, recovery) alone took longer than ``kill_after``, so every
+    cycle was killed before its first put and the loop tested nothing ("the writer hardly ran")."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS.parent), os.environ.get("PYTHONPATH", "")]))
     proc = subprocess.Popen([sys.executable, str(script), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env=env)
+    first = _first_line(proc, start_timeout)
     try:
         proc.wait(kill_after)
     except subprocess.TimeoutExpired:
         os.kill(proc.pid, signal.SIGKILL)
     out, err = proc.communicate(timeout=10)
     assert proc.returncode == -signal.SIGKILL, f"the writer ended on its own ({proc.returncode}): {err[-2000:]}"
-    lines = out.splitlines()
+    lines = (first + out).splitlines()
     assert not [line for line in lines if line.startswith("fail")], lines[:3]
     return lines
+
+
+def _first_line(proc: subprocess.Popen[str], timeout: float) -> str:
+    """The writer's first line, read byte by byte from the pipe's descriptor (nothing is left in a
+    reader's buffer, so ``communicate`` then gets all the rest); empty if none came within ``timeout``."""
+    assert proc.stdout is not None
+    fd = proc.stdout.fileno()
+    got = bytearray()
+    deadline = time.monotonic() + timeout
+    while not got.endswith(b"\n"):
+        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+        chunk = os.read(fd, 1) if ready else b""
+        if not chunk:
+            break
+        got += chunk
+    return got.decode()
 
 
 def topic_messages(store: MessageStore, topic: str, queue_ids: Iterable[int]) -> list[tuple[int, MessageExt]]:
