@@ -25,6 +25,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from _args import positive_int
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -42,7 +44,7 @@ def _cpu_seconds(argv: list[str], env: dict[str, str]) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--rounds", type=positive_int, default=7)
     args = ap.parse_args()
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "NAMESRV_ADDR", "RMQ_STORE")}
     env["PYTHONPATH"] = str(REPO) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")

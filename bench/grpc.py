@@ -24,6 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _args import positive_int  # this folder is still on sys.path here
+
 REPO = Path(__file__).resolve().parents[1]
 # This file is named as the issue asks (bench/grpc.py); its folder must not shadow the grpc package.
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
@@ -168,10 +170,31 @@ def create_topics(namesrv: str, broker_addr: str, topics: list[str]) -> None:
     asyncio.run(go())
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--count", type=int, default=3000)
+def client_missing() -> str | None:
+    """Why the official client (PyPI ``rocketmq-python-client``) cannot be imported, or None."""
+    try:
+        from rocketmq import (  # noqa: F401
+            ClientConfiguration,
+            Credentials,
+            FilterExpression,
+            Message,
+            Producer,
+            SimpleConsumer,
+        )
+    except ImportError as e:
+        return str(e)
+    return None
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--count", type=positive_int, default=3000, help="messages per side (default 3000)")
     args = ap.parse_args()
+    why = client_missing()
+    if why is not None:  # checked before the broker starts
+        print(f"bench/grpc.py: the official gRPC client is missing ({why}; pip install rocketmq-python-client)",
+              file=sys.stderr)
+        return 1
     with tempfile.TemporaryDirectory(prefix="bench-grpc-") as tmp:
         os.environ["HOME"] = tmp  # the official client writes its log under $HOME
         proc, namesrv, broker_addr, grpc_addr = start_broker(Path(tmp))
@@ -199,7 +222,8 @@ def main() -> None:
         "grpc_vs_remoting_ratio": round(grpc_e2e / remoting_e2e, 3),
         "loadavg_1m": os.getloadavg()[0],
     }))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

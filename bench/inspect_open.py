@@ -27,6 +27,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from _args import positive_float, positive_int  # noqa: E402
+
 from broker_core.store.codec.message import MessageInner  # noqa: E402
 from broker_core.store.message_store import MessageStore  # noqa: E402
 from broker_core.store.store_config import StoreConfig  # noqa: E402
@@ -72,11 +74,13 @@ def time_open(root: Path, reps: int) -> list[float]:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--small-gib", type=float, default=1.0)
-    ap.add_argument("--large-gib", type=float, default=4.0)
-    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--small-gib", type=positive_float, default=1.0)
+    ap.add_argument("--large-gib", type=positive_float, default=4.0)
+    ap.add_argument("--reps", type=positive_int, default=5)
     ap.add_argument("--dir", default=None, help="where to build the store (default: a temp dir)")
     args = ap.parse_args()
+    if args.large_gib <= args.small_gib:
+        ap.error("--large-gib must be above --small-gib")
     base = Path(args.dir or tempfile.gettempdir())
     need = int(args.large_gib * GIB * 1.15)
     free = shutil.disk_usage(base).free

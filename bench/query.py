@@ -6,8 +6,10 @@ what they wait for, and issue 17 measured 3.9 s of it on a 1,000,000-message sto
 read-only open re-validating every record. Target: whole process <= 0.5 s.
 
 The store: written by ``bench/recovery.py``'s writer child (``--messages`` messages, UNIQ_KEY and
-one KEYS token each, default StoreConfig), shut down cleanly. With ``--dir`` a clean store
-left there by an earlier run is reused. Figures:
+one KEYS token each, ``--body`` bytes, default StoreConfig), shut down cleanly. With ``--dir`` a clean
+store left there by an earlier run is reused only if its marker (``bench-query-shape.json``) records
+the same shape: messages, body size, topic, queues and commitlog file size; otherwise it is written
+again. ``store`` in the JSON says which, with that shape. Figures:
 
 * ``read_only_open_s``: ``MessageStore(..., read_only=True).open()`` in this process;
 * ``inproc_*``: ``MessageStore.query_message(topic, key)`` on that open store for ``--queries``
@@ -40,7 +42,8 @@ for p in (str(REPO), str(HERE)):
     if p not in sys.path:
         sys.path.insert(0, p)
 
-from recovery import TOPIC, make_clean_store  # noqa: E402
+from _args import positive_int  # noqa: E402
+from recovery import QUEUES, TOPIC, config, make_clean_store  # noqa: E402
 
 from broker_core.store.message_store import MessageStore  # noqa: E402
 from broker_core.store.store_config import StoreConfig  # noqa: E402
@@ -51,25 +54,42 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
+MARKER = "bench-query-shape.json"
+
+
+def store_shape(n: int, body: int) -> dict:
+    """Every parameter that shapes the store ``make_clean_store`` writes (the writer child's message
+    layout and its commitlog file size, which ``RMQ_BENCH_COMMITLOG_MB`` can change)."""
+    return {"messages": n, "body_bytes": body, "topic": TOPIC, "queues": QUEUES,
+            "commitlog_file_bytes": config().mapped_file_size_commit_log}
+
+
 def clean_store(root: Path, n: int, body: int) -> dict:
-    """A cleanly shut-down indexed store at ``root`` (reused when a marker says it has ``n`` messages)."""
-    marker = root / "bench-query-messages"
-    if marker.exists() and marker.read_text() == str(n) and not (root / "abort").exists():
-        return {"reused": True}
+    """A cleanly shut-down indexed store at ``root``, reused only when its marker records the very shape
+    asked for (``store_shape``); any other store there is deleted and written again."""
+    shape = store_shape(n, body)
+    marker = root / MARKER
+    try:
+        found = json.loads(marker.read_text())
+    except (OSError, ValueError):
+        found = None
+    if found == shape and not (root / "abort").exists():
+        return {"reused": True, **shape}
     if root.exists():
         shutil.rmtree(root)
     write_s = make_clean_store(root, n, body)
-    marker.write_text(str(n))
-    return {"reused": False, "write_and_dispatch_s": round(write_s, 2)}
+    marker.write_text(json.dumps(shape))
+    return {"reused": False, "write_and_dispatch_s": round(write_s, 2), **shape}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--messages", type=int, default=1_000_000)
-    ap.add_argument("--body", type=int, default=1024)
-    ap.add_argument("--queries", type=int, default=2000, help="in-process queries")
-    ap.add_argument("--runs", type=int, default=10, help="whole-process mqadmin runs")
-    ap.add_argument("--dir", default=None, help="work directory (kept, store reused); default: a temp dir")
+    ap.add_argument("--messages", type=positive_int, default=1_000_000)
+    ap.add_argument("--body", type=positive_int, default=1024, help="body size in bytes (default 1024)")
+    ap.add_argument("--queries", type=positive_int, default=2000, help="in-process queries")
+    ap.add_argument("--runs", type=positive_int, default=10, help="whole-process mqadmin runs")
+    ap.add_argument("--dir", default=None, help="work directory (kept; its store reused when --messages, --body "
+                                                "and the commitlog file size match); default: a temp dir")
     args = ap.parse_args()
     n = args.messages
     work = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="rmqops-bench-query-"))
@@ -118,12 +138,12 @@ def main() -> None:
         mqadmin(0)  # warm-up: page cache, .pyc files
         floor()
         proc_runs, floor_runs = [], []
-        for _ in range(max(1, args.runs)):
+        for _ in range(args.runs):
             proc_runs.append(mqadmin(rng.randrange(n)))
             floor_runs.append(floor())
         med = statistics.median
         print(json.dumps({
-            "bench": "query", "messages": n, "cpus": os.cpu_count(), "loadavg_before": load_before,
+            "bench": "query", "messages": n, "body_bytes": args.body, "cpus": os.cpu_count(), "loadavg_before": load_before,
             "loadavg_after": [round(x, 2) for x in os.getloadavg()], "store": made,
             "read_only_open_s": round(ro_open_s, 3),
             "inproc_queries": len(lat),

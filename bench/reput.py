@@ -26,6 +26,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
+from _args import positive_int  # noqa: E402
 from rebuild import generate, outputs_digest  # noqa: E402
 
 from broker_core.store.codec import hotpath  # noqa: E402
@@ -35,10 +36,10 @@ from broker_core.store.store_config import StoreConfig  # noqa: E402
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--size-mb", type=int, default=256)
-    ap.add_argument("--file-mb", type=int, default=128, help="commitlog file size")
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--workers", type=int, default=os.cpu_count() or 2)
+    ap.add_argument("--size-mb", type=positive_int, default=256)
+    ap.add_argument("--file-mb", type=positive_int, default=128, help="commitlog file size")
+    ap.add_argument("--rounds", type=positive_int, default=3)
+    ap.add_argument("--workers", type=positive_int, default=os.cpu_count() or 2)
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="bench-reput-") as tmp:
         root = Path(tmp)

@@ -16,10 +16,15 @@ the final matches; without time bounds it scans each file as one range, as Spark
 split work between its tasks). Both sides must return identical answers. Reports records/s (records validated per second of wall time; for the selective search
 also the whole store's records per second, the figure an operator feels), the CPU seconds of each
 side, how busy the machine was before each run (it waits up to ``--quiet-wait`` s for the machine
-to be quiet, so both sides run in the same state), and one JSON line with ``search_vs_single_ratio`` (single-process
-full-scan wall time / Spark full-scan wall time; target >= 1.7 on 2 cores) and ``pruned_vs_full_ratio``
-(Spark full scan / Spark selective search). Medians over the rounds. The generated store is deleted
-at the end unless ``--dir`` is given. Not part of the test suite.
+to be quiet, so both sides run in the same state), and one JSON line with ``spark_speedup_vs_single_ratio``
+(single-process full-scan wall time / Spark full-scan wall time, > 1: Spark is faster; target >= 1.7 on
+2 cores), ``window_spark_speedup_vs_single_ratio`` (the same for the selective search),
+``pruned_speedup_vs_full_ratio`` (Spark full scan / Spark selective search) and
+``spark_cpu_cost_vs_single_ratio`` (Spark's CPU seconds / the single process's, > 1: Spark spends
+more). Medians over the rounds. The store is generated in a fresh directory under the system's temp
+dir and deleted at the end, unless ``--dir`` is given: then it is kept, and reused by a later run only
+if ``bench-meta.json`` there records the same ``--size-mb`` and ``--commitlog-file-mb`` (otherwise it
+is generated again; ``store_reused`` in the JSON says which). Not part of the test suite.
 Example: ``.venv/bin/python bench/search.py --size-mb 2048``.
 """
 
@@ -38,6 +43,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
+
+from _args import fraction, nonnegative_float, positive_int  # noqa: E402
 
 from broker_core.store.codec.message import MessageInner  # noqa: E402
 from broker_core.store.commit_log import CommitLog  # noqa: E402
@@ -86,6 +93,21 @@ def generate(root: Path, size_mb: int, file_mb: int) -> tuple[int, int, int, int
         cl.flush()
         cl.close()
     return n, BASE_TS, ts, written
+
+
+def store_shape(size_mb: int, commitlog_file_mb: int) -> dict:
+    """What ``generate`` makes a store from: the two options and its fixed layout."""
+    return {"size_mb": size_mb, "commitlog_file_mb": commitlog_file_mb, "topics": TOPICS, "batch": BATCH,
+            "body_size": BODY_SIZE, "base_ts": BASE_TS}
+
+
+def read_meta(meta: Path) -> dict | None:
+    """``bench-meta.json`` of an earlier run (None when missing, unreadable or of the old list form)."""
+    try:
+        found = json.loads(meta.read_text())
+    except (OSError, ValueError):
+        return None
+    return found if isinstance(found, dict) else None
 
 
 def _cpu_times() -> tuple[int, int]:
@@ -141,34 +163,48 @@ def tree_cpu_seconds() -> float:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--size-mb", type=int, default=2048)
-    ap.add_argument("--commitlog-file-mb", type=int, default=1024, help="mappedFileSizeCommitLog (MiB)")
-    ap.add_argument("--split-mb", type=int, default=64)
+    ap.add_argument("--size-mb", type=positive_int, default=2048, help="commitlog size to generate (MiB)")
+    ap.add_argument("--commitlog-file-mb", type=positive_int, default=1024, help="mappedFileSizeCommitLog (MiB)")
+    ap.add_argument("--split-mb", type=positive_int, default=64)
     ap.add_argument("--master", default="local[2]")
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--window-fraction", type=float, default=0.05)
+    ap.add_argument("--rounds", type=positive_int, default=3)
+    ap.add_argument("--window-fraction", type=fraction, default=0.05)
     ap.add_argument("--where", default="TAGS = 'Tag1' AND amount > 900")
-    ap.add_argument("--quiet-wait", type=float, default=20.0,
+    ap.add_argument("--quiet-wait", type=nonnegative_float, default=20.0,
                     help="max seconds to wait before each run for the machine to be quiet")
-    ap.add_argument("--quiet-busy", type=float, default=0.25, help="busy fraction counted as quiet (0..1)")
-    ap.add_argument("--dir", default=None, help="work directory, kept afterwards (a store there is reused)")
+    ap.add_argument("--quiet-busy", type=fraction, default=0.25, help="busy fraction counted as quiet (0..1)")
+    ap.add_argument("--dir", default=None,
+                    help="work directory, kept afterwards (a store there is reused if made with the same "
+                         "--size-mb and --commitlog-file-mb, else generated again); default: a temp dir")
     args = ap.parse_args(argv)
 
-    work = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="rmqops-bench-search-", dir="/work"
-                                                                  if os.path.isdir("/work") else None))
+    work = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="rmqops-bench-search-"))
+    work.mkdir(parents=True, exist_ok=True)
     store = work / "store"
     try:
         t = time.monotonic()
         meta = work / "bench-meta.json"
-        if meta.exists() and args.dir:
-            n, first_ts, last_ts, size = json.loads(meta.read_text())
+        shape = store_shape(args.size_mb, args.commitlog_file_mb)
+        found = read_meta(meta) if args.dir else None
+        reused = found is not None and found.get("shape") == shape and (store / "commitlog").is_dir()
+        if reused:
+            assert found is not None
+            n, first_ts, last_ts, size = found["messages"], found["first_ts"], found["last_ts"], found["bytes"]
             gen_s = 0.0
         else:
+            if args.dir and meta.exists():
+                made = (found or {}).get("shape") or {}
+                print(f"store in {work} was made with --size-mb {made.get('size_mb', '?')} --commitlog-file-mb "
+                      f"{made.get('commitlog_file_mb', '?')} (or an older layout), not --size-mb {args.size_mb} "
+                      f"--commitlog-file-mb {args.commitlog_file_mb}: generating it again", file=sys.stderr)
+            meta.unlink(missing_ok=True)  # a generation cut short must not be taken for a finished one
             shutil.rmtree(store, ignore_errors=True)
             n, first_ts, last_ts, size = generate(store, args.size_mb, args.commitlog_file_mb)
-            meta.write_text(json.dumps([n, first_ts, last_ts, size]))
+            meta.write_text(json.dumps({"shape": shape, "messages": n, "first_ts": first_ts, "last_ts": last_ts,
+                                        "bytes": size}))
             gen_s = time.monotonic() - t
-        print(f"store: {n:,} messages, {size / 2**20:,.0f} MiB, generated in {gen_s:.1f}s", file=sys.stderr)
+        print(f"store: {n:,} messages, {size / 2**20:,.0f} MiB, "
+              + ("reused" if reused else f"generated in {gen_s:.1f}s"), file=sys.stderr)
         span = last_ts - first_ts
         mid = first_ts + span // 2
         half = int(span * args.window_fraction / 2)
@@ -223,7 +259,8 @@ def main(argv: list[str] | None = None) -> int:
         full_rec = runs["spark_full"][0][2].summary.records_scanned
         sel = runs["spark_sel"][0][2].summary
         out = {
-            "bench": "search", "store_mib": round(size / 2**20), "messages": n, "commitlog_files": sel.files_total,
+            "bench": "search", "size_mb": args.size_mb, "commitlog_file_mb": args.commitlog_file_mb,
+            "store_reused": reused, "store_mib": round(size / 2**20), "messages": n, "commitlog_files": sel.files_total,
             "split_mb": args.split_mb, "master": args.master, "rounds": args.rounds, "where": args.where,
             "window_fraction": args.window_fraction, "matched_full": runs["spark_full"][0][2].summary.messages_matched,
             "matched_window": sel.messages_matched, "window_files_scanned": sel.files_scanned,
@@ -235,16 +272,18 @@ def main(argv: list[str] | None = None) -> int:
             "spark_window_store_records_per_s": round(full_rec / med("spark_sel")),
             "single_window_store_records_per_s": round(full_rec / med("single_sel")),
             "spark_full_cpu_s": round(med("spark_full", 1), 1), "single_full_cpu_s": round(med("single_full", 1), 1),
-            "spark_cpu_vs_single_cpu_ratio": round(med("spark_full", 1) / med("single_full", 1), 2),
+            # A cost: Spark's CPU seconds over the single process's (> 1: Spark spends more).
+            "spark_cpu_cost_vs_single_ratio": round(med("spark_full", 1) / med("single_full", 1), 2),
             "spark_startup_s": round(startup_s, 1), "generate_s": round(gen_s, 1),
             "machine_busy_median": round(statistics.median(busy), 2),
             "loadavg_1min_median": round(statistics.median(loads), 2), "loadavg_1min_max": round(max(loads), 2),
-            # What the wall-time ratio would be with both cores Spark's own and busy all along.
-            "cpu_based_search_vs_single_ratio": round(
+            # Speed-ups: the slower side's time over the faster one's (> 1: Spark, or pruning, is faster).
+            # What the wall-time speed-up would be with both cores Spark's own and busy all along.
+            "cpu_based_spark_speedup_vs_single_ratio": round(
                 med("single_full", 1) / (med("spark_full", 1) / (os.cpu_count() or 1)), 2),
-            "search_vs_single_ratio": round(med("single_full") / med("spark_full"), 2),
-            "window_search_vs_single_ratio": round(med("single_sel") / med("spark_sel"), 2),
-            "pruned_vs_full_ratio": round(med("spark_full") / med("spark_sel"), 2),
+            "spark_speedup_vs_single_ratio": round(med("single_full") / med("spark_full"), 2),
+            "window_spark_speedup_vs_single_ratio": round(med("single_sel") / med("spark_sel"), 2),
+            "pruned_speedup_vs_full_ratio": round(med("spark_full") / med("spark_sel"), 2),
         }
         print(json.dumps(out))
     finally:

@@ -21,6 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _args import positive_int
+
 from broker_core.broker.broker import Broker
 from broker_core.broker.broker_config import BrokerConfig
 from broker_core.broker.client_registry import ConsumerData, SubscriptionData
@@ -63,8 +65,8 @@ def _pull_all(b: Broker) -> tuple[float, int]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--messages", type=int, default=20_000)
-    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--messages", type=positive_int, default=20_000)
+    ap.add_argument("--rounds", type=positive_int, default=5)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="sql92-bitmap-") as tmp:
         brokers = {"plain": _broker(Path(tmp) / "plain", False), "bitmap": _broker(Path(tmp) / "bitmap", True)}

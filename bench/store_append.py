@@ -7,8 +7,8 @@ the store's hot path wastes time. Figures:
 * (a) ``put_dispatch_*``: per-message ``put_message`` with synchronous dispatch to the consume queue
   and the index, 1 KiB bodies, ASYNC_FLUSH; ratio to the bare encode+copy loop (see "The put
   scenario" below for how it is made stable).
-* (b) ``batchcq_*``: ``put_inner_batch`` of 64 x 1 KiB items on a BatchCQ topic; ratio of MB/s to
-  sequential page-cache write bandwidth. ``batchcq_write_buffer_*``: the same with the store's write
+* (b) ``batchcq_*``: ``put_inner_batch`` of 64 x 1 KiB items on a BatchCQ topic; ratio of MiB/s to
+  sequential page-cache write bandwidth (MiB/s too: see "Units" below). ``batchcq_write_buffer_*``: the same with the store's write
   buffer (``transientStorePoolEnable``: records committed to the file in ~1 MiB writes); its timed
   section ends with ``wait_for_dispatch`` (every record committed and in its queue), the default
   store's too (a no-op there: it dispatches each put at once). The three run interleaved.
@@ -107,6 +107,12 @@ blocks allocated ahead, which costs more than writing into posix_fallocate'd blo
   ``*_ratio_best`` divides each side's fastest run by the baseline's fastest: host effects only
   slow a run down, and the best run of each is its own cost. Read it beside the median.
 
+Units: every bandwidth here (the page-cache baseline, the BatchCQ sides, the record writes) is MiB/s,
+2**20 bytes a second (``mib_per_s``), reported as ``*_mib_s`` (``cpu_mib_s``), so each ratio divides
+figures of one unit. Before that fix the baseline was MiB/s and the BatchCQ sides decimal MB/s, so
+the ``batchcq*_ratio*`` figures (``_cpu``, ``_paired``, ``_best``; the record-writes-only ones too) and
+the MB/s quoted in this docstring from before it were ~4.9% high (MB over MiB: 2**20 / 10**6 = 1.049).
+
 Fairness: the bare loop writes the store's own record bytes (``baseline_same_bytes`` checks three of
 them, the store time aside); the store does its consume queue unit and index entries on top.
 
@@ -165,7 +171,8 @@ under D).
 ``--started``: the put scenario (a) on a started store, as a running broker has it (reput thread,
 flush threads, the broker's deleted-topics dispatch filter); each chunk's time ends when its
 messages are dispatched. ``--general-path`` runs it with the one-call put switched off, the figure
-from before a started store could use it; run both, in turn, to compare. Measured (2 cores, 20,000
+from before a started store could use it (only with ``--started``: alone it is a usage error, as it
+would switch the main put scenario silently); run both, in turn, to compare. Measured (2 cores, 20,000
 messages x 5 reps, runs alternated): at load 0.7-0.8 the general path only 0.345 and 0.338
 (52k-53k msg/s), the one call 0.712 and 0.679 (109k-118k msg/s, about the not-started store's ~0.72);
 at load 3.1-3.2 (the store test suite running beside) 0.354 and 0.336 against 0.642 and 0.809.
@@ -191,6 +198,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from _args import positive_int  # noqa: E402
 
 from broker_core.store.codec import hotpath  # noqa: E402
 from broker_core.store.codec.batch import BatchItem, encode_batch  # noqa: E402
@@ -335,18 +344,27 @@ def same_bytes_as_store(bare: list[bytes], store: list[bytes]) -> bool:
     return len(bare) == len(store) == 3 and all(masked(a) == masked(b) for a, b in zip(bare, store, strict=True))
 
 
-def page_cache_write_mb_s(directory: Path, total_mb: int = 256) -> tuple[float, float]:
-    """Sequential buffered write bandwidth (MB/s: wall, CPU), 1 MiB writes, no fsync: the page-cache
+MIB = 1 << 20
+
+
+def mib_per_s(nbytes: int, seconds: float) -> float:
+    """Bandwidth in MiB/s (2**20 bytes a second): the one unit of every bandwidth and ratio here."""
+    return nbytes / MIB / seconds
+
+
+def page_cache_write_mib_s(directory: Path, total_mib: int = 256) -> tuple[float, float]:
+    """Sequential buffered write bandwidth (MiB/s: wall, CPU), 1 MiB writes, no fsync: the page-cache
     ceiling."""
     path = directory / "seq.bin"
-    chunk = os.urandom(1 << 20)
+    chunk = os.urandom(MIB)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     with Timed() as t:
-        for _ in range(total_mb):
+        for _ in range(total_mib):
             os.write(fd, chunk)
     os.close(fd)
     path.unlink()
-    return total_mb / t.wall, total_mb / t.cpu
+    nbytes = total_mib * len(chunk)
+    return mib_per_s(nbytes, t.wall), mib_per_s(nbytes, t.cpu)
 
 
 class DeletedTopicsFilter:
@@ -428,7 +446,7 @@ def batchcq_body() -> bytes:
 
 def bench_batchcq(n_msgs: int, directory: Path, write_buffer: bool = False, profile: bool = False,
                   started: bool = False) -> tuple[float, float, float]:
-    """(msg/s, MB/s of batch bodies, MB/s by CPU time); ``profile``: cProfile the timed section to stderr.
+    """(msg/s, MiB/s of batch bodies, MiB/s by CPU time); ``profile``: cProfile the timed section to stderr.
     ``started``: a running broker's store (reput thread, commit and flush services); its timed section
     ends with the commit service's work done (``commit``) and every record dispatched."""
     root = directory / "b"
@@ -463,8 +481,8 @@ def bench_batchcq(n_msgs: int, directory: Path, write_buffer: bool = False, prof
     assert sum(store.get_max_offset_in_queue(TOPIC, q) for q in range(8)) == batches * 64
     store.shutdown()
     shutil.rmtree(root)
-    mb = batches * len(body) / 1e6
-    return batches * 64 / t.wall, mb / t.wall, mb / t.cpu
+    nbytes = batches * len(body)
+    return batches * 64 / t.wall, mib_per_s(nbytes, t.wall), mib_per_s(nbytes, t.cpu)
 
 
 def batchcq_record_size(directory: Path) -> int:
@@ -481,11 +499,11 @@ def batchcq_record_size(directory: Path) -> int:
         shutil.rmtree(root)
 
 
-def record_writes_mb_s(directory: Path, record_size: int, n_msgs: int) -> tuple[float, float]:
+def record_writes_mib_s(directory: Path, record_size: int, n_msgs: int) -> tuple[float, float]:
     """Scenario (b)'s writes alone: one record of ``record_size`` bytes a batch, back to back, with the
     calls the default store's put makes (``MappedFile.reserve`` ahead of the write, then
     ``write_vectored``), without the encode, the CRC, the unit and index entries or any other Python
-    bookkeeping. MB/s (wall, CPU) of batch bodies, as ``bench_batchcq`` counts them.
+    bookkeeping. MiB/s (wall, CPU) of batch bodies, as ``bench_batchcq`` counts them.
 
     Why: it is the ceiling of ``batchcq_ratio`` (the default store writes each record when it is put,
     so readers see it on return), measured against the same baseline in the same run."""
@@ -506,8 +524,8 @@ def record_writes_mb_s(directory: Path, record_size: int, n_msgs: int) -> tuple[
     finally:
         mf.destroy()
         (directory / "records").rmdir()
-    mb = batches * body_len / 1e6
-    return mb / t.wall, mb / t.cpu
+    nbytes = batches * body_len
+    return mib_per_s(nbytes, t.wall), mib_per_s(nbytes, t.cpu)
 
 
 def bench_sync(n: int, directory: Path, threads: int = 16) -> tuple[float, float]:
@@ -735,8 +753,8 @@ def started_figures(args: argparse.Namespace) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--messages", type=int, default=50000, help="messages per scenario (default 50000)")
-    ap.add_argument("--reps", type=int, default=7, help="repetitions of each scenario (default 7)")
+    ap.add_argument("--messages", type=positive_int, default=50000, help="messages per scenario (default 50000)")
+    ap.add_argument("--reps", type=positive_int, default=7, help="repetitions of each scenario (default 7)")
     ap.add_argument("--profile", action="store_true",
                     help="cProfile the put+dispatch path (with --only-batchcq: the BatchCQ puts) to stderr (one rep)")
     ap.add_argument("--dir", default=None, help="work directory (default: a fresh temp dir)")
@@ -744,7 +762,7 @@ def main() -> None:
     ap.add_argument("--only-batchcq", action="store_true",
                     help="only the BatchCQ scenarios (b) and their page-cache baseline")
     ap.add_argument("--no-fallback", action="store_true", help="skip the pure-Python twin's put+dispatch figures")
-    ap.add_argument("--chunk", type=int, default=2500,
+    ap.add_argument("--chunk", type=positive_int, default=2500,
                     help="put scenario: messages per chunk, the sides alternating chunk by chunk (default 2500)")
     ap.add_argument("--in-loop-faults", action="store_true",
                     help="put scenario: fault the file pages in inside the timed loops (both sides) instead of "
@@ -753,9 +771,12 @@ def main() -> None:
                     help="only the put scenario, on a started store (reput thread running, a broker's dispatch "
                          "filter set; each chunk's time includes waiting for its dispatch); figures named started_*")
     ap.add_argument("--general-path", action="store_true",
-                    help="with --started: no one-call put (every put appended, dispatched by the reput thread), "
-                         "as before the one call served started stores")
+                    help="only with --started: no one-call put (every put appended, dispatched by the reput "
+                         "thread), as before the one call served started stores")
     args = ap.parse_args()
+    if args.general_path and not args.started:
+        # It would switch the main put scenario (and not its pure-Python fallback child) silently.
+        ap.error("--general-path applies only with --started")
     if args.general_path:
         import broker_core.store.message_store as message_store
 
@@ -779,8 +800,8 @@ def main() -> None:
         prof = args.profile and args.only_batchcq
         record_size = batchcq_record_size(d)
         pc_runs, bcq_runs, wb_runs, rw_runs, wbs_runs = interleaved(
-            reps, (lambda: page_cache_write_mb_s(d), lambda: bench_batchcq(n * 4, d, profile=prof),
-                   lambda: bench_batchcq(n * 4, d, True, prof), lambda: record_writes_mb_s(d, record_size, n * 4),
+            reps, (lambda: page_cache_write_mib_s(d), lambda: bench_batchcq(n * 4, d, profile=prof),
+                   lambda: bench_batchcq(n * 4, d, True, prof), lambda: record_writes_mib_s(d, record_size, n * 4),
                    lambda: bench_batchcq(n * 4, d, True, prof, started=True)),
             warmup=not args.profile)
         sync_n = max(n // 4, 16)
@@ -792,16 +813,16 @@ def main() -> None:
     pc_best = max(r[0] for r in pc_runs)
 
     def side(name: str, runs: list, mb_at: int, cpu_at: int | None) -> dict:
-        """One BatchCQ-side scenario's figures against the page-cache baseline of the same rounds: MB/s
-        ``runs[k][mb_at]`` (CPU-time MB/s at ``cpu_at``; None: not reported, another thread's work)."""
+        """One BatchCQ-side scenario's figures against the page-cache baseline of the same rounds: MiB/s
+        ``runs[k][mb_at]`` (CPU-time MiB/s at ``cpu_at``; None: not reported, another thread's work)."""
         mb = med(r[mb_at] for r in runs)
         paired = [r[mb_at] / p[0] for r, p in zip(runs, pc_runs, strict=True)]
-        out = {f"{name}_mb_s": round(mb, 1), f"{name}_ratio": round(mb / pc, 3)}
+        out = {f"{name}_mib_s": round(mb, 1), f"{name}_ratio": round(mb / pc, 3)}
         if cpu_at is not None:
             out[f"{name}_ratio_cpu"] = round(med(r[cpu_at] for r in runs) / pc_cpu, 3)
         out.update({f"{name}_ratio_paired": round(med(paired), 3), f"{name}_ratio_paired_spread": spread(paired),
                     f"{name}_ratio_best": round(max(r[mb_at] for r in runs) / pc_best, 3),
-                    f"{name}_mb_s_runs": [round(r[mb_at], 1) for r in runs]})
+                    f"{name}_mib_s_runs": [round(r[mb_at], 1) for r in runs]})
         return out
 
     per_fsync = [p / f for p, f in sync_runs if f]
@@ -817,15 +838,15 @@ def main() -> None:
         out["fallback_hot_call_only_ratio"] = fallback.get("hot_call_only_ratio")
         out["fallback_hot_call_only_us"] = fallback.get("hot_call_only_us")
     out.update({
-        "page_cache_write_mb_s": round(pc, 1),
-        "page_cache_write_mb_s_runs": [round(r[0], 1) for r in pc_runs],
+        "page_cache_write_mib_s": round(pc, 1),
+        "page_cache_write_mib_s_runs": [round(r[0], 1) for r in pc_runs],
         "batchcq_msg_s": round(med(r[0] for r in bcq_runs)),
         **side("batchcq", bcq_runs, 1, 2),
         **side("batchcq_write_buffer", wb_runs, 1, 2),
         **side("batchcq_write_buffer_started", wbs_runs, 1, None),
         "batchcq_record_size": record_size,
         **side("batchcq_record_writes_only", rw_runs, 0, 1),
-        "cpu_mb_s": {"page_cache_write": round(pc_cpu, 1), "batchcq": round(med(r[2] for r in bcq_runs), 1),
+        "cpu_mib_s": {"page_cache_write": round(pc_cpu, 1), "batchcq": round(med(r[2] for r in bcq_runs), 1),
                      "batchcq_write_buffer": round(med(r[2] for r in wb_runs), 1),
                      "record_writes_only": round(med(r[1] for r in rw_runs), 1)},
     })

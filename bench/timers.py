@@ -38,6 +38,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from _args import positive_int  # noqa: E402
+
 from broker_core.store.codec.message import MessageInner  # noqa: E402
 from broker_core.store.codec.properties import (  # noqa: E402
     PROPERTY_TIMER_DELIVER_MS,
@@ -263,18 +265,17 @@ def run(messages: int, seconds: int, step_ms: int, seed: int, work: Path, index:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--messages", type=int, default=1_000_000, help="timer messages (default 1,000,000)")
-    ap.add_argument("--seconds", type=int, default=3600, help="delivery spread in fake seconds (default 3600)")
-    ap.add_argument("--step-ms", type=int, default=1000, help="fake-clock step per dequeue tick (default 1000)")
+    ap.add_argument("--messages", type=positive_int, default=1_000_000, help="timer messages (default 1,000,000)")
+    ap.add_argument("--seconds", type=positive_int, default=3600, help="delivery spread in fake seconds (default 3600)")
+    ap.add_argument("--step-ms", type=positive_int, default=1000,
+                    help="fake-clock step per dequeue tick (default 1000)")
     ap.add_argument("--seed", type=int, default=4)
     ap.add_argument("--index", action=argparse.BooleanOptionalAction, default=True,
                     help="build the IndexFile on every put (RocketMQ default: on)")
     ap.add_argument("--dir", type=Path, default=None, help="work directory (default: a temporary one)")
     ap.add_argument("--profile", choices=PHASES, default=None, help="cProfile one phase (to stderr)")
-    ap.add_argument("--profile-lines", type=int, default=30)
+    ap.add_argument("--profile-lines", type=positive_int, default=30)
     args = ap.parse_args(argv)
-    if args.messages <= 0 or args.seconds <= 0 or args.step_ms <= 0:
-        ap.error("--messages, --seconds and --step-ms must be positive")
     if args.seconds > 2 * 86_400:
         ap.error("--seconds beyond the roll window (172,800) would measure rolling, not delivery")
     work = Path(tempfile.mkdtemp(prefix="bench-timers-", dir=args.dir))

@@ -1,0 +1,144 @@
+"""The benchmarks' argument checks (bench/_args.py) and bandwidth unit (bench/store_append.py).
+
+A zero or negative count must be a usage error (argparse: exit 2, one ``usage``/``error`` pair on
+stderr, no traceback) before any store, broker or child process starts; these runs are fast because
+nothing but the script's imports happens before the check.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+BENCH = REPO / "bench"
+
+# (script, arguments): every count option of every script, at zero or below.
+BAD_COUNTS = [
+    ("cli_start.py", ["--rounds", "0"]),
+    ("sql92_bitmap.py", ["--rounds", "0"]),
+    ("sql92_bitmap.py", ["--messages", "0"]),
+    ("query.py", ["--queries", "0"]),
+    ("query.py", ["--messages", "-1"]),
+    ("query.py", ["--body", "0"]),
+    ("query.py", ["--runs", "0"]),
+    ("inspect_open.py", ["--reps", "0"]),
+    ("inspect_open.py", ["--small-gib", "0"]),
+    ("reput.py", ["--rounds", "0"]),
+    ("reput.py", ["--workers", "0"]),
+    ("reput.py", ["--size-mb", "-3"]),
+    ("batch_model.py", ["--reps", "0"]),
+    ("batch_model.py", ["--inflight", "0"]),
+    ("batch_model.py", ["--seconds", "0"]),
+    ("remoting.py", ["--reps", "0"]),
+    ("remoting.py", ["--messages", "-5"]),
+    ("store_append.py", ["--reps", "0"]),
+    ("store_append.py", ["--messages", "0"]),
+    ("store_append.py", ["--chunk", "-1"]),
+    ("timers.py", ["--messages", "0"]),
+    ("timers.py", ["--step-ms", "-1"]),
+    ("recovery.py", ["--reps", "0"]),
+    ("recovery.py", ["--messages", "0"]),
+    ("recovery.py", ["--sample", "-1"]),
+    ("rebuild.py", ["--rounds", "0"]),
+    ("rebuild.py", ["--split-mb", "0"]),
+    ("rebuild.py", ["--warmup-mb", "-1"]),
+    ("search.py", ["--rounds", "0"]),
+    ("search.py", ["--size-mb", "0"]),
+    ("search.py", ["--quiet-busy", "2"]),
+    ("grpc.py", ["--count", "0"]),
+]
+
+
+def run_script(script: str, args: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(BENCH / script), *args], capture_output=True, text=True,
+                          timeout=120, cwd=REPO, env=env)
+
+
+@pytest.mark.parametrize(("script", "args"), BAD_COUNTS, ids=[f"{s}{' '.join(a)}" for s, a in BAD_COUNTS])
+def test_a_count_below_one_is_a_usage_error(script: str, args: list[str]) -> None:
+    proc = run_script(script, args)
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.startswith("usage:")
+    assert f"argument {args[0]}:" in proc.stderr
+    assert proc.stdout == ""
+
+
+def test_store_append_general_path_needs_started() -> None:
+    proc = run_script("store_append.py", ["--general-path", "--messages", "10"])
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert "--general-path applies only with --started" in proc.stderr
+
+
+def test_grpc_without_the_official_client_is_one_line_exit_1(tmp_path: Path) -> None:
+    """The client is checked before the broker starts: one line, exit 1 (no ModuleNotFoundError)."""
+    fake = tmp_path / "rocketmq"
+    fake.mkdir()
+    (fake / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'rocketmq'\", name='rocketmq')\n")
+    env = dict(os.environ, PYTHONPATH=str(tmp_path) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = run_script("grpc.py", ["--count", "5"], env=env)
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "official gRPC client is missing" in lines[0], proc.stderr
+
+
+# ------------------------------------------------------------------------------------- unit level
+
+@pytest.fixture
+def bench_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(BENCH))
+
+
+def test_argument_types(bench_path: None) -> None:
+    from _args import fraction, nonnegative_float, nonnegative_int, positive_float, positive_int
+
+    assert positive_int("3") == 3 and nonnegative_int("0") == 0
+    assert positive_float("0.5") == 0.5 and nonnegative_float("0") == 0.0 and fraction("1") == 1.0
+    for fn, text in ((positive_int, "0"), (positive_int, "-2"), (positive_int, "x"), (positive_int, "1.5"),
+                     (nonnegative_int, "-1"), (positive_float, "0"), (positive_float, "nan"),
+                     (positive_float, "inf"), (nonnegative_float, "-0.1"), (fraction, "1.01"), (fraction, "-0.5")):
+        with pytest.raises(argparse.ArgumentTypeError):
+            fn(text)
+
+
+def _store_append(bench_path: None):
+    spec = importlib.util.spec_from_file_location("bench_store_append_under_test", BENCH / "store_append.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_mib_per_s_is_binary_megabytes(bench_path: None) -> None:
+    sa = _store_append(bench_path)
+    assert sa.MIB == 2**20
+    assert sa.mib_per_s(3 * 2**20, 1.5) == pytest.approx(2.0)
+    assert sa.mib_per_s(10**6, 1.0) == pytest.approx(10**6 / 2**20)
+
+
+def test_baseline_and_subjects_use_one_unit(bench_path: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The page-cache baseline and the BatchCQ-side writes each report ``mib_per_s`` of the bytes they
+    wrote (the baseline used MiB/s and the subjects decimal MB/s: every batchcq ratio was ~4.9% high)."""
+    sa = _store_append(bench_path)
+    seen: list[int] = []
+
+    def fake(nbytes: int, seconds: float) -> float:
+        seen.append(nbytes)
+        return float(nbytes)
+
+    monkeypatch.setattr(sa, "mib_per_s", fake)
+    wall, cpu = sa.page_cache_write_mib_s(tmp_path, total_mib=2)
+    assert seen == [2 * 2**20, 2 * 2**20] and (wall, cpu) == (2 * 2**20, 2 * 2**20)
+    seen.clear()
+    body = len(sa.batchcq_body())
+    wall, cpu = sa.record_writes_mib_s(tmp_path, body + 200, 64 * 3)
+    assert seen == [3 * body, 3 * body]
