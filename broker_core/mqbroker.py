@@ -59,8 +59,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--idleTimeout", type=float, default=None, help="seconds before an idle connection is closed (120)")
     ap.add_argument("--frameMaxLength", type=int, default=None, help="largest accepted frame in bytes (16 MiB)")
     ap.add_argument("--grpc-port", "--grpcServerPort", dest="grpc_port", type=int, default=None,
-                    help="gRPC v2 endpoint port (default grpcServerPort, 8081; 0 = off; with --listenPort 0 and "
-                         "no --grpc-port it also takes a free port)")
+                    help="gRPC v2 endpoint port (default grpcServerPort, 8081; 0 = off; with listenPort 0 (--listenPort "
+                         "or the config) and no grpcServerPort it also takes a free port)")
     return ap.parse_args(argv)
 
 
@@ -206,11 +206,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"mqbroker: store {root} is locked by a running broker", file=sys.stderr)
         return 1
     namesrv_sock = broker_sock = None
+    listen_port = config.listen_port if args.listenPort is None else args.listenPort  # the flag, else the file
     try:
         if run_namesrv:
             namesrv_sock = _bind("the name server", host, net.namesrv_port)
         if run_broker:
-            broker_sock = _bind("the broker", host, config.listen_port if args.listenPort is None else args.listenPort)
+            broker_sock = _bind("the broker", host, listen_port)
     except _ListenError as e:
         if namesrv_sock is not None:
             namesrv_sock.close()
@@ -220,8 +221,10 @@ def main(argv: list[str] | None = None) -> int:
     if run_broker:
         if args.grpc_port is not None:
             grpc_port = args.grpc_port or None
-        elif args.listenPort == 0:
-            grpc_port = 0  # every port chosen by the system (tests, several brokers on one host)
+        elif listen_port == 0 and "grpcServerPort" not in props:
+            # every port chosen by the system (tests, several brokers on one host), whether listenPort=0
+            # came from --listenPort or the config file; a grpcServerPort the file names still wins
+            grpc_port = 0
         else:
             grpc_port = config.grpc_server_port or None
     kv_path = str(Path(args.kvConfigPath or props.get("kvConfigPath") or root / "namesrv" / "kvConfig.json"))

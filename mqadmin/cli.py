@@ -276,10 +276,9 @@ class Cmd:
             admin = open_local_admin(path, self.opts.config, writes, create=self.opts.create)
             self._admins.append(admin)
             return admin, None
-        if not self.opts.remote_target:
-            from mqadmin.errors import RemoteUnavailableError
-
-            raise RemoteUnavailableError(target)
+        if not self.opts.remote_target:  # reached through a name server, as Apache's copyUser/copyAcl do
+            raise UsageProblem(f"broker address {target.strip()} in -f/-t needs -n <namesrv> (or $NAMESRV_ADDR); "
+                               "a store directory needs neither")
         return self.admin(), target
 
     def close(self) -> None:
@@ -436,6 +435,16 @@ def register(app: typer.Typer, name: str, help_text: str, *, writes: bool = Fals
     return decorate
 
 
+def _blames_default_store(message: str, opts: GlobalOptions) -> bool:
+    """Whether a NotAStoreError is about the default ./store that nobody named. Why by its path: a
+    copyUser/copyAcl -f/-t store directory fails the same way, and the hint (give --store or set
+    RMQ_STORE) would then point at an option that was not the fault. The message starts with the path
+    (``not_a_store_reason``), exactly as the store's client holds it."""
+    if not opts.default_store:
+        return False
+    return message.startswith(f"{opts.store_dir} is not a store directory")
+
+
 def run_command(name: str, opts: GlobalOptions, writes: bool, fn: Callable[..., None],
                 kwargs: dict[str, Any]) -> None:
     # The command's own error says what failed; the client library's warnings on the way (a heartbeat
@@ -448,7 +457,7 @@ def run_command(name: str, opts: GlobalOptions, writes: bool, fn: Callable[..., 
     except AdminError as e:
         code = e.exit_code
         message = e.message
-        if isinstance(e, NotAStoreError) and opts.default_store:
+        if isinstance(e, NotAStoreError) and _blames_default_store(message, opts):
             message += " (the default store, ./store of the current directory: give --store DIR or set RMQ_STORE)"
         _report(cmd, message, opts.verbose, usage=code == EXIT_USAGE)
     except (typer.Exit, typer.Abort, typer.TyperException):

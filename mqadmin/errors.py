@@ -76,9 +76,13 @@ class StoreBusyError(AdminError):
 
 
 class RemoteUnavailableError(AdminError):
+    """-n (or $NAMESRV_ADDR) where the remoting transport module is not installed (a stripped build):
+    ``open_remote_admin`` raises it. A broker address in copyUser/copyAcl -f/-t without -n is a usage
+    error instead (``Cmd.open_target``): remote mode is there, the name server is missing."""
+
     def __init__(self, target: str) -> None:
-        super().__init__(f"remote mode (-n / broker address {target}) is not available yet in this build; "
-                         "use --store DIR on a store directory")
+        super().__init__(f"remote mode (-n {target}) is not available in this build (its remoting transport "
+                         "is not installed); use --store DIR on a store directory")
 
 
 class UnreachableError(AdminError):

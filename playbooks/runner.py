@@ -18,6 +18,8 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
+from jinja2 import TemplateSyntaxError, Undefined, meta
+
 from playbooks.actions.base import Outcome
 from playbooks.errors import PlaybookError, StepError
 from playbooks.inventory import Executors, Target
@@ -181,7 +183,67 @@ class Runner:
                 warnings.append(error)
             elif kind == "later" or self.extra:
                 errors.append(error)
+        if self.extra and not errors:  # with -e given, a target the run would refuse is an error too
+            errors += [error for _, error in self._empty_targets()]
         return errors, warnings
+
+    def _empty_targets(self) -> Iterator[tuple[set[str], PlaybookError]]:
+        """(the variables its store:/namesrv: read, the error) for each target a step uses that the run
+        would refuse at its first step (``_target``): no ssh:, and store: and namesrv: both render empty
+        from vars: and -e (``store: "{{ store | default('') }}"`` with neither -e given). Why here: the
+        ``| default('')`` that lets one playbook serve a store or a cluster also hides the variables from
+        the undefined-variable check. Left out: a target whose store:/namesrv: reads env (check time's
+        environment is not the run's), or a name nobody defines (that is reported as such)."""
+        try:
+            ctx = self._variables()
+        except PlaybookError:
+            return
+        known = set(self.pb.vars) | BUILTIN_NAMES | JINJA_GLOBALS
+        for name in self._used_targets():
+            spec = self.pb.targets[name]
+            if spec.get("ssh") is not None:
+                continue
+            fields = {key: spec[key] for key in ("store", "namesrv") if key in spec}
+            reads = {key: self._reads(value) for key, value in fields.items()}
+            if any("env" in names for names in reads.values()):
+                continue
+            try:
+                rendered = self.templater.render(fields, ctx)
+            except StepError:
+                continue
+            if any(isinstance(value, Undefined) for value in rendered.values()):
+                continue  # ``store: "{{ store }}"`` without -e store: an undefined variable, reported as such
+            if any(str(value or "").strip() for value in rendered.values()):
+                continue
+            hints = [f"-e {v}=DIR" for v in sorted(reads.get("store", set()) - known)]
+            hints += [f"-e {v}=HOST:PORT" for v in sorted(reads.get("namesrv", set()) - known)]
+            give = f"; give {' or '.join(hints)}" if hints else ""
+            what = "store: and namesrv: both render empty" if "namesrv" in spec else "store: renders to an empty path"
+            needs = set().union(*reads.values()) - known
+            yield needs, PlaybookError(f"target {name}: {what}{give}", self.pb.target_lines.get(name) or None,
+                                       self.pb.source)
+
+    def _used_targets(self) -> list[str]:
+        """The targets some step runs on (all of them when a step's target: is a template)."""
+        used: set[str] = set()
+        for step in self.pb.steps:
+            if step.action is None or step.target is None:
+                continue
+            patterns = [step.target] if isinstance(step.target, str) else list(step.target)
+            for pattern in patterns:
+                if "{{" in str(pattern) or "{%" in str(pattern):
+                    return list(self.pb.targets)
+                used |= {t for t in self.pb.targets if fnmatchcase(t, str(pattern))}
+        return [t for t in self.pb.targets if t in used]
+
+    def _reads(self, value: Any) -> set[str]:
+        """Every top-level name a target field's template reads, ``| default(..)``-guarded ones too."""
+        if not isinstance(value, str):
+            return set()
+        try:
+            return set(meta.find_undeclared_variables(self.templater.env.parse(value)))
+        except TemplateSyntaxError:
+            return set()
 
     def _findings(self, at_check: bool = False) -> Iterator[tuple[str, PlaybookError]]:
         """("undefined" | "later" | "env", error) for each template reference the run would refuse."""
@@ -207,7 +269,10 @@ class Runner:
     def needed_variables(self) -> list[str]:
         registered = {s.register for s in self.pb.steps if s.register}
         known = set(self.pb.vars) | BUILTIN_NAMES | JINJA_GLOBALS | registered
-        return sorted({n for _, names, _, _ in self.pb.template_refs for n in names} - known)
+        names = {n for _, names, _, _ in self.pb.template_refs for n in names}
+        for reads, _ in self._empty_targets():  # store/namesrv behind ``| default('')``: one of them is needed
+            names |= reads
+        return sorted(names - known)
 
     # -- the run -----------------------------------------------------------------------------------------
     def run(self) -> RunReport:

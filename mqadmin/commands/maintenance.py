@@ -24,8 +24,14 @@ def _run(cmd: Cmd, what: str, broker_addr: str | None, cluster: str | None) -> N
                                       broker_addr.strip() if broker_addr else None)
 
     def render() -> None:
+        """``success`` with no newline on stdout, byte for byte Apache's ``System.out.printf("success")``;
+        --verbose's detail on stderr starts with a newline of its own. Why always, not only on a
+        terminal: stdout and stderr often share one destination (a terminal, ``2>&1 | tee``, one log
+        file), where the detail would otherwise run on from ``success``; always is the same output
+        wherever it goes, and the cost elsewhere is one blank line on stderr, which no script reads."""
         cmd.print("success", end="")
-        if cmd.opts.verbose:
+        if cmd.opts.verbose and done:
+            typer.echo("", err=True)
             for b, summary in done:
                 typer.echo(f"{b.broker_addr}: {summary}", err=True)
 

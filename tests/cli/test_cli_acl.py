@@ -94,7 +94,7 @@ def test_copy_user_and_acl_between_store_directories(cli, tmp_path):
     acl = cli.json("getAcl", "-c", "DefaultCluster", "-s", "User:alice", store=target)
     assert acl["policies"][0]["entries"][0]["resource"] == "Topic:T"
     remote = cli("copyUser", "-f", str(cli.store), "-t", "192.168.0.2:10911")
-    assert remote.exit_code == 1 and "not available yet" in remote.stderr
+    assert remote.exit_code == 2 and "needs -n <namesrv>" in remote.stderr
 
 
 def test_yaml_output(cli):
