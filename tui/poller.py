@@ -60,14 +60,17 @@ class AdminSession:
         if admin is not None:
             admin.close()
 
-    async def call(self, fn: Callable[[Admin], T], timeout: float) -> T:
+    async def call(self, fn: Callable[[Admin], T], timeout: float, who: str | None = None) -> T:
+        """``who``: the broker the call goes to, when one is (a timeout then names it: with several
+        brokers behind a name server, naming the name server does not say which one is stuck)."""
         loop = asyncio.get_running_loop()
         future = loop.run_in_executor(self._executor, self._run, fn)
         try:
             return await asyncio.wait_for(future, timeout)
         except TimeoutError:
             self.broken = True  # the thread may still be inside the call: never reuse this session
-            raise CallTimeout(f"the broker ({self.target.description})", timeout) from None
+            what = f"{who} via {self.target.description}" if who else f"the broker ({self.target.description})"
+            raise CallTimeout(what, timeout) from None
 
     async def release(self) -> None:
         """Close the Admin after the calls queued so far (the next call reopens it)."""
@@ -122,8 +125,8 @@ class Poller:
             self._session = AdminSession(self.target)
         return self._session
 
-    async def call(self, fn: Callable[[Admin], T]) -> T:
-        return await self.session().call(fn, self.call_timeout_s)
+    async def call(self, fn: Callable[[Admin], T], who: str | None = None) -> T:
+        return await self.session().call(fn, self.call_timeout_s, who)
 
     def refresh_now(self) -> None:
         """Cut the current pause short (the 'retry now' / 'refresh now' actions)."""

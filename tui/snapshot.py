@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from broker_core.auth.model import Acl, User
 from mqadmin.admin import Admin, BrokerIdentity, TopicInfo
@@ -99,6 +99,23 @@ class BrokerView:
 
 
 @dataclass(frozen=True)
+class AclView:
+    """One broker's users and ACLs. Why per broker: each broker keeps its own (nothing replicates
+    them), so the first broker's alone hid the others'; ``auth_enabled`` says whether the broker
+    checks them at all (None: its config could not be read), so an empty list is explained."""
+
+    identity: BrokerIdentity
+    users: list[User]
+    acls: list[Acl]
+    error: str | None = None
+    auth_enabled: bool | None = None
+
+    @property
+    def name(self) -> str:
+        return self.identity.broker_name
+
+
+@dataclass(frozen=True)
 class Snapshot:
     """Everything the six screens show, read in one refresh."""
 
@@ -111,12 +128,20 @@ class Snapshot:
     groups_error: str | None = None
     """Why some or all consumer groups could not be read (those read are in ``groups``)."""
     acl_error: str | None = None
-    """Why the users or ACLs could not be read (e.g. a damaged config/acls.json)."""
+    """Why the users or ACLs could not be read (e.g. a damaged config/acls.json), naming the broker
+    when there are several."""
+    acl_views: list[AclView] = field(default_factory=list)
+    """Every broker's users and ACLs (``users``/``acls`` are all of them together)."""
 
     @property
     def identity(self) -> BrokerIdentity:
         """The first broker (the one ACL and message queries go to when none is named)."""
         return self.brokers[0].identity
+
+    @property
+    def many_brokers(self) -> bool:
+        """More than one broker: queue rows then name their broker (queue ids repeat across brokers)."""
+        return len(self.brokers) > 1
 
     def topic(self, name: str) -> TopicSnapshot | None:
         return next((t for t in self.topics if t.name == name), None)
@@ -139,8 +164,11 @@ class Snapshot:
         return sum(g.total_lag for g in self.groups)
 
 
-AdminCall = Callable[[Callable[[Admin], T]], Awaitable[T]]
-"""How the poller runs one Admin call (on its worker thread, with its timeout)."""
+class AdminCall(Protocol):
+    """How the poller runs one Admin call (on its worker thread, with its timeout); ``who`` names the
+    broker the call goes to, for the timeout's message."""
+
+    def __call__(self, fn: Callable[[Admin], T], who: str | None = None) -> Awaitable[T]: ...
 
 
 async def collect_snapshot(call: AdminCall, taken_ms: int) -> Snapshot:
@@ -151,7 +179,8 @@ async def collect_snapshot(call: AdminCall, taken_ms: int) -> Snapshot:
     brokers = []
     for b in await call(lambda a: a.brokers()):
         # e.g. a damaged delayOffset.json: shown on the screens that use the runtime figures
-        status, error = await _part(call, lambda a, addr=b.broker_addr: a.broker_status(addr))
+        status, error = await _part(call, lambda a, addr=b.broker_addr: a.broker_status(addr),
+                                    f"the broker {b.broker_name} ({b.broker_addr})")
         brokers.append(BrokerView(b, status or {}, error))
     topics = []
     for name in await call(lambda a: a.list_topics()):
@@ -162,19 +191,34 @@ async def collect_snapshot(call: AdminCall, taken_ms: int) -> Snapshot:
             continue  # deleted between the listing and the read: gone from this refresh
         topics.append(TopicSnapshot(info, queues))
     groups, groups_error = await _read_groups(call)
-    # a damaged users.json / acls.json: shown on the ACL screen
-    users, acl_error = await _part(call, lambda a: a.list_users())
+    acl_views = [await _read_acl(call, b.identity) for b in brokers]
+    failed = [v for v in acl_views if v.error is not None]
+    acl_error = None if not failed else failed[0].error if len(acl_views) == 1 else \
+        "; ".join(f"{v.name}: {v.error}" for v in failed)
+    return Snapshot(taken_ms, brokers, topics, groups, [u for v in acl_views for u in v.users],
+                    [a for v in acl_views for a in v.acls], groups_error, acl_error, acl_views)
+
+
+async def _read_acl(call: AdminCall, b: BrokerIdentity) -> AclView:
+    """``b``'s users and ACLs (a damaged users.json / acls.json: its error, shown on the ACL screen) and
+    whether it enforces them (from its config; unknown when that cannot be read)."""
+    who = f"the broker {b.broker_name} ({b.broker_addr})"
+    users, error = await _part(call, lambda a: a.list_users(broker_addr=b.broker_addr), who)
     acls: list[Acl] | None = None
-    if acl_error is None:
-        acls, acl_error = await _part(call, lambda a: a.list_acls())
-    return Snapshot(taken_ms, brokers, topics, groups, users or [], acls or [], groups_error, acl_error)
+    if error is None:
+        acls, error = await _part(call, lambda a: a.list_acls(broker_addr=b.broker_addr), who)
+    config, _ = await _part(call, lambda a: a.get_broker_config(b.broker_addr), who)
+    enabled = None if config is None else any(
+        config.get(k, "false").strip().lower() == "true" for k in ("authenticationEnabled", "authorizationEnabled"))
+    return AclView(b, users or [], acls or [], error, enabled)
 
 
-async def _part(call: AdminCall, fetch: Callable[[Admin], T]) -> tuple[T | None, str | None]:
+async def _part(call: AdminCall, fetch: Callable[[Admin], T],
+                who: str | None = None) -> tuple[T | None, str | None]:
     """One part of a refresh: (its value, None), or (None, the one-line error) when it cannot be read.
     A timeout is not a part's failure: its session is dropped, so it fails the whole refresh."""
     try:
-        return await call(fetch), None
+        return await call(fetch, who), None
     except CallTimeout:
         raise
     except Exception as e:  # noqa: BLE001 - kept as the part's error (see the module docstring)
@@ -231,39 +275,73 @@ class Series:
         return (pts[-1].value - pts[0].value) / (pts[-1].at_s - pts[0].at_s)
 
 
+class Counters:
+    """Monotonic counters keyed by (what, broker), each its own series; rates are summed per key.
+
+    Why per broker: the brokers that answer change (one restarts, one is killed), and a sum over
+    whichever answered jumps by a whole broker's offsets when it comes back (1,750 put TPS shown for
+    15/s) and drops to nothing when it goes. A key absent from a sample loses its series, so a broker
+    coming back starts a fresh one instead of a rate across the gap; a counter going backwards (a store
+    rebuilt, a topic recreated) counts as 0, not as a negative rate cancelling the other brokers'."""
+
+    def __init__(self) -> None:
+        self.series: dict[tuple[str, str], Series] = {}
+
+    def add(self, at_s: float, values: dict[tuple[str, str], float]) -> None:
+        for key in [k for k in self.series if k not in values]:
+            del self.series[key]
+        for key, value in values.items():
+            self.series.setdefault(key, Series()).add(at_s, value)
+
+    def rate(self, what: str | None = None, window: int = RATE_WINDOW) -> float:
+        """Sum of the per-key rates (of ``what`` only when given), each at least 0."""
+        return sum(max(0.0, s.rate(window)) for (w, _), s in self.series.items() if what is None or w == what)
+
+
 class History:
-    """Successive snapshots reduced to series: stored/consumed counters and lag per group."""
+    """Successive snapshots reduced to series: stored/consumed counters per broker and lag per group."""
 
     def __init__(self, clock: Callable[[], float]) -> None:
         self.clock = clock
-        self.put_total = Series()
-        self.get_total = Series()
         self.put_tps = Series()
         self.get_tps = Series()
-        self.topic_put: dict[str, Series] = {}
-        self.group_consumed: dict[str, Series] = {}
+        self.topic_put = Counters()
+        """Max offsets summed per (topic, broker)."""
+        self.group_consumed = Counters()
+        """Consumer offsets summed per (group, broker)."""
         self.group_lag: dict[str, Series] = {}
+        self.seen_brokers: dict[str, BrokerIdentity] = {}
+        """Every broker seen in a refresh so far, by name (the latest identity)."""
+        self.missing_brokers: list[BrokerIdentity] = []
+        """Brokers seen before but not in the latest refresh: a broker killed with kill -9 only drops
+        out of the name server's table, so without this it vanished from the Overview unremarked."""
 
     def add(self, snap: Snapshot) -> None:
         now = self.clock()
-        self.put_total.add(now, sum(t.max_offset_sum for t in snap.topics))
-        self.get_total.add(now, sum(max(q.consumer_offset, 0) for g in snap.groups for q in g.queues))
-        self.put_tps.add(now, max(0.0, self.put_total.rate(2)))
-        self.get_tps.add(now, max(0.0, self.get_total.rate(2)))
+        current = {b.name: b.identity for b in snap.brokers}
+        self.missing_brokers = [b for name, b in self.seen_brokers.items() if name not in current]
+        self.seen_brokers.update(current)
+        put: dict[tuple[str, str], float] = {}
         for t in snap.topics:
-            self.topic_put.setdefault(t.name, Series()).add(now, t.max_offset_sum)
+            for q in t.queues:
+                put[(t.name, q.broker_name)] = put.get((t.name, q.broker_name), 0) + q.max_offset
+        consumed: dict[tuple[str, str], float] = {}
         for g in snap.groups:
-            self.group_consumed.setdefault(g.group, Series()).add(
-                now, sum(max(q.consumer_offset, 0) for q in g.queues))
+            for lq in g.queues:
+                key = (g.group, lq.broker_name)
+                consumed[key] = consumed.get(key, 0) + max(lq.consumer_offset, 0)
+        self.topic_put.add(now, put)
+        self.group_consumed.add(now, consumed)
+        self.put_tps.add(now, self.topic_put.rate(window=2))
+        self.get_tps.add(now, self.group_consumed.rate(window=2))
+        for g in snap.groups:
             self.group_lag.setdefault(g.group, Series()).add(now, g.total_lag)
 
     def topic_put_tps(self, topic: str) -> float:
-        s = self.topic_put.get(topic)
-        return max(0.0, s.rate()) if s else 0.0
+        return self.topic_put.rate(topic)
 
     def group_consume_tps(self, group: str) -> float:
-        s = self.group_consumed.get(group)
-        return max(0.0, s.rate()) if s else 0.0
+        return self.group_consumed.rate(group)
 
     def lag_values(self, group: str) -> list[float]:
         s = self.group_lag.get(group)

@@ -39,18 +39,24 @@ class StoreTarget:
 
 
 class ClusterTarget:
-    """A running cluster behind a name server (``-n``): one connection, kept until it fails."""
+    """A running cluster behind a name server (``-n``): one connection, kept until it fails.
+
+    It carries ``--ak/--sk`` because every (re)connection must sign its requests as the command's
+    own Admin does: without them a cluster with ACL on refuses each refresh ("username cannot be null")."""
 
     reopen_each_refresh = False
 
-    def __init__(self, namesrv_addr: str) -> None:
+    def __init__(self, namesrv_addr: str, access_key: str | None = None, secret_key: str | None = None) -> None:
         self.namesrv_addr = namesrv_addr
+        self.access_key = access_key
+        self.secret_key = secret_key
         self.description = f"name server {namesrv_addr}"
 
     def open(self, writes: bool = False) -> Admin:
         from mqadmin.connect import open_remote_admin
 
-        return open_remote_admin(self.namesrv_addr)
+        # a lone --ak or --sk is refused here (UsageProblem, exit 2), as for every other command
+        return open_remote_admin(self.namesrv_addr, access_key=self.access_key, secret_key=self.secret_key)
 
 
 @register(app, "dashboard", "Live dashboard (Textual) of topics, consumer lag, timers, messages and ACL.")
@@ -71,8 +77,9 @@ def dashboard(
     if screen not in {m for m, _ in SCREENS_IN_ORDER}:
         raise UsageProblem(f"--screen {screen!r}: expected one of {', '.join(m for m, _ in SCREENS_IN_ORDER)}")
     remote = cmd.opts.remote_target
-    target: StoreTarget | ClusterTarget = (ClusterTarget(remote) if remote
-                                           else StoreTarget(cmd.opts.store_dir, cmd.opts.config))
+    target: StoreTarget | ClusterTarget = (
+        ClusterTarget(remote, cmd.opts.access_key, cmd.opts.secret_key) if remote
+        else StoreTarget(cmd.opts.store_dir, cmd.opts.config))
     admin = target.open()
     try:  # fail here, in one line, on a missing store or an unreachable cluster
         admin.identity()

@@ -19,8 +19,11 @@ from mqadmin.cli import split_list
 from tui.poller import Poller
 from tui.screens.base import DashboardScreen
 from tui.snapshot import History, Snapshot
-from tui.widgets.filter_table import FilterTable
+from tui.widgets.filter_table import FilterTable, with_broker
 from tui.widgets.problem import ProblemLine
+
+USER_COLUMNS = ["User", "Type", "Status"]
+ACL_COLUMNS = ["Subject", "Policy", "Resource", "Actions", "Source IPs", "Decision"]
 
 
 class AclScreen(DashboardScreen):
@@ -28,13 +31,16 @@ class AclScreen(DashboardScreen):
 
     def compose_body(self) -> Iterable[Widget]:
         yield ProblemLine(id="acl-problem")
+        scope = Label("", id="acl-scope")
+        scope.display = False  # shown when there is something to say (acl_scope)
+        yield scope
         with Horizontal(classes="pair"):
             with Vertical(classes="narrow"):
                 yield Label("Users", classes="section")
-                yield FilterTable(["User", "Type", "Status"], id="users")
+                yield FilterTable(USER_COLUMNS, id="users")
             with Vertical():
                 yield Label("Policies", classes="section")
-                yield FilterTable(["Subject", "Policy", "Resource", "Actions", "Source IPs", "Decision"], id="acls")
+                yield FilterTable(ACL_COLUMNS, id="acls")
         yield Label("Explain: may this subject do this?", classes="section")
         with Horizontal(classes="form-row"):
             yield Input(placeholder="subject, e.g. User:alice", id="explain-subject")
@@ -47,16 +53,27 @@ class AclScreen(DashboardScreen):
     def show(self, snapshot: Snapshot, history: History) -> None:
         self.query_one("#acl-problem", ProblemLine).show_problem("Cannot read the users and ACLs",
                                                                  snapshot.acl_error)
-        self.query_one("#users", FilterTable).set_rows([
-            (u.username, [u.username, u.user_type.value, u.user_status.value]) for u in snapshot.users])
-        rows = []
-        for acl in snapshot.acls:
-            for policy in acl.policies:
-                for i, e in enumerate(policy.entries):
-                    rows.append((f"{acl.subject.key}|{policy.policy_type.value}|{e.resource.key}|{i}", [
-                        acl.subject.key, policy.policy_type.value, e.resource.key,
-                        ",".join(a.value for a in e.actions), ",".join(e.source_ips) or "*", e.decision.value]))
-        self.query_one("#acls", FilterTable).set_rows(rows)
+        many = snapshot.many_brokers
+        scope = self.query_one("#acl-scope", Label)
+        note = acl_scope(snapshot)
+        scope.update(Text(note))
+        scope.display = bool(note)
+        users, rows = [], []
+        for v in snapshot.acl_views:  # each broker keeps its own users and ACLs: a row per broker
+            at = [v.name] if many else []
+            users += [(f"{v.name}|{u.username}", [*at, u.username, u.user_type.value, u.user_status.value])
+                      for u in v.users]
+            for acl in v.acls:
+                for policy in acl.policies:
+                    for i, e in enumerate(policy.entries):
+                        rows.append((f"{v.name}|{acl.subject.key}|{policy.policy_type.value}|{e.resource.key}|{i}", [
+                            *at, acl.subject.key, policy.policy_type.value, e.resource.key,
+                            ",".join(a.value for a in e.actions), ",".join(e.source_ips) or "*", e.decision.value]))
+        user_table, acl_table = self.query_one("#users", FilterTable), self.query_one("#acls", FilterTable)
+        user_table.set_columns(with_broker(USER_COLUMNS, many, 0))
+        user_table.set_rows(users)
+        acl_table.set_columns(with_broker(ACL_COLUMNS, many, 0))
+        acl_table.set_rows(rows)
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "explain":
@@ -91,6 +108,25 @@ class AclScreen(DashboardScreen):
             out.update(Text(f"Cannot explain: {event.error}", style="bold red"))
             return
         out.update(render_explanation(event.value))
+
+
+def acl_scope(snapshot: Snapshot) -> str:
+    """What the tables cover, when that is not obvious: every broker (by name), and why a broker shows
+    nothing (ACL off on it, or simply none stored). '' for one broker whose entries are shown."""
+    parts = []
+    if snapshot.many_brokers:
+        parts.append("Users and policies of each broker: " + ", ".join(
+            f"{v.name} ({v.identity.broker_addr})" for v in snapshot.acl_views))
+    for v in snapshot.acl_views:
+        if v.error is not None or v.users or v.acls:
+            continue
+        who = f"{v.name} ({v.identity.broker_addr})"
+        if v.auth_enabled is False:
+            parts.append(f"{who}: ACL is off (authenticationEnabled and authorizationEnabled are false), "
+                         "no users or policies stored")
+        else:
+            parts.append(f"{who}: no users or policies stored")
+    return ". ".join(parts)
 
 
 def render_explanation(x: Explanation) -> Group:

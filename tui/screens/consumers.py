@@ -18,8 +18,10 @@ from mqadmin.figures import GroupLag
 from tui import format as fmt
 from tui.screens.base import DashboardScreen
 from tui.snapshot import History, Snapshot
-from tui.widgets.filter_table import FilterTable
+from tui.widgets.filter_table import FilterTable, with_broker
 from tui.widgets.problem import ProblemLine
+
+QUEUE_COLUMNS = ["Topic", "Queue", "Broker offset", "Consumer offset", "Lag", "In-flight", "Blocked"]
 
 
 class ConsumersScreen(DashboardScreen):
@@ -33,8 +35,7 @@ class ConsumersScreen(DashboardScreen):
                            "DLQ", "Topics"], id="groups")
         yield Label("", id="lag-label", classes="section")
         yield Sparkline([], id="lag-spark")
-        yield FilterTable(["Topic", "Queue", "Broker offset", "Consumer offset", "Lag", "In-flight", "Blocked"],
-                          id="group-queues")
+        yield FilterTable(QUEUE_COLUMNS, id="group-queues")
 
     def show(self, snapshot: Snapshot, history: History) -> None:
         self.query_one("#groups-problem", ProblemLine).show_problem("Cannot read consumer groups",
@@ -71,9 +72,12 @@ class ConsumersScreen(DashboardScreen):
         values = history.lag_values(g.group)
         label.update(Text(f"Lag of {g.group}: {fmt.count(g.total_lag)} now, {len(values)} refreshes shown"))
         spark.data = values or [0.0]
-        queues.set_rows([(f"{q.topic}/{q.queue_id}", [
-            q.topic, q.queue_id, q.broker_offset, q.consumer_offset, q.diff, q.inflight,
-            Text("BLOCKED", style="bold red") if q.blocked else ""]) for q in g.queues])
+        many = snapshot.many_brokers
+        queues.set_columns(with_broker(QUEUE_COLUMNS, many, 1))
+        # one row per broker and queue (queue ids repeat across brokers): keyed by all three
+        queues.set_rows([(f"{q.broker_name}/{q.topic}/{q.queue_id}", [
+            q.topic, *([q.broker_name] if many else []), q.queue_id, q.broker_offset, q.consumer_offset, q.diff,
+            q.inflight, Text("BLOCKED", style="bold red") if q.blocked else ""]) for q in g.queues])
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         if event.data_table.id == "groups" and self.dashboard.snapshot is not None:

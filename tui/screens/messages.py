@@ -1,5 +1,7 @@
 """Screen 5, Messages: query by key, unique key, message id or queue offset, or browse a queue page
-by page; the highlighted message's fields, properties and body (text, pretty JSON or hex).
+by page; the highlighted message's fields, properties and body (text, pretty JSON or hex). Queues and
+offsets are per broker: with several brokers a choice says which one a browse or an offset read goes to
+(by default the first broker that has the topic, not simply the first broker).
 
 The status line repeats what was typed and the Admin's errors, so it is literal text, never markup
 (``[/]`` typed as a key must be searched for, not parsed). A negative offset is refused here with the
@@ -26,6 +28,8 @@ from tui.widgets.filter_table import FilterTable
 from tui.widgets.message_view import MessageView
 
 PAGE = 20
+ANY_BROKER = "*"
+"""The broker choice meaning: the first broker (in the cluster's order) that has the topic."""
 MODES = [("by key", "key"), ("by unique key", "uniq"), ("by message id", "id"), ("at queue offset", "offset"),
          ("browse a queue", "browse")]
 
@@ -39,6 +43,8 @@ class MessagesScreen(DashboardScreen):
         super().__init__()
         self.results: list[MessageRecord] = []
         self.broker_name = ""
+        self.broker_names: list[str] = []
+        self.topic_brokers: dict[str, list[str]] = {}
         self._browse_at: int | None = None
 
     def compose_body(self) -> Iterable[Widget]:
@@ -47,6 +53,11 @@ class MessagesScreen(DashboardScreen):
             yield Input(placeholder="topic", id="topic")
             yield Input(placeholder="key / unique key / message id / offset", id="value")
             yield Input(placeholder="queue id", id="queue")
+            # shown once the cluster has more than one broker: offsets and queues are per broker
+            broker = Select([("first broker with the topic", ANY_BROKER)], value=ANY_BROKER, allow_blank=False,
+                            id="broker")
+            broker.display = False
+            yield broker
             yield Button("Search", id="search", variant="primary")
         yield Label("Query a topic, or browse a queue (n / p page through it).", id="query-status")
         yield FilterTable(["Queue", "Offset", "Message id", "Tags", "Keys", "Stored", "Size"], id="results")
@@ -58,6 +69,26 @@ class MessagesScreen(DashboardScreen):
         names = [t.name for t in snapshot.topics]
         topic = self.query_one("#topic", Input)
         topic.suggester = SuggestFromList(names, case_sensitive=True)
+        order = [b.name for b in snapshot.brokers]
+        self.topic_brokers = {t.name: sorted({q.broker_name for q in t.queues},
+                                             key=lambda n: order.index(n) if n in order else len(order))
+                              for t in snapshot.topics}
+        if order != self.broker_names:
+            self.broker_names = order
+            choice = self.query_one("#broker", Select)
+            kept = choice.value if choice.value in order else ANY_BROKER
+            choice.set_options([("first broker with the topic", ANY_BROKER), *((n, n) for n in order)])
+            choice.value = kept
+            choice.display = len(order) > 1
+
+    def broker_for(self, topic: str) -> str:
+        """The broker a browse or an offset read goes to: the one chosen, else the first broker that has
+        the topic (a topic living only on the second broker was read on the first: "0 messages")."""
+        chosen = self.query_one("#broker", Select).value
+        if isinstance(chosen, str) and chosen != ANY_BROKER:
+            return chosen
+        having = self.topic_brokers.get(topic)
+        return having[0] if having else self.broker_name
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "search":
@@ -91,7 +122,8 @@ class MessagesScreen(DashboardScreen):
         if number is not None and number < 0:
             self._status(negative_offset(number))
             return
-        broker = self.broker_name
+        broker = self.broker_for(topic)
+        on = f" on {broker}" if len(self.broker_names) > 1 else ""
         if mode == "browse":
             qid = queue_id or 0
             start = browse_from if browse_from is not None else number
@@ -101,7 +133,7 @@ class MessagesScreen(DashboardScreen):
                 lo = start if start is not None else 0
                 scans = a.consume_message(topic, "rmqops_dashboard", broker, qid, offset=lo, max_num=PAGE)
                 return [m for s in scans for m in s.messages]
-            what = f"queue {qid} of {topic} from offset {start if start is not None else 'its start'}"
+            what = f"queue {qid} of {topic}{on} from offset {start if start is not None else 'its start'}"
         else:
             self._browse_at = None
             if not value:
@@ -111,6 +143,8 @@ class MessagesScreen(DashboardScreen):
                 self._status("A queue offset needs a queue id and an offset.")
                 return
             what = f"{topic} {dict((v, k) for k, v in MODES)[str(mode)]} {value}"
+            if mode == "offset":
+                what += f" of queue {queue_id}{on}"
 
             def fn(a: Admin) -> list[MessageRecord]:
                 if mode == "key":

@@ -24,6 +24,7 @@ class OverviewScreen(DashboardScreen):
     def compose_body(self) -> Iterable[Widget]:
         yield Label("Brokers", classes="section")
         yield ProblemLine(id="status-problem")
+        yield ProblemLine(id="gone-problem")
         yield FilterTable(["Broker", "Address", "Cluster", "Version", "Up time", "Disk used", "Mode"], id="brokers")
         with Horizontal(id="tps"):
             with Vertical(classes="tps-box"):
@@ -54,6 +55,9 @@ class OverviewScreen(DashboardScreen):
         self.query_one("#brokers", FilterTable).set_rows(rows)
         self.query_one("#status-problem", ProblemLine).show_problem(
             "Cannot read the runtime info", snapshot.status_error)
+        gone = history.missing_brokers
+        self.query_one("#gone-problem", ProblemLine).show_line("; ".join(
+            f"{b.broker_name} ({b.broker_addr}) is no longer registered" for b in gone) if gone else None)
         put_tps, get_tps = history.put_tps.values(), history.get_tps.values()
         self.query_one("#put-label", Label).update(f"Put TPS {fmt.rate(put_tps[-1] if put_tps else 0.0)} "
                                                    f"(last {len(put_tps)} refreshes)")

@@ -22,7 +22,7 @@ from mqadmin.errors import AdminError
 from mqadmin.reports import ResetPlan
 from mqadmin.timefmt import parse_timestamp
 from tui.poller import Poller
-from tui.widgets.filter_table import FilterTable
+from tui.widgets.filter_table import FilterTable, with_broker
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,9 @@ class ResetRequest:
     def run(self, admin: Admin, dry_run: bool) -> ResetPlan:
         return admin.reset_offset_by_time(self.group, self.topic, self.timestamp, True, self.queue_id,
                                           self.offset, dry_run=dry_run)
+
+
+PLAN_COLUMNS = ["Queue", "Broker offset", "Consumer offset", "Reset to"]
 
 
 class ResetScreen(ModalScreen[ResetPlan | None]):
@@ -67,7 +70,7 @@ class ResetScreen(ModalScreen[ResetPlan | None]):
                 yield Button("Apply...", id="apply", variant="error", disabled=True)
                 yield Button("Close", id="cancel")
             yield Label("Plan: press 'Plan' to see what would change (nothing changes).", id="reset-status")
-            yield FilterTable(["Queue", "Broker offset", "Consumer offset", "Reset to"], id="plan-table")
+            yield FilterTable(PLAN_COLUMNS, id="plan-table")
 
     def _poller(self) -> Poller:
         from tui.app import DashboardApp
@@ -131,6 +134,13 @@ class ResetScreen(ModalScreen[ResetPlan | None]):
         self.run_worker(self._poller().ask(self, f"plan:{self._plans}", lambda a: req.run(a, dry_run=True)),
                         group="reset")
 
+    def _many_brokers(self, plan: ResetPlan) -> bool:
+        """Name the broker of each row when the cluster (or the plan itself) has more than one."""
+        from tui.app import DashboardApp
+
+        snap = self.app.snapshot if isinstance(self.app, DashboardApp) else None
+        return (snap is not None and snap.many_brokers) or len({c.broker_name for c in plan.changes}) > 1
+
     def action_apply(self) -> None:
         if self.planned is None:
             return
@@ -159,8 +169,13 @@ class ResetScreen(ModalScreen[ResetPlan | None]):
                 return
             plan: ResetPlan = event.value
             self.planned = self._pending
-            self.query_one("#plan-table", FilterTable).set_rows([
-                (str(c.queue_id), [c.queue_id, c.broker_offset, c.consumer_offset, c.reset_offset])
+            table = self.query_one("#plan-table", FilterTable)
+            many = self._many_brokers(plan)
+            table.set_columns(with_broker(PLAN_COLUMNS, many, 0))
+            # a topic on two brokers plans queue 0 on each: one row per broker and queue
+            table.set_rows([
+                (f"{c.broker_name}/{c.queue_id}", [*([c.broker_name] if many else []), c.queue_id, c.broker_offset,
+                                                   c.consumer_offset, c.reset_offset])
                 for c in plan.changes])
             self.query_one("#apply", Button).disabled = False
             self._status(f"Plan (dry run, nothing changed): {len(plan.changes)} queue(s) of {plan.topic}.")

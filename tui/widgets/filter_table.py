@@ -1,5 +1,10 @@
 """A DataTable that keeps all its rows, shows those matching the screen's '/' filter, and keeps the
-cursor on the same row across refreshes (rows are replaced every second)."""
+cursor on the same row across refreshes (rows are replaced every second).
+
+Row keys must be unique (DataTable raises on a repeated one, which stopped the whole dashboard when a
+topic spanned two brokers): screens key queue rows by broker too, and a key repeated all the same is
+made unique here rather than taking the dashboard down. Columns may change with what is shown (the
+Broker column appears once the cluster has more than one broker)."""
 
 from __future__ import annotations
 
@@ -29,9 +34,26 @@ class FilterTable(DataTable):
         for label, key in self._column_specs:
             self.add_column(label, key=key)
 
+    def set_columns(self, columns: Sequence[str | tuple[str, str]]) -> None:
+        """Show these columns (labels or (label, key)); the rows are dropped when they change, so call
+        ``set_rows`` after. Nothing happens when they are the ones shown."""
+        specs = [(c, c) if isinstance(c, str) else c for c in columns]
+        if specs == self._column_specs:
+            return
+        self._column_specs = specs
+        self._all_rows = []
+        if self.is_mounted:
+            self.clear(columns=True)
+            for label, key in specs:
+                self.add_column(label, key=key)
+
+    @property
+    def column_labels(self) -> list[str]:
+        return [label for label, _ in self._column_specs]
+
     def set_rows(self, rows: Sequence[tuple[str, Sequence[Cell]]]) -> None:
         """Replace the rows (``(key, cells)``); the highlighted row stays highlighted if still there."""
-        self._all_rows = [(k, tuple(cells)) for k, cells in rows]
+        self._all_rows = _unique_keys([(k, tuple(cells)) for k, cells in rows])
         self._render_rows()
 
     def set_filter(self, text: str) -> None:
@@ -68,6 +90,31 @@ class FilterTable(DataTable):
     @property
     def shown_keys(self) -> list[str]:
         return [k for k, cells in self._all_rows if self._matches(cells)]
+
+
+def with_broker(columns: Sequence[str], many: bool, at: int) -> list[str]:
+    """``columns`` with a Broker column at ``at`` when the cluster has more than one broker: rows per
+    queue then come once per broker (as consumerProgress and topicStatus print them), and a lone
+    broker's table stays as it was."""
+    out = list(columns)
+    if many:
+        out.insert(at, "Broker")
+    return out
+
+
+def _unique_keys(rows: list[tuple[str, tuple[Cell, ...]]]) -> list[tuple[str, tuple[Cell, ...]]]:
+    """The rows with each repeated key suffixed (``key#2``...): a screen's keying mistake must cost a
+    stable cursor on those rows, never the dashboard (DataTable raises DuplicateKey)."""
+    used: set[str] = set()
+    out = []
+    for key, cells in rows:
+        unique, n = key, 1
+        while unique in used:
+            n += 1
+            unique = f"{key}#{n}"
+        used.add(unique)
+        out.append((unique, cells))
+    return out
 
 
 def _cell(value: str | int | float) -> Text:

@@ -25,9 +25,13 @@ class ProblemLine(Label):
 
     def show_problem(self, what: str, error: str | None) -> None:
         """``what``: the part ("Cannot read the users and ACLs"); ``error``: why, or None to hide."""
-        if error is None:
+        self.show_line(None if error is None else f"{what}: {error}")
+
+    def show_line(self, text: str | None) -> None:
+        """Show ``text`` as it is, or hide the line (None)."""
+        if text is None:
             self.remove_class("-shown")
             self.update("")
         else:
-            self.update(Text(f"{what}: {error}"))
+            self.update(Text(text))
             self.add_class("-shown")
