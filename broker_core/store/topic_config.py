@@ -9,6 +9,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TypeVar
 
+from broker_core.common.java_numbers import JAVA_LONG
+
 from .config_file import read_config_json, write_config_json
 from .fastjson_fields import FieldValueError, java_boolean, java_integer, java_string, shown
 
@@ -99,9 +101,20 @@ class DataVersion:
         return {"counter": self.counter, "stateVersion": self.state_version, "timestamp": self.timestamp}
 
     @classmethod
-    def from_json(cls, obj: dict | None) -> DataVersion:
-        obj = obj or {}
-        return cls(int(obj.get("counter", 0)), int(obj.get("stateVersion", 0)), int(obj.get("timestamp", 0)))
+    def from_json(cls, obj: object) -> DataVersion:
+        """fastjson's DataVersion (three longs); a wrong shape is a ValueError naming the field, which
+        the config file reader reports with the file's name (it was a bare int() error)."""
+        if obj is None:
+            return cls()
+        if not isinstance(obj, dict):
+            raise FieldValueError(f"dataVersion: expected a JSON object, found {shown(obj)}")
+        values = []
+        for key in ("counter", "stateVersion", "timestamp"):
+            try:
+                values.append(java_integer(obj.get(key), JAVA_LONG) or 0)
+            except FieldValueError as e:
+                raise FieldValueError(f"dataVersion.{key}: {e}") from None
+        return cls(*values)
 
 
 class TopicConfigTable:

@@ -47,7 +47,9 @@ class TransactionMetrics:
         obj = read_config_json(self.path)
         if obj is None:
             return
-        table = obj.get("transactionCount") if isinstance(obj, dict) else None
+        if not isinstance(obj, dict):
+            raise ConfigFileError(f"{self.path}: expected a JSON object, got {type(obj).__name__}")
+        table = obj.get("transactionCount")
         if table is None:
             table = {}
         if not isinstance(table, dict):
@@ -58,9 +60,13 @@ class TransactionMetrics:
                 parsed[str(topic)] = TopicMetric(int(metric.get("count", 0)), int(metric.get("timeStamp", 0)))
         except (AttributeError, TypeError, ValueError) as e:
             raise ConfigFileError(f"{self.path}: bad transactionCount entry: {e}") from e
+        try:
+            version = DataVersion.from_json(obj.get("dataVersion"))
+        except ValueError as e:  # named here: it escaped as a bare int() error without the file
+            raise ConfigFileError(f"{self.path}: {e}") from e
         with self._lock:
             self.transaction_count = parsed
-            self.data_version = DataVersion.from_json(obj.get("dataVersion"))
+            self.data_version = version
 
     def add_and_get(self, topic: str | None, delta: int, now_ms: int) -> int:
         if not topic:

@@ -11,10 +11,27 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from broker_core.store.config_file import ConfigFileError, read_config_json, write_config_json
+from broker_core.store.config_file import read_config_json, write_config_json
 from broker_core.store.topic_config import DataVersion
 
 DELAY_OFFSET_FILE = "delayOffset.json"
+
+
+def _decode(obj: object) -> tuple[dict[int, int], DataVersion]:
+    """The file's object; raises ValueError/TypeError (read_config_json names the file) for a wrong shape.
+    dataVersion is decoded here too: decoded after the reader, its error escaped without the file's name."""
+    if not isinstance(obj, dict):
+        raise TypeError(f"expected a JSON object, got {type(obj).__name__}")
+    table = obj.get("offsetTable") or {}
+    if not isinstance(table, dict):
+        raise TypeError("offsetTable must be an object")
+    parsed: dict[int, int] = {}
+    for key, value in table.items():
+        try:
+            parsed[int(key)] = int(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"bad offsetTable entry {key!r}: {value!r}") from None
+    return parsed, DataVersion.from_json(obj.get("dataVersion"))
 
 
 class DelayOffsetTable:
@@ -27,25 +44,15 @@ class DelayOffsetTable:
         self._write_lock = threading.Lock()  # two persists never write an older snapshot last
 
     def load(self) -> None:
-        """Read the file (or its .bak). Bad entries are a ConfigFileError naming the file, never ignored."""
-        obj = read_config_json(self.path)
-        if obj is None:
+        """Read the file (or its .bak). A bad entry, or a bad dataVersion, is a ConfigFileError naming the
+        file (after the .bak was tried, as for topics.json), never ignored."""
+        loaded = read_config_json(self.path, _decode)
+        if loaded is None:
             return
-        if not isinstance(obj, dict):
-            raise ConfigFileError(f"{self.path}: expected a JSON object, got {type(obj).__name__}")
-        table = obj.get("offsetTable") or {}
-        if not isinstance(table, dict):
-            raise ConfigFileError(f"{self.path}: offsetTable must be an object")
-        parsed: dict[int, int] = {}
-        for key, value in table.items():
-            try:
-                level, offset = int(key), int(value)
-            except (TypeError, ValueError) as e:
-                raise ConfigFileError(f"{self.path}: bad offsetTable entry {key!r}: {value!r}") from e
-            parsed[level] = offset
+        parsed, version = loaded
         with self._lock:
             self.offset_table = parsed
-            self.data_version = DataVersion.from_json(obj.get("dataVersion"))
+            self.data_version = version
             self._dirty = False
 
     def get(self, level: int) -> int | None:
