@@ -49,6 +49,8 @@ def decode_json(data: bytes) -> RemotingCommand:
         obj = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as e:
         raise HeaderDecodeError(f"JSON header is not valid UTF-8 JSON: {e}") from None
+    except RecursionError:  # "[[[[..." thousands deep: the C scanner recurses per level
+        raise HeaderDecodeError("JSON header is nested too deeply") from None
     if not isinstance(obj, dict):
         raise HeaderDecodeError("JSON header is not an object")
     code = _int_field(obj, "code")

@@ -128,6 +128,14 @@ def test_bad_headers_name_the_problem(bad, match):
         FrameDecoder().feed(bad)
 
 
+def test_a_header_nested_too_deeply_is_a_frame_error():
+    """100,000 levels: the JSON scanner's RecursionError escaped the decoder, and the server logged a
+    traceback for every such connection instead of closing it with one line."""
+    deep = b"[" * 100_000 + b"]" * 100_000
+    with pytest.raises(FrameError, match="nested too deeply"):
+        FrameDecoder().feed(struct.pack(">ii", len(deep) + 4, len(deep)) + deep)
+
+
 def test_binary_header_duplicate_keys_last_wins_and_large_code_refused():
     cmd = RemotingCommand.request(11, {"topic": "A"}, serialize_type=SerializeType.ROCKETMQ)
     frame = bytearray(encode_frame(cmd))
