@@ -173,3 +173,13 @@ def test_forged_receipt_handles_are_refused_and_ack_nothing(running, stub):
     assert ack(stub, group, topic, nxt).code != pb.Code.OK
     code, msgs = receive(stub, group, topic)
     assert code.code == pb.Code.OK and [m.body for m in msgs] == [b"h1"]
+
+
+def test_rpcs_this_broker_does_not_serve_answer_not_implemented_quietly(running, stub, caplog):
+    """RecallMessage and SyncLiteSubscription fell through to the generated base methods: the client got
+    UNIMPLEMENTED, and grpc logged an ERROR traceback on every call (19,000 of them under a fuzzer)."""
+    recall = stub.RecallMessage(pb.RecallMessageRequest(topic=R(name="VT"), recall_handle="h"), metadata=MD)
+    assert recall.status.code == pb.Code.NOT_IMPLEMENTED
+    sync = stub.SyncLiteSubscription(pb.SyncLiteSubscriptionRequest(), metadata=MD)
+    assert sync.status.code == pb.Code.NOT_IMPLEMENTED
+    assert not [r for r in caplog.records if r.levelname == "ERROR"]

@@ -766,6 +766,17 @@ class MessagingService(MessagingServiceServicer):
         except RpcError as e:
             return pb.NotifyClientTerminationResponse(status=status(e.code, e.message))
 
+    # -- RPCs of newer protos that this broker does not serve -------------------------------------
+    async def RecallMessage(self, request: Any, context: grpc.aio.ServicerContext) -> Any:  # noqa: N802
+        """Answered as not implemented, in the response's status: the generated base method raises
+        NotImplementedError, which grpc logged as an ERROR with a traceback on every call."""
+        return pb.RecallMessageResponse(status=status(pb.Code.NOT_IMPLEMENTED, "RecallMessage is not supported"))
+
+    async def SyncLiteSubscription(self, request: Any, context: grpc.aio.ServicerContext) -> Any:  # noqa: N802
+        """Lite topics are not served; answered as RecallMessage is, without an ERROR in the log."""
+        return pb.SyncLiteSubscriptionResponse(
+            status=status(pb.Code.NOT_IMPLEMENTED, "SyncLiteSubscription is not supported"))
+
     # -- housekeeping ------------------------------------------------------------------------------
     async def renew_due(self) -> int:
         """Extend auto-renewed messages about to become visible again (proxy's renew steps, ≤ 3 h)."""
