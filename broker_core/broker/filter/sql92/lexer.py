@@ -19,6 +19,7 @@ DECIMAL, FLOAT, STRING, ID, EOF = "DECIMAL", "FLOAT", "STRING", "ID", "EOF"
 # Longest first so ">=" is not read as ">" then "=".
 _OPERATORS = (">=", "<=", "<>", ">", "<", "=", "(", ")", ",", "+", "-")
 _WHITESPACE = " \t\n\r\f"
+_LINE_END = re.compile("[\n\r]")
 
 _DECIMAL_RE = re.compile(r"0|[1-9][0-9]*[lL]?")
 _EXP = r"(?:[eE][+-]?[0-9]+)"
@@ -64,11 +65,13 @@ def describe(token: Token) -> str:
 class Lexer:
     """Produces tokens on demand from a selector string."""
 
-    __slots__ = ("_src", "_pos")
+    __slots__ = ("_src", "_pos", "_last_line_end")
 
     def __init__(self, source: str) -> None:
         self._src = source
         self._pos = 0
+        # past it no "--" comment can end: each one would otherwise search the rest of the text again
+        self._last_line_end = max(source.rfind("\n"), source.rfind("\r"))
 
     def _error(self, detail: str, pos: int, found: str) -> FilterSyntaxError:
         return FilterSyntaxError(detail, expression=self._src, position=pos, found=found)
@@ -80,11 +83,13 @@ class Lexer:
             if c in _WHITESPACE:
                 self._pos += 1
             elif src.startswith("--", self._pos):
-                # A line comment needs its line end; without one the "--" is two minus signs.
-                ends = [i for i in (src.find("\n", self._pos), src.find("\r", self._pos)) if i >= 0]
-                if not ends:
+                # A line comment needs its line end; without one the "--" is two minus signs. One search
+                # for either end (two finds each scanned the rest of the text: quadratic on many comments).
+                if self._pos > self._last_line_end:
                     return
-                self._pos = min(ends) + 1
+                end = _LINE_END.search(src, self._pos)
+                assert end is not None  # a line end lies at or after _pos (see _last_line_end)
+                self._pos = end.end()
             elif src.startswith("/*", self._pos):
                 end = src.find("*/", self._pos + 2)
                 if end < 0:
