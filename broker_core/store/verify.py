@@ -22,10 +22,12 @@ from pathlib import Path
 
 from .batch_consume_queue import BatchConsumeQueue
 from .codec.cq_ext import is_ext_addr
+from .codec.cq_unit import CQ_FILLER, CQ_STORE_UNIT_SIZE, CQ_UNIT
 from .codec.hashing import index_key_hash
 from .codec.properties import KEY_SEPARATOR
 from .codec.salvage import iter_intact_records
 from .codec.sys_flag import TRANSACTION_ROLLBACK_TYPE, TRANSACTION_TYPE_MASK, is_dispatched_to_queue
+from .consume_queue import ConsumeQueue
 from .dispatch import build_dispatch_request
 from .errors import CorruptDataError
 from .index_service import build_key
@@ -108,6 +110,61 @@ class _Collector:
                                                 f"{issue.detail} (first of {more + 1} like it here)")
 
 
+def _unit_location(cq, queue_offset: int) -> str:
+    """`` (file F, byte B)`` of a SimpleCQ unit, for an issue's detail; empty for a BatchCQ one."""
+    if not isinstance(cq, ConsumeQueue):
+        return ""
+    logic = queue_offset * CQ_STORE_UNIT_SIZE
+    for mf in cq.file_queue.files:
+        if mf.file_from_offset <= logic < mf.file_from_offset + cq.file_size:
+            return f" (file {mf.path}, byte {logic - mf.file_from_offset})"
+    return ""
+
+
+def _check_raw_cq_units(store: MessageStore, cq: ConsumeQueue, where: str, cl_min: int, cl_max: int,
+                        issues: _Collector) -> None:
+    """Every unit in a SimpleCQ's files, not only those the read path serves (from the min offset up to
+    the first invalid unit): a damaged unit (negative commitlog offset or size) stops reads there, and
+    one below the min offset may have moved the min past units whose records are still kept, whose
+    messages no read reaches then. Each is named by file and byte offset."""
+    q_min = cq.get_min_offset_in_queue()
+    unit = CQ_STORE_UNIT_SIZE
+    filler = CQ_UNIT.unpack(CQ_FILLER)
+    for mf in list(cq.file_queue.files):
+        n = mf.wrote_position // unit
+        first_q = mf.file_from_offset // unit
+        for i, (phy, size, tags) in enumerate(CQ_UNIT.iter_unpack(mf.mv[:n * unit])):
+            q = first_q + i
+            if (phy, size, tags) == filler:
+                continue
+            at = f"unit at queue offset {q} (file {mf.path}, byte {i * unit})"
+            if phy < 0 or size <= 0:
+                issues.add("cq-damaged-unit", where, q,
+                           f"{at} is damaged: commitlog offset {phy}, size {size}; no read passes it")
+                continue
+            if q >= q_min or phy < cl_min:
+                continue  # served (checked unit by unit above), or expired
+            # Below the min offset, yet pointing into the commitlog that is kept.
+            if phy + size > cl_max:
+                issues.add("cq-damaged-unit", where, q,
+                           f"{at} is below the min offset {q_min} and points at {phy}+{size}, past the "
+                           f"commitlog end {cl_max}")
+                continue
+            try:
+                msg = store.commit_log.read_message(phy, size, read_body=False)
+            except CorruptDataError:
+                msg = None
+            if msg is None or msg.topic != cq.topic or msg.queue_id != cq.queue_id \
+                    or build_dispatch_request(msg, store.delay_levels_ms).consume_queue_offset != q:
+                issues.add("cq-damaged-unit", where, q,
+                           f"{at} is below the min offset {q_min} and points at commitlog offset {phy}, "
+                           "which is no record start of this topic and queue")
+            else:
+                issues.add("cq-unreachable", where, q,
+                           f"{at} is below the min offset {q_min}, but its record at commitlog offset {phy} "
+                           f"is still kept (commitlog min {cl_min}): its message cannot be read")
+
+
 def _record_key_hashes(topic: str, uniq_key: str | None, keys: str | None) -> set[int]:
     hashes = set()
     if uniq_key is not None:
@@ -178,7 +235,8 @@ def verify_store(store: MessageStore, progress: ProgressFn | None = None, max_is
                 continue
             if u.phy_offset + u.size > cl_max:
                 issues.add(f"{kind}-beyond-log", where, u.queue_offset,
-                           f"unit points at {u.phy_offset}+{u.size}, past the commitlog end {cl_max}")
+                           f"unit{_unit_location(cq, u.queue_offset)} points at {u.phy_offset}+{u.size}, past the "
+                           f"commitlog end {cl_max}")
                 continue
             try:
                 msg = store.commit_log.read_message(u.phy_offset, u.size, read_body=False)
@@ -187,7 +245,8 @@ def verify_store(store: MessageStore, progress: ProgressFn | None = None, max_is
             else:
                 reason = f"no record at commitlog offset {u.phy_offset} (size {u.size})"
             if msg is None:
-                issues.add(f"{kind}-bad-record", where, u.queue_offset, reason)
+                issues.add(f"{kind}-bad-record", where, u.queue_offset,
+                           f"unit{_unit_location(cq, u.queue_offset)}: {reason}")
                 continue
             problems = []
             if msg.store_size != u.size:
@@ -207,7 +266,10 @@ def verify_store(store: MessageStore, progress: ProgressFn | None = None, max_is
                 problems.append(f"store time {u.store_time} but record has {msg.store_timestamp}")
             if problems:
                 issues.add(f"{kind}-mismatch", where, u.queue_offset,
-                           f"unit -> commitlog {u.phy_offset}: " + "; ".join(problems))
+                           f"unit{_unit_location(cq, u.queue_offset)} -> commitlog {u.phy_offset}: "
+                           + "; ".join(problems))
+        if isinstance(cq, ConsumeQueue):
+            _check_raw_cq_units(store, cq, where, cl_min, cl_max, issues)
         for problem in cq.damage:
             issues.add(f"{kind}-damaged", where, cq.get_max_offset_in_queue(), problem)
         unit_maps[(topic, qid)] = units
