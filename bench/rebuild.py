@@ -91,6 +91,29 @@ def generate(root: Path, size_mb: int, commitlog_file_mb: int) -> int:
     return n
 
 
+def prepare_store_dir(work: Path, size_mb: int, commitlog_file_mb: int) -> Path:
+    """``work/store``, emptied unless the store there was made with this shape (its marker says so).
+
+    Why: ``generate`` appends up to ``--size-mb``, so a store left in ``--dir`` by a run with a larger
+    size or another commitlog file size was reused as it was and the figures labelled with the new
+    options. The same shape is reused (a generation cut short is completed by ``generate``)."""
+    store, marker = work / "store", work / "bench-rebuild-shape.json"
+    shape = {"size_mb": size_mb, "commitlog_file_mb": commitlog_file_mb, "topics": TOPICS, "queues": QUEUES,
+             "body_bytes": BODY_SIZE}
+    try:
+        found = json.loads(marker.read_text()) if marker.exists() else None
+    except (OSError, ValueError):
+        found = None
+    if found != shape:
+        if store.exists():
+            print(f"store in {work} was made with another shape ({found or 'an older layout'}), not {shape}: "
+                  "generating it again", file=sys.stderr)
+        shutil.rmtree(store, ignore_errors=True)
+        work.mkdir(parents=True, exist_ok=True)
+        marker.write_text(json.dumps(shape))
+    return store
+
+
 def clean_derived(store: Path) -> None:
     """Back to a commitlog-only store: no queues, no index, no checkpoint, no abort marker."""
     for sub in DERIVED:
@@ -312,7 +335,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quiet-busy", type=fraction, default=0.10,
                     help="machine busy fraction counted as quiet (0..1)")
     ap.add_argument("--dir", default=None,
-                    help="work directory, kept afterwards; a store generated there before is reused")
+                    help="work directory, kept afterwards; a store generated there before with the same "
+                         "--size-mb and --commitlog-file-mb is reused, any other is generated again")
     ap.add_argument("--ceiling", action="store_true",
                     help="also time two reputs over the two halves of the commitlog files in parallel each round")
     ap.add_argument("--half-child", default=None, help=argparse.SUPPRESS)
@@ -321,7 +345,7 @@ def main(argv: list[str] | None = None) -> int:
         return _half_child(Path(args.half_child), args.commitlog_file_mb)
 
     work = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="rmqops-bench-rebuild-"))
-    store = work / "store"
+    store = prepare_store_dir(work, args.size_mb, args.commitlog_file_mb)
     try:
         t = time.monotonic()
         written = generate(store, args.size_mb, args.commitlog_file_mb)

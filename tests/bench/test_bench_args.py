@@ -142,3 +142,24 @@ def test_baseline_and_subjects_use_one_unit(bench_path: None, tmp_path: Path, mo
     body = len(sa.batchcq_body())
     wall, cpu = sa.record_writes_mib_s(tmp_path, body + 200, 64 * 3)
     assert seen == [3 * body, 3 * body]
+
+
+def test_rebuild_reuses_a_store_only_of_the_asked_shape(bench_path: None, tmp_path: Path) -> None:
+    """bench/rebuild.py --dir reused whatever store was there: generate() only appends up to --size-mb,
+    so a larger store (or one of another commitlog file size) was timed under the new labels."""
+    spec = importlib.util.spec_from_file_location("bench_rebuild_under_test", BENCH / "rebuild.py")
+    assert spec is not None and spec.loader is not None
+    rebuild = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(rebuild)
+
+    store = rebuild.prepare_store_dir(tmp_path, 4, 1)
+    rebuild.generate(store, 4, 1)
+    before = sorted(p.name for p in (store / "commitlog").iterdir())
+    assert rebuild.prepare_store_dir(tmp_path, 4, 1) == store  # same shape: kept
+    assert sorted(p.name for p in (store / "commitlog").iterdir()) == before
+    rebuild.prepare_store_dir(tmp_path, 2, 1)  # asked smaller: generated again
+    assert not store.exists()
+    store.mkdir()
+    (tmp_path / "bench-rebuild-shape.json").unlink()  # a store from before the marker: generated again
+    rebuild.prepare_store_dir(tmp_path, 2, 1)
+    assert not store.exists()
