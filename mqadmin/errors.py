@@ -33,12 +33,15 @@ class AdminError(Exception):
             self.args = (self.message,)
         return self
 
+    def noting(self, note: str) -> AdminError:
+        """The same failure with ``note`` added in parentheses (e.g. where a change was made already)."""
+        self.message = f"{self.message} ({note})"
+        self.args = (self.message,)
+        return self
+
     def after_changes_on(self, done: list[str]) -> AdminError:
         """The same failure, also naming the brokers a multi-broker change had already been made on."""
-        if done:
-            self.message = f"{self.message} (already changed on {', '.join(done)}; not on the brokers after it)"
-            self.args = (self.message,)
-        return self
+        return self.noting(f"already changed on {', '.join(done)}; not on the brokers after it") if done else self
 
 
 class NotFoundError(AdminError):

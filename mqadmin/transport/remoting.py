@@ -301,10 +301,7 @@ class RemotingBrokerClient:
     def _changed_only_on(error: AdminError, done: list[str]) -> AdminError:
         """``error`` also naming the name servers that did take the change (an operator must know
         which ones now disagree before running the command again)."""
-        if done:
-            error.message = f"{error.message} (changed only on name server {', '.join(done)})"
-            error.args = (error.message,)
-        return error
+        return error.noting(f"changed only on name server {', '.join(done)}") if done else error
 
     def namesrv_addrs(self) -> list[str]:
         return list(self._instance.namesrv_addrs)
