@@ -11,6 +11,10 @@ from __future__ import annotations
 
 import argparse
 import math
+from collections.abc import Callable
+from typing import TypeVar
+
+N = TypeVar("N", int, float)
 
 
 def _parse(text: str, kind: type[int] | type[float]) -> float:
@@ -23,41 +27,23 @@ def _parse(text: str, kind: type[int] | type[float]) -> float:
     return value
 
 
-def positive_int(text: str) -> int:
-    """An int >= 1 (repetitions, rounds, message counts, sizes)."""
-    value = int(_parse(text, int))
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, not {text!r}")
-    return value
+def _number(kind: type[N], ok: Callable[[N], bool], rule: str, doc: str) -> Callable[[str], N]:
+    """An argparse type: ``text`` parsed as ``kind`` and refused with "``rule``, not 'text'" unless ``ok``."""
+    def parse(text: str) -> N:
+        value = kind(_parse(text, kind))
+        if not ok(value):
+            raise argparse.ArgumentTypeError(f"{rule}, not {text!r}")
+        return value
+    parse.__doc__ = doc
+    return parse
 
 
-def nonnegative_int(text: str) -> int:
-    """An int >= 0 (where 0 means "none", e.g. no warm-up)."""
-    value = int(_parse(text, int))
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, not {text!r}")
-    return value
-
-
-def positive_float(text: str) -> float:
-    """A finite float > 0 (durations, sizes)."""
-    value = float(_parse(text, float))
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, not {text!r}")
-    return value
-
-
-def nonnegative_float(text: str) -> float:
-    """A finite float >= 0 (waits, where 0 means "do not wait")."""
-    value = float(_parse(text, float))
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, not {text!r}")
-    return value
-
-
-def fraction(text: str) -> float:
-    """A float in [0, 1] (a busy fraction of the machine's cores)."""
-    value = float(_parse(text, float))
-    if not 0 <= value <= 1:
-        raise argparse.ArgumentTypeError(f"must be between 0 and 1, not {text!r}")
-    return value
+positive_int = _number(int, lambda v: v >= 1, "must be >= 1",
+                       "An int >= 1 (repetitions, rounds, message counts, sizes).")
+nonnegative_int = _number(int, lambda v: v >= 0, "must be >= 0",
+                          'An int >= 0 (where 0 means "none", e.g. no warm-up).')
+positive_float = _number(float, lambda v: v > 0, "must be > 0", "A finite float > 0 (durations, sizes).")
+nonnegative_float = _number(float, lambda v: v >= 0, "must be >= 0",
+                            'A finite float >= 0 (waits, where 0 means "do not wait").')
+fraction = _number(float, lambda v: 0 <= v <= 1, "must be between 0 and 1",
+                   "A float in [0, 1] (a busy fraction of the machine's cores).")
