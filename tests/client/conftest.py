@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 
 from broker_core.client.instance import MQClientInstance
+from broker_core.client.message import Message
+from broker_core.client.producer import Producer
 from broker_core.remoting import RequestCode
 from broker_core.remoting.headers import CreateTopicRequestHeader
 from tests.remoting_broker import BrokerProcess, running_broker
@@ -47,6 +49,15 @@ async def create_topic(inst: MQClientInstance, broker_addr: str, topic: str, que
             return
         await asyncio.sleep(0.1)
     raise AssertionError(f"no route for {topic}")
+
+
+async def produce(inst: MQClientInstance, topic: str, n: int, prefix: str) -> None:
+    """``n`` messages with bodies ``{prefix}0``.., sent one by one by a producer of their own."""
+    p = Producer(topic + prefix + "P", inst)
+    await p.start()
+    for i in range(n):
+        await p.send(Message(topic, f"{prefix}{i}".encode()))
+    await p.shutdown()
 
 
 async def wait_dispatched(inst: MQClientInstance, topic: str, broker_name: str, want: dict[int, int],

@@ -21,28 +21,18 @@ import time
 
 from broker_core.client.consumer_api import ConsumerApi
 from broker_core.client.instance import MQClientInstance
-from broker_core.client.message import Message
 from broker_core.client.process_queue import ProcessQueue
-from broker_core.client.producer import Producer
 from broker_core.client.push_consumer import ConsumeConcurrentlyStatus, ConsumeOrderlyStatus, PushConsumer
 from broker_core.client.rebalance import ConsumeFromWhere
 from broker_core.remoting.bodies import MessageQueue
 from broker_core.store.codec.message import MessageExt
 from tests.cli.test_cli_remote import mqadmin
-from tests.client.conftest import create_topic, wait_dispatched
+from tests.client.conftest import create_topic, produce, wait_dispatched
 from tests.client.test_client_logic import msg
 from tests.client.test_client_push import run, wait_until
 from tests.remoting_broker import BrokerProcess
 
 FIRST = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
-
-
-async def _produce(inst: MQClientInstance, topic: str, n: int, prefix: str) -> None:
-    p = Producer(topic + prefix + "P", inst)
-    await p.start()
-    for i in range(n):
-        await p.send(Message(topic, f"{prefix}{i}".encode()))
-    await p.shutdown()
 
 
 async def _mqadmin(*args: str) -> str:
@@ -58,7 +48,7 @@ def test_skip_accumulated_drops_the_buffered_backlog(broker: BrokerProcess, uniq
         inst = MQClientInstance(broker.namesrv_addr)
         await create_topic(inst, broker.broker_addr, topic, queues=1)
         mq = MessageQueue(topic=topic, broker_name=broker.broker_name, queue_id=0)
-        await _produce(inst, topic, n, "old")
+        await produce(inst, topic, n, "old")
         await wait_dispatched(inst, topic, broker.broker_name, {0: n})
         started: list[tuple[int, float]] = []  # (queue offset, when the listener began it)
 
@@ -75,7 +65,7 @@ def test_skip_accumulated_drops_the_buffered_backlog(broker: BrokerProcess, uniq
         assert await wait_until(lambda: len(started) >= 20, 15), started
         await _mqadmin("skipAccumulatedMessage", "-n", broker.namesrv_addr, "-g", group, "-t", topic)
         consumed_at_skip = len(started)
-        await _produce(inst, topic, 1, "new")  # wakes the parked pull: it gets OFFSET_ILLEGAL now
+        await produce(inst, topic, 1, "new")  # wakes the parked pull: it gets OFFSET_ILLEGAL now
         woken = time.monotonic()
         resumed = await wait_until(lambda: any(off == n for off, _ in started), 10)
         api = ConsumerApi(inst, group)
@@ -112,7 +102,7 @@ def test_backward_reset_of_an_orderly_consumer_reconsumes_from_the_reset_point(
         inst = MQClientInstance(broker.namesrv_addr)
         await create_topic(inst, broker.broker_addr, topic, queues=1)
         mq = MessageQueue(topic=topic, broker_name=broker.broker_name, queue_id=0)
-        await _produce(inst, topic, n, "old")
+        await produce(inst, topic, n, "old")
         await wait_dispatched(inst, topic, broker.broker_name, {0: n})
         done: list[int] = []  # queue offsets in the order the listener finished them
         reconsumed: list[int] = []  # offsets finished since offset 0 came again
@@ -151,7 +141,7 @@ def test_backward_reset_of_an_orderly_consumer_reconsumes_from_the_reset_point(
         assert await wait_until(lambda: len(done) >= 30, 15), done
         await _mqadmin("resetOffsetByTime", "-n", broker.namesrv_addr, "-g", group, "-t", topic, "-s", "0")
         consumed_at_reset = len(done)
-        await _produce(inst, topic, 1, "new")  # wakes the parked pull: it gets OFFSET_ILLEGAL now
+        await produce(inst, topic, 1, "new")  # wakes the parked pull: it gets OFFSET_ILLEGAL now
         done_at_wake = len(done)
         stopped = await wait_until(stop.is_set, 15)
         api = ConsumerApi(inst, group)

@@ -10,22 +10,21 @@ reset table: turning the setting back on later must not rewind the group a secon
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
 
 from broker_core.client.consumer_api import ConsumerApi
 from broker_core.client.instance import MQClientInstance
-from broker_core.client.message import Message
-from broker_core.client.producer import Producer
 from broker_core.client.push_consumer import ConsumeConcurrentlyStatus, PushConsumer
 from broker_core.client.rebalance import ConsumeFromWhere
 from broker_core.remoting import RequestCode, ResponseCode
 from broker_core.remoting.bodies import MessageQueue, ResetOffsetBody
 from broker_core.remoting.headers import ResetOffsetRequestHeader
 from broker_core.store.codec.message import MessageExt
-from tests.client.conftest import FAST_ARGS, FAST_CONF, create_topic, wait_dispatched
+from tests.client.conftest import FAST_ARGS, FAST_CONF, create_topic, produce, wait_dispatched
 from tests.client.test_client_push import run, wait_until
 from tests.remoting_broker import BrokerProcess, running_broker
 
@@ -37,14 +36,6 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     with running_broker(Path(tmp_path_factory.mktemp("mqbroker")),
                         {**FAST_CONF, "useServerSideResetOffset": "false"}, extra_args=FAST_ARGS) as b:
         yield b
-
-
-async def _produce(inst: MQClientInstance, topic: str, n: int, prefix: str) -> None:
-    p = Producer(topic + prefix + "P", inst)
-    await p.start()
-    for i in range(n):
-        await p.send(Message(topic, f"{prefix}{i}".encode()))
-    await p.shutdown()
 
 
 async def _committed(api: ConsumerApi, mqs: list[MessageQueue], want: int, timeout: float = 15) -> bool:
@@ -83,7 +74,7 @@ async def _consume_all(inst: MQClientInstance, broker: BrokerProcess, topic: str
     """A topic with N messages per queue, consumed once by a started consumer, offsets on the broker."""
     await create_topic(inst, broker.broker_addr, topic, queues=QUEUES)
     mqs = [MessageQueue(topic=topic, broker_name=broker.broker_name, queue_id=q) for q in range(QUEUES)]
-    await _produce(inst, topic, N * QUEUES, "old")
+    await produce(inst, topic, N * QUEUES, "old")
     await wait_dispatched(inst, topic, broker.broker_name, dict.fromkeys(range(QUEUES), N))
     c = PushConsumer(group, inst, consume_from=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
     c.subscribe(topic, "*")
@@ -94,23 +85,31 @@ async def _consume_all(inst: MQClientInstance, broker: BrokerProcess, topic: str
     return c, mqs
 
 
+@asynccontextmanager
+async def _consuming(broker: BrokerProcess, topic: str, group: str
+                     ) -> AsyncIterator[tuple[MQClientInstance, _Consumed, list[MessageQueue]]]:
+    """``_consume_all`` on a client of its own, shut down (consumer, then client) on the way out."""
+    inst = MQClientInstance(broker.namesrv_addr)
+    consumed = _Consumed()
+    c, mqs = await _consume_all(inst, broker, topic, group, consumed)
+    try:
+        yield inst, consumed, mqs
+    finally:
+        await c.shutdown()
+        await inst.shutdown()
+
+
 def test_live_consumer_consumes_again_from_a_client_mode_reset(broker: BrokerProcess, unique: str) -> None:
     topic, group = unique, unique + "G"
 
     async def go():
-        inst = MQClientInstance(broker.namesrv_addr)
-        consumed = _Consumed()
-        c, mqs = await _consume_all(inst, broker, topic, group, consumed)
-        try:
+        async with _consuming(broker, topic, group) as (inst, consumed, mqs):
             resp = await _reset(inst, broker, topic, group, 0)
             table = ResetOffsetBody.from_json(resp.body).offset_table if resp.body else None
             again = await wait_until(lambda: len(consumed.bodies) >= 2 * N * QUEUES, 20)
             # the consumer persisted where it consumed to again
             committed = await _committed(ConsumerApi(inst, group), mqs, N)
             return resp.code, resp.remark, table, mqs, again, list(consumed.bodies), committed
-        finally:
-            await c.shutdown()
-            await inst.shutdown()
 
     code, remark, table, mqs, again, bodies, committed = run(go(), 90)
     assert code == ResponseCode.SUCCESS, remark
@@ -125,10 +124,7 @@ def test_turning_server_side_reset_back_on_does_not_rewind(broker: BrokerProcess
     topic, group = unique, unique + "G"
 
     async def go():
-        inst = MQClientInstance(broker.namesrv_addr)
-        consumed = _Consumed()
-        c, mqs = await _consume_all(inst, broker, topic, group, consumed)
-        try:
+        async with _consuming(broker, topic, group) as (inst, consumed, mqs):
             resp = await _reset(inst, broker, topic, group, 0)
             inst.check(resp)
             assert await wait_until(lambda: len(consumed.bodies) >= 2 * N * QUEUES, 20), len(consumed.bodies)
@@ -136,15 +132,12 @@ def test_turning_server_side_reset_back_on_does_not_rewind(broker: BrokerProcess
             before = len(consumed.bodies)
             await _set_server_side(inst, broker, True)
             try:
-                await _produce(inst, topic, 4, "new")
+                await produce(inst, topic, 4, "new")
                 await wait_until(lambda: len(consumed.bodies) >= before + 4, 20)
                 await asyncio.sleep(3)  # a rewind would deliver old messages again by now
             finally:
                 await _set_server_side(inst, broker, False)
             return consumed.bodies[before:]
-        finally:
-            await c.shutdown()
-            await inst.shutdown()
 
     later = run(go(), 120)
     assert sorted(later) == [f"new{i}" for i in range(4)], later
