@@ -183,3 +183,31 @@ def test_rpcs_this_broker_does_not_serve_answer_not_implemented_quietly(running,
     sync = stub.SyncLiteSubscription(pb.SyncLiteSubscriptionRequest(), metadata=MD)
     assert sync.status.code == pb.Code.NOT_IMPLEMENTED
     assert not [r for r in caplog.records if r.levelname == "ERROR"]
+
+
+def test_a_repeated_ack_succeeds_whatever_the_rest_of_its_batch_did(running, stub):
+    """A client retries an ack after a timeout: the second ack of a message of a fully acked batch failed
+    with INTERNAL_SERVER_ERROR (its checkpoint was gone), while the same retry succeeded as long as some
+    other message of the batch was still in flight. Upstream answers SUCCESS to any in-range ack."""
+    topic, group = "VRepeat", "GRepeat"
+    running.broker.create_or_update_topic(topic, 1, 1)
+    for i in range(2):
+        assert send(stub, wire(topic, f"r{i}".encode())).code == pb.Code.OK
+    code, msgs = receive(stub, group, topic, n=2)
+    assert code.code == pb.Code.OK and len(msgs) == 2
+    first, second = (m.system_properties.receipt_handle for m in msgs)
+    assert ack(stub, group, topic, first).code == pb.Code.OK
+    assert ack(stub, group, topic, first).code == pb.Code.OK  # the batch still has one in flight
+    assert ack(stub, group, topic, second).code == pb.Code.OK
+    assert ack(stub, group, topic, first).code == pb.Code.OK  # the whole batch is settled now
+    assert ack(stub, group, topic, second).code == pb.Code.OK
+
+
+def test_an_expired_handle_is_refused_as_invalid_not_as_a_server_error(running, stub):
+    """Upstream's proxy refuses an expired receipt handle as INVALID_RECEIPT_HANDLE ("receipt handle is
+    expired"): the client then knows the message will come again, which INTERNAL_SERVER_ERROR did not say."""
+    topic, group = "VExpired", "GExpired"
+    running.broker.create_or_update_topic(topic, 1, 1)
+    assert send(stub, wire(topic, b"e")).code == pb.Code.OK
+    got = ack(stub, group, topic, "0 1 30000 0 0 broker-a 0 0 0")  # popped at 1 ms past the epoch
+    assert got.code == pb.Code.INVALID_RECEIPT_HANDLE and "expired" in got.message, got

@@ -562,7 +562,12 @@ class PopService:
                     results.append(AckResult(AckStatus.EXPIRED, "the handle expired: the message was revived "
                                                                 "or its invisible time changed"))
                 else:
-                    results.append(AckResult(AckStatus.NOT_FOUND, "no message in flight for this handle"))
+                    # its checkpoint is settled (every message of the pop acked, or the handle renewed): a
+                    # repeated ack, as a client retries one after a timeout. Upstream's broker answers any
+                    # in-range ack with SUCCESS; a NOT_FOUND here failed the retry or not depending on
+                    # whether the rest of the popped batch had been acked yet.
+                    results.append(AckResult(AckStatus.ALREADY_ACKED, "no message in flight for this handle: "
+                                                                      "acked already"))
                 continue
             if match.ck.is_acked(match.index) or any(m.index == match.index
                                                      for m in by_ck.get(id(match.ck), (None, []))[1]):

@@ -25,7 +25,7 @@ from broker_core.auth.authentication import AuthenticationContext
 from broker_core.broker.broker import Broker
 from broker_core.broker.client_registry import CONSUME_TYPE_POP, ConsumerData, SubscriptionData
 from broker_core.broker.errors import BodyTooLargeError, BrokerError, PropertiesTooLargeError
-from broker_core.broker.pop.pop_service import AckStatus, PopStatus
+from broker_core.broker.pop.pop_service import AckResult, AckStatus, PopStatus
 from broker_core.broker.pop.receipt_handle import InvalidReceiptHandleError, ReceiptHandle
 from broker_core.broker.request_context import RequestContext
 from broker_core.broker.topic_validator import (
@@ -84,6 +84,15 @@ def status(code: int, message: str = "OK") -> Any:
 
 
 OK = status(pb.Code.OK)
+
+
+def _ack_failure(result: AckResult) -> Any:
+    """An ack entry's status: an expired handle is the client's to renew (upstream's proxy refuses it
+    as INVALID_RECEIPT_HANDLE, "receipt handle is expired", before the broker sees it), anything else
+    a broker-side failure."""
+    if result.status is AckStatus.EXPIRED:
+        return status(pb.Code.INVALID_RECEIPT_HANDLE, f"receipt handle is expired: {result.remark}")
+    return status(pb.Code.INTERNAL_SERVER_ERROR, f"ack failed: status is abnormal ({result.status.value})")
 
 
 class RpcError(Exception):
@@ -603,8 +612,7 @@ class MessagingService(MessagingServiceServicer):
                 result = await self._call(self.broker.ack_message, group, topic,
                                           self._current_handle(entry.receipt_handle))
                 self._renewals.pop(entry.receipt_handle, None)
-                code = status(pb.Code.OK) if result.ok else status(
-                    pb.Code.INTERNAL_SERVER_ERROR, f"ack failed: status is abnormal ({result.status.value})")
+                code = status(pb.Code.OK) if result.ok else _ack_failure(result)
             except RpcError as e:
                 code = status(pb.Code.INVALID_RECEIPT_HANDLE if e.code == pb.Code.BAD_REQUEST else e.code, e.message)
             entries.append(pb.AckMessageResultEntry(message_id=entry.message_id,
