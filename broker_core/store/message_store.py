@@ -1114,8 +1114,8 @@ class MessageStore:
         if offset == max_off:
             return GetMessageResult(GetMessageStatus.OFFSET_OVERFLOW_ONE, offset, min_off, max_off)
         if offset > max_off:
-            return GetMessageResult(GetMessageStatus.OFFSET_OVERFLOW_BADLY, max_off if min_off != 0 else max_off,
-                                    min_off, max_off)
+            # 5.x corrects to the max offset even when the queue starts at 0 (4.x went back to 0 there)
+            return GetMessageResult(GetMessageStatus.OFFSET_OVERFLOW_BADLY, max_off, min_off, max_off)
         messages: list[MessageExt] = []
         next_offset = offset
         scanned = 0
