@@ -24,9 +24,11 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
+from broker_core.store.store_dir import expand_store_path
 from mqadmin.admin import Admin
 from mqadmin.errors import AdminError
 from playbooks.actions.base import Action, CommandResult, HostOps, Outcome
+from playbooks.actions.store import STEP_DEADLINE_ACTIONS
 from playbooks.errors import StepError, TransportError
 from playbooks.ssh import SshHost, SshSpec
 
@@ -47,6 +49,12 @@ class Target:
         return "ssh" if self.ssh else "cluster" if self.namesrv else "store"
 
 
+DEFAULT_ADMIN_STEP_TIMEOUT = 600.0
+"""Seconds an Admin step without a ``timeout:`` of its own may take on an SSH host (as a shell step's default)."""
+REMOTE_WAIT_SLACK = 600.0
+"""Beyond a waiting step's own ``timeout:``: opening and closing the store on the host (recovery)."""
+
+
 # ------------------------------------------------------------------------------------------- this host
 
 class LocalHost:
@@ -65,9 +73,13 @@ class LocalHost:
         return Path(path).expanduser().exists()
 
     def sha256(self, path: str) -> str | None:
+        """The file's digest, None when there is none; IsADirectoryError for a directory (a caller
+        about to write there must say so before it promises a change)."""
         import hashlib
 
         p = Path(path).expanduser()
+        if p.is_dir():
+            raise IsADirectoryError(path)
         if not p.is_file():
             return None
         return hashlib.sha256(p.read_bytes()).hexdigest()
@@ -123,7 +135,8 @@ class StoreContext(_RunContext):
     """ActionContext over a store directory on this machine (also what `playbook step` uses on a host)."""
 
     def __init__(self, store_dir: Path, config_file: str | None, host: HostOps | None = None) -> None:
-        self.store_dir = store_dir
+        # `playbook step --store '~/s'` on a host: the runner quotes the path, mqadmin expands it
+        self.store_dir = expand_store_path(store_dir)
         self.config_file = config_file
         self._host = host or LocalHost()
 
@@ -226,15 +239,13 @@ class Executors:
         if not target.store:
             raise StepError(f"{action.name} on ssh target {target.name} needs store: (the store path on that host)")
         # --stop-on-eof: the step ends when this side closes the channel (Ctrl-C here), not only at its end
-        command = f"{target.mqadmin} playbook step --stop-on-eof --store {shlex.quote(target.store)}"
+        command = f"{target.mqadmin} playbook step --stop-on-eof --store {shell_path(target.store)}"
         if target.config:
-            command += f" --config {shlex.quote(target.config)}"
+            command += f" --config {shell_path(target.config)}"
         if check:
             command += " --check"
         payload = json.dumps({"action": action.name, "args": args}, default=_json_default).encode() + b"\n"
-        # The remote step may wait itself (wait.lag, broker.start): allow its own timeout plus slack.
-        waits = args.get("timeout")
-        timeout = float(waits) + 600 if isinstance(waits, int | float) else 3600.0
+        timeout = remote_step_deadline(action, args)
         result = host.run(command, stdin=payload, timeout=timeout, keep_stdin_open=True)
         for line in reversed(result.stdout.strip().splitlines()):
             if line.startswith("{"):
@@ -244,6 +255,28 @@ class Executors:
                     break
         last = (result.stderr.strip() or result.stdout.strip() or "(no output)").splitlines()[-1]
         raise StepError(f"`{target.mqadmin} playbook step` on {host.name} exited with {result.rc}: {last}")
+
+
+def remote_step_deadline(action: Action, args: dict[str, Any]) -> float:
+    """Seconds a whole Admin step on an SSH host may take before it is stopped there. Why a total
+    deadline: a host whose disk hangs (NFS) must fail its step, not hold the play. ``timeout:`` of
+    store.verify / store.rebuild is that deadline; for a step that waits by itself (wait.lag,
+    broker.start/stop) it is the wait, and the step gets REMOTE_WAIT_SLACK more to open and close
+    its store; any other Admin step gets DEFAULT_ADMIN_STEP_TIMEOUT."""
+    timeout = args.get("timeout")
+    if not isinstance(timeout, int | float) or isinstance(timeout, bool):
+        return DEFAULT_ADMIN_STEP_TIMEOUT
+    return float(timeout) if action.name in STEP_DEADLINE_ACTIONS else float(timeout) + REMOTE_WAIT_SLACK
+
+
+def shell_path(path: str) -> str:
+    """``path`` quoted for the remote shell with a leading ``~``/``~/`` left outside the quotes, so
+    the host's shell expands it to the target user's home (as ``store: ~/s`` means on a store target)."""
+    if path == "~":
+        return "~"
+    if path.startswith("~/"):
+        return "~/" + shlex.quote(path[2:]) if path[2:] else "~/"
+    return shlex.quote(path)
 
 
 def _json_default(value: Any) -> Any:

@@ -415,6 +415,8 @@ class Runner:
             if any(r.status == "failed" and not r.ignored for r in records):
                 break  # a rolling step stops before touching the next batch
         not_run = Outcome("skipped", message="not run: an earlier batch failed")
+        # the targets of the batches left are in the report too: "not in the report" reads as "never named"
+        records += [self._record(step, n, not_run, time.time(), 0) for n in selected if n not in outcomes]
         self._register(step, [outcomes.get(n, not_run) for n in names])
         return records
 

@@ -12,16 +12,18 @@ from __future__ import annotations
 import hashlib
 import logging
 import posixpath
+import select
 import shlex
 import socket
 import stat
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import paramiko
 
 from playbooks.actions.base import CommandResult
-from playbooks.errors import TransportError
+from playbooks.errors import StepError, TransportError
 
 DEFAULT_TIMEOUT = 10.0
 # paramiko logs a traceback when its transport thread fails (a port that closes on us); the failure
@@ -29,6 +31,12 @@ DEFAULT_TIMEOUT = 10.0
 # stderr (Python's last-resort handler). A configured root logger still sees it.
 logging.getLogger("paramiko").addHandler(logging.NullHandler())
 KEY_TYPES: tuple[type[paramiko.PKey], ...] = (paramiko.Ed25519Key, paramiko.ECDSAKey, paramiko.RSAKey)
+PGID_MARK = b"rmqops-pgid "
+"""First line of every remote command's stdout: its process group, so a timed-out command can be stopped."""
+READ_CHUNK = 1 << 16
+POLL_SECONDS = 0.5
+STOP_GRACE_POLLS = 10
+"""After SIGTERM, how many 0.2 s polls a timed-out command's process group gets before SIGKILL."""
 
 
 @dataclass(frozen=True)
@@ -78,8 +86,12 @@ class SshHost:
 
     # -- connection ---------------------------------------------------------------------------------
     def connect(self) -> paramiko.SSHClient:
-        if self._client is not None:
+        """The live connection, opened again when the last one died (sshd restarted, a dropped network
+        between steps): a cached client whose transport is gone would fail every later step on the host,
+        retries included."""
+        if self._client is not None and self._alive():
             return self._client
+        self.close()
         spec = self.spec
         client = paramiko.SSHClient()
         known = spec.known_hosts_path
@@ -108,8 +120,15 @@ class SshHost:
             raise TransportError(f"ssh {spec.address}: authentication failed with key {key_path} "
                                  "(the server does not accept this key for this user)") from None
         except paramiko.SSHException as e:
+            handshake_done = _handshake_done(client)
             client.close()
             text = str(e)
+            if not handshake_done:
+                # paramiko gives up waiting for the key exchange silently, then fails later with its own
+                # "No existing session": what happened is a server that answered and then went quiet.
+                raise TransportError(
+                    f"ssh {spec.address}: the SSH handshake did not complete within {spec.timeout:g}s (the "
+                    "server sent its banner, then stopped answering: an overloaded or stuck sshd)") from None
             if "not found in known_hosts" in text:
                 raise TransportError(
                     f"ssh {spec.address}: unknown host key (not in {known}); add it "
@@ -133,7 +152,13 @@ class SshHost:
             self._client.close()
             self._client = None
 
+    def _alive(self) -> bool:
+        transport = self._client.get_transport() if self._client is not None else None
+        return transport is not None and transport.is_active()
+
     def sftp(self) -> paramiko.SFTPClient:
+        if self._sftp is not None and not self._alive():
+            self.close()  # its connection died: connect() below opens a new one
         if self._sftp is None:
             try:
                 self._sftp = self.connect().open_sftp()
@@ -146,27 +171,89 @@ class SshHost:
             keep_stdin_open: bool = False) -> CommandResult:
         """Run ``command``; ``keep_stdin_open``: do not send EOF after ``stdin`` (a command that stops
         when its stdin closes then stops when this side goes away). Interrupted (Ctrl-C), the channel
-        is closed at once."""
-        client = self.connect()
-        chan_in = None
+        is closed at once.
+
+        ``timeout`` is a deadline for the whole command, as on a local target (paramiko's own timeout
+        is per read: a command that keeps printing never hit it). stdout and stderr are read together,
+        so neither can fill its window and stall the other. A command past its deadline is stopped on
+        the host: sshd sends no signal to a command without a terminal when its channel closes, so its
+        process group (the one sshd made for it with setsid) is killed over a second channel."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        chan = self._open_channel()
+        streams = _Streams()
         try:
-            chan_in, chan_out, chan_err = client.exec_command(command, timeout=timeout)
+            chan.exec_command(_in_process_group(command))
             if stdin is not None:
-                chan_in.write(stdin)
+                chan.sendall(stdin)
             if not keep_stdin_open:
-                chan_in.channel.shutdown_write()
-            out = chan_out.read()
-            err = chan_err.read()
-            rc = chan_out.channel.recv_exit_status()
+                chan.shutdown_write()
+            streams.collect(chan, deadline)
+            rc = self._exit_status(chan, deadline)
         except KeyboardInterrupt:
-            if chan_in is not None:
-                chan_in.channel.close()
+            chan.close()
             raise
         except TimeoutError:
-            raise TransportError(f"ssh {self.spec.address}: command timed out after {timeout:g}s") from None
-        except (paramiko.SSHException, OSError) as e:
+            chan.close()
+            stopped = self._stop(streams.pgid())
+            raise TransportError(f"ssh {self.spec.address}: command timed out after {timeout:g}s "
+                                 f"({stopped})") from None
+        except (paramiko.SSHException, OSError, EOFError) as e:
+            chan.close()
             raise TransportError(f"ssh {self.spec.address}: {e}") from None
+        out, err = streams.output()
         return CommandResult(rc, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"))
+
+    def _open_channel(self) -> paramiko.Channel:
+        """A new session channel. A connection that turns out dead when the channel is opened (its
+        transport thread has not noticed yet) is opened again once: nothing ran on it, so this retry
+        cannot run a command twice."""
+        for attempt in (1, 2):
+            transport = self.connect().get_transport()
+            try:
+                if transport is None:
+                    raise paramiko.SSHException("SSH session not active")
+                return transport.open_session(timeout=self.spec.timeout)
+            except (paramiko.SSHException, OSError, EOFError) as e:
+                self.close()
+                if attempt == 2:
+                    raise TransportError(f"ssh {self.spec.address}: cannot open a session: {e}") from None
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _exit_status(self, chan: paramiko.Channel, deadline: float | None) -> int:
+        """The command's exit status. paramiko reports a channel closed without one as -1: when the
+        connection died, that is a lost host, not a command that "exited with -1"."""
+        if not chan.status_event.wait(None if deadline is None else max(0.0, deadline - time.monotonic())):
+            raise TimeoutError
+        if chan.exit_status != -1:
+            return chan.exit_status
+        transport = chan.get_transport()
+        transport.join(1.0)  # it unlinks its channels before it marks itself inactive
+        if not transport.is_active():
+            raise TransportError(f"ssh {self.spec.address}: the connection to the host was lost during the "
+                                 "step (the command may have run in part)")
+        return -1
+
+    def _stop(self, pgid: int | None) -> str:
+        """SIGTERM to a timed-out command's process group, SIGKILL if it is still there about 2 s later;
+        what happened, for the step's message."""
+        if pgid is None:
+            return "it did not report its process group; it may still run on the host"
+        script = (f"kill -TERM -- -{pgid} 2>/dev/null || exit 0; i=0; while [ $i -lt {STOP_GRACE_POLLS} ]; do "
+                  f"sleep 0.2; kill -0 -- -{pgid} 2>/dev/null || exit 0; i=$((i+1)); done; "
+                  f"kill -KILL -- -{pgid} 2>/dev/null; exit 0")
+        try:
+            chan = self._open_channel()
+            try:
+                chan.settimeout(self.spec.timeout + STOP_GRACE_POLLS)
+                chan.exec_command(script)
+                chan.shutdown_write()
+                while chan.recv(READ_CHUNK):
+                    pass
+            finally:
+                chan.close()
+        except (TransportError, paramiko.SSHException, OSError, EOFError) as e:
+            return f"could not stop it on the host: {e}"
+        return f"stopped on the host: process group {pgid}"
 
     def exists(self, path: str) -> bool:
         try:
@@ -178,6 +265,9 @@ class SshHost:
             raise TransportError(f"ssh {self.spec.address}: cannot stat {path}: {e}") from None
 
     def sha256(self, path: str) -> str | None:
+        """The file's digest, None when there is none; IsADirectoryError for a directory (sftp opens
+        one without complaint and then fails with a bare "Failure")."""
+        self._refuse_directory(path)
         try:
             with self.sftp().open(_sftp_path(path), "rb") as f:
                 digest = hashlib.sha256()
@@ -188,6 +278,16 @@ class SshHost:
             return None
         except OSError as e:
             raise TransportError(f"ssh {self.spec.address}: cannot read {path}: {e}") from None
+
+    def _refuse_directory(self, path: str) -> None:
+        try:
+            st_mode = self.sftp().stat(_sftp_path(path)).st_mode
+        except FileNotFoundError:
+            return
+        except OSError as e:
+            raise TransportError(f"ssh {self.spec.address}: cannot stat {path}: {e}") from None
+        if st_mode is not None and stat.S_ISDIR(st_mode):
+            raise IsADirectoryError(path)
 
     def mode(self, path: str) -> int | None:
         try:
@@ -211,6 +311,10 @@ class SshHost:
         path = _sftp_path(remote_path)
         tmp = f"{path}.rmqops-tmp"
         try:
+            self._refuse_directory(remote_path)
+        except IsADirectoryError:
+            raise StepError(f"{remote_path} on {self.name} is a directory; dest: must name the file to write") from None
+        try:
             _make_parents(sftp, path)
             sftp.put(str(local_path), tmp)
             if mode is not None:
@@ -220,6 +324,58 @@ class SshHost:
             sftp.posix_rename(tmp, path)
         except OSError as e:
             raise TransportError(f"ssh {self.spec.address}: cannot write {remote_path}: {e}") from None
+
+
+class _Streams:
+    """stdout and stderr of one remote command, read together as they arrive."""
+
+    def __init__(self) -> None:
+        self.out = bytearray()
+        self.err = bytearray()
+
+    def collect(self, chan: paramiko.Channel, deadline: float | None) -> None:
+        """Read both streams until the command's end of output; TimeoutError at ``deadline``."""
+        while True:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError
+            if chan.recv_ready():
+                self.out += chan.recv(READ_CHUNK)
+            elif chan.recv_stderr_ready():
+                self.err += chan.recv_stderr(READ_CHUNK)
+            elif chan.eof_received or chan.closed:
+                return
+            else:
+                wait = POLL_SECONDS if deadline is None else min(POLL_SECONDS, deadline - time.monotonic())
+                select.select([chan], [], [], max(0.0, wait))
+
+    def pgid(self) -> int | None:
+        """The process group the command's wrapper printed first (None when it never got that far)."""
+        line, newline, _ = bytes(self.out).partition(b"\n")
+        if not newline or not line.startswith(PGID_MARK):
+            return None
+        digits = line[len(PGID_MARK):]
+        return int(digits) if digits.isdigit() and int(digits) > 1 else None
+
+    def output(self) -> tuple[bytes, bytes]:
+        """(stdout without the wrapper's first line, stderr)."""
+        out = bytes(self.out)
+        if out.startswith(PGID_MARK):
+            out = out.partition(b"\n")[2]
+        return out, bytes(self.err)
+
+
+def _in_process_group(command: str) -> str:
+    """``command`` run by the login shell after one line naming its process group. sshd starts every
+    command without a terminal in a new session (setsid), so the login shell's pid ``$$`` is the group
+    of everything the command starts, short of daemons that leave it on purpose (mqbroker, nohup …&
+    with setsid). ``eval`` keeps the login shell's own syntax, as a plain exec request would."""
+    return f"printf '{PGID_MARK.decode()}%s\\n' \"$$\"; eval {shlex.quote(command)}"
+
+
+def _handshake_done(client: paramiko.SSHClient) -> bool:
+    """Whether the key exchange finished (the server's host key is known)."""
+    transport = client.get_transport()
+    return transport is not None and transport.host_key is not None
 
 
 def _sftp_path(path: str) -> str:

@@ -21,8 +21,21 @@ def store_dir_from(value: str | Path | None, config_root: str | None = None) -> 
 
     Why one order for mqbroker and mqadmin: ``mqadmin --config broker.conf`` opened ./store while the
     broker ran on the config's root, and took that file's ``storePathCommitLog`` all the same: a second,
-    unlocked writer on the broker's commitlog."""
-    return Path(value or os.environ.get(STORE_ENV) or config_root or DEFAULT_STORE)
+    unlocked writer on the broker's commitlog.
+
+    A leading ``~`` is expanded as a shell would: a path that reaches us quoted (``--store '~/s'``,
+    a playbook's ``store:`` passed over SSH, $RMQ_STORE set in a unit file) must not make a
+    directory literally named ``~``."""
+    return expand_store_path(value or os.environ.get(STORE_ENV) or config_root or DEFAULT_STORE)
+
+
+def expand_store_path(path: str | Path) -> Path:
+    """``path`` with a leading ``~`` or ``~user`` expanded (the home directory as $HOME gives it); an
+    unknown ``~user`` stays as it is, as a shell leaves it."""
+    try:
+        return Path(path).expanduser()
+    except RuntimeError:
+        return Path(path)
 
 STORE_MARKERS = ("checkpoint", "commitlog", "consumequeue", "batchconsumequeue", "config/topics.json")
 """Any one of these in the root marks a store (a Java broker writes checkpoint at its first start)."""

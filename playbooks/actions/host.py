@@ -78,7 +78,11 @@ class FileCopy:
         dest = args["dest"]
         mode = parse_mode(args["mode"]) if args.get("mode") is not None else None
         want = hashlib.sha256(data).hexdigest()
-        have = host.sha256(dest)
+        try:
+            have = host.sha256(dest)
+        except IsADirectoryError:
+            # found while planning, so --check does not promise a copy the real run must refuse
+            raise StepError(f"dest {dest} on {host.name} is a directory; dest: must name the file to write") from None
         what = f"file {dest} on {host.name}"
         changes = [] if have == want else [Change(what, "sha256", have, want)]
         current_mode = host.mode(dest) if have is not None and mode is not None else None

@@ -3,13 +3,16 @@
 ``offset.reset`` always computes the reset plan first (resetOffsetByTime --dry-run) and reports it,
 queue by queue, so a playbook can ``register`` it and ``assert`` on it before a second step applies
 it. ``store.rebuild`` is idempotent through ``verifyStore``: a store whose consume queues and index
-already agree with the commitlog is left alone unless ``force: true``.
+already agree with the commitlog is left alone unless ``force: true``. Both refuse a path that is not
+a store, and both take ``timeout:``, the deadline of the whole step on an SSH host (default 3600 s;
+other Admin steps there get 600 s, or their own wait plus 600 s).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from broker_core.store.store_dir import is_store_dir, not_a_store_reason
 from mqadmin.admin import Admin
 from mqadmin.errors import NotFoundError
 from mqadmin.timefmt import parse_timestamp
@@ -47,14 +50,32 @@ class OffsetReset(PlannedAction):
         self._reset(admin, args, dry_run=False)
 
 
+STORE_STEP_TIMEOUT = 3600
+"""Default deadline of store.verify / store.rebuild on an SSH host: both read every commitlog file."""
+
+
+def _deadline_param() -> Param:
+    return Param((int, float), default=STORE_STEP_TIMEOUT,
+                 help="seconds the whole step may take on an SSH host before it is stopped there")
+
+
+def require_store(ctx: ActionContext) -> None:
+    """Refuse a path that is not a store, before an Admin opens it. Why: a read-only Admin on a missing
+    directory plans against an empty store (right for topic.ensure, which creates it), and an empty
+    store verifies clean: a typo in ``store:`` must not read as "store OK"."""
+    if ctx.store_dir is not None and not is_store_dir(ctx.store_dir):
+        raise StepError(not_a_store_reason(ctx.store_dir))
+
+
 class StoreVerify:
     """verifyStore: every CQ/BCQ unit and index entry against the commitlog; fails on a mismatch."""
 
     name = "store.verify"
-    params: dict[str, Param] = {}
+    params: dict[str, Param] = {"timeout": _deadline_param()}
     placement = "admin"
 
     def run(self, ctx: ActionContext, args: dict[str, Any], check: bool) -> Outcome:
+        require_store(ctx)
         with ctx.admin(writes=False) as admin:
             report = admin.verify_store()
         data = _verify_data(report)
@@ -75,10 +96,12 @@ class StoreRebuild:
 
     name = "store.rebuild"
     params = {"parts": Param((list, str), default=["cq", "index", "offsets"]),
-              "master": Param((str,), default="local[*]"), "force": Param((bool,), default=False)}
+              "master": Param((str,), default="local[*]"), "force": Param((bool,), default=False),
+              "timeout": _deadline_param()}
     placement = "admin"
 
     def run(self, ctx: ActionContext, args: dict[str, Any], check: bool) -> Outcome:
+        require_store(ctx)
         parts = args.get("parts") or ["cq", "index", "offsets"]
         parts = [p.strip() for p in parts.split(",")] if isinstance(parts, str) else [str(p) for p in parts]
         with ctx.admin(writes=False) as admin:
@@ -94,6 +117,10 @@ class StoreRebuild:
             summary = admin.rebuild_store(parts, str(args.get("master") or "local[*]"), False, ctx.config_file)
         return Outcome("changed", [change], f"rebuilt {','.join(parts)} with Spark ({why})",
                        {"verify": _verify_data(report), "rebuild": summary.to_dict()})
+
+
+STEP_DEADLINE_ACTIONS = (StoreVerify.name, StoreRebuild.name)
+"""Actions whose ``timeout:`` bounds the whole step (for the others that take one, it is a wait)."""
 
 
 class WaitLag:

@@ -421,7 +421,7 @@ def test_c_file_copy_onto_a_directory_leaves_no_temp_file(pb: Playbooks, tmp_pat
     dest.mkdir(parents=True)
     r = pb.run(pb.write("p.yml", book(tmp_path / "s", f'  - file.copy: {{src: "{src}", dest: "{dest}"}}\n')))
     assert r.code == 1
-    assert r.doc["steps"][0]["message"] == f"{dest} is a directory; dest: must name the file to write"
+    assert r.doc["steps"][0]["message"] == f"dest {dest} on localhost is a directory; dest: must name the file to write"
     assert sorted(p.name for p in dest.parent.iterdir()) == ["conf"]
 
 

@@ -127,7 +127,7 @@ def test_serial_rolls_and_stops_before_the_next_batch(pb: Playbooks, tmp_path: P
     assert r.code == 1
     rows = [(s["step"], s["target"], s["status"]) for s in r.doc["steps"]]
     assert rows == [(1, "b1", "changed"), (1, "b2", "changed"), (1, "b3", "changed"), (1, "b4", "changed"),
-                    (2, "-", "ok"), (3, "b1", "changed"), (3, "b3", "failed")]
+                    (2, "-", "ok"), (3, "b1", "changed"), (3, "b3", "failed"), (3, "b4", "skipped")]
     with EmbeddedAdmin(tmp_path / "b4") as admin:
         assert admin.topic_info("t1").perm == 6  # b4 was never touched
 
