@@ -6,7 +6,8 @@ broker register with other name servers (no embedded one then). Port 0 picks a f
 "boot success" lines name the real addresses. The broker takes the store lock (so ``mqadmin --store``
 state changes on that store are refused and name ``-n``), runs its background services and stops
 cleanly on SIGTERM/SIGINT: it unregisters, closes connections, flushes, checkpoints, saves offsets
-and removes the ``abort`` file.
+and removes the ``abort`` file. A file it cannot save then (a full disk) is named, ``abort`` stays and
+the exit status is 1.
 """
 
 from __future__ import annotations
@@ -229,6 +230,7 @@ def main(argv: list[str] | None = None) -> int:
             grpc_port = config.grpc_server_port or None
     kv_path = str(Path(args.kvConfigPath or props.get("kvConfigPath") or root / "namesrv" / "kvConfig.json"))
     broker: Broker | None = None
+    clean = True
     try:
         if broker_sock is not None:
             config.listen_port = broker_sock.getsockname()[1]  # before the Broker: it stamps store hosts
@@ -260,12 +262,29 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if broker is not None:
             broker.shutdown()
-            print("The broker shut down cleanly.", flush=True)
+            clean = _report_shutdown(broker)
         for s in (namesrv_sock, broker_sock):
             if s is not None:
                 with contextlib.suppress(OSError):
                     s.close()
-    return 0
+    return 0 if clean else 1
+
+
+def _report_shutdown(broker: Broker) -> bool:
+    """Say how the broker shut down; False when something could not be saved.
+
+    Why: a config file the disk could not take at shutdown (consumerOffset.json: the offsets committed
+    since the last flush) is lost; claiming a clean shutdown and exiting 0 hid that from the operator
+    and from whatever supervises the process. Each failure is one line naming the file.
+    """
+    if not broker.unsaved_at_shutdown:
+        print("The broker shut down cleanly.", flush=True)
+        return True
+    for what in broker.unsaved_at_shutdown:
+        print(f"mqbroker: not saved at shutdown: {what}", file=sys.stderr, flush=True)
+    print("The broker did NOT shut down cleanly: what is named above was not saved "
+          "(the store's abort file is kept, so the next start recovers as after a crash).", flush=True)
+    return False
 
 
 if __name__ == "__main__":

@@ -65,3 +65,21 @@ def fill(path: Path) -> None:
                 pass
     finally:
         os.close(fd)
+
+
+def fill_leaving(path: Path, free_bytes: int) -> None:
+    """Fill the filesystem holding ``path`` up to ``free_bytes`` of free space (a file written there).
+
+    Why beside ``fill``: a disk with every block taken reads 100% used, and the store then refuses puts
+    for diskSpaceWarningLevelRatio before a file creation or growth can fail; some tests need the disk
+    short of room for one file while puts are still accepted.
+    """
+    st = os.statvfs(path.parent)
+    todo = st.f_bavail * st.f_frsize - free_bytes
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        chunk = bytes(64 << 10)
+        while todo > 0:
+            todo -= os.write(fd, chunk[:min(todo, len(chunk))])
+    finally:
+        os.close(fd)

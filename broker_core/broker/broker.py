@@ -431,14 +431,16 @@ class Broker:
         return (self.consumer_filter_manager.persist, self.pop_service.persist, self.schedule_service.persist,
                 self.transaction_service.persist, self.offset_manager.persist, self.group_manager.persist_pending)
 
-    def _shutdown_services(self) -> None:
-        """Stop every service that writes, newest work first; each persists its own files on the way out."""
+    def _shutdown_services(self) -> list[str]:
+        """Stop every service that writes, newest work first; each persists its own files on the way out.
+        Returns what failed (one line each)."""
         if self.read_only:  # only what was used was built
             if self._built("pop_service"):
                 self.pop_service.long_polling.shutdown()
             if self._built("timer_store") and self.timer_store is not None:
                 self.timer_store.shutdown(flush=False)
-            return
+            return []
+        failed: list[str] = []
         for stop in (self.transaction_check_service.shutdown, self.pop_service.shutdown,
                      self.schedule_service.shutdown,
                      self.timer_store.shutdown if self.timer_store is not None else None):
@@ -448,8 +450,23 @@ class Broker:
                 stop()
             except OSError as e:  # a full disk: one line naming the file, not a traceback
                 log.error("broker service shutdown: %s", e)
-            except Exception:
+                failed.append(str(e))
+            except Exception as e:
                 log.exception("broker service shutdown failed")
+                failed.append(f"{getattr(stop, '__qualname__', stop)}: {e!r}")
+        return failed
+
+    def _save_config_files(self) -> list[str]:
+        """Write every config file a writer owns; returns what could not be written (one line each,
+        naming the file). Each one: a file the disk cannot take stops no other."""
+        failed: list[str] = []
+        for write in self._config_writers():
+            try:
+                write()
+            except OSError as e:
+                log.error("broker shutdown: %s", e)
+                failed.append(str(e))
+        return failed
 
     def tick(self) -> BrokerTickResult:
         """One round of every clock-driven service at ``clock()``: timer wheel, delay levels, pop revive,
@@ -468,7 +485,17 @@ class Broker:
         the store can then name the right ``-n`` (a port chosen at start, a remote name server)."""
         self.store.announce_holder(namesrv=";".join(addrs))
 
+    # What the last shutdown could not save, one line each naming the file; empty after a clean one.
+    unsaved_at_shutdown: tuple[str, ...] = ()
+
     def shutdown(self) -> None:
+        """Stop the services, save every config file, close the store.
+
+        A file that could not be saved (a full disk: the consumer offsets committed since the last
+        flush are lost) is logged and listed in ``unsaved_at_shutdown``, and the store's ``abort`` file
+        is kept: the shutdown was not clean, the next start must know it (its recovery re-checks the
+        commitlog, which costs time only), and mqbroker must not say it was.
+        """
         if self._closed:
             return
         self._closed = True
@@ -477,18 +504,16 @@ class Broker:
             self._flush_thread.join(timeout=10)
         if self._built("pull_hold_service"):
             self.pull_hold_service.shutdown()
+        unsaved: list[str] = []
         try:
-            self._shutdown_services()
+            unsaved += self._shutdown_services()
             if not self.read_only:
-                for write in self._config_writers():  # each one: a file the disk cannot take stops no other
-                    try:
-                        write()
-                    except OSError as e:
-                        log.error("broker shutdown: %s", e)
+                unsaved += self._save_config_files()
         finally:
             if self._built("auth_manager"):
                 self.auth_manager.close()
-            self.store.shutdown()
+            self.store.shutdown(keep_abort=bool(unsaved))
+            self.unsaved_at_shutdown = tuple(unsaved)
 
     def __enter__(self) -> Broker:
         return self.start()

@@ -2,9 +2,10 @@
 
 Why: a flush thread on a full disk fails the same write every round (every 5 s for consumer offsets),
 and a traceback each time buried everything else in the broker's log. An OSError (a full disk, a
-config file that cannot be written) is an operating condition, logged as one line naming the file;
-anything else is a bug and keeps its traceback. Recovery is logged too, so the log says when the
-condition ended.
+config file that cannot be written) is an operating condition, logged as one line naming the file,
+also when a layer translated it into its own error (``raise BrokerSystemError(...) from e``: a pop
+revive round that cannot write topics.json); anything else is a bug and keeps its traceback.
+Recovery is logged too, so the log says when the condition ended.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ class RoundFailures:
             self._repeats += 1
             return
         again = f" (failed {self._repeats} more time(s) since the last report)" if self._repeats else ""
-        if isinstance(exc, OSError):
+        if is_operating_condition(exc):
             self.log.error("%s failed: %s%s", self.what, text, again)
         else:
             self.log.exception("%s failed%s", self.what, again)
@@ -44,3 +45,21 @@ class RoundFailures:
         if self._last is not None:
             self.log.warning("%s works again (it had failed: %s)", self.what, self._last)
             self._last, self._repeats = None, 0
+
+
+def is_operating_condition(exc: BaseException) -> bool:
+    """Whether ``exc`` is an OSError, or was raised explicitly ``from`` one (its ``__cause__`` chain).
+
+    Why the explicit cause only: a layer that turns a failed write into its own error (the broker's
+    BrokerSystemError naming the config file and what did not happen) says so with ``from``; an error
+    raised while handling an OSError without ``from`` (its ``__context__``) is a bug in the handler,
+    and keeps its traceback.
+    """
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        if isinstance(cur, OSError):
+            return True
+        seen.add(id(cur))
+        cur = cur.__cause__
+    return False

@@ -554,17 +554,50 @@ class CommitLog:
             if end + END_FILE_MIN_BLANK_LENGTH <= self.file_size and end <= mf.reserved_to and (
                     end <= mf.populated_to or size >= DIRECT_WRITE_MIN):
                 return mf
-        mf = self.file_queue.get_last_mapped_file(0)
-        if mf is not None and size + END_FILE_MIN_BLANK_LENGTH > mf.free:
-            mf.reserve(mf.wrote_position + END_FILE_MIN_BLANK_LENGTH)  # DiskFullError: nothing written yet
-            mf.append(encode_blank(mf.free))
-            mf.wrote_position = self.file_size
-            mf = self.file_queue.get_last_mapped_file(0)
-        if mf is not None and size < DIRECT_WRITE_MIN and mf.wrote_position + size > mf.populated_to:
-            mf.populate(mf.wrote_position + size + POPULATE_AHEAD)
-        if mf is not None:
-            mf.reserve(mf.wrote_position + size)
+        mf = files[-1] if files else None
+        if mf is None or mf.is_full():
+            start = 0 if mf is None else mf.file_from_offset + self.file_size
+            mf = self._next_file(start, size)
+            self.file_queue.add_file(mf)
+            return mf
+        if size + END_FILE_MIN_BLANK_LENGTH > mf.free:
+            return self._roll(mf, size)
+        self._make_room(mf, size)
         return mf
+
+    def _roll(self, last: MappedFile, size: int) -> MappedFile:
+        """End ``last`` with BLANK and go on in the next file, which gets the disk blocks for ``size``
+        bytes first; on a full disk (DiskFullError) nothing has changed.
+
+        Why this order: ending the file first left, after a refused put, the BLANK written, an empty
+        next file and dispatch moved past ``last``; it was no longer the file being written, and the
+        disk cleaner (forced on that full disk) deleted it with every message acknowledged in it.
+        """
+        last.reserve(last.wrote_position + END_FILE_MIN_BLANK_LENGTH)
+        nxt = self._next_file(last.file_from_offset + self.file_size, size)
+        last.append(encode_blank(last.free))
+        last.wrote_position = self.file_size
+        self.file_queue.add_file(nxt)
+        return nxt
+
+    def _next_file(self, start: int, size: int) -> MappedFile:
+        """A new file at ``start`` with room made for ``size`` bytes, not yet in the file queue; a
+        file the disk cannot hold is deleted again before the error goes up."""
+        mf = self.file_queue.new_file(start)
+        try:
+            self._make_room(mf, size)
+        except BaseException:
+            mf.destroy()
+            raise
+        return mf
+
+    @staticmethod
+    def _make_room(mf: MappedFile, size: int) -> None:
+        """Populate the mapping ahead of a small record and reserve the disk blocks of the next
+        ``size`` bytes (DiskFullError before anything is written)."""
+        if size < DIRECT_WRITE_MIN and mf.wrote_position + size > mf.populated_to:
+            mf.populate(mf.wrote_position + size + POPULATE_AHEAD)
+        mf.reserve(mf.wrote_position + size)
 
     def put_messages(self, msgs: list[MessageInner], properties_strings: list[str | None] | None = None
                      ) -> PutMessageResult:

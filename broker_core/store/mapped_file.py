@@ -466,17 +466,36 @@ class MappedFileQueue:
             self.files.append(mf)
 
     def create_file(self, start_offset: int) -> MappedFile:
+        mf = self.new_file(start_offset)
+        self.add_file(mf)
+        return mf
+
+    def new_file(self, start_offset: int) -> MappedFile:
+        """The file starting at ``start_offset``, created and mapped but not yet part of the queue.
+
+        Why apart from ``add_file``: a roll must be able to prepare the next file (reserve its disk
+        blocks) and, when the disk cannot hold it, destroy it again before anything else changed; a
+        file in ``files`` is seen at once by dispatch, flush and retention.
+        """
         if self.read_only:
             raise PermissionError("store is open read-only")
         if self.closed:
             raise StoreClosedError(self.directory)
         self.directory.mkdir(parents=True, exist_ok=True)
-        mf = MappedFile(self.directory / offset_to_file_name(start_offset), self.file_size,
-                        reserve_whole=self.reserve_whole)
+        path = self.directory / offset_to_file_name(start_offset)
+        existed = path.exists()
+        try:
+            return MappedFile(path, self.file_size, reserve_whole=self.reserve_whole)
+        except OSError:
+            if not existed:  # a file that could not be mapped must not stay behind as the log's last file
+                path.unlink(missing_ok=True)
+            raise
+
+    def add_file(self, mf: MappedFile) -> None:
+        """Append a file made by ``new_file`` as the queue's last (the one being written)."""
         if self.files:
             self.files[-1].release_fd()  # full now: only the file being written keeps a descriptor
         self.files.append(mf)
-        return mf
 
     def last_file(self) -> MappedFile | None:
         return self.files[-1] if self.files else None

@@ -253,8 +253,12 @@ class MessageStore:
         """Say more about this writer in ``lock.holder`` (e.g. ``namesrv``) for refused openers' messages."""
         self._lock_file.announce(**fields)
 
-    def shutdown(self) -> None:
-        """Dispatch and flush everything, persist the checkpoint, remove ``abort``, release the lock."""
+    def shutdown(self, keep_abort: bool = False) -> None:
+        """Dispatch and flush everything, persist the checkpoint, remove ``abort``, release the lock.
+
+        ``keep_abort``: the owner could not save its own files (a full disk), so the shutdown was not
+        clean: ``abort`` stays and the next start recovers as after a crash (it re-checks the
+        commitlog: time only). Kept here, under the lock, so no other opener can come in between."""
         if not self._opened:
             return
         self._stopping = True
@@ -269,7 +273,7 @@ class MessageStore:
         self._put_checked_until = -1e9
         self._close_files()
         if not self.read_only:
-            if self.reput.behind() == 0:
+            if self.reput.behind() == 0 and not keep_abort:
                 try:
                     (self.root / "abort").unlink()
                 except FileNotFoundError:

@@ -49,12 +49,15 @@ from broker_core.store.codec.properties import (
     get_property,
 )
 from broker_core.store.codec.timer_format import (
+    BLANK_MAGIC_CODE,
     DEFAULT_SLOTS_TOTAL,
     MAGIC_DEFAULT,
     MAGIC_DELETE,
     MAGIC_ROLL,
+    MIN_BLANK_LEN,
     TIMER_BLANK_SLOTS,
     UNIT_SIZE,
+    is_magic_ok,
     java_div,
 )
 from broker_core.store.commit_log import PutMessageResult
@@ -292,8 +295,8 @@ class TimerMessageStore:
 
     def _revise_queue_offset(self, process_offset: int) -> int:
         """Timer-topic queue offset of the message behind the last unit, checked against the CQ."""
-        last_unit = process_offset - UNIT_SIZE
-        if last_unit < self.timer_log.min_offset or process_offset % self.timer_log.file_size == 0:
+        last_unit = self._last_unit_before(process_offset)
+        if last_unit < 0:
             return -1
         try:
             offset_py, size_py = self.timer_log.read_offset_py(last_unit)
@@ -315,6 +318,34 @@ class TimerMessageStore:
                     return tmp
             tmp -= 1
         return msg.queue_offset
+
+    def _last_unit_before(self, end: int) -> int:
+        """Position of the last unit of the timer log whose valid data ends at ``end``; -1 if none.
+
+        Why not just ``end - UNIT_SIZE``: at a file boundary the bytes before ``end`` are the BLANK
+        that closed the file (a roll whose next file a full disk could not hold leaves the log ending
+        there), and the last unit is the one before that BLANK. Giving up there kept the checkpoint's
+        stale queue offset, and every message enqueued since it was written was wheeled, and
+        delivered, a second time after a kill -9.
+        """
+        timer_log = self.timer_log
+        size = timer_log.file_size
+        if end <= timer_log.min_offset:
+            return -1
+        if end % size:
+            return end - UNIT_SIZE if end - UNIT_SIZE >= timer_log.min_offset else -1
+        file_start = end - size
+        # the last place a unit fits with the BLANK after it; an append of several units may end earlier
+        pos = file_start + ((size - MIN_BLANK_LEN) // UNIT_SIZE - 1) * UNIT_SIZE
+        while pos >= max(file_start, timer_log.min_offset):
+            try:
+                unit_size, _prev, magic = timer_log.read_unit_fields(pos)[:3]
+            except IndexError:
+                return -1
+            if unit_size == UNIT_SIZE and magic != BLANK_MAGIC_CODE and is_magic_ok(magic):
+                return pos
+            pos -= UNIT_SIZE
+        return -1
 
     # ---- helpers ----------------------------------------------------------------------------
 
@@ -349,21 +380,25 @@ class TimerMessageStore:
         if self.curr_queue_offset < min_off:
             log.warning("timer queue offset %d below the queue's min %d", self.curr_queue_offset, min_off)
             self.curr_queue_offset = min_off
-        while True:
-            units = ms.get_units(TIMER_TOPIC, 0, self.curr_queue_offset, _ENQUEUE_BATCH)
-            units = [u for u in units if u.queue_offset >= self.curr_queue_offset]
-            if not units:
-                break
-            for unit in units:
-                msg = self._read_message(unit.phy_offset, unit.size, read_body=False)
-                if msg is None:
-                    result.missing += 1
-                elif not self._enqueue_one(unit.phy_offset, unit.size, msg, result):
-                    result.blocked = True  # retry this offset on the next tick
-                    self.commit_queue_offset = self.curr_queue_offset
-                    return
-                self.curr_queue_offset = unit.queue_offset + 1
-        self.commit_queue_offset = self.curr_queue_offset
+        try:
+            while True:
+                units = ms.get_units(TIMER_TOPIC, 0, self.curr_queue_offset, _ENQUEUE_BATCH)
+                units = [u for u in units if u.queue_offset >= self.curr_queue_offset]
+                if not units:
+                    break
+                for unit in units:
+                    msg = self._read_message(unit.phy_offset, unit.size, read_body=False)
+                    if msg is None:
+                        result.missing += 1
+                    elif not self._enqueue_one(unit.phy_offset, unit.size, msg, result):
+                        result.blocked = True  # retry this offset on the next tick
+                        return
+                    self.curr_queue_offset = unit.queue_offset + 1
+        finally:
+            # Also when a unit could not be written (a full disk raises DiskFullError): what was
+            # wheeled before it is committed, so the next checkpoint does not name an older offset
+            # and a restart does not wheel (deliver) those messages again.
+            self.commit_queue_offset = self.curr_queue_offset
 
     def _enqueue_one(self, offset_py: int, size_py: int, msg: MessageExt, result: TickResult) -> bool:
         """Wheel one message (or deliver it if already due); False if a put must be retried."""
@@ -560,48 +595,62 @@ class TimerMessageStore:
         with self._lock:
             self._check_writable()
             result = TickResult()
-            prec = self.precision_ms
             now = self.clock()
-            target = self.format_time_ms(now)
-            self._enqueue(result)
-            if not self.should_running_dequeue:
-                # a slave only builds the wheel; the master's checkpoint moves its read pointer
-                self.curr_write_time_ms = max(self.curr_write_time_ms, target)
-            while self.should_running_dequeue and not result.blocked:
-                if self.curr_read_time_ms < self.curr_write_time_ms:
-                    if self._resume is not None:
-                        slot_time: int | None = self._resume[0]
-                    else:
-                        slot_time = self.timer_wheel.next_slot_time(self.curr_read_time_ms,
-                                                                    self.curr_write_time_ms)
-                    if slot_time is None:
-                        self._move_read_time(self.curr_write_time_ms)
-                        continue
-                    rolled_before = result.rolled
-                    if not self._dequeue_slot(slot_time, result):
-                        self._move_read_time(slot_time)
-                        break
-                    self._move_read_time(slot_time + prec)
-                    if result.rolled != rolled_before:
-                        self._sync_dispatch()
-                        self._enqueue(result)
-                    continue
-                if self.curr_write_time_ms >= target:
-                    break
-                # catch up: advance the write pointer to the next slot with content (or to now)
-                if self.curr_queue_offset < self._timer_queue_max():
-                    self.curr_write_time_ms += prec
-                    self._enqueue(result)
-                    continue
-                nxt = self.timer_wheel.next_slot_time(self.curr_write_time_ms, target)
-                self.curr_write_time_ms = target if nxt is None else min(target, nxt + prec)
+            try:
+                self._turn_wheel(result, now)
+            except OSError:
+                # A full disk (a timer log file it cannot hold) fails every tick until there is room:
+                # the checkpoint must still follow what was wheeled before, or a kill meanwhile
+                # wheels (delivers) all of it again after the restart.
+                self._flush_if_due(now)
+                raise
             self._record_rates(now)
             if now - self._last_clean_ms >= _CLEAN_TIMER_LOG_INTERVAL_MS:
                 self._last_clean_ms = now
                 self.timer_log.delete_expired_files(self.message_store.get_min_phy_offset())
-            if now - self._last_flush_ms >= self.flush_interval_ms:
-                self.flush()
+            self._flush_if_due(now)
             return result
+
+    def _flush_if_due(self, now: int) -> None:
+        if now - self._last_flush_ms >= self.flush_interval_ms:
+            self.flush()
+
+    def _turn_wheel(self, result: TickResult, now: int) -> None:
+        """Enqueue new timer messages and fire the slots due at ``now`` (the body of ``tick``)."""
+        prec = self.precision_ms
+        target = self.format_time_ms(now)
+        self._enqueue(result)
+        if not self.should_running_dequeue:
+            # a slave only builds the wheel; the master's checkpoint moves its read pointer
+            self.curr_write_time_ms = max(self.curr_write_time_ms, target)
+        while self.should_running_dequeue and not result.blocked:
+            if self.curr_read_time_ms < self.curr_write_time_ms:
+                if self._resume is not None:
+                    slot_time: int | None = self._resume[0]
+                else:
+                    slot_time = self.timer_wheel.next_slot_time(self.curr_read_time_ms,
+                                                                self.curr_write_time_ms)
+                if slot_time is None:
+                    self._move_read_time(self.curr_write_time_ms)
+                    continue
+                rolled_before = result.rolled
+                if not self._dequeue_slot(slot_time, result):
+                    self._move_read_time(slot_time)
+                    break
+                self._move_read_time(slot_time + prec)
+                if result.rolled != rolled_before:
+                    self._sync_dispatch()
+                    self._enqueue(result)
+                continue
+            if self.curr_write_time_ms >= target:
+                break
+            # catch up: advance the write pointer to the next slot with content (or to now)
+            if self.curr_queue_offset < self._timer_queue_max():
+                self.curr_write_time_ms += prec
+                self._enqueue(result)
+                continue
+            nxt = self.timer_wheel.next_slot_time(self.curr_write_time_ms, target)
+            self.curr_write_time_ms = target if nxt is None else min(target, nxt + prec)
 
     def _move_read_time(self, time_ms: int) -> None:
         self.curr_read_time_ms = time_ms
