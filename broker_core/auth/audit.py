@@ -98,7 +98,7 @@ def _field(value: object) -> str:
 def authentication_line(username: str, signature: str | None, success: bool) -> str:
     outcome = "success" if success else "failed"
     return (f"[AUTHENTICATION] User:{_field(username)} is authenticated {outcome} "
-            f"with Signature = {_field(signature)}.")
+            f"with Signature = {'null' if signature is None else _field(signature)}.")  # as Java prints null
 
 
 def authorization_line(

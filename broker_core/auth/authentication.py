@@ -31,6 +31,7 @@ from broker_core.auth.signer import (
 
 USERNAME_NULL = "username cannot be null."
 CHECK_SIGNATURE_FAILED = "check signature failed."
+DATETIME_NULL = "datetime is null"  # (upstream's text, no full stop) a signature without the x-mq-date-time header it signs
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,7 @@ class AuthenticationContext:
         except GrpcAuthorizationFormatError as e:
             return cls(None, None, b"", rpc_name, channel_id, format_error=str(e))
         if not date_time:
-            return cls(credential.access_key or None, None, b"", rpc_name, channel_id, format_error="datetime is null")
+            return cls(credential.access_key or None, None, b"", rpc_name, channel_id, format_error=DATETIME_NULL)
         return cls(
             username=credential.access_key or None,
             signature=credential.signature_base64(),
@@ -142,6 +143,9 @@ class Authenticator(CachedDecisions):
     def _check(self, context: AuthenticationContext) -> User:
         if not context.username:
             raise AuthenticationError(context.format_error or USERNAME_NULL)
+        if context.format_error == DATETIME_NULL:
+            # upstream refuses it while building the context, before it looks the user up
+            raise AuthenticationError(DATETIME_NULL)
         user = self._get_user(context.username)
         if user is None:
             raise AuthenticationError(f"User:{context.username} is not found.")

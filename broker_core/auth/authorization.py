@@ -167,8 +167,10 @@ def _topic_or_group(topic: str) -> Resource:
 
 
 def _need(value: str | None, what: str, request: str) -> str:
+    """``value``, or a refusal: a request naming no topic or group cannot be granted anything (it came
+    from a raw client; the official ones check it first), and must not surface as a server error."""
     if not value:
-        raise ValueError(f"{request} needs a {what} to be authorized")
+        raise AuthorizationError(f"{request} needs a {what} to be authorized; the request names none")
     return value
 
 

@@ -85,6 +85,17 @@ def test_audit_lines_in_the_documented_form(make_manager, audit_path: Path) -> N
     assert "secret-pw-42" not in log
 
 
+def test_a_request_without_a_signature_is_audited_with_null_as_java_prints_it(make_manager, audit_path: Path) -> None:
+    m = make_manager()
+    m.create_user("rocketmq", "secret-pw-42")
+    with pytest.raises(AuthenticationError):
+        m.authenticate(AuthenticationContext.from_remoting({"topic": "T", "AccessKey": "rocketmq"}, None, 10))
+    m.audit.flush()
+    log = read_log(audit_path)
+    assert "[AUTHENTICATION] User:rocketmq is authenticated failed with Signature = null." in log, log
+    assert "None" not in log
+
+
 def test_an_access_key_with_a_newline_cannot_forge_an_audit_line(make_manager, audit_path: Path) -> None:
     """The AccessKey is the caller's text, written before it is checked: a newline in it used to start a
     second line of the caller's choosing (a fake "success" for the Super user)."""

@@ -79,8 +79,11 @@ def test_grpc_header_authenticates_and_rejects(manager) -> None:
         empty = sign_grpc_metadata("", "", "20250101T120000Z")
         manager.authenticate(AuthenticationContext.from_grpc(empty, "SendMessage"))
     no_date = {"authorization": md["authorization"]}
-    with pytest.raises(AuthenticationError, match="check signature failed"):
+    with pytest.raises(AuthenticationError, match=r"^datetime is null$"):  # upstream's builder refuses it first
         manager.authenticate(AuthenticationContext.from_grpc(no_date, "SendMessage"))
+    unknown_no_date = {"authorization": sign_grpc_metadata("bob", "x", "20250101T120000Z")["authorization"]}
+    with pytest.raises(AuthenticationError, match=r"^datetime is null$"):
+        manager.authenticate(AuthenticationContext.from_grpc(unknown_no_date, "SendMessage"))
 
 
 def test_stateful_authentication_caches_per_channel_and_invalidates_on_user_change(make_manager, clock) -> None:
