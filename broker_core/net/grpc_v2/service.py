@@ -188,7 +188,9 @@ class MessagingService(MessagingServiceServicer):
         if not client_id:
             raise RpcError(pb.Code.CLIENT_ID_REQUIRED, "x-mq-client-id header is required")
         ip = _peer_ip(context.peer() or "")
-        authn = AuthenticationContext.from_grpc(md, rpc, channel_id=client_id)
+        # The stateful strategy caches a verdict per channel: the connection (its peer address) and the
+        # client id together, never the client id alone, which any caller may claim in its headers.
+        authn = AuthenticationContext.from_grpc(md, rpc, channel_id=f"{context.peer() or ''}|{client_id}")
         return CallInfo(client_id, md.get("x-mq-language", ""), md.get("x-mq-client-version", ""), ip,
                         RequestContext(source_ip=ip, channel_id=client_id, request_code=rpc, authentication=authn))
 
@@ -308,6 +310,10 @@ class MessagingService(MessagingServiceServicer):
                         context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
         try:
             info = self._info(context, "Telemetry")
+            # Authenticated before the stream joins the client's session: a stream registered first
+            # received commands meant for the client id it claimed (transaction check-backs with the
+            # half message's body) without any valid credentials.
+            await self._authorize(info, "Telemetry")
         except RpcError as e:
             yield pb.TelemetryCommand(status=status(e.code, e.message))
             return
@@ -340,7 +346,6 @@ class MessagingService(MessagingServiceServicer):
 
     async def _settings_reply(self, info: CallInfo, settings: Any) -> Any:
         session = self.sessions.touch(info.client_id, info.language, info.version, info.peer_ip)
-        session.client_type = settings.client_type
         reply = pb.Settings()
         reply.CopyFrom(settings)
         try:
@@ -349,6 +354,7 @@ class MessagingService(MessagingServiceServicer):
                 await self._authorize(info, "Telemetry", publishing_topics=topics)
                 for topic in topics:
                     self._check_topic(topic)
+                session.client_type = settings.client_type
                 session.publishing_topics = set(topics)
                 reply.publishing.max_body_size = self.max_body_size
                 reply.publishing.validate_message_type = True
@@ -362,6 +368,7 @@ class MessagingService(MessagingServiceServicer):
                 await self._authorize(info, "Telemetry", group=group, subscription_topics=topics)
                 self._check_group(group)
                 cfg = await self._call(self._group_config, group)
+                session.client_type = settings.client_type
                 session.group = group
                 session.subscriptions = {e.topic.name: (e.expression.type, e.expression.expression)
                                          for e in sub.subscriptions}
