@@ -29,6 +29,7 @@ from broker_core.broker.broker import Broker
 from broker_core.broker.broker_config import BrokerConfig, check_port, resolve_broker_ip
 from broker_core.config_loader import ConfigError, read_properties_file, snake_to_camel
 from broker_core.net.broker_server import BrokerRemotingServer
+from broker_core.net.grpc_v2.cluster_route import NamesrvClusterRoutes
 from broker_core.net.grpc_v2.server import GrpcEndpoint, GrpcServerConfig
 from broker_core.net.namesrv import NameServer, NamesrvConfig
 from broker_core.net.net_config import NetConfig
@@ -120,7 +121,10 @@ async def _serve(broker: Broker | None, net: NetConfig, namesrv_sock: socket.soc
         if broker is not None and broker_sock is not None and grpc_port is not None:
             # first: a gRPC port in use (a second broker on one host keeps grpcServerPort 8081) fails the
             # start in one line before anything says "boot success"
-            endpoint = GrpcEndpoint(broker, GrpcServerConfig.from_broker_config(broker.config, host, grpc_port))
+            # QueryRoute answers from the name servers' routes: every broker of the topic, not this one alone
+            routes = NamesrvClusterRoutes.for_broker(broker.config, namesrv_addrs) if namesrv_addrs else None
+            endpoint = GrpcEndpoint(broker, GrpcServerConfig.from_broker_config(broker.config, host, grpc_port),
+                                    cluster_routes=routes)
             await endpoint.start()
             grpc_endpoint = endpoint
         if namesrv_sock is not None:
@@ -228,6 +232,8 @@ def main(argv: list[str] | None = None) -> int:
             grpc_port = 0
         else:
             grpc_port = config.grpc_server_port or None
+        if grpc_port is None:  # off: GET_BROKER_CONFIG says so (other brokers leave us out of gRPC routes)
+            config.grpc_server_port = 0
     kv_path = str(Path(args.kvConfigPath or props.get("kvConfigPath") or root / "namesrv" / "kvConfig.json"))
     broker: Broker | None = None
     clean = True

@@ -22,6 +22,7 @@ import grpc
 from broker_core.broker.broker import Broker
 from broker_core.broker.broker_config import BrokerConfig
 
+from .cluster_route import ClusterRoutes
 from .service import MessagingService
 from .sessions import GrpcChannel
 from .stubs import add_messaging_service
@@ -58,11 +59,15 @@ class GrpcServerConfig:
 class GrpcEndpoint:
     """``await start()`` inside the process loop; ``port`` is the bound port afterwards."""
 
-    def __init__(self, broker: Broker, config: GrpcServerConfig | None = None) -> None:
+    def __init__(self, broker: Broker, config: GrpcServerConfig | None = None,
+                 cluster_routes: ClusterRoutes | None = None) -> None:
+        """``cluster_routes``: where QueryRoute/QueryAssignment learn the cluster's brokers (the name
+        servers); without it they answer with this broker's queues alone."""
         self.broker = broker
         self.config = config or GrpcServerConfig()
         self.executor = ThreadPoolExecutor(self.config.worker_threads, thread_name_prefix="grpc-broker")
-        self.service = MessagingService(broker, self.executor)
+        self.cluster_routes = cluster_routes
+        self.service = MessagingService(broker, self.executor, cluster_routes=cluster_routes)
         self.port = 0
         self._server: grpc.aio.Server | None = None
         self._housekeeping: asyncio.Task[None] | None = None
@@ -89,6 +94,9 @@ class GrpcEndpoint:
             raise OSError(f"cannot listen for gRPC on {address}")
         await server.start()
         self._server = server
+        # GET_BROKER_CONFIG's grpcServerPort is where other brokers' routes send gRPC clients of this
+        # broker: the port bound, not the configured one (0 = a free port, or the --grpc-port flag)
+        self.broker.config.grpc_server_port = self.port
         self.service.attach(asyncio.get_running_loop())
         self._housekeeping = asyncio.ensure_future(self._run_housekeeping())
         log.info("gRPC v2 endpoint listening on %s:%d%s", self.config.host, self.port,
@@ -119,6 +127,8 @@ class GrpcEndpoint:
         if self._server is not None:
             await self._server.stop(grace_s)
             self._server = None
+        if self.cluster_routes is not None:
+            await self.cluster_routes.close()
         # The Broker shuts down next: wait for calls still running on the workers (long polls wait on
         # the loop, not here, so these are short), without blocking the loop meanwhile.
         await asyncio.to_thread(self.executor.shutdown, wait=True, cancel_futures=True)

@@ -42,6 +42,7 @@ from broker_core.store.codec.message import MessageExt
 from broker_core.store.subscription_group_config import SubscriptionGroupConfig
 from broker_core.store.topic_config import TopicConfig
 
+from .cluster_route import BrokerQueues, ClusterRoutes, GrpcAddress, address_scheme
 from .convert import WireMessageError, inbound, message_type_of, outbound
 from .sessions import ClientSession, GrpcChannel, SessionRegistry, TelemetryChannel
 from .stubs import MessagingServiceServicer, pb
@@ -145,6 +146,12 @@ def _peer_ip(peer: str) -> str:
     return rest.rsplit(":", 1)[0] if kind == "ipv4" else peer
 
 
+def _endpoints(address: GrpcAddress) -> Any:
+    """Another broker's gRPC endpoint as route Endpoints (scheme by the kind of host, spec §11)."""
+    return pb.Endpoints(scheme=getattr(pb.AddressScheme, address_scheme(address.host)),
+                        addresses=[pb.Address(host=address.host, port=address.port)])
+
+
 def _millis(d: Any) -> int:
     """Milliseconds of a protobuf Duration or Timestamp (both are seconds + nanos)."""
     return d.seconds * 1000 + d.nanos // 1_000_000
@@ -153,9 +160,12 @@ def _millis(d: Any) -> int:
 class MessagingService(MessagingServiceServicer):
     """The servicer grpc.aio calls; one per server, over one Broker."""
 
-    def __init__(self, broker: Broker, executor: ThreadPoolExecutor, clock: Callable[[], int] | None = None) -> None:
+    def __init__(self, broker: Broker, executor: ThreadPoolExecutor, clock: Callable[[], int] | None = None,
+                 cluster_routes: ClusterRoutes | None = None) -> None:
         self.broker = broker
         self.executor = executor
+        # the name servers' view of each topic (every broker of the cluster); None: this broker alone
+        self.cluster_routes = cluster_routes
         self.clock = clock or broker.clock
         self.sessions = SessionRegistry(self.clock)
         # transaction id -> (producer group, half queue offset, half commit log offset)
@@ -249,22 +259,40 @@ class MessagingService(MessagingServiceServicer):
             types = _MESSAGE_TYPES.get((tc.attributes or {}).get("message.type", "NORMAL").upper(),
                                        [pb.MessageType.NORMAL])
             queues = []
-            broker = pb.Broker(name=self.broker.config.broker_name, id=0, endpoints=request.endpoints)
-            for qid, perm in self._queue_layout(tc):
-                queues.append(pb.MessageQueue(topic=request.topic, id=qid, permission=perm, broker=broker,
-                                              accept_message_types=types))
+            for b, endpoints in await self._route_brokers(topic, tc, request.endpoints):
+                broker = pb.Broker(name=b.broker_name, id=0, endpoints=endpoints)
+                for qid, perm in self._queue_layout(b.perm, b.read_queue_nums, b.write_queue_nums):
+                    queues.append(pb.MessageQueue(topic=request.topic, id=qid, permission=perm, broker=broker,
+                                                  accept_message_types=types))
             return pb.QueryRouteResponse(status=OK, message_queues=queues)
         except RpcError as e:
             return pb.QueryRouteResponse(status=status(e.code, e.message))
 
+    async def _route_brokers(self, topic: str, tc: TopicConfig, dialled: Any) -> list[tuple[BrokerQueues, Any]]:
+        """Each broker of the topic's route with the Endpoints its clients use. From the name server
+        when there is one (so every broker's queues are listed, and a perm changed there, e.g. by
+        wipeWritePerm, is obeyed); this broker alone, from its TopicConfig, when the name server cannot
+        be reached or has no route of the topic. This broker answers with the endpoints the client
+        dialled (``dialled``); a route the name server gives without it (a topic created here moments
+        ago, not yet registered) gets it added, since the client reaches it and it has the topic."""
+        local = BrokerQueues(self.broker.config.broker_name, tc.perm, tc.read_queue_nums, tc.write_queue_nums, None)
+        route = None
+        if self.cluster_routes is not None:
+            try:
+                route = await self.cluster_routes.topic_route(topic)
+            except Exception:  # a bug in routing must not fail the RPC: the local answer still works
+                log.exception("cluster route of %s failed; answering with this broker's queues", topic)
+        brokers = [local] if route is None else list(route.brokers) if route.has_local else \
+            sorted([*route.brokers, local], key=lambda b: b.broker_name)
+        return [(b, dialled if b.endpoint is None else _endpoints(b.endpoint)) for b in brokers]
+
     @staticmethod
-    def _queue_layout(tc: TopicConfig) -> list[tuple[int, int]]:
+    def _queue_layout(perm: int, read_queue_nums: int, write_queue_nums: int) -> list[tuple[int, int]]:
         """Upstream's order: read-only queues, write-only queues, then read-write (ids from 0)."""
-        perm = tc.perm
         if not perm & 6:
-            return [(i, pb.Permission.NONE) for i in range(max(tc.read_queue_nums, tc.write_queue_nums))]
+            return [(i, pb.Permission.NONE) for i in range(max(read_queue_nums, write_queue_nums))]
         readable, writable = bool(perm & 4), bool(perm & 2)
-        r, w = (tc.read_queue_nums if readable else 0), (tc.write_queue_nums if writable else 0)
+        r, w = (read_queue_nums if readable else 0), (write_queue_nums if writable else 0)
         rw = min(r, w)
         layout = [pb.Permission.READ] * (r - rw) + [pb.Permission.WRITE] * (w - rw) + [pb.Permission.READ_WRITE] * rw
         return list(enumerate(layout))
@@ -276,14 +304,18 @@ class MessagingService(MessagingServiceServicer):
             await self._authorize(info, "QueryAssignment", topic=topic, group=group)
             self._check_topic_and_group(topic, group)
             tc = self._topic(topic)
-            if not tc.perm & 4 or tc.read_queue_nums <= 0:
+            readable = [(b, endpoints) for b, endpoints in await self._route_brokers(topic, tc, request.endpoints)
+                        if b.perm & 4 and b.read_queue_nums > 0]
+            if not readable:
                 raise RpcError(pb.Code.FORBIDDEN, "no readable queue")
             cfg = await self._call(self._group_config, group)
-            broker = pb.Broker(name=self.broker.config.broker_name, id=0, endpoints=request.endpoints)
-            perm = pb.Permission.READ_WRITE if tc.perm & 2 else pb.Permission.READ
-            ids = range(tc.read_queue_nums) if cfg.consume_message_orderly else [-1]
-            assignments = [pb.Assignment(message_queue=pb.MessageQueue(topic=request.topic, id=i, permission=perm,
-                                                                       broker=broker)) for i in ids]
+            assignments = []
+            for b, endpoints in readable:  # per broker: each read queue (orderly groups), else id -1 = all
+                broker = pb.Broker(name=b.broker_name, id=0, endpoints=endpoints)
+                perm = pb.Permission.READ_WRITE if b.perm & 2 else pb.Permission.READ
+                ids = range(b.read_queue_nums) if cfg.consume_message_orderly else [-1]
+                assignments += [pb.Assignment(message_queue=pb.MessageQueue(topic=request.topic, id=i, permission=perm,
+                                                                            broker=broker)) for i in ids]
             return pb.QueryAssignmentResponse(status=OK, assignments=assignments)
         except RpcError as e:
             return pb.QueryAssignmentResponse(status=status(e.code, e.message))

@@ -1,0 +1,281 @@
+"""gRPC routes in a cluster: one name server and two mqbroker processes (broker-a, broker-b), each with its
+own gRPC port on 127.0.0.1.
+
+Why: QueryRoute and QueryAssignment answered with the local broker's queues only, so a gRPC client that
+dialled broker-a never sent to or received from broker-b, and ``mqadmin wipeWritePerm -b broker-a`` (a
+route change at the name server) did not move its sends away from broker-a. They now answer from the
+name server's route, every broker with its own gRPC endpoint (learnt with GET_BROKER_CONFIG).
+Every process is stopped by its PID, even when a test fails.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+import pytest
+
+from broker_core.net.grpc_v2.cluster_route import BrokerQueues, NamesrvClusterRoutes
+from broker_core.net.grpc_v2.stubs import pb, service_pb2_grpc
+from broker_core.remoting import RemotingCommand, RequestCode, ResponseCode
+from broker_core.remoting.bodies import TopicRouteData
+from tests.net.net_util import REPO, Mqbroker, RawClient
+from tests.remoting_broker import BrokerProcess, running_broker
+from tests.waiting import wait_for
+
+from .conftest import run_scenario
+
+MD = (("x-mq-client-id", "route@1@0@abc"), ("x-mq-language", "PYTHON"), ("x-mq-client-version", "5.1.2"))
+QUEUES = 4
+NAMES = ("broker-a", "broker-b")
+
+
+@dataclass
+class Cluster:
+    namesrv: str
+    brokers: dict[str, BrokerProcess]
+    home: Path
+
+    def grpc_port(self, name: str) -> int:
+        addr = self.brokers[name].grpc_addr
+        assert addr is not None
+        return int(addr.rpartition(":")[2])
+
+
+def mqadmin(ns: str, *args: str) -> str:
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env.pop("NAMESRV_ADDR", None)
+    r = subprocess.run([sys.executable, "-m", "mqadmin.app", *args, "-n", ns], capture_output=True, text=True,
+                       env=env, cwd=REPO, timeout=120)
+    assert r.returncode == 0, f"mqadmin {' '.join(args)} failed ({r.returncode}): {r.stdout}{r.stderr}"
+    return r.stdout
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    root = Path(tmp_path_factory.mktemp("grpc-cluster"))
+    home = root / "home"
+    home.mkdir()
+    ns = Mqbroker(root / "ns", "--namesrv-only", expect_broker=False)
+    try:
+        assert ns.namesrv_addr is not None
+        with ExitStack() as stack:
+            brokers = {name: stack.enter_context(running_broker(
+                root / name, broker_name=name, namesrv=ns.namesrv_addr,
+                extra_args=("--registerNameServerPeriod", "1000"))) for name in NAMES}
+            yield Cluster(ns.namesrv_addr, brokers, home)
+    finally:
+        ns.stop()
+
+
+def create_topic(c: Cluster, topic: str) -> None:
+    """updateTopic -c on the cluster (every master), then wait for the name server to route both brokers."""
+    mqadmin(c.namesrv, "updateTopic", "-c", "DefaultCluster", "-t", topic, "-r", str(QUEUES), "-w", str(QUEUES))
+    ns = RawClient(c.namesrv)
+    try:
+        def both() -> bool:
+            r = ns.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
+            return r.code == ResponseCode.SUCCESS and \
+                len(TopicRouteData.from_json(r.body).queue_datas) == len(NAMES)
+        wait_for(both, f"{topic} routed on both brokers", 20, 0.1)
+    finally:
+        ns.close()
+
+
+def stored(b: BrokerProcess, topic: str) -> int:
+    """Messages of ``topic`` on one broker: the sum of its queues' max offsets."""
+    client = RawClient(b.broker_addr)
+    try:
+        return sum(int(client.call(RequestCode.GET_MAX_OFFSET, {"topic": topic, "queueId": str(q)})
+                       .ext_fields["offset"]) for q in range(QUEUES))
+    finally:
+        client.close()
+
+
+def endpoints(port: int) -> object:
+    return pb.Endpoints(scheme=pb.AddressScheme.IPv4, addresses=[pb.Address(host="127.0.0.1", port=port)])
+
+
+def query_route(c: Cluster, via: str, topic: str) -> object:
+    port = c.grpc_port(via)
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
+        stub = service_pb2_grpc.MessagingServiceStub(ch)
+        return stub.QueryRoute(pb.QueryRouteRequest(topic=pb.Resource(name=topic), endpoints=endpoints(port)),
+                               metadata=MD, timeout=10)
+
+
+def by_broker(route: object) -> dict[str, list[tuple[int, int]]]:
+    out: dict[str, list[tuple[int, int]]] = {}
+    for q in route.message_queues:  # type: ignore[attr-defined]
+        out.setdefault(q.broker.name, []).append((q.id, q.permission))
+    return out
+
+
+def test_query_route_and_assignment_list_every_broker_with_its_own_endpoint(cluster: Cluster) -> None:
+    create_topic(cluster, "ClusterRouteT")
+    route = query_route(cluster, "broker-a", "ClusterRouteT")
+    assert route.status.code == pb.Code.OK, route.status
+    rw = [(i, pb.Permission.READ_WRITE) for i in range(QUEUES)]
+    assert by_broker(route) == {"broker-a": rw, "broker-b": rw}
+    ends = {q.broker.name: q.broker.endpoints for q in route.message_queues}
+    # this broker: what the client dialled; the other: its host and the gRPC port it reports
+    assert ends["broker-a"] == endpoints(cluster.grpc_port("broker-a"))
+    assert ends["broker-b"] == endpoints(cluster.grpc_port("broker-b"))
+    assert all(q.broker.id == 0 and list(q.accept_message_types) == [pb.MessageType.NORMAL]
+               for q in route.message_queues)
+    # asked through broker-b: the same brokers, broker-a at its own endpoint
+    other = query_route(cluster, "broker-b", "ClusterRouteT")
+    assert {q.broker.name: q.broker.endpoints for q in other.message_queues} == \
+        {"broker-a": endpoints(cluster.grpc_port("broker-a")), "broker-b": endpoints(cluster.grpc_port("broker-b"))}
+
+    port = cluster.grpc_port("broker-a")
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
+        stub = service_pb2_grpc.MessagingServiceStub(ch)
+        got = stub.QueryAssignment(pb.QueryAssignmentRequest(topic=pb.Resource(name="ClusterRouteT"),
+                                                             group=pb.Resource(name="ClusterRouteG"),
+                                                             endpoints=endpoints(port)), metadata=MD, timeout=10)
+    assert got.status.code == pb.Code.OK, got.status
+    assert sorted((a.message_queue.broker.name, a.message_queue.id, a.message_queue.permission)
+                  for a in got.assignments) == [("broker-a", -1, pb.Permission.READ_WRITE),
+                                                ("broker-b", -1, pb.Permission.READ_WRITE)]
+
+
+def test_a_producer_on_broker_a_sends_to_both_brokers(cluster: Cluster) -> None:
+    topic = "ClusterSendT"
+    create_topic(cluster, topic)
+    out = run_scenario(cluster.brokers["broker-a"].grpc_addr or "", cluster.home, "produce", topic=topic, count=16)
+    assert not out["errors"] and len(out["sent"]) == 16
+    counts = wait_for(lambda: (n := {name: stored(b, topic) for name, b in cluster.brokers.items()})
+                      and sum(n.values()) == 16 and n, "16 messages stored", 20, 0.1)
+    assert counts["broker-a"] > 0 and counts["broker-b"] > 0, counts
+
+
+def test_a_simple_consumer_on_broker_a_receives_and_acks_broker_b_messages(cluster: Cluster) -> None:
+    topic, group = "ClusterConsumeT", "ClusterConsumeG"
+    create_topic(cluster, topic)
+    for name in cluster.brokers:  # one message stored on each broker (remoting, -b names the broker)
+        mqadmin(cluster.namesrv, "sendMessage", "-t", topic, "-b", name, "-p", f"on-{name}")
+    wait_for(lambda: all(stored(b, topic) == 1 for b in cluster.brokers.values()), "one message per broker", 20, 0.1)
+    out = run_scenario(cluster.brokers["broker-a"].grpc_addr or "", cluster.home, "simple_consume", topic=topic,
+                       group=group, expect=2, timeout=40, invisible=10)
+    assert sorted(m["body"] for m in out["received"]) == ["on-broker-a", "on-broker-b"], out
+    assert not out["errors"], out["errors"]  # acks included: a failed ack raises in the scenario
+    # acked: the group's next receive, after the invisible time has passed, gets nothing again
+    time.sleep(11)
+    again = run_scenario(cluster.brokers["broker-a"].grpc_addr or "", cluster.home, "simple_consume", topic=topic,
+                         group=group, expect=1, timeout=8, invisible=10)
+    assert again["received"] == [], again
+
+
+def test_a_push_consumer_on_broker_a_gets_both_brokers_messages(cluster: Cluster) -> None:
+    """QueryAssignment hands out every broker (id -1 each), so the push consumer polls broker-b too."""
+    topic, group = "ClusterPushT", "ClusterPushG"
+    create_topic(cluster, topic)
+    for name in cluster.brokers:
+        mqadmin(cluster.namesrv, "sendMessage", "-t", topic, "-b", name, "-p", f"push-{name}")
+    out = run_scenario(cluster.brokers["broker-a"].grpc_addr or "", cluster.home, "push_consume", topic=topic,
+                       group=group, expect=2, timeout=40)
+    assert sorted(m["body"] for m in out["received"]) == ["push-broker-a", "push-broker-b"], out
+
+
+def test_wipe_write_perm_of_broker_a_moves_grpc_sends_to_broker_b(cluster: Cluster) -> None:
+    topic = "ClusterWipeT"
+    create_topic(cluster, topic)
+    mqadmin(cluster.namesrv, "wipeWritePerm", "-b", "broker-a")
+    try:
+        # the route the name server gives is seen within the route cache time (seconds)
+        wait_for(lambda: by_broker(query_route(cluster, "broker-a", topic)).get("broker-a") ==
+                 [(i, pb.Permission.READ) for i in range(QUEUES)], "broker-a read-only in the gRPC route", 15, 0.2)
+        before = stored(cluster.brokers["broker-a"], topic)
+        out = run_scenario(cluster.brokers["broker-a"].grpc_addr or "", cluster.home, "produce", topic=topic,
+                           count=8)
+        assert not out["errors"] and len(out["sent"]) == 8
+        wait_for(lambda: stored(cluster.brokers["broker-b"], topic) == 8, "8 messages on broker-b", 20, 0.1)
+        assert stored(cluster.brokers["broker-a"], topic) == before == 0
+    finally:
+        mqadmin(cluster.namesrv, "addWritePerm", "-b", "broker-a")
+
+
+def test_broker_config_reports_the_bound_grpc_port(cluster: Cluster) -> None:
+    """GET_BROKER_CONFIG carries grpcServerPort = the port the endpoint bound (a free one here): how the
+    other brokers learn where to send this broker's gRPC clients."""
+    for name, b in cluster.brokers.items():
+        client = RawClient(b.broker_addr)
+        try:
+            r = client.call(RequestCode.GET_BROKER_CONFIG)
+        finally:
+            client.close()
+        assert r.code == ResponseCode.SUCCESS
+        props = dict(line.split("=", 1) for line in r.body.decode().splitlines() if "=" in line)
+        assert props["grpcServerPort"] == str(cluster.grpc_port(name))
+
+
+def test_a_broker_with_grpc_off_is_left_out_of_grpc_routes(cluster: Cluster, tmp_path: Path) -> None:
+    """broker-c runs without a gRPC endpoint (--grpc-port 0, so GET_BROKER_CONFIG says grpcServerPort=0): its
+    queues are left out (its clients could reach it nowhere), the others are listed as before."""
+    topic = "ClusterNoGrpcT"
+    conf = tmp_path / "c.conf"
+    conf.write_text("brokerName=broker-c\nbrokerClusterName=DefaultCluster\n")
+    c = Mqbroker(tmp_path / "c", "--broker-only", "-n", cluster.namesrv, "--grpc-port", "0", config=conf,
+                 expect_namesrv=False)
+    try:
+        assert "gRPC v2 endpoint boot success" not in c.output()
+        mqadmin(cluster.namesrv, "updateTopic", "-c", "DefaultCluster", "-t", topic, "-r", "2", "-w", "2")
+        ns = RawClient(cluster.namesrv)
+        try:
+            wait_for(lambda: len(TopicRouteData.from_json(ns.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
+                                                          .body).queue_datas) == 3, "3 brokers routed", 20, 0.1)
+        finally:
+            ns.close()
+        route = query_route(cluster, "broker-a", topic)
+        assert route.status.code == pb.Code.OK
+        assert sorted(by_broker(route)) == ["broker-a", "broker-b"]
+        log = cluster.brokers["broker-a"].log_text()
+        assert log.count(f"broker {c.broker_addr} has no gRPC endpoint (grpcServerPort=0)") == 1, log[-3000:]
+    finally:
+        c.stop()
+
+
+class _CountingRoutes(NamesrvClusterRoutes):
+    """Name server requests counted, answered by a stub: no sockets."""
+
+    def __init__(self, answer: RemotingCommand | None) -> None:
+        super().__init__(["127.0.0.1:1"], "127.0.0.1:2", lambda: 0)
+        self.answer = answer
+        self.asked = 0
+
+    async def _request(self, addr: str, cmd: RemotingCommand) -> RemotingCommand:
+        self.asked += 1
+        await asyncio.sleep(0.05)
+        if self.answer is None:
+            raise ConnectionRefusedError("refused")
+        return self.answer
+
+
+def test_routes_are_cached_shared_and_absent_without_a_name_server() -> None:
+    """A burst of QueryRoute costs one name server request; none reachable (or no route) is None, which
+    makes the service answer with this broker's own queues, as before."""
+    from broker_core.remoting.bodies import BrokerData, QueueData
+
+    data = TopicRouteData(broker_datas=[BrokerData(cluster="C", broker_name="me", broker_addrs={0: "127.0.0.1:2"})],
+                          queue_datas=[QueueData(broker_name="me", read_queue_nums=2, write_queue_nums=2, perm=4)])
+    ok = RemotingCommand.request(0, body=data.to_json())
+    ok.code = ResponseCode.SUCCESS
+
+    async def burst(routes: NamesrvClusterRoutes) -> list:
+        return await asyncio.gather(*(routes.topic_route("T") for _ in range(20)))
+
+    routes = _CountingRoutes(ok)
+    got = asyncio.run(burst(routes))
+    assert routes.asked == 1
+    assert {r.brokers for r in got} == {(BrokerQueues("me", 4, 2, 2, None),)}
+    down = _CountingRoutes(None)
+    assert asyncio.run(burst(down)) == [None] * 20 and down.asked == 1
