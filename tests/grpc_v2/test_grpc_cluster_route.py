@@ -11,9 +11,6 @@ Every process is stopped by its PID, even when a test fails.
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack
@@ -27,7 +24,7 @@ from broker_core.net.grpc_v2.cluster_route import BrokerQueues, NamesrvClusterRo
 from broker_core.net.grpc_v2.stubs import pb, service_pb2_grpc
 from broker_core.remoting import RemotingCommand, RequestCode, ResponseCode
 from broker_core.remoting.bodies import TopicRouteData
-from tests.net.net_util import REPO, Mqbroker, RawClient
+from tests.net.net_util import Mqbroker, RawClient, mqadmin
 from tests.remoting_broker import BrokerProcess, running_broker
 from tests.waiting import wait_for
 
@@ -48,15 +45,6 @@ class Cluster:
         addr = self.brokers[name].grpc_addr
         assert addr is not None
         return int(addr.rpartition(":")[2])
-
-
-def mqadmin(ns: str, *args: str) -> str:
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    env.pop("NAMESRV_ADDR", None)
-    r = subprocess.run([sys.executable, "-m", "mqadmin.app", *args, "-n", ns], capture_output=True, text=True,
-                       env=env, cwd=REPO, timeout=120)
-    assert r.returncode == 0, f"mqadmin {' '.join(args)} failed ({r.returncode}): {r.stdout}{r.stderr}"
-    return r.stdout
 
 
 @pytest.fixture(scope="module")

@@ -21,6 +21,17 @@ REPO = Path(__file__).resolve().parents[2]
 _opaque = itertools.count(1000)
 
 
+def mqadmin(ns: str, *args: str) -> str:
+    """``mqadmin <args> -n ns`` as a user runs it (a child process, no NAMESRV_ADDR inherited); its
+    stdout, after asserting it exited 0."""
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env.pop("NAMESRV_ADDR", None)
+    r = subprocess.run([sys.executable, "-m", "mqadmin.app", *args, "-n", ns], capture_output=True, text=True,
+                       env=env, cwd=REPO, timeout=120)
+    assert r.returncode == 0, f"mqadmin {' '.join(args)} failed ({r.returncode}): {r.stdout}{r.stderr}"
+    return r.stdout
+
+
 class RawClient:
     """One TCP connection speaking frames; every call waits for the answer with the same opaque."""
 

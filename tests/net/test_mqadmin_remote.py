@@ -4,13 +4,10 @@ commands a newcomer runs after ``make run`` work over the remoting protocol."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 
 import pytest
-from net_util import REPO, Mqbroker
+from net_util import Mqbroker, mqadmin
 
 from tests.waiting import wait_remote_dispatched
 
@@ -22,15 +19,6 @@ def running(tmp_path):
         yield m
     finally:
         m.stop()
-
-
-def mqadmin(ns: str, *args: str) -> str:
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    env.pop("NAMESRV_ADDR", None)
-    r = subprocess.run([sys.executable, "-m", "mqadmin.app", *args, "-n", ns], capture_output=True, text=True,
-                       env=env, cwd=REPO, timeout=120)
-    assert r.returncode == 0, f"mqadmin {' '.join(args)} failed ({r.returncode}): {r.stdout}{r.stderr}"
-    return r.stdout
 
 
 def test_newcomer_commands_over_the_network(running, tmp_path):
