@@ -119,6 +119,10 @@ class Admin:
         self.client = client
         self.maintenance = maintenance
         self.clock = clock
+        self.left_out: frozenset[str] = frozenset()
+        """Broker addresses ``brokers()`` leaves out, so no command fans out to them: the dashboard's
+        brokers that stopped answering (one hung broker must not stall every refresh). mqadmin leaves
+        none out."""
 
     # -- lifecycle ------------------------------------------------------------------------------------
     def close(self) -> None:
@@ -137,7 +141,15 @@ class Admin:
 
     # -- brokers --------------------------------------------------------------------------------------
     def brokers(self) -> list[BrokerIdentity]:
-        """Every broker group's master (lowest id) from the cluster info, by cluster then name."""
+        """Every broker group's master (lowest id) from the cluster info, by cluster then name, but those
+        ``left_out``."""
+        out = [b for b in self.registered_brokers() if b.broker_addr not in self.left_out]
+        if not out:
+            raise AdminError(f"every broker registered at {self.target} is left out (not answering)")
+        return out
+
+    def registered_brokers(self) -> list[BrokerIdentity]:
+        """Every broker group's master, those ``left_out`` too."""
         info = self.client.cluster_info()
         out = []
         for cluster, names in sorted(info.cluster_addr_table.items()):

@@ -3,8 +3,9 @@ and turns the answers into Textual messages.
 
 Why: screens never call the Admin (a slow broker must not freeze the UI, and a screen must not hold
 a connection); they render ``Refreshed`` snapshots and send one-off questions through ``ask``, whose
-answer comes back as an ``Answer`` message to the widget that asked. A refresh whose core (brokers,
-topics) fails or times out becomes ``ConnectionLost`` (the app shows a banner) and the poller retries
+answer comes back as an ``Answer`` message to the widget that asked. A broker that stops answering
+is left out of the refreshes (shown as stuck) and probed apart until it answers again, so the other
+brokers' figures go on. A refresh whose core (brokers, topics) fails or times out becomes ``ConnectionLost`` (the app shows a banner) and the poller retries
 with a growing pause; a part that cannot be read (a damaged acls.json, say) is reported by the
 snapshot itself, so the rest of the refresh still shows.
 On a store directory the Admin is reopened every refresh, so a broker writing beside us is seen.
@@ -24,7 +25,7 @@ from textual.message_pump import MessagePump
 
 from mqadmin.admin import Admin
 from tui.errors import CallTimeout, describe_error
-from tui.snapshot import Snapshot, collect_snapshot
+from tui.snapshot import Snapshot, StuckBrokers, collect_snapshot
 
 T = TypeVar("T")
 
@@ -113,6 +114,8 @@ class Poller:
         self.call_timeout_s = call_timeout_s
         self.clock_ms = clock_ms
         self._session: AdminSession | None = None
+        self.stuck = StuckBrokers()
+        self._probes: dict[str, asyncio.Task[None]] = {}
         self._wake = asyncio.Event()
         self.failures = 0
         self.total_failures = 0
@@ -126,14 +129,42 @@ class Poller:
         return self._session
 
     async def call(self, fn: Callable[[Admin], T], who: str | None = None) -> T:
-        return await self.session().call(fn, self.call_timeout_s, who)
+        """``fn`` on the session's Admin, which leaves the stuck brokers out of every fan-out."""
+        left_out = self.stuck.addrs()
+
+        def leaving_out_stuck(admin: Admin) -> T:
+            admin.left_out = left_out
+            return fn(admin)
+
+        return await self.session().call(leaving_out_stuck, self.call_timeout_s, who)
+
+    def _probe_stuck(self) -> None:
+        """One probe in flight per stuck broker, each on its own session (a probe that hangs too must
+        not hold up the refresh); the broker is asked again from the refresh after it answers."""
+        for addr in self.stuck.addrs():
+            task = self._probes.get(addr)
+            if task is None or task.done():
+                self._probes[addr] = asyncio.get_running_loop().create_task(self._probe(addr))
+
+    async def _probe(self, addr: str) -> None:
+        session = AdminSession(self.target)
+        try:
+            await session.call(lambda a: a.broker_status(addr), self.call_timeout_s, addr)
+        except CallTimeout:
+            return  # still stuck: the next refresh probes again
+        except Exception:  # noqa: BLE001 - any answer, an error too, means it no longer hangs
+            pass
+        finally:
+            session.close()
+        self.stuck.forget(addr)
 
     def refresh_now(self) -> None:
         """Cut the current pause short (the 'retry now' / 'refresh now' actions)."""
         self._wake.set()
 
     async def refresh_once(self) -> Snapshot:
-        snap = await collect_snapshot(self.call, self.clock_ms())
+        self._probe_stuck()
+        snap = await collect_snapshot(self.call, self.clock_ms(), self.stuck)
         if self.target.reopen_each_refresh and self._session is not None and not self._session.broken:
             await self._session.release()
         return snap
@@ -187,6 +218,9 @@ class Poller:
         requester.post_message(self.Answer(tag, value=value))
 
     def close(self) -> None:
+        for task in self._probes.values():
+            task.cancel()
+        self._probes.clear()
         if self._session is not None:
             self._session.close()
             self._session = None

@@ -10,11 +10,14 @@ their failure is what the poller reports as a lost broker. The other parts (a br
 figures, consumer groups, users and ACLs) each live in their own files, so one damaged file (an
 acls.json cut short, say) must not blank every screen: such a part comes back empty with its error,
 which the screens that show it print, and the rest of the refresh is shown as usual. A timeout is
-never a part's failure: the session behind it is dropped, so it fails the whole refresh.
+never a part's failure: the session behind it is dropped. A broker's runtime info that times out
+marks that broker stuck (``StuckBrokers``) and the refresh goes on without it; any other timeout
+fails the whole refresh.
 """
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -22,7 +25,7 @@ from typing import Protocol, TypeVar
 
 from broker_core.auth.model import Acl, User
 from mqadmin.admin import Admin, BrokerIdentity, TopicInfo
-from mqadmin.errors import NotFoundError
+from mqadmin.errors import AdminError, NotFoundError
 from mqadmin.figures import (
     DelayLevelInfo,
     GroupLag,
@@ -171,27 +174,71 @@ class AdminCall(Protocol):
     def __call__(self, fn: Callable[[Admin], T], who: str | None = None) -> Awaitable[T]: ...
 
 
-async def collect_snapshot(call: AdminCall, taken_ms: int) -> Snapshot:
+class StuckBrokers:
+    """Brokers whose call timed out, left out of every later call until one of them answers again.
+
+    Why: a broker that hangs (SIGSTOP, a stalled disk) stays registered and answers nothing, so asking
+    it in each refresh made every refresh wait out the timeout and fail: the healthy brokers' figures
+    stopped with it. Now the refresh that meets the timeout marks the broker, the others carry on, and
+    the poller probes the marked ones apart until each answers."""
+
+    def __init__(self) -> None:
+        self._why: dict[str, str] = {}
+
+    def addrs(self) -> frozenset[str]:
+        return frozenset(self._why)
+
+    def why(self, addr: str) -> str | None:
+        return self._why.get(addr)
+
+    def add(self, addr: str, timeout: CallTimeout, at_ms: int) -> str:
+        at = time.strftime("%H:%M:%S", time.localtime(at_ms / 1000))
+        self._why[addr] = f"{timeout.message} at {at}; left out of the refresh until it answers"
+        return self._why[addr]
+
+    def forget(self, addr: str) -> None:
+        self._why.pop(addr, None)
+
+    def keep_only(self, addrs: set[str]) -> None:
+        """Forget brokers no longer registered (the name server dropped them: History says so)."""
+        for addr in [a for a in self._why if a not in addrs]:
+            del self._why[addr]
+
+
+async def collect_snapshot(call: AdminCall, taken_ms: int, stuck: StuckBrokers | None = None) -> Snapshot:
     """Read every figure the dashboard shows through the Admin interface, one timed call per fact.
 
     The brokers and topics are the core (their failure fails the refresh); every other part that
-    fails is kept as its one-line error in the snapshot (see the module docstring)."""
+    fails is kept as its one-line error in the snapshot (see the module docstring). A broker whose
+    runtime info times out joins ``stuck`` and is left out of the rest (``call`` leaves ``stuck`` out
+    of every fan-out); the refresh fails only when no broker is left to ask."""
+    stuck = StuckBrokers() if stuck is None else stuck
+    registered = await call(lambda a: a.registered_brokers())
+    stuck.keep_only({b.broker_addr for b in registered})
     brokers = []
-    for b in await call(lambda a: a.brokers()):
-        # e.g. a damaged delayOffset.json: shown on the screens that use the runtime figures
-        status, error = await _part(call, lambda a, addr=b.broker_addr: a.broker_status(addr),
-                                    f"the broker {b.broker_name} ({b.broker_addr})")
-        brokers.append(BrokerView(b, status or {}, error))
+    for b in registered:
+        if (why := stuck.why(b.broker_addr)) is None:
+            try:  # e.g. a damaged delayOffset.json: shown on the screens that use the runtime figures
+                status, error = await _part(call, lambda a, addr=b.broker_addr: a.broker_status(addr),
+                                            f"the broker {b.broker_name} ({b.broker_addr})")
+            except CallTimeout as e:
+                if len(registered) == 1:
+                    raise
+                why = stuck.add(b.broker_addr, e, taken_ms)
+        brokers.append(BrokerView(b, {}, why) if why is not None else BrokerView(b, status or {}, error))
+    if all(stuck.why(b.broker_addr) is not None for b in registered):
+        raise AdminError("; ".join(f"{b.broker_name}: {stuck.why(b.broker_addr)}" for b in registered))
     topics = []
     for name in await call(lambda a: a.list_topics()):
         try:
             info = await call(lambda a, n=name: a.topic_info(n))
             queues = await call(lambda a, n=name: a.topic_status(n))
         except NotFoundError:
-            continue  # deleted between the listing and the read: gone from this refresh
+            continue  # deleted between the listing and the read (or only on a stuck broker): not in this refresh
         topics.append(TopicSnapshot(info, queues))
     groups, groups_error = await _read_groups(call)
-    acl_views = [await _read_acl(call, b.identity) for b in brokers]
+    acl_views = [AclView(b.identity, [], [], why) if (why := stuck.why(b.identity.broker_addr)) is not None
+                 else await _read_acl(call, b.identity) for b in brokers]
     failed = [v for v in acl_views if v.error is not None]
     acl_error = None if not failed else failed[0].error if len(acl_views) == 1 else \
         "; ".join(f"{v.name}: {v.error}" for v in failed)
@@ -216,7 +263,8 @@ async def _read_acl(call: AdminCall, b: BrokerIdentity) -> AclView:
 async def _part(call: AdminCall, fetch: Callable[[Admin], T],
                 who: str | None = None) -> tuple[T | None, str | None]:
     """One part of a refresh: (its value, None), or (None, the one-line error) when it cannot be read.
-    A timeout is not a part's failure: its session is dropped, so it fails the whole refresh."""
+    A timeout is not a part's failure: its session is dropped, and the caller decides (see the module
+    docstring)."""
     try:
         return await call(fetch, who), None
     except CallTimeout:

@@ -1,24 +1,30 @@
 """Brokers coming and going under the dashboard: rates stay per broker (no spike when one comes back,
 no zero while one is gone), a broker that drops out of the name server is named on the Overview, a
-hung broker's timeout names that broker, and a repeated row key never stops the dashboard."""
+hung broker is named and left out while the others go on refreshing, and a repeated row key never stops the dashboard."""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import threading
+import time
 from pathlib import Path
 
 import pytest
-from tui_helpers import first_refresh, run_async, text_of, wait_until
+from textual.css.query import NoMatches
+from tui_helpers import first_refresh, number, run_async, table_rows, text_of, wait_until
 from tui_seed import SIZE
 
 from mqadmin.admin import BrokerIdentity
 from mqadmin.commands.dashboard import ClusterTarget
+from mqadmin.connect import open_remote_admin
+from mqadmin.errors import AdminError
 from mqadmin.transport.base import TopicInfo
 from mqadmin.transport.values import QueueStatus
 from tests.net.harness import Servers
+from tests.remoting_broker import running_broker
 from tui.app import DashboardApp
-from tui.errors import CallTimeout
 from tui.poller import Poller
 from tui.snapshot import BrokerView, History, Snapshot, TopicSnapshot
 from tui.widgets.filter_table import _unique_keys
@@ -84,17 +90,39 @@ async def test_overview_names_a_broker_that_is_no_longer_registered(tmp_path: Pa
 
 
 class _HungBrokerAdmin:
-    """broker_status of broker-b never answers (a broker stopped with SIGSTOP)."""
+    """broker_status of the brokers in ``hung`` never answers (brokers stopped with SIGSTOP) until
+    ``release``; ``asked`` records every broker a call reached."""
 
-    def __init__(self, release: threading.Event) -> None:
+    def __init__(self, release: threading.Event, hung: set[str]) -> None:
         self.release = release
+        self.hung = hung
+        self.left_out: frozenset[str] = frozenset()
+        self.asked: list[str] = []
 
-    def brokers(self) -> list[BrokerIdentity]:
+    def registered_brokers(self) -> list[BrokerIdentity]:
         return [A, B]
 
     def broker_status(self, addr: str) -> dict[str, str]:
-        if addr == B.broker_addr:
+        self.asked.append(addr)
+        if addr in self.hung:
             self.release.wait(10)
+        return {"brokerVersionDesc": addr}
+
+    def list_topics(self) -> list[str]:
+        return []
+
+    def list_groups(self) -> list[str]:
+        self.asked.extend(b.broker_addr for b in (A, B) if b.broker_addr not in self.left_out)
+        return []
+
+    def list_users(self, broker_addr: str) -> list:
+        self.asked.append(broker_addr)
+        return []
+
+    def list_acls(self, broker_addr: str) -> list:
+        return []
+
+    def get_broker_config(self, addr: str) -> dict[str, str]:
         return {}
 
     def close(self) -> None:
@@ -112,17 +140,102 @@ class _Target:
         return self.admin
 
 
-def test_a_hung_broker_s_timeout_names_that_broker():
+def test_a_hung_broker_is_named_and_left_out_until_it_answers_while_the_others_refresh():
     release = threading.Event()
-    poller = Poller(None, _Target(_HungBrokerAdmin(release)), call_timeout_s=0.3)  # type: ignore[arg-type]
+    admin = _HungBrokerAdmin(release, {B.broker_addr})
+    poller = Poller(None, _Target(admin), call_timeout_s=0.3)  # type: ignore[arg-type]
+
+    async def refreshes() -> list[Snapshot]:
+        first = await poller.refresh_once()  # meets broker-b's timeout once
+        admin.asked.clear()
+        started = time.monotonic()
+        second = await poller.refresh_once()  # broker-b left out: no timeout waited
+        took = time.monotonic() - started
+        asked_second = list(admin.asked)
+        release.set()  # broker-b answers the probe the second refresh started
+        await asyncio.sleep(0.2)
+        third = await poller.refresh_once()
+        assert took < 0.25, took
+        # broker-b: the probe alone; broker-a: its runtime info, the group fan-out and its users
+        assert sorted(asked_second) == [A.broker_addr] * 3 + [B.broker_addr], asked_second
+        return [first, second, third]
+
     try:
-        with pytest.raises(CallTimeout) as e:
+        first, second, third = asyncio.run(refreshes())
+    finally:
+        release.set()
+        poller.close()
+    for snap in (first, second):
+        a, b = snap.brokers
+        assert a.error is None and a.status == {"brokerVersionDesc": A.broker_addr}
+        assert b.error is not None and b.status == {}
+        assert b.error.startswith(f"the broker broker-b ({B.broker_addr}) via name server 127.0.0.1:9876 "
+                                  "did not answer within 0.3 s at "), b.error
+        assert b.error.endswith("; left out of the refresh until it answers"), b.error
+        assert [v.error for v in snap.acl_views] == [None, b.error]
+    assert [v.error for v in third.brokers] == [None, None]
+    assert third.brokers[1].status == {"brokerVersionDesc": B.broker_addr}
+
+
+def test_a_refresh_fails_naming_the_broker_when_no_broker_answers():
+    release = threading.Event()
+    poller = Poller(None, _Target(_HungBrokerAdmin(release, {A.broker_addr, B.broker_addr})),  # type: ignore[arg-type]
+                    call_timeout_s=0.3)
+    try:
+        with pytest.raises(AdminError) as e:
             asyncio.run(poller.refresh_once())
     finally:
         release.set()
         poller.close()
-    assert e.value.message.startswith(f"the broker broker-b ({B.broker_addr})"), e.value.message
+    assert e.value.message.startswith(f"broker-a: the broker broker-a ({A.broker_addr}) via name server"), e.value.message
+    assert f"; broker-b: the broker broker-b ({B.broker_addr}) via" in e.value.message
     assert "did not answer within 0.3 s" in e.value.message
+
+
+@run_async
+async def test_the_healthy_broker_keeps_refreshing_while_another_is_stopped(tmp_path: Path):
+    """Two mqbroker processes; broker-b stopped with SIGSTOP: broker-a's topic goes on counting on the
+    Topics screen, the Overview says broker-b does not answer, and after SIGCONT it is read again."""
+    with running_broker(tmp_path / "a") as a, \
+            running_broker(tmp_path / "b", broker_name="broker-b", namesrv=a.namesrv_addr) as b:
+        admin = open_remote_admin(a.namesrv_addr)
+        try:
+            broker_a = next(x for x in admin.brokers() if x.broker_name == "broker-a")
+            admin.update_topic(TopicInfo("OnA", 1, 1, 6), [broker_a])
+            admin.send_message("OnA", b"one", broker_name="broker-a", queue_id=0)
+            app = DashboardApp(ClusterTarget(a.namesrv_addr), refresh_s=0.3, call_timeout_s=2)
+            async with app.run_test(size=SIZE) as pilot:
+                await first_refresh(pilot)
+                await pilot.press("2")
+                await wait_until(pilot, lambda: _messages(app, "OnA") == 1, "OnA's one message")
+                os.kill(b.proc.pid, signal.SIGSTOP)
+                try:
+                    for n in range(2, 5):
+                        admin.send_message("OnA", b"more", broker_name="broker-a", queue_id=0)
+                        await wait_until(pilot, lambda n=n: _messages(app, "OnA") == n, f"OnA's message {n}")
+                    stuck = app.poller.stuck.why(b.broker_addr)
+                    assert stuck is not None and f"the broker broker-b ({b.broker_addr})" in stuck
+                    assert app.poller.failures == 0
+                    await pilot.press("1")
+                    await wait_until(pilot, lambda: "broker-b" in text_of(app, "#status-problem"),
+                                     "broker-b's line on the Overview")
+                    assert "did not answer within 2 s" in text_of(app, "#status-problem")
+                finally:
+                    os.kill(b.proc.pid, signal.SIGCONT)
+                await wait_until(pilot, lambda: app.poller.stuck.why(b.broker_addr) is None, "broker-b back")
+                await wait_until(pilot, lambda: "broker-b" not in text_of(app, "#status-problem"),
+                                 "broker-b read again")
+        finally:
+            admin.close()
+
+
+def _messages(app: DashboardApp, topic: str) -> int | None:
+    """The Messages cell of ``topic`` on the Topics screen (None while it is not shown)."""
+    try:
+        rows = {r[0]: r for r in table_rows(app, "#topics")}
+    except NoMatches:
+        return None
+    return number(rows[topic][5]) if topic in rows else None
 
 
 def test_repeated_row_keys_are_made_unique_not_a_crash():
