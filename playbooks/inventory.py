@@ -98,10 +98,10 @@ class LocalHost:
 
     def put(self, local_path: Path, remote_path: str, mode: int | None) -> None:
         """Write via a temp file and rename, so the destination is never half written; a failed
-        write leaves no temp file behind."""
+        write leaves no temp file behind; IsADirectoryError when ``remote_path`` is a directory."""
         dest = Path(remote_path).expanduser()
         if dest.is_dir():
-            raise StepError(f"{dest} is a directory; dest: must name the file to write")
+            raise IsADirectoryError(str(dest))
         tmp = dest.with_name(dest.name + ".rmqops-tmp")
         try:
             dest.parent.mkdir(parents=True, exist_ok=True)

@@ -23,7 +23,7 @@ from pathlib import Path
 import paramiko
 
 from playbooks.actions.base import CommandResult
-from playbooks.errors import StepError, TransportError
+from playbooks.errors import TransportError
 
 DEFAULT_TIMEOUT = 10.0
 # paramiko logs a traceback when its transport thread fails (a port that closes on us); the failure
@@ -306,14 +306,12 @@ class SshHost:
 
     def put(self, local_path: Path, remote_path: str, mode: int | None) -> None:
         """Write via a temporary file and a rename, creating missing parent directories, as the local
-        target's put does (a playbook must not behave differently on a host)."""
+        target's put does (a playbook must not behave differently on a host); IsADirectoryError when
+        ``remote_path`` is a directory."""
         sftp = self.sftp()
         path = _sftp_path(remote_path)
         tmp = f"{path}.rmqops-tmp"
-        try:
-            self._refuse_directory(remote_path)
-        except IsADirectoryError:
-            raise StepError(f"{remote_path} on {self.name} is a directory; dest: must name the file to write") from None
+        self._refuse_directory(remote_path)  # IsADirectoryError, as sha256: the caller names the step's field
         try:
             _make_parents(sftp, path)
             sftp.put(str(local_path), tmp)

@@ -11,7 +11,7 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from playbooks.actions.base import ActionContext, Change, Outcome, Param
+from playbooks.actions.base import ActionContext, Change, HostOps, Outcome, Param
 from playbooks.errors import StepError
 
 OUTPUT_TAIL = 4000
@@ -77,12 +77,15 @@ class FileCopy:
         host = ctx.host()
         dest = args["dest"]
         mode = parse_mode(args["mode"]) if args.get("mode") is not None else None
-        want = hashlib.sha256(data).hexdigest()
         try:
-            have = host.sha256(dest)
+            return self._copy(host, src, data, dest, mode, check)
         except IsADirectoryError:
             # found while planning, so --check does not promise a copy the real run must refuse
             raise StepError(f"dest {dest} on {host.name} is a directory; dest: must name the file to write") from None
+
+    def _copy(self, host: HostOps, src: Path, data: bytes, dest: str, mode: int | None, check: bool) -> Outcome:
+        want = hashlib.sha256(data).hexdigest()
+        have = host.sha256(dest)
         what = f"file {dest} on {host.name}"
         changes = [] if have == want else [Change(what, "sha256", have, want)]
         current_mode = host.mode(dest) if have is not None and mode is not None else None
