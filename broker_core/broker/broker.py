@@ -705,8 +705,16 @@ class Broker:
         """UPDATE_BROKER_CONFIG: set keys on the live config objects (broker, store and auth keys) and,
         given ``persist_to`` (RocketMQ's brokerConfigPath: the file the broker was started with), write
         them there. Black-listed keys are refused and unknown keys ignored, as RocketMQ's Configuration
-        does; a value that does not parse refuses the whole update. Returns the keys applied."""
-        from .config_update import AUTH_KEYS, BLACK_LIST, apply_in_place, persist_changes, updated_config
+        does; a value that does not parse refuses the whole update. The broker's identity and ports
+        (START_ONLY_KEYS) only go to the file, for the next start. Returns the keys applied."""
+        from .config_update import (
+            AUTH_KEYS,
+            BLACK_LIST,
+            START_ONLY_KEYS,
+            apply_in_place,
+            persist_changes,
+            updated_config,
+        )
 
         self._authorize(auth, "UPDATE_BROKER_CONFIG")
         self._require_writable()
@@ -724,13 +732,18 @@ class Broker:
             known = self.config.to_properties()
             changes = {k: str(v) for k, v in props.items() if k in known}
             new = updated_config(self.config, changes, self.root)
+            start_only = sorted(k for k in START_ONLY_KEYS & changes.keys() if changes[k].strip() != known[k])
+            if start_only and persist_to is None:
+                raise NoPermissionError(
+                    f"{', '.join(start_only)} cannot be changed on a running broker (the broker is bound and "
+                    "registered under it): set it in the broker's config file and restart the broker")
             if persist_to is not None and changes:
                 try:
                     persist_changes(persist_to, changes)
                 except OSError as e:
                     raise BrokerSystemError(f"cannot write broker config {persist_to}: {e.strerror}") from None
-            # ACL keys written to the file take effect at the next start (the auth services read them once)
-            apply_in_place(self.config, new, [k for k in changes if k not in AUTH_KEYS])
+            # ACL keys, the identity and the ports written to the file take effect at the next start
+            apply_in_place(self.config, new, [k for k in changes if k not in AUTH_KEYS | START_ONLY_KEYS])
             if self._built("transaction_service"):  # it reads transactionCheckMax/TimeOut/... from its own copy
                 self.transaction_service.config = self.config.transaction_config()
         if "brokerPermission" in changes:

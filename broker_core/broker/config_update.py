@@ -37,6 +37,12 @@ from .errors import InvalidParameterError, NoPermissionError
 BLACK_LIST = frozenset({"brokerConfigPath", "rocketmqHome", "configBlackList"})
 # ACL 2.0's keys (AuthConfig, but brokerClusterName): only ever written to the config file, read at start.
 AUTH_KEYS = frozenset(k for k in AUTH_CONFIG_KEYS if k != "brokerClusterName")
+# The broker's identity and listening address: read once at start. The sockets are bound and the name
+# server holds the broker under them, so a live listenPort made the broker advertise a port nothing
+# listened on (unreachable, mqadmin -n too) and a live brokerName registered a second broker. Written to
+# the config file, they take effect at the next start; without a file they are refused.
+START_ONLY_KEYS = frozenset({"brokerName", "brokerClusterName", "brokerId", "brokerIP1", "listenPort",
+                             "grpcServerPort"})
 # The store's on-disk layout: where its files are, how large each kind of file is, the index geometry,
 # the consume queue extension and the timer wheel's slot width. Files already written keep what they
 # were made with (a queue file of another size is refused when the store opens), so these are read at

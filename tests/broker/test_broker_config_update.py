@@ -104,3 +104,26 @@ def test_transaction_keys_take_effect_on_the_running_check_service(tmp_path: Pat
         assert (service.config.transaction_check_max, service.config.transaction_timeout) == (8, 2000)
     finally:
         broker.shutdown()
+
+
+def test_identity_and_ports_go_to_the_file_only(tmp_path: Path) -> None:
+    """The broker is bound and registered under them: live, a new listenPort advertised a dead port."""
+    conf = tmp_path / "broker.conf"
+    conf.write_text("brokerName=broker-x\n")
+    broker = Broker(tmp_path / "store", BrokerConfig.load(conf, tmp_path / "store"))
+    try:
+        broker.config.listen_port = 40123
+        addr = broker.config.broker_addr
+        broker.update_broker_config({"listenPort": "12345", "brokerName": "broker-y", "grpcServerPort": "9",
+                                     "flushIntervalCommitLog": "800"}, persist_to=conf)
+        assert broker.config.broker_addr == addr and broker.config.broker_name == "broker-x"
+        assert broker.config.grpc_server_port == 8081 and broker.config.store.flush_interval_commit_log == 800
+        assert conf.read_text().splitlines() == ["brokerName=broker-y", "listenPort=12345", "grpcServerPort=9",
+                                                 "flushIntervalCommitLog=800"]
+        before = conf.read_text()
+        with pytest.raises(NoPermissionError, match="^listenPort cannot be changed on a running broker"):
+            broker.update_broker_config({"listenPort": "1", "flushIntervalCommitLog": "1"})
+        assert broker.config.store.flush_interval_commit_log == 800 and conf.read_text() == before
+        broker.update_broker_config({"listenPort": "40123", "brokerName": "broker-x"})  # the values it has
+    finally:
+        broker.shutdown()
