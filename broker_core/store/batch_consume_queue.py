@@ -7,18 +7,26 @@ landing on the exact message).
 
 from __future__ import annotations
 
+import logging
 import struct
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from .codec.cq_unit import BCQ_MSG_BASE_OFFSET_POS, BCQ_STORE_TIME_POS, BCQ_STORE_UNIT_SIZE, BCQ_UNIT
+from .codec.cq_unit import (
+    BCQ_MAX_BATCH_SIZE,
+    BCQ_MSG_BASE_OFFSET_POS,
+    BCQ_STORE_TIME_POS,
+    BCQ_STORE_UNIT_SIZE,
+    BCQ_UNIT,
+)
 from .codec.hotpath import put_bcq_unit
 from .consume_queue import BOUNDARY_UPPER, ConsumeQueueBase, CqUnit
 from .mapped_file import MappedFile
 
 _I64 = struct.Struct(">q")
 _U = BCQ_STORE_UNIT_SIZE
+log = logging.getLogger("rmqops.store")
 
 
 class BatchConsumeQueue(ConsumeQueueBase):
@@ -68,6 +76,14 @@ class BatchConsumeQueue(ConsumeQueueBase):
                                   store_time: int = 0, batch_num: int = 1) -> bool:
         """Append a unit; ``cq_offset`` is the msgBaseOffset (INNER_BASE or the record's QUEUEOFFSET)."""
         if phy_offset <= self.max_physic_offset:
+            return True
+        if not 0 < batch_num <= BCQ_MAX_BATCH_SIZE:
+            # written before the store refused such batches (or by another writer): no unit can hold it,
+            # and one that raised here stopped every dispatch and every reopen of the store
+            log.error("BatchCQ %s-%d: the record at commitlog offset %d holds %d messages, beyond a unit's "
+                      "batchSize (1..%d): left out of the queue (the record stays in the commitlog)",
+                      self.topic, self.queue_id, phy_offset, batch_num, BCQ_MAX_BATCH_SIZE)
+            self.max_physic_offset = phy_offset
             return True
         mf = self.file_queue.get_last_mapped_file(0)
         if mf is None:

@@ -26,6 +26,7 @@ from .buffered_put import put_inner_batch_buffered
 from .checkpoint import StoreCheckpoint
 from .codec.batch import iter_batch_raw
 from .codec.cq_ext import MAX_ADDR, CqExtUnit
+from .codec.cq_unit import BCQ_MAX_BATCH_SIZE
 from .codec.hotpath import first_record_stored_after, tags_code
 from .codec.message import (
     RECORD_BLANK,
@@ -1016,6 +1017,9 @@ class MessageStore:
             self._put_checked_until = self._disk_checked_at + DISK_CHECK_INTERVAL_S
         if inner_num <= 0:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark="inner batch has no messages")
+        if inner_num > BCQ_MAX_BATCH_SIZE:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=(
+                f"inner batch of {inner_num} messages: a BatchCQ unit holds at most {BCQ_MAX_BATCH_SIZE}"))
         svc = self.index_service
         if svc is not None and self.config.message_index_enable and not svc.has_room(CHEAP_KEYS):
             refused = self._index_refusal((msg,))

@@ -253,3 +253,42 @@ def test_an_io_error_on_the_record_write_leaves_no_trace(tmp_path: Path, monkeyp
             assert [m.keys for m in store.query_message("BatchA", f"k{i}")] == [f"k{i}"]
     finally:
         store.shutdown()
+
+
+def test_an_inner_batch_beyond_a_units_batch_size_is_refused_and_an_old_one_is_left_out(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A BatchCQ unit's batchSize is a short. 32768 messages in one batch were written to the commitlog,
+    then dispatch raised on the unit: every later put, the shutdown and every reopen raised with it."""
+    big = StoreConfig(mapped_file_size_commit_log=4 << 20, flush_disk_type=ASYNC_FLUSH)
+    store = MessageStore(tmp_path, big, clock=StepClock()).open()
+    try:
+        store.topic_table.put(TopicConfig("Big", 1, 1, attributes={"queue.type": "BatchCQ"}), 0)
+
+        def batch(n: int) -> MessageInner:
+            return MessageInner(topic="Big", queue_id=0, body=encode_batch([BatchItem(b"x")] * n),
+                                born_host=("10.0.0.1", 1), store_host=("10.0.0.2", 10911))
+
+        before = store.get_max_phy_offset()
+        r = store.put_inner_batch(batch(32768), 32768)
+        assert r.status.name == "MESSAGE_ILLEGAL"
+        assert r.remark == "inner batch of 32768 messages: a BatchCQ unit holds at most 32767"
+        assert store.get_max_phy_offset() == before
+        assert store.put_inner_batch(batch(32767), 32767).ok
+        # one written before the refusal existed: recovery leaves it out of the queue, not the store
+        old = batch(40000)
+        old.sys_flag |= message_store.INNER_BATCH_FLAG
+        written = store.commit_log.put_inner_batch(old, 40000, lambda: None)
+        assert written.ok
+        assert store.put_inner_batch(batch(2), 2).ok
+    finally:
+        store.shutdown()
+    store = MessageStore(tmp_path, big, clock=StepClock()).open()
+    try:
+        store.wait_for_dispatch()
+        got = store.get_messages("Big", 0, 32767 + 40000, 4)
+        assert [m.queue_offset for m in got.messages][:2] == [72767, 72768]
+        assert store.get_max_offset_in_queue("Big", 0) == 72769
+        assert f"BatchCQ Big-0: the record at commitlog offset {written.wrote_offset} holds 40000 messages, " \
+            "beyond a unit's batchSize (1..32767): left out of the queue" in caplog.text
+    finally:
+        store.shutdown()

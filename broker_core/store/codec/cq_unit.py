@@ -12,6 +12,8 @@ CQ_UNIT = struct.Struct(">qiq")
 # phyOffset, size, tagsCode, storeTime, msgBaseOffset, batchSize, compactedOffset, reserved
 BCQ_UNIT = struct.Struct(">qiqqqhii")
 BCQ_MSG_BASE_OFFSET_POS = 28
+BCQ_MAX_BATCH_SIZE = 32767
+"""A unit's batchSize is a short: an inner batch of more messages has no unit (the store refuses it)."""
 BCQ_STORE_TIME_POS = 20
 _I64 = struct.Struct(">q")
 
