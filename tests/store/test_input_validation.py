@@ -53,6 +53,29 @@ def test_bad_topic_and_hosts_are_refused(tmp_path: Path, field: str, value: obje
         store.shutdown()
 
 
+@pytest.mark.parametrize(("body", "why"), [
+    (memoryview(bytes(range(16))).cast("I"), "got a memoryview of format 'I'"),
+    (memoryview(bytes(range(16)))[::2], "got a memoryview of format 'B', not contiguous"),
+])
+def test_a_memoryview_body_that_is_not_one_run_of_bytes_is_refused(tmp_path: Path, body: memoryview,
+                                                                    why: str) -> None:
+    """Its len() is not its size in bytes: the twin wrote a 96-byte record where C wrote 108 (a cast), or
+    the two disagreed on a strided one. Both now refuse it; a plain byte view is stored as bytes."""
+    store = MessageStore(tmp_path, small_config(), clock=FakeClock(step=1)).open()
+    try:
+        msg = make_msg("V", 0, b"")
+        msg.body = body
+        r = store.put_message(msg)
+        assert r.status is PutMessageStatus.MESSAGE_ILLEGAL and r.remark == f"body must be bytes, {why}"
+        assert store.get_max_phy_offset() == 0
+        msg.body = memoryview(bytearray(range(16)))
+        assert store.put_message(msg).ok
+        store.wait_for_dispatch()
+        assert store.get_messages("V", 0, 0, 1).messages[0].body == bytes(range(16))
+    finally:
+        store.shutdown()
+
+
 def test_cli_send_refuses_property_injection(tmp_path: Path) -> None:
     runner = CliRunner()
     assert runner.invoke(app, ["updateTopic", "--store", str(tmp_path), "--create", "-t", "Inj", "-c", "DefaultCluster"]

@@ -1223,7 +1223,10 @@ static int message_ok(PyObject *msg, int properties_given) {
     if (!ok) return 0;
     PyObject *body = msg_attr(msg, s_body);
     if (body == NULL) { PyErr_Clear(); return 0; }
-    ok = PyBytes_CheckExact(body) || PyByteArray_CheckExact(body) || PyMemoryView_Check(body);
+    /* a memoryview of wider items or strided: in doubt (validate.check_message refuses it) */
+    ok = PyBytes_CheckExact(body) || PyByteArray_CheckExact(body) ||
+         (PyMemoryView_Check(body) && PyMemoryView_GET_BUFFER(body)->itemsize == 1 &&
+          PyBuffer_IsContiguous(PyMemoryView_GET_BUFFER(body), 'C'));
     Py_DECREF(body);
     if (!ok) return 0;
     if (!int_ok(msg, s_queue_id, INT32_MIN, INT32_MAX) || !int_ok(msg, s_flag, INT32_MIN, INT32_MAX) ||

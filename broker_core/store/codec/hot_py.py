@@ -213,6 +213,7 @@ def check_message(msg: RecordSource, properties_given: bool = False) -> None:
     pto = msg.prepared_transaction_offset
     keep = msg.keep_store_timestamp
     if (type(topic) is str and topic and _text_ok(topic) and type(body) in _BODY_TYPES
+            and (type(body) is not memoryview or (body.itemsize == 1 and body.c_contiguous))
             and type(q) is int and _I32_MIN <= q <= _I32_MAX and type(f) is int and _I32_MIN <= f <= _I32_MAX
             and type(sf) is int and _I32_MIN <= sf <= _I32_MAX and type(rt) is int and _I32_MIN <= rt <= _I32_MAX
             and type(bt) is int and _I64_MIN <= bt <= _I64_MAX and type(pto) is int and _I64_MIN <= pto <= _I64_MAX

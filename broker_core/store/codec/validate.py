@@ -74,6 +74,10 @@ def check_message(msg: MessageInner, properties_given: bool = False) -> None:
         raise RecordError("topic is empty")
     if not isinstance(msg.body, bytes | bytearray | memoryview):
         raise RecordError(f"body must be bytes, got {type(msg.body).__name__}")
+    if isinstance(msg.body, memoryview) and (msg.body.itemsize != 1 or not msg.body.c_contiguous):
+        # its len() is not its size in bytes (cast("I")), or it has no one run of bytes to write (strided)
+        raise RecordError(f"body must be bytes, got a memoryview of format {msg.body.format!r}"
+                          f"{'' if msg.body.c_contiguous else ', not contiguous'}")
     for name in _INT32_FIELDS:
         _check_int(name, getattr(msg, name), INT32_MIN, INT32_MAX)
     for name in _INT64_FIELDS:
