@@ -139,7 +139,18 @@ class Mqbroker:
             try:
                 self.proc.wait(timeout)
             except subprocess.TimeoutExpired:
+                self.lines += [f"mqbroker did not stop within {timeout:g} s of SIGTERM; its threads:",
+                               *_thread_dump(self.proc.pid)]
                 os.kill(self.proc.pid, signal.SIGKILL)
                 self.proc.wait(10)
         self._reader.join(5)
         return self.proc.returncode
+
+
+def _thread_dump(pid: int) -> list[str]:
+    """Where a process that does not stop is stuck (``py-spy dump``, when installed beside this Python)."""
+    spy = Path(sys.executable).with_name("py-spy")
+    if not spy.exists():
+        return ["(py-spy is not installed: no thread dump)"]
+    r = subprocess.run([str(spy), "dump", "--pid", str(pid)], capture_output=True, text=True, timeout=60)
+    return (r.stdout + r.stderr).splitlines()

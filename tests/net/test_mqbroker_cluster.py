@@ -87,7 +87,7 @@ def test_two_brokers_one_name_server(tmp_path, procs):
         wait_for(lambda: len(TopicRouteData.from_json(
             ns.call(RC.GET_ROUTEINFO_BY_TOPIC, {"topic": "CT"}).body).queue_datas) == 2, "CT on both again", 15)
         # a broker stopped with SIGTERM unregisters at once
-        assert brokers["broker-a"].stop() == 0
+        assert brokers["broker-a"].stop() == 0, brokers["broker-a"].output()
         assert list(cluster_info(ns).broker_addr_table) == ["broker-b"]
         assert "The broker shut down cleanly." in brokers["broker-a"].output()
     finally:
