@@ -151,7 +151,7 @@ class MessageStore:
         self.read_only = read_only
         self.delay_levels_ms = parse_delay_levels(self.config.message_delay_level)
         self.config_dir = self.root / "config"
-        self._lock_file = StoreLock(self.root)
+        self._lock_file = StoreLock(self.root, [self.config.commit_log_dir])
         self.commit_log = CommitLog(self.config, clock, read_only)
         self.consume_queues: dict[tuple[str, int], ConsumeQueueBase] = {}
         self._cq_guard = threading.RLock()

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import logging
 import os
 import threading
+from collections.abc import Iterable
 from pathlib import Path
 
+log = logging.getLogger("rmqops.store")
 _held: set[str] = set()
 _held_guard = threading.Lock()
 
@@ -25,6 +28,10 @@ HOLDER_FILE = "lock.holder"
 
 class StoreLockedError(RuntimeError):
     """Another process (a running broker) holds the store directory."""
+
+
+class SharedDirectoryLockedError(StoreLockedError):
+    """A data directory outside the root is held by another store's opener (see StoreLock)."""
 
 
 def holder_fields(root: Path) -> dict[str, str]:
@@ -61,10 +68,20 @@ def describe_holder(root: Path) -> str:
 
 
 class StoreLock:
-    def __init__(self, root: Path) -> None:
+    """``root``'s lock file, and a lock on each data directory that lives outside ``root``.
+
+    Why the directories: an operator's commitlog on another disk is a symlink (or storePathCommitLog);
+    a store copied with ``cp -r`` keeps the symlink, so the copy's broker took its own root's lock and
+    then wrote the very commitlog the original broker was writing, overwriting acknowledged messages.
+    Those directories get an flock on the directory itself (nothing is created in them), which any
+    other opener, in this process too, is refused."""
+
+    def __init__(self, root: Path, data_dirs: Iterable[Path] = ()) -> None:
         self.path = root / "lock"
         self._fd = -1
         self._key = str(root.resolve())
+        self._data_dirs = list(data_dirs)
+        self._dir_fds: list[int] = []
 
     def acquire(self) -> None:
         with _held_guard:
@@ -85,9 +102,62 @@ class StoreLock:
             except OSError as e:  # a full disk: the lock goes with its descriptor, and the error names the file
                 os.close(fd)
                 raise OSError(e.errno, e.strerror, str(self.path)) from None
+            try:
+                self._lock_outside_dirs()
+            except BaseException:
+                fcntl.lockf(fd, fcntl.LOCK_UN, 1, 0)
+                os.close(fd)
+                raise
             self._fd = fd
             _held.add(self._key)
             self.announce()
+
+    def _outside_dirs(self) -> list[tuple[Path, Path]]:
+        """(as named, resolved) of each data directory outside the root: the given ones and the root's
+        subdirectories that are symlinks."""
+        root = self.path.parent.resolve()
+        named = list(self._data_dirs)
+        try:
+            named += [p for p in self.path.parent.iterdir() if p.is_symlink()]
+        except OSError:
+            pass
+        out: dict[Path, Path] = {}
+        for d in named:
+            try:
+                real = d.resolve()
+            except (OSError, RuntimeError):
+                continue
+            if real.is_dir() and not real.is_relative_to(root) and real not in out:
+                out[real] = d
+        return [(d, real) for real, d in out.items()]
+
+    def _lock_outside_dirs(self) -> None:
+        for named, real in self._outside_dirs():
+            try:
+                fd = os.open(real, os.O_RDONLY | os.O_DIRECTORY)
+            except OSError as e:
+                self._unlock_dirs()
+                raise OSError(e.errno, e.strerror, str(named)) from None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as e:
+                os.close(fd)
+                if e.errno in (errno.EWOULDBLOCK, errno.EACCES):
+                    self._unlock_dirs()
+                    raise SharedDirectoryLockedError(
+                        f"store {self.path.parent}: its directory {named} ({real}) is in use by another store's "
+                        "broker (a copy of this store keeps the symlink, or another store names the same "
+                        "directory): two brokers writing one directory overwrite each other's messages") from None
+                # a file system without flock on directories: the store opens as before, unguarded there
+                log.warning("store %s: cannot lock its directory %s (%s): %s", self.path.parent, named, real,
+                            e.strerror)
+                continue
+            self._dir_fds.append(fd)
+
+    def _unlock_dirs(self) -> None:
+        for fd in self._dir_fds:
+            os.close(fd)  # the flock goes with its last descriptor
+        self._dir_fds.clear()
 
     def announce(self, **fields: str) -> None:
         """(Re)write ``lock.holder``: pid, role and ``fields`` (a broker adds the name servers it serves
@@ -106,6 +176,7 @@ class StoreLock:
                 (self.path.parent / HOLDER_FILE).unlink()
             except OSError:
                 pass
+            self._unlock_dirs()
             try:
                 fcntl.lockf(self._fd, fcntl.LOCK_UN, 1, 0)
             finally:

@@ -29,7 +29,13 @@ from broker_core.store import store_lock
 from broker_core.store.errors import CorruptDataError
 from broker_core.store.index_file import IndexFileError
 from broker_core.store.store_dir import is_store_dir, not_a_store_reason
-from broker_core.store.store_lock import StoreLockedError, describe_holder, holder_namesrv, is_store_locked
+from broker_core.store.store_lock import (
+    SharedDirectoryLockedError,
+    StoreLockedError,
+    describe_holder,
+    holder_namesrv,
+    is_store_locked,
+)
 from broker_core.store.topic_config import TopicConfig
 from mqadmin.errors import (
     AdminError,
@@ -117,6 +123,8 @@ class LocalBrokerClient:
             try:
                 self._broker = Broker(self.store_dir, dataclasses.replace(self.config), self.clock,
                                       read_only=self.read_only, audit_log_path=None)
+            except SharedDirectoryLockedError as e:  # its own holder file may be a copied one: not the cause
+                raise AdminError(str(e)) from None
             except StoreLockedError:
                 raise self._busy() from None
             except BrokerError as e:
