@@ -211,3 +211,18 @@ def test_an_expired_handle_is_refused_as_invalid_not_as_a_server_error(running, 
     assert send(stub, wire(topic, b"e")).code == pb.Code.OK
     got = ack(stub, group, topic, "0 1 30000 0 0 broker-a 0 0 0")  # popped at 1 ms past the epoch
     assert got.code == pb.Code.INVALID_RECEIPT_HANDLE and "expired" in got.message, got
+
+
+def test_an_expired_handle_is_refused_before_the_broker_whatever_its_queue_holds(running, stub):
+    """The expiry is checked first, as upstream's proxy does: an expired handle whose offset the queue
+    did not hold yet (a send whose dispatch had not run) was answered INTERNAL_SERVER_ERROR "status is
+    abnormal (NOT_FOUND)" in a loaded CI run. ChangeInvisibleDuration refuses it the same way."""
+    topic, group = "VExpiredAhead", "GExpiredAhead"
+    running.broker.create_or_update_topic(topic, 1, 1)
+    ahead = "0 1 30000 0 0 broker-a 0 7 0"  # offset 7 of an empty queue, popped at 1 ms past the epoch
+    got = ack(stub, group, topic, ahead)
+    assert got.code == pb.Code.INVALID_RECEIPT_HANDLE and "expired" in got.message, got
+    changed = stub.ChangeInvisibleDuration(pb.ChangeInvisibleDurationRequest(
+        group=pb.Resource(name=group), topic=pb.Resource(name=topic), receipt_handle=ahead,
+        invisible_duration=Duration(seconds=10), message_id="00"), metadata=MD)
+    assert changed.status.code == pb.Code.INVALID_RECEIPT_HANDLE and "expired" in changed.status.message, changed

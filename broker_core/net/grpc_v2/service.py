@@ -637,6 +637,20 @@ class MessagingService(MessagingServiceServicer):
         renewal = self._renewals.get(handle)
         return renewal.handle if renewal is not None else handle
 
+    def _live_handle(self, handle_text: str) -> str:
+        """Upstream's proxy refuses an expired handle before any broker sees it (validateReceiptHandle):
+        whether the message is in flight, revived or not yet dispatched to its queue, the client must
+        receive it again, and INVALID_RECEIPT_HANDLE says so whatever state the broker is in."""
+        try:
+            handle = ReceiptHandle.decode(handle_text)
+        except InvalidReceiptHandleError as e:
+            raise RpcError(pb.Code.INVALID_RECEIPT_HANDLE, e.message) from None
+        if handle.is_expired(self.clock()):
+            raise RpcError(pb.Code.INVALID_RECEIPT_HANDLE,
+                           f"receipt handle is expired: the message became visible again at "
+                           f"{handle.next_visible_time} ms")
+        return handle_text
+
     async def AckMessage(self, request: Any, context: grpc.aio.ServicerContext) -> Any:  # noqa: N802
         try:
             info = self._info(context, "AckMessage")
@@ -649,7 +663,7 @@ class MessagingService(MessagingServiceServicer):
         for entry in request.entries:
             try:
                 result = await self._call(self.broker.ack_message, group, topic,
-                                          self._current_handle(entry.receipt_handle))
+                                          self._live_handle(self._current_handle(entry.receipt_handle)))
                 self._renewals.pop(entry.receipt_handle, None)
                 code = status(pb.Code.OK) if result.ok else _ack_failure(result)
             except RpcError as e:
@@ -673,7 +687,7 @@ class MessagingService(MessagingServiceServicer):
             if invisible > MAX_INVISIBLE_MS:
                 raise RpcError(pb.Code.ILLEGAL_INVISIBLE_TIME,
                                f"invisible duration {invisible} ms exceeds the maximum of 12 h")
-            handle = self._current_handle(request.receipt_handle)
+            handle = self._live_handle(self._current_handle(request.receipt_handle))
             self._renewals.pop(request.receipt_handle, None)  # a nack ends auto-renewal
             try:
                 changed = await self._call(self.broker.change_invisible_time, group, topic, handle, invisible)
