@@ -7,8 +7,10 @@ record carries one tag for all its items) — so every batch satisfies the broke
 construction. A batch leaves when it reaches ``batch_max_bytes`` (inside the sending call) or has
 waited ``batch_max_delay_ms`` (one background task scanning every max_delay/2). Memory held by all
 accumulations is bounded by ``total_batch_max_bytes``: a send beyond it waits (FIFO, so the order of
-sends to one queue is kept) until earlier batches are answered. Batches of one queue-bound key are
-sent one after the other, so the per-queue order of messages is the order of the sends.
+sends to one queue is kept) until earlier batches are answered. A queue (a chosen one, or a sharding
+key's) has at most one open accumulation: a send to it under another key (a tag change) closes the
+open one first, and the queue's batches are sent one after the other, so the per-queue order of
+messages is the order of the sends whatever their tags.
 """
 
 from __future__ import annotations
@@ -45,6 +47,10 @@ class BatchSendOutcome(Protocol):
 
 @dataclass(frozen=True)
 class AggregateKey:
+    """What messages of one batch share. Tags stay in it: a BatchCQ inner batch is one record whose one
+    TAGS is what consumers' tag filters match; the order across keys of one queue is kept by the
+    accumulator (one open accumulation per queue), not by the key."""
+
     topic: str
     mq: MessageQueue | None
     wait_store_msg_ok: bool
@@ -120,7 +126,8 @@ class ProduceAccumulator:
         self.batch_max_delay = batch_max_delay_ms / 1000.0
         self._budget = _ByteBudget(total_batch_max_bytes)
         self._open: dict[AggregateKey, _Accumulation] = {}
-        self._tails: dict[AggregateKey, asyncio.Task[None]] = {}  # last in-flight batch of a queue-bound key
+        self._open_of_queue: dict[MessageQueue, AggregateKey] = {}  # the one open key of a chosen queue
+        self._tails: dict[MessageQueue, asyncio.Task[None]] = {}  # last in-flight batch of a chosen queue
         self._inflight: set[asyncio.Task[None]] = set()
         self._guard: asyncio.Task[None] | None = None
         self._closed = False
@@ -155,6 +162,11 @@ class ProduceAccumulator:
             fut: asyncio.Future[tuple[BatchSendOutcome, int]] = asyncio.get_running_loop().create_future()
             acc = self._open.get(key)
             if acc is None:
+                if key.mq is not None:
+                    other = self._open_of_queue.get(key.mq)
+                    if other is not None:  # the queue's earlier messages leave before this one's batch
+                        self._dispatch(self._open.pop(other))
+                    self._open_of_queue[key.mq] = key
                 acc = self._open[key] = _Accumulation(key, asyncio.get_running_loop().time())
             acc.items.append(_Pending(item, fut))
             acc.size += size
@@ -181,13 +193,16 @@ class ProduceAccumulator:
                 self._dispatch(self._open.pop(key))
 
     def _dispatch(self, acc: _Accumulation) -> None:
-        prev = self._tails.get(acc.key) if acc.key.mq is not None else None
+        mq = acc.key.mq
+        prev = self._tails.get(mq) if mq is not None else None
         task = asyncio.get_running_loop().create_task(self._send(acc, prev))
         self._inflight.add(task)
         task.add_done_callback(self._inflight.discard)
-        if acc.key.mq is not None:
-            self._tails[acc.key] = task
-            task.add_done_callback(lambda t, k=acc.key: self._tails.pop(k, None) if self._tails.get(k) is t else None)
+        if mq is not None:
+            if self._open_of_queue.get(mq) == acc.key:
+                del self._open_of_queue[mq]
+            self._tails[mq] = task
+            task.add_done_callback(lambda t, q=mq: self._tails.pop(q, None) if self._tails.get(q) is t else None)
 
     async def _send(self, acc: _Accumulation, prev: asyncio.Task[None] | None) -> None:
         if prev is not None:

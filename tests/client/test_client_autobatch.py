@@ -240,3 +240,43 @@ def test_shutdown_sends_every_accepted_message_and_later_sends_are_refused(broke
     assert refused == [f"producer {unique}P is not started: call start() first", f"producer {unique}P is shut down",
                        f"producer {unique}P is shut down"]
     assert accumulator is None  # no accumulator (and no background task) recreated after shutdown
+
+
+@pytest.mark.parametrize("queue_type", ["SimpleCQ", "BatchCQ"])
+def test_autobatch_keeps_send_order_of_one_queue_when_tags_interleave(broker: BrokerProcess, unique: str,
+                                                                     queue_type: str) -> None:
+    """Messages of one queue (a chosen queue, or one sharding key) with changing tags are stored in send
+    order, each with its own tag; a tag filter still sees exactly its messages."""
+    topic = f"{unique}{queue_type}"
+
+    async def go():
+        inst = MQClientInstance(broker.namesrv_addr)
+        await create_topic(inst, broker.broker_addr, topic, queues=2, attributes=f"+queue.type={queue_type}")
+        p = Producer(topic + "P", inst, auto_batch=True, batch_max_bytes=4 * 1024, batch_max_delay_ms=20)
+        await p.start()
+        mq = MessageQueue(topic=topic, broker_name=broker.broker_name, queue_id=0)
+        # runs of 3 messages per tag, A B A B ...: to queue 0, and by sharding key "order-7"
+        bound = [p.send_async(Message(topic, f"mq-{n:03d}".encode(), tags=f"T{n // 3 % 2}"), mq=mq)
+                 for n in range(60)]
+        keyed = [asyncio.ensure_future(p.send(Message(topic, f"key-{n:03d}".encode(), tags=f"T{n // 3 % 2}"),
+                                              sharding_key="order-7")) for n in range(60)]
+        bound_res = await asyncio.gather(*bound)
+        keyed_res = await asyncio.gather(*keyed)
+        batches = p.accumulator().batches_sent
+        await _dispatched(inst, topic, bound_res + keyed_res)
+        got = await _pull_all(PullConsumer(topic + "C", inst), topic)
+        only_t1 = await _pull_all(PullConsumer(topic + "C1", inst), topic, "T1")
+        await p.shutdown()
+        await inst.shutdown()
+        return bound_res, keyed_res, batches, got, only_t1
+
+    bound_res, keyed_res, batches, got, only_t1 = run(go())
+    assert batches < 120 / 2  # runs of one tag still travel in batches
+    for prefix, res in (("mq-", bound_res), ("key-", keyed_res)):
+        assert len({r.message_queue for r in res}) == 1
+        offs = [r.queue_offset for r in res]
+        assert offs == list(range(offs[0], offs[0] + 60)), offs  # offsets follow the send order
+        stored = sorted((m for m in got if m.body.startswith(prefix.encode())), key=lambda m: m.queue_offset)
+        assert [m.body for m in stored] == [f"{prefix}{n:03d}".encode() for n in range(60)]
+        assert [m.tags for m in stored] == [f"T{n // 3 % 2}" for n in range(60)]
+    assert sorted(m.body for m in only_t1) == sorted(m.body for m in got if m.tags == "T1")
