@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
+import functools
 import inspect
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from enum import StrEnum
 from typing import TypeVar
 
@@ -128,6 +131,9 @@ class PushConsumer:
         self._max_reconsume_times = max_reconsume_times
         self.consume_concurrency = consume_concurrency
         self._sem = asyncio.Semaphore(consume_concurrency)
+        # Java's consumeExecutor: blocking listeners run on the consumer's own consume_concurrency threads
+        # (consumeThreadMax), not asyncio's default executor, whose min(32, cpus + 4) threads would cap them
+        self._consume_executor: ThreadPoolExecutor | None = None
         self.stats = ConsumeStatsRecorder()  # what consumerStatus shows as #Consumer RT&TPS#
         # Java's enableMsgTrace: each consumed batch writes SubBefore/SubAfter trace contexts
         self.trace: TraceDispatcher | None = (TraceDispatcher(instance, group, custom_trace_topic)
@@ -200,6 +206,8 @@ class PushConsumer:
                                      consume_from=self._consume_from,
                                      consume_timestamp_ms=self._consume_ts,
                                      allocate=self.allocate_strategy)
+        self._consume_executor = ThreadPoolExecutor(max_workers=self.consume_concurrency,
+                                                    thread_name_prefix=f"ConsumeMessageThread_{self.group}")
         self.instance.register_consumer(self.group, self)
         self._start_ms = int(time.time() * 1000)
         await self.instance.start()
@@ -225,6 +233,11 @@ class PushConsumer:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await t
         self._tasks.clear()
+        if self._consume_executor is not None:
+            # as Java's consumeExecutor.shutdown(): no new listener calls, none waited for (a listener that
+            # never returns must not hang the shutdown); its threads end when their call returns
+            self._consume_executor.shutdown(wait=False, cancel_futures=True)
+            self._consume_executor = None
         if self.rebalancer is not None:
             with contextlib.suppress(RemotingError, BrokerError):
                 await self.rebalancer.shutdown()
@@ -506,9 +519,14 @@ class PushConsumer:
         return msg
 
     async def _call(self, listener: Callable[[list[MessageExt]], object], msgs: list[MessageExt]) -> object:
+        """An async listener runs on the loop; a blocking one on the consumer's consume threads."""
         if inspect.iscoroutinefunction(listener):
             return await listener(msgs)
-        result = await asyncio.to_thread(listener, msgs)
+        executor = self._consume_executor
+        if executor is None:
+            raise ClientStateError(f"push consumer {self.group} is not running")
+        call = functools.partial(contextvars.copy_context().run, listener, msgs)
+        result = await asyncio.get_running_loop().run_in_executor(executor, call)
         if inspect.isawaitable(result):
             return await result
         return result

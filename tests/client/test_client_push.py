@@ -229,3 +229,58 @@ def test_transaction_commit_rollback_and_check_back(broker: BrokerProcess, uniqu
                                                 LocalTransactionState.ROLLBACK_MESSAGE, LocalTransactionState.UNKNOW]
     assert ok, (got, checked)
     assert b"unknown" in checked and sorted(set(got)) == [b"commit", b"unknown"]
+
+
+def test_blocking_listener_runs_on_consume_concurrency_threads(broker: BrokerProcess, unique: str) -> None:
+    """consume_concurrency (Java's consumeThreadMax) above asyncio's default executor (min(32, cpus + 4)
+    threads) really runs that many blocking listener calls at once, on the consumer's own threads, which
+    end with the consumer."""
+    import threading
+
+    concurrency = 40
+
+    async def go():
+        inst = MQClientInstance(broker.namesrv_addr)
+        await create_topic(inst, broker.broker_addr, unique)
+        p = Producer(unique + "P", inst)
+        await p.start()
+        for i in range(2 * concurrency):
+            await p.send(Message(unique, f"m{i}".encode()))
+        lock = threading.Lock()
+        enough = threading.Event()
+        active = 0
+        peak = 0
+        done: list[bytes] = []
+        names: set[str] = set()
+
+        def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+            nonlocal active, peak
+            with lock:
+                active += 1
+                peak = max(peak, active)
+                names.add(threading.current_thread().name)
+                if active >= concurrency:
+                    enough.set()
+            enough.wait(2.0)  # a blocking listener: holds its thread until all ran at once (or 2 s)
+            with lock:
+                active -= 1
+                done.extend(m.body for m in msgs)
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+        c = PushConsumer(unique + "G", inst, consume_from=FIRST, consume_concurrency=concurrency)
+        c.subscribe(unique, "*")
+        c.register_concurrently(listener)
+        await c.start()
+        ok = await wait_until(lambda: len(done) >= 2 * concurrency, timeout=30.0)
+        await c.shutdown()
+        prefix = f"ConsumeMessageThread_{unique}G"
+        ended = await wait_until(lambda: not any(t.name.startswith(prefix) for t in threading.enumerate()), 5.0)
+        await p.shutdown()
+        await inst.shutdown()
+        return ok, peak, names, prefix, ended
+
+    ok, peak, names, prefix, ended = run(go())
+    assert ok
+    assert peak == concurrency
+    assert all(n.startswith(prefix) for n in names)
+    assert ended  # the consume threads end with the consumer
