@@ -33,6 +33,8 @@ PROPERTY_SHARDING_KEY = "__SHARDINGKEY"
 PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
 PROPERTY_MAX_RECONSUME_TIMES = "MAX_RECONSUME_TIMES"
 PROPERTY_RECONSUME_TIME = "RECONSUME_TIME"
+# DefaultMQProducer.maxMessageSize: the broker's default maxMessageSize too
+DEFAULT_MAX_MESSAGE_SIZE = 4 * 1024 * 1024
 
 _uniq = UniqKeyGenerator()
 
@@ -48,16 +50,28 @@ class MessageCheckError(BrokerError, ValueError):
         self.message = message
 
 
-def check_message(msg: Message, props: dict[str, str]) -> None:
+def check_body_size(topic: str, size: int, max_message_size: int) -> None:
+    """Java's "the message body size over max value": a body (or a whole encoded batch) over the
+    producer's maxMessageSize is refused before it is sent. Sent, the broker refuses it anyway, and one
+    over the remoting frame limit (16 MiB) makes the broker reset the connection every other send
+    of the client shares."""
+    if size > max_message_size:
+        raise MessageCheckError(f"the message body size over max value, MAX: {max_message_size} "
+                                f"(body {size} bytes, topic {topic})")
+
+
+def check_message(msg: Message, props: dict[str, str], max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE) -> None:
     """Refuse, before it is encoded, what the broker would refuse or store as something else.
 
     ``props`` are the message's wire properties (user ones plus TAGS, KEYS, UNIQ_KEY...). An empty body
-    ("the message body length is zero", as Java's client), a 0x01/0x02 separator in a property name
-    or value, a tag or a key (the broker would decode other properties from it), and properties
-    over the 32,767 bytes a record's i16 length holds are refused with MessageCheckError; so one bad
-    message of an AutoBatch fails alone, never the batch it would have joined."""
+    ("the message body length is zero", as Java's client), a body over ``max_message_size`` (the
+    producer's maxMessageSize), a 0x01/0x02 separator in a property name or value, a tag or a key (the
+    broker would decode other properties from it), and properties over the 32,767 bytes a record's i16
+    length holds are refused with MessageCheckError; so one bad message of an AutoBatch fails alone,
+    never the batch it would have joined."""
     if msg.body is None or len(msg.body) == 0:
         raise MessageCheckError(f"the message body length is zero (topic {msg.topic})")
+    check_body_size(msg.topic, len(msg.body), max_message_size)
     try:
         check_properties_fit(props)
     except PropertiesSizeError as e:

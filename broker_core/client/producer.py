@@ -38,6 +38,7 @@ from broker_core.store.codec.trace_data import TraceBean, TraceContext, TraceTyp
 from .connection import RemotingConnection, RemotingError, RemotingTimeoutError
 from .instance import BrokerError, ClientStateError, MQClientInstance
 from .message import (
+    DEFAULT_MAX_MESSAGE_SIZE,
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_KEYS,
     PROPERTY_PRODUCER_GROUP,
@@ -47,6 +48,7 @@ from .message import (
     PROPERTY_WAIT_STORE_MSG_OK,
     Message,
     MessageCheckError,
+    check_body_size,
     check_message,
     decode_records,
     new_uniq_key,
@@ -125,12 +127,14 @@ class Producer:
                  retry_times_when_send_failed: int = 2, use_v2_header: bool = True, auto_batch: bool = False,
                  batch_max_bytes: int = DEFAULT_BATCH_MAX_BYTES, batch_max_delay_ms: int = DEFAULT_BATCH_MAX_DELAY_MS,
                  total_batch_max_bytes: int = DEFAULT_TOTAL_BATCH_MAX_BYTES, enable_msg_trace: bool = False,
-                 custom_trace_topic: str | None = None) -> None:
+                 custom_trace_topic: str | None = None, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE) -> None:
         self.group = group
         self.instance = instance
         self.send_timeout = send_timeout
         self.retries = retry_times_when_send_failed
         self.use_v2_header = use_v2_header
+        # Java's maxMessageSize (4 MiB): a larger body, or batch, is refused before it is sent
+        self.max_message_size = max_message_size
         # AutoBatch (Java's setAutoBatch/batchMaxBytes/batchMaxDelayMs/totalBatchMaxBytes): read when the
         # first batched send creates the accumulator.
         self.auto_batch = auto_batch
@@ -204,7 +208,7 @@ class Producer:
         self._check_running()
         props = msg.wire_properties()
         # refused here, before it could join an AutoBatch: a bad message fails its own send only
-        check_message(msg, props)
+        check_message(msg, props, self.max_message_size)
         # a send with its own timeout goes direct, as Java's send(msg, timeout) does
         if self.trace is None:
             if self.auto_batch and timeout is None and self._batchable(msg, props):
@@ -253,7 +257,7 @@ class Producer:
         """Fire and forget: no response is asked for (errors after the write are not seen)."""
         self._check_running()
         props = msg.wire_properties()
-        check_message(msg, props)
+        check_message(msg, props, self.max_message_size)
         queues = [mq] if mq else await self.publish_queues(msg.topic)
         target = mq or self._selector.select(queues)
         addr = await self.instance.find_broker_addr(target)
@@ -279,10 +283,11 @@ class Producer:
         items = [BatchItem(m.body, m.wire_properties(), m.flag) for m in msgs]
         for i, (m, item) in enumerate(zip(msgs, items, strict=True)):
             try:
-                check_message(m, item.properties)
+                check_message(m, item.properties, self.max_message_size)
             except MessageCheckError as e:
                 raise MessageCheckError(f"batch message {i}: {e.message}") from None
         body = encode_batch(items)
+        check_body_size(topic, len(body), self.max_message_size)  # as Java, the whole batch too
         uniq = ",".join(i.properties[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] for i in items)
         res = await self._send_with_retry(topic, body, {"WAIT": "true"}, 0, mq, None, timeout, sys_flag=0,
                                           batch=True)
@@ -412,7 +417,7 @@ class TransactionProducer(Producer):
         props = msg.wire_properties()
         props[PROPERTY_TRANSACTION_PREPARED] = "true"
         props[PROPERTY_PRODUCER_GROUP] = self.group
-        check_message(msg, props)
+        check_message(msg, props, self.max_message_size)
         res = await self._send_with_retry(msg.topic, msg.body, props, msg.flag, None, None, None,
                                           sys_flag=TRANSACTION_PREPARED_TYPE, batch=False)
         uniq = props[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX]

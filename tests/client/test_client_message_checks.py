@@ -189,3 +189,53 @@ def test_decode_records_clears_compressed_flag_once_inflated() -> None:
     assert raw.body == zlib.compress(original) and raw.sys_flag & COMPRESSED_FLAG
     [torn] = decode_records(record(b"not zlib"))
     assert torn.body == b"not zlib" and torn.sys_flag & COMPRESSED_FLAG
+
+
+def test_body_over_max_message_size_is_refused_and_the_connection_keeps_working(broker: BrokerProcess,
+                                                                                unique: str) -> None:
+    """As Java's Validators.checkMessage with DefaultMQProducer.maxMessageSize (4 MiB): a larger body, on
+    every send path, and a batch whose whole body is larger, are refused before anything is sent; a
+    17 MiB body (over the 16 MiB frame limit) no longer resets the connection other sends share."""
+    limit = 4 * 1024 * 1024
+    over = Message(unique, b"x" * (limit + 1))
+    huge = Message(unique, b"h" * (17 * 1024 * 1024))
+
+    async def go():
+        inst = MQClientInstance(broker.namesrv_addr)
+        await create_topic(inst, broker.broker_addr, unique, queues=1)
+        p = Producer(unique + "P", inst)
+        ab = Producer(unique + "AB", inst, auto_batch=True)
+        small = Producer(unique + "S", inst, max_message_size=1024)
+        tp = TransactionProducer(unique + "TP", inst, _Listener())
+        for prod in (p, ab, small, tp):
+            await prod.start()
+        calls = {"send": lambda: p.send(over), "send 17 MiB": lambda: p.send(huge),
+                 "send_oneway": lambda: p.send_oneway(huge), "auto_batch": lambda: ab.send(over),
+                 "send_batch item": lambda: p.send_batch([Message(unique, b"a"), over]),
+                 "send_batch whole": lambda: p.send_batch([Message(unique, b"q" * (limit // 4)) for _ in range(4)]),
+                 "send_in_transaction": lambda: tp.send_in_transaction(over),
+                 "max_message_size=1024": lambda: small.send(Message(unique, b"s" * 1025))}
+        errors: dict[str, str] = {}
+        for name, call in calls.items():
+            try:
+                await call()
+                errors[name] = "accepted"
+            except MessageCheckError as e:
+                errors[name] = e.message
+        at_limit = await p.send(Message(unique, b"L" * limit))  # exactly maxMessageSize is fine
+        after = await p.send(Message(unique, b"after"))
+        await wait_dispatched(inst, unique, broker.broker_name, {0: 2})
+        stored = await _stored(inst, unique)
+        for prod in (tp, small, ab, p):
+            await prod.shutdown()
+        await inst.shutdown()
+        return errors, at_limit, after, stored
+
+    errors, at_limit, after, stored = run(go())
+    for name, text in errors.items():
+        want = 1024 if name == "max_message_size=1024" else limit
+        assert text.startswith("batch message 1: " if name == "send_batch item" else "the message body size"), \
+            (name, text)
+        assert f"the message body size over max value, MAX: {want}" in text, (name, text)
+    assert at_limit.status == SendStatus.SEND_OK and after.status == SendStatus.SEND_OK
+    assert [len(m.body) for m in stored] == [limit, 5]
