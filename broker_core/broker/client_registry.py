@@ -11,7 +11,7 @@ an opaque hashable ``channel`` handle the network layer chooses (and closes when
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 
 CHANNEL_EXPIRED_TIMEOUT_MS = 120_000  # RocketMQ's channelExpiredTimeout
@@ -134,12 +134,34 @@ class ClientRegistry:
                     if info.client_id != client_id:
                         info.client_id = client_id
                         changed.append(data.group_name)
-                for sub in data.subscriptions:
-                    old = g.subscriptions.get(sub.topic)
-                    if old is None or old.sub_version < sub.sub_version or old.sub_string != sub.sub_string:
-                        g.subscriptions[sub.topic] = sub
+                if self._update_subscriptions(g, data.subscriptions) and data.group_name not in changed:
+                    changed.append(data.group_name)
         self._notify(changed)
         return HeartbeatResult(tuple(changed), new_channel)
+
+    @staticmethod
+    def _update_subscriptions(g: ConsumerGroupInfo, subscriptions: Sequence[SubscriptionData]) -> bool:
+        """ConsumerGroupInfo#updateSubscription: a topic's subscription is replaced only by a newer
+        version, so a consumer still running an old expression cannot take it back from the ones that
+        were redeployed (their pulls, carrying the newer version, were refused SUBSCRIPTION_NOT_LATEST
+        until the old one stopped); a topic the heartbeat no longer names is dropped (an unsubscribe).
+        An equal version with another expression replaces it: gRPC sessions carry no version.
+        True when the table changed, which the group's consumers are told (they rebalance)."""
+        updated = False
+        for sub in subscriptions:
+            old = g.subscriptions.get(sub.topic)
+            if old is None:
+                updated = True
+            elif sub.sub_version < old.sub_version or (
+                    sub.sub_version == old.sub_version and (sub.sub_string, sub.expression_type)
+                    == (old.sub_string, old.expression_type)):
+                continue
+            g.subscriptions[sub.topic] = sub
+        named = {sub.topic for sub in subscriptions}
+        for topic in [t for t in g.subscriptions if t not in named]:
+            del g.subscriptions[topic]
+            updated = True
+        return updated
 
     def unregister(self, channel: Channel, producer_group: str | None = None,
                    consumer_group: str | None = None) -> None:

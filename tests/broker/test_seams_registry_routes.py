@@ -184,3 +184,29 @@ def test_heartbeat_registers_consumers_even_when_groups_are_not_auto_created(mak
     b2 = make_broker(tmp_path / "store2", autoCreateSubscriptionGroup="true")
     b2.heartbeat("conn", "c-1", consumers=[ConsumerData("AutoMade")])
     assert b2.get_subscription_group("AutoMade") is not None
+
+
+def test_an_old_subscription_never_replaces_a_newer_one_and_an_unsubscribe_is_dropped() -> None:
+    """ConsumerGroupInfo#updateSubscription: during a redeploy the old consumers' heartbeats (an older
+    subVersion) replaced the new expression, so the new consumers' pulls were refused
+    SUBSCRIPTION_NOT_LATEST (25) until the last old one stopped; and a topic a consumer stopped
+    subscribing stayed in the group's table for ever (its pulls still filtered, consumerProgress listed it)."""
+    clock = FakeClock()
+    reg = ClientRegistry(clock)
+    changes: list[str] = []
+    reg.consumer_ids_changed_listeners.append(lambda g, clients: changes.append(g))
+    old = ConsumerData("G", subscriptions=(SubscriptionData("T", "TagA", sub_version=100),
+                                           SubscriptionData("U", "*", sub_version=100)))
+    new = ConsumerData("G", subscriptions=(SubscriptionData("T", "TagB", sub_version=200),
+                                           SubscriptionData("U", "*", sub_version=200)))
+    reg.heartbeat("conn-old", "old@1", consumers=[old])
+    reg.heartbeat("conn-new", "new@1", consumers=[new])
+    reg.heartbeat("conn-old", "old@1", consumers=[old])  # the old consumer's next heartbeat
+    info = reg.consumer_group("G")
+    assert info is not None and (info.subscriptions["T"].sub_string, info.subscriptions["T"].sub_version) == ("TagB", 200)
+
+    changes.clear()
+    only_t = ConsumerData("G", subscriptions=(SubscriptionData("T", "TagB", sub_version=300),))
+    reg.heartbeat("conn-new", "new@1", consumers=[only_t])
+    info = reg.consumer_group("G")
+    assert info is not None and sorted(info.subscriptions) == ["T"] and changes == ["G"]
