@@ -811,6 +811,8 @@ class CommitLog:
         if pos >= mf.wrote_position:
             return None
         if pos + 8 > mf.wrote_position:
+            if not must_exist:  # a client's offset into the last bytes of a record: no record starts there
+                return None
             raise CorruptDataError(mf.path, pos, "a record header", f"only {mf.wrote_position - pos} bytes of data")
         total = read_total_size(mf.mv, pos)
         if not must_exist and read_magic(mf.mv, pos) not in (MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2):

@@ -198,6 +198,13 @@ def test_produce_and_consume_codes(broker_setup):
     assert view.code == OK and records(view.body)[0].body == b"hello"
     r = bc.call(RC.VIEW_MESSAGE_BY_ID, {"offset": "999999999"})
     assert (r.code, r.remark) == (ResponseCode.SYSTEM_ERROR, "can not find message by the offset, 999999999")
+    # an offset in the last bytes of the last record (a mistyped msgId) is "not found" too; it was
+    # answered with a CorruptDataError naming the server's commitlog path, as if the store were damaged
+    last = records(bc.call(RC.VIEW_MESSAGE_BY_ID, {"offset": str(int(rb.ext_fields["msgId"][-16:], 16))}).body)[0]
+    assert last.body == b"b2"
+    for tail in (last.commit_log_offset + last.store_size - 7, last.commit_log_offset + last.store_size - 1):
+        r = bc.call(RC.VIEW_MESSAGE_BY_ID, {"offset": str(tail)})
+        assert (r.code, r.remark) == (ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {tail}"), r
     deadline = time.time() + 10
     while True:  # the index is written by dispatch, just after the put
         found = bc.call(RC.QUERY_MESSAGE, {"topic": "T", "key": "k2", "maxNum": "64", "beginTimestamp": "0",
