@@ -324,7 +324,9 @@ class Admin:
         producer find them: from GET_ROUTEINFO_BY_TOPIC only. Why not GET_TOPIC_CONFIG: that needs
         Topic Get under ACL 2.0, which a consumer (Sub) or producer (Pub) account does not have.
         No route is "topic not found" (exit 3), as before. A store directory has no ACL and one broker:
-        its topic config answers without building a route (a key query loads no route code)."""
+        its topic config answers without building a route (a key query loads no route code). Brokers
+        ``left_out`` are skipped like every fan-out's (a hung broker stalled the dashboard's key query);
+        when they are all the route has, that is said."""
         if self.maintenance is not None:
             return [(b, info.write_queue_nums) for b, info in self._require_topic(topic)]
         route = self.client.topic_route(topic)
@@ -340,7 +342,11 @@ class Admin:
             out.append((BrokerIdentity(bd.cluster, bd.broker_name, bd.broker_addrs[bid], bid), qd.write_queue_nums))
         if not out:
             raise NotFoundError(f"topic [{topic}] not found in {self.target}")
-        return out
+        answering = [(b, n) for b, n in out if b.broker_addr not in self.left_out]
+        if not answering:
+            names = ", ".join(f"{b.broker_name} ({b.broker_addr})" for b, _ in out)
+            raise AdminError(f"topic [{topic}] is only on {names}, left out: not answering")
+        return answering
 
     def topic_info(self, topic: str) -> TopicInfo:
         return self._require_topic(topic)[0][1]

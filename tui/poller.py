@@ -5,7 +5,8 @@ Why: screens never call the Admin (a slow broker must not freeze the UI, and a s
 a connection); they render ``Refreshed`` snapshots and send one-off questions through ``ask``, whose
 answer comes back as an ``Answer`` message to the widget that asked. A broker that stops answering
 is left out of the refreshes (shown as stuck) and probed apart until it answers again, so the other
-brokers' figures go on. A refresh whose core (brokers, topics) fails or times out becomes ``ConnectionLost`` (the app shows a banner) and the poller retries
+brokers' figures go on. One-off reads (a key query, a browse) run on their own session, leaving out
+the stuck brokers too: one that hangs fails only that read, never the refresh. A refresh whose core (brokers, topics) fails or times out becomes ``ConnectionLost`` (the app shows a banner) and the poller retries
 with a growing pause; a part that cannot be read (a damaged acls.json, say) is reported by the
 snapshot itself, so the rest of the refresh still shows.
 On a store directory the Admin is reopened every refresh, so a broker writing beside us is seen.
@@ -114,6 +115,7 @@ class Poller:
         self.call_timeout_s = call_timeout_s
         self.clock_ms = clock_ms
         self._session: AdminSession | None = None
+        self._ask_session: AdminSession | None = None
         self.stuck = StuckBrokers()
         self._probes: dict[str, asyncio.Task[None]] = {}
         self._wake = asyncio.Event()
@@ -128,15 +130,33 @@ class Poller:
             self._session = AdminSession(self.target)
         return self._session
 
-    async def call(self, fn: Callable[[Admin], T], who: str | None = None) -> T:
-        """``fn`` on the session's Admin, which leaves the stuck brokers out of every fan-out."""
+    def _leaving_out_stuck(self, fn: Callable[[Admin], T]) -> Callable[[Admin], T]:
+        """``fn`` on an Admin that leaves the brokers stuck now out of every fan-out."""
         left_out = self.stuck.addrs()
 
         def leaving_out_stuck(admin: Admin) -> T:
             admin.left_out = left_out
             return fn(admin)
 
-        return await self.session().call(leaving_out_stuck, self.call_timeout_s, who)
+        return leaving_out_stuck
+
+    async def call(self, fn: Callable[[Admin], T], who: str | None = None) -> T:
+        """``fn`` on the refresh session's Admin, which leaves the stuck brokers out of every fan-out."""
+        return await self.session().call(self._leaving_out_stuck(fn), self.call_timeout_s, who)
+
+    async def _ask_call(self, fn: Callable[[Admin], T]) -> T:
+        """``fn`` on the session for one-off reads. Why not the refresh session: its one worker runs
+        calls in turn, so a read stuck on a broker held every refresh call behind it until they timed
+        out (the banner came up while the healthy brokers answered), and its timeout broke that session."""
+        if self._ask_session is None or self._ask_session.broken:
+            if self._ask_session is not None:
+                self._ask_session.close()
+            self._ask_session = AdminSession(self.target)
+        session = self._ask_session
+        value = await session.call(self._leaving_out_stuck(fn), self.call_timeout_s)
+        if self.target.reopen_each_refresh:
+            await session.release()
+        return value
 
     def _probe_stuck(self) -> None:
         """One probe in flight per stuck broker, each on its own session (a probe that hangs too must
@@ -207,9 +227,7 @@ class Poller:
                 finally:
                     session.close()
             else:
-                value = await self.call(fn)
-                if self.target.reopen_each_refresh and self._session is not None and not self._session.broken:
-                    await self._session.release()
+                value = await self._ask_call(fn)
         except asyncio.CancelledError:
             raise
         except Exception as e:  # noqa: BLE001 - reported to the asker as one line
@@ -221,6 +239,7 @@ class Poller:
         for task in self._probes.values():
             task.cancel()
         self._probes.clear()
-        if self._session is not None:
-            self._session.close()
-            self._session = None
+        for session in (self._session, self._ask_session):
+            if session is not None:
+                session.close()
+        self._session = self._ask_session = None

@@ -6,6 +6,10 @@ offsets are per broker: with several brokers a choice says which one a browse or
 The status line repeats what was typed and the Admin's errors, so it is literal text, never markup
 (``[/]`` typed as a key must be searched for, not parsed). A negative offset is refused here with the
 broker's own words: the store-mode read once treated it as 0 and showed offset 0's message.
+
+A query by key, unique key or message id goes to every broker of the topic's route but those left out
+as not answering (see tui.poller): the answer comes from the others, and the status line names the
+brokers left out, so "0 message(s)" is not read as "no such message anywhere".
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from textual.widget import Widget
 from textual.widgets import Button, DataTable, Input, Label, Select
 
 from mqadmin.admin import Admin, MessageRecord
+from mqadmin.errors import AdminError
 from tui import format as fmt
 from tui.poller import Poller
 from tui.screens.base import DashboardScreen
@@ -46,6 +51,7 @@ class MessagesScreen(DashboardScreen):
         self.broker_names: list[str] = []
         self.topic_brokers: dict[str, list[str]] = {}
         self._browse_at: int | None = None
+        self._what = ""
 
     def compose_body(self) -> Iterable[Widget]:
         with Horizontal(classes="form-row", id="query-row"):
@@ -129,10 +135,10 @@ class MessagesScreen(DashboardScreen):
             start = browse_from if browse_from is not None else number
             self._browse_at = start
 
-            def fn(a: Admin) -> list[MessageRecord]:
+            def fn(a: Admin) -> Found:
                 lo = start if start is not None else 0
                 scans = a.consume_message(topic, "rmqops_dashboard", broker, qid, offset=lo, max_num=PAGE)
-                return [m for s in scans for m in s.messages]
+                return [m for s in scans for m in s.messages], []
             what = f"queue {qid} of {topic}{on} from offset {start if start is not None else 'its start'}"
         else:
             self._browse_at = None
@@ -146,14 +152,15 @@ class MessagesScreen(DashboardScreen):
             if mode == "offset":
                 what += f" of queue {queue_id}{on}"
 
-            def fn(a: Admin) -> list[MessageRecord]:
+            def fn(a: Admin) -> Found:
+                if mode == "offset":
+                    return [a.query_msg_by_offset(topic, broker, queue_id or 0, number or 0)], []
+                skipped = left_out_of_route(a, topic)
                 if mode == "key":
-                    return a.query_msg_by_key(topic, value)
+                    return a.query_msg_by_key(topic, value), skipped
                 if mode == "uniq":
-                    return a.query_msg_by_unique_key(topic, value)
-                if mode == "id":
-                    return a.query_msg_by_id(topic, value)
-                return [a.query_msg_by_offset(topic, broker, queue_id or 0, number or 0)]
+                    return a.query_msg_by_unique_key(topic, value), skipped
+                return a.query_msg_by_id(topic, value), skipped
         self._status(f"Reading {what}...")
         self._what = what
         self.run_worker(self.dashboard.poller.ask(self, "messages", fn), group="messages", exclusive=True)
@@ -166,10 +173,13 @@ class MessagesScreen(DashboardScreen):
             self.results = []
             self._status(f"{self._what}: {event.error}")
         else:
-            self.results = list(event.value)
+            records, skipped = event.value
+            self.results = list(records)
             page = f" (n / p: next / previous {PAGE})" if self._browse_at is not None or \
                 self.query_one("#mode", Select).value == "browse" else ""
-            self._status(f"{self._what}: {len(self.results)} message(s){page}")
+            partial = f"; not searched: {', '.join(skipped)} (not answering, left out until it answers)" \
+                if skipped else ""
+            self._status(f"{self._what}: {len(self.results)} message(s){page}{partial}")
         self.query_one("#results", FilterTable).set_rows([
             (str(i), [r.queue_id, r.queue_offset, r.display_id, r.tags or "", r.keys or "",
                       fmt.when(r.store_timestamp), r.store_size]) for i, r in enumerate(self.results)])
@@ -194,6 +204,25 @@ class MessagesScreen(DashboardScreen):
         else:
             start = max(0, (self.results[0].queue_offset if self.results else (self._browse_at or 0)) - PAGE)
         self.search(browse_from=start)
+
+
+Found = tuple[list[MessageRecord], list[str]]
+"""A read's messages, and the brokers of the topic it could not search (left out: not answering)."""
+
+
+def left_out_of_route(a: Admin, topic: str) -> list[str]:
+    """The brokers of ``topic``'s route that ``a`` leaves out (not answering), as "name (address)".
+
+    Why: a query fans out over the route but those brokers, so its answer may lack their messages; the
+    name server alone is asked here (no broker), so this cannot hang on the broker it names."""
+    if not a.left_out:
+        return []
+    try:
+        route = a.topic_route(topic)
+    except AdminError:
+        return []  # no route: the query itself says the topic is not found
+    return [f"{bd.get('brokerName', '')} ({addr})" for bd in route.get("brokerDatas", [])
+            for addr in (bd.get("brokerAddrs") or {}).values() if addr in a.left_out]
 
 
 def negative_offset(offset: int) -> str:

@@ -1,0 +1,174 @@
+"""The dashboard beside a broker that accepts connections but answers nothing (stopped with SIGSTOP):
+one-off reads answer from the other brokers and name the one left out, never stalling the refresh;
+a timeout names the broker; the screens say which broker their figures exclude."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from textual.widgets import Input, Select
+from tui_helpers import first_refresh, run_async, text_of, wait_until
+from tui_seed import SIZE
+
+from mqadmin.admin import Admin, BrokerIdentity
+from mqadmin.commands.dashboard import ClusterTarget
+from mqadmin.connect import open_remote_admin
+from mqadmin.transport.base import TopicInfo
+from tests.remoting_broker import BrokerProcess, running_broker
+from tui.app import DashboardApp
+from tui.poller import Poller
+from tui.screens.messages import MessagesScreen
+
+TIMEOUT_S = 2.0
+BOTH = "OnBoth"
+KEY = "order-7"
+
+
+@dataclass
+class Cluster:
+    a: BrokerProcess
+    b: BrokerProcess
+    admin: Admin
+
+
+@contextmanager
+def two_brokers(tmp_path: Path) -> Iterator[Cluster]:
+    """broker-a and broker-b (two mqbroker processes, one name server) with topic OnBoth on both and one
+    message keyed order-7 on each."""
+    with running_broker(tmp_path / "a") as a, \
+            running_broker(tmp_path / "b", broker_name="broker-b", namesrv=a.namesrv_addr) as b:
+        admin = open_remote_admin(a.namesrv_addr)
+        try:
+            admin.update_topic(TopicInfo(BOTH, 1, 1, 6))
+            for name in ("broker-a", "broker-b"):
+                admin.send_message(BOTH, name.encode(), keys=KEY, broker_name=name, queue_id=0)
+            yield Cluster(a, b, admin)
+        finally:
+            admin.close()
+
+
+@contextmanager
+def stopped(b: BrokerProcess) -> Iterator[None]:
+    os.kill(b.proc.pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(b.proc.pid, signal.SIGCONT)
+
+
+async def _stuck(pilot, app: DashboardApp, b: BrokerProcess) -> None:  # noqa: ANN001
+    await wait_until(pilot, lambda: app.poller.stuck.why(b.broker_addr) is not None, "broker-b left out")
+    await wait_until(pilot, lambda: app.snapshot is not None and app.snapshot.brokers[1].error is not None,
+                     "a refresh without broker-b")
+
+
+@run_async
+async def test_a_key_query_answers_from_the_healthy_broker_and_names_the_stuck_one(tmp_path: Path):
+    with two_brokers(tmp_path) as c:
+        app = DashboardApp(ClusterTarget(c.a.namesrv_addr), refresh_s=0.3, call_timeout_s=TIMEOUT_S)
+        async with app.run_test(size=SIZE) as pilot:
+            await first_refresh(pilot)
+            with stopped(c.b):
+                await _stuck(pilot, app, c.b)
+                await pilot.press("5")
+                await wait_until(pilot, lambda: isinstance(app.screen, MessagesScreen), "the messages screen")
+                screen = app.screen
+                screen.query_one("#mode", Select).value = "key"
+                screen.query_one("#topic", Input).value = BOTH
+                screen.query_one("#value", Input).value = KEY
+                await pilot.pause()
+                refreshes = app.poller.refreshes
+                screen.search()
+                await wait_until(pilot, lambda: "message(s)" in text_of(app, "#query-status")
+                                 or "did not answer" in text_of(app, "#query-status"), "the key query")
+                status = text_of(app, "#query-status")
+                assert status.startswith(f"{BOTH} by key {KEY}: 1 message(s); not searched: "
+                                         f"broker-b ({c.b.broker_addr}) (not answering"), status
+                assert [r.body for r in screen.results] == [b"broker-a"]
+                await wait_until(pilot, lambda: app.poller.refreshes > refreshes + 1, "refreshes after the query")
+                assert app.lost is None and app.poller.failures == 0
+
+
+class _SlowReadAdmin:
+    """One broker that answers the refresh at once; ``slow_read`` hangs until ``release`` (a one-off
+    read that meets a broker not yet known to be stuck)."""
+
+    def __init__(self, release: threading.Event) -> None:
+        self.release = release
+        self.left_out: frozenset[str] = frozenset()
+        self.me = BrokerIdentity("DefaultCluster", "broker-a", "127.0.0.1:1001")
+
+    def registered_brokers(self) -> list[BrokerIdentity]:
+        return [self.me]
+
+    def broker_status(self, addr: str) -> dict[str, str]:
+        return {}
+
+    def list_topics(self) -> list[str]:
+        return []
+
+    def list_groups(self) -> list[str]:
+        return []
+
+    def list_users(self, broker_addr: str) -> list:
+        return []
+
+    def list_acls(self, broker_addr: str) -> list:
+        return []
+
+    def get_broker_config(self, addr: str) -> dict[str, str]:
+        return {}
+
+    def slow_read(self) -> str:
+        self.release.wait(10)
+        return "late"
+
+    def close(self) -> None:
+        pass
+
+
+@dataclass
+class _Target:
+    admin: _SlowReadAdmin
+    description: str = "name server 127.0.0.1:9876"
+    reopen_each_refresh: bool = False
+
+    def open(self, writes: bool = False) -> _SlowReadAdmin:
+        return self.admin
+
+
+class _Asker:
+    def __init__(self) -> None:
+        self.answers: list[Poller.Answer] = []
+
+    def post_message(self, message: Poller.Answer) -> bool:
+        self.answers.append(message)
+        return True
+
+
+def test_a_one_off_read_that_hangs_does_not_hold_up_the_refresh():
+    release = threading.Event()
+    poller = Poller(None, _Target(_SlowReadAdmin(release)), call_timeout_s=0.5)  # type: ignore[arg-type]
+    asker = _Asker()
+
+    async def both() -> None:
+        read = asyncio.get_running_loop().create_task(
+            poller.ask(asker, "messages", lambda a: a.slow_read()))  # type: ignore[arg-type]
+        await asyncio.sleep(0.05)  # the read holds its session's worker now
+        snap = await poller.refresh_once()  # was queued behind the read: it timed out with it
+        assert [b.error for b in snap.brokers] == [None]
+        await read
+
+    try:
+        asyncio.run(both())
+    finally:
+        release.set()
+        poller.close()
+    assert [a.error for a in asker.answers] == ["the broker (name server 127.0.0.1:9876) did not answer within 0.5 s"]
