@@ -93,15 +93,21 @@ class MQClientInstance:
         self._background: set[asyncio.Task[None]] = set()
         self._ns_index = 0
         self._started = False
+        self._shut_down = False  # from the start of shutdown() to the next start(): no new connections
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
         if self._started:
             return
         self._started = True
+        self._shut_down = False
         self._tasks.append(asyncio.get_running_loop().create_task(self._periodic()))
 
     async def shutdown(self) -> None:
+        """Stop the periodic work and close every connection. From its start on, connection() refuses
+        to open new ones (ClientStateError): a send or heartbeat still running would otherwise reopen
+        a connection nobody closes any more."""
+        self._shut_down = True
         self._tasks.extend(self._background)
         self._background.clear()
         for t in self._tasks:
@@ -141,6 +147,8 @@ class MQClientInstance:
             self._producers.pop(producer_group, None)
         if consumer_group:
             self._consumers.pop(consumer_group, None)
+        if self._shut_down:
+            return  # its connections are closed, and a broker drops the client of a closed connection
         header = UnregisterClientRequestHeader(client_id=self.client_id, producer_group=producer_group,
                                                consumer_group=consumer_group)
         for addr in self.all_broker_addrs():
@@ -149,16 +157,26 @@ class MQClientInstance:
 
     # ------------------------------------------------------------------ connections
     async def connection(self, addr: str) -> RemotingConnection:
+        self._check_not_shut_down(addr)
         conn = self._conns.get(addr)
         if conn is not None and conn.is_open:
             return conn
         lock = self._conn_locks.setdefault(addr, asyncio.Lock())
         async with lock:
+            self._check_not_shut_down(addr)
             conn = self._conns.get(addr)
             if conn is None or not conn.is_open:
                 conn = await RemotingConnection.open(addr, self._on_request, self.credentials)
+                if self._shut_down:  # shut down while connecting: shutdown() could not close this one
+                    conn.close()
+                    self._check_not_shut_down(addr)
                 self._conns[addr] = conn
             return conn
+
+    def _check_not_shut_down(self, addr: str) -> None:
+        if self._shut_down:
+            raise ClientStateError(f"The client instance {self.client_id} is shut down (SHUTDOWN_ALREADY): "
+                                   f"no new connection to {addr}")
 
     async def invoke(self, addr: str, code: int, header: CommandHeader | None = None, body: bytes = b"",
                      timeout: float | None = None, ext: dict[str, str] | None = None) -> RemotingCommand:
@@ -238,6 +256,9 @@ class MQClientInstance:
         return route
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        if self._shut_down:  # shutdown() already cancelled the background tasks; none starts after it
+            coro.close()
+            return
         task = asyncio.get_running_loop().create_task(coro)
         self._background.add(task)
         task.add_done_callback(self._background.discard)

@@ -174,10 +174,15 @@ class Producer:
 
     def _check_running(self) -> None:
         """Java's "service state not OK": a send outside start() .. shutdown() is refused, not sent
-        through a client nobody will shut down."""
+        through a client nobody will shut down. Checked when a send is called and again just before its
+        request goes out, so a send still finding its route or connection when shutdown() begins fails
+        too instead of being sent by a producer that is going away."""
         if not self._started:
-            raise ClientStateError(f"producer {self.group} is shut down" if self._shut_down
-                                   else f"producer {self.group} is not started: call start() first")
+            raise ClientStateError(
+                f"The producer service state not OK, SHUTDOWN_ALREADY: producer {self.group} is shut down"
+                if self._shut_down else
+                f"The producer service state not OK, CREATE_JUST: producer {self.group} is not started: "
+                "call start() first")
 
     def heartbeat_data(self) -> ProducerData:
         return ProducerData(group_name=self.group)
@@ -263,6 +268,7 @@ class Producer:
         addr = await self.instance.find_broker_addr(target)
         cmd = self._request(target, msg.body, props, msg.flag, 0, False)
         conn = await self.instance.connection(addr)
+        self._check_running()
         conn.invoke_oneway(cmd)
 
     async def send_orderly(self, msg: Message, sharding_key: str) -> SendResult:
@@ -341,7 +347,7 @@ class Producer:
         if key.tags:
             props[PROPERTY_TAGS] = key.tags
         return await self._send_with_retry(key.topic, b"".join(items), props, 0, key.mq, None, None, sys_flag=0,
-                                           batch=True)
+                                           batch=True, accepted=True)
 
     def _request(self, mq: MessageQueue, body: bytes, props: dict[str, str], flag: int, sys_flag: int,
                  batch: bool) -> RemotingCommand:
@@ -365,7 +371,9 @@ class Producer:
 
     async def _send_with_retry(self, topic: str, body: bytes, props: dict[str, str], flag: int,
                                mq: MessageQueue | None, sharding_key: str | None, timeout: float | None,
-                               *, sys_flag: int, batch: bool) -> SendResult:
+                               *, sys_flag: int, batch: bool, accepted: bool = False) -> SendResult:
+        """``accepted``: the messages of an AutoBatch batch, accepted before shutdown() began, which sends
+        and answers them; any other send is refused once shutdown() has begun."""
         timeout = timeout or self.send_timeout
         fixed = mq is not None or sharding_key is not None
         attempts = 1 if fixed else 1 + self.retries
@@ -382,6 +390,8 @@ class Producer:
             try:
                 addr = await self.instance.find_broker_addr(target)
                 conn = await self.instance.connection(addr)
+                if not accepted:
+                    self._check_running()
                 resp = await conn.invoke(self._request(target, body, props, flag, sys_flag, batch), timeout)
                 return self._result(resp, target, addr)
             except BrokerError as e:

@@ -237,8 +237,10 @@ def test_shutdown_sends_every_accepted_message_and_later_sends_are_refused(broke
     assert held_back > 50  # most sends were waiting for the byte budget when shutdown began
     assert all(not isinstance(r, BaseException) and r.status == SendStatus.SEND_OK for r in res), res
     assert sorted(m.body[:4] for m in got) == [f"m{i:03d}".encode() for i in range(120)]
-    assert refused == [f"producer {unique}P is not started: call start() first", f"producer {unique}P is shut down",
-                       f"producer {unique}P is shut down"]
+    state = "The producer service state not OK"
+    assert refused == [f"{state}, CREATE_JUST: producer {unique}P is not started: call start() first",
+                       f"{state}, SHUTDOWN_ALREADY: producer {unique}P is shut down",
+                       f"{state}, SHUTDOWN_ALREADY: producer {unique}P is shut down"]
     assert accumulator is None  # no accumulator (and no background task) recreated after shutdown
 
 

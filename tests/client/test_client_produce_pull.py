@@ -222,3 +222,60 @@ def test_a_started_producer_is_known_to_the_broker_at_once(broker: BrokerProcess
 
     resp = run(go())
     assert resp.code == ResponseCode.SUCCESS, resp.remark
+
+
+def test_sends_racing_shutdown_are_refused_and_open_no_connection(broker: BrokerProcess, unique: str) -> None:
+    """A send still finding its route when Producer.shutdown() begins fails with Java's "service state
+    not OK ... SHUTDOWN_ALREADY" and is not stored; after MQClientInstance.shutdown() (or while it
+    runs) a send, or a connection being opened, fails instead of opening a connection nobody closes."""
+    from broker_core.client.instance import ClientStateError
+
+    async def go():
+        setup = MQClientInstance(broker.namesrv_addr)
+        await create_topic(setup, broker.broker_addr, unique, queues=1)
+        # 1: the producer shuts down while a send waits for the name server's route
+        inst = MQClientInstance(broker.namesrv_addr)
+        p = Producer(unique + "P", inst)
+        await p.start()
+        racing = asyncio.get_running_loop().create_task(p.send(Message(unique, b"racing producer shutdown")))
+        await asyncio.sleep(0)  # the send passed its first check and waits for the route
+        await p.shutdown()
+        outcome: list[str] = []
+        try:
+            await racing
+            outcome.append("sent")
+        except ClientStateError as e:
+            outcome.append(str(e))
+        # 2: the instance shuts down under a started producer, then while a connection is being opened
+        p2 = Producer(unique + "P2", inst)
+        await p2.start()
+        sent = await p2.send(Message(unique, b"before instance shutdown"))
+        await inst.shutdown()
+        try:
+            await p2.send(Message(unique, b"after instance shutdown"))
+            outcome.append("sent")
+        except ClientStateError as e:
+            outcome.append(str(e))
+        inst3 = MQClientInstance(broker.namesrv_addr)
+        opening = asyncio.get_running_loop().create_task(inst3.connection(broker.broker_addr))
+        await asyncio.sleep(0)
+        await inst3.shutdown()
+        try:
+            await opening
+            outcome.append("opened")
+        except ClientStateError as e:
+            outcome.append(str(e))
+        await wait_dispatched(setup, unique, broker.broker_name, {0: sent.queue_offset + 1})
+        await asyncio.sleep(0.3)  # a send that got through would be dispatched by now
+        got = await _pull_all(PullConsumer(unique + "C", setup), unique)
+        await setup.shutdown()
+        return outcome, got, inst.client_id, inst3.client_id, inst._conns, inst3._conns
+
+    outcome, got, client_id, client_id3, conns, conns3 = run(go())
+    assert outcome[0] == f"The producer service state not OK, SHUTDOWN_ALREADY: producer {unique}P is shut down"
+    assert outcome[1].startswith(f"The client instance {client_id} is shut down (SHUTDOWN_ALREADY): "
+                                 "no new connection to "), outcome
+    assert outcome[2] == (f"The client instance {client_id3} is shut down (SHUTDOWN_ALREADY): "
+                          f"no new connection to {broker.broker_addr}")
+    assert conns == {} and conns3 == {}
+    assert [m.body for m in got] == [b"before instance shutdown"]
