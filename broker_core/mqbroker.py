@@ -240,6 +240,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if broker_sock is not None:
             config.listen_port = broker_sock.getsockname()[1]  # before the Broker: it stamps store hosts
+            if root.exists() and not root.is_dir():  # else the first file read under it names the cause
+                print(f"mqbroker: cannot open store {root}: it is a file, not a store directory", file=sys.stderr)
+                return 1
             try:
                 broker = Broker(root, config)
             except StoreLockedError as e:

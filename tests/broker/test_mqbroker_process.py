@@ -163,3 +163,15 @@ def test_latin1_config_and_host_name_start(tmp_path: Path) -> None:
         _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     assert "brokerId=1 with brokerRole=ASYNC_MASTER" in err
+
+
+def test_a_store_path_that_is_a_file_is_one_line_saying_so(tmp_path: Path) -> None:
+    """--store naming a file (a typo'd path, a tarball) was refused with a message about
+    config/deletedTopics.json "Not a directory", which sent the operator looking at config files."""
+    afile = tmp_path / "store.tar"
+    afile.write_bytes(b"not a store")
+    done = subprocess.run([sys.executable, "-m", "broker_core.mqbroker", "--store", str(afile), *FREE_PORTS,
+                           "--grpc-port", "0"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and done.stderr.strip().splitlines() == [
+        f"mqbroker: cannot open store {afile}: it is a file, not a store directory"], done.stderr
+    assert afile.read_bytes() == b"not a store"
