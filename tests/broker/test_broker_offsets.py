@@ -133,6 +133,18 @@ def test_lock_unlock_with_expiry(make_broker, clock):
     assert b.lock_manager.owner("g", MessageQueue("T", "broker-a", 0)) == "c2"
 
 
+def test_update_broker_config_changes_the_lock_expiry_of_a_running_broker(make_broker, clock):
+    """updateBrokerConfig -k rebalanceLockMaxLiveTime answered success and showed the new value in
+    getBrokerConfig, but the lock manager kept the value it was built with: a crashed orderly
+    consumer's queues stayed locked the old 60 s."""
+    b = make_broker()
+    q0 = ("T", 0)
+    assert b.lock_batch_mq("g", "c1", [q0]) == {MessageQueue("T", "broker-a", 0)}
+    b.update_broker_config({"rebalanceLockMaxLiveTime": "10000"})
+    clock.advance(10_001)
+    assert b.lock_batch_mq("g", "c2", [q0]) == {MessageQueue("T", "broker-a", 0)}  # c1's lock expired
+
+
 def test_config_loads_one_file(tmp_path):
     conf = tmp_path / "broker.conf"
     conf.write_text("brokerName=broker-b\nbrokerIP1=10.1.2.3\nlistenPort=10920\nmaxMessageSize=2048\n"
