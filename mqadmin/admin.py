@@ -348,8 +348,9 @@ class Admin:
             raise AdminError(f"topic [{topic}] is only on {names}, left out: not answering")
         return answering
 
-    def topic_info(self, topic: str) -> TopicInfo:
-        return self._require_topic(topic)[0][1]
+    def topic_info(self, topic: str, among: list[BrokerIdentity] | None = None) -> TopicInfo:
+        """The topic's config on the first broker (of ``among``, default its candidates) that has it."""
+        return self._require_topic(topic, among)[0][1]
 
     def topic_status(self, topic: str, among: list[BrokerIdentity] | None = None) -> list[QueueStatus]:
         """GET_TOPIC_STATS_INFO of every broker that has the topic (the broker's error when none has);
@@ -560,14 +561,15 @@ class Admin:
         if not existed and not remove_offset:
             raise NotFoundError(f"subscription group [{group}] does not exist in {self.target}")
 
-    def _consume_stats(self, group: str, topic: str | None = None) -> ConsumeStatsView:
-        """GET_CONSUME_STATS of every broker: their queues together and their consume TPS summed (a
-        broker that has no stats of the group adds no rows and 0)."""
+    def _consume_stats(self, group: str, topic: str | None = None,
+                       among: list[BrokerIdentity] | None = None) -> ConsumeStatsView:
+        """GET_CONSUME_STATS of every broker (of ``among`` when given): their queues together and their
+        consume TPS summed (a broker that has no stats of the group adds no rows and 0)."""
         from mqadmin.transport.values import ConsumeStatsView
 
         rows: list[ConsumeQueueStats] = []
         tps = 0.0
-        for b in self.brokers():
+        for b in among if among is not None else self.brokers():
             view = self.client.consume_stats(b.broker_addr, group, topic)
             rows += view.rows
             tps += view.consume_tps
@@ -1470,21 +1472,22 @@ class Admin:
 
         return transaction_backlog_from(self.broker_status(broker_addr))
 
-    def group_lag(self, group: str) -> GroupLag:
-        """GET_CONSUME_STATS of every broker for ``group``: its retry topics' lag (%RETRY%group and pop's
+    def group_lag(self, group: str, among: list[BrokerIdentity] | None = None) -> GroupLag:
+        """GET_CONSUME_STATS of every broker (of ``among`` when given: the dashboard asks one broker per
+        call, so a timeout names it) for ``group``: its retry topics' lag (%RETRY%group and pop's
         %RETRY%group_topic / group+topic) and its %DLQ% size are counted apart from the topics it consumes."""
         from mqadmin.figures import GroupLag, QueueLag
 
         retry, dlq = f"%RETRY%{group}", f"%DLQ%{group}"
         queues, retry_depth = [], 0
-        for s in self._consume_stats(group).rows:
+        for s in self._consume_stats(group, among=among).rows:
             if s.topic == retry or s.topic.startswith((f"{retry}_", f"{retry}+")):
                 retry_depth += max(0, s.broker_offset - max(s.consumer_offset, 0))
                 continue
             queues.append(QueueLag(s.topic, s.broker_name, s.queue_id, s.broker_offset, s.consumer_offset,
                                    s.inflight, s.blocked, s.last_timestamp))
         try:
-            dlq_depth = sum(max(0, q.max_offset - q.min_offset) for q in self.topic_status(dlq))
+            dlq_depth = sum(max(0, q.max_offset - q.min_offset) for q in self.topic_status(dlq, among))
         except NotFoundError:
             dlq_depth = 0
         return GroupLag(group, queues, retry_depth, dlq_depth)

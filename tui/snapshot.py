@@ -10,9 +10,11 @@ their failure is what the poller reports as a lost broker. The other parts (a br
 figures, consumer groups, users and ACLs) each live in their own files, so one damaged file (an
 acls.json cut short, say) must not blank every screen: such a part comes back empty with its error,
 which the screens that show it print, and the rest of the refresh is shown as usual. A timeout is
-never a part's failure: the session behind it is dropped. A broker's runtime info that times out
-marks that broker stuck (``StuckBrokers``) and the refresh goes on without it; any other timeout
-fails the whole refresh.
+never a part's failure: the session behind it is dropped. A call to one broker that times out (its
+runtime info, a topic's or a group's figures on it, its users) marks that broker stuck
+(``StuckBrokers``) and the refresh goes on without it; a timeout of a call to the name server, or of
+the only broker, fails the whole refresh. That is why topics and groups are read one broker per call:
+a timeout of a fan-out over several brokers could only blame the name server.
 """
 
 from __future__ import annotations
@@ -205,56 +207,120 @@ class StuckBrokers:
             del self._why[addr]
 
 
+class _LeftOut(Exception):
+    """A call to one broker timed out and that broker joined the stuck ones (``_Brokers.ask``)."""
+
+
+class _Brokers:
+    """One refresh's calls aimed at one broker each. Why: a timeout then names its broker (a fan-out's
+    blamed the name server), the broker joins ``stuck`` and the refresh goes on with the others,
+    instead of every refresh failing on it; with a single broker its timeout fails the refresh, as ever.
+    The brokers left out are fixed for the refresh (a probe answering meanwhile counts from the next)."""
+
+    def __init__(self, call: AdminCall, stuck: StuckBrokers, registered: list[BrokerIdentity],
+                 taken_ms: int) -> None:
+        self.call = call
+        self.stuck = stuck
+        self.registered = registered
+        self.taken_ms = taken_ms
+        self.why = {b.broker_addr: why for b in registered if (why := stuck.why(b.broker_addr)) is not None}
+
+    def answering(self) -> list[BrokerIdentity]:
+        return [b for b in self.registered if b.broker_addr not in self.why]
+
+    async def ask(self, b: BrokerIdentity, fn: Callable[[Admin], T]) -> T:
+        """``fn`` (a call to ``b`` alone); raises ``_LeftOut`` once ``b`` timed out and was left out."""
+        try:
+            return await self.call(fn, _who(b))
+        except CallTimeout as e:
+            if len(self.registered) == 1:
+                raise
+            self.why[b.broker_addr] = self.stuck.add(b.broker_addr, e, self.taken_ms)
+            raise _LeftOut(b.broker_addr) from None
+
+    def on(self, b: BrokerIdentity) -> AdminCall:
+        """``ask`` as an ``AdminCall`` (for ``_part``)."""
+        return lambda fn, who=None: self.ask(b, fn)
+
+    def check_some_answer(self) -> None:
+        """Fail the refresh, naming every broker and why, when none is left to ask."""
+        if not self.answering():
+            raise AdminError("; ".join(f"{b.broker_name}: {self.why[b.broker_addr]}" for b in self.registered))
+
+
+def _who(b: BrokerIdentity) -> str:
+    return f"the broker {b.broker_name} ({b.broker_addr})"
+
+
 async def collect_snapshot(call: AdminCall, taken_ms: int, stuck: StuckBrokers | None = None) -> Snapshot:
     """Read every figure the dashboard shows through the Admin interface, one timed call per fact.
 
     The brokers and topics are the core (their failure fails the refresh); every other part that
     fails is kept as its one-line error in the snapshot (see the module docstring). A broker whose
-    runtime info times out joins ``stuck`` and is left out of the rest (``call`` leaves ``stuck`` out
-    of every fan-out); the refresh fails only when no broker is left to ask."""
+    call times out joins ``stuck`` and is left out of the rest (``call`` leaves ``stuck`` out of every
+    fan-out); the refresh fails only when no broker is left to ask."""
     stuck = StuckBrokers() if stuck is None else stuck
     registered = await call(lambda a: a.registered_brokers())
     stuck.keep_only({b.broker_addr for b in registered})
-    brokers = []
-    for b in registered:
-        if (why := stuck.why(b.broker_addr)) is None:
-            try:  # e.g. a damaged delayOffset.json: shown on the screens that use the runtime figures
-                status, error = await _part(call, lambda a, addr=b.broker_addr: a.broker_status(addr),
-                                            f"the broker {b.broker_name} ({b.broker_addr})")
-            except CallTimeout as e:
-                if len(registered) == 1:
-                    raise
-                why = stuck.add(b.broker_addr, e, taken_ms)
-        brokers.append(BrokerView(b, {}, why) if why is not None else BrokerView(b, status or {}, error))
-    if all(stuck.why(b.broker_addr) is not None for b in registered):
-        raise AdminError("; ".join(f"{b.broker_name}: {stuck.why(b.broker_addr)}" for b in registered))
+    brokers = _Brokers(call, stuck, registered, taken_ms)
+    statuses: dict[str, tuple[dict[str, str] | None, str | None]] = {}
+    for b in brokers.answering():
+        try:  # e.g. a damaged delayOffset.json: shown on the screens that use the runtime figures
+            statuses[b.broker_addr] = await _part(brokers.on(b), lambda a, addr=b.broker_addr: a.broker_status(addr))
+        except _LeftOut:
+            continue
+    brokers.check_some_answer()
     topics = []
     for name in await call(lambda a: a.list_topics()):
+        if (topic := await _read_topic(brokers, name)) is not None:
+            topics.append(topic)
+    groups, groups_error = await _read_groups(call, brokers)
+    read_acls: dict[str, AclView] = {}
+    for b in brokers.answering():
         try:
-            info = await call(lambda a, n=name: a.topic_info(n))
-            queues = await call(lambda a, n=name: a.topic_status(n))
-        except NotFoundError:
-            continue  # deleted between the listing and the read (or only on a stuck broker): not in this refresh
-        topics.append(TopicSnapshot(info, queues))
-    groups, groups_error = await _read_groups(call)
-    acl_views = [AclView(b.identity, [], [], why) if (why := stuck.why(b.identity.broker_addr)) is not None
-                 else await _read_acl(call, b.identity) for b in brokers]
+            read_acls[b.broker_addr] = await _read_acl(brokers, b)
+        except _LeftOut:
+            continue
+    brokers.check_some_answer()
+    acl_views = [AclView(b, [], [], brokers.why[b.broker_addr]) if b.broker_addr in brokers.why
+                 else read_acls[b.broker_addr] for b in registered]
+    views = [BrokerView(b, {}, brokers.why[b.broker_addr]) if b.broker_addr in brokers.why
+             else BrokerView(b, statuses[b.broker_addr][0] or {}, statuses[b.broker_addr][1]) for b in registered]
     failed = [v for v in acl_views if v.error is not None]
     acl_error = None if not failed else failed[0].error if len(acl_views) == 1 else \
         "; ".join(f"{v.name}: {v.error}" for v in failed)
-    return Snapshot(taken_ms, brokers, topics, groups, [u for v in acl_views for u in v.users],
+    return Snapshot(taken_ms, views, topics, groups, [u for v in acl_views for u in v.users],
                     [a for v in acl_views for a in v.acls], groups_error, acl_error, acl_views)
 
 
-async def _read_acl(call: AdminCall, b: BrokerIdentity) -> AclView:
+async def _read_topic(brokers: _Brokers, name: str) -> TopicSnapshot | None:
+    """``name``'s config (the first broker's that has it) and its queues on every broker answering, one
+    broker per call (see ``_Brokers``); None when no broker answering has it (deleted between the
+    listing and the read, or only on a stuck broker): not in this refresh."""
+    info: TopicInfo | None = None
+    queues: list[QueueStatus] = []
+    for b in brokers.answering():
+        def read(a: Admin, b: BrokerIdentity = b, first: bool = info is None
+                 ) -> tuple[TopicInfo | None, list[QueueStatus]]:
+            return (a.topic_info(name, [b]) if first else None), a.topic_status(name, [b])
+        try:
+            got_info, got = await brokers.ask(b, read)
+        except (NotFoundError, _LeftOut):
+            continue
+        info = info or got_info
+        queues.extend(got)
+    return None if info is None else TopicSnapshot(info, queues)
+
+
+async def _read_acl(brokers: _Brokers, b: BrokerIdentity) -> AclView:
     """``b``'s users and ACLs (a damaged users.json / acls.json: its error, shown on the ACL screen) and
     whether it enforces them (from its config; unknown when that cannot be read)."""
-    who = f"the broker {b.broker_name} ({b.broker_addr})"
-    users, error = await _part(call, lambda a: a.list_users(broker_addr=b.broker_addr), who)
+    call = brokers.on(b)
+    users, error = await _part(call, lambda a: a.list_users(broker_addr=b.broker_addr))
     acls: list[Acl] | None = None
     if error is None:
-        acls, error = await _part(call, lambda a: a.list_acls(broker_addr=b.broker_addr), who)
-    config, _ = await _part(call, lambda a: a.get_broker_config(b.broker_addr), who)
+        acls, error = await _part(call, lambda a: a.list_acls(broker_addr=b.broker_addr))
+    config, _ = await _part(call, lambda a: a.get_broker_config(b.broker_addr))
     enabled = None if config is None else any(
         config.get(k, "false").strip().lower() == "true" for k in ("authenticationEnabled", "authorizationEnabled"))
     return AclView(b, users or [], acls or [], error, enabled)
@@ -267,15 +333,16 @@ async def _part(call: AdminCall, fetch: Callable[[Admin], T],
     docstring)."""
     try:
         return await call(fetch, who), None
-    except CallTimeout:
+    except (CallTimeout, _LeftOut):
         raise
     except Exception as e:  # noqa: BLE001 - kept as the part's error (see the module docstring)
         return None, describe_error(e)
 
 
-async def _read_groups(call: AdminCall) -> tuple[list[GroupLag], str | None]:
+async def _read_groups(call: AdminCall, brokers: _Brokers) -> tuple[list[GroupLag], str | None]:
     """The groups that can be read, and the first error of those that cannot (a damaged
-    consumerOrderInfo.json fails every group's lag; one bad group must not hide the others)."""
+    consumerOrderInfo.json fails every group's lag; one bad group must not hide the others). A group's
+    lag is read one broker per call (see ``_Brokers``) and summed here."""
     groups: list[GroupLag] = []
     names, listing_error = await _part(call, lambda a: a.list_groups())  # e.g. a damaged subscriptionGroup.json
     if names is None:
@@ -283,15 +350,22 @@ async def _read_groups(call: AdminCall) -> tuple[list[GroupLag], str | None]:
     failed: list[str] = []
     error = None
     for name in names:
+        parts: list[GroupLag] = []
         try:
-            groups.append(await call(lambda a, n=name: a.group_lag(n)))
-        except NotFoundError:
-            continue
+            for b in brokers.answering():
+                try:
+                    parts.append(await brokers.ask(b, lambda a, n=name, b=b: a.group_lag(n, [b])))
+                except (NotFoundError, _LeftOut):
+                    continue
         except CallTimeout:
             raise
         except Exception as e:  # noqa: BLE001 - kept as the part's error
             failed.append(name)
             error = error or describe_error(e)
+            continue
+        if parts:
+            groups.append(GroupLag(name, [q for p in parts for q in p.queues], sum(p.retry_depth for p in parts),
+                                   sum(p.dlq_depth for p in parts)))
     if error is not None and len(failed) < len(names):
         error = f"{len(failed)} of {len(names)} groups cannot be read: {error}"
     return groups, error

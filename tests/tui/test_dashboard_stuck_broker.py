@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
 from textual.widgets import Input, Select
 from tui_helpers import first_refresh, run_async, text_of, wait_until
 from tui_seed import SIZE
@@ -20,7 +21,9 @@ from tui_seed import SIZE
 from mqadmin.admin import Admin, BrokerIdentity
 from mqadmin.commands.dashboard import ClusterTarget
 from mqadmin.connect import open_remote_admin
+from mqadmin.figures import GroupLag, QueueLag
 from mqadmin.transport.base import TopicInfo
+from mqadmin.transport.values import QueueStatus
 from tests.remoting_broker import BrokerProcess, running_broker
 from tui.app import DashboardApp
 from tui.poller import Poller
@@ -172,3 +175,78 @@ def test_a_one_off_read_that_hangs_does_not_hold_up_the_refresh():
         release.set()
         poller.close()
     assert [a.error for a in asker.answers] == ["the broker (name server 127.0.0.1:9876) did not answer within 0.5 s"]
+
+
+A = BrokerIdentity("DefaultCluster", "broker-a", "127.0.0.1:1001")
+B = BrokerIdentity("DefaultCluster", "broker-b", "127.0.0.1:1002")
+
+
+class _HangsOnBAdmin:
+    """broker-b (listed first) answers its runtime info but hangs in ``hang`` (topic_info, topic_status
+    or group_lag: stopped between two calls of a refresh) until ``release``; each fan-out asks ``among``
+    or every broker not left out, as the Admin does."""
+
+    def __init__(self, release: threading.Event, hang: str) -> None:
+        self.release = release
+        self.hang = hang
+        self.left_out: frozenset[str] = frozenset()
+
+    def _each(self, what: str, among: list[BrokerIdentity] | None) -> list[BrokerIdentity]:
+        brokers = among if among is not None else [b for b in (B, A) if b.broker_addr not in self.left_out]
+        if what == self.hang and B in brokers:
+            self.release.wait(10)
+        return brokers
+
+    def registered_brokers(self) -> list[BrokerIdentity]:
+        return [B, A]
+
+    def broker_status(self, addr: str) -> dict[str, str]:
+        return {}
+
+    def list_topics(self) -> list[str]:
+        return ["T"]
+
+    def topic_info(self, topic: str, among: list[BrokerIdentity] | None = None) -> TopicInfo:
+        self._each("topic_info", among)
+        return TopicInfo(topic, 1, 1, 6)
+
+    def topic_status(self, topic: str, among: list[BrokerIdentity] | None = None) -> list[QueueStatus]:
+        return [QueueStatus(b.broker_name, 0, 0, 10, 0) for b in self._each("topic_status", among)]
+
+    def list_groups(self) -> list[str]:
+        return ["G"]
+
+    def group_lag(self, group: str, among: list[BrokerIdentity] | None = None) -> GroupLag:
+        return GroupLag(group, [QueueLag("T", b.broker_name, 0, 10, 4, 0, False, 0)
+                                for b in self._each("group_lag", among)], 0, 0)
+
+    def list_users(self, broker_addr: str) -> list:
+        return []
+
+    def list_acls(self, broker_addr: str) -> list:
+        return []
+
+    def get_broker_config(self, addr: str) -> dict[str, str]:
+        return {}
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("hang", ["topic_info", "topic_status", "group_lag"])
+def test_a_broker_that_times_out_on_a_topic_or_group_is_named_and_left_out(hang: str):
+    release = threading.Event()
+    poller = Poller(None, _Target(_HangsOnBAdmin(release, hang)), call_timeout_s=0.3)  # type: ignore[arg-type]
+    try:
+        snap = asyncio.run(poller.refresh_once())
+    finally:
+        release.set()
+        poller.close()
+    why = poller.stuck.why(B.broker_addr)
+    assert why is not None and why.startswith(
+        f"the broker broker-b ({B.broker_addr}) via name server 127.0.0.1:9876 did not answer within 0.3 s"), why
+    b, a = snap.brokers
+    assert a.error is None and b.error == why
+    read_before = ["broker-b"] if hang == "group_lag" else []  # its topic was read before it hung
+    assert [(t.name, [q.broker_name for q in t.queues]) for t in snap.topics] == [("T", [*read_before, "broker-a"])]
+    assert [(g.group, [q.broker_name for q in g.queues]) for g in snap.groups] == [("G", ["broker-a"])]
