@@ -182,12 +182,23 @@ class Admin:
         if broker_addr is not None:
             chosen = [b for b in chosen if b.broker_addr == broker_addr.strip()]
             if not chosen:
-                raise WrongTargetError(self._missing("broker address", broker_addr.strip(), known))
+                raise self._not_there("broker address", broker_addr.strip(), known)
         if broker_name is not None:
             chosen = [b for b in chosen if b.broker_name == broker_name.strip()]
             if not chosen:
-                raise WrongTargetError(self._missing("broker", broker_name.strip(), known))
+                raise self._not_there("broker", broker_name.strip(), known)
         return chosen
+
+    def _not_there(self, what: str, value: str, known: list[BrokerIdentity]) -> AdminError:
+        """Why no broker of ``known`` is ``value``. A broker ``left_out`` is registered but not answering:
+        saying it is not found (naming only the others) sent the dashboard's user looking for a typo."""
+        field_of = {"broker address": "broker_addr", "broker": "broker_name"}[what]
+        if self.left_out:
+            for b in self.registered_brokers():
+                if b.broker_addr in self.left_out and getattr(b, field_of) == value:
+                    return UnreachableError(f"broker {b.broker_name} ({b.broker_addr}) is not answering: "
+                                            "left out until it answers")
+        return WrongTargetError(self._missing(what, value, known))
 
     def broker_at(self, addr: str) -> BrokerIdentity:
         """The broker at ``addr`` (-b), named by its own config. Why not by the name server, as -c is:

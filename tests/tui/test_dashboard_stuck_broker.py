@@ -99,6 +99,32 @@ async def test_a_key_query_answers_from_the_healthy_broker_and_names_the_stuck_o
                 assert app.lost is None and app.poller.failures == 0
 
 
+@run_async
+async def test_reading_the_stuck_broker_says_it_is_not_answering_not_that_it_does_not_exist(tmp_path: Path):
+    with two_brokers(tmp_path) as c:
+        app = DashboardApp(ClusterTarget(c.a.namesrv_addr), refresh_s=0.3, call_timeout_s=TIMEOUT_S)
+        async with app.run_test(size=SIZE) as pilot:
+            await first_refresh(pilot)
+            with stopped(c.b):
+                await _stuck(pilot, app, c.b)
+                await pilot.press("5")
+                await wait_until(pilot, lambda: isinstance(app.screen, MessagesScreen), "the messages screen")
+                screen = app.screen
+                await wait_until(pilot, lambda: screen.query_one("#broker", Select).display, "the broker choice")
+                screen.query_one("#broker", Select).value = "broker-b"
+                screen.query_one("#topic", Input).value = BOTH
+                screen.query_one("#queue", Input).value = "0"
+                for mode, value in (("browse", ""), ("offset", "0")):
+                    screen.query_one("#mode", Select).value = mode
+                    screen.query_one("#value", Input).value = value
+                    await pilot.pause()
+                    screen.search()
+                    await wait_until(pilot, lambda: not text_of(app, "#query-status").endswith("..."), f"the {mode}")
+                    status = text_of(app, "#query-status")
+                    assert "on broker-b" in status and status.endswith(
+                        f": broker broker-b ({c.b.broker_addr}) is not answering: left out until it answers"), status
+
+
 class _SlowReadAdmin:
     """One broker that answers the refresh at once; ``slow_read`` hangs until ``release`` (a one-off
     read that meets a broker not yet known to be stuck)."""
