@@ -137,6 +137,9 @@ class Snapshot:
     when there are several."""
     acl_views: list[AclView] = field(default_factory=list)
     """Every broker's users and ACLs (``users``/``acls`` are all of them together)."""
+    left_out: list[BrokerIdentity] = field(default_factory=list)
+    """Brokers left out of this refresh as not answering (stuck): their queues, messages and lag are in
+    no figure of it, which the screens showing totals say."""
 
     @property
     def identity(self) -> BrokerIdentity:
@@ -290,7 +293,8 @@ async def collect_snapshot(call: AdminCall, taken_ms: int, stuck: StuckBrokers |
     acl_error = None if not failed else failed[0].error if len(acl_views) == 1 else \
         "; ".join(f"{v.name}: {v.error}" for v in failed)
     return Snapshot(taken_ms, views, topics, groups, [u for v in acl_views for u in v.users],
-                    [a for v in acl_views for a in v.acls], groups_error, acl_error, acl_views)
+                    [a for v in acl_views for a in v.acls], groups_error, acl_error, acl_views,
+                    [b for b in registered if b.broker_addr in brokers.why])
 
 
 async def _read_topic(brokers: _Brokers, name: str) -> TopicSnapshot | None:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from textual.widgets import Input, Select
-from tui_helpers import first_refresh, run_async, text_of, wait_until
+from tui_helpers import by_first, first_refresh, run_async, text_of, wait_until
 from tui_seed import SIZE
 
 from mqadmin.admin import Admin, BrokerIdentity
@@ -27,6 +27,7 @@ from mqadmin.transport.values import QueueStatus
 from tests.remoting_broker import BrokerProcess, running_broker
 from tui.app import DashboardApp
 from tui.poller import Poller
+from tui.screens.consumers import ConsumersScreen
 from tui.screens.messages import MessagesScreen
 
 TIMEOUT_S = 2.0
@@ -123,6 +124,31 @@ async def test_reading_the_stuck_broker_says_it_is_not_answering_not_that_it_doe
                     status = text_of(app, "#query-status")
                     assert "on broker-b" in status and status.endswith(
                         f": broker broker-b ({c.b.broker_addr}) is not answering: left out until it answers"), status
+
+
+@run_async
+async def test_topics_and_consumers_say_their_figures_exclude_the_stuck_broker(tmp_path: Path):
+    with two_brokers(tmp_path) as c:
+        app = DashboardApp(ClusterTarget(c.a.namesrv_addr), refresh_s=0.3, call_timeout_s=TIMEOUT_S)
+        note = (f"exclude broker-b ({c.b.broker_addr}): not answering, left out until it answers")
+        async with app.run_test(size=SIZE) as pilot:
+            await first_refresh(pilot)
+            await pilot.press("2")
+            await wait_until(pilot, lambda: by_first(app, "#topics").get(BOTH, [""] * 6)[5] == "2",
+                             "OnBoth's two messages")
+            assert not app.screen.query_one("#topics-left-out").has_class("-shown")
+            with stopped(c.b):
+                await _stuck(pilot, app, c.b)
+                await wait_until(pilot, lambda: by_first(app, "#topics").get(BOTH, [""] * 6)[5] == "1",
+                                 "OnBoth without broker-b's message")
+                assert text_of(app, "#topics-left-out") == f"Queues, messages and put TPS {note}"
+                await pilot.press("3")
+                await wait_until(pilot, lambda: isinstance(app.screen, ConsumersScreen), "the consumers screen")
+                await wait_until(pilot, lambda: text_of(app, "#groups-left-out") != "", "the consumers' note")
+                assert text_of(app, "#groups-left-out") == f"Lag, queues, retry and DLQ depth {note}"
+            await wait_until(pilot, lambda: app.poller.stuck.why(c.b.broker_addr) is None, "broker-b back")
+            await wait_until(pilot, lambda: not app.screen.query_one("#groups-left-out").has_class("-shown"),
+                             "the consumers' note gone")
 
 
 class _SlowReadAdmin:

@@ -3,7 +3,8 @@ blocked FIFO queues, retry and DLQ depth; the highlighted group's lag sparkline 
 opens the offset reset (plan first, then a confirmation).
 
 Group names are shown as literal text; groups that cannot be read (a damaged consumerOrderInfo.json)
-are named in a problem line above the table instead of blanking the whole dashboard."""
+are named in a problem line above the table instead of blanking the whole dashboard; so is a broker left
+out as not answering, whose queues are in no lag, retry or DLQ figure."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from tui import format as fmt
 from tui.screens.base import DashboardScreen
 from tui.snapshot import History, Snapshot
 from tui.widgets.filter_table import FilterTable, with_broker
+from tui.widgets.left_out import LeftOutLine
 from tui.widgets.problem import ProblemLine
 
 QUEUE_COLUMNS = ["Topic", "Queue", "Broker offset", "Consumer offset", "Lag", "In-flight", "Blocked"]
@@ -31,6 +33,7 @@ class ConsumersScreen(DashboardScreen):
     def compose_body(self) -> Iterable[Widget]:
         yield Label("Consumer groups, highest lag first", classes="section")
         yield ProblemLine(id="groups-problem")
+        yield LeftOutLine(id="groups-left-out")
         yield FilterTable(["Group", "Lag", "Trend", "Consume TPS", "Drains in", "In-flight", "Blocked FIFO", "Retry",
                            "DLQ", "Topics"], id="groups")
         yield Label("", id="lag-label", classes="section")
@@ -40,6 +43,8 @@ class ConsumersScreen(DashboardScreen):
     def show(self, snapshot: Snapshot, history: History) -> None:
         self.query_one("#groups-problem", ProblemLine).show_problem("Cannot read consumer groups",
                                                                     snapshot.groups_error)
+        self.query_one("#groups-left-out", LeftOutLine).show_left_out("Lag, queues, retry and DLQ depth",
+                                                                      snapshot.left_out)
         groups = sorted(snapshot.groups, key=lambda g: (-g.total_lag, g.group))
         rows = []
         for g in groups:

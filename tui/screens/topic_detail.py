@@ -1,5 +1,6 @@
 """A topic opened from screen 2: per queue its offsets and last store time, and each consuming
-group's offset on it (Esc goes back). Names are shown as literal text, never markup."""
+group's offset on it (Esc goes back). Names are shown as literal text, never markup. A broker left out
+as not answering is named: its queues are missing from the tables."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from tui import format as fmt
 from tui.screens.base import DashboardScreen
 from tui.snapshot import History, Snapshot
 from tui.widgets.filter_table import FilterTable, with_broker
+from tui.widgets.left_out import LeftOutLine
 
 QUEUE_COLUMNS = ["Queue", "Min offset", "Max offset", "Messages", "Last stored"]
 GROUP_COLUMNS = ["Group", "Queue", "Consumer offset", "Lag"]
@@ -29,6 +31,7 @@ class TopicScreen(DashboardScreen):
 
     def compose_body(self) -> Iterable[Widget]:
         yield Label(Text(f"Topic {self.topic}"), id="topic-title", classes="section")
+        yield LeftOutLine(id="topic-left-out")
         yield FilterTable(QUEUE_COLUMNS, id="queues")
         yield Label("", id="consumed-by", classes="section")
         yield FilterTable(GROUP_COLUMNS, id="group-offsets")
@@ -40,6 +43,7 @@ class TopicScreen(DashboardScreen):
             self.app.pop_screen()
 
     def show(self, snapshot: Snapshot, history: History) -> None:
+        self.query_one("#topic-left-out", LeftOutLine).show_left_out("Queues and offsets", snapshot.left_out)
         t = snapshot.topic(self.topic)
         if t is None:
             self.query_one("#topic-title", Label).update(Text(f"Topic {self.topic}: no longer exists"))

@@ -1,6 +1,7 @@
 """Screen 2, Topics: every topic with its queue type, queues, stored messages and put TPS.
 
-Enter opens the topic (``TopicScreen``): its queues' offsets and which groups consume them.
+Enter opens the topic (``TopicScreen``): its queues' offsets and which groups consume them. A broker
+left out as not answering is named above the table: its queues are in none of the figures.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from tui import format as fmt
 from tui.screens.base import DashboardScreen
 from tui.snapshot import History, Snapshot
 from tui.widgets.filter_table import FilterTable
+from tui.widgets.left_out import LeftOutLine
 
 
 class TopicsScreen(DashboardScreen):
@@ -21,10 +23,13 @@ class TopicsScreen(DashboardScreen):
 
     def compose_body(self) -> Iterable[Widget]:
         yield Label("Topics (Enter opens one)", classes="section")
+        yield LeftOutLine(id="topics-left-out")
         yield FilterTable(["Topic", "Queue type", "Read", "Write", "Perm", "Messages", "Put TPS", "Last stored"],
                           id="topics", classes="fill")
 
     def show(self, snapshot: Snapshot, history: History) -> None:
+        self.query_one("#topics-left-out", LeftOutLine).show_left_out("Queues, messages and put TPS",
+                                                                      snapshot.left_out)
         self.query_one("#topics", FilterTable).set_rows([
             (t.name, [t.name, t.info.queue_type, t.info.read_queue_nums, t.info.write_queue_nums,
                       fmt.perm(t.info.perm), t.messages,

@@ -1,0 +1,25 @@
+"""One line saying which brokers a screen's figures leave out, because they are not answering.
+
+Why a widget: a stuck broker is left out of the refreshes (tui.snapshot.StuckBrokers), so its queues,
+messages and lag are missing from every total; without a word the Topics and Consumers screens showed
+a partial total as if it were the whole. Hidden while every broker answers. Broker names come from the
+cluster, so the text is literal, never markup.
+"""
+
+from __future__ import annotations
+
+from mqadmin.admin import BrokerIdentity
+from tui.widgets.problem import ProblemLine
+
+
+class LeftOutLine(ProblemLine):
+    DEFAULT_CSS = """
+    LeftOutLine {
+        color: $warning;
+    }
+    """
+
+    def show_left_out(self, what: str, left_out: list[BrokerIdentity]) -> None:
+        """``what``: the figures concerned ("Messages and put TPS"); ``left_out``: the brokers not in them."""
+        names = ", ".join(f"{b.broker_name} ({b.broker_addr})" for b in left_out)
+        self.show_line(f"{what} exclude {names}: not answering, left out until it answers" if names else None)
