@@ -206,6 +206,8 @@ class MessageStore:
             self.commit_log.load()
             self._load_consume_queues()
             self._refuse_missing_commit_log()
+            if not self.read_only:
+                self._lock_file.lock_data_dirs()
             self.index_service = IndexService(
                 self.root / "index", self.config.max_hash_slot_num, self.config.max_index_num, self.clock,
                 read_only=self.read_only, max_msgs_num_batch=self.config.max_msgs_num_batch,

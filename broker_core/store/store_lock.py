@@ -68,20 +68,25 @@ def describe_holder(root: Path) -> str:
 
 
 class StoreLock:
-    """``root``'s lock file, and a lock on each data directory that lives outside ``root``.
+    """``root``'s lock file, and a lock on each data directory the store writes.
 
     Why the directories: an operator's commitlog on another disk is a symlink (or storePathCommitLog);
     a store copied with ``cp -r`` keeps the symlink, so the copy's broker took its own root's lock and
     then wrote the very commitlog the original broker was writing, overwriting acknowledged messages.
-    Those directories get an flock on the directory itself (nothing is created in them), which any
-    other opener, in this process too, is refused."""
+    A copied broker.conf does the same with storePathCommitLog naming the first store's own (in-root)
+    commitlog, so every data directory is locked, wherever it is. Each gets an flock on the directory
+    itself (nothing is created in it), which any other opener, in this process too, is refused.
+    A data directory that does not exist yet is locked by ``lock_data_dirs`` once the store has
+    checked it may create it (a typo'd storePathCommitLog must be refused, not created)."""
 
-    def __init__(self, root: Path, data_dirs: Iterable[Path] = ()) -> None:
+    def __init__(self, root: Path, data_dirs: Iterable[Path] = (), role: str | None = None) -> None:
         self.path = root / "lock"
+        self.role = role  # None: this process's PROCESS_ROLE
         self._fd = -1
         self._key = str(root.resolve())
         self._data_dirs = list(data_dirs)
         self._dir_fds: list[int] = []
+        self._locked_dirs: set[Path] = set()
 
     def acquire(self) -> None:
         with _held_guard:
@@ -103,7 +108,7 @@ class StoreLock:
                 os.close(fd)
                 raise OSError(e.errno, e.strerror, str(self.path)) from None
             try:
-                self._lock_outside_dirs()
+                self._lock_dirs(self._existing_data_dirs())
             except BaseException:
                 fcntl.lockf(fd, fcntl.LOCK_UN, 1, 0)
                 os.close(fd)
@@ -112,27 +117,40 @@ class StoreLock:
             _held.add(self._key)
             self.announce()
 
-    def _outside_dirs(self) -> list[tuple[Path, Path]]:
-        """(as named, resolved) of each data directory outside the root: the given ones and the root's
-        subdirectories that are symlinks."""
+    def lock_data_dirs(self) -> None:
+        """Create the data directories that do not exist yet and lock them (see the class docstring)."""
+        if self._fd < 0:
+            return
+        for d in self._data_dirs:
+            try:
+                d.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise OSError(e.errno, e.strerror, str(d)) from None
+        self._lock_dirs(self._existing_data_dirs())
+
+    def _existing_data_dirs(self) -> list[tuple[Path, Path]]:
+        """(as named, resolved) of each existing data directory: the given ones, wherever they are, and
+        the root's subdirectories that are symlinks out of it."""
         root = self.path.parent.resolve()
-        named = list(self._data_dirs)
+        named = [(d, True) for d in self._data_dirs]
         try:
-            named += [p for p in self.path.parent.iterdir() if p.is_symlink()]
+            named += [(p, False) for p in self.path.parent.iterdir() if p.is_symlink()]
         except OSError:
             pass
         out: dict[Path, Path] = {}
-        for d in named:
+        for d, given in named:
             try:
                 real = d.resolve()
             except (OSError, RuntimeError):
                 continue
-            if real.is_dir() and not real.is_relative_to(root) and real not in out:
+            if real.is_dir() and (given or not real.is_relative_to(root)) and real not in out:
                 out[real] = d
         return [(d, real) for real, d in out.items()]
 
-    def _lock_outside_dirs(self) -> None:
-        for named, real in self._outside_dirs():
+    def _lock_dirs(self, dirs: list[tuple[Path, Path]]) -> None:
+        for named, real in dirs:
+            if real in self._locked_dirs:
+                continue
             try:
                 fd = os.open(real, os.O_RDONLY | os.O_DIRECTORY)
             except OSError as e:
@@ -146,18 +164,21 @@ class StoreLock:
                     self._unlock_dirs()
                     raise SharedDirectoryLockedError(
                         f"store {self.path.parent}: its directory {named} ({real}) is in use by another store's "
-                        "broker (a copy of this store keeps the symlink, or another store names the same "
-                        "directory): two brokers writing one directory overwrite each other's messages") from None
+                        "broker (a copy of this store keeps the symlink, or another store's broker.conf names "
+                        "the same directory): two brokers writing one directory overwrite each other's "
+                        "messages") from None
                 # a file system without flock on directories: the store opens as before, unguarded there
                 log.warning("store %s: cannot lock its directory %s (%s): %s", self.path.parent, named, real,
                             e.strerror)
                 continue
             self._dir_fds.append(fd)
+            self._locked_dirs.add(real)
 
     def _unlock_dirs(self) -> None:
         for fd in self._dir_fds:
             os.close(fd)  # the flock goes with its last descriptor
         self._dir_fds.clear()
+        self._locked_dirs.clear()
 
     def announce(self, **fields: str) -> None:
         """(Re)write ``lock.holder``: pid, role and ``fields`` (a broker adds the name servers it serves
@@ -166,7 +187,7 @@ class StoreLock:
             return
         extra = "".join(f" {k}={v}" for k, v in fields.items() if v and not any(c.isspace() for c in v))
         try:
-            (self.path.parent / HOLDER_FILE).write_text(f"pid={os.getpid()} role={PROCESS_ROLE}{extra}\n")
+            (self.path.parent / HOLDER_FILE).write_text(f"pid={os.getpid()} role={self.role or PROCESS_ROLE}{extra}\n")
         except OSError:  # only a courtesy for the next opener's message
             pass
 

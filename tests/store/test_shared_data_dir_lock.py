@@ -50,8 +50,8 @@ def test_a_copy_keeping_the_symlink_cannot_open_while_the_original_runs(tmp_path
             MessageStore(tmp_path / "copy", small_config()).open()
         assert str(e.value) == (
             f"store {tmp_path / 'copy'}: its directory {tmp_path / 'copy' / 'commitlog'} ({disk2}) is in use by "
-            "another store's broker (a copy of this store keeps the symlink, or another store names the same "
-            "directory): two brokers writing one directory overwrite each other's messages")
+            "another store's broker (a copy of this store keeps the symlink, or another store's broker.conf "
+            "names the same directory): two brokers writing one directory overwrite each other's messages")
         assert _sums(disk2) == before
         assert original.put_message(make_msg("T", 0, b"still writable")).ok
     finally:
@@ -66,6 +66,44 @@ def test_two_stores_naming_one_store_path_commit_log(tmp_path: Path) -> None:
     try:
         with pytest.raises(StoreLockedError, match="is in use by another store's broker"):
             MessageStore(tmp_path / "b", StoreConfig(store_path_commit_log=str(shared))).open()
+    finally:
+        first.shutdown()
+
+
+def test_a_store_naming_another_stores_own_commitlog_cannot_open(tmp_path: Path) -> None:
+    """broker-b's broker.conf copied from broker-a's still names broker-a's commitlog, which is inside
+    broker-a's root: only directories outside a root were locked, so both brokers wrote one commitlog,
+    each overwriting the other's acknowledged messages. Either order is refused now."""
+    a_root = tmp_path / "a"
+    first = MessageStore(a_root, small_config()).open()
+    try:
+        assert first.put_message(make_msg("T", 0, b"acknowledged")).ok
+        before = _sums(a_root / "commitlog")
+        b_config = small_config(store_path_commit_log=str(a_root / "commitlog"))
+        with pytest.raises(StoreLockedError, match="is in use by another store's broker"):
+            MessageStore(tmp_path / "b", b_config).open()
+        assert _sums(a_root / "commitlog") == before
+        assert first.put_message(make_msg("T", 0, b"still writable")).ok
+    finally:
+        first.shutdown()
+    second = MessageStore(tmp_path / "b", b_config).open()  # b first: now a is the one refused
+    try:
+        with pytest.raises(StoreLockedError, match="is in use by another store's broker"):
+            MessageStore(a_root, small_config()).open()
+    finally:
+        second.shutdown()
+    MessageStore(a_root, small_config()).open().shutdown()  # alone, each opens
+
+
+def test_a_new_store_path_commit_log_is_locked_once_created(tmp_path: Path) -> None:
+    """A storePathCommitLog that does not exist yet is created by the first store (after it checked no
+    consume queue points into a log there) and locked at once: a second store naming it is refused."""
+    shared = tmp_path / "disk2" / "commitlog"
+    first = MessageStore(tmp_path / "a", small_config(store_path_commit_log=str(shared))).open()
+    try:
+        assert shared.is_dir()
+        with pytest.raises(StoreLockedError, match="is in use by another store's broker"):
+            MessageStore(tmp_path / "b", small_config(store_path_commit_log=str(shared))).open()
     finally:
         first.shutdown()
 
