@@ -39,6 +39,7 @@ from broker_core.store.codec.index_format import index_file_name, index_file_siz
 from broker_core.store.codec.message import RECORD_VALID, check_record
 from broker_core.store.deleted_topics import deleted_before_cut
 from broker_core.store.dispatch import DispatchRequest, build_dispatch_request
+from broker_core.store.lost_found import lost_found_dir
 from broker_core.store.store_lock import StoreLock, StoreLockedError, is_store_locked
 from broker_core.store.topic_config import BATCH_CQ
 
@@ -200,6 +201,29 @@ def _exchange_paths(a: Path, b: Path) -> bool:
         return False
     at_fdcwd, rename_exchange = -100, 2
     return fn(at_fdcwd, os.fsencode(str(a)), at_fdcwd, os.fsencode(str(b)), rename_exchange) == 0
+
+
+STAGING_PREFIX = ".rmqops-rebuild-"
+
+
+def set_aside_stale_staging(root: Path) -> list[str]:
+    """Move the staging directories of rebuilds that were killed (kill -9, a lost machine) into
+    ``lost+found/``; one warning each. Called with the store lock held, so no rebuild is using them.
+
+    Why not leave them: each holds a whole rebuilt copy of the queues and index (or, killed during the
+    swap, the old ones), which stayed in the store for ever. Why not delete them: nothing we did not
+    write ourselves just now is deleted; the operator decides."""
+    warnings: list[str] = []
+    for stale in sorted(p for p in root.glob(f"{STAGING_PREFIX}*") if p.is_dir() and not p.is_symlink()):
+        dest = lost_found_dir(root) / stale.name.lstrip(".")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.rename(stale, dest)
+        except OSError as e:
+            raise RebuildError(f"cannot move the staging directory {stale} of an interrupted rebuild aside to "
+                               f"{dest}: {e.strerror}; nothing was rebuilt") from None
+        warnings.append(f"an interrupted rebuild left its staging directory {stale.name}; moved to {dest}")
+    return warnings
 
 
 def replace_dir(staged: Path | None, target: Path, trash: Path) -> None:
@@ -501,12 +525,17 @@ def _run_rebuild(store_dir: str | os.PathLike[str], config_file: str | os.PathLi
         if is_store_locked(si.root):
             summary.warnings.append("a broker holds this store; verify read files that may be changing")
     else:
-        lock = StoreLock(si.root)
+        lock = StoreLock(si.root, role="mqadmin")  # a refused broker or mqadmin says "another mqadmin"
         try:
             lock.acquire()
         except StoreLockedError as e:
             raise RebuildError(f"{e}; stop the broker before rebuilding (or use --verify)") from e
-    staging = si.root / f".rmqops-rebuild-{os.getpid()}-{int(time.time() * 1000)}"
+        try:
+            summary.warnings.extend(set_aside_stale_staging(si.root))
+        except BaseException:
+            lock.release()
+            raise
+    staging = si.root / f"{STAGING_PREFIX}{os.getpid()}-{int(time.time() * 1000)}"
     own_spark = spark is None
     exchange_dir: Path | None = None
     gaps = {g.after_index: g.describe() for g in si.gaps}

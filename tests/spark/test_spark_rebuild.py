@@ -80,6 +80,20 @@ def test_rebuild_store_basic_byte_identical(spark, golden_store, golden_root):
     assert render_summary(summary).row_count > 5
 
 
+def test_a_killed_rebuilds_staging_directory_is_moved_to_lost_found(spark, golden_store, golden_root):
+    """A rebuild killed with -9 left its staging directory (a whole rebuilt copy of the queues) in the
+    store for ever; the next rebuild moves it into lost+found/ and says so."""
+    store, cfg, _ = golden_store("store-basic", drop=("consumequeue", "index"))
+    stale = store / ".rmqops-rebuild-4242-1700000000000"
+    (stale / "consumequeue" / "T" / "0").mkdir(parents=True)
+    (stale / "consumequeue" / "T" / "0" / "00000000000000000000").write_bytes(b"\x01" * 20)
+    summary = run_rebuild(store, cfg, spark=spark, split_bytes=16 * 1024)
+    moved = store / "lost+found" / "rmqops-rebuild-4242-1700000000000"
+    assert not stale.exists() and (moved / "consumequeue" / "T" / "0" / "00000000000000000000").read_bytes() == b"\x01" * 20
+    assert f"an interrupted rebuild left its staging directory {stale.name}; moved to {moved}" in summary.warnings
+    assert tree_bytes(store / "consumequeue") == tree_bytes(golden_root / "store-basic" / "consumequeue")
+
+
 def test_rebuild_store_batchcq_byte_identical(spark, golden_store, golden_root):
     store, cfg, manifest = golden_store("store-batchcq", drop=("consumequeue", "batchconsumequeue", "index"))
     summary = run_rebuild(store, cfg, spark=spark, split_bytes=4096)

@@ -18,6 +18,7 @@ import pytest
 from spark_helpers import REPO, mqadmin_argv, mqadmin_env, stderr_lines, tree_bytes
 from typer.testing import CliRunner
 
+from broker_core.store.store_lock import holder_fields
 from mqadmin.app import app
 
 
@@ -102,6 +103,8 @@ def test_ctrl_c_during_a_rebuild_is_one_line_and_leaves_the_store_unchanged(gold
             assert proc.poll() is None, proc.communicate()
             assert time.monotonic() < deadline, "the rebuild never started its first job"
             time.sleep(0.005)
+        # who holds the store, for a refused broker's or mqadmin's message: this mqadmin, not "a broker"
+        assert holder_fields(store).get("role") == "mqadmin"
         os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C sends: the whole foreground process group
         out, err = proc.communicate(timeout=120)
     finally:
