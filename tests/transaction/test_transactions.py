@@ -90,6 +90,26 @@ def test_half_message_is_stored_in_the_half_topic_and_invisible(tmp_path: Path, 
     store.shutdown()
 
 
+def test_the_pending_count_never_goes_negative_after_a_crash_lost_its_increments(tmp_path: Path,
+                                                                                 clock: FakeClock) -> None:
+    """The per-topic half count is persisted periodically; a kill -9 before the save lost the prepares'
+    increments, and the commits and rollbacks after the restart took it below zero: brokerStatus showed
+    transactionHalfPending -10 for good (the file kept it)."""
+    store = open_store(tmp_path / "s", clock)
+    svc = make_service(store, clock)
+    results = [svc.prepare_message(tx_msg(f"k{i}")) for i in range(3)]
+    assert svc.half_messages_pending(TOPIC) == 3
+    store.shutdown()  # the metrics were never persisted: what a kill -9 before the periodic save leaves
+    store = open_store(tmp_path / "s", clock)
+    after = make_service(store, clock)
+    for r in results:
+        assert end(after, r, COMMIT).ok
+    assert after.half_messages_pending(TOPIC) == 0 and after.half_messages_pending() == 0
+    after.persist()
+    assert make_service(store, clock).half_messages_pending(TOPIC) == 0
+    store.shutdown()
+
+
 def test_commit_makes_the_message_visible_and_writes_an_op_marker(tmp_path: Path, clock: FakeClock) -> None:
     store = open_store(tmp_path / "s", clock)
     svc = make_service(store, clock)

@@ -57,7 +57,8 @@ class TransactionMetrics:
         parsed: dict[str, TopicMetric] = {}
         try:
             for topic, metric in table.items():
-                parsed[str(topic)] = TopicMetric(int(metric.get("count", 0)), int(metric.get("timeStamp", 0)))
+                # a negative count saved by an earlier version (see add_and_get) reads as none pending
+                parsed[str(topic)] = TopicMetric(max(0, int(metric.get("count", 0))), int(metric.get("timeStamp", 0)))
         except (AttributeError, TypeError, ValueError) as e:
             raise ConfigFileError(f"{self.path}: bad transactionCount entry: {e}") from e
         try:
@@ -73,7 +74,9 @@ class TransactionMetrics:
             return 0
         with self._lock:
             metric = self.transaction_count.setdefault(topic, TopicMetric())
-            metric.count += delta
+            # never below zero: a kill -9 before the periodic save loses the increments of the halves put
+            # since, and their commits or rollbacks after the restart took the count negative for good
+            metric.count = max(0, metric.count + delta)
             metric.time_stamp = now_ms
             self.data_version.next_version(now_ms)
             self._dirty = True
