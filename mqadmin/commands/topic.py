@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from broker_core.broker.limits import JAVA_INT_MAX, JAVA_LONG_MAX, MAX_TOPIC_QUEUE_NUMS
+from broker_core.broker.limits import JAVA_INT_MAX, JAVA_LONG_MAX, MAX_TOPIC_PERM, MAX_TOPIC_QUEUE_NUMS
 from mqadmin.cli import Cmd, TopicOpt, front, parse_bool, register, trimmed
 from mqadmin.commands.targets import BrokerAddrOpt, ClusterNameOpt, require_one_target
 from mqadmin.errors import AdminError, NotFoundError, UsageProblem
@@ -59,7 +59,7 @@ def update_topic(
     cluster: ClusterNameOpt = None,
     read_queue_nums: Annotated[int, typer.Option("-r", "--readQueueNums", help="read queues", min=0, max=MAX_TOPIC_QUEUE_NUMS)] = 8,
     write_queue_nums: Annotated[int, typer.Option("-w", "--writeQueueNums", help="write queues", min=0, max=MAX_TOPIC_QUEUE_NUMS)] = 8,
-    perm: Annotated[int, typer.Option("-p", "--perm", help="2 W, 4 R, 6 RW", min=0, max=15)] = 6,
+    perm: Annotated[int, typer.Option("-p", "--perm", help="2 W, 4 R, 6 RW", min=0, max=MAX_TOPIC_PERM)] = 6,
     order: Annotated[str | None, typer.Option("-o", "--order", help="ordered topic: true/false")] = None,
     unit: Annotated[str | None, typer.Option("-u", "--unit", help="unit topic: true/false")] = None,
     has_unit_sub: Annotated[str | None, typer.Option("-s", "--hasUnitSub", help="true/false")] = None,
@@ -197,7 +197,7 @@ def topic_status(
 def update_topic_perm(
     cmd: Cmd,
     topic: TopicOpt,
-    perm: Annotated[int, typer.Option("-p", "--perm", help="2 W, 4 R, 6 RW", min=0, max=15)],
+    perm: Annotated[int, typer.Option("-p", "--perm", help="2 W, 4 R, 6 RW", min=0, max=MAX_TOPIC_PERM)],
     broker: BrokerAddrOpt = None,
     cluster: ClusterNameOpt = None,
 ) -> None:
@@ -258,9 +258,9 @@ def update_topic_list(
         nums = [field(obj, k, int, 16, where) for k in ("readQueueNums", "writeQueueNums")]
         perm = field(obj, "perm", int, 6, where)
         sys_flag = field(obj, "topicSysFlag", int, 0, where)
-        if not name or not all(0 <= n <= MAX_TOPIC_QUEUE_NUMS for n in nums) or not 0 <= perm <= 15 \
+        if not name or not all(0 <= n <= MAX_TOPIC_QUEUE_NUMS for n in nums) or not 0 <= perm <= MAX_TOPIC_PERM \
                 or not 0 <= sys_flag <= JAVA_INT_MAX:
-            raise AdminError(f"{where}: needs topicName, queue numbers 0..{MAX_TOPIC_QUEUE_NUMS} and perm 0..15")
+            raise AdminError(f"{where}: needs topicName, queue numbers 0..{MAX_TOPIC_QUEUE_NUMS} and perm 0..{MAX_TOPIC_PERM}")
         attrs = signed_attributes(obj, where)
         wanted.append(TopicInfo(name, nums[0], nums[1], perm, field(obj, "topicFilterType", str, "SINGLE_TAG", where),
                                 sys_flag, bool(field(obj, "order", bool, False, where)), attrs))

@@ -68,6 +68,17 @@ def test_update_topic_perm(cli):
     assert cli("updateTopicPerm", "-c", "DefaultCluster", "-t", "Missing", "-p", "6").exit_code == 3
 
 
+def test_a_perm_of_8_or_more_is_a_usage_error(cli):
+    """PermName.isValid is 0..7 (Java's mqadmin refuses 9): updateTopic -p 9 was stored, and its route
+    then showed perm 0, so every send was refused "sending message is forbidden"."""
+    _topic(cli)
+    before = cli.json("topicRoute", "-t", "T")
+    for perm in ("8", "9", "15"):
+        r = cli("updateTopic", "-c", "DefaultCluster", "-t", "T", "-p", perm)
+        assert r.exit_code == 2 and "-p" in r.stderr and "less than or equal to 7" in r.stderr, r.stderr
+    assert cli.json("topicRoute", "-t", "T") == before
+
+
 def test_topic_cluster_list_and_allocate_mq(cli):
     _topic(cli, queues="3")
     r = cli("topicClusterList", "-t", "T")
