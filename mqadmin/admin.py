@@ -75,6 +75,10 @@ MAX_OFFSET_TIMESTAMP = -1  # skipAccumulatedMessage: "reset to the max offset"
 PULL_BATCH = 32
 LONG_MAX = 2**63 - 1
 _SCAN_GOES_ON = ("FOUND", "NO_MATCHED_MESSAGE", "OFFSET_FOUND_NULL")
+# a store status as the pull consumer sees it (PullMessageProcessor's mapping), for printMsg's lines
+_PULL_STATUS = {"FOUND": "FOUND", "NO_MATCHED_MESSAGE": "NO_MATCHED_MSG", "MESSAGE_WAS_REMOVING": "NO_MATCHED_MSG",
+                "OFFSET_OVERFLOW_ONE": "NO_NEW_MSG", "OFFSET_FOUND_NULL": "NO_NEW_MSG",
+                "NO_MESSAGE_IN_QUEUE": "NO_NEW_MSG", "NO_MATCHED_LOGIC_QUEUE": "NO_NEW_MSG"}
 _CONSUME_TYPES = {"CONSUME_PASSIVELY": "PUSH", "CONSUME_ACTIVELY": "PULL", "CONSUME_POP": "POP"}
 
 
@@ -1147,6 +1151,9 @@ class Admin:
                 if r.queue_offset >= end:
                     break
                 scan.messages.append(r)
+            pull_status = _PULL_STATUS.get(status, "OFFSET_ILLEGAL")
+            if pull_status == "NO_MATCHED_MSG" or (pull_status != "FOUND" and status not in _SCAN_GOES_ON):
+                scan.pull_notes.append((pull_status, got.next_begin_offset))
             if got.next_begin_offset <= offset:
                 break
             offset = got.next_begin_offset

@@ -27,6 +27,9 @@ class QueueScan:
     end_offset: int
     messages: list[MessageRecord] = field(default_factory=list)
     status: str = "FOUND"
+    # (PullStatus, next offset) of each pull Java's printMsg reports: NO_MATCHED_MSG, and the
+    # NO_NEW_MSG / OFFSET_ILLEGAL that end its loop; FOUND pulls print only their messages
+    pull_notes: list[tuple[str, int]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

@@ -301,9 +301,9 @@ def _render_scan(cmd: Cmd, scan: QueueScan, charset: str, print_body: bool, prin
     if print_messages:
         for r in scan.messages:
             cmd.print(_message_line(r, charset, print_body, scan.broker_name))
-    status = "FOUND" if scan.messages else "NO_MATCHED_MSG"
-    verb = "print msg finished." if scan.messages else "no matched msg."
-    cmd.print(f"{mq} {verb} status={status}, offset={scan.end_offset}")
+    for status, offset in scan.pull_notes:  # as Java's loop: none for an empty queue or FOUND pulls
+        verb = "no matched msg." if status == "NO_MATCHED_MSG" else "print msg finished."
+        cmd.print(f"{mq} {verb} status={status}, offset={offset}")
     cmd.print("-" * 56)
 
 

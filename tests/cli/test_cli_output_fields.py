@@ -70,3 +70,20 @@ def test_a_compressed_body_is_shown_as_the_producer_sent_it(cli):
     assert lines[0].endswith("BODY: " + sent.decode())
     assert lines[1].endswith("BODY: (stored compressed, not decompressed: ZLIB body does not inflate: "
                              "Error -3 while decompressing data: incorrect header check)")
+
+
+def test_print_msg_status_lines_are_the_ones_javas_loop_prints(cli):
+    """Java's printMsg prints a status line only for a pull that matched nothing (NO_MATCHED_MSG) or that
+    ends its loop (NO_NEW_MSG / OFFSET_ILLEGAL): none for an empty queue, none after FOUND pulls. Every
+    queue got "print msg finished. status=FOUND" or "no matched msg." here, an extra line for scripts."""
+    assert cli("updateTopic", "-c", "DefaultCluster", "-t", "P", "-r", "2", "-w", "2").exit_code == 0
+    assert cli("sendMessage", "-t", "P", "-p", "x", "-c", "TagA", "-b", "broker-a", "-i", "0").exit_code == 0
+    mq = "MessageQueue [topic=P, brokerName=broker-a, queueId={}]"
+    lines = cli("printMsg", "-t", "P", "-d", "false").stdout.splitlines()
+    assert [line.split(" BODY")[0].split("MSGID: ")[0] for line in lines] == [
+        f"minOffset=0, maxOffset=1, {mq.format(0)}", "", "-" * 56,
+        f"minOffset=0, maxOffset=0, {mq.format(1)}", "-" * 56]
+    filtered = cli("printMsg", "-t", "P", "-s", "TagB").stdout.splitlines()
+    assert filtered == [f"minOffset=0, maxOffset=1, {mq.format(0)}",
+                        f"{mq.format(0)} no matched msg. status=NO_MATCHED_MSG, offset=1", "-" * 56,
+                        f"minOffset=0, maxOffset=0, {mq.format(1)}", "-" * 56]
