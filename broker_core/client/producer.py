@@ -193,7 +193,12 @@ class Producer:
     # ----------------------------------------------------------------- queue selection
     async def publish_queues(self, topic: str) -> list[MessageQueue]:
         route = await self.instance.get_route(topic)
-        if route is None or not route.publish_queues():
+        if route is not None and not route.publish_queues():
+            # routed but not writable (wipeWritePerm while draining a broker): Java's producer keeps that
+            # route and fails, where the TBW102 fallback created the topic on another broker
+            raise BrokerError(ResponseCode.NO_PERMISSION, f"No route info of this topic: {topic} "
+                              "(no writable queue: its brokers' write permission is off)")
+        if route is None:
             # unknown topic: the broker may auto-create it from TBW102, as Java's producer relies on
             default = await self.instance.get_route(DEFAULT_TOPIC)
             if default is None:

@@ -27,6 +27,7 @@ from broker_core.remoting.bodies import (
     TopicConfigSerializeWrapper,
 )
 from broker_core.remoting.headers import RegisterBrokerRequestHeader, UnRegisterBrokerRequestHeader
+from broker_core.store.topic_config import PERM_READ, PERM_WRITE
 
 from .broker_context import BrokerContext, BrokerHandler
 from .channel import Channel
@@ -150,9 +151,13 @@ class BrokerRemotingServer:
 
     def _register_request(self) -> RemotingCommand:
         reg = self.broker.registration()
-        broker_perm = self.broker.config.broker_permission  # a read-only broker advertises read-only queues
+        # a broker that is not both readable and writable advertises its topics masked (wipeWritePerm);
+        # otherwise each topic's own perm, the inherit bit included (BrokerController#registerBrokerAll)
+        broker_perm = self.broker.config.broker_permission
+        read_write = PERM_READ | PERM_WRITE
+        mask = -1 if broker_perm & read_write == read_write else broker_perm
         topics = {t.topic_name: TopicConfigBody(topic_name=t.topic_name, read_queue_nums=t.read_queue_nums,
-                                                write_queue_nums=t.write_queue_nums, perm=t.perm & broker_perm,
+                                                write_queue_nums=t.write_queue_nums, perm=t.perm & mask,
                                                 topic_sys_flag=t.topic_sys_flag, order=t.order) for t in reg.topics}
         body = RegisterBrokerBody(topic_config_serialize_wrapper=TopicConfigSerializeWrapper(
             topic_config_table=topics, data_version=DataVersion(counter=reg.data_version,

@@ -33,6 +33,10 @@ def test_wipe_and_add_write_perm_over_n(broker: BrokerProcess) -> None:
     count = int(out.rsplit(", ", 1)[1])
     assert out == f"wipe write perm of broker[{name}] in name server[{n}] OK, {count}\n" and count >= 2
     assert _route_perm(n, "WpT") == 4
+    # a drained topic is not written: the producer fell back to TBW102's route and the send succeeded
+    # (on a second broker it created the topic there); Java's producer keeps the route and fails
+    sent = mqadmin("sendMessage", "-n", n, "-t", "WpT", "-p", "drained")
+    assert sent.returncode == 1 and "No route info of this topic: WpT" in sent.stderr, sent.stdout + sent.stderr
     time.sleep(1.5)  # periodic registrations (every 0.5 s) with an unchanged topic table keep the wipe
     assert _route_perm(n, "WpT") == 4
     out = mqadmin_ok("addWritePerm", "-n", n, "-b", name)
@@ -40,6 +44,14 @@ def test_wipe_and_add_write_perm_over_n(broker: BrokerProcess) -> None:
     assert _route_perm(n, "WpT") == 6
     doc = json.loads(mqadmin_ok("wipeWritePerm", "-n", n, "-b", "no-such-broker", "--output", "json"))
     assert doc == [{"brokerName": "no-such-broker", "namesrvAddr": n, "wipeTopicCount": 0, "error": None}]
+
+
+def test_a_topics_own_perm_is_routed_with_its_inherit_bit(broker: BrokerProcess) -> None:
+    """A readable and writable broker registers each topic's own perm (registerBrokerAll masks it only
+    when the broker is not both): topicRoute showed 6 for a perm-7 topic, TBW102 included."""
+    n = broker.namesrv_addr
+    mqadmin_ok("updateTopic", "-n", n, "-c", "DefaultCluster", "-t", "InheritT", "-p", "7")
+    assert _route_perm(n, "InheritT") == 7 and _route_perm(n, "TBW102") == 7
 
 
 def test_write_perm_with_one_name_server_down_prints_failed_and_exits_1(broker: BrokerProcess) -> None:
