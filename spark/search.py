@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from broker_core.broker.filter.errors import FilterSyntaxError
 from broker_core.broker.filter.sql92 import compile_sql92
+from broker_core.common.java_numbers import JAVA_LONG_MAX, JAVA_LONG_MIN
 from broker_core.store.store_config import StoreConfig
 from broker_core.store.store_dir import is_store_dir, not_a_store_reason
 from broker_core.store.store_lock import is_store_locked
@@ -122,25 +123,40 @@ class StoreNotFoundError(SearchError):
 
 # ------------------------------------------------------------------------------------------ query
 
-_TIME_FORMATS = ("%Y-%m-%d#%H:%M:%S:%f", "%Y-%m-%dT%H:%M:%S.%f", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M",
+_TIME_FORMATS = ("%Y-%m-%dT%H:%M:%S.%f", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M",
                  "%Y-%m-%d %H:%M:%S.%f", "%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%d")
 
 
 def parse_time(text: str | None, option: str) -> int | None:
-    """``--begin``/``--end``: epoch millis, ``now``, mqadmin's ``yyyy-MM-dd#HH:mm:ss:SSS`` or ISO local time."""
+    """``--begin``/``--end``: epoch millis, ``now``, mqadmin's ``yyyy-MM-dd#HH:mm:ss:SSS`` or ISO local time.
+
+    Millis must fit Java's long (the scan packs them as one; a larger number failed inside a Spark task
+    with a worker traceback), and ``SSS`` is exactly three digits, as Java's pattern: Python's ``%f``
+    read ``:7`` as 700 ms, a window other than the operator's with no word said."""
     if text is None or not text.strip():
         return None
     value = text.strip()
     if value.lower() == "now":
         return int(time.time() * 1000)
     if value.lstrip("-").isdigit():
+        if not JAVA_LONG_MIN <= int(value) <= JAVA_LONG_MAX:
+            raise SearchUsageError(f"bad {option} {text!r}: epoch millis outside Java's long range")
         return int(value)
     from datetime import datetime
 
+    if "#" in value:
+        head, _, millis = value.rpartition(":")
+        try:
+            if not (len(millis) == 3 and millis.isascii() and millis.isdigit()):
+                raise ValueError(millis)
+            return int(datetime.strptime(head, "%Y-%m-%d#%H:%M:%S").timestamp() * 1000) + int(millis)
+        except (ValueError, OverflowError, OSError):
+            raise SearchUsageError(f"bad {option} {text!r}: expected yyyy-MM-dd#HH:mm:ss:SSS "
+                                   "(three digits of milliseconds)") from None
     for fmt in _TIME_FORMATS:
         try:
             return int(datetime.strptime(value, fmt).timestamp() * 1000)
-        except ValueError:
+        except (ValueError, OverflowError, OSError):
             continue
     raise SearchUsageError(f"bad {option} {text!r}: expected epoch millis, now, yyyy-MM-dd#HH:mm:ss:SSS "
                       "or yyyy-MM-ddTHH:MM[:SS] (local time)")

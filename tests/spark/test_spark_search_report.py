@@ -207,6 +207,12 @@ def test_a_failed_write_claims_a_full_disk_only_for_enospc(tmp_path):
     (["searchMessages", "--stores", "{store},{store}"], "the same store directory is given twice: {store}"),
     (["rebuildStore", "--store", "{store}", "--parts", "cq,bogus"],
      "unknown part 'bogus' in --parts; choose from cq,index,offsets"),
+    # beyond Java's long: it failed inside a Spark task with a worker traceback (struct.error)
+    (["searchMessages", "--store", "{store}", "--end", "9223372036854775808"],
+     "bad --end '9223372036854775808': epoch millis outside Java's long range"),
+    # SSS is three digits: ':7' was read as 700 ms (Python's %f), another window with no word said
+    (["statsMessages", "--store", "{store}", "--begin", "2026-11-22#03:37:42:7"],
+     "bad --begin '2026-11-22#03:37:42:7': expected yyyy-MM-dd#HH:mm:ss:SSS (three digits of milliseconds)"),
 ])
 def test_usage_errors_exit_2_with_one_line(no_spark, monkeypatch, tmp_path, argv, line):
     from typer.testing import CliRunner
