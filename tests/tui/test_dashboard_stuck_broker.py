@@ -73,6 +73,14 @@ async def _stuck(pilot, app: DashboardApp, b: BrokerProcess) -> None:  # noqa: A
                      "a refresh without broker-b")
 
 
+async def _messages_screen_once_stuck(pilot, app: DashboardApp, b: BrokerProcess) -> MessagesScreen:  # noqa: ANN001
+    """The Messages screen, opened once ``b`` (stopped) is left out of the refresh."""
+    await _stuck(pilot, app, b)
+    await pilot.press("5")
+    await wait_until(pilot, lambda: isinstance(app.screen, MessagesScreen), "the messages screen")
+    return app.screen
+
+
 @run_async
 async def test_a_key_query_answers_from_the_healthy_broker_and_names_the_stuck_one(tmp_path: Path):
     with two_brokers(tmp_path) as c:
@@ -80,10 +88,7 @@ async def test_a_key_query_answers_from_the_healthy_broker_and_names_the_stuck_o
         async with app.run_test(size=SIZE) as pilot:
             await first_refresh(pilot)
             with stopped(c.b):
-                await _stuck(pilot, app, c.b)
-                await pilot.press("5")
-                await wait_until(pilot, lambda: isinstance(app.screen, MessagesScreen), "the messages screen")
-                screen = app.screen
+                screen = await _messages_screen_once_stuck(pilot, app, c.b)
                 screen.query_one("#mode", Select).value = "key"
                 screen.query_one("#topic", Input).value = BOTH
                 screen.query_one("#value", Input).value = KEY
@@ -107,10 +112,7 @@ async def test_reading_the_stuck_broker_says_it_is_not_answering_not_that_it_doe
         async with app.run_test(size=SIZE) as pilot:
             await first_refresh(pilot)
             with stopped(c.b):
-                await _stuck(pilot, app, c.b)
-                await pilot.press("5")
-                await wait_until(pilot, lambda: isinstance(app.screen, MessagesScreen), "the messages screen")
-                screen = app.screen
+                screen = await _messages_screen_once_stuck(pilot, app, c.b)
                 await wait_until(pilot, lambda: screen.query_one("#broker", Select).display, "the broker choice")
                 screen.query_one("#broker", Select).value = "broker-b"
                 screen.query_one("#topic", Input).value = BOTH
