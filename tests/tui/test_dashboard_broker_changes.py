@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from textual.css.query import NoMatches
-from tui_helpers import first_refresh, number, run_async, table_rows, text_of, wait_until
+from tui_helpers import QuietAdmin, first_refresh, number, run_async, table_rows, text_of, wait_until
 from tui_seed import SIZE
 
 from mqadmin.admin import BrokerIdentity
@@ -89,7 +89,7 @@ async def test_overview_names_a_broker_that_is_no_longer_registered(tmp_path: Pa
         s.close()
 
 
-class _HungBrokerAdmin:
+class _HungBrokerAdmin(QuietAdmin):
     """broker_status of the brokers in ``hung`` never answers (brokers stopped with SIGSTOP) until
     ``release``; ``asked`` records every broker a call reached."""
 
@@ -108,9 +108,6 @@ class _HungBrokerAdmin:
             self.release.wait(10)
         return {"brokerVersionDesc": addr}
 
-    def list_topics(self) -> list[str]:
-        return []
-
     def list_groups(self) -> list[str]:
         self.asked.extend(b.broker_addr for b in (A, B) if b.broker_addr not in self.left_out)
         return []
@@ -118,15 +115,6 @@ class _HungBrokerAdmin:
     def list_users(self, broker_addr: str) -> list:
         self.asked.append(broker_addr)
         return []
-
-    def list_acls(self, broker_addr: str) -> list:
-        return []
-
-    def get_broker_config(self, addr: str) -> dict[str, str]:
-        return {}
-
-    def close(self) -> None:
-        pass
 
 
 class _Target:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from textual.widgets import Input, Select
-from tui_helpers import by_first, first_refresh, run_async, text_of, wait_until
+from tui_helpers import QuietAdmin, by_first, first_refresh, run_async, text_of, wait_until
 from tui_seed import SIZE
 
 from mqadmin.admin import Admin, BrokerIdentity
@@ -153,7 +153,7 @@ async def test_topics_and_consumers_say_their_figures_exclude_the_stuck_broker(t
                              "the consumers' note gone")
 
 
-class _SlowReadAdmin:
+class _SlowReadAdmin(QuietAdmin):
     """One broker that answers the refresh at once; ``slow_read`` hangs until ``release`` (a one-off
     read that meets a broker not yet known to be stuck)."""
 
@@ -165,30 +165,9 @@ class _SlowReadAdmin:
     def registered_brokers(self) -> list[BrokerIdentity]:
         return [self.me]
 
-    def broker_status(self, addr: str) -> dict[str, str]:
-        return {}
-
-    def list_topics(self) -> list[str]:
-        return []
-
-    def list_groups(self) -> list[str]:
-        return []
-
-    def list_users(self, broker_addr: str) -> list:
-        return []
-
-    def list_acls(self, broker_addr: str) -> list:
-        return []
-
-    def get_broker_config(self, addr: str) -> dict[str, str]:
-        return {}
-
     def slow_read(self) -> str:
         self.release.wait(10)
         return "late"
-
-    def close(self) -> None:
-        pass
 
 
 @dataclass
@@ -235,7 +214,7 @@ A = BrokerIdentity("DefaultCluster", "broker-a", "127.0.0.1:1001")
 B = BrokerIdentity("DefaultCluster", "broker-b", "127.0.0.1:1002")
 
 
-class _HangsOnBAdmin:
+class _HangsOnBAdmin(QuietAdmin):
     """broker-b (listed first) answers its runtime info but hangs in ``hang`` (topic_info, topic_status
     or group_lag: stopped between two calls of a refresh) until ``release``; each fan-out asks ``among``
     or every broker not left out, as the Admin does."""
@@ -254,9 +233,6 @@ class _HangsOnBAdmin:
     def registered_brokers(self) -> list[BrokerIdentity]:
         return [B, A]
 
-    def broker_status(self, addr: str) -> dict[str, str]:
-        return {}
-
     def list_topics(self) -> list[str]:
         return ["T"]
 
@@ -273,18 +249,6 @@ class _HangsOnBAdmin:
     def group_lag(self, group: str, among: list[BrokerIdentity] | None = None) -> GroupLag:
         return GroupLag(group, [QueueLag("T", b.broker_name, 0, 10, 4, 0, False, 0)
                                 for b in self._each("group_lag", among)], 0, 0)
-
-    def list_users(self, broker_addr: str) -> list:
-        return []
-
-    def list_acls(self, broker_addr: str) -> list:
-        return []
-
-    def get_broker_config(self, addr: str) -> dict[str, str]:
-        return {}
-
-    def close(self) -> None:
-        pass
 
 
 @pytest.mark.parametrize("hang", ["topic_info", "topic_status", "group_lag"])

@@ -112,3 +112,34 @@ async def first_refresh(pilot, refreshes: int = 1, timeout_s: float = 20.0) -> N
             raise AssertionError(f"no refresh within {timeout_s} s (lost: {app.lost})")
         await pilot.pause(0.05)
     await pilot.pause()
+
+
+class QuietAdmin:
+    """The Admin calls a dashboard refresh makes, each answering "nothing there" at once: a test's fake
+    Admin subclasses it and overrides only the calls its scenario is about (one that hangs, say)."""
+
+    left_out: frozenset[str] = frozenset()
+
+    def registered_brokers(self) -> list:
+        return []
+
+    def broker_status(self, addr: str) -> dict[str, str]:
+        return {}
+
+    def list_topics(self) -> list[str]:
+        return []
+
+    def list_groups(self) -> list[str]:
+        return []
+
+    def list_users(self, broker_addr: str) -> list:
+        return []
+
+    def list_acls(self, broker_addr: str) -> list:
+        return []
+
+    def get_broker_config(self, addr: str) -> dict[str, str]:
+        return {}
+
+    def close(self) -> None:
+        pass
