@@ -193,11 +193,6 @@ class Producer:
     # ----------------------------------------------------------------- queue selection
     async def publish_queues(self, topic: str) -> list[MessageQueue]:
         route = await self.instance.get_route(topic)
-        if route is not None and not route.publish_queues():
-            # routed but not writable (wipeWritePerm while draining a broker): Java's producer keeps that
-            # route and fails, where the TBW102 fallback created the topic on another broker
-            raise BrokerError(ResponseCode.NO_PERMISSION, f"No route info of this topic: {topic} "
-                              "(no writable queue: its brokers' write permission is off)")
         if route is None:
             # unknown topic: the broker may auto-create it from TBW102, as Java's producer relies on
             default = await self.instance.get_route(DEFAULT_TOPIC)
@@ -205,7 +200,13 @@ class Producer:
                 raise BrokerError(ResponseCode.TOPIC_NOT_EXIST, f"No route info of this topic: {topic}")
             return [MessageQueue(topic=topic, broker_name=q.broker_name, queue_id=q.queue_id)
                     for q in default.publish_queues() if q.queue_id < DEFAULT_TOPIC_QUEUE_NUMS]
-        return route.publish_queues()
+        queues = route.publish_queues()
+        if not queues:
+            # routed but not writable (wipeWritePerm while draining a broker): Java's producer keeps that
+            # route and fails, where the TBW102 fallback created the topic on another broker
+            raise BrokerError(ResponseCode.NO_PERMISSION, f"No route info of this topic: {topic} "
+                              "(no writable queue: its brokers' write permission is off)")
+        return queues
 
     # ----------------------------------------------------------------- sends
     async def send(self, msg: Message, mq: MessageQueue | None = None, *, sharding_key: str | None = None,
