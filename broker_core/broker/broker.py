@@ -49,6 +49,7 @@ from .errors import (
     NoPermissionError,
     QueryNotFoundError,
     ServiceNotAvailableError,
+    SubscriptionGroupNotExistError,
     SubscriptionParseFailedError,
     TopicNotExistError,
     config_written,
@@ -1024,7 +1025,10 @@ class Broker:
         """UPDATE_CONSUMER_OFFSET. False when ignored: an admin reset of this queue is not yet pulled."""
         self._authorize(auth, "UPDATE_CONSUMER_OFFSET", topic=topic, group=group)
         self._require_writable()
-        self.group_manager.find(group)
+        if self.group_manager.get(group) is None:
+            # ConsumerManageProcessor#updateConsumerOffset: a commit never creates a group (a typo
+            # in a group name would otherwise become a group with offsets); clients heartbeat first
+            raise SubscriptionGroupNotExistError(f"Group {group} not exist!")
         if self.topic_manager.get(topic) is None:
             raise TopicNotExistError(f"Topic {topic} not exist!")
         if offset < 0:

@@ -154,9 +154,15 @@ class ConsumeHandlers:
         h = QueryConsumerOffsetRequestHeader.from_ext_fields(req.ext_fields)
         offset = await self.ctx.run(self.broker.query_offset, h.consumer_group, h.topic, h.queue_id, auth=auth)
         if offset < 0:
-            # RocketMQ: no stored offset -> 0 only when asked to and the queue still starts at 0
+            # ConsumerManageProcessor#queryConsumerOffset: no stored offset answers 0 only when the
+            # queue still holds its message 0, so a new group starts from the first message of a young
+            # queue; an empty queue is "not found" and the client picks its consumeFromWhere
+            if h.set_zero_if_not_found is False:
+                return req.response(ResponseCode.QUERY_NOT_FOUND,
+                                    "Not found, do not set to zero, maybe this group boot first")
             min_offset = await self.ctx.run(self.broker.get_min_offset, h.topic, h.queue_id)
-            if h.set_zero_if_not_found is False or min_offset > 0:
+            max_offset = await self.ctx.run(self.broker.get_max_offset, h.topic, h.queue_id)
+            if min_offset > 0 or max_offset <= 0:
                 return req.response(ResponseCode.QUERY_NOT_FOUND,
                                     "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first")
             offset = 0

@@ -93,6 +93,7 @@ def test_unknown_code_and_oneway(broker_setup):
     assert r.code == OK and not bc.inbox
     # a oneway UPDATE_CONSUMER_OFFSET is applied without an answer
     create_topic(bc, "OW")
+    assert bc.call(RC.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, {}, json.dumps({"groupName": "G"}).encode()).code == OK
     bc.send(RemotingCommand.request(RC.UPDATE_CONSUMER_OFFSET, {"consumerGroup": "G", "topic": "OW", "queueId": "0",
                                                                 "commitOffset": "0"}, opaque=79, oneway=True))
     r = bc.call(RC.QUERY_CONSUMER_OFFSET, {"consumerGroup": "G", "topic": "OW", "queueId": "0"})
@@ -224,6 +225,34 @@ def test_produce_and_consume_codes(broker_setup):
                                             "delayLevel": "-1", "originTopic": "T"})
     assert r.code == OK
     dispatched(bc, "%DLQ%G", 0, 1)
+
+
+def test_a_new_groups_offset_and_a_commit_for_an_unknown_group(broker_setup):
+    """As ConsumerManageProcessor: a group with no stored offset gets 0 only from a queue that still
+    holds its message 0 (an empty queue answered 0 too), and a commit never creates a group."""
+    _, _, _, bc = broker_setup
+    create_topic(bc, "NEWG", 2)
+    assert send(bc, "NEWG", b"first", 0).code == OK
+    dispatched(bc, "NEWG", 0, 1)
+    assert bc.call(RC.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, {}, json.dumps({"groupName": "NG"}).encode()).code == OK
+    ask = {"consumerGroup": "NG", "topic": "NEWG"}
+    r = bc.call(RC.QUERY_CONSUMER_OFFSET, ask | {"queueId": "0"})
+    assert (r.code, r.ext_fields["offset"]) == (OK, "0")
+    r = bc.call(RC.QUERY_CONSUMER_OFFSET, ask | {"queueId": "1"})
+    assert (r.code, r.remark) == (ResponseCode.QUERY_NOT_FOUND,
+                                  "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first")
+    r = bc.call(RC.QUERY_CONSUMER_OFFSET, ask | {"queueId": "0", "setZeroIfNotFound": "false"})
+    assert (r.code, r.remark) == (ResponseCode.QUERY_NOT_FOUND,
+                                  "Not found, do not set to zero, maybe this group boot first")
+    # a mistyped group in a commit is refused; it does not become a group holding offsets
+    r = bc.call(RC.UPDATE_CONSUMER_OFFSET, {"consumerGroup": "NG-typo", "topic": "NEWG", "queueId": "0",
+                                            "commitOffset": "1"})
+    assert (r.code, r.remark) == (ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, "Group NG-typo not exist!")
+    r = bc.call(RC.GET_SUBSCRIPTIONGROUP_CONFIG, {"group": "NG-typo"})
+    assert r.code == ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST
+    r = bc.call(RC.UPDATE_CONSUMER_OFFSET, ask | {"queueId": "0", "commitOffset": "1"})
+    assert r.code == OK
+    assert bc.call(RC.QUERY_CONSUMER_OFFSET, ask | {"queueId": "0"}).ext_fields["offset"] == "1"
 
 
 def test_long_poll_pull_is_woken_by_a_send(broker_setup):
