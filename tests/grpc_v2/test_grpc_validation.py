@@ -226,3 +226,28 @@ def test_an_expired_handle_is_refused_before_the_broker_whatever_its_queue_holds
         group=pb.Resource(name=group), topic=pb.Resource(name=topic), receipt_handle=ahead,
         invisible_duration=Duration(seconds=10), message_id="00"), metadata=MD)
     assert changed.status.code == pb.Code.INVALID_RECEIPT_HANDLE and "expired" in changed.status.message, changed
+
+
+def test_a_born_host_that_is_a_host_name_is_kept_as_sent(running, stub):
+    """The Java client sends its host name as born_host (Utilities.hostName()); every such send was refused
+    BAD_REQUEST "not an IPv4 or IPv6 address". Upstream keeps the string as the BORN_HOST property; the
+    record's binary born host is then the connection's address."""
+    running.broker.create_or_update_topic("VB", 1, 1, attributes={"+message.type": "NORMAL"})
+    for host in ("my-laptop", "10.0.0.7"):
+        assert send(stub, wire("VB", body=host.encode(), born_host=host)).code == pb.Code.OK, host
+    got, messages = receive(stub, "GBorn", "VB", 2)
+    assert got.code == pb.Code.OK
+    assert [(m.body, m.system_properties.born_host) for m in messages] == [
+        (b"my-laptop", "my-laptop"), (b"10.0.0.7", "10.0.0.7")]
+    stored = [running.broker.message_at("VB", 0, offset) for offset in (0, 1)]
+    assert [m.born_host[0] for m in stored] == ["127.0.0.1", "10.0.0.7"]
+
+
+def test_an_empty_tag_is_no_tag_and_a_blank_one_is_refused(running, stub):
+    """GrpcValidator#validateTag checks only a non-empty tag."""
+    running.broker.create_or_update_topic("VTag", 1, 1, attributes={"+message.type": "NORMAL"})
+    assert send(stub, wire("VTag", body=b"untagged", tag="")).code == pb.Code.OK
+    assert send(stub, wire("VTag", tag="  ")).code == pb.Code.ILLEGAL_MESSAGE_TAG
+    got, messages = receive(stub, "GTag", "VTag")
+    assert got.code == pb.Code.OK and [m.body for m in messages] == [b"untagged"]
+    assert not messages[0].system_properties.HasField("tag")

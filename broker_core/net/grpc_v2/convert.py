@@ -9,6 +9,7 @@ the official clients rely on (receipt handle, delivery attempt >= 1, an upper-ca
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 from dataclasses import dataclass
 
 from google.protobuf.timestamp_pb2 import Timestamp
@@ -120,7 +121,7 @@ def inbound(message: object, peer_ip: str, max_body_size: int, *, now_ms: int | 
         _check_text(key, pb.Code.ILLEGAL_MESSAGE_PROPERTY_KEY, "property key")
         _check_text(value, pb.Code.ILLEGAL_MESSAGE_PROPERTY_KEY, f"value of property {key}")
         props[key] = value
-    if sp.HasField("tag"):
+    if sp.tag:  # GrpcValidator#validateTag: an empty tag is no tag; a whitespace one is refused
         if not sp.tag.strip() or "|" in sp.tag:
             raise WireMessageError(pb.Code.ILLEGAL_MESSAGE_TAG, f"tag {sp.tag!r} is blank or contains '|'")
         _check_text(sp.tag, pb.Code.ILLEGAL_MESSAGE_TAG, "tag")
@@ -163,12 +164,23 @@ def inbound(message: object, peer_ip: str, max_body_size: int, *, now_ms: int | 
     if sp.HasField("born_timestamp"):
         born_ms = sp.born_timestamp.seconds * 1000 + sp.born_timestamp.nanos // 1_000_000
         props["BORN_TIMESTAMP"] = str(born_ms)
-    born_ip = sp.born_host or peer_ip
-    props["__BORNHOST"] = born_ip
+    # SendMessageActivity keeps the client's born_host as a property, whatever it is: the Java client
+    # sends its host name there. The record's binary born host must be an address, so a name gives way
+    # to the connection's peer, as the broker behind upstream's proxy stores its channel's address.
+    props["__BORNHOST"] = sp.born_host or peer_ip
+    born_ip = sp.born_host if _is_ip_address(sp.born_host) else peer_ip
     if sp.HasField("trace_context"):
         props["TRACE_CONTEXT"] = sp.trace_context
     return InboundMessage(topic, body, props, sp.message_type, sp.message_id, group, born_ms, (born_ip, 0),
                           sys_flag_of(m))
+
+
+def _is_ip_address(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
 
 
 def message_type_of(properties: dict[str, str]) -> int:
