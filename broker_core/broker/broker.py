@@ -1495,7 +1495,8 @@ class Broker:
                 "checkpointLogicsMsgTimestamp": str(p.logics_msg_timestamp),
                 "transactionHalfDepth": str(tx.half_depth), "transactionOpDepth": str(tx.op_depth),
                 "transactionHalfPending": str(tx.pending_check),
-                "timerWheelEnable": "true" if self.timer_store is not None else "false"}
+                "timerWheelEnable": "true" if self.timer_store is not None and self.config.store.timer_wheel_enable
+                else "false"}
         if self.timer_store is not None:
             b = self.timer_store.backlog()
             info.update({f"timerDueIn_{name}": str(n) for name, n in b.due.items()})

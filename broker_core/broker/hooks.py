@@ -144,14 +144,28 @@ def handle_schedule_message(msg: MessageInner, now_ms: int, max_delay_level: int
 
 
 def build_put_message_hooks(store_config: StoreConfig, clock: Callable[[], int]) -> list[PutMessageHook]:
-    """The hooks to append to ``Broker.put_message_hooks``, bound to the store's settings and clock."""
+    """The hooks to append to ``Broker.put_message_hooks``, bound to the store's settings and clock.
+
+    timerMaxDelaySec and timerWheelEnable are read at every message, as HookUtils reads the live
+    MessageStoreConfig: updateBrokerConfig changes them on the running broker. The wheel itself starts
+    with the broker, so a wheel switched on later still refuses until a restart (its messages would
+    wait in rmq_sys_wheel_timer with nothing to deliver them). The delay levels and the wheel's
+    precision are fixed at start (the schedule service's queues, the wheel's slots)."""
     max_level = len(parse_delay_levels(store_config.message_delay_level))
     precision = store_config.timer_precision_ms
-    max_delay_sec = store_config.timer_max_delay_sec
-    enabled = store_config.timer_wheel_enable
+    wheel_started = store_config.timer_wheel_enable
 
     def handle_schedule_message_hook(msg: MessageInner) -> MessageInner | None:
-        return handle_schedule_message(msg, clock(), max_level, precision, max_delay_sec, enabled)
+        enabled = store_config.timer_wheel_enable
+        try:
+            return handle_schedule_message(msg, clock(), max_level, precision, store_config.timer_max_delay_sec,
+                                           enabled and wheel_started)
+        except TimerNotEnabled:
+            if enabled:
+                raise TimerNotEnabled("accurate timer message is not enabled: timerWheelEnable was false when the "
+                                      "broker started, and the timer wheel starts with the broker (restart it)") \
+                    from None
+            raise
 
     return [handle_schedule_message_hook]
 

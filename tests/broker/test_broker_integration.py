@@ -108,6 +108,30 @@ def test_timer_wheel_disabled_refuses_timer_messages(make_broker, tmp_path: Path
     assert not (tmp_path / "nowheel" / "timerwheel").exists()
 
 
+def test_timer_settings_changed_by_update_broker_config_apply_to_the_next_message(make_broker, tmp_path: Path):
+    """updateBrokerConfig answered success and getBrokerConfig showed the new timerMaxDelaySec and
+    timerWheelEnable, but sends kept the values of the broker's start (the put hook had copied them)."""
+    b = make_broker()
+    b.create_or_update_topic(T, 1, 1)
+    b.send_message(T, b"x", {"TIMER_DELAY_SEC": "60"}, queue_id=0)
+    b.update_broker_config({"timerMaxDelaySec": "10"})
+    with pytest.raises(MessageIllegalError, match="exceeds timerMaxDelaySec 10"):
+        b.send_message(T, b"x", {"TIMER_DELAY_SEC": "60"}, queue_id=0)
+    b.send_message(T, b"x", {"TIMER_DELAY_SEC": "5"}, queue_id=0)
+    b.update_broker_config({"timerWheelEnable": "false"})
+    with pytest.raises(MessageIllegalError, match="timerWheelEnable is False"):
+        b.send_message(T, b"x", {"TIMER_DELAY_SEC": "5"}, queue_id=0)
+    assert b.broker_runtime_info()["timerWheelEnable"] == "false"
+    assert b.get_max_offset("rmq_sys_wheel_timer", 0) == 2
+    # a broker started without the wheel has none to deliver with: switching it on waits for a restart
+    off = make_broker(tmp_path / "nowheel", timerWheelEnable="false")
+    off.create_or_update_topic(T, 1, 1)
+    off.update_broker_config({"timerWheelEnable": "true"})
+    with pytest.raises(MessageIllegalError, match="starts with the broker"):
+        off.send_message(T, b"x", {"TIMER_DELAY_SEC": "5"}, queue_id=0)
+    assert off.broker_runtime_info()["timerWheelEnable"] == "false"
+
+
 def test_timer_message_survives_a_restart(make_broker, clock: FakeClock):
     b = make_broker()
     b.create_or_update_topic(T, 1, 1)
