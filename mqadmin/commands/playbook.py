@@ -201,7 +201,9 @@ def _emit(doc: dict[str, Any], output: OutputFormat) -> None:
     console = Console(highlight=False)
     if not console.is_terminal:
         console = Console(highlight=False, width=200)
-    title = f"{doc['playbook']}" + (" (check: nothing changed)" if doc["check"] else "")
+    # Every text below comes from the playbook or the store (step names, shell output, messages such as
+    # "group [g] has no offsets"): Text prints it literally, where a str would be read as rich markup.
+    title = Text(f"{doc['playbook']}" + (" (check: nothing changed)" if doc["check"] else ""))
     t = Table(title=title, title_justify="left", show_edge=False, box=None, pad_edge=False)
     t.add_column("#", no_wrap=True)
     t.add_column("step", max_width=32, overflow="fold")
@@ -213,13 +215,13 @@ def _emit(doc: dict[str, Any], output: OutputFormat) -> None:
         what = s["message"]
         if s["changes"] and s["status"] == "changed":
             what = "; ".join(_change_text(c) for c in s["changes"][:6]) + (" …" if len(s["changes"]) > 6 else "")
-        t.add_row(str(s["step"]), s["name"], s["target"], Text(status, style=STATUS_STYLE.get(s["status"], "")),
-                  what)
+        t.add_row(str(s["step"]), Text(s["name"]), Text(s["target"]),
+                  Text(status, style=STATUS_STYLE.get(s["status"], "")), Text(what))
     console.print(t)
-    console.print(f"ok={doc['ok']} changed={doc['changed']} failed={doc['failed']} skipped={doc['skipped']}"
-                  + (f" ignored={doc['ignored']}" if doc["ignored"] else ""))
+    console.print(Text(f"ok={doc['ok']} changed={doc['changed']} failed={doc['failed']} skipped={doc['skipped']}"
+                       + (f" ignored={doc['ignored']}" if doc["ignored"] else "")))
     if doc.get("stopped"):
-        console.print(doc["stopped"])
+        console.print(Text(doc["stopped"]))
 
 
 def _change_text(c: dict[str, Any]) -> str:
@@ -248,7 +250,9 @@ class _Progress:
         self.done = 0
 
     def step_started(self, step: Any, target: str) -> None:
-        self.status.update(f"step {step.index + 1}: {step.name} @ {target}")
+        from rich.text import Text
+
+        self.status.update(Text(f"step {step.index + 1}: {step.name} @ {target}"))
 
     def step_finished(self, record: Any) -> None:
         self.done += 1
