@@ -63,11 +63,19 @@ class LocalHost:
     name = "localhost"
 
     def run(self, command: str, stdin: bytes | None = None, timeout: float | None = None) -> CommandResult:
+        """The command in a process group of its own, stopped whole when it times out (or the run is
+        interrupted): killing only /bin/sh left ``(sleep 3; touch f)`` running after "timed out"."""
+        p = subprocess.Popen(["/bin/sh", "-c", command], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, start_new_session=True)
         try:
-            p = subprocess.run(["/bin/sh", "-c", command], input=stdin or b"", capture_output=True, timeout=timeout)
+            out, err = p.communicate(stdin or b"", timeout=timeout)
         except subprocess.TimeoutExpired:
-            raise StepError(f"command timed out after {timeout:g}s") from None
-        return CommandResult(p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace"))
+            _stop_group(p)
+            raise StepError(f"command timed out after {timeout:g}s; stopped its process group {p.pid}") from None
+        except BaseException:  # Ctrl-C: in a session of its own the command would not get the SIGINT
+            _stop_group(p)
+            raise
+        return CommandResult(p.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"))
 
     def exists(self, path: str) -> bool:
         return Path(path).expanduser().exists()
@@ -115,6 +123,17 @@ class LocalHost:
             raise StepError(f"cannot write {dest}: {e.strerror or e}") from None
 
 
+def _stop_group(p: subprocess.Popen[bytes]) -> None:
+    """SIGKILL to the command's process group (its children too), then reap it."""
+    import signal
+
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    p.communicate()
+
+
 # ------------------------------------------------------------------------------------------- contexts
 
 class _RunContext:
@@ -156,11 +175,44 @@ class StoreContext(_RunContext):
                     yield admin
             return
         # A playbook that changes a store target sets that store up on purpose (mqadmin's --create).
-        with open_local_admin(self.store_dir, self.config_file, writes=writes, create=writes) as admin:
-            yield admin
+        made = _first_missing(self.store_dir) if writes else None
+        try:
+            with open_local_admin(self.store_dir, self.config_file, writes=writes, create=writes) as admin:
+                yield admin
+        except BaseException:
+            # A failed step changes nothing: a store it created from nothing goes again (with the
+            # directories made for it). A directory that was there before is never touched.
+            if made is not None:
+                _remove_made(made, self.store_dir)
+            raise
 
     def host(self) -> HostOps:
         return self._host
+
+
+def _first_missing(path: Path) -> Path | None:
+    """The outermost directory of ``path`` that does not exist yet (None: ``path`` exists)."""
+    missing = None
+    for p in [path, *path.parents]:
+        if p.exists() or p.is_symlink():
+            break
+        missing = p
+    return missing
+
+
+def _remove_made(made: Path, store_dir: Path) -> None:
+    """Remove ``made`` (created by this step): renamed aside first, so no one sees a half-deleted store,
+    and only while no broker holds the store (a lock owner means someone else uses it now)."""
+    from playbooks.actions.broker_process import lock_owner
+
+    if lock_owner(store_dir) is not None:
+        return
+    aside = made.with_name(f".{made.name}.rmqops-failed-{os.getpid()}")
+    try:
+        os.rename(made, aside)
+    except OSError:
+        return
+    shutil.rmtree(aside, ignore_errors=True)
 
 
 class ClusterContext(_RunContext):
