@@ -20,7 +20,7 @@ from typing import Any, Protocol, TextIO
 
 from jinja2 import TemplateSyntaxError, Undefined, meta
 
-from playbooks.actions.base import Outcome
+from playbooks.actions.base import PLANNED_IN_CHECK, Outcome
 from playbooks.errors import PlaybookError, StepError
 from playbooks.inventory import Executors, Target
 from playbooks.schema import BUILTIN_NAMES, Playbook, Step, check_value
@@ -162,6 +162,7 @@ class Runner:
         self.templater = Templater()
         self.sleep = sleep
         self.registered: dict[str, Any] = {}
+        self._planned: dict[str, set[str]] = {}  # --check: per target, what earlier steps would create
         self._in_flight: tuple[Step, str, float] | None = None  # for the report of an interrupted run
         self._finished_records: list[StepRecord] = []
         self._last_logged = "run_start"
@@ -434,7 +435,7 @@ class Runner:
         started = time.time()
         if step.when is not None:
             try:
-                go = self.templater.evaluate(step.when, ctx)
+                go = self.templater.condition(step.when, ctx)
             except StepError as e:
                 return self._done(step, name, Outcome("failed", message=f"when: {e.message}"), started, 0)
             if not go:
@@ -445,12 +446,15 @@ class Runner:
         while True:
             attempts += 1
             outcome = self._attempt(step, name, ctx, executors, check)
+            if check and outcome.status == "changed":
+                self._planned.setdefault(name, set()).update(
+                    c.what for c in outcome.changes if c.field == "exists" and c.new is True)
             if outcome.status == "skipped":
                 break  # nothing ran (a shell step under --check): until: has nothing to test
             if step.until is not None:
                 reg = _registered_value(outcome)
                 try:
-                    ok = bool(self.templater.evaluate(step.until, {**ctx, **_as_reg(step, reg)}))
+                    ok = self.templater.condition(step.until, {**ctx, **_as_reg(step, reg)})
                 except StepError as e:
                     outcome = Outcome("failed", outcome.changes, f"until: {e.message}", outcome.data)
                     break
@@ -479,6 +483,8 @@ class Runner:
             target = self._target(name, ctx)
         except StepError as e:
             return Outcome("failed", message=e.message)
+        if check:
+            args[PLANNED_IN_CHECK] = sorted(self._planned.get(name, ()))
         return executors.execute(target, step.action, args, check)
 
     def _target(self, name: str, ctx: dict[str, Any]) -> Target:
@@ -509,7 +515,7 @@ class Runner:
             return outcome
         for expr in step.asserts:
             try:
-                holds = bool(self.templater.evaluate(expr, ctx))
+                holds = self.templater.condition(expr, ctx)
             except StepError as e:
                 return Outcome("failed", outcome.changes, f"assert: {e.message}", outcome.data)
             if not holds:

@@ -19,7 +19,15 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from jinja2 import StrictUndefined, TemplateSyntaxError, UndefinedError, meta, nodes
+from jinja2 import (
+    StrictUndefined,
+    TemplateAssertionError,
+    TemplateRuntimeError,
+    TemplateSyntaxError,
+    UndefinedError,
+    meta,
+    nodes,
+)
 from jinja2.sandbox import SandboxedEnvironment, SecurityError
 
 from playbooks.errors import StepError
@@ -27,6 +35,34 @@ from playbooks.errors import StepError
 MASK = "********"
 SECRET_NAME = re.compile(r"pass(word)?|secret|token|credential|private|(^|_)sk$", re.IGNORECASE)
 _SINGLE = re.compile(r"^\s*\{\{(?P<expr>.*?)\}\}\s*$", re.DOTALL)
+# Ansible's words (module_utils.parsing.convert_bool): what ``-e really=false`` means in a condition.
+FALSE_WORDS = frozenset({"false", "no", "off", "0", "n", "f", ""})
+TRUE_WORDS = frozenset({"true", "yes", "on", "1", "y", "t"})
+
+
+def is_true(value: Any) -> bool:
+    """A condition's truth as Ansible reads it: ``-e`` values are strings, and the string "false"
+    (or no, off, 0) must be false, as ``vars: {really: false}`` is; any other value as Python does."""
+    if isinstance(value, str):
+        return value.strip().lower() not in FALSE_WORDS
+    return bool(value)
+
+
+def to_bool(value: Any) -> bool:
+    """Ansible's ``| bool`` filter: true only for a true value or word (yes, on, 1, true ...)."""
+    if isinstance(value, str):
+        return value.strip().lower() in TRUE_WORDS
+    return value is True or (isinstance(value, int | float) and value == 1)
+
+
+class _Word(str):
+    """A string variable inside a condition: ``not really`` and ``really and x`` read ``-e really=false``
+    as false too, not only a bare ``when: really``."""
+
+    __slots__ = ()
+
+    def __bool__(self) -> bool:
+        return is_true(str(self))
 
 
 class Secrets:
@@ -98,14 +134,26 @@ class Templater:
 
     def __init__(self) -> None:
         self.env = SandboxedEnvironment(undefined=_PlaybookUndefined, autoescape=False, keep_trailing_newline=True)
+        self.env.filters["bool"] = to_bool  # `when: really | bool`, the Ansible idiom for -e values
 
     # -- static checks (validation, before anything runs) ------------------------------------------
     def check(self, text: str, expression: bool = False) -> str | None:
-        """The syntax error of a template (or bare expression), else None."""
+        """The syntax error of a template (or bare expression), else None. An unknown filter or test
+        (``x | nosuchfilter``) is found here too: Jinja reports it only when it compiles the template
+        (TemplateAssertionError), and the run would fail at that step after earlier steps changed things."""
         try:
-            self.env.parse(_as_template(text, expression))
+            ast = self.env.parse(_as_template(text, expression))
         except TemplateSyntaxError as e:
             return f"template syntax error: {e.message}"
+        # every filter and test, also those inside {% if %} that Jinja would look up only when it runs
+        for node in ast.find_all((nodes.Filter, nodes.Test)):
+            kind, known = ("filter", self.env.filters) if isinstance(node, nodes.Filter) else ("test", self.env.tests)
+            if node.name not in known:
+                return f"template error: no {kind} named {node.name!r}"
+        try:
+            self.env.compile(ast)
+        except TemplateAssertionError as e:
+            return f"template error: {e.message}"
         return None
 
     def names(self, text: str, expression: bool = False) -> tuple[set[str], set[str]]:
@@ -140,6 +188,11 @@ class Templater:
             text = m.group("expr")
         return self._guard(lambda: self.env.compile_expression(text, undefined_to_none=False)(**context), text)
 
+    def condition(self, expression: str | bool, context: Mapping[str, Any]) -> bool:
+        """``when:``, ``until:``, ``assert:``: true or false as Ansible reads them (see ``is_true``)."""
+        words = {k: _Word(v) if type(v) is str else v for k, v in context.items()}
+        return is_true(self.evaluate(expression, words))
+
     def _render_text(self, text: str, context: Mapping[str, Any]) -> Any:
         if "{{" not in text and "{%" not in text:
             return text
@@ -157,8 +210,12 @@ class Templater:
             raise StepError(f"in {text.strip()!r}: {e.message}") from None
         except SecurityError as e:
             raise StepError(f"in {text.strip()!r}: not allowed in a playbook: {e}") from None
+        except (TemplateAssertionError, TemplateRuntimeError) as e:  # an unknown filter or test
+            raise StepError(f"in {text.strip()!r}: template error: {e.message}") from None
         except TemplateSyntaxError as e:
             raise StepError(f"in {text.strip()!r}: template syntax error: {e.message}") from None
+        except LookupError as e:  # `{{ [].pop() }}`, `{}.pop('k')`: the step fails, the run reports it
+            raise StepError(f"in {text.strip()!r}: {type(e).__name__}: {e}") from None
         except (TypeError, ValueError, ZeroDivisionError, ArithmeticError) as e:
             raise StepError(f"in {text.strip()!r}: {e}") from None
 

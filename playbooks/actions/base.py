@@ -24,6 +24,12 @@ Status = Literal["ok", "changed", "failed", "skipped"]
 Placement = Literal["admin", "host"]
 
 
+PLANNED_IN_CHECK = "_planned_in_check"
+"""An argument the runner adds under --check: the things (``user orders-app``) earlier steps of the run
+would create on this target. Why: a plan must refuse what the real run would refuse (an ACL for a user
+that does not exist), yet under --check the user.ensure before it creates nothing."""
+
+
 @dataclass(frozen=True)
 class Param:
     """One action argument: accepted Python types, required or default, allowed values."""

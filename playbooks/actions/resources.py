@@ -13,17 +13,19 @@ from typing import Any
 
 from broker_core.auth.errors import AuthError
 from broker_core.auth.model import Acl, PolicyType, Resource, normalize_actions
+from broker_core.broker.limits import MAX_RETRY_TIMES, MAX_TOPIC_QUEUE_NUMS
 from broker_core.broker.topic_validator import (
     DLQ_GROUP_TOPIC_PREFIX,
     REPLY_TOPIC_POSTFIX,
     RETRY_GROUP_TOPIC_PREFIX,
     SYSTEM_TOPIC_PREFIX,
     SYSTEM_TOPICS,
+    validate_group,
 )
 from mqadmin.admin import Admin, TopicInfo
 from mqadmin.errors import NotFoundError
 from mqadmin.transport.values import SubscriptionGroupInfo
-from playbooks.actions.base import ActionContext, Change, Param, Plan, PlannedAction
+from playbooks.actions.base import PLANNED_IN_CHECK, ActionContext, Change, Param, Plan, PlannedAction
 from playbooks.errors import StepError
 from playbooks.templating import MASK
 
@@ -78,19 +80,31 @@ class TopicEnsure(PlannedAction):
     }
 
     def plan(self, admin: Admin, args: dict[str, Any]) -> Plan:
+        """Also judged here, with the broker's own rules (``Admin.topic_update_problem``): a change the
+        broker would refuse (a bad name, -1 queues, an unknown attribute) fails the plan, so --check
+        does not promise it and a real run fails before it creates or opens a store for writing."""
         topic = args["topic"]
         want = self._wanted(args)
         try:
-            cur = admin.topic_info(topic)
+            cur: TopicInfo | None = admin.topic_info(topic)
         except NotFoundError:
-            return Plan([Change(f"topic {topic}", "exists", False, True)] +
+            cur = None
+        if cur is None:
+            plan = Plan([Change(f"topic {topic}", "exists", False, True)] +
                         [Change(f"topic {topic}", k, None, v) for k, v in want.items()],
                         {"topic": topic, **want})
-        current = {"read_queues": cur.read_queue_nums, "write_queues": cur.write_queue_nums, "perm": cur.perm,
-                   "order": cur.order, "queue_type": cur.queue_type,
-                   **{f"attributes.{k}": v for k, v in cur.attributes.items() if k != "queue.type"}}
-        changes = [Change(f"topic {topic}", k, current.get(k), v) for k, v in want.items() if current.get(k) != v]
-        return Plan(changes, {"topic": topic, **current})
+        else:
+            current = {"read_queues": cur.read_queue_nums, "write_queues": cur.write_queue_nums, "perm": cur.perm,
+                       "order": cur.order, "queue_type": cur.queue_type,
+                       **{f"attributes.{k}": v for k, v in cur.attributes.items() if k != "queue.type"}}
+            changes = [Change(f"topic {topic}", k, current.get(k), v) for k, v in want.items()
+                       if current.get(k) != v]
+            plan = Plan(changes, {"topic": topic, **current})
+        if plan.changes:
+            problem = admin.topic_update_problem(self._topic_info(topic, want, cur), admin.brokers())
+            if problem:
+                raise StepError(f"topic {topic}: {problem}")
+        return plan
 
     @staticmethod
     def _wanted(args: dict[str, Any]) -> dict[str, Any]:
@@ -109,23 +123,26 @@ class TopicEnsure(PlannedAction):
 
     def apply(self, admin: Admin, args: dict[str, Any], plan: Plan) -> None:
         topic = args["topic"]
-        want = self._wanted(args)
         try:
             cur: TopicInfo | None = admin.topic_info(topic)
         except NotFoundError:
             cur = None
+        admin.update_topic(self._topic_info(topic, self._wanted(args), cur))
+
+    @staticmethod
+    def _topic_info(topic: str, want: dict[str, Any], cur: TopicInfo | None) -> TopicInfo:
+        """What UPDATE_AND_CREATE_TOPIC sends: the wanted fields over the current topic (or defaults)."""
         default_q = DEFAULT_QUEUES
         mods = {f"+{k.split('.', 1)[1]}": v for k, v in want.items() if k.startswith("attributes.")}
         if "queue_type" in want:
             mods["+queue.type"] = want["queue_type"]
-        info = TopicInfo(
+        return TopicInfo(
             topic,
             want.get("read_queues", cur.read_queue_nums if cur else default_q),
             want.get("write_queues", cur.write_queue_nums if cur else default_q),
             want.get("perm", cur.perm if cur else PERM_READ | PERM_WRITE),
             cur.topic_filter_type if cur else "SINGLE_TAG", cur.topic_sys_flag if cur else 0,
             want.get("order", cur.order if cur else False), mods)
-        admin.update_topic(info)
 
 
 class TopicAbsent(PlannedAction):
@@ -216,6 +233,7 @@ class GroupEnsure(PlannedAction):
     def plan(self, admin: Admin, args: dict[str, Any]) -> Plan:
         group = args["group"]
         want = {f: args[f] for f in _GROUP_FIELDS if args.get(f) is not None}
+        _check_group(group, want)
         cur = admin.get_sub_group(group)
         if cur is None:
             return Plan([Change(f"group {group}", "exists", False, True)] +
@@ -232,6 +250,17 @@ class GroupEnsure(PlannedAction):
                 setattr(cur, f, args[f])
         cur.attributes = {}
         admin.update_sub_group(cur)
+
+
+def _check_group(group: str, want: dict[str, Any]) -> None:
+    """What UPDATE_AND_CREATE_SUBSCRIPTIONGROUP refuses (SubscriptionGroupManager's name check and
+    ranges), judged at plan time: --check must not promise it, nor the real run create a store for it."""
+    bad = validate_group(group)
+    if bad:
+        raise StepError(bad)
+    for key, lo, hi in (("retry_queue_nums", 0, MAX_TOPIC_QUEUE_NUMS), ("retry_max_times", -1, MAX_RETRY_TIMES)):
+        if key in want and not lo <= want[key] <= hi:
+            raise StepError(f"group {group}: {key} must be {lo}..{hi}, got {want[key]}")
 
 
 class GroupAbsent(PlannedAction):
@@ -340,7 +369,13 @@ class AclEnsure(PlannedAction):
     def plan(self, admin: Admin, args: dict[str, Any]) -> Plan:
         subject, resources, actions, decision, ips = self._entries(args)
         username = subject.split(":", 1)[1]
-        acl = _auth(admin.get_acl, subject) if _auth(admin.get_user, username) is not None else None
+        _auth(_acl(subject, [r.key for r in resources], actions, decision, ips).validate)  # the broker's checks
+        if _auth(admin.get_user, username) is not None:
+            acl = _auth(admin.get_acl, subject)
+        elif f"user {username}" in (args.get(PLANNED_IN_CHECK) or ()):
+            acl = None  # --check: an earlier step of this run creates the user
+        else:  # AUTH_CREATE_ACL refuses it: "The subject of User:x is not exist."
+            raise StepError(f"user {username} does not exist; create it first (user.ensure) to give {subject} an ACL")
         policy = acl.policy(PolicyType.CUSTOM) if acl is not None else None
         changes = []
         stale = []
@@ -361,11 +396,15 @@ class AclEnsure(PlannedAction):
 
     def apply(self, admin: Admin, args: dict[str, Any], plan: Plan) -> None:
         subject, _, actions, decision, ips = self._entries(args)
-        try:
-            acl = Acl.of(subject, plan.data["resources"], actions, decision, ips)
-        except (AuthError, ValueError) as e:
-            raise StepError(getattr(e, "message", str(e))) from None
-        _auth(admin.create_acl, acl)
+        _auth(admin.create_acl, _acl(subject, plan.data["resources"], actions, decision, ips))
+
+
+def _acl(subject: str, resources: list[str], actions: list[str], decision: str, ips: list[str]) -> Acl:
+    try:
+        acl = Acl.of(subject, resources, actions, decision, ips)
+    except (AuthError, ValueError) as e:
+        raise StepError(getattr(e, "message", str(e))) from None
+    return acl
 
 
 class AclAbsent(PlannedAction):
