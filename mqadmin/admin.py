@@ -71,6 +71,7 @@ class BrokerIdentity:
 # ------------------------------------------------------------------------------------ the Admin
 
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
+ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"  # the name server's KV namespace of ordered topics' orderConf
 MAX_OFFSET_TIMESTAMP = -1  # skipAccumulatedMessage: "reset to the max offset"
 PULL_BATCH = 32
 LONG_MAX = 2**63 - 1
@@ -102,6 +103,19 @@ def change_each(items: Iterable[T], change: Callable[[T], R], where: Callable[[T
             raise failed.after_changes_on(done) from None
         done.append(where(item))
     return out
+
+
+def merged_order_conf(current: str | None, entry: str) -> str:
+    """``entry`` (``brokerName:n``) put into an orderConf ``current`` (``a:n;b:n``): that broker's entry
+    replaced in place, or added at the end."""
+    name = entry.split(":", 1)[0]
+    out = [e for e in (current or "").split(";") if e.strip()]
+    at = next((i for i, e in enumerate(out) if e.split(":", 1)[0] == name), None)
+    if at is None:
+        out.append(entry)
+    else:
+        out[at] = entry
+    return ";".join(out)
 
 
 def _addr(b: BrokerIdentity) -> str:
@@ -214,6 +228,8 @@ class Admin:
             conf = self.client.broker_config(addr)
         except UnreachableError as e:
             raise UnreachableError(f"broker {addr} cannot be reached: {e.message}") from None
+        except UsageProblem:  # a malformed address: the operator's typo, not a refusal
+            raise
         except AdminError:
             return self._registered_as(addr)
         broker_id = conf.get("brokerId", "0")
@@ -395,6 +411,27 @@ class Admin:
                               lambda b: self.client.update_and_create_topic(b.broker_addr, topic), _addr)
         return results[0]
 
+    def order_conf_for(self, topic: str, write_queue_nums: int, targets: list[BrokerIdentity],
+                       whole_cluster: bool) -> str:
+        """The ORDER_TOPIC_CONFIG value updateTopic -o true writes, as Apache's createOrUpdateOrderConf:
+        for a cluster (-c) ``name:n`` of each of its brokers; for one broker (-b) its ``name:n`` merged
+        into the topic's current value (its own entry replaced, the other brokers' kept).
+
+        Why read the name server here, before any broker is changed: the order conf is name server
+        data, so a store directory (no name server) or a name server that does not answer fails the
+        command while it has changed nothing, rather than after the topic was created."""
+        if self.maintenance is not None:
+            raise AdminError("-o/--order true sets the topic's orderConf, name server data (ORDER_TOPIC_CONFIG): "
+                             "a store directory has no name server; use -n <namesrv>")
+        current = self.client.get_kv_config(ORDER_TOPIC_CONFIG, topic)
+        entries = [f"{b.broker_name}:{write_queue_nums}" for b in targets]
+        if whole_cluster:
+            return ";".join(entries)
+        mine = targets[0].broker_name
+        if not mine:
+            raise AdminError(f"broker {targets[0].broker_addr} did not say its brokerName: cannot set its orderConf")
+        return merged_order_conf(current, entries[0])
+
     def topic_update_problem(self, topic: TopicInfo, targets: list[BrokerIdentity]) -> str | None:
         """Why UPDATE_AND_CREATE_TOPIC of ``topic`` would be refused by one of ``targets`` (None: by none),
         judged before anything is sent with the broker's own rules and remarks: the name, queue numbers,
@@ -562,18 +599,27 @@ class Admin:
     def delete_sub_group(self, group: str, remove_offset: bool = False, delete_retry_topics: bool = False,
                          targets: list[BrokerIdentity] | None = None) -> None:
         """DELETE_SUBSCRIPTIONGROUP on each target; with ``delete_retry_topics`` (mqadmin -c) its
-        %RETRY% and %DLQ% topics go too. Not found when no target had it (and no offsets were removed)."""
+        %RETRY% and %DLQ% topics go too, from the brokers and from the name server (Apache's
+        adminExt.deleteTopic: a route left at the name server kept routing clients to a topic no broker
+        has). Not found when no target had it and no offsets were removed (``remove_offset`` of a
+        group that has none removes nothing: saying success would hide a mistyped name)."""
         def delete(b: BrokerIdentity) -> bool:
             existed = self.client.get_subscription_group(b.broker_addr, group) is not None
+            had_offsets = remove_offset and bool(self.client.consume_stats(b.broker_addr, group).rows)
             self.client.delete_subscription_group(b.broker_addr, group, remove_offset)
             if delete_retry_topics:
                 for topic in (f"%RETRY%{group}", f"%DLQ%{group}"):
                     if self.client.get_topic_config(b.broker_addr, topic) is not None:
                         self.client.delete_topic_in_broker(b.broker_addr, topic)
-            return existed
+            return existed or had_offsets
 
-        existed = any(change_each(targets or self.brokers(), delete, _addr))
-        if not existed and not remove_offset:
+        chosen = targets or self.brokers()
+        existed = any(change_each(chosen, delete, _addr))
+        if delete_retry_topics:
+            for cluster in sorted({b.cluster_name for b in chosen}):
+                for topic in (f"%RETRY%{group}", f"%DLQ%{group}"):
+                    self.client.delete_topic_in_namesrv(topic, cluster)
+        if not existed:
             raise NotFoundError(f"subscription group [{group}] does not exist in {self.target}")
 
     def _consume_stats(self, group: str, topic: str | None = None,
@@ -1115,7 +1161,9 @@ class Admin:
 
     def query_msg_by_offset(self, topic: str, broker_name: str, queue_id: int, offset: int) -> MessageRecord:
         b = self.check_target(broker_name=broker_name)[0]
-        self._require_topic(topic, [b])
+        (_, info), = self._require_topic(topic, [b])
+        if queue_id not in self._queue_ids(info):  # not found (3), as printMsgByQueue says it
+            raise NotFoundError(f"queue {queue_id} of topic [{topic}] does not exist")
         got = self.client.read_queue(b.broker_addr, topic, queue_id, offset, 1)
         if got.status != "FOUND" or not got.messages:
             raise NotFoundError(f"no message at offset {offset} of {topic}/{queue_id} on {broker_name}: "

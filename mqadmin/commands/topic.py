@@ -75,10 +75,23 @@ def update_topic(
     admin = cmd.admin()
     targets = admin.check_target(cluster_name=cluster, broker_addr=broker)
     sys_flag = (1 if is_unit else 0) | (2 if has_sub else 0)
+    from mqadmin.admin import ORDER_TOPIC_CONFIG
     from mqadmin.transport.base import TopicInfo
 
     wanted = TopicInfo(topic, read_queue_nums, write_queue_nums, perm, "SINGLE_TAG", sys_flag, is_order, attrs)
+    if len(targets) > 1:  # judged on every broker first: one refusing after others were changed half-did it
+        try:
+            problem = admin.topic_update_problem(wanted, targets)
+        except AdminError as e:  # a broker that does not answer the check: nothing was sent yet
+            raise e.noting("nothing was changed") from None
+        if problem is not None:
+            raise AdminError(f"topic [{topic}]: {problem} (nothing was changed)")
+    # -o true: the name server's orderConf is written after the brokers, as Apache's; it is worked out
+    # (the name server read) first, so a missing name server fails before any broker is changed
+    order_conf = admin.order_conf_for(topic, write_queue_nums, targets, cluster is not None) if is_order else None
     result = admin.update_topic(wanted, targets)
+    if order_conf is not None:
+        admin.put_kv_config(ORDER_TOPIC_CONFIG, topic, order_conf)
     attr_text = "{" + ", ".join(f"{k}={v}" for k, v in attrs.items()) + "}"
 
     def render() -> None:
@@ -90,7 +103,10 @@ def update_topic(
             cmd.print(f"set {scope} orderConf. isOrder={'true'}, orderConf=[{names}]")
         cmd.print(topic_config_line(wanted, attr_text))
 
-    cmd.emit({"brokers": [b.broker_addr for b in targets], "topicConfig": result.to_dict()}, render)
+    out = {"brokers": [b.broker_addr for b in targets], "topicConfig": result.to_dict()}
+    if order_conf is not None:
+        out["orderConf"] = order_conf
+    cmd.emit(out, render)
 
 
 @register(app, "deleteTopic", "Delete a topic (config, consume queues and offsets).", writes=True)

@@ -98,7 +98,7 @@ from broker_core.remoting.headers import (
 )
 from broker_core.store.codec.message import RecordError
 from broker_core.store.subscription_group_config import SubscriptionGroupConfig
-from mqadmin.errors import AdminError, NotFoundError, UnreachableError, refusal
+from mqadmin.errors import AdminError, NotFoundError, UnreachableError, UsageProblem, refusal
 from mqadmin.records import to_record
 from mqadmin.transport.base import (
     ClientConnection,
@@ -140,6 +140,27 @@ def signed_attributes(attrs: Mapping[str, str]) -> str | None:
             name = key if key.startswith("+") else "+" + key
             parts.append(f"{name}={value}")
     return ",".join(parts) or None
+
+
+def _check_broker_addr(addr: str) -> None:
+    """A broker address (-b) that is not ``host:port`` is the operator's typo: a usage error (exit 2)
+    before connecting, as a malformed -n is, not a broker that "cannot be reached"."""
+    from broker_core.net.outbound import IllegalAddressError, parse_address
+
+    try:
+        parse_address(addr)
+    except IllegalAddressError as e:
+        raise UsageProblem(f"-b: broker address {e} (expected host:port)") from None
+
+
+def _naming_mix_up(resp: RemotingCommand, who: str, hint: str) -> RemotingCommand:
+    """A server that does not know the request at all was most likely given to the wrong option (a
+    broker's address as -n, a name server's as -b): its bare remark (" request type 106 not
+    supported") names neither the address nor the likely mix-up, so the remark gains both."""
+    if resp.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
+        said = (resp.remark or f"request type {resp.code} not supported").strip()
+        resp.remark = f"{said} by {who}: {hint}"
+    return resp
 
 
 class RemotingBrokerClient:
@@ -203,9 +224,13 @@ class RemotingBrokerClient:
         """One request to a broker (or to the name server when ``addr`` is None); any answer is returned."""
         inst = self._instance
         if addr is None:
-            return self._run(inst.invoke_namesrv(code, header, body, timeout, ext), timeout,
+            resp = self._run(inst.invoke_namesrv(code, header, body, timeout, ext), timeout,
                              tries=len(inst.namesrv_addrs))
-        return self._run(inst.invoke(addr, code, header, body, timeout, ext), timeout)
+            return _naming_mix_up(resp, f"name server {';'.join(inst.namesrv_addrs)}",
+                                  "is that a broker's address? -n takes a name server's")
+        _check_broker_addr(addr)
+        resp = self._run(inst.invoke(addr, code, header, body, timeout, ext), timeout)
+        return _naming_mix_up(resp, addr, "is that a name server's address? -b takes a broker's")
 
     def _ok(self, resp: RemotingCommand, *accept: int) -> RemotingCommand:
         if resp.code not in (accept or (ResponseCode.SUCCESS,)):
