@@ -157,7 +157,7 @@ def test_broker_addr_commands_need_no_name_server(two_ns: TwoNameServers, namesr
     conf = ok("getBrokerConfig", "-n", n, "-b", b)
     assert re.search(r"^brokerName\s+=\s+broker-a$", conf, re.M) and \
         re.search(r"^flushIntervalCommitLog\s+=\s+777$", conf, re.M)
-    assert f"create topic to {b} success." in ok("updateTopic", "-n", n, "-b", b, "-t", "ByAddr", "-o", "true")
+    assert f"create topic to {b} success." in ok("updateTopic", "-n", n, "-b", b, "-t", "ByAddr")
     assert two_ns.broker is not None and two_ns.broker.topic_manager.get("ByAddr") is not None
     assert "create subscription group to" in ok("updateSubGroup", "-n", n, "-b", b, "-g", "GByAddr")
 
