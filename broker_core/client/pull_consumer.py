@@ -7,13 +7,17 @@ brokers as CONSUME_ACTIVELY so they still see the group online.
 
 from __future__ import annotations
 
+import logging
+
 from broker_core.remoting import RemotingCommand
 from broker_core.remoting.bodies import ConsumerData, MessageQueue, SubscriptionData
 
-from .connection import RemotingConnection
+from .connection import RemotingConnection, RemotingError
 from .consumer_api import ConsumerApi, PullResult
-from .instance import MQClientInstance
+from .instance import BrokerError, MQClientInstance
 from .subscription import build_subscription
+
+log = logging.getLogger(__name__)
 
 
 class PullConsumer:
@@ -23,6 +27,7 @@ class PullConsumer:
         self.api = ConsumerApi(instance, group)
         self._subs: dict[str, SubscriptionData] = {}
         self._started = False
+        self._heartbeat_sent: set[str] = set()  # brokers told of this group by this consumer
 
     async def start(self) -> None:
         self.instance.register_consumer(self.group, self)
@@ -63,6 +68,17 @@ class PullConsumer:
         return await self.api.query_consumer_offset(mq)
 
     async def update_consume_offset(self, mq: MessageQueue, offset: int) -> None:
+        """Commit at once. A commit never creates a group on the broker (a heartbeat or a pull does); Java's
+        pull consumers heartbeat 1 s after start and persist offsets from 10 s on, so the broker always knows
+        the group first: the first commit to a broker is preceded by this consumer's heartbeat to it (a failed
+        heartbeat is logged, as Java's scheduled one; the commit then gets the broker's own answer)."""
+        addr = await self.instance.find_broker_addr(mq)
+        if addr not in self._heartbeat_sent:
+            try:
+                await self.instance.send_heartbeat(addr)
+                self._heartbeat_sent.add(addr)
+            except (RemotingError, BrokerError) as e:
+                log.warning("heartbeat of %s to %s before its first commit failed: %s", self.group, addr, e)
         await self.api.update_consumer_offset(mq, offset)
 
     async def min_offset(self, mq: MessageQueue) -> int:

@@ -279,3 +279,22 @@ def test_sends_racing_shutdown_are_refused_and_open_no_connection(broker: Broker
                           f"no new connection to {broker.broker_addr}")
     assert conns == {} and conns3 == {}
     assert [m.body for m in got] == [b"before instance shutdown"]
+
+
+def test_a_pull_consumer_commits_before_its_first_pull(broker: BrokerProcess, unique: str) -> None:
+    """An application that sets where its group starts before pulling (as the dashboard's load does): a commit
+    never creates a group, so the broker must have the group's heartbeat first. The route was known before
+    the consumer started, so no heartbeat for a newly seen broker went out on its own."""
+    async def go():
+        inst = MQClientInstance(broker.namesrv_addr)
+        await create_topic(inst, broker.broker_addr, unique, queues=1)
+        c = PullConsumer(unique + "C", inst)
+        await c.start()
+        (mq,) = await c.fetch_subscribe_queues(unique)
+        await c.update_consume_offset(mq, 0)
+        committed = await c.fetch_consume_offset(mq)
+        await c.shutdown()
+        await inst.shutdown()
+        return committed
+
+    assert run(go()) == 0
