@@ -47,10 +47,17 @@ def test_group_crud_and_persistence(make_broker, tmp_path):
 
 
 def test_group_auto_create_and_refusal(make_broker):
+    """A pull auto-creates its group (autoCreateSubscriptionGroup); a commit never does, as
+    ConsumerManageProcessor#updateConsumerOffset: a mistyped group must not become a group with offsets."""
     b = make_broker()
     b.create_or_update_topic("T", 1, 1)
-    b.commit_offset("auto", "T", 0, 0)
+    with pytest.raises(SubscriptionGroupNotExistError, match="Group typo not exist!"):
+        b.commit_offset("typo", "T", 0, 0)
+    assert b.get_subscription_group("typo") is None
+    b.pull_message("auto", "T", 0, 0)
     assert b.get_subscription_group("auto") is not None
+    b.commit_offset("auto", "T", 0, 0)
+    assert b.query_offset("auto", "T", 0) == 0
     b.shutdown()
     b2 = make_broker(autoCreateSubscriptionGroup="false")
     with pytest.raises(SubscriptionGroupNotExistError) as ei:
@@ -63,6 +70,7 @@ def test_group_auto_create_and_refusal(make_broker):
 def test_offsets_persist_at_shutdown_in_java_shape(make_broker, tmp_path):
     b = make_broker()
     b.create_or_update_topic("T", 4, 4)
+    b.create_or_update_subscription_group("g")
     for q in range(4):
         b.commit_offset("g", "T", q, 250 + q)
     assert b.query_offset("g", "T", 3) == 253 and b.query_offset("g", "T", 9) == -1
@@ -78,6 +86,7 @@ def test_offsets_flushed_periodically(make_broker, tmp_path):
     b = make_broker(flushConsumerOffsetInterval="30")
     b.start()
     b.create_or_update_topic("T", 1, 1)
+    b.create_or_update_subscription_group("g")
     b.commit_offset("g", "T", 0, 42)
     path = tmp_path / "store" / "config" / "consumerOffset.json"
     deadline = time.monotonic() + 3
@@ -238,6 +247,7 @@ def test_a_newer_offset_snapshot_is_never_overwritten_by_an_older_one(make_broke
 
     b = make_broker()
     b.create_or_update_topic("T", 1, 1)
+    b.create_or_update_subscription_group("g")
     b.commit_offset("g", "T", 0, 5)
     real_write = com.write_consumer_offsets
     older_snapshot_taken, release_older = threading.Event(), threading.Event()

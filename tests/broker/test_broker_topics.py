@@ -116,6 +116,7 @@ def test_delete_topic_stays_deleted_after_restart(make_broker, tmp_path):
     b.send_message("Keep", b"k", queue_id=0)
     for i in range(3):
         b.send_message("Gone", b"g%d" % i, queue_id=i % 2)
+    b.pull_message("grp", "Gone", 0, 0, max_msgs=1)  # the consumer's pull creates its group
     b.commit_offset("grp", "Gone", 0, 1)
     assert b.delete_topic("Gone")
     assert b.get_topic("Gone") is None and b.query_offset("grp", "Gone", 0) == -1

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -49,6 +50,12 @@ async def create_topic(inst: MQClientInstance, broker_addr: str, topic: str, que
             return
         await asyncio.sleep(0.1)
     raise AssertionError(f"no route for {topic}")
+
+
+async def create_group(inst: MQClientInstance, broker_addr: str, group: str) -> None:
+    """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, as an admin does: a commit alone never creates a group."""
+    body = json.dumps({"groupName": group}).encode()
+    inst.check(await inst.invoke(broker_addr, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, None, body))
 
 
 async def produce(inst: MQClientInstance, topic: str, n: int, prefix: str) -> None:

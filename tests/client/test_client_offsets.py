@@ -19,7 +19,7 @@ from broker_core.client.rebalance import ConsumeFromWhere
 from broker_core.client.subscription import build_subscription
 from broker_core.remoting.bodies import MessageQueue
 from broker_core.store.codec.message import MessageExt
-from tests.client.conftest import create_topic, wait_dispatched
+from tests.client.conftest import create_group, create_topic, wait_dispatched
 from tests.client.test_client_push import run, wait_until
 from tests.remoting_broker import BrokerProcess
 
@@ -134,6 +134,7 @@ def test_filtered_messages_do_not_pin_the_offset_and_an_illegal_offset_is_replac
         for i in range(3):
             await p.send(Message(unique, f"m{i}".encode(), tags="TagB"))
         await wait_dispatched(inst, unique, broker.broker_name, {0: 3})
+        await create_group(inst, broker.broker_addr, group)  # the group exists; its stored offset went bad
         await api.update_consumer_offset(mq, 1000)  # beyond the queue: the broker calls it illegal
         seen: list[MessageExt] = []
         c = await _consumer(inst, group, unique, seen, "TagA")

@@ -105,7 +105,15 @@ def test_mqbroker_sigterm_clean_restart_and_lock(tmp_path, procs):
         assert r.code == OK
         h = SendMessageRequestHeaderV2(a="P", b="Keep", c="TBW102", d=4, e=0, f=0, g=1, h=0)
         assert b.call(RC.SEND_MESSAGE_V2, h.to_ext_fields(), b"persisted").code == OK
-        b.call(RC.UPDATE_CONSUMER_OFFSET, {"consumerGroup": "G", "topic": "Keep", "queueId": "0", "commitOffset": "1"})
+        # the group's pull creates it (autoCreateSubscriptionGroup); a commit alone never would
+        pulled = b.call(RC.PULL_MESSAGE, {"consumerGroup": "G", "topic": "Keep", "queueId": "0", "queueOffset": "0",
+                                          "maxMsgNums": "32", "sysFlag": "4", "commitOffset": "0",
+                                          "suspendTimeoutMillis": "0", "subVersion": "0",
+                                          "subscription": "*", "expressionType": "TAG"})
+        assert pulled.code == OK, pulled.remark
+        r = b.call(RC.UPDATE_CONSUMER_OFFSET, {"consumerGroup": "G", "topic": "Keep", "queueId": "0",
+                                               "commitOffset": "1"})
+        assert r.code == OK, r.remark
         # a second process on the same store is refused: the store is locked
         second = subprocess.run([sys.executable, "-m", "broker_core.mqbroker", "--store", str(store),
                                  "--listenPort", "0", "--namesrvPort", "0"], capture_output=True, text=True,

@@ -25,6 +25,7 @@ from broker_core.broker.broker import Broker
 from broker_core.client.instance import MQClientInstance
 from broker_core.client.pull_consumer import PullConsumer
 from tests.broker.conftest import small_config
+from tests.waiting import wait_all_dispatched
 
 REPO = Path(__file__).resolve().parents[2]
 SMALL = {"mappedFileSizeCommitLog": str(1024 * 1024), "mappedFileSizeConsumeQueue": str(20 * 1000),
@@ -39,6 +40,8 @@ def _seed(root: Path) -> None:
         b.create_or_update_topic("T", 1, 1)
         for i in range(20):
             b.send_message("T", b"m%d" % i, queue_id=0)
+        wait_all_dispatched(b)
+        assert len(b.pull_message("G", "T", 0, 0, 10).messages) == 10  # G consumes (its pull creates G)
         b.commit_offset("G", "T", 0, 10)
     finally:
         b.shutdown()

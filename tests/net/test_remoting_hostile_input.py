@@ -69,6 +69,12 @@ def offset_ext(queue_id: str = "0", commit_offset: str = "5", group: str = "CG_h
     return {"consumerGroup": group, "topic": TOPIC, "queueId": queue_id, "commitOffset": commit_offset}
 
 
+def create_group(bc: RawClient, group: str) -> None:
+    """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: a commit is refused for a group nobody created."""
+    r = bc.call(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, {}, json.dumps({"groupName": group}).encode())
+    assert r.code == ResponseCode.SUCCESS, r.remark
+
+
 @pytest.mark.parametrize("field, value", [
     ("commitOffset", "99999999999999999999"),  # past a Java long: was stored and persisted
     ("commitOffset", "9223372036854775808"),
@@ -80,6 +86,7 @@ def offset_ext(queue_id: str = "0", commit_offset: str = "5", group: str = "CG_h
 ])
 def test_header_number_outside_its_java_type_is_refused_and_not_stored(bc, field, value):
     group = f"CG_num_{next(_ids)}"
+    create_group(bc, group)  # so the refusal is the number's, not the group's
     ext = offset_ext(group=group) | {field: value}
     one_line_error(bc.call(RequestCode.UPDATE_CONSUMER_OFFSET, ext), ResponseCode.SYSTEM_ERROR, f"<{field}>")
     q = bc.call(RequestCode.QUERY_CONSUMER_OFFSET, {"consumerGroup": group, "topic": TOPIC, "queueId": "0",
@@ -91,6 +98,7 @@ def test_header_number_outside_its_java_type_is_refused_and_not_stored(bc, field
 def test_header_numbers_java_accepts_are_accepted(bc, value, stored):
     """Long.parseLong takes a leading '+' and any Unicode decimal digits (Character.digit), so do we."""
     group = f"CG_ok_{next(_ids)}"
+    create_group(bc, group)
     assert bc.call(RequestCode.UPDATE_CONSUMER_OFFSET, offset_ext(commit_offset=value, group=group)).code == 0
     q = bc.call(RequestCode.QUERY_CONSUMER_OFFSET, {"consumerGroup": group, "topic": TOPIC, "queueId": "0"})
     assert (q.code, q.ext_fields.get("offset")) == (ResponseCode.SUCCESS, str(stored))
@@ -98,6 +106,7 @@ def test_header_numbers_java_accepts_are_accepted(bc, value, stored):
 
 def test_queue_id_beyond_the_topic_is_accepted_as_java_does(bc):
     """ConsumerManageProcessor.updateConsumerOffset checks group, topic and nulls, never the queue id."""
+    create_group(bc, "CG_qid")
     for qid in ("9999", "-1"):
         r = bc.call(RequestCode.UPDATE_CONSUMER_OFFSET, offset_ext(queue_id=qid, group="CG_qid"))
         assert r.code == ResponseCode.SUCCESS, r.remark

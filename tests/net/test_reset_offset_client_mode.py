@@ -63,6 +63,9 @@ def call(bc: RawClient, code: int, ext: dict[str, str], body: bytes = b"", *, ve
 
 
 def commit(bc: RawClient, group: str, qid: int, offset: int) -> None:
+    """The group consumed queue ``qid`` up to ``offset``: it pulled (which creates the group, as a commit
+    alone never does) and committed, without staying online (a pull registers no consumer)."""
+    assert pull(bc, "T", qid, group=group).code == OK
     r = bc.call(RC.UPDATE_CONSUMER_OFFSET, {"consumerGroup": group, "topic": "T", "queueId": str(qid),
                                             "commitOffset": str(offset)})
     assert r.code == OK, r.remark
