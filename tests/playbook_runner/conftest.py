@@ -73,6 +73,7 @@ def seed_store(store: Path, topic: str = "orders-events", group: str = "orders-b
         for i in range(messages):
             broker.send_message(topic, f"m{i}".encode(), {"KEYS": f"k{i}"}, queue_id=i % queues)
         per_queue = messages // queues if consumed is None else consumed
+        broker.create_or_update_subscription_group(group)  # a commit never creates its group
         for q in range(queues):
             broker.commit_offset(group, topic, q, per_queue)
     finally:
