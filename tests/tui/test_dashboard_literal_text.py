@@ -129,7 +129,7 @@ async def test_words_in_brackets_stay_in_status_lines_and_the_banner(golden_stor
         await pilot.press("5")
         await pilot.pause()
         assert "topic [NoSuchTopic] not found" in await _search(pilot, "key", "NoSuchTopic", "k")
-        assert "topic:[GoldenTopicA] topicConfig.readQueueNums:[4]" in await _search(
+        assert "queue 99 of topic [GoldenTopicA] does not exist" in await _search(
             pilot, "offset", "GoldenTopicA", "0", "99")
         assert await _search(pilot, "key", "GoldenTopicA", "[bold]key-0") == \
             "GoldenTopicA by key [bold]key-0: 0 message(s)"
