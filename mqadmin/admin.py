@@ -1449,17 +1449,23 @@ class Admin:
 
     def copy_acls_to(self, target: Admin, subjects: list[str] | None = None, progress: ProgressFn | None = None,
                      source_addr: str | None = None, target_addr: str | None = None) -> list[str]:
-        """copyAcl: each subject's ACL merged into the target's (whose user must exist there)."""
+        """copyAcl: each subject's ACL merged into the target's (whose user must exist there).
+
+        Every ACL is read, and every subject's user looked up on the target, before anything is
+        written: a user missing there is not found (exit 3) and nothing is copied. The copy used to
+        write the ACLs before it and then fail, printing none of them (as copy_users_to does)."""
         src, dst = self._addr(source_addr), target._addr(target_addr)
         wanted = subjects if subjects is not None else [a.subject.key for a in self.client.list_acls(src)]
+        acls = [acl for acl in (self.client.get_acl(src, subject) for subject in wanted) if acl is not None]
+        missing = [acl.subject.key for acl in acls if target._user_or_none(dst, acl.subject.name) is None]
+        if missing:
+            raise NotFoundError(f"The subject of {', '.join(missing)} is not exist on the target; nothing was copied")
         copied = []
-        for i, subject in enumerate(wanted, 1):
-            acl = self.client.get_acl(src, subject)
-            if acl is not None:
-                target.client.create_acl(dst, acl)
-                copied.append(acl.subject.key)
+        for i, acl in enumerate(acls, 1):
+            target.client.create_acl(dst, acl)
+            copied.append(acl.subject.key)
             if progress is not None:
-                progress(i, len(wanted))
+                progress(i, len(acls))
         return copied
 
     def explain_acl(self, subject: str, resource: str, actions: list[str], source_ip: str | None,

@@ -269,7 +269,8 @@ class AuthManager:
         return copied
 
     def copy_acls_to(self, other: AuthManager, subjects: Iterable[Subject | str] | None = None) -> list[str]:
-        """Merge each subject's ACL into the target (whose user must exist there)."""
+        """Merge each subject's ACL into the target (whose user must exist there): all or nothing, so a
+        missing user is refused before any ACL is written."""
         if subjects is None:
             acls = self.list_acls()
         else:
@@ -278,6 +279,9 @@ class AuthManager:
                 acl = self.get_acl(s)
                 if acl is not None:
                     acls.append(acl)
+        missing = [acl.subject.key for acl in acls if other.get_user(acl.subject.name) is None]
+        if missing:
+            raise AuthMetadataError(f"The subject of {', '.join(missing)} is not exist.")
         for acl in acls:
             other.create_acl(acl)
         return [a.subject.key for a in acls]

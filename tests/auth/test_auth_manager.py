@@ -214,6 +214,13 @@ def test_copy_users_and_acls_between_stores(make_manager) -> None:
     assert src.copy_users_to(dst, ["bob"]) == ["bob"]
     with pytest.raises(AuthMetadataError, match="The user ghost is not exist"):
         src.copy_users_to(dst, ["ghost"])
+    # an ACL whose user the target has not: nothing is copied, not the ACLs before it either
+    src.create_user("carol", "pw-carol-1")
+    src.create_acl(Acl.of("User:carol", ["Topic:C"], ["Sub"]))
+    src.create_acl(Acl.of("User:alice", ["Topic:U"], ["Pub"]))
+    with pytest.raises(AuthMetadataError, match="The subject of User:carol is not exist"):
+        src.copy_acls_to(dst, ["User:alice", "User:carol"])
+    assert [e.resource.key for e in dst.get_acl("User:alice").policies[0].entries] == ["Group:G", "Topic:T"]
 
 
 @pytest.mark.parametrize("damage", [b"", b"{garbage"])

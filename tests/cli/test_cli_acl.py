@@ -97,6 +97,23 @@ def test_copy_user_and_acl_between_store_directories(cli, tmp_path):
     assert remote.exit_code == 2 and "needs -n <namesrv>" in remote.stderr
 
 
+def test_copy_acl_to_a_store_missing_one_user_copies_nothing(cli, tmp_path):
+    """copyAcl wrote User:a's ACL, then failed on User:b (no such user on the target) printing nothing
+    of what it had copied; as copyUser, it checks everything first now."""
+    cli("createUser", "-c", "DefaultCluster", "-u", "a", "-p", "apass")
+    cli("createUser", "-c", "DefaultCluster", "-u", "b", "-p", "bpass")
+    cli("createAcl", "-c", "DefaultCluster", "-s", "User:a", "-r", "Topic:T", "-a", "Pub", "-d", "Allow")
+    cli("createAcl", "-c", "DefaultCluster", "-s", "User:b", "-r", "Topic:T", "-a", "Sub", "-d", "Allow")
+    target = tmp_path / "other"
+    assert cli("createUser", "-c", "DefaultCluster", "-u", "a", "-p", "other", "--create", store=target).exit_code == 0
+    r = cli("copyAcl", "-f", str(cli.store), "-t", str(target))
+    assert r.exit_code == 3 and r.stdout == ""
+    assert "User:b is not exist on the target; nothing was copied" in r.stderr, r.stderr
+    assert cli.json("listAcl", "-c", "DefaultCluster", store=target) == []
+    r = cli("copyAcl", "-f", str(cli.store), "-t", str(target), "-s", "User:a")
+    assert r.exit_code == 0 and f"copy acl of User:a from {cli.store} to {target} success." in r.stdout
+
+
 def test_yaml_output(cli):
     cli("createUser", "-c", "DefaultCluster", "-u", "alice", "-p", "pw")
     r = cli("listUser", "-c", "DefaultCluster", "--output", "yaml")
