@@ -747,6 +747,8 @@ class Broker:
             apply_in_place(self.config, new, [k for k in changes if k not in AUTH_KEYS | START_ONLY_KEYS])
             if self._built("transaction_service"):  # it reads transactionCheckMax/TimeOut/... from its own copy
                 self.transaction_service.config = self.config.transaction_config()
+            if self._built("pop_service"):  # enableRetryTopicV2, popFromRetryProbability, reviveInterval, ...
+                self.pop_service.config = self.config.pop_config()
             if self._built("lock_manager"):  # it was given rebalanceLockMaxLiveTime when built
                 self.lock_manager.lock_max_live_time_ms = self.config.rebalance_lock_max_live_time
         if "brokerPermission" in changes:

@@ -163,6 +163,9 @@ class BrokerConfig:
     def to_properties(self) -> dict[str, str]:
         """Every setting as RocketMQ ``key -> value`` strings (what getBrokerConfig prints)."""
         out = dict(self.properties)
+        # the pop keys are BrokerConfig keys in RocketMQ: listed, so getBrokerConfig shows them and
+        # updateBrokerConfig knows them (a key not listed is ignored by a live update)
+        out.update(to_properties(self.pop_config()))
         out.update(to_properties(self.store))
         out.update(self.auth.to_properties())
         broker_part = to_properties(self)

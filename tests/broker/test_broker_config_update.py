@@ -127,3 +127,22 @@ def test_identity_and_ports_go_to_the_file_only(tmp_path: Path) -> None:
         broker.update_broker_config({"listenPort": "40123", "brokerName": "broker-x"})  # the values it has
     finally:
         broker.shutdown()
+
+
+def test_pop_keys_are_listed_and_change_the_running_pop_service(tmp_path: Path) -> None:
+    """enableRetryTopicV2 was neither listed by getBrokerConfig nor applied by a live update (answered
+    success, ignored): revived pop messages kept going to the v1 retry topic until a restart."""
+    broker = Broker(tmp_path / "store")
+    try:
+        assert broker.config.to_properties()["enableRetryTopicV2"] == "false"
+        assert broker.pop_service.pop_retry_topic("T", "G") == "%RETRY%G_T"
+        assert broker.update_broker_config({"enableRetryTopicV2": "true", "popFromRetryProbability": "50"}) == [
+            "enableRetryTopicV2", "popFromRetryProbability"]
+        assert broker.config.to_properties()["enableRetryTopicV2"] == "true"
+        assert broker.pop_service.pop_retry_topic("T", "G") == "%RETRY%G+T"
+        assert broker.pop_service.config.pop_from_retry_probability == 50
+        with pytest.raises(InvalidParameterError, match="popFromRetryProbability must be 0..100"):
+            broker.update_broker_config({"popFromRetryProbability": "101"})
+        assert broker.pop_service.config.pop_from_retry_probability == 50
+    finally:
+        broker.shutdown()
