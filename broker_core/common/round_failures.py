@@ -30,16 +30,32 @@ class RoundFailures:
 
     def failed(self, exc: BaseException) -> None:
         text = str(exc) or type(exc).__name__
-        now = self.clock()
-        if text == self._last and now - self._logged_at < self.every_s:
-            self._repeats += 1
+        if self._quiet(text):
             return
-        again = f" (failed {self._repeats} more time(s) since the last report)" if self._repeats else ""
         if is_operating_condition(exc):
-            self.log.error("%s failed: %s%s", self.what, text, again)
+            self.log.error("%s failed: %s%s", self.what, text, self._again())
         else:
-            self.log.exception("%s failed%s", self.what, again)
-        self._last, self._logged_at, self._repeats = text, now, 0
+            self.log.exception("%s failed%s", self.what, self._again())
+        self._reported(text)
+
+    def failed_with(self, text: str) -> None:
+        """A failure the round learns as an answer, not an exception (a put refused on a full disk)."""
+        if self._quiet(text):
+            return
+        self.log.error("%s failed: %s%s", self.what, text, self._again())
+        self._reported(text)
+
+    def _quiet(self, text: str) -> bool:
+        if text == self._last and self.clock() - self._logged_at < self.every_s:
+            self._repeats += 1
+            return True
+        return False
+
+    def _again(self) -> str:
+        return f" (failed {self._repeats} more time(s) since the last report)" if self._repeats else ""
+
+    def _reported(self, text: str) -> None:
+        self._last, self._logged_at, self._repeats = text, self.clock(), 0
 
     def succeeded(self) -> None:
         if self._last is not None:

@@ -229,6 +229,34 @@ def test_failed_put_is_retried_at_the_same_offset(tmp_path: Path, clock: FakeClo
     store.shutdown()
 
 
+def test_a_put_failing_every_pass_is_logged_once_and_when_it_works_again(tmp_path: Path, clock: FakeClock,
+                                                                           caplog: pytest.LogCaptureFixture) -> None:
+    """On a full disk every pass (10 a second) failed the same re-put and logged a warning each time."""
+    store = open_store(tmp_path / "store", clock)
+    real_put = broker_put(store, clock)
+    real_put(delay_msg(1, b"first"))
+    failures = [1] * 30
+
+    def full_disk_put(msg: MessageInner) -> PutMessageResult:
+        if failures:
+            failures.pop()
+            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="disk full")
+        return real_put(msg)
+
+    svc = ScheduleMessageService(store, full_disk_put, clock=clock)
+    clock.advance(1000)
+    with caplog.at_level("INFO", logger="rmqops"):
+        for _ in range(30):
+            assert svc.tick() == 0
+        assert svc.tick() == 1
+    lines = [r.getMessage() for r in caplog.records if "delay level 1 re-put" in r.getMessage()]
+    assert lines == [f"delay level 1 re-put failed: offset 0 to {TOPIC} returned SERVICE_NOT_AVAILABLE disk full",
+                     f"delay level 1 re-put works again (it had failed: offset 0 to {TOPIC} returned "
+                     "SERVICE_NOT_AVAILABLE disk full)"], lines
+    assert svc.failed_puts == 30 and [m.body for m in real_messages(store)] == [b"first"]
+    store.shutdown()
+
+
 def test_message_with_the_half_topic_as_real_topic_is_discarded(tmp_path: Path, clock: FakeClock) -> None:
     store = open_store(tmp_path / "store", clock)
     put = broker_put(store, clock)

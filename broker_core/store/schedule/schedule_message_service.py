@@ -126,6 +126,7 @@ class ScheduleMessageService:
         self.delivered: dict[int, int] = dict.fromkeys(range(1, len(self.delay_levels) + 1), 0)
         self.failed_puts = 0
         self.skipped = 0
+        self._reput_failures: dict[int, RoundFailures] = {}  # per level: a full disk fails every pass
         self._lock = threading.Lock()
         self._loaded = False
         self._last_persist_ms: int | None = None
@@ -279,17 +280,22 @@ class ScheduleMessageService:
             log.error("[BUG] delay message at commitlog offset %d targets %s; discarded", phy, inner.topic)
             self.skipped += 1
             return _SKIPPED
+        failures = self._reput_failures.get(level)
+        if failures is None:
+            failures = self._reput_failures[level] = RoundFailures(log, f"delay level {level} re-put")
         try:
             result = self.put_message(inner)
-        except Exception:
-            log.exception("delay level %d offset %d: re-put to %s failed", level, queue_offset, inner.topic)
+        except Exception as e:
+            failures.failed(e)
             result = None
         if result is None or not result.ok:
             self.failed_puts += 1
             if result is not None:
-                log.warning("delay level %d offset %d: re-put to %s returned %s %s", level, queue_offset,
-                            inner.topic, result.status.value, result.remark)
+                # retried every pass (100 ms) until it works: logged once a minute, and when it works again
+                failures.failed_with(f"offset {queue_offset} to {inner.topic} returned {result.status.value} "
+                                     f"{result.remark}")
             return _BLOCKED
+        failures.succeeded()
         self.delivered[level] = self.delivered.get(level, 0) + 1
         return _DELIVERED
 
