@@ -75,6 +75,29 @@ def updated_config(current: BrokerConfig, changes: Mapping[str, str], store_root
     return new
 
 
+def update_refusal(reported: Mapping[str, str], changes: Mapping[str, str]) -> str | None:
+    """Why a broker whose getBrokerConfig answered ``reported`` would refuse UPDATE_BROKER_CONFIG of
+    ``changes`` (None: it would take them), judged with its own rules: the black list, a value that
+    does not parse, a key of the store's layout. Why: a dry run (a playbook's --check) must not
+    promise a change the broker refuses. Secrets come back masked, so they are left out unless changed."""
+    from broker_core.auth.config import SECRET_KEYS
+
+    black = BLACK_LIST | {k.strip() for k in reported.get("configBlackList", "").split(";") if k.strip()}
+    if black & changes.keys():
+        return "Can not update config in black list."
+    current = {k: v for k, v in reported.items() if k not in SECRET_KEYS}
+    root = Path(reported.get("storePathRootDir") or ".")
+    try:
+        base = BrokerConfig.from_properties(current, root)
+    except (ConfigError, ValueError):
+        return None  # what the broker reports does not load here (another broker's keys): it judges alone
+    try:
+        updated_config(base, changes, root)
+    except (InvalidParameterError, NoPermissionError) as e:
+        return e.message
+    return None
+
+
 def changed_layout_keys(current: BrokerConfig, new: BrokerConfig, changes: Mapping[str, str]) -> list[str]:
     """The STORE_LAYOUT_KEYS among ``changes`` whose value differs from the running one (the same value
     again, as a round trip of getBrokerConfig's output sends, is no change)."""

@@ -13,6 +13,7 @@ from typing import Any
 
 from broker_core.auth.errors import AuthError
 from broker_core.auth.model import Acl, PolicyType, Resource, normalize_actions
+from broker_core.broker.config_update import update_refusal
 from broker_core.broker.limits import MAX_RETRY_TIMES, MAX_TOPIC_QUEUE_NUMS
 from broker_core.broker.topic_validator import (
     DLQ_GROUP_TOPIC_PREFIX,
@@ -457,6 +458,9 @@ class BrokerConfigAction(PlannedAction):
                     raise StepError(f"unknown broker config key {key!r} (getBrokerConfig lists the known keys)")
                 if current[key] != self._text(value):
                     changes.append(Change(f"broker {b.broker_name} config", key, current[key], self._text(value)))
+            refusal = update_refusal(current, {k: self._text(v) for k, v in args["config"].items()})
+            if refusal is not None:  # --check must not promise what the broker refuses
+                raise StepError(f"broker {b.broker_name} would refuse this config: {refusal}")
             seen[b.broker_name] = {k: current.get(k) for k in args["config"]}
         return Plan(changes, {"config": seen})
 

@@ -74,8 +74,8 @@ def test_3_unknown_filter_or_test(pb: Playbooks, tmp_path: Path, line: str, at: 
 # -- 4: a failed step leaves no store it created -----------------------------------------------------------
 
 def test_4_failed_step_removes_only_the_store_it_created(pb: Playbooks, tmp_path: Path) -> None:
-    """Before: the store (commitlog, a 38 MB timer wheel...) stayed behind a failed step. The broker
-    refuses this value only when it applies it, after the writable Admin made the store."""
+    """Before: the store (commitlog, a 38 MB timer wheel...) stayed behind a failed step: the writable
+    Admin makes the store before the step plans and applies."""
     conf = tmp_path / "broker.conf"
     conf.write_text("listenPort=0\n")
     step = "  - broker.config: {config: {flushIntervalCommitLog: abc}}\n"
@@ -112,6 +112,25 @@ def test_5_check_fails_as_the_run_does(pb: Playbooks, tmp_path: Path, step: str,
         assert r.code == 1, (mode, r.stdout)
         assert r.doc["steps"][0]["status"] == "failed" and expected in r.doc["steps"][0]["message"], r.doc
         assert not store.exists()
+
+
+@pytest.mark.parametrize(("config", "expected"), [
+    ("{flushIntervalCommitLog: abc}", "flushIntervalCommitLog: expected an integer, got 'abc'"),
+    ("{mappedFileSizeCommitLog: 1024}", "part of the store's on-disk layout"),
+])
+def test_5_check_broker_config_fails_as_the_run_does(pb: Playbooks, tmp_path: Path, config: str,
+                                                    expected: str) -> None:
+    """broker.config showed "changed" under --check for values the broker refuses when it applies them."""
+    conf = tmp_path / "broker.conf"
+    conf.write_text("listenPort=0\n")
+    store = tmp_path / "store"
+    path = pb.write("p.yml", book(store, f"  - broker.config: {{config: {config}}}\n", conf))
+    for mode in (("--check",), ()):
+        r = pb.run(path, *mode)
+        assert r.code == 1, (mode, r.stdout)
+        assert r.doc["steps"][0]["status"] == "failed" and expected in r.doc["steps"][0]["message"], r.doc
+        assert not store.exists()
+    assert conf.read_text() == "listenPort=0\n"
 
 
 def test_5_check_acl_for_a_user_an_earlier_step_creates(pb: Playbooks, tmp_path: Path) -> None:
