@@ -154,12 +154,24 @@ class Producer:
         self.instance.register_producer(self.group, self)
         await self.instance.start()
         # as Java's start: brokers learn the group now, not at the next periodic heartbeat (30 s), or a
-        # transaction check-back meanwhile finds no live producer of the group
+        # transaction check-back meanwhile finds no live producer of the group. A new instance knows no
+        # broker before its first send, so it reads TBW102's route first, as Java's producer puts TBW102
+        # in its publish table at start: a restarted transaction producer was never asked about the
+        # halves its predecessor left, and the broker gave them up after transactionCheckMax checks.
+        await self._learn_brokers()
         await self.instance.send_heartbeat_to_all()
         self._started = True
         self._shut_down = False
         if self.trace is not None:
             await self.trace.start()
+
+    async def _learn_brokers(self) -> None:
+        try:
+            if await self.instance.get_route(DEFAULT_TOPIC) is None:  # autoCreateTopicEnable=false: no TBW102
+                await self.instance.cluster_info()
+        except (RemotingError, BrokerError) as e:  # the name server is not up yet: the periodic tasks catch up
+            log.warning("producer %s: no broker known at start (%s); heartbeats start with the first route",
+                        self.group, e)
 
     async def shutdown(self) -> None:
         was_started, self._started = self._started, False  # sends from now on are refused

@@ -231,6 +231,45 @@ def test_transaction_commit_rollback_and_check_back(broker: BrokerProcess, uniqu
     assert b"unknown" in checked and sorted(set(got)) == [b"commit", b"unknown"]
 
 
+def test_a_restarted_transaction_producer_is_asked_about_its_predecessors_halves(broker: BrokerProcess,
+                                                                                  unique: str) -> None:
+    """A new instance knew no broker before its first send, so its start heartbeated nobody: the half
+    left UNKNOW by the producer before the restart found no live producer of the group and was given up
+    (TRANS_CHECK_MAX_TIME_TOPIC) after transactionCheckMax checks, never committed."""
+    class Listener:
+        def __init__(self) -> None:
+            self.checked: list[bytes] = []
+
+        def execute_local_transaction(self, msg: Message, arg: object) -> LocalTransactionState:
+            return LocalTransactionState.UNKNOW
+
+        def check_local_transaction(self, msg: MessageExt) -> LocalTransactionState:
+            self.checked.append(msg.body)
+            return LocalTransactionState.COMMIT_MESSAGE
+
+    async def go():
+        setup = MQClientInstance(broker.namesrv_addr)
+        await create_topic(setup, broker.broker_addr, unique, queues=1)
+        await setup.shutdown()
+        before = MQClientInstance(broker.namesrv_addr, instance_name=unique + "-before")
+        tp = TransactionProducer(unique + "TP", before, Listener())
+        await tp.start()
+        await tp.send_in_transaction(Message(unique, b"left-unknown"), None)
+        await tp.shutdown()  # unregisters: no producer of the group is online
+        await before.shutdown()
+        after = MQClientInstance(broker.namesrv_addr, instance_name=unique + "-after")
+        listener = Listener()
+        restarted = TransactionProducer(unique + "TP", after, listener)
+        await restarted.start()  # sends nothing: only its start tells the broker it is there
+        asked = await wait_until(lambda: b"left-unknown" in listener.checked, 20)
+        await restarted.shutdown()
+        await after.shutdown()
+        return asked, listener.checked
+
+    asked, checked = run(go())
+    assert asked, checked
+
+
 def test_blocking_listener_runs_on_consume_concurrency_threads(broker: BrokerProcess, unique: str) -> None:
     """consume_concurrency (Java's consumeThreadMax) above asyncio's default executor (min(32, cpus + 4)
     threads) really runs that many blocking listener calls at once, on the consumer's own threads, which
