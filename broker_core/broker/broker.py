@@ -710,18 +710,16 @@ class Broker:
         (START_ONLY_KEYS) only go to the file, for the next start. Returns the keys applied."""
         from .config_update import (
             AUTH_KEYS,
-            BLACK_LIST,
             START_ONLY_KEYS,
             apply_in_place,
+            black_list,
             persist_changes,
             updated_config,
         )
 
         self._authorize(auth, "UPDATE_BROKER_CONFIG")
         self._require_writable()
-        black = BLACK_LIST | {k.strip() for k in self.config.properties.get("configBlackList", "").split(";")
-                              if k.strip()}
-        if black & props.keys():
+        if black_list(self.config.properties.get("configBlackList", "")) & props.keys():
             raise NoPermissionError("Can not update config in black list.")
         auth_keys = sorted(AUTH_KEYS & props.keys())
         if auth_keys and persist_to is None:

@@ -35,6 +35,12 @@ from .errors import InvalidParameterError, NoPermissionError
 
 # Keys an update may never change (BrokerController's configBlackList default).
 BLACK_LIST = frozenset({"brokerConfigPath", "rocketmqHome", "configBlackList"})
+
+
+def black_list(config_black_list: str) -> frozenset[str]:
+    """The keys an update is refused: the default ones and the broker's own ``configBlackList``
+    (``a;b``), as BrokerController reads it."""
+    return BLACK_LIST | {k.strip() for k in config_black_list.split(";") if k.strip()}
 # ACL 2.0's keys (AuthConfig, but brokerClusterName): only ever written to the config file, read at start.
 AUTH_KEYS = frozenset(k for k in AUTH_CONFIG_KEYS if k != "brokerClusterName")
 # The broker's identity and listening address: read once at start. The sockets are bound and the name
@@ -82,8 +88,7 @@ def update_refusal(reported: Mapping[str, str], changes: Mapping[str, str]) -> s
     promise a change the broker refuses. Secrets come back masked, so they are left out unless changed."""
     from broker_core.auth.config import SECRET_KEYS
 
-    black = BLACK_LIST | {k.strip() for k in reported.get("configBlackList", "").split(";") if k.strip()}
-    if black & changes.keys():
+    if black_list(reported.get("configBlackList", "")) & changes.keys():
         return "Can not update config in black list."
     current = {k: v for k, v in reported.items() if k not in SECRET_KEYS}
     root = Path(reported.get("storePathRootDir") or ".")
