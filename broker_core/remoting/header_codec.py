@@ -37,10 +37,20 @@ def encode_json(cmd: RemotingCommand) -> bytes:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
-def _int_field(obj: dict[str, object], name: str, default: int | None = None) -> int:
-    value = obj.get(name, default)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise HeaderDecodeError(f"JSON header field {name!r} must be an integer, got {value!r}")
+_JAVA_INT = range(-2**31, 2**31)
+
+
+def _int_field(obj: dict[str, object], name: str, default: int = 0) -> int:
+    """An ``int`` field of Java's RemotingCommand as fastjson reads it: absent or null is the field's
+    default (0 for ``code``, so Java answers "request type 0 not supported"), a quoted decimal is its
+    number; anything else (text, a fraction, a boolean, beyond int) fails the header, as in Java."""
+    value = obj.get(name)
+    if value is None:
+        return default
+    if isinstance(value, str) and value.strip().lstrip("+-").isdecimal() and value.isascii():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value not in _JAVA_INT:
+        raise HeaderDecodeError(f"JSON header field {name!r} must be an integer, got {obj.get(name)!r}")
     return value
 
 

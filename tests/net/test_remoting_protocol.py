@@ -120,6 +120,8 @@ def test_oversize_frame_refused_before_buffering():
     (struct.pack(">ii", 7, 3) + b"{x}", "not valid UTF-8 JSON"),
     (struct.pack(">ii", 6, 2) + b"[]", "not an object"),
     (struct.pack(">ii", 16, 12) + b'{"code":"a"}', "'code' must be an integer"),
+    (struct.pack(">ii", 23, 19) + b'{"code":2147483648}', "'code' must be an integer"),
+    (struct.pack(">ii", 20, 16) + b'{"opaque":"1.5"}', "'opaque' must be an integer"),
     (struct.pack(">ii", 8, (5 << 24) | 4) + b"{}{}", "unknown serialize type 5"),
     (struct.pack(">ii", 9, (1 << 24) | 5) + b"\0" * 5, "shorter than the fixed 21"),
 ])
@@ -245,3 +247,17 @@ def test_body_shape_errors_name_the_field():
     with pytest.raises(BodyError, match=r"TopicRouteData.queueDatas\[0\].perm: expected an integer"):
         TopicRouteData.from_json(b'{"queueDatas":[{"brokerName":"b","readQueueNums":1,"writeQueueNums":1,'
                                  b'"perm":1e999}]}')
+
+
+@pytest.mark.parametrize("header, fields", [
+    (b"{}", (0, 0, 0)),
+    (b'{"opaque":1,"flag":0}', (0, 1, 0)),
+    (b'{"code":"28","opaque":"7","flag":null}', (28, 7, 0)),
+    (b'{"code":-1,"opaque":" 12 "}', (-1, 12, 0)),
+])
+def test_json_int_fields_are_read_as_fastjson_reads_them(header, fields):
+    """A header without ``code`` is code 0 and a quoted number is that number, as fastjson fills Java's
+    int fields: Apache answers such a request (code 0: "request type 0 not supported"); we closed
+    the connection."""
+    [cmd] = FrameDecoder().feed(struct.pack(">ii", len(header) + 4, len(header)) + header)
+    assert (cmd.code, cmd.opaque, cmd.flag) == fields

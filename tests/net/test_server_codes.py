@@ -86,6 +86,12 @@ def test_unknown_code_and_oneway(broker_setup):
         r = client.call(4242)
         assert (r.code, r.remark) == (ResponseCode.REQUEST_CODE_NOT_SUPPORTED, " request type 4242 not supported")
         assert r.is_response
+    # a header without a code is code 0 (fastjson's int default), answered as Apache does, not closed
+    for client in (ns, bc):
+        client.send_raw(struct.pack(">ii", 4 + 22, 22) + b'{"opaque":91,"flag":0}')
+        r = client.recv(timeout=5)
+        assert r is not None and (r.code, r.remark, r.opaque) == (ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                                                                 " request type 0 not supported", 91)
     # a oneway request gets no answer, not even for an unknown code or an error; the next call is answered
     bc.send(RemotingCommand.request(4242, opaque=77, oneway=True))
     bc.send(RemotingCommand.request(RC.GET_TOPIC_CONFIG, {}, opaque=78, oneway=True))  # missing header field
