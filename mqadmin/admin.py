@@ -143,14 +143,15 @@ class Admin:
         none out."""
 
     # -- lifecycle ------------------------------------------------------------------------------------
-    def close(self) -> None:
-        self.client.close()
+    def close(self, failed: bool = False) -> None:
+        """``failed``: the work done through this Admin failed (see ``BrokerClient.close``)."""
+        self.client.close(failed)
 
     def __enter__(self) -> Admin:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        self.close(failed=exc_type is not None)
 
     @property
     def target(self) -> str:

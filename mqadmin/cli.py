@@ -281,9 +281,10 @@ class Cmd:
                                "a store directory needs neither")
         return self.admin(), target
 
-    def close(self) -> None:
+    def close(self, failed: bool = False) -> None:
+        """``failed``: the command failed, so a store it built (``--create``) goes again."""
         while self._admins:
-            self._admins.pop().close()
+            self._admins.pop().close(failed)
 
     # -- output ---------------------------------------------------------------------------------------
     @property
@@ -480,7 +481,7 @@ def run_command(name: str, opts: GlobalOptions, writes: bool, fn: Callable[..., 
             _report(cmd, f"unexpected failure: {e} (run with --verbose for the details)", opts.verbose)
     finally:
         try:
-            cmd.close()
+            cmd.close(failed=code != 0)
         except Exception as e:  # noqa: BLE001
             if code == 0:
                 code = EXIT_FAILURE

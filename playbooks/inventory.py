@@ -174,45 +174,13 @@ class StoreContext(_RunContext):
                 with open_local_admin(empty, self.config_file, writes=False) as admin:
                     yield admin
             return
-        # A playbook that changes a store target sets that store up on purpose (mqadmin's --create).
-        made = _first_missing(self.store_dir) if writes else None
-        try:
-            with open_local_admin(self.store_dir, self.config_file, writes=writes, create=writes) as admin:
-                yield admin
-        except BaseException:
-            # A failed step changes nothing: a store it created from nothing goes again (with the
-            # directories made for it). A directory that was there before is never touched.
-            if made is not None:
-                _remove_made(made, self.store_dir)
-            raise
+        # A playbook that changes a store target sets that store up on purpose (mqadmin's --create). A
+        # failed step changes nothing: the Admin takes away a store it built, as it does for mqadmin.
+        with open_local_admin(self.store_dir, self.config_file, writes=writes, create=writes) as admin:
+            yield admin
 
     def host(self) -> HostOps:
         return self._host
-
-
-def _first_missing(path: Path) -> Path | None:
-    """The outermost directory of ``path`` that does not exist yet (None: ``path`` exists)."""
-    missing = None
-    for p in [path, *path.parents]:
-        if p.exists() or p.is_symlink():
-            break
-        missing = p
-    return missing
-
-
-def _remove_made(made: Path, store_dir: Path) -> None:
-    """Remove ``made`` (created by this step): renamed aside first, so no one sees a half-deleted store,
-    and only while no broker holds the store (a lock owner means someone else uses it now)."""
-    from playbooks.actions.broker_process import lock_owner
-
-    if lock_owner(store_dir) is not None:
-        return
-    aside = made.with_name(f".{made.name}.rmqops-failed-{os.getpid()}")
-    try:
-        os.rename(made, aside)
-    except OSError:
-        return
-    shutil.rmtree(aside, ignore_errors=True)
 
 
 class ClusterContext(_RunContext):

@@ -8,6 +8,7 @@ and only build a new store when asked to.
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 DEFAULT_STORE = "./store"
@@ -54,3 +55,33 @@ def not_a_store_reason(path: str | Path) -> str:
     if not root.is_dir():
         return f"{root} is not a store directory (it is a file)"
     return f"{root} is not a store directory (no commitlog, consumequeue, checkpoint or config/topics.json in it)"
+
+
+def first_missing_dir(path: str | Path) -> Path | None:
+    """The outermost directory of ``path`` that does not exist yet (None: ``path`` exists).
+
+    Why: a command that builds a new store (``--create``, a playbook step) and then fails must leave
+    the disk as it found it; this is the directory to take away again, parents made for it included."""
+    missing = None
+    for p in [Path(path), *Path(path).parents]:
+        if p.exists() or p.is_symlink():
+            break
+        missing = p
+    return missing
+
+
+def discard_new_store(made: Path, store_dir: Path) -> None:
+    """Take away ``made``, the directory a failed command created to hold the new store ``store_dir``.
+
+    It is renamed aside before it is removed, so no one sees a half-deleted store, and left alone while
+    any process holds the store lock (someone else uses the store now: it is theirs)."""
+    from broker_core.store.store_lock import is_store_locked
+
+    if is_store_locked(store_dir):
+        return
+    aside = made.with_name(f".{made.name}.rmqops-failed-{os.getpid()}")
+    try:
+        os.rename(made, aside)
+    except OSError:
+        return
+    shutil.rmtree(aside, ignore_errors=True)

@@ -163,7 +163,10 @@ class BrokerClient(Protocol):
         """Where requests go, for messages: ``store /path`` or ``name server 127.0.0.1:9876``."""
         ...
 
-    def close(self) -> None: ...
+    def close(self, failed: bool = False) -> None:
+        """Release the target; ``failed``: the command failed, so a store this client built for it
+        (``--create``) is taken away again (a failed operation changes nothing)."""
+        ...
 
     # -- name server -------------------------------------------------------------------------------
     def cluster_info(self) -> ClusterInfo:

@@ -28,7 +28,7 @@ from broker_core.config_loader import ConfigError
 from broker_core.store import store_lock
 from broker_core.store.errors import CorruptDataError
 from broker_core.store.index_file import IndexFileError
-from broker_core.store.store_dir import is_store_dir, not_a_store_reason
+from broker_core.store.store_dir import discard_new_store, first_missing_dir, is_store_dir, not_a_store_reason
 from broker_core.store.store_lock import (
     SharedDirectoryLockedError,
     StoreLockedError,
@@ -98,15 +98,20 @@ class LocalBrokerClient:
         except (ConfigError, ValueError) as e:
             raise AdminError(str(e)) from None
         self._broker: Broker | None = None
+        self._made: Path | None = None
+        """The directory this client created for a new store (``--create``), outermost first."""
 
     @property
     def target(self) -> str:
         return f"store {self.store_dir}"
 
-    def close(self) -> None:
+    def close(self, failed: bool = False) -> None:
         if self._broker is not None:
             broker, self._broker = self._broker, None
             broker.shutdown()
+        if failed and self._made is not None:
+            discard_new_store(self._made, self.store_dir)
+        self._made = None
 
     # -- the one Broker ------------------------------------------------------------------------------
     def _open(self) -> Broker:
@@ -120,6 +125,7 @@ class LocalBrokerClient:
                 raise self._busy()
             if not self.read_only:
                 store_lock.PROCESS_ROLE = "mqadmin"  # written beside the lock: who holds it
+                self._made = first_missing_dir(self.store_dir)
             try:
                 self._broker = Broker(self.store_dir, dataclasses.replace(self.config), self.clock,
                                       read_only=self.read_only, audit_log_path=None)

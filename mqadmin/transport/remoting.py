@@ -179,7 +179,7 @@ class RemotingBrokerClient:
     def target(self) -> str:
         return f"name server {self._namesrv}"
 
-    def close(self) -> None:
+    def close(self, failed: bool = False) -> None:
         async def shutdown() -> None:
             if self._producer is not None:
                 await self._producer.shutdown()

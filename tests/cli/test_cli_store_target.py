@@ -72,3 +72,27 @@ def test_queue_numbers_both_zero_is_a_usage_error(tmp_path):
 def test_an_access_key_without_its_secret_is_a_usage_error():
     r = run("listUser", "-n", "127.0.0.1:9", "-c", "DefaultCluster", "--ak", "rocketmq")
     assert r.exit_code == 2 and "--ak/--accessKey and --sk/--secretKey must be given together" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("argv", [
+    ("updateTopic", "-c", "DefaultCluster", "-t", "bad topic!"),
+    ("updateTopic", "-c", "DefaultCluster", "-t", "T", "-o", "true"),
+    ("updateSubGroup", "-c", "DefaultCluster", "-g", "bad!group"),
+    ("deleteTopic", "-c", "DefaultCluster", "-t", "Nope"),
+])
+def test_a_failed_write_with_create_leaves_no_new_store_behind(tmp_path, argv):
+    """A failed operation changes nothing: --create built a store (a 38 MB timer wheel among it) for a
+    command that then failed, and left it there, parents and all."""
+    new = tmp_path / "a" / "new"
+    r = run(*argv, "--store", str(new), "--create")
+    assert r.exit_code != 0, r.stdout
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_failed_write_with_create_leaves_an_existing_store_in_place(tmp_path):
+    store = tmp_path / "s"
+    assert run("updateTopic", "-c", "DefaultCluster", "-t", "T", "--store", str(store), "--create").exit_code == 0
+    r = run("updateTopic", "-c", "DefaultCluster", "-t", "bad topic!", "--store", str(store), "--create")
+    assert r.exit_code != 0
+    r = run("topicList", "--store", str(store))
+    assert r.exit_code == 0 and "T" in r.stdout.split()

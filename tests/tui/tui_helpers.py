@@ -129,7 +129,7 @@ class QuietAdmin:
     def list_topics(self) -> list[str]:
         return []
 
-    def list_groups(self) -> list[str]:
+    def list_groups(self, among: list | None = None) -> list[str]:
         return []
 
     def list_users(self, broker_addr: str) -> list:
@@ -141,5 +141,5 @@ class QuietAdmin:
     def get_broker_config(self, addr: str) -> dict[str, str]:
         return {}
 
-    def close(self) -> None:
+    def close(self, failed: bool = False) -> None:
         pass
