@@ -514,10 +514,11 @@ class Admin:
         return plan
 
     # -- groups ---------------------------------------------------------------------------------------
-    def list_groups(self) -> list[str]:
-        """Subscription groups plus every group holding offsets on some topic."""
+    def list_groups(self, among: list[BrokerIdentity] | None = None) -> list[str]:
+        """Subscription groups plus every group holding offsets on some topic; ``among``: of those brokers
+        only (the dashboard lists one broker per call, so a timeout names it), default every broker."""
         groups: set[str] = set()
-        for b in self.brokers():
+        for b in among if among is not None else self.brokers():
             groups.update(g.group_name for g in self.client.get_all_subscription_group(b.broker_addr))
             for t in self.client.get_all_topic_config(b.broker_addr):
                 groups.update(self.client.query_topic_consume_by_who(b.broker_addr, t.topic_name))

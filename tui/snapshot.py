@@ -277,7 +277,7 @@ async def collect_snapshot(call: AdminCall, taken_ms: int, stuck: StuckBrokers |
     for name in await call(lambda a: a.list_topics()):
         if (topic := await _read_topic(brokers, name)) is not None:
             topics.append(topic)
-    groups, groups_error = await _read_groups(call, brokers)
+    groups, groups_error = await _read_groups(brokers)
     read_acls: dict[str, AclView] = {}
     for b in brokers.answering():
         try:
@@ -343,14 +343,26 @@ async def _part(call: AdminCall, fetch: Callable[[Admin], T],
         return None, describe_error(e)
 
 
-async def _read_groups(call: AdminCall, brokers: _Brokers) -> tuple[list[GroupLag], str | None]:
+async def _read_groups(brokers: _Brokers) -> tuple[list[GroupLag], str | None]:
     """The groups that can be read, and the first error of those that cannot (a damaged
-    consumerOrderInfo.json fails every group's lag; one bad group must not hide the others). A group's
-    lag is read one broker per call (see ``_Brokers``) and summed here."""
+    consumerOrderInfo.json fails every group's lag; one bad group must not hide the others). The groups
+    are listed, and each group's lag read, one broker per call (see ``_Brokers``: a broker that hangs
+    between two calls of a refresh is named and left out, not blamed on the name server), and summed here."""
     groups: list[GroupLag] = []
-    names, listing_error = await _part(call, lambda a: a.list_groups())  # e.g. a damaged subscriptionGroup.json
-    if names is None:
+    listed: set[str] = set()
+    listing_error = None
+    for b in brokers.answering():
+        try:  # e.g. a damaged subscriptionGroup.json: that broker's groups are missing, the others' shown
+            some, why = await _part(brokers.on(b), lambda a, b=b: a.list_groups([b]))
+        except _LeftOut:
+            continue
+        if some is None:
+            listing_error = listing_error or (why if len(brokers.registered) == 1 else f"{b.broker_name}: {why}")
+            continue
+        listed.update(some)
+    if not listed:
         return groups, listing_error
+    names = sorted(listed)
     failed: list[str] = []
     error = None
     for name in names:
@@ -372,7 +384,7 @@ async def _read_groups(call: AdminCall, brokers: _Brokers) -> tuple[list[GroupLa
                                    sum(p.dlq_depth for p in parts)))
     if error is not None and len(failed) < len(names):
         error = f"{len(failed)} of {len(names)} groups cannot be read: {error}"
-    return groups, error
+    return groups, error if error is not None else listing_error
 
 
 @dataclass

@@ -108,8 +108,8 @@ class _HungBrokerAdmin(QuietAdmin):
             self.release.wait(10)
         return {"brokerVersionDesc": addr}
 
-    def list_groups(self) -> list[str]:
-        self.asked.extend(b.broker_addr for b in (A, B) if b.broker_addr not in self.left_out)
+    def list_groups(self, among: list[BrokerIdentity] | None = None) -> list[str]:
+        self.asked.extend(b.broker_addr for b in among or (A, B) if b.broker_addr not in self.left_out)
         return []
 
     def list_users(self, broker_addr: str) -> list:
