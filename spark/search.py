@@ -824,7 +824,9 @@ def _write_export(spark: SparkSession, writer: DataFrameWriter, fmt: str, stagin
         if fmt == "parquet":
             writer.parquet(str(staging))
         else:
-            writer.option("compression", "none").json(str(staging))
+            # every column in every line, null ones too (Spark leaves them out by default): a reader
+            # of the export (spark.read.json, jq) must get the documented columns, not per-row keys
+            writer.option("compression", "none").option("ignoreNullFields", "false").json(str(staging))
     except Exception as e:  # noqa: BLE001 - py4j and pyspark raise several types for one failed job
         cause = failure_cause(e)
         if "No space left" not in cause:
