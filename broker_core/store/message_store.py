@@ -1280,9 +1280,11 @@ class MessageStore:
         return self.get_message_store_timestamp(topic, queue_id or 0,
                                                 self.get_min_offset_in_queue(topic, queue_id or 0))
 
-    def iter_commit_log(self, start: int | None = None, check_crc: bool = False,
-                        read_body: bool = True) -> Iterator[MessageExt]:
-        """Every valid record from ``start`` to the end of the valid data."""
+    def iter_commit_log(self, start: int | None = None, check_crc: bool = False, read_body: bool = True,
+                        on_stop: Callable[[int, str], None] | None = None) -> Iterator[MessageExt]:
+        """Every valid record from ``start`` to the end of the valid data. ``on_stop(offset, reason)``
+        hears of a record that is not valid before the commitlog's end (a body CRC that does not match,
+        a bad magic code), where the walk stops: a checker must say where and why, not end quietly."""
         cl = self.commit_log
         offset = cl.min_offset() if start is None else start
         while offset < cl.max_offset():
@@ -1297,6 +1299,8 @@ class MessageStore:
             elif rc.kind == RECORD_BLANK or pos >= mf.wrote_position:
                 offset = mf.file_from_offset + cl.file_size
             else:
+                if on_stop is not None:
+                    on_stop(offset, rc.reason)
                 return
 
     # -- admin -------------------------------------------------------------------------------------

@@ -299,7 +299,9 @@ def verify_store(store: MessageStore, progress: ProgressFn | None = None, max_is
     record_offsets: set[int] = set()
     next_step_at = cl_min + _MB
     log_steps_done = 0
-    for msg in store.iter_commit_log(check_crc=check_crc, read_body=check_crc):
+    log_stop: list[tuple[int, str]] = []  # where the walk met a record that is not valid, and why
+    for msg in store.iter_commit_log(check_crc=check_crc, read_body=check_crc,
+                                     on_stop=lambda offset, reason: log_stop.append((offset, reason))):
         report.records += 1
         phy = msg.commit_log_offset
         record_offsets.add(phy)
@@ -353,6 +355,13 @@ def verify_store(store: MessageStore, progress: ProgressFn | None = None, max_is
                        f"unit at queue offset {offset} points at {found[0]}, not at this record")
     step(log_steps - log_steps_done)
 
+    # A damaged record ends the walk (as it ends recovery): what lies past it is not checked against
+    # records, and every index entry pointing there is its follow-on, not a mismatch of its own (a
+    # flipped body byte was reported as thousands of "points at no record start", never as itself).
+    walk_end = log_stop[0][0] if log_stop and not (rec is not None and rec.truncated_bytes > 0
+                                                    and rec.process_offset == log_stop[0][0]) else None
+    past_walk_end = 0
+
     # -- 3. index entries <-> commitlog --------------------------------------------------------------
     seen_hashes: dict[int, set[int]] = {}
     if store.index_service is not None:
@@ -370,6 +379,9 @@ def verify_store(store: MessageStore, progress: ProgressFn | None = None, max_is
                 issues.add("index-unreachable", f.file_name, phy,
                            f"entry {n} cannot be reached from its hash slot (damaged slot or chain)")
             if phy not in record_offsets:
+                if walk_end is not None and phy >= walk_end:
+                    past_walk_end += 1
+                    continue
                 issues.add("index-bad-offset", f.file_name, phy, f"entry {n} points at no record start")
                 continue
             expected = record_hashes.get(phy)
@@ -388,6 +400,15 @@ def verify_store(store: MessageStore, progress: ProgressFn | None = None, max_is
             issues.add("index-missing-entry", "index", phy,
                        f"{len(missing)} of the record's {len(expected)} key(s) have no index entry")
     issues.finish()
+    if walk_end is not None:
+        mf = store.commit_log.file_queue.find_mapped_file_by_offset(walk_end)
+        follow = f"; {past_walk_end} index entr{'y' if past_walk_end == 1 else 'ies'} point past it" \
+            if past_walk_end else ""
+        report.issues.insert(0, VerifyIssue(
+            "log-corrupt", mf.path.name if mf is not None else "commitlog", walk_end,
+            f"record at commitlog offset {walk_end} is not valid ({log_stop[0][1]}); the {cl_max - walk_end} "
+            f"byte(s) from it to the commitlog end are not checked{follow}"))
+        report.follow_on_issues += past_walk_end
     report.elapsed_seconds = round(time.monotonic() - t0, 3)
     return report
 

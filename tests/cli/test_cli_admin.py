@@ -351,3 +351,31 @@ def test_the_default_store_says_where_it_is_looked_for(tmp_path: Path) -> None:
                            capture_output=True, text=True, timeout=60)
     assert given.returncode == 3 and given.stderr == \
         "mqadmin topicList: elsewhere is not a store directory (it does not exist)\n"
+
+
+def test_verify_store_names_a_record_whose_body_crc_does_not_match(golden_cli):
+    """One flipped body byte in a cleanly closed store: verifyStore reported 16,796 'index entry points
+    at no record start' lines (its walk ended quietly at the damaged record) and never the record."""
+    import struct
+
+    cli = golden_cli("store-basic")
+    messages = sorted(load_manifest("store-basic")["messages"], key=lambda m: m["physicalOffset"])
+    victim = messages[120]
+    phy = victim["physicalOffset"]
+    commitlog = max((f for f in (cli.store / "commitlog").iterdir() if int(f.name) <= phy), key=lambda f: int(f.name))
+    pos = phy - int(commitlog.name)
+    data = bytearray(commitlog.read_bytes())
+    assert struct.unpack_from(">i", data, pos)[0] == victim["size"]
+    tail = 1 + len(victim["topic"]) + 2 + len(victim["propertiesString"].encode())
+    data[pos + victim["size"] - tail - victim["bodyLength"]] ^= 0xFF  # the body's first byte
+    commitlog.write_bytes(bytes(data))
+
+    verified = cli("verifyStore", "--output", "json")
+    report = json.loads(verified.stdout)
+    first = report["issues"][0]
+    assert (first["kind"], first["where"], first["offset"]) == ("log-corrupt", commitlog.name, phy), first
+    assert "body CRC mismatch" in first["detail"] and report["ok"] is False
+    assert not any(i["kind"] == "index-bad-offset" for i in report["issues"]), report["issues"][:3]
+    assert report["records"] == 120 and report["follow_on_issues"] > 0
+    text = cli("verifyStore")
+    assert text.exit_code == 1 and "log-corrupt" in text.stdout
