@@ -49,13 +49,15 @@ CLIENT_HOUSEKEEPING_PERIOD_S = 10.0  # ClientHousekeepingService: scan for silen
 class BrokerRemotingServer:
     def __init__(self, broker: Broker, namesrv_addrs: list[str] | None = None, *,
                  register_period_ms: int = REGISTER_NAME_SERVER_PERIOD_MS, heartbeat_timeout_ms: int | None = None,
-                 server_config: ServerConfig | None = None, workers: int = 8) -> None:
+                 server_config: ServerConfig | None = None, workers: int | None = None) -> None:
         self.broker = broker
         self.namesrv_addrs = list(namesrv_addrs or [])
         self.register_period_ms = register_period_ms
         self.heartbeat_timeout_ms = heartbeat_timeout_ms
         self.ctx = BrokerContext(broker, workers, self.register_all)
-        self.server = RemotingServer("broker", self._wrap_all(self._broker_handlers()), server_config)
+        # a client that hung up has its calls still waiting for a worker dropped, not answered to no one
+        self.server = RemotingServer("broker", self._wrap_all(self._broker_handlers()), server_config,
+                                     on_connection_lost=self.ctx.drop_waiting)
         self._namesrv: dict[str, OutboundConnection] = {}
         self._register_task: asyncio.Task[None] | None = None
         self._housekeeping: asyncio.Task[None] | None = None

@@ -42,7 +42,7 @@ from broker_core.remoting.codes import V5_3_1
 from broker_core.remoting.errors import RequestDecodeError
 
 from .channel import Channel
-from .fair_pool import CURRENT_CONNECTION
+from .fair_pool import ANSWER_EXPECTED, CURRENT_CONNECTION, CURRENT_REQUEST_CODE
 
 log = logging.getLogger("rmqops.net")
 
@@ -198,12 +198,17 @@ class _Connection(asyncio.Protocol):
         if ch is not None:
             self.server.channels.discard(ch)
             ch.closed_by_transport()
+        if self.server.on_connection_lost is not None:
+            self.server.on_connection_lost(self)
 
 
 class RemotingServer:
     def __init__(self, name: str, handlers: Mapping[int, Handler], config: ServerConfig | None = None,
-                 pre_handler: PreHandler | None = None) -> None:
+                 pre_handler: PreHandler | None = None,
+                 on_connection_lost: Callable[[object], object] | None = None) -> None:
         self.name = name
+        self.on_connection_lost = on_connection_lost
+        """Told of each connection that is gone (the key its requests wait under: ``CURRENT_CONNECTION``)."""
         self.handlers = dict(handlers)
         self.config = config or ServerConfig()
         self.pre_handler = pre_handler
@@ -251,6 +256,8 @@ class RemotingServer:
 
     async def _handle(self, ch: Channel, cmd: RemotingCommand, conn: _Connection) -> None:
         CURRENT_CONNECTION.set(conn)  # this task's own context: worker threads are shared by turns per connection
+        CURRENT_REQUEST_CODE.set(cmd.code)
+        ANSWER_EXPECTED.set(not cmd.is_oneway)
         try:
             response = await self.process(ch, cmd)
         finally:

@@ -88,3 +88,33 @@ def test_a_cancel_right_after_the_handover_passes_the_worker_on():
         pool.shutdown()
 
     run(main())
+
+
+def test_a_lost_connection_drops_its_waiting_calls_but_not_its_oneway_ones():
+    async def main() -> tuple[list[str], bool]:
+        from broker_core.net.fair_pool import ANSWER_EXPECTED
+
+        pool = FairPool(1, "t")
+        gate = threading.Event()
+        ran: list[str] = []
+
+        async def call(conn: str, tag: str, answer: bool, block: bool = False) -> None:
+            CURRENT_CONNECTION.set(conn)
+            ANSWER_EXPECTED.set(answer)
+            await pool.run(lambda: gate.wait(5) if block else ran.append(tag))
+
+        holder = asyncio.create_task(call("other", "hold", True, block=True))
+        await asyncio.sleep(0.05)
+        gone = [asyncio.create_task(call("gone", f"g{i}", answer=i != 1)) for i in range(3)]
+        await asyncio.sleep(0.01)
+        assert pool.drop_waiting("gone") == 2 and pool.waiting == 1
+        gate.set()
+        await holder
+        results = await asyncio.gather(*gone, return_exceptions=True)
+        # the worker is free again afterwards
+        await asyncio.wait_for(pool.run(lambda: ran.append("after")), 5)
+        pool.shutdown()
+        return ran, [isinstance(r, asyncio.CancelledError) for r in results] == [True, False, True]
+
+    ran, dropped_ones_cancelled = run(main())
+    assert ran == ["g1", "after"] and dropped_ones_cancelled
