@@ -158,7 +158,10 @@ def test_a_client_that_sends_but_never_reads_holds_a_bounded_answer_buffer(tmp_p
     # would push back, and still answer everything once the client reads.
     s = Servers(tmp_path)
     flood = RawClient(s.namesrv_addr)
-    flood.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    # small, so TCP pushes back soon, but above the loopback MSS (~64 KiB): a receive buffer below one
+    # segment never opens a window the sender may use, and the answers then came by zero-window probes
+    # whose backoff made this test take minutes
+    flood.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 17)
     other = RawClient(s.namesrv_addr)
     n = 50_000
     frames = b"".join(encode_frame(RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO, opaque=i))
