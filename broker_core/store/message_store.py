@@ -67,7 +67,7 @@ from .errors import CommitLogMissingError, CorruptDataError
 from .fast_put import CHEAP_KEYS, put_fast, put_inner_batch_fast
 from .index_service import IndexService
 from .lost_found import LOST_FOUND_DIR, save_aside
-from .mapped_file import data_end, first_data_file_size, is_zero
+from .mapped_file import data_end, first_data_file_size, is_zero, offset_to_file_name
 from .retention import RetentionReport, RetentionService
 from .store_config import StoreConfig, parse_delay_levels
 from .store_lock import StoreLock, is_store_locked
@@ -1284,12 +1284,16 @@ class MessageStore:
                         on_stop: Callable[[int, str], None] | None = None) -> Iterator[MessageExt]:
         """Every valid record from ``start`` to the end of the valid data. ``on_stop(offset, reason)``
         hears of a record that is not valid before the commitlog's end (a body CRC that does not match,
-        a bad magic code), where the walk stops: a checker must say where and why, not end quietly."""
+        a bad magic code, a missing file), where the walk stops: a checker must say where and why, not
+        end quietly."""
         cl = self.commit_log
         offset = cl.min_offset() if start is None else start
         while offset < cl.max_offset():
             mf = cl.file_queue.find_mapped_file_by_offset(offset)
             if mf is None:
+                if on_stop is not None:  # a file missing between the first and the last
+                    missing = offset_to_file_name(offset - offset % cl.file_size)
+                    on_stop(offset, f"commitlog file {missing} is missing")
                 return
             pos = offset - mf.file_from_offset
             rc = check_record(mf.mv, pos, mf.wrote_position, check_crc=check_crc, read_body=read_body)

@@ -379,3 +379,18 @@ def test_verify_store_names_a_record_whose_body_crc_does_not_match(golden_cli):
     assert report["records"] == 120 and report["follow_on_issues"] > 0
     text = cli("verifyStore")
     assert text.exit_code == 1 and "log-corrupt" in text.stdout
+
+
+def test_verify_store_names_a_missing_middle_commitlog_file(golden_cli):
+    """A commitlog file deleted between the first and the last: the walk ended quietly at it, and the
+    first issues were queue units and index entries pointing there, none naming the file."""
+    cli = golden_cli("store-basic")
+    files = sorted((cli.store / "commitlog").iterdir())
+    assert len(files) >= 3
+    middle = files[1]
+    middle.unlink()
+    verified = cli("verifyStore", "--output", "json")
+    assert verified.exit_code == 1
+    first = json.loads(verified.stdout)["issues"][0]
+    assert (first["kind"], first["offset"]) == ("log-corrupt", int(middle.name)), first
+    assert f"commitlog file {middle.name} is missing" in first["detail"]
