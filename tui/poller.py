@@ -25,6 +25,7 @@ from textual.message import Message
 from textual.message_pump import MessagePump
 
 from mqadmin.admin import Admin
+from mqadmin.errors import UnreachableError
 from tui.errors import CallTimeout, describe_error
 from tui.snapshot import Snapshot, StuckBrokers, collect_snapshot
 
@@ -170,8 +171,8 @@ class Poller:
         session = AdminSession(self.target)
         try:
             await session.call(lambda a: a.broker_status(addr), self.call_timeout_s, addr)
-        except CallTimeout:
-            return  # still stuck: the next refresh probes again
+        except (CallTimeout, UnreachableError):
+            return  # still stuck (or still refusing connections): the next refresh probes again
         except Exception:  # noqa: BLE001 - any answer, an error too, means it no longer hangs
             pass
         finally:

@@ -27,7 +27,7 @@ from typing import Protocol, TypeVar
 
 from broker_core.auth.model import Acl, User
 from mqadmin.admin import Admin, BrokerIdentity, TopicInfo
-from mqadmin.errors import AdminError, NotFoundError
+from mqadmin.errors import AdminError, NotFoundError, UnreachableError
 from mqadmin.figures import (
     DelayLevelInfo,
     GroupLag,
@@ -180,7 +180,9 @@ class AdminCall(Protocol):
 
 
 class StuckBrokers:
-    """Brokers whose call timed out, left out of every later call until one of them answers again.
+    """Brokers whose call timed out (or could not connect), left out of every later call until one of
+    them answers again. A broker the name server still lists but that refuses connections (its host
+    rebooting, for up to the name server's 120 s channel expiry) blanked every refresh the same way.
 
     Why: a broker that hangs (SIGSTOP, a stalled disk) stays registered and answers nothing, so asking
     it in each refresh made every refresh wait out the timeout and fail: the healthy brokers' figures
@@ -196,9 +198,9 @@ class StuckBrokers:
     def why(self, addr: str) -> str | None:
         return self._why.get(addr)
 
-    def add(self, addr: str, timeout: CallTimeout, at_ms: int) -> str:
+    def add(self, addr: str, failure: CallTimeout | UnreachableError, at_ms: int) -> str:
         at = time.strftime("%H:%M:%S", time.localtime(at_ms / 1000))
-        self._why[addr] = f"{timeout.message} at {at}; left out of the refresh until it answers"
+        self._why[addr] = f"{failure.message} at {at}; left out of the refresh until it answers"
         return self._why[addr]
 
     def forget(self, addr: str) -> None:
@@ -235,7 +237,7 @@ class _Brokers:
         """``fn`` (a call to ``b`` alone); raises ``_LeftOut`` once ``b`` timed out and was left out."""
         try:
             return await self.call(fn, _who(b))
-        except CallTimeout as e:
+        except (CallTimeout, UnreachableError) as e:  # hung, or still registered but refusing connections
             if len(self.registered) == 1:
                 raise
             self.why[b.broker_addr] = self.stuck.add(b.broker_addr, e, self.taken_ms)

@@ -21,6 +21,7 @@ from tui_seed import SIZE
 from mqadmin.admin import Admin, BrokerIdentity
 from mqadmin.commands.dashboard import ClusterTarget
 from mqadmin.connect import open_remote_admin
+from mqadmin.errors import UnreachableError
 from mqadmin.figures import GroupLag, QueueLag
 from mqadmin.transport.base import TopicInfo
 from mqadmin.transport.values import QueueStatus
@@ -252,6 +253,16 @@ class _HangsOnBAdmin(QuietAdmin):
                                 for b in self._each("group_lag", among)], 0, 0)
 
 
+class _RefusesBAdmin(_HangsOnBAdmin):
+    """broker-b is still registered but refuses connections in ``hang`` (its host rebooting)."""
+
+    def _each(self, what: str, among: list[BrokerIdentity] | None) -> list[BrokerIdentity]:
+        brokers = among if among is not None else [b for b in (B, A) if b.broker_addr not in self.left_out]
+        if what == self.hang and B in brokers:
+            raise UnreachableError(f"cannot connect to {B.broker_addr}: connection refused")
+        return brokers
+
+
 @pytest.mark.parametrize("hang", ["topic_info", "topic_status", "list_groups", "group_lag"])
 def test_a_broker_that_times_out_on_a_topic_or_group_is_named_and_left_out(hang: str):
     release = threading.Event()
@@ -268,4 +279,20 @@ def test_a_broker_that_times_out_on_a_topic_or_group_is_named_and_left_out(hang:
     assert a.error is None and b.error == why
     read_before = ["broker-b"] if hang in ("list_groups", "group_lag") else []  # its topic was read before it hung
     assert [(t.name, [q.broker_name for q in t.queues]) for t in snap.topics] == [("T", [*read_before, "broker-a"])]
+    assert [(g.group, [q.broker_name for q in g.queues]) for g in snap.groups] == [("G", ["broker-a"])]
+
+
+@pytest.mark.parametrize("hang", ["topic_info", "list_groups"])
+def test_a_registered_broker_that_refuses_connections_is_named_and_left_out(hang: str):
+    """Every refresh failed ("Refresh failed: cannot connect to ...: connection refused") and the
+    healthy brokers' figures went with it, as long as the name server listed the broker."""
+    poller = Poller(None, _Target(_RefusesBAdmin(threading.Event(), hang)), call_timeout_s=0.3)  # type: ignore[arg-type]
+    try:
+        snap = asyncio.run(poller.refresh_once())
+    finally:
+        poller.close()
+    why = poller.stuck.why(B.broker_addr)
+    assert why is not None and why.startswith(f"cannot connect to {B.broker_addr}: connection refused at "), why
+    b, a = snap.brokers
+    assert a.error is None and b.error == why
     assert [(g.group, [q.broker_name for q in g.queues]) for g in snap.groups] == [("G", ["broker-a"])]
