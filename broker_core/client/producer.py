@@ -77,6 +77,15 @@ _UNBATCHABLE_PROPERTIES = (PROPERTY_DELAY_TIME_LEVEL, "TIMER_DELIVER_MS", "TIMER
                            PROPERTY_TRANSACTION_PREPARED, PROPERTY_PRODUCER_GROUP)
 
 
+
+class _AttemptFailed(Exception):
+    """One attempt of a send failed in a way another broker may not: which broker, and why."""
+
+    def __init__(self, broker: str, error: BrokerError | RemotingError) -> None:
+        super().__init__(str(error))
+        self.broker = broker
+        self.error = error
+
 class SendStatus(StrEnum):
     SEND_OK = "SEND_OK"
     FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
@@ -342,14 +351,10 @@ class Producer:
         wait = props.get(PROPERTY_WAIT_STORE_MSG_OK, "true").lower() != "false"
         key = AggregateKey(msg.topic, mq, wait, props.get(PROPERTY_TAGS))
         item = encode_batch_item(BatchItem(msg.body, props, msg.flag))
-        # the caller waits the batch's delay plus one send timeout, never forever: a broker that stops
-        # answering fails the send like a direct one (the batch may still be stored, as with any timeout)
-        limit = self.send_timeout + self.batch_max_delay_ms / 1000
-        try:
-            outcome, i = await asyncio.wait_for(self.accumulator().add(key, item), limit)
-        except TimeoutError:
-            raise RemotingTimeoutError(f"send of {props[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX]} to {msg.topic} "
-                                       f"through AutoBatch got no answer within {limit:.1f}s") from None
+        # the caller gets its batch's own answer, as Java's MessageAccumulation does: the batch's send is
+        # bounded by send_timeout (the call budget of _send_with_retry), so this wait ends too. A timer of
+        # the caller's own would race the batch: it told the caller "failed" while a retry stored the batch
+        outcome, i = await self.accumulator().add(key, item)
         assert isinstance(outcome, SendResult)
         ids = outcome.offset_msg_id.split(",")
         # SimpleCQ (early model): one offset id per message; BatchCQ: the one record's id for all
@@ -395,31 +400,56 @@ class Producer:
         timeout = timeout or self.send_timeout
         fixed = mq is not None or sharding_key is not None
         attempts = 1 if fixed else 1 + self.retries
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
         last_broker: str | None = None
         last_err: Exception | None = None
         for _ in range(attempts):
-            if mq is not None:
-                target = mq
-            else:
-                queues = await self.publish_queues(topic)
-                target = select_by_key(queues, sharding_key) if sharding_key is not None else \
-                    self._selector.select(queues, last_broker)
-            last_broker = target.broker_name
+            # one budget for the whole call, as Java's sendDefaultImpl: each attempt gets what is left and
+            # none starts once it is spent. A retry after a timeout would store the message on a second
+            # broker while the silent one may still store it: one send, two copies
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                break
             try:
-                addr = await self.instance.find_broker_addr(target)
-                conn = await self.instance.connection(addr)
-                if not accepted:
-                    self._check_running()
-                resp = await conn.invoke(self._request(target, body, props, flag, sys_flag, batch), timeout)
-                return self._result(resp, target, addr)
-            except BrokerError as e:
-                last_err = e
-                if e.code not in _RETRY_CODES:
-                    raise
-            except RemotingError as e:
-                last_err = e
-        assert last_err is not None
+                # the request's own timeout ends the attempt (its error names the broker); this one only
+                # bounds finding the route and connecting, so it ends a moment later
+                async with asyncio.timeout(remaining + 0.05):
+                    return await self._attempt(topic, body, props, flag, mq, sharding_key, deadline, last_broker,
+                                               sys_flag, batch, accepted)
+            except _AttemptFailed as e:
+                last_broker, last_err = e.broker, e.error
+                if isinstance(e.error, BrokerError) and e.error.code not in _RETRY_CODES:
+                    raise e.error from None
+            except TimeoutError:
+                last_err = RemotingTimeoutError(f"send to {topic} found no broker that answered within "
+                                                f"{timeout:g}s (route lookup or connect)")
+                break
+        if last_err is None:
+            last_err = RemotingTimeoutError(f"send to {topic} got no answer within {timeout:g}s")
         raise last_err
+
+    async def _attempt(self, topic: str, body: bytes, props: dict[str, str], flag: int, mq: MessageQueue | None,
+                       sharding_key: str | None, deadline: float, last_broker: str | None, sys_flag: int,
+                       batch: bool, accepted: bool) -> SendResult:
+        """One attempt of a send: choose a queue (away from the broker that just failed), send, read the
+        answer. A retryable failure comes back as _AttemptFailed naming the broker it was sent to."""
+        if mq is not None:
+            target = mq
+        else:
+            queues = await self.publish_queues(topic)
+            target = select_by_key(queues, sharding_key) if sharding_key is not None else \
+                self._selector.select(queues, last_broker)
+        try:
+            addr = await self.instance.find_broker_addr(target)
+            conn = await self.instance.connection(addr)
+            if not accepted:
+                self._check_running()
+            timeout = max(deadline - asyncio.get_running_loop().time(), 0.001)
+            resp = await conn.invoke(self._request(target, body, props, flag, sys_flag, batch), timeout)
+            return self._result(resp, target, addr)
+        except (BrokerError, RemotingError) as e:
+            raise _AttemptFailed(target.broker_name, e) from None
 
     @staticmethod
     def _result(resp: RemotingCommand, mq: MessageQueue, addr: str) -> SendResult:
