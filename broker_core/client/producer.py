@@ -354,6 +354,7 @@ class Producer:
         # the caller gets its batch's own answer, as Java's MessageAccumulation does: the batch's send is
         # bounded by send_timeout (the call budget of _send_with_retry), so this wait ends too. A timer of
         # the caller's own would race the batch: it told the caller "failed" while a retry stored the batch
+        self._check_running()  # shutdown() may have begun while the route was looked up above
         outcome, i = await self.accumulator().add(key, item)
         assert isinstance(outcome, SendResult)
         ids = outcome.offset_msg_id.split(",")

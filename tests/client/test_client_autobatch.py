@@ -244,6 +244,40 @@ def test_shutdown_sends_every_accepted_message_and_later_sends_are_refused(broke
     assert accumulator is None  # no accumulator (and no background task) recreated after shutdown
 
 
+def test_a_keyed_send_still_finding_its_route_when_shutdown_begins_is_refused(broker: BrokerProcess,
+                                                                              unique: str) -> None:
+    """A send with a sharding key looks up its route before joining an accumulator; if shutdown() runs
+    meanwhile, the send is refused as any send after shutdown, not failed with a bare RuntimeError or
+    put in a new accumulator nobody closes (sent later by a producer that was shut down)."""
+    from broker_core.client.instance import ClientStateError
+
+    async def go():
+        inst = MQClientInstance(broker.namesrv_addr)
+        await create_topic(inst, broker.broker_addr, unique, queues=2)
+        other = MQClientInstance(broker.namesrv_addr)  # its route of the topic is not looked up yet
+        p = Producer(unique + "P", other, auto_batch=True, batch_max_delay_ms=10)
+        await p.start()
+        keyed = asyncio.get_running_loop().create_task(p.send(Message(unique, b"keyed"), sharding_key="k"))
+        await asyncio.sleep(0)  # the send is waiting for the name server's route
+        await p.shutdown()
+        try:
+            await keyed
+            outcome = "sent"
+        except ClientStateError as e:
+            outcome = str(e)
+        except Exception as e:  # noqa: BLE001 - what a user would have caught instead
+            outcome = f"{type(e).__name__}: {e}"
+        await asyncio.sleep(0.5)  # a leftover accumulator would have sent it (and it dispatched) by now
+        got = await _pull_all(PullConsumer(unique + "C", inst), unique)
+        await other.shutdown()
+        await inst.shutdown()
+        return outcome, p._accumulator, got
+
+    outcome, accumulator, got = run(go())
+    assert outcome == f"The producer service state not OK, SHUTDOWN_ALREADY: producer {unique}P is shut down"
+    assert accumulator is None and got == []
+
+
 @pytest.mark.parametrize("queue_type", ["SimpleCQ", "BatchCQ"])
 def test_autobatch_keeps_send_order_of_one_queue_when_tags_interleave(broker: BrokerProcess, unique: str,
                                                                      queue_type: str) -> None:
