@@ -347,7 +347,8 @@ async def _part(call: AdminCall, fetch: Callable[[Admin], T],
 
 async def _read_groups(brokers: _Brokers) -> tuple[list[GroupLag], str | None]:
     """The groups that can be read, and the first error of those that cannot (a damaged
-    consumerOrderInfo.json fails every group's lag; one bad group must not hide the others). The groups
+    consumerOrderInfo.json fails every group's lag; one bad group must not hide the others, nor one
+    broker refusing a group its parts on the other brokers: those are shown, and the error says so). The groups
     are listed, and each group's lag read, one broker per call (see ``_Brokers``: a broker that hangs
     between two calls of a refresh is named and left out, not blamed on the name server), and summed here."""
     groups: list[GroupLag] = []
@@ -365,27 +366,31 @@ async def _read_groups(brokers: _Brokers) -> tuple[list[GroupLag], str | None]:
     if not listed:
         return groups, listing_error
     names = sorted(listed)
-    failed: list[str] = []
+    failed: dict[str, bool] = {}  # group -> whether other brokers' parts of it were read (shown in part)
     error = None
+    many = len(brokers.registered) > 1
     for name in names:
         parts: list[GroupLag] = []
-        try:
-            for b in brokers.answering():
-                try:
-                    parts.append(await brokers.ask(b, lambda a, n=name, b=b: a.group_lag(n, [b])))
-                except (NotFoundError, _LeftOut):
-                    continue
-        except CallTimeout:
-            raise
-        except Exception as e:  # noqa: BLE001 - kept as the part's error
-            failed.append(name)
-            error = error or describe_error(e)
-            continue
+        for b in brokers.answering():
+            try:
+                parts.append(await brokers.ask(b, lambda a, n=name, b=b: a.group_lag(n, [b])))
+            except (NotFoundError, _LeftOut):
+                continue
+            except CallTimeout:
+                raise
+            except Exception as e:  # noqa: BLE001 - kept as the part's error; the other brokers' parts still count
+                failed[name] = False
+                why = describe_error(e)
+                error = error or (f"{name} on {b.broker_name}: {why}" if many else why)
         if parts:
+            if name in failed:
+                failed[name] = True
             groups.append(GroupLag(name, [q for p in parts for q in p.queues], sum(p.retry_depth for p in parts),
                                    sum(p.dlq_depth for p in parts)))
-    if error is not None and len(failed) < len(names):
-        error = f"{len(failed)} of {len(names)} groups cannot be read: {error}"
+    if error is not None and (len(failed) < len(names) or any(failed.values())):
+        in_part = sum(failed.values())
+        shown = f" ({in_part} shown with the other brokers' queues only)" if in_part else ""
+        error = f"{len(failed)} of {len(names)} groups cannot be read{' in full' if in_part else ''}{shown}: {error}"
     return groups, error if error is not None else listing_error
 
 

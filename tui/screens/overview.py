@@ -67,7 +67,7 @@ class OverviewScreen(DashboardScreen):
         self.query_one("#get-spark", Sparkline).data = get_tps or [0.0]
         figures: list[tuple[str, str]] = [
             ("Topics / groups", f"{len(snapshot.topics)} / {len(snapshot.groups)}"),
-            ("Consumer lag (all groups)", fmt.count(snapshot.total_lag)),
+            ("Consumer lag (all groups)", _lag(snapshot)),
         ]
         many = len(snapshot.brokers) > 1
         for b in snapshot.brokers:
@@ -89,6 +89,17 @@ class OverviewScreen(DashboardScreen):
                 ("Transaction half / op unchecked", f"{fmt.count(tx.half_depth)} / {fmt.count(tx.op_depth)}"),
             )]
         self.query_one("#figures", FilterTable).set_rows([(k, [k, v]) for k, v in figures])
+
+
+def _lag(snapshot: Snapshot) -> str:
+    """The total lag, saying what it leaves out: a sum over the groups that could be read looked like the
+    whole backlog (0 when the only group with lag was on a broker that stopped answering)."""
+    missing = []
+    if snapshot.left_out:
+        missing.append("without " + ", ".join(b.broker_name for b in snapshot.left_out))
+    if snapshot.groups_error is not None:
+        missing.append("not every group read: see Consumers")
+    return fmt.count(snapshot.total_lag) + (f" ({'; '.join(missing)})" if missing else "")
 
 
 def _disk(ratio: str | None) -> str:
