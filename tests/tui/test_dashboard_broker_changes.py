@@ -21,7 +21,7 @@ from mqadmin.commands.dashboard import ClusterTarget
 from mqadmin.connect import open_remote_admin
 from mqadmin.errors import AdminError
 from mqadmin.transport.base import TopicInfo
-from mqadmin.transport.values import QueueStatus
+from mqadmin.transport.values import QueueStatus, SubscriptionGroupInfo
 from tests.net.harness import Servers
 from tests.remoting_broker import running_broker
 from tui.app import DashboardApp
@@ -72,10 +72,22 @@ def test_a_broker_missing_from_a_refresh_is_remembered_until_it_comes_back():
 
 @run_async
 async def test_overview_names_a_broker_that_is_no_longer_registered(tmp_path: Path):
+    """...and the screens whose totals it leaves (the group's lag was all on broker-b) say so too: the
+    Consumers screen showed lag 0 and the Overview's total 0 as if the group had caught up."""
     s = Servers(tmp_path)
     try:
         s.add_broker("broker-a")
         broker_b, server_b, addr_b = s.add_broker("broker-b")
+        admin = open_remote_admin(s.namesrv_addr)
+        try:
+            a, b = sorted(admin.brokers(), key=lambda x: x.broker_name)
+            admin.update_topic(TopicInfo("GoneTopic", 1, 1, 6), [a, b])
+            for _ in range(2):
+                admin.send_message("GoneTopic", b"x", broker_name="broker-b", queue_id=0)
+            admin.update_sub_group(SubscriptionGroupInfo("gone_group"), [a, b])
+            admin.reset_offset_by_time("gone_group", "GoneTopic", 0, offset=None)
+        finally:
+            admin.close()
         app = DashboardApp(ClusterTarget(s.namesrv_addr), refresh_s=0.3, call_timeout_s=20)
         async with app.run_test(size=SIZE) as pilot:
             await first_refresh(pilot)
@@ -85,6 +97,14 @@ async def test_overview_names_a_broker_that_is_no_longer_registered(tmp_path: Pa
             await wait_until(pilot, lambda: "no longer registered" in text_of(app, "#gone-problem"),
                              "the gone broker's line")
             assert text_of(app, "#gone-problem") == f"broker-b ({addr_b}) is no longer registered"
+            figures = {r[0]: r[1] for r in table_rows(app, "#figures")}
+            assert figures["Consumer lag (all groups)"] == "0 (without broker-b)"
+            await pilot.press("3")
+            await wait_until(pilot, lambda: "gone_group" in {r[0] for r in table_rows(app, "#groups")},
+                             "the consumers screen")
+            assert text_of(app, "#groups-left-out") == (
+                f"Lag, queues, retry and DLQ depth exclude broker-b ({addr_b}): no longer registered with the "
+                "name server")
     finally:
         s.close()
 

@@ -44,7 +44,7 @@ class ConsumersScreen(DashboardScreen):
         self.query_one("#groups-problem", ProblemLine).show_problem("Cannot read consumer groups",
                                                                     snapshot.groups_error)
         self.query_one("#groups-left-out", LeftOutLine).show_left_out("Lag, queues, retry and DLQ depth",
-                                                                      snapshot.left_out)
+                                                                      snapshot.left_out, history.missing_brokers)
         groups = sorted(snapshot.groups, key=lambda g: (-g.total_lag, g.group))
         rows = []
         for g in groups:

@@ -11,6 +11,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widget import Widget
 from textual.widgets import Label, Sparkline
 
+from mqadmin.admin import BrokerIdentity
 from tui import format as fmt
 from tui.screens.base import DashboardScreen
 from tui.snapshot import History, Snapshot
@@ -67,7 +68,7 @@ class OverviewScreen(DashboardScreen):
         self.query_one("#get-spark", Sparkline).data = get_tps or [0.0]
         figures: list[tuple[str, str]] = [
             ("Topics / groups", f"{len(snapshot.topics)} / {len(snapshot.groups)}"),
-            ("Consumer lag (all groups)", _lag(snapshot)),
+            ("Consumer lag (all groups)", _lag(snapshot, history.missing_brokers)),
         ]
         many = len(snapshot.brokers) > 1
         for b in snapshot.brokers:
@@ -91,12 +92,12 @@ class OverviewScreen(DashboardScreen):
         self.query_one("#figures", FilterTable).set_rows([(k, [k, v]) for k, v in figures])
 
 
-def _lag(snapshot: Snapshot) -> str:
+def _lag(snapshot: Snapshot, gone: list[BrokerIdentity]) -> str:
     """The total lag, saying what it leaves out: a sum over the groups that could be read looked like the
-    whole backlog (0 when the only group with lag was on a broker that stopped answering)."""
+    whole backlog (0 when the only group with lag was on a broker that stopped answering or was killed)."""
     missing = []
-    if snapshot.left_out:
-        missing.append("without " + ", ".join(b.broker_name for b in snapshot.left_out))
+    if snapshot.left_out or gone:
+        missing.append("without " + ", ".join(b.broker_name for b in [*snapshot.left_out, *gone]))
     if snapshot.groups_error is not None:
         missing.append("not every group read: see Consumers")
     return fmt.count(snapshot.total_lag) + (f" ({'; '.join(missing)})" if missing else "")

@@ -19,7 +19,17 @@ class LeftOutLine(ProblemLine):
     }
     """
 
-    def show_left_out(self, what: str, left_out: list[BrokerIdentity]) -> None:
-        """``what``: the figures concerned ("Messages and put TPS"); ``left_out``: the brokers not in them."""
-        names = ", ".join(f"{b.broker_name} ({b.broker_addr})" for b in left_out)
-        self.show_line(f"{what} exclude {names}: not answering, left out until it answers" if names else None)
+    def show_left_out(self, what: str, left_out: list[BrokerIdentity], gone: list[BrokerIdentity] | None = None) -> None:
+        """``what``: the figures concerned ("Messages and put TPS"); ``left_out``: the brokers not in them
+        as not answering; ``gone``: those the name server no longer lists (a broker killed with kill -9
+        drops out of its table: its lag vanished from the totals with no word on the screens showing them)."""
+        parts = []
+        if left_out:
+            parts.append(f"{_names(left_out)}: not answering, left out until it answers")
+        if gone:
+            parts.append(f"{_names(gone)}: no longer registered with the name server")
+        self.show_line(f"{what} exclude {'; '.join(parts)}" if parts else None)
+
+
+def _names(brokers: list[BrokerIdentity]) -> str:
+    return ", ".join(f"{b.broker_name} ({b.broker_addr})" for b in brokers)
