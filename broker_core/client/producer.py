@@ -77,7 +77,6 @@ _UNBATCHABLE_PROPERTIES = (PROPERTY_DELAY_TIME_LEVEL, "TIMER_DELIVER_MS", "TIMER
                            PROPERTY_TRANSACTION_PREPARED, PROPERTY_PRODUCER_GROUP)
 
 
-
 class _AttemptFailed(Exception):
     """One attempt of a send failed in a way another broker may not: which broker, and why."""
 
@@ -85,6 +84,7 @@ class _AttemptFailed(Exception):
         super().__init__(str(error))
         self.broker = broker
         self.error = error
+
 
 class SendStatus(StrEnum):
     SEND_OK = "SEND_OK"
@@ -351,10 +351,10 @@ class Producer:
         wait = props.get(PROPERTY_WAIT_STORE_MSG_OK, "true").lower() != "false"
         key = AggregateKey(msg.topic, mq, wait, props.get(PROPERTY_TAGS))
         item = encode_batch_item(BatchItem(msg.body, props, msg.flag))
+        self._check_running()  # shutdown() may have begun while the route was looked up above
         # the caller gets its batch's own answer, as Java's MessageAccumulation does: the batch's send is
         # bounded by send_timeout (the call budget of _send_with_retry), so this wait ends too. A timer of
         # the caller's own would race the batch: it told the caller "failed" while a retry stored the batch
-        self._check_running()  # shutdown() may have begun while the route was looked up above
         outcome, i = await self.accumulator().add(key, item)
         assert isinstance(outcome, SendResult)
         ids = outcome.offset_msg_id.split(",")
