@@ -232,7 +232,8 @@ class Producer:
     # ----------------------------------------------------------------- sends
     async def send(self, msg: Message, mq: MessageQueue | None = None, *, sharding_key: str | None = None,
                    timeout: float | None = None) -> SendResult:
-        """Synchronous send: retries on another broker unless a queue was chosen.
+        """Synchronous send: retries on another broker unless a queue was chosen, all within one
+        ``send_timeout`` (or ``timeout``): a broker that does not answer in time fails the send, no retry.
 
         With ``auto_batch`` a batchable message waits (at most batch_max_delay_ms) in its accumulator and
         the answer is its own share of the batch's result; others are sent alone, as without AutoBatch.
