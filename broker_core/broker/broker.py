@@ -1195,9 +1195,10 @@ class Broker:
                     log.info("heartbeat of %s for unknown group %s (autoCreateSubscriptionGroup is off)",
                              client_id, c.group_name)
                     continue
-                if c.message_model == "CLUSTERING" and group.retry_queue_nums > 0:
-                    # As Java's heartbeat does: the group's retry topic exists (and is routed) before
-                    # the first failed message is sent back, so retries are consumed at once.
+                if group.retry_queue_nums > 0:
+                    # As Java's heartbeat does, whatever the message model: the group's retry topic exists
+                    # (and is routed) before the first failed message is sent back, so retries are consumed
+                    # at once; and consumerProgress, which finds groups by their retry topics, lists it.
                     self.topic_manager.create_if_absent(TopicConfig(retry_topic(c.group_name), group.retry_queue_nums,
                                                                     group.retry_queue_nums, PERM_READ_WRITE))
         result = self.client_registry.heartbeat(channel, client_id, language=language, version=version,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
 import pytest
@@ -198,3 +199,26 @@ def test_a_broadcasting_consumer_restarted_with_default_names_resumes_from_its_f
     assert sorted(first_run) == sorted(f"a{i}".encode() for i in range(6))
     assert sorted(second_run) == sorted(f"down{i}".encode() for i in range(4))  # resumed: nothing skipped
     assert [d.name for d in tmp_path.iterdir()] == ["127.0.0.1@DEFAULT"]  # one file, no orphan per process
+
+
+def test_an_online_broadcasting_group_is_listed_by_consumer_progress(broker: BrokerProcess, unique: str,
+                                                                    tmp_path: Path) -> None:
+    """Its heartbeat creates the group's %RETRY% topic whatever the message model, as Java's
+    ClientManageProcessor.heartBeat does, and consumerProgress (no -g) finds groups by those topics: a
+    broadcasting group online was missing from the listing."""
+    from tests.net.net_util import mqadmin
+
+    async def go() -> str:
+        inst = MQClientInstance(broker.namesrv_addr)
+        await create_topic(inst, broker.broker_addr, unique)
+        await inst.shutdown()
+        c, _ = await _start(broker.namesrv_addr, unique + "G", unique, "listed", tmp_path)
+        try:
+            return await asyncio.to_thread(mqadmin, broker.namesrv_addr, "consumerProgress", "--output", "json")
+        finally:
+            await _stop(c)
+
+    rows = json.loads(run(go()))
+    row = next((r for r in rows if r["group"] == unique + "G"), None)
+    assert row is not None, rows
+    assert row["count"] == 1 and row["model"] == "BROADCASTING" and row["type"] == "PUSH", row
