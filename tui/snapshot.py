@@ -366,7 +366,8 @@ async def _read_groups(brokers: _Brokers) -> tuple[list[GroupLag], str | None]:
     if not listed:
         return groups, listing_error
     names = sorted(listed)
-    failed: dict[str, bool] = {}  # group -> whether other brokers' parts of it were read (shown in part)
+    refused: set[str] = set()  # groups some broker answering would not report
+    shown_in_part = 0  # of those, the ones other brokers did report (shown with their queues only)
     error = None
     many = len(brokers.registered) > 1
     for name in names:
@@ -379,18 +380,16 @@ async def _read_groups(brokers: _Brokers) -> tuple[list[GroupLag], str | None]:
             except CallTimeout:
                 raise
             except Exception as e:  # noqa: BLE001 - kept as the part's error; the other brokers' parts still count
-                failed[name] = False
+                refused.add(name)
                 why = describe_error(e)
                 error = error or (f"{name} on {b.broker_name}: {why}" if many else why)
         if parts:
-            if name in failed:
-                failed[name] = True
+            shown_in_part += name in refused
             groups.append(GroupLag(name, [q for p in parts for q in p.queues], sum(p.retry_depth for p in parts),
                                    sum(p.dlq_depth for p in parts)))
-    if error is not None and (len(failed) < len(names) or any(failed.values())):
-        in_part = sum(failed.values())
-        shown = f" ({in_part} shown with the other brokers' queues only)" if in_part else ""
-        error = f"{len(failed)} of {len(names)} groups cannot be read{' in full' if in_part else ''}{shown}: {error}"
+    if error is not None and (len(refused) < len(names) or shown_in_part):
+        in_full = f" in full ({shown_in_part} shown with the other brokers' queues only)" if shown_in_part else ""
+        error = f"{len(refused)} of {len(names)} groups cannot be read{in_full}: {error}"
     return groups, error if error is not None else listing_error
 
 
