@@ -15,6 +15,7 @@ On a store directory the Admin is reopened every refresh, so a broker writing be
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -66,10 +67,13 @@ class AdminSession:
     async def call(self, fn: Callable[[Admin], T], timeout: float, who: str | None = None) -> T:
         """``who``: the broker the call goes to, when one is (a timeout then names it: with several
         brokers behind a name server, naming the name server does not say which one is stuck)."""
-        loop = asyncio.get_running_loop()
-        future = loop.run_in_executor(self._executor, self._run, fn)
+        future = asyncio.get_running_loop().run_in_executor(self._executor, self._run, fn)
         try:
-            return await asyncio.wait_for(future, timeout)
+            # asyncio.timeout, not wait_for: Python 3.11's wait_for returns the call's result when the
+            # task is cancelled just as the call completes, and the cancellation is lost (the refresh
+            # loop then ran on after the dashboard had quit, and the process never exited)
+            async with asyncio.timeout(timeout):
+                return await future
         except TimeoutError:
             self.broken = True  # the thread may still be inside the call: never reuse this session
             what = f"{who} via {self.target.description}" if who else f"the broker ({self.target.description})"
@@ -211,10 +215,9 @@ class Poller:
                 self.refreshes += 1
                 self.owner.post_message(self.Refreshed(snap))
             self._wake.clear()
-            try:
-                await asyncio.wait_for(self._wake.wait(), pause)
-            except TimeoutError:
-                pass
+            with contextlib.suppress(TimeoutError):  # asyncio.timeout: see AdminSession.call
+                async with asyncio.timeout(pause):
+                    await self._wake.wait()
 
     async def ask(self, requester: MessagePump, tag: str, fn: Callable[[Admin], Any], writes: bool = False) -> None:
         """Run one Admin call for ``requester`` and post it the ``Answer``. A write opens its own writable
