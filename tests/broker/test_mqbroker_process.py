@@ -165,6 +165,20 @@ def test_latin1_config_and_host_name_start(tmp_path: Path) -> None:
     assert "brokerId=1 with brokerRole=ASYNC_MASTER" in err
 
 
+def test_a_timer_wheel_of_the_wrong_length_is_one_line(tmp_path: Path) -> None:
+    """A damaged (or truncated) timerwheel file was a raw TimerWheelError traceback out of mqbroker."""
+    store = tmp_path / "s"
+    store.mkdir()
+    (store / "timerwheel").write_bytes(bytes(1000))
+    done = subprocess.run([sys.executable, "-m", "broker_core.mqbroker", "--store", str(store), *FREE_PORTS,
+                           "--grpc-port", "0"], capture_output=True, text=True, timeout=60)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 1 and len(lines) == 1, done.stderr
+    assert lines[0].startswith(f"mqbroker: cannot open store {store}: timer wheel {store}/timerwheel length 1000 "
+                               "!= expected "), lines
+    assert (store / "timerwheel").stat().st_size == 1000  # refused, not resized over
+
+
 def test_a_store_path_that_is_a_file_is_one_line_saying_so(tmp_path: Path) -> None:
     """--store naming a file (a typo'd path, a tarball) was refused with a message about
     config/deletedTopics.json "Not a directory", which sent the operator looking at config files."""

@@ -43,8 +43,12 @@ _SCAN_CHUNK_BYTES = _SCAN_CHUNK_SLOTS * SLOT_SIZE
 _ZERO_CHUNK = bytes(_SCAN_CHUNK_BYTES)
 
 
-class TimerWheelError(Exception):
-    """The wheel file exists with a length that does not match the configured slot count."""
+class TimerWheelError(ValueError):
+    """The wheel file exists with a length that does not match the configured slot count.
+
+    A ValueError because it is a bad value on disk: whoever opens a store (mqbroker, mqadmin) reports
+    those as one line naming the file, and this was a traceback out of mqbroker.
+    """
 
 
 class TimerWheel:
