@@ -13,6 +13,7 @@ import logging
 import os
 import re
 import threading
+import time
 import weakref
 from collections.abc import Callable
 from pathlib import Path
@@ -109,6 +110,12 @@ class _PathLock:
 _PATH_LOCKS: weakref.WeakValueDictionary[str, _PathLock] = weakref.WeakValueDictionary()
 _PATH_LOCKS_GUARD = threading.Lock()
 
+# Files read_config_json found damaged and answered from their .bak. Why remembered: the next write
+# would copy the damaged file over the good .bak (the only copy of what it held) and then replace the
+# damaged file itself, so the damaged bytes and the good previous version were both gone. The write
+# keeps the damaged file aside instead (``<name>.corrupt.<time>``) and leaves the .bak as it is.
+_LOADED_FROM_BACKUP: set[str] = set()
+
 
 def _path_lock(path: Path) -> _PathLock:
     with _PATH_LOCKS_GUARD:
@@ -137,7 +144,10 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, keep_backup: b
             _write_synced(tmp, data)
         except OSError as e:
             raise ConfigWriteError(path, e) from e
-        if keep_backup and path.exists():
+        damaged = _take_loaded_from_backup(path)
+        if damaged:
+            _keep_damaged_aside(path)
+        elif keep_backup and path.exists():
             try:
                 _copy_for_backup(path, path.with_name(path.name + ".bak"))
             except OSError:  # the backup is a courtesy: the new content still goes in whole
@@ -148,6 +158,37 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, keep_backup: b
             _remove_quietly(tmp)
             raise ConfigWriteError(path, e) from e
         _fsync_dir(path.parent)
+
+
+def _take_loaded_from_backup(path: Path) -> bool:
+    key = os.path.abspath(path)
+    with _PATH_LOCKS_GUARD:
+        if key not in _LOADED_FROM_BACKUP:
+            return False
+        _LOADED_FROM_BACKUP.discard(key)
+        return True
+
+
+def _keep_damaged_aside(path: Path) -> None:
+    """Copy the damaged ``path`` to ``<name>.corrupt.<time>`` before it is replaced (a copy, not a
+    rename: ``path`` never disappears). The .bak it was loaded from stays the previous version."""
+    if not path.exists():
+        return
+    stamp = time.strftime("%Y%m%d%H%M%S")
+    aside = path.with_name(f"{path.name}.corrupt.{stamp}")
+    n = 0
+    while aside.exists():
+        n += 1
+        aside = path.with_name(f"{path.name}.corrupt.{stamp}.{n}")
+    try:
+        _copy_for_backup(path, aside)
+    except OSError as e:
+        log.warning("config file %s was damaged and could not be kept aside as %s (%s); it is replaced by the "
+                    "new content, and %s.bak still holds the version it was loaded from", path, aside.name,
+                    e.strerror or e, path.name)
+        return
+    log.warning("config file %s was damaged: kept aside as %s before writing it anew (%s.bak still holds the "
+                "version it was loaded from)", path, aside.name, path.name)
 
 
 def _write_synced(tmp: Path, data: bytes) -> None:
@@ -244,8 +285,11 @@ def read_config_json(path: str | os.PathLike[str], decode: Callable[[Any], T] | 
             errors.append(f"{candidate}: unexpected content ({e})")
             continue
         if errors:  # the main file was damaged: say so once, with the reason and what was used
-            log.warning("config file %s is damaged (%s); loaded the previous version from %s", path,
-                        errors[0].split(": ", 1)[1], candidate)
+            log.warning("config file %s is damaged (%s); loaded the previous version from %s (the damaged "
+                        "file is kept as %s.corrupt.<time> when it is next written)", path,
+                        errors[0].split(": ", 1)[1], candidate, path.name)
+            with _PATH_LOCKS_GUARD:
+                _LOADED_FROM_BACKUP.add(os.path.abspath(path))
         return result
     if errors:
         if not previous_version:

@@ -79,3 +79,25 @@ def test_subscription_groups_of_wrong_shape(tmp_path: Path) -> None:
     (tmp_path / "subscriptionGroup.json").write_text('{"subscriptionGroupTable": {"g": [1]}}')
     with pytest.raises(ConfigFileError, match="subscriptionGroup.json"):
         SubscriptionGroupTable(tmp_path).load()
+
+
+def test_writing_after_loading_the_bak_keeps_the_damaged_file_and_the_bak(tmp_path: Path) -> None:
+    """The first write after a .bak fallback copied the damaged file over the good .bak and then replaced
+    the damaged file: the damaged bytes and the version they were loaded from were both gone."""
+    topics_with_bak(tmp_path)
+    good_bak = (tmp_path / "topics.json.bak").read_bytes()
+    (tmp_path / "topics.json").write_bytes(GARBAGE)
+    table = TopicConfigTable(tmp_path)
+    table.load()
+    table.put(TopicConfig("Gamma", 1, 1), 3)
+    table.persist()
+    assert (tmp_path / "topics.json.bak").read_bytes() == good_bak
+    (aside,) = tmp_path.glob("topics.json.corrupt.*")
+    assert aside.read_bytes() == GARBAGE
+    reread = TopicConfigTable(tmp_path)
+    reread.load()
+    assert set(reread.topics) == {"Alpha", "Gamma"}
+    table.put(TopicConfig("Delta", 1, 1), 4)
+    table.persist()  # later writes keep the previous version in .bak as before, nothing more aside
+    assert len(list(tmp_path.glob("topics.json.corrupt.*"))) == 1
+    assert b"Gamma" in (tmp_path / "topics.json.bak").read_bytes()
