@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import logging
 from pathlib import Path
 
 import pytest
@@ -64,6 +65,35 @@ def test_golden_timer_store_delivers_its_pending_messages_through_the_broker(gol
     b = make_broker(root, config=BrokerConfig.from_properties(golden_store_config("store-timer")))
     b.tick()
     assert {q: b.get_max_offset(TOPIC, q) for q in (0, 1)} == {0: 5, 1: 5}  # nothing delivered twice
+
+
+@pytest.mark.parametrize("damage", ["missing", "empty", "zeroed", "short"])
+def test_a_damaged_timer_checkpoint_is_named_and_wheels_each_timer_message_once(
+        damage: str, golden_copy, manifests, make_broker, clock: FakeClock, caplog: pytest.LogCaptureFixture):
+    """A missing, empty, zeroed or cut ``config/timercheck`` was silent, and its zero
+    masterTimerQueueOffset had every timer message of rmq_sys_wheel_timer wheeled and delivered again
+    (20 deliveries for the 6 pending). The timer log says how far the queue was wheeled; only what
+    the wheel still holds can come again (it is read from 7 days back, as Java does), and the warning
+    names the file."""
+    manifest = manifests["store-timer"]
+    root = golden_copy("store-timer")
+    check = root / "config" / "timercheck"
+    if damage == "missing":
+        check.unlink()
+    else:
+        check.write_bytes({"empty": b"", "zeroed": bytes(4096), "short": check.read_bytes()[:20]}[damage])
+    clock.now = manifest["timerCheckpointAfterShutdown"]["lastReadTimeMs"] + 5_000
+    caplog.set_level(logging.WARNING, "rmqops")
+    b = make_broker(root, config=BrokerConfig.from_properties(golden_store_config("store-timer")))
+    (warning,) = [r.getMessage() for r in caplog.records if "timer checkpoint" in r.getMessage()]
+    assert warning.startswith(f"timer checkpoint {check} is ") and "delivered again" in warning
+    clock.now = max(m["timerOutMs"] for m in manifest["messages"]) + 2_000
+    delivered = sum(b.tick().timer.delivered for _ in range(5))
+    got = [m.uniq_key for q in (0, 1) for m in b.pull_message("G_golden", TOPIC, q, 0, 64).messages]
+    pending = {m["uniqKey"] for m in manifest["messages"]} - {d["uniqKey"] for d in manifest["deliveredToRealTopic"]}
+    assert pending <= set(got)  # nothing held back
+    assert delivered <= len(manifest["messages"])  # no timer message wheeled twice
+    assert max(got.count(k) for k in got) <= 2
 
 
 def _snapshot(root: Path) -> dict[str, bytes]:

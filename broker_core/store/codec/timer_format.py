@@ -232,6 +232,7 @@ CHECKPOINT_FILE_SIZE = 4096
 #: dataVersion.stateVersion, dataVersion.timestamp, dataVersion.counter
 CHECKPOINT_STRUCT = struct.Struct(">qqqqqqq")
 CHECKPOINT_ENCODED_SIZE = CHECKPOINT_STRUCT.size  # 56 (Java ``TimerCheckpoint.encode``)
+CHECKPOINT_LEGACY_SIZE = 32  # the four offsets/times only, before dataVersion was added
 
 
 class TimerCheckpointData(NamedTuple):
@@ -259,5 +260,5 @@ def decode_checkpoint(buf: bytes | bytearray | memoryview) -> TimerCheckpointDat
     """Decode the head of a checkpoint; a 32-byte legacy encoding (no dataVersion) is accepted too."""
     if len(buf) >= CHECKPOINT_ENCODED_SIZE:
         return TimerCheckpointData._make(CHECKPOINT_STRUCT.unpack_from(buf, 0))
-    head = struct.unpack_from(">qqqq", buf, 0)
+    head = struct.unpack_from(">qqqq", buf, 0)  # CHECKPOINT_LEGACY_SIZE bytes
     return TimerCheckpointData(*head)

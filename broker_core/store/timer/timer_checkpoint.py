@@ -17,6 +17,7 @@ from pathlib import Path
 
 from broker_core.store.codec.timer_format import (
     CHECKPOINT_FILE_SIZE,
+    CHECKPOINT_LEGACY_SIZE,
     TimerCheckpointData,
     decode_checkpoint,
     pack_checkpoint_into,
@@ -26,6 +27,14 @@ from broker_core.store.mapped_file import reserve_blocks
 
 def _system_clock_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+def _short_file_problem(size: int) -> str | None:
+    if size == 0:
+        return "empty"
+    if size < CHECKPOINT_LEGACY_SIZE:  # not even the four fields every version writes
+        return f"only {size} bytes long"
+    return None
 
 
 class TimerCheckpoint:
@@ -45,18 +54,25 @@ class TimerCheckpoint:
         self.data_version_timestamp = clock()
         self.data_version_counter = 0
         self._mm: mmap.mmap | None = None
+        #: why the file's values cannot be trusted (missing, too short, zeroed...), else None; recovery
+        #: then starts the timer from scratch as Java does, and says so when the store holds timers
+        self.problem: str | None = None
         existed = self.path.is_file()
         if read_only:
             if not existed:
                 raise FileNotFoundError(f"timer checkpoint {self.path} does not exist")
             with open(self.path, "rb") as f:
                 data = f.read(CHECKPOINT_FILE_SIZE)
+            self.problem = _short_file_problem(len(data))
             self._apply(decode_checkpoint(data.ljust(CHECKPOINT_FILE_SIZE, b"\0")))
+            self.problem = self.problem or self._value_problem()
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            if os.fstat(fd).st_size < CHECKPOINT_FILE_SIZE:
+            size = os.fstat(fd).st_size
+            self.problem = _short_file_problem(size) if existed else "missing"
+            if size < CHECKPOINT_FILE_SIZE:
                 os.ftruncate(fd, CHECKPOINT_FILE_SIZE)
             reserve_blocks(fd, 0, CHECKPOINT_FILE_SIZE, self.path)  # its page written later must not be a hole
             self._mm = mmap.mmap(fd, CHECKPOINT_FILE_SIZE, access=mmap.ACCESS_WRITE)
@@ -64,6 +80,19 @@ class TimerCheckpoint:
             os.close(fd)
         if existed:
             self._apply(decode_checkpoint(self._mm))
+            self.problem = self.problem or self._value_problem()
+
+    def _value_problem(self) -> str | None:
+        """A read time no running timer writes (the service stamps "now" at its first flush) or a
+        negative offset: the file was zeroed or overwritten."""
+        if self.last_read_time_ms == 0 and self.last_timer_queue_offset == 0 and self.master_timer_queue_offset == 0:
+            return "zeroed"
+        if self.last_read_time_ms <= 0 or min(self.last_timer_log_flush_pos, self.last_timer_queue_offset,
+                                              self.master_timer_queue_offset) < 0:
+            return (f"damaged (lastReadTimeMs={self.last_read_time_ms}, lastTimerLogFlushPos="
+                    f"{self.last_timer_log_flush_pos}, lastTimerQueueOffset={self.last_timer_queue_offset}, "
+                    f"masterTimerQueueOffset={self.master_timer_queue_offset})")
+        return None
 
     def _apply(self, cp: TimerCheckpointData) -> None:
         self.last_read_time_ms = cp.last_read_time_ms

@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 import random
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -115,6 +116,11 @@ def _due_bucket(due_in_ms: int) -> str:
         if bound is not None and due_in_ms <= bound:
             return name
     return _BACKLOG_LAST
+
+
+def _format_ms(ms: int) -> str:
+    """A wheel time as the operator reads it (local time, as the broker's other log lines)."""
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ms / 1000))
 
 
 def _wrap_i32(value: int) -> int:
@@ -255,7 +261,12 @@ class TimerMessageStore:
             self.timer_log.flushed_where = process_offset
             queue_offset = self._revise_queue_offset(process_offset)
             current = cp.last_timer_queue_offset if queue_offset == -1 else queue_offset + 1
-            self.curr_queue_offset = min(current, cp.master_timer_queue_offset)
+            if cp.problem is not None and queue_offset != -1:
+                # the timer log says how far the queue was wheeled; the file's zero (or garbage)
+                # masterTimerQueueOffset would wheel every timer message of the queue again
+                self.curr_queue_offset = current
+            else:
+                self.curr_queue_offset = min(current, cp.master_timer_queue_offset)
         ms = self.message_store
         if ms.find_consume_queue(TIMER_TOPIC, 0) is not None:
             min_off = ms.get_min_offset_in_queue(TIMER_TOPIC, 0)
@@ -276,6 +287,8 @@ class TimerMessageStore:
             if min_first < process_offset:
                 log.warning("timer recheck from %d (valid TimerLog ends at %d)", min_first, process_offset)
                 self._recover_and_revise(min_first, check=False)
+        if cp.problem is not None:
+            self._warn_checkpoint_unusable(process_offset)
         self.commit_read_time_ms = self.curr_read_time_ms
         self.commit_queue_offset = self.curr_queue_offset
         # Java moves the write pointer to "now" when the services start (maybeMoveWriteTime)
@@ -284,6 +297,23 @@ class TimerMessageStore:
             self._prepare_checkpoint()
         log.info("timer recovered: read=%d write=%d queueOffset=%d timerLog=%d", self.curr_read_time_ms,
                  self.curr_write_time_ms, self.curr_queue_offset, process_offset)
+
+    def _warn_checkpoint_unusable(self, process_offset: int) -> None:
+        """One line naming ``config/timercheck`` when the store holds timer messages it cannot place.
+
+        Why: without the checkpoint's read time the wheel is read from its oldest slot (7 days back),
+        as Java does, so timer messages already delivered are delivered again; that silent replay
+        looked like a client bug. A new store (no timer log, nothing in the timer queue) says nothing.
+        """
+        ms = self.message_store
+        queued = (ms.get_max_offset_in_queue(TIMER_TOPIC, 0)
+                  if ms.find_consume_queue(TIMER_TOPIC, 0) is not None else 0)
+        if process_offset <= 0 and queued <= 0:
+            return
+        log.warning("timer checkpoint %s is %s: the timer wheel is read again from %s and %s from queue offset "
+                    "%d, so timer messages already delivered may be delivered again",
+                    self.timer_checkpoint.path, self.timer_checkpoint.problem,
+                    _format_ms(self.curr_read_time_ms), TIMER_TOPIC, self.curr_queue_offset)
 
     def _recover_and_revise(self, begin_offset: int, check: bool) -> int:
         wheel = self.timer_wheel
