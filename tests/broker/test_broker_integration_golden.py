@@ -96,6 +96,25 @@ def test_a_damaged_timer_checkpoint_is_named_and_wheels_each_timer_message_once(
     assert max(got.count(k) for k in got) <= 2
 
 
+def test_an_emptied_timer_log_wheels_the_timer_queue_again_instead_of_losing_its_pending_messages(
+        golden_copy, manifests, make_broker, clock: FakeClock, caplog: pytest.LogCaptureFixture):
+    """With the timer log emptied, the checkpoint's queue offset (10) said every timer message had been
+    wheeled, the wheel's slots pointed outside the log, and the 6 pending messages were never delivered."""
+    manifest = manifests["store-timer"]
+    root = golden_copy("store-timer")
+    (root / "timerlog" / ("0" * 20)).write_bytes(b"")
+    clock.now = manifest["timerCheckpointAfterShutdown"]["lastReadTimeMs"] + 5_000
+    caplog.set_level(logging.WARNING, "rmqops")
+    b = make_broker(root, config=BrokerConfig.from_properties(golden_store_config("store-timer")))
+    assert any("wheeling it again from its first message" in r.getMessage() for r in caplog.records)
+    clock.now = max(m["timerOutMs"] for m in manifest["messages"]) + 2_000
+    for _ in range(5):
+        b.tick()
+    got = {m.uniq_key for q in (0, 1) for m in b.pull_message("G_golden", TOPIC, q, 0, 64).messages}
+    pending = {m["uniqKey"] for m in manifest["messages"]} - {d["uniqKey"] for d in manifest["deliveredToRealTopic"]}
+    assert pending <= got
+
+
 def _snapshot(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).digest() for p in sorted(root.rglob("*"))
             if p.is_file()}

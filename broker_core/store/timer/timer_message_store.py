@@ -261,6 +261,16 @@ class TimerMessageStore:
             self.timer_log.flushed_where = process_offset
             queue_offset = self._revise_queue_offset(process_offset)
             current = cp.last_timer_queue_offset if queue_offset == -1 else queue_offset + 1
+            if queue_offset == -1 and process_offset < cp.last_timer_log_flush_pos:
+                # Every unit the checkpoint says reached the disk is gone (an emptied or deleted timer
+                # log). Java resumes at the checkpoint's queue offset, and the messages those units
+                # held were never delivered; wheeling the queue again from its start delivers them
+                # (and again those already delivered) instead of losing them.
+                log.warning("timer log %s ends at %d, before the %d bytes timer checkpoint %s says were on disk, "
+                            "and no unit is left to say how far %s was wheeled: wheeling it again from its "
+                            "first message", self.timer_log.directory, process_offset,
+                            cp.last_timer_log_flush_pos, cp.path, TIMER_TOPIC)
+                current = 0
             if cp.problem is not None and queue_offset != -1:
                 # the timer log says how far the queue was wheeled; the file's zero (or garbage)
                 # masterTimerQueueOffset would wheel every timer message of the queue again
