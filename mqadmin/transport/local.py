@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 from broker_core.auth.errors import AuthError
+from broker_core.auth.manager import AuthManager
 from broker_core.broker.broker import Broker
 from broker_core.broker.broker_config import BrokerConfig
 from broker_core.broker.cluster_info import BrokerData, ClusterInfo
@@ -168,6 +169,12 @@ class LocalBrokerClient:
 
     def _broker_for(self, broker_addr: str) -> Broker:
         return self._call(broker_addr, self._open)
+
+    def _auth_manager(self, broker_addr: str) -> AuthManager:
+        """The broker's ACL 2.0 manager; it reads users.json and acls.json when first asked for, so a
+        damaged one is the command's one-line failure, not an "unexpected failure"."""
+        broker = self._broker_for(broker_addr)
+        return self._call(broker_addr, lambda: broker.auth_manager)
 
     # -- name server (answered from this broker's own registration) ----------------------------------
     def cluster_info(self) -> ClusterInfo:
@@ -475,45 +482,45 @@ class LocalBrokerClient:
 
     # -- ACL 2.0 ---------------------------------------------------------------------------------------
     def create_user(self, broker_addr: str, user: User) -> None:
-        auth = self._broker_for(broker_addr).auth_manager
+        auth = self._auth_manager(broker_addr)
         self._call(broker_addr, auth.create_user, user.username, user.password, user.user_type, user.user_status)
 
     def update_user(self, broker_addr: str, username: str, password: str | None, user_type: str | None,
                     user_status: str | None) -> None:
-        auth = self._broker_for(broker_addr).auth_manager
+        auth = self._auth_manager(broker_addr)
         self._call(broker_addr, auth.update_user, username, password, user_type, user_status)
 
     def delete_user(self, broker_addr: str, username: str) -> None:
-        auth = self._broker_for(broker_addr).auth_manager
+        auth = self._auth_manager(broker_addr)
         self._call(broker_addr, auth.delete_user, username)
 
     def get_user(self, broker_addr: str, username: str) -> User | None:
-        auth = self._broker_for(broker_addr).auth_manager
+        auth = self._auth_manager(broker_addr)
         return self._call(broker_addr, auth.get_user, username)
 
     def list_users(self, broker_addr: str, filter_text: str | None = None) -> list[User]:
-        auth = self._broker_for(broker_addr).auth_manager
+        auth = self._auth_manager(broker_addr)
         return self._call(broker_addr, auth.list_users, filter_text)
 
     def create_acl(self, broker_addr: str, acl: Acl) -> None:
-        auth = self._broker_for(broker_addr).auth_manager
+        auth = self._auth_manager(broker_addr)
         self._call(broker_addr, auth.create_acl, acl)
 
     def update_acl(self, broker_addr: str, acl: Acl) -> None:
-        auth = self._broker_for(broker_addr).auth_manager
+        auth = self._auth_manager(broker_addr)
         self._call(broker_addr, auth.update_acl, acl)
 
     def delete_acl(self, broker_addr: str, subject: str, resource: str | None = None) -> None:
-        auth = self._broker_for(broker_addr).auth_manager
+        auth = self._auth_manager(broker_addr)
         self._call(broker_addr, auth.delete_acl, subject, resource)
 
     def get_acl(self, broker_addr: str, subject: str) -> Acl | None:
-        auth = self._broker_for(broker_addr).auth_manager
+        auth = self._auth_manager(broker_addr)
         return self._call(broker_addr, auth.get_acl, subject)
 
     def list_acls(self, broker_addr: str, subject_filter: str | None = None,
                   resource_filter: str | None = None) -> list[Acl]:
-        auth = self._broker_for(broker_addr).auth_manager
+        auth = self._auth_manager(broker_addr)
         return self._call(broker_addr, auth.list_acls, subject_filter, resource_filter)
 
     # -- store maintenance (StoreMaintenance: local targets only) --------------------------------------

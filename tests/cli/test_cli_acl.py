@@ -120,3 +120,19 @@ def test_yaml_output(cli):
     assert r.exit_code == 0
     assert r.stdout.startswith("- username: alice\n")
     assert json.loads(cli("listUser", "-c", "DefaultCluster", "--output", "json").stdout)[0]["username"] == "alice"
+
+
+def test_a_damaged_users_file_is_the_commands_one_line_failure(cli):
+    """The users file is read when an ACL command first needs it, outside the error handling of the
+    store's calls: a damaged one came out as "unexpected failure: ... (run with --verbose ...)"."""
+    assert cli("createUser", "-c", "DefaultCluster", "-u", "alice", "-p", "secret").exit_code == 0
+    users = cli.store / "config" / "users.json"
+    users.write_text("[1")
+    for command in (("listUser", "-c", "DefaultCluster"), ("getUser", "-c", "DefaultCluster", "-u", "alice"),
+                    ("createAcl", "-c", "DefaultCluster", "-s", "User:alice", "-r", "Topic:*", "-a", "Pub",
+                     "-d", "Allow")):
+        r = cli(*command)
+        assert r.exit_code == 1, r.stdout
+        assert r.stderr.startswith(f"mqadmin {command[0]}: cannot read users file ") and "unexpected" not in r.stderr
+        assert str(users) in r.stderr and r.stderr.count("\n") == 1
+    assert users.read_text() == "[1"
