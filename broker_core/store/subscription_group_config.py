@@ -168,6 +168,14 @@ class SubscriptionGroupTable:
 
 
 
+def _decode_group(name: str, obj: dict[str, Any]) -> SubscriptionGroupConfig:
+    """One group of the file; a refused field names the group too (the file holds hundreds)."""
+    try:
+        return SubscriptionGroupConfig.from_json(name, obj)
+    except SubscriptionGroupConfigError as e:
+        raise SubscriptionGroupConfigError(f"group {name!r}: {e}") from None
+
+
 def _decode_groups(obj: object) -> tuple[DataVersion, dict[str, SubscriptionGroupConfig], dict[str, dict[str, int]]]:
     """subscriptionGroup.json's object; raises (TypeError/ValueError...) for any value of the wrong shape."""
     if not isinstance(obj, dict):
@@ -177,8 +185,7 @@ def _decode_groups(obj: object) -> tuple[DataVersion, dict[str, SubscriptionGrou
         table = {} if table is None else table
         if not isinstance(table, dict) or not all(isinstance(v, dict) or v is None for v in table.values()):
             raise TypeError(f"{field_name} must be an object of objects")
-    groups = {str(name): SubscriptionGroupConfig.from_json(str(name), g)
-              for name, g in (obj.get("subscriptionGroupTable") or {}).items()}
+    groups = {str(name): _decode_group(str(name), g) for name, g in (obj.get("subscriptionGroupTable") or {}).items()}
     forbidden = {str(g): {str(t): int(p) for t, p in (m or {}).items()}
                  for g, m in (obj.get("forbiddenTable") or {}).items()}
     return DataVersion.from_json(obj.get("dataVersion")), groups, forbidden

@@ -81,6 +81,15 @@ def test_subscription_groups_of_wrong_shape(tmp_path: Path) -> None:
         SubscriptionGroupTable(tmp_path).load()
 
 
+def test_a_refused_group_field_names_the_group(tmp_path: Path) -> None:
+    """The message named the field alone ("retryMaxTimes: expected a Java int"), not which of the
+    file's groups holds it."""
+    (tmp_path / "subscriptionGroup.json").write_text(
+        '{"subscriptionGroupTable": {"G_ok": {"retryMaxTimes": 3}, "G_bad": {"retryMaxTimes": "many"}}}')
+    with pytest.raises(ConfigFileError, match="group 'G_bad': retryMaxTimes: expected a Java int"):
+        SubscriptionGroupTable(tmp_path).load()
+
+
 def test_writing_after_loading_the_bak_keeps_the_damaged_file_and_the_bak(tmp_path: Path) -> None:
     """The first write after a .bak fallback copied the damaged file over the good .bak and then replaced
     the damaged file: the damaged bytes and the version they were loaded from were both gone."""
