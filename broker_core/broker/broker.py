@@ -410,7 +410,7 @@ class Broker:
 
     def _flush_loop(self) -> None:
         interval = self.config.flush_consumer_offset_interval / 1000
-        failures = RoundFailures(log, "consumer offset flush")
+        failures = RoundFailures(log, "periodic config file flush")  # offsets, filters and groups alike
         while not self._flush_stop.wait(interval):
             try:
                 self.offset_manager.persist()

@@ -179,17 +179,17 @@ def test_offset_flush_on_a_full_disk_logs_one_line_and_writes_when_room_comes_ba
         b.send_message("T", b"m", queue_id=0)
         fill(small_fs / "filler")
         b.commit_offset("G", "T", 0, 1)
-        wait_for(lambda: any("consumer offset flush failed" in r.getMessage() for r in caplog.records),
+        wait_for(lambda: any("periodic config file flush failed" in r.getMessage() for r in caplog.records),
                  "the failed offset flush to be logged")
         b.commit_offset("G", "T", 0, 1)  # same offset: nothing new to say, the thread keeps trying
         time.sleep(0.3)  # several more 20 ms flush rounds, none of which may log again
-        flush_lines = [r for r in caplog.records if r.getMessage().startswith("consumer offset flush")]
+        flush_lines = [r for r in caplog.records if r.getMessage().startswith("periodic config file flush")]
         assert [(r.levelname, r.getMessage(), r.exc_info) for r in flush_lines] == [
-            ("ERROR", f"consumer offset flush failed: disk full: cannot write {root}/config/consumerOffset.json: "
+            ("ERROR", f"periodic config file flush failed: disk full: cannot write {root}/config/consumerOffset.json: "
                       "No space left on device", None)]
         (small_fs / "filler").unlink()
         wait_for(lambda: any("works again" in r.getMessage() for r in caplog.records), "the recovery to be logged")
-        assert [r.levelname for r in caplog.records if "consumer offset flush works again" in r.getMessage()] == ["WARNING"]
+        assert [r.levelname for r in caplog.records if "periodic config file flush works again" in r.getMessage()] == ["WARNING"]
         assert b"T@G" in (root / "config" / "consumerOffset.json").read_bytes()
     finally:
         (small_fs / "filler").unlink(missing_ok=True)
