@@ -82,9 +82,11 @@ class RemotingConnection(asyncio.Protocol):
             raise RemotingConnectError(addr, "bad address (expected host:port, port 1-65535)")
         loop = asyncio.get_running_loop()
         try:
-            _, proto = await asyncio.wait_for(
-                loop.create_connection(lambda: cls(addr, on_request, credentials, language), host, int(port)),
-                timeout)
+            # asyncio.timeout, not wait_for: Python 3.11's wait_for returns the connection when the caller
+            # is cancelled in the turn it is made, so a cancelled open went on with an open connection
+            async with asyncio.timeout(timeout):
+                _, proto = await loop.create_connection(lambda: cls(addr, on_request, credentials, language),
+                                                        host, int(port))
         except (OSError, TimeoutError) as e:
             raise RemotingConnectError(addr, connect_failure_reason(e, timeout)) from None
         return proto
@@ -131,7 +133,10 @@ class RemotingConnection(asyncio.Protocol):
         self._pending[cmd.opaque] = fut
         try:
             self._write(self._prepare(cmd))
-            return await asyncio.wait_for(fut, timeout)
+            # asyncio.timeout, not wait_for: Python 3.11's wait_for returns the response when the caller
+            # is cancelled in the turn it arrives, so a cancelled invoke did not raise CancelledError
+            async with asyncio.timeout(timeout):
+                return await fut
         except TimeoutError:
             raise RemotingTimeoutError(f"wait response from {self.addr} timed out after {timeout:.1f}s "
                                        f"(code {cmd.code}, opaque {cmd.opaque})") from None

@@ -415,8 +415,9 @@ class PushConsumer:
                 log.warning("rebalance of %s failed: %s", self.group, e)
             assert self.rebalancer is not None
             wait = REBALANCE_RETRY_S if self.rebalancer.topics_without_route else REBALANCE_INTERVAL_S
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._rebalance_now.wait(), wait)
+            with contextlib.suppress(TimeoutError):  # asyncio.timeout, not wait_for: see TraceDispatcher._loop
+                async with asyncio.timeout(wait):
+                    await self._rebalance_now.wait()
 
     async def _persist_loop(self) -> None:
         while self._running:

@@ -61,9 +61,12 @@ class TraceDispatcher:
             self._wake.set()
 
     async def _loop(self) -> None:
-        while True:
+        while True:  # ended only by shutdown()'s cancel, so that cancel must never be lost
+            # asyncio.timeout, not wait_for: Python 3.11's wait_for returns the wake-up when the task is
+            # cancelled in the turn the wake-up lands, and the loop (and shutdown() waiting for it) ran on
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.flush_interval)
+                async with asyncio.timeout(self.flush_interval):
+                    await self._wake.wait()
             self._wake.clear()
             await self.flush()
 
