@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 from broker_core.auth.errors import AuthError
-from broker_core.auth.manager import AuthManager
 from broker_core.broker.broker import Broker
 from broker_core.broker.broker_config import BrokerConfig
 from broker_core.broker.cluster_info import BrokerData, ClusterInfo
@@ -52,6 +51,7 @@ from mqadmin.timefmt import now_ms
 from mqadmin.transport.base import MessageRecord, ProgressFn, TopicInfo
 
 if TYPE_CHECKING:
+    from broker_core.auth.manager import AuthManager
     from broker_core.auth.model import Acl, User
     from broker_core.broker.route_info import TopicRouteData
     from broker_core.broker.stats import StatsWindow
