@@ -8,7 +8,9 @@ read-only answer to "do the derived files still describe the commitlog?". The ch
 * each record that enters a queue has its unit (unless its queue has aged out below it), and records
   beyond the queue's end are counted as not yet dispatched (a broker re-dispatches them on start);
 * each index entry points at a record start whose ``topic#key`` (UNIQ_KEY or a KEYS token) hashes to
-  the entry's hash, and each record inside the index's coverage has an entry for every key.
+  the entry's hash, and each record inside the index's coverage has an entry for every key;
+* the timer's own files: a ``timerwheel`` of another length (the broker refuses to open the store)
+  and a ``config/timercheck`` that cannot place the timer messages the store holds.
 
 Only the store's read API and the codec are used; nothing is written.
 """
@@ -27,6 +29,7 @@ from .codec.hashing import index_key_hash
 from .codec.properties import KEY_SEPARATOR
 from .codec.salvage import iter_intact_records
 from .codec.sys_flag import TRANSACTION_ROLLBACK_TYPE, TRANSACTION_TYPE_MASK, is_dispatched_to_queue
+from .codec.timer_format import wheel_length
 from .consume_queue import ConsumeQueue
 from .dispatch import build_dispatch_request
 from .errors import CorruptDataError
@@ -399,6 +402,7 @@ def verify_store(store: MessageStore, progress: ProgressFn | None = None, max_is
         if missing:
             issues.add("index-missing-entry", "index", phy,
                        f"{len(missing)} of the record's {len(expected)} key(s) have no index entry")
+    _check_timer_files(store, issues)
     issues.finish()
     if walk_end is not None:
         mf = store.commit_log.file_queue.find_mapped_file_by_offset(walk_end)
@@ -411,6 +415,34 @@ def verify_store(store: MessageStore, progress: ProgressFn | None = None, max_is
         report.follow_on_issues += past_walk_end
     report.elapsed_seconds = round(time.monotonic() - t0, 3)
     return report
+
+
+def _check_timer_files(store: MessageStore, issues: _Collector) -> None:
+    """What would stop the broker's timer, or make it deliver timer messages again, said before a start."""
+    from .timer.convert import TIMER_TOPIC
+    from .timer.timer_checkpoint import TimerCheckpoint
+
+    wheel = store.root / "timerwheel"
+    if wheel.is_file():
+        length, expected = wheel.stat().st_size, wheel_length()
+        if length not in (0, expected):
+            issues.add("timer-wheel", wheel.name, 0, f"length {length} != expected {expected}: the broker "
+                       "refuses to open the store with it")
+    queue = store.find_consume_queue(TIMER_TOPIC, 0)
+    queued = store.get_max_offset_in_queue(TIMER_TOPIC, 0) if queue is not None else 0
+    timer_log = store.root / "timerlog"
+    logged = timer_log.is_dir() and any(p.is_file() and p.stat().st_size > 0 for p in timer_log.iterdir())
+    if not (queued or logged):
+        return
+    check = store.root / "config" / "timercheck"
+    try:
+        problem = TimerCheckpoint(check, read_only=True).problem if check.is_file() else "missing"
+    except OSError as e:
+        problem = f"unreadable ({e.strerror or e})"
+    if problem is not None:
+        issues.add("timer-checkpoint", f"config/{check.name}", 0,
+                   f"{problem} while {TIMER_TOPIC} holds {queued} message(s): the broker reads the timer wheel "
+                   "again from 7 days back, so timer messages already delivered may be delivered again")
 
 
 @dataclass(frozen=True)

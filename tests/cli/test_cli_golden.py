@@ -207,6 +207,28 @@ def test_verify_store_is_clean_on_golden(golden_cli, name):
     assert report["commit_log_max_offset"] == manifest["commitLogMaxOffset"]
 
 
+@pytest.mark.parametrize("damage", ["wheel", "checkpoint"])
+def test_verify_store_names_timer_files_the_broker_cannot_use(golden_cli, damage: str):
+    """verifyStore said "store OK" for a timerwheel mqbroker refuses to open and for a lost timer
+    checkpoint (which has the broker deliver timer messages again)."""
+    cli = golden_cli("store-timer")
+    if damage == "wheel":
+        (cli.store / "timerwheel").write_bytes(bytes(1000))
+    else:
+        (cli.store / "config" / "timercheck").unlink()
+    result = cli("verifyStore", "--output", "json")
+    assert result.exit_code == 1
+    import json
+
+    (issue,) = json.loads(result.stdout)["issues"]
+    if damage == "wheel":
+        assert (issue["kind"], issue["where"]) == ("timer-wheel", "timerwheel")
+        assert issue["detail"].startswith("length 1000 != expected ")
+    else:
+        assert (issue["kind"], issue["where"]) == ("timer-checkpoint", "config/timercheck")
+        assert issue["detail"].startswith("missing while rmq_sys_wheel_timer holds 10 message(s)")
+
+
 def test_verify_store_reports_a_corrupt_cq_unit_and_index_entry(golden_cli):
     cli = golden_cli("store-basic")
     cq = cli.store / "consumequeue" / "GoldenTopicA" / "1" / ("0" * 20)
