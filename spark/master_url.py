@@ -28,7 +28,13 @@ def parse_master(master: str) -> list[tuple[str, int]]:
     """The ``(host, port)`` addresses of a ``spark://`` URL ([] for a local master); MasterUrlUsageError
     for anything else."""
     url = master.strip()
-    if _LOCAL.fullmatch(url):
+    local = _LOCAL.fullmatch(url)
+    if local:
+        if local.group(2) is not None and local.group(2) != "*" and int(local.group(2)) < 1:
+            # Spark refuses it only once the session starts ("Asked to run locally with 0 threads"), and
+            # that reaches Python as "An error occurred while calling None...".
+            raise MasterUrlUsageError(f"bad Spark master {master!r}: the thread count of local[N] must be >= 1 "
+                                      f"(or * for one per core)")
         return []
     if not url.startswith("spark://"):
         raise MasterUrlUsageError(f"unsupported Spark master {master!r}: use local[*], local[N] or spark://host:port")

@@ -26,6 +26,7 @@ from mqadmin.app import app
     ("spark://127.0.0.1", "bad Spark master 'spark://127.0.0.1': expected spark://host:port[,host:port]"),
     ("local[x]", "unsupported Spark master 'local[x]': use local[*], local[N] or spark://host:port"),
     ("yarn", "unsupported Spark master 'yarn': use local[*], local[N] or spark://host:port"),
+    ("local[0]", "bad Spark master 'local[0]': the thread count of local[N] must be >= 1 (or * for one per core)"),
 ])
 @pytest.mark.parametrize("command", ["rebuildStore", "searchMessages"])
 def test_a_malformed_master_is_a_usage_error(golden_copy, monkeypatch, command, master, line):
