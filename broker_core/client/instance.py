@@ -31,6 +31,7 @@ from broker_core.remoting.headers import GetRouteInfoRequestHeader, UnregisterCl
 from .connection import RemotingConnectError, RemotingConnection, RemotingError
 from .credentials import SessionCredentials
 from .route import TopicRoute
+from .tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -110,16 +111,14 @@ class MQClientInstance:
         self._shut_down = True
         self._tasks.extend(self._background)
         self._background.clear()
-        for t in self._tasks:
-            t.cancel()
-        for t in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await t
-        self._tasks.clear()
-        for conn in list(self._conns.values()):
-            conn.close()
-        self._conns.clear()
-        self._started = False
+        tasks, self._tasks = self._tasks, []
+        try:
+            await cancel_and_wait(*tasks)
+        finally:  # closing takes no time: done even when the caller's cancel ends the wait above
+            for conn in list(self._conns.values()):
+                conn.close()
+            self._conns.clear()
+            self._started = False
 
     async def _periodic(self) -> None:
         last_route = time.monotonic()

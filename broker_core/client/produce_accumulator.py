@@ -25,6 +25,8 @@ from typing import Protocol
 
 from broker_core.remoting.bodies import MessageQueue
 
+from .tasks import cancel_and_wait
+
 log = logging.getLogger(__name__)
 
 DEFAULT_BATCH_MAX_BYTES = 32 * 1024
@@ -244,7 +246,5 @@ class ProduceAccumulator:
             else:
                 await asyncio.sleep(0)  # a send granted its bytes takes its place in an accumulation
         if self._guard is not None:
-            self._guard.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._guard
-            self._guard = None
+            guard, self._guard = self._guard, None
+            await cancel_and_wait(guard)

@@ -63,6 +63,7 @@ from .running_info import (
     process_queue_info,
 )
 from .subscription import build_subscription, check_client_in_broker
+from .tasks import cancel_and_wait
 from .trace import DEFAULT_REGION, TraceDispatcher
 
 log = logging.getLogger(__name__)
@@ -227,17 +228,15 @@ class PushConsumer:
         if not self._running:
             return
         self._running = False
-        for t in list(self._tasks):
-            t.cancel()
-        for t in list(self._tasks):
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await t
-        self._tasks.clear()
-        if self._consume_executor is not None:
-            # as Java's consumeExecutor.shutdown(): no new listener calls, none waited for (a listener that
-            # never returns must not hang the shutdown); its threads end when their call returns
-            self._consume_executor.shutdown(wait=False, cancel_futures=True)
-            self._consume_executor = None
+        try:
+            await cancel_and_wait(*self._tasks)
+        finally:  # even when the caller's cancel ends the wait above: no listener call starts after it
+            self._tasks.clear()
+            if self._consume_executor is not None:
+                # as Java's consumeExecutor.shutdown(): no new listener calls, none waited for (a listener
+                # that never returns must not hang the shutdown); its threads end when their call returns
+                self._consume_executor.shutdown(wait=False, cancel_futures=True)
+                self._consume_executor = None
         if self.rebalancer is not None:
             with contextlib.suppress(RemotingError, BrokerError):
                 await self.rebalancer.shutdown()

@@ -20,6 +20,7 @@ from broker_core.store.codec.trace_data import TraceContext, encode_context
 from .connection import RemotingError
 from .instance import BrokerError, MQClientInstance
 from .message import Message
+from .tasks import cancel_and_wait
 
 if TYPE_CHECKING:
     from .producer import Producer
@@ -92,10 +93,8 @@ class TraceDispatcher:
 
     async def shutdown(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+            task, self._task = self._task, None
+            await cancel_and_wait(task)  # a cancel of the caller raises here: no flush, no producer shutdown
         await self.flush()
         if self._producer is not None:
             await self._producer.shutdown()
