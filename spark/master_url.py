@@ -13,6 +13,8 @@ import socket
 CONNECT_TIMEOUT_S = 3.0
 
 _LOCAL = re.compile(r"local(\[(\*|\d+)(,\s*\d+)?\])?")
+# Exit statuses of the spark-submit front ends, as mqadmin's: a failure, a usage error.
+EXIT_FAILURE, EXIT_USAGE = 1, 2
 _HOST_PORT = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})")
 
 
@@ -64,3 +66,23 @@ def check_master(master: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
         except OSError as e:
             reasons.append(f"{host}:{port}: {e.strerror or e}")
     raise MasterUrlError(f"cannot reach Spark master {master}: {'; '.join(reasons)}")
+
+
+def master_exit(master: str, prog: str) -> int | None:
+    """For the ``spark-submit`` entry points: :func:`check_master`, with its refusal printed as one line
+    ``prog: reason`` on stderr and returned as the exit status (2 malformed, 1 nothing answers); None: go on.
+
+    Why here: mqadmin checks --master before Spark starts; the scripts did not, so ``--master yarn`` left
+    Spark waiting ~20 min for a YARN ResourceManager and ``local[0]`` failed with a Java trace.
+    """
+    import sys
+
+    try:
+        check_master(master)
+    except MasterUrlUsageError as e:
+        print(f"{prog}: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except MasterUrlError as e:
+        print(f"{prog}: {e}", file=sys.stderr)
+        return EXIT_FAILURE
+    return None

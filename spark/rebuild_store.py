@@ -6,7 +6,8 @@ Run it with the venv's interpreter, e.g. ``PYSPARK_PYTHON=.venv/bin/python PYSPA
 .venv/lib/python3.11/site-packages/pyspark/bin/spark-submit spark/rebuild_store.py --store DIR``.
 Exit status: 0 done, 1 verify found mismatches or consumer offsets out of range, or intact data follows
 a corrupt record or a gap between commitlog files (refused without ``--force``), or Spark could not
-start (no master, no executor), 2 cannot run (bad option, store held by a broker), 130 interrupted.
+start (no master answers, no executor), 2 cannot run (bad option, malformed --master, store held by a
+broker), 130 interrupted.
 """
 
 from __future__ import annotations
@@ -43,6 +44,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    from spark.master_url import master_exit
+
+    status = master_exit(args.master, "rebuildStore")
+    if status is not None:
+        return status
     from rich.console import Console
 
     from spark.progress import rich_progress

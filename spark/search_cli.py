@@ -3,8 +3,9 @@
 ``spark/search_messages.py``, ``spark/export_messages.py`` and ``spark/stats_messages.py`` are thin
 scripts over :func:`main`; the options and behaviour are those of the mqadmin commands of the same
 names (both call :mod:`spark.search`). Exit status: 0 done, 1 a file's data ended at torn or corrupt
-records or a commitlog file is missing between others (reported) or the job failed (e.g. --out not writable), 2 cannot run (bad SQL, bad option,
-missing store, existing output), as mqadmin's usage errors.
+records or a commitlog file is missing between others (reported) or the job failed (e.g. --out not writable)
+or no Spark master answers at --master, 2 cannot run (bad SQL, bad
+option, malformed --master, missing store, existing output), as mqadmin's usage errors.
 """
 
 from __future__ import annotations
@@ -54,6 +55,12 @@ def store_list(store: str | None, stores: str | None) -> list[str]:
 
 def main(kind: str, argv: list[str] | None = None) -> int:
     args = build_parser(kind).parse_args(argv)
+    from spark.master_url import master_exit
+    from spark.search import IN_PROCESS
+
+    status = None if args.master == IN_PROCESS else master_exit(args.master, kind)
+    if status is not None:
+        return status
     from rich.console import Console
 
     from spark.progress import rich_progress
