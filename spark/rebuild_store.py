@@ -5,9 +5,9 @@ Same arguments and behaviour as ``mqadmin rebuildStore``; both call :func:`spark
 Run it with the venv's interpreter, e.g. ``PYSPARK_PYTHON=.venv/bin/python PYSPARK_DRIVER_PYTHON=.venv/bin/python
 .venv/lib/python3.11/site-packages/pyspark/bin/spark-submit spark/rebuild_store.py --store DIR``.
 Exit status: 0 done, 1 verify found mismatches or consumer offsets out of range, or intact data follows
-a corrupt record or a gap between commitlog files (refused without ``--force``), or Spark could not
-start (no master answers, no executor), 2 cannot run (bad option, malformed --master, store held by a
-broker), 130 interrupted.
+a corrupt record or a gap between commitlog files (refused without ``--force``), or the --config file
+is missing or bad, or Spark could not start (no master answers, no executor), 2 cannot run (bad option,
+malformed --master, store held by a broker), 130 interrupted.
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
         return status
     from rich.console import Console
 
+    from broker_core.config_loader import ConfigError
     from spark.progress import rich_progress
     from spark.rebuild import (
         RebuildError,
@@ -72,6 +73,9 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(e, RebuildInterrupted):
             return 130
         return 1 if isinstance(e, (RebuildRefusedError, RebuildSparkError)) else 2
+    except ConfigError as e:  # --config missing, unreadable or with a bad value: names the file (exit 1, as mqadmin)
+        print(f"rebuildStore: {e}", file=sys.stderr)
+        return 1
     print_summary(summary, console)
     if args.verify and (summary.mismatches or summary.offset_changes):
         return 1

@@ -4,7 +4,7 @@
 scripts over :func:`main`; the options and behaviour are those of the mqadmin commands of the same
 names (both call :mod:`spark.search`). Exit status: 0 done, 1 a file's data ended at torn or corrupt
 records or a commitlog file is missing between others (reported) or the job failed (e.g. --out not writable)
-or no Spark master answers at --master, 2 cannot run (bad SQL, bad
+or the --config file is missing or bad or no Spark master answers at --master, 2 cannot run (bad SQL, bad
 option, malformed --master, missing store, existing output), as mqadmin's usage errors.
 """
 

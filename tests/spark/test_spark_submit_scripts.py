@@ -1,9 +1,9 @@
-"""The spark-submit scripts (``spark/rebuild_store.py``, ``spark/search_messages.py``) refuse a bad --master as
-mqadmin does: one line on stderr, exit 2 for a malformed URL, 1 otherwise, before Spark starts.
+"""The spark-submit scripts (``spark/rebuild_store.py``, ``spark/search_messages.py``) refuse a bad --master or
+--config as mqadmin does: one line on stderr, exit 2 for a malformed URL, 1 otherwise, before Spark starts.
 
 Why: the scripts skipped mqadmin's --master check, so ``--master yarn`` left Spark waiting ~20 min for a YARN
 ResourceManager, and ``local[0]`` passed the URL check and failed as "An error occurred while calling
-None...". Each run is its own process (its own JVM).
+None..."; a missing or bad --config was a Python traceback. Each run is its own process (its own JVM).
 """
 
 from __future__ import annotations
@@ -15,7 +15,9 @@ import sys
 
 import pytest
 from spark_helpers import REPO, mqadmin_env, stderr_lines
+from typer.testing import CliRunner
 
+from mqadmin.app import app
 from spark.master_url import MasterUrlUsageError, parse_master
 from spark.session import spark_home
 
@@ -70,3 +72,29 @@ def test_the_scripts_check_the_master_as_mqadmin_does(golden_copy, script, prog,
     proc = _run([sys.executable, f"spark/{script}", "--store", str(store), "--master", master])
     assert proc.returncode == status, proc.stderr[-3000:]
     assert stderr_lines(proc.stderr) == [f"{prog}: {line}"]
+
+
+@pytest.mark.parametrize("script, prog", SCRIPTS)
+def test_a_missing_or_bad_config_is_one_line_naming_the_file(golden_copy, tmp_path, script, prog):
+    store = golden_copy("store-basic")
+    missing = tmp_path / "missing.conf"
+    bad = tmp_path / "bad.conf"
+    bad.write_text("mappedFileSizeCommitLog=abc\n", encoding="utf-8")
+    for config, line in ((missing, f"cannot read config file {missing}: No such file or directory"),
+                         (bad, f"config file {bad}: mappedFileSizeCommitLog: expected an integer, got 'abc'")):
+        proc = _run([sys.executable, f"spark/{script}", "--store", str(store), "--config", str(config),
+                     "--master", "local[1]"])
+        assert proc.returncode == 1, proc.stderr[-3000:]
+        assert stderr_lines(proc.stderr) == [f"{prog}: {line}"]
+
+
+def test_mqadmin_search_with_a_bad_config_is_its_one_line_failure(golden_copy, tmp_path):
+    """It was "unexpected failure: ... (run with --verbose for the details)"."""
+    store = golden_copy("store-basic")
+    bad = tmp_path / "bad.conf"
+    bad.write_text("mappedFileSizeCommitLog=abc\n", encoding="utf-8")
+    r = CliRunner().invoke(app, ["searchMessages", "--store", str(store), "--config", str(bad), "--master",
+                                 "in-process"], env={"NAMESRV_ADDR": "", "RMQ_STORE": ""})
+    assert r.exit_code == 1, (r.stdout, r.stderr)
+    assert r.stderr.splitlines() == [
+        f"mqadmin searchMessages: config file {bad}: mappedFileSizeCommitLog: expected an integer, got 'abc'"]
