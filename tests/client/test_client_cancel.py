@@ -23,7 +23,6 @@ from broker_core.store.codec.trace_data import TraceBean, TraceContext, TraceTyp
 from tests.remoting_broker import BrokerProcess
 
 TURNS = range(6)  # loop turns between the awaited thing completing and the cancel
-PORT = 32900  # this module's fixed loopback ports: PORT and PORT + 1 (the client tests' range is 32900-32999)
 
 
 def test_traced_producer_shutdown_ends_when_its_trace_flush_was_just_woken(broker: BrokerProcess,
@@ -85,8 +84,8 @@ def test_an_invoke_cancelled_as_its_response_arrives_ends_cancelled() -> None:
                     writer.write(encode_frame(req.response(ResponseCode.SUCCESS)))
                     cancel_after(turns)
 
-        server = await asyncio.start_server(handler, "127.0.0.1", PORT)
-        conn = await RemotingConnection.open(f"127.0.0.1:{PORT}")
+        server = await asyncio.start_server(handler, "127.0.0.1", 0)  # a free port: CI runs other servers
+        conn = await RemotingConnection.open(f"127.0.0.1:{server.sockets[0].getsockname()[1]}")
         try:
             for turns in TURNS:
                 accepted.clear()
@@ -118,10 +117,11 @@ def test_a_connect_cancelled_as_it_completes_ends_cancelled() -> None:
     async def go() -> list[tuple[int, bool, str]]:
         loop = asyncio.get_running_loop()
         outcomes: list[tuple[int, bool, str]] = []
-        server = await asyncio.start_server(lambda reader, writer: None, "127.0.0.1", PORT + 1)
+        server = await asyncio.start_server(lambda reader, writer: None, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
         try:
             for turns in range(20):  # a loopback connect completes in fewer turns than that
-                opening = asyncio.ensure_future(RemotingConnection.open(f"127.0.0.1:{PORT + 1}", timeout=10))
+                opening = asyncio.ensure_future(RemotingConnection.open(f"127.0.0.1:{port}", timeout=10))
                 accepted: list[bool] = []
 
                 def cancel_after(n: int, opening: asyncio.Task[RemotingConnection] = opening,
