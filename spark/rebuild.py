@@ -97,7 +97,9 @@ class RebuildUsageError(RebuildError):
 
 class RebuildRefusedError(RebuildError):
     """The commitlog has intact data after a corrupt record (or after a gap between its files, or a
-    queue's offsets do not follow each other): rebuilding would hide or misplace that data.
+    queue's offsets do not follow each other): rebuilding would hide or misplace that data. Also a
+    commitlog file whose length is not the log's file size (a last file cut short): the store does not
+    open at all, so there is no log end to rebuild up to, not even with ``--force``.
 
     Exit 1 (the store needs an operator), not 2: the options were fine. ``--force`` rebuilds anyway
     up to the corrupt record or the gap.
@@ -517,6 +519,11 @@ def _run_rebuild(store_dir: str | os.PathLike[str], config_file: str | os.PathLi
         si = load_store_input(store_dir, config_file)
     except FileNotFoundError as e:
         raise RebuildError(str(e)) from e
+    if si.file_size_problem is not None:
+        # Refused before the lock and Spark, whatever --force says: recovery does not end the log at a
+        # cut file, the store does not open, so queues rebuilt (and offsets clamped) to match it are wrong.
+        raise RebuildRefusedError(f"{si.file_size_problem}; the broker cannot open the store with it (nor can "
+                                  f"mqadmin verifyStore), so nothing was {'checked' if verify else 'written'}")
     summary = RebuildSummary(str(si.root), master, part_list, verify, commitlog_files=len(si.files))
     summary.warnings.extend(si.warnings)
     cfg = si.config

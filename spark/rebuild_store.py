@@ -5,9 +5,9 @@ Same arguments and behaviour as ``mqadmin rebuildStore``; both call :func:`spark
 Run it with the venv's interpreter, e.g. ``PYSPARK_PYTHON=.venv/bin/python PYSPARK_DRIVER_PYTHON=.venv/bin/python
 .venv/lib/python3.11/site-packages/pyspark/bin/spark-submit spark/rebuild_store.py --store DIR``.
 Exit status: 0 done, 1 verify found mismatches or consumer offsets out of range, or intact data follows
-a corrupt record or a gap between commitlog files (refused without ``--force``), or the --config file
-is missing or bad, or Spark could not start (no master answers, no executor), 2 cannot run (bad option,
-malformed --master, store held by a broker), 130 interrupted.
+a corrupt record or a gap between commitlog files (refused without ``--force``), or a commitlog file is
+cut short (refused), or the --config file is missing or bad, or Spark could not start (no master answers,
+no executor), 2 cannot run (bad option, malformed --master, store held by a broker), 130 interrupted.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from broker_core.config_loader import ConfigError
 from broker_core.store.deleted_topics import read_deleted_topics
+from broker_core.store.mapped_file import MappedFileQueue, first_data_file_size
 from broker_core.store.store_config import StoreConfig, parse_delay_levels
 from broker_core.store.topic_config import BATCH_CQ, SIMPLE_CQ, TopicConfigTable
 
@@ -56,6 +57,8 @@ class StoreInput:
     gaps: list[CommitLogGap] = field(default_factory=list)
     # topic -> commitlog offset at its deletion (config/deletedTopics.json): older records of it stay out
     deleted_topics: dict[str, int] = field(default_factory=dict)
+    # Why the broker would refuse to open this commitlog (a file cut short or extended), else None.
+    file_size_problem: str | None = None
 
     @property
     def commitlog_bytes(self) -> int:
@@ -115,6 +118,25 @@ def read_store_config(config_file: str | Path | None, root: Path) -> StoreConfig
         raise ConfigError(f"config file {config_file}: {text}") from None
 
 
+def commitlog_file_size_problem(commitlog_dir: Path, configured_size: int) -> str | None:
+    """Why the broker would refuse to open the commitlog for its files' lengths, in its own words; None if not.
+
+    Why the broker's own check (MappedFileQueue.load, as the store and ``mqadmin verifyStore`` open it):
+    the files of a log are all one size, the first file's length winning over the configuration. A last
+    file cut short (even at a record boundary) is not a torn tail that recovery ends at: the store does
+    not open at all, so a rebuild that went on (and clamped consumer offsets to what was left) would
+    hide that.
+    """
+    queue = MappedFileQueue(commitlog_dir, first_data_file_size(commitlog_dir) or configured_size, read_only=True)
+    try:
+        queue.load()
+    except ValueError as e:
+        return str(e)
+    finally:
+        queue.close()
+    return None
+
+
 def load_store_input(store_dir: str | Path, config_file: str | Path | None = None) -> StoreInput:
     root = Path(store_dir).resolve()
     config = read_store_config(config_file, root)
@@ -128,4 +150,5 @@ def load_store_input(store_dir: str | Path, config_file: str | Path | None = Non
         table.load()
         queue_types = {name: tc.queue_type for name, tc in table.topics.items()}
     return StoreInput(root, config, files, queue_types, parse_delay_levels(config.message_delay_level), warnings,
-                      gaps, read_deleted_topics(root / "config"))
+                      gaps, read_deleted_topics(root / "config"),
+                      commitlog_file_size_problem(config.commit_log_dir, config.mapped_file_size_commit_log))
