@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from mqadmin.admin import Admin
+from mqadmin.admin import Admin, BrokerIdentity
 
 Status = Literal["ok", "changed", "failed", "skipped"]
 
@@ -128,6 +128,9 @@ class Plan:
     changes: list[Change]
     data: dict[str, Any] = field(default_factory=dict)
     message: str = ""
+    brokers: list[BrokerIdentity] = field(default_factory=list)
+    """The brokers whose own config differs, for actions that plan each broker of the target: the apply
+    changes those, each from its own current config (a cluster's brokers need not agree)."""
 
 
 class PlannedAction:

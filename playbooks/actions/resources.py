@@ -8,6 +8,7 @@ plan: a changed password is reported as ``********`` -> ``********``.
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 from typing import Any
 
@@ -23,7 +24,7 @@ from broker_core.broker.topic_validator import (
     SYSTEM_TOPICS,
     validate_group,
 )
-from mqadmin.admin import Admin, TopicInfo
+from mqadmin.admin import Admin, BrokerIdentity, TopicInfo, change_each
 from mqadmin.errors import NotFoundError
 from mqadmin.transport.values import SubscriptionGroupInfo
 from playbooks.actions.base import PLANNED_IN_CHECK, ActionContext, Change, Param, Plan, PlannedAction
@@ -81,31 +82,37 @@ class TopicEnsure(PlannedAction):
     }
 
     def plan(self, admin: Admin, args: dict[str, Any]) -> Plan:
-        """Also judged here, with the broker's own rules (``Admin.topic_update_problem``): a change the
-        broker would refuse (a bad name, -1 queues, an unknown attribute) fails the plan, so --check
-        does not promise it and a real run fails before it creates or opens a store for writing."""
+        """Each broker of the target is planned against its own config (a cluster's brokers may hold
+        the topic with different queue numbers, or one may lack it: it gets it). Also judged here, with
+        the broker's own rules (``Admin.topic_update_problem``): a change the broker would refuse (a
+        bad name, -1 queues, an unknown attribute) fails the plan, so --check does not promise it and a
+        real run fails before it creates or opens a store for writing."""
         topic = args["topic"]
         want = self._wanted(args)
-        try:
-            cur: TopicInfo | None = admin.topic_info(topic)
-        except NotFoundError:
-            cur = None
-        if cur is None:
-            plan = Plan([Change(f"topic {topic}", "exists", False, True)] +
-                        [Change(f"topic {topic}", k, None, v) for k, v in want.items()],
-                        {"topic": topic, **want})
-        else:
-            current = {"read_queues": cur.read_queue_nums, "write_queues": cur.write_queue_nums, "perm": cur.perm,
-                       "order": cur.order, "queue_type": cur.queue_type,
-                       **{f"attributes.{k}": v for k, v in cur.attributes.items() if k != "queue.type"}}
-            changes = [Change(f"topic {topic}", k, current.get(k), v) for k, v in want.items()
-                       if current.get(k) != v]
-            plan = Plan(changes, {"topic": topic, **current})
-        if plan.changes:
-            problem = admin.topic_update_problem(self._topic_info(topic, want, cur), admin.brokers())
-            if problem:
-                raise StepError(f"topic {topic}: {problem}")
-        return plan
+        brokers = admin.brokers()
+        changes: list[Change] = []
+        differ = []
+        data: dict[str, Any] | None = None
+        for b in brokers:
+            what = _on(f"topic {topic}", b, brokers)
+            cur = _topic_on(admin, topic, b)
+            if cur is None:
+                mine = [Change(what, "exists", False, True)] + [Change(what, k, None, v) for k, v in want.items()]
+                seen = {"topic": topic, **want}
+            else:
+                current = {"read_queues": cur.read_queue_nums, "write_queues": cur.write_queue_nums,
+                           "perm": cur.perm, "order": cur.order, "queue_type": cur.queue_type,
+                           **{f"attributes.{k}": v for k, v in cur.attributes.items() if k != "queue.type"}}
+                mine = [Change(what, k, current.get(k), v) for k, v in want.items() if current.get(k) != v]
+                seen = {"topic": topic, **current}
+            data = seen if data is None else data  # register: sees the first broker's topic
+            if mine:
+                problem = admin.topic_update_problem(self._topic_info(topic, want, cur), [b])
+                if problem:
+                    raise StepError(f"{what}: {problem}")
+                changes += mine
+                differ.append(b)
+        return Plan(changes, data or {"topic": topic}, brokers=differ)
 
     @staticmethod
     def _wanted(args: dict[str, Any]) -> dict[str, Any]:
@@ -123,12 +130,15 @@ class TopicEnsure(PlannedAction):
         return want
 
     def apply(self, admin: Admin, args: dict[str, Any], plan: Plan) -> None:
+        """Only the wanted fields change, over each broker's own topic: another broker's queue
+        numbers sent to this one would cut (or grow) its queues."""
         topic = args["topic"]
-        try:
-            cur: TopicInfo | None = admin.topic_info(topic)
-        except NotFoundError:
-            cur = None
-        admin.update_topic(self._topic_info(topic, self._wanted(args), cur))
+        want = self._wanted(args)
+
+        def ensure(b: BrokerIdentity) -> TopicInfo:
+            return admin.update_topic(self._topic_info(topic, want, _topic_on(admin, topic, b)), targets=[b])
+
+        change_each(plan.brokers, ensure, _broker_addr)
 
     @staticmethod
     def _topic_info(topic: str, want: dict[str, Any], cur: TopicInfo | None) -> TopicInfo:
@@ -170,15 +180,13 @@ class TopicPerm(PlannedAction):
     params = {"topic": Param(LIST_OR_STR, required=True, help="a name, a glob (orders-*) or a list"),
               "write": Param(BOOL), "read": Param(BOOL)}
 
-    def _topics(self, admin: Admin, spec: str | list[str]) -> list[str]:
+    def _topics(self, admin: Admin, spec: str | list[str], brokers: list[BrokerIdentity]) -> list[str]:
         patterns = [spec] if isinstance(spec, str) else [str(s) for s in spec]
         existing = admin.list_topics()
-        me = admin.identity()
         out: list[str] = []
         for p in patterns:
             if any(ch in p for ch in "*?["):
-                out.extend(t for t in existing if fnmatch.fnmatchcase(t, p) and not _is_system(t, me.cluster_name,
-                                                                                                 me.broker_name))
+                out.extend(t for t in existing if fnmatch.fnmatchcase(t, p) and not _is_system(t, brokers))
             elif p in existing:
                 out.append(p)
             else:
@@ -186,34 +194,71 @@ class TopicPerm(PlannedAction):
         return list(dict.fromkeys(out))
 
     def plan(self, admin: Admin, args: dict[str, Any]) -> Plan:
+        """Each broker that has a topic is planned from its own perm (a cluster's brokers need not agree)."""
         if args.get("write") is None and args.get("read") is None:
             raise StepError("topic.perm needs write: and/or read: (true to add, false to wipe)")
+        brokers = admin.brokers()
         changes = []
-        perms = {}
-        for topic in self._topics(admin, args["topic"]):
-            cur = admin.topic_info(topic).perm
-            new = cur
-            for key, bit in (("write", PERM_WRITE), ("read", PERM_READ)):
-                if args.get(key) is True:
-                    new |= bit
-                elif args.get(key) is False:
-                    new &= ~bit
-            perms[topic] = new
-            if new != cur:
-                changes.append(Change(f"topic {topic}", "perm", _perm_text(cur), _perm_text(new)))
-        return Plan(changes, {"topics": perms})
+        perms: dict[str, int] = {}
+        differ: list[BrokerIdentity] = []
+        for topic in self._topics(admin, args["topic"], brokers):
+            for b in brokers:
+                cur = _topic_on(admin, topic, b)
+                if cur is None:
+                    continue
+                new = _perm_after(cur.perm, args)
+                perms.setdefault(topic, new)  # register: sees the first broker's
+                if new != cur.perm:
+                    changes.append(Change(_on(f"topic {topic}", b, brokers), "perm", _perm_text(cur.perm),
+                                          _perm_text(new)))
+                    differ += [] if b in differ else [b]
+        return Plan(changes, {"topics": perms}, brokers=differ)
 
     def apply(self, admin: Admin, args: dict[str, Any], plan: Plan) -> None:
-        for topic, perm in plan.data["topics"].items():
-            cur = admin.topic_info(topic)
-            if cur.perm != perm:
-                admin.update_topic(TopicInfo(topic, cur.read_queue_nums, cur.write_queue_nums, perm,
-                                             cur.topic_filter_type, cur.topic_sys_flag, cur.order, {}))
+        """Only the perm changes, on each broker's own topic config (its queue numbers stay its own)."""
+        topics = list(plan.data["topics"])
+
+        def wipe_or_add(b: BrokerIdentity) -> None:
+            for topic in topics:
+                cur = _topic_on(admin, topic, b)
+                if cur is not None and _perm_after(cur.perm, args) != cur.perm:
+                    admin.update_topic(dataclasses.replace(cur, perm=_perm_after(cur.perm, args), attributes={}),
+                                       targets=[b])
+
+        change_each(plan.brokers, wipe_or_add, _broker_addr)
 
 
-def _is_system(topic: str, cluster: str, broker: str) -> bool:
+def _perm_after(perm: int, args: dict[str, Any]) -> int:
+    for key, bit in (("write", PERM_WRITE), ("read", PERM_READ)):
+        if args.get(key) is True:
+            perm |= bit
+        elif args.get(key) is False:
+            perm &= ~bit
+    return perm
+
+
+def _topic_on(admin: Admin, topic: str, broker: BrokerIdentity) -> TopicInfo | None:
+    """The topic as ``broker`` itself stores it; None when it does not have it."""
+    try:
+        return admin.topic_info(topic, among=[broker])
+    except NotFoundError:
+        return None
+
+
+def _on(what: str, broker: BrokerIdentity, brokers: list[BrokerIdentity]) -> str:
+    """``what`` a change names: with several brokers behind the target, also which broker (each has its
+    own config, and the plan lists every broker that differs); a store or a one-broker cluster as before."""
+    return what if len(brokers) == 1 else f"{what} on broker {broker.broker_name}"
+
+
+def _broker_addr(broker: BrokerIdentity) -> str:
+    return broker.broker_addr
+
+
+def _is_system(topic: str, brokers: list[BrokerIdentity]) -> bool:
     return (topic.startswith(_SYSTEM_PREFIXES) or topic in SYSTEM_TOPICS
-            or topic in (cluster, broker, f"{cluster}_{REPLY_TOPIC_POSTFIX}"))
+            or any(topic in (b.cluster_name, b.broker_name, f"{b.cluster_name}_{REPLY_TOPIC_POSTFIX}")
+                   for b in brokers))
 
 
 def _perm_text(perm: int) -> str:

@@ -1,0 +1,153 @@
+"""Resource steps on a cluster target of two brokers (one name server, brokers ``ba`` and ``bb``).
+
+Why a real two-broker cluster: each broker has its own topic, group, user and ACL config. A step on a
+cluster target must plan and apply against every broker's own config: not copy the first broker's
+queue numbers to the others, and not take "the first broker has it" for "every broker has it".
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.waiting import wait_for
+
+from .conftest import REPO, Playbooks
+from .test_cluster import needs_remote, remote_admin
+
+pytestmark = [pytest.mark.timeout(300), needs_remote]
+
+_NAMESRV = re.compile(r"The Name Server boot success\. serializeType=JSON, address (\S+)")
+_BROKER = re.compile(r"The broker\[(\S+), (\S+)\] boot success")
+
+
+class Mqbroker:
+    """``python -m broker_core.mqbroker`` on free ports; ``stop()`` ends it by PID."""
+
+    def __init__(self, *args: str, expect: re.Pattern[str]) -> None:
+        cmd = [sys.executable, "-m", "broker_core.mqbroker", "--listenPort", "0", "--namesrvPort", "0", *args]
+        env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1")
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+        self.lines: list[str] = []
+        self.found: re.Match[str] | None = None
+        ready = threading.Event()
+
+        def read() -> None:
+            assert self.proc.stdout is not None
+            for line in self.proc.stdout:
+                self.lines.append(line.rstrip())
+                if self.found is None and (m := expect.search(line)):
+                    self.found = m
+                    ready.set()
+            ready.set()
+
+        self._reader = threading.Thread(target=read, daemon=True)
+        self._reader.start()
+        if not ready.wait(60) or self.found is None:
+            self.stop()
+            raise RuntimeError("mqbroker did not start:\n" + "\n".join(self.lines))
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                os.kill(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(10)
+        self._reader.join(5)
+
+
+class TwoBrokers:
+    def __init__(self, namesrv: str, addrs: dict[str, str]) -> None:
+        self.namesrv = namesrv
+        self.addrs = addrs  # broker name -> address
+
+    def target(self) -> list[str]:
+        return ["-e", f"namesrv={self.namesrv}"]
+
+
+@pytest.fixture
+def two_brokers(tmp_path: Path) -> Iterator[TwoBrokers]:
+    started: list[Mqbroker] = []
+    try:
+        ns = Mqbroker("--namesrv-only", "--store", str(tmp_path / "ns"), expect=_NAMESRV)
+        started.append(ns)
+        assert ns.found is not None
+        namesrv = ns.found.group(1)
+        addrs = {}
+        for name in ("ba", "bb"):
+            conf = tmp_path / f"{name}.conf"
+            conf.write_text(f"brokerName={name}\nbrokerClusterName=C1\n")
+            b = Mqbroker("--broker-only", "--store", str(tmp_path / name), "-c", str(conf), "-n", namesrv,
+                         "--registerNameServerPeriod", "200", expect=_BROKER)
+            started.append(b)
+            assert b.found is not None
+            addrs[name] = b.found.group(2)
+
+        def registered() -> bool:
+            with remote_admin(namesrv) as admin:
+                return sorted(b.broker_name for b in admin.brokers()) == ["ba", "bb"]
+
+        wait_for(registered, "both brokers registered", 20, 0.2)
+        yield TwoBrokers(namesrv, addrs)
+    finally:
+        for p in reversed(started):
+            p.stop()
+
+
+def book(pb: Playbooks, steps: str) -> Path:
+    return pb.write("p.yml", 'name: p\ntargets:\n  c: {namesrv: "{{ namesrv }}"}\nsteps:\n' + steps)
+
+
+def queues(c: TwoBrokers, topic: str) -> dict[str, tuple[int, int, int]]:
+    """broker name -> (read queues, write queues, perm), as each broker stores the topic."""
+    with remote_admin(c.namesrv) as admin:
+        out = {}
+        for b in admin.brokers():
+            info = admin.topic_info(topic, among=[b])
+            out[b.broker_name] = (info.read_queue_nums, info.write_queue_nums, info.perm)
+        return out
+
+
+def create_topic(c: TwoBrokers, topic: str, per_broker: dict[str, int]) -> None:
+    from mqadmin.admin import TopicInfo
+
+    with remote_admin(c.namesrv) as admin:
+        for b in admin.brokers():
+            if b.broker_name in per_broker:
+                n = per_broker[b.broker_name]
+                admin.update_topic(TopicInfo(topic, n, n, 6, "SINGLE_TAG", 0, False, {}), targets=[b])
+
+
+def summary(r) -> list:  # noqa: ANN001 - a conftest Run
+    return [(s["name"], s["status"], s["message"]) for s in r.doc["steps"]]
+
+
+# -- each broker keeps its own queue numbers ------------------------------------------------------------
+
+def test_topic_perm_keeps_each_brokers_queue_numbers(pb: Playbooks, two_brokers: TwoBrokers) -> None:
+    """Before: the first broker's config (4 queues) was sent to both, cutting bb from 8 queues to 4."""
+    create_topic(two_brokers, "orders", {"ba": 4, "bb": 8})
+    path = book(pb, "  - topic.perm: {topic: orders, write: false}\n")
+    r = pb.run(path, *two_brokers.target())
+    assert r.code == 0, summary(r)
+    assert queues(two_brokers, "orders") == {"ba": (4, 4, 4), "bb": (8, 8, 4)}
+    assert pb.run(path, *two_brokers.target()).doc["changed"] == 0
+
+
+def test_topic_ensure_keeps_each_brokers_queue_numbers(pb: Playbooks, two_brokers: TwoBrokers) -> None:
+    create_topic(two_brokers, "orders", {"ba": 4, "bb": 8})
+    path = book(pb, "  - topic.ensure: {topic: orders, perm: R}\n")
+    r = pb.run(path, *two_brokers.target())
+    assert r.code == 0, summary(r)
+    assert queues(two_brokers, "orders") == {"ba": (4, 4, 4), "bb": (8, 8, 4)}
+    assert pb.run(path, *two_brokers.target()).doc["changed"] == 0
