@@ -277,25 +277,54 @@ class GroupEnsure(PlannedAction):
               **{f: Param(INT if f.startswith("retry") else BOOL) for f in _GROUP_FIELDS}}
 
     def plan(self, admin: Admin, args: dict[str, Any]) -> Plan:
+        """Every broker of the target against its own config: one that lacks the group (it joined
+        later, or missed a partly failed run) gets it."""
         group = args["group"]
         want = {f: args[f] for f in _GROUP_FIELDS if args.get(f) is not None}
         _check_group(group, want)
-        cur = admin.get_sub_group(group)
-        if cur is None:
-            return Plan([Change(f"group {group}", "exists", False, True)] +
-                        [Change(f"group {group}", k, None, v) for k, v in want.items()], {"group": group, **want})
-        current = {f: getattr(cur, f) for f in _GROUP_FIELDS}
-        return Plan([Change(f"group {group}", k, current[k], v) for k, v in want.items() if current[k] != v],
-                    {"group": group, **current})
+        brokers = admin.brokers()
+        configs = _group_configs(admin, group)
+        changes: list[Change] = []
+        differ = []
+        data: dict[str, Any] | None = None
+        for b in brokers:
+            what = _on(f"group {group}", b, brokers)
+            cur = configs.get(b)
+            if cur is None:
+                mine = [Change(what, "exists", False, True)] + [Change(what, k, None, v) for k, v in want.items()]
+                seen = {"group": group, **want}
+            else:
+                current = {f: getattr(cur, f) for f in _GROUP_FIELDS}
+                mine = [Change(what, k, current[k], v) for k, v in want.items() if current[k] != v]
+                seen = {"group": group, **current}
+            data = seen if data is None else data  # register: sees the first broker's group
+            if mine:
+                changes += mine
+                differ.append(b)
+        return Plan(changes, data or {"group": group}, brokers=differ)
 
     def apply(self, admin: Admin, args: dict[str, Any], plan: Plan) -> None:
+        """The given fields over each broker's own config (the others stay as that broker has them)."""
         group = args["group"]
-        cur = admin.get_sub_group(group) or SubscriptionGroupInfo(group)
-        for f in _GROUP_FIELDS:
-            if args.get(f) is not None:
-                setattr(cur, f, args[f])
-        cur.attributes = {}
-        admin.update_sub_group(cur)
+        configs = _group_configs(admin, group)
+
+        def ensure(b: BrokerIdentity) -> SubscriptionGroupInfo:
+            cur = configs.get(b) or SubscriptionGroupInfo(group)
+            for f in _GROUP_FIELDS:
+                if args.get(f) is not None:
+                    setattr(cur, f, args[f])
+            cur.attributes = {}
+            return admin.update_sub_group(cur, targets=[b])
+
+        change_each(plan.brokers, ensure, _broker_addr)
+
+
+def _group_configs(admin: Admin, group: str) -> dict[BrokerIdentity, SubscriptionGroupInfo]:
+    """The group's config on each broker that has it."""
+    try:
+        return dict(admin.consumer_configs(group))
+    except NotFoundError:
+        return {}
 
 
 def _check_group(group: str, want: dict[str, Any]) -> None:
@@ -336,17 +365,32 @@ class UserEnsure(PlannedAction):
               "user_status": Param(STR, choices=("enable", "disable"))}
 
     def plan(self, admin: Admin, args: dict[str, Any]) -> Plan:
+        """Every broker of the target: each keeps its own users, and one that lacks the user gets it."""
         name = args["username"]
-        cur = _auth(admin.get_user, name)
-        what = f"user {name}"
+        brokers = admin.brokers()
+        changes: list[Change] = []
+        differ = []
+        data: dict[str, Any] | None = None
+        for b in brokers:
+            mine, seen = self._plan_on(_auth(admin.get_user, name, b.broker_addr), _on(f"user {name}", b, brokers),
+                                       args)
+            data = seen if data is None else data  # register: sees the first broker's user
+            if mine:
+                changes += mine
+                differ.append(b)
+        return Plan(changes, data or {"username": name}, brokers=differ)
+
+    @staticmethod
+    def _plan_on(cur: Any, what: str, args: dict[str, Any]) -> tuple[list[Change], dict[str, Any]]:
+        name = args["username"]
         if cur is None:
             if not args.get("password"):
-                raise StepError(f"user {name} does not exist; give password: to create it")
+                raise StepError(f"{what} does not exist; give password: to create it")
             changes = [Change(what, "exists", False, True), Change(what, "password", None, MASK)]
             for key in ("user_type", "user_status"):
                 if args.get(key):
                     changes.append(Change(what, key, None, args[key]))
-            return Plan(changes, {"username": name})
+            return changes, {"username": name}
         changes = []
         if args.get("password") and args["password"] != cur.password:
             changes.append(Change(what, "password", MASK, MASK))
@@ -354,17 +398,22 @@ class UserEnsure(PlannedAction):
             changes.append(Change(what, "user_type", cur.user_type.value, args["user_type"]))
         if args.get("user_status") and args["user_status"].lower() != cur.user_status.value.lower():
             changes.append(Change(what, "user_status", cur.user_status.value, args["user_status"]))
-        return Plan(changes, {"username": name, "user_type": cur.user_type.value,
-                              "user_status": cur.user_status.value})
+        return changes, {"username": name, "user_type": cur.user_type.value, "user_status": cur.user_status.value}
 
     def apply(self, admin: Admin, args: dict[str, Any], plan: Plan) -> None:
         name = args["username"]
-        if _auth(admin.get_user, name) is None:
-            _auth(admin.create_user, name, args["password"], args.get("user_type"))
-            if args.get("user_status"):
-                _auth(admin.update_user, name, None, None, args["user_status"])
-        else:
-            _auth(admin.update_user, name, args.get("password"), args.get("user_type"), args.get("user_status"))
+
+        def ensure(b: BrokerIdentity) -> None:
+            addrs = [b.broker_addr]
+            if _auth(admin.get_user, name, b.broker_addr) is None:
+                _auth(admin.create_user, name, args["password"], args.get("user_type"), addrs, False)
+                if args.get("user_status"):
+                    _auth(admin.update_user, name, None, None, args["user_status"], addrs, False)
+            else:
+                _auth(admin.update_user, name, args.get("password"), args.get("user_type"), args.get("user_status"),
+                      addrs, False)
+
+        change_each(plan.brokers, ensure, _broker_addr)
 
 
 class UserAbsent(PlannedAction):
@@ -413,36 +462,53 @@ class AclEnsure(PlannedAction):
         return subject, _resources(args["resources"]), actions, str(args.get("decision") or "Allow"), ips
 
     def plan(self, admin: Admin, args: dict[str, Any]) -> Plan:
+        """Every broker of the target against its own ACL: one that lacks an entry gets it."""
+        subject, resources, actions, decision, ips = self._entries(args)
+        _auth(_acl(subject, [r.key for r in resources], actions, decision, ips).validate)  # the broker's checks
+        brokers = admin.brokers()
+        changes: list[Change] = []
+        stale: list[str] = []
+        differ = []
+        for b in brokers:
+            mine = self._plan_on(admin, b, brokers, args)
+            if mine:
+                changes += [change for _, change in mine]
+                stale += [key for key, _ in mine]
+                differ.append(b)
+        return Plan(changes, {"subject": subject, "resources": list(dict.fromkeys(stale))}, brokers=differ)
+
+    def _plan_on(self, admin: Admin, b: BrokerIdentity, brokers: list[BrokerIdentity],
+                 args: dict[str, Any]) -> list[tuple[str, Change]]:
+        """(resource key, change) for each entry ``b`` lacks or holds otherwise."""
         subject, resources, actions, decision, ips = self._entries(args)
         username = subject.split(":", 1)[1]
-        _auth(_acl(subject, [r.key for r in resources], actions, decision, ips).validate)  # the broker's checks
-        if _auth(admin.get_user, username) is not None:
-            acl = _auth(admin.get_acl, subject)
-        elif f"user {username}" in (args.get(PLANNED_IN_CHECK) or ()):
+        if _auth(admin.get_user, username, b.broker_addr) is not None:
+            acl = _auth(admin.get_acl, subject, b.broker_addr)
+        elif _on(f"user {username}", b, brokers) in (args.get(PLANNED_IN_CHECK) or ()):
             acl = None  # --check: an earlier step of this run creates the user
         else:  # AUTH_CREATE_ACL refuses it: "The subject of User:x is not exist."
-            raise StepError(f"user {username} does not exist; create it first (user.ensure) to give {subject} an ACL")
+            raise StepError(f"{_on(f'user {username}', b, brokers)} does not exist; create it first (user.ensure) "
+                            f"to give {subject} an ACL")
         policy = acl.policy(PolicyType.CUSTOM) if acl is not None else None
         changes = []
-        stale = []
+        want = {"actions": sorted(actions), "decision": decision.capitalize(), "source_ips": sorted(ips)}
         for res in resources:
+            what = _on(f"acl {subject} {res.key}", b, brokers)
             entry = policy.entry_for(res) if policy is not None else None
-            want = {"actions": sorted(actions), "decision": decision.capitalize(), "source_ips": sorted(ips)}
             if entry is None:
-                changes.append(Change(f"acl {subject} {res.key}", "entry", None, want))
-                stale.append(res.key)
+                changes.append((res.key, Change(what, "entry", None, want)))
                 continue
             have = {"actions": sorted(a.value for a in entry.actions), "decision": entry.decision.value,
                     "source_ips": sorted(entry.source_ips)}
-            for key in want:
-                if have[key] != want[key]:
-                    changes.append(Change(f"acl {subject} {res.key}", key, have[key], want[key]))
-                    stale.append(res.key)
-        return Plan(changes, {"subject": subject, "resources": list(dict.fromkeys(stale))})
+            changes += [(res.key, Change(what, key, have[key], want[key])) for key in want if have[key] != want[key]]
+        return changes
 
     def apply(self, admin: Admin, args: dict[str, Any], plan: Plan) -> None:
+        """The planned entries on each broker that differs (AUTH_CREATE_ACL merges: an entry a broker
+        already has right is written again unchanged)."""
         subject, _, actions, decision, ips = self._entries(args)
-        _auth(admin.create_acl, _acl(subject, plan.data["resources"], actions, decision, ips))
+        acl = _acl(subject, plan.data["resources"], actions, decision, ips)
+        change_each(plan.brokers, lambda b: _auth(admin.create_acl, acl, [b.broker_addr], False), _broker_addr)
 
 
 def _acl(subject: str, resources: list[str], actions: list[str], decision: str, ips: list[str]) -> Acl:

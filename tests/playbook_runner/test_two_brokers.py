@@ -151,3 +151,54 @@ def test_topic_ensure_keeps_each_brokers_queue_numbers(pb: Playbooks, two_broker
     assert r.code == 0, summary(r)
     assert queues(two_brokers, "orders") == {"ba": (4, 4, 4), "bb": (8, 8, 4)}
     assert pb.run(path, *two_brokers.target()).doc["changed"] == 0
+
+
+# -- a broker that lacks the resource is repaired -------------------------------------------------------
+
+def test_ensure_steps_repair_the_broker_that_lacks_the_resource(pb: Playbooks, two_brokers: TwoBrokers) -> None:
+    """A broker that joined later (or missed a partly failed run) lacks what the other has. Before: the
+    plan read the first broker only, so the re-run said changed: 0 and bb stayed without them."""
+    from broker_core.auth.model import Acl
+    from mqadmin.transport.values import SubscriptionGroupInfo
+
+    c = two_brokers
+    create_topic(c, "orders", {"ba": 4})
+    ba = [c.addrs["ba"]]
+    with remote_admin(c.namesrv) as admin:
+        (first,) = [b for b in admin.brokers() if b.broker_name == "ba"]
+        admin.update_sub_group(SubscriptionGroupInfo("billing"), targets=[first])
+        admin.create_user("app", "App-Pw-1", None, ba)
+        admin.create_acl(Acl.of("User:app", ["Topic:orders"], ["Pub"], "Allow", []), ba)
+    path = book(pb, '''  - topic.ensure: {topic: orders, read_queues: 4, write_queues: 4}
+  - group.ensure: {group: billing}
+  - user.ensure: {username: app, password: App-Pw-1}
+  - acl.ensure: {subject: "User:app", resources: ["Topic:orders"], actions: [Pub]}
+''')
+    check = pb.run(path, *c.target(), "--check")
+    assert check.code == 0, summary(check)
+    assert [sorted({ch["what"] for ch in s["changes"]}) for s in check.doc["steps"]] == [
+        ["topic orders on broker bb"], ["group billing on broker bb"], ["user app on broker bb"],
+        ["acl User:app Topic:orders on broker bb"]]
+    r = pb.run(path, *c.target())
+    assert r.code == 0, summary(r)
+    assert r.doc["changed"] == 4
+    assert queues(c, "orders") == {"ba": (4, 4, 6), "bb": (4, 4, 6)}
+    with remote_admin(c.namesrv) as admin:
+        assert [b.broker_name for b, _ in admin.consumer_configs("billing")] == ["ba", "bb"]
+        assert admin.get_user("app", c.addrs["bb"]) is not None
+        acl = admin.get_acl("User:app", c.addrs["bb"])
+        assert acl is not None and [r.key for p in acl.policies for e in p.entries for r in [e.resource]] == \
+            ["Topic:orders"]
+    assert pb.run(path, *c.target()).doc["changed"] == 0
+
+
+def test_acl_on_a_broker_without_the_user_names_that_broker(pb: Playbooks, two_brokers: TwoBrokers) -> None:
+    c = two_brokers
+    with remote_admin(c.namesrv) as admin:
+        admin.create_user("app", "App-Pw-1", None, [c.addrs["ba"]])
+    path = book(pb, '  - acl.ensure: {subject: "User:app", resources: ["Topic:orders"], actions: [Pub]}\n')
+    r = pb.run(path, *c.target())
+    assert r.code == 1
+    assert r.doc["steps"][0]["message"].startswith("user app on broker bb does not exist; create it first")
+    with remote_admin(c.namesrv) as admin:  # refused before any broker was changed
+        assert admin.get_acl("User:app", c.addrs["ba"]) is None
