@@ -30,6 +30,12 @@ would create on this target. Why: a plan must refuse what the real run would ref
 that does not exist), yet under --check the user.ensure before it creates nothing."""
 
 
+def planned_in_check(args: dict[str, Any], what: str) -> bool:
+    """Whether an earlier step of this --check run would create ``what`` (``topic orders``) on this
+    target, on any of its brokers (a cluster's plan names them: ``topic orders on broker b``)."""
+    return any(p == what or p.startswith(f"{what} on broker ") for p in args.get(PLANNED_IN_CHECK) or ())
+
+
 @dataclass(frozen=True)
 class Param:
     """One action argument: accepted Python types, required or default, allowed values."""

@@ -27,7 +27,15 @@ from broker_core.broker.topic_validator import (
 from mqadmin.admin import Admin, BrokerIdentity, TopicInfo, change_each
 from mqadmin.errors import NotFoundError
 from mqadmin.transport.values import SubscriptionGroupInfo
-from playbooks.actions.base import PLANNED_IN_CHECK, ActionContext, Change, Param, Plan, PlannedAction
+from playbooks.actions.base import (
+    PLANNED_IN_CHECK,
+    ActionContext,
+    Change,
+    Param,
+    Plan,
+    PlannedAction,
+    planned_in_check,
+)
 from playbooks.errors import StepError
 from playbooks.templating import MASK
 
@@ -180,18 +188,24 @@ class TopicPerm(PlannedAction):
     params = {"topic": Param(LIST_OR_STR, required=True, help="a name, a glob (orders-*) or a list"),
               "write": Param(BOOL), "read": Param(BOOL)}
 
-    def _topics(self, admin: Admin, spec: str | list[str], brokers: list[BrokerIdentity]) -> list[str]:
+    def _topics(self, admin: Admin, args: dict[str, Any], brokers: list[BrokerIdentity]
+                ) -> tuple[list[str], list[str]]:
+        """(the topics named that exist, those that do not yet but an earlier step creates: --check)."""
+        spec = args["topic"]
         patterns = [spec] if isinstance(spec, str) else [str(s) for s in spec]
         existing = admin.list_topics()
         out: list[str] = []
+        coming: list[str] = []
         for p in patterns:
             if any(ch in p for ch in "*?["):
                 out.extend(t for t in existing if fnmatch.fnmatchcase(t, p) and not _is_system(t, brokers))
             elif p in existing:
                 out.append(p)
+            elif planned_in_check(args, f"topic {p}"):
+                coming.append(p)
             else:
                 raise StepError(f"topic [{p}] does not exist")
-        return list(dict.fromkeys(out))
+        return list(dict.fromkeys(out)), list(dict.fromkeys(coming))
 
     def plan(self, admin: Admin, args: dict[str, Any]) -> Plan:
         """Each broker that has a topic is planned from its own perm (a cluster's brokers need not agree)."""
@@ -201,7 +215,12 @@ class TopicPerm(PlannedAction):
         changes = []
         perms: dict[str, int] = {}
         differ: list[BrokerIdentity] = []
-        for topic in self._topics(admin, args["topic"], brokers):
+        topics, coming = self._topics(admin, args, brokers)
+        for topic in coming:  # --check: created (read-write, as topic.ensure's default) by an earlier step
+            perms[topic] = _perm_after(PERM_READ | PERM_WRITE, args)
+            if perms[topic] != PERM_READ | PERM_WRITE:
+                changes.append(Change(f"topic {topic}", "perm", None, _perm_text(perms[topic])))
+        for topic in topics:
             for b in brokers:
                 cur = _topic_on(admin, topic, b)
                 if cur is None:

@@ -16,7 +16,17 @@ from broker_core.store.store_dir import is_store_dir, not_a_store_reason
 from mqadmin.admin import Admin
 from mqadmin.errors import NotFoundError
 from mqadmin.timefmt import parse_timestamp
-from playbooks.actions.base import ActionContext, Change, Outcome, Param, Plan, PlannedAction, poll
+from playbooks.actions.base import (
+    PLANNED_IN_CHECK,
+    ActionContext,
+    Change,
+    Outcome,
+    Param,
+    Plan,
+    PlannedAction,
+    planned_in_check,
+    poll,
+)
 from playbooks.errors import StepError
 
 MAX_ISSUES_REPORTED = 20
@@ -39,7 +49,18 @@ class OffsetReset(PlannedAction):
                                           queue_id=args.get("queue_id"), offset=args.get("offset"), dry_run=dry_run)
 
     def plan(self, admin: Admin, args: dict[str, Any]) -> Plan:
-        plan = self._reset(admin, args, dry_run=True)
+        try:
+            plan = self._reset(admin, args, dry_run=True)
+        except NotFoundError:
+            created = [w for w in (f"topic {args['topic']}", f"group {args['group']}") if planned_in_check(args, w)]
+            if not created:
+                raise
+            # --check: an earlier step of this run creates the topic or group, so there is nothing to read
+            # the queues from yet; the real run resets the new queues.
+            what = f"offset {args['group']}@{args['topic']}"
+            return Plan([Change(what, "consumerOffset", None, args.get("timestamp", args.get("offset")))],
+                        {"plan": None, "reconsume": 0, "skip": 0, "queues": 0},
+                        f"would reset {what} (its {' and '.join(created)} is created by an earlier step)")
         changes = [Change(f"offset {plan.group}@{plan.topic}/{c.queue_id}", "consumerOffset", c.consumer_offset,
                           c.reset_offset) for c in plan.changes if c.consumer_offset != c.reset_offset]
         rewind = sum(max(0, c.consumer_offset - c.reset_offset) for c in plan.changes if c.consumer_offset >= 0)
@@ -75,6 +96,10 @@ class StoreVerify:
     placement = "admin"
 
     def run(self, ctx: ActionContext, args: dict[str, Any], check: bool) -> Outcome:
+        if check and args.get(PLANNED_IN_CHECK) and ctx.store_dir is not None and not ctx.store_dir.exists():
+            # --check: an earlier step of this run creates the store (topic.ensure on a new directory)
+            return Outcome("ok", message=f"the store {ctx.store_dir} is created by an earlier step; "
+                                         "the real run verifies it then")
         require_store(ctx)
         with ctx.admin(writes=False) as admin:
             report = admin.verify_store()
