@@ -61,8 +61,12 @@ class OffsetReset(PlannedAction):
             return Plan([Change(what, "consumerOffset", None, args.get("timestamp", args.get("offset")))],
                         {"plan": None, "reconsume": 0, "skip": 0, "queues": 0},
                         f"would reset {what} (its {' and '.join(created)} is created by an earlier step)")
-        changes = [Change(f"offset {plan.group}@{plan.topic}/{c.queue_id}", "consumerOffset", c.consumer_offset,
-                          c.reset_offset) for c in plan.changes if c.consumer_offset != c.reset_offset]
+        # Queue ids repeat on each broker of a cluster: with several, the label names the broker too.
+        several = len({c.broker_name for c in plan.changes}) > 1
+        changes = [Change(f"offset {plan.group}@{plan.topic}/{c.queue_id}" + (f" on broker {c.broker_name}"
+                                                                             if several else ""),
+                          "consumerOffset", c.consumer_offset, c.reset_offset)
+                   for c in plan.changes if c.consumer_offset != c.reset_offset]
         rewind = sum(max(0, c.consumer_offset - c.reset_offset) for c in plan.changes if c.consumer_offset >= 0)
         skip = sum(max(0, c.reset_offset - max(c.consumer_offset, 0)) for c in plan.changes)
         return Plan(changes, {"plan": plan.to_dict(), "reconsume": rewind, "skip": skip, "queues": len(plan.changes)})

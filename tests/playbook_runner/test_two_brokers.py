@@ -202,3 +202,19 @@ def test_acl_on_a_broker_without_the_user_names_that_broker(pb: Playbooks, two_b
     assert r.doc["steps"][0]["message"].startswith("user app on broker bb does not exist; create it first")
     with remote_admin(c.namesrv) as admin:  # refused before any broker was changed
         assert admin.get_acl("User:app", c.addrs["ba"]) is None
+
+
+def test_offset_reset_plan_names_the_broker_of_each_queue(pb: Playbooks, two_brokers: TwoBrokers) -> None:
+    """Before: queue 0 of ba and queue 0 of bb were both listed as `offset billing@orders/0`."""
+    c = two_brokers
+    create_topic(c, "orders", {"ba": 1, "bb": 1})
+    with remote_admin(c.namesrv) as admin:
+        for b in admin.brokers():
+            admin.send_message("orders", b"m", broker_name=b.broker_name, queue_id=0)
+    path = book(pb, '''  - group.ensure: {group: billing}
+  - offset.reset: {group: billing, topic: orders, timestamp: now}
+''')
+    r = pb.run(path, *c.target())
+    assert r.code == 0, summary(r)
+    assert sorted(ch["what"] for ch in r.doc["steps"][1]["changes"]) == [
+        "offset billing@orders/0 on broker ba", "offset billing@orders/0 on broker bb"]
