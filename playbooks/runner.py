@@ -23,7 +23,7 @@ from jinja2 import TemplateSyntaxError, Undefined, meta
 from playbooks.actions.base import PLANNED_IN_CHECK, Outcome
 from playbooks.errors import PlaybookError, StepError
 from playbooks.inventory import Executors, Target
-from playbooks.schema import BUILTIN_NAMES, Playbook, Step, check_value
+from playbooks.schema import BUILTIN_NAMES, Playbook, Step, check_value, ssh_timeout_problem
 from playbooks.ssh import DEFAULT_TIMEOUT, SshSpec
 from playbooks.templating import EnvironmentSecrets, Secrets, Templater, is_secret_name
 
@@ -499,6 +499,8 @@ class Runner:
                               timeout=float(s.get("timeout", DEFAULT_TIMEOUT)))
             except (TypeError, ValueError) as e:
                 raise StepError(f"target {name}: bad ssh settings: {e}") from None
+            if ssh_timeout_problem(ssh.timeout):
+                raise StepError(f"target {name}: ssh.timeout {ssh_timeout_problem(ssh.timeout)}")
         store = str(spec.get("store") or "").strip() or None
         namesrv = str(spec.get("namesrv") or "").strip() or None
         if ssh is None and store and namesrv:

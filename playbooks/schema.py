@@ -9,6 +9,7 @@ Values that are templates are type-checked after rendering, at run time.
 from __future__ import annotations
 
 import difflib
+import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -206,6 +207,8 @@ class _Validator:
                                 f"got {_show(value)}", node.line_of(key))
             if key == "port" and not is_template(value) and not 1 <= value <= 65535:
                 raise self.fail(f"target {tname!r}: ssh.port must be 1-65535, got {value}", node.line_of(key))
+            if key == "timeout" and not is_template(value) and ssh_timeout_problem(value):
+                raise self.fail(f"target {tname!r}: ssh.timeout {ssh_timeout_problem(value)}", node.line_of(key))
         for key in ("host", "user", "key_file"):
             if key not in node:
                 raise self.fail(f"target {tname!r}: ssh needs {key}:", line)
@@ -262,6 +265,12 @@ class _Validator:
         for key, param in action.params.items():
             if param.required and key not in step.args:
                 raise self.fail(f"{action.name}: missing required option {key!r}", line)
+        check_args = getattr(action, "check_args", None)
+        if check_args is not None:  # rules over several arguments (offset.reset: timestamp: or offset:)
+            try:
+                check_args(step.args)
+            except StepError as e:
+                raise self.fail(e.message, line) from None
         self.scan(node, line, step.index)
 
     def options(self, step: Step, node: LineMap) -> None:
@@ -293,8 +302,9 @@ class _Validator:
                 raise self.fail("retries: must be >= 0", node.line_of("retries"))
         if "delay" in node:
             step.delay = float(typed("delay", (int, float), "a number of seconds"))
-            if step.delay < 0:
-                raise self.fail("delay: must be >= 0", node.line_of("delay"))
+            if not math.isfinite(step.delay) or step.delay < 0:
+                raise self.fail(f"delay: must be a finite number of seconds >= 0, got {step.delay!r}",
+                                node.line_of("delay"))
         if "ignore_errors" in node:
             step.ignore_errors = typed("ignore_errors", (bool,), "true or false")
         if "check_mode" in node:
@@ -340,6 +350,14 @@ class _Validator:
                     raise self.fail(f"{step.action.name} on ssh target {t!r} needs store: on that target", line)
 
 
+def ssh_timeout_problem(value: float) -> str | None:
+    """Why an ssh timeout: (seconds to connect and for each operation) is unusable: paramiko refuses a
+    negative or NaN one with a bare ValueError, and ``.inf`` waits for ever on a host that does not answer."""
+    if not math.isfinite(value) or value <= 0:
+        return f"must be a finite number of seconds > 0, got {value!r}"
+    return None
+
+
 def check_value(action: str, key: str, param: Param, value: Any) -> Any:
     """Type-check (and coerce rendered strings: "4" -> 4, "true" -> True) one argument value."""
     if value is None and not param.required:
@@ -357,6 +375,8 @@ def check_value(action: str, key: str, param: Param, value: Any) -> Any:
             value = text.lower() == "true"
     if not _is_type(value, param.types):
         raise StepError(f"{action}: {key} must be {param.type_names()}, got {_show(value)}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise StepError(f"{action}: {key} must be a finite number, got {value!r}")
     if param.choices is not None and value not in param.choices:
         lowered = {str(c).lower(): c for c in param.choices}
         if isinstance(value, str) and value.lower() in lowered:

@@ -8,6 +8,7 @@ exactly that plan. Actions never see a store, a Broker or a socket: only ``Admin
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -52,6 +53,24 @@ class Param:
     def type_names(self) -> str:
         names = {str: "string", int: "integer", bool: "boolean", float: "number", list: "list", dict: "mapping"}
         return " or ".join(names.get(t, t.__name__) for t in self.types)
+
+
+def seconds(value: Any) -> float:
+    """A duration (timeout:, interval:): a finite number >= 0. Why at load: ``.inf`` overflowed the
+    sleep after earlier steps had run, ``.nan`` never ended a wait, -1 failed deep in the transport."""
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"must be a finite number of seconds >= 0, got {value!r}")
+    return value
+
+
+def at_least(low: int, high: int | None = None) -> Callable[[Any], Any]:
+    """A whole number in low..high (the broker's own range)."""
+    def parse(value: Any) -> Any:
+        if value < low or (high is not None and value > high):
+            raise ValueError(f"must be {low}..{high}, got {value}" if high is not None
+                             else f"must be >= {low}, got {value}")
+        return value
+    return parse
 
 
 @dataclass

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from mqadmin.errors import NotFoundError
-from playbooks.actions.base import ActionContext, Change, Outcome, Param, poll
+from playbooks.actions.base import ActionContext, Change, Outcome, Param, poll, seconds
 from playbooks.errors import StepError
 
 LOG_NAME = "mqbroker.log"
@@ -73,7 +73,7 @@ def _reap(pid: int) -> None:
 
 class BrokerStop:
     name = "broker.stop"
-    params = {"timeout": Param((int, float), default=60), "force": Param((bool,), default=False)}
+    params = {"timeout": Param((int, float), default=60, parse=seconds), "force": Param((bool,), default=False)}
     placement = "admin"
 
     def run(self, ctx: ActionContext, args: dict[str, Any], check: bool) -> Outcome:
@@ -107,7 +107,7 @@ class BrokerStop:
 
 class BrokerStart:
     name = "broker.start"
-    params = {"timeout": Param((int, float), default=60),
+    params = {"timeout": Param((int, float), default=60, parse=seconds),
               "config": Param((str,), help="broker config on the host (default: the target's config:)"),
               "log_file": Param((str,), help=f"where its output goes (default: <store>/{LOG_NAME})")}
     placement = "admin"

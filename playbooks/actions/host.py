@@ -11,7 +11,7 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from playbooks.actions.base import ActionContext, Change, HostOps, Outcome, Param
+from playbooks.actions.base import ActionContext, Change, HostOps, Outcome, Param, seconds
 from playbooks.errors import StepError
 
 OUTPUT_TAIL = 4000
@@ -20,7 +20,7 @@ OUTPUT_TAIL = 4000
 class Shell:
     name = "shell"
     params = {"cmd": Param((str,), required=True), "creates": Param((str,)),
-              "timeout": Param((int, float), default=600)}
+              "timeout": Param((int, float), default=600, parse=seconds)}
     placement = "host"
 
     def run(self, ctx: ActionContext, args: dict[str, Any], check: bool) -> Outcome:

@@ -23,6 +23,7 @@ from broker_core.broker.topic_validator import (
     SYSTEM_TOPIC_PREFIX,
     SYSTEM_TOPICS,
     validate_group,
+    validate_topic,
 )
 from mqadmin.admin import Admin, BrokerIdentity, TopicInfo, change_each
 from mqadmin.errors import NotFoundError
@@ -34,6 +35,7 @@ from playbooks.actions.base import (
     Param,
     Plan,
     PlannedAction,
+    at_least,
     planned_in_check,
 )
 from playbooks.errors import StepError
@@ -77,14 +79,56 @@ def _auth(fn: Any, *args: Any) -> Any:
         raise StepError(e.message) from None
 
 
+def _perm(value: int | str) -> int:
+    try:
+        perm = parse_perm(value)
+    except StepError as e:
+        raise ValueError(e.message.removeprefix(f"perm {value!r}: ")) from None
+    if not 0 <= perm <= 15:
+        raise ValueError(f"must be a bit set of 8/4/2/1 (0..15), got {value!r}")
+    return perm
+
+
+def _topic_name(value: str) -> str:
+    bad = validate_topic(value)
+    if bad:
+        raise ValueError(f"{value!r}: {bad}")
+    return value
+
+
+def _group_name(value: str) -> str:
+    bad = validate_group(value)
+    if bad:
+        raise ValueError(f"{value!r}: {bad}")
+    return value
+
+
+def _resource_list(value: str | list[Any]) -> str | list[Any]:
+    try:
+        _resources(value)
+    except StepError as e:
+        raise ValueError(f"{value!r}: {e.message}") from None
+    return value
+
+
+def _action_list(value: str | list[Any]) -> str | list[str]:
+    items = value if isinstance(value, str) else [str(a) for a in value]
+    try:
+        normalize_actions(items)
+    except ValueError as e:
+        raise ValueError(f"{value!r}: {e}") from None
+    return items
+
+
 # ------------------------------------------------------------------------------------------- topics
 
 class TopicEnsure(PlannedAction):
     name = "topic.ensure"
     params = {
-        "topic": Param(STR, required=True),
-        "read_queues": Param(INT), "write_queues": Param(INT),
-        "perm": Param((int, str)), "order": Param(BOOL),
+        "topic": Param(STR, required=True, parse=_topic_name),
+        "read_queues": Param(INT, parse=at_least(0, MAX_TOPIC_QUEUE_NUMS)),
+        "write_queues": Param(INT, parse=at_least(0, MAX_TOPIC_QUEUE_NUMS)),
+        "perm": Param((int, str), parse=_perm), "order": Param(BOOL),
         "queue_type": Param(STR, choices=("SimpleCQ", "BatchCQ")),
         "attributes": Param((dict,), help="topic attributes to set, e.g. {message.type: FIFO}"),
     }
@@ -292,8 +336,10 @@ _GROUP_FIELDS = ("consume_enable", "consume_from_min_enable", "consume_broadcast
 
 class GroupEnsure(PlannedAction):
     name = "group.ensure"
-    params = {"group": Param(STR, required=True),
-              **{f: Param(INT if f.startswith("retry") else BOOL) for f in _GROUP_FIELDS}}
+    params = {"group": Param(STR, required=True, parse=_group_name),
+              **{f: Param(BOOL) for f in _GROUP_FIELDS if not f.startswith("retry")},
+              "retry_queue_nums": Param(INT, parse=at_least(0, MAX_TOPIC_QUEUE_NUMS)),
+              "retry_max_times": Param(INT, parse=at_least(-1, MAX_RETRY_TIMES))}
 
     def plan(self, admin: Admin, args: dict[str, Any]) -> Plan:
         """Every broker of the target against its own config: one that lacks the group (it joined
@@ -466,7 +512,8 @@ def _resources(value: str | list[str]) -> list[Resource]:
 class AclEnsure(PlannedAction):
     name = "acl.ensure"
     params = {"subject": Param(STR, required=True, help="User:name"),
-              "resources": Param(LIST_OR_STR, required=True), "actions": Param(LIST_OR_STR, required=True),
+              "resources": Param(LIST_OR_STR, required=True, parse=_resource_list),
+              "actions": Param(LIST_OR_STR, required=True, parse=_action_list),
               "decision": Param(STR, default="Allow", choices=("Allow", "Deny")),
               "source_ips": Param(LIST_OR_STR, default=[])}
 

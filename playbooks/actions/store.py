@@ -10,11 +10,12 @@ other Admin steps there get 600 s, or their own wait plus 600 s).
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from broker_core.store.store_dir import is_store_dir, not_a_store_reason
 from mqadmin.admin import Admin
-from mqadmin.errors import NotFoundError
+from mqadmin.errors import NotFoundError, UsageProblem
 from mqadmin.timefmt import parse_timestamp
 from playbooks.actions.base import (
     PLANNED_IN_CHECK,
@@ -24,24 +25,41 @@ from playbooks.actions.base import (
     Param,
     Plan,
     PlannedAction,
+    at_least,
     planned_in_check,
     poll,
+    seconds,
 )
 from playbooks.errors import StepError
 
 MAX_ISSUES_REPORTED = 20
 
 
+def _timestamp(value: str | int) -> str | int:
+    """Checked as resetOffsetByTime reads it; kept as written (``now`` means the time the step runs)."""
+    try:
+        parse_timestamp(str(value), option="timestamp")
+    except UsageProblem as e:
+        raise ValueError(str(e).removeprefix("invalid timestamp ")) from None
+    return value
+
+
 class OffsetReset(PlannedAction):
     name = "offset.reset"
     params = {"group": Param((str,), required=True), "topic": Param((str,), required=True),
-              "timestamp": Param((str, int), help="now, epoch millis or yyyy-MM-dd#HH:mm:ss:SSS"),
+              "timestamp": Param((str, int), help="now, epoch millis or yyyy-MM-dd#HH:mm:ss:SSS",
+                                 parse=_timestamp),
               "offset": Param((int,), help="reset to this queue offset instead of a time"),
-              "queue_id": Param((int,)), "force": Param((bool,), default=True)}
+              "queue_id": Param((int,), parse=at_least(0)), "force": Param((bool,), default=True)}
 
-    def _reset(self, admin: Admin, args: dict[str, Any], dry_run: bool) -> Any:
+    @staticmethod
+    def check_args(args: dict[str, Any]) -> None:
+        """Judged on the step's arguments as written too (``playbook check``): a template counts as given."""
         if (args.get("timestamp") is None) == (args.get("offset") is None):
             raise StepError("offset.reset needs exactly one of timestamp: or offset:")
+
+    def _reset(self, admin: Admin, args: dict[str, Any], dry_run: bool) -> Any:
+        self.check_args(args)
         ts = -1
         if args.get("timestamp") is not None:
             ts = parse_timestamp(str(args["timestamp"]), option="timestamp")
@@ -80,7 +98,7 @@ STORE_STEP_TIMEOUT = 3600
 
 
 def _deadline_param() -> Param:
-    return Param((int, float), default=STORE_STEP_TIMEOUT,
+    return Param((int, float), default=STORE_STEP_TIMEOUT, parse=seconds,
                  help="seconds the whole step may take on an SSH host before it is stopped there")
 
 
@@ -120,11 +138,22 @@ def _verify_data(report: Any) -> dict[str, Any]:
     return d
 
 
+REBUILD_PARTS = ("cq", "index", "offsets")  # spark.rebuild.ALL_PARTS (not imported: it loads Spark's code)
+
+
+def _parts(value: str | list[Any]) -> str | list[Any]:
+    items = [p.strip() for p in value.split(",")] if isinstance(value, str) else [str(p) for p in value]
+    unknown = [p for p in items if p not in REBUILD_PARTS]
+    if unknown or not items:
+        raise ValueError(f"must be a list of {', '.join(REBUILD_PARTS)}, got {value!r}")
+    return value
+
+
 class StoreRebuild:
     """rebuildStore with Spark, only when verifyStore finds a mismatch (or ``force: true``)."""
 
     name = "store.rebuild"
-    params = {"parts": Param((list, str), default=["cq", "index", "offsets"]),
+    params = {"parts": Param((list, str), default=list(REBUILD_PARTS), parse=_parts),
               "master": Param((str,), default="local[*]"), "force": Param((bool,), default=False),
               "timeout": _deadline_param()}
     placement = "admin"
@@ -152,13 +181,20 @@ STEP_DEADLINE_ACTIONS = (StoreVerify.name, StoreRebuild.name)
 """Actions whose ``timeout:`` bounds the whole step (for the others that take one, it is a wait)."""
 
 
+def _interval(value: float) -> float:
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"must be a finite number of seconds > 0, got {value!r}")
+    return value
+
+
 class WaitLag:
     """Wait until a group's lag (broker offset - consumer offset, summed) is at most ``max_lag``."""
 
     name = "wait.lag"
     params = {"group": Param((str, list), required=True, help="a group or a list of groups (lags summed)"),
-              "topic": Param((str,)), "max_lag": Param((int,), default=0), "timeout": Param((int, float), default=60),
-              "interval": Param((int, float), default=1)}
+              "topic": Param((str,)), "max_lag": Param((int,), default=0, parse=at_least(0)),
+              "timeout": Param((int, float), default=60, parse=seconds),
+              "interval": Param((int, float), default=1, parse=_interval)}
     placement = "admin"
 
     def run(self, ctx: ActionContext, args: dict[str, Any], check: bool) -> Outcome:
