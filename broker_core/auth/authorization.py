@@ -130,14 +130,15 @@ AUTHENTICATION_ONLY_REQUESTS = frozenset({
     # broker maintenance and statistics (mqadmin cleanExpiredCQ, deleteExpiredCommitLog, cleanUnusedTopic,
     # setConsumeMode, statsAll): their headers carry no resource to authorize against
     "CLEAN_EXPIRED_CONSUMEQUEUE", "DELETE_EXPIRED_COMMITLOG", "CLEAN_UNUSED_TOPIC", "SET_MESSAGE_REQUEST_MODE",
-    "VIEW_BROKER_STATS_DATA",
 })
+# Broker-wide reads whose header RocketMQ annotates with the Cluster resource (no resource field):
+# producer connections (204) and broker statistics (315, mqadmin statsAll) are Cluster:<cluster> [Get].
+_CLUSTER_GET = frozenset({"GET_PRODUCER_CONNECTION_LIST", "VIEW_BROKER_STATS_DATA"})
 
 _SEND = frozenset({"SEND_MESSAGE", "SEND_MESSAGE_V2", "SEND_BATCH_MESSAGE"})
 _TOPIC_GET = frozenset({
     "VIEW_MESSAGE_BY_ID", "GET_MAX_OFFSET", "GET_MIN_OFFSET", "SEARCH_OFFSET_BY_TIMESTAMP",
     "GET_EARLIEST_MSG_STORETIME", "GET_TOPIC_STATS_INFO", "GET_TOPIC_CONFIG", "QUERY_TOPIC_CONSUME_BY_WHO",
-    "QUERY_CONSUME_QUEUE",
 })
 _GROUP_TOPIC_SUB = frozenset({
     "POP_MESSAGE", "ACK_MESSAGE", "BATCH_ACK_MESSAGE", "CHANGE_MESSAGE_INVISIBLETIME",
@@ -150,13 +151,14 @@ _AUTH_UPDATE = frozenset({
 _AUTH_GET = frozenset({"AUTH_GET_USER", "AUTH_LIST_USER", "AUTH_GET_ACL", "AUTH_LIST_ACL"})
 
 KNOWN_REQUESTS = (
-    AUTHENTICATION_ONLY_REQUESTS | _SEND | _TOPIC_GET | _GROUP_TOPIC_SUB | _AUTH_UPDATE | _AUTH_GET
+    AUTHENTICATION_ONLY_REQUESTS | _CLUSTER_GET | _SEND | _TOPIC_GET | _GROUP_TOPIC_SUB | _AUTH_UPDATE | _AUTH_GET
     | frozenset({
         "PULL_MESSAGE", "QUERY_MESSAGE", "HEART_BEAT", "UNREGISTER_CLIENT", "GET_CONSUMER_LIST_BY_GROUP",
         "QUERY_CONSUMER_OFFSET", "UPDATE_CONSUMER_OFFSET", "LOCK_BATCH_MQ", "UNLOCK_BATCH_MQ",
         "END_TRANSACTION", "CONSUMER_SEND_MSG_BACK", "UPDATE_AND_CREATE_TOPIC", "DELETE_TOPIC_IN_BROKER",
         "DELETE_SUBSCRIPTIONGROUP", "GET_CONSUME_STATS", "INVOKE_BROKER_TO_RESET_OFFSET",
-        "GET_CONSUMER_CONNECTION_LIST",
+        "GET_CONSUMER_CONNECTION_LIST", "QUERY_CONSUME_QUEUE", "GET_SUBSCRIPTIONGROUP_CONFIG",
+        "GET_CONSUMER_RUNNING_INFO", "INVOKE_BROKER_TO_GET_CONSUMER_STATUS", "CONSUME_MESSAGE_DIRECTLY",
     })
 )
 
@@ -210,6 +212,20 @@ def checks_for_request(
         return [(_topic_or_group(_need(topic, "topic", name)), (Action.SUB, Action.GET))]
     if name in _TOPIC_GET:
         return [(_topic_or_group(_need(topic, "topic", name)), get)]
+    if name in _CLUSTER_GET:
+        return [(Resource.of_cluster(cluster_name), get)]
+    if name == "QUERY_CONSUME_QUEUE":  # mqadmin queryCq -g: the consumer group is optional
+        checks = [(_topic_or_group(_need(topic, "topic", name)), get)]
+        return checks + ([(Resource.of_group(group), get)] if group else [])
+    if name in ("GET_SUBSCRIPTIONGROUP_CONFIG", "GET_CONSUMER_RUNNING_INFO"):
+        return [(Resource.of_group(_need(group, "group", name)), get)]
+    if name == "INVOKE_BROKER_TO_GET_CONSUMER_STATUS":  # the header's fields in order: topic, then group
+        t = _need(topic, "topic", name)
+        return [(_topic_or_group(t), get), (Resource.of_group(_need(group, "group", name)), get)]
+    if name == "CONSUME_MESSAGE_DIRECTLY":
+        # the broker makes a consumer of the group consume a message at once: Sub, as a pull would
+        checks = [(Resource.of_group(_need(group, "consumer group", name)), sub)]
+        return checks + ([(_topic_or_group(topic), sub)] if topic else [])
     if name == "HEART_BEAT":
         out: list[Check] = []
         for g, subscribed in (subscriptions or {}).items():

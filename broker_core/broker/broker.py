@@ -75,7 +75,14 @@ if TYPE_CHECKING:
     from broker_core.store.timer.timer_message_store import TickResult, TimerBacklog, TimerMessageStore
     from broker_core.store.verify import LostRecord, VerifyReport
 
-    from .client_registry import Channel, ClientRegistry, ConsumerData, ConsumerGroupInfo, HeartbeatResult
+    from .client_registry import (
+        Channel,
+        ClientChannelInfo,
+        ClientRegistry,
+        ConsumerData,
+        ConsumerGroupInfo,
+        HeartbeatResult,
+    )
     from .hooks import PutMessageHook
     from .long_polling import PullRequestHoldService
     from .pop import AckResult, ChangeInvisibleResult, PopResult, PopService
@@ -774,7 +781,8 @@ class Broker:
         return existed
 
     def get_subscription_group(self, group: str, auth: RequestContext | None = None) -> SubscriptionGroupConfig | None:
-        self._authorize(auth, "GET_ALL_SUBSCRIPTIONGROUP_CONFIG")
+        """GET_SUBSCRIPTIONGROUP_CONFIG: Group [Get] (only the whole table is authentication-only)."""
+        self._authorize(auth, "GET_SUBSCRIPTIONGROUP_CONFIG", group=group)
         return self.group_manager.get(group)
 
     def list_subscription_groups(self, auth: RequestContext | None = None) -> list[SubscriptionGroupConfig]:
@@ -1254,6 +1262,39 @@ class Broker:
         self._authorize(auth, "GET_CONSUMER_CONNECTION_LIST", group=group)
         return self.client_registry.consumer_group(group)
 
+    def producer_connection(self, group: str, auth: RequestContext | None = None) -> list[ClientChannelInfo]:
+        """GET_PRODUCER_CONNECTION_LIST: the group's online producers (Cluster [Get], as RocketMQ's header)."""
+        self._authorize(auth, "GET_PRODUCER_CONNECTION_LIST", group=group)
+        return self.client_registry.producer_clients(group)
+
+    def consumer_running_info_client(self, group: str, client_id: str,
+                                     auth: RequestContext | None = None) -> ClientChannelInfo | None:
+        """GET_CONSUMER_RUNNING_INFO: the client of ``group`` the request is relayed to (Group [Get]). Only
+        a consumer of that group: the group's permission must not reach another group's client."""
+        self._authorize(auth, "GET_CONSUMER_RUNNING_INFO", group=group)
+        return next((c for c in self.client_registry.consumer_clients(group) if c.client_id == client_id), None)
+
+    def consumer_status_clients(self, group: str, topic: str,
+                                auth: RequestContext | None = None) -> list[ClientChannelInfo]:
+        """INVOKE_BROKER_TO_GET_CONSUMER_STATUS: the group's clients asked for their offsets of ``topic``
+        (Topic [Get] + Group [Get])."""
+        self._authorize(auth, "INVOKE_BROKER_TO_GET_CONSUMER_STATUS", topic=topic, group=group)
+        return self.client_registry.consumer_clients(group)
+
+    def message_to_consume_directly(self, group: str, topic: str | None, commit_log_offset: int | None,
+                                    auth: RequestContext | None = None) -> MessageExt | None:
+        """CONSUME_MESSAGE_DIRECTLY: the message a consumer of ``group`` is made to consume (None: no
+        offset, or nothing stored there). Group [Sub] + Topic [Sub] on the request's topic, as RocketMQ;
+        when the request names none, on the message's own topic: a raw client must not push another
+        topic's message to the group by leaving the topic out (then the read comes first, its result
+        is returned only once authorized)."""
+        if topic:
+            self._authorize(auth, "CONSUME_MESSAGE_DIRECTLY", group=group, topic=topic)
+        msg = self.store.look_message_by_offset(commit_log_offset) if commit_log_offset is not None else None
+        if not topic:
+            self._authorize(auth, "CONSUME_MESSAGE_DIRECTLY", group=group, topic=msg.topic if msg else None)
+        return msg
+
     # -- name server registration ------------------------------------------------------------------
     def registration(self) -> BrokerRegistration:
         """What REGISTER_BROKER carries for this broker: its identity and every topic's queues."""
@@ -1311,7 +1352,8 @@ class Broker:
 
     def view_broker_stats_data(self, stats_name: str, stats_key: str, auth: RequestContext | None = None
                                ) -> tuple[StatsWindow, StatsWindow, StatsWindow]:
-        """VIEW_BROKER_STATS_DATA (mqadmin statsAll): minute/hour/day of TOPIC_PUT_NUMS or GROUP_GET_NUMS."""
+        """VIEW_BROKER_STATS_DATA (mqadmin statsAll): minute/hour/day of TOPIC_PUT_NUMS or GROUP_GET_NUMS.
+        Any topic's or group's counters: Cluster [Get]."""
         self._authorize(auth, "VIEW_BROKER_STATS_DATA")
         data = self.stats.stats_data(stats_name, stats_key)
         if data is None:
@@ -1401,7 +1443,8 @@ class Broker:
         return self.store.get_earliest_message_time(topic, queue_id)
 
     def query_consume_queue(self, topic: str, queue_id: int, index: int, count: int,
-                            auth: RequestContext | None = None) -> tuple[int, int, list[CqUnit]]:
+                            auth: RequestContext | None = None, group: str | None = None
+                            ) -> tuple[int, int, list[CqUnit]]:
         """QUERY_CONSUME_QUEUE (mqadmin queryCq): the queue's (min, max) offsets and up to ``count`` units
         from ``index`` (within one CQ file, as RocketMQ reads them).
 
@@ -1411,8 +1454,9 @@ class Broker:
         not exist!". Never the min's units for an index below it: mqadmin numbers the units from the
         index it asked for, so they would be shown under offsets they do not have. (RocketMQ answers
         the index case SUCCESS with that remark and no body; the refusal here carries the same remark
-        with SYSTEM_ERROR, which its mqadmin reports instead of failing on the missing body.)"""
-        self._authorize(auth, "QUERY_CONSUME_QUEUE", topic=topic)
+        with SYSTEM_ERROR, which its mqadmin reports instead of failing on the missing body.)
+        ``group`` (the request's consumerGroup, queryCq -g) is authorized too: Group [Get]."""
+        self._authorize(auth, "QUERY_CONSUME_QUEUE", topic=topic, group=group)
         if self.topic_manager.get(topic) is None:
             raise TopicNotExistError(f"topic[{topic}] not exist")
         cq = self.store.find_consume_queue(topic, queue_id)

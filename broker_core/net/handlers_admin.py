@@ -265,7 +265,7 @@ class AdminHandlers:
     async def query_consume_queue(self, ch: Channel, req: RemotingCommand, auth: RequestContext) -> RemotingCommand:
         h = QueryConsumeQueueRequestHeader.from_ext_fields(req.ext_fields)
         lo, hi, units = await self.ctx.run(self.broker.query_consume_queue, h.topic, h.queue_id, h.index, h.count,
-                                           auth=auth)
+                                           auth=auth, group=h.consumer_group or None)
         body = QueryConsumeQueueResponseBody(
             queue_data=[ConsumeQueueData(physic_offset=u.phy_offset, physic_size=u.size, tags_code=u.tags_code)
                         for u in units], max_queue_index=hi, min_queue_index=lo)

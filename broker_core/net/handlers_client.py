@@ -136,7 +136,7 @@ class ClientHandlers:
     async def get_producer_connection_list(self, ch: Channel, req: RemotingCommand,
                                            auth: RequestContext) -> RemotingCommand:
         h = GetProducerConnectionListRequestHeader.from_ext_fields(req.ext_fields)
-        clients = self.broker.client_registry.producer_clients(h.producer_group)
+        clients = await self.ctx.run(self.broker.producer_connection, h.producer_group, auth=auth)
         if not clients:
             return req.response(ResponseCode.SYSTEM_ERROR, f"the producer group[{h.producer_group}] not exist")
         body = wire.ProducerConnection(connection_set=[
@@ -148,7 +148,8 @@ class ClientHandlers:
                                         auth: RequestContext) -> RemotingCommand:
         """mqadmin consumerStatus: the broker relays the request to the client and its answer back."""
         h = GetConsumerRunningInfoRequestHeader.from_ext_fields(req.ext_fields)
-        client = self.broker.client_registry.find_channel(h.client_id)
+        info = await self.ctx.run(self.broker.consumer_running_info_client, h.consumer_group, h.client_id, auth=auth)
+        client = info.channel if info is not None else None
         if not isinstance(client, Channel) or client.closed:
             return req.response(ResponseCode.SYSTEM_ERROR,
                                 f"The Consumer <{h.consumer_group}> <{h.client_id}> not online")
@@ -172,7 +173,7 @@ class ClientHandlers:
         offsets of the topic (GET_CONSUMER_STATUS_FROM_CLIENT, 221) and gather them by client id.
         A client that does not answer is left out, as Broker2Client does."""
         h = GetConsumerStatusRequestHeader.from_ext_fields(req.ext_fields)
-        clients = [c for c in self.broker.client_registry.consumer_clients(h.group)
+        clients = [c for c in await self.ctx.run(self.broker.consumer_status_clients, h.group, h.topic, auth=auth)
                    if isinstance(c.channel, Channel) and not c.channel.closed]
         if not clients:
             return req.response(ResponseCode.SYSTEM_ERROR, f"No Any Consumer online in the consumer group: [{h.group}]")
@@ -199,15 +200,20 @@ class ClientHandlers:
         """mqadmin queryMsgById -g -d (309): the message at the offset id's commit log offset is pushed
         to that client of the group, which consumes it at once and answers ConsumeMessageDirectlyResult."""
         h = ConsumeMessageDirectlyResultRequestHeader.from_ext_fields(req.ext_fields)
+        try:
+            offset: int | None = decode_offset_msg_id(h.msg_id or "").commit_log_offset
+            bad_id = None
+        except ValueError as e:
+            offset, bad_id = None, e
+        # authorized before anything is looked up or answered: the Broker refuses with NO_PERMISSION
+        msg = await self.ctx.run(self.broker.message_to_consume_directly, h.consumer_group, h.topic, offset,
+                                 auth=auth)
         client = self._consumer_channel(h.consumer_group, h.client_id or "")
         if client is None:
             return req.response(ResponseCode.SYSTEM_ERROR,
                                 f"The Consumer <{h.consumer_group}> <{h.client_id}> not online")
-        try:
-            offset = decode_offset_msg_id(h.msg_id or "").commit_log_offset
-        except ValueError as e:
-            return req.response(ResponseCode.SYSTEM_ERROR, f"bad message id {h.msg_id!r}: {e}")
-        msg = await self.ctx.run(self.broker.view_message, offset, auth=auth)
+        if bad_id is not None:
+            return req.response(ResponseCode.SYSTEM_ERROR, f"bad message id {h.msg_id!r}: {bad_id}")
         if msg is None:
             return req.response(ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {offset}")
         fields = dict(req.ext_fields)
