@@ -218,6 +218,8 @@ class Templater:
             raise StepError(f"in {text.strip()!r}: {type(e).__name__}: {e}") from None
         except (TypeError, ValueError, ZeroDivisionError, ArithmeticError) as e:
             raise StepError(f"in {text.strip()!r}: {e}") from None
+        except RecursionError:  # a macro that calls itself without end
+            raise StepError(f"in {text.strip()!r}: recursion too deep (a macro that calls itself?)") from None
 
 
 def _env_name(node: nodes.Node | None) -> str | None:
