@@ -6,7 +6,8 @@ back as ``LineMap``/``LineList`` (still a dict/list) carrying the line of the no
 Duplicate keys are an error (YAML allows the second to win silently, hiding a typo); a key given
 explicitly beside a merge key (``<<: *defaults``) overrides the merged one, as the YAML merge spec says.
 Aliases share one node, but everything after loading (validation, rendering) walks the expanded tree,
-so a document whose aliases expand beyond ``MAX_EXPANDED_NODES`` (a "billion laughs") is refused.
+so a document whose aliases expand beyond ``MAX_EXPANDED_NODES`` values or ``MAX_EXPANDED_BYTES`` (a
+"billion laughs") is refused, as is one nested deeper than ``MAX_DEPTH``.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import yaml
 from playbooks.errors import PlaybookError
 
 MAX_EXPANDED_NODES = 100_000
+MAX_EXPANDED_BYTES = 10_000_000
+MAX_DEPTH = 100
 MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
@@ -84,8 +87,9 @@ _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _constr
 
 def load_yaml(text: str, source: str) -> Any:
     """Parse one YAML document; syntax errors become a PlaybookError with the line."""
-    loader = _Loader(text)
+    loader: _Loader | None = None
     try:
+        loader = _Loader(text)  # the reader refuses control characters here, before any parsing
         node = loader.get_single_node()
         if node is None:
             return None
@@ -94,21 +98,32 @@ def load_yaml(text: str, source: str) -> Any:
     except PlaybookError as e:
         e.source = source
         raise
+    except yaml.reader.ReaderError as e:
+        line = text.count("\n", 0, e.position) + 1 if isinstance(e.position, int) else None
+        raise PlaybookError(f"invalid YAML: unacceptable character #x{e.character:04x} (control characters are "
+                            "not allowed; in a double-quoted string write it as an escape, e.g. \"\\x01\")",
+                            line, source) from None
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         line = mark.line + 1 if mark is not None else None
         raise PlaybookError(f"invalid YAML: {e.problem or e.context}", line, source) from None
     except yaml.YAMLError as e:
-        raise PlaybookError(f"invalid YAML: {e}", None, source) from None
+        raise PlaybookError(f"invalid YAML: {' '.join(str(e).split())}", None, source) from None
+    except RecursionError:  # the parser recurses per level of nesting: deeper than Python's stack
+        raise PlaybookError(f"the YAML is nested too deeply (more than {MAX_DEPTH} levels)", None, source) from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 def _refuse_alias_bombs(root: yaml.Node, source: str) -> None:
-    """Count the nodes the document has once its aliases are expanded (memoized by node identity, so
-    this is linear in the file) and refuse it beyond ``MAX_EXPANDED_NODES``: nested aliases of a few
-    hundred bytes ("billion laughs") would otherwise keep validation and rendering busy for minutes."""
-    sizes: dict[int, int] = {}
+    """Count the values (and the bytes of the scalars) the document has once its aliases are
+    expanded, and how deep it nests (memoized by node identity, so this is linear in the file).
+    Refuse it beyond ``MAX_EXPANDED_NODES`` values or ``MAX_EXPANDED_BYTES``: nested aliases of a few
+    hundred bytes ("billion laughs"), or one long string behind many aliases, would otherwise keep
+    validation and rendering busy for minutes. And beyond ``MAX_DEPTH`` levels: validation and
+    rendering walk the tree recursively."""
+    sizes: dict[int, tuple[int, int, int]] = {}  # id -> (values, scalar bytes, depth), expanded
     open_nodes: set[int] = set()  # on the current path: meeting one again is a recursive alias
     stack: list[tuple[yaml.Node, bool]] = [(root, False)]
     while stack:
@@ -125,10 +140,24 @@ def _refuse_alias_bombs(root: yaml.Node, source: str) -> None:
             stack.extend((c, False) for c in children if id(c) not in sizes)
             continue
         open_nodes.discard(id(node))
-        sizes[id(node)] = min(1 + sum(sizes.get(id(c), 0) for c in children), MAX_EXPANDED_NODES + 1)
-    if sizes[id(root)] > MAX_EXPANDED_NODES:
-        raise PlaybookError(f"the YAML expands to more than {MAX_EXPANDED_NODES:,} values through nested "
-                            "aliases (*name); refusing it (a playbook never needs that many)", None, source)
+        inner = [sizes.get(id(c), (0, 0, 0)) for c in children]
+        values = min(1 + sum(v for v, _, _ in inner), MAX_EXPANDED_NODES + 1)
+        size = min(len(node.value) if isinstance(node, yaml.ScalarNode) else 0, MAX_EXPANDED_BYTES + 1)
+        size = min(size + sum(b for _, b, _ in inner), MAX_EXPANDED_BYTES + 1)
+        depth = 1 + max((d for _, _, d in inner), default=0)
+        if depth > MAX_DEPTH:
+            raise PlaybookError(f"the YAML is nested too deeply (more than {MAX_DEPTH} levels)",
+                                node.start_mark.line + 1, source)
+        sizes[id(node)] = (values, size, depth)
+    values, size, _ = sizes[id(root)]
+    if values > MAX_EXPANDED_NODES:
+        raise PlaybookError(f"the YAML has more than {MAX_EXPANDED_NODES:,} nodes (mappings, lists, keys and "
+                            "values; an alias (*name) counts as the copy it stands for); refusing it (a playbook "
+                            "never needs that many)", None, source)
+    if size > MAX_EXPANDED_BYTES:
+        raise PlaybookError(f"the YAML's strings add up to more than {MAX_EXPANDED_BYTES:,} bytes (each alias "
+                            "(*name) counted as the copy it stands for); refusing it (a playbook never needs "
+                            "that much)", None, source)
 
 
 def _children(node: yaml.Node) -> list[yaml.Node]:

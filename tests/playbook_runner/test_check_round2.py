@@ -113,3 +113,61 @@ steps:
 '''
     r = pb.check(pb.write("p.yml", text))
     assert r.code == 2 and "target 'h': ssh.timeout must be a finite number of seconds > 0" in r.stderr, r.stderr
+
+
+# -- bad YAML: one line naming the file (and line), exit 2 ---------------------------------------------------
+
+def test_control_character_is_one_line_with_its_line(pb: Playbooks) -> None:
+    """Before: yaml.reader.ReaderError traceback (the reader runs before the parser's try)."""
+    path = pb.write("p.yml", 'name: t\ntargets: {l: {store: /tmp/x}}\nsteps:\n  - shell: {cmd: "a\x01b"}\n')
+    r = pb.check(path)
+    assert r.code == 2, r.stderr
+    assert r.stderr.strip() == (f"mqadmin playbook: {path}:4: invalid YAML: unacceptable character #x0001 (control "
+                                'characters are not allowed; in a double-quoted string write it as an escape, '
+                                'e.g. "\\x01")')
+
+
+@pytest.mark.parametrize("depth", [150, 300, 3000])
+def test_deep_nesting_is_one_line(pb: Playbooks, depth: int) -> None:
+    """Before: RecursionError traceback from ~250 levels."""
+    path = pb.write("p.yml", 'name: t\ntargets: {l: {store: /tmp/x}}\nsteps:\n  - shell: {cmd: "true"}\n'
+                             f"vars: {{k: {'[' * depth}{']' * depth}}}\n")
+    r = pb.check(path)
+    assert r.code == 2, r.stderr
+    err = r.stderr.strip()
+    assert len(err.splitlines()) == 1 and err.startswith(f"mqadmin playbook: {path}")
+    assert err.endswith("the YAML is nested too deeply (more than 100 levels)"), err
+
+
+def test_many_steps_are_refused_with_what_was_counted(pb: Playbooks) -> None:
+    """Before: a 20,000-step playbook without a single alias was refused 'through nested aliases'."""
+    steps = "".join(f"  - shell: {{cmd: 'echo {i}'}}\n" for i in range(20_000))
+    path = pb.write("p.yml", "name: t\ntargets: {l: {store: /tmp/x}}\nsteps:\n" + steps)
+    r = pb.check(path)
+    assert r.code == 2
+    assert "has more than 100,000 nodes (mappings, lists, keys and values" in r.stderr, r.stderr
+    assert "nested aliases" not in r.stderr
+
+
+def test_one_long_string_behind_many_aliases_is_refused_quickly(pb: Playbooks) -> None:
+    """Before: 1 MB referenced by 50,000 aliases kept `check` busy for minutes (each copy scanned)."""
+    import time
+
+    aliases = ", ".join(["*big"] * 50_000)
+    path = pb.write("p.yml", "name: t\ntargets: {l: {store: /tmp/x}}\nsteps:\n  - shell: {cmd: 'true'}\n"
+                             f"vars:\n  big: &big {'x' * 1_000_000}\n  many: [{aliases}]\n")
+    started = time.monotonic()
+    r = pb.check(path)
+    assert r.code == 2 and "strings add up to more than 10,000,000 bytes" in r.stderr, r.stderr
+    assert time.monotonic() - started < 20
+
+
+def test_recursive_macro_fails_the_step_in_one_line(pb: Playbooks, tmp_path: Path) -> None:
+    """Before: an uncaught RecursionError (traceback, no run_end in the run log)."""
+    path = pb.write("p.yml", HEAD + '''  - name: recurse
+    shell: {cmd: "{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}"}
+''')
+    r = pb.run(path, "-e", f"store={tmp_path / 's'}")
+    assert r.code == 1
+    assert r.doc["steps"][1]["message"].endswith("recursion too deep (a macro that calls itself?)")
+    assert '"event": "run_end"' in pb.log.read_text()
