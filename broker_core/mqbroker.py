@@ -175,8 +175,11 @@ def main(argv: list[str] | None = None) -> int:
         root = store_dir_from(args.store, props.get("storePathRootDir"))
         config = BrokerConfig.from_properties(props, root)
         net = NetConfig.from_properties(props)
-    except ConfigError as e:
-        print(f"mqbroker: {e}", file=sys.stderr)
+    except ConfigError as e:  # a bad value names its key; the file it is in too (reading errors name it already)
+        text = str(e)
+        if args.config and str(args.config) not in text:
+            text = f"config file {args.config}: {text}"
+        print(f"mqbroker: {text}", file=sys.stderr)
         return 1
     for key in ("namesrv_port", "register_name_server_period", "broker_channel_expired_time",
                 "scan_not_active_broker_interval", "frame_max_length"):

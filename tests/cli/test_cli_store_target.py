@@ -96,3 +96,17 @@ def test_a_failed_write_with_create_leaves_an_existing_store_in_place(tmp_path):
     assert r.exit_code != 0
     r = run("topicList", "--store", str(store))
     assert r.exit_code == 0 and "T" in r.stdout.split()
+
+
+def test_a_bad_config_value_names_the_config_file(tmp_path) -> None:
+    """A bad value in --config's file named only its key ("mappedFileSizeCommitLog: expected an integer")."""
+    from typer.testing import CliRunner
+
+    from mqadmin.app import app
+
+    conf = tmp_path / "broker.conf"
+    conf.write_text("mappedFileSizeCommitLog=abc\n")
+    r = CliRunner().invoke(app, ["topicList", "--store", str(tmp_path / "s"), "--config", str(conf)])
+    assert r.exit_code == 1
+    assert r.stderr.strip() == (f"mqadmin topicList: config file {conf}: mappedFileSizeCommitLog: expected an "
+                                "integer, got 'abc'")
