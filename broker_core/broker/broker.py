@@ -56,7 +56,6 @@ from .errors import (
 )
 from .filter.calc_bit_map import CommitLogDispatcherCalcBitMap
 from .filter.consumer_filter_manager import ConsumerFilterManager
-from .filter.factory import FILTER_PROPERTY_DEFAULTS
 from .pop.pop_config import CONSUME_INIT_MODE_MAX, MAX_POP_MSG_NUMS
 from .subscription_group_manager import SubscriptionGroupManager
 from .topic_manager import TopicManager
@@ -173,8 +172,6 @@ class Broker:
                  audit_log_path: Path | None = None) -> None:
         self.root = Path(store_root)
         self.config = config or BrokerConfig()
-        for key, value in FILTER_PROPERTY_DEFAULTS.items():  # keys getBrokerConfig lists, updateBrokerConfig sets
-            self.config.properties.setdefault(key, value)
         self.config.store.store_path_root_dir = str(self.root)
         self.clock = clock
         self.read_only = read_only

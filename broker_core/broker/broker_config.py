@@ -78,6 +78,10 @@ class BrokerConfig:
     # SQL92 subscriptions on PULL_MESSAGE and CHECK_CLIENT_CONFIG (refused when false, as in RocketMQ, whose
     # POP and gRPC paths never check it). RocketMQ's default is false; true here, so SQL92 works as documented.
     enable_property_filter: bool = True
+    # Which expression filters a SQL92 pull of a %RETRY% topic in RocketMQ (the original topic's, registered
+    # by heartbeat, instead of the pull's own). Its clients subscribe retry topics with TAG "*", so it has no
+    # effect here; a typed key all the same, so getBrokerConfig lists it and a bad value is refused.
+    filter_support_retry: bool = False
     max_reconsume_times: int = 16
     # The gRPC v2 endpoint (the proxy's grpcServerPort; 0 disables it) and its TLS key pair (PEM files).
     grpc_server_port: int = 8081

@@ -11,11 +11,15 @@ from __future__ import annotations
 import json
 import time
 
+import pytest
+
 from broker_core.broker.broker_config import BrokerConfig
+from broker_core.broker.errors import InvalidParameterError
 from broker_core.client.connection import RemotingConnection
 from broker_core.client.instance import MQClientInstance
 from broker_core.client.message import Message, decode_records
 from broker_core.client.producer import Producer
+from broker_core.config_loader import ConfigError
 from broker_core.remoting import RemotingCommand, RequestCode, ResponseCode
 from tests.client.conftest import create_topic, wait_dispatched
 from tests.net.harness import Servers
@@ -156,3 +160,13 @@ def test_the_keys_are_listed_with_their_defaults_and_can_be_updated(servers):
     props = broker.broker_config_properties()
     assert (props["enablePropertyFilter"], props["filterSupportRetry"]) == ("false", "true")
     assert broker.config.enable_property_filter is False
+
+
+def test_a_bad_filter_support_retry_is_refused_like_every_boolean_key(servers):
+    """filterSupportRetry was an untyped property: 'maybe' was accepted and getBrokerConfig showed it."""
+    broker, _, _ = servers.add_broker("broker-a")
+    with pytest.raises(InvalidParameterError, match="filterSupportRetry: expected true/false, got 'maybe'"):
+        broker.update_broker_config({"filterSupportRetry": "maybe"})
+    assert broker.broker_config_properties()["filterSupportRetry"] == "false"
+    with pytest.raises(ConfigError, match="filterSupportRetry: expected true/false"):
+        BrokerConfig.from_properties({"filterSupportRetry": "maybe"})

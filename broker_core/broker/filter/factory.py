@@ -12,11 +12,6 @@ from broker_core.store.codec.cq_ext import CqExtUnit
 TAG = "TAG"
 SQL92 = "SQL92"
 EXPRESSION_TYPES = (TAG, SQL92)
-# Broker keys of the filters read from BrokerConfig.properties, with RocketMQ's defaults. filterSupportRetry
-# only changes which expression filters a SQL92 pull of a %RETRY% topic in RocketMQ (the original topic's,
-# registered by heartbeat, instead of the pull's own); its clients subscribe retry topics with TAG "*",
-# so it is accepted (listed by getBrokerConfig, set by updateBrokerConfig) and has no effect here.
-FILTER_PROPERTY_DEFAULTS = {"filterSupportRetry": "false"}
 
 
 @runtime_checkable
