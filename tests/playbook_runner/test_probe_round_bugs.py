@@ -95,13 +95,8 @@ def test_4_failed_step_removes_only_the_store_it_created(pb: Playbooks, tmp_path
 # -- 5: --check refuses what the real run refuses ----------------------------------------------------------
 
 @pytest.mark.parametrize(("step", "expected"), [
-    ("topic.ensure: {topic: 'bad topic!'}", "contains illegal characters"),
-    ("topic.ensure: {topic: t1, read_queues: -1}", "queue numbers must be >= 0"),
-    ("topic.ensure: {topic: t1, read_queues: 100000}", "queue numbers must be <= 1024"),
     ("topic.ensure: {topic: t1, attributes: {bogus.attr: x}}", "unsupported key: bogus.attr"),
     ("topic.ensure: {topic: t1, attributes: {message.type: BOGUS}}", "value is not in set"),
-    ("group.ensure: {group: 'bad group!'}", "contains illegal characters"),
-    ("group.ensure: {group: g1, retry_queue_nums: -1}", "retry_queue_nums must be 0..1024"),
     ("acl.ensure: {subject: 'User:nobody', resources: ['Topic:t1'], actions: [Pub]}", "user nobody does not exist"),
 ])
 def test_5_check_fails_as_the_run_does(pb: Playbooks, tmp_path: Path, step: str, expected: str) -> None:
@@ -111,6 +106,24 @@ def test_5_check_fails_as_the_run_does(pb: Playbooks, tmp_path: Path, step: str,
         r = pb.run(path, *mode)
         assert r.code == 1, (mode, r.stdout)
         assert r.doc["steps"][0]["status"] == "failed" and expected in r.doc["steps"][0]["message"], r.doc
+        assert not store.exists()
+
+
+@pytest.mark.parametrize(("step", "expected"), [
+    ("topic.ensure: {topic: 'bad topic!'}", "contains illegal characters"),
+    ("topic.ensure: {topic: t1, read_queues: -1}", "read_queues must be 0..1024, got -1"),
+    ("topic.ensure: {topic: t1, read_queues: 100000}", "read_queues must be 0..1024, got 100000"),
+    ("group.ensure: {group: 'bad group!'}", "contains illegal characters"),
+    ("group.ensure: {group: g1, retry_queue_nums: -1}", "retry_queue_nums must be 0..1024"),
+])
+def test_5_literal_arguments_the_run_refuses_are_an_invalid_playbook(pb: Playbooks, tmp_path: Path, step: str,
+                                                                     expected: str) -> None:
+    """Literal (non-template) values are judged when the playbook loads: exit 2, nothing runs."""
+    store = tmp_path / "store"
+    path = pb.write("p.yml", book(store, f"  - {step}\n"))
+    for mode in (("--check",), ()):
+        r = pb.run(path, *mode)
+        assert r.code == 2 and expected in r.stderr and f"{path}:6: " in r.stderr, (mode, r.stderr)
         assert not store.exists()
 
 
