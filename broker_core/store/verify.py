@@ -9,8 +9,9 @@ read-only answer to "do the derived files still describe the commitlog?". The ch
   beyond the queue's end are counted as not yet dispatched (a broker re-dispatches them on start);
 * each index entry points at a record start whose ``topic#key`` (UNIQ_KEY or a KEYS token) hashes to
   the entry's hash, and each record inside the index's coverage has an entry for every key;
-* the timer's own files: a ``timerwheel`` of another length (the broker refuses to open the store)
-  and a ``config/timercheck`` that cannot place the timer messages the store holds.
+* the timer's own files: a ``timerwheel`` or timer log file of another length (the broker refuses
+  to open the store), a ``config/timercheck`` that cannot place the timer messages the store holds
+  and a timer log shorter than that checkpoint says was on disk.
 
 Only the store's read API and the codec are used; nothing is written.
 """
@@ -434,15 +435,42 @@ def _check_timer_files(store: MessageStore, issues: _Collector) -> None:
     logged = timer_log.is_dir() and any(p.is_file() and p.stat().st_size > 0 for p in timer_log.iterdir())
     if not (queued or logged):
         return
+    log_end = _check_timer_log(store, issues) if logged else 0
     check = store.root / "config" / "timercheck"
+    flushed = 0
     try:
-        problem = TimerCheckpoint(check, read_only=True).problem if check.is_file() else "missing"
+        checkpoint = TimerCheckpoint(check, read_only=True) if check.is_file() else None
+        problem, flushed = ("missing", 0) if checkpoint is None else \
+            (checkpoint.problem, checkpoint.last_timer_log_flush_pos)
     except OSError as e:
         problem = f"unreadable ({e.strerror or e})"
     if problem is not None:
         issues.add("timer-checkpoint", f"config/{check.name}", 0,
                    f"{problem} while {TIMER_TOPIC} holds {queued} message(s): the broker reads the timer wheel "
                    "again from 7 days back, so timer messages already delivered may be delivered again")
+    elif log_end is not None and flushed > log_end:
+        issues.add("timer-log", timer_log.name, log_end,
+                   f"the timer log ends at byte {log_end}, before the {flushed} bytes timer checkpoint config/"
+                   f"{check.name} says were on disk: a file was cut short or removed (the broker wheels "
+                   f"{TIMER_TOPIC} again after the last unit left)")
+
+
+def _check_timer_log(store: MessageStore, issues: _Collector) -> int | None:
+    """The timer log's end, or None (and the issue) when the broker would refuse to open it."""
+    from .mapped_file import first_data_file_size
+    from .timer.timer_log import TimerLog, TimerLogError
+
+    directory = store.root / "timerlog"
+    try:
+        timer_log = TimerLog(directory, first_data_file_size(directory) or store.config.mapped_file_size_timer_log,
+                             read_only=True)
+    except TimerLogError as e:
+        issues.add("timer-log", directory.name, 0, f"{e}: the broker refuses to open the store with it")
+        return None
+    try:
+        return timer_log.max_offset
+    finally:
+        timer_log.close(flush=False)
 
 
 @dataclass(frozen=True)

@@ -181,6 +181,22 @@ def test_a_timer_wheel_of_the_wrong_length_is_one_line(tmp_path: Path) -> None:
     assert (store / "timerwheel").stat().st_size == 1000  # refused, not resized over
 
 
+def test_a_timer_log_file_of_another_length_is_one_line(tmp_path: Path) -> None:
+    """A timer log file of another length than the log's first was a raw TimerLogError traceback."""
+    from golden_helpers import copy_golden_store, write_broker_conf
+
+    store = copy_golden_store("store-timer", tmp_path / "store")
+    (store / "timerlog" / f"{16384:020d}").write_bytes(bytes(100))
+    conf = write_broker_conf("store-timer", tmp_path / "broker.conf")
+    done = subprocess.run([sys.executable, "-m", "broker_core.mqbroker", "--store", str(store), "-c", str(conf),
+                           *FREE_PORTS, "--grpc-port", "0"], capture_output=True, text=True, timeout=60)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 1 and len(lines) == 1, done.stderr
+    assert lines[0] == (f"mqbroker: cannot open store {store}: {store}/timerlog/{16384:020d}: length 100 differs "
+                        "from the 16384 bytes of 00000000000000000000, the first file of the timer log (its files "
+                        "are all one size): one of them was truncated or extended")
+
+
 def test_a_store_path_that_is_a_file_is_one_line_saying_so(tmp_path: Path) -> None:
     """--store naming a file (a typo'd path, a tarball) was refused with a message about
     config/deletedTopics.json "Not a directory", which sent the operator looking at config files."""

@@ -207,15 +207,20 @@ def test_verify_store_is_clean_on_golden(golden_cli, name):
     assert report["commit_log_max_offset"] == manifest["commitLogMaxOffset"]
 
 
-@pytest.mark.parametrize("damage", ["wheel", "checkpoint"])
+@pytest.mark.parametrize("damage", ["wheel", "checkpoint", "log-file-size", "log-cut"])
 def test_verify_store_names_timer_files_the_broker_cannot_use(golden_cli, damage: str):
-    """verifyStore said "store OK" for a timerwheel mqbroker refuses to open and for a lost timer
-    checkpoint (which has the broker deliver timer messages again)."""
+    """verifyStore said "store OK" for a timerwheel or timer log file mqbroker refuses to open, for a lost
+    timer checkpoint (which has the broker deliver timer messages again) and for a timer log cut short."""
     cli = golden_cli("store-timer")
+    first_log_file = cli.store / "timerlog" / ("0" * 20)
     if damage == "wheel":
         (cli.store / "timerwheel").write_bytes(bytes(1000))
-    else:
+    elif damage == "checkpoint":
         (cli.store / "config" / "timercheck").unlink()
+    elif damage == "log-file-size":
+        (cli.store / "timerlog" / f"{16384:020d}").write_bytes(bytes(100))
+    else:
+        first_log_file.write_bytes(first_log_file.read_bytes()[:260])  # 5 of its 10 units
     result = cli("verifyStore", "--output", "json")
     assert result.exit_code == 1
     import json
@@ -224,9 +229,15 @@ def test_verify_store_names_timer_files_the_broker_cannot_use(golden_cli, damage
     if damage == "wheel":
         assert (issue["kind"], issue["where"]) == ("timer-wheel", "timerwheel")
         assert issue["detail"].startswith("length 1000 != expected ")
-    else:
+    elif damage == "checkpoint":
         assert (issue["kind"], issue["where"]) == ("timer-checkpoint", "config/timercheck")
         assert issue["detail"].startswith("missing while rmq_sys_wheel_timer holds 10 message(s)")
+    elif damage == "log-file-size":
+        assert (issue["kind"], issue["where"]) == ("timer-log", "timerlog")
+        assert "length 100 differs from the 16384 bytes of 00000000000000000000" in issue["detail"]
+    else:
+        assert (issue["kind"], issue["where"]) == ("timer-log", "timerlog")
+        assert issue["detail"].startswith("the timer log ends at byte 208, before the 520 bytes timer checkpoint")
 
 
 def test_verify_store_reports_a_corrupt_cq_unit_and_index_entry(golden_cli):

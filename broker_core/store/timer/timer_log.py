@@ -45,8 +45,12 @@ UnitVisitor = Callable[[int, int, int], None]
 _RESERVE_STEP = 1024 * 1024  # disk blocks allocated ahead of the write position, per call
 
 
-class TimerLogError(Exception):
-    """A TimerLog directory that Java would refuse to load (wrong file size, gap between files)."""
+class TimerLogError(ValueError):
+    """A TimerLog directory that Java would refuse to load (wrong file size, gap between files).
+
+    A ValueError, as TimerWheelError: whoever opens a store reports those as one line naming the
+    file ("cannot open store ..."); this was a traceback out of mqbroker.
+    """
 
 
 class _TimerLogFile:
@@ -135,6 +139,12 @@ class TimerLog:
                         path.unlink()  # Java deletes an empty last file silently
                     continue
                 if length != self.file_size:
+                    if i > 0 and (self.directory / names[0]).stat().st_size == self.file_size:
+                        # the size came from the first file (an existing store's sizes win over the config)
+                        raise TimerLogError(
+                            f"{path}: length {length} differs from the {self.file_size} bytes of {names[0]}, the "
+                            "first file of the timer log (its files are all one size): one of them was truncated "
+                            "or extended")
                     raise TimerLogError(f"{path} length {length} != mappedFileSizeTimerLog {self.file_size}")
                 from_offset = int(name)
                 if self._files and from_offset != self._files[-1].from_offset + self.file_size:
