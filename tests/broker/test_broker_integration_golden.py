@@ -115,6 +115,30 @@ def test_an_emptied_timer_log_wheels_the_timer_queue_again_instead_of_losing_its
     assert pending <= got
 
 
+def test_wheel_slots_leading_past_a_cut_timer_log_are_cleared_not_reused(
+        golden_copy, manifests, make_broker, clock: FakeClock, caplog: pytest.LogCaptureFixture):
+    """The timer log cut to 5 of its 10 units: the wheel's slots of the 5 lost units kept pointing past its
+    end, the units appended next took those positions, and those slots delivered other messages' units
+    again (22 deliveries, one message 6 times, for the 6 pending)."""
+    import collections
+
+    manifest = manifests["store-timer"]
+    root = golden_copy("store-timer")
+    timer_log = root / "timerlog" / ("0" * 20)
+    timer_log.write_bytes(timer_log.read_bytes()[:260])
+    clock.now = manifest["timerCheckpointAfterShutdown"]["lastReadTimeMs"] + 5_000
+    caplog.set_level(logging.WARNING, "rmqops")
+    b = make_broker(root, config=BrokerConfig.from_properties(golden_store_config("store-timer")))
+    assert any("wheel slot(s) led only to timer log units past its valid end" in r.getMessage() for r in caplog.records)
+    clock.now = max(m["timerOutMs"] for m in manifest["messages"]) + 2_000
+    for _ in range(5):
+        b.tick()
+    got = collections.Counter(m.uniq_key for q in (0, 1) for m in b.pull_message("G_golden", TOPIC, q, 0, 64).messages)
+    pending = {m["uniqKey"] for m in manifest["messages"]} - {d["uniqKey"] for d in manifest["deliveredToRealTopic"]}
+    assert pending <= set(got)
+    assert max(got.values()) <= 2, got  # the re-wheeled ones at most once more
+
+
 def _snapshot(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).digest() for p in sorted(root.rglob("*"))
             if p.is_file()}

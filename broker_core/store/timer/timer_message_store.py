@@ -297,6 +297,11 @@ class TimerMessageStore:
             if min_first < process_offset:
                 log.warning("timer recheck from %d (valid TimerLog ends at %d)", min_first, process_offset)
                 self._recover_and_revise(min_first, check=False)
+            gone = self.timer_wheel.clear_slots_from(self.curr_read_time_ms, process_offset)
+            if gone:
+                log.warning("timer recovery: %d wheel slot(s) led only to timer log units past its valid end at %d, "
+                            "which are gone: cleared (new units will be written there; %s is wheeled again after "
+                            "the last unit left)", gone, process_offset, TIMER_TOPIC)
         if cp.problem is not None:
             self._warn_checkpoint_unusable(process_offset)
         self.commit_read_time_ms = self.curr_read_time_ms

@@ -279,6 +279,22 @@ class TimerWheel:
         self._mv[pos:pos + SLOT_SIZE] = bytes(SLOT_SIZE)
         self._dirty = True
 
+    def clear_slots_from(self, time_start_ms: int, end: int) -> int:
+        """Clear the window's slots whose whole chain lies at or past ``end`` (the valid end of a timer
+        log recovery cut); returns how many.
+
+        Why: Java's recovery re-links only slots with a unit before the cut. A slot whose units all lay
+        past it kept pointing there, and the units appended next took those positions: the slot then
+        delivered other messages' units, at the wrong time and again (a message came 6 times).
+        """
+        stale = [index for index, slot in self.iter_slots(time_start_ms) if slot.first_pos >= end]
+        for index in stale:
+            pos = index * SLOT_SIZE
+            self._reserve(pos)
+            self._mv[pos:pos + SLOT_SIZE] = bytes(SLOT_SIZE)
+            self._dirty = True
+        return len(stale)
+
     def clear(self) -> None:
         """Zero the whole wheel (used when the TimerLog is discarded and rebuilt from scratch)."""
         self._check_writable()
