@@ -7,63 +7,18 @@ queue numbers to the others, and not take "the first broker has it" for "every b
 
 from __future__ import annotations
 
-import os
-import re
-import signal
-import subprocess
-import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.remoting_broker import running_broker
 from tests.waiting import wait_for
 
-from .conftest import REPO, Playbooks
+from .conftest import Playbooks
 from .test_cluster import needs_remote, remote_admin
 
 pytestmark = [pytest.mark.timeout(300), needs_remote]
-
-_NAMESRV = re.compile(r"The Name Server boot success\. serializeType=JSON, address (\S+)")
-_BROKER = re.compile(r"The broker\[(\S+), (\S+)\] boot success")
-
-
-class Mqbroker:
-    """``python -m broker_core.mqbroker`` on free ports; ``stop()`` ends it by PID."""
-
-    def __init__(self, *args: str, expect: re.Pattern[str]) -> None:
-        cmd = [sys.executable, "-m", "broker_core.mqbroker", "--listenPort", "0", "--namesrvPort", "0", *args]
-        env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1")
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-        self.lines: list[str] = []
-        self.found: re.Match[str] | None = None
-        ready = threading.Event()
-
-        def read() -> None:
-            assert self.proc.stdout is not None
-            for line in self.proc.stdout:
-                self.lines.append(line.rstrip())
-                if self.found is None and (m := expect.search(line)):
-                    self.found = m
-                    ready.set()
-            ready.set()
-
-        self._reader = threading.Thread(target=read, daemon=True)
-        self._reader.start()
-        if not ready.wait(60) or self.found is None:
-            self.stop()
-            raise RuntimeError("mqbroker did not start:\n" + "\n".join(self.lines))
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                os.kill(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(10)
-        self._reader.join(5)
 
 
 class TwoBrokers:
@@ -77,31 +32,18 @@ class TwoBrokers:
 
 @pytest.fixture
 def two_brokers(tmp_path: Path) -> Iterator[TwoBrokers]:
-    started: list[Mqbroker] = []
-    try:
-        ns = Mqbroker("--namesrv-only", "--store", str(tmp_path / "ns"), expect=_NAMESRV)
-        started.append(ns)
-        assert ns.found is not None
-        namesrv = ns.found.group(1)
-        addrs = {}
-        for name in ("ba", "bb"):
-            conf = tmp_path / f"{name}.conf"
-            conf.write_text(f"brokerName={name}\nbrokerClusterName=C1\n")
-            b = Mqbroker("--broker-only", "--store", str(tmp_path / name), "-c", str(conf), "-n", namesrv,
-                         "--registerNameServerPeriod", "200", expect=_BROKER)
-            started.append(b)
-            assert b.found is not None
-            addrs[name] = b.found.group(2)
+    """Broker ``ba`` with the name server, ``bb`` registered with it; both of cluster C1."""
+    fast = ("--registerNameServerPeriod", "200")
+    with running_broker(tmp_path / "ba", broker_name="ba", cluster="C1", extra_args=fast) as ba, \
+            running_broker(tmp_path / "bb", broker_name="bb", cluster="C1", namesrv=ba.namesrv_addr,
+                           extra_args=fast) as bb:
 
         def registered() -> bool:
-            with remote_admin(namesrv) as admin:
+            with remote_admin(ba.namesrv_addr) as admin:
                 return sorted(b.broker_name for b in admin.brokers()) == ["ba", "bb"]
 
         wait_for(registered, "both brokers registered", 20, 0.2)
-        yield TwoBrokers(namesrv, addrs)
-    finally:
-        for p in reversed(started):
-            p.stop()
+        yield TwoBrokers(ba.namesrv_addr, {"ba": ba.broker_addr, "bb": bb.broker_addr})
 
 
 def book(pb: Playbooks, steps: str) -> Path:
