@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import paramiko
+from paramiko.hostkeys import HostKeyEntry, InvalidHostKey
 
 from playbooks.actions.base import CommandResult
 from playbooks.errors import TransportError
@@ -95,11 +96,7 @@ class SshHost:
         spec = self.spec
         client = paramiko.SSHClient()
         known = spec.known_hosts_path
-        if known.exists():
-            try:
-                client.load_host_keys(str(known))
-            except (OSError, paramiko.SSHException) as e:
-                raise TransportError(f"cannot read known_hosts {known}: {e}") from None
+        _load_known_hosts(client, spec, known)
         client.set_missing_host_key_policy(_TrustOnFirstUse(known) if spec.trust_on_first_use
                                            else paramiko.RejectPolicy())
         key_path = Path(spec.key_file).expanduser()
@@ -397,6 +394,51 @@ def _make_parents(sftp: paramiko.SFTPClient, path: str) -> None:
             parent = posixpath.dirname(parent)
     for directory in reversed(missing):
         sftp.mkdir(directory)
+
+
+def _load_known_hosts(client: paramiko.SSHClient, spec: SshSpec, known: Path) -> None:
+    """The recorded host keys, when ``known`` exists. A damaged file is refused (host keys are what
+    the connection trusts) with its name and line: paramiko raises InvalidHostKey, ValueError or
+    UnicodeDecodeError for it, none of them saying which file or line."""
+    if not known.exists():
+        return
+    where = f"ssh {spec.address}: known_hosts {known}"
+    try:
+        client.load_host_keys(str(known))
+    except IsADirectoryError:
+        raise TransportError(f"{where}: is a directory, not a file") from None
+    except OSError as e:
+        raise TransportError(f"{where}: cannot read it ({e.strerror or e})") from None
+    except Exception:  # noqa: BLE001 - whatever paramiko raised, the line at fault says more
+        raise TransportError(f"{where}{_known_hosts_fault(known)}") from None
+
+
+def _known_hosts_fault(path: Path) -> str:
+    """``:N: what is wrong`` for the first line of ``path`` that paramiko cannot load (read again line
+    by line as paramiko does, since its errors carry at most the line's text)."""
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        return f": cannot read it ({e.strerror or e})"
+    for number, raw in enumerate(data.split(b"\n"), 1):
+        try:
+            line = raw.decode("utf-8").strip()
+        except UnicodeDecodeError:
+            return f":{number}: not text (bytes that are not UTF-8; a line is: host, key type, base64 key)"
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("@"):
+            return (f":{number}: {line.split()[0]} lines are not supported (this SSH client cannot honour them; "
+                    "give the target a known_hosts file without them)")
+        try:
+            HostKeyEntry.from_line(line, number)
+        except InvalidHostKey as e:
+            return f":{number}: not a valid host key line (its key is not base64: {str(e.exc).splitlines()[0]})"
+        except paramiko.SSHException:
+            continue  # paramiko skips such a line too
+        except Exception as e:  # noqa: BLE001 - the key's own parser: ValueError, struct.error, ...
+            return f":{number}: not a valid {line.split()[1]} key ({e})"
+    return ": paramiko cannot read it as a known_hosts file"
 
 
 def _load_key(spec: SshSpec, key_path: Path) -> paramiko.PKey:

@@ -64,7 +64,8 @@ class Sshd:
                 self.proc.wait(timeout=10)
 
 
-def start_sshd(root: Path) -> Sshd:
+def start_sshd(root: Path, port: int | None = None) -> Sshd:
+    """A running sshd on ``port`` (a free one when None), its keys and known_hosts under ``root``."""
     root.mkdir(parents=True, exist_ok=True)
     Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
     host_key = keygen(root / "ssh_host_ed25519_key")
@@ -74,7 +75,7 @@ def start_sshd(root: Path) -> Sshd:
     authorized = root / "authorized_keys"
     authorized.write_text((root / "id_user.pub").read_text())
     authorized.chmod(0o600)
-    port = free_port()
+    port = port or free_port()
     user = pwd.getpwuid(os.geteuid()).pw_name
     config = root / "sshd_config"
     config.write_text("\n".join([

@@ -1,0 +1,87 @@
+"""SSH targets and the files around the connection: a damaged known_hosts, a known_hosts that
+trust_on_first_use cannot write, and a file.copy whose connection is lost half way.
+
+Each failure must be one line naming the file at fault (and the host), never a bare paramiko
+exception, and a copy cut off must not leave its temporary file on the host. The module runs its own
+real OpenSSH server on a port of 33400-33499 (it drops that server's sessions).
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from .conftest import Playbooks
+from .sshd import Sshd, available, keygen, start_sshd
+
+pytestmark = pytest.mark.timeout(120)
+
+PORTS = range(33400, 33500)
+
+
+def port_in_range(skip: int | None = None) -> int:
+    """A port of this module's range that nothing listens on (``skip``: one already taken)."""
+    for port in PORTS:
+        if port == skip:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port in 33400-33499")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
+    why = available()
+    if why:
+        pytest.skip(why)
+    sshd = start_sshd(tmp_path_factory.mktemp("sshd"), port=port_in_range())
+    try:
+        yield sshd
+    finally:
+        sshd.stop()
+
+
+def only_step(pb: Playbooks, path: Path) -> dict:
+    r = pb.run(path)
+    assert r.code == 1, r.stdout
+    [step] = r.doc["steps"]
+    assert step["status"] == "failed"
+    return step
+
+
+# -- a damaged known_hosts names itself (no server needed: it is read before connecting) -----------------
+
+@pytest.mark.parametrize(("content", "why"), [
+    (b"# mine\n[127.0.0.1]:32699 ssh-ed25519 AAAA!!!notbase64\n",
+     ":2: not a valid host key line (its key is not base64: "),
+    (b"[127.0.0.1]:1 ssh-ed25519 AAAAC3NzaC1lZDI1NTE5\n",
+     ":1: not a valid ssh-ed25519 key (The key must be exactly 32 bytes long)"),
+    (b"# ok\n\n\xbb\xff\x00\x13binary",
+     ":3: not text (bytes that are not UTF-8; a line is: host, key type, base64 key)"),
+    (b"@revoked * ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl\n",
+     ":1: @revoked lines are not supported (this SSH client cannot honour them; give the target a "
+     "known_hosts file without them)"),
+])
+def test_a_damaged_known_hosts_is_one_line_naming_the_file_and_line(pb: Playbooks, tmp_path: Path,
+                                                                    content: bytes, why: str) -> None:
+    known = tmp_path / "kh"
+    known.write_bytes(content)
+    key = keygen(tmp_path / "id_any")
+    port = port_in_range()  # closed: the file must be refused before any connection
+    step = only_step(pb, pb.write("p.yml", f'''name: kh
+targets:
+  host:
+    ssh: {{host: 127.0.0.1, port: {port}, user: root, key_file: "{key}", known_hosts: "{known}"}}
+steps:
+  - shell: {{target: host, cmd: 'true'}}
+'''))
+    assert step["message"].startswith(f"ssh root@127.0.0.1:{port}: known_hosts {known}{why}"), step["message"]
+    assert "\n" not in step["message"]
+    assert known.read_bytes() == content
