@@ -63,6 +63,11 @@ class SshSpec:
         return Path(self.known_hosts).expanduser()
 
 
+def _filename_of(error: OSError, path: Path) -> str:
+    """``: <file>`` when the OSError is about another file than ``path`` (a parent that is not a directory)."""
+    return f": {error.filename}" if error.filename and str(error.filename) != str(path) else ""
+
+
 class _TrustOnFirstUse(paramiko.MissingHostKeyPolicy):
     """Accept an unknown host key and record it in known_hosts (only when the playbook says so)."""
 
@@ -70,10 +75,17 @@ class _TrustOnFirstUse(paramiko.MissingHostKeyPolicy):
         self.path = path
 
     def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
+        """Record the key, then accept it. A known_hosts that cannot be written is a failure naming it
+        (the host answered: an OSError here must not read as an unreachable host), and the key is not
+        accepted, so the next run does not trust a key it never recorded."""
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.path, "a", encoding="ascii") as f:
+                f.write(f"{hostname} {key.get_name()} {key.get_base64()}\n")
+        except OSError as e:
+            raise TransportError(f"trust_on_first_use: cannot record the host key in known_hosts {self.path} "
+                                 f"({e.strerror or e}{_filename_of(e, self.path)})") from None
         client.get_host_keys().add(hostname, key.get_name(), key)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "a", encoding="ascii") as f:
-            f.write(f"{hostname} {key.get_name()} {key.get_base64()}\n")
 
 
 class SshHost:
@@ -106,6 +118,9 @@ class SshHost:
             client.connect(spec.host, port=spec.port, username=spec.user, pkey=pkey, sock=sock,
                            timeout=spec.timeout, banner_timeout=spec.timeout, auth_timeout=spec.timeout,
                            allow_agent=False, look_for_keys=False)
+        except TransportError as e:  # _TrustOnFirstUse could not record the key
+            client.close()
+            raise TransportError(f"ssh {spec.address}: {e.message}") from None
         except paramiko.BadHostKeyException as e:
             client.close()
             raise TransportError(

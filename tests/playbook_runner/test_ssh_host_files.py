@@ -16,6 +16,7 @@ import pytest
 
 from .conftest import Playbooks
 from .sshd import Sshd, available, keygen, start_sshd
+from .test_ssh import host_book
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -85,3 +86,19 @@ steps:
     assert step["message"].startswith(f"ssh root@127.0.0.1:{port}: known_hosts {known}{why}"), step["message"]
     assert "\n" not in step["message"]
     assert known.read_bytes() == content
+
+
+# -- trust_on_first_use with a known_hosts that cannot be written -------------------------------------------
+
+def test_trust_on_first_use_names_the_known_hosts_it_cannot_write(pb: Playbooks, server: Sshd,
+                                                                  tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory\n")
+    known = blocker / "known_hosts"
+    marker = tmp_path / "ran"
+    step = only_step(pb, pb.write("p.yml", host_book(server, tmp_path / "s", f"  - shell: {{target: host, cmd: "
+                                                                             f"'touch {marker}'}}\n",
+                                                     known_hosts=known, tofu=True)))
+    assert step["message"] == (f"ssh {server.user}@127.0.0.1:{server.port}: trust_on_first_use: cannot record "
+                               f"the host key in known_hosts {known} (File exists: {blocker})"), step["message"]
+    assert not marker.exists()  # the key was not recorded, so it was not trusted either
