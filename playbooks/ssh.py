@@ -157,8 +157,13 @@ class SshHost:
         return client
 
     def close(self) -> None:
+        """Close the connection; one that already died closes quietly (paramiko's sftp close sends a
+        message, EOFError on a dead transport: closing must not fail the step or the run's end)."""
         if self._sftp is not None:
-            self._sftp.close()
+            try:
+                self._sftp.close()
+            except (OSError, EOFError, paramiko.SSHException):
+                pass
             self._sftp = None
         if self._client is not None:
             self._client.close()
@@ -319,21 +324,49 @@ class SshHost:
     def put(self, local_path: Path, remote_path: str, mode: int | None) -> None:
         """Write via a temporary file and a rename, creating missing parent directories, as the local
         target's put does (a playbook must not behave differently on a host); IsADirectoryError when
-        ``remote_path`` is a directory."""
+        ``remote_path`` is a directory. A failed write, the connection lost included, removes its
+        temporary file (over a new connection when the old one died) or names it when it cannot."""
         sftp = self.sftp()
         path = _sftp_path(remote_path)
         tmp = f"{path}.rmqops-tmp"
         self._refuse_directory(remote_path)  # IsADirectoryError, as sha256: the caller names the step's field
+        writing = False
         try:
             _make_parents(sftp, path)
+            writing = True
             sftp.put(str(local_path), tmp)
             if mode is not None:
                 sftp.chmod(tmp, mode)
             elif (st := local_path.stat()) is not None:
                 sftp.chmod(tmp, stat.S_IMODE(st.st_mode))
             sftp.posix_rename(tmp, path)
-        except OSError as e:
-            raise TransportError(f"ssh {self.spec.address}: cannot write {remote_path}: {e}") from None
+        except (OSError, EOFError, paramiko.SSHException) as e:
+            # paramiko reports a lost connection as EOFError or "Server connection dropped", naming
+            # neither host nor file; an OSError on a dead transport (a reset socket) is one too
+            lost = isinstance(e, EOFError | paramiko.SSHException) or not self._alive()
+            what = (f"the connection to the host was lost while copying {local_path} to {remote_path}" if lost
+                    else f"cannot write {remote_path}: {e}")
+            if lost:
+                self.close()  # its transport may not know yet: the clean-up must connect again
+            left = self._remove_temporary(tmp) if writing else None
+            if left is not None:
+                cleanup = f" (the temporary file {tmp} may be left on the host: {left})"
+            else:  # after a lost connection, say so: the user may wonder about a half-written file
+                cleanup = " (the temporary file was removed)" if lost and writing else ""
+            raise TransportError(f"ssh {self.spec.address}: {what}{cleanup}") from None
+
+    def _remove_temporary(self, tmp: str) -> str | None:
+        """Remove ``tmp`` (a failed put's), connecting again if the connection died; None when it is
+        gone, else why it may remain."""
+        try:
+            self.sftp().remove(tmp)
+        except FileNotFoundError:
+            return None
+        except TransportError as e:  # the host cannot be reached again
+            return e.message.removeprefix(f"ssh {self.spec.address}: ")
+        except (OSError, EOFError, paramiko.SSHException) as e:
+            return f"{e.strerror or e}" if isinstance(e, OSError) else str(e) or "the connection was lost again"
+        return None
 
 
 class _Streams:

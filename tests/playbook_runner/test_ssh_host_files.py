@@ -8,7 +8,11 @@ real OpenSSH server on a port of 33400-33499 (it drops that server's sessions).
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +21,7 @@ import pytest
 from .conftest import Playbooks
 from .sshd import Sshd, available, keygen, start_sshd
 from .test_ssh import host_book
+from .test_ssh_robustness import _children, restart
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -102,3 +107,66 @@ def test_trust_on_first_use_names_the_known_hosts_it_cannot_write(pb: Playbooks,
     assert step["message"] == (f"ssh {server.user}@127.0.0.1:{server.port}: trust_on_first_use: cannot record "
                                f"the host key in known_hosts {known} (File exists: {blocker})"), step["message"]
     assert not marker.exists()  # the key was not recorded, so it was not trusted either
+
+
+# -- a copy whose connection is lost -------------------------------------------------------------------------
+
+def drop_sessions_when(server: Sshd, appears: Path, within: float = 30, listener_too: bool = False) -> threading.Thread:
+    """A thread that SIGKILLs every session process of ``server`` as soon as ``appears`` exists; the
+    listening sshd stays (the client can connect again) unless ``listener_too``."""
+    assert server.proc is not None
+    pid = server.proc.pid
+
+    def watch() -> None:
+        deadline = time.monotonic() + within
+        while not appears.exists() and time.monotonic() < deadline:
+            time.sleep(0.001)
+        sessions = _children(pid)
+        if listener_too:
+            os.kill(pid, signal.SIGKILL)
+        for child in sessions:  # stop them all first, so none finishes the copy while others die
+            os.kill(child, signal.SIGSTOP)
+        for child in sessions:
+            os.kill(child, signal.SIGKILL)
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_a_copy_cut_off_names_host_and_file_and_removes_its_temporary_file(pb: Playbooks, server: Sshd,
+                                                                          tmp_path: Path) -> None:
+    src = tmp_path / "big.bin"
+    with open(src, "wb") as f:
+        f.write(os.urandom(1 << 20) * 96)  # 96 MB: the copy takes far longer than the watcher needs
+    dest = tmp_path / "host" / "big.bin"
+    tmp = dest.with_name("big.bin.rmqops-tmp")
+    watcher = drop_sessions_when(server, tmp)
+    step = only_step(pb, pb.write("p.yml", host_book(server, tmp_path / "s", f"  - file.copy: {{target: host, "
+                                                                             f'src: "{src}", dest: "{dest}"}}\n')))
+    watcher.join(10)
+    assert step["message"] == (f"ssh {server.user}@127.0.0.1:{server.port}: the connection to the host was lost "
+                               f"while copying {src} to {dest} (the temporary file was removed)"), step["message"]
+    assert not tmp.exists()
+    assert not dest.exists()
+
+
+def test_a_copy_cut_off_names_the_temporary_file_it_could_not_remove(pb: Playbooks, server: Sshd,
+                                                                     tmp_path: Path) -> None:
+    src = tmp_path / "big.bin"
+    with open(src, "wb") as f:
+        f.write(os.urandom(1 << 20) * 96)
+    dest = tmp_path / "host" / "big.bin"
+    tmp = dest.with_name("big.bin.rmqops-tmp")
+    watcher = drop_sessions_when(server, tmp, listener_too=True)  # the host is gone: no clean-up possible
+    try:
+        step = only_step(pb, pb.write("p.yml", host_book(server, tmp_path / "s", f"  - file.copy: {{target: host, "
+                                                                                 f'src: "{src}", dest: "{dest}"}}\n')))
+        watcher.join(10)
+        assert step["message"] == (
+            f"ssh {server.user}@127.0.0.1:{server.port}: the connection to the host was lost while copying {src} "
+            f"to {dest} (the temporary file {tmp} may be left on the host: unreachable (connection refused))"
+        ), step["message"]
+        assert tmp.exists() and not dest.exists()
+    finally:
+        restart(server)
