@@ -80,6 +80,9 @@ class BrokerRegistration:
     ha_server_addr: str = ""
     topics: list[TopicQueueConfig] = field(default_factory=list)
     data_version: int = 0
+    # REGISTER_BROKER's heartbeatTimeoutMillis (the broker's brokerChannelExpiredTime): how long this
+    # broker may stay silent before it expires; None takes the name server's own setting
+    heartbeat_timeout_ms: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +100,11 @@ class _LiveBroker:
     data_version: int
     ha_server_addr: str
     channel: Hashable | None
+    heartbeat_timeout_ms: int = BROKER_CHANNEL_EXPIRED_TIME_MS
+
+    def expired(self, now: int) -> bool:
+        """Java's scanNotActiveBroker: last registration + this broker's own timeout has passed."""
+        return self.last_update_timestamp + self.heartbeat_timeout_ms < now
 
 
 class RouteInfoManager:
@@ -140,22 +148,32 @@ class RouteInfoManager:
             # name came and went (its unregistering took the name's queues), or moved to a new address.
             changed = (current != reg.broker_addr or prev is None or reg.data_version == 0
                        or prev.data_version != reg.data_version)
-            if reg.broker_id == MASTER_ID and changed:
-                if self.delete_topic_with_broker_registration:
-                    served = {t.topic_name for t in reg.topics}
-                    for topic, queues in list(self._topic_queues.items()):
-                        if topic not in served and reg.broker_name in queues:
-                            del queues[reg.broker_name]
-                            if not queues:
-                                del self._topic_queues[topic]
-                for t in reg.topics:
-                    self._topic_queues.setdefault(t.topic_name, {})[reg.broker_name] = QueueData(
-                        reg.broker_name, t.read_queue_nums, t.write_queue_nums, t.perm, t.topic_sys_flag)
+            if reg.broker_id == MASTER_ID:
+                self._update_queue_datas(reg, changed)
+            timeout = reg.heartbeat_timeout_ms or self.broker_channel_expired_time_ms
             self._live[reg.broker_addr] = _LiveBroker(reg.cluster_name, reg.broker_name, reg.broker_id, self.clock(),
-                                                      reg.data_version, reg.ha_server_addr, channel)
+                                                      reg.data_version, reg.ha_server_addr, channel, timeout)
             master = data.master_addr() or ""
             ha = self._live[master].ha_server_addr if master in self._live else ""
             return RegisterBrokerResult(master, ha)
+
+    def _update_queue_datas(self, reg: BrokerRegistration, changed: bool) -> None:
+        """A master's topics into the route: all of them when its topic table changed, else (Java's
+        isTopicConfigChanged) those the route has no queue data of this broker for. Why: a topic whose
+        route was lost (DELETE_TOPIC_IN_NAMESRV to the name server alone, a name server restarted
+        while the broker kept its DataVersion) comes back with the next periodic registration."""
+        if changed and self.delete_topic_with_broker_registration:
+            served = {t.topic_name for t in reg.topics}
+            for topic, queues in list(self._topic_queues.items()):
+                if topic not in served and reg.broker_name in queues:
+                    del queues[reg.broker_name]
+                    if not queues:
+                        del self._topic_queues[topic]
+        for t in reg.topics:
+            queues = self._topic_queues.setdefault(t.topic_name, {})
+            if changed:
+                queues[reg.broker_name] = QueueData(reg.broker_name, t.read_queue_nums, t.write_queue_nums, t.perm,
+                                                    t.topic_sys_flag)
 
     def _release_address_of_other_names(self, reg: BrokerRegistration) -> None:
         """One address is one broker: a registration from an address another broker name holds (the
@@ -181,7 +199,7 @@ class RouteInfoManager:
             return
         other = self._live.get(current)
         now = self.clock()
-        if other is None or now - other.last_update_timestamp >= self.broker_channel_expired_time_ms:
+        if other is None or now - other.last_update_timestamp >= other.heartbeat_timeout_ms:
             return
         key = (reg.broker_name, reg.broker_id)
         if now - self._conflicts_logged.get(key, -ADDRESS_CONFLICT_LOG_INTERVAL_MS) < ADDRESS_CONFLICT_LOG_INTERVAL_MS:
@@ -217,10 +235,11 @@ class RouteInfoManager:
                     del self._topic_queues[topic]
 
     def scan_not_active_brokers(self) -> list[str]:
-        """Brokers silent for 120 s are removed; returns their addresses (the caller closes channels)."""
-        deadline = self.clock() - self.broker_channel_expired_time_ms
+        """Brokers silent for longer than their own heartbeatTimeoutMillis (120 s when they sent none)
+        are removed; returns their addresses (the caller closes channels)."""
+        now = self.clock()
         with self._lock:
-            gone = [(addr, b) for addr, b in self._live.items() if b.last_update_timestamp < deadline]
+            gone = [(addr, b) for addr, b in self._live.items() if b.expired(now)]
             for addr, b in gone:
                 self.unregister_broker(b.cluster_name, addr, b.broker_name, b.broker_id)
         return [addr for addr, _ in gone]

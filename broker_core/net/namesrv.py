@@ -63,7 +63,9 @@ class NamesrvConfig:
     listen_port: int = 9876
     listen_host: str = "127.0.0.1"
     scan_not_active_broker_interval: int = 5_000  # ms
-    broker_channel_expired_time: int = BROKER_CHANNEL_EXPIRED_TIME_MS  # ms, when the broker sends none
+    # ms; only for a broker whose REGISTER_BROKER has no heartbeatTimeoutMillis (Java's default): a
+    # broker that sends one (its brokerChannelExpiredTime) expires by its own, as RocketMQ's name server
+    broker_channel_expired_time: int = BROKER_CHANNEL_EXPIRED_TIME_MS
     enable_all_topic_list: bool = True
     delete_topic_with_broker_registration: bool = False  # see RouteInfoManager
     kv_config_path: str | None = None  # kvConfig.json (Java: ~/namesrv/kvConfig.json); None keeps it in memory
@@ -102,7 +104,8 @@ class NameServer:
         while True:
             await asyncio.sleep(self.config.scan_not_active_broker_interval / 1000)
             for addr in self.routes.scan_not_active_brokers():
-                log.warning("broker %s removed from routes: no registration for more than %d ms", addr,
+                log.warning("broker %s removed from routes: no registration within its heartbeatTimeoutMillis "
+                            "(the broker's brokerChannelExpiredTime; %d ms when it sent none)", addr,
                             self.config.broker_channel_expired_time)
 
     def _on_channel_close(self, ch: Channel) -> None:
@@ -144,7 +147,8 @@ class NameServer:
                   for name, tc in wrapper.topic_config_table.items()]
         result = self.routes.register_broker(BrokerRegistration(h.cluster_name, h.broker_name, h.broker_addr,
                                                                 h.broker_id, h.ha_server_addr, topics,
-                                                                wrapper.data_version.counter), ch.id)
+                                                                wrapper.data_version.counter,
+                                                                h.heartbeat_timeout_millis or None), ch.id)
         resp = RegisterBrokerResponseHeader(ha_server_addr=result.ha_server_addr or None,
                                             master_addr=result.master_addr or None)
         order = self.kv.namespace(ORDER_TOPIC_CONFIG)

@@ -47,7 +47,9 @@ def test_two_brokers_one_name_server(tmp_path, procs):
     ns_addr = ns_proc.namesrv_addr
     brokers = {}
     for name in ("broker-a", "broker-b"):
+        # each broker registers its own expiry time (REGISTER_BROKER heartbeatTimeoutMillis), as RocketMQ's
         p = Mqbroker(tmp_path / name, "--broker-only", "-n", ns_addr, "--registerNameServerPeriod", "200",
+                     "--brokerChannelExpiredTime", "1500",
                      config=conf(tmp_path / f"{name}.conf", brokerName=name, brokerClusterName="C1"),
                      expect_namesrv=False)
         procs.append(p)
