@@ -171,7 +171,7 @@ class RouteInfoManager:
                         del self._topic_queues[topic]
         for t in reg.topics:
             queues = self._topic_queues.setdefault(t.topic_name, {})
-            if changed:
+            if changed or reg.broker_name not in queues:
                 queues[reg.broker_name] = QueueData(reg.broker_name, t.read_queue_nums, t.write_queue_nums, t.perm,
                                                     t.topic_sys_flag)
 

@@ -7,10 +7,11 @@ from __future__ import annotations
 import signal
 
 import pytest
+from harness import Servers
 from net_util import Mqbroker, RawClient
 
 from broker_core.remoting import RequestCode, ResponseCode
-from broker_core.remoting.bodies import ClusterInfo
+from broker_core.remoting.bodies import ClusterInfo, TopicRouteData
 from tests.waiting import wait_for
 
 RC = RequestCode
@@ -49,3 +50,32 @@ def test_silent_broker_expires_by_its_own_broker_channel_expired_time(tmp_path, 
         wait_for(lambda: registered_names(ns) == ["broker-a"], "broker-a to register again", 15)
     finally:
         ns.close()
+
+
+@pytest.fixture
+def fast_registering(tmp_path):
+    s = Servers(tmp_path)
+    try:
+        yield s, s.add_broker(register_period_ms=200)
+    finally:
+        s.close()
+
+
+def test_route_lost_in_the_name_server_comes_back_with_the_next_registration(fast_registering):
+    servers, (_broker, _server, addr) = fast_registering
+    ns, bc = RawClient(servers.namesrv_addr), RawClient(addr)
+    try:
+        r = bc.call(RC.UPDATE_AND_CREATE_TOPIC, {"topic": "Tz", "defaultTopic": "TBW102", "readQueueNums": "3",
+                                                 "writeQueueNums": "2", "perm": "6", "topicFilterType": "SINGLE_TAG"})
+        assert r.code == OK, r.remark
+        wait_for(lambda: ns.call(RC.GET_ROUTEINFO_BY_TOPIC, {"topic": "Tz"}).code == OK, "Tz routed", 10)
+        # the name server alone forgets Tz (DELETE_TOPIC_IN_NAMESRV without the broker's delete)
+        assert ns.call(RC.DELETE_TOPIC_IN_NAMESRV, {"topic": "Tz"}).code == OK
+        # the broker still serves Tz with an unchanged DataVersion: its next registration routes it again
+        wait_for(lambda: ns.call(RC.GET_ROUTEINFO_BY_TOPIC, {"topic": "Tz"}).code == OK, "Tz routed again", 10)
+        route = TopicRouteData.from_json(ns.call(RC.GET_ROUTEINFO_BY_TOPIC, {"topic": "Tz"}).body)
+        assert [(q.broker_name, q.read_queue_nums, q.write_queue_nums, q.perm) for q in route.queue_datas] == \
+            [("broker-a", 3, 2, 6)]
+    finally:
+        ns.close()
+        bc.close()
