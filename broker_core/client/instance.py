@@ -69,7 +69,9 @@ def _instance_name() -> str:
 class MQClientInstance:
     def __init__(self, namesrv_addrs: str | Sequence[str], *, credentials: SessionCredentials | None = None,
                  client_ip: str = "127.0.0.1", instance_name: str | None = None,
-                 request_timeout: float = 5.0, unit_name: str | None = None) -> None:
+                 request_timeout: float = 5.0, unit_name: str | None = None,
+                 heartbeat_interval: float = HEARTBEAT_INTERVAL_S,
+                 route_refresh_interval: float = ROUTE_REFRESH_INTERVAL_S) -> None:
         addrs = namesrv_addrs.split(";") if isinstance(namesrv_addrs, str) else list(namesrv_addrs)
         self.namesrv_addrs = [a.strip() for a in addrs if a.strip()]
         if not self.namesrv_addrs:
@@ -84,6 +86,8 @@ class MQClientInstance:
         # filed under, so a restarted process finds the file again
         self.stable_client_id = f"{client_ip}@{instance_name or 'DEFAULT'}{unit}"
         self.request_timeout = request_timeout
+        self.heartbeat_interval = heartbeat_interval  # ClientConfig.heartbeatBrokerInterval
+        self.route_refresh_interval = route_refresh_interval  # ClientConfig.pollNameServerInterval
         self._conns: dict[str, RemotingConnection] = {}
         self._conn_locks: dict[str, asyncio.Lock] = {}
         self._routes: dict[str, TopicRoute] = {}
@@ -102,7 +106,9 @@ class MQClientInstance:
             return
         self._started = True
         self._shut_down = False
-        self._tasks.append(asyncio.get_running_loop().create_task(self._periodic()))
+        loop = asyncio.get_running_loop()
+        self._tasks.append(loop.create_task(self._route_refresh_loop()))
+        self._tasks.append(loop.create_task(self._heartbeat_loop()))
 
     async def shutdown(self) -> None:
         """Stop the periodic work and close every connection. From its start on, connection() refuses
@@ -120,18 +126,27 @@ class MQClientInstance:
             self._conns.clear()
             self._started = False
 
-    async def _periodic(self) -> None:
-        last_route = time.monotonic()
+    async def _route_refresh_loop(self) -> None:
+        """Java's updateTopicRouteInfoFromNameServer task: a task of its own, apart from the heartbeat,
+        so a name server that is down delays no heartbeat (the brokers would drop our producers and
+        consumers after 120 s of silence, and the consumer groups would rebalance without us)."""
         while True:
-            await asyncio.sleep(HEARTBEAT_INTERVAL_S)
+            await asyncio.sleep(self.route_refresh_interval)
+            await self.refresh_routes()
+
+    async def refresh_routes(self) -> None:
+        """Refresh every cached route; a topic whose refresh fails keeps its route and stops no other."""
+        for topic in list(self._routes):
             try:
-                if time.monotonic() - last_route >= ROUTE_REFRESH_INTERVAL_S:
-                    last_route = time.monotonic()
-                    for topic in list(self._routes):
-                        await self.get_route(topic, refresh=True)
-                await self.send_heartbeat_to_all()
+                await self.get_route(topic, refresh=True)
             except (RemotingError, BrokerError) as e:
-                log.warning("periodic heartbeat/route refresh failed: %s", e)
+                log.warning("route refresh of %s failed: %s", topic, e)
+
+    async def _heartbeat_loop(self) -> None:
+        """Java's sendHeartbeatToAllBrokerWithLock task; send_heartbeat_to_all handles each broker's failure."""
+        while True:
+            await asyncio.sleep(self.heartbeat_interval)
+            await self.send_heartbeat_to_all()
 
     # ------------------------------------------------------------------ registration
     def register_producer(self, group: str, role: ClientRole) -> None:
