@@ -493,13 +493,16 @@ class MessageStore:
             # between that and the checkpoint would otherwise never be findable by key again.
             index_from = self.index_service.last_index_file_end_phy_offset if self.index_service.files else 0
         elif self.read_only and self.config.message_index_enable and (
-                self.index_service.damaged_files or (abnormal and self.index_service.stats().entry_count)):
+                self.index_service.damaged_files or (abnormal and (
+                    self.index_service.stats().entry_count or (dispatch_from > 0 and len(files) == 1)))):
             # Read-only: the records the index files lack are indexed in memory (index_in_memory). Dispatch
             # may have written a run's units before its index entries: from the index's own end, then,
-            # not the queues' (an index without entries would mean reading the whole log: left alone
-            # after a crash). A damaged file is not loaded, nor any newer one: their records are indexed
-            # in memory too, from the last whole file's end (the whole log if none is whole), or a
-            # clean store's key queries would silently miss every message those files hold.
+            # not the queues'. An index without entries means reading the whole log: done while the log
+            # is one file (a new store killed in its first seconds: the first record's unit written, its
+            # entries not, and a key query found nothing), left alone after a crash beyond that. A
+            # damaged file is not loaded, nor any newer one: their records are indexed in memory too,
+            # from the last whole file's end (the whole log if none is whole), or a clean store's key
+            # queries would silently miss every message those files hold.
             index_from = self.index_service.last_index_file_end_phy_offset
             if self.index_service.damaged_files:
                 log.warning("index file(s) %s cannot be read: the records they index are read from the commitlog "

@@ -181,6 +181,26 @@ def test_read_only_reader_finds_by_key_what_the_index_lacks_behind_the_queues(tm
         ro.shutdown()
 
 
+def test_read_only_reader_finds_by_key_a_new_stores_records_that_no_index_entry_holds_yet(tmp_path: Path) -> None:
+    """A new store killed in its first seconds: its first records' units written, no index entry yet.
+    The read-only reader indexed in memory only behind an index that has entries, so a key query of a
+    message its queue held found nothing (a kill -9 loop caught it after the first put)."""
+    store = MessageStore(tmp_path, small_config(), clock=FakeClock(step=STEP)).open()
+    store.config.message_index_enable = False  # queues dispatched, index entries not (yet)
+    for i in range(3):
+        assert store.put_message(make_msg("Ro", 0, b"m%d" % i, key=f"k{i}")).ok
+    store.config.message_index_enable = True
+    crash(store)
+
+    ro = MessageStore(tmp_path, small_config(), read_only=True).open()
+    try:
+        assert read_all(ro, "Ro") == list(range(3))
+        for i in range(3):
+            assert [m.body for m in ro.query_message("Ro", f"k{i}")] == [b"m%d" % i], i
+    finally:
+        ro.shutdown()
+
+
 def test_read_only_reader_finds_the_keys_of_a_record_split_across_index_files(tmp_path: Path) -> None:
     """The newest indexed record may be only partly in the files: its UNIQ_KEY entry filled the last
     file and the writer died before writing its KEYS entry into the next. The reader finds it by
