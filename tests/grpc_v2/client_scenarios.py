@@ -171,8 +171,27 @@ def transaction(endpoint: str, args: dict) -> dict:
     return {"id": r.message_id, "checked": checker.checked}
 
 
+def transaction_checker(endpoint: str, args: dict) -> dict:
+    """A producer that only answers check-backs (``check``: commit, rollback or unknown) until
+    ``stop_file`` exists or ``timeout`` passes; another instance of the same app owns the transaction."""
+    resolutions = {"commit": TransactionResolution.COMMIT, "rollback": TransactionResolution.ROLLBACK,
+                   "unknown": TransactionResolution.TRANSACTION_RESOLUTION_UNSPECIFIED}
+    checker = Checker(resolutions[args.get("check", "unknown")])
+    producer = Producer(config(endpoint, args), (args["topic"],), checker)
+    producer.startup()
+    if args.get("ready_file"):
+        open(args["ready_file"], "w").close()
+    try:
+        deadline = time.time() + float(args.get("timeout", 30))
+        while not os.path.exists(args["stop_file"]) and time.time() < deadline:
+            time.sleep(0.1)
+    finally:
+        producer.shutdown()
+    return {"checked": checker.checked}
+
+
 SCENARIOS = {"produce": produce, "simple_consume": simple_consume, "push_consume": push_consume,
-             "transaction": transaction}
+             "transaction": transaction, "transaction_checker": transaction_checker}
 
 if __name__ == "__main__":
     name, endpoint, raw = sys.argv[1], sys.argv[2], sys.argv[3]

@@ -12,6 +12,7 @@ the event loop.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -171,6 +172,10 @@ class MessagingService(MessagingServiceServicer):
         # transaction id -> (producer group, half queue offset, half commit log offset)
         self._transactions: dict[str, tuple[str, int, int]] = {}
         self._renewals: dict[str, _Renewal] = {}  # original handle -> renewal state
+        # ProducerManager#getAvailableChannel's positiveAtomicCounter: each check-back goes to the next
+        # live producer, so one instance that cannot decide (UNKNOWN, no checker) does not take every
+        # check while the instance that owns the transaction is never asked
+        self._check_counter = itertools.count(1)
         self._loop: asyncio.AbstractEventLoop | None = None
 
     # -- plumbing ----------------------------------------------------------------------------------
@@ -466,7 +471,8 @@ class MessagingService(MessagingServiceServicer):
         return pb.RetryPolicy(max_attempts=attempts, customized_backoff=pb.CustomizedBackoff(next=durations))
 
     def _check_back(self, half: MessageExt, producer_group: str) -> bool:
-        """Ask a live gRPC producer of the half's topic for its decision (broker thread)."""
+        """Ask a live gRPC producer of the half's topic for its decision (broker thread), rotating over
+        them from one check to the next as upstream does."""
         topic = half.get_property(P.PROPERTY_REAL_TOPIC) or producer_group
         producers = self.sessions.producers_of(topic)
         if not producers or self._loop is None:
@@ -477,8 +483,11 @@ class MessagingService(MessagingServiceServicer):
         wire.topic.name = topic
         command = pb.TelemetryCommand(recover_orphaned_transaction_command=pb.RecoverOrphanedTransactionCommand(
             message=wire, transaction_id=tx_id))
-        channel = next(ch for ch in producers[0].telemetry if not ch.closed)
-        channel.offer_threadsafe(command)
+        producer = producers[next(self._check_counter) % len(producers)]
+        live = [ch for ch in producer.telemetry if not ch.closed]
+        if not live:  # its stream closed since producers_of looked
+            return False
+        live[0].offer_threadsafe(command)
         return True
 
     # -- SendMessage / EndTransaction --------------------------------------------------------------
