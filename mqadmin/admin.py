@@ -507,9 +507,16 @@ class Admin:
             groups.update(self.client.query_topic_consume_by_who(b.broker_addr, topic))
         plan = DeleteTopicPlan(topic, cluster_name, queues, messages, sorted(groups), applied=False)
         if not dry_run:
-            change_each([b for b, _ in found], lambda b: self.client.delete_topic_in_broker(b.broker_addr, topic),
-                        _addr)
-            self.client.delete_topic_in_namesrv(topic, cluster_name)
+            brokers = [b for b, _ in found]
+            change_each(brokers, lambda b: self.client.delete_topic_in_broker(b.broker_addr, topic), _addr)
+            try:
+                self.client.delete_topic_in_namesrv(topic, cluster_name)
+            except AdminError as e:
+                # Java's order (brokers, then name servers: a broker still serving the topic would register
+                # its route again); a name server failing now leaves the brokers' deletes done, which the
+                # name server's own error ("cannot connect to name server X") did not say
+                raise e.noting(f"topic {topic} already deleted on broker {', '.join(map(_addr, brokers))}; "
+                               "its route stays in the name servers not named as changed") from None
             plan.applied = True
         return plan
 
