@@ -182,6 +182,24 @@ class Admin:
             raise AdminError(f"no broker is registered at {self.target}")
         return out
 
+    def broker_members(self) -> list[BrokerIdentity]:
+        """Every registered broker, slaves too: one per brokerAddrs entry, by cluster, name, then brokerId,
+        as Apache's ClusterListSubCommand prints its rows (that is what #BID shows), but those
+        ``left_out``. Commands that change or read a broker group keep to ``brokers()`` (the masters)."""
+        info = self.client.cluster_info()
+        out = []
+        for cluster, names in sorted(info.cluster_addr_table.items()):
+            for name in sorted(names):
+                data = info.broker_addr_table.get(name)
+                for bid, addr in sorted(data.broker_addrs.items() if data is not None else []):
+                    out.append(BrokerIdentity(cluster, name, addr, bid))
+        if not out:
+            raise AdminError(f"no broker is registered at {self.target}")
+        answering = [b for b in out if b.broker_addr not in self.left_out]
+        if not answering:
+            raise AdminError(f"every broker registered at {self.target} is left out (not answering)")
+        return answering
+
     def identity(self) -> BrokerIdentity:
         """The first broker (the only one of a store directory)."""
         return self.brokers()[0]
@@ -270,11 +288,11 @@ class Admin:
         return dict(sorted(self.client.broker_runtime_info(self._addr(broker_addr)).items()))
 
     def cluster_list(self, cluster_name: str | None = None) -> list[dict[str, Any]]:
-        """clusterList's rows: each broker's runtime figures as mqadmin prints them; a broker that did not
+        """clusterList's rows: each registered broker's (slaves too) runtime figures as mqadmin prints them; a broker that did not
         answer has empty figures, ACTIVATED false and its failure under ``error``. With ``cluster_name``
         only that cluster's brokers (none when it has none), as Apache's ``clusterList -c``."""
         rows = []
-        brokers = self.brokers()
+        brokers = self.broker_members()
         if cluster_name is not None:
             brokers = [b for b in brokers if b.cluster_name == cluster_name.strip()]
         for me in brokers:
