@@ -94,6 +94,9 @@ class MQClientInstance:
         self._producers: dict[str, ClientRole] = {}
         self._consumers: dict[str, ClientRole] = {}
         self._broker_addrs: dict[str, dict[int, str]] = {}
+        # the brokers of the last GET_BROKER_CLUSTER_INFO, once one was asked (a producer without TBW102
+        # learns its brokers so): they stay known, and are refreshed, as the brokers of a route are
+        self._cluster_addrs: dict[str, dict[int, str]] | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._background: set[asyncio.Task[None]] = set()
         self._ns_index = 0
@@ -141,12 +144,37 @@ class MQClientInstance:
                 await self.get_route(topic, refresh=True)
             except (RemotingError, BrokerError) as e:
                 log.warning("route refresh of %s failed: %s", topic, e)
+        if self._cluster_addrs is not None:
+            try:
+                await self.cluster_info()
+            except (RemotingError, BrokerError, BodyError) as e:
+                log.warning("cluster info refresh failed: %s", e)
 
     async def _heartbeat_loop(self) -> None:
         """Java's sendHeartbeatToAllBrokerWithLock task; send_heartbeat_to_all handles each broker's failure."""
         while True:
             await asyncio.sleep(self.heartbeat_interval)
+            self.clean_offline_brokers()
             await self.send_heartbeat_to_all()
+
+    def clean_offline_brokers(self) -> None:
+        """Java's cleanOfflineBroker: forget the addresses no route (nor the last cluster info) names any
+        more. Addresses were only ever added: a broker that left the cluster got a heartbeat every cycle
+        forever, each one a logged failure, and a blackholed one held the (sequential) heartbeats of the
+        others up for the request timeout."""
+        live = {a for route in self._routes.values() for b in route.data.broker_datas
+                for a in b.broker_addrs.values()}
+        live.update(a for addrs in (self._cluster_addrs or {}).values() for a in addrs.values())
+        for name, addrs in list(self._broker_addrs.items()):
+            kept = {bid: a for bid, a in addrs.items() if a in live}
+            if len(kept) == len(addrs):
+                continue
+            log.info("broker %s: %s no longer in any route, no heartbeat to it any more", name,
+                     ", ".join(sorted(set(addrs.values()) - set(kept.values()))))
+            if kept:
+                self._broker_addrs[name] = kept
+            else:
+                del self._broker_addrs[name]
 
     # ------------------------------------------------------------------ registration
     def register_producer(self, group: str, role: ClientRole) -> None:
@@ -307,8 +335,9 @@ class MQClientInstance:
     async def cluster_info(self) -> ClusterInfo:
         resp = self.check(await self.invoke_namesrv(RequestCode.GET_BROKER_CLUSTER_INFO))
         info = ClusterInfo.from_json(resp.body)
-        for name, b in info.broker_addr_table.items():
-            self._broker_addrs[name] = dict(b.broker_addrs)
+        self._cluster_addrs = {name: dict(b.broker_addrs) for name, b in info.broker_addr_table.items()}
+        for name, addrs in self._cluster_addrs.items():
+            self._broker_addrs[name] = dict(addrs)
         return info
 
     # ------------------------------------------------------------------ heartbeat
