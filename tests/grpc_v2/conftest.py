@@ -5,6 +5,7 @@ under $HOME, which each run points at a temporary directory)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import subprocess
@@ -55,11 +56,17 @@ def run_scenario(address: str, home: Path, scenario: str, *, limit: float = 90, 
     return json.loads(lines[-1])
 
 
-def start_grpc_broker(store: Path, home: Path, props: dict[str, str] | None = None) -> RunningGrpcBroker:
+def start_grpc_broker(store: Path, home: Path, props: dict[str, str] | None = None,
+                      channel_expired_ms: int | None = None) -> RunningGrpcBroker:
+    """``channel_expired_ms``: a shorter client expiry than the 120 s default (clients that stop sending
+    heartbeats)."""
     config = BrokerConfig.from_properties({"transactionTimeOut": "3000", "transactionCheckInterval": "1000",
                                            **(props or {})}, store)
     broker = Broker(store, config).start()
-    endpoint = GrpcEndpoint(broker, GrpcServerConfig.from_broker_config(config, port=0))
+    server_config = GrpcServerConfig.from_broker_config(config, port=0)
+    if channel_expired_ms is not None:
+        server_config = dataclasses.replace(server_config, channel_expired_ms=channel_expired_ms)
+    endpoint = GrpcEndpoint(broker, server_config)
     loop = asyncio.new_event_loop()
     started = threading.Event()
     failure: list[BaseException] = []

@@ -24,7 +24,7 @@ from broker_core.broker.broker_config import BrokerConfig
 
 from .cluster_route import ClusterRoutes
 from .service import MessagingService
-from .sessions import GrpcChannel
+from .sessions import CHANNEL_EXPIRED_MS, GrpcChannel
 from .stubs import add_messaging_service
 
 log = logging.getLogger("rmqops.grpc")
@@ -46,6 +46,9 @@ class GrpcServerConfig:
     tls_cert: Path | None = None
     tls_key: Path | None = None
     worker_threads: int = 64  # broker calls (long polling parks one while it waits)
+    # a client without a heartbeat for this long is gone: its registrations end and the messages it
+    # held for auto-renewal go back to its group
+    channel_expired_ms: int = CHANNEL_EXPIRED_MS
 
     @classmethod
     def from_broker_config(cls, config: BrokerConfig, host: str = "127.0.0.1", port: int | None = None
@@ -67,7 +70,8 @@ class GrpcEndpoint:
         self.config = config or GrpcServerConfig()
         self.executor = ThreadPoolExecutor(self.config.worker_threads, thread_name_prefix="grpc-broker")
         self.cluster_routes = cluster_routes
-        self.service = MessagingService(broker, self.executor, cluster_routes=cluster_routes)
+        self.service = MessagingService(broker, self.executor, cluster_routes=cluster_routes,
+                                        channel_expired_ms=self.config.channel_expired_ms)
         self.port = 0
         self._server: grpc.aio.Server | None = None
         self._housekeeping: asyncio.Task[None] | None = None
@@ -109,10 +113,11 @@ class GrpcEndpoint:
             await asyncio.sleep(HOUSEKEEPING_INTERVAL_S)
             rounds += 1
             try:
-                await self.service.renew_due()
+                # expiry first: renew_due gives back what an expired client held instead of renewing it
                 if rounds % SESSION_SCAN_EVERY == 0:
                     for gone in self.service.sessions.expire():
                         self.broker.client_registry.channel_closed(GrpcChannel(gone.client_id))
+                await self.service.renew_due()
             except Exception:
                 log.exception("gRPC housekeeping failed")
 

@@ -45,7 +45,7 @@ from broker_core.store.topic_config import TopicConfig
 
 from .cluster_route import BrokerQueues, ClusterRoutes, GrpcAddress, address_scheme
 from .convert import WireMessageError, inbound, message_type_of, outbound
-from .sessions import ClientSession, GrpcChannel, SessionRegistry, TelemetryChannel
+from .sessions import CHANNEL_EXPIRED_MS, ClientSession, GrpcChannel, SessionRegistry, TelemetryChannel
 from .stubs import MessagingServiceServicer, pb
 
 log = logging.getLogger("rmqops.grpc")
@@ -59,6 +59,9 @@ MIN_INVISIBLE_MS, MAX_INVISIBLE_MS = 10_000, 12 * 3_600_000
 RENEW_AHEAD_MS = 10_000  # renew an auto-renewed message this long before it would become visible
 RENEW_STEPS_MS = (60_000, 180_000, 300_000, 600_000, 1_800_000, 3_600_000)
 RENEW_MAX_TOTAL_MS = 3 * 3_600_000
+# invisibleTimeMillisWhenClear: what a message held for a client that left is changed to, so that
+# another consumer of its group gets it about a second later instead of after the renewals run out
+INVISIBLE_WHEN_CLEAR_MS = 1_000
 # The default customized retry ladder (delay levels 3..18 as durations), announced to push consumers.
 DEFAULT_BACKOFF_S = (1, 5, 10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800, 3600, 7200)
 DEFAULT_EXPONENTIAL = (5_000, 7_200_000, 2.0)  # ExponentialRetryPolicy's initial ms, max ms, multiplier
@@ -129,8 +132,10 @@ class CallInfo:
 
 @dataclass(slots=True)
 class _Renewal:
-    """An auto-renewed (push consumer) message: the handle the client holds and the current one."""
+    """An auto-renewed (push consumer) message: the handle the client holds and the current one, and
+    which client holds it (its renewals end when that client leaves)."""
 
+    client_id: str
     group: str
     topic: str
     handle: str
@@ -162,13 +167,13 @@ class MessagingService(MessagingServiceServicer):
     """The servicer grpc.aio calls; one per server, over one Broker."""
 
     def __init__(self, broker: Broker, executor: ThreadPoolExecutor, clock: Callable[[], int] | None = None,
-                 cluster_routes: ClusterRoutes | None = None) -> None:
+                 cluster_routes: ClusterRoutes | None = None, channel_expired_ms: int = CHANNEL_EXPIRED_MS) -> None:
         self.broker = broker
         self.executor = executor
         # the name servers' view of each topic (every broker of the cluster); None: this broker alone
         self.cluster_routes = cluster_routes
         self.clock = clock or broker.clock
-        self.sessions = SessionRegistry(self.clock)
+        self.sessions = SessionRegistry(self.clock, channel_expired_ms)
         # transaction id -> (producer group, half queue offset, half commit log offset)
         self._transactions: dict[str, tuple[str, int, int]] = {}
         self._renewals: dict[str, _Renewal] = {}  # original handle -> renewal state
@@ -629,7 +634,7 @@ class MessagingService(MessagingServiceServicer):
             for m in result.messages:
                 handle = m.get_property(P.PROPERTY_POP_CK) or ""
                 if request.auto_renew:
-                    self._renewals[handle] = _Renewal(group, topic, handle, now + invisible, now)
+                    self._renewals[handle] = _Renewal(info.client_id, group, topic, handle, now + invisible, now)
                 messages.append(outbound(m, handle, invisible_ms=invisible))
             first = OK if messages else status(pb.Code.MESSAGE_NOT_FOUND, "no new message")
         except RpcError as e:
@@ -849,7 +854,13 @@ class MessagingService(MessagingServiceServicer):
 
     # -- housekeeping ------------------------------------------------------------------------------
     async def renew_due(self) -> int:
-        """Extend auto-renewed messages about to become visible again (proxy's renew steps, ≤ 3 h)."""
+        """Extend auto-renewed messages about to become visible again (proxy's renew steps, ≤ 3 h).
+        First, as upstream's scheduleRenewTask (clientIsOffline -> clearGroup), give back the messages of
+        clients that are gone (NotifyClientTermination, or expired without heartbeats, e.g. killed):
+        renewing them would hide them from the rest of the group for up to 3 h."""
+        for client_id in {r.client_id for r in self._renewals.values()}:
+            if self.sessions.get(client_id) is None:
+                await self._release_client(client_id)
         now = self.clock()
         renewed = 0
         for original, r in list(self._renewals.items()):
@@ -868,3 +879,20 @@ class MessagingService(MessagingServiceServicer):
             r.handle, r.visible_at_ms, r.step = changed.receipt_handle, now + step, r.step + 1
             renewed += 1
         return renewed
+
+    async def _release_client(self, client_id: str) -> int:
+        """Stop renewing the messages ``client_id`` holds and make them visible to its group in
+        INVISIBLE_WHEN_CLEAR_MS (DefaultReceiptHandleManager#clearGroup). Runs in housekeeping only, so it
+        never races a renewal of the same message."""
+        mine = [(original, r) for original, r in self._renewals.items() if r.client_id == client_id]
+        for original, r in mine:
+            self._renewals.pop(original, None)
+            try:
+                await self._call(self.broker.change_invisible_time, r.group, r.topic, r.handle,
+                                 INVISIBLE_WHEN_CLEAR_MS)
+            except RpcError as e:  # acked or revived meanwhile: nothing left to give back
+                log.info("releasing %s of departed client %s failed: %s", original, client_id, e.message)
+        if mine:
+            log.info("gRPC client %s left; %d message(s) it held are visible again in %d ms", client_id,
+                     len(mine), INVISIBLE_WHEN_CLEAR_MS)
+        return len(mine)

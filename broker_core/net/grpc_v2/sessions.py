@@ -79,8 +79,9 @@ class TelemetryChannel:
 class SessionRegistry:
     """Sessions by client id; safe to read from broker threads (transaction check-back)."""
 
-    def __init__(self, clock: Callable[[], int]) -> None:
+    def __init__(self, clock: Callable[[], int], expired_ms: int = CHANNEL_EXPIRED_MS) -> None:
         self.clock = clock
+        self.expired_ms = expired_ms
         self._sessions: dict[str, ClientSession] = {}
         self._lock = threading.Lock()
 
@@ -110,12 +111,12 @@ class SessionRegistry:
             return list(self._sessions.values())
 
     def expire(self) -> list[ClientSession]:
-        """Drop clients silent for longer than channelExpiredTimeout."""
+        """Drop clients silent for longer than channelExpiredTimeout (``expired_ms``)."""
         now = self.clock()
         with self._lock:
-            gone = [s for s in self._sessions.values() if now - s.last_heartbeat_ms > CHANNEL_EXPIRED_MS]
+            gone = [s for s in self._sessions.values() if now - s.last_heartbeat_ms > self.expired_ms]
         for s in gone:
-            log.info("gRPC client %s expired (no heartbeat for %d s)", s.client_id, CHANNEL_EXPIRED_MS // 1000)
+            log.info("gRPC client %s expired (no heartbeat for %d s)", s.client_id, self.expired_ms // 1000)
             self.remove(s.client_id)
         return gone
 
