@@ -44,7 +44,7 @@ from broker_core.store.subscription_group_config import SubscriptionGroupConfig
 from broker_core.store.topic_config import TopicConfig
 
 from .cluster_route import BrokerQueues, ClusterRoutes, GrpcAddress, address_scheme
-from .convert import WireMessageError, inbound, message_type_of, outbound
+from .convert import InboundMessage, WireMessageError, inbound, message_type_of, outbound
 from .sessions import CHANNEL_EXPIRED_MS, ClientSession, GrpcChannel, SessionRegistry, TelemetryChannel
 from .stubs import MessagingServiceServicer, pb
 
@@ -507,29 +507,35 @@ class MessagingService(MessagingServiceServicer):
             if any(m.topic.name != topic for m in request.messages):
                 raise RpcError(pb.Code.MESSAGE_CORRUPTED, "topic in message is not same")
             await self._authorize(info, "SendMessage", topic=topic)
+            # every message is checked before any is stored (SendMessageActivity#buildMessage): one bad
+            # message refuses the request as a whole, and the valid ones are not stored behind it
+            prepared = [self._prepare_one(info, message, i, len(request.messages))
+                        for i, message in enumerate(request.messages)]
             entries = []
-            for message in request.messages:
-                entries.append(await self._send_one(info, message))
+            for m in prepared:
+                entries.append(await self._store_one(topic, m))
         except RpcError as e:
             return pb.SendMessageResponse(status=status(e.code, e.message))
         codes = {e.status.code for e in entries}
         top = entries[0].status if len(codes) == 1 else status(pb.Code.MULTIPLE_RESULTS, "multiple results")
         return pb.SendMessageResponse(status=top, entries=entries)
 
-    async def _send_one(self, info: CallInfo, message: Any) -> Any:
-        """One message of an authorized request (its topic is the request's)."""
+    def _prepare_one(self, info: CallInfo, message: Any, index: int, count: int) -> InboundMessage:
+        """One message of an authorized request (its topic is the request's), checked and converted;
+        RpcError names the message when the request has several."""
         topic = message.topic.name
         try:
             self._check_topic(topic)
             m = inbound(message, info.peer_ip, self.max_body_size, now_ms=self.clock(),
                         max_delay_ms=self.broker.config.store.timer_max_delay_sec * 1000)
+            self._check_message_type(self._topic(topic), m.properties)
         except (RpcError, WireMessageError) as e:
-            return pb.SendResultEntry(status=status(e.code, e.message))
-        try:
-            tc = self._topic(topic)
-            self._check_message_type(tc, m.properties)
-        except RpcError as e:
-            return pb.SendResultEntry(status=status(e.code, e.message))
+            where = f"message {index + 1} of {count}: " if count > 1 else ""
+            raise RpcError(e.code, where + e.message) from None
+        return m
+
+    async def _store_one(self, topic: str, m: InboundMessage) -> Any:
+        """Store one checked message; the broker's refusal is that message's entry."""
         try:
             result = await self._call(self.broker.send_message, topic, m.body, m.properties,
                                       message_group=m.message_group, born_host=m.born_host,
