@@ -150,3 +150,16 @@ def test_an_interrupt_after_files_were_swapped_in_names_them(tmp_path):
     assert str(RebuildInterrupted(tmp_path, [str(p) for p in written])) == (
         f"interrupted after writing config/consumerOffset.json, consumequeue in {tmp_path}; nothing else in the "
         f"store was changed")
+
+
+def test_the_code_zip_shipped_to_a_cluster_is_removed_when_the_process_exits(tmp_path) -> None:
+    """Every job on a cluster master left its ~650 KB rmqops-code-*.zip in the temp directory for good."""
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", "from spark.session import build_code_zip; "
+                           f"import os; p = build_code_zip({str(tmp_path)!r}); print(p, os.path.getsize(p))"],
+                          capture_output=True, text=True, timeout=60, cwd=str(REPO))
+    assert done.returncode == 0, done.stderr
+    path, size = done.stdout.split()
+    assert int(size) > 0 and path.startswith(str(tmp_path))
+    assert not os.path.exists(path) and list(tmp_path.iterdir()) == []
