@@ -15,6 +15,7 @@ from broker_core.client.message import Message
 from broker_core.client.producer import Producer
 from broker_core.remoting import RequestCode
 from broker_core.remoting.headers import CreateTopicRequestHeader
+from tests.net.harness import Servers
 from tests.remoting_broker import BrokerProcess, running_broker
 
 _names = itertools.count()
@@ -31,6 +32,18 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     with running_broker(Path(tmp_path_factory.mktemp("mqbroker")), FAST_CONF,
                         extra_args=FAST_ARGS) as b:
         yield b
+
+
+@pytest.fixture
+def servers(tmp_path: Path) -> Iterator[Servers]:
+    """A name server and one broker in this process (``tests.net.harness.Servers``), for tests that
+    stop or restart the name server; the broker registers every 30 s (the default)."""
+    s = Servers(tmp_path)
+    try:
+        s.add_broker()
+        yield s
+    finally:
+        s.close()
 
 
 @pytest.fixture

@@ -7,8 +7,6 @@ their group, the others rebalanced)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -22,15 +20,6 @@ from tests.net.harness import Servers
 # a cycle of a few tenths of a second instead of 30 s, so several cycles pass in a test's time
 FAST_CYCLE_S = 0.2
 
-
-@pytest.fixture
-def servers(tmp_path: Path) -> Iterator[Servers]:
-    s = Servers(tmp_path)
-    try:
-        s.add_broker()
-        yield s
-    finally:
-        s.close()
 
 
 def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:

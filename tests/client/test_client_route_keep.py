@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -24,17 +22,6 @@ from tests.net.harness import Servers
 
 TOPIC = "KeptT"
 
-
-@pytest.fixture
-def servers(tmp_path: Path) -> Iterator[Servers]:
-    """A name server and one broker in process; the broker registers every 30 s (the default), so a
-    restarted name server stays empty for the whole test."""
-    s = Servers(tmp_path)
-    try:
-        s.add_broker()
-        yield s
-    finally:
-        s.close()
 
 
 def restart_name_server_empty(servers: Servers) -> None:
