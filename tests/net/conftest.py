@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import Protocol
+
 import pytest
 from harness import Servers
 from net_util import RawClient
+
+
+class Stoppable(Protocol):
+    def stop(self) -> None: ...
 
 
 @pytest.fixture
@@ -26,3 +33,15 @@ def broker_setup(servers):
     finally:
         ns.close()
         bc.close()
+
+
+@pytest.fixture
+def procs() -> Iterator[list[Stoppable]]:
+    """Processes a test starts (mqbroker and the like): each is stopped, newest first, even when the
+    test fails."""
+    started: list[Stoppable] = []
+    try:
+        yield started
+    finally:
+        for p in reversed(started):
+            p.stop()

@@ -21,15 +21,26 @@ REPO = Path(__file__).resolve().parents[2]
 _opaque = itertools.count(1000)
 
 
-def mqadmin(ns: str, *args: str) -> str:
-    """``mqadmin <args> -n ns`` as a user runs it (a child process, no NAMESRV_ADDR inherited); its
-    stdout, after asserting it exited 0."""
+def run_mqadmin(*args: str) -> subprocess.CompletedProcess[str]:
+    """``mqadmin <args>`` as a user runs it: a child process, no NAMESRV_ADDR inherited."""
     env = dict(os.environ, PYTHONPATH=str(REPO))
     env.pop("NAMESRV_ADDR", None)
-    r = subprocess.run([sys.executable, "-m", "mqadmin.app", *args, "-n", ns], capture_output=True, text=True,
-                       env=env, cwd=REPO, timeout=120)
+    return subprocess.run([sys.executable, "-m", "mqadmin.app", *args], capture_output=True, text=True, env=env,
+                          cwd=REPO, timeout=120)
+
+
+def mqadmin(ns: str, *args: str) -> str:
+    """``mqadmin <args> -n ns``'s stdout, after asserting it exited 0."""
+    r = run_mqadmin(*args, "-n", ns)
     assert r.returncode == 0, f"mqadmin {' '.join(args)} failed ({r.returncode}): {r.stdout}{r.stderr}"
     return r.stdout
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 class RawClient:

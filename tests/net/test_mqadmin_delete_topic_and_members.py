@@ -3,35 +3,27 @@ the topic, and clusterList lists every registered broker of a group (slaves too,
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-from tests.remoting_broker import REPO, running_broker
+from net_util import free_port
+from net_util import run_mqadmin as mqadmin
+
+from tests.remoting_broker import running_broker
 from tests.waiting import wait_for
-
-DEAD_NAMESRV = "127.0.0.1:33651"  # nothing listens there (this helper's port range)
-
-
-def mqadmin(*args: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    env.pop("NAMESRV_ADDR", None)
-    return subprocess.run([sys.executable, "-m", "mqadmin.app", *args], capture_output=True, text=True, env=env,
-                          cwd=REPO, timeout=120)
 
 
 def test_delete_topic_failing_at_a_name_server_names_the_brokers_it_was_deleted_on(tmp_path: Path) -> None:
+    dead_namesrv = f"127.0.0.1:{free_port()}"  # nothing listens there
     with running_broker(tmp_path / "a") as a:
         made = mqadmin("updateTopic", "-n", a.namesrv_addr, "-c", "DefaultCluster", "-t", "Tdel")
         assert made.returncode == 0, made.stdout + made.stderr
-        both = f"{a.namesrv_addr};{DEAD_NAMESRV}"
+        both = f"{a.namesrv_addr};{dead_namesrv}"
         deleted = mqadmin("deleteTopic", "-n", both, "-c", "DefaultCluster", "-t", "Tdel")
         on_broker = mqadmin("topicStatus", "-n", a.namesrv_addr, "-t", "Tdel")
     assert deleted.returncode == 1, deleted.stdout + deleted.stderr
     line = deleted.stderr.strip()
     assert len(line.splitlines()) == 1 and "Traceback" not in line, line
-    assert DEAD_NAMESRV in line, line
+    assert dead_namesrv in line, line
     assert f"topic Tdel already deleted on broker {a.broker_addr}" in line, line
     assert on_broker.returncode == 3, on_broker.stdout + on_broker.stderr  # it was: the note tells the truth
 

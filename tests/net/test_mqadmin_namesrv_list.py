@@ -5,11 +5,8 @@ server; and a request that waited on several frozen name servers says how long i
 
 from __future__ import annotations
 
-import os
 import re
 import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -17,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from harness import LoopThread, bound_socket
-from net_util import REPO
+from net_util import run_mqadmin as mqadmin
 
 from broker_core.broker.broker import Broker
 from broker_core.broker.broker_config import BrokerConfig
@@ -75,12 +72,6 @@ def two_ns(tmp_path: Path) -> Iterator[TwoNameServers]:
         finally:
             env.loop.close()
 
-
-def mqadmin(*args: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    env.pop("NAMESRV_ADDR", None)
-    return subprocess.run([sys.executable, "-m", "mqadmin.app", *args], capture_output=True, text=True,
-                          env=env, cwd=REPO, timeout=120)
 
 
 def ok(*args: str) -> str:

@@ -11,18 +11,11 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
-from tests.remoting_broker import REPO, running_broker
+from net_util import run_mqadmin as mqadmin
 
-
-def mqadmin(*args: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    env.pop("NAMESRV_ADDR", None)
-    return subprocess.run([sys.executable, "-m", "mqadmin.app", *args], capture_output=True, text=True, env=env,
-                          cwd=REPO, timeout=120)
+from tests.remoting_broker import running_broker
 
 
 def test_a_change_that_fails_on_one_broker_names_the_brokers_already_changed(tmp_path: Path) -> None:

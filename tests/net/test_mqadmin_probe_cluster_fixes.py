@@ -12,25 +12,18 @@ probe of the cluster commands found wrong.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
+from net_util import run_mqadmin as mqadmin
 
-from tests.remoting_broker import REPO, BrokerProcess, running_broker
+from tests.remoting_broker import BrokerProcess, running_broker
 from tests.waiting import wait_for
 
 CLUSTER = "ProbeCluster"
 
-
-def mqadmin(*args: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    env.pop("NAMESRV_ADDR", None)
-    return subprocess.run([sys.executable, "-m", "mqadmin.app", *args], capture_output=True, text=True, env=env,
-                          cwd=REPO, timeout=120)
 
 
 @dataclass

@@ -9,7 +9,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 from net_util import REPO, Mqbroker, RawClient
 
 from broker_core.remoting import RequestCode, ResponseCode
@@ -29,15 +28,6 @@ def conf(path: Path, **props: str) -> Path:
     path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
     return path
 
-
-@pytest.fixture
-def procs():
-    started: list[Mqbroker] = []
-    try:
-        yield started
-    finally:
-        for p in reversed(started):
-            p.stop()
 
 
 def test_two_brokers_one_name_server(tmp_path, procs):

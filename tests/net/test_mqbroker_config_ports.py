@@ -7,14 +7,12 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
 from pathlib import Path
 
-import pytest
-from net_util import REPO
+from net_util import REPO, free_port
 
 from tests.waiting import wait_for
 
@@ -59,21 +57,6 @@ class ConfigPortsBroker:
         self._reader.join(5)
 
 
-@pytest.fixture
-def procs():
-    started: list[ConfigPortsBroker] = []
-    try:
-        yield started
-    finally:
-        for p in reversed(started):
-            p.stop()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 def test_listen_port_0_in_the_config_gives_grpc_a_free_port(tmp_path: Path, procs) -> None:
     ports = []
@@ -87,7 +70,7 @@ def test_listen_port_0_in_the_config_gives_grpc_a_free_port(tmp_path: Path, proc
 
 
 def test_a_grpc_port_in_the_config_still_wins(tmp_path: Path, procs) -> None:
-    port = _free_port()
+    port = free_port()
     conf = tmp_path / "b.conf"
     conf.write_text(f"listenPort=0\ngrpcServerPort={port}\n")
     p = ConfigPortsBroker(tmp_path / "store", conf)

@@ -18,15 +18,6 @@ RC = RequestCode
 OK = ResponseCode.SUCCESS
 
 
-@pytest.fixture
-def procs():
-    started: list[Mqbroker] = []
-    try:
-        yield started
-    finally:
-        for p in reversed(started):
-            p.stop()
-
 
 def registered_names(ns: RawClient) -> list[str]:
     return sorted(ClusterInfo.from_json(ns.call(RC.GET_BROKER_CLUSTER_INFO).body).broker_addr_table)
