@@ -9,6 +9,8 @@ from __future__ import annotations
 import dataclasses
 import re
 import typing
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -20,6 +22,22 @@ _CAMEL = re.compile(r"(?<=[a-z0-9])([A-Z])|(?<=[A-Z])([A-Z])(?=[a-z])")
 
 class ConfigError(ValueError):
     """A config file or value that cannot be used (with the key and the reason)."""
+
+
+@contextmanager
+def values_of(config_file: str | Path | None) -> Iterator[None]:
+    """Read settings out of ``config_file``: a ConfigError raised inside names the file as well.
+
+    Why: a bad value's message names its key ("mappedFileSizeCommitLog: expected an integer"), and
+    the operator also needs to know which file holds it; errors that name the file already (reading
+    it) are left as they are.
+    """
+    try:
+        yield
+    except ConfigError as e:
+        if not config_file or str(config_file) in str(e):
+            raise
+        raise ConfigError(f"config file {config_file}: {e}") from None
 
 
 def camel_to_snake(name: str) -> str:

@@ -27,7 +27,7 @@ from pathlib import Path
 from broker_core.auth.errors import AuthStoreError
 from broker_core.broker.broker import Broker
 from broker_core.broker.broker_config import BrokerConfig, check_port, resolve_broker_ip
-from broker_core.config_loader import ConfigError, read_properties_file, snake_to_camel
+from broker_core.config_loader import ConfigError, read_properties_file, snake_to_camel, values_of
 from broker_core.net.broker_server import BrokerRemotingServer
 from broker_core.net.grpc_v2.cluster_route import NamesrvClusterRoutes
 from broker_core.net.grpc_v2.server import GrpcEndpoint, GrpcServerConfig
@@ -173,13 +173,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         props = read_properties_file(args.config) if args.config else {}
         root = store_dir_from(args.store, props.get("storePathRootDir"))
-        config = BrokerConfig.from_properties(props, root)
-        net = NetConfig.from_properties(props)
-    except ConfigError as e:  # a bad value names its key; the file it is in too (reading errors name it already)
-        text = str(e)
-        if args.config and str(args.config) not in text:
-            text = f"config file {args.config}: {text}"
-        print(f"mqbroker: {text}", file=sys.stderr)
+        with values_of(args.config):
+            config = BrokerConfig.from_properties(props, root)
+            net = NetConfig.from_properties(props)
+    except ConfigError as e:
+        print(f"mqbroker: {e}", file=sys.stderr)
         return 1
     for key in ("namesrv_port", "register_name_server_period", "broker_channel_expired_time",
                 "scan_not_active_broker_interval", "frame_max_length"):

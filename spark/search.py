@@ -39,6 +39,7 @@ from broker_core.broker.filter.errors import FilterSyntaxError
 from broker_core.broker.filter.sql92 import compile_sql92
 from broker_core.common.java_numbers import JAVA_LONG_MAX, JAVA_LONG_MIN
 from broker_core.config_loader import ConfigError
+from broker_core.store.store_config import StoreConfig
 from broker_core.store.store_dir import is_store_dir, not_a_store_reason
 from broker_core.store.store_lock import is_store_locked
 
@@ -71,7 +72,7 @@ from .search_query import (
     row_sort_key,
 )
 from .session import SparkStartError, get_spark, is_local_master, stop_quietly
-from .store_input import CommitLogFile, CommitLogGap, list_commitlog_files, read_store_config
+from .store_input import CommitLogFile, CommitLogGap, list_commitlog_files
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrameWriter, SparkSession
@@ -283,7 +284,7 @@ def _load_store(index: int, store_dir: str | os.PathLike[str], config_file: str 
     if not is_store_dir(root):
         raise StoreNotFoundError(not_a_store_reason(root))
     try:
-        config = read_store_config(config_file, root)
+        config = StoreConfig.load(config_file, root=root)
     except ConfigError as e:  # a missing or bad --config: one line naming the file, exit 1 (was a traceback)
         raise SearchError(str(e)) from None
     commitlog_dir = config.commit_log_dir

@@ -9,7 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from broker_core.config_loader import ConfigError
 from broker_core.store.deleted_topics import read_deleted_topics
 from broker_core.store.mapped_file import MappedFileQueue, first_data_file_size
 from broker_core.store.store_config import StoreConfig, parse_delay_levels
@@ -106,18 +105,6 @@ def list_commitlog_files(commitlog_dir: Path, file_size: int, warnings: list[str
     return out
 
 
-def read_store_config(config_file: str | Path | None, root: Path) -> StoreConfig:
-    """The store config of ``root``; a ConfigError names the config file (a bad value's message named
-    only the key, and the front ends printed it as a traceback)."""
-    try:
-        return StoreConfig.load(config_file, root=root)
-    except ConfigError as e:
-        text = str(e)
-        if config_file is None or str(config_file) in text:
-            raise
-        raise ConfigError(f"config file {config_file}: {text}") from None
-
-
 def commitlog_file_size_problem(commitlog_dir: Path, configured_size: int) -> str | None:
     """Why the broker would refuse to open the commitlog for its files' lengths, in its own words; None if not.
 
@@ -139,7 +126,7 @@ def commitlog_file_size_problem(commitlog_dir: Path, configured_size: int) -> st
 
 def load_store_input(store_dir: str | Path, config_file: str | Path | None = None) -> StoreInput:
     root = Path(store_dir).resolve()
-    config = read_store_config(config_file, root)
+    config = StoreConfig.load(config_file, root=root)
     warnings: list[str] = []
     gaps: list[CommitLogGap] = []
     files = list_commitlog_files(config.commit_log_dir, config.mapped_file_size_commit_log, warnings, gaps)

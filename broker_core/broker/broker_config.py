@@ -26,6 +26,7 @@ from broker_core.config_loader import (
     camel_to_snake,
     read_properties_file,
     to_properties,
+    values_of,
 )
 from broker_core.store.store_config import StoreConfig
 
@@ -162,12 +163,8 @@ class BrokerConfig:
     def load(cls, config_file: str | Path | None = None, store_root: str | Path | None = None) -> BrokerConfig:
         """Read broker.conf (properties or YAML); ``store_root`` overrides storePathRootDir."""
         props = read_properties_file(config_file) if config_file else {}
-        try:
+        with values_of(config_file):
             return cls.from_properties(props, store_root)
-        except ConfigError as e:  # a bad value names its key; the operator also needs the file it is in
-            if not config_file:
-                raise
-            raise ConfigError(f"config file {config_file}: {e}") from None
 
     def to_properties(self) -> dict[str, str]:
         """Every setting as RocketMQ ``key -> value`` strings (what getBrokerConfig prints)."""

@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..config_loader import ConfigError, apply_properties, read_properties_file, snake_to_camel
+from ..config_loader import ConfigError, apply_properties, read_properties_file, snake_to_camel, values_of
 
 ASYNC_FLUSH = "ASYNC_FLUSH"
 SYNC_FLUSH = "SYNC_FLUSH"
@@ -136,7 +136,8 @@ class StoreConfig:
     @classmethod
     def load(cls, config_file: str | Path | None = None, root: str | Path | None = None) -> StoreConfig:
         props = read_properties_file(config_file) if config_file else {}
-        return cls.from_properties(props, root)
+        with values_of(config_file):
+            return cls.from_properties(props, root)
 
 
 def parse_delay_levels(spec: str) -> list[int]:
