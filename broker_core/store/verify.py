@@ -457,13 +457,11 @@ def _check_timer_files(store: MessageStore, issues: _Collector) -> None:
 
 def _check_timer_log(store: MessageStore, issues: _Collector) -> int | None:
     """The timer log's end, or None (and the issue) when the broker would refuse to open it."""
-    from .mapped_file import first_data_file_size
     from .timer.timer_log import TimerLog, TimerLogError
 
     directory = store.root / "timerlog"
     try:
-        timer_log = TimerLog(directory, first_data_file_size(directory) or store.config.mapped_file_size_timer_log,
-                             read_only=True)
+        timer_log = TimerLog.of_store(directory, store.config.mapped_file_size_timer_log, read_only=True)
     except TimerLogError as e:
         issues.add("timer-log", directory.name, 0, f"{e}: the broker refuses to open the store with it")
         return None

@@ -34,7 +34,7 @@ from broker_core.store.codec.timer_format import (
     read_offset_py,
     unpack_unit,
 )
-from broker_core.store.mapped_file import reserve_blocks
+from broker_core.store.mapped_file import first_data_file_size, reserve_blocks
 
 _FILE_NAME = re.compile(r"^\d{20}$")
 
@@ -104,6 +104,12 @@ class TimerLog:
     On open the write position is found by scanning the last file for its valid units (so a plain
     open can append right away); the timer service's recovery may then move it with ``recover``.
     """
+
+    @classmethod
+    def of_store(cls, directory: Path, configured_file_size: int, read_only: bool = False) -> TimerLog:
+        """A store's timer log, at the size of the files it already has (an existing store's file
+        sizes win over the config: mappedFileSizeTimerLog only sizes a new one)."""
+        return cls(directory, first_data_file_size(directory) or configured_file_size, read_only=read_only)
 
     def __init__(self, directory: str | os.PathLike[str], file_size: int = DEFAULT_TIMER_LOG_FILE_SIZE,
                  read_only: bool = False) -> None:

@@ -62,7 +62,6 @@ from broker_core.store.codec.timer_format import (
     java_div,
 )
 from broker_core.store.commit_log import PutMessageResult
-from broker_core.store.mapped_file import first_data_file_size
 from broker_core.store.timer.convert import TIMER_TOPIC, build_delete_key
 from broker_core.store.timer.timer_checkpoint import TimerCheckpoint
 from broker_core.store.timer.timer_log import TimerLog
@@ -193,13 +192,12 @@ class TimerMessageStore:
         self._get_data = message_store.commit_log.get_data
         # REAL_TOPIC -> Java hashCode for the TimerLog's metric field; topics are few, a put is not
         self._topic_hashes: dict[str, int] = {}
-        log_dir = self.root / "timerlog"
-        file_size = first_data_file_size(log_dir) or cfg.mapped_file_size_timer_log
         self._lock = threading.RLock()
         self.timer_wheel = TimerWheel(self.root / "timerwheel", self.slots_total, self.precision_ms,
                                       read_only=self.read_only)
         try:
-            self.timer_log = TimerLog(log_dir, file_size, read_only=self.read_only)
+            self.timer_log = TimerLog.of_store(self.root / "timerlog", cfg.mapped_file_size_timer_log,
+                                               read_only=self.read_only)
             try:
                 self.timer_checkpoint = TimerCheckpoint(self.root / "config" / "timercheck",
                                                         read_only=self.read_only, clock=self.clock)

@@ -271,8 +271,10 @@ class TimerWheel:
 
     def clear_slot(self, time_ms: int) -> None:
         """Zero ``time_ms``'s slot (it then reads as empty for every lap)."""
+        self._clear_at(self.get_slot_index(time_ms) * SLOT_SIZE)
+
+    def _clear_at(self, pos: int) -> None:
         self._check_writable()
-        pos = self.get_slot_index(time_ms) * SLOT_SIZE
         if not self._reserved[pos // PAGE_SIZE] and not any(self._slot_bytes(pos)):
             return  # a hole is already zero: writing it would allocate the page
         self._reserve(pos)
@@ -289,10 +291,7 @@ class TimerWheel:
         """
         stale = [index for index, slot in self.iter_slots(time_start_ms) if slot.first_pos >= end]
         for index in stale:
-            pos = index * SLOT_SIZE
-            self._reserve(pos)
-            self._mv[pos:pos + SLOT_SIZE] = bytes(SLOT_SIZE)
-            self._dirty = True
+            self._clear_at(index * SLOT_SIZE)
         return len(stale)
 
     def clear(self) -> None:
