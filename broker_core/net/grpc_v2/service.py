@@ -39,6 +39,7 @@ from broker_core.broker.topic_validator import (
 )
 from broker_core.common.response_code import ResponseCode
 from broker_core.store.codec import properties as P
+from broker_core.store.codec.batch import BatchItem
 from broker_core.store.codec.message import MessageExt
 from broker_core.store.subscription_group_config import SubscriptionGroupConfig
 from broker_core.store.topic_config import TopicConfig
@@ -511,9 +512,10 @@ class MessagingService(MessagingServiceServicer):
             # message refuses the request as a whole, and the valid ones are not stored behind it
             prepared = [self._prepare_one(info, message, i, len(request.messages))
                         for i, message in enumerate(request.messages)]
-            entries = []
-            for m in prepared:
-                entries.append(await self._store_one(topic, m))
+            if len(prepared) == 1:
+                entries = [await self._store_one(topic, prepared[0])]
+            else:
+                entries = await self._store_batch(topic, prepared)
         except RpcError as e:
             return pb.SendMessageResponse(status=status(e.code, e.message))
         codes = {e.status.code for e in entries}
@@ -548,6 +550,36 @@ class MessagingService(MessagingServiceServicer):
             self._transactions[tx_id] = (topic, result.queue_offset, result.commit_log_offset)
         return pb.SendResultEntry(status=OK, message_id=result.uniq_key, transaction_id=tx_id,
                                   offset=result.queue_offset)
+
+    async def _store_batch(self, topic: str, messages: list[InboundMessage]) -> list[Any]:
+        """Store the checked messages of one request as one batch put (Broker.send_batch, the remoting
+        SEND_BATCH_MESSAGE path), as RocketMQ's proxy sends them as one MessageBatch: all or nothing,
+        in one queue, contiguous records with consecutive queue offsets. Stored one at a time, a put
+        refused after the first left the earlier ones stored behind an error the client retries.
+
+        Each message gets its own entry (its message id, its queue offset), where upstream's proxy
+        answers one entry with comma-joined ids: clients map entries to messages. The queue is the
+        message group's when every message has the same one (a FIFO send keeps its group's queue;
+        upstream ignores the group of a multi-message request), else round robin as upstream. The
+        batch's rules are the broker's: no delay or transaction messages, one WAIT flag, the whole
+        batch within maxMessageSize; a refusal is every message's entry."""
+        first = messages[0]
+        if any(m.sys_flag != first.sys_flag for m in messages):  # the batch's records share one SYSFLAG
+            raise RpcError(pb.Code.BAD_REQUEST, "the messages of one request are stored as one batch and "
+                                                "must share one body encoding")
+        groups = {m.message_group for m in messages}
+        items = [BatchItem(m.body, dict(m.properties)) for m in messages]
+        try:
+            result = await self._call(self.broker.send_batch, topic, items,
+                                      message_group=groups.pop() if len(groups) == 1 else None,
+                                      born_host=first.born_host, born_timestamp=first.born_timestamp,
+                                      sys_flag=first.sys_flag)
+        except RpcError as e:
+            refused = status(e.code, f"the {len(messages)} messages of this request are stored as one batch "
+                                     f"and none was stored: {e.message}")
+            return [pb.SendResultEntry(status=refused) for _ in messages]
+        return [pb.SendResultEntry(status=OK, message_id=key, offset=result.queue_offset + i)
+                for i, key in enumerate(result.uniq_keys)]
 
     @staticmethod
     def _check_message_type(tc: TopicConfig, properties: dict[str, str]) -> None:
