@@ -63,7 +63,7 @@ from .running_info import (
     process_queue_info,
 )
 from .subscription import build_subscription, check_client_in_broker
-from .tasks import cancel_and_wait
+from .tasks import cancel_and_wait, finish_and_wait
 from .trace import DEFAULT_REGION, TraceDispatcher
 
 log = logging.getLogger(__name__)
@@ -149,6 +149,9 @@ class PushConsumer:
         self._rebalance_lock = asyncio.Lock()
         self._running = False
         self._starting = False
+        # the teardown of a shutdown() under way, or one that did not complete (it failed or was itself
+        # cancelled): the next shutdown() starts it again; None once a teardown has completed
+        self._teardown: asyncio.Task[None] | None = None
         # how long a reset from the broker (client mode) waits for requests already sent on dropped queues
         self.reset_offset_drain_s = RESET_OFFSET_DRAIN_S
 
@@ -184,6 +187,8 @@ class PushConsumer:
         # a second start would run a second rebalancer: every queue pulled twice, each message consumed twice
         if self._running or self._starting:
             raise ClientStateError(f"push consumer {self.group} is already started")
+        if self._teardown is not None and not self._teardown.done():
+            raise ClientStateError(f"push consumer {self.group} is shutting down")
         self._starting = True
         try:
             await self._start()
@@ -225,12 +230,31 @@ class PushConsumer:
             self._spawn(self._lock_loop())
 
     async def shutdown(self) -> None:
-        if not self._running:
+        """Stop consuming, commit the consumed offsets, unregister; as Java's shutdown, idempotent once
+        completed. The teardown runs as a task of its own that a cancel of this call (a timeout around
+        it that fires) does not cut short: the offsets are committed before the cancel is raised, or
+        what was consumed would be consumed again after a restart. A teardown that did not complete
+        (it failed, or its task was cancelled) is done again by the next shutdown()."""
+        if not self._running and self._teardown is None:
+            return  # never started, or shut down to the end: nothing left to do
+        self._running = False  # no loop goes round again
+        if self._teardown is None or self._teardown.done():
+            self._teardown = asyncio.ensure_future(self._tear_down())
+        teardown = self._teardown
+        if asyncio.current_task() in self._tasks:
+            # called from one of the consumer's own tasks (an async listener): the teardown stops that
+            # task and waits for it, so it cannot wait for the teardown; its cancel ends it here
+            await asyncio.shield(teardown)
             return
-        self._running = False
+        await finish_and_wait(teardown)
+        teardown.result()  # the teardown's own failure, or its cancel by another
+
+    async def _tear_down(self) -> None:
+        """Java's shutdown order: the loops and the listener threads stop, the offsets are committed
+        (and orderly queue locks released), the trace data flushed, the group unregistered."""
         try:
             await cancel_and_wait(*self._tasks)
-        finally:  # even when the caller's cancel ends the wait above: no listener call starts after it
+        finally:  # even when a cancel ends the wait above: no listener call starts after it
             self._tasks.clear()
             if self._consume_executor is not None:
                 # as Java's consumeExecutor.shutdown(): no new listener calls, none waited for (a listener
@@ -243,6 +267,7 @@ class PushConsumer:
         if self.trace is not None:
             await self.trace.shutdown()
         await self.instance.unregister(consumer_group=self.group)
+        self._teardown = None
 
     def _spawn(self, coro: Awaitable[None]) -> asyncio.Task[None]:
         task: asyncio.Task[None] = asyncio.ensure_future(coro)
