@@ -608,37 +608,30 @@ class Admin:
 
     def update_sub_group(self, config: SubscriptionGroupInfo,
                          targets: list[BrokerIdentity] | None = None) -> SubscriptionGroupInfo:
-        """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP; ``config.attributes`` holds signed changes (+k=v / -k)
-        applied to each broker's current attributes (none given: the current ones stay)."""
-        def update(b: BrokerIdentity) -> SubscriptionGroupInfo:
-            current = self.client.get_subscription_group(b.broker_addr, config.group_name)
-            attrs = dict(current.attributes) if current is not None else {}
-            for key, value in config.attributes.items():
-                if key.startswith("-"):
-                    attrs.pop(key[1:], None)
-                else:
-                    attrs[key.lstrip("+")] = value
-            wanted = dataclasses.replace(config, attributes=attrs)
-            return self.client.update_and_create_subscription_group(b.broker_addr, wanted)
-
-        return change_each(targets or self.brokers(), update, _addr)[0]
+        """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP on each target, ``config`` as given: its attributes are
+        signed changes (+k=v / -k) each broker applies to its current ones (none given: they stay), as
+        Apache's updateSubGroup sends them. Nothing is read first or after (under ACL 2.0 that would
+        need Group [Get], which Apache's command does not); the config sent is returned, which is what
+        Apache's command prints."""
+        change_each(targets or self.brokers(),
+                    lambda b: self.client.update_and_create_subscription_group(b.broker_addr, config), _addr)
+        return config
 
     def delete_sub_group(self, group: str, remove_offset: bool = False, delete_retry_topics: bool = False,
                          targets: list[BrokerIdentity] | None = None) -> None:
         """DELETE_SUBSCRIPTIONGROUP on each target; with ``delete_retry_topics`` (mqadmin -c) its
         %RETRY% and %DLQ% topics go too, from the brokers and from the name server (Apache's
         adminExt.deleteTopic: a route left at the name server kept routing clients to a topic no broker
-        has). Not found when no target had it and no offsets were removed (``remove_offset`` of a
-        group that has none removes nothing: saying success would hide a mistyped name)."""
+        has). Not found when every target answered it deleted nothing: no group and, with
+        ``remove_offset``, no offsets (saying success would hide a mistyped name). The broker's answer
+        says so, so the group is not read first (which ACL 2.0 would make need Group [Get])."""
         def delete(b: BrokerIdentity) -> bool:
-            existed = self.client.get_subscription_group(b.broker_addr, group) is not None
-            had_offsets = remove_offset and bool(self.client.consume_stats(b.broker_addr, group).rows)
-            self.client.delete_subscription_group(b.broker_addr, group, remove_offset)
+            deleted = self.client.delete_subscription_group(b.broker_addr, group, remove_offset)
             if delete_retry_topics:
                 for topic in (f"%RETRY%{group}", f"%DLQ%{group}"):
                     if self.client.get_topic_config(b.broker_addr, topic) is not None:
                         self.client.delete_topic_in_broker(b.broker_addr, topic)
-            return existed or had_offsets
+            return deleted
 
         chosen = targets or self.brokers()
         existed = any(change_each(chosen, delete, _addr))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import fields, replace
 from typing import Any
 
@@ -29,6 +29,32 @@ log = logging.getLogger("rmqops.broker")
 
 RETRY_POLICY_TYPES = ("CUSTOMIZED", "EXPONENTIAL")
 _FIELD_NAMES = {f.name for f in fields(SubscriptionGroupConfig)} - {"group_name", "extra"}
+
+
+def alter_group_attributes(create: bool, current: Mapping[str, str], changes: Mapping[str, str]) -> dict[str, str]:
+    """The group's attributes after the signed ``changes`` (AttributeUtil.alterCurrentAttributes' rules:
+    a new group takes only ``+k``; ``-k`` removes a key it has). Any key is taken: SubscriptionGroupAttributes
+    has none in RocketMQ 5.x, and mqadmin refuses them before sending (see mqadmin.commands.group)."""
+    result = dict(current)
+    seen: set[str] = set()
+    for signed, value in changes.items():
+        if not signed.startswith(("+", "-")):
+            raise InvalidParameterError(f"wrong format key: {signed} (an attribute change is +key or -key)")
+        key = signed[1:]
+        if not key or "+" in key or "-" in key:
+            raise InvalidParameterError(f"kv string format wrong: {signed!r}")
+        if key in seen:
+            raise InvalidParameterError(f"alter duplication key. key: {key}")
+        seen.add(key)
+        if create and not signed.startswith("+"):
+            raise InvalidParameterError(f"only add attribute is supported while creating a group. key: {key}")
+        if signed.startswith("+"):
+            result[key] = value
+        elif key not in current:
+            raise InvalidParameterError(f"attempt to delete a nonexistent key: {key}")
+        else:
+            result.pop(key)
+    return result
 
 
 class SubscriptionGroupManager:
@@ -107,21 +133,35 @@ class SubscriptionGroupManager:
                 log.info("%s written again: auto-created subscription groups are saved", self.table.path)
 
     def create_or_update(self, group: str | SubscriptionGroupConfig, **settings: Any) -> SubscriptionGroupConfig:
-        """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP; ``settings`` are SubscriptionGroupConfig field names."""
+        """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP; ``settings`` are SubscriptionGroupConfig field names.
+
+        A whole config (``group`` a SubscriptionGroupConfig: the request's body) replaces the stored one
+        except its attributes, which are signed changes (``+k``: v, ``-k``) applied to the stored ones
+        (Java's updateSubscriptionGroupConfig, AttributeUtil.alterCurrentAttributes): the caller need
+        not read the group first, which ACL 2.0 would make it need Group [Get] for. A name with
+        ``settings`` changes just those fields, ``attributes`` given outright."""
         if self.read_only:
             raise ServiceNotAvailableError("the broker is open read-only; groups cannot change")
-        if isinstance(group, SubscriptionGroupConfig):
-            base, name = group, group.group_name
-        else:
-            name = group
-            base = self.table.groups.get(name) or SubscriptionGroupConfig(name)
+        name = group.group_name if isinstance(group, SubscriptionGroupConfig) else group
         bad = validate_group(name)
         if bad:
             raise InvalidParameterError(bad)
         unknown = set(settings) - _FIELD_NAMES
         if unknown:
             raise InvalidParameterError(f"unknown subscription group setting(s): {', '.join(sorted(unknown))}")
-        cfg = replace(base, **settings) if settings else replace(base)
+        with self._lock:  # the stored attributes read and the new ones written as one change
+            current = self.table.groups.get(name)
+            if isinstance(group, SubscriptionGroupConfig):
+                cfg = replace(group, **settings)
+                cfg.attributes = alter_group_attributes(current is None, current.attributes if current else {},
+                                                        cfg.attributes)
+            else:
+                cfg = replace(current or SubscriptionGroupConfig(name), **settings)
+            return self._put(cfg)
+
+    def _put(self, cfg: SubscriptionGroupConfig) -> SubscriptionGroupConfig:
+        """Store ``cfg`` once its values are in the broker's ranges (nothing changes otherwise)."""
+        name = cfg.group_name
         if not 0 <= cfg.retry_queue_nums <= MAX_TOPIC_QUEUE_NUMS:
             raise InvalidParameterError(f"retryQueueNums must be 0..{MAX_TOPIC_QUEUE_NUMS}, got {cfg.retry_queue_nums}")
         if not -1 <= cfg.retry_max_times <= MAX_RETRY_TIMES:

@@ -61,6 +61,10 @@ from .wire_convert import (
 
 log = logging.getLogger("rmqops.broker.net")
 
+# DELETE_SUBSCRIPTIONGROUP's answer field, "false" when nothing was deleted (rmqops only: Java's broker
+# answers SUCCESS with no field, which mqadmin's remoting transport reads as "deleted")
+GROUP_DELETED_FIELD = "deleted"
+
 def _reset_body_for_c(body: ResetOffsetBody) -> bytes:
     """ResetOffsetBodyForC: the C++ client reads the table as a list of MessageQueueForC, not a map."""
     rows: list[fastjson.JsonValue] = [
@@ -156,9 +160,17 @@ class AdminHandlers:
 
     async def delete_subscription_group(self, ch: Channel, req: RemotingCommand,
                                         auth: RequestContext) -> RemotingCommand:
+        """SUCCESS whether or not the group was there, as Java's broker answers; when nothing was deleted
+        (no group, and with ``cleanOffset`` no offsets either) the answer says so in a remark and the
+        ``deleted`` field, so mqadmin can report a mistyped name without reading the group first (a
+        read ACL 2.0 would make the caller need Group [Get] for). Java's clients ignore both."""
         h = DeleteSubscriptionGroupRequestHeader.from_ext_fields(req.ext_fields)
-        await self.ctx.run(self.broker.delete_subscription_group, h.group_name, h.clean_offset, auth=auth)
-        return req.response()
+        had_offsets = h.clean_offset and bool(self.broker.offset_manager.which_topic_by_consumer(h.group_name))
+        existed = await self.ctx.run(self.broker.delete_subscription_group, h.group_name, h.clean_offset, auth=auth)
+        if existed or had_offsets:
+            return req.response()
+        return req.response(remark=f"subscription group [{h.group_name}] does not exist in this broker",
+                            ext_fields={GROUP_DELETED_FIELD: "false"})
 
     async def get_all_subscription_group_config(self, ch: Channel, req: RemotingCommand,
                                                 auth: RequestContext) -> RemotingCommand:

@@ -246,13 +246,16 @@ class BrokerClient(Protocol):
         """GET_SUBSCRIPTIONGROUP_CONFIG (352); None when absent."""
         ...
 
-    def update_and_create_subscription_group(self, broker_addr: str,
-                                             config: SubscriptionGroupInfo) -> SubscriptionGroupInfo:
-        """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200); ``config.attributes`` is the full new map."""
+    def update_and_create_subscription_group(self, broker_addr: str, config: SubscriptionGroupInfo) -> None:
+        """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200): every field of ``config`` replaces the stored one but
+        ``config.attributes``, signed changes (``+k``: v, ``-k``) the broker applies to the group's current
+        attributes (none: they stay). Nothing is read back: the answer has no body, and a read would
+        need Group [Get] under ACL 2.0, which Apache's updateSubGroup does not."""
         ...
 
-    def delete_subscription_group(self, broker_addr: str, group: str, clean_offset: bool) -> None:
-        """DELETE_SUBSCRIPTIONGROUP (207), with ``cleanOffset``."""
+    def delete_subscription_group(self, broker_addr: str, group: str, clean_offset: bool) -> bool:
+        """DELETE_SUBSCRIPTIONGROUP (207), with ``cleanOffset``; False when the broker says it deleted
+        nothing (no such group, nor offsets to clean). A broker that does not say (Java's) gives True."""
         ...
 
     def consume_stats(self, broker_addr: str, group: str, topic: str | None = None) -> ConsumeStatsView:

@@ -11,7 +11,6 @@ exactly as the remoting transport maps response codes.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 from collections.abc import Callable
 from pathlib import Path
@@ -269,31 +268,19 @@ class LocalBrokerClient:
         g = self._call(broker_addr, b.get_subscription_group, group)
         return None if g is None else _group_info(g)
 
-    def update_and_create_subscription_group(self, broker_addr: str,
-                                             config: SubscriptionGroupInfo) -> SubscriptionGroupInfo:
-        """The whole config replaces the stored one, as UPDATE_AND_CREATE_SUBSCRIPTIONGROUP's body does over
-        the wire: every field is given (a field left out here would keep its old value on a store
-        directory and be reset over -n)."""
+    def update_and_create_subscription_group(self, broker_addr: str, config: SubscriptionGroupInfo) -> None:
+        """The whole config, as UPDATE_AND_CREATE_SUBSCRIPTIONGROUP's body carries it over the wire: the
+        broker takes the same path (its attribute merge included) for a store directory as for -n."""
         b = self._broker_for(broker_addr)
-        settings: dict[str, object] = {
-            "consume_enable": config.consume_enable, "consume_from_min_enable": config.consume_from_min_enable,
-            "consume_broadcast_enable": config.consume_broadcast_enable,
-            "consume_message_orderly": config.consume_message_orderly, "retry_queue_nums": config.retry_queue_nums,
-            "retry_max_times": config.retry_max_times,
-            "group_retry_policy": copy.deepcopy(config.group_retry_policy or {"type": "CUSTOMIZED"}),
-            "broker_id": config.broker_id,
-            "which_broker_when_consume_slowly": config.which_broker_when_consume_slowly,
-            "notify_consumer_ids_changed_enable": config.notify_consumer_ids_changed_enable,
-            "group_sys_flag": config.group_sys_flag, "consume_timeout_minute": config.consume_timeout_minute,
-            "subscription_data_set": copy.deepcopy(config.subscription_data_set),
-            "attributes": dict(config.attributes),
-        }
-        g = self._call(broker_addr, b.create_or_update_subscription_group, config.group_name, **settings)
-        return _group_info(g)
+        self._call(broker_addr, b.create_or_update_subscription_group, config.to_config())
 
-    def delete_subscription_group(self, broker_addr: str, group: str, clean_offset: bool) -> None:
+    def delete_subscription_group(self, broker_addr: str, group: str, clean_offset: bool) -> bool:
+        """True when the group, or with ``clean_offset`` its offsets, were there to delete (the answer
+        the remoting handler gives)."""
         b = self._broker_for(broker_addr)
-        self._call(broker_addr, b.delete_subscription_group, group, clean_offset)
+        had_offsets = clean_offset and bool(b.offset_manager.which_topic_by_consumer(group))
+        existed = self._call(broker_addr, b.delete_subscription_group, group, clean_offset)
+        return bool(existed) or had_offsets
 
     def consume_stats(self, broker_addr: str, group: str, topic: str | None = None) -> list[ConsumeQueueStats]:
         from mqadmin.transport.values import ConsumeQueueStats, ConsumeStatsView

@@ -11,7 +11,6 @@ the broker's remark, so the CLI prints the same one line as on ``--store``.
 from __future__ import annotations
 
 import asyncio
-import copy
 import time
 from collections.abc import Coroutine, Mapping
 from typing import Any, TypeVar
@@ -421,31 +420,17 @@ class RemotingBrokerClient:
             raise AdminError("undecodable SubscriptionGroupConfig from the server")
         return SubscriptionGroupInfo.of_config(SubscriptionGroupConfig.from_json(group, obj))
 
-    def update_and_create_subscription_group(self, broker_addr: str,
-                                             config: SubscriptionGroupInfo) -> SubscriptionGroupInfo:
-        """The body is the whole SubscriptionGroupConfig (every field: the broker replaces the stored one)."""
-        cfg = SubscriptionGroupConfig(
-            group_name=config.group_name, consume_enable=config.consume_enable,
-            consume_from_min_enable=config.consume_from_min_enable,
-            consume_broadcast_enable=config.consume_broadcast_enable,
-            consume_message_orderly=config.consume_message_orderly, retry_queue_nums=config.retry_queue_nums,
-            retry_max_times=config.retry_max_times,
-            group_retry_policy=copy.deepcopy(config.group_retry_policy or {"type": "CUSTOMIZED"}),
-            broker_id=config.broker_id, which_broker_when_consume_slowly=config.which_broker_when_consume_slowly,
-            notify_consumer_ids_changed_enable=config.notify_consumer_ids_changed_enable,
-            group_sys_flag=config.group_sys_flag, consume_timeout_minute=config.consume_timeout_minute,
-            subscription_data_set=copy.deepcopy(config.subscription_data_set),
-            attributes=dict(config.attributes))
-        obj = {k: v for k, v in cfg.to_json().items() if v is not None}
+    def update_and_create_subscription_group(self, broker_addr: str, config: SubscriptionGroupInfo) -> None:
+        """The body is the whole SubscriptionGroupConfig, its attributes the signed changes (see base)."""
+        obj = {k: v for k, v in config.to_config().to_json().items() if v is not None}
         self._ok(self._call(broker_addr, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, None, fastjson.dumps(obj)))
-        stored = self.get_subscription_group(broker_addr, config.group_name)
-        if stored is None:
-            raise AdminError(f"group {config.group_name} was not found on {broker_addr} after creating it")
-        return stored
 
-    def delete_subscription_group(self, broker_addr: str, group: str, clean_offset: bool) -> None:
-        self._ok(self._call(broker_addr, RequestCode.DELETE_SUBSCRIPTIONGROUP,
-                            DeleteSubscriptionGroupRequestHeader(group_name=group, clean_offset=clean_offset)))
+    def delete_subscription_group(self, broker_addr: str, group: str, clean_offset: bool) -> bool:
+        from broker_core.net.handlers_admin import GROUP_DELETED_FIELD
+
+        resp = self._ok(self._call(broker_addr, RequestCode.DELETE_SUBSCRIPTIONGROUP,
+                                   DeleteSubscriptionGroupRequestHeader(group_name=group, clean_offset=clean_offset)))
+        return (resp.ext_fields or {}).get(GROUP_DELETED_FIELD) != "false"
 
     def consume_stats(self, broker_addr: str, group: str, topic: str | None = None) -> ConsumeStatsView:
         resp = self._ok(self._call(broker_addr, RequestCode.GET_CONSUME_STATS,

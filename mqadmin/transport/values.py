@@ -79,6 +79,23 @@ class SubscriptionGroupInfo:
             cfg.group_sys_flag, cfg.consume_timeout_minute,
             None if cfg.subscription_data_set is None else [dict(s) for s in cfg.subscription_data_set])
 
+    def to_config(self) -> SubscriptionGroupConfig:
+        """The broker's config of these values: what UPDATE_AND_CREATE_SUBSCRIPTIONGROUP carries (both
+        transports send this one), every field given so none keeps an old value."""
+        from broker_core.store.subscription_group_config import SubscriptionGroupConfig
+
+        return SubscriptionGroupConfig(
+            group_name=self.group_name, consume_enable=self.consume_enable,
+            consume_from_min_enable=self.consume_from_min_enable,
+            consume_broadcast_enable=self.consume_broadcast_enable,
+            consume_message_orderly=self.consume_message_orderly, retry_queue_nums=self.retry_queue_nums,
+            retry_max_times=self.retry_max_times,
+            group_retry_policy=copy.deepcopy(self.group_retry_policy or {"type": "CUSTOMIZED"}),
+            broker_id=self.broker_id, which_broker_when_consume_slowly=self.which_broker_when_consume_slowly,
+            notify_consumer_ids_changed_enable=self.notify_consumer_ids_changed_enable,
+            group_sys_flag=self.group_sys_flag, consume_timeout_minute=self.consume_timeout_minute,
+            subscription_data_set=copy.deepcopy(self.subscription_data_set), attributes=dict(self.attributes))
+
     def to_dict(self) -> dict[str, Any]:
         return {"groupName": self.group_name, "groupSysFlag": self.group_sys_flag,
                 "consumeTimeoutMinute": self.consume_timeout_minute,

@@ -99,13 +99,22 @@ def test_topic_lifecycle(admin: Admin, transport: Target) -> None:
 # ---------------------------------------------------------------------------------------- groups
 
 def test_subscription_group_lifecycle(admin: Admin) -> None:
-    made = admin.update_sub_group(SubscriptionGroupInfo("ContractGroup", retry_max_times=3,
+    # the broker applies the signed attribute changes to its stored ones: nothing is read first
+    sent = admin.update_sub_group(SubscriptionGroupInfo("ContractGroup", retry_max_times=3,
                                                         attributes={"+team": "ops"}))
-    assert made.retry_max_times == 3 and made.attributes == {"team": "ops"}
-    kept = admin.update_sub_group(SubscriptionGroupInfo("ContractGroup", retry_max_times=5))
-    assert kept.retry_max_times == 5 and kept.attributes == {"team": "ops"}  # no attribute change given
-    dropped = admin.update_sub_group(SubscriptionGroupInfo("ContractGroup", attributes={"-team": ""}))
-    assert dropped.attributes == {}
+    assert sent.attributes == {"+team": "ops"}  # what was sent, as Apache's updateSubGroup prints it
+    made = admin.get_sub_group("ContractGroup")
+    assert made is not None and made.retry_max_times == 3 and made.attributes == {"team": "ops"}
+    admin.update_sub_group(SubscriptionGroupInfo("ContractGroup", retry_max_times=5))
+    kept = admin.get_sub_group("ContractGroup")
+    assert kept is not None and kept.retry_max_times == 5 and kept.attributes == {"team": "ops"}  # no change given
+    admin.update_sub_group(SubscriptionGroupInfo("ContractGroup", attributes={"-team": ""}))
+    dropped = admin.get_sub_group("ContractGroup")
+    assert dropped is not None and dropped.attributes == {}
+    with pytest.raises(AdminError, match="nonexistent key: team"):  # refused whole: nothing changes
+        admin.update_sub_group(SubscriptionGroupInfo("ContractGroup", retry_max_times=7, attributes={"-team": ""}))
+    unchanged = admin.get_sub_group("ContractGroup")
+    assert unchanged is not None and unchanged.retry_max_times == 16  # the default the last update sent
     assert "ContractGroup" in admin.list_groups()
     admin.delete_sub_group("ContractGroup")
     with pytest.raises(NotFoundError):
