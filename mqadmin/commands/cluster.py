@@ -7,7 +7,7 @@ import typer
 
 from broker_core.broker.limits import JAVA_INT_MAX, JAVA_LONG_MAX, JAVA_LONG_MIN
 from mqadmin.cli import Cmd, complete_topic, front, register
-from mqadmin.commands.targets import BrokerAddrOpt, ClusterNameOpt, require_one_target
+from mqadmin.commands.targets import BrokerAddrOpt, ClusterNameOpt, require_a_target, require_one_target
 from mqadmin.errors import AdminError, UsageProblem
 
 app = typer.Typer()
@@ -67,8 +67,7 @@ def broker_status(
     broker: BrokerAddrOpt = None,
     cluster: ClusterNameOpt = None,
 ) -> None:
-    if broker is None and cluster is None:
-        raise UsageProblem("one of -b/--brokerAddr or -c/--clusterName is required")
+    require_a_target(broker, cluster)
     admin = cmd.admin()
     targets = admin.check_target(cluster_name=cluster, broker_addr=broker)
     # -c: every broker of the cluster, each line prefixed with its address (as Apache's); -b: the one
@@ -89,8 +88,7 @@ def get_broker_config(
     broker: BrokerAddrOpt = None,
     cluster: ClusterNameOpt = None,
 ) -> None:
-    if broker is None and cluster is None:
-        return  # as mqadmin: neither option prints nothing
+    require_a_target(broker, cluster)  # neither used to print nothing and exit 0, hiding the mistake
     admin = cmd.admin()
     targets = admin.check_target(cluster_name=cluster, broker_addr=broker)
     # -c: one block per master of the cluster (as Apache's); -b: the one broker

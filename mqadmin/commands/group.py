@@ -16,7 +16,7 @@ from broker_core.broker.limits import (
     MAX_TOPIC_QUEUE_NUMS,
 )
 from mqadmin.cli import Cmd, complete_group, complete_topic, front, parse_bool, register, trimmed
-from mqadmin.commands.targets import BrokerAddrOpt, ClusterNameOpt, require_one_target
+from mqadmin.commands.targets import BrokerAddrOpt, ClusterNameOpt, require_a_target, require_one_target
 from mqadmin.errors import AdminError, UsageProblem
 from mqadmin.timefmt import seconds_text
 
@@ -31,8 +31,7 @@ GroupOpt = Annotated[str, typer.Option("-g", "--groupName", help="consumer group
 
 
 def _targets(cmd: Cmd, cluster: str | None, broker: str | None) -> list[BrokerIdentity]:
-    if cluster is None and broker is None:
-        raise UsageProblem("one of -b/--brokerAddr or -c/--clusterName is required")
+    require_a_target(broker, cluster)
     return cmd.admin().check_target(cluster_name=cluster, broker_addr=broker)
 
 
@@ -360,8 +359,7 @@ def set_consume_mode(
     pop_share_queue_num: Annotated[int, typer.Option("-q", "--popShareQueueNum", min=-1, max=JAVA_INT_MAX,
                                                      help="num of queue which share in pop mode")] = 0,
 ) -> None:
-    if broker_addr is None and cluster is None:
-        raise UsageProblem("one of -b/--brokerAddr or -c/--clusterName is required")
+    require_a_target(broker_addr, cluster)
     how = mode.strip()
     if how not in ("PULL", "POP"):
         raise UsageProblem(f"invalid -m/--mode {mode!r}: expected PULL or POP")

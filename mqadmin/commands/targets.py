@@ -16,6 +16,12 @@ BrokerAddrOpt = Annotated[str | None, typer.Option("-b", "--brokerAddr", help="b
 ClusterNameOpt = Annotated[str | None, typer.Option("-c", "--clusterName", help="cluster name")]
 
 
+def require_a_target(broker: str | None, cluster: str | None) -> None:
+    """Commands that need a broker (-b) or a cluster (-c), -b winning when both are given (as Apache's)."""
+    if broker is None and cluster is None:
+        raise UsageProblem("one of -b/--brokerAddr or -c/--clusterName is required")
+
+
 def require_one_target(broker: str | None, cluster: str | None) -> None:
     """Commands that write to exactly one of a broker (-b) or every broker of a cluster (-c)."""
     if (broker is None) == (cluster is None):
