@@ -25,6 +25,7 @@ from typing import Protocol
 
 from broker_core.remoting.bodies import MessageQueue
 
+from .config_check import check_int
 from .tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
@@ -32,6 +33,18 @@ log = logging.getLogger(__name__)
 DEFAULT_BATCH_MAX_BYTES = 32 * 1024
 DEFAULT_BATCH_MAX_DELAY_MS = 10
 DEFAULT_TOTAL_BATCH_MAX_BYTES = 32 * 1024 * 1024
+# Java's ProduceAccumulator bounds: a batch of at most 2 MiB (half the broker's default maxMessageSize; 8 MiB
+# failed every send with MESSAGE_ILLEGAL) held at most 30 s
+MAX_BATCH_MAX_BYTES = 2 * 1024 * 1024
+MAX_BATCH_MAX_DELAY_MS = 30 * 1000
+
+
+def check_batch_settings(batch_max_bytes: object, batch_max_delay_ms: object, total_batch_max_bytes: object) -> None:
+    """Java's ProduceAccumulator.batchMaxBytes/batchMaxDelayMs/totalBatchMaxBytes checks (ClientConfigError).
+    Before, 0 or -1 as batch_max_bytes silently turned batching off and 8 MiB failed every send."""
+    check_int("batch_max_bytes", batch_max_bytes, 1, MAX_BATCH_MAX_BYTES, "batchMaxBytes")
+    check_int("batch_max_delay_ms", batch_max_delay_ms, 1, MAX_BATCH_MAX_DELAY_MS, "batchMaxDelayMs")
+    check_int("total_batch_max_bytes", total_batch_max_bytes, 1, None, "totalBatchMaxBytes")
 
 
 class BatchSendOutcome(Protocol):
@@ -121,8 +134,7 @@ class ProduceAccumulator:
     def __init__(self, sender: BatchSender, *, batch_max_bytes: int = DEFAULT_BATCH_MAX_BYTES,
                  batch_max_delay_ms: int = DEFAULT_BATCH_MAX_DELAY_MS,
                  total_batch_max_bytes: int = DEFAULT_TOTAL_BATCH_MAX_BYTES) -> None:
-        if batch_max_bytes <= 0 or batch_max_delay_ms <= 0 or total_batch_max_bytes <= 0:
-            raise ValueError("batch_max_bytes, batch_max_delay_ms and total_batch_max_bytes must be positive")
+        check_batch_settings(batch_max_bytes, batch_max_delay_ms, total_batch_max_bytes)
         self._sender = sender
         self.batch_max_bytes = batch_max_bytes
         self.batch_max_delay = batch_max_delay_ms / 1000.0

@@ -35,6 +35,7 @@ from broker_core.store.codec.sys_flag import TRANSACTION_PREPARED_TYPE
 from broker_core.store.codec.trace_data import MessageType as TraceMessageType
 from broker_core.store.codec.trace_data import TraceBean, TraceContext, TraceType
 
+from .config_check import JAVA_INT_MAX, check_int, check_positive_seconds
 from .connection import RemotingConnection, RemotingError, RemotingTimeoutError
 from .instance import BrokerError, ClientStateError, MQClientInstance
 from .message import (
@@ -59,6 +60,7 @@ from .produce_accumulator import (
     DEFAULT_TOTAL_BATCH_MAX_BYTES,
     AggregateKey,
     ProduceAccumulator,
+    check_batch_settings,
 )
 from .selector import RoundRobinSelector, select_by_key
 from .trace import DEFAULT_REGION, TraceDispatcher
@@ -157,9 +159,21 @@ class Producer:
         # Java's enableMsgTrace/customizedTraceTopic: every send also writes a Pub trace context
         self.trace: TraceDispatcher | None = (TraceDispatcher(instance, group, custom_trace_topic)
                                               if enable_msg_trace else None)
+        self._check_config()
+
+    def _check_config(self) -> None:
+        """Settings out of range raise ClientConfigError here, naming the parameter, not at a send far from
+        their cause: before, ``retry_times_when_send_failed=-1`` or ``send_timeout<=0`` failed every send at
+        once, unsent, with "got no answer within 3s", and bad AutoBatch settings turned batching off or
+        failed every batch. Checked at construction and again by start() (the attributes are public)."""
+        check_positive_seconds("send_timeout", self.send_timeout, "sendMsgTimeout")
+        check_int("retry_times_when_send_failed", self.retries, 0, JAVA_INT_MAX, "retryTimesWhenSendFailed")
+        check_int("max_message_size", self.max_message_size, 1, JAVA_INT_MAX, "maxMessageSize")
+        check_batch_settings(self.batch_max_bytes, self.batch_max_delay_ms, self.total_batch_max_bytes)
 
     # ----------------------------------------------------------------- lifecycle
     async def start(self) -> None:
+        self._check_config()
         self.instance.register_producer(self.group, self)
         await self.instance.start()
         # as Java's start: brokers learn the group now, not at the next periodic heartbeat (30 s), or a
@@ -239,6 +253,7 @@ class Producer:
         the answer is its own share of the batch's result; others are sent alone, as without AutoBatch.
         """
         self._check_running()
+        _check_call_timeout(timeout)
         props = msg.wire_properties()
         # refused here, before it could join an AutoBatch: a bad message fails its own send only
         check_message(msg, props, self.max_message_size)
@@ -307,6 +322,7 @@ class Producer:
                          timeout: float | None = None) -> SendResult:
         """SEND_BATCH_MESSAGE: one request, one queue; on a BatchCQ topic the broker stores one record."""
         self._check_running()
+        _check_call_timeout(timeout)
         if not msgs:
             raise ValueError("empty batch")
         topic = msgs[0].topic
@@ -399,7 +415,7 @@ class Producer:
                                *, sys_flag: int, batch: bool, accepted: bool = False) -> SendResult:
         """``accepted``: the messages of an AutoBatch batch, accepted before shutdown() began, which sends
         and answers them; any other send is refused once shutdown() has begun."""
-        timeout = timeout or self.send_timeout
+        timeout = self.send_timeout if timeout is None else timeout
         fixed = mq is not None or sharding_key is not None
         attempts = 1 if fixed else 1 + self.retries
         loop = asyncio.get_running_loop()
@@ -461,6 +477,13 @@ class Producer:
         h = SendMessageResponseHeader.from_ext_fields(resp.ext_fields)
         real = MessageQueue(topic=mq.topic, broker_name=mq.broker_name, queue_id=h.queue_id)
         return SendResult(status, h.transaction_id or h.msg_id, h.msg_id, real, h.queue_offset, h.transaction_id)
+
+
+def _check_call_timeout(timeout: float | None) -> None:
+    """A send's own ``timeout`` out of range fails the call, before anything is sent (a timeout <= 0 failed
+    it unsent with "got no answer")."""
+    if timeout is not None:
+        check_positive_seconds("timeout", timeout)
 
 
 class TransactionProducer(Producer):

@@ -12,6 +12,7 @@ import logging
 from broker_core.remoting import RemotingCommand
 from broker_core.remoting.bodies import ConsumerData, MessageQueue, SubscriptionData
 
+from .config_check import check_int
 from .connection import RemotingConnection, RemotingError
 from .consumer_api import ConsumerApi, PullResult
 from .instance import BrokerError, MQClientInstance
@@ -58,6 +59,10 @@ class PullConsumer:
     async def pull(self, mq: MessageQueue, expression: str | None, offset: int, max_nums: int = 32,
                    *, block_ms: int = 0, expression_type: str = "TAG") -> PullResult:
         """One pull; ``block_ms`` > 0 lets the broker hold it (long polling) until a message arrives."""
+        # Java's pullSyncImpl checks ("offset < 0", "maxNums <= 0"), before anything is sent
+        check_int("offset", offset, 0, None)
+        check_int("max_nums", max_nums, 1, None, "maxNums")
+        check_int("block_ms", block_ms, 0, None)
         sub = self._subs.get(mq.topic)
         if sub is None or sub.sub_string != (expression or "*") or (sub.expression_type or "TAG") != expression_type:
             sub = build_subscription(mq.topic, expression, expression_type)

@@ -43,6 +43,7 @@ from broker_core.store.codec.message import MessageExt, RecordError
 from broker_core.store.codec.trace_data import ConsumeReturnType, TraceBean, TraceContext, TraceType
 
 from .allocate import AllocateStrategy, allocate_averagely
+from .config_check import check_int
 from .connection import RemotingConnection, RemotingError
 from .consumer_api import ConsumerApi, PullStatus
 from .instance import BrokerError, ClientStateError, MQClientInstance
@@ -131,6 +132,7 @@ class PushConsumer:
         # message leaving the queue breaks the order the user asked for
         self._max_reconsume_times = max_reconsume_times
         self.consume_concurrency = consume_concurrency
+        self._check_config()
         self._sem = asyncio.Semaphore(consume_concurrency)
         # Java's consumeExecutor: blocking listeners run on the consumer's own consume_concurrency threads
         # (consumeThreadMax), not asyncio's default executor, whose min(32, cpus + 4) threads would cap them
@@ -156,6 +158,20 @@ class PushConsumer:
         self.reset_offset_drain_s = RESET_OFFSET_DRAIN_S
 
     # ---------------------------------------------------------------- configuration
+    def _check_config(self) -> None:
+        """Java's checkConfig ranges, at construction and again at start() (the attributes are public): a
+        setting out of range raises ClientConfigError naming it. Before, start() succeeded and the pull
+        loops failed: consume_batch_max_size 0 killed every loop, -1 consumed nothing, pull_batch_size 0
+        logged a warning every 3 s per queue, and consume_concurrency 0 failed in the thread pool."""
+        check_int("pull_batch_size", self.pull_batch_size, 1, 1024, "pullBatchSize")
+        check_int("consume_batch_max_size", self.consume_batch_max_size, 1, 1024, "consumeMessageBatchMaxSize")
+        check_int("consume_concurrency", self.consume_concurrency, 1, 1000, "consumeThreadMax")
+        # -1: Java's default (16 concurrent, unbounded orderly); Java sends a lower value to the broker, which
+        # then puts every failed message in the DLQ, where this client took it as the default
+        check_int("max_reconsume_times", self._max_reconsume_times, -1, JAVA_INT_MAX, "maxReconsumeTimes")
+        if self._consume_ts is not None:
+            check_int("consume_timestamp_ms", self._consume_ts, 0, None, "consumeTimestamp")
+
     def subscribe(self, topic: str, expression: str | None = "*", expression_type: str = "TAG") -> None:
         """``expression_type="SQL92"`` subscribes with a SQL92 selector (Java's ``MessageSelector.bySql``).
         A tag expression naming no tag (``||``) or an empty SQL92 one raises InvalidSubscriptionError now;
@@ -196,6 +212,7 @@ class PushConsumer:
             self._starting = False
 
     async def _start(self) -> None:
+        self._check_config()
         if self._concurrent is None and self._orderly is None:
             raise ValueError("register a listener before start()")
         if isinstance(self.offsets, LocalFileOffsetStore):
