@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 
-from broker_core.remoting import RemotingCommand
+from broker_core.remoting import RemotingCommand, ResponseCode
 from broker_core.remoting.bodies import ConsumerData, MessageQueue, SubscriptionData
 
 from .config_check import check_int
@@ -49,7 +49,18 @@ class PullConsumer:
         return None
 
     async def fetch_subscribe_queues(self, topic: str) -> list[MessageQueue]:
-        return await self.api.subscribe_queues(topic)
+        """The topic's readable queues; as Java's MQAdminImpl.fetchSubscribeMessageQueues, a topic the name
+        server does not route, or whose route has no readable queue, is an error (BrokerError
+        TOPIC_NOT_EXIST), not an empty list a caller reads as "nothing to pull" (a mistyped topic)."""
+        route = await self.instance.get_route(topic)
+        if route is None:
+            raise BrokerError(ResponseCode.TOPIC_NOT_EXIST,
+                              f"Can not find Message Queue for this topic, {topic}: the name server has no route")
+        queues = route.subscribe_queues()
+        if not queues:
+            raise BrokerError(ResponseCode.TOPIC_NOT_EXIST, f"Can not find Message Queue for this topic, {topic}: "
+                              "Namesrv return empty (no readable queue: its brokers' read permission is off)")
+        return queues
 
     def subscribe(self, topic: str, expression: str | None = "*", expression_type: str = "TAG") -> None:
         """Declare the subscription the heartbeats carry (a SQL92 one lets the broker keep bloom bits for

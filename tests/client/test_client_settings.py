@@ -5,7 +5,8 @@ consume_batch_max_size 0 started and every pull loop died of "range() arg 3 must
 nothing consumed, no error), pull_batch_size 0 logged "maxMsgNums must be positive" every 3 s per queue;
 a producer with batch_max_bytes 8 MiB failed every send with MESSAGE_ILLEGAL (0 or -1 silently turned
 AutoBatch off), retry_times_when_send_failed -1 or send_timeout 0 failed every send unsent with "got no
-answer within 3s".
+answer within 3s"; PullConsumer.fetch_subscribe_queues of an unknown topic answered [] (Java's
+MQAdminImpl.fetchSubscribeMessageQueues throws "Can not find Message Queue for this topic").
 """
 
 from __future__ import annotations
@@ -16,11 +17,13 @@ import pytest
 
 from broker_core.client.config_check import ClientConfigError
 from broker_core.client.consumer_api import ConsumerApi
-from broker_core.client.instance import MQClientInstance
+from broker_core.client.instance import BrokerError, MQClientInstance
 from broker_core.client.message import Message
 from broker_core.client.producer import Producer, SendStatus
 from broker_core.client.pull_consumer import PullConsumer
 from broker_core.client.push_consumer import ConsumeConcurrentlyStatus, PushConsumer
+from broker_core.remoting import RequestCode, ResponseCode
+from broker_core.remoting.headers import CreateTopicRequestHeader
 from broker_core.store.codec.message import MessageExt
 from tests.client.conftest import create_topic
 from tests.net.harness import Servers
@@ -138,6 +141,40 @@ def test_sends_with_no_retry_and_a_send_timeout_of_their_own(servers: Servers) -
             assert sum([await api.max_offset(mq) for mq in await api.subscribe_queues("SettingsT")]) == 1
         finally:
             await p.shutdown()
+            await inst.shutdown()
+
+    asyncio.run(go())
+
+
+def test_fetch_subscribe_queues_of_a_topic_without_readable_queues_is_an_error(servers: Servers) -> None:
+    broker_addr = servers.brokers[0][0].config.broker_addr
+
+    async def go() -> None:
+        inst = MQClientInstance(servers.namesrv_addr)
+        consumer = PullConsumer("SettingsG", inst)
+        await consumer.start()
+        try:
+            with pytest.raises(BrokerError) as err:
+                await consumer.fetch_subscribe_queues("NoSuchTopic")
+            assert err.value.code == ResponseCode.TOPIC_NOT_EXIST
+            assert "Can not find Message Queue for this topic, NoSuchTopic" in str(err.value)
+
+            # routed, but write-only (perm 2): no queue to subscribe to either, as Java's
+            # topicRouteData2TopicSubscribeInfo keeps readable queues only
+            header = CreateTopicRequestHeader(topic="WriteOnlyT", default_topic="TBW102", read_queue_nums=2,
+                                              write_queue_nums=2, perm=2, topic_filter_type="SINGLE_TAG")
+            inst.check(await inst.invoke(broker_addr, RequestCode.UPDATE_AND_CREATE_TOPIC, header))
+            for _ in range(50):
+                if await inst.get_route("WriteOnlyT", refresh=True):
+                    break
+                await asyncio.sleep(0.1)
+            with pytest.raises(BrokerError, match="Can not find Message Queue for this topic, WriteOnlyT"):
+                await consumer.fetch_subscribe_queues("WriteOnlyT")
+
+            await create_topic(inst, broker_addr, "SettingsT", queues=2)
+            assert [q.queue_id for q in await consumer.fetch_subscribe_queues("SettingsT")] == [0, 1]
+        finally:
+            await consumer.shutdown()
             await inst.shutdown()
 
     asyncio.run(go())
