@@ -1308,10 +1308,24 @@ class Admin:
                 lo, hi, begin, end = self._span(b.broker_addr, topic, qid, begin_timestamp, end_timestamp)
                 if offset is not None:
                     begin = offset
-                scan = self._scan_queue(b, topic, qid, (lo, hi, begin, end), "*", None, remaining)
-                remaining -= len(scan.messages)
-                scans.append(scan)
+                scans.append(self._consume_queue(b, topic, qid, (lo, hi, begin, end), remaining))
+                remaining -= len(scans[-1].messages)
         return scans
+
+    def _consume_queue(self, b: BrokerIdentity, topic: str, qid: int, span: tuple[int, int, int, int],
+                       max_num: int) -> QueueScan:
+        """One queue of consumeMessage. A begin past the end is not read at all (the command says "no
+        matched msg", as Apache's does for an offset beyond maxOffset); a queue with nothing to read
+        gets the NO_NEW_MSG that Apache's loop, which always pulls at least once, reports for it."""
+        from mqadmin.reports import QueueScan
+
+        lo, hi, begin, end = span
+        if begin > end:
+            return QueueScan(b.broker_name, topic, qid, lo, hi, begin, end, status="NO_MATCHED_MSG")
+        scan = self._scan_queue(b, topic, qid, span, "*", None, max_num)
+        if not scan.messages and not scan.pull_notes:
+            scan.pull_notes.append(("NO_NEW_MSG", begin))
+        return scan
 
     def decode_message_id(self, msg_id: str) -> DecodedMessageId:
         from mqadmin.msgid import decode_message_id

@@ -184,8 +184,11 @@ class ResetOffsetService:
     def clone(self, src_group: str, dst_group: str, topic: str) -> list[ResetOffsetPlanEntry]:
         """cloneGroupOffset: the destination group takes the source group's committed offsets."""
         self._check(src_group, topic)
-        if not self.groups.contains(dst_group):
-            self.groups.find(dst_group)
+        if not self.groups.contains(dst_group) and self.offsets.query_offsets(src_group, topic):
+            # Apache copies each offset with UPDATE_CONSUMER_OFFSET, which never creates a group
+            # (ConsumerManageProcessor answers SUBSCRIPTION_GROUP_NOT_EXIST): a typo in -d must
+            # not become a new group holding offsets. With nothing to copy nothing is refused.
+            raise SubscriptionGroupNotExistError(f"Group {dst_group} not exist!")
         old = self.offsets.query_offsets(dst_group, topic)
         with config_written(f"the offsets of group {src_group} were not cloned to {dst_group}"), \
                 self.offsets.change([topic_at_group(topic, dst_group)]):

@@ -295,8 +295,13 @@ def _timestamps(begin: str | None, end: str | None) -> tuple[int | None, int | N
     return b, e
 
 
+def _queue_text(scan: QueueScan) -> str:
+    """Java's MessageQueue#toString, as Apache's lines name a queue."""
+    return f"MessageQueue [topic={scan.topic}, brokerName={scan.broker_name}, queueId={scan.queue_id}]"
+
+
 def _render_scan(cmd: Cmd, scan: QueueScan, charset: str, print_body: bool, print_messages: bool = True) -> None:
-    mq = f"MessageQueue [topic={scan.topic}, brokerName={scan.broker_name}, queueId={scan.queue_id}]"
+    mq = _queue_text(scan)
     cmd.print(f"minOffset={scan.min_offset}, maxOffset={scan.max_offset}, {mq}")
     if print_messages:
         for r in scan.messages:
@@ -416,9 +421,15 @@ def consume_message(
     scans = cmd.admin().consume_message(topic, group, broker_name, queue_id, offset, b, e, count)
 
     def render() -> None:
-        cmd.print("Consume ok")
+        # Apache prints "Consume ok" for a pull that found messages only: an empty queue or an offset
+        # past the end must not look like a successful read
+        if any(scan.messages for scan in scans):
+            cmd.print("Consume ok")
         for scan in scans:
-            _render_scan(cmd, scan, "UTF-8", True)
+            if scan.begin_offset > scan.end_offset:  # ConsumeMessageCommand#executeByCondition's words
+                cmd.print(f"{_queue_text(scan)} no matched msg, offset={scan.begin_offset}")
+            else:
+                _render_scan(cmd, scan, "UTF-8", True)
 
     cmd.emit([r.to_dict() for s in scans for r in s.messages], render)
 

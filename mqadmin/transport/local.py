@@ -385,6 +385,7 @@ class LocalBrokerClient:
     def send_message(self, topic: str, body: bytes, properties: dict[str, str], broker_name: str | None = None,
                      queue_id: int | None = None, producer_group: str | None = None,
                      unit_name: str | None = None, msg_trace: bool = False) -> SendResult:
+        from broker_core.client.producer import DEFAULT_TOPIC, DEFAULT_TOPIC_QUEUE_NUMS
         from mqadmin.transport.values import SendResult
 
         # in process there is no producer client: its group and unit name name nothing here
@@ -393,7 +394,10 @@ class LocalBrokerClient:
                                    f"{self.config.broker_name!r} (brokerName in --config)")
         b = self._broker_for(self.config.broker_addr)
         started = now_ms()
-        r = self._call(None, b.send_message, topic, body, dict(properties), queue_id=queue_id)
+        # a topic that does not exist is made as the remoting client's producer asks (-n): with the
+        # queue count it sends, not the broker's defaultTopicQueueNums, so both modes make the same topic
+        r = self._call(None, b.send_message, topic, body, dict(properties), queue_id=queue_id,
+                       default_topic=DEFAULT_TOPIC, default_topic_queue_nums=DEFAULT_TOPIC_QUEUE_NUMS)
         if msg_trace:  # the Pub trace a traced producer would write, stored through the same Broker
             from broker_core.store.codec.trace_data import TraceBean, TraceContext, TraceType, encode_context
 

@@ -133,6 +133,11 @@ def test_skip_accumulated_and_clone(timed):
     assert timed.query_offset("g", "T", 0) == 10
     seen = []
     timed.offset_reset_listeners.append(lambda g, t, q, o: seen.append((g, q, o)))
+    # as UPDATE_CONSUMER_OFFSET, a clone never makes the destination group
+    with pytest.raises(SubscriptionGroupNotExistError, match="Group copy not exist!"):
+        timed.clone_group_offset("g", "copy", "T")
+    assert timed.query_offset("copy", "T", 0) == -1 and not seen
+    timed.create_or_update_subscription_group("copy")
     plan = timed.clone_group_offset("g", "copy", "T")
     assert [(e.queue_id, e.new_offset) for e in plan] == [(0, 10), (1, 0)]
     assert timed.query_offset("copy", "T", 0) == 10 and ("copy", 0, 10) in seen

@@ -101,6 +101,9 @@ def test_groups_and_offsets(golden_cli):
     table = cli("consumerProgress", "-g", "G1")
     assert table.stdout.splitlines()[0].split()[:3] == ["#Topic", "#Broker", "Name"]
     assert "Consume Diff Total: 0" in table.stdout
+    # the destination must exist, as Apache's UPDATE_CONSUMER_OFFSET requires: a clone makes no group
+    assert cli("cloneGroupOffset", "-s", "G1", "-d", "G2", "-t", "GoldenTopicA").exit_code == 3
+    assert cli("updateSubGroup", "-c", "DefaultCluster", "-g", "G2").exit_code == 0
     clone = cli("cloneGroupOffset", "-s", "G1", "-d", "G2", "-t", "GoldenTopicA")
     assert clone.exit_code == 0 and clone.stdout.startswith("clone group offset success. srcGroup[G1], destGroup=[G2]")
     assert [r["consumerOffset"] for r in cli.json("consumerProgress", "-g", "G2")] == [25, 25, 25, 25]
