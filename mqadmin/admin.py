@@ -538,6 +538,26 @@ class Admin:
             plan.applied = True
         return plan
 
+    def delete_topic_route(self, topic: str, cluster_name: str, dry_run: bool = False) -> DeleteTopicPlan:
+        """deleteTopic where no broker of the cluster has the topic but a name server still routes it
+        there: a run whose name server delete failed after the brokers' (unreachable, refused). Apache's
+        DeleteTopicSubCommand deletes in every name server without asking the brokers, so its re-run
+        cleans such a route; so does this one. NotFoundError when a broker has the topic (delete_topic
+        is the command for it) or no route names a broker of the cluster: nothing to delete."""
+        from mqadmin.reports import DeleteTopicPlan
+
+        targets = self.check_target(cluster_name=cluster_name)
+        if self.maintenance is None and not self._topic_brokers(topic, targets):
+            route = self.client.topic_route(topic)
+            names = {b.broker_name for b in targets}
+            if route is not None and any(q.broker_name in names for q in route.queue_datas):
+                plan = DeleteTopicPlan(topic, cluster_name, 0, 0, [], applied=False)
+                if not dry_run:
+                    self.client.delete_topic_in_namesrv(topic, cluster_name)
+                    plan.applied = True
+                return plan
+        raise NotFoundError(f"topic [{topic}] not found in {self.target}")
+
     # -- groups ---------------------------------------------------------------------------------------
     def list_groups(self, among: list[BrokerIdentity] | None = None) -> list[str]:
         """Subscription groups plus every group holding offsets on some topic; ``among``: of those brokers

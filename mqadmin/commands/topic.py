@@ -15,6 +15,7 @@ from mqadmin.timefmt import human2
 
 if TYPE_CHECKING:  # start-up: mqadmin.admin loads when a command runs
     from mqadmin.admin import TopicInfo
+    from mqadmin.reports import DeleteTopicPlan
 
 app = typer.Typer()
 
@@ -119,7 +120,12 @@ def delete_topic(
     cmd.writes = not dry_run  # a dry run opens the store read-only: it cannot change anything
     admin = cmd.admin()
     admin.check_target(cluster_name=cluster)
-    plan = admin.delete_topic(topic, cluster, dry_run=dry_run)
+    try:
+        plan = admin.delete_topic(topic, cluster, dry_run=dry_run)
+    except NotFoundError:
+        # no broker has it: a re-run after the name server part failed still cleans the route
+        _delete_topic_route(cmd, admin.delete_topic_route(topic, cluster, dry_run=dry_run), dry_run)
+        return
 
     def render() -> None:
         if dry_run:
@@ -132,6 +138,19 @@ def delete_topic(
         cmd.print(f"delete topic [{topic}] from NameServer success.")
 
     cmd.emit(plan.to_dict(), render)
+
+
+def _delete_topic_route(cmd: Cmd, plan: DeleteTopicPlan, dry_run: bool) -> None:
+    """deleteTopic's words when only the name servers still had the topic's route."""
+    def render() -> None:
+        where = f"no broker of cluster [{plan.cluster_name}] has topic [{plan.topic}]"
+        if dry_run:
+            cmd.print(f"[dry-run] would delete topic [{plan.topic}] from NameServer only: {where}")
+            return
+        cmd.print(f"{where} (already deleted there); its route was still in the name server")
+        cmd.print(f"delete topic [{plan.topic}] from NameServer success.")
+
+    cmd.emit({**plan.to_dict(), "brokersHadTopic": False}, render)
 
 
 @register(app, "topicList", "List topics (-c: with cluster and consumer groups).")

@@ -41,3 +41,31 @@ def test_cluster_list_shows_a_slave_registered_beside_its_master(tmp_path: Path)
     # commands that change a broker group still go to its master only
     assert made.returncode == 0, made.stdout + made.stderr
     assert s.broker_addr not in made.stdout and m.broker_addr in made.stdout, made.stdout
+
+
+def test_delete_topic_rerun_cleans_a_route_the_brokers_no_longer_have(tmp_path: Path) -> None:
+    """A run that deleted the topic on the brokers but not in the name server (it was down) is re-run:
+    as Apache's, the re-run deletes the route instead of stopping at "not found" on the brokers."""
+    from mqadmin.transport.remoting import RemotingBrokerClient
+
+    with running_broker(tmp_path / "a") as a:
+        n = a.namesrv_addr
+        made = mqadmin("updateTopic", "-n", n, "-c", "DefaultCluster", "-t", "Thalf")
+        assert made.returncode == 0, made.stdout + made.stderr
+        client = RemotingBrokerClient(n)
+        try:  # the first run's broker half, without the name server half
+            client.delete_topic_in_broker(a.broker_addr, "Thalf")
+        finally:
+            client.close()
+        assert mqadmin("topicRoute", "-n", n, "-t", "Thalf").returncode == 0  # still routed
+        dry = mqadmin("deleteTopic", "-n", n, "-c", "DefaultCluster", "-t", "Thalf", "--dry-run")
+        rerun = mqadmin("deleteTopic", "-n", n, "-c", "DefaultCluster", "-t", "Thalf")
+        route = mqadmin("topicRoute", "-n", n, "-t", "Thalf")
+        again = mqadmin("deleteTopic", "-n", n, "-c", "DefaultCluster", "-t", "Thalf")
+    assert dry.returncode == 0 and "NameServer only" in dry.stdout, dry.stdout + dry.stderr
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+    assert rerun.stdout.endswith("delete topic [Thalf] from NameServer success.\n"), rerun.stdout
+    assert "no broker of cluster [DefaultCluster] has topic [Thalf]" in rerun.stdout, rerun.stdout
+    assert route.returncode == 3 and "not found" in route.stderr, route.stdout + route.stderr
+    # known nowhere: still "not found"
+    assert again.returncode == 3 and "not found" in again.stderr, again.stdout + again.stderr
