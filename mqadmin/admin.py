@@ -644,13 +644,19 @@ class Admin:
         adminExt.deleteTopic: a route left at the name server kept routing clients to a topic no broker
         has). Not found when every target answered it deleted nothing: no group and, with
         ``remove_offset``, no offsets (saying success would hide a mistyped name). The broker's answer
-        says so, so the group is not read first (which ACL 2.0 would make need Group [Get])."""
+        says so, so the group is not read first (which ACL 2.0 would make need Group [Get]). Nor are the
+        %RETRY%/%DLQ% topics: each is deleted outright, as Apache's adminExt.deleteTopic does (a broker
+        deleting a topic it does not have answers SUCCESS); asking first needed Get on them, which an
+        account allowed to delete them (Group:G, Topic:%DLQ%G) need not have."""
         def delete(b: BrokerIdentity) -> bool:
             deleted = self.client.delete_subscription_group(b.broker_addr, group, remove_offset)
             if delete_retry_topics:
                 for topic in (f"%RETRY%{group}", f"%DLQ%{group}"):
-                    if self.client.get_topic_config(b.broker_addr, topic) is not None:
+                    try:  # %DLQ% is a Topic resource under ACL 2.0 (%RETRY% is the group's), as in Apache
                         self.client.delete_topic_in_broker(b.broker_addr, topic)
+                    except AdminError as e:
+                        raise e.noting(f"subscription group {group} already deleted on broker {b.broker_addr}, "
+                                       f"topic {topic} not") from None
             return deleted
 
         chosen = targets or self.brokers()

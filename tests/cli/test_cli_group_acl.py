@@ -66,3 +66,37 @@ def test_delete_with_only_group_delete_and_not_found_still_said(secured: BrokerP
     again = mqadmin("deleteSubGroup", *who, "-b", b.broker_addr, "-g", "GD")
     assert again.returncode == 3 and again.stdout == "", again
     assert "subscription group [GD] does not exist" in again.stderr
+
+
+
+def test_delete_in_a_cluster_needs_no_get_on_the_retry_and_dlq_topics(secured: BrokerProcess) -> None:
+    """-c also deletes the group's %RETRY%/%DLQ% topics, directly as Apache's adminExt.deleteTopic does:
+    reading their configs first needed Get, so an account allowed only to delete them was refused.
+    Under ACL 2.0 %RETRY%G is the group's resource and %DLQ%G a topic (Apache's authorization
+    builder), so deleting both needs Delete on Group:G and on Topic:%DLQ%G; nothing else."""
+    b = secured
+    as_super(b, "updateSubGroup", "-b", b.broker_addr, "-g", "GDC")
+    as_super(b, "updateTopic", "-b", b.broker_addr, "-t", "%RETRY%GDC", "-r", "1", "-w", "1")
+    as_super(b, "createUser", "-c", "DefaultCluster", "-u", "clusterdeleter", "-p", "clusterdeleterpw")
+    as_super(b, "createAcl", "-c", "DefaultCluster", "-s", "User:clusterdeleter",
+             "-r", "Group:GDC,Topic:%DLQ%GDC", "-a", "Delete", "-d", "Allow")
+    who = ("-n", b.namesrv_addr, "--ak", "clusterdeleter", "--sk", "clusterdeleterpw")
+    r = mqadmin("deleteSubGroup", *who, "-c", "DefaultCluster", "-g", "GDC")
+    assert (r.returncode, r.stdout) == (
+        0, f"delete subscription group [GDC] from broker [{b.broker_addr}] in cluster [DefaultCluster] success.\n"), \
+        r.stderr
+    assert _stored(b, "GDC") is None
+    gone = mqadmin("topicStatus", "-n", b.namesrv_addr, "--ak", SUPER[0], "--sk", SUPER[1], "-t", "%RETRY%GDC")
+    assert gone.returncode == 3, gone.stdout + gone.stderr
+
+
+def test_delete_in_a_cluster_refused_on_the_dlq_topic_says_the_group_is_gone(secured: BrokerProcess) -> None:
+    b = secured
+    as_super(b, "updateSubGroup", "-b", b.broker_addr, "-g", "GDX")
+    who = _account(b, "groupdeleter", "GDX", "Delete")
+    r = mqadmin("deleteSubGroup", *who, "-c", "DefaultCluster", "-g", "GDX")
+    assert r.returncode == 1 and r.stdout == "", r
+    line = r.stderr.strip()
+    assert len(line.splitlines()) == 1 and "Topic:%DLQ%GDX" in line, line
+    assert f"subscription group GDX already deleted on broker {b.broker_addr}, topic %DLQ%GDX not" in line, line
+    assert _stored(b, "GDX") is None
