@@ -128,11 +128,27 @@ class RemotingConnection(asyncio.Protocol):
         self._transport.write(data)
 
     async def invoke(self, cmd: RemotingCommand, timeout: float = 5.0) -> RemotingCommand:
+        return await self.wait_response(cmd, self.write_request(cmd), timeout)
+
+    def write_request(self, cmd: RemotingCommand) -> asyncio.Future[RemotingCommand]:
+        """Write ``cmd`` now, before this call returns; its response completes the returned future, to
+        be awaited with wait_response. Why apart from invoke: a request that must be on the wire ahead
+        of any other on this connection (the heartbeat of a new connection) cannot wait for a task to
+        get its turn, yet its answer is waited for elsewhere."""
         cmd.opaque = next(_opaques)
         fut: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
         self._pending[cmd.opaque] = fut
         try:
             self._write(self._prepare(cmd))
+        except BaseException:
+            self._pending.pop(cmd.opaque, None)
+            raise
+        return fut
+
+    async def wait_response(self, cmd: RemotingCommand, fut: asyncio.Future[RemotingCommand],
+                            timeout: float) -> RemotingCommand:
+        """The response to ``cmd``, written by write_request, within ``timeout`` seconds."""
+        try:
             # asyncio.timeout, not wait_for: Python 3.11's wait_for returns the response when the caller
             # is cancelled in the turn it arrives, so a cancelled invoke did not raise CancelledError
             async with asyncio.timeout(timeout):

@@ -14,7 +14,7 @@ import logging
 import os
 import time
 from collections.abc import Coroutine, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from broker_core.remoting import CommandHeader, RemotingCommand, RequestCode, ResponseCode
 from broker_core.remoting.bodies import (
@@ -60,6 +60,13 @@ class ClientRole(Protocol):
     def heartbeat_data(self) -> ProducerData | ConsumerData: ...
 
     async def handle_request(self, conn: RemotingConnection, req: RemotingCommand) -> RemotingCommand | None: ...
+
+
+@runtime_checkable
+class RebalancingRole(Protocol):
+    """A consumer that owns queues by rebalancing (a push consumer): told to rebalance at once."""
+
+    def rebalance_immediately(self) -> None: ...
 
 
 def _instance_name() -> str:
@@ -213,7 +220,40 @@ class MQClientInstance:
                     conn.close()
                     self._check_not_shut_down(addr)
                 self._conns[addr] = conn
+                self._on_channel_active(addr, conn)
             return conn
+
+    def _on_channel_active(self, addr: str, conn: RemotingConnection) -> None:
+        """Java's onChannelActive (enableHeartbeatChannelEventListener, on by default): a new connection
+        to a broker we know carries our heartbeat first, and once the broker has it every consumer
+        rebalances at once. Why: a broker restarted on its address knows no client until it hears from
+        it; with the next heartbeat up to 30 s away it answered our group's consumer list without us, so
+        a consumer joining meanwhile took every queue while we went on reading ours (each message twice,
+        an orderly queue read by two). Written here, before the caller's request goes out on it."""
+        if not (self._producers or self._consumers) or addr not in self.all_broker_addrs():
+            return
+        cmd = RemotingCommand.request(int(RequestCode.HEART_BEAT), {}, self.heartbeat().to_json())
+        try:
+            answered = conn.write_request(cmd)
+        except RemotingError as e:
+            log.warning("heartbeat to %s on its new connection failed: %s", addr, e)
+            return
+        self._spawn(self._rebalance_once_heartbeat_taken(addr, conn, cmd, answered))
+
+    async def _rebalance_once_heartbeat_taken(self, addr: str, conn: RemotingConnection, cmd: RemotingCommand,
+                                              answered: asyncio.Future[RemotingCommand]) -> None:
+        try:
+            self.check(await conn.wait_response(cmd, answered, self.request_timeout), addr=addr)
+        except (RemotingError, BrokerError) as e:
+            log.warning("heartbeat to %s on its new connection failed: %s", addr, e)
+            return
+        self.rebalance_immediately()
+
+    def rebalance_immediately(self) -> None:
+        """Java's rebalanceImmediately: every consumer that rebalances starts a round now."""
+        for role in list(self._consumers.values()):
+            if isinstance(role, RebalancingRole):
+                role.rebalance_immediately()
 
     def _check_not_shut_down(self, addr: str) -> None:
         if self._shut_down:

@@ -298,9 +298,14 @@ class PushConsumer:
                             consume_from_where=self._consume_from.value,
                             subscription_data_set=list(self._subs.values()))
 
+    def rebalance_immediately(self) -> None:
+        """A rebalance round now rather than at the next 20 s tick (the group changed, or a broker that
+        restarted has just learnt of this client again)."""
+        self._rebalance_now.set()
+
     async def handle_request(self, conn: RemotingConnection, req: RemotingCommand) -> RemotingCommand | None:
         if req.code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED:
-            self._rebalance_now.set()
+            self.rebalance_immediately()
             return None
         if req.code == RequestCode.GET_CONSUMER_RUNNING_INFO:
             h = GetConsumerRunningInfoRequestHeader.from_ext_fields(req.ext_fields)

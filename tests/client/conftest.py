@@ -5,6 +5,12 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,7 +22,7 @@ from broker_core.client.producer import Producer
 from broker_core.remoting import RequestCode
 from broker_core.remoting.headers import CreateTopicRequestHeader
 from tests.net.harness import Servers
-from tests.remoting_broker import BrokerProcess, running_broker
+from tests.remoting_broker import REPO, BrokerProcess, running_broker
 
 _names = itertools.count()
 # Retries and transaction checks on a test's time scale: every delay level 1 s, checks after 1 s.
@@ -44,6 +50,35 @@ def servers(tmp_path: Path) -> Iterator[Servers]:
         yield s
     finally:
         s.close()
+
+
+def free_port() -> int:
+    """A loopback port nobody listens on now (the OS's choice), for a server that must keep its address."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def name_server(tmp_path: Path) -> Iterator[str]:
+    """A name server process of its own, so that it outlives the broker's restarts."""
+    port = free_port()
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    with (tmp_path / "namesrv.log").open("w") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "broker_core.mqbroker", "--namesrv-only", "--host", "127.0.0.1",
+                                 "--namesrvPort", str(port)], stdout=log, stderr=subprocess.STDOUT, env=env)
+        try:
+            deadline = time.monotonic() + 30
+            while "boot success" not in (tmp_path / "namesrv.log").read_text():
+                assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "namesrv.log").read_text()
+                time.sleep(0.1)
+            yield f"127.0.0.1:{port}"
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
 
 
 @pytest.fixture

@@ -13,11 +13,7 @@ import asyncio
 import itertools
 import os
 import signal
-import socket
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -28,44 +24,19 @@ from broker_core.client.message import Message
 from broker_core.client.producer import Producer, SendStatus
 from broker_core.client.push_consumer import ConsumeConcurrentlyStatus, PushConsumer
 from broker_core.client.rebalance import ConsumeFromWhere
+from broker_core.remoting import RequestCode, ResponseCode
+from broker_core.remoting.bodies import GetConsumerListByGroupResponseBody
+from broker_core.remoting.headers import GetConsumerListByGroupRequestHeader
 from broker_core.store.codec.message import MessageExt
-from tests.client.conftest import create_topic
-from tests.remoting_broker import REPO, BrokerProcess, running_broker
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture
-def name_server(tmp_path: Path) -> Iterator[str]:
-    """A name server process of its own, so that it outlives the broker's restarts."""
-    port = _free_port()
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    with (tmp_path / "namesrv.log").open("w") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "broker_core.mqbroker", "--namesrv-only", "--host", "127.0.0.1",
-                                 "--namesrvPort", str(port)], stdout=log, stderr=subprocess.STDOUT, env=env)
-        try:
-            deadline = time.monotonic() + 30
-            while "boot success" not in (tmp_path / "namesrv.log").read_text():
-                assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "namesrv.log").read_text()
-                time.sleep(0.1)
-            yield f"127.0.0.1:{port}"
-        finally:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+from tests.client.conftest import create_topic, free_port
+from tests.remoting_broker import BrokerProcess, running_broker
 
 
 def test_clients_lose_nothing_across_broker_restarts(tmp_path: Path, name_server: str) -> None:
-    port = _free_port()
+    port = free_port()
     # the same remoting port across restarts, as the clients know it; a fixed listen port would put gRPC
     # on its default 8081, which another process on the machine may hold: a free one of its own
-    broker_args = ("--listenPort", str(port), "--grpc-port", str(_free_port()), "--registerNameServerPeriod", "2000")
+    broker_args = ("--listenPort", str(port), "--grpc-port", str(free_port()), "--registerNameServerPeriod", "2000")
     acked: set[bytes] = set()
     consumed: dict[bytes, int] = {}
     logs: list[str] = []
@@ -201,5 +172,78 @@ def test_a_killed_broker_s_queues_are_all_let_go_in_one_rebalance(tmp_path: Path
                 await consumer.instance.shutdown()
                 await producer.shutdown()
                 await inst.shutdown()
+
+        asyncio.run(go())
+
+
+async def _consumer_ids(admin: MQClientInstance, broker_addr: str, group: str) -> set[str]:
+    """The group's consumers as the broker knows them (what mqadmin consumerConnection shows)."""
+    resp = await admin.invoke(broker_addr, RequestCode.GET_CONSUMER_LIST_BY_GROUP,
+                              GetConsumerListByGroupRequestHeader(consumer_group=group))
+    if resp.code != ResponseCode.SUCCESS or not resp.body:
+        return set()
+    return set(GetConsumerListByGroupResponseBody.from_json(resp.body).consumer_id_list)
+
+
+def test_a_restarted_broker_knows_the_consumers_before_their_next_heartbeat(tmp_path: Path,
+                                                                           name_server: str) -> None:
+    """Two consumers of a group, their broker killed and started again on its address: the broker must
+    know both again within seconds, not at their next periodic heartbeat (30 s), and a third consumer
+    joining then takes only its share of the queues. Before, the reconnected consumers sent nothing but
+    pulls, the broker answered the group's consumer list without them (consumerConnection: not online),
+    and the newcomer took every queue while the others went on reading theirs: each message twice."""
+    port = free_port()
+    broker_args = ("--listenPort", str(port), "--grpc-port", str(free_port()), "--registerNameServerPeriod", "2000")
+    with ExitStack() as running:
+        b = running.enter_context(running_broker(tmp_path, namesrv=name_server, extra_args=broker_args))
+
+        async def go() -> None:
+            admin = MQClientInstance(name_server)
+            await create_topic(admin, b.broker_addr, "Back", queues=4)
+            consumers: list[PushConsumer] = []
+
+            async def join() -> PushConsumer:
+                consumer = PushConsumer("BackG", MQClientInstance(name_server),
+                                        consume_from=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
+                consumer.subscribe("Back", "*")
+                consumer.register_concurrently(lambda msgs: ConsumeConcurrentlyStatus.CONSUME_SUCCESS)
+                await consumer.start()
+                consumers.append(consumer)
+                return consumer
+
+            def owned(consumer: PushConsumer) -> set[int]:
+                assert consumer.rebalancer is not None
+                return {mq.queue_id for mq in consumer.rebalancer.process_queues if mq.topic == "Back"}
+
+            try:
+                a, b_ = await join(), await join()
+                deadline = time.monotonic() + 30
+                while sorted(map(len, (owned(a), owned(b_)))) != [2, 2]:
+                    assert time.monotonic() < deadline, (owned(a), owned(b_))
+                    await asyncio.sleep(0.1)
+                b.proc.kill()
+                await asyncio.to_thread(b.proc.wait, 30)
+                await asyncio.sleep(2)
+                again = await asyncio.to_thread(lambda: running.enter_context(
+                    running_broker(tmp_path, namesrv=name_server, extra_args=broker_args)))
+                up = time.monotonic()
+                ids = {a.instance.client_id, b_.instance.client_id}
+                while (known := await _consumer_ids(admin, again.broker_addr, "BackG")) != ids:
+                    # pulls retry 3 s after a failure: their new connections are made within ~6 s
+                    assert time.monotonic() - up < 10, f"the restarted broker knows {known}, not {ids}"
+                    await asyncio.sleep(0.2)
+                c = await join()
+                most = 0
+                deadline = time.monotonic() + 4
+                while time.monotonic() < deadline:
+                    most = max(most, len(owned(c)))
+                    await asyncio.sleep(0.02)
+                assert 1 <= most <= 2, f"the third consumer took {most} of the 4 queues"
+                assert sorted(q for x in consumers for q in owned(x)) == [0, 1, 2, 3]
+            finally:
+                for consumer in consumers:
+                    await consumer.shutdown()
+                    await consumer.instance.shutdown()
+                await admin.shutdown()
 
         asyncio.run(go())
