@@ -9,6 +9,11 @@ Why oneway: Java's persist and persistAll send UPDATE_CONSUMER_OFFSET oneway
 queue's answer made a broker that stops answering (stopped, overloaded, cut off) cost the request
 timeout per queue in turn: a shutdown took 5 s per queue (83 s for 16 queues), the 5 s persist round
 held up the other brokers' queues, and a rebalance dropping queues held its lock as long.
+
+Why every offset on every round, moved or not: as Java's persistAll. A oneway send counts as done once
+written to the connection, which proves nothing: written to a stopped broker's socket buffer and lost
+with the broker, an offset remembered as sent was never sent again while its queue stayed quiet, and
+the consumed messages came again after the broker's restart.
 """
 
 from __future__ import annotations
@@ -60,25 +65,24 @@ class RemoteBrokerOffsetStore(OffsetTable):
     def __init__(self, backend: OffsetBackend) -> None:
         super().__init__()
         self._backend = backend
-        self._persisted: dict[MessageQueue, int] = {}
 
     async def read_store(self, mq: MessageQueue) -> int | None:
         off = await self._backend.query_consumer_offset(mq)
         if off is not None:
             self.update(mq, off, increase_only=False)
-            self._persisted[mq] = off
         return off
 
     async def persist(self, mq: MessageQueue) -> None:
-        """Send ``mq``'s offset if it moved since the last send. A failure is logged, not raised, as
-        Java's persist does: a dead broker's queue must not stop a rebalance from dropping the other
-        queues of that broker (one was let go per 20 s round) nor the offsets of every other queue."""
+        """Send ``mq``'s offset (if it has one), moved since the last send or not. A failure is logged,
+        not raised, as Java's persist does: a dead broker's queue must not stop a rebalance from dropping
+        the other queues of that broker (one was let go per 20 s round) nor the offsets of every other
+        queue."""
         await self._persist(mq)
 
     async def persist_all(self, mqs: set[MessageQueue] | None = None) -> None:
-        """Send every moved offset (of ``mqs`` when given). A broker whose first send failed (no
-        connection, no address) gets no further try this round: each would fail the same way, a
-        connect to a blackholed host after its own timeout."""
+        """Send every offset (of ``mqs`` when given), moved or not, as Java's persistAll. A broker whose
+        first send failed (no connection, no address) gets no further try this round: each would fail
+        the same way, a connect to a blackholed host after its own timeout."""
         unreachable: set[str] = set()
         for mq in list(self._table):
             if (mqs is None or mq in mqs) and mq.broker_name not in unreachable:
@@ -88,14 +92,13 @@ class RemoteBrokerOffsetStore(OffsetTable):
     async def _persist(self, mq: MessageQueue) -> bool:
         """persist(mq); False when the offset could not be sent."""
         off = self._table.get(mq)
-        if off is None or self._persisted.get(mq) == off:
+        if off is None:
             return True
         try:
             await self._update_consumer_offset_oneway(mq, off)
         except Exception as e:  # noqa: BLE001 - any failure of one broker: the next persist tries again
             log.warning("persisting offset %d of %s failed: %s", off, mq, e)
             return False
-        self._persisted[mq] = off
         return True
 
     async def _update_consumer_offset_oneway(self, mq: MessageQueue, offset: int) -> None:
@@ -110,7 +113,6 @@ class RemoteBrokerOffsetStore(OffsetTable):
 
     def remove(self, mq: MessageQueue) -> None:
         self._table.pop(mq, None)
-        self._persisted.pop(mq, None)
 
 
 class OffsetStore(Protocol):
