@@ -638,7 +638,7 @@ class Admin:
         return config
 
     def delete_sub_group(self, group: str, remove_offset: bool = False, delete_retry_topics: bool = False,
-                         targets: list[BrokerIdentity] | None = None) -> None:
+                         targets: list[BrokerIdentity] | None = None) -> list[str]:
         """DELETE_SUBSCRIPTIONGROUP on each target; with ``delete_retry_topics`` (mqadmin -c) its
         %RETRY% and %DLQ% topics go too, from the brokers and from the name server (Apache's
         adminExt.deleteTopic: a route left at the name server kept routing clients to a topic no broker
@@ -647,26 +647,30 @@ class Admin:
         says so, so the group is not read first (which ACL 2.0 would make need Group [Get]). Nor are the
         %RETRY%/%DLQ% topics: each is deleted outright, as Apache's adminExt.deleteTopic does (a broker
         deleting a topic it does not have answers SUCCESS); asking first needed Get on them, which an
-        account allowed to delete them (Group:G, Topic:%DLQ%G) need not have."""
-        def delete(b: BrokerIdentity) -> bool:
-            deleted = self.client.delete_subscription_group(b.broker_addr, group, remove_offset)
-            if delete_retry_topics:
-                for topic in (f"%RETRY%{group}", f"%DLQ%{group}"):
-                    try:  # %DLQ% is a Topic resource under ACL 2.0 (%RETRY% is the group's), as in Apache
-                        self.client.delete_topic_in_broker(b.broker_addr, topic)
-                    except AdminError as e:
-                        raise e.noting(f"subscription group {group} already deleted on broker {b.broker_addr}, "
-                                       f"topic {topic} not") from None
-            return deleted
+        account allowed to delete them (Group:G, Topic:%DLQ%G) need not have.
 
+        Returns warnings: a topic that could not be deleted once the group was (Apache's command
+        deletes the group on every broker first, then the topics, and prints a topic's failure without
+        failing: the group, what was asked for, is gone)."""
         chosen = targets or self.brokers()
-        existed = any(change_each(chosen, delete, _addr))
-        if delete_retry_topics:
-            for cluster in sorted({b.cluster_name for b in chosen}):
-                for topic in (f"%RETRY%{group}", f"%DLQ%{group}"):
-                    self.client.delete_topic_in_namesrv(topic, cluster)
+        existed = any(change_each(
+            chosen, lambda b: self.client.delete_subscription_group(b.broker_addr, group, remove_offset), _addr))
+        warnings = self._delete_group_topics(group, chosen) if delete_retry_topics else []
         if not existed:
             raise NotFoundError(f"subscription group [{group}] does not exist in {self.target}")
+        return warnings
+
+    def _delete_group_topics(self, group: str, brokers: list[BrokerIdentity]) -> list[str]:
+        """adminExt.deleteTopic of %RETRY%group then %DLQ%group (each: its brokers, then the name
+        servers), stopping at the first refused, as Apache's command does; that one as a warning."""
+        for topic in (f"%RETRY%{group}", f"%DLQ%{group}"):
+            try:  # %DLQ% is a Topic resource under ACL 2.0 (%RETRY% is the group's), as in Apache
+                change_each(brokers, lambda b, t=topic: self.client.delete_topic_in_broker(b.broker_addr, t), _addr)
+                for cluster in sorted({b.cluster_name for b in brokers}):
+                    self.client.delete_topic_in_namesrv(topic, cluster)
+            except AdminError as e:
+                return [f"subscription group {group} deleted, but topic {topic} not: {e.message}"]
+        return []
 
     def _consume_stats(self, group: str, topic: str | None = None,
                        among: list[BrokerIdentity] | None = None) -> ConsumeStatsView:

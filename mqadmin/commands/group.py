@@ -194,15 +194,18 @@ def delete_sub_group(
 ) -> None:
     targets = _targets(cmd, cluster, broker)
     addrs = [b.broker_addr for b in targets]
-    cmd.admin().delete_sub_group(group, parse_bool(remove_offset, "-r/--removeOffset", False),
-                                 delete_retry_topics=cluster is not None, targets=targets)
+    warnings = cmd.admin().delete_sub_group(group, parse_bool(remove_offset, "-r/--removeOffset", False),
+                                            delete_retry_topics=cluster is not None, targets=targets)
 
     def render() -> None:
         for a in addrs:
             suffix = f" in cluster [{cluster}]" if cluster is not None else ""
             cmd.print(f"delete subscription group [{group}] from broker [{a}]{suffix} success.")
 
-    cmd.emit({"brokers": addrs, "group": group}, render)
+    cmd.emit({"brokers": addrs, "group": group, "warnings": warnings}, render)
+    # exit 0 as Apache's (it prints the topic's failure and returns): the group asked for is deleted
+    for w in warnings:
+        typer.echo(f"mqadmin {cmd.name}: warning: {' '.join(w.splitlines())}", err=True)
 
 
 @register(app, "consumerProgress", "Show a group's consume progress (or every group's summary).")
