@@ -7,6 +7,7 @@ through the instance's route cache.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -32,9 +33,15 @@ from broker_core.remoting.headers import (
 )
 from broker_core.store.codec.message import MessageExt
 
+from .connection import RemotingError
 from .instance import BrokerError, MQClientInstance
 from .message import decode_records
 from .subscription import matches
+
+log = logging.getLogger(__name__)
+
+# Java's unlockBatchMQ timeout (RebalanceImpl.unlock/unlockAll pass 1000 ms)
+UNLOCK_TIMEOUT_S = 1.0
 
 PULL_FLAG_COMMIT_OFFSET = 0x1
 PULL_FLAG_SUSPEND = 0x2
@@ -133,19 +140,27 @@ class ConsumerApi:
         route = await self.instance.get_route(topic)
         return route.subscribe_queues() if route else []
 
-    async def find_consumer_ids(self, topic: str, group: str) -> list[str]:
+    async def find_consumer_ids(self, topic: str, group: str) -> list[str] | None:
+        """GET_CONSUMER_LIST_BY_GROUP of the topic's brokers in turn, until one has the group's list. None
+        when none has (Java's findConsumerIdList answers null): a broker answers SYSTEM_ERROR "no consumer
+        for this group" until it has a heartbeat of the group (just after its restart), and one may not
+        be reachable; the rebalancer then leaves the topic's queues as they are rather than dropping them."""
         route = await self.instance.get_route(topic)
         if route is None:
-            return []
+            return None
         for b in sorted(route.data.broker_datas, key=lambda b: b.broker_name):
             addr = b.broker_addrs.get(0) or next(iter(b.broker_addrs.values()), None)
             if addr is None:
                 continue
-            resp = await self.instance.invoke(addr, RequestCode.GET_CONSUMER_LIST_BY_GROUP,
-                                              GetConsumerListByGroupRequestHeader(consumer_group=group))
+            try:
+                resp = await self.instance.invoke(addr, RequestCode.GET_CONSUMER_LIST_BY_GROUP,
+                                                  GetConsumerListByGroupRequestHeader(consumer_group=group))
+            except RemotingError as e:
+                log.warning("getting the consumers of %s from %s failed: %s", group, addr, e)
+                continue
             if resp.code == ResponseCode.SUCCESS and resp.body:
                 return GetConsumerListByGroupResponseBody.from_json(resp.body).consumer_id_list
-        return []
+        return None
 
     async def lock_batch(self, broker_name: str, mqs: list[MessageQueue]) -> set[MessageQueue]:
         addr = self.instance.broker_addr(broker_name)
@@ -156,13 +171,20 @@ class ConsumerApi:
         self.instance.check(resp, addr=addr)
         return set(LockBatchResponseBody.from_json(resp.body).lock_ok_mq_set) if resp.body else set()
 
-    async def unlock_batch(self, broker_name: str, mqs: list[MessageQueue]) -> None:
+    async def unlock_batch(self, broker_name: str, mqs: list[MessageQueue], *, oneway: bool = False) -> None:
+        """UNLOCK_BATCH_MQ, as Java's unlockBatchMQ(addr, body, 1000, oneway): a rebalance dropping a queue
+        sends it oneway (RebalanceImpl.unlock(mq, true)), so a broker that stops answering does not hold
+        the rebalance up by a timeout per queue; shutdown's unlockAll(false) waits, at most 1 s."""
         addr = self.instance.broker_addr(broker_name)
         if addr is None:
             return
         body = LockBatchRequestBody(consumer_group=self.group, client_id=self.instance.client_id, mq_set=mqs)
-        self.instance.check(await self.instance.invoke(addr, RequestCode.UNLOCK_BATCH_MQ, None, body.to_json()),
-                            addr=addr)
+        if oneway:
+            await self.instance.invoke_oneway(addr, RequestCode.UNLOCK_BATCH_MQ, None, body.to_json())
+            return
+        resp = await self.instance.invoke(addr, RequestCode.UNLOCK_BATCH_MQ, None, body.to_json(),
+                                          timeout=UNLOCK_TIMEOUT_S)
+        self.instance.check(resp, addr=addr)
 
     async def send_back(self, msg: MessageExt, broker_name: str, delay_level: int = 0,
                         max_reconsume_times: int = 16) -> None:

@@ -35,11 +35,13 @@ class ConsumeFromWhere(StrEnum):
 class RebalanceBackend(Protocol):
     async def subscribe_queues(self, topic: str) -> list[MessageQueue]: ...
 
-    async def find_consumer_ids(self, topic: str, group: str) -> list[str]: ...
+    async def find_consumer_ids(self, topic: str, group: str) -> list[str] | None:
+        """The group's client ids; None when no broker could give them."""
+        ...
 
     async def lock_batch(self, broker_name: str, mqs: list[MessageQueue]) -> set[MessageQueue]: ...
 
-    async def unlock_batch(self, broker_name: str, mqs: list[MessageQueue]) -> None: ...
+    async def unlock_batch(self, broker_name: str, mqs: list[MessageQueue], *, oneway: bool = False) -> None: ...
 
     async def max_offset(self, mq: MessageQueue) -> int: ...
 
@@ -92,6 +94,12 @@ class Rebalancer:
                 continue
             cids = await self._backend.find_consumer_ids(topic, self.group)
             if not cids:
+                # as Java's rebalanceByTopic with cidAll null: no change to the topic's queues. Dropping
+                # them all because a restarted broker had no heartbeat of the group yet stopped the
+                # consumption (and released orderly locks) until the next round
+                log.warning("rebalance of %s, topic %s: no consumer id list, its queues stay as they are",
+                            self.group, topic)
+                wanted.update(mq for mq in self.process_queues if mq.topic == topic)
                 continue
             wanted.update(self._allocate(self.client_id, mqs, cids))
         topics_set = set(topics)
@@ -130,10 +138,12 @@ class Rebalancer:
         await self._offsets.persist(mq)
         self._offsets.remove(mq)
         if self.orderly and pq.locked:
-            # wait for a batch being consumed to finish before the lock is released
+            # wait for a batch being consumed to finish before the lock is released; oneway, as Java's
+            # RebalanceImpl.unlock(mq, true): waiting for the answer held the round (under the rebalance
+            # lock) up by a timeout per queue when the broker stopped answering
             async with pq.consume_lock:
                 try:
-                    await self._backend.unlock_batch(mq.broker_name, [mq])
+                    await self._backend.unlock_batch(mq.broker_name, [mq], oneway=True)
                 except Exception as e:  # noqa: BLE001 - a dead broker's lock expires there by itself
                     log.warning("unlocking %s failed: %s", mq, e)
             pq.locked = False
@@ -164,12 +174,18 @@ class Rebalancer:
                     pq.last_lock_ms = now
 
     async def unlock_all(self) -> None:
+        """Java's unlockAll(false) at shutdown: one request per broker, its answer waited for; a broker
+        that fails is logged and the others are still unlocked (its locks expire there by themselves)."""
         by_broker: dict[str, list[MessageQueue]] = {}
         for mq, pq in self.process_queues.items():
             if pq.locked:
                 by_broker.setdefault(mq.broker_name, []).append(mq)
         for broker, mqs in by_broker.items():
-            await self._backend.unlock_batch(broker, mqs)
+            try:
+                await self._backend.unlock_batch(broker, mqs)
+            except Exception as e:  # noqa: BLE001 - as Java's unlockAll: logged, the next broker still asked
+                log.warning("unlocking %s failed: %s", mqs, e)
+                continue
             for mq in mqs:
                 self.process_queues[mq].locked = False
 
