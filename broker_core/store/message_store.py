@@ -21,6 +21,7 @@ from pathlib import Path
 from time import monotonic as _monotonic
 from typing import Protocol
 
+from ..common.round_failures import RoundFailures, is_operating_condition
 from .batch_consume_queue import BatchConsumeQueue
 from .buffered_put import put_inner_batch_buffered
 from .checkpoint import StoreCheckpoint
@@ -329,9 +330,20 @@ class MessageStore:
         with self._cq_guard:
             queues = list(self.consume_queues.values())
         for cq in queues:
-            cq.flush(least)
+            try:
+                cq.flush(least)
+            except OSError as e:  # named for the flush service's one line (msync's own error names no file)
+                if str(cq.file_queue.directory) in str(e):
+                    raise
+                raise OSError(e.errno, f"cannot flush consume queue {cq.file_queue.directory}: "
+                                       f"{e.strerror or e}") from e
         if cp is not None:
-            cp.flush(self.commit_log.flushed_store_timestamp, logics_ts)
+            try:
+                cp.flush(self.commit_log.flushed_store_timestamp, logics_ts)
+            except OSError as e:
+                if str(cp.path) in str(e):
+                    raise
+                raise OSError(e.errno, f"cannot flush checkpoint {cp.path}: {e.strerror or e}") from e
 
     def _flush_service(self) -> None:
         import time
@@ -339,6 +351,10 @@ class MessageStore:
         interval = self.config.flush_interval_consume_queue / 1000
         thorough_every = self.config.flush_consume_queue_thorough_interval / 1000
         last_thorough = time.monotonic()
+        # a failing disk (EIO, a read-only remount) fails every pass (200 ms): said once a minute as
+        # one line naming the file, and when a pass works again
+        failures = RoundFailures(log, "consume queue flush")
+        outage: str | None = None  # its first failure, said for all of it (the file failing varies by pass)
         while not self._stopping:
             time.sleep(min(interval, 0.2))
             if self._stopping:
@@ -348,8 +364,15 @@ class MessageStore:
                 if thorough:
                     last_thorough = time.monotonic()
                 self._flush_and_checkpoint(thorough)
-            except Exception:
-                log.exception("consume queue flush failed")
+            except Exception as e:
+                if is_operating_condition(e):
+                    outage = outage or str(e) or type(e).__name__
+                    failures.failed_with(outage)
+                else:
+                    failures.failed(e)  # a bug: its traceback
+            else:
+                outage = None
+                failures.succeeded()
             try:
                 now = self.clock()
                 if self._last_clean_ms is None:
