@@ -517,7 +517,11 @@ class Broker:
         finally:
             if self._built("auth_manager"):
                 self.auth_manager.close()
-            self.store.shutdown(keep_abort=bool(unsaved))
+            try:
+                self.store.shutdown(keep_abort=bool(unsaved))
+            except OSError as e:  # the commitlog could not be flushed (EIO): abort stays, recovery follows
+                log.error("broker shutdown: store: %s", e)
+                unsaved.append(str(e))
             self.unsaved_at_shutdown = tuple(unsaved)
 
     def __enter__(self) -> Broker:

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
+from ..common.round_failures import RoundFailures
 from .codec.hot_py import inner_batch_known
 from .codec.hotpath import check_message, offset_msg_id
 from .codec.message import (
@@ -57,6 +58,10 @@ DIRECT_WRITE_MIN = 4 * 1024
 # The longest a group commit round waits for requests to join it (RocketMQ's GroupCommitService
 # waits up to 10 ms between rounds).
 GROUP_COMMIT_GATHER_S = 0.01
+
+# How long the flush thread waits before it tries a failed flush again (RocketMQ's GroupCommitService
+# waits 10 ms between rounds whatever happened; a failing msync is retried at a tenth of that rate).
+FLUSH_RETRY_PAUSE_S = 0.1
 
 # How far ahead of the write position the commitlog mapping is faulted in, in one call.
 POPULATE_AHEAD = 1 << 20
@@ -665,6 +670,9 @@ class CommitLog:
                     self._flush_cond.release()
                     try:
                         self.flush()
+                    except OSError as e:  # stored, not on disk: the put's answer says so, not a traceback
+                        log.error("commitlog flush for a SYNC_FLUSH put failed: %s", e)
+                        return True
                     finally:
                         self._flush_cond.acquire()
                     continue
@@ -684,7 +692,12 @@ class CommitLog:
         flush. So a round gathers: after the first request it waits (at most GROUP_COMMIT_GATHER_S)
         until as many requests have come as the last round had, then flushes everything written
         so far. A lone producer is flushed at once (its last round had one request).
+
+        A flush that fails (EIO from msync: the storage failed) must not end the thread, or every
+        later SYNC_FLUSH put would wait out its timeout for good: it is logged once, retried after
+        FLUSH_RETRY_PAUSE_S, and the waiting putters answer FLUSH_DISK_TIMEOUT when their wait ends.
         """
+        failures = RoundFailures(log, "commitlog flush")
         while True:
             with self._flush_cond:
                 while not self._stopping and self._flush_requested_to <= self.flushed_offset:
@@ -699,9 +712,17 @@ class CommitLog:
                     self._flush_cond.wait(left)
                 self._requests_last_round = max(1, self._requests_this_round)
                 self._requests_this_round = 0
-            self.flush()
+            if not self._flush_round(failures):
+                with self._flush_cond:
+                    if not self._stopping:
+                        self._flush_cond.wait(FLUSH_RETRY_PAUSE_S)
+                    if self._stopping:  # shutdown's own flush tries once more and reports
+                        return
 
     def _async_flush_loop(self) -> None:
+        """FlushRealTimeService (and CommitRealTimeService): a failed round is logged once and
+        retried on the next pass; the thread must outlive it, or nothing is flushed any more."""
+        failures = RoundFailures(log, "commitlog flush")
         interval = self.config.flush_interval_commit_log / 1000
         thorough = self.config.flush_commit_log_thorough_interval / 1000
         last_thorough = time.monotonic()
@@ -715,7 +736,8 @@ class CommitLog:
             if self._stopping:
                 break
             if self.write_buffer:
-                self.commit()
+                if not self._flush_round(failures, commit_only=True):
+                    continue
                 if time.monotonic() < next_flush:
                     continue
                 next_flush = time.monotonic() + interval
@@ -723,7 +745,26 @@ class CommitLog:
             if time.monotonic() - last_thorough >= thorough:
                 least = 0
                 last_thorough = time.monotonic()
-            self.flush(least)
+            self._flush_round(failures, least)
+
+    def _flush_round(self, failures: RoundFailures, least_pages: int = 0, commit_only: bool = False) -> bool:
+        """One round of the flush thread; False when it failed (logged through ``failures``).
+
+        Why catch everything: RocketMQ's flush services catch Throwable in their loop too. An OSError
+        is the storage (one line naming the file, then "works again"); anything else keeps its
+        traceback, and the thread still carries on.
+        """
+        try:
+            if commit_only:
+                self.commit()
+            else:
+                self.flush(least_pages)
+        except Exception as e:
+            failures.failed(e)
+            return False
+        if not commit_only:
+            failures.succeeded()
+        return True
 
     def flush(self, least_pages: int = 0) -> None:
         """msync every dirty file (committing the write buffer first); wakes putters waiting on a group

@@ -359,14 +359,25 @@ class MappedFile:
             if least_pages > 0 and end < self.file_size and (end // PAGE_SIZE - start // PAGE_SIZE) < least_pages:
                 return start
             aligned = start - start % PAGE_SIZE
-            self._mm.flush(aligned, end - aligned)
+            try:
+                self._mm.flush(aligned, end - aligned)
+            except OSError as e:
+                raise self._flush_error(e) from e
             self.flushed_position = end
             return end
 
     def flush_all(self) -> None:
         if not self.read_only and self._mm is not None:
-            self._mm.flush()
+            try:
+                self._mm.flush()
+            except OSError as e:
+                raise self._flush_error(e) from e
             self.flushed_position = self.wrote_position
+
+    def _flush_error(self, e: OSError) -> OSError:
+        """A failed msync naming the file: mmap's own error says only the errno (EIO: the storage
+        failed), and the operator must know which file's pages did not reach the disk."""
+        return OSError(e.errno, f"cannot flush {self.path}: {e.strerror}")
 
     def hold(self) -> bool:
         """Keep the mapping while the caller reads; False once the file is closed or destroyed."""
