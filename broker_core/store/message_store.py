@@ -978,14 +978,36 @@ class MessageStore:
         fields, ``ReputMessageService.dispatch_new``). The put is stored and acknowledged whatever
         happens here: a dispatch that fails (an index file the disk cannot hold) is retried by the
         next dispatch, from the same record, and the record is never reported as failed."""
+        reput = self.reput
         try:
             if new:
-                self.reput.dispatch_new()
+                reput.dispatch_new()
             else:
-                self.reput.do_reput()
+                reput.do_reput()
+            reput.stall = None
         except OSError as e:
+            reput.note_stall(e)
             log.warning("dispatch of stored records is waiting at commitlog offset %d: %s",
-                        self.reput.reput_from_offset, e)
+                        reput.reput_from_offset, e)
+
+    def _stall_refusal(self) -> PutMessageResult | None:
+        """Refuse a put while dispatch waits at a stored record (``reput.stall``: a consume queue or
+        index file the full disk cannot hold), until it moves on.
+
+        Why: the record it waits at was acknowledged, and so was every put after it, yet none of them
+        could be consumed or found by key until space came back (a probe acknowledged five sends on a
+        full disk, none readable). RocketMQ refuses puts after such a failure (makeLogicsQueueError);
+        here the refusal ends by itself once dispatch moves on. A store that is not started has no
+        reput thread to retry: the put retries dispatch first.
+        """
+        reput = self.reput
+        if reput.stall is not None and not self._started:
+            self._dispatch_now()
+        stall = reput.stall
+        if stall is None:
+            return None
+        return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE,
+                                remark=f"{stall}: puts are refused until dispatch moves on")
 
     def put_message(self, msg: MessageInner) -> PutMessageResult:
         """Append one message; a store that is not started dispatches it before returning.
@@ -1001,10 +1023,10 @@ class MessageStore:
             if bad is not None:
                 return bad
             self._put_checked_until = self._disk_checked_at + DISK_CHECK_INTERVAL_S
-        done = put_fast(self, msg)
+        done = put_fast(self, msg)  # (declines while dispatch is behind: a stall takes the general path)
         if done is not None:
             return done
-        refused = self._index_refusal((msg,))
+        refused = self._stall_refusal() or self._index_refusal((msg,))
         if refused is not None:
             return refused
         result = self.commit_log.put_message(msg)
@@ -1021,7 +1043,7 @@ class MessageStore:
             return bad
         if not msgs:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark="empty batch")
-        refused = self._index_refusal(msgs)
+        refused = self._stall_refusal() or self._index_refusal(msgs)
         if refused is not None:
             return refused
         result = self.commit_log.put_messages(msgs)
@@ -1048,6 +1070,10 @@ class MessageStore:
         if inner_num > BCQ_MAX_BATCH_SIZE:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=(
                 f"inner batch of {inner_num} messages: a BatchCQ unit holds at most {BCQ_MAX_BATCH_SIZE}"))
+        if self.reput.stall is not None:
+            refused = self._stall_refusal()
+            if refused is not None:
+                return refused
         svc = self.index_service
         if svc is not None and self.config.message_index_enable and not svc.has_room(CHEAP_KEYS):
             refused = self._index_refusal((msg,))

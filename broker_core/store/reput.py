@@ -6,6 +6,7 @@ behind the commitlog's write position, which operators watch as dispatch lag.
 
 from __future__ import annotations
 
+import errno
 import logging
 import threading
 import time
@@ -25,6 +26,9 @@ class ReputMessageService:
     def __init__(self, store) -> None:  # store: MessageStore (a type import would be circular)
         self.store = store
         self.reput_from_offset = 0
+        # Why dispatch waits at a stored record (an OSError: a consume queue or index file a full disk
+        # cannot hold), None while it keeps up: the store refuses new puts meanwhile (``stall_refusal``).
+        self.stall: str | None = None
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
         self._stopping = False
@@ -32,6 +36,13 @@ class ReputMessageService:
 
     def behind(self) -> int:
         return max(0, self.store.commit_log.max_offset() - self.reput_from_offset)
+
+    def note_stall(self, e: OSError) -> None:
+        """Dispatch failed at ``reput_from_offset`` with ``e``: say so in ``stall`` (a full disk named as such)."""
+        text = str(e)
+        if e.errno in (errno.ENOSPC, errno.EDQUOT) and "disk full" not in text:
+            text = f"disk full: {text}"
+        self.stall = f"dispatch waits at commitlog offset {self.reput_from_offset} ({text})"
 
     def wake(self) -> None:
         with self._cond:
@@ -65,9 +76,11 @@ class ReputMessageService:
             try:
                 self.do_reput()
                 stalled_at = None
+                self.stall = None
             except OSError as e:
                 # e.g. an index file a full disk cannot hold: the record is stored (and acknowledged);
                 # dispatch waits at it and retries, one line per stall instead of a traceback a second
+                self.note_stall(e)
                 if stalled_at != self.reput_from_offset:
                     stalled_at = self.reput_from_offset
                     log.warning("dispatch waits at commitlog offset %d (%s); retrying every second", stalled_at, e)

@@ -258,3 +258,47 @@ def test_a_new_store_on_a_full_disk_names_its_lock_file_and_holds_no_lock(small_
     assert other.stdout.strip() == "False", other.stderr
     store = MessageStore(root, small_config()).open()
     store.shutdown()
+
+
+@pytest.mark.parametrize("started", [False, True], ids=["dispatch-in-put", "reput-thread"])
+def test_puts_are_refused_while_dispatch_waits_for_a_consume_queue_file_the_disk_cannot_hold(
+        small_fs: Path, started: bool) -> None:
+    """A put to a queue that has no consume queue file yet is stored (its commitlog blocks were
+    reserved) and acknowledged, but on a full disk dispatch cannot make the queue's file and waits at
+    it. Later puts, to any queue, are refused while it waits (they could not be consumed either: a
+    probe saw five sends acknowledged on a full disk and none readable) and taken again once space is
+    back, when the waiting record is dispatched too."""
+    root = small_fs / "store"
+    store = MessageStore(root, _index_config()).open()
+    if started:
+        store.start()
+    try:
+        assert store.put_message(make_msg("Cq", 0, b"first", key="first")).ok
+        assert store.wait_for_dispatch(10)
+        fill(small_fs / "filler")
+        waiting = store.put_message(make_msg("Cq", 1, b"new-queue", key="new-queue"))
+        assert waiting.ok and waiting.queue_offset == 0  # stored, so acknowledged
+        assert not store.wait_for_dispatch(0.3)  # no file for queue 1: dispatch waits at the record
+        for queue_id in (0, 1):
+            later = store.put_message(make_msg("Cq", queue_id, b"later", key="later"))
+            assert later.status == "SERVICE_NOT_AVAILABLE", later
+            assert "dispatch waits at commitlog offset" in later.remark and "disk full" in later.remark, later.remark
+        assert not store.put_messages([make_msg("Cq", 0, b"b1"), make_msg("Cq", 0, b"b2")]).ok
+        assert store.get_messages("Cq", 0, 1, 4).messages == []  # nothing of the refused puts is in queue 0
+        (small_fs / "filler").unlink()
+        deadline = time.monotonic() + 10
+        while not (r := store.put_message(make_msg("Cq", 0, b"after", key="after"))).ok:
+            assert time.monotonic() < deadline, r
+            time.sleep(0.05)
+        assert r.queue_offset == 1
+        assert store.wait_for_dispatch(10)
+        assert [m.body for m in store.get_messages("Cq", 1, 0, 4).messages] == [b"new-queue"]
+        assert [m.body for m in store.query_message("Cq", "new-queue")] == [b"new-queue"]
+        assert [m.body for m in store.query_message("Cq", "later")] == []
+    finally:
+        store.shutdown()
+    ro = MessageStore(root, _index_config(), read_only=True).open()
+    try:
+        assert verify_store(ro).ok
+    finally:
+        ro.shutdown()
