@@ -7,13 +7,15 @@ dataclasses hold the same names in snake_case with RocketMQ's defaults.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 import typing
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
+from broker_core.common.java_numbers import JAVA_INT, JAVA_INTEGER_SYNTAX, JAVA_LONG, JavaInteger
 from broker_core.common.java_text import java_trim
 
 T = TypeVar("T")
@@ -22,6 +24,51 @@ _CAMEL = re.compile(r"(?<=[a-z0-9])([A-Z])|(?<=[A-Z])([A-Z])(?=[a-z])")
 
 class ConfigError(ValueError):
     """A config file or value that cannot be used (with the key and the reason)."""
+
+
+JavaLong = Annotated[int, JAVA_LONG]
+"""A config key that is a Java ``long``; a plain ``int`` field is a Java ``int`` (as header_base's ``Long``).
+
+Why: RocketMQ's config beans hold ints and longs, and a value past the key's type is one Java's
+Integer.parseInt/Long.parseLong refuses. Taken here, 10^22 reached struct.pack (every send failed) and
+time.sleep (the flush thread died)."""
+
+
+def java_integer(hint: Any) -> JavaInteger | None:
+    """The Java integral type a config field's type hint stands for (None: not an integer field).
+
+    The one place a key's range comes from: ``int`` is a Java ``int``, ``JavaLong`` a Java ``long``."""
+    if typing.get_origin(hint) is Annotated:
+        return next((m for m in hint.__metadata__ if isinstance(m, JavaInteger)), None)
+    return JAVA_INT if hint is int or hint == "int" else None
+
+
+@functools.cache
+def java_integer_fields(cls: type) -> dict[str, JavaInteger]:
+    """The integer fields of the dataclass ``cls`` and their Java types (resolved once per class)."""
+    hints = typing.get_type_hints(cls, include_extras=True)
+    out = {}
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        java = java_integer(hints.get(f.name))
+        if java is not None:
+            out[f.name] = java
+    return out
+
+
+def check_java_range(key: str, value: int, java: JavaInteger, lo: int | None = None, hi: int | None = None,
+                     shown: str | None = None) -> None:
+    """ConfigError naming ``key`` and its range unless ``value`` is in [lo, hi] within the Java type's
+    range (``lo``/``hi``: a key's own tighter bounds, else the type's; ``shown``: the value as written)."""
+    low = java.min if lo is None else max(lo, java.min)
+    high = java.max if hi is None else min(hi, java.max)
+    if not low <= value <= high:
+        raise ConfigError(f"{key}={_shown(str(value) if shown is None else shown)}: must be an integer in "
+                          f"[{low}, {high}]")
+
+
+def _shown(raw: str) -> str:
+    """A value as quoted in an error: cut short, so the message stays one short line."""
+    return raw if len(raw) <= 40 else raw[:40] + "..."
 
 
 @contextmanager
@@ -250,7 +297,7 @@ def read_properties_file(path: str | Path) -> dict[str, str]:
     return {p.key: java_trim(p.value) for p in parse_properties(text, str(path))}
 
 
-def _coerce(key: str, raw: str, typ: Any) -> Any:
+def _coerce(key: str, raw: str, typ: Any, lo: int | None = None) -> Any:
     if typ is bool or typ == "bool":
         low = raw.strip().lower()
         if low in ("true", "1", "yes", "on"):
@@ -258,11 +305,17 @@ def _coerce(key: str, raw: str, typ: Any) -> Any:
         if low in ("false", "0", "no", "off"):
             return False
         raise ConfigError(f"{key}: expected true/false, got {raw!r}")
-    if typ is int or typ == "int":
+    java = java_integer(typ)
+    if java is not None:
+        text = raw.strip()
         try:
-            return int(raw.strip())
+            value = int(text)
         except ValueError as e:
-            raise ConfigError(f"{key}: expected an integer, got {raw!r}") from e
+            if JAVA_INTEGER_SYNTAX.fullmatch(text) is None:
+                raise ConfigError(f"{key}: expected an integer, got {raw!r}") from e
+            value = java.max + 1  # past Python's int-from-str digit limit: far beyond any Java long too
+        check_java_range(key, value, java, lo=lo, shown=text)
+        return value
     if typ is float or typ == "float":
         try:
             return float(raw.strip())
@@ -271,8 +324,12 @@ def _coerce(key: str, raw: str, typ: Any) -> Any:
     return raw
 
 
-def apply_properties(cls: type[T], props: dict[str, str], base: T | None = None) -> T:
+def apply_properties(cls: type[T], props: dict[str, str], base: T | None = None,
+                     minimum: Mapping[str, int] | None = None) -> T:
     """Build ``cls`` from RocketMQ keys; keys the dataclass does not know are ignored.
+
+    An integer key is held to its Java type's range (``java_integer``), and to ``minimum[field]`` when
+    given, so the error names the range the key really has.
 
     The field types are resolved only once a key names a field: resolving them compiles every
     annotation, and an mqadmin command on a store without a broker.conf has no key to coerce."""
@@ -284,8 +341,8 @@ def apply_properties(cls: type[T], props: dict[str, str], base: T | None = None)
         if name not in field_names:
             continue
         if hints is None:
-            hints = typing.get_type_hints(cls)
-        values[name] = _coerce(key, raw, hints.get(name, str))
+            hints = typing.get_type_hints(cls, include_extras=True)
+        values[name] = _coerce(key, raw, hints.get(name, str), (minimum or {}).get(name))
     if base is not None:
         return dataclasses.replace(base, **values)  # type: ignore[type-var]
     return cls(**values)

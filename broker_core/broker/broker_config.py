@@ -22,6 +22,7 @@ from broker_core.broker.pop.pop_config import PopConfig
 from broker_core.broker.transaction.transaction_config import TransactionConfig
 from broker_core.config_loader import (
     ConfigError,
+    JavaLong,
     apply_properties,
     camel_to_snake,
     read_properties_file,
@@ -40,9 +41,12 @@ log = logging.getLogger("rmqops.broker.config")
 
 @dataclass
 class BrokerConfig:
+    """BrokerConfig's keys: an ``int`` field is a Java ``int``, a ``JavaLong`` one a Java ``long`` (their
+    ranges bound what a config file or updateBrokerConfig may set; see config_loader.java_integer)."""
+
     broker_name: str = "broker-a"
     broker_cluster_name: str = "DefaultCluster"
-    broker_id: int = MASTER_ID
+    broker_id: JavaLong = MASTER_ID
     broker_ip1: str = field(default="127.0.0.1", metadata={"key": "brokerIP1"})
     listen_port: int = 10911
     namesrv_addr: str = ""
@@ -62,20 +66,20 @@ class BrokerConfig:
     flush_consumer_offset_interval: int = 5000
     use_server_side_reset_offset: bool = True
     long_polling_enable: bool = True
-    short_polling_time_mills: int = 1000
+    short_polling_time_mills: JavaLong = 1000
     # JVM system property rocketmq.broker.rebalance.lockMaxLiveTime upstream; a key here.
-    rebalance_lock_max_live_time: int = 60_000
+    rebalance_lock_max_live_time: JavaLong = 60_000
     reject_transaction_message: bool = False
-    transaction_time_out: int = 6000
+    transaction_time_out: JavaLong = 6000
     transaction_check_max: int = 15
-    transaction_check_interval: int = 30_000
+    transaction_check_interval: JavaLong = 30_000
     revive_queue_num: int = 8
     # SQL92 filter bitmap at dispatch (needs the store's enableConsumeQueueExt too): the bloom filter has
     # k = ceil(log_0.5(maxErrorRateOfBloomFilter/100)) hashes and m bits for expectConsumerNumUseFilter.
     enable_calc_filter_bit_map: bool = False
     expect_consumer_num_use_filter: int = 32
     max_error_rate_of_bloom_filter: int = 20
-    filter_data_clean_time_span: int = 24 * 3600 * 1000
+    filter_data_clean_time_span: JavaLong = 24 * 3600 * 1000
     # SQL92 subscriptions on PULL_MESSAGE and CHECK_CLIENT_CONFIG (refused when false, as in RocketMQ, whose
     # POP and gRPC paths never check it). RocketMQ's default is false; true here, so SQL92 works as documented.
     enable_property_filter: bool = True

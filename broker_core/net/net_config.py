@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from broker_core.config_loader import apply_properties
+from broker_core.config_loader import JavaLong, apply_properties
 from broker_core.remoting import DEFAULT_FRAME_MAX_LENGTH
 
 from .remoting_server import ServerConfig
@@ -19,8 +19,8 @@ from .remoting_server import ServerConfig
 class NetConfig:
     namesrv_port: int = 9876
     register_name_server_period: int = 30_000  # ms between REGISTER_BROKER (RocketMQ broker key)
-    scan_not_active_broker_interval: int = 5_000  # ms between name-server expiry scans (NamesrvConfig key)
-    broker_channel_expired_time: int = 120_000  # ms without registration before the name server drops a broker
+    scan_not_active_broker_interval: JavaLong = 5_000  # ms between name-server expiry scans (NamesrvConfig key)
+    broker_channel_expired_time: JavaLong = 120_000  # ms without registration before the name server drops a broker
     server_channel_max_idle_time_seconds: float = 120.0  # NettyServerConfig key
     frame_max_length: int = DEFAULT_FRAME_MAX_LENGTH  # com.rocketmq.remoting.frameMaxLength
     max_connections: int = 10_000

@@ -6,15 +6,36 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..config_loader import ConfigError, apply_properties, read_properties_file, snake_to_camel, values_of
+from ..config_loader import (
+    ConfigError,
+    JavaLong,
+    apply_properties,
+    check_java_range,
+    java_integer_fields,
+    read_properties_file,
+    snake_to_camel,
+    values_of,
+)
 
 ASYNC_FLUSH = "ASYNC_FLUSH"
 SYNC_FLUSH = "SYNC_FLUSH"
 DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+# The least value of the keys the store cannot run below (their most is their Java type's).
+MINIMUM = {"mapped_file_size_commit_log": 64, "mapped_file_size_consume_queue": 20,
+           "mapper_file_size_batch_consume_queue": 46, "mapped_file_size_timer_log": 64,
+           "mapped_file_size_consume_queue_ext": 64, "max_hash_slot_num": 1, "max_index_num": 2,
+           "max_msgs_num_batch": 1, "max_message_size": 1, "sync_flush_timeout": 1, "flush_interval_commit_log": 1,
+           "flush_interval_consume_queue": 1, "commit_interval_commit_log": 1, "clean_resource_interval": 1,
+           "delete_file_batch_max": 1, "timer_precision_ms": 1, "file_reserved_time": 0,
+           "flush_commit_log_least_pages": 0, "flush_consume_queue_least_pages": 0,
+           "batch_dispatch_request_thread_pool_nums": 1}
 
 
 @dataclass
 class StoreConfig:
+    """MessageStoreConfig's keys: an ``int`` field is a Java ``int``, a ``JavaLong`` one a Java ``long``
+    (their ranges bound what a config file or updateBrokerConfig may set)."""
+
     store_path_root_dir: str = field(default_factory=lambda: os.path.join(os.path.expanduser("~"), "store"))
     store_path_commit_log: str = ""
     mapped_file_size_commit_log: int = 1024 * 1024 * 1024
@@ -60,7 +81,7 @@ class StoreConfig:
     batch_dispatch_request_thread_pool_nums: int = 16
     duplication_enable: bool = False
     message_delay_level: str = DEFAULT_DELAY_LEVELS
-    flush_delay_offset_interval: int = 10_000
+    flush_delay_offset_interval: JavaLong = 10_000
     timer_wheel_enable: bool = True
     timer_precision_ms: int = 1000
     timer_roll_window_slot: int = 3600 * 24 * 2
@@ -81,23 +102,18 @@ class StoreConfig:
         """
         if self.flush_disk_type not in (ASYNC_FLUSH, SYNC_FLUSH):
             raise ConfigError(f"flushDiskType={self.flush_disk_type!r}: expected {ASYNC_FLUSH} or {SYNC_FLUSH}")
-        minimum = {"mapped_file_size_commit_log": 64, "mapped_file_size_consume_queue": 20,
-                   "mapper_file_size_batch_consume_queue": 46, "mapped_file_size_timer_log": 64, "mapped_file_size_consume_queue_ext": 64,
-                   "max_hash_slot_num": 1, "max_index_num": 2, "max_msgs_num_batch": 1, "max_message_size": 1,
-                   "sync_flush_timeout": 1, "flush_interval_commit_log": 1, "flush_interval_consume_queue": 1,
-                   "commit_interval_commit_log": 1,
-                   "clean_resource_interval": 1, "delete_file_batch_max": 1, "timer_precision_ms": 1,
-                   "file_reserved_time": 0, "flush_commit_log_least_pages": 0,
-                   "flush_consume_queue_least_pages": 0, "batch_dispatch_request_thread_pool_nums": 1}
-        for name, lo in minimum.items():
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < lo:
-                raise ConfigError(f"{snake_to_camel(name)}={value!r}: must be an integer >= {lo}")
-        for name in ("disk_max_used_space_ratio", "disk_space_clean_forcibly_ratio",
-                     "disk_space_warning_level_ratio"):
+        percentages = ("disk_max_used_space_ratio", "disk_space_clean_forcibly_ratio", "disk_space_warning_level_ratio")
+        for name in percentages:
             value = getattr(self, name)
             if not isinstance(value, int) or not 1 <= value <= 100:
                 raise ConfigError(f"{snake_to_camel(name)}={value!r}: must be a percentage in [1, 100]")
+        # Every integer key within its Java type's range (int or long, from the field's type), and the
+        # keys above within their own lower bounds too: 10^22 reached struct.pack and time.sleep.
+        for name, java in java_integer_fields(StoreConfig).items():
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise ConfigError(f"{snake_to_camel(name)}={value!r}: must be an integer")
+            check_java_range(snake_to_camel(name), value, java, lo=MINIMUM.get(name))
         try:
             parse_delay_levels(self.message_delay_level)
         except ValueError as e:
@@ -128,7 +144,7 @@ class StoreConfig:
 
     @classmethod
     def from_properties(cls, props: dict[str, str], root: str | Path | None = None) -> StoreConfig:
-        cfg = apply_properties(cls, props)
+        cfg = apply_properties(cls, props, minimum=MINIMUM)
         if root is not None:
             cfg.store_path_root_dir = str(root)
         return cfg
