@@ -15,6 +15,7 @@ from golden_helpers import (  # noqa: F401  (re-exported for older imports)
     require_golden,
     write_broker_conf,
 )
+from msync_eio import msync_eio  # noqa: F401  (the fixture of the failed-flush tests)
 from small_fs import small_fs  # noqa: F401  (the fixture of the full-disk tests)
 
 

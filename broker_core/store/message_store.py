@@ -269,21 +269,32 @@ class MessageStore:
         if self._flush_thread is not None:
             self._flush_thread.join(timeout=10)
             self._flush_thread = None
+        failed: OSError | None = None
         if not self.read_only:
-            self.commit_log.shutdown()
-            self.reput.shutdown()
-            self.flush()
+            try:
+                self.commit_log.shutdown()
+                self.reput.shutdown()
+                self.flush()
+            except OSError as e:  # storage failing (EIO, a read-only remount): not saved, still closed
+                failed = e
         self._opened = False  # puts that have not begun are refused by the open check
         self._put_checked_until = -1e9
-        self._close_files()
-        if not self.read_only:
-            if self.reput.behind() == 0 and not keep_abort:
-                try:
-                    (self.root / "abort").unlink()
-                except FileNotFoundError:
-                    pass
-            self._lock_file.release()
-        self._started = False
+        try:
+            self._close_files()
+        finally:
+            # The files closed and the lock released even when saving failed, so that this process
+            # (an embedding application, a test) can open the store again; ``abort`` then stays and
+            # that open recovers as after a crash.
+            if not self.read_only:
+                if self.reput.behind() == 0 and not keep_abort and failed is None:
+                    try:
+                        (self.root / "abort").unlink()
+                    except FileNotFoundError:
+                        pass
+                self._lock_file.release()
+            self._started = False
+        if failed is not None:
+            raise failed
 
     def _close_files(self) -> None:
         # The commitlog first: its close waits for a put still writing (a request the server had not

@@ -15,53 +15,25 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
-import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from msync_eio import MsyncEio
 
 from broker_core.broker.broker import Broker
 from broker_core.broker.broker_config import BrokerConfig
 from tests.net.net_util import Mqbroker, mqadmin
 
-SHIM = r"""
-#define _GNU_SOURCE
-#include <dlfcn.h>
-#include <errno.h>
-#include <unistd.h>
-#include <sys/mman.h>
-int msync(void *a, size_t l, int f) {
-  static int (*real)(void *, size_t, int);
-  if (access(FLAG, F_OK) == 0) { errno = EIO; return -1; }
-  if (!real) real = dlsym(RTLD_NEXT, "msync");
-  return real(a, l, f);
-}
-"""
 FIRST_FILE = "00000000000000000000"
 
 
-@pytest.fixture
-def eio(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
-    """(shim, flag): msync fails with EIO in a process preloading ``shim`` while ``flag`` exists."""
-    gcc = shutil.which("gcc")
-    if gcc is None:
-        pytest.skip("gcc is needed to build the msync shim")
-    flag = tmp_path / "eio.flag"
-    src, shim = tmp_path / "eio.c", tmp_path / "eio.so"
-    src.write_text(SHIM)
-    subprocess.run([gcc, "-shared", "-fPIC", f'-DFLAG="{flag}"', "-o", str(shim), str(src), "-ldl"], check=True)
-    yield shim, flag
-    flag.unlink(missing_ok=True)
-
-
-def _start(store: Path, conf_text: str, shim: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Mqbroker:
+def _start(store: Path, conf_text: str, eio: MsyncEio, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Mqbroker:
     conf = tmp_path / "broker.conf"
     conf.write_text(conf_text)
     with monkeypatch.context() as m:  # the broker only: mqadmin runs without the shim
-        m.setenv("LD_PRELOAD", str(shim))
+        for name, value in eio.env().items():
+            m.setenv(name, value)
         return Mqbroker(store, "--grpc-port", "0", config=conf)
 
 
@@ -82,10 +54,10 @@ def _flush_lines(b: Mqbroker) -> list[str]:
 
 
 def test_sync_flush_answers_flush_disk_timeout_while_msync_fails_then_send_ok(
-        eio: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    shim, flag = eio
+        msync_eio: MsyncEio, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    flag = msync_eio.flag
     store = tmp_path / "store"
-    b = _start(store, "brokerName=broker-r\nflushDiskType=SYNC_FLUSH\nsyncFlushTimeout=1000\n", shim, tmp_path,
+    b = _start(store, "brokerName=broker-r\nflushDiskType=SYNC_FLUSH\nsyncFlushTimeout=1000\n", msync_eio, tmp_path,
                monkeypatch)
     try:
         assert _send(b)[0] == "SEND_OK"
@@ -114,11 +86,11 @@ def _positions(b: Mqbroker) -> tuple[int, int]:
     return int(figures["commitLogFlushedOffset"]), int(figures["commitLogMaxOffset"])
 
 
-def test_async_flush_resumes_after_msync_failed(eio: tuple[Path, Path], tmp_path: Path,
+def test_async_flush_resumes_after_msync_failed(msync_eio: MsyncEio, tmp_path: Path,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    shim, flag = eio
+    flag = msync_eio.flag
     store = tmp_path / "store"
-    b = _start(store, "brokerName=broker-r\nflushIntervalCommitLog=100\nflushCommitLogLeastPages=0\n", shim,
+    b = _start(store, "brokerName=broker-r\nflushIntervalCommitLog=100\nflushCommitLogLeastPages=0\n", msync_eio,
                tmp_path, monkeypatch)
     try:
         flag.touch()
@@ -141,10 +113,10 @@ def test_async_flush_resumes_after_msync_failed(eio: tuple[Path, Path], tmp_path
 
 
 def test_sigterm_while_msync_fails_names_the_file_exits_1_and_keeps_abort(
-        eio: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    shim, flag = eio
+        msync_eio: MsyncEio, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    flag = msync_eio.flag
     store = tmp_path / "store"
-    b = _start(store, "brokerName=broker-r\nflushDiskType=SYNC_FLUSH\nsyncFlushTimeout=500\n", shim, tmp_path,
+    b = _start(store, "brokerName=broker-r\nflushDiskType=SYNC_FLUSH\nsyncFlushTimeout=500\n", msync_eio, tmp_path,
                monkeypatch)
     try:
         assert _send(b)[0] == "SEND_OK"

@@ -12,30 +12,13 @@ while a flag file exists.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
+from msync_eio import MsyncEio
 
 HERE = Path(__file__).resolve().parent
-
-SHIM = r"""
-#define _GNU_SOURCE
-#include <dlfcn.h>
-#include <errno.h>
-#include <stdlib.h>
-#include <sys/mman.h>
-#include <unistd.h>
-int msync(void *a, size_t l, int f) {
-    static int (*real)(void *, size_t, int);
-    const char *flag = getenv("EIO_FLAG");
-    if (flag && access(flag, F_OK) == 0) { errno = EIO; return -1; }
-    if (!real) real = dlsym(RTLD_NEXT, "msync");
-    return real(a, l, f);
-}
-"""
 
 WRITER = r"""
 import logging, sys, time
@@ -59,16 +42,10 @@ print("done", flush=True)
 """
 
 
-def test_failing_consume_queue_flush_is_logged_once_and_when_it_works_again(tmp_path: Path) -> None:
-    if shutil.which("gcc") is None:
-        pytest.skip("gcc is needed to build the msync EIO shim")
-    src = tmp_path / "eio.c"
-    src.write_text(SHIM)
-    shim = tmp_path / "eio.so"
-    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(shim), str(src), "-ldl"], check=True)
-    flag = tmp_path / "eio.flag"
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join((str(HERE.parents[1]), str(HERE))),
-               LD_PRELOAD=str(shim), EIO_FLAG=str(flag))
+def test_failing_consume_queue_flush_is_logged_once_and_when_it_works_again(tmp_path: Path,
+                                                                           msync_eio: MsyncEio) -> None:
+    flag = msync_eio.flag
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join((str(HERE.parents[1]), str(HERE))), **msync_eio.env())
     res = subprocess.run([sys.executable, "-c", WRITER, str(tmp_path / "store"), str(flag)],
                          capture_output=True, text=True, env=env, timeout=120)
     assert res.returncode == 0 and res.stdout.endswith("done\n"), res.stdout[-2000:] + res.stderr[-2000:]
@@ -80,3 +57,41 @@ def test_failing_consume_queue_flush_is_logged_once_and_when_it_works_again(tmp_
     named = (str(tmp_path / "store" / "consumequeue" / "Flush" / "0"), str(tmp_path / "store" / "checkpoint"))
     assert any(n in failed[0] for n in named) and "Input/output error" in failed[0], failed[0]
     assert len([ln for ln in lines if "works again" in ln]) == 1, lines
+
+
+REOPEN = r"""
+import sys
+from pathlib import Path
+from store_util import make_msg, small_config
+from broker_core.store.message_store import MessageStore
+
+root, flag = Path(sys.argv[1]), Path(sys.argv[2])
+store = MessageStore(root, small_config()).open()
+assert store.put_message(make_msg("Shut", 0, b"kept", key="kept")).ok
+flag.touch()
+try:
+    store.shutdown()
+except OSError as e:
+    print("shutdown failed:", e, flush=True)
+flag.unlink()
+again = MessageStore(root, small_config()).open()  # the same process: the lock must be free
+print("abnormal", again.recovery_report.abnormal, flush=True)
+print("bodies", [bytes(m.body) for m in again.get_messages("Shut", 0, 0, 4).messages], flush=True)
+again.shutdown()
+print("done", flush=True)
+"""
+
+
+def test_a_shutdown_whose_flush_fails_still_releases_the_store_and_keeps_abort(tmp_path: Path,
+                                                                               msync_eio: MsyncEio) -> None:
+    """A store whose shutdown cannot flush (EIO) raised before closing its files and releasing its
+    lock, so the process that owned it could not open it again (an embedding application, mqbroker's
+    in-process users). Now it says what failed, closes, releases, and keeps ``abort``: the next open,
+    in the same process, recovers as after a crash and has the message."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join((str(HERE.parents[1]), str(HERE))), **msync_eio.env())
+    res = subprocess.run([sys.executable, "-c", REOPEN, str(tmp_path / "store"), str(msync_eio.flag)],
+                         capture_output=True, text=True, env=env, timeout=120)
+    out = res.stdout + res.stderr
+    assert res.returncode == 0 and res.stdout.endswith("done\n"), out[-3000:]
+    assert "shutdown failed:" in res.stdout and "Input/output error" in res.stdout, out[-3000:]
+    assert "abnormal True" in res.stdout and "bodies [b'kept']" in res.stdout, out[-3000:]
