@@ -112,3 +112,15 @@ def test_a_store_config_built_in_code_is_held_to_the_ranges_too() -> None:
     with pytest.raises(ConfigError, match=re.escape(f"timerMaxDelaySec=-2147483649: must be an integer in {INT}")):
         StoreConfig(timer_max_delay_sec=-(2**31) - 1)
     assert StoreConfig(flush_delay_offset_interval=2**63 - 1).flush_delay_offset_interval == 2**63 - 1
+
+
+@pytest.mark.parametrize("key", ["reviveInterval", "maxPopPollingSize", "popLongPollingForceNotifyInterval",
+                                 "transactionCheckInterval", "transactionMetricFlushInterval", "transactionTimeOut"])
+def test_the_pop_and_transaction_keys_java_holds_as_long_take_a_long(key: str) -> None:
+    """These BrokerConfig keys are Java longs (PopConfig and TransactionConfig carry them): a value past
+    the int range (here ~12.7 days past it, in ms) was refused as past a Java int; past a long it is."""
+    from broker_core.broker.broker_config import BrokerConfig
+
+    BrokerConfig.from_properties({key: str(2 ** 40)})
+    with pytest.raises(ConfigError, match=re.escape(f"{key}={2 ** 63}: must be an integer in")):
+        BrokerConfig.from_properties({key: str(2 ** 63)})

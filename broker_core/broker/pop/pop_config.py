@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from broker_core.config_loader import apply_properties
+from broker_core.config_loader import JavaLong, apply_properties
 
 CONSUME_INIT_MODE_MIN = 0  # ConsumeInitMode.MIN: a new group starts at the queue's first message
 CONSUME_INIT_MODE_MAX = 1  # ConsumeInitMode.MAX: a new group starts at the queue's end
@@ -22,13 +22,13 @@ class PopConfig:
     """The pop-related BrokerConfig keys, with RocketMQ's names and defaults."""
 
     revive_queue_num: int = 8
-    revive_interval: int = 1000
+    revive_interval: JavaLong = 1000
     enable_retry_topic_v2: bool = False
     retrieve_message_from_pop_retry_topic_v1: bool = True
     pop_from_retry_probability: int = 20
     pop_polling_size: int = 1024
-    max_pop_polling_size: int = 100_000
-    pop_long_polling_force_notify_interval: int = 800
+    max_pop_polling_size: JavaLong = 100_000
+    pop_long_polling_force_notify_interval: JavaLong = 800
     flush_consumer_offset_interval: int = 5000  # consumerOrderInfo.json is flushed with the offsets
 
     @classmethod

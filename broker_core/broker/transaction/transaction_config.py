@@ -8,15 +8,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from broker_core.config_loader import JavaLong
+
 
 @dataclass
 class TransactionConfig:
-    transaction_timeout: int = 6_000  # transactionTimeOut (ms): first check-back after this age
+    transaction_timeout: JavaLong = 6_000  # transactionTimeOut (ms): first check-back after this age
     transaction_check_max: int = 15  # transactionCheckMax: checks before the half is discarded
-    transaction_check_interval: int = 30_000  # transactionCheckInterval (ms)
+    transaction_check_interval: JavaLong = 30_000  # transactionCheckInterval (ms)
     transaction_op_msg_max_size: int = 4096  # transactionOpMsgMaxSize (chars per op body)
     transaction_op_batch_interval: int = 3000  # transactionOpBatchInterval (ms)
-    transaction_metric_flush_interval: int = 10_000  # transactionMetricFlushInterval (ms)
+    transaction_metric_flush_interval: JavaLong = 10_000  # transactionMetricFlushInterval (ms)
     # Halves born longer ago than this are no longer checked but discarded. RocketMQ uses
     # fileReservedTime (72 h) here: older halves may already have lost their commitlog file.
     transaction_check_max_time_in_ms: int = 72 * 3600 * 1000
