@@ -19,8 +19,9 @@ import pytest
 from broker_core.client.instance import MQClientInstance
 from broker_core.client.message import Message
 from broker_core.client.producer import Producer
-from broker_core.remoting import RequestCode
-from broker_core.remoting.headers import CreateTopicRequestHeader
+from broker_core.remoting import RequestCode, ResponseCode
+from broker_core.remoting.bodies import GetConsumerListByGroupResponseBody
+from broker_core.remoting.headers import CreateTopicRequestHeader, GetConsumerListByGroupRequestHeader
 from tests.net.harness import Servers
 from tests.remoting_broker import REPO, BrokerProcess, running_broker
 
@@ -130,3 +131,12 @@ async def wait_dispatched(inst: MQClientInstance, topic: str, broker_name: str, 
             if asyncio.get_running_loop().time() > deadline:
                 raise AssertionError(f"{mq} not dispatched up to {n} within {timeout}s")
             await asyncio.sleep(0.02)
+
+
+async def consumer_ids(admin: MQClientInstance, broker_addr: str, group: str) -> set[str]:
+    """The group's consumers as the broker knows them (what mqadmin consumerConnection shows)."""
+    resp = await admin.invoke(broker_addr, RequestCode.GET_CONSUMER_LIST_BY_GROUP,
+                              GetConsumerListByGroupRequestHeader(consumer_group=group))
+    if resp.code != ResponseCode.SUCCESS or not resp.body:
+        return set()
+    return set(GetConsumerListByGroupResponseBody.from_json(resp.body).consumer_id_list)

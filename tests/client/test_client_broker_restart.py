@@ -24,11 +24,8 @@ from broker_core.client.message import Message
 from broker_core.client.producer import Producer, SendStatus
 from broker_core.client.push_consumer import ConsumeConcurrentlyStatus, PushConsumer
 from broker_core.client.rebalance import ConsumeFromWhere
-from broker_core.remoting import RequestCode, ResponseCode
-from broker_core.remoting.bodies import GetConsumerListByGroupResponseBody
-from broker_core.remoting.headers import GetConsumerListByGroupRequestHeader
 from broker_core.store.codec.message import MessageExt
-from tests.client.conftest import create_topic, free_port
+from tests.client.conftest import consumer_ids, create_topic, free_port
 from tests.remoting_broker import BrokerProcess, running_broker
 
 
@@ -176,14 +173,6 @@ def test_a_killed_broker_s_queues_are_all_let_go_in_one_rebalance(tmp_path: Path
         asyncio.run(go())
 
 
-async def _consumer_ids(admin: MQClientInstance, broker_addr: str, group: str) -> set[str]:
-    """The group's consumers as the broker knows them (what mqadmin consumerConnection shows)."""
-    resp = await admin.invoke(broker_addr, RequestCode.GET_CONSUMER_LIST_BY_GROUP,
-                              GetConsumerListByGroupRequestHeader(consumer_group=group))
-    if resp.code != ResponseCode.SUCCESS or not resp.body:
-        return set()
-    return set(GetConsumerListByGroupResponseBody.from_json(resp.body).consumer_id_list)
-
 
 def test_a_restarted_broker_knows_the_consumers_before_their_next_heartbeat(tmp_path: Path,
                                                                            name_server: str) -> None:
@@ -228,7 +217,7 @@ def test_a_restarted_broker_knows_the_consumers_before_their_next_heartbeat(tmp_
                     running_broker(tmp_path, namesrv=name_server, extra_args=broker_args)))
                 up = time.monotonic()
                 ids = {a.instance.client_id, b_.instance.client_id}
-                while (known := await _consumer_ids(admin, again.broker_addr, "BackG")) != ids:
+                while (known := await consumer_ids(admin, again.broker_addr, "BackG")) != ids:
                     # pulls retry 3 s after a failure: their new connections are made within ~6 s
                     assert time.monotonic() - up < 10, f"the restarted broker knows {known}, not {ids}"
                     await asyncio.sleep(0.2)

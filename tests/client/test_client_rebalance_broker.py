@@ -20,10 +20,9 @@ from broker_core.client.instance import MQClientInstance
 from broker_core.client.push_consumer import ConsumeConcurrentlyStatus, ConsumeOrderlyStatus, PushConsumer
 from broker_core.client.rebalance import ConsumeFromWhere
 from broker_core.remoting import RequestCode, ResponseCode
-from broker_core.remoting.bodies import GetConsumerListByGroupResponseBody
 from broker_core.remoting.headers import GetConsumerListByGroupRequestHeader, UnregisterClientRequestHeader
 from broker_core.store.codec.message import MessageExt
-from tests.client.conftest import create_topic, produce
+from tests.client.conftest import consumer_ids, create_topic, produce
 from tests.remoting_broker import BrokerProcess, running_broker
 
 
@@ -81,13 +80,6 @@ def test_a_rebalance_keeps_its_queues_while_the_broker_lists_no_consumers(broker
     asyncio.run(go())
 
 
-async def _consumer_ids(admin: MQClientInstance, broker_addr: str, group: str) -> set[str]:
-    resp = await admin.invoke(broker_addr, RequestCode.GET_CONSUMER_LIST_BY_GROUP,
-                              GetConsumerListByGroupRequestHeader(consumer_group=group))
-    if resp.code != ResponseCode.SUCCESS or not resp.body:
-        return set()
-    return set(GetConsumerListByGroupResponseBody.from_json(resp.body).consumer_id_list)
-
 
 def test_dropping_the_orderly_queues_of_a_stopped_broker_takes_no_timeout_per_queue(tmp_path: Path,
                                                                                     name_server: str) -> None:
@@ -128,7 +120,7 @@ def test_dropping_the_orderly_queues_of_a_stopped_broker_takes_no_timeout_per_qu
                 joining = asyncio.create_task(join("B"))  # its heartbeat to broker-b waits for a timeout
                 ids = {first.instance.client_id, "127.0.0.1@B"}
                 deadline = time.monotonic() + 15
-                while await _consumer_ids(admin, a.broker_addr, "OrdG") != ids:
+                while await consumer_ids(admin, a.broker_addr, "OrdG") != ids:
                     assert time.monotonic() < deadline, "broker-a never listed both consumers"
                     await asyncio.sleep(0.05)
                 started = time.monotonic()
