@@ -15,6 +15,7 @@ from typing import Any
 from broker_core.store.config_file import ConfigWriteError
 from broker_core.store.subscription_group_config import SubscriptionGroupConfig, SubscriptionGroupTable
 
+from .attribute_changes import apply_changes, signed_changes
 from .broker_config import BrokerConfig
 from .errors import (
     InvalidParameterError,
@@ -35,26 +36,7 @@ def alter_group_attributes(create: bool, current: Mapping[str, str], changes: Ma
     """The group's attributes after the signed ``changes`` (AttributeUtil.alterCurrentAttributes' rules:
     a new group takes only ``+k``; ``-k`` removes a key it has). Any key is taken: SubscriptionGroupAttributes
     has none in RocketMQ 5.x, and mqadmin refuses them before sending (see mqadmin.commands.group)."""
-    result = dict(current)
-    seen: set[str] = set()
-    for signed, value in changes.items():
-        if not signed.startswith(("+", "-")):
-            raise InvalidParameterError(f"wrong format key: {signed} (an attribute change is +key or -key)")
-        key = signed[1:]
-        if not key or "+" in key or "-" in key:
-            raise InvalidParameterError(f"kv string format wrong: {signed!r}")
-        if key in seen:
-            raise InvalidParameterError(f"alter duplication key. key: {key}")
-        seen.add(key)
-        if create and not signed.startswith("+"):
-            raise InvalidParameterError(f"only add attribute is supported while creating a group. key: {key}")
-        if signed.startswith("+"):
-            result[key] = value
-        elif key not in current:
-            raise InvalidParameterError(f"attempt to delete a nonexistent key: {key}")
-        else:
-            result.pop(key)
-    return result
+    return apply_changes(current, signed_changes(create, current, changes, "a group", InvalidParameterError))
 
 
 class SubscriptionGroupManager:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from .attribute_changes import signed_changes
 from .errors import BrokerSystemError
 
 
@@ -76,26 +77,8 @@ def alter_attributes(create: bool, current: Mapping[str, str], modifications: Ma
     Re-stating an unchangeable attribute with its current value is accepted (Java refuses even that,
     which makes re-running the same ``updateTopic -a`` fail for no benefit).
     """
-    seen: set[str] = set()
     result = dict(current)
-    changes: list[tuple[str, str, bool]] = []  # key, value, delete
-    for signed, value in modifications.items():
-        key = signed[1:]
-        if not key or "+" in key or "-" in key:
-            raise BrokerSystemError("kv string format wrong.")
-        if key in seen:
-            raise BrokerSystemError(f"alter duplication key. key: {key}")
-        seen.add(key)
-        if create and not signed.startswith("+"):
-            raise BrokerSystemError(f"only add attribute is supported while creating topic. key: {key}")
-        if signed.startswith("-"):
-            if key not in current:
-                raise BrokerSystemError(f"attempt to delete a nonexistent key: {key}")
-            changes.append((key, value, True))
-        elif signed.startswith("+"):
-            changes.append((key, value, False))
-        else:
-            raise BrokerSystemError(f"wrong format key: {key}")
+    changes = signed_changes(create, current, modifications, "topic")
     for key, value, delete in changes:
         attr = ALL_TOPIC_ATTRIBUTES.get(key)
         if attr is None:
