@@ -66,7 +66,10 @@ class StoreCheckpoint:
         logics = self.logics_msg_timestamp if logics_on_disk is None else max(logics, logics_on_disk)
         CHECKPOINT.pack_into(self._mm, 0, physic, logics, self.index_msg_timestamp, self.master_flushed_offset,
                              self.confirm_phy_offset)
-        self._mm.flush()
+        try:
+            self._mm.flush()
+        except OSError as e:  # msync's own error names no file (as MappedFile's flush)
+            raise OSError(e.errno, f"cannot flush {self.path}: {e.strerror}") from e
 
     def shutdown(self) -> None:
         if self._mm is not None:
