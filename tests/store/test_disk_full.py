@@ -19,6 +19,8 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -116,6 +118,28 @@ def _index_config():  # noqa: ANN202 - StoreConfig
                         disk_max_used_space_ratio=95)
 
 
+@contextmanager
+def _store_filled_after_one_put(small_fs: Path, started: bool, topic: str) -> Iterator[MessageStore]:
+    """A store (started: with its reput thread) holding one dispatched message of ``topic`` (key
+    "first"), on a disk then filled; shut down at the end, and the read-only store verified."""
+    root = small_fs / "store"
+    store = MessageStore(root, _index_config()).open()
+    if started:
+        store.start()
+    try:
+        assert store.put_message(make_msg(topic, 0, b"first", key="first")).ok
+        assert store.wait_for_dispatch(10)
+        fill(small_fs / "filler")
+        yield store
+    finally:
+        store.shutdown()
+    ro = MessageStore(root, _index_config(), read_only=True).open()
+    try:
+        assert verify_store(ro).ok
+    finally:
+        ro.shutdown()
+
+
 def test_index_file_the_disk_cannot_hold_refuses_the_put_and_changes_nothing(small_fs: Path) -> None:
     """The index file a roll needs is created (all blocks reserved) before the put that needs it is
     accepted: on a full disk that put is refused with "disk full" and nothing changes; every acked
@@ -168,14 +192,7 @@ def test_stored_message_whose_index_file_cannot_be_made_is_acked_and_indexed_lat
     could not reserve beforehand. On a full disk its append succeeded: the put is acknowledged (never
     reported failed), it is readable by queue at once, dispatch waits at it (later puts are refused
     meanwhile, as their keys cannot be indexed either), and once space is back every key is indexed."""
-    root = small_fs / "store"
-    store = MessageStore(root, _index_config()).open()
-    if started:
-        store.start()
-    try:
-        assert store.put_message(make_msg("Idx", 0, b"first", key="first")).ok
-        assert store.wait_for_dispatch(10)
-        fill(small_fs / "filler")
+    with _store_filled_after_one_put(small_fs, started, "Idx") as store:
         many = " ".join(f"m{j}" for j in range(150))  # > 99 entries: two rolls at dispatch
         r = store.put_message(make_msg("Idx", 0, b"many", key=many))
         assert r.ok and r.queue_offset == 1  # stored, so acknowledged
@@ -192,13 +209,6 @@ def test_stored_message_whose_index_file_cannot_be_made_is_acked_and_indexed_lat
         for j in (0, 98, 99, 149):
             assert [m.body for m in store.query_message("Idx", f"m{j}")] == [b"many"], j
         assert store.put_message(make_msg("Idx", 0, b"later", key="later")).queue_offset == 2
-    finally:
-        store.shutdown()
-    ro = MessageStore(root, _index_config(), read_only=True).open()
-    try:
-        assert verify_store(ro).ok
-    finally:
-        ro.shutdown()
 
 
 def test_every_put_path_is_refused_past_disk_space_warning_level_ratio(small_fs: Path) -> None:
@@ -268,14 +278,7 @@ def test_puts_are_refused_while_dispatch_waits_for_a_consume_queue_file_the_disk
     it. Later puts, to any queue, are refused while it waits (they could not be consumed either: a
     probe saw five sends acknowledged on a full disk and none readable) and taken again once space is
     back, when the waiting record is dispatched too."""
-    root = small_fs / "store"
-    store = MessageStore(root, _index_config()).open()
-    if started:
-        store.start()
-    try:
-        assert store.put_message(make_msg("Cq", 0, b"first", key="first")).ok
-        assert store.wait_for_dispatch(10)
-        fill(small_fs / "filler")
+    with _store_filled_after_one_put(small_fs, started, "Cq") as store:
         waiting = store.put_message(make_msg("Cq", 1, b"new-queue", key="new-queue"))
         assert waiting.ok and waiting.queue_offset == 0  # stored, so acknowledged
         assert not store.wait_for_dispatch(0.3)  # no file for queue 1: dispatch waits at the record
@@ -295,10 +298,3 @@ def test_puts_are_refused_while_dispatch_waits_for_a_consume_queue_file_the_disk
         assert [m.body for m in store.get_messages("Cq", 1, 0, 4).messages] == [b"new-queue"]
         assert [m.body for m in store.query_message("Cq", "new-queue")] == [b"new-queue"]
         assert [m.body for m in store.query_message("Cq", "later")] == []
-    finally:
-        store.shutdown()
-    ro = MessageStore(root, _index_config(), read_only=True).open()
-    try:
-        assert verify_store(ro).ok
-    finally:
-        ro.shutdown()
