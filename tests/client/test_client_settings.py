@@ -25,7 +25,7 @@ from broker_core.client.push_consumer import ConsumeConcurrentlyStatus, PushCons
 from broker_core.remoting import RequestCode, ResponseCode
 from broker_core.remoting.headers import CreateTopicRequestHeader
 from broker_core.store.codec.message import MessageExt
-from tests.client.conftest import create_topic
+from tests.client.conftest import create_topic, wait_dispatched
 from tests.net.harness import Servers
 
 # never dialled: a setting out of range fails before anything is sent
@@ -131,12 +131,16 @@ def test_sends_with_no_retry_and_a_send_timeout_of_their_own(servers: Servers) -
         p = Producer("SettingsP", inst, retry_times_when_send_failed=0)
         await p.start()
         try:
-            assert (await p.send(Message("SettingsT", b"once"))).status == SendStatus.SEND_OK
+            sent = await p.send(Message("SettingsT", b"once"))
+            assert sent.status == SendStatus.SEND_OK
             for bad in (0, -1.0):
                 with pytest.raises(ClientConfigError, match="timeout must be a number of seconds above 0"):
                     await p.send(Message("SettingsT", b"never"), timeout=bad)
                 with pytest.raises(ClientConfigError, match="timeout must be a number of seconds above 0"):
                     await p.send_batch([Message("SettingsT", b"never")], timeout=bad)
+            # the broker answers once the commitlog has it and dispatches just after: wait for the unit
+            mq = sent.message_queue
+            await wait_dispatched(inst, "SettingsT", mq.broker_name, {mq.queue_id: sent.queue_offset + 1})
             api = ConsumerApi(inst, "SettingsG")
             assert sum([await api.max_offset(mq) for mq in await api.subscribe_queues("SettingsT")]) == 1
         finally:
