@@ -2,7 +2,9 @@
 
 Why a module: the flush tests of the store and of mqbroker need a real failed flush (no mock of our
 own code), made by an LD_PRELOAD shim built here with gcc (skipped without it). A process fails its
-msync calls when it preloads ``shim`` with ``EIO_FLAG`` naming ``flag`` and that file exists.
+msync calls when it preloads ``shim`` with ``EIO_FLAG`` naming ``flag`` and that file exists; with
+``MSYNC_LOG`` naming a file it appends each msync that went through to it ("address length" lines), so
+a test can tell which mapping a flush reached.
 """
 
 from __future__ import annotations
@@ -22,11 +24,14 @@ SHIM = r"""
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <unistd.h>
+#include <stdio.h>
 int msync(void *a, size_t l, int f) {
     static int (*real)(void *, size_t, int);
     const char *flag = getenv("EIO_FLAG");
     if (flag && access(flag, F_OK) == 0) { errno = EIO; return -1; }
     if (!real) real = dlsym(RTLD_NEXT, "msync");
+    const char *log = getenv("MSYNC_LOG");
+    if (log) { FILE *o = fopen(log, "a"); if (o) { fprintf(o, "%lu %lu\n", (unsigned long)a, (unsigned long)l); fclose(o); } }
     return real(a, l, f);
 }
 """

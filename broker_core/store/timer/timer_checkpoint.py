@@ -120,7 +120,10 @@ class TimerCheckpoint:
         if self._mm is None or self._mm.closed:
             return
         pack_checkpoint_into(self._mm, self.snapshot())
-        self._mm.flush()
+        try:
+            self._mm.flush()
+        except OSError as e:  # msync's own error names no file
+            raise OSError(e.errno, f"cannot flush timer checkpoint {self.path}: {e.strerror}") from e
 
     def close(self, flush: bool = True) -> None:
         if self._mm is None or self._mm.closed:

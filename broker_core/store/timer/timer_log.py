@@ -414,8 +414,12 @@ class TimerLog:
         if not self.read_only:
             for f in self._files:
                 if f.dirty and not f.mm.closed:
-                    f.dirty = False
-                    f.mm.flush()
+                    f.dirty = False  # before the msync: a write during it marks the file dirty again
+                    try:
+                        f.mm.flush()
+                    except OSError as e:  # still dirty: the next flush tries its pages again
+                        f.dirty = True
+                        raise OSError(e.errno, f"cannot flush timer log file {f.path}: {e.strerror}") from e
         self._flushed_where = self.max_offset
         return self._flushed_where
 

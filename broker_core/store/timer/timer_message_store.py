@@ -776,12 +776,14 @@ class TimerMessageStore:
             self._thread.join(timeout=30)
             self._thread = None
         with self._lock:
-            if flush and not self.read_only:
-                self.flush()
-            self._closed = True
-            self.timer_checkpoint.close(flush=False)
-            self.timer_wheel.close(flush=False)
-            self.timer_log.close(flush=False)
+            try:
+                if flush and not self.read_only:
+                    self.flush()
+            finally:  # a failed flush still closes the files: the error is raised, nothing is left mapped
+                self._closed = True
+                self.timer_checkpoint.close(flush=False)
+                self.timer_wheel.close(flush=False)
+                self.timer_log.close(flush=False)
 
     close = shutdown
 

@@ -309,8 +309,12 @@ class TimerWheel:
         """msync the mapping (only dirty pages reach the disk)."""
         if self.read_only or not self._dirty or self._mm.closed:
             return
-        self._dirty = False
-        self._mm.flush()
+        self._dirty = False  # before the msync: a write during it marks the wheel dirty again
+        try:
+            self._mm.flush()
+        except OSError as e:  # still dirty: the next flush tries again (msync's error names no file)
+            self._dirty = True
+            raise OSError(e.errno, f"cannot flush timer wheel {self.path}: {e.strerror}") from e
 
     def close(self, flush: bool = True) -> None:
         if self._mm.closed:
