@@ -8,6 +8,7 @@ same function here puts a group where a Java proxy would, and few groups move wh
 from __future__ import annotations
 
 import itertools
+import random
 import threading
 
 from broker_core.store.codec.hashing import java_string_hash
@@ -38,7 +39,11 @@ def queue_for_message_group(message_group: str, write_queue_nums: int) -> int:
 
 
 class RoundRobinSelector:
-    """Spreads messages without a group over the write queues (per topic)."""
+    """Spreads messages without a group over the write queues (per topic), from a random start.
+
+    Why random: Apache's broker picks a random queue for a request without one, and Java's producer
+    starts its round robin at a random queue; starting at 0 put every message of a short-lived
+    sender (each embedded ``mqadmin sendMessage`` is one) in queue 0."""
 
     def __init__(self) -> None:
         self._counters: dict[str, itertools.count] = {}
@@ -46,5 +51,5 @@ class RoundRobinSelector:
 
     def select(self, topic: str, write_queue_nums: int) -> int:
         with self._lock:
-            counter = self._counters.setdefault(topic, itertools.count())
+            counter = self._counters.setdefault(topic, itertools.count(random.randrange(1 << 16)))
             return next(counter) % write_queue_nums

@@ -56,3 +56,12 @@ def test_send_message_refusals_over_n(broker: BrokerProcess) -> None:
     assert consumed.returncode == 0 and json.loads(consumed.stdout) == []
     ok = mqadmin("sendMessage", "-n", n, "-t", "SendChkN", "-p", "fine", "-c", "TagA", "-k", "k1 k2")
     assert ok.returncode == 0 and "SEND_OK" in ok.stdout
+
+
+def test_send_message_without_a_queue_spreads_over_the_write_queues_on_a_store_directory(cli: Cli) -> None:
+    """Each embedded sendMessage is a new broker: its round robin started at queue 0 every time, so every
+    message an operator sent by hand landed in queue 0. A Java producer (and Apache's broker, for a
+    request without a queue) starts at a random queue, so a run of sends spreads over the queues."""
+    assert cli("updateTopic", "-c", "DefaultCluster", "-t", "SendSpread", "-r", "4", "-w", "4").exit_code == 0
+    queues = {cli.json("sendMessage", "-t", "SendSpread", "-p", f"m{i}")["queueId"] for i in range(12)}
+    assert len(queues) > 1 and queues <= {0, 1, 2, 3}, queues
