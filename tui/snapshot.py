@@ -419,14 +419,13 @@ class Series:
         return (pts[-1].value - pts[0].value) / (pts[-1].at_s - pts[0].at_s)
 
 
-class Counters:
-    """Monotonic counters keyed by (what, broker), each its own series; rates are summed per key.
+class PerBroker:
+    """Figures keyed by (what, broker), each its own series.
 
-    Why per broker: the brokers that answer change (one restarts, one is killed), and a sum over
-    whichever answered jumps by a whole broker's offsets when it comes back (1,750 put TPS shown for
-    15/s) and drops to nothing when it goes. A key absent from a sample loses its series, so a broker
-    coming back starts a fresh one instead of a rate across the gap; a counter going backwards (a store
-    rebuilt, a topic recreated) counts as 0, not as a negative rate cancelling the other brokers'."""
+    Why per broker: the brokers that answer change (one restarts, one is killed, one hangs and is left
+    out), and a sum over whichever answered jumps by a whole broker's figure when it comes back and
+    drops by it when it goes. A key absent from a sample loses its series, so a broker coming back
+    starts a fresh one instead of a rate across the gap, and one leaving takes no change with it."""
 
     def __init__(self) -> None:
         self.series: dict[tuple[str, str], Series] = {}
@@ -437,9 +436,26 @@ class Counters:
         for key, value in values.items():
             self.series.setdefault(key, Series()).add(at_s, value)
 
+
+class Counters(PerBroker):
+    """Monotonic counters (offsets) per (what, broker); rates are summed per key. Summed over whichever
+    brokers answered, a broker coming back showed 1,750 put TPS for 15/s. A counter going backwards (a
+    store rebuilt, a topic recreated) counts as 0, not as a negative rate cancelling the other brokers'."""
+
     def rate(self, what: str | None = None, window: int = RATE_WINDOW) -> float:
         """Sum of the per-key rates (of ``what`` only when given), each at least 0."""
         return sum(max(0.0, s.rate(window)) for (w, _), s in self.series.items() if what is None or w == what)
+
+
+class Gauges(PerBroker):
+    """Gauges that rise and fall (a group's lag) per (what, broker); the trend is the signed sum of the
+    per-key rates. Why per broker: a group's total lag over whichever brokers answered fell from 362 to
+    2 when the broker holding most of it was left out, and that fall read as consuming fast ("drains in
+    0s" for a group consuming nothing); per broker, that broker's series just ends."""
+
+    def trend(self, what: str, window: int = RATE_WINDOW) -> float:
+        """Change per second of ``what`` summed over the brokers in at least two of the last samples."""
+        return sum(s.rate(window) for (w, _), s in self.series.items() if w == what)
 
 
 class History:
@@ -454,6 +470,9 @@ class History:
         self.group_consumed = Counters()
         """Consumer offsets summed per (group, broker)."""
         self.group_lag: dict[str, Series] = {}
+        """Total lag per group, as shown (the sparkline); rates come from ``group_broker_lag``."""
+        self.group_broker_lag = Gauges()
+        """Lag per (group, broker): the time to drain is derived from it (see ``Gauges``)."""
         self.seen_brokers: dict[str, BrokerIdentity] = {}
         """Every broker seen in a refresh so far, by name (the latest identity)."""
         self.missing_brokers: list[BrokerIdentity] = []
@@ -470,12 +489,15 @@ class History:
             for q in t.queues:
                 put[(t.name, q.broker_name)] = put.get((t.name, q.broker_name), 0) + q.max_offset
         consumed: dict[tuple[str, str], float] = {}
+        lag: dict[tuple[str, str], float] = {}
         for g in snap.groups:
             for lq in g.queues:
                 key = (g.group, lq.broker_name)
                 consumed[key] = consumed.get(key, 0) + max(lq.consumer_offset, 0)
+                lag[key] = lag.get(key, 0) + lq.diff
         self.topic_put.add(now, put)
         self.group_consumed.add(now, consumed)
+        self.group_broker_lag.add(now, lag)
         self.put_tps.add(now, self.topic_put.rate(window=2))
         self.get_tps.add(now, self.group_consumed.rate(window=2))
         for g in snap.groups:
@@ -495,10 +517,7 @@ class History:
         """Seconds until the lag reaches zero at the current trend; None when it does not shrink."""
         if lag <= 0:
             return 0.0
-        s = self.group_lag.get(group)
-        if s is None:
-            return None
-        trend = s.rate()
+        trend = self.group_broker_lag.trend(group)
         if trend >= 0:
             return None
         return lag / -trend

@@ -24,7 +24,7 @@ from mqadmin.connect import open_remote_admin
 from mqadmin.errors import UnreachableError
 from mqadmin.figures import GroupLag, QueueLag
 from mqadmin.transport.base import TopicInfo
-from mqadmin.transport.values import QueueStatus
+from mqadmin.transport.values import QueueStatus, SubscriptionGroupInfo
 from tests.remoting_broker import BrokerProcess, running_broker
 from tui.app import DashboardApp
 from tui.poller import Poller
@@ -296,3 +296,32 @@ def test_a_registered_broker_that_refuses_connections_is_named_and_left_out(hang
     b, a = snap.brokers
     assert a.error is None and b.error == why
     assert [(g.group, [q.broker_name for q in g.queues]) for g in snap.groups] == [("G", ["broker-a"])]
+
+
+@run_async
+async def test_a_broker_left_out_takes_its_lag_with_it_without_a_time_to_drain(tmp_path: Path):
+    """The time to drain came from the group's total lag over whichever brokers answered: broker-b (21 of
+    the 22 messages behind) left out, the total fell to 1 and read as consuming fast ("0s")."""
+    with two_brokers(tmp_path) as c:
+        a, b = sorted(c.admin.brokers(), key=lambda x: x.broker_name)
+        for i in range(20):
+            c.admin.send_message(BOTH, f"b-{i}".encode(), broker_name="broker-b", queue_id=0)
+        c.admin.update_sub_group(SubscriptionGroupInfo("G1"), [a, b])
+        c.admin.reset_offset_by_time("G1", BOTH, 0, offset=None)  # nothing consumed: all 22 behind
+        app = DashboardApp(ClusterTarget(c.a.namesrv_addr), refresh_s=0.3, call_timeout_s=TIMEOUT_S)
+        async with app.run_test(size=SIZE) as pilot:
+            await first_refresh(pilot)
+            await pilot.press("3")
+            await wait_until(pilot, lambda: isinstance(app.screen, ConsumersScreen)
+                             and by_first(app, "#groups").get("G1", [""] * 5)[1] == "22", "G1's lag of 22")
+            refreshes = app.poller.refreshes
+            await wait_until(pilot, lambda: app.poller.refreshes >= refreshes + 3, "a few refreshes of G1")
+            assert by_first(app, "#groups")["G1"][4] == "-"
+            with stopped(c.b):
+                await _stuck(pilot, app, c.b)
+                await wait_until(pilot, lambda: by_first(app, "#groups")["G1"][1] == "1", "G1 without broker-b")
+                refreshes = app.poller.refreshes
+                while app.poller.refreshes < refreshes + 3:
+                    row = by_first(app, "#groups")["G1"]
+                    assert row[1:5] == ["1", row[2], "0.0", "-"], row
+                    await pilot.pause(0.05)
