@@ -6,7 +6,9 @@ a connection); they render ``Refreshed`` snapshots and send one-off questions th
 answer comes back as an ``Answer`` message to the widget that asked. A broker that stops answering
 is left out of the refreshes (shown as stuck) and probed apart until it answers again, so the other
 brokers' figures go on. One-off reads (a key query, a browse) run on their own session, leaving out
-the stuck brokers too: one that hangs fails only that read, never the refresh. A refresh whose core (brokers, topics) fails or times out becomes ``ConnectionLost`` (the app shows a banner) and the poller retries
+the stuck brokers too: one that hangs fails only that read, never the refresh. A read aimed at one
+broker (``ask(on=...)``), or a query asked of each broker of a route in turn (``ask_each_broker``),
+names the broker that times out and leaves it out as stuck, as a refresh does. A refresh whose core (brokers, topics) fails or times out becomes ``ConnectionLost`` (the app shows a banner) and the poller retries
 with a growing pause; a part that cannot be read (a damaged acls.json, say) is reported by the
 snapshot itself, so the rest of the refresh still shows.
 On a store directory the Admin is reopened every refresh, so a broker writing beside us is seen.
@@ -17,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
@@ -25,10 +27,10 @@ from typing import Any, Protocol, TypeVar
 from textual.message import Message
 from textual.message_pump import MessagePump
 
-from mqadmin.admin import Admin
-from mqadmin.errors import UnreachableError
+from mqadmin.admin import Admin, BrokerIdentity
+from mqadmin.errors import AdminError, UnreachableError
 from tui.errors import CallTimeout, describe_error
-from tui.snapshot import Snapshot, StuckBrokers, collect_snapshot
+from tui.snapshot import Snapshot, StuckBrokers, collect_snapshot, who_is
 
 T = TypeVar("T")
 
@@ -127,6 +129,9 @@ class Poller:
         self.failures = 0
         self.total_failures = 0
         self.refreshes = 0
+        self.many_brokers = False
+        """The last refresh saw several brokers: only then is a broker that times out left out (the only
+        one's timeout fails the refresh, as it always did)."""
 
     def session(self) -> AdminSession:
         if self._session is None or self._session.broken:
@@ -135,9 +140,10 @@ class Poller:
             self._session = AdminSession(self.target)
         return self._session
 
-    def _leaving_out_stuck(self, fn: Callable[[Admin], T]) -> Callable[[Admin], T]:
-        """``fn`` on an Admin that leaves the brokers stuck now out of every fan-out."""
-        left_out = self.stuck.addrs()
+    def _leaving_out_stuck(self, fn: Callable[[Admin], T], left_out: frozenset[str] | None = None
+                           ) -> Callable[[Admin], T]:
+        """``fn`` on an Admin that leaves the brokers stuck now (or ``left_out``) out of every fan-out."""
+        left_out = self.stuck.addrs() if left_out is None else left_out
 
         def leaving_out_stuck(admin: Admin) -> T:
             admin.left_out = left_out
@@ -149,19 +155,60 @@ class Poller:
         """``fn`` on the refresh session's Admin, which leaves the stuck brokers out of every fan-out."""
         return await self.session().call(self._leaving_out_stuck(fn), self.call_timeout_s, who)
 
-    async def _ask_call(self, fn: Callable[[Admin], T]) -> T:
+    async def _ask_call(self, fn: Callable[[Admin], T], who: str | None = None,
+                        left_out: frozenset[str] | None = None) -> T:
         """``fn`` on the session for one-off reads. Why not the refresh session: its one worker runs
         calls in turn, so a read stuck on a broker held every refresh call behind it until they timed
-        out (the banner came up while the healthy brokers answered), and its timeout broke that session."""
+        out (the banner came up while the healthy brokers answered), and its timeout broke that session.
+        ``who``: the broker ``fn`` goes to, named by its timeout; ``left_out``: the brokers its fan-outs
+        leave out (default the stuck ones)."""
         if self._ask_session is None or self._ask_session.broken:
             if self._ask_session is not None:
                 self._ask_session.close()
             self._ask_session = AdminSession(self.target)
         session = self._ask_session
-        value = await session.call(self._leaving_out_stuck(fn), self.call_timeout_s)
+        value = await session.call(self._leaving_out_stuck(fn, left_out), self.call_timeout_s, who)
         if self.target.reopen_each_refresh:
             await session.release()
         return value
+
+    async def _ask_broker(self, b: BrokerIdentity, fn: Callable[[Admin], T],
+                          left_out: frozenset[str] | None = None) -> T:
+        """``fn``, a read of ``b`` alone: a timeout names ``b`` and, with several brokers, leaves it out
+        as stuck (a key query that met a broker hung since the last refresh blamed the name server, and
+        the next query waited out the same timeout again)."""
+        try:
+            return await self._ask_call(fn, who_is(b), left_out)
+        except (CallTimeout, UnreachableError) as e:  # hung, or still registered but refusing connections
+            if self.many_brokers and self.stuck.why(b.broker_addr) is None:  # not the Admin's "left out"
+                self.stuck.add(b.broker_addr, e, self.clock_ms())
+            raise
+
+    async def _each_broker(self, route: Callable[[Admin], list[BrokerIdentity]],
+                           fn: Callable[[Admin], list[T]]) -> tuple[list[T], list[str]]:
+        """``fn`` asked of each broker of ``route`` (read first, from the name server) in turn, each alone
+        (the others left out of its fan-out); returns what they found and the brokers not searched, as
+        "name (address)": those stuck before, and those that timed out now (then left out as stuck).
+        Why broker by broker: a query that fans out in one call timed out as a whole, naming no broker
+        and dropping what the healthy brokers had found."""
+        brokers, registered = await self._ask_call(lambda a: (route(a), a.registered_brokers()))
+        everyone = frozenset(b.broker_addr for b in [*brokers, *registered])
+        found: list[T] = []
+        skipped: list[BrokerIdentity] = []
+        for b in brokers:
+            if self.stuck.why(b.broker_addr) is not None:
+                skipped.append(b)
+                continue
+            try:
+                found.extend(await self._ask_broker(b, fn, everyone - {b.broker_addr}))
+            except (CallTimeout, UnreachableError):
+                if not self.many_brokers:
+                    raise
+                skipped.append(b)
+        if brokers and len(skipped) == len(brokers):
+            raise AdminError("; ".join(f"{b.broker_name} ({b.broker_addr}): {self.stuck.why(b.broker_addr)}"
+                                       for b in skipped))
+        return found, [f"{b.broker_name} ({b.broker_addr})" for b in skipped]
 
     def _probe_stuck(self) -> None:
         """One probe in flight per stuck broker, each on its own session (a probe that hangs too must
@@ -190,6 +237,7 @@ class Poller:
     async def refresh_once(self) -> Snapshot:
         self._probe_stuck()
         snap = await collect_snapshot(self.call, self.clock_ms(), self.stuck)
+        self.many_brokers = snap.many_brokers
         if self.target.reopen_each_refresh and self._session is not None and not self._session.broken:
             await self._session.release()
         return snap
@@ -219,25 +267,39 @@ class Poller:
                 async with asyncio.timeout(pause):
                     await self._wake.wait()
 
-    async def ask(self, requester: MessagePump, tag: str, fn: Callable[[Admin], Any], writes: bool = False) -> None:
+    async def ask(self, requester: MessagePump, tag: str, fn: Callable[[Admin], Any], writes: bool = False,
+                  on: BrokerIdentity | None = None) -> None:
         """Run one Admin call for ``requester`` and post it the ``Answer``. A write opens its own writable
-        Admin for that call only (the watching session stays read-only)."""
+        Admin for that call only (the watching session stays read-only). ``on``: the broker a read goes
+        to alone (its timeout names it and leaves it out, see ``_ask_broker``)."""
+        await self._answer(requester, tag, lambda: self._ask_one(fn, writes, on))
+
+    async def ask_each_broker(self, requester: MessagePump, tag: str, route: Callable[[Admin], list[BrokerIdentity]],
+                              fn: Callable[[Admin], list[Any]]) -> None:
+        """Ask ``fn`` (a read that would fan out over ``route``'s brokers) of each of them in turn and post
+        ``requester`` the ``Answer``: (everything found, the brokers not searched) (see ``_each_broker``)."""
+        await self._answer(requester, tag, lambda: self._each_broker(route, fn))
+
+    async def _answer(self, requester: MessagePump, tag: str, read: Callable[[], Awaitable[Any]]) -> None:
         try:
-            if writes:
-                session = AdminSession(self.target, writes=True)
-                try:
-                    value = await session.call(fn, self.call_timeout_s)
-                    await session.release()
-                finally:
-                    session.close()
-            else:
-                value = await self._ask_call(fn)
+            value = await read()
         except asyncio.CancelledError:
             raise
         except Exception as e:  # noqa: BLE001 - reported to the asker as one line
             requester.post_message(self.Answer(tag, error=describe_error(e)))
             return
         requester.post_message(self.Answer(tag, value=value))
+
+    async def _ask_one(self, fn: Callable[[Admin], Any], writes: bool, on: BrokerIdentity | None) -> Any:
+        if writes:
+            session = AdminSession(self.target, writes=True)
+            try:
+                value = await session.call(fn, self.call_timeout_s)
+                await session.release()
+            finally:
+                session.close()
+            return value
+        return await (self._ask_call(fn) if on is None else self._ask_broker(on, fn))
 
     def close(self) -> None:
         for task in self._probes.values():

@@ -236,7 +236,7 @@ class _Brokers:
     async def ask(self, b: BrokerIdentity, fn: Callable[[Admin], T]) -> T:
         """``fn`` (a call to ``b`` alone); raises ``_LeftOut`` once ``b`` timed out and was left out."""
         try:
-            return await self.call(fn, _who(b))
+            return await self.call(fn, who_is(b))
         except (CallTimeout, UnreachableError) as e:  # hung, or still registered but refusing connections
             if len(self.registered) == 1:
                 raise
@@ -253,7 +253,8 @@ class _Brokers:
             raise AdminError("; ".join(f"{b.broker_name}: {self.why[b.broker_addr]}" for b in self.registered))
 
 
-def _who(b: BrokerIdentity) -> str:
+def who_is(b: BrokerIdentity) -> str:
+    """``b`` as a timeout names it (see ``AdminSession.call``)."""
     return f"the broker {b.broker_name} ({b.broker_addr})"
 
 

@@ -29,7 +29,7 @@ from tests.remoting_broker import BrokerProcess, running_broker
 from tui.app import DashboardApp
 from tui.poller import Poller
 from tui.screens.consumers import ConsumersScreen
-from tui.screens.messages import MessagesScreen
+from tui.screens.messages import ANY_BROKER, MessagesScreen
 
 TIMEOUT_S = 2.0
 BOTH = "OnBoth"
@@ -296,6 +296,69 @@ def test_a_registered_broker_that_refuses_connections_is_named_and_left_out(hang
     b, a = snap.brokers
     assert a.error is None and b.error == why
     assert [(g.group, [q.broker_name for q in g.queues]) for g in snap.groups] == [("G", ["broker-a"])]
+
+
+async def _query(pilot, app: DashboardApp, mode: str, value: str, broker: str = ANY_BROKER) -> str:  # noqa: ANN001
+    """Run a query of OnBoth on the Messages screen (shown) and return its status line once answered."""
+    screen = app.screen
+    screen.query_one("#broker", Select).value = broker
+    screen.query_one("#mode", Select).value = mode
+    screen.query_one("#topic", Input).value = BOTH
+    screen.query_one("#queue", Input).value = "0"
+    screen.query_one("#value", Input).value = value
+    await pilot.pause()
+    screen.search()
+    await wait_until(pilot, lambda: not text_of(app, "#query-status").endswith("..."), f"the {mode} query")
+    return text_of(app, "#query-status")
+
+
+async def _messages_screen(pilot, app: DashboardApp) -> MessagesScreen:  # noqa: ANN001
+    await first_refresh(pilot)
+    await pilot.press("5")
+    await wait_until(pilot, lambda: isinstance(app.screen, MessagesScreen)
+                     and app.screen.query_one("#broker", Select).display, "the messages screen with two brokers")
+    return app.screen
+
+
+@run_async
+async def test_a_key_query_meeting_a_broker_hung_since_the_last_refresh_names_it_and_answers_from_the_other(
+        tmp_path: Path):
+    """It timed out as a whole: "the broker (name server ...) did not answer", the healthy broker's message
+    lost, and the next query waited out the same timeout (nothing marked the broker stuck)."""
+    with two_brokers(tmp_path) as c:
+        # no refresh after the first: only the query itself can meet the hung broker
+        app = DashboardApp(ClusterTarget(c.a.namesrv_addr), refresh_s=600, call_timeout_s=TIMEOUT_S)
+        async with app.run_test(size=SIZE) as pilot:
+            screen = await _messages_screen(pilot, app)
+            with stopped(c.b):
+                status = await _query(pilot, app, "key", KEY)
+                assert status.startswith(f"{BOTH} by key {KEY}: 1 message(s); not searched: "
+                                         f"broker-b ({c.b.broker_addr}) (not answering"), status
+                assert [r.body for r in screen.results] == [b"broker-a"]
+                why = app.poller.stuck.why(c.b.broker_addr)
+                assert why is not None and why.startswith(
+                    f"the broker broker-b ({c.b.broker_addr}) via name server {c.a.namesrv_addr} "
+                    f"did not answer within {TIMEOUT_S:g} s"), why
+                # the next query leaves it out at once
+                status = await _query(pilot, app, "uniq", "no-such-key")
+                assert status.startswith(f"{BOTH} by unique key no-such-key: 0 message(s); not searched: "
+                                         f"broker-b ({c.b.broker_addr})"), status
+
+
+@run_async
+async def test_a_browse_meeting_a_broker_hung_since_the_last_refresh_names_that_broker(tmp_path: Path):
+    with two_brokers(tmp_path) as c:
+        app = DashboardApp(ClusterTarget(c.a.namesrv_addr), refresh_s=600, call_timeout_s=TIMEOUT_S)
+        async with app.run_test(size=SIZE) as pilot:
+            await _messages_screen(pilot, app)
+            with stopped(c.b):
+                status = await _query(pilot, app, "browse", "", broker="broker-b")
+                assert status == (f"queue 0 of {BOTH} on broker-b from offset its start: the broker broker-b "
+                                  f"({c.b.broker_addr}) via name server {c.a.namesrv_addr} did not answer "
+                                  f"within {TIMEOUT_S:g} s"), status
+                assert app.poller.stuck.why(c.b.broker_addr) is not None
+                status = await _query(pilot, app, "browse", "", broker="broker-a")
+                assert status.startswith(f"queue 0 of {BOTH} on broker-a from offset its start: 1 message(s)"), status
 
 
 @run_async

@@ -9,7 +9,9 @@ broker's own words: the store-mode read once treated it as 0 and showed offset 0
 
 A query by key, unique key or message id goes to every broker of the topic's route but those left out
 as not answering (see tui.poller): the answer comes from the others, and the status line names the
-brokers left out, so "0 message(s)" is not read as "no such message anywhere".
+brokers left out, so "0 message(s)" is not read as "no such message anywhere". With several brokers it
+asks them one at a time: one that hangs before a refresh has left it out is named, left out, and the
+others' messages are still shown (one call over all of them timed out as a whole, blaming the name server).
 """
 
 from __future__ import annotations
@@ -23,8 +25,8 @@ from textual.suggester import SuggestFromList
 from textual.widget import Widget
 from textual.widgets import Button, DataTable, Input, Label, Select
 
-from mqadmin.admin import Admin, MessageRecord
-from mqadmin.errors import AdminError
+from mqadmin.admin import Admin, BrokerIdentity, MessageRecord
+from mqadmin.errors import AdminError, NotFoundError
 from tui import format as fmt
 from tui.poller import Poller
 from tui.screens.base import DashboardScreen
@@ -49,6 +51,8 @@ class MessagesScreen(DashboardScreen):
         self.results: list[MessageRecord] = []
         self.broker_name = ""
         self.broker_names: list[str] = []
+        self.identities: dict[str, BrokerIdentity] = {}
+        self._by_time = False
         self.topic_brokers: dict[str, list[str]] = {}
         self._browse_at: int | None = None
         self._what = ""
@@ -76,6 +80,7 @@ class MessagesScreen(DashboardScreen):
         topic = self.query_one("#topic", Input)
         topic.suggester = SuggestFromList(names, case_sensitive=True)
         order = [b.name for b in snapshot.brokers]
+        self.identities = {b.name: b.identity for b in snapshot.brokers}
         self.topic_brokers = {t.name: sorted({q.broker_name for q in t.queues},
                                              key=lambda n: order.index(n) if n in order else len(order))
                               for t in snapshot.topics}
@@ -129,7 +134,9 @@ class MessagesScreen(DashboardScreen):
             self._status(negative_offset(number))
             return
         broker = self.broker_for(topic)
-        on = f" on {broker}" if len(self.broker_names) > 1 else ""
+        many = len(self.broker_names) > 1
+        on = f" on {broker}" if many else ""
+        self._by_time = mode in ("uniq", "id")
         if mode == "browse":
             qid = queue_id or 0
             start = browse_from if browse_from is not None else number
@@ -152,18 +159,25 @@ class MessagesScreen(DashboardScreen):
             if mode == "offset":
                 what += f" of queue {queue_id}{on}"
 
+            def query(a: Admin) -> list[MessageRecord]:
+                if mode == "key":
+                    return a.query_msg_by_key(topic, value)
+                if mode == "uniq":
+                    return a.query_msg_by_unique_key(topic, value)
+                return a.query_msg_by_id(topic, value)
+
             def fn(a: Admin) -> Found:
                 if mode == "offset":
                     return [a.query_msg_by_offset(topic, broker, queue_id or 0, number or 0)], []
-                skipped = left_out_of_route(a, topic)
-                if mode == "key":
-                    return a.query_msg_by_key(topic, value), skipped
-                if mode == "uniq":
-                    return a.query_msg_by_unique_key(topic, value), skipped
-                return a.query_msg_by_id(topic, value), skipped
+                return query(a), left_out_of_route(a, topic)
         self._status(f"Reading {what}...")
         self._what = what
-        self.run_worker(self.dashboard.poller.ask(self, "messages", fn), group="messages", exclusive=True)
+        poller = self.dashboard.poller
+        if many and mode in ("key", "uniq", "id"):
+            read = poller.ask_each_broker(self, "messages", lambda a: routed_brokers(a, topic), query)
+        else:  # one broker: a timeout of a browse or an offset read names it (and leaves it out)
+            read = poller.ask(self, "messages", fn, on=self.identities.get(broker) if many else None)
+        self.run_worker(read, group="messages", exclusive=True)
 
     def on_poller_answer(self, event: Poller.Answer) -> None:
         if event.tag != "messages":
@@ -174,7 +188,8 @@ class MessagesScreen(DashboardScreen):
             self._status(f"{self._what}: {event.error}")
         else:
             records, skipped = event.value
-            self.results = list(records)
+            # asked broker by broker, each broker's are in time order but not all of them together
+            self.results = sorted(records, key=lambda r: r.store_timestamp) if self._by_time else list(records)
             page = f" (n / p: next / previous {PAGE})" if self._browse_at is not None or \
                 self.query_one("#mode", Select).value == "browse" else ""
             partial = f"; not searched: {', '.join(skipped)} (not answering, left out until it answers)" \
@@ -208,6 +223,22 @@ class MessagesScreen(DashboardScreen):
 
 Found = tuple[list[MessageRecord], list[str]]
 """A read's messages, and the brokers of the topic it could not search (left out: not answering)."""
+
+
+def routed_brokers(a: Admin, topic: str) -> list[BrokerIdentity]:
+    """The master of each broker holding queues in ``topic``'s route (those left out too), as the Admin's
+    queries find them; the name server alone is asked. No route is "topic not found", as the query says."""
+    route = a.topic_route(topic)
+    names = {qd.get("brokerName") for qd in route.get("queueDatas", [])}
+    out = []
+    for bd in route.get("brokerDatas", []):
+        addrs = bd.get("brokerAddrs") or {}
+        if bd.get("brokerName") in names and addrs:
+            bid = min(addrs, key=int)
+            out.append(BrokerIdentity(bd.get("cluster", ""), bd["brokerName"], addrs[bid], int(bid)))
+    if not out:
+        raise NotFoundError(f"topic [{topic}] not found in {a.target}")
+    return out
 
 
 def left_out_of_route(a: Admin, topic: str) -> list[str]:
