@@ -283,7 +283,13 @@ class Broker:
         from .hooks import build_put_message_hooks
         from .put_pipeline import PutPipeline
 
-        return PutPipeline(self.store, build_put_message_hooks(self.config.store, self.clock), self.read_only)
+        return PutPipeline(self.store, build_put_message_hooks(self.config.store, self.clock, self._timer_reject),
+                           self.read_only)
+
+    def _timer_reject(self, deliver_ms: int) -> bool:
+        """The wheel's flow control for a new timer message (timerCongestNumEachSlot); no wheel, no limit."""
+        timer = self.timer_store
+        return timer is not None and timer.is_reject(deliver_ms)
 
     @property
     def put_message_hooks(self) -> list[PutMessageHook]:

@@ -33,6 +33,7 @@ from broker_core.store.codec.properties import (
     PROPERTY_TIMER_DELAY_MS,
     PROPERTY_TIMER_DELAY_SEC,
     PROPERTY_TIMER_DELIVER_MS,
+    PROPERTY_TIMER_OUT_MS,
 )
 from broker_core.store.codec.sys_flag import (
     TRANSACTION_COMMIT_TYPE,
@@ -65,6 +66,23 @@ class TimerNotEnabled(PutMessageHookError):
 
 class TimerMessageIllegal(PutMessageHookError):
     status = "WHEEL_TIMER_MSG_ILLEGAL"
+
+
+class TimerFlowControl(PutMessageHookError):
+    """The message's wheel slot holds more than timerCongestNumEachSlot messages (Apache ``isReject``)."""
+
+    status = "WHEEL_TIMER_FLOW_CONTROL"
+
+
+#: ``deliver_ms -> refuse?``: the timer store's flow control for the slot a new timer message would join
+TimerReject = Callable[[int], bool]
+
+
+def flow_control_remark(congest_num_each_slot: int) -> str:
+    """Apache SendMessageProcessor's remark for WHEEL_TIMER_FLOW_CONTROL, word for word."""
+    limit = congest_num_each_slot
+    return (f"timer message is under flow control, max num limit is {limit * 2} or the current value is greater "
+            f"than {limit} and less than {limit * 2}, trigger random flow control")
 
 
 class TransactionMessageRejected(PutMessageHookError):
@@ -114,10 +132,13 @@ def schedule_message_hook(msg: MessageInner, max_delay_level: int = DEFAULT_MAX_
 
 
 def timer_message_hook(msg: MessageInner, now_ms: int, precision_ms: int = 1000, max_delay_sec: int = 3 * 86400,
-                       timer_wheel_enable: bool = True) -> MessageInner | None:
+                       timer_wheel_enable: bool = True, timer_reject: TimerReject | None = None,
+                       congest_num_each_slot: int = 2**31 - 1) -> MessageInner | None:
     """TIMER_DELIVER_MS / TIMER_DELAY_SEC / TIMER_DELAY_MS -> rmq_sys_wheel_timer (transformTimerMessage).
 
-    The conversion itself is the timer package's ``convert_to_timer_message``.
+    The conversion itself is the timer package's ``convert_to_timer_message``. ``timer_reject`` is the
+    wheel's flow control, asked with the slot time (TIMER_OUT_MS) as Apache's HookUtils asks isReject:
+    without it timerCongestNumEachSlot was shown but a slot took any number of messages.
     """
     from broker_core.store.timer import convert
 
@@ -126,31 +147,39 @@ def timer_message_hook(msg: MessageInner, now_ms: int, precision_ms: int = 1000,
     if not convert.is_timer_message(msg):
         return None
     if not timer_wheel_enable:
-        raise TimerNotEnabled(f"accurate timer message is not enabled, timerWheelEnable is {timer_wheel_enable}")
+        raise TimerNotEnabled("accurate timer message is not enabled, timerWheelEnable is false")
     try:
-        return convert.convert_to_timer_message(msg, now_ms, precision_ms, max_delay_sec)
+        converted = convert.convert_to_timer_message(msg, now_ms, precision_ms, max_delay_sec)
     except convert.TimerMessageIllegal as e:
         raise TimerMessageIllegal(str(e)) from e
+    if converted is not None and timer_reject is not None \
+            and timer_reject(int(converted.properties[PROPERTY_TIMER_OUT_MS])):
+        raise TimerFlowControl(flow_control_remark(congest_num_each_slot))
+    return converted
 
 
 def handle_schedule_message(msg: MessageInner, now_ms: int, max_delay_level: int = DEFAULT_MAX_DELAY_LEVEL,
                             precision_ms: int = 1000, max_delay_sec: int = 3 * 86400,
-                            timer_wheel_enable: bool = True) -> MessageInner | None:
+                            timer_wheel_enable: bool = True, timer_reject: TimerReject | None = None,
+                            congest_num_each_slot: int = 2**31 - 1) -> MessageInner | None:
     """RocketMQ's ``handleScheduleMessage`` hook: timer conversion, else delay-level conversion."""
-    converted = timer_message_hook(msg, now_ms, precision_ms, max_delay_sec, timer_wheel_enable)
+    converted = timer_message_hook(msg, now_ms, precision_ms, max_delay_sec, timer_wheel_enable, timer_reject,
+                                   congest_num_each_slot)
     if converted is not None:
         return converted
     return schedule_message_hook(msg, max_delay_level)
 
 
-def build_put_message_hooks(store_config: StoreConfig, clock: Callable[[], int]) -> list[PutMessageHook]:
+def build_put_message_hooks(store_config: StoreConfig, clock: Callable[[], int],
+                            timer_reject: TimerReject | None = None) -> list[PutMessageHook]:
     """The hooks to append to ``Broker.put_message_hooks``, bound to the store's settings and clock.
 
     timerMaxDelaySec and timerWheelEnable are read at every message, as HookUtils reads the live
     MessageStoreConfig: updateBrokerConfig changes them on the running broker. The wheel itself starts
     with the broker, so a wheel switched on later still refuses until a restart (its messages would
     wait in rmq_sys_wheel_timer with nothing to deliver them). The delay levels and the wheel's
-    precision are fixed at start (the schedule service's queues, the wheel's slots)."""
+    precision are fixed at start (the schedule service's queues, the wheel's slots). ``timer_reject`` is
+    the running wheel's flow control (``TimerMessageStore.is_reject``), None without a wheel."""
     max_level = len(parse_delay_levels(store_config.message_delay_level))
     precision = store_config.timer_precision_ms
     wheel_started = store_config.timer_wheel_enable
@@ -159,7 +188,8 @@ def build_put_message_hooks(store_config: StoreConfig, clock: Callable[[], int])
         enabled = store_config.timer_wheel_enable
         try:
             return handle_schedule_message(msg, clock(), max_level, precision, store_config.timer_max_delay_sec,
-                                           enabled and wheel_started)
+                                           enabled and wheel_started, timer_reject,
+                                           store_config.timer_congest_num_each_slot)
         except TimerNotEnabled:
             if enabled:
                 raise TimerNotEnabled("accurate timer message is not enabled: timerWheelEnable was false when the "

@@ -353,10 +353,12 @@ class MessageSender:
         status = result.status
         if status in (PutMessageStatus.PUT_OK, PutMessageStatus.FLUSH_DISK_TIMEOUT):
             return
-        if status.value in ("WHEEL_TIMER_MSG_ILLEGAL", "WHEEL_TIMER_NOT_ENABLE"):
+        if status is PutMessageStatus.WHEEL_TIMER_MSG_ILLEGAL:
             raise MessageIllegalError(result.remark or status.value)
-        if status.value == "WHEEL_TIMER_FLOW_CONTROL":
-            raise BrokerSystemError(result.remark or "timer message is under flow control")
+        if status in (PutMessageStatus.WHEEL_TIMER_NOT_ENABLE, PutMessageStatus.WHEEL_TIMER_FLOW_CONTROL):
+            # SYSTEM_ERROR, as Apache's SendMessageProcessor answers both: a producer retries it on another
+            # broker, whose wheel may be enabled or less crowded (MESSAGE_ILLEGAL failed the send outright)
+            raise BrokerSystemError(result.remark or status.value)
         if status is PutMessageStatus.PROPERTIES_SIZE_EXCEEDED:
             raise PropertiesTooLargeError(
                 f"the message is illegal, maybe msg body or properties length not matched: {result.remark}")

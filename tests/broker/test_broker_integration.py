@@ -12,7 +12,12 @@ from pathlib import Path
 import pytest
 
 from broker_core.broker.broker import Broker
-from broker_core.broker.errors import InvalidParameterError, MessageIllegalError, NoPermissionError
+from broker_core.broker.errors import (
+    BrokerSystemError,
+    InvalidParameterError,
+    MessageIllegalError,
+    NoPermissionError,
+)
 from broker_core.broker.transaction import EndTransactionStatus
 from broker_core.store.codec.message import MessageExt
 from broker_core.store.codec.sys_flag import (
@@ -103,7 +108,7 @@ def test_timer_wheel_disabled_refuses_timer_messages(make_broker, tmp_path: Path
     b = make_broker(tmp_path / "nowheel", timerWheelEnable="false")
     b.create_or_update_topic(T, 1, 1)
     assert b.timer_backlog() is None and b.broker_runtime_info()["timerCongestNum"] == "0"
-    with pytest.raises(MessageIllegalError, match="timerWheelEnable"):
+    with pytest.raises(BrokerSystemError, match="timerWheelEnable"):  # SYSTEM_ERROR, as Apache: retriable
         b.send_message(T, b"x", {"TIMER_DELAY_SEC": "5"}, queue_id=0)
     assert not (tmp_path / "nowheel" / "timerwheel").exists()
 
@@ -119,7 +124,7 @@ def test_timer_settings_changed_by_update_broker_config_apply_to_the_next_messag
         b.send_message(T, b"x", {"TIMER_DELAY_SEC": "60"}, queue_id=0)
     b.send_message(T, b"x", {"TIMER_DELAY_SEC": "5"}, queue_id=0)
     b.update_broker_config({"timerWheelEnable": "false"})
-    with pytest.raises(MessageIllegalError, match="timerWheelEnable is False"):
+    with pytest.raises(BrokerSystemError, match="timerWheelEnable is false"):
         b.send_message(T, b"x", {"TIMER_DELAY_SEC": "5"}, queue_id=0)
     assert b.broker_runtime_info()["timerWheelEnable"] == "false"
     assert b.get_max_offset("rmq_sys_wheel_timer", 0) == 2
@@ -127,7 +132,7 @@ def test_timer_settings_changed_by_update_broker_config_apply_to_the_next_messag
     off = make_broker(tmp_path / "nowheel", timerWheelEnable="false")
     off.create_or_update_topic(T, 1, 1)
     off.update_broker_config({"timerWheelEnable": "true"})
-    with pytest.raises(MessageIllegalError, match="starts with the broker"):
+    with pytest.raises(BrokerSystemError, match="starts with the broker"):
         off.send_message(T, b"x", {"TIMER_DELAY_SEC": "5"}, queue_id=0)
     assert off.broker_runtime_info()["timerWheelEnable"] == "false"
 

@@ -187,7 +187,6 @@ class TimerMessageStore:
             roll = self.slots_total - TIMER_BLANK_SLOTS
         self.timer_roll_window_slots = roll
         self.flush_interval_ms = cfg.timer_flush_interval_ms
-        self.congest_num_each_slot = cfg.timer_congest_num_each_slot
         self._get_message = message_store.commit_log.get_message
         self._get_data = message_store.commit_log.get_data
         # REAL_TOPIC -> Java hashCode for the TimerLog's metric field; topics are few, a put is not
@@ -820,9 +819,11 @@ class TimerMessageStore:
         return self.timer_wheel.get_num(deliver_ms)
 
     def is_reject(self, deliver_ms: int) -> bool:
-        """Flow control for a new timer message (Java ``isReject``, ``timerCongestNumEachSlot``)."""
+        """Flow control for a new timer message (Java ``isReject``, ``timerCongestNumEachSlot``): the send
+        hook asks it with the message's slot time. Past the limit a random share is refused, past twice
+        the limit every one; the limit is read at each call, as Java reads the live store config."""
         congest = self.timer_wheel.get_num(deliver_ms)
-        limit = self.congest_num_each_slot
+        limit = self.config.timer_congest_num_each_slot
         if congest <= limit:
             return False
         if congest >= limit * 2:
