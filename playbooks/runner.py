@@ -343,13 +343,14 @@ class Runner:
     def _variables(self) -> dict[str, Any]:
         ctx: dict[str, Any] = {"env": self.env, "check_mode": self.check, "playbook": self.pb.name}
         ctx.update(self.extra)
-        for name, value in self.pb.vars.items():
+        for name in self.pb.var_order or list(self.pb.vars):  # each after the vars it reads (schema)
             if name in self.extra:
                 continue
             try:
-                ctx[name] = self.templater.render(value, ctx)
+                ctx[name] = self.templater.render(self.pb.vars[name], ctx)
             except StepError as e:
-                raise PlaybookError(f"vars.{name}: {e.message}", None, self.pb.source) from None
+                raise PlaybookError(f"vars.{name}: {e.message}", self.pb.var_lines.get(name),
+                                    self.pb.source) from None
         for name, value in list(ctx.items()):
             self._add_secrets(name, value)
         return ctx

@@ -70,6 +70,9 @@ class Playbook:
     steps: list[Step]
     template_refs: list[tuple[int, set[str], set[str], int]] = field(default_factory=list)
     # (line, names, env names, step index) for the undefined-variable check done with -e known
+    var_lines: dict[str, int] = field(default_factory=dict)
+    var_order: list[str] = field(default_factory=list)
+    """The vars: names in an order where each comes after the vars it reads (file order otherwise)."""
 
 
 def load_playbook(path: str | Path) -> Playbook:
@@ -156,13 +159,41 @@ class _Validator:
             if not IDENT.match(key):
                 raise self.fail(f"variable name {key!r} must be an identifier", _line_of(variables, key))
         self.scan(variables, doc.line_of("vars"), -1)
+        var_lines = {k: _line_of(variables, k, doc.line_of("vars")) for k in variables}
+        var_order = self.var_order(variables, var_lines)
         targets = self.targets(doc["targets"], doc.line_of("targets"))
         steps_node = doc["steps"]
         if not isinstance(steps_node, LineList) or not steps_node:
             raise self.fail("steps: must be a non-empty list", doc.line_of("steps"))
         steps = [self.step(i, s, steps_node.line_of(i), targets) for i, s in enumerate(steps_node)]
         return Playbook(name, self.source, dict(targets), {k: _line_of(doc["targets"], k) for k in targets},
-                        dict(variables), steps, self.refs)
+                        dict(variables), steps, self.refs, var_lines, var_order)
+
+    def var_order(self, variables: dict[str, Any], lines: dict[str, int]) -> list[str]:
+        """The order to render vars: in: each after the vars its value reads, as Ansible's lazy vars
+        resolve whatever the order in the file. Why: rendered in file order, ``group: "{{ team }}"``
+        above ``team: orders`` stored an Undefined that failed a later step after earlier ones ran.
+        A var reading itself (``team: "{{ team | default('x') }}"``) sees -e or nothing, as before;
+        vars reading each other in a cycle are refused, naming the line of the first."""
+        reads = {name: self.templater.all_names(value) & set(variables) - {name} for name, value in variables.items()}
+        order: list[str] = []
+        state: dict[str, str] = {}  # "visiting" on the current path, "done" once placed
+
+        def visit(name: str, path: list[str]) -> None:
+            if state.get(name) == "done":
+                return
+            if state.get(name) == "visiting":
+                cycle = path[path.index(name):] + [name]
+                raise self.fail(f"vars: {' -> '.join(cycle)} read each other in a cycle", lines[cycle[0]])
+            state[name] = "visiting"
+            for dep in sorted(reads[name], key=list(variables).index):
+                visit(dep, [*path, name])
+            state[name] = "done"
+            order.append(name)
+
+        for name in variables:
+            visit(name, [])
+        return order
 
     def targets(self, node: Any, line: int) -> dict[str, dict[str, Any]]:
         if not isinstance(node, LineMap) or not node:
@@ -365,6 +396,10 @@ def check_value(action: str, key: str, param: Param, value: Any) -> Any:
     if isinstance(value, datetime | date) and int in param.types:
         value = int((value if isinstance(value, datetime) else datetime(value.year, value.month, value.day))
                     .timestamp() * 1000)
+    if type(value) is int and str in param.types and not _is_type(value, param.types):
+        # ``vars: {team: 42}`` in ``topic: "{{ team }}"`` keeps its native int; -e team=42 gives "42".
+        # The same value must work the same from either (a YAML number where a name is wanted is text).
+        value = str(value)
     if isinstance(value, str) and not _is_type(value, param.types):
         text = value.strip()
         if int in param.types and re.fullmatch(r"-?\d+", text):

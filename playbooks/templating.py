@@ -24,10 +24,12 @@ from jinja2 import (
     TemplateAssertionError,
     TemplateRuntimeError,
     TemplateSyntaxError,
+    Undefined,
     UndefinedError,
     meta,
     nodes,
 )
+from jinja2.runtime import Context
 from jinja2.sandbox import SandboxedEnvironment, SecurityError
 
 from playbooks.errors import StepError
@@ -38,6 +40,11 @@ _SINGLE = re.compile(r"^\s*\{\{(?P<expr>.*?)\}\}\s*$", re.DOTALL)
 # Ansible's words (module_utils.parsing.convert_bool): what ``-e really=false`` means in a condition.
 FALSE_WORDS = frozenset({"false", "no", "off", "0", "n", "f", ""})
 TRUE_WORDS = frozenset({"true", "yes", "on", "1", "y", "t"})
+# The longest string or list ``*`` may build, and the largest whole number ``**`` may (in bits):
+# ``'x' * 10**13`` would allocate terabytes (MemoryError, or the host swapping) before any step could
+# report it, and ``10 ** 10**9`` would compute for minutes.
+MAX_REPEAT = 1 << 20
+MAX_POWER_BITS = 1 << 13  # under Python's 4300-digit limit for printing an int
 
 
 def is_true(value: Any) -> bool:
@@ -129,11 +136,31 @@ class _PlaybookUndefined(StrictUndefined):
         return super()._undefined_message
 
 
+class _PlaybookSandbox(SandboxedEnvironment):
+    """The sandbox, also refusing a ``*`` or ``**`` whose result would be huge (a typo'd exponent, a
+    repeated string): the playbook's step fails with one line instead of the host running out of memory.
+    Intercepting the operators also keeps Jinja from folding ``'x' * 10**13`` while it compiles."""
+
+    intercepted_binops = frozenset({"*", "**"})
+
+    def call_binop(self, context: Context, operator: str, left: Any, right: Any) -> Any:
+        if operator == "*":
+            for seq, times in ((left, right), (right, left)):
+                if isinstance(seq, str | list | tuple) and isinstance(times, int) \
+                        and len(seq) * times > MAX_REPEAT:
+                    raise SecurityError(f"{type(seq).__name__} repeated to {len(seq) * times} items "
+                                        f"(more than {MAX_REPEAT})")
+        elif operator == "**" and type(left) is int and type(right) is int \
+                and abs(left) > 1 and (abs(left).bit_length() - 1) * right > MAX_POWER_BITS:
+            raise SecurityError(f"{left} ** {right} is too large (more than {MAX_POWER_BITS} bits)")
+        return super().call_binop(context, operator, left, right)
+
+
 class Templater:
     """Renders values and evaluates expressions against a context of variables (sandboxed)."""
 
     def __init__(self) -> None:
-        self.env = SandboxedEnvironment(undefined=_PlaybookUndefined, autoescape=False, keep_trailing_newline=True)
+        self.env = _PlaybookSandbox(undefined=_PlaybookUndefined, autoescape=False, keep_trailing_newline=True)
         self.env.filters["bool"] = to_bool  # `when: really | bool`, the Ansible idiom for -e values
 
     # -- static checks (validation, before anything runs) ------------------------------------------
@@ -167,6 +194,23 @@ class Templater:
         env_names = {_env_name(n) for n in ast.find_all((nodes.Getattr, nodes.Getitem))} - {None}
         return set(meta.find_undeclared_variables(ast)) - optional, env_names - optional_env
 
+    def all_names(self, value: Any) -> set[str]:
+        """Every top-level name the templates inside ``value`` read (dicts and lists too), also those
+        behind ``| default(..)``: what a var needs rendered before it. A syntax error reads nothing
+        here (``check`` reports it)."""
+        if isinstance(value, str):
+            if "{{" not in value and "{%" not in value:
+                return set()
+            try:
+                return set(meta.find_undeclared_variables(self.env.parse(value)))
+            except TemplateSyntaxError:
+                return set()
+        if isinstance(value, Mapping):
+            return set().union(*(self.all_names(v) for v in value.values()))
+        if isinstance(value, list | tuple):
+            return set().union(*(self.all_names(v) for v in value))
+        return set()
+
     # -- run time ------------------------------------------------------------------------------------
     def render(self, value: Any, context: Mapping[str, Any]) -> Any:
         """Render every string inside ``value`` (dicts and lists recursively)."""
@@ -180,18 +224,31 @@ class Templater:
 
     def evaluate(self, expression: str | bool, context: Mapping[str, Any]) -> Any:
         """A bare expression (``when:``, ``until:``, ``assert:``); booleans pass through."""
+        return self._evaluate(expression, context, lambda value: value)
+
+    def condition(self, expression: str | bool, context: Mapping[str, Any]) -> bool:
+        """``when:``, ``until:``, ``assert:``: true or false as Ansible reads them (see ``is_true``).
+        The truth test runs under the guard too: a value's ``bool()`` can fail as a render can."""
+        words = {k: _Word(v) if type(v) is str else v for k, v in context.items()}
+        return bool(self._evaluate(expression, words, is_true))
+
+    def _evaluate(self, expression: str | bool, context: Mapping[str, Any], then: Any) -> Any:
         if isinstance(expression, bool):
-            return expression
+            return then(expression)
         text = str(expression).strip()
         m = _SINGLE.match(text)
         if m:
             text = m.group("expr")
-        return self._guard(lambda: self.env.compile_expression(text, undefined_to_none=False)(**context), text)
+        return self._guard(lambda: then(self._defined(
+            self.env.compile_expression(text, undefined_to_none=False)(dict(context)))), text)
 
-    def condition(self, expression: str | bool, context: Mapping[str, Any]) -> bool:
-        """``when:``, ``until:``, ``assert:``: true or false as Ansible reads them (see ``is_true``)."""
-        words = {k: _Word(v) if type(v) is str else v for k, v in context.items()}
-        return is_true(self.evaluate(expression, words))
+    @staticmethod
+    def _defined(value: Any) -> Any:
+        """``value``, unless it is an Undefined (``{{ x }}`` alone returns x's Undefined instead of
+        failing): then the undefined-variable error, so no Undefined object is ever stored or used."""
+        if isinstance(value, Undefined):
+            value._fail_with_undefined_error()
+        return value
 
     def _render_text(self, text: str, context: Mapping[str, Any]) -> Any:
         if "{{" not in text and "{%" not in text:
@@ -199,13 +256,17 @@ class Templater:
         m = _SINGLE.match(text)
         if m and "{{" not in m.group("expr") and "{%" not in text:
             expr = m.group("expr")
-            return self._guard(lambda: self.env.compile_expression(expr, undefined_to_none=False)(**context), text)
-        return self._guard(lambda: self.env.from_string(text).render(**context), text)
+            return self._guard(lambda: self.env.compile_expression(expr, undefined_to_none=False)(dict(context)), text)
+        return self._guard(lambda: self.env.from_string(text).render(dict(context)), text)
 
     @staticmethod
     def _guard(fn: Any, text: str) -> Any:
+        """Run a render; any failure of it becomes a StepError naming the template. Why every exception:
+        a filter given the wrong kind of value raises whatever its Python code raises (``dictsort`` on a
+        string: AttributeError, ``truncate(-5)``: AssertionError), and one let through ended the run
+        with a traceback after earlier steps had changed things, with no report and no run_end."""
         try:
-            return fn()
+            return Templater._defined(fn())
         except UndefinedError as e:
             raise StepError(f"in {text.strip()!r}: {e.message}") from None
         except SecurityError as e:
@@ -220,6 +281,10 @@ class Templater:
             raise StepError(f"in {text.strip()!r}: {e}") from None
         except RecursionError:  # a macro that calls itself without end
             raise StepError(f"in {text.strip()!r}: recursion too deep (a macro that calls itself?)") from None
+        except MemoryError:
+            raise StepError(f"in {text.strip()!r}: out of memory (a value too large to build)") from None
+        except Exception as e:  # noqa: BLE001 - see the docstring; KeyboardInterrupt/SystemExit still pass
+            raise StepError(f"in {text.strip()!r}: {type(e).__name__}: {e}") from None
 
 
 def _env_name(node: nodes.Node | None) -> str | None:
