@@ -32,6 +32,7 @@ STEP_OPTIONS = ("name", "target", "when", "register", "until", "retries", "delay
                 "assert", "check_mode")
 BUILTIN_NAMES = {"env", "target", "check_mode", "playbook", "result"}
 STORE_ACTIONS = ("store.verify", "store.rebuild", "broker.start", "broker.stop")
+NAMESRV_ACTIONS = ("broker.wipe_write_perm", "broker.add_write_perm")  # name server route data
 IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -377,6 +378,9 @@ class _Validator:
                                                                   or step.action.name in STORE_ACTIONS):
                     raise self.fail(f"{step.action.name} cannot run on cluster target {t!r}: it needs a host "
                                     "(an ssh target, or a store directory here)", line)
+                if step.action.name in NAMESRV_ACTIONS and "namesrv" not in spec:
+                    raise self.fail(f"{step.action.name} needs a namesrv: target (a broker's write permission "
+                                    f"is in the name servers' routes), not {t!r}", line)
                 if "ssh" in spec and "store" not in spec and step.action.placement == "admin":
                     raise self.fail(f"{step.action.name} on ssh target {t!r} needs store: on that target", line)
 

@@ -11,7 +11,9 @@ from playbooks.actions.host import FileCopy, Shell
 from playbooks.actions.resources import (
     AclAbsent,
     AclEnsure,
+    BrokerAddWritePerm,
     BrokerConfigAction,
+    BrokerWipeWritePerm,
     GroupAbsent,
     GroupEnsure,
     TopicAbsent,
@@ -25,5 +27,5 @@ from playbooks.actions.store import OffsetReset, StoreRebuild, StoreVerify, Wait
 REGISTRY: dict[str, Action] = {a.name: a for a in (
     TopicEnsure(), TopicAbsent(), TopicPerm(), GroupEnsure(), GroupAbsent(), UserEnsure(), UserAbsent(),
     AclEnsure(), AclAbsent(), BrokerConfigAction(), OffsetReset(), StoreVerify(), StoreRebuild(), WaitLag(),
-    BrokerStart(), BrokerStop(), Shell(), FileCopy(),
+    BrokerStart(), BrokerStop(), BrokerWipeWritePerm(), BrokerAddWritePerm(), Shell(), FileCopy(),
 )}

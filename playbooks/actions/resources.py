@@ -32,6 +32,7 @@ from playbooks.actions.base import (
     PLANNED_IN_CHECK,
     ActionContext,
     Change,
+    Outcome,
     Param,
     Plan,
     PlannedAction,
@@ -651,3 +652,64 @@ class BrokerConfigAction(PlannedAction):
 
     def apply(self, admin: Admin, args: dict[str, Any], plan: Plan) -> None:
         admin.update_broker_config({k: self._text(v) for k, v in args["config"].items()})
+
+
+# ------------------------------------------------------------------------------------------- broker write perm
+
+class BrokerWritePerm(PlannedAction):
+    """wipeWritePerm / addWritePerm: one broker's write permission in the name servers' routes.
+
+    Why beside topic.perm: draining one broker for maintenance must stop writes to that broker only.
+    topic.perm changes each broker's own topic config (on a cluster target, every broker's: the whole
+    cluster read-only); Apache drains one with WIPE_WRITE_PERM_OF_BROKER at the name servers, so
+    producers route their sends to the other brokers while consumers still read this one's queues.
+    The plan reads the routes of every topic: a route of the broker that has the write bit (wipe) or is
+    not read-write (add) is a change; none is ``ok``."""
+
+    wipe = True
+    params = {"broker": Param(STR, required=True, help="the broker name (brokerName), as clusterList shows")}
+
+    def run(self, ctx: ActionContext, args: dict[str, Any], check: bool) -> Outcome:
+        if ctx.store_dir is not None:  # a store directory has no name server, so no routes to change
+            raise StepError(f"{self.name} needs a namesrv: target: a broker's write permission is name "
+                            "server route data (a store directory has none)")
+        return super().run(ctx, args, check)
+
+    def plan(self, admin: Admin, args: dict[str, Any]) -> Plan:
+        broker = args["broker"].strip()
+        names = sorted({b.broker_name for b in admin.brokers()})
+        if broker not in names:
+            raise StepError(f"broker {broker!r} is not in the cluster (brokers: {', '.join(names) or 'none'})")
+        changes = []
+        routes: dict[str, str] = {}
+        for topic in sorted(admin.list_topics()):
+            try:
+                route = admin.topic_route(topic)
+            except NotFoundError:
+                continue
+            for qd in route.get("queueDatas") or []:
+                if qd.get("brokerName") != broker:
+                    continue
+                old = int(qd.get("perm", 0))
+                new = old & ~PERM_WRITE if self.wipe else PERM_READ | PERM_WRITE
+                routes[topic] = _perm_text(new)
+                if new != old:
+                    changes.append(Change(f"topic {topic} route of broker {broker}", "perm", _perm_text(old),
+                                          _perm_text(new)))
+        return Plan(changes, {"broker": broker, "routes": routes})
+
+    def apply(self, admin: Admin, args: dict[str, Any], plan: Plan) -> None:
+        results = admin.operate_write_perm(plan.data["broker"], self.wipe)
+        failed = [f"name server {addr}: {error}" for addr, _, error in results if error is not None]
+        if failed:
+            raise StepError(f"{self.name} {plan.data['broker']}: " + "; ".join(failed))
+
+
+class BrokerWipeWritePerm(BrokerWritePerm):
+    name = "broker.wipe_write_perm"
+    wipe = True
+
+
+class BrokerAddWritePerm(BrokerWritePerm):
+    name = "broker.add_write_perm"
+    wipe = False

@@ -160,3 +160,49 @@ def test_offset_reset_plan_names_the_broker_of_each_queue(pb: Playbooks, two_bro
     assert r.code == 0, summary(r)
     assert sorted(ch["what"] for ch in r.doc["steps"][1]["changes"]) == [
         "offset billing@orders/0 on broker ba", "offset billing@orders/0 on broker bb"]
+
+
+# -- one broker's write permission at the name servers (wipeWritePerm / addWritePerm) ----------------------
+
+def route_perms(c: TwoBrokers, topic: str) -> dict[str, int]:
+    """broker name -> the perm of the topic's route of that broker, as the name server gives it."""
+    with remote_admin(c.namesrv) as admin:
+        return {q["brokerName"]: q["perm"] for q in admin.topic_route(topic)["queueDatas"]}
+
+
+def test_wipe_write_perm_drains_only_the_broker_named(pb: Playbooks, two_brokers: TwoBrokers) -> None:
+    """The drain example used topic.perm on the cluster target: every broker's topic became R--, the
+    whole cluster read-only. broker.wipe_write_perm drains one broker at the name servers, as Apache's
+    wipeWritePerm -b: only its routes lose the write bit; broker.add_write_perm gives it back."""
+    create_topic(two_brokers, "t1", {"ba": 2, "bb": 2})
+    create_topic(two_brokers, "t2", {"bb": 2})
+    wait_for(lambda: route_perms(two_brokers, "t1") == {"ba": 6, "bb": 6} and route_perms(two_brokers, "t2") == {"bb": 6},
+             "routes of t1, t2 registered", 20, 0.2)
+    wipe = book(pb, "  - broker.wipe_write_perm: {broker: bb}\n")
+    r = pb.run(wipe, *two_brokers.target())
+    assert r.code == 0, r.stdout
+    changes = {(c["what"], c["old"], c["new"]) for c in r.doc["steps"][0]["changes"]}
+    assert {("topic t1 route of broker bb", "RW-", "R--"), ("topic t2 route of broker bb", "RW-", "R--")} <= changes
+    assert not any("broker ba" in what for what, _, _ in changes)
+    assert route_perms(two_brokers, "t1") == {"ba": 6, "bb": 4} and route_perms(two_brokers, "t2") == {"bb": 4}
+    assert queues(two_brokers, "t1") == {"ba": (2, 2, 6), "bb": (2, 2, 6)}  # the brokers' own configs stay
+    again = pb.run(wipe, *two_brokers.target())
+    assert (again.code, again.doc["steps"][0]["status"]) == (0, "ok")
+
+    add = book(pb, "  - broker.add_write_perm: {broker: bb}\n")
+    assert pb.run(add, *two_brokers.target()).doc["steps"][0]["status"] == "changed"
+    assert route_perms(two_brokers, "t1") == {"ba": 6, "bb": 6} and route_perms(two_brokers, "t2") == {"bb": 6}
+    assert pb.run(add, *two_brokers.target()).doc["steps"][0]["status"] == "ok"
+
+    unknown = pb.run(book(pb, "  - broker.wipe_write_perm: {broker: bx}\n"), *two_brokers.target())
+    assert unknown.code == 1
+    assert unknown.doc["steps"][0]["message"] == "broker 'bx' is not in the cluster (brokers: ba, bb)"
+
+
+def test_wipe_write_perm_on_a_store_target_is_refused_by_check(pb: Playbooks, tmp_path: Path) -> None:
+    play = pb.write("s.yml", f"name: s\ntargets:\n  s: {{store: {tmp_path / 's'}}}\nsteps:\n"
+                             "  - broker.wipe_write_perm: {broker: b}\n")
+    r = pb.check(play)
+    assert r.code == 2
+    assert r.stderr.strip().endswith("broker.wipe_write_perm needs a namesrv: target (a broker's write permission "
+                                     "is in the name servers' routes), not 's'")
