@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import posixpath
+import re
 import select
 import shlex
 import socket
@@ -345,7 +346,7 @@ class SshHost:
             # neither host nor file; an OSError on a dead transport (a reset socket) is one too
             lost = isinstance(e, EOFError | paramiko.SSHException) or not self._alive()
             what = (f"the connection to the host was lost while copying {local_path} to {remote_path}" if lost
-                    else f"cannot write {remote_path}: {e}")
+                    else f"cannot write {remote_path}: {_write_problem(e)}")
             if lost:
                 self.close()  # its transport may not know yet: the clean-up must connect again
             left = self._remove_temporary(tmp) if writing else None
@@ -548,3 +549,16 @@ def _fingerprint(key: paramiko.PKey) -> str:
 
 def quote(parts: list[str]) -> str:
     return " ".join(shlex.quote(p) for p in parts)
+
+
+_SHORT_PUT = re.compile(r"size mismatch in put!\s+(\d+) != (\d+)")
+
+
+def _write_problem(e: OSError) -> str:
+    """Why a put failed, in the words the local target uses. paramiko writes pipelined and ignores the
+    server's failed writes, then finds the file short: "size mismatch in put!  2097152 != 3000000".
+    A file the server took only part of is a full disk (or a full quota) on the host, so say that."""
+    m = _SHORT_PUT.search(str(e))
+    if m and int(m.group(1)) < int(m.group(2)):
+        return f"No space left on device on the host (it took {m.group(1)} of {m.group(2)} bytes)"
+    return e.strerror or str(e)

@@ -4,13 +4,18 @@ order, numbers from vars: for string options, the drain of one broker, and a ful
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
+from small_fs import mount_small_fs
 
 from mqadmin.embedded import EmbeddedAdmin
 
 from .conftest import Playbooks
+from .sshd import Sshd
+from .test_ssh import host_book
 
 
 def _head(store: Path, variables: str = "  team: orders\n") -> str:
@@ -111,3 +116,27 @@ def test_a_number_from_vars_is_a_name_as_the_same_number_from_minus_e(pb: Playbo
     assert pb.run(play, "-e", "team=42").doc["changed"] == 0
     with EmbeddedAdmin(store) as admin:
         assert admin.topic_info("42").topic_name == "42"
+
+
+# -- 5: file.copy to a full disk over SSH says so, as on the local target --------------------------------
+
+def test_file_copy_to_a_full_disk_over_ssh_says_the_disk_is_full(pb: Playbooks, sshd: Sshd, tmp_path: Path) -> None:
+    """Before: "cannot write X: size mismatch in put!  2097152 != 3000000" (paramiko's words)."""
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    mount_small_fs("tmpfs", mnt, 2)
+    try:
+        src = tmp_path / "big.bin"
+        src.write_bytes(b"x" * 3_000_000)
+        dest = mnt / "big.bin"
+        play = pb.write("c.yml", host_book(sshd, tmp_path / "store", f'  - file.copy: {{target: host, src: "{src}", '
+                                                                      f'dest: "{dest}"}}\n'))
+        r = pb.run(play)
+        assert r.code == 1, r.stdout
+        message = r.doc["steps"][0]["message"]
+        assert message == (f"ssh {sshd.user}@127.0.0.1:{sshd.port}: cannot write {dest}: No space left on device "
+                       "on the host (it took 2097152 of 3000000 bytes)"), \
+            message
+        assert os.listdir(mnt) == []  # the temporary file is gone
+    finally:
+        subprocess.run(["umount", str(mnt)], check=False, capture_output=True)
