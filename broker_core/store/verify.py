@@ -30,7 +30,7 @@ from .codec.hashing import index_key_hash
 from .codec.properties import KEY_SEPARATOR
 from .codec.salvage import iter_intact_records
 from .codec.sys_flag import TRANSACTION_ROLLBACK_TYPE, TRANSACTION_TYPE_MASK, is_dispatched_to_queue
-from .codec.timer_format import wheel_length
+from .codec.timer_format import DEFAULT_SLOTS_TOTAL, wheel_length
 from .consume_queue import ConsumeQueue
 from .dispatch import build_dispatch_request
 from .errors import CorruptDataError
@@ -439,7 +439,10 @@ def _check_timer_files(store: MessageStore, issues: _Collector) -> None:
     check = store.root / "config" / "timercheck"
     flushed = 0
     try:
-        checkpoint = TimerCheckpoint(check, read_only=True) if check.is_file() else None
+        # the broker's own bound of a believable read time: its wheel's span ahead of the clock
+        span_ms = DEFAULT_SLOTS_TOTAL * store.config.timer_precision_ms
+        checkpoint = TimerCheckpoint(check, read_only=True, max_read_time_ahead_ms=span_ms) \
+            if check.is_file() else None
         problem, flushed = ("missing", 0) if checkpoint is None else \
             (checkpoint.problem, checkpoint.last_timer_log_flush_pos)
     except OSError as e:

@@ -18,11 +18,19 @@ from pathlib import Path
 from broker_core.store.codec.timer_format import (
     CHECKPOINT_FILE_SIZE,
     CHECKPOINT_LEGACY_SIZE,
+    DEFAULT_SLOTS_TOTAL,
     TimerCheckpointData,
     decode_checkpoint,
     pack_checkpoint_into,
 )
 from broker_core.store.mapped_file import reserve_blocks
+
+_DAY_MS = 86_400_000
+#: How far ahead of the clock a read time is still believed, by default: one lap of the default wheel
+#: (7 days at 1 s precision). The timer never moves its read pointer past its clock's slot, so a read
+#: time ahead comes from a clock set back since the file was written (a few seconds after an NTP step,
+#: hours for a wrong time zone at boot) or from damage; past a whole lap it names no slot of the wheel.
+DEFAULT_MAX_READ_TIME_AHEAD_MS = DEFAULT_SLOTS_TOTAL * 1000
 
 
 def _system_clock_ms() -> int:
@@ -41,10 +49,13 @@ class TimerCheckpoint:
     """Fields of ``timercheck`` with Java ``TimerCheckpoint`` load / flush behaviour."""
 
     def __init__(self, path: str | os.PathLike[str], read_only: bool = False,
-                 clock: Callable[[], int] = _system_clock_ms) -> None:
+                 clock: Callable[[], int] = _system_clock_ms,
+                 max_read_time_ahead_ms: int = DEFAULT_MAX_READ_TIME_AHEAD_MS) -> None:
         self.path = Path(path)
         self.read_only = read_only
         self._clock = clock
+        #: a lastReadTimeMs further ahead of ``clock`` is damage (the wheel's span: slots x precision)
+        self.max_read_time_ahead_ms = max_read_time_ahead_ms
         self.last_read_time_ms = 0
         self.last_timer_log_flush_pos = 0
         self.last_timer_queue_offset = 0
@@ -83,15 +94,23 @@ class TimerCheckpoint:
             self.problem = self.problem or self._value_problem()
 
     def _value_problem(self) -> str | None:
-        """A read time no running timer writes (the service stamps "now" at its first flush) or a
-        negative offset: the file was zeroed or overwritten."""
+        """A read time no running timer writes (the service stamps "now" at its first flush, and never
+        reads past its clock) or a negative offset: the file was zeroed or overwritten.
+
+        A read time far ahead was believed: every slot up to it counted as delivered, so the timer never
+        delivered a message again and nothing said why."""
         if self.last_read_time_ms == 0 and self.last_timer_queue_offset == 0 and self.master_timer_queue_offset == 0:
             return "zeroed"
+        fields = (f"lastReadTimeMs={self.last_read_time_ms}, lastTimerLogFlushPos={self.last_timer_log_flush_pos}, "
+                  f"lastTimerQueueOffset={self.last_timer_queue_offset}, "
+                  f"masterTimerQueueOffset={self.master_timer_queue_offset}")
         if self.last_read_time_ms <= 0 or min(self.last_timer_log_flush_pos, self.last_timer_queue_offset,
                                               self.master_timer_queue_offset) < 0:
-            return (f"damaged (lastReadTimeMs={self.last_read_time_ms}, lastTimerLogFlushPos="
-                    f"{self.last_timer_log_flush_pos}, lastTimerQueueOffset={self.last_timer_queue_offset}, "
-                    f"masterTimerQueueOffset={self.master_timer_queue_offset})")
+            return f"damaged ({fields})"
+        ahead = self.last_read_time_ms - self._clock()
+        if ahead > self.max_read_time_ahead_ms:
+            return (f"damaged ({fields}): its read time is {ahead / _DAY_MS:,.0f} days ahead of the clock, more "
+                    f"than the timer wheel's {self.max_read_time_ahead_ms / _DAY_MS:g} days")
         return None
 
     def _apply(self, cp: TimerCheckpointData) -> None:

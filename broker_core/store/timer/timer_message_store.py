@@ -199,7 +199,8 @@ class TimerMessageStore:
                                                read_only=self.read_only)
             try:
                 self.timer_checkpoint = TimerCheckpoint(self.root / "config" / "timercheck",
-                                                        read_only=self.read_only, clock=self.clock)
+                                                        read_only=self.read_only, clock=self.clock,
+                                                        max_read_time_ahead_ms=self.slots_total * self.precision_ms)
             except BaseException:
                 self.timer_log.close(flush=False)
                 raise
@@ -283,11 +284,17 @@ class TimerMessageStore:
                 self.curr_queue_offset = min_off
             elif self.curr_queue_offset > max_off:
                 log.warning("timer queue offset %d beyond the queue's max %d", self.curr_queue_offset, max_off)
-                self.curr_queue_offset = max_off
-        self.curr_read_time_ms = self.format_time_ms(cp.last_read_time_ms)
+                # a damaged checkpoint's offset past the queue's end is garbage, not progress: wheeling from
+                # the end would skip every message not wheeled yet, so the queue is wheeled from its start
+                self.curr_queue_offset = min_off if cp.problem is not None else max_off
         oldest = self.format_time_ms(now) - (self.slots_total - TIMER_BLANK_SLOTS) * self.precision_ms
+        # a damaged checkpoint's read time is not believed (zero or negative ones were raised to the
+        # oldest slot anyway; one far ahead stopped every delivery): the wheel is read again from its
+        # oldest slot, as Java does without a checkpoint
+        self.curr_read_time_ms = oldest if cp.problem is not None else self.format_time_ms(cp.last_read_time_ms)
         if self.curr_read_time_ms < oldest:
             self.curr_read_time_ms = oldest
+        self._bound_read_time_to_clock(now)
         if not self.read_only:
             # slots pointing past a truncated TimerLog: re-link from their first unit
             min_first = self.timer_wheel.check_phy_pos(self.curr_read_time_ms, process_offset)
@@ -309,6 +316,22 @@ class TimerMessageStore:
             self._prepare_checkpoint()
         log.info("timer recovered: read=%d write=%d queueOffset=%d timerLog=%d", self.curr_read_time_ms,
                  self.curr_write_time_ms, self.curr_queue_offset, process_offset)
+
+    def _bound_read_time_to_clock(self, now: int) -> None:
+        """A read time ahead of the clock's slot (but within the wheel, else the checkpoint is damaged)
+        comes from a clock set back since the checkpoint was written: read from the clock's slot.
+
+        Why: the read pointer only ever follows the write pointer, which is the clock's slot, so the
+        wheel skipped every slot between the clock and that read time: the timer messages due there were
+        never delivered. Reading them from now delivers them; the cost is that messages of those slots
+        delivered before the clock went back are delivered again."""
+        clock_slot = self.format_time_ms(now)
+        if self.curr_read_time_ms <= clock_slot:
+            return
+        log.warning("timer checkpoint %s: read time %s is %d ms ahead of the clock (was it set back?): the timer "
+                    "wheel is read from now, so timer messages delivered between the two may be delivered again",
+                    self.timer_checkpoint.path, _format_ms(self.curr_read_time_ms), self.curr_read_time_ms - now)
+        self.curr_read_time_ms = clock_slot
 
     def _warn_checkpoint_unusable(self, process_offset: int) -> None:
         """One line naming ``config/timercheck`` when the store holds timer messages it cannot place.
