@@ -1,5 +1,8 @@
-"""Bugs a probe found in the playbook runner (round 3): template errors of any Python type, vars in any
-order, numbers from vars: for string options, the drain of one broker, and a full disk over SSH."""
+"""A template error of any Python type fails its step, not the run; vars: resolve in any order; a number
+from vars: names a thing as the same number from -e does; a full disk over SSH is named as one.
+
+Why: each was a run that crashed with a traceback, or failed half done, after check had called the
+playbook valid (and a full remote disk read "size mismatch in put")."""
 
 from __future__ import annotations
 
