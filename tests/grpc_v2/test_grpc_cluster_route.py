@@ -267,3 +267,47 @@ def test_routes_are_cached_shared_and_absent_without_a_name_server() -> None:
     assert {r.brokers for r in got} == {(BrokerQueues("me", 4, 2, 2, None),)}
     down = _CountingRoutes(None)
     assert asyncio.run(burst(down)) == [None] * 20 and down.asked == 1
+
+
+def test_a_topic_only_on_broker_b_is_routed_through_broker_a(cluster: Cluster) -> None:
+    """README: a client that dials one broker's endpoint reaches every broker of the topic. QueryRoute and
+    QueryAssignment looked the topic up in the dialled broker's own table first, so a topic created on
+    broker-b alone was TOPIC_NOT_FOUND through broker-a ('failed to fetch topic:OnlyOnB route.'). The route
+    now comes from the name server, and the accepted message type from broker-b's topic config (as the
+    proxy's ClusterMetadataService asks a broker of the route, GET_TOPIC_CONFIG)."""
+    topic = "OnlyOnB"
+    mqadmin(cluster.namesrv, "updateTopic", "-b", cluster.brokers["broker-b"].broker_addr, "-t", topic,
+            "-r", "2", "-w", "2", "-a", "+message.type=DELAY")
+    ns = RawClient(cluster.namesrv)
+    try:
+        wait_for(lambda: ns.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}).code == ResponseCode.SUCCESS,
+                 f"{topic} routed", 20, 0.1)
+    finally:
+        ns.close()
+    for via in NAMES:
+        route = query_route(cluster, via, topic)
+        assert route.status.code == pb.Code.OK, (via, route.status)
+        assert by_broker(route) == {"broker-b": [(0, pb.Permission.READ_WRITE), (1, pb.Permission.READ_WRITE)]}
+        assert {q.broker.name: q.broker.endpoints for q in route.message_queues} == \
+            {"broker-b": endpoints(cluster.grpc_port("broker-b"))}
+        assert all(list(q.accept_message_types) == [pb.MessageType.DELAY] for q in route.message_queues), via
+    port = cluster.grpc_port("broker-a")
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
+        got = service_pb2_grpc.MessagingServiceStub(ch).QueryAssignment(
+            pb.QueryAssignmentRequest(topic=pb.Resource(name=topic), group=pb.Resource(name="OnlyOnBG"),
+                                      endpoints=endpoints(port)), metadata=MD, timeout=10)
+    assert got.status.code == pb.Code.OK, got.status
+    assert [(a.message_queue.broker.name, a.message_queue.id) for a in got.assignments] == [("broker-b", -1)]
+    # the official producer dialling broker-a sends its delay messages to broker-b
+    out = run_scenario(cluster.brokers["broker-a"].grpc_addr or "", cluster.home, "produce", topic=topic, count=2,
+                       delay_s=1)
+    assert not out["errors"] and len(out["sent"]) == 2, out
+    client = RawClient(cluster.brokers["broker-b"].broker_addr)
+    try:
+        wait_for(lambda: sum(int(client.call(RequestCode.GET_MAX_OFFSET, {"topic": topic, "queueId": str(q)})
+                                 .ext_fields["offset"]) for q in range(2)) == 2, "2 messages on broker-b", 20, 0.1)
+    finally:
+        client.close()
+    # no route at the name server (and none here): still TOPIC_NOT_FOUND
+    missing = query_route(cluster, "broker-a", "NoSuchTopicAnywhere")
+    assert missing.status.code == pb.Code.TOPIC_NOT_FOUND, missing.status

@@ -15,6 +15,10 @@ that cannot be asked or has gRPC off is left out of the route (logged once): sen
 broker whose config has no ``grpcServerPort`` at all (not one of ours, e.g. an Apache broker beside a
 proxy) gets upstream's rule, and only on another host than ours (on ours that port is this endpoint).
 
+A topic this broker does not have (created on other brokers only) is routed all the same; its
+``message.type``, which the route carries for each queue, is then asked of a broker of the route
+(GET_TOPIC_CONFIG), as upstream's proxy does in cluster mode (ClusterMetadataService).
+
 Routes are cached for ROUTE_CACHE_S (a perm change is seen within seconds; a burst of QueryRoute costs
 one name server request), broker gRPC ports per broker address for longer. Concurrent askers of one
 topic or one broker share one request.
@@ -34,9 +38,9 @@ from broker_core.auth.config import Credentials
 from broker_core.auth.signer import sign_remoting
 from broker_core.broker.broker_config import BrokerConfig
 from broker_core.remoting import RemotingCommand, RequestCode, ResponseCode
-from broker_core.remoting.bodies import TopicRouteData
+from broker_core.remoting.bodies import TopicConfigBody, TopicRouteData
 from broker_core.remoting.body_base import BodyError
-from broker_core.remoting.headers import GetRouteInfoRequestHeader
+from broker_core.remoting.headers import GetRouteInfoRequestHeader, GetTopicConfigRequestHeader
 
 from ..outbound import IllegalAddressError, OutboundConnection, failure_reason, parse_address
 from ..wire_convert import parse_properties_text
@@ -91,6 +95,8 @@ class ClusterRoutes(Protocol):
 
     async def topic_route(self, topic: str) -> ClusterTopicRoute | None: ...
 
+    async def topic_attributes(self, topic: str) -> dict[str, str] | None: ...
+
     async def close(self) -> None: ...
 
 
@@ -119,6 +125,7 @@ class NamesrvClusterRoutes:
         self._own_host = _host_of(broker_addr)
         self._routes: dict[str, _Cached[TopicRouteData | None]] = {}
         self._ports: dict[str, _Cached[GrpcAddress | None]] = {}
+        self._attributes: dict[str, _Cached[dict[str, str] | None]] = {}
         self._inflight: dict[tuple[str, str], asyncio.Future[Any]] = {}
         self._conns: dict[str, OutboundConnection] = {}
         self._connect_locks: dict[str, asyncio.Lock] = {}
@@ -134,8 +141,7 @@ class NamesrvClusterRoutes:
 
     # -- the interface -----------------------------------------------------------------------------
     async def topic_route(self, topic: str) -> ClusterTopicRoute | None:
-        data = await self._cached(self._routes, "route", topic, self.route_cache_s, self.route_cache_s,
-                                  lambda: self._fetch_route(topic))
+        data = await self._route_data(topic)
         if data is None:
             return None
         masters = {b.broker_name: b.broker_addrs.get(MASTER_ID) for b in data.broker_datas}
@@ -154,6 +160,12 @@ class NamesrvClusterRoutes:
                 continue  # no gRPC endpoint known for it: its clients could not reach it (logged once)
             brokers.append(BrokerQueues(q.broker_name, q.perm, q.read_queue_nums, q.write_queue_nums, endpoint))
         return ClusterTopicRoute(topic, tuple(brokers))
+
+    async def topic_attributes(self, topic: str) -> dict[str, str] | None:
+        """The topic's attributes (``message.type``) as a broker of its route has them, for a topic this
+        broker does not have; None when the name server has no route or no broker of it answers."""
+        return await self._cached(self._attributes, "attributes", topic, self.route_cache_s, self.route_cache_s,
+                                  lambda: self._fetch_attributes(topic))
 
     async def close(self) -> None:
         for conn in self._conns.values():
@@ -194,6 +206,37 @@ class NamesrvClusterRoutes:
             if not conn.connected:
                 await asyncio.wait_for(conn.connect(REQUEST_TIMEOUT_S), REQUEST_TIMEOUT_S)
         return await conn.request(cmd, timeout=REQUEST_TIMEOUT_S)
+
+    async def _route_data(self, topic: str) -> TopicRouteData | None:
+        return await self._cached(self._routes, "route", topic, self.route_cache_s, self.route_cache_s,
+                                  lambda: self._fetch_route(topic))
+
+    async def _fetch_attributes(self, topic: str) -> dict[str, str] | None:
+        """GET_TOPIC_CONFIG to the masters of the topic's route (by broker name), the first that answers."""
+        data = await self._route_data(topic)
+        if data is None:
+            return None
+        masters = {b.broker_name: b.broker_addrs.get(MASTER_ID) for b in data.broker_datas}
+        addrs = [a for q in sorted(data.queue_datas, key=lambda q: q.broker_name)
+                 if (a := masters.get(q.broker_name)) and a != self.broker_addr]
+        for addr in dict.fromkeys(addrs):
+            ext = GetTopicConfigRequestHeader(topic=topic).to_ext_fields()
+            creds = self.inner_credentials
+            if creds is not None:
+                ext = sign_remoting(ext, None, creds.username, creds.password)
+            try:
+                resp = await self._request(addr, RemotingCommand.request(RequestCode.GET_TOPIC_CONFIG, ext))
+            except (OSError, TimeoutError) as e:
+                log.info("topic config of %s from broker %s: %s", topic, addr, failure_reason(e, REQUEST_TIMEOUT_S))
+                continue
+            if resp.code != ResponseCode.SUCCESS:
+                log.info("topic config of %s from broker %s: code %d %s", topic, addr, resp.code, resp.remark)
+                continue
+            try:
+                return dict(TopicConfigBody.from_json(resp.body).attributes or {})
+            except BodyError as e:
+                log.warning("topic config of %s from broker %s: undecodable TopicConfig: %s", topic, addr, e)
+        return None
 
     async def _fetch_route(self, topic: str) -> TopicRouteData | None:
         """GET_ROUTEINFO_BY_TOPIC from the name server that answered last, then the others. None when no

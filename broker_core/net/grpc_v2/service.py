@@ -266,11 +266,11 @@ class MessagingService(MessagingServiceServicer):
             topic = request.topic.name
             await self._authorize(info, "QueryRoute", topic=topic)
             self._check_topic(topic)
-            tc = self._topic(topic)
-            types = _MESSAGE_TYPES.get((tc.attributes or {}).get("message.type", "NORMAL").upper(),
-                                       [pb.MessageType.NORMAL])
+            tc = self.broker.get_topic(topic)
+            brokers = await self._route_brokers(topic, tc, request.endpoints)
+            types = await self._accepted_types(topic, tc)
             queues = []
-            for b, endpoints in await self._route_brokers(topic, tc, request.endpoints):
+            for b, endpoints in brokers:
                 broker = pb.Broker(name=b.broker_name, id=0, endpoints=endpoints)
                 for qid, perm in self._queue_layout(b.perm, b.read_queue_nums, b.write_queue_nums):
                     queues.append(pb.MessageQueue(topic=request.topic, id=qid, permission=perm, broker=broker,
@@ -279,22 +279,54 @@ class MessagingService(MessagingServiceServicer):
         except RpcError as e:
             return pb.QueryRouteResponse(status=status(e.code, e.message))
 
-    async def _route_brokers(self, topic: str, tc: TopicConfig, dialled: Any) -> list[tuple[BrokerQueues, Any]]:
+    async def _accepted_types(self, topic: str, tc: TopicConfig | None) -> list[int]:
+        """The message types the topic's queues accept, from its ``message.type``: this broker's config
+        when it has the topic, else the config of a broker of the route (upstream's ClusterMetadataService
+        asks one with GET_TOPIC_CONFIG). When no broker of the route answers, every type is listed: the
+        broker that stores the message checks its type against its own config at SendMessage, whereas
+        upstream's UNSPECIFIED makes the clients refuse every send until their next route refresh."""
+        if tc is not None:
+            attributes: dict[str, str] | None = tc.attributes or {}
+        else:
+            attributes = None
+            if self.cluster_routes is not None:
+                try:
+                    attributes = await self.cluster_routes.topic_attributes(topic)
+                except Exception:  # a bug in routing must not fail the RPC
+                    log.exception("topic config of %s from the cluster failed", topic)
+        if attributes is None:
+            return _MESSAGE_TYPES["MIXED"]
+        return _MESSAGE_TYPES.get(attributes.get("message.type", "NORMAL").upper(), [pb.MessageType.NORMAL])
+
+    async def _route_brokers(self, topic: str, tc: TopicConfig | None,
+                             dialled: Any) -> list[tuple[BrokerQueues, Any]]:
         """Each broker of the topic's route with the Endpoints its clients use. From the name server
-        when there is one (so every broker's queues are listed, and a perm changed there, e.g. by
-        wipeWritePerm, is obeyed); this broker alone, from its TopicConfig, when the name server cannot
-        be reached or has no route of the topic. This broker answers with the endpoints the client
-        dialled (``dialled``); a route the name server gives without it (a topic created here moments
-        ago, not yet registered) gets it added, since the client reaches it and it has the topic."""
-        local = BrokerQueues(self.broker.config.broker_name, tc.perm, tc.read_queue_nums, tc.write_queue_nums, None)
+        when there is one (so every broker's queues are listed, a perm changed there, e.g. by
+        wipeWritePerm, is obeyed, and a topic that lives only on other brokers of the cluster is found:
+        a client reaches every broker of the topic whichever endpoint it dials); this broker alone,
+        from its TopicConfig ``tc``, when the name server cannot be reached or has no route of the topic.
+        This broker answers with the endpoints the client dialled (``dialled``); a route the name server
+        gives without it (a topic created here moments ago, not yet registered) gets it added, since the
+        client reaches it and it has the topic. TOPIC_NOT_FOUND when neither knows the topic."""
+        local = None if tc is None else \
+            BrokerQueues(self.broker.config.broker_name, tc.perm, tc.read_queue_nums, tc.write_queue_nums, None)
         route = None
         if self.cluster_routes is not None:
             try:
                 route = await self.cluster_routes.topic_route(topic)
             except Exception:  # a bug in routing must not fail the RPC: the local answer still works
                 log.exception("cluster route of %s failed; answering with this broker's queues", topic)
-        brokers = [local] if route is None else list(route.brokers) if route.has_local else \
-            sorted([*route.brokers, local], key=lambda b: b.broker_name)
+        if route is None:
+            if local is None:
+                raise RpcError(pb.Code.TOPIC_NOT_FOUND, f"topic {topic} not found")
+            brokers = [local]
+        elif local is None or route.has_local:
+            brokers = list(route.brokers)
+        else:
+            brokers = sorted([*route.brokers, local], key=lambda b: b.broker_name)
+        if not brokers:
+            raise RpcError(pb.Code.INTERNAL_SERVER_ERROR, f"topic {topic} is routed only to brokers whose gRPC "
+                                                          "endpoint is unknown or off")
         return [(b, dialled if b.endpoint is None else _endpoints(b.endpoint)) for b in brokers]
 
     @staticmethod
@@ -314,7 +346,7 @@ class MessagingService(MessagingServiceServicer):
             topic, group = request.topic.name, request.group.name
             await self._authorize(info, "QueryAssignment", topic=topic, group=group)
             self._check_topic_and_group(topic, group)
-            tc = self._topic(topic)
+            tc = self.broker.get_topic(topic)  # None: a topic of other brokers only, routed by the name server
             readable = [(b, endpoints) for b, endpoints in await self._route_brokers(topic, tc, request.endpoints)
                         if b.perm & 4 and b.read_queue_nums > 0]
             if not readable:
