@@ -509,16 +509,22 @@ class MessagingService(MessagingServiceServicer):
         return pb.RetryPolicy(max_attempts=attempts, customized_backoff=pb.CustomizedBackoff(next=durations))
 
     def _check_back(self, half: MessageExt, producer_group: str) -> bool:
-        """Ask a live gRPC producer of the half's topic for its decision (broker thread), rotating over
-        them from one check to the next as upstream does."""
-        topic = half.get_property(P.PROPERTY_REAL_TOPIC) or producer_group
-        producers = self.sessions.producers_of(topic)
+        """Ask a live gRPC producer of the half's producer group for its decision (broker thread),
+        rotating over them from one check to the next as upstream does.
+
+        A gRPC producer's group is each topic it publishes (upstream's ClientActivity registers it under
+        the topic, and SendMessage stamps the topic as the producer group of its halves), so only a half
+        whose producer group is such a topic is theirs. A half of a remoting group (PG1) on the same topic
+        is not: an unrelated gRPC app was sent its body and its ROLLBACK destroyed it. False then, so the
+        remoting listener, or "no live producer" until PG1 is back, decides, as upstream's
+        ProducerManager#getAvailableChannel(group) does."""
+        producers = self.sessions.producers_of(producer_group)
         if not producers or self._loop is None:
             return False
         tx_id = half.get_property(P.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or half.msg_id
         self._transactions[tx_id] = (producer_group, half.queue_offset, half.commit_log_offset)
         wire = outbound(half)
-        wire.topic.name = topic
+        wire.topic.name = half.get_property(P.PROPERTY_REAL_TOPIC) or producer_group
         command = pb.TelemetryCommand(recover_orphaned_transaction_command=pb.RecoverOrphanedTransactionCommand(
             message=wire, transaction_id=tx_id))
         producer = producers[next(self._check_counter) % len(producers)]
