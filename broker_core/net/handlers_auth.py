@@ -111,11 +111,9 @@ class AuthHandlers:
 
     async def get_acl(self, ch: Channel, req: RemotingCommand, auth: RequestContext) -> RemotingCommand:
         h = AclRequestHeader.from_ext_fields(req.ext_fields)
-        subject = h.subject or ""
-        name = subject.split(":", 1)[1] if ":" in subject else subject
-        if await self.ctx.run(self.broker.get_user, name) is None:
-            return req.response(ResponseCode.NO_PERMISSION, "The subject is not exist.")
-        acl = await self.ctx.run(self.broker.get_acl, subject, auth=auth)
+        # authorized first, then "The subject is not exist." (AuthManager.get_acl): asking whether the user
+        # exists before told a caller without Cluster [Get] which usernames exist, and went unaudited
+        acl = await self.ctx.run(self.broker.get_acl, h.subject or "", auth=auth)
         return req.response(body=fastjson.dumps(acl_to_info(acl)) if acl is not None else b"")
 
     async def list_acls(self, ch: Channel, req: RemotingCommand, auth: RequestContext) -> RemotingCommand:

@@ -138,3 +138,20 @@ def test_explain_acl_without_source_ip_says_none_was_given(cli) -> None:
     assert r.exit_code == 0, r.stderr
     assert "None" not in r.stdout, r.stdout
     assert "no source IP given (-i)" in r.stdout and "10.0.0.0/8" in r.stdout, r.stdout
+
+
+def test_get_acl_without_cluster_get_is_refused_alike_for_users_that_exist_and_users_that_do_not(
+        secured: BrokerProcess) -> None:
+    """The broker told a caller without Cluster [Get] whether a username exists ("The subject is not
+    exist.", exit 3, against a permission refusal for a real user), before authorizing the request. As
+    Apache's authorization pipeline runs before the handler, both are now the same refusal."""
+    b, c = secured, ("-c", "DefaultCluster")
+    as_super(b, "createUser", *c, "-u", "snoop", "-p", "snooppw")
+    as_super(b, "createUser", *c, "-u", "victim", "-p", "victimpw")
+    asks = [mqadmin("getAcl", "-n", b.namesrv_addr, *c, "--ak", "snoop", "--sk", "snooppw", "-s", f"User:{who}")
+            for who in ("victim", "nosuchuser")]
+    for r in asks:
+        assert r.returncode == 1, (r.stdout, r.stderr)
+        assert "User:snoop has no permission to access Cluster:DefaultCluster" in r.stderr, r.stderr
+    missing = mqadmin("getAcl", "-n", b.namesrv_addr, *c, "--ak", SUPER[0], "--sk", SUPER[1], "-s", "User:nosuchuser")
+    assert missing.returncode == 3 and "The subject is not exist." in missing.stderr, (missing.stdout, missing.stderr)
