@@ -159,8 +159,25 @@ class AuthConfig:
         return _split_codes(self.authorization_whitelist)
 
 
+#: the protobuf package of the gRPC v2 messages
+GRPC_PACKAGE = "apache.rocketmq.v2."
+
+
+def grpc_request_code(rpc: str) -> str:
+    """A gRPC v2 call's request code as Apache's auth knows it: its request message's full protobuf name
+    (Default{Authentication,Authorization}ContextBuilder: ``message.getDescriptorForType().getFullName()``),
+    e.g. ``apache.rocketmq.v2.QueryRouteRequest``; Telemetry's message is a ``TelemetryCommand``.
+
+    Why: the whitelists and the audit log's "for request = ..." name gRPC calls so; a whitelist copied
+    from an Apache broker did nothing while we named calls by their bare RPC name."""
+    return f"{GRPC_PACKAGE}{'TelemetryCommand' if rpc == 'Telemetry' else rpc + 'Request'}"
+
+
 def _split_codes(text: str) -> frozenset[str]:
-    return frozenset(c.strip() for c in text.split(",") if c.strip())
+    """The whitelist's codes: remoting request codes (decimal), gRPC request names as Apache writes them,
+    and bare RPC names (``QueryRoute``), which this broker took before and still takes."""
+    codes = {c.strip() for c in text.split(",") if c.strip()}
+    return frozenset(codes | {grpc_request_code(c) for c in codes if c.isidentifier()})
 
 
 def _parse_bool(key: str, raw: str) -> bool:

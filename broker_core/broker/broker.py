@@ -607,7 +607,7 @@ class Broker:
                                                      publishing_topics=publishing_topics,
                                                      subscription_topics=subscription_topics):
                 self.auth_manager.authorize(AuthorizationContext(subject, resource, actions, auth.source_ip,
-                                                                 rpc, auth.channel_id))
+                                                                 auth.request_code or rpc, auth.channel_id))
         except AuthError as e:
             raise NoPermissionError(e.message, code=e.code) from e
 

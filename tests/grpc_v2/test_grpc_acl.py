@@ -84,3 +84,31 @@ def test_a_send_of_two_topics_is_refused_before_anything_is_stored(acl_broker):
     b = acl_broker.broker
     assert b.store.wait_for_dispatch()  # the sends are answered once in the commitlog; the queues follow
     assert sum(b.get_max_offset("Secure", q) for q in (0, 1)) == 2  # only the two of the allowed request
+
+
+@pytest.mark.parametrize("whitelist", ["apache.rocketmq.v2.QueryRouteRequest,apache.rocketmq.v2.SendMessageRequest",
+                                       "QueryRoute, SendMessage"])
+def test_the_authorization_whitelist_takes_apaches_grpc_request_names_and_bare_rpc_names(tmp_path, whitelist):
+    """Apache names a gRPC call in its whitelists (and audit log) by its request message's full protobuf
+    name; a whitelist copied from an Apache broker did nothing here, where calls went by their bare RPC
+    name. Both now let alice publish to a topic no policy of hers allows."""
+    home = tmp_path / "home"
+    home.mkdir()
+    running = start_grpc_broker(tmp_path / "store", home, {"authenticationEnabled": "true",
+                                                          "authorizationEnabled": "true",
+                                                          "authorizationWhitelist": whitelist})
+    try:
+        running.broker.create_or_update_topic("Other", 2, 2)
+        running.broker.auth_manager.create_user("alice", "alice-secret")
+        out = running.client("produce", topic="Other", count=2, ak="alice", sk="alice-secret")
+        assert len(out["sent"]) == 2 and not out["errors"], out
+    finally:
+        stop_grpc_broker(running)
+
+
+def test_every_rpcs_request_code_is_its_request_messages_full_name():
+    from broker_core.auth.config import grpc_request_code
+    from broker_core.net.grpc_v2.stubs import service_pb2
+
+    methods = service_pb2.DESCRIPTOR.services_by_name["MessagingService"].methods
+    assert methods and all(grpc_request_code(m.name) == m.input_type.full_name for m in methods)

@@ -23,6 +23,7 @@ import grpc
 from google.protobuf.duration_pb2 import Duration
 
 from broker_core.auth.authentication import AuthenticationContext
+from broker_core.auth.config import grpc_request_code
 from broker_core.broker.broker import Broker
 from broker_core.broker.client_registry import CONSUME_TYPE_POP, ConsumerData, SubscriptionData
 from broker_core.broker.errors import BodyTooLargeError, BrokerError, PropertiesTooLargeError
@@ -211,9 +212,10 @@ class MessagingService(MessagingServiceServicer):
         ip = _peer_ip(context.peer() or "")
         # The stateful strategy caches a verdict per channel: the connection (its peer address) and the
         # client id together, never the client id alone, which any caller may claim in its headers.
-        authn = AuthenticationContext.from_grpc(md, rpc, channel_id=f"{context.peer() or ''}|{client_id}")
+        code = grpc_request_code(rpc)  # as Apache's whitelists and audit log name the call
+        authn = AuthenticationContext.from_grpc(md, code, channel_id=f"{context.peer() or ''}|{client_id}")
         return CallInfo(client_id, md.get("x-mq-language", ""), md.get("x-mq-client-version", ""), ip,
-                        RequestContext(source_ip=ip, channel_id=client_id, request_code=rpc, authentication=authn))
+                        RequestContext(source_ip=ip, channel_id=client_id, request_code=code, authentication=authn))
 
     async def _authorize(self, info: CallInfo, rpc: str, **kw: Any) -> None:
         """Upstream answers every authentication and authorization failure with UNAUTHORIZED.
