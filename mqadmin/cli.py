@@ -211,7 +211,7 @@ def _complete(ctx: typer.Context, incomplete: str, fetch: Callable[[Admin], list
 
 _COMMON: list[inspect.Parameter] = [
     inspect.Parameter("store", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[
-        str | None, typer.Option("--store", help="store directory (default: $RMQ_STORE, else ./store)",
+        str | None, typer.Option("--store", help="store directory (default: $RMQ_STORE, else storePathRootDir of --config, else ./store)",
                                  rich_help_panel="Target")]),
     inspect.Parameter("config", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[
         str | None, typer.Option("--config", help="RocketMQ-style broker config (broker.conf or YAML)",

@@ -56,7 +56,7 @@ def open_admin(store: str | Path | None = None, namesrv_addr: str | None = None,
                clock: Callable[[], int] = now_ms, *, access_key: str | None = None,
                secret_key: str | None = None, create: bool = False) -> Admin:
     """The Admin for a target: ``namesrv_addr`` (or $NAMESRV_ADDR) picks remoting, else the store
-    directory ``store`` (or $RMQ_STORE, else ./store) in process."""
+    directory ``store`` (or $RMQ_STORE, else the config file's storePathRootDir, else ./store) in process."""
     remote = namesrv_addr or os.environ.get("NAMESRV_ADDR") or None
     if remote:
         return open_remote_admin(remote, clock, access_key=access_key, secret_key=secret_key)

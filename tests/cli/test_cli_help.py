@@ -55,3 +55,12 @@ def test_bare_mqadmin_lists_the_commands():
     assert r.exit_code == 2
     assert "Usage: mqadmin" in r.stderr and "topicStatus" in r.stderr
     assert len(r.stderr.splitlines()) > 20  # the list, one command a line, not one folded line
+
+
+def test_store_help_names_the_config_files_store_path_between_the_environment_and_the_default():
+    """The --store help said "$RMQ_STORE, else ./store" while the config file's storePathRootDir comes
+    between the two (README, store_dir.resolve_store_root)."""
+    r = run("verifyStore", "--help")
+    assert r.exit_code == 0
+    text = " ".join(r.stdout.replace("│", " ").split())
+    assert "$RMQ_STORE, else storePathRootDir of --config, else ./store" in text, text
