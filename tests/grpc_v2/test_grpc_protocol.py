@@ -144,6 +144,17 @@ def test_pull_and_offset_rpcs(grpc_broker):
     # a policy number the protocol does not define: said as such, not "query by TIMESTAMP needs a timestamp"
     unknown = s.QueryOffset(pb.QueryOffsetRequest(message_queue=mq, query_offset_policy=99), metadata=MD).status
     assert (unknown.code, unknown.message) == (pb.Code.BAD_REQUEST, "unknown query offset policy 99")
+    # after resetOffsetByTime the next pull says the offset was reset (it said "offset 4 is outside [0, 5]",
+    # an offset well inside the queue), next_offset carrying the reset offset; a pull from there reads on
+    b.reset_offset("PullG", "PullT", offset=1)
+    items = list(s.PullMessage(pb.PullMessageRequest(group=pb.Resource(name="PullG"), message_queue=mq, offset=4,
+                                                     batch_size=10), metadata=MD, timeout=10))
+    assert (items[0].status.code, items[0].status.message) == (
+        pb.Code.ILLEGAL_OFFSET, "the offset of group PullG on this queue was reset to 1; pull from next_offset")
+    assert items[-1].next_offset == 1
+    items = list(s.PullMessage(pb.PullMessageRequest(group=pb.Resource(name="PullG"), message_queue=mq, offset=1,
+                                                     batch_size=10), metadata=MD, timeout=10))
+    assert [i.message.body for i in items[1:-1]] == [b"p1", b"p2", b"p3", b"p4"]
 
 
 def test_stop_waits_for_a_broker_call_in_progress(tmp_path):

@@ -29,6 +29,7 @@ from broker_core.broker.client_registry import CONSUME_TYPE_POP, ConsumerData, S
 from broker_core.broker.errors import BodyTooLargeError, BrokerError, PropertiesTooLargeError
 from broker_core.broker.pop.pop_service import AckResult, AckStatus, PopStatus
 from broker_core.broker.pop.receipt_handle import InvalidReceiptHandleError, ReceiptHandle
+from broker_core.broker.pull import OFFSET_RESET
 from broker_core.broker.request_context import RequestContext
 from broker_core.broker.topic_validator import (
     dlq_topic,
@@ -847,6 +848,9 @@ class MessagingService(MessagingServiceServicer):
             items = [pb.PullMessageResponse(message=outbound(m)) for m in result.messages]
             if items:
                 first = OK
+            elif result.detail == OFFSET_RESET:  # the group's offset was reset: pull on from next_offset
+                first = status(pb.Code.ILLEGAL_OFFSET, f"the offset of group {group} on this queue was reset to "
+                                                       f"{next_offset}; pull from next_offset")
             elif result.status.value == "OFFSET_ILLEGAL":
                 first = status(pb.Code.ILLEGAL_OFFSET, f"offset {request.offset} is outside "
                                                        f"[{result.min_offset}, {result.max_offset}]")
