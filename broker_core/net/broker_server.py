@@ -42,6 +42,13 @@ from .remoting_server import Handler, RemotingServer, ServerConfig
 log = logging.getLogger("rmqops.broker.net")
 
 REGISTER_NAME_SERVER_PERIOD_MS = 30_000
+REGISTER_PERIOD_MIN_MS = 100
+"""The shortest registration period taken. Apache's BrokerController takes max(10000, ...): here short
+periods stay possible (tests and demos see route changes quickly), but 0 or a negative period re-registered
+in a busy loop at 100% CPU."""
+REGISTER_PERIOD_MAX_MS = 60_000
+"""The longest, as Apache's min(..., 60000): a broker must register well within the name server's
+broker expiry (brokerChannelExpiredTime, 120 s) or it drops out of the routes between registrations."""
 REGISTER_TIMEOUT_S = 3.0  # one REGISTER_BROKER (connect and answer); a hung name server costs no more
 CLIENT_HOUSEKEEPING_PERIOD_S = 10.0  # ClientHousekeepingService: scan for silent clients every 10 s
 
@@ -52,7 +59,7 @@ class BrokerRemotingServer:
                  server_config: ServerConfig | None = None, workers: int | None = None) -> None:
         self.broker = broker
         self.namesrv_addrs = list(namesrv_addrs or [])
-        self.register_period_ms = register_period_ms
+        self.register_period_ms = effective_register_period_ms(register_period_ms)
         self.heartbeat_timeout_ms = heartbeat_timeout_ms
         self.ctx = BrokerContext(broker, workers, self.register_all)
         # a client that hung up has its calls still waiting for a worker dropped, not answered to no one
@@ -63,6 +70,7 @@ class BrokerRemotingServer:
         self._housekeeping: asyncio.Task[None] | None = None
         self._register_lock: asyncio.Lock | None = None
         self._pending_register: asyncio.Task[None] | None = None
+        self._stopping = False
 
     def _broker_handlers(self) -> dict[int, BrokerHandler]:
         table: dict[int, BrokerHandler] = {}
@@ -112,11 +120,10 @@ class BrokerRemotingServer:
         return bound
 
     async def stop(self) -> None:
-        for task in (self._register_task, self._housekeeping):
+        self._stopping = True
+        for task in (self._register_task, self._housekeeping, self._pending_register):
             if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+                await _cancel_until_done(task)
         await self._unregister_all()
         await self.server.stop()
         for conn in self._namesrv.values():
@@ -137,11 +144,13 @@ class BrokerRemotingServer:
     def _topics_changed(self) -> None:
         """A topic appeared or changed (an admin request, or the broker's own retry/DLQ topics):
         register soon, once for a burst of changes, as Java's registerBrokerAll after a topic change."""
+        if self._stopping:
+            return
         if self._pending_register is None or self._pending_register.done():
             self._pending_register = asyncio.get_running_loop().create_task(self.register_all())
 
     async def _register_loop(self) -> None:
-        while True:
+        while not self._stopping:
             await asyncio.sleep(self.register_period_ms / 1000)
             await self.register_all()
 
@@ -152,23 +161,7 @@ class BrokerRemotingServer:
         return conn
 
     def _register_request(self) -> RemotingCommand:
-        reg = self.broker.registration()
-        # a broker that is not both readable and writable advertises its topics masked (wipeWritePerm);
-        # otherwise each topic's own perm, the inherit bit included (BrokerController#registerBrokerAll)
-        broker_perm = self.broker.config.broker_permission
-        read_write = PERM_READ | PERM_WRITE
-        mask = -1 if broker_perm & read_write == read_write else broker_perm
-        topics = {t.topic_name: TopicConfigBody(topic_name=t.topic_name, read_queue_nums=t.read_queue_nums,
-                                                write_queue_nums=t.write_queue_nums, perm=t.perm & mask,
-                                                topic_sys_flag=t.topic_sys_flag, order=t.order) for t in reg.topics}
-        body = RegisterBrokerBody(topic_config_serialize_wrapper=TopicConfigSerializeWrapper(
-            topic_config_table=topics, data_version=DataVersion(counter=reg.data_version,
-                                                                timestamp=self.broker.clock()))).to_json()
-        header = RegisterBrokerRequestHeader(broker_name=reg.broker_name, broker_addr=reg.broker_addr,
-                                             cluster_name=reg.cluster_name, ha_server_addr=reg.ha_server_addr,
-                                             broker_id=reg.broker_id, heartbeat_timeout_millis=self.heartbeat_timeout_ms,
-                                             body_crc32=zlib.crc32(body) & 0x7FFFFFFF)
-        return RemotingCommand.request(RequestCode.REGISTER_BROKER, header.to_ext_fields(), body)
+        return register_broker_request(self.broker, self.heartbeat_timeout_ms)
 
     async def register_all(self) -> None:
         """REGISTER_BROKER to every name server; a name server that is down is logged and retried next period."""
@@ -195,3 +188,48 @@ class BrokerRemotingServer:
             with contextlib.suppress(OSError, TimeoutError):
                 await self._conn(addr).request(RemotingCommand.request(RequestCode.UNREGISTER_BROKER,
                                                                        header.to_ext_fields()), timeout=2.0)
+
+
+def effective_register_period_ms(period_ms: int) -> int:
+    """registerNameServerPeriod as used: within [REGISTER_PERIOD_MIN_MS, REGISTER_PERIOD_MAX_MS], with a
+    warning when the setting is outside (Apache clamps it the same way, to [10000, 60000], silently)."""
+    used = min(max(period_ms, REGISTER_PERIOD_MIN_MS), REGISTER_PERIOD_MAX_MS)
+    if used != period_ms:
+        log.warning("registerNameServerPeriod %d ms is outside [%d, %d]: registering every %d ms", period_ms,
+                    REGISTER_PERIOD_MIN_MS, REGISTER_PERIOD_MAX_MS, used)
+    return used
+
+
+async def _cancel_until_done(task: asyncio.Task[None]) -> None:
+    """Cancel ``task`` and wait for it, cancelling again until it ends.
+
+    Why again: Python 3.11's asyncio.wait_for swallows a cancellation that arrives just as the awaited
+    answer does (a REGISTER_BROKER reply, here), so one cancel() could be lost and ``await task`` waited
+    for ever — mqbroker then ignored SIGTERM. asyncio.wait never cancels or re-raises, so it polls safely.
+    """
+    while not task.done():
+        task.cancel()
+        await asyncio.wait({task}, timeout=0.1)
+    if not task.cancelled() and task.exception() is not None:
+        log.warning("background task %s ended with %r", task.get_name(), task.exception())
+
+
+def register_broker_request(broker: Broker, heartbeat_timeout_ms: int | None) -> RemotingCommand:
+    """The REGISTER_BROKER request of ``broker`` now: its identity in the header, its topics in the body."""
+    reg = broker.registration()
+    # a broker that is not both readable and writable advertises its topics masked (wipeWritePerm);
+    # otherwise each topic's own perm, the inherit bit included (BrokerController#registerBrokerAll)
+    broker_perm = broker.config.broker_permission
+    read_write = PERM_READ | PERM_WRITE
+    mask = -1 if broker_perm & read_write == read_write else broker_perm
+    topics = {t.topic_name: TopicConfigBody(topic_name=t.topic_name, read_queue_nums=t.read_queue_nums,
+                                            write_queue_nums=t.write_queue_nums, perm=t.perm & mask,
+                                            topic_sys_flag=t.topic_sys_flag, order=t.order) for t in reg.topics}
+    body = RegisterBrokerBody(topic_config_serialize_wrapper=TopicConfigSerializeWrapper(
+        topic_config_table=topics, data_version=DataVersion(counter=reg.data_version,
+                                                            timestamp=broker.clock()))).to_json()
+    header = RegisterBrokerRequestHeader(broker_name=reg.broker_name, broker_addr=reg.broker_addr,
+                                         cluster_name=reg.cluster_name, ha_server_addr=reg.ha_server_addr,
+                                         broker_id=reg.broker_id, heartbeat_timeout_millis=heartbeat_timeout_ms,
+                                         body_crc32=zlib.crc32(body) & 0x7FFFFFFF)
+    return RemotingCommand.request(RequestCode.REGISTER_BROKER, header.to_ext_fields(), body)
