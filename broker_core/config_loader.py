@@ -291,10 +291,21 @@ def read_properties_file(path: str | Path) -> dict[str, str]:
         data_map = {} if loaded is None else loaded
         if not isinstance(data_map, dict):
             raise ConfigError(f"{path}: expected a mapping of config keys")
+        for k, v in data_map.items():
+            _check_yaml_scalar(path, k, v)
         return {str(k): ("true" if v is True else "false" if v is False else java_trim(str(v)))
                 for k, v in data_map.items() if v is not None}
     text, _ = decode_config_bytes(data)
     return {p.key: java_trim(p.value) for p in parse_properties(text, str(path))}
+
+
+def _check_yaml_scalar(path: Path, key: object, value: object) -> None:
+    """ConfigError naming the file and key unless ``value`` is one value. Why: every broker key is a single
+    string, number or boolean (as in a properties file); a list or mapping became its Python text
+    ("brokerName: [1, 2]" named the broker "[1, 2]")."""
+    if isinstance(value, (list, tuple, dict, set, bytes)):
+        kind = "mapping" if isinstance(value, dict) else "binary value" if isinstance(value, bytes) else "list"
+        raise ConfigError(f"{path}: {key}: expected a single value (string, number or true/false), got a {kind}")
 
 
 def _coerce(key: str, raw: str, typ: Any, lo: int | None = None) -> Any:

@@ -28,12 +28,13 @@ from broker_core.auth.errors import AuthStoreError
 from broker_core.broker.broker import Broker
 from broker_core.broker.broker_config import BrokerConfig, check_port, resolve_broker_ip
 from broker_core.config_loader import ConfigError, read_properties_file, snake_to_camel, values_of
-from broker_core.net.broker_server import BrokerRemotingServer
+from broker_core.net.broker_server import BrokerRemotingServer, register_broker_request
 from broker_core.net.grpc_v2.cluster_route import NamesrvClusterRoutes
 from broker_core.net.grpc_v2.server import GrpcEndpoint, GrpcServerConfig
 from broker_core.net.namesrv import NameServer, NamesrvConfig
-from broker_core.net.net_config import NetConfig
+from broker_core.net.net_config import NetConfig, check_idle_seconds
 from broker_core.net.outbound import IllegalAddressError, parse_address, split_addresses
+from broker_core.remoting.header_codec import encode_header
 from broker_core.store.config_file import ConfigFileError
 from broker_core.store.index_file import IndexFileError
 from broker_core.store.store_dir import store_dir_from
@@ -52,18 +53,22 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--host", default=None, help="address to listen on and advertise (default brokerIP1, 127.0.0.1)")
     ap.add_argument("--listenPort", type=int, default=None, help="broker port (default listenPort, 10911; 0 = free)")
     ap.add_argument("--namesrvPort", type=int, default=None, help="name server port (default 9876; 0 = free)")
-    ap.add_argument("--registerNameServerPeriod", type=int, default=None, help="ms between registrations (30000)")
+    ap.add_argument("--registerNameServerPeriod", type=int, default=None, help="ms between registrations (30000; "
+                    "taken within [100, 60000])")
     ap.add_argument("--brokerChannelExpiredTime", type=int, default=None,
                     help="ms without registration before the name server drops a broker (120000)")
     ap.add_argument("--kvConfigPath", default=None,
                     help="name server KV config file (default kvConfigPath, else <store>/namesrv/kvConfig.json)")
     ap.add_argument("--scanNotActiveBrokerInterval", type=int, default=None, help="ms between expiry scans (5000)")
-    ap.add_argument("--idleTimeout", type=float, default=None, help="seconds before an idle connection is closed (120)")
-    ap.add_argument("--frameMaxLength", type=int, default=None, help="largest accepted frame in bytes (16 MiB)")
+    ap.add_argument("--idleTimeout", type=float, default=None, help="seconds before an idle connection is closed (120; 0 = never)")
+    ap.add_argument("--frameMaxLength", type=int, default=None, help="largest accepted frame in bytes (16 MiB; at least 65536)")
     ap.add_argument("--grpc-port", "--grpcServerPort", dest="grpc_port", type=int, default=None,
                     help="gRPC v2 endpoint port (default grpcServerPort, 8081; 0 = off; with listenPort 0 (--listenPort "
                          "or the config) and no grpcServerPort it also takes a free port)")
     return ap.parse_args(argv)
+
+
+HEADER_LENGTH_MAX = 0xFFFFFF  # a frame's header length is 24 bits (the top byte is the serialize type)
 
 
 class _ListenError(Exception):
@@ -179,19 +184,22 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"mqbroker: {e}", file=sys.stderr)
         return 1
-    for key in ("namesrv_port", "register_name_server_period", "broker_channel_expired_time",
-                "scan_not_active_broker_interval", "frame_max_length"):
-        value = getattr(args, snake_to_camel(key))
-        if value is not None:
-            setattr(net, key, value)
-    if args.idleTimeout is not None:
-        net.server_channel_max_idle_time_seconds = args.idleTimeout
     try:
         # the command line's ports and host as the file's are checked: one line naming the flag or key
         for flag, port in (("--listenPort", args.listenPort), ("--namesrvPort", args.namesrvPort),
                            ("--grpc-port", args.grpc_port)):
             if port is not None:
                 check_port(flag, port)
+        # the net flags as their config keys: the same range, one line naming the flag
+        for key in ("namesrv_port", "register_name_server_period", "broker_channel_expired_time",
+                    "scan_not_active_broker_interval", "frame_max_length"):
+            flag = snake_to_camel(key)
+            value = getattr(args, flag)
+            if value is not None:
+                net.override(f"--{flag}", key, value)
+        if args.idleTimeout is not None:
+            check_idle_seconds("--idleTimeout", args.idleTimeout)
+            net.server_channel_max_idle_time_seconds = args.idleTimeout
         check_port("namesrvPort", net.namesrv_port)
         host = resolve_broker_ip(args.host, "--host") if args.host else config.broker_ip1
         if args.namesrv is not None:  # -n replaces the file's namesrvAddr, as in Apache's BrokerStartup
@@ -257,6 +265,10 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"mqbroker: cannot open store {root}: {e}", file=sys.stderr)
                 return 1
             broker.start()
+            too_big = _registration_too_big(broker, net)
+            if too_big:
+                print(f"mqbroker: {too_big}", file=sys.stderr)
+                return 1
         addrs = split_addresses(external) if external else \
             [f"{host}:{namesrv_sock.getsockname()[1]}"] if namesrv_sock is not None else []
         if broker is not None and addrs:
@@ -278,6 +290,23 @@ def main(argv: list[str] | None = None) -> int:
                 with contextlib.suppress(OSError):
                     s.close()
     return 0 if clean else 1
+
+
+def _registration_too_big(broker: Broker, net: NetConfig) -> str | None:
+    """Why the broker's REGISTER_BROKER could never reach a name server, or None.
+
+    Why at start: Apache sets no length limit on brokerName or brokerClusterName, but a frame over
+    frameMaxLength is refused by the name server (a 30 MB brokerName: every registration closed the
+    connection, the broker never appeared in a route, and still printed "boot success")."""
+    req = register_broker_request(broker, net.broker_channel_expired_time)
+    header_len = len(encode_header(req))
+    length = 4 + header_len + len(req.body or b"")  # the frame's length field, held to frameMaxLength
+    if length <= net.frame_max_length and header_len <= HEADER_LENGTH_MAX:
+        return None
+    cfg = broker.config
+    return (f"the broker's registration is {length} bytes, over frameMaxLength {net.frame_max_length} "
+            f"(brokerName {len(cfg.broker_name)} and brokerClusterName {len(cfg.broker_cluster_name)} characters, "
+            f"{len(broker.registration().topics)} topics): the name server would refuse it; shorten the names")
 
 
 def _report_shutdown(broker: Broker) -> bool:

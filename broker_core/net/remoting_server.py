@@ -66,7 +66,7 @@ class ServerConfig:
     """RocketMQ's netty server settings that matter here (names from NettyServerConfig / system properties)."""
 
     frame_max_length: int = DEFAULT_FRAME_MAX_LENGTH  # com.rocketmq.remoting.frameMaxLength
-    idle_timeout: float = 120.0  # serverChannelMaxIdleTimeSeconds
+    idle_timeout: float = 120.0  # serverChannelMaxIdleTimeSeconds; 0 = idle connections stay open
     max_connections: int = 10_000
     max_inflight_per_connection: int = 1024  # at this, stop reading that connection until answers go out
     max_dispatch_per_turn: int = 16  # requests taken from one connection per event-loop turn (fairness)
@@ -101,6 +101,8 @@ class _Connection(asyncio.Protocol):
     def _arm_idle(self) -> None:
         if self._idle is not None:
             self._idle.cancel()
+        if self.server.config.idle_timeout <= 0:  # 0: never closed for idleness (Netty's IdleStateHandler with 0)
+            return
         self._idle = self.server.loop.call_later(self.server.config.idle_timeout, self._check_idle)
 
     def _check_idle(self) -> None:
