@@ -220,12 +220,9 @@ class NamesrvClusterRoutes:
         addrs = [a for q in sorted(data.queue_datas, key=lambda q: q.broker_name)
                  if (a := masters.get(q.broker_name)) and a != self.broker_addr]
         for addr in dict.fromkeys(addrs):
-            ext = GetTopicConfigRequestHeader(topic=topic).to_ext_fields()
-            creds = self.inner_credentials
-            if creds is not None:
-                ext = sign_remoting(ext, None, creds.username, creds.password)
             try:
-                resp = await self._request(addr, RemotingCommand.request(RequestCode.GET_TOPIC_CONFIG, ext))
+                resp = await self._signed_request(addr, RequestCode.GET_TOPIC_CONFIG,
+                                                  GetTopicConfigRequestHeader(topic=topic).to_ext_fields())
             except (OSError, TimeoutError) as e:
                 log.info("topic config of %s from broker %s: %s", topic, addr, failure_reason(e, REQUEST_TIMEOUT_S))
                 continue
@@ -273,18 +270,21 @@ class NamesrvClusterRoutes:
         return await self._cached(self._ports, "port", broker_addr, BROKER_PORT_CACHE_S, BROKER_PORT_RETRY_S,
                                   lambda: self._ask_grpc_address(broker_addr))
 
+    async def _signed_request(self, broker_addr: str, code: int, ext: dict[str, str]) -> RemotingCommand:
+        """One request to a broker, signed with the inner credentials when they are set (ACL 2.0 on)."""
+        creds = self.inner_credentials
+        if creds is not None:
+            ext = sign_remoting(ext, None, creds.username, creds.password)
+        return await self._request(broker_addr, RemotingCommand.request(code, ext))
+
     async def _ask_grpc_address(self, broker_addr: str) -> GrpcAddress | None:
         """GET_BROKER_CONFIG to the broker: its host (from its remoting address) and its grpcServerPort."""
         host = _host_of(broker_addr)
         if host is None:
             self._complain(broker_addr, f"broker {broker_addr}: not host:port; left out of gRPC routes")
             return None
-        ext: dict[str, str] = {}
-        creds = self.inner_credentials
-        if creds is not None:
-            ext = sign_remoting(ext, None, creds.username, creds.password)
         try:
-            resp = await self._request(broker_addr, RemotingCommand.request(RequestCode.GET_BROKER_CONFIG, ext))
+            resp = await self._signed_request(broker_addr, RequestCode.GET_BROKER_CONFIG, {})
         except (OSError, TimeoutError) as e:
             self._complain(broker_addr, f"broker {broker_addr} cannot be asked for its gRPC port "
                                         f"({failure_reason(e, REQUEST_TIMEOUT_S)}); left out of gRPC routes")
