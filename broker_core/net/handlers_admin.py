@@ -232,9 +232,20 @@ class AdminHandlers:
         """Broker2Client.resetOffset: the Broker computes the table (stores nothing: each consumer
         commits its new offsets itself), then every online consumer of the group is sent
         RESET_CONSUMER_CLIENT_OFFSET (oneway). No consumer online is CONSUMER_NOT_ONLINE, which makes
-        mqadmin fall back to committing the offsets itself. queueId/offset are ignored, as in Apache."""
-        plan = await self.ctx.run(self.broker.plan_reset_offset, h.group, h.topic, h.timestamp,
-                                  client_force=h.is_force, auth=auth)
+        mqadmin fall back to committing the offsets itself.
+
+        Unlike Apache, whose Broker2Client ignores queueId/offset and so answers Java's per-queue reset
+        (-b -q: timestamp 0, queueId, offset) by rewinding every queue of the group to its start, a
+        queueId >= 0 limits the table to that queue, at ``offset`` when given: the consumers leave the
+        queues not in the table where they are (MQClientInstance.resetOffset)."""
+        if h.queue_id >= 0 and h.offset is not None and h.offset != -1:
+            plan = await self.ctx.run(self.broker.plan_reset_offset, h.group, h.topic, None, offset=h.offset,
+                                      queue_id=h.queue_id, auth=auth)
+        else:
+            plan = await self.ctx.run(self.broker.plan_reset_offset, h.group, h.topic, h.timestamp,
+                                      client_force=h.is_force, auth=auth)
+            if h.queue_id >= 0:
+                plan = [e for e in plan if e.queue_id == h.queue_id]
         clients = [c for c in self.broker.client_registry.consumer_clients(h.group)
                    if isinstance(c.channel, Channel) and not c.channel.closed]
         if not clients:
