@@ -1101,10 +1101,12 @@ class Admin:
                              queue_id: int | None = None, offset: int | None = None, dry_run: bool = False,
                              broker_addr: str | None = None) -> ResetPlan:
         """resetOffsetByTime: per queue, the offset stored at ``timestamp`` (-1: the max offset) or the
-        exact ``offset``, whatever ``force`` says: Apache 5.3's broker (useServerSideResetOffset, the
-        default) and rmqops' own ignore isForce, so a "-f false" reset moves a group forward too, as it
-        does when Java's mqadmin sends it; ``force`` is only echoed. Planned from reads on every broker
-        with the topic (or ``broker_addr``), applied unless ``dry_run``."""
+        exact ``offset``. Planned from reads on every broker with the topic (or ``broker_addr``), applied
+        unless ``dry_run`` as Apache's ResetOffsetByTimeCommand does: one INVOKE_BROKER_TO_RESET_OFFSET per
+        broker with the real timestamp and queueId -1 (or the one queue), the broker's table kept as the
+        result. A broker in server-side mode (useServerSideResetOffset, the default) ignores isForce, so
+        a "-f false" reset moves a group forward too, as with Java's mqadmin; one in client mode tells the
+        live consumers, and with none online the offsets are committed here (Apache's fallback)."""
         from mqadmin.reports import OffsetChange, ResetPlan
 
         among = None if broker_addr is None else self.check_target(broker_addr=broker_addr)
@@ -1112,7 +1114,7 @@ class Admin:
         if not found:
             raise NotFoundError(f"Topic {topic} does not exist")
         changes: list[OffsetChange] = []
-        per_broker: list[tuple[BrokerIdentity, dict[int, int]]] = []
+        brokers: list[BrokerIdentity] = []
         for b, info in found:
             addr = b.broker_addr
             self._require_group(b, group)
@@ -1123,7 +1125,6 @@ class Admin:
                 qids = [queue_id]
             else:
                 qids = list(range(info.read_queue_nums))
-            wanted: dict[int, int] = {}
             for qid in qids:
                 hi = self.client.get_max_offset(addr, topic, qid)
                 if offset is not None:
@@ -1138,14 +1139,48 @@ class Admin:
                     ts_off = self.client.search_offset(addr, topic, qid, timestamp)
                 old = self.client.query_consumer_offset(addr, group, topic, qid)
                 changes.append(OffsetChange(b.broker_name, qid, hi, old, ts_off, ts_off))
-                wanted[qid] = ts_off
-            per_broker.append((b, wanted))
+            brokers.append(b)
         plan = ResetPlan(group, topic, timestamp, force, changes, applied=False)
         if not dry_run:
-            change_each(per_broker, lambda bw: self.client.reset_offset(bw[0].broker_addr, group, topic, bw[1]),
-                        lambda bw: bw[0].broker_addr)
+            def reset_on(b: BrokerIdentity) -> list[OffsetChange]:
+                return self._reset_on_broker(b, group, topic, timestamp, force, queue_id, offset,
+                                             [c for c in changes if c.broker_name == b.broker_name])
+
+            done = change_each(brokers, reset_on, lambda b: b.broker_addr)
+            plan.changes = [c for part in done for c in part]
             plan.applied = True
         return plan
+
+    def _reset_on_broker(self, b: BrokerIdentity, group: str, topic: str, timestamp: int, force: bool,
+                         queue_id: int | None, offset: int | None, planned: list[OffsetChange]) -> list[OffsetChange]:
+        """One broker's reset; the queues as the broker reports them moved (its table, not the plan: a
+        client-mode broker applies isForce and covers the write queues)."""
+        from mqadmin.reports import OffsetChange
+
+        table = self.client.reset_offset(b.broker_addr, group, topic, timestamp, force,
+                                         -1 if queue_id is None else queue_id, offset)
+        if table is None:  # client mode, no consumer online: Apache's mqadmin commits the offsets itself
+            return self._commit_reset(b, group, topic, force, planned)
+        by_queue = {c.queue_id: c for c in planned}
+        out = []
+        for qid, new in sorted(table.items()):
+            was = by_queue.get(qid)
+            out.append(dataclasses.replace(was, reset_offset=new) if was is not None else OffsetChange(
+                b.broker_name, qid, self.client.get_max_offset(b.broker_addr, topic, qid),
+                self.client.query_consumer_offset(b.broker_addr, group, topic, qid), new, new))
+        return out
+
+    def _commit_reset(self, b: BrokerIdentity, group: str, topic: str, force: bool,
+                      planned: list[OffsetChange]) -> list[OffsetChange]:
+        """ResetOffsetByTimeOldCommand.resetOffset: UPDATE_CONSUMER_OFFSET per queue; without ``force``
+        a queue only moves backwards (a queue the group never committed takes the new offset)."""
+        out = []
+        for c in planned:
+            moves = force or c.consumer_offset < 0 or c.timestamp_offset <= c.consumer_offset
+            if moves:
+                self.client.commit_consumer_offset(b.broker_addr, group, topic, c.queue_id, c.timestamp_offset)
+            out.append(dataclasses.replace(c, reset_offset=c.timestamp_offset if moves else c.consumer_offset))
+        return out
 
     def skip_accumulated_message(self, group: str, topic: str, force: bool = True,
                                  dry_run: bool = False) -> ResetPlan:

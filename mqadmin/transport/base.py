@@ -306,9 +306,18 @@ class BrokerClient(Protocol):
         """SEARCH_OFFSET_BY_TIMESTAMP (29): the first message stored at or after ``timestamp``."""
         ...
 
-    def reset_offset(self, broker_addr: str, group: str, topic: str, offsets: dict[int, int]) -> None:
-        """INVOKE_BROKER_TO_RESET_OFFSET (222), server-side mode: each queue id -> its new offset.
+    def reset_offset(self, broker_addr: str, group: str, topic: str, timestamp: int, force: bool,
+                     queue_id: int = -1, offset: int | None = None) -> dict[int, int] | None:
+        """INVOKE_BROKER_TO_RESET_OFFSET (222) as Apache's mqadmin sends it: the whole topic (``queue_id``
+        -1) to ``timestamp`` (-1: the max offset), or one queue to ``offset`` (else to ``timestamp``).
+        The broker's table (queue id -> new offset) is returned; None when the broker is in client mode
+        (useServerSideResetOffset=false) and no consumer of the group is online (CONSUMER_NOT_ONLINE):
+        nothing moved, and the caller commits the offsets itself, as Apache's mqadmin falls back to.
         The broker checks topic and group exist (TOPIC_NOT_EXIST / SUBSCRIPTION_GROUP_NOT_EXIST)."""
+        ...
+
+    def commit_consumer_offset(self, broker_addr: str, group: str, topic: str, queue_id: int, offset: int) -> None:
+        """UPDATE_CONSUMER_OFFSET (15): store ``offset`` as the group's committed offset of the queue."""
         ...
 
     def clone_group_offset(self, broker_addr: str, src_group: str, dest_group: str, topic: str) -> None:

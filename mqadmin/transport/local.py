@@ -21,7 +21,6 @@ from broker_core.broker.broker import Broker
 from broker_core.broker.broker_config import BrokerConfig
 from broker_core.broker.cluster_info import BrokerData, ClusterInfo
 from broker_core.broker.errors import BrokerError
-from broker_core.broker.reset_offset import ResetOffsetPlanEntry
 from broker_core.common.response_code import ResponseCode
 from broker_core.config_loader import ConfigError
 from broker_core.store import store_lock
@@ -330,11 +329,22 @@ class LocalBrokerClient:
         b = self._broker_for(broker_addr)
         return self._call(broker_addr, b.search_offset_by_timestamp, topic, queue_id, timestamp)
 
-    def reset_offset(self, broker_addr: str, group: str, topic: str, offsets: dict[int, int]) -> None:
+    def reset_offset(self, broker_addr: str, group: str, topic: str, timestamp: int, force: bool,
+                     queue_id: int = -1, offset: int | None = None) -> dict[int, int] | None:
+        """No consumer can be online on a store mqadmin holds: the offsets are stored at once (as
+        server-side resets, or committed when the store's broker is in client mode)."""
         b = self._broker_for(broker_addr)
-        plan = [ResetOffsetPlanEntry(topic, qid, b.query_offset(group, topic, qid), new)
-                for qid, new in sorted(offsets.items())]
-        self._call(broker_addr, b.apply_reset_offset, group, plan)
+        one = queue_id if queue_id >= 0 else None
+        if one is not None and offset is not None and offset != -1:
+            plan = self._call(broker_addr, b.plan_reset_offset, group, topic, None, offset=offset, queue_id=one)
+        else:
+            plan = self._call(broker_addr, b.plan_reset_offset, group, topic, timestamp, queue_id=one)
+        done = self._call(broker_addr, b.apply_reset_offset, group, plan)
+        return {e.queue_id: e.new_offset for e in done}
+
+    def commit_consumer_offset(self, broker_addr: str, group: str, topic: str, queue_id: int, offset: int) -> None:
+        b = self._broker_for(broker_addr)
+        self._call(broker_addr, b.commit_offset, group, topic, queue_id, offset)
 
     def clone_group_offset(self, broker_addr: str, src_group: str, dest_group: str, topic: str) -> None:
         b = self._broker_for(broker_addr)

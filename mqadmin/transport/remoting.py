@@ -38,6 +38,7 @@ from broker_core.remoting.bodies import (
     KVTable,
     MessageQueue,
     QueryConsumeQueueResponseBody,
+    ResetOffsetBody,
     SetMessageRequestModeRequestBody,
     SubscriptionGroupWrapper,
     TopicConfigAndMappingSerializeWrapper,
@@ -520,11 +521,25 @@ class RemotingBrokerClient:
         return self._offset(broker_addr, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
                             SearchOffsetRequestHeader(topic=topic, queue_id=queue_id, timestamp=timestamp))
 
-    def reset_offset(self, broker_addr: str, group: str, topic: str, offsets: dict[int, int]) -> None:
-        for queue_id, offset in sorted(offsets.items()):
-            header = ResetOffsetRequestHeader(topic=topic, group=group, timestamp=0, is_force=True,
-                                              queue_id=queue_id, offset=offset)
-            self._ok(self._call(broker_addr, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, header))
+    def reset_offset(self, broker_addr: str, group: str, topic: str, timestamp: int, force: bool,
+                     queue_id: int = -1, offset: int | None = None) -> dict[int, int] | None:
+        """One request for the whole topic, carrying the real timestamp: a broker in client mode builds
+        its consumers' table from the timestamp alone (Broker2Client.resetOffset), so a request per
+        queue with timestamp 0 rewound every live consumer to the start of every queue, once per queue."""
+        header = ResetOffsetRequestHeader(topic=topic, group=group, timestamp=timestamp, is_force=force,
+                                          queue_id=queue_id, offset=offset)
+        resp = self._call(broker_addr, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, header)
+        if resp.code == ResponseCode.CONSUMER_NOT_ONLINE:
+            return None
+        if not self._ok(resp).body:
+            return {}
+        table = self._body(ResetOffsetBody, resp).offset_table
+        return {mq.queue_id: off for mq, off in sorted(table.items(), key=lambda e: e[0].queue_id) if mq.topic == topic}
+
+    def commit_consumer_offset(self, broker_addr: str, group: str, topic: str, queue_id: int, offset: int) -> None:
+        header = UpdateConsumerOffsetRequestHeader(consumer_group=group, topic=topic, queue_id=queue_id,
+                                                   commit_offset=offset)
+        self._ok(self._call(broker_addr, RequestCode.UPDATE_CONSUMER_OFFSET, header))
 
     def clone_group_offset(self, broker_addr: str, src_group: str, dest_group: str, topic: str) -> None:
         """CLONE_GROUP_OFFSET; a broker without it gets what Apache mqadmin itself sends: the source

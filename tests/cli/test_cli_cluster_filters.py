@@ -70,9 +70,9 @@ def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwoClusters]:
         mqadmin_ok("updateSubGroup", "-n", n, "-b", b.broker_addr, "-g", "GB")
         client = RemotingBrokerClient(n)
         try:
-            client.reset_offset(c.broker_addr, "GC", "OnlyOnC", {0: 0})
-            client.reset_offset(c.broker_addr, "GC", "OnBAndC", {0: 0})
-            client.reset_offset(b.broker_addr, "GB", "OnBAndC", {0: 0})
+            client.reset_offset(c.broker_addr, "GC", "OnlyOnC", 0, True, 0, 0)
+            client.reset_offset(c.broker_addr, "GC", "OnBAndC", 0, True, 0, 0)
+            client.reset_offset(b.broker_addr, "GB", "OnBAndC", 0, True, 0, 0)
         finally:
             client.close()
         for topic, on in [("OnlyOnC", {"broker-c"}), ("OnlyOnDefault", {"broker-a", "broker-b"}),
