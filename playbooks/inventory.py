@@ -24,9 +24,9 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
-from broker_core.store.store_dir import expand_store_path
+from broker_core.store.store_dir import expand_store_path, not_a_store_reason
 from mqadmin.admin import Admin
-from mqadmin.errors import AdminError
+from mqadmin.errors import AdminError, NotAStoreError
 from playbooks.actions.base import Action, CommandResult, HostOps, Outcome
 from playbooks.actions.store import STEP_DEADLINE_ACTIONS
 from playbooks.errors import StepError, TransportError
@@ -35,7 +35,8 @@ from playbooks.ssh import SshHost, SshSpec
 
 @dataclass(frozen=True)
 class Target:
-    """A rendered target: exactly one of ``store`` (alone), ``namesrv``, or ``ssh`` (+ its store/mqadmin)."""
+    """A rendered target: exactly one of ``store`` (alone), ``namesrv``, or ``ssh`` (+ its store/mqadmin).
+    ``create``: the store may be made new where there is none (the target's ``create: true``)."""
 
     name: str
     store: str | None = None
@@ -43,10 +44,24 @@ class Target:
     namesrv: str | None = None
     ssh: SshSpec | None = None
     mqadmin: str = "mqadmin"
+    create: bool = False
 
     @property
     def kind(self) -> str:
         return "ssh" if self.ssh else "cluster" if self.namesrv else "store"
+
+
+CREATE_STORE_ENV = "RMQOPS_PLAYBOOK_CREATE_STORE"
+"""Set to 1 on ``mqadmin playbook step`` run over SSH for a target with ``create: true`` (the step's
+command line has no --create; an environment variable on the exec'd command carries it)."""
+CREATE_HINT = "give the target create: true"
+
+
+def missing_store_message(store_dir: Path, target: str | None, hint: str | None = CREATE_HINT) -> str:
+    """mqadmin's refusal of a write on a path that is not a store, said for a playbook target:
+    ``target local: /x is not a store directory (it does not exist) (give ... to make a new store there)``."""
+    prefix = f"target {target}: " if target else ""
+    return f"{prefix}{not_a_store_reason(store_dir)}" + (f" ({hint} to make a new store there)" if hint else "")
 
 
 DEFAULT_ADMIN_STEP_TIMEOUT = 600.0
@@ -153,18 +168,26 @@ class _RunContext:
 class StoreContext(_RunContext):
     """ActionContext over a store directory on this machine (also what `playbook step` uses on a host)."""
 
-    def __init__(self, store_dir: Path, config_file: str | None, host: HostOps | None = None) -> None:
+    def __init__(self, store_dir: Path, config_file: str | None, host: HostOps | None = None,
+                 create: bool | None = None, target: str | None = None) -> None:
         # `playbook step --store '~/s'` on a host: the runner quotes the path, mqadmin expands it
         self.store_dir = expand_store_path(store_dir)
         self.config_file = config_file
         self._host = host or LocalHost()
+        # None: `playbook step` on a host, told by the runner through the environment
+        self.create = os.environ.get(CREATE_STORE_ENV) == "1" if create is None else create
+        self.target = target
 
     @contextmanager
     def admin(self, writes: bool) -> Iterator[Admin]:
         from mqadmin.connect import open_local_admin
 
-        if not writes and not self.store_dir.is_dir():
-            # A store that does not exist yet is planned against as an empty one, made in a temporary
+        if not self.store_dir.exists() and not self.create:
+            # As mqadmin without --create: a typo in store: must not build a new store (nor plan against
+            # an empty one). NotFoundError: broker.start/stop read that as "no broker holds it".
+            raise NotAStoreError(missing_store_message(self.store_dir, self.target))
+        if not writes and not self.store_dir.exists():
+            # A store that does not exist yet (create: true) is planned against as an empty one, made in a temporary
             # directory (nothing is created at the target). It is made with a writable Admin, then read
             # through a read-only one like any other plan: a writable Admin holds the store lock, and
             # would report a broker active (brokerActive) on a store no broker holds.
@@ -174,9 +197,9 @@ class StoreContext(_RunContext):
                 with open_local_admin(empty, self.config_file, writes=False) as admin:
                     yield admin
             return
-        # A playbook that changes a store target sets that store up on purpose (mqadmin's --create). A
-        # failed step changes nothing: the Admin takes away a store it built, as it does for mqadmin.
-        with open_local_admin(self.store_dir, self.config_file, writes=writes, create=writes) as admin:
+        # Only a target with create: true sets a new store up (mqadmin's --create). A failed step changes
+        # nothing: the Admin takes away a store it built, as it does for mqadmin.
+        with open_local_admin(self.store_dir, self.config_file, writes=writes, create=writes and self.create) as admin:
             yield admin
 
     def host(self) -> HostOps:
@@ -252,7 +275,8 @@ class Executors:
         if target.namesrv:
             return run_guarded(lambda: action.run(ClusterContext(target.namesrv or ""), args, check))
         store = Path(target.store or "").expanduser()
-        return run_guarded(lambda: action.run(StoreContext(store, target.config), args, check))
+        context = StoreContext(store, target.config, create=target.create, target=target.name)
+        return run_guarded(lambda: action.run(context, args, check))
 
     @staticmethod
     def _remote_step(host: SshHost, target: Target, action: Action, args: dict[str, Any], check: bool) -> Outcome:
@@ -260,6 +284,8 @@ class Executors:
             raise StepError(f"{action.name} on ssh target {target.name} needs store: (the store path on that host)")
         # --stop-on-eof: the step ends when this side closes the channel (Ctrl-C here), not only at its end
         command = f"{target.mqadmin} playbook step --stop-on-eof --store {shell_path(target.store)}"
+        if target.create:  # the host's shell passes it to mqadmin (see CREATE_STORE_ENV)
+            command = f"{CREATE_STORE_ENV}=1 {command}"
         if target.config:
             command += f" --config {shell_path(target.config)}"
         if check:

@@ -20,12 +20,20 @@ from typing import Any, Protocol, TextIO
 
 from jinja2 import TemplateSyntaxError, Undefined, meta
 
-from playbooks.actions.base import PLANNED_IN_CHECK, Outcome
+from broker_core.store.store_dir import expand_store_path
+from playbooks.actions.base import PLANNED_IN_CHECK, Outcome, Param
 from playbooks.errors import PlaybookError, StepError
-from playbooks.inventory import Executors, Target
-from playbooks.schema import BUILTIN_NAMES, Playbook, Step, check_value, ssh_timeout_problem
+from playbooks.inventory import CREATE_HINT, Executors, Target, missing_store_message
+from playbooks.schema import BUILTIN_NAMES, Playbook, Step, check_value, is_template, ssh_timeout_problem
 from playbooks.ssh import DEFAULT_TIMEOUT, SshSpec
 from playbooks.templating import EnvironmentSecrets, Secrets, Templater, is_secret_name
+
+MAKES_ITS_OWN_STORE = ("broker.start", "broker.stop")
+"""Admin actions fine on a store path that is not there yet: mqbroker makes its own store (as
+``mqbroker --store``), and stopping no broker is "ok". A target such a step (or a host step: a shell
+step may make the store) comes to first is not refused before the run; its later steps still are."""
+
+STORE_CHECKS = ("store.verify", "store.rebuild")
 
 JINJA_GLOBALS = {"range", "dict", "lipsum", "cycler", "joiner", "namespace", "true", "false", "none",
                  "True", "False", "None"}
@@ -186,7 +194,61 @@ class Runner:
                 errors.append(error)
         if self.extra and not errors:  # with -e given, a target the run would refuse is an error too
             errors += [error for _, error in self._empty_targets()]
+        if not errors:  # without -e, a literal store: path; the disk at check time may not be the run's
+            missing = list(self._missing_stores(at_check=True))
+            if self.extra:
+                errors += missing
+            else:
+                warnings += [PlaybookError(f"{e.message} at check time", e.line, e.source) for e in missing]
         return errors, warnings
+
+    def _missing_stores(self, at_check: bool = False) -> Iterator[PlaybookError]:
+        """An error for each store target whose store: path does not exist and that does not say
+        ``create: true``, as mqadmin refuses a write there without --create: a typo in ``-e store=`` must
+        not build a new store, and is said before any step runs (``--check`` too). Left out: targets a
+        broker or host step comes to first (``MAKES_ITS_OWN_STORE``), a store: that does not render yet
+        (reported as such), one that reads env at check time, and targets --limit leaves out."""
+        try:
+            ctx = self._variables()
+        except PlaybookError:
+            return
+        for name, step in self._opened_as_stores().items():
+            spec = self.pb.targets[name]
+            if spec.get("ssh") is not None or (self.limit is not None
+                                               and not any(fnmatchcase(name, p) for p in self.limit)):
+                continue
+            if at_check and any("env" in self._reads(spec.get(key)) for key in ("store", "create")):
+                continue
+            try:
+                target = self._target(name, {**ctx, "target": name})
+            except StepError:
+                continue
+            if target.store is None or target.create or expand_store_path(target.store).exists():
+                continue
+            line = spec.line_of("store") if hasattr(spec, "line_of") else self.pb.target_lines.get(name)
+            # store.verify/rebuild want a store with records: create: true would not help them
+            hint = None if step.action_name in STORE_CHECKS else self._create_hint(spec.get("create"))
+            yield PlaybookError(missing_store_message(expand_store_path(target.store), name, hint),
+                                line or None, self.pb.source)
+
+    def _create_hint(self, create: Any) -> str:
+        """``give -e create=true`` when the target's create: is a variable's, else the key itself."""
+        names = sorted(self._reads(create) - {"env"} - BUILTIN_NAMES) if is_template(create) else []
+        return f"give -e {names[0]}=true" if names else CREATE_HINT
+
+    def _opened_as_stores(self) -> dict[str, Step]:
+        """The targets whose first step (in playbook order) opens their store through an Admin, and that step."""
+        first: dict[str, Step] = {}
+        for step in self.pb.steps:
+            if step.action is None or step.target is None:
+                continue
+            patterns = [str(p) for p in ([step.target] if isinstance(step.target, str) else step.target)]
+            templated = any(is_template(p) for p in patterns)
+            for t in self.pb.targets:
+                if templated or any(fnmatchcase(t, p) for p in patterns):
+                    first.setdefault(t, step)
+        return {t: step for t, step in first.items() if step.action is not None
+                and step.action.placement == "admin" and step.action.name not in MAKES_ITS_OWN_STORE}
 
     def _empty_targets(self) -> Iterator[tuple[set[str], PlaybookError]]:
         """(the variables its store:/namesrv: read, the error) for each target a step uses that the run
@@ -279,7 +341,7 @@ class Runner:
     def run(self) -> RunReport:
         """Every step in order. Ctrl-C (KeyboardInterrupt) ends the run with a report of what ran and
         what was in flight (``interrupted``), in the run log too, instead of losing both."""
-        problems = self.problems()
+        problems = self.problems() or list(self._missing_stores())
         if problems:
             raise problems[0]
         report = RunReport(self.pb.name, self.pb.source, self.check)
@@ -510,8 +572,9 @@ class Runner:
             raise StepError(f"target {name}: " + ("store: and namesrv: both render empty; give -e store=DIR or "
                                                   "-e namesrv=HOST:PORT" if "namesrv" in spec
                                                   else "store: renders to an empty path"))
+        create = check_value(f"target {name}", "create", Param((bool,)), spec.get("create", False))
         return Target(name, store, str(spec["config"]) if spec.get("config") else None, namesrv, ssh,
-                      str(spec.get("mqadmin") or "mqadmin"))
+                      str(spec.get("mqadmin") or "mqadmin"), bool(create))
 
     def _asserts(self, step: Step, ctx: dict[str, Any], outcome: Outcome) -> Outcome:
         if outcome.status == "failed" or outcome.status == "skipped":

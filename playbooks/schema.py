@@ -25,7 +25,7 @@ from playbooks.templating import Templater
 from playbooks.yaml_lines import LineList, LineMap, load_yaml
 
 TOP_KEYS = ("name", "targets", "vars", "steps")
-TARGET_KEYS = ("store", "config", "namesrv", "ssh", "mqadmin")
+TARGET_KEYS = ("store", "create", "config", "namesrv", "ssh", "mqadmin")
 SSH_KEYS = {"host": (str,), "port": (int,), "user": (str,), "key_file": (str,), "known_hosts": (str,),
             "trust_on_first_use": (bool,), "timeout": (int, float)}
 STEP_OPTIONS = ("name", "target", "when", "register", "until", "retries", "delay", "ignore_errors", "serial",
@@ -221,11 +221,22 @@ class _Validator:
             for key in ("store", "config", "namesrv", "mqadmin"):
                 if key in spec and not isinstance(spec[key], str):
                     raise self.fail(f"target {tname!r}: {key}: must be a string", spec.line_of(key))
+            if "create" in spec:
+                self.create(tname, spec)
             if "ssh" in spec:
                 self.ssh(tname, spec["ssh"], spec.line_of("ssh"))
             self.scan(spec, tline, -1)
             out[tname] = spec
         return out
+
+    def create(self, tname: str, spec: LineMap) -> None:
+        """``create: true`` lets a store target build a new store where there is none (mqadmin's
+        --create); without it a store: path that does not exist is refused, so a typo builds nothing."""
+        value, line = spec["create"], spec.line_of("create")
+        if not isinstance(value, bool) and not is_template(value):
+            raise self.fail(f"target {tname!r}: create: must be true, false or a template, got {_show(value)}", line)
+        if "store" not in spec:
+            raise self.fail(f"target {tname!r}: create: is for a store: target (a new store directory)", line)
 
     def ssh(self, tname: str, node: Any, line: int) -> None:
         if not isinstance(node, LineMap):

@@ -10,8 +10,9 @@ from .conftest import Playbooks, seed_store
 
 
 def book(store: Path, steps: str, config: Path | None = None) -> str:
+    """A playbook on one store target; ``create: true``: the tests start from a store not made yet."""
     conf = f'    config: "{config}"\n' if config else ""
-    return f'name: t\ntargets:\n  local:\n    store: "{store}"\n{conf}steps:\n{steps}'
+    return f'name: t\ntargets:\n  local:\n    store: "{store}"\n    create: true\n{conf}steps:\n{steps}'
 
 
 def run_twice(pb: Playbooks, text: str) -> tuple[dict, dict]:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import Playbooks
+from .conftest import Playbooks, seed_store
 from .test_actions import book
 
 pytestmark = pytest.mark.timeout(120)
@@ -84,8 +84,9 @@ def test_check_refuses_literal_arguments_the_run_would_refuse(pb: Playbooks, tmp
 
 def test_a_templated_argument_is_judged_when_it_renders(pb: Playbooks, tmp_path: Path) -> None:
     path = pb.write("p.yml", HEAD + '  - name: bad\n    topic.ensure: {topic: t, read_queues: "{{ n }}"}\n')
-    assert pb.check(path, "-e", "n=4", "-e", f"store={tmp_path / 's'}").code == 0
-    r = pb.run(path, "-e", f"store={tmp_path / 's'}", "-e", "n=5000")
+    store = seed_store(tmp_path / "s")  # store: must name a store (the target has no create: true)
+    assert pb.check(path, "-e", "n=4", "-e", f"store={store}").code == 0
+    r = pb.run(path, "-e", f"store={store}", "-e", "n=5000")
     assert r.code == 1
     assert r.doc["steps"][1]["message"] == "topic.ensure: read_queues must be 0..1024, got 5000"
 
@@ -167,7 +168,7 @@ def test_recursive_macro_fails_the_step_in_one_line(pb: Playbooks, tmp_path: Pat
     path = pb.write("p.yml", HEAD + '''  - name: recurse
     shell: {cmd: "{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}"}
 ''')
-    r = pb.run(path, "-e", f"store={tmp_path / 's'}")
+    r = pb.run(path, "-e", f"store={seed_store(tmp_path / 's')}")
     assert r.code == 1
     assert r.doc["steps"][1]["message"].endswith("recursion too deep (a macro that calls itself?)")
     assert '"event": "run_end"' in pb.log.read_text()

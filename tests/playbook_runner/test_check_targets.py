@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .conftest import EXAMPLES, Playbooks
+from .conftest import EXAMPLES, Playbooks, seed_store
 
 RESET = EXAMPLES / "reset-group-to-time.yml"
 REST = ("-e", "group=G", "-e", "topic=T", "-e", "timestamp=2026-11-28#00:00:00:000")
@@ -23,7 +23,7 @@ def test_check_refuses_a_target_that_renders_empty_as_run_does(pb: Playbooks, tm
 
 
 def test_check_with_store_or_namesrv_is_valid(pb: Playbooks, tmp_path: Path) -> None:
-    for extra in (f"store={tmp_path / 'store'}", "namesrv=127.0.0.1:9876"):
+    for extra in (f"store={seed_store(tmp_path / 'store')}", "namesrv=127.0.0.1:9876"):
         r = pb.check(RESET, *REST, "-e", extra)
         assert r.code == 0 and "valid playbook" in r.stdout, (extra, r.stderr)
 
@@ -48,5 +48,5 @@ def test_an_unused_target_is_not_checked(pb: Playbooks, tmp_path: Path) -> None:
     path = pb.write("p.yml", 'name: p\ntargets:\n  a:\n    store: "{{ store }}"\n'
                              '  spare:\n    store: "{{ other | default(\'\') }}"\n    namesrv: "{{ ns | default(\'\') }}"\n'
                              'steps:\n  - name: g\n    group.ensure: {target: a, group: g}\n')
-    r = pb.check(path, "-e", f"store={tmp_path / 's'}")
+    r = pb.check(path, "-e", f"store={seed_store(tmp_path / 's')}")
     assert r.code == 0, r.stderr

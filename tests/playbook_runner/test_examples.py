@@ -34,7 +34,8 @@ def test_every_example_is_valid(pb: Playbooks) -> None:
 
 def test_rotate_user(pb: Playbooks, tmp_path: Path) -> None:
     store = tmp_path / "store"
-    assert pb.run(EXAMPLES / "onboard-team.yml", "-e", f"store={store}", "-e", "password=Old-Password-1").code == 0
+    assert pb.run(EXAMPLES / "onboard-team.yml", "-e", f"store={store}", "-e", "password=Old-Password-1",
+                  "-e", "create=true").code == 0
     env = {"ORDERS_APP_PASSWORD": "New-Password-2"}
     first = pb.run(EXAMPLES / "rotate-user.yml", "-e", f"store={store}", env=env)
     assert first.code == 0, first.stdout

@@ -1,4 +1,5 @@
-"""The issue's onboarding playbook, as written: run, re-run (changed: 0), --check (changes nothing)."""
+"""The issue's onboarding playbook, as written (plus ``create:``, so a new store is made only on purpose):
+run, re-run (changed: 0), --check (changes nothing)."""
 
 from __future__ import annotations
 
@@ -28,13 +29,19 @@ steps:
 '''
 
 
+CREATE_LINE = '    create: "{{ create | default(false) }}"  # -e create=true: store: is a new store, made on purpose\n'
+
+
 def test_example_file_is_the_issue_text() -> None:
-    assert ONBOARD.read_text() == ISSUE_TEXT
+    """The issue's text and one line: ``create:`` (-e create=true) makes a new store on purpose; without
+    it ``-e store=`` must name an existing one (a typo builds nothing, as mqadmin without --create)."""
+    assert ONBOARD.read_text() == ISSUE_TEXT.replace('    store: "{{ store }}"\n',
+                                                     '    store: "{{ store }}"\n' + CREATE_LINE)
 
 
 def test_onboard_run_rerun_and_check(pb: Playbooks, tmp_path: Path) -> None:
     store = tmp_path / "store"
-    first = pb.run(ONBOARD, "-e", f"store={store}", "-e", "password=Orders-Secret-1")
+    first = pb.run(ONBOARD, "-e", f"store={store}", "-e", "password=Orders-Secret-1", "-e", "create=true")
     assert first.code == 0, first.stderr
     doc = first.doc
     assert (doc["ok"], doc["changed"], doc["failed"]) == (0, 4, 0)
@@ -74,7 +81,7 @@ def test_onboard_run_rerun_and_check(pb: Playbooks, tmp_path: Path) -> None:
 
 def test_check_on_a_new_store_creates_nothing(pb: Playbooks, tmp_path: Path) -> None:
     store = tmp_path / "fresh"
-    r = pb.run(ONBOARD, "-e", f"store={store}", "-e", "password=x-secret", "--check")
+    r = pb.run(ONBOARD, "-e", f"store={store}", "-e", "password=x-secret", "-e", "create=true", "--check")
     assert r.code == 0
     assert r.doc["changed"] == 4
     assert not store.exists()
@@ -82,7 +89,7 @@ def test_check_on_a_new_store_creates_nothing(pb: Playbooks, tmp_path: Path) -> 
 
 def test_table_and_yaml_output(pb: Playbooks, tmp_path: Path) -> None:
     store = tmp_path / "store"
-    table = pb.run(ONBOARD, "-e", f"store={store}", "-e", "password=pw-123456", output="table")
+    table = pb.run(ONBOARD, "-e", f"store={store}", "-e", "password=pw-123456", "-e", "create=true", output="table")
     assert table.code == 0
     assert "ok=0 changed=4 failed=0 skipped=0" in table.stdout
     assert "events topic, BatchCQ" in table.stdout
@@ -93,7 +100,7 @@ def test_table_and_yaml_output(pb: Playbooks, tmp_path: Path) -> None:
 def test_run_log_has_one_line_per_step(pb: Playbooks, tmp_path: Path) -> None:
     import json
 
-    pb.run(ONBOARD, "-e", f"store={tmp_path / 's'}", "-e", "password=Log-Secret-9")
+    pb.run(ONBOARD, "-e", f"store={tmp_path / 's'}", "-e", "password=Log-Secret-9", "-e", "create=true")
     lines = [json.loads(x) for x in pb.log.read_text().splitlines()]
     assert [x["event"] for x in lines] == ["run_start", "step", "step", "step", "step", "run_end"]
     step = lines[1]

@@ -56,9 +56,9 @@ def test_2_extra_var_false_is_false_in_when_until_and_assert(pb: Playbooks, tmp_
 # -- 3: an unknown filter or test is a playbook error, found before anything runs --------------------------
 
 @pytest.mark.parametrize(("line", "at", "expected"), [
-    ('  - shell: {cmd: "echo {{ \'x\' | nosuchfilter }}"}\n', 7, "template error: no filter named 'nosuchfilter'"),
-    ('  - shell: {cmd: "true"}\n    when: "\'a\' is nosuchtest"\n', 8, "template error: no test named 'nosuchtest'"),
-    ('  - shell: {cmd: "echo {% if 1 %}{{ 1 | nosuchfilter }}{% endif %}"}\n', 7,
+    ('  - shell: {cmd: "echo {{ \'x\' | nosuchfilter }}"}\n', 8, "template error: no filter named 'nosuchfilter'"),
+    ('  - shell: {cmd: "true"}\n    when: "\'a\' is nosuchtest"\n', 9, "template error: no test named 'nosuchtest'"),
+    ('  - shell: {cmd: "echo {% if 1 %}{{ 1 | nosuchfilter }}{% endif %}"}\n', 8,
      "template error: no filter named 'nosuchfilter'"),
 ])
 def test_3_unknown_filter_or_test(pb: Playbooks, tmp_path: Path, line: str, at: int, expected: str) -> None:
@@ -123,7 +123,7 @@ def test_5_literal_arguments_the_run_refuses_are_an_invalid_playbook(pb: Playboo
     path = pb.write("p.yml", book(store, f"  - {step}\n"))
     for mode in (("--check",), ()):
         r = pb.run(path, *mode)
-        assert r.code == 2 and expected in r.stderr and f"{path}:6: " in r.stderr, (mode, r.stderr)
+        assert r.code == 2 and expected in r.stderr and f"{path}:7: " in r.stderr, (mode, r.stderr)
         assert not store.exists()
 
 

@@ -31,7 +31,8 @@ pytestmark = pytest.mark.timeout(300)
 
 
 def two_targets(tmp_path: Path) -> str:
-    return f'name: t\ntargets:\n  s1: {{store: "{tmp_path / "s1"}"}}\n  s2: {{store: "{tmp_path / "s2"}"}}\nsteps:\n'
+    return (f'name: t\ntargets:\n  s1: {{store: "{tmp_path / "s1"}", create: true}}\n'
+            f'  s2: {{store: "{tmp_path / "s2"}", create: true}}\nsteps:\n')
 
 
 # -- 1 --------------------------------------------------------------------------------------------------
@@ -84,7 +85,7 @@ def test_2_file_copy_mode_unquoted_octal_mode_change_alone_and_bad_modes(pb: Pla
                           ("644", "file.copy: mode 644 is the decimal number 644")):
         bad = pb.write("bad.yml", book(tmp_path / "s", f'  - file.copy: {{src: "{src}", dest: "{a}", mode: {mode}}}\n'))
         for r in (pb.check(bad), pb.run(bad)):
-            assert r.code == 2 and f"{bad}:6: {message}" in r.stderr, r.stderr
+            assert r.code == 2 and f"{bad}:7: {message}" in r.stderr, r.stderr
 
 
 def test_2_file_copy_mode_change_alone_over_ssh(pb: Playbooks, sshd: Sshd, tmp_path: Path) -> None:
@@ -238,12 +239,12 @@ def test_6_check_reports_what_run_refuses(pb: Playbooks, tmp_path: Path) -> None
 '''))
     r = pb.check(later)
     assert r.code == 2
-    assert r.stderr == (f"mqadmin playbook: {later}:7: variable 'r' is not defined (registered by step 2, "
+    assert r.stderr == (f"mqadmin playbook: {later}:8: variable 'r' is not defined (registered by step 2, "
                         "which runs later)\n")
     env = pb.write("env.yml", book(tmp_path / "s", '  - group.ensure: {group: "{{ env.RMQOPS_TEST_UNSET_X }}"}\n'))
     r = pb.check(env)
     assert "valid playbook" in r.stdout
-    assert r.stderr == (f"mqadmin playbook: warning: {env}:6: environment variable RMQOPS_TEST_UNSET_X is not set "
+    assert r.stderr == (f"mqadmin playbook: warning: {env}:7: environment variable RMQOPS_TEST_UNSET_X is not set "
                         "at check time (used as env.RMQOPS_TEST_UNSET_X)\n")
 
 
@@ -262,7 +263,7 @@ def test_6b_an_optional_environment_variable(pb: Playbooks, tmp_path: Path) -> N
         assert {"g-fallback", "g-unset"} <= set(admin.list_groups())
     required = pb.write("required.yml", book(tmp_path / "s", '  - group.ensure: {group: "{{ env.RMQOPS_TEST_UNSET_H }}"}\n'))
     r = pb.run(required)
-    assert r.code == 2 and r.stderr == (f"mqadmin playbook: {required}:6: environment variable "
+    assert r.code == 2 and r.stderr == (f"mqadmin playbook: {required}:7: environment variable "
                                         "RMQOPS_TEST_UNSET_H is not set (used as env.RMQOPS_TEST_UNSET_H)\n")
 
 
@@ -358,7 +359,7 @@ def test_11_merge_key_with_an_explicit_override(pb: Playbooks, tmp_path: Path) -
     store = tmp_path / "s"
     text = f'''name: merge
 targets:
-  s: {{store: "{store}"}}
+  s: {{store: "{store}", create: true}}
 vars:
   d: &d {{read_queues: 2, write_queues: 2}}
 steps:

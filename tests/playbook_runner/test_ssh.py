@@ -13,6 +13,7 @@ import pytest
 
 from mqadmin.embedded import EmbeddedAdmin
 from playbooks.actions.broker_process import lock_owner
+from playbooks.inventory import CREATE_STORE_ENV
 
 from .conftest import Playbooks, remote_mqadmin, seed_store
 from .sshd import Sshd
@@ -21,7 +22,9 @@ pytestmark = pytest.mark.timeout(300)
 
 
 def host_book(server: Sshd, store: Path, steps: str, *, port: int | None = None, key: Path | None = None,
-              known_hosts: Path | None = None, tofu: bool = False) -> str:
+              known_hosts: Path | None = None, tofu: bool = False, create: bool = False) -> str:
+    """A playbook on one ssh target; ``create``: its store may be made new on the host (``create: true``)."""
+    made = "\n    create: true" if create else ""
     return f'''name: on the host
 targets:
   host:
@@ -33,7 +36,7 @@ targets:
       known_hosts: "{known_hosts or server.known_hosts}"
       trust_on_first_use: {"true" if tofu else "false"}
       timeout: 5
-    store: "{store}"
+    store: "{store}"{made}
     mqadmin: "{remote_mqadmin()}"
 steps:
 {steps}'''
@@ -66,7 +69,7 @@ def test_remote_steps_sftp_and_shell(pb: Playbooks, sshd: Sshd, tmp_path: Path) 
     register: out
   - name: the command saw the copied file
     assert: ["'brokerName=broker-h' in out.stdout", "made.read_queues == 2"]
-''')
+''', create=True)
     path = pb.write("host.yml", text)
     check = pb.run(path, "--check")
     assert check.code == 1  # the shell step is skipped in check mode, so the assertion sees no output
@@ -191,6 +194,10 @@ def test_step_command_reports_bad_requests_as_json(tmp_path: Path) -> None:
     bad = subprocess.run(cmd, input=b'{"action": "no.such"}', capture_output=True, env=env, timeout=60)
     assert bad.returncode == 0
     assert json.loads(bad.stdout)["message"] == "bad step request on stdin: 'no.such'"
-    good = subprocess.run(cmd, input=json.dumps({"action": "group.ensure", "args": {"group": "g"}}).encode(),
-                          capture_output=True, env=env, timeout=60)
+    request = json.dumps({"action": "group.ensure", "args": {"group": "g"}}).encode()
+    refused = subprocess.run(cmd, input=request, capture_output=True, env=env, timeout=60)
+    assert json.loads(refused.stdout)["message"] == (f"{tmp_path / 's'} is not a store directory (it does not exist) "
+                                                     "(give the target create: true to make a new store there)")
+    assert not (tmp_path / "s").exists()  # a store is made on a host only for a target with create: true
+    good = subprocess.run(cmd, input=request, capture_output=True, env={**env, CREATE_STORE_ENV: "1"}, timeout=60)
     assert json.loads(good.stdout)["status"] == "changed"

@@ -141,11 +141,15 @@ def test_store_verify_and_rebuild_refuse_a_missing_store_locally_and_over_ssh(pb
     missing = tmp_path / "no-such-store"
     text = host_book(host, missing, "  - store.verify: {target: [local, host]}\n").replace(
         "targets:\n", f'targets:\n  local: {{store: "{missing}"}}\n')
-    r = pb.run(pb.write("verify.yml", text))
+    both = pb.write("verify.yml", text)
+    r = pb.run(both)  # the local store is found missing before any step runs
+    assert r.code == 2 and r.stderr == (f"mqadmin playbook: {both}:3: target local: {missing} is not a store "
+                                        "directory (it does not exist)\n")
+    r = pb.run(pb.write("host.yml", host_book(host, missing, "  - store.verify: {target: host}\n", create=True)))
     assert r.code == 1
     assert [(s["target"], s["status"], s["message"]) for s in r.doc["steps"]] == [
-        (t, "failed", f"{missing} is not a store directory (it does not exist)") for t in ("local", "host")]
-    rebuild = pb.write("rebuild.yml", f'name: r\ntargets:\n  local: {{store: "{missing}"}}\n'
+        ("host", "failed", f"{missing} is not a store directory (it does not exist)")]
+    rebuild = pb.write("rebuild.yml", f'name: r\ntargets:\n  local: {{store: "{missing}", create: true}}\n'
                                       "steps:\n  - store.rebuild: {target: local, force: true}\n")
     assert step_of(pb, rebuild, "--check")["message"] == f"{missing} is not a store directory (it does not exist)"
     assert not missing.exists()
@@ -253,7 +257,7 @@ def test_a_store_under_home_on_an_ssh_target_is_under_home(pb: Playbooks, host: 
     login_dir = Path(pwd.getpwnam(host.user).pw_dir)  # where sshd starts the command
     literal = login_dir / "~"
     existed = literal.exists()
-    text = host_book(host, Path("~/rmqops-tilde/store"), "  - topic.ensure: {target: host, topic: tt}\n")
+    text = host_book(host, Path("~/rmqops-tilde/store"), "  - topic.ensure: {target: host, topic: tt}\n", create=True)
     try:
         step = step_of(pb, pb.write("p.yml", text))
         assert step["status"] == "changed", step

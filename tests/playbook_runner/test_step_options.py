@@ -8,11 +8,11 @@ from pathlib import Path
 
 from mqadmin.embedded import EmbeddedAdmin
 
-from .conftest import Playbooks
+from .conftest import Playbooks, seed_store
 
 
 def head(store: Path, extra_targets: str = "") -> str:
-    return f'name: t\ntargets:\n  local:\n    store: "{store}"\n{extra_targets}steps:\n'
+    return f'name: t\ntargets:\n  local:\n    store: "{store}"\n    create: true\n{extra_targets}steps:\n'
 
 
 def test_when_register_assert_and_native_types(pb: Playbooks, tmp_path: Path) -> None:
@@ -111,7 +111,7 @@ def test_until_retries_delay(pb: Playbooks, tmp_path: Path) -> None:
 
 
 def test_serial_rolls_and_stops_before_the_next_batch(pb: Playbooks, tmp_path: Path) -> None:
-    targets = "".join(f'  b{i}:\n    store: "{tmp_path / f"b{i}"}"\n' for i in range(1, 5))
+    targets = "".join(f'  b{i}:\n    store: "{tmp_path / f"b{i}"}"\n    create: true\n' for i in range(1, 5))
     text = "name: rolling\ntargets:\n" + targets + '''steps:
   - name: topic everywhere, two at a time
     topic.ensure: {target: "b*", topic: t1}
@@ -133,7 +133,7 @@ def test_serial_rolls_and_stops_before_the_next_batch(pb: Playbooks, tmp_path: P
 
 
 def test_limit(pb: Playbooks, tmp_path: Path) -> None:
-    text = f'name: t\ntargets:\n  a: {{store: "{tmp_path / "a"}"}}\n  b: {{store: "{tmp_path / "b"}"}}\nsteps:\n' \
+    text = f'name: t\ntargets:\n  a: {{store: "{tmp_path / "a"}", create: true}}\n  b: {{store: "{tmp_path / "b"}", create: true}}\nsteps:\n' \
            '  - group.ensure: {target: [a, b], group: g}\n  - group.ensure: {target: b, group: h}\n'
     r = pb.run(pb.write("p.yml", text), "--limit", "a")
     assert r.code == 0
@@ -197,5 +197,5 @@ steps:
         "target broker: store: and namesrv: both render empty; give -e store=DIR or -e namesrv=HOST:PORT")
     r = pb.run(path, "-e", f"store={tmp_path / 's'}", "-e", "namesrv=127.0.0.1:9")
     assert r.code == 1 and "both store: (" in r.doc["steps"][0]["message"]
-    r = pb.run(path, "-e", f"store={tmp_path / 's'}")
+    r = pb.run(path, "-e", f"store={seed_store(tmp_path / 's')}")
     assert r.code == 0 and r.doc["changed"] == 1

@@ -22,7 +22,7 @@ from .test_ssh import host_book
 
 
 def _head(store: Path, variables: str = "  team: orders\n") -> str:
-    return f"name: p\ntargets:\n  l: {{store: {store}}}\nvars:\n{variables}steps:\n"
+    return f"name: p\ntargets:\n  l: {{store: {store}, create: true}}\nvars:\n{variables}steps:\n"
 
 
 # -- 1: any exception out of a template fails its step, with the report and the log complete ------------

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import Playbooks
+from .conftest import Playbooks, seed_store
 
 TESTS = Path(__file__).resolve().parents[1]
 
@@ -105,7 +105,7 @@ def test_unwritable_run_log(pb: Playbooks, tmp_path: Path) -> None:
 
     from mqadmin.app import app
 
-    r = CliRunner().invoke(app, ["playbook", "run", str(good), "-e", f"store={tmp_path}/s",
+    r = CliRunner().invoke(app, ["playbook", "run", str(good), "-e", f"store={seed_store(tmp_path / 's')}",
                                  "--log", str(blocker / "run.jsonl")])
     assert r.exit_code == 2
     assert r.stderr.startswith("mqadmin playbook: cannot write the run log ") and len(r.stderr.splitlines()) == 1
@@ -132,7 +132,7 @@ def test_run_log_that_fills_the_disk_mid_run_stops_but_the_run_and_its_report_go
     from mqadmin.app import app
 
     try:
-        r = CliRunner().invoke(app, ["playbook", "run", str(play), "-e", f"store={tmp_path}/s", "--log", str(log),
+        r = CliRunner().invoke(app, ["playbook", "run", str(play), "-e", f"store={seed_store(tmp_path / 's')}", "--log", str(log),
                                      "--output", "json"])
     finally:
         filler.unlink(missing_ok=True)
