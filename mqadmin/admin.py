@@ -1157,10 +1157,18 @@ class Admin:
         client-mode broker applies isForce and covers the write queues)."""
         from mqadmin.reports import OffsetChange
 
-        table = self.client.reset_offset(b.broker_addr, group, topic, timestamp, force,
-                                         -1 if queue_id is None else queue_id, offset)
-        if table is None:  # client mode, no consumer online: Apache's mqadmin commits the offsets itself
-            return self._commit_reset(b, group, topic, force, planned)
+        # one request for the whole topic (queueId -1), as Apache sends a time; an offset goes to each queue
+        # by itself (a whole-topic request carries no offset: the broker would read the time, -1, the end)
+        if queue_id is not None:
+            queues = [queue_id]
+        else:
+            queues = [c.queue_id for c in planned] if offset is not None else [-1]
+        table: dict[int, int] = {}
+        for qid in queues:
+            part = self.client.reset_offset(b.broker_addr, group, topic, timestamp, force, qid, offset)
+            if part is None:  # client mode, no consumer online: Apache's mqadmin commits the offsets itself
+                return self._commit_reset(b, group, topic, force, planned)
+            table.update(part)
         by_queue = {c.queue_id: c for c in planned}
         out = []
         for qid, new in sorted(table.items()):
