@@ -51,9 +51,6 @@ class Target:
         return "ssh" if self.ssh else "cluster" if self.namesrv else "store"
 
 
-CREATE_STORE_ENV = "RMQOPS_PLAYBOOK_CREATE_STORE"
-"""Set to 1 on ``mqadmin playbook step`` run over SSH for a target with ``create: true`` (the step's
-command line has no --create; an environment variable on the exec'd command carries it)."""
 CREATE_HINT = "give the target create: true"
 
 
@@ -169,13 +166,12 @@ class StoreContext(_RunContext):
     """ActionContext over a store directory on this machine (also what `playbook step` uses on a host)."""
 
     def __init__(self, store_dir: Path, config_file: str | None, host: HostOps | None = None,
-                 create: bool | None = None, target: str | None = None) -> None:
+                 create: bool = False, target: str | None = None) -> None:
         # `playbook step --store '~/s'` on a host: the runner quotes the path, mqadmin expands it
         self.store_dir = expand_store_path(store_dir)
         self.config_file = config_file
         self._host = host or LocalHost()
-        # None: `playbook step` on a host, told by the runner through the environment
-        self.create = os.environ.get(CREATE_STORE_ENV) == "1" if create is None else create
+        self.create = create  # the target's create: true (`playbook step --create` on a host)
         self.target = target
 
     @contextmanager
@@ -284,8 +280,8 @@ class Executors:
             raise StepError(f"{action.name} on ssh target {target.name} needs store: (the store path on that host)")
         # --stop-on-eof: the step ends when this side closes the channel (Ctrl-C here), not only at its end
         command = f"{target.mqadmin} playbook step --stop-on-eof --store {shell_path(target.store)}"
-        if target.create:  # the host's shell passes it to mqadmin (see CREATE_STORE_ENV)
-            command = f"{CREATE_STORE_ENV}=1 {command}"
+        if target.create:
+            command += " --create"
         if target.config:
             command += f" --config {shell_path(target.config)}"
         if check:

@@ -134,6 +134,8 @@ def step(
     store: Annotated[Path, typer.Option("--store", help="store directory on this host")],
     config: Annotated[str | None, typer.Option("--config", help="broker config on this host")] = None,
     check: Annotated[bool, typer.Option("--check")] = False,
+    create: Annotated[bool, typer.Option("--create", help="make a new store at --store when none is there "
+                                         "(the target's create: true)")] = False,
     output: Annotated[OutputFormat, typer.Option("--output", case_sensitive=False,
                                                  help="json (the only form the runner reads)")] = OutputFormat.json,
     stop_on_eof: Annotated[bool, typer.Option("--stop-on-eof", help="the request is one line on stdin; stop "
@@ -154,7 +156,7 @@ def step(
     else:
         if stop_on_eof:
             _stop_when_stdin_closes()
-        outcome = run_guarded(lambda: action.run(StoreContext(store, config), args, check))
+        outcome = run_guarded(lambda: action.run(StoreContext(store, config, create=create), args, check))
     typer.echo(json.dumps(outcome.to_dict(), default=str))
 
 

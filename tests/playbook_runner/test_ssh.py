@@ -13,7 +13,6 @@ import pytest
 
 from mqadmin.embedded import EmbeddedAdmin
 from playbooks.actions.broker_process import lock_owner
-from playbooks.inventory import CREATE_STORE_ENV
 
 from .conftest import Playbooks, remote_mqadmin, seed_store
 from .sshd import Sshd
@@ -199,5 +198,5 @@ def test_step_command_reports_bad_requests_as_json(tmp_path: Path) -> None:
     assert json.loads(refused.stdout)["message"] == (f"{tmp_path / 's'} is not a store directory (it does not exist) "
                                                      "(give the target create: true to make a new store there)")
     assert not (tmp_path / "s").exists()  # a store is made on a host only for a target with create: true
-    good = subprocess.run(cmd, input=request, capture_output=True, env={**env, CREATE_STORE_ENV: "1"}, timeout=60)
+    good = subprocess.run([*cmd, "--create"], input=request, capture_output=True, env=env, timeout=60)
     assert json.loads(good.stdout)["status"] == "changed"
