@@ -294,7 +294,8 @@ class TimerMessageStore:
         self.curr_read_time_ms = oldest if cp.problem is not None else self.format_time_ms(cp.last_read_time_ms)
         if self.curr_read_time_ms < oldest:
             self.curr_read_time_ms = oldest
-        self._bound_read_time_to_clock(now)
+        if not self.read_only:  # an inspection shows the read time the checkpoint holds, as it is
+            self._bound_read_time_to_clock(now)
         if not self.read_only:
             # slots pointing past a truncated TimerLog: re-link from their first unit
             min_first = self.timer_wheel.check_phy_pos(self.curr_read_time_ms, process_offset)
