@@ -254,6 +254,7 @@ class Producer:
         """
         self._check_running()
         _check_call_timeout(timeout)
+        _check_queue_topic(msg.topic, mq)
         props = msg.wire_properties()
         # refused here, before it could join an AutoBatch: a bad message fails its own send only
         check_message(msg, props, self.max_message_size)
@@ -304,6 +305,7 @@ class Producer:
     async def send_oneway(self, msg: Message, mq: MessageQueue | None = None) -> None:
         """Fire and forget: no response is asked for (errors after the write are not seen)."""
         self._check_running()
+        _check_queue_topic(msg.topic, mq)
         props = msg.wire_properties()
         check_message(msg, props, self.max_message_size)
         queues = [mq] if mq else await self.publish_queues(msg.topic)
@@ -328,6 +330,7 @@ class Producer:
         topic = msgs[0].topic
         if any(m.topic != topic for m in msgs):
             raise ValueError("all messages of a batch must have the same topic")
+        _check_queue_topic(topic, mq)
         if any(m.delay_level > 0 for m in msgs):
             raise ValueError("delayed messages cannot be sent in a batch")
         items = [BatchItem(m.body, m.wire_properties(), m.flag) for m in msgs]
@@ -484,6 +487,14 @@ def _check_call_timeout(timeout: float | None) -> None:
     it unsent with "got no answer")."""
     if timeout is not None:
         check_positive_seconds("timeout", timeout)
+
+
+def _check_queue_topic(topic: str, mq: MessageQueue | None) -> None:
+    """Java's "message's topic not equal mq's topic": the request takes its topic from the queue, so a
+    queue of another topic would store the message there, answered SEND_OK, unseen by its own consumers."""
+    if mq is not None and mq.topic != topic:
+        raise MessageCheckError(f"message's topic {topic!r} is not the queue's topic {mq.topic!r}; "
+                                "nothing was sent")
 
 
 class TransactionProducer(Producer):

@@ -239,3 +239,43 @@ def test_body_over_max_message_size_is_refused_and_the_connection_keeps_working(
         assert f"the message body size over max value, MAX: {want}" in text, (name, text)
     assert at_limit.status == SendStatus.SEND_OK and after.status == SendStatus.SEND_OK
     assert [len(m.body) for m in stored] == [limit, 5]
+
+
+def test_a_queue_of_another_topic_is_refused_on_every_send_path(broker: BrokerProcess, unique: str) -> None:
+    """The request takes its topic from the queue: a message for topic A sent to a queue of topic B was
+    stored in B, answered SEND_OK, and A's consumers never saw it. Java refuses it ("message's topic not
+    equal mq's topic"); so does every send path here, AutoBatch included, and nothing is stored."""
+    orders, audit = unique + "Orders", unique + "Audit"
+
+    async def go():
+        inst = MQClientInstance(broker.namesrv_addr)
+        for topic in (orders, audit):
+            await create_topic(inst, broker.broker_addr, topic, queues=1)
+        audit_q0 = MessageQueue(topic=audit, broker_name=broker.broker_name, queue_id=0)
+        p = Producer(unique + "P", inst)
+        batching = Producer(unique + "AB", inst, auto_batch=True, batch_max_delay_ms=50)
+        await p.start()
+        await batching.start()
+        sends = {"send": lambda: p.send(Message(orders, b"o"), audit_q0),
+                 "send_async": lambda: p.send_async(Message(orders, b"o"), mq=audit_q0),
+                 "send_oneway": lambda: p.send_oneway(Message(orders, b"o"), audit_q0),
+                 "send_batch": lambda: p.send_batch([Message(orders, b"o")], audit_q0),
+                 "auto_batch": lambda: batching.send(Message(orders, b"o"), audit_q0)}
+        errors = {}
+        for path, call in sends.items():
+            with pytest.raises(MessageCheckError) as ei:
+                await call()
+            errors[path] = ei.value.message
+        await asyncio.sleep(0.5)  # a oneway send that got through would be stored by now
+        stored = await _stored(inst, audit)
+        ok = await p.send(Message(audit, b"a"), audit_q0)  # the right topic still goes
+        await batching.shutdown()
+        await p.shutdown()
+        await inst.shutdown()
+        return errors, stored, ok
+
+    errors, stored, ok = run(go())
+    for path, text in errors.items():
+        assert text == f"message's topic {orders!r} is not the queue's topic {audit!r}; nothing was sent", path
+    assert stored == []
+    assert ok.status == SendStatus.SEND_OK and ok.message_queue.topic == audit
