@@ -18,6 +18,13 @@ if TYPE_CHECKING:
     from .commit_log import AppendedRecord
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+# A delayed record's due time is an 8-byte signed tagsCode. messageDelayLevel is bounded so the sum fits
+# for a real clock, but a record whose store time is far ahead (a clock set wrong, an old config) must not
+# stop dispatch of every later record: its due time is clamped to Long.MAX ("as late as can be stored",
+# which is what the delay asked) rather than wrapped as Java's long would, which would make it a due time
+# in the past, or an ext address, and deliver it at once. The schedule service still delivers a clamped
+# unit as soon as its due time lies further ahead than the level's delay (its clock-went-back rule).
+LONG_MAX = 2**63 - 1
 
 
 @dataclass(slots=True)
@@ -62,7 +69,8 @@ def compute_tags_code(topic: str, props: str, store_timestamp: int, delay_levels
             if level > max_level:
                 level = max_level
             if level > 0:
-                return store_timestamp + (delay_levels_ms[level - 1] if level <= max_level else 1000)
+                due = store_timestamp + (delay_levels_ms[level - 1] if level <= max_level else 1000)
+                return min(due, LONG_MAX)
     return tags_code(get_property(props, "TAGS"))
 
 

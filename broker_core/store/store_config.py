@@ -115,9 +115,11 @@ class StoreConfig:
                 raise ConfigError(f"{snake_to_camel(name)}={value!r}: must be an integer")
             check_java_range(snake_to_camel(name), value, java, lo=MINIMUM.get(name))
         try:
-            parse_delay_levels(self.message_delay_level)
+            levels = parse_delay_levels(self.message_delay_level)
         except ValueError as e:
             raise ConfigError(f"messageDelayLevel={self.message_delay_level!r}: {e}") from None
+        if not levels:  # Java's parseDelayLevel fails on "" too; refused here, before a store is opened
+            raise ConfigError(f"messageDelayLevel={self.message_delay_level!r}: defines no level")
 
     @property
     def write_buffer_enabled(self) -> bool:
@@ -156,13 +158,23 @@ class StoreConfig:
             return cls.from_properties(props, root)
 
 
+# The longest delay a level may have, in ms. A delayed message's due time (its store time + the delay)
+# is its consume-queue unit's 8-byte signed tagsCode, so the sum must fit a Java long for any store time
+# a real clock gives: 2**45 ms is the year 3084. Java refuses only what Long.parseLong cannot read and
+# then overflows silently; a bigger level here used to be accepted and then stop dispatch for good.
+MAX_DELAY_LEVEL_MS = 2**63 - 1 - 2**45
+
+
 def parse_delay_levels(spec: str) -> list[int]:
     """``messageDelayLevel`` ("1s 5s ... 2h") as milliseconds per level (index 0 = level 1)."""
     units = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
     levels = []
-    for token in spec.split():
+    for level, token in enumerate(spec.split(), start=1):
         unit = units.get(token[-1])
         if unit is None or not token[:-1].isdigit():
             raise ValueError(f"bad messageDelayLevel token {token!r}")
-        levels.append(int(token[:-1]) * unit)
+        delay_ms = int(token[:-1]) * unit
+        if delay_ms > MAX_DELAY_LEVEL_MS:
+            raise ValueError(f"level {level} ({token}) is longer than the longest delay, {MAX_DELAY_LEVEL_MS} ms")
+        levels.append(delay_ms)
     return levels
