@@ -173,14 +173,16 @@ class RetryService:
         cfg = self._group(group)
         if cfg.retry_queue_nums <= 0:
             return SendBackResult(None, -1, 0, msg.reconsume_times, False, None)
-        max_times = resolve_max_reconsume_times(cfg, msg, max_reconsume_times)
-        if msg.reconsume_times >= max_times or delay_level < 0:
-            return self.send_to_dlq(group, msg, origin_topic)
+        # The retry topic is created and must be writable before the DLQ is chosen, as in Java's
+        # consumerSendMsgBack: a read-only %RETRY% topic refuses every send-back, DLQ-bound ones too.
         topic = retry_topic(group)
         tc = self.topics.create_if_absent(TopicConfig(topic, cfg.retry_queue_nums, cfg.retry_queue_nums,
                                                       PERM_READ_WRITE))
         if not tc.perm & 2:
             raise NoPermissionError(f"the topic[{topic}] sending message is forbidden")
+        max_times = resolve_max_reconsume_times(cfg, msg, max_reconsume_times)
+        if msg.reconsume_times >= max_times or delay_level < 0:
+            return self.send_to_dlq(group, msg, origin_topic)
         level = retry_delay_level(msg.reconsume_times, delay_level)
         qid = self.random.randrange(cfg.retry_queue_nums)
         props = self._retry_properties(msg)

@@ -96,3 +96,22 @@ def test_send_back_of_a_batchcq_item_by_origin_msg_id(broker_setup) -> None:
     r = _call(bc, RC.CONSUMER_SEND_MSG_BACK, fields)
     assert r.code == ResponseCode.SYSTEM_ERROR and "inner batch" in (r.remark or "")
     assert broker.get_max_offset("%DLQ%BcqG", 0) == 1
+
+
+def test_a_read_only_retry_topic_refuses_every_send_back_dlq_bound_ones_too(broker_setup) -> None:
+    """Java's consumerSendMsgBack creates %RETRY%group and checks it is writable before it decides on the
+    DLQ, so a read-only retry topic answers NO_PERMISSION for a delayLevel -1 (or an exhausted) send-back
+    too; here the DLQ was picked first and took the message. A refused send-back stores nothing."""
+    _servers, broker, _ns, bc = broker_setup
+    broker.create_or_update_topic("RoT", 1, 1)
+    broker.create_or_update_subscription_group("RoG", retry_max_times=16, retry_queue_nums=1)
+    broker.create_or_update_topic("%RETRY%RoG", 1, 1, perm=4)
+    sent = broker.send_message("RoT", b"fail-me", queue_id=0)
+    before = broker.store.get_max_phy_offset()
+    for delay_level, max_times in (("-1", "16"), ("0", "0"), ("0", "16")):
+        fields = {"offset": str(sent.commit_log_offset), "group": "RoG", "delayLevel": delay_level,
+                  "originTopic": "RoT", "maxReconsumeTimes": max_times}
+        r = _call(bc, RC.CONSUMER_SEND_MSG_BACK, fields)
+        assert (r.code, r.remark) == (ResponseCode.NO_PERMISSION, "the topic[%RETRY%RoG] sending message is forbidden")
+    assert broker.get_topic("%DLQ%RoG") is None
+    assert broker.store.get_max_phy_offset() == before
