@@ -108,13 +108,17 @@ class Message:
         return props
 
 
-def decode_records(body: bytes, decompress: bool = True) -> list[MessageExt]:
+def decode_records(body: bytes, decompress: bool = True, unwrap: bool = True) -> list[MessageExt]:
     """Every stored record of a PULL/QUERY/VIEW/CHECK body, in order; RecordError on torn data.
 
     ``decompress`` (Java's deCompressBody): a body a Java or ali-ons producer compressed (over 4 KiB, SYSFLAG
     COMPRESSED_FLAG) is handed over as it was sent, with COMPRESSED_FLAG cleared from its SYSFLAG (Java's
     MessageDecoder does ``sysFlag &= ~COMPRESSED_FLAG``; the compression type bits stay); one that cannot be
-    inflated is kept as stored, flag and all, with a warning naming the message."""
+    inflated is kept as stored, flag and all, with a warning naming the message.
+
+    ``unwrap`` (Java's decodesBatch, what a pull's body goes through): a BatchCQ inner-batch record becomes
+    its messages. A view or a key query shows the stored record itself (Java's viewMessage and queryMessage
+    decode without unwrapping), so those pass ``unwrap=False``."""
     out: list[MessageExt] = []
     pos = 0
     n = len(body)
@@ -124,7 +128,7 @@ def decode_records(body: bytes, decompress: bool = True) -> list[MessageExt]:
         if msg.store_size <= 0:
             raise RecordError(f"record at body offset {pos} has size {msg.store_size}")
         pos += msg.store_size
-        if msg.sys_flag & INNER_BATCH_FLAG:
+        if unwrap and msg.sys_flag & INNER_BATCH_FLAG:
             out.extend(_unwrap(msg))
         else:
             if decompress and msg.sys_flag & COMPRESSED_FLAG:

@@ -163,6 +163,15 @@ def _naming_mix_up(resp: RemotingCommand, who: str, hint: str) -> RemotingComman
     return resp
 
 
+def _query_hit(record: MessageRecord, key: str, unique_key: bool) -> bool:
+    """MQAdminImpl.queryMessage's check of each record the index answered: the index works by hash, so a
+    broker may answer records of another key (a collision); only the msgId (UNIQ_KEY, else offset id)
+    equal to ``key``, or a KEYS token equal to it, counts."""
+    if unique_key:
+        return (record.uniq_key or record.msg_id) == key
+    return key in (record.properties.get("KEYS") or "").split(" ")
+
+
 class RemotingBrokerClient:
     """BrokerClient over the remoting protocol (see ``mqadmin.transport.base``)."""
 
@@ -252,9 +261,11 @@ class RemotingBrokerClient:
             raise AdminError(f"undecodable JSON body from the server: {e}") from None
 
     @staticmethod
-    def _records(resp: RemotingCommand) -> list[MessageRecord]:
+    def _records(resp: RemotingCommand, unwrap: bool = True) -> list[MessageRecord]:
+        """``unwrap``: a pull's BatchCQ inner batch as its messages; a view or query shows the record itself."""
         try:
-            return [to_record(m) for m in decode_records(resp.body, decompress=False)]  # to_record does it
+            # decompress=False: to_record inflates the body itself
+            return [to_record(m) for m in decode_records(resp.body, decompress=False, unwrap=unwrap)]
         except RecordError as e:
             raise AdminError(f"undecodable message record from the server: {e}") from None
 
@@ -564,13 +575,13 @@ class RemotingBrokerClient:
                           ext={"_UNIQUE_KEY_QUERY": "true" if unique_key else "false"}, timeout=15.0)
         if resp.code in (ResponseCode.QUERY_NOT_FOUND, ResponseCode.NO_MESSAGE):
             return []
-        return self._records(self._ok(resp))
+        return [r for r in self._records(self._ok(resp), unwrap=False) if _query_hit(r, key, unique_key)]
 
     def view_message(self, broker_addr: str, commit_log_offset: int) -> MessageRecord | None:
         resp = self._call(broker_addr, RequestCode.VIEW_MESSAGE_BY_ID, ViewMessageRequestHeader(offset=commit_log_offset))
         if resp.code == ResponseCode.SYSTEM_ERROR and (resp.remark or "").startswith("can not find message"):
             return None
-        records = self._records(self._ok(resp))
+        records = self._records(self._ok(resp), unwrap=False)
         return records[0] if records else None
 
     def read_queue(self, broker_addr: str, topic: str, queue_id: int, offset: int, max_num: int,

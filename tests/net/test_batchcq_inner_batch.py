@@ -1,0 +1,71 @@
+"""BatchCQ inner-batch records (one commitlog record holding a whole batch: SYSFLAG INNER_BATCH_FLAG |
+NEED_UNWRAP_FLAG, properties INNER_NUM/INNER_BASE) over the network, against a real mqbroker.
+
+- mqadmin queryMsgById / queryMsgByUniqueKey over -n show the stored record as it is (Apache's
+  viewMessage and queryMessage decode without unwrapping), as --store does, and not its first inner
+  message; a pull still hands the consumer the individual messages.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from net_util import RawClient, mqadmin, run_mqadmin
+
+from broker_core.remoting import RequestCode, ResponseCode
+from broker_core.remoting.headers import SendMessageRequestHeaderV2
+from broker_core.store.codec.batch import BatchItem, encode_batch
+from broker_core.store.codec.properties import encode_properties
+from tests.remoting_broker import BrokerProcess, running_broker
+from tests.waiting import wait_for
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    with running_broker(Path(tmp_path_factory.mktemp("bcq")), {"enablePropertyFilter": "true"}) as b:
+        yield b
+
+
+def batch_cq_topic(b: BrokerProcess, topic: str) -> None:
+    mqadmin(b.namesrv_addr, "updateTopic", "-b", b.broker_addr, "-t", topic, "-r", "1", "-w", "1",
+            "-a", "+queue.type=BatchCQ")
+    wait_for(lambda: "queueDatas" in mqadmin(b.namesrv_addr, "topicRoute", "-t", topic), f"{topic} routed", 30)
+
+
+def send_inner_batch(b: BrokerProcess, topic: str, uniq_key: str, items: list[BatchItem]) -> dict[str, str]:
+    """SEND_BATCH_MESSAGE with a batch-level UNIQ_KEY: a BatchCQ topic stores it as one inner-batch record."""
+    header = SendMessageRequestHeaderV2(a="BcqP", b=topic, c="TBW102", d=4, e=0, f=0, g=int(time.time() * 1000),
+                                        h=0, i=encode_properties({"UNIQ_KEY": uniq_key, "WAIT": "true"}), m=True)
+    bc = RawClient(b.broker_addr)
+    try:
+        r = bc.call(RequestCode.SEND_BATCH_MESSAGE, header.to_ext_fields(), encode_batch(items))
+    finally:
+        bc.sock.close()
+    assert r.code == ResponseCode.SUCCESS, r.remark
+    return r.ext_fields
+
+
+def items(n: int) -> list[BatchItem]:
+    return [BatchItem(b"inner%d" % i, {"TAGS": "TagA", "KEYS": f"BatchT-key{i}", "UNIQ_KEY": f"INNERKEY{i}"})
+            for i in range(n)]
+
+
+def test_admin_queries_over_the_network_show_the_inner_batch_record_itself(broker: BrokerProcess) -> None:
+    ns, topic, key = broker.namesrv_addr, "BcqView", "7F0000010000BCQ00000000000000001"
+    batch_cq_topic(broker, topic)
+    sent = send_inner_batch(broker, topic, key, items(3))
+    offset_msg_id = sent["msgId"].split(",")[0]
+    wait_for(lambda: run_mqadmin("queryMsgByUniqueKey", "-n", ns, "-t", topic, "-i", key).returncode == 0,
+             "the batch indexed", 30, 0.2)
+    for out in (mqadmin(ns, "queryMsgById", "-t", topic, "-i", offset_msg_id),
+                mqadmin(ns, "queryMsgByUniqueKey", "-t", topic, "-i", key)):
+        assert "System Flag:         192\n" in out and "Queue Offset:        0\n" in out, out
+        assert f"UNIQ_KEY={key}" in out and "INNER_NUM=3" in out, out
+        assert "INNERKEY0" not in out and "TAGS=TagA" not in out, out
+    # a pull (what a consumer and queryMsgByOffset read) still sees the individual messages
+    out = mqadmin(ns, "queryMsgByOffset", "-t", topic, "-b", broker.broker_name, "-i", "0", "-o", "2")
+    assert "UNIQ_KEY=INNERKEY2" in out and "KEYS=BatchT-key2" in out, out
+
