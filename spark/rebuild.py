@@ -524,6 +524,10 @@ def _run_rebuild(store_dir: str | os.PathLike[str], config_file: str | os.PathLi
         # cut file, the store does not open, so queues rebuilt (and offsets clamped) to match it are wrong.
         raise RebuildRefusedError(f"{si.file_size_problem}; the broker cannot open the store with it (nor can "
                                   f"mqadmin verifyStore), so nothing was {'checked' if verify else 'written'}")
+    if si.index_size_problem is not None and "index" in part_list and si.config.message_index_enable:
+        # Index files of another geometry: the config is wrong, not the files. A rebuild would replace them
+        # with files the broker cannot open with its real config; a verify would report every entry.
+        raise RebuildRefusedError(f"{si.index_size_problem}; nothing was {'checked' if verify else 'written'}")
     summary = RebuildSummary(str(si.root), master, part_list, verify, commitlog_files=len(si.files))
     summary.warnings.extend(si.warnings)
     cfg = si.config

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from broker_core.store.codec.index_format import index_file_size, is_index_file_name
 from broker_core.store.deleted_topics import read_deleted_topics
 from broker_core.store.mapped_file import MappedFileQueue, first_data_file_size
 from broker_core.store.store_config import StoreConfig, parse_delay_levels
@@ -58,6 +59,8 @@ class StoreInput:
     deleted_topics: dict[str, int] = field(default_factory=dict)
     # Why the broker would refuse to open this commitlog (a file cut short or extended), else None.
     file_size_problem: str | None = None
+    # Why the broker would refuse the index files for the configured geometry (verifyStore's words), else None.
+    index_size_problem: str | None = None
 
     @property
     def commitlog_bytes(self) -> int:
@@ -124,9 +127,60 @@ def commitlog_file_size_problem(commitlog_dir: Path, configured_size: int) -> st
     return None
 
 
+def _first_queue_file_size(base: Path) -> int:
+    """Length of the first non-empty data file of the first queue under ``base`` (0: none), as the store reads it."""
+    if not base.is_dir():
+        return 0
+    for topic_dir in sorted(base.iterdir()):
+        if not topic_dir.is_dir():
+            continue
+        for qdir in sorted(topic_dir.iterdir()):
+            size = first_data_file_size(qdir)
+            if size:
+                return size
+    return 0
+
+
+def infer_file_sizes(config: StoreConfig, root: Path) -> None:
+    """An existing store's commitlog, CQ and BCQ file sizes win over the config, as MessageStore opens it.
+
+    Why: without ``--config`` (or with a config of other sizes) a rebuild wrote queue files of the
+    default sizes over a store made with others, which the broker then could not open with its real config.
+    """
+    size = first_data_file_size(config.commit_log_dir)
+    if size:
+        config.mapped_file_size_commit_log = size
+    cq_size = _first_queue_file_size(root / "consumequeue")
+    if cq_size and cq_size % 20 == 0:
+        config.mapped_file_size_consume_queue = cq_size
+    bcq_size = _first_queue_file_size(root / "batchconsumequeue")
+    if bcq_size and bcq_size % 46 == 0:
+        config.mapper_file_size_batch_consume_queue = bcq_size
+
+
+def index_size_problem(index_dir: Path, hash_slot_num: int, index_num: int) -> str | None:
+    """The store's refusal of index files of another geometry (IndexService/IndexFile), in verifyStore's words.
+
+    Index files carry no geometry the store trusts: their size must match maxHashSlotNum/maxIndexNum. Files
+    of another size beside files of the configured one are cut short (damage a rebuild repairs), not
+    another geometry; only when no file has the configured size is the config wrong.
+    """
+    if not index_dir.is_dir():
+        return None
+    expected = index_file_size(hash_slot_num, index_num)
+    sizes = [(p, p.stat().st_size) for p in sorted(index_dir.iterdir()) if is_index_file_name(p.name) and p.is_file()]
+    sizes = [(p, n) for p, n in sizes if n]
+    if not sizes or any(n == expected for _p, n in sizes):
+        return None
+    path, size = sizes[0]
+    return (f"index file {path} is {size} bytes, expected {expected} (maxHashSlotNum={hash_slot_num}, "
+            f"maxIndexNum={index_num}); give --config with the store's maxHashSlotNum/maxIndexNum")
+
+
 def load_store_input(store_dir: str | Path, config_file: str | Path | None = None) -> StoreInput:
     root = Path(store_dir).resolve()
     config = StoreConfig.load(config_file, root=root)
+    infer_file_sizes(config, root)
     warnings: list[str] = []
     gaps: list[CommitLogGap] = []
     files = list_commitlog_files(config.commit_log_dir, config.mapped_file_size_commit_log, warnings, gaps)
@@ -138,4 +192,5 @@ def load_store_input(store_dir: str | Path, config_file: str | Path | None = Non
         queue_types = {name: tc.queue_type for name, tc in table.topics.items()}
     return StoreInput(root, config, files, queue_types, parse_delay_levels(config.message_delay_level), warnings,
                       gaps, read_deleted_topics(root / "config"),
-                      commitlog_file_size_problem(config.commit_log_dir, config.mapped_file_size_commit_log))
+                      commitlog_file_size_problem(config.commit_log_dir, config.mapped_file_size_commit_log),
+                      index_size_problem(root / "index", config.max_hash_slot_num, config.max_index_num))
