@@ -274,7 +274,7 @@ class Broker:
     def pull_hold_service(self) -> PullRequestHoldService:
         from .long_polling import PullRequestHoldService
 
-        service = PullRequestHoldService()
+        service = PullRequestHoldService(self.store)
         self.store.arrival_listeners.append(service.notify_message_arriving)
         return service
 

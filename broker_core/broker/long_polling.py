@@ -7,18 +7,31 @@ Why: a consumer that has caught up parks its pull for up to ``suspendTimeoutMill
 spinning; the pull must return as soon as a message *that its filter accepts* arrives, and a
 message it would filter out must not wake it (the pull's own round every ``HOLD_CHECK_INTERVAL_S``
 answers those). The store's arrival listeners deliver every new
-consume-queue unit with its tags code and properties, which is exactly what the filter needs.
+consume-queue unit with its tags code and properties, which is exactly what the filter needs -- except
+for a BatchCQ inner batch: the pull judges each of its messages, whose properties are in the record's
+body, not in the record's own properties, so a wake-up for one asks the store with the pull's own read.
 """
 
 from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from typing import Protocol
 
-from broker_core.store.codec.properties import decode_properties
+from broker_core.store.codec.properties import PROPERTY_INNER_NUM, decode_properties, get_property
+from broker_core.store.message_store import GetMessageResult, GetMessageStatus
 
 from .filter import MessageFilter
 from .waiter import Waiter
+
+_INNER_NUM_MARK = PROPERTY_INNER_NUM + "\x01"
+
+
+class QueueReader(Protocol):
+    """The store's read a pull makes (``MessageStore.get_messages``)."""
+
+    def get_messages(self, topic: str, queue_id: int, offset: int, max_num: int,
+                     message_filter: MessageFilter | None = None, max_units_scan: int = ...) -> GetMessageResult: ...
 
 
 @dataclass(eq=False)
@@ -36,8 +49,21 @@ class PullWaiter:
 HOLD_CHECK_INTERVAL_S = 5.0
 
 
+def inner_batch_size(properties_string: str) -> int:
+    """INNER_NUM of an inner-batch record (a BatchCQ unit holding several messages), 0 for any other."""
+    if _INNER_NUM_MARK not in properties_string:  # the common case, without parsing
+        return 0
+    try:
+        return max(int(get_property(properties_string, PROPERTY_INNER_NUM) or 0), 0)
+    except ValueError:
+        return 0
+
+
 class PullRequestHoldService:
-    def __init__(self) -> None:
+    def __init__(self, store: QueueReader | None = None) -> None:
+        """``store``: read an arriving inner batch to judge its messages; without it the record's own
+        properties are judged (its messages' are not there, so a selector on them waits for the round)."""
+        self._store = store
         self._waiters: dict[tuple[str, int], list[PullWaiter]] = {}
         self._lock = threading.Lock()
         self._stopped = False
@@ -74,6 +100,7 @@ class PullRequestHoldService:
         if not waiters:
             return
         props: dict[str, str] | None = None
+        inner_num = inner_batch_size(properties_string) if self._store is not None else 0
         for w in waiters:
             if w.event.is_set() or max_offset_after <= w.offset:
                 continue
@@ -81,11 +108,23 @@ class PullRequestHoldService:
             if f is not None:
                 if not f.is_matched_by_consume_queue(tags_code):
                     continue
-                if props is None:
-                    props = decode_properties(properties_string) if properties_string else {}
-                if not f.is_matched_by_commit_log(props):
-                    continue
+                if inner_num:
+                    if not self._inner_batch_matches(topic, queue_id, max(w.offset, max_offset_after - inner_num),
+                                                     max_offset_after, f):
+                        continue
+                else:
+                    if props is None:
+                        props = decode_properties(properties_string) if properties_string else {}
+                    if not f.is_matched_by_commit_log(props):
+                        continue
             w.event.wake()
+
+    def _inner_batch_matches(self, topic: str, queue_id: int, begin: int, end: int, f: MessageFilter) -> bool:
+        """Whether the pull would find a message in [begin, end) of the arrived inner batch: the pull's own
+        read, limited to that one unit (its messages are judged one by one, as the pull judges them)."""
+        assert self._store is not None
+        got = self._store.get_messages(topic, queue_id, begin, end - begin, f, max_units_scan=1)
+        return got.status is GetMessageStatus.FOUND
 
     def shutdown(self) -> None:
         """Wake everything so no pull outlives the broker."""

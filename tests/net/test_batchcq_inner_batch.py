@@ -3,11 +3,15 @@ NEED_UNWRAP_FLAG, properties INNER_NUM/INNER_BASE) over the network, against a r
 
 - mqadmin queryMsgById / queryMsgByUniqueKey over -n show the stored record as it is (Apache's
   viewMessage and queryMessage decode without unwrapping), as --store does, and not its first inner
-  message; a pull still hands the consumer the individual messages.
+  message; a pull still hands the consumer the individual messages;
+- a SQL92 long-poll pull parked on a BatchCQ queue is answered as soon as a batch arrives that holds a
+  message its selector matches (the pull judges each inner message, so the wake-up must too), and not
+  woken by a batch none of whose messages it matches.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +19,10 @@ from pathlib import Path
 import pytest
 from net_util import RawClient, mqadmin, run_mqadmin
 
+from broker_core.client.instance import MQClientInstance
+from broker_core.client.pull_consumer import PullConsumer
 from broker_core.remoting import RequestCode, ResponseCode
+from broker_core.remoting.bodies import MessageQueue
 from broker_core.remoting.headers import SendMessageRequestHeaderV2
 from broker_core.store.codec.batch import BatchItem, encode_batch
 from broker_core.store.codec.properties import encode_properties
@@ -69,3 +76,33 @@ def test_admin_queries_over_the_network_show_the_inner_batch_record_itself(broke
     out = mqadmin(ns, "queryMsgByOffset", "-t", topic, "-b", broker.broker_name, "-i", "0", "-o", "2")
     assert "UNIQ_KEY=INNERKEY2" in out and "KEYS=BatchT-key2" in out, out
 
+
+def test_sql92_long_poll_on_a_batch_cq_wakes_when_an_inner_message_matches(broker: BrokerProcess) -> None:
+    topic = "BcqSql"
+    batch_cq_topic(broker, topic)
+
+    async def scenario() -> tuple[float, list[bytes], str]:
+        inst = MQClientInstance(broker.namesrv_addr)
+        consumer = PullConsumer("BcqSqlG", inst)
+        await consumer.start()
+        try:
+            mq = MessageQueue(topic=topic, broker_name=broker.broker_name, queue_id=0)
+            await inst.get_route(topic, refresh=True)
+            pull = asyncio.create_task(consumer.pull(mq, "a > 5", 0, 32, block_ms=10000, expression_type="SQL92"))
+            await asyncio.sleep(1.0)  # the pull is parked by now
+            await asyncio.to_thread(send_inner_batch, broker, topic, "7F0000010000BCQ00000000000000002",
+                                    [BatchItem(b"one", {"a": "1"}), BatchItem(b"two", {"a": "2"})])
+            await asyncio.sleep(1.0)
+            assert not pull.done(), "a batch of messages the selector refuses woke the pull"
+            await asyncio.to_thread(send_inner_batch, broker, topic, "7F0000010000BCQ00000000000000003",
+                                    [BatchItem(b"nine", {"a": "9"})])
+            sent_at = time.monotonic()
+            result = await pull
+            return time.monotonic() - sent_at, [m.body for m in result.messages], result.status.name
+        finally:
+            await consumer.shutdown()
+            await inst.shutdown()
+
+    waited, bodies, status = asyncio.run(scenario())
+    assert (status, bodies) == ("FOUND", [b"nine"])
+    assert waited < 1.0, f"answered {waited:.2f} s after the send"
