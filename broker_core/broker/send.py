@@ -300,7 +300,10 @@ class MessageSender:
         born = self.clock() if born_timestamp is None else born_timestamp
         if waits == {"false"}:
             batch_props.setdefault(PROPERTY_WAIT_STORE_MSG_OK, "false")
-        if tc.queue_type == BATCH_CQ:
+        # Apache's sendBatchMessage: an inner batch only when the batch itself carries a UNIQ_KEY (Java's
+        # producer and the proxy set one); a batch without one is stored message by message on a BatchCQ
+        # topic too, each with its own TAGS, KEYS and index entries (an inner batch has only the outer ones)
+        if tc.queue_type == BATCH_CQ and batch_props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX):
             return self._put_inner_batch(tc, qid, items, batch_props, sys_flag, flag, born, born_host, item_keys)
         return self._put_exploded(tc, qid, items, sys_flag, born, born_host, item_keys, batch_props)
 
@@ -309,7 +312,7 @@ class MessageSender:
                          item_keys: list[str]) -> SendResult:
         body = encode_batch(items)
         self._check_size(body, "inner batch body")
-        uniq = batch_props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or self.uniq_keys.next_id()
+        uniq = batch_props[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX]
         props = dict(batch_props)
         props[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = uniq
         props[PROPERTY_CLUSTER] = self.config.broker_cluster_name

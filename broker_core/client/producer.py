@@ -342,8 +342,10 @@ class Producer:
         body = encode_batch(items)
         check_body_size(topic, len(body), self.max_message_size)  # as Java, the whole batch too
         uniq = ",".join(i.properties[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] for i in items)
-        res = await self._send_with_retry(topic, body, {"WAIT": "true"}, 0, mq, None, timeout, sys_flag=0,
-                                          batch=True)
+        # Java's DefaultMQProducer.batch() gives the batch its own UNIQ_KEY: on a BatchCQ topic that makes
+        # it one inner-batch record (without one the broker stores the messages one by one)
+        batch_props = {"WAIT": "true", PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX: new_uniq_key()}
+        res = await self._send_with_retry(topic, body, batch_props, 0, mq, None, timeout, sys_flag=0, batch=True)
         return SendResult(res.status, uniq, res.offset_msg_id, res.message_queue, res.queue_offset,
                           res.transaction_id)
 

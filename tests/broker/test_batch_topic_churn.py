@@ -70,7 +70,8 @@ def test_batch_topic_deleted_and_made_again_under_sends(tmp_path: Path, caplog: 
             try:
                 if k < 5:
                     items = [BatchItem(b"b%d" % j) for j in range(rnd.randrange(1, 5))]
-                    broker.send_batch("B", items, {"KEYS": "batch"}, queue_id=rnd.randrange(2))
+                    broker.send_batch("B", items, {"KEYS": "batch", "UNIQ_KEY": f"B{rnd.getrandbits(64):016X}"},
+                                      queue_id=rnd.randrange(2))
                 elif k == 5:
                     broker.send_message("B", b"plain", queue_id=rnd.randrange(2))  # makes B a normal topic
                 elif k == 6:

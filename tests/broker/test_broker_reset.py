@@ -110,9 +110,9 @@ def test_batch_cq_time_reset_and_exact_inner_offset(make_broker, clock):
     b.create_or_update_topic("BQ", 1, 1, attributes="+queue.type=BatchCQ")
     b.create_or_update_subscription_group("g")
     clock.now = START_MS
-    b.send_batch("BQ", [BatchItem(b"a%d" % i) for i in range(4)], queue_id=0)  # offsets 0..3
+    b.send_batch("BQ", [BatchItem(b"a%d" % i) for i in range(4)], {"UNIQ_KEY": "BA"}, queue_id=0)  # offsets 0..3
     clock.now = START_MS + 10_000
-    b.send_batch("BQ", [BatchItem(b"b%d" % i) for i in range(4)], queue_id=0)  # offsets 4..7
+    b.send_batch("BQ", [BatchItem(b"b%d" % i) for i in range(4)], {"UNIQ_KEY": "BB"}, queue_id=0)  # offsets 4..7
     clock.now = START_MS + 20_000
     assert b.plan_reset_offset("g", "BQ", START_MS + 5_000)[0].new_offset == 4
     assert b.plan_reset_offset("g", "BQ", START_MS + 10_000)[0].new_offset == 4

@@ -117,6 +117,23 @@ def test_batch_batch_cq_is_one_inner_batch_unit(make_broker):
     assert b.get_max_offset("BQ", 0) == 5
 
 
+def test_batch_cq_batch_without_its_own_uniq_key_is_stored_message_by_message(make_broker):
+    """Apache's sendBatchMessage makes an inner batch only when the batch carries a UNIQ_KEY. Without one
+    every batch on a BatchCQ topic became one record whose tagsCode came from the batch (no TAGS: 0),
+    so a tag subscriber got none of its messages and none of their keys could be queried."""
+    b = make_broker()
+    b.create_or_update_topic("BQ", 1, 1, attributes="+queue.type=BatchCQ")
+    items = [BatchItem(b"m%d" % i, {"TAGS": "TagA" if i % 2 == 0 else "TagB", "KEYS": f"key{i}"}) for i in range(3)]
+    r = b.send_batch("BQ", items, {"WAIT": "true"}, queue_id=0)
+    assert r.queue_offset == 0 and len(r.msg_ids) == 3
+    units = b.store.get_units("BQ", 0, 0, 10)
+    assert [(u.queue_offset, u.batch_num) for u in units] == [(0, 1), (1, 1), (2, 1)]
+    assert b.store.wait_for_dispatch()
+    tagged = b.pull_message("g", "BQ", 0, 0, subscription="TagA").messages
+    assert [m.body for m in tagged] == [b"m0", b"m2"]
+    assert [m.body for m in b.query_message("BQ", "key1")] == [b"m1"]
+
+
 @pytest.mark.parametrize("topic,items,props,fragment", [
     ("%RETRY%g", [BatchItem(b"a")], None, "retry group"),
     ("BV", [BatchItem(b"a", {"DELAY": "3"})], None, "delay"),

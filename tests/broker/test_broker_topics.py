@@ -14,6 +14,9 @@ from broker_core.store.config_file import read_config_json
 
 from .conftest import small_config
 
+# a batch's own UNIQ_KEY makes it one inner-batch record on a BatchCQ topic (what Java's producer sends)
+_INNER = {"UNIQ_KEY": "AC10000100002A9F0000000000000001"}
+
 
 def test_system_topics_created_at_start(make_broker):
     b = make_broker()
@@ -101,7 +104,7 @@ def test_queue_type_change_counts_a_message_not_yet_dispatched(make_broker):
     was dispatched into a queue of the old type the new config does not describe."""
     b = make_broker(transientStorePoolEnable="true", commitIntervalCommitLog="600000")
     b.create_or_update_topic("QB", 1, 1, attributes="+queue.type=BatchCQ")
-    b.send_batch("QB", [BatchItem(b"a%d" % i) for i in range(3)], queue_id=0)
+    b.send_batch("QB", [BatchItem(b"a%d" % i) for i in range(3)], _INNER, queue_id=0)
     assert b.store.commit_log.buffered_bytes and not b.store.has_data("QB")  # acknowledged, not dispatched
     with pytest.raises(BrokerSystemError, match="unchangeable attribute. key: queue.type"):
         b.create_or_update_topic("QB", 1, 1, attributes="+queue.type=SimpleCQ")
@@ -167,11 +170,12 @@ def test_delete_topic_with_a_buffered_batch_keeps_it_out_of_the_new_topic(make_b
     if started:
         b.start()
     b.create_or_update_topic("Gone", 1, 1, attributes="+queue.type=BatchCQ")
-    b.send_batch("Gone", [BatchItem(b"old%d" % i) for i in range(3)], queue_id=0)
+    b.send_batch("Gone", [BatchItem(b"old%d" % i) for i in range(3)], _INNER, queue_id=0)
     assert b.store.commit_log.buffered_bytes  # acknowledged, not yet in the file
     assert b.delete_topic("Gone")
     b.create_or_update_topic("Gone", 1, 1, attributes="+queue.type=BatchCQ")
-    r = b.send_batch("Gone", [BatchItem(b"new%d" % i) for i in range(2)], queue_id=0)
+    r = b.send_batch("Gone", [BatchItem(b"new%d" % i) for i in range(2)], {"UNIQ_KEY": "AC10000100002A9F0000000000000002"},
+                     queue_id=0)
     assert r.queue_offset == 0
     b.send_message("Keep", b"k", queue_id=0, default_topic_queue_nums=1)  # commits the buffer behind it
     assert b.store.wait_for_dispatch()

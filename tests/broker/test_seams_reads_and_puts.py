@@ -56,7 +56,7 @@ def test_every_send_path_goes_through_the_put_hooks(make_broker) -> None:
     b.put_message_hooks.append(record)
     b.send_message("Plain", b"s1", queue_id=0)
     b.send_batch("Plain", [BatchItem(b"e1"), BatchItem(b"e2")], queue_id=0)
-    b.send_batch("Batchy", [BatchItem(b"i1"), BatchItem(b"i2")], queue_id=0)
+    b.send_batch("Batchy", [BatchItem(b"i1"), BatchItem(b"i2")], {"UNIQ_KEY": "AC10000100002A9F0000000000000001"}, queue_id=0)
     assert [t for t, _ in seen] == ["Plain", "Plain", "Plain", "Batchy"]  # 1 single, 2 exploded, 1 inner batch
     assert b.get_max_offset("Plain", 0) == 3 and b.get_max_offset("Batchy", 0) == 2
 

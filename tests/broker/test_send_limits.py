@@ -42,7 +42,7 @@ def test_embedded_inner_batch_item_with_a_separator_is_refused(make_broker) -> N
     b = make_broker()
     b.create_or_update_topic("BQ", 1, 1, attributes="+queue.type=BatchCQ")
     with pytest.raises(MessageIllegalError, match="batch item 0: property KEYS .* property separator"):
-        b.send_batch("BQ", [BatchItem(b"a", {"KEYS": "k1\x02KEYS\x01evil"})])
+        b.send_batch("BQ", [BatchItem(b"a", {"KEYS": "k1\x02KEYS\x01evil"})], {"UNIQ_KEY": "BATCHKEY"})
     assert b.get_max_offset("BQ", 0) == 0
 
 

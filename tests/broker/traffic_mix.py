@@ -90,8 +90,8 @@ def one_operation(run: Run, rnd: random.Random, n: int) -> None:
                 if run.on_ack is not None:
                     run.on_ack(ack)
     elif k == 5:
-        b.send_batch(BATCH, [BatchItem(b"b%d" % i) for i in range(rnd.randrange(1, 5))], {"KEYS": "batch"},
-                     queue_id=rnd.randrange(2))
+        b.send_batch(BATCH, [BatchItem(b"b%d" % i) for i in range(rnd.randrange(1, 5))],
+                     {"KEYS": "batch", "UNIQ_KEY": f"B{rnd.getrandbits(64):016X}"}, queue_id=rnd.randrange(2))
     elif k == 6:
         qid = rnd.randrange(QUEUES)
         r = b.pull_message(group, topic, qid, b.query_offset(group, topic, qid) if rnd.random() < 0.5 else 0, 16)

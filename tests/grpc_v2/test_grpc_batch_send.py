@@ -70,6 +70,23 @@ def test_a_multi_message_send_is_stored_as_one_contiguous_batch(grpc_broker: Run
         assert c.commit_log_offset == a.commit_log_offset + a.store_size
 
 
+def test_a_multi_message_send_on_a_batchcq_topic_is_one_inner_batch(grpc_broker: RunningGrpcBroker) -> None:
+    """Upstream's proxy gives the MessageBatch of a multi-message request its own UNIQ_KEY, which makes
+    it one inner-batch record on a BatchCQ topic; each entry still names its own message."""
+    b = grpc_broker.broker
+    b.create_or_update_topic("BatchInner", 1, 1, attributes={"+queue.type": "BatchCQ"})
+    messages = [_wire("BatchInner", f"i-{i}".encode()) for i in range(3)]
+    sent = _send(grpc_broker.port, *messages)
+    assert [e.status.code for e in sent.entries] == [pb.Code.OK] * 3
+    assert [e.message_id for e in sent.entries] == [m.system_properties.message_id for m in messages]
+    assert [e.offset for e in sent.entries] == [0, 1, 2]
+    _stored(b, "BatchInner", 1)
+    records = b.read_queue("BatchInner", 0, 0, 32).messages
+    assert [m.body for m in records] == [b"i-0", b"i-1", b"i-2"]
+    assert [m.properties["UNIQ_KEY"] for m in records] == [e.message_id for e in sent.entries]
+    assert len({m.commit_log_offset for m in records}) == 1  # one record holds the three
+
+
 def test_a_fifo_multi_message_send_goes_to_its_group_queue(grpc_broker: RunningGrpcBroker) -> None:
     b = grpc_broker.broker
     b.create_or_update_topic("BatchFifo", 4, 4, attributes={"+message.type": "FIFO"})

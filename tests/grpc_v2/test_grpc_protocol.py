@@ -240,7 +240,8 @@ def test_forwarding_one_item_of_a_batchcq_batch_dead_letters_that_item(grpc_brok
 
     b = grpc_broker.broker
     b.create_or_update_topic("BatchT", 1, 1, attributes={"+queue.type": "BatchCQ"})
-    b.send_batch("BatchT", [BatchItem(body, {}) for body in (b"b1", b"b2", b"b3")])
+    b.send_batch("BatchT", [BatchItem(body, {}) for body in (b"b1", b"b2", b"b3")],
+                 {"UNIQ_KEY": "AC10000100002A9F0000000000000003"})  # its own UNIQ_KEY: one inner batch
     s = stub(grpc_broker.port)
     req = pb.ReceiveMessageRequest(group=pb.Resource(name="FwdG"),
                                    message_queue=pb.MessageQueue(topic=pb.Resource(name="BatchT"), id=0),

@@ -84,7 +84,8 @@ def test_send_back_of_a_batchcq_item_by_origin_msg_id(broker_setup) -> None:
     _servers, broker, _ns, bc = broker_setup
     broker.create_or_update_topic("BcqT", 1, 1, attributes="+queue.type=BatchCQ")
     broker.create_or_update_subscription_group("BcqG", retry_queue_nums=1)
-    broker.send_batch("BcqT", [BatchItem(b"b1"), BatchItem(b"b2"), BatchItem(b"b3")], queue_id=0)
+    broker.send_batch("BcqT", [BatchItem(b"b1"), BatchItem(b"b2"), BatchItem(b"b3")], {"UNIQ_KEY": "BATCHKEY"},
+                      queue_id=0)
     items = _messages(broker, "BcqG", "BcqT", 3)
     fields = {"offset": str(items[1].commit_log_offset), "group": "BcqG", "delayLevel": "-1", "originTopic": "BcqT",
               "originMsgId": items[1].uniq_key, "maxReconsumeTimes": "16"}

@@ -43,6 +43,7 @@ from broker_core.common.response_code import ResponseCode
 from broker_core.store.codec import properties as P
 from broker_core.store.codec.batch import BatchItem
 from broker_core.store.codec.message import MessageExt
+from broker_core.store.codec.message_id import UniqKeyGenerator
 from broker_core.store.subscription_group_config import SubscriptionGroupConfig
 from broker_core.store.topic_config import TopicConfig
 
@@ -177,6 +178,9 @@ class MessagingService(MessagingServiceServicer):
         self.cluster_routes = cluster_routes
         self.clock = clock or broker.clock
         self.sessions = SessionRegistry(self.clock, channel_expired_ms)
+        # the proxy's MessageClientIDSetter: the id a multi-message request's batch carries, which makes it
+        # one inner-batch record on a BatchCQ topic, as upstream's proxy does
+        self._batch_uniq_keys = UniqKeyGenerator(broker.config.broker_ip1, self.clock)
         # transaction id -> (producer group, half queue offset, half commit log offset)
         self._transactions: dict[str, tuple[str, int, int]] = {}
         self._renewals: dict[str, _Renewal] = {}  # original handle -> renewal state
@@ -612,6 +616,7 @@ class MessagingService(MessagingServiceServicer):
         items = [BatchItem(m.body, dict(m.properties)) for m in messages]
         try:
             result = await self._call(self.broker.send_batch, topic, items,
+                                      {P.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX: self._batch_uniq_keys.next_id()},
                                       message_group=groups.pop() if len(groups) == 1 else None,
                                       born_host=first.born_host, born_timestamp=first.born_timestamp,
                                       sys_flag=first.sys_flag)
