@@ -39,6 +39,9 @@ class QueueJobConf:
     bcq_file_size: int
     queue_types: dict[str, str]
     time_granularity_ms: int
+    # verify: where the commitlog scan ended; units pointing at or past it were written after the scan
+    # (a broker writing beside the verify) and are not compared (-1: no limit)
+    scan_end: int = -1
 
 
 @dataclass(slots=True)
@@ -70,6 +73,8 @@ class QueueResult:
     # write: why the queue was not written (a record's queue offset is not the next slot); the driver
     # then refuses the whole rebuild, so nothing is swapped in
     refused: str = ""
+    # verify: existing units pointing past the scanned log end (written after the scan), not compared
+    after_scan: int = 0
 
 
 def _expected_units(chunks: Iterable[tuple[int, bytes]]) -> Iterator[tuple]:
@@ -215,7 +220,7 @@ def process_queue(conf: QueueJobConf, topic: str, queue_id: int, chunks: Iterabl
     result = QueueResult(topic, queue_id, cq_type, units, max(min_off, 0), max_off, max_phy, files, mono,
                          refused=refused)
     if expected is not None:
-        result.mismatches = verify_queue(conf, topic, queue_id, batch, expected)
+        result.mismatches, result.after_scan = verify_queue(conf, topic, queue_id, batch, expected)
         qdir = Path(conf.store_root) / (BCQ_DIR if batch else CQ_DIR) / topic / str(queue_id)
         result.files = sum(1 for p in qdir.iterdir() if p.is_file()) if qdir.is_dir() else 0
     return result
@@ -238,14 +243,29 @@ def read_existing_units(store_root: Path, topic: str, queue_id: int, batch: bool
         q.close()
 
 
-def verify_queue(conf: QueueJobConf, topic: str, queue_id: int, batch: bool, expected: list[tuple]) -> list[Mismatch]:
+def units_before(units: list[tuple], scan_end: int) -> tuple[list[tuple], int]:
+    """The units pointing before ``scan_end`` (all when -1), and how many point at or past it.
+
+    Why: beside a running broker the queues grow while the commitlog is scanned; a unit of a record
+    the scan did not reach is not an extra unit, as verifyStore does not count it as one either.
+    """
+    if scan_end < 0:
+        return units, 0
+    kept = [u for u in units if u[1] < scan_end]
+    return kept, len(units) - len(kept)
+
+
+def verify_queue(conf: QueueJobConf, topic: str, queue_id: int, batch: bool, expected: list[tuple]
+                 ) -> tuple[list[Mismatch], int]:
+    """Mismatches of one existing queue, and the number of its units written after the scan (not compared)."""
     where = f"{topic}/{queue_id}"
     try:
         actual = read_existing_units(Path(conf.store_root), topic, queue_id, batch,
                                      conf.bcq_file_size if batch else conf.cq_file_size)
     except (ValueError, OSError) as e:
-        return [Mismatch("unreadable-queue", where, -1, None, None, str(e))]
-    return diff_units(where, expected, actual)
+        return [Mismatch("unreadable-queue", where, -1, None, None, str(e))], 0
+    actual, after_scan = units_before(actual, conf.scan_end)
+    return diff_units(where, expected, actual), after_scan
 
 
 def diff_units(where: str, expected: list[tuple], actual: list[tuple]) -> list[Mismatch]:

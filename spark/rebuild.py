@@ -46,7 +46,15 @@ from broker_core.store.topic_config import BATCH_CQ
 from .exchange import Slice, decode_to_files, read_slices
 from .index_build import IndexFileResult, index_file_task, plan_index_files, reachable_entries
 from .interrupt import InterruptGuard
-from .offsets import OffsetChange, queue_ranges, repair_consumer_offsets, write_offset_tables
+from .offsets import (
+    OFFSET_TIME_TABLE,
+    QUEUE_OFFSET_TABLE,
+    RMQOPS_DIR,
+    OffsetChange,
+    queue_ranges,
+    repair_consumer_offsets,
+    write_offset_tables,
+)
 from .progress import ProgressCallback, StatusPoller
 from .queues import (
     BCQ_DIR,
@@ -57,6 +65,7 @@ from .queues import (
     existing_queues,
     process_queue,
     read_existing_units,
+    units_before,
 )
 from .scan import (
     IDX_REC,
@@ -110,6 +119,11 @@ class RebuildSparkError(RebuildError):
     """Spark could not start for the master asked for (no master there, no executor granted): exit 1."""
 
 
+class RebuildWriteError(RebuildError):
+    """A file or directory of the store could not be written or replaced: refused before anything changed,
+    or (a swap failing half-way) the message names what had been replaced. Front ends exit 1."""
+
+
 class RebuildInterrupted(RebuildError):
     """Ctrl-C (SIGINT) stopped the rebuild; the message says what had been written to the store (the
     staged files are removed, so everything else is as it was). Front ends exit 130."""
@@ -152,6 +166,9 @@ class RebuildSummary:
     warnings: list[str] = field(default_factory=list)
     phase_seconds: dict[str, float] = field(default_factory=dict)
     elapsed_seconds: float = 0.0
+    # verify: units and index entries pointing past the scanned log end (written after the scan), not compared
+    after_scan_units: int = 0
+    after_scan_index_entries: int = 0
 
     @property
     def mismatch_count(self) -> int:
@@ -228,26 +245,111 @@ def set_aside_stale_staging(root: Path) -> list[str]:
     return warnings
 
 
-def replace_dir(staged: Path | None, target: Path, trash: Path) -> None:
-    """Put ``staged`` at ``target`` by rename; the old ``target`` ends up under ``trash`` and is deleted.
+@dataclass(slots=True)
+class _Swap:
+    """One directory put in place, and how to put the old one back (``kind``: exchanged, renamed, new, gone)."""
 
-    With both present the two directories are exchanged in one atomic step, so ``target`` always
-    holds a complete old or new tree. ``staged`` None means the rebuilt state has no such directory.
+    name: str  # store-relative, for messages
+    staged: Path
+    target: Path  # the real directory (a symlink's target: the link itself stays)
+    kind: str
+    old: Path | None = None
+
+
+def swap_target(root: Path, sub: str, staging: Path) -> Path:
+    """The directory a rebuilt ``sub`` replaces: ``root/sub``, or the directory a symlink there points to.
+
+    Why through the link: exchanging the link itself put a plain directory where the operator's link
+    (to another disk, say) was. A rename cannot cross file systems, so a link to another one is refused.
+    """
+    path = root / sub
+    if not path.is_symlink():
+        return path
+    real = path.resolve()
+    if real.exists() and not real.is_dir():
+        raise RebuildWriteError(f"cannot replace {path}: it is a symbolic link to {real}, which is not a "
+                                f"directory; nothing was written")
+    if not real.parent.is_dir() or os.stat(real.parent).st_dev != os.stat(staging).st_dev:
+        raise RebuildWriteError(f"cannot replace {path}: it is a symbolic link to {real} on another file system, "
+                                f"and a rebuild swaps directories by rename within the store's; nothing was written")
+    return real
+
+
+def _not_writable(path: Path) -> bool:
+    """True when ``path`` (existing) cannot be written or renamed (permissions, ``chattr +i``)."""
+    return not os.access(path, os.W_OK | (os.X_OK if path.is_dir() else 0))
+
+
+def check_replaceable(dirs: Sequence[Path], files: Sequence[Path]) -> None:
+    """Refuse, before anything is changed, when a directory to swap or a file to rewrite cannot be.
+
+    A directory is renamed (its parent and, for '..', itself must be writable); a file is rewritten
+    through a temporary file beside it and ``.bak`` (its directory must be writable).
+    """
+    for path in dirs:
+        for p in (path.parent, path):
+            if p.exists() and _not_writable(p):
+                where = "it is" if p == path else f"its directory {p} is"
+                raise RebuildWriteError(f"cannot replace {path}: {where} not writable; nothing was written")
+    for path in files:
+        d = path.parent
+        while not d.exists():  # rmqops/ is made on the first rebuild
+            d = d.parent
+        for p in (d, path):
+            if p.exists() and _not_writable(p):
+                where = "it is" if p == path else f"its directory {p} is"
+                raise RebuildWriteError(f"cannot write {path}: {where} not writable; nothing was written")
+
+
+def put_in_place(name: str, staged: Path, target: Path, trash: Path) -> _Swap | None:
+    """Put ``staged`` at ``target`` by rename; the old ``target`` stays in the staging area until the end.
+
+    With both present the two directories are exchanged in one atomic step, so ``target`` always holds a
+    complete old or new tree. A missing ``staged`` means the rebuilt state has no such directory. Returns
+    how to undo it (None: nothing was there, nothing changed).
     """
     trash.mkdir(parents=True, exist_ok=True)
-    old = trash / (target.name + ".old")
-    if staged is not None and staged.exists() and target.exists():
+    old = trash / (name + ".old")
+    if staged.exists() and target.exists():
         if _exchange_paths(staged, target):
-            shutil.rmtree(staged)
-            return
+            return _Swap(name, staged, target, "exchanged")
         os.rename(target, old)
+        try:
+            os.rename(staged, target)
+        except OSError:
+            os.rename(old, target)
+            raise
+        return _Swap(name, staged, target, "renamed", old)
+    if staged.exists():
         os.rename(staged, target)
-    elif staged is not None and staged.exists():
-        os.rename(staged, target)
-    elif target.exists():
+        return _Swap(name, staged, target, "new")
+    if target.exists():
         os.rename(target, old)
-    if old.exists():
-        shutil.rmtree(old)
+        return _Swap(name, staged, target, "gone", old)
+    return None
+
+
+def put_back(swap: _Swap) -> None:
+    """Undo :func:`put_in_place`: the old directory at its place again."""
+    if swap.kind == "exchanged":
+        if not _exchange_paths(swap.staged, swap.target):
+            raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()), str(swap.target))
+    elif swap.kind == "renamed":
+        os.rename(swap.target, swap.staged)
+        os.rename(swap.old, swap.target)
+    elif swap.kind == "new":
+        os.rename(swap.target, swap.staged)
+    else:
+        os.rename(swap.old, swap.target)
+
+
+def replace_dir(staged: Path | None, target: Path, trash: Path) -> None:
+    """Put ``staged`` at ``target`` and delete the old tree (see :func:`put_in_place`)."""
+    swap = put_in_place(target.name, staged if staged is not None else trash / ".none", target, trash)
+    if swap is not None and swap.kind == "exchanged":
+        shutil.rmtree(swap.staged)
+    elif swap is not None and swap.old is not None:
+        shutil.rmtree(swap.old)
 
 
 def _exchange_dir(root: Path, staging: Path, verify: bool, master: str) -> Path:
@@ -394,7 +496,7 @@ def _key_names(req: DispatchRequest | None) -> list[str]:
 
 
 def _verify_leftover_queues(si: StoreInput, queue_results: list[QueueResult], queue_types: dict[str, str],
-                            summary: RebuildSummary) -> None:
+                            summary: RebuildSummary, scan_end: int) -> None:
     """Queue directories the commitlog does not explain (or of the wrong CQ type): every unit is extra."""
     cfg = si.config
     expected_keys = {(q.topic, q.queue_id) for q in queue_results}
@@ -410,6 +512,8 @@ def _verify_leftover_queues(si: StoreInput, queue_results: list[QueueResult], qu
         except (ValueError, OSError) as e:
             summary.mismatches.append(Mismatch("unreadable-queue", where, -1, None, None, str(e)))
             continue
+        units, after_scan = units_before(units, scan_end)
+        summary.after_scan_units += after_scan
         detail = (f"{kind} directory for a {want} topic" if (topic, qid) in expected_keys
                   else "queue has no records in the commitlog")
         for u in units:
@@ -417,8 +521,11 @@ def _verify_leftover_queues(si: StoreInput, queue_results: list[QueueResult], qu
 
 
 def _verify_index(sc, si: StoreInput, key_slices: list[Slice], slot_num: int, index_num: int,
-                  summary: RebuildSummary) -> None:
-    """Entries reachable in the existing index files vs the keys the commitlog implies, as multisets."""
+                  summary: RebuildSummary, scan_end: int) -> None:
+    """Entries reachable in the existing index files vs the keys the commitlog implies, as multisets.
+
+    Entries pointing at or past ``scan_end`` were written after the scan (a running broker): counted, not compared.
+    """
     idx_dir = si.root / INDEX_DIR
     size = index_file_size(slot_num, index_num)
     paths = []
@@ -442,6 +549,9 @@ def _verify_index(sc, si: StoreInput, key_slices: list[Slice], slot_num: int, in
     names = [Path(p).name for p in paths]
     headers = _index_headers(paths) if diffs else []
     for h, phy, e, a, found in sorted(diffs, key=lambda d: (d[1], d[0])):
+        if e == 0 and 0 <= scan_end <= phy:
+            summary.after_scan_index_entries += a
+            continue
         req = _request_at(si, phy)
         if e < a and req is not None and deleted_before_cut(si.deleted_topics, req.topic, phy):
             continue  # indexed before its topic was deleted: the rebuild leaves it out, a kept entry is no error
@@ -482,6 +592,66 @@ def _check_data_after_stop(si: StoreInput, metas: list[tuple], log_end: LogEnd, 
     else:
         raise RebuildRefusedError(f"{what}; a rebuild would end the log there and drop it, so nothing was "
                                   f"written (--force rebuilds up to it as recovery would)")
+
+
+def _replace_files(si: StoreInput, staging: Path, part_list: list[str], want_index: bool,
+                   queue_results: list[QueueResult], time_granularity_ms: int, summary: RebuildSummary) -> None:
+    """Swap the staged directories in and write the offset files, or change nothing.
+
+    Every target is checked first (a refusal changes nothing). Directories go first, each swap kept
+    undoable until the end; a failure then puts back the ones already swapped. Only what cannot be
+    put back (or offset files already rewritten) is named in the error, so the operator knows the
+    store's state exactly.
+    """
+    subs = ([CQ_DIR, BCQ_DIR] if "cq" in part_list else []) + ([INDEX_DIR] if want_index else [])
+    targets = {sub: swap_target(si.root, sub, staging) for sub in subs}
+    files: list[Path] = []
+    if "offsets" in part_list:
+        files = [si.root / RMQOPS_DIR / QUEUE_OFFSET_TABLE, si.root / RMQOPS_DIR / OFFSET_TIME_TABLE]
+        if summary.offset_changes:
+            files.append(si.root / "config" / "consumerOffset.json")
+    check_replaceable(list(targets.values()), files)
+    trash = staging / "trash"
+    swaps: list[_Swap] = []
+    written: list[str] = []
+    try:
+        for sub, target in targets.items():
+            staged = staging / sub
+            if target != si.root / sub:
+                staged.mkdir(exist_ok=True)  # a linked directory stays, emptied if the rebuilt state has none
+            swap = put_in_place(sub, staged, target, trash)
+            if swap is not None:
+                swaps.append(swap)
+        if "offsets" in part_list:
+            written.extend(str(p) for p in write_offset_tables(si.root, queue_results, time_granularity_ms))
+            if summary.offset_changes:
+                repair_consumer_offsets(si.root / "config", queue_ranges(queue_results), write=True)
+                written.append(str(si.root / "config" / "consumerOffset.json"))
+    except OSError as e:
+        kept = [s.name for s in swaps]
+        for swap in reversed(swaps):
+            try:
+                put_back(swap)
+                kept.remove(swap.name)
+            except OSError:
+                pass
+        raise RebuildWriteError(_write_failure(si.root, e, [str(si.root / k) for k in kept] + written)) from None
+    summary.written.extend(written)
+    summary.written.extend(str(si.root / s.name) for s in swaps)
+
+
+def _write_failure(root: Path, e: OSError, changed: list[str]) -> str:
+    """One line: what failed, and exactly what of the store had already been replaced (or that nothing was)."""
+    what = f"cannot write {e.filename or root}: {e.strerror or e}"
+    if not changed:
+        return f"{what}; nothing in the store was changed"
+    names = []
+    for w in changed:
+        try:
+            names.append(str(Path(w).relative_to(root)))
+        except ValueError:
+            names.append(w)
+    return f"{what}; already replaced: {', '.join(names)} in {root}; nothing else in the store was changed"
 
 
 # ------------------------------------------------------------------------------------------ main
@@ -532,8 +702,9 @@ def _run_rebuild(store_dir: str | os.PathLike[str], config_file: str | os.PathLi
     summary.warnings.extend(si.warnings)
     cfg = si.config
     lock: StoreLock | None = None
+    held = verify and is_store_locked(si.root)
     if verify:
-        if is_store_locked(si.root):
+        if held:
             summary.warnings.append("a broker holds this store; verify read files that may be changing")
     else:
         lock = StoreLock(si.root, role="mqadmin")  # a refused broker or mqadmin says "another mqadmin"
@@ -655,10 +826,14 @@ def _run_rebuild(store_dir: str | os.PathLike[str], config_file: str | os.PathLi
                 names = [index_file_name(base_ms + i) for i in range(n_files)]
 
             # -- queues and index files: one job, index files first (the longest tasks) ---------------
+            # Beside a broker holding the store its queues and index grow while the log is scanned: what points
+            # past the scanned end is newer than the scan, not extra. Without one it is damage (a cut log).
+            scan_end = log_end.offset if verify and held else -1
             mode = "verify" if verify and "cq" in part_list else ("write" if "cq" in part_list and not verify
                                                                   else "stats")
             conf = QueueJobConf(mode, str(staging), str(si.root), cfg.consume_queue_file_size,
-                                cfg.batch_consume_queue_file_size, queue_types, time_granularity_ms)
+                                cfg.batch_consume_queue_file_size, queue_types, time_granularity_ms,
+                                scan_end=scan_end)
             run_queues = bool(rows) and want_queues and bool(queue_slices)
             items: list[tuple] = []
             if build_index:
@@ -692,8 +867,9 @@ def _run_rebuild(store_dir: str | os.PathLike[str], config_file: str | os.PathLi
                     summary.bcq_files += q.files
                 else:
                     summary.cq_files += q.files
+            summary.after_scan_units = sum(q.after_scan for q in queue_results)
             if rows and mode == "verify":
-                _verify_leftover_queues(si, queue_results, queue_types, summary)
+                _verify_leftover_queues(si, queue_results, queue_types, summary, scan_end)
 
             # -- index ---------------------------------------------------------------------------
             if build_index:
@@ -702,32 +878,25 @@ def _run_rebuild(store_dir: str | os.PathLike[str], config_file: str | os.PathLi
                 summary.index_entries = total_keys
                 phase("verify index")
                 _verify_index(sc, si, [(p, o, n * IDX_REC.size) for p, o, n in key_ranges], slot_num, index_num,
-                              summary)
+                              summary, scan_end)
+            if summary.after_scan_units or summary.after_scan_index_entries:
+                summary.warnings.append(
+                    f"{summary.after_scan_units} consume queue units and {summary.after_scan_index_entries} index "
+                    f"entries point at or past the scanned log end {log_end.offset}, written by the broker holding "
+                    f"the store after the scan: not checked")
             if exchange_dir is not None:
                 shutil.rmtree(exchange_dir, ignore_errors=True)
 
             # -- offsets -------------------------------------------------------------------------
             if "offsets" in part_list:
                 phase("offsets")
-                ranges = queue_ranges(queue_results)
-                summary.offset_changes = repair_consumer_offsets(si.root / "config", ranges, write=not verify)
-                if summary.offset_changes and not verify:
-                    summary.written.append(str(si.root / "config" / "consumerOffset.json"))
-                if not verify:
-                    summary.written.extend(str(p) for p in write_offset_tables(si.root, queue_results,
-                                                                                time_granularity_ms))
+                summary.offset_changes = repair_consumer_offsets(si.root / "config", queue_ranges(queue_results),
+                                                                 write=False)
 
             # -- swap staged output into place ---------------------------------------------------
             if not verify:
                 phase("replace files")
-                trash = staging / "trash"
-                if "cq" in part_list:
-                    for sub in (CQ_DIR, BCQ_DIR):
-                        replace_dir(staging / sub, si.root / sub, trash)
-                        summary.written.append(str(si.root / sub))
-                if want_index:
-                    replace_dir(staging / INDEX_DIR, si.root / INDEX_DIR, trash)
-                    summary.written.append(str(si.root / INDEX_DIR))
+                _replace_files(si, staging, part_list, want_index, queue_results, time_granularity_ms, summary)
             phase("")
     except KeyboardInterrupt:
         raise RebuildInterrupted(si.root, summary.written) from None

@@ -6,7 +6,8 @@ Run it with the venv's interpreter, e.g. ``PYSPARK_PYTHON=.venv/bin/python PYSPA
 .venv/lib/python3.11/site-packages/pyspark/bin/spark-submit spark/rebuild_store.py --store DIR``.
 Exit status: 0 done, 1 verify found mismatches or consumer offsets out of range, or intact data follows
 a corrupt record or a gap between commitlog files (refused without ``--force``), or a commitlog file is
-cut short (refused), or the --config file is missing or bad, or Spark could not start (no master answers,
+cut short (refused), or a file or directory of the store cannot be written or replaced (refused before
+anything changed), or the --config file is missing or bad, or Spark could not start (no master answers,
 no executor), 2 cannot run (bad option, malformed --master, store held by a broker), 130 interrupted.
 """
 
@@ -58,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         RebuildInterrupted,
         RebuildRefusedError,
         RebuildSparkError,
+        RebuildWriteError,
         print_summary,
         run_rebuild,
     )
@@ -72,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         console.print(f"rebuildStore: {e}", style="red", markup=False, highlight=False, soft_wrap=True)
         if isinstance(e, RebuildInterrupted):
             return 130
-        return 1 if isinstance(e, (RebuildRefusedError, RebuildSparkError)) else 2
+        return 1 if isinstance(e, (RebuildRefusedError, RebuildSparkError, RebuildWriteError)) else 2
     except ConfigError as e:  # --config missing, unreadable or with a bad value: names the file (exit 1, as mqadmin)
         print(f"rebuildStore: {e}", file=sys.stderr)
         return 1
