@@ -352,19 +352,27 @@ def replace_dir(staged: Path | None, target: Path, trash: Path) -> None:
         shutil.rmtree(swap.old)
 
 
-def _exchange_dir(root: Path, staging: Path, verify: bool, master: str) -> Path:
+EXCHANGE_DIR_ENV = "RMQOPS_SPARK_EXCHANGE_DIR"
+
+
+def _exchange_dir(staging: Path, verify: bool) -> Path:
     """Where decode tasks leave their exchange files (``exchange.py``); removed when the rebuild ends.
 
-    A rebuild uses its staging directory inside the store. A local verify uses a temporary
-    directory, so it writes nothing inside the store; a verify on a cluster needs a path every
-    executor sees, which is the store's, so it uses a hidden directory there.
+    A rebuild uses its staging directory inside the store. A verify writes nothing inside the store
+    (a read-only store, a copy beside a running broker), on any master: its exchange files go to a
+    temporary directory under ``$RMQOPS_SPARK_EXCHANGE_DIR`` or the system temp directory, which the
+    executors of a local or a one-machine standalone cluster share. A cluster of several machines
+    needs a directory every executor sees there (a shared mount), given by that variable.
     """
-    if not verify:
-        d = staging / "exchange"
-    elif is_local_master(master):
-        return Path(tempfile.mkdtemp(prefix="rmqops-verify-"))
-    else:
-        d = root / f".rmqops-verify-{os.getpid()}-{int(time.time() * 1000)}"
+    if verify:
+        parent = os.environ.get(EXCHANGE_DIR_ENV) or None
+        try:
+            return Path(tempfile.mkdtemp(prefix="rmqops-verify-", dir=parent))
+        except OSError as e:
+            raise RebuildWriteError(f"cannot make the exchange directory for --verify under "
+                                    f"{parent or tempfile.gettempdir()}: {e.strerror or e} (set {EXCHANGE_DIR_ENV} "
+                                    f"to a writable directory every executor sees); nothing was checked") from None
+    d = staging / "exchange"
     d.mkdir(parents=True)
     return d
 
@@ -771,7 +779,7 @@ def _run_rebuild(store_dir: str | os.PathLike[str], config_file: str | os.PathLi
             rows = [(ri, fi, si.files[fi].path, base, start, end) for ri, fi, base, start, end in planned]
             metas: list[tuple] = []
             if rows:
-                exchange_dir = _exchange_dir(si.root, staging, verify, sc.master)
+                exchange_dir = _exchange_dir(staging, verify)
                 xdir = str(exchange_dir)
                 # A few decode tasks per core (a task's fixed cost is tens of ms of CPU), ranges in order.
                 metas = (sc.parallelize(rows, min(len(rows), sc.defaultParallelism * DECODE_TASKS_PER_CORE))
