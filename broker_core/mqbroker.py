@@ -142,7 +142,8 @@ async def _serve(broker: Broker | None, net: NetConfig, namesrv_sock: socket.soc
         if broker is not None and broker_sock is not None:
             server = BrokerRemotingServer(broker, namesrv_addrs, register_period_ms=net.register_name_server_period,
                                           heartbeat_timeout_ms=net.broker_channel_expired_time,
-                                          server_config=net.server_config())
+                                          server_config=net.server_config(),
+                                          on_namesrv_change=broker.announce_namesrv)
             await server.start(sock=broker_sock)
             cfg = broker.config
             print(f"The broker[{cfg.broker_name}, {cfg.broker_addr}] boot success. serializeType=JSON and name server "
@@ -272,6 +273,9 @@ def main(argv: list[str] | None = None) -> int:
         addrs = split_addresses(external) if external else \
             [f"{host}:{namesrv_sock.getsockname()[1]}"] if namesrv_sock is not None else []
         if broker is not None and addrs:
+            # getBrokerConfig shows the name servers in use (Apache's BrokerStartup copies -n into
+            # brokerConfig), and updateBrokerConfig namesrvAddr changes them from there
+            broker.config.namesrv_addr = ";".join(addrs)
             broker.announce_namesrv(addrs)
         with asyncio.Runner(loop_factory=_event_loop_factory()) as runner:
             runner.run(_serve(broker, net, namesrv_sock, broker_sock, addrs, host, grpc_port, kv_path))

@@ -5,6 +5,7 @@ Why here: handlers only translate (``handlers_*``); this module decides what run
 authentication of every request when it is on (spec D.2: AccessKey + Signature, RocketMQ's codes
 and remarks) — and keeps the name servers' route data fresh: REGISTER_BROKER at start, every
 ``register_period_ms`` (RocketMQ: 30 s) and right after a topic change, UNREGISTER_BROKER at stop.
+The name servers are the broker's live ``namesrvAddr``: updateBrokerConfig may move the broker to others.
 """
 
 from __future__ import annotations
@@ -14,10 +15,13 @@ import contextlib
 import logging
 import socket
 import zlib
+from collections.abc import Callable
 
 from broker_core.auth.authentication import AuthenticationContext
 from broker_core.auth.signer import ACCESS_KEY
 from broker_core.broker.broker import Broker
+from broker_core.broker.config_update import black_list
+from broker_core.broker.errors import InvalidParameterError
 from broker_core.broker.request_context import RequestContext
 from broker_core.remoting import RemotingCommand, RequestCode, ResponseCode
 from broker_core.remoting.bodies import (
@@ -36,8 +40,9 @@ from .handlers_auth import AuthHandlers
 from .handlers_client import ClientHandlers
 from .handlers_consume import ConsumeHandlers
 from .handlers_produce import ProduceHandlers
-from .outbound import OutboundConnection, failure_reason
+from .outbound import IllegalAddressError, OutboundConnection, failure_reason, parse_address, split_addresses
 from .remoting_server import Handler, RemotingServer, ServerConfig
+from .wire_convert import parse_properties_text
 
 log = logging.getLogger("rmqops.broker.net")
 
@@ -56,9 +61,13 @@ CLIENT_HOUSEKEEPING_PERIOD_S = 10.0  # ClientHousekeepingService: scan for silen
 class BrokerRemotingServer:
     def __init__(self, broker: Broker, namesrv_addrs: list[str] | None = None, *,
                  register_period_ms: int = REGISTER_NAME_SERVER_PERIOD_MS, heartbeat_timeout_ms: int | None = None,
-                 server_config: ServerConfig | None = None, workers: int | None = None) -> None:
+                 server_config: ServerConfig | None = None, workers: int | None = None,
+                 on_namesrv_change: Callable[[list[str]], None] | None = None) -> None:
         self.broker = broker
         self.namesrv_addrs = list(namesrv_addrs or [])
+        # the namesrvAddr these name servers came from: a different one (updateBrokerConfig) replaces them
+        self._namesrv_addr_applied = broker.config.namesrv_addr
+        self.on_namesrv_change = on_namesrv_change
         self.register_period_ms = effective_register_period_ms(register_period_ms)
         self.heartbeat_timeout_ms = heartbeat_timeout_ms
         self.ctx = BrokerContext(broker, workers, self.register_all)
@@ -77,7 +86,23 @@ class BrokerRemotingServer:
         for part in (ProduceHandlers(self.ctx), ConsumeHandlers(self.ctx), AdminHandlers(self.ctx),
                      ClientHandlers(self.ctx), AuthHandlers(self.ctx)):
             table.update(part.table())
+        table[RequestCode.UPDATE_BROKER_CONFIG] = self._checking_namesrv_addr(table[RequestCode.UPDATE_BROKER_CONFIG])
         return table
+
+    def _checking_namesrv_addr(self, handler: BrokerHandler) -> BrokerHandler:
+        """UPDATE_BROKER_CONFIG refused, nothing changed, when it sets a namesrvAddr that is not a
+        ``host:port[;host:port]`` list. Why here: the broker registers with that list at its next round,
+        so ``garbage`` was taken and the broker dropped out of every name server's routes."""
+        async def checked(ch: Channel, req: RemotingCommand, auth: RequestContext) -> RemotingCommand | None:
+            value = parse_properties_text(req.body).get("namesrvAddr") if req.body else None
+            cfg = self.broker.config
+            if (value is not None and value.strip() != cfg.namesrv_addr.strip()
+                    and "namesrvAddr" not in black_list(cfg.properties.get("configBlackList", ""))):
+                refusal = namesrv_addr_refusal(value)
+                if refusal:
+                    raise InvalidParameterError(f"invalid broker config: namesrvAddr: {refusal}")
+            return await handler(ch, req, auth)
+        return checked
 
     @property
     def served_codes(self) -> list[int]:
@@ -163,11 +188,41 @@ class BrokerRemotingServer:
     def _register_request(self) -> RemotingCommand:
         return register_broker_request(self.broker, self.heartbeat_timeout_ms)
 
+    async def _follow_namesrv_addr(self) -> None:
+        """Take a namesrvAddr changed since the last round (updateBrokerConfig), as Apache's
+        BrokerController#updateNamesrvAddr does before registering: this round registers with the new
+        list, and the connections to name servers no longer in it are closed, so those drop the broker
+        from their routes at once (as for a broker that went away) instead of holding it for 120 s."""
+        text = self.broker.config.namesrv_addr
+        if text == self._namesrv_addr_applied:
+            return
+        self._namesrv_addr_applied = text
+        refusal = namesrv_addr_refusal(text)
+        if refusal:  # set in-process past the UPDATE_BROKER_CONFIG check: keep registering where it does
+            log.warning("namesrvAddr %r ignored (%s): still registering with %s", text, refusal,
+                        ";".join(self.namesrv_addrs))
+            return
+        addrs = split_addresses(text)
+        if addrs == self.namesrv_addrs:
+            return
+        log.info("namesrvAddr changed: registering with %s (was %s)", ";".join(addrs), ";".join(self.namesrv_addrs))
+        dropped = [a for a in self.namesrv_addrs if a not in addrs]
+        self.namesrv_addrs = addrs
+        for addr in dropped:
+            conn = self._namesrv.pop(addr, None)
+            if conn is not None:
+                await conn.close()
+        if self.on_namesrv_change is not None:
+            self.on_namesrv_change(list(addrs))
+
     async def register_all(self) -> None:
         """REGISTER_BROKER to every name server; a name server that is down is logged and retried next period."""
-        if not self.namesrv_addrs or self._register_lock is None:
+        if self._register_lock is None:
             return
         async with self._register_lock:
+            await self._follow_namesrv_addr()
+            if not self.namesrv_addrs:
+                return
             req = self._register_request()
             for addr in self.namesrv_addrs:
                 try:
@@ -188,6 +243,20 @@ class BrokerRemotingServer:
             with contextlib.suppress(OSError, TimeoutError):
                 await self._conn(addr).request(RemotingCommand.request(RequestCode.UNREGISTER_BROKER,
                                                                        header.to_ext_fields()), timeout=2.0)
+
+
+def namesrv_addr_refusal(text: str) -> str | None:
+    """Why ``text`` is no namesrvAddr a broker can register with (None: it is one): a ``;``-separated
+    list of ``host:port``, at least one, as Apache's BrokerStartup requires of -n and namesrvAddr."""
+    addrs = split_addresses(text)
+    if not addrs:
+        return "empty: the broker would register with no name server (expected host:port[;host:port])"
+    for addr in addrs:
+        try:
+            parse_address(addr)
+        except IllegalAddressError as e:
+            return f"{e} (expected host:port[;host:port])"
+    return None
 
 
 def effective_register_period_ms(period_ms: int) -> int:
