@@ -587,14 +587,16 @@ class _RangeSink:
 
 
 def _python_record(buf, pos: int, matcher: Matcher, query: ScanQuery, store_name: str,
-                   message: object | None = None, failures: BodyFailures | None = None
-                   ) -> tuple[bool, list[MessageRow]]:
+                   message: object | None = None, failures: BodyFailures | None = None,
+                   batch_failures: BodyFailures | None = None) -> tuple[bool, list[MessageRow]]:
     """Evaluate one record in Python: BatchCQ inner batches, compressed bodies with a body needle,
     and records the compiled decoder rejects.
 
     Returns (whether it is a single-message record that matched as a whole, rows of matching inner
     messages). Topic and time are header facts; the SQL and body text apply per message; a body
-    that does not decompress never matches and is noted in ``failures``.
+    that does not decompress never matches and is noted in ``failures``. An inner batch whose body
+    does not unwrap is judged and shown as the one record it is stored as, and noted in
+    ``batch_failures``: its inner messages cannot be listed, and the summary must say so.
     """
     msg = message if message is not None else decode_record(buf, pos, read_body=True)
     if (query.topic is not None and msg.topic != query.topic) or not query.in_time(msg.store_timestamp):  # type: ignore[attr-defined]
@@ -609,8 +611,10 @@ def _python_record(buf, pos: int, matcher: Matcher, query: ScanQuery, store_name
     base_q = int(inner_base) if inner_base and inner_base.lstrip("-").isdigit() else msg.queue_offset  # type: ignore[attr-defined]
     try:
         messages = unwrap_inner_batch(msg, base_q)
-    except ValueError:
+    except ValueError as e:
         messages = [msg]  # a body that is not a packed batch: the record as stored
+        if batch_failures is not None:
+            batch_failures.add(msg.commit_log_offset, f"inner batch body: {e}")  # type: ignore[attr-defined]
     rows = [message_row(store_name, m, create_offset_msg_id(m.store_host, m.commit_log_offset), failures)
             for m in messages if matcher.constant is not False
             and matcher.matches(m.properties_string, m.body, m.sys_flag, m.commit_log_offset, failures)]
@@ -660,7 +664,8 @@ def scan_range(task: tuple, query: ScanQuery, mode: str, limit: int = 0) -> Rang
                     sink.single(buf, p, p + off)
                 matched += len(hits)
             for p in deferred:  # inner batches, and compressed bodies when a needle is asked for
-                whole, rows = _python_record(buf, p, matcher, query, store_name, failures=out.body_failures)
+                whole, rows = _python_record(buf, p, matcher, query, store_name, failures=out.body_failures,
+                                             batch_failures=out.batch_failures)
                 if whole:
                     sink.single(buf, p, p + off)
                     matched += 1
@@ -678,7 +683,7 @@ def scan_range(task: tuple, query: ScanQuery, mode: str, limit: int = 0) -> Rang
                 break
             # Valid by check_record although the compiled decoder refused it: judge it in Python.
             whole, rows = _python_record(buf, pos, matcher, query, store_name, chk.message,  # type: ignore[attr-defined]
-                                         out.body_failures)
+                                         out.body_failures, out.batch_failures)
             if whole:
                 sink.single(buf, pos, pos + off)
                 matched += 1

@@ -212,6 +212,7 @@ class ScanSummary:
     records_scanned: int = 0
     messages_matched: int = 0
     bodies_not_decompressed: int = 0  # compressed bodies that could not be inflated (see warnings)
+    batches_not_unwrapped: int = 0  # inner batch records shown as stored, their messages not listed (see warnings)
     stops: list[FileStop] = field(default_factory=list)
     # "store: gap" per gap between a store's commitlog files (a missing file): messages are missing
     gaps: list[str] = field(default_factory=list)
@@ -373,6 +374,7 @@ class _Job:
         self.guard: InterruptGuard | None = None
         # (store index, file index, failures) of scanned ranges and of the driver's own decoding
         self.body_failures: list[tuple[int, int, BodyFailures]] = []
+        self.batch_failures: list[tuple[int, int, BodyFailures]] = []  # inner batches that did not unwrap
         self._phase = ""
         self._phase_t = 0.0
 
@@ -538,20 +540,31 @@ class _Job:
         self.summary.messages_matched = sum(r.messages_matched for r in valid)
         self.summary.bytes_scanned = sum(r.end - r.start for r in valid)
         self.body_failures.extend((r.store_index, r.file_index, r.body_failures) for r in valid)
+        self.batch_failures.extend((r.store_index, r.file_index, r.batch_failures) for r in valid)
         return ends, {(r.store_index, r.file_index, r.range_index) for r in valid}
 
     def report_body_failures(self) -> None:
-        """One summary line for the compressed bodies that could not be decompressed, naming the first."""
-        found = [f for f in self.body_failures if f[2].count]
+        """One summary line each for the compressed bodies that could not be decompressed and the inner
+        batches that could not be unwrapped, naming the first; the scan itself completed (exit 0)."""
+        count = self._report_first(self.body_failures, "compressed bodies could not be decompressed",
+                                   "--body-contains does not match them and they are shown as stored")
+        self.summary.bodies_not_decompressed = count
+        count = self._report_first(self.batch_failures, "inner batch records could not be unwrapped",
+                                   "each is shown and counted as one message as stored; its inner messages "
+                                   "are not listed")
+        self.summary.batches_not_unwrapped = count
+
+    def _report_first(self, noted: list[tuple[int, int, BodyFailures]], what: str, effect: str) -> int:
+        """How many ``noted`` failures there are; a warning naming the first (file, commitlog offset)."""
+        found = [f for f in noted if f[2].count]
         if not found:
-            return
+            return 0
         si, fi, first = min(found, key=lambda f: (f[0], f[1], f[2].first_offset))
         count = sum(f[2].count for f in found)
-        self.summary.bodies_not_decompressed = count
         self.summary.warnings.append(
-            f"{count} compressed bodies could not be decompressed (first at {self.stores[si].files[fi].path} "
-            f"offset {first.first_offset}: {first.first_reason}); --body-contains does not match them and "
-            f"they are shown as stored")
+            f"{count} {what} (first at {self.stores[si].files[fi].path} offset {first.first_offset}: "
+            f"{first.first_reason}); {effect}")
+        return count
 
 
 def balanced_groups(items: list[T], weights: list[int], n: int) -> list[list[T]]:
@@ -581,7 +594,8 @@ def _starts_with_zeros(path: str) -> bool:
 def _meta(r: RangeResult) -> RangeResult:
     """The range result without its rows (what the driver needs to decide validity)."""
     return RangeResult(r.store_index, r.file_index, r.range_index, r.base, r.start, r.end, r.stop, r.stop_reason,
-                       r.records, r.messages_matched, body_failures=r.body_failures)
+                       r.records, r.messages_matched, body_failures=r.body_failures,
+                       batch_failures=r.batch_failures)
 
 
 # ------------------------------------------------------------------------------------------ modes

@@ -65,10 +65,12 @@ class ScanQuery:
 
 @dataclass(slots=True)
 class BodyFailures:
-    """Compressed bodies that could not be decompressed: how many, and the first by commitlog offset.
+    """Bodies that could not be read as the producer sent them: how many, and the first by commitlog offset.
 
-    Why kept: such a body is never matched by --body-contains and is shown as stored; the summary
-    says so instead of the message silently missing or showing bytes as if they were the text.
+    Why kept: a compressed body that does not decompress is never matched by --body-contains and is
+    shown as stored; an inner batch whose body does not unwrap is shown as its one stored record, its
+    inner messages missing. The summary says so instead of messages silently missing or showing bytes
+    as if they were the text.
     """
 
     count: int = 0
@@ -101,6 +103,7 @@ class RangeResult:
     # single-message records, not decoded (the driver decodes the final answer)
     candidates: list[tuple[int, int, int, int]] = field(default_factory=list)
     body_failures: BodyFailures = field(default_factory=BodyFailures)
+    batch_failures: BodyFailures = field(default_factory=BodyFailures)  # inner batches that did not unwrap
 
 
 # ---------------------------------------------------------------------------------------- rows
