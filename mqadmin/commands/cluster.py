@@ -70,8 +70,18 @@ def broker_status(
     require_a_target(broker, cluster)
     admin = cmd.admin()
     targets = admin.check_target(cluster_name=cluster, broker_addr=broker)
-    # -c: every broker of the cluster, each line prefixed with its address (as Apache's); -b: the one
-    statuses = {b.broker_addr: dict(sorted(admin.broker_status(b.broker_addr).items())) for b in targets}
+    # -c: every broker of the cluster, each line prefixed with its address (as Apache's); -b: the one.
+    # A broker of -c that does not answer is named after the others are printed, as Apache's
+    # BrokerStatusSubCommand goes on to the next broker; one silent broker used to hide them all.
+    statuses: dict[str, dict[str, str]] = {}
+    silent: list[str] = []
+    for b in targets:
+        try:
+            statuses[b.broker_addr] = dict(sorted(admin.broker_status(b.broker_addr).items()))
+        except AdminError as e:
+            if cluster is None:
+                raise
+            silent.append(f"{b.broker_name} ({b.broker_addr}): {e.message}")
 
     def render() -> None:
         for addr, status in statuses.items():
@@ -80,6 +90,8 @@ def broker_status(
                 cmd.print(f"{prefix}{k:<32}: {v}")
 
     cmd.emit(statuses if cluster is not None else statuses[targets[0].broker_addr], render)
+    if silent:  # the answers are out; the exit code and one line say which brokers are missing from them
+        raise AdminError(f"{len(silent)} broker(s) did not answer: {'; '.join(silent)}")
 
 
 @register(app, "getBrokerConfig", "Print a broker's configuration.")
