@@ -130,6 +130,12 @@ def update_broker_config(
     require_one_target(broker, cluster)
     if not key.strip():
         raise UsageProblem("-k/--key must not be blank")
+    for flag, text in (("-k/--key", key), ("-v/--value", value)):
+        # one key=value line of the request body each: a line break would set a key of its own, past
+        # the unknown-key check ("05\nfileReservedTime=1" changed two keys)
+        if len(f"{text}.".splitlines()) != 1:
+            raise UsageProblem(f"{flag} must not contain a line break: the broker reads each line as a "
+                               "key=value of its own")
     admin = cmd.admin()
     targets = admin.check_target(cluster_name=cluster, broker_addr=broker)
     addrs = admin.update_broker_config({key.strip(): value.strip()}, targets)

@@ -691,6 +691,14 @@ class RemotingBrokerClient:
         return out
 
     def update_broker_config(self, broker_addr: str, properties: dict[str, str]) -> None:
+        # the body is key=value lines: a line break inside a key or value would set keys of its own
+        # ("05\nfileReservedTime=1" changed two keys and passed by the unknown-key check); refused,
+        # nothing sent. Every separator str.splitlines knows, as the broker splits the body with it.
+        for k, v in properties.items():
+            for what, text in ((f"key {k!r}", k), (f"value of {k!r}", v)):
+                if len(f"{text}.".splitlines()) != 1:
+                    raise UsageProblem(f"broker config {what} has a line break: the broker would read "
+                                       "what follows it as a key of its own")
         body = "".join(f"{k}={v}\n" for k, v in properties.items()).encode("utf-8")
         self._ok(self._call(broker_addr, RequestCode.UPDATE_BROKER_CONFIG, body=body))
 
