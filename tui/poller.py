@@ -81,6 +81,21 @@ class AdminSession:
             what = f"{who} via {self.target.description}" if who else f"the broker ({self.target.description})"
             raise CallTimeout(what, timeout) from None
 
+    async def call_to_end(self, fn: Callable[[Admin], T], timeout: float, slow: Callable[[str], None],
+                          who: Callable[[], str | None] = lambda: None) -> T:
+        """``fn``, waited for until it ends: after ``timeout`` ``slow`` is told why the wait goes on (naming
+        ``who()``, the broker the call is on then, when known). Why not ``call``: a change cannot be
+        stopped once sent (the thread carries on with the next broker), so giving up the wait only hid
+        what it did: a timed-out reset said "nothing changed" and was then applied in full."""
+        future = asyncio.get_running_loop().run_in_executor(self._executor, self._run, fn)
+        try:
+            async with asyncio.timeout(timeout):  # see ``call``; shielded: the wait goes on after it
+                return await asyncio.shield(future)
+        except TimeoutError:
+            self.broken = True
+            slow(CallTimeout(who() or f"the broker ({self.target.description})", timeout).message)
+        return await future
+
     async def release(self) -> None:
         """Close the Admin after the calls queued so far (the next call reopens it)."""
         await asyncio.get_running_loop().run_in_executor(self._executor, self._release)
@@ -113,6 +128,9 @@ class Poller:
         tag: str
         value: Any = None
         error: str | None = None
+        pending: bool = False
+        """A write outlived the call timeout (``error`` says which broker it waits on): its outcome is not
+        known yet and comes in a later ``Answer`` with the same tag."""
 
     def __init__(self, owner: MessagePump, target: AdminTarget, refresh_s: float = 1.0,
                  call_timeout_s: float = 5.0, clock_ms: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
@@ -270,9 +288,29 @@ class Poller:
     async def ask(self, requester: MessagePump, tag: str, fn: Callable[[Admin], Any], writes: bool = False,
                   on: BrokerIdentity | None = None) -> None:
         """Run one Admin call for ``requester`` and post it the ``Answer``. A write opens its own writable
-        Admin for that call only (the watching session stays read-only). ``on``: the broker a read goes
-        to alone (its timeout names it and leaves it out, see ``_ask_broker``)."""
-        await self._answer(requester, tag, lambda: self._ask_one(fn, writes, on))
+        Admin for that call only (the watching session stays read-only) and is waited for to its end (see
+        ``write``): past the timeout an ``Answer`` with ``pending`` says so, and the outcome follows.
+        ``on``: the broker a read goes to alone (its timeout names it and leaves it out, see ``_ask_broker``)."""
+        if writes:
+            def slow(why: str) -> None:
+                requester.post_message(self.Answer(tag, error=why, pending=True))
+
+            await self._answer(requester, tag, lambda: self.write(fn, slow))
+            return
+        await self._answer(requester, tag, lambda: self._ask_one(fn, on))
+
+    async def write(self, fn: Callable[[Admin], T], slow: Callable[[str], None],
+                    who: Callable[[], str | None] = lambda: None) -> T:
+        """Run a change on its own writable Admin and wait until it ends, however long: past the call
+        timeout ``slow`` is told (with the broker ``who()`` names, if any), then the wait goes on. The
+        caller reports the real outcome, which a timeout cannot know (see ``AdminSession.call_to_end``)."""
+        session = AdminSession(self.target, writes=True)
+        try:
+            value = await session.call_to_end(fn, self.call_timeout_s, slow, who)
+            await session.release()
+        finally:
+            session.close()
+        return value
 
     async def ask_each_broker(self, requester: MessagePump, tag: str, route: Callable[[Admin], list[BrokerIdentity]],
                               fn: Callable[[Admin], list[Any]]) -> None:
@@ -290,15 +328,7 @@ class Poller:
             return
         requester.post_message(self.Answer(tag, value=value))
 
-    async def _ask_one(self, fn: Callable[[Admin], Any], writes: bool, on: BrokerIdentity | None) -> Any:
-        if writes:
-            session = AdminSession(self.target, writes=True)
-            try:
-                value = await session.call(fn, self.call_timeout_s)
-                await session.release()
-            finally:
-                session.close()
-            return value
+    async def _ask_one(self, fn: Callable[[Admin], Any], on: BrokerIdentity | None) -> Any:
         return await (self._ask_call(fn) if on is None else self._ask_broker(on, fn))
 
     def close(self) -> None:

@@ -2,13 +2,18 @@
 run: nothing changes), then apply it only after a confirmation. What is applied is exactly what was
 planned; changing an input drops the plan.
 
+What the dialog says after an apply is what happened: the reset is applied broker by broker (each
+checked first), so a refusal part way names the brokers already changed; an apply that outlives the
+call timeout cannot be stopped (it goes on in the Admin's thread), so it is waited for to its end,
+"not known yet" meanwhile, and its outcome is told even when the dialog was closed.
+
 Group and topic names, what was typed and the Admin's errors are shown as literal text, never markup:
 a time typed as ``[/]`` must be refused with its own words, not stop the dashboard.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -17,11 +22,13 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select
 
-from mqadmin.admin import Admin
-from mqadmin.errors import AdminError
+from mqadmin.admin import Admin, BrokerIdentity
+from mqadmin.errors import AdminError, UnreachableError
 from mqadmin.reports import ResetPlan
 from mqadmin.timefmt import parse_timestamp
+from tui.errors import describe_error
 from tui.poller import Poller
+from tui.snapshot import who_is
 from tui.widgets.filter_table import FilterTable, with_broker
 
 
@@ -33,9 +40,75 @@ class ResetRequest:
     queue_id: int | None
     offset: int | None
 
-    def run(self, admin: Admin, dry_run: bool) -> ResetPlan:
+    def run(self, admin: Admin, dry_run: bool, broker_addr: str | None = None) -> ResetPlan:
         return admin.reset_offset_by_time(self.group, self.topic, self.timestamp, True, self.queue_id,
-                                          self.offset, dry_run=dry_run)
+                                          self.offset, dry_run=dry_run, broker_addr=broker_addr)
+
+
+@dataclass
+class ApplyProgress:
+    """How far an apply got, written by the Admin's thread and read by the UI: the broker it is on (and
+    whether it is changing it or still checking), and the brokers changed so far with their queue counts."""
+
+    on: BrokerIdentity | None = None
+    changing: bool = False
+    brokers: int = 0
+    done: list[tuple[BrokerIdentity, int]] = field(default_factory=list)
+
+    def waiting_on(self) -> str | None:
+        return who_is(self.on) if self.on is not None else None
+
+
+def apply_reset(admin: Admin, req: ResetRequest, brokers: list[str], progress: ApplyProgress) -> ResetPlan:
+    """``req`` applied on the planned ``brokers`` one at a time, each checked (a dry run) before any is
+    changed, as the Admin's own reset does. Why broker by broker: the Admin's reset over the whole topic
+    tells neither which broker it waits on nor, in a form the dialog can use, which it has changed."""
+    known = {b.broker_name: b for b in admin.brokers()}
+    missing = [name for name in brokers if name not in known]
+    if missing:
+        raise AdminError(f"broker {', '.join(missing)} of the plan is not registered at {admin.target} now")
+    targets = [known[name] for name in brokers]
+    progress.brokers = len(targets)
+    many = len(targets) > 1
+
+    def addr(b: BrokerIdentity) -> str | None:
+        return b.broker_addr if many else None  # one broker: as planned (a store has no address to name)
+
+    for b in targets:
+        progress.on = b
+        req.run(admin, dry_run=True, broker_addr=addr(b))
+    parts = []
+    for b in targets:
+        progress.on, progress.changing = b, True
+        part = req.run(admin, dry_run=False, broker_addr=addr(b))
+        progress.done.append((b, len(part.changes)))
+        parts.append(part)
+    progress.on, progress.changing = None, False
+    return ResetPlan(req.group, req.topic, req.timestamp, True, [c for part in parts for c in part.changes],
+                     applied=True)
+
+
+def _named(b: BrokerIdentity) -> str:
+    return f"{b.broker_name} ({b.broker_addr})"
+
+
+def apply_failure(req: ResetRequest, progress: ApplyProgress, error: Exception, queues_on_broker: int) -> str:
+    """What a failed apply did, in one line: "nothing changed" only when that is so. ``queues_on_broker``:
+    the planned queues of the broker that failed (a reset to an offset sends one request per queue)."""
+    why = describe_error(error)
+    b = progress.on
+    if b is None or not progress.changing:  # refused while checking: no broker has been changed
+        where = f"{_named(b)}: " if b is not None and progress.brokers > 1 and b.broker_addr not in why else ""
+        return f"Reset failed, nothing changed: {where}{why}"
+    changed = "; ".join(f"{_named(d)} ({n} queue(s))" for d, n in progress.done)
+    before = f"changed on {changed}; " if changed else ""
+    if isinstance(error, UnreachableError):  # no answer to the change: it may have been made
+        return f"Reset not confirmed: {before}{_named(b)} may or may not have moved: {why}"
+    if req.offset is not None and req.queue_id is None and queues_on_broker > 1:
+        return f"Reset failed part way: {before}{_named(b)} may have moved some queues: {why}"
+    if changed:
+        return f"Reset failed part way: {before}not changed on {_named(b)}: {why}"
+    return f"Reset failed, nothing changed: {why}"
 
 
 PLAN_COLUMNS = ["Queue", "Broker offset", "Consumer offset", "Reset to"]
@@ -53,6 +126,10 @@ class ResetScreen(ModalScreen[ResetPlan | None]):
         self.applied: ResetPlan | None = None
         self._pending: ResetRequest | None = None
         self._plans = 0
+        self._planned_brokers: list[str] = []
+        self._planned_queues: dict[str, int] = {}
+        self.applying = False
+        self._dismissed = False
 
     def compose(self) -> ComposeResult:
         with Vertical(id="reset-dialog", classes="dialog"):
@@ -151,13 +228,59 @@ class ResetScreen(ModalScreen[ResetPlan | None]):
         question = (f"Apply the planned reset? Group {req.group} on {req.topic}: {moves} queue(s) move as shown. "
                     "Consumers of the group see the new offsets on their next pull.")
 
+        brokers = list(self._planned_brokers)
+
         def confirmed(yes: bool | None) -> None:
-            if yes and self.planned is req:
+            if yes and self.planned is req and not self.applying:
+                self.applying = True
+                self.query_one("#apply", Button).disabled = True
                 self._status("Applying...")
-                self.run_worker(self._poller().ask(self, "apply", lambda a: req.run(a, dry_run=False), writes=True),
-                                group="reset")
+                # the app's worker, not the dialog's: closing the dialog must not drop the outcome
+                self.app.run_worker(self._apply(req, brokers), group="reset-apply")
 
         self.app.push_screen(ConfirmScreen(question), confirmed)
+
+    @property
+    def _open(self) -> bool:
+        return not self._dismissed and self.is_attached
+
+    def _tell(self, text: str, error: bool = False) -> None:
+        """An apply's outcome: on the status line while the dialog is open, else as a notification."""
+        if self._open:
+            self._status(text)
+        else:
+            self.app.notify(text, title="Reset failed" if error else "Reset applied",
+                            severity="error" if error else "information", markup=False)
+
+    async def _apply(self, req: ResetRequest, brokers: list[str]) -> None:
+        progress = ApplyProgress()
+
+        def slow(why: str) -> None:
+            if self._open:
+                self._status(f"Outcome not known yet: {why}; the reset may still complete: its outcome is shown "
+                             "when it ends.")
+
+        try:
+            plan = await self._poller().write(lambda a: apply_reset(a, req, brokers, progress), slow,
+                                              progress.waiting_on)
+        except Exception as e:  # noqa: BLE001 - reported as one line, saying what was changed
+            on = progress.on.broker_name if progress.on is not None else ""
+            self._tell(apply_failure(req, progress, e, self._planned_queues.get(on, 0)), error=True)
+            if self._open and self.planned is req:
+                self.query_one("#apply", Button).disabled = False
+        else:
+            self.applied = plan
+            text = f"Applied: {len(plan.changes)} queue(s) of group {self.group} reset."
+            if self._open:
+                self.planned = None
+                self.query_one("#apply", Button).disabled = True
+                self._status(text)
+                self.notify(f"Offsets of {self.group} reset", title="Reset applied", markup=False)
+            else:
+                self._tell(text)
+        finally:
+            self.applying = False
+            self._poller().refresh_now()
 
     def on_poller_answer(self, event: Poller.Answer) -> None:
         event.stop()
@@ -169,6 +292,8 @@ class ResetScreen(ModalScreen[ResetPlan | None]):
                 return
             plan: ResetPlan = event.value
             self.planned = self._pending
+            self._planned_brokers = list(dict.fromkeys(c.broker_name for c in plan.changes))
+            self._planned_queues = {n: sum(c.broker_name == n for c in plan.changes) for n in self._planned_brokers}
             table = self.query_one("#plan-table", FilterTable)
             many = self._many_brokers(plan)
             table.set_columns(with_broker(PLAN_COLUMNS, many, 0))
@@ -177,18 +302,12 @@ class ResetScreen(ModalScreen[ResetPlan | None]):
                 (f"{c.broker_name}/{c.queue_id}", [*([c.broker_name] if many else []), c.queue_id, c.broker_offset,
                                                    c.consumer_offset, c.reset_offset])
                 for c in plan.changes])
-            self.query_one("#apply", Button).disabled = False
+            self.query_one("#apply", Button).disabled = self.applying
             self._status(f"Plan (dry run, nothing changed): {len(plan.changes)} queue(s) of {plan.topic}.")
-        elif event.tag == "apply":
-            if event.error is not None:
-                self._status(f"Reset failed, nothing changed: {event.error}")
-                return
-            self.applied = event.value
-            self.planned = None
-            self.query_one("#apply", Button).disabled = True
-            self._status(f"Applied: {len(self.applied.changes)} queue(s) of group {self.group} reset.")
-            self.notify(f"Offsets of {self.group} reset", title="Reset applied", markup=False)
-            self._poller().refresh_now()
 
     def action_cancel(self) -> None:
+        self._dismissed = True
         self.dismiss(self.applied)
+        if self.applying:  # it cannot be stopped: say that it goes on, and that its outcome will be told
+            self.app.notify(f"The reset of {self.group} is still being applied: its outcome is shown when it ends.",
+                            title="Reset", markup=False)

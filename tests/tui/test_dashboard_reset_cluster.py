@@ -1,0 +1,218 @@
+"""The reset dialog on a cluster of two brokers: what it says must be what happened.
+
+A reset refused by the second broker after the first was changed says what was changed (it said
+"nothing changed"); an apply that outlives the dashboard's call timeout says its outcome is not known
+yet, naming the broker it waits on, and shows the real outcome when it ends, even after the dialog was
+closed (it said "nothing changed" and was then applied in full).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from textual.widgets import Button
+from tui_helpers import click_shown, first_refresh, run_async, table_rows, wait_until, widget_text
+from tui_seed import SIZE
+
+from broker_core.auth.model import Acl
+from mqadmin.admin import Admin
+from mqadmin.commands.dashboard import ClusterTarget
+from mqadmin.connect import open_remote_admin
+from mqadmin.transport.base import TopicInfo
+from mqadmin.transport.values import SubscriptionGroupInfo
+from tests.net.harness import Servers
+from tests.remoting_broker import running_broker
+from tui.app import DashboardApp
+from tui.screens.confirm import ConfirmScreen
+from tui.screens.consumers import ConsumersScreen
+from tui.screens.reset import ResetScreen
+
+TOPIC, GROUP = "ResetTopic", "reset_group"
+ROOT = {"username": "rocketmq", "password": "12345678"}
+OPS, OPS_SECRET = "ops", "ops-secret-1"
+
+
+def _seed(admin: Admin, queues: dict[str, int]) -> None:
+    """``TOPIC`` with ``queues[broker]`` queues on each broker, one message per queue, and ``GROUP``'s
+    offsets at 0 on every queue (a reset to "now" moves each to 1)."""
+    brokers = sorted(admin.brokers(), key=lambda x: x.broker_name)
+    for b in brokers:
+        n = queues[b.broker_name]
+        admin.update_topic(TopicInfo(TOPIC, n, n, 6), [b])
+        for q in range(n):
+            admin.send_message(TOPIC, f"{b.broker_name}-{q}".encode(), broker_name=b.broker_name, queue_id=q)
+    admin.update_sub_group(SubscriptionGroupInfo(GROUP), brokers)
+    admin.reset_offset_by_time(GROUP, TOPIC, 0, offset=None)
+
+
+def _offsets(admin: Admin) -> dict[tuple[str, int], int]:
+    """``GROUP``'s offset on each (broker, queue) of ``TOPIC``."""
+    return {(c.broker_name, c.queue_id): c.consumer_offset
+            for c in admin.reset_offset_by_time(GROUP, TOPIC, 0, dry_run=True).changes}
+
+
+def _status(screen: ResetScreen) -> str:
+    return widget_text(screen.query_one("#reset-status"))
+
+
+async def _open_reset(pilot) -> ResetScreen:  # noqa: ANN001
+    app = pilot.app
+    await first_refresh(pilot, 2)
+    await pilot.press("3")
+    await wait_until(pilot, lambda: isinstance(app.screen, ConsumersScreen) and bool(app.screen.query("#groups"))
+                     and GROUP in [r[0] for r in table_rows(app, "#groups")], "screen 3 listing the group")
+    rows = [r[0] for r in table_rows(app, "#groups")]
+    table = app.screen.query_one("#groups")
+    table.focus()
+    table.move_cursor(row=rows.index(GROUP))
+    await pilot.press("r")
+    await wait_until(pilot, lambda: isinstance(app.screen, ResetScreen) and bool(app.screen.query("#plan")),
+                     "the reset dialog")
+    return app.screen
+
+
+async def _plan(pilot, screen: ResetScreen) -> None:  # noqa: ANN001
+    await click_shown(pilot, screen.query_one("#plan", Button))
+    await wait_until(pilot, lambda: screen.planned is not None or "failed" in _status(screen)
+                     or "Cannot" in _status(screen), "the plan")
+
+
+async def _apply(pilot, screen: ResetScreen) -> None:  # noqa: ANN001
+    await click_shown(pilot, screen.query_one("#apply", Button))
+    await wait_until(pilot, lambda: isinstance(pilot.app.screen, ConfirmScreen), "the confirmation")
+    await pilot.press("y")
+    await wait_until(pilot, lambda: pilot.app.screen is screen, "the reset dialog after the confirmation")
+
+
+def _told(app) -> list[str]:  # noqa: ANN001
+    """What the app tells the user from now on (run_test draws no toasts): notify()'s messages."""
+    messages: list[str] = []
+    notify = app.notify
+
+    def recording(message: str, **kwargs):  # noqa: ANN003, ANN202
+        messages.append(message)
+        return notify(message, **kwargs)
+
+    app.notify = recording
+    return messages
+
+
+# ------------------------------------------------------------------ refused by the second broker
+
+
+@pytest.fixture
+def acl_cluster(tmp_path: Path) -> Iterator[Servers]:
+    """broker-a (no ACL) and broker-b (ACL 2.0: user ops may Sub/Get/List topics and groups, not Update);
+    TOPIC with 2 queues on each, GROUP at 0 on every queue."""
+    s = Servers(tmp_path)
+    try:
+        s.add_broker("broker-a")
+        s.add_broker("broker-b", props={"authenticationEnabled": "true", "authorizationEnabled": "true",
+                                        "initAuthenticationUser": json.dumps(ROOT)})
+        admin = open_remote_admin(s.namesrv_addr, access_key=ROOT["username"], secret_key=ROOT["password"])
+        try:
+            b = next(x for x in admin.brokers() if x.broker_name == "broker-b")
+            admin.create_user(OPS, OPS_SECRET, broker_addrs=[b.broker_addr], read_back=False)
+            admin.create_acl(Acl.of(f"User:{OPS}", ["Topic:*", "Group:*"], ["Sub", "Get", "List"]),
+                             [b.broker_addr], read_back=False)
+            _seed(admin, {"broker-a": 2, "broker-b": 2})
+        finally:
+            admin.close()
+        yield s
+    finally:
+        s.close()
+
+
+@run_async
+async def test_a_reset_refused_by_the_second_broker_says_what_the_first_changed(acl_cluster: Servers):
+    app = DashboardApp(ClusterTarget(acl_cluster.namesrv_addr, OPS, OPS_SECRET), refresh_s=0.5, call_timeout_s=20)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await _open_reset(pilot)
+        await _plan(pilot, screen)
+        assert screen.planned is not None, _status(screen)
+        await _apply(pilot, screen)
+        await wait_until(pilot, lambda: "Reset" in _status(screen) or "Applied" in _status(screen), "the outcome")
+        status = _status(screen)
+        assert "nothing changed" not in status, status
+        assert status.startswith("Reset failed part way: changed on broker-a ("), status
+        assert "not changed on broker-b (" in status and f"User:{OPS} has no permission" in status, status
+        assert screen.applied is None
+    admin = open_remote_admin(acl_cluster.namesrv_addr, access_key=ROOT["username"], secret_key=ROOT["password"])
+    try:
+        assert _offsets(admin) == {("broker-a", 0): 1, ("broker-a", 1): 1, ("broker-b", 0): 0, ("broker-b", 1): 0}
+    finally:
+        admin.close()
+
+
+# ------------------------------------------------------------------ a broker that stops answering
+
+
+def _two_broker_processes(tmp_path: Path):  # noqa: ANN202
+    """broker-a and broker-b as mqbroker processes (SIGSTOP needs a process), TOPIC with 1 queue on each."""
+    from contextlib import contextmanager
+
+    @contextmanager
+    def cluster():  # noqa: ANN202
+        with running_broker(tmp_path / "a") as a, \
+                running_broker(tmp_path / "b", broker_name="broker-b", namesrv=a.namesrv_addr) as b:
+            admin = open_remote_admin(a.namesrv_addr)
+            try:
+                _seed(admin, {"broker-a": 1, "broker-b": 1})
+                yield a, b, admin
+            finally:
+                admin.close()
+
+    return cluster()
+
+
+@run_async
+async def test_an_apply_that_outlives_the_timeout_says_unknown_then_its_real_outcome(tmp_path: Path):
+    with _two_broker_processes(tmp_path) as (a, b, admin):
+        app = DashboardApp(ClusterTarget(a.namesrv_addr), refresh_s=0.5, call_timeout_s=2.0)
+        async with app.run_test(size=SIZE) as pilot:
+            screen = await _open_reset(pilot)
+            await _plan(pilot, screen)
+            assert screen.planned is not None, _status(screen)
+            os.kill(b.proc.pid, signal.SIGSTOP)  # broker-a runs the name server
+            try:
+                await _apply(pilot, screen)
+                await wait_until(pilot, lambda: _status(screen) != "Applying...", "the timeout")
+            finally:
+                os.kill(b.proc.pid, signal.SIGCONT)
+            status = _status(screen)
+            assert "nothing changed" not in status, status
+            assert status.startswith("Outcome not known yet: the broker broker-b "
+                                     f"({b.broker_addr}) did not answer within 2 s"), status
+            assert "may still complete" in status, status
+            await wait_until(pilot, lambda: status != _status(screen), "the real outcome")
+            assert _status(screen).startswith("Applied: 2 queue(s)"), _status(screen)
+            assert screen.applied is not None
+        assert set(_offsets(admin).values()) == {1}
+
+
+@run_async
+async def test_an_apply_still_running_when_the_dialog_closes_is_told_when_it_ends(tmp_path: Path):
+    with _two_broker_processes(tmp_path) as (a, b, admin):
+        app = DashboardApp(ClusterTarget(a.namesrv_addr), refresh_s=0.5, call_timeout_s=2.0)
+        async with app.run_test(size=SIZE) as pilot:
+            screen = await _open_reset(pilot)
+            await _plan(pilot, screen)
+            assert screen.planned is not None, _status(screen)
+            told = _told(app)
+            os.kill(b.proc.pid, signal.SIGSTOP)  # broker-a runs the name server
+            try:
+                await _apply(pilot, screen)
+                assert _status(screen) == "Applying..."
+                await pilot.press("escape")
+                await wait_until(pilot, lambda: isinstance(app.screen, ConsumersScreen), "the dialog closed")
+            finally:
+                os.kill(b.proc.pid, signal.SIGCONT)
+            await wait_until(pilot, lambda: any("reset" in m for m in told[1:]), "the outcome told")
+            assert "still being applied" in told[0], told
+            assert told[-1].startswith("Applied: 2 queue(s) of group"), told
+        assert set(_offsets(admin).values()) == {1}
