@@ -3,7 +3,8 @@
 A reset refused by the second broker after the first was changed says what was changed (it said
 "nothing changed"); an apply that outlives the dashboard's call timeout says its outcome is not known
 yet, naming the broker it waits on, and shows the real outcome when it ends, even after the dialog was
-closed (it said "nothing changed" and was then applied in full).
+closed (it said "nothing changed" and was then applied in full); one queue is reset on the broker
+chosen in the form (queue ids repeat across brokers: it was reset on every broker, or refused).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from textual.widgets import Button
+from textual.widgets import Button, Input, Select
 from tui_helpers import click_shown, first_refresh, run_async, table_rows, wait_until, widget_text
 from tui_seed import SIZE
 
@@ -145,6 +146,52 @@ async def test_a_reset_refused_by_the_second_broker_says_what_the_first_changed(
     admin = open_remote_admin(acl_cluster.namesrv_addr, access_key=ROOT["username"], secret_key=ROOT["password"])
     try:
         assert _offsets(admin) == {("broker-a", 0): 1, ("broker-a", 1): 1, ("broker-b", 0): 0, ("broker-b", 1): 0}
+    finally:
+        admin.close()
+
+
+# ------------------------------------------------------------------ one queue on the chosen broker
+
+
+@pytest.fixture
+def uneven_cluster(tmp_path: Path) -> Iterator[Servers]:
+    """TOPIC with 4 queues on broker-a and 2 on broker-b, GROUP at 0 on every queue."""
+    s = Servers(tmp_path)
+    try:
+        s.add_broker("broker-a")
+        s.add_broker("broker-b")
+        admin = open_remote_admin(s.namesrv_addr)
+        try:
+            _seed(admin, {"broker-a": 4, "broker-b": 2})
+        finally:
+            admin.close()
+        yield s
+    finally:
+        s.close()
+
+
+@run_async
+async def test_one_queue_is_reset_on_the_broker_chosen_in_the_form(uneven_cluster: Servers):
+    app = DashboardApp(ClusterTarget(uneven_cluster.namesrv_addr), refresh_s=0.5, call_timeout_s=20)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await _open_reset(pilot)
+        broker = screen.query_one("#reset-broker", Select)
+        await wait_until(pilot, lambda: broker.display, "the broker choice")
+        screen.query_one("#reset-queue", Input).value = "3"
+        await _plan(pilot, screen)
+        # a queue id without a broker is refused, as mqadmin's -q without -b
+        assert _status(screen).startswith("Cannot plan: a queue id needs a broker"), _status(screen)
+        broker.value = "broker-a"
+        await _plan(pilot, screen)
+        assert screen.planned is not None, _status(screen)
+        assert [r[:2] for r in table_rows(app, "#plan-table")] == [["broker-a", "3"]]
+        await _apply(pilot, screen)
+        await wait_until(pilot, lambda: screen.applied is not None or "failed" in _status(screen), "the reset")
+        assert _status(screen).startswith("Applied: 1 queue(s)"), _status(screen)
+    admin = open_remote_admin(uneven_cluster.namesrv_addr)
+    try:
+        moved = {k for k, v in _offsets(admin).items() if v}
+        assert moved == {("broker-a", 3)}
     finally:
         admin.close()
 

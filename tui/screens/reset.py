@@ -1,6 +1,7 @@
 """The reset action of screen 3: choose topic and target (a time, or an offset), see the plan (a dry
 run: nothing changes), then apply it only after a confirmation. What is applied is exactly what was
-planned; changing an input drops the plan.
+planned; changing an input drops the plan. On a cluster a broker choice limits the reset to one broker
+(one queue needs one: each broker numbers its queues from 0, as mqadmin's -q needs -b).
 
 What the dialog says after an apply is what happened: the reset is applied broker by broker (each
 checked first), so a refusal part way names the brokers already changed; an apply that outlives the
@@ -31,6 +32,9 @@ from tui.poller import Poller
 from tui.snapshot import who_is
 from tui.widgets.filter_table import FilterTable, with_broker
 
+ALL_BROKERS = ""
+"""The broker choice meaning every broker that has the topic (no broker is named "")."""
+
 
 @dataclass(frozen=True)
 class ResetRequest:
@@ -39,10 +43,12 @@ class ResetRequest:
     timestamp: int
     queue_id: int | None
     offset: int | None
+    broker_addr: str | None = None
+    """The broker chosen in the form (None: every broker with the topic)."""
 
     def run(self, admin: Admin, dry_run: bool, broker_addr: str | None = None) -> ResetPlan:
         return admin.reset_offset_by_time(self.group, self.topic, self.timestamp, True, self.queue_id,
-                                          self.offset, dry_run=dry_run, broker_addr=broker_addr)
+                                          self.offset, dry_run=dry_run, broker_addr=broker_addr or self.broker_addr)
 
 
 @dataclass
@@ -128,6 +134,7 @@ class ResetScreen(ModalScreen[ResetPlan | None]):
         self._plans = 0
         self._planned_brokers: list[str] = []
         self._planned_queues: dict[str, int] = {}
+        self._brokers: dict[str, BrokerIdentity] = {}
         self.applying = False
         self._dismissed = False
 
@@ -141,6 +148,11 @@ class ResetScreen(ModalScreen[ResetPlan | None]):
                              id="reset-mode")
             with Horizontal(classes="form-row"):
                 yield Input(value="now", placeholder="now | ms | yyyy-MM-dd#HH:mm:ss:SSS | offset", id="reset-value")
+                # shown on a cluster only: queue ids repeat across brokers
+                broker = Select([("all brokers", ALL_BROKERS)], value=ALL_BROKERS, allow_blank=False,
+                                id="reset-broker")
+                broker.display = False
+                yield broker
                 yield Input(placeholder="queue id (blank: all)", id="reset-queue")
             with Horizontal(classes="buttons"):
                 yield Button("Plan (dry run)", id="plan", variant="primary")
@@ -149,11 +161,31 @@ class ResetScreen(ModalScreen[ResetPlan | None]):
             yield Label("Plan: press 'Plan' to see what would change (nothing changes).", id="reset-status")
             yield FilterTable(PLAN_COLUMNS, id="plan-table")
 
+    def on_mount(self) -> None:
+        self._fill_brokers()
+
     def _poller(self) -> Poller:
         from tui.app import DashboardApp
 
         assert isinstance(self.app, DashboardApp)
         return self.app.poller
+
+    def _fill_brokers(self) -> None:
+        """The broker choice: every broker holding the topic's queues in the last refresh (all of them
+        when it has none there), shown when the cluster has more than one broker."""
+        from tui.app import DashboardApp
+
+        snap = self.app.snapshot if isinstance(self.app, DashboardApp) else None
+        choice = self.query_one("#reset-broker", Select)
+        topic = self.query_one("#reset-topic", Select).value
+        brokers: list[BrokerIdentity] = []
+        if snap is not None and snap.many_brokers and isinstance(topic, str):
+            t = snap.topic(topic)
+            having = {q.broker_name for q in t.queues} if t is not None else set()
+            brokers = [b.identity for b in snap.brokers if not having or b.name in having]
+        self._brokers = {b.broker_name: b for b in brokers}
+        choice.display = bool(brokers)
+        choice.set_options([("all brokers", ALL_BROKERS), *((Text(n), n) for n in self._brokers)])
 
     def _request(self) -> ResetRequest:
         topic = self.query_one("#reset-topic", Select).value
@@ -166,13 +198,18 @@ class ResetScreen(ModalScreen[ResetPlan | None]):
             queue_id = int(queue_text) if queue_text else None
         except ValueError:
             raise AdminError(f"queue id {queue_text!r} is not a number") from None
+        choice = self.query_one("#reset-broker", Select)
+        broker = self._brokers.get(choice.value) if choice.display and isinstance(choice.value, str) else None
+        if queue_id is not None and choice.display and broker is None:
+            raise AdminError("a queue id needs a broker (each broker numbers its queues from 0): choose one")
+        addr = broker.broker_addr if broker is not None else None
         if mode == "offset":
             try:
                 offset = int(value)
             except ValueError:
                 raise AdminError(f"offset {value!r} is not a number") from None
-            return ResetRequest(self.group, topic, 0, queue_id, offset)
-        return ResetRequest(self.group, topic, parse_timestamp(value, option="time"), queue_id, None)
+            return ResetRequest(self.group, topic, 0, queue_id, offset, addr)
+        return ResetRequest(self.group, topic, parse_timestamp(value, option="time"), queue_id, None, addr)
 
     def _status(self, text: str) -> None:
         """Show ``text`` as it is (it holds user input and error messages: no markup)."""
@@ -182,6 +219,8 @@ class ResetScreen(ModalScreen[ResetPlan | None]):
         self._drop_plan()
 
     def on_select_changed(self, event: Select.Changed) -> None:
+        if event.select.id == "reset-topic":
+            self._fill_brokers()
         self._drop_plan()
 
     def _drop_plan(self) -> None:
