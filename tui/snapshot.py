@@ -14,17 +14,21 @@ never a part's failure: the session behind it is dropped. A call to one broker t
 runtime info, a topic's or a group's figures on it, its users) marks that broker stuck
 (``StuckBrokers``) and the refresh goes on without it; a timeout of a call to the name server, or of
 the only broker, fails the whole refresh. That is why topics and groups are read one broker per call:
-a timeout of a fan-out over several brokers could only blame the name server.
+a timeout of a fan-out over several brokers could only blame the name server. A broker that refuses
+the credentials (ACL on there, and no --ak/--sk or ones it does not know) is left out of the refresh
+the same way, named with its refusal and what to do, and asked again in the next refresh.
 """
 
 from __future__ import annotations
 
+import re
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
+from broker_core.auth.authentication import CHECK_SIGNATURE_FAILED, DATETIME_NULL, USERNAME_NULL
 from broker_core.auth.model import Acl, User
 from mqadmin.admin import Admin, BrokerIdentity, TopicInfo
 from mqadmin.errors import AdminError, NotFoundError, UnreachableError
@@ -138,8 +142,9 @@ class Snapshot:
     acl_views: list[AclView] = field(default_factory=list)
     """Every broker's users and ACLs (``users``/``acls`` are all of them together)."""
     left_out: list[BrokerIdentity] = field(default_factory=list)
-    """Brokers left out of this refresh as not answering (stuck): their queues, messages and lag are in
-    no figure of it, which the screens showing totals say."""
+    """Brokers left out of this refresh as not answering (stuck) or refusing the credentials (why: their
+    ``BrokerView.error``): their queues, messages and lag are in no figure of it, which the screens
+    showing totals say."""
 
     @property
     def identity(self) -> BrokerIdentity:
@@ -243,6 +248,13 @@ class _Brokers:
             self.why[b.broker_addr] = self.stuck.add(b.broker_addr, e, self.taken_ms)
             raise _LeftOut(b.broker_addr) from None
 
+    def refused(self, b: BrokerIdentity, why: str) -> None:
+        """Leave ``b`` out of this refresh: it refused the credentials (ACL on there, and no --ak/--sk,
+        or ones it does not know). Every call to it would be refused alike, and one refused topic read
+        failed the whole refresh ("Refresh failed: username cannot be null.", no broker named) while the
+        other brokers were readable. Not stuck: the next refresh asks it again (its users may change)."""
+        self.why[b.broker_addr] = f"refused: {with_credentials_hint(why)}"
+
     def on(self, b: BrokerIdentity) -> AdminCall:
         """``ask`` as an ``AdminCall`` (for ``_part``)."""
         return lambda fn, who=None: self.ask(b, fn)
@@ -251,6 +263,21 @@ class _Brokers:
         """Fail the refresh, naming every broker and why, when none is left to ask."""
         if not self.answering():
             raise AdminError("; ".join(f"{b.broker_name}: {self.why[b.broker_addr]}" for b in self.registered))
+
+
+_CREDENTIALS_REFUSED = (USERNAME_NULL, CHECK_SIGNATURE_FAILED, DATETIME_NULL)
+_USER_REFUSED = re.compile(r"\bUser:\S* is (?:not found|disabled)\.")
+
+
+def credentials_refused(message: str) -> bool:
+    """Whether ``message`` is a broker's refusal of the request's credentials (its authentication, the
+    same words as Apache's broker), as opposed to a refusal of what was asked."""
+    return any(m in message for m in _CREDENTIALS_REFUSED) or _USER_REFUSED.search(message) is not None
+
+
+def with_credentials_hint(message: str) -> str:
+    """``message``, with what to do when it is a refusal of the credentials."""
+    return f"{message} (give --ak/--sk of a user this broker knows)" if credentials_refused(message) else message
 
 
 def who_is(b: BrokerIdentity) -> str:
@@ -272,9 +299,13 @@ async def collect_snapshot(call: AdminCall, taken_ms: int, stuck: StuckBrokers |
     statuses: dict[str, tuple[dict[str, str] | None, str | None]] = {}
     for b in brokers.answering():
         try:  # e.g. a damaged delayOffset.json: shown on the screens that use the runtime figures
-            statuses[b.broker_addr] = await _part(brokers.on(b), lambda a, addr=b.broker_addr: a.broker_status(addr))
+            status = await _part(brokers.on(b), lambda a, addr=b.broker_addr: a.broker_status(addr))
         except _LeftOut:
             continue
+        if status[1] is not None and credentials_refused(status[1]):
+            brokers.refused(b, status[1])
+            continue
+        statuses[b.broker_addr] = status
     brokers.check_some_answer()
     topics = []
     for name in await call(lambda a: a.list_topics()):

@@ -1,0 +1,47 @@
+"""The dashboard on a cluster whose brokers differ in ACL: broker-a with ACL off, broker-b with ACL 2.0
+on (tests/mqadmin/acl_cluster.py).
+
+One broker refusing the credentials failed every refresh ("Refresh failed: username cannot be
+null."), naming no broker, while broker-a was readable: now that broker is named with the reason and
+what to do, and the others are shown."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from tui_helpers import first_refresh, run_async, text_of
+from tui_seed import SIZE
+
+from mqadmin.commands.dashboard import ClusterTarget
+from tests.mqadmin.acl_cluster import SUPER, AclCluster
+from tui.app import DashboardApp
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AclCluster]:
+    c = AclCluster(Path(tmp_path_factory.mktemp("dash-acl")))
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+@run_async
+async def test_a_broker_refusing_the_credentials_is_named_and_the_others_shown(cluster: AclCluster):
+    for target, reason in ((ClusterTarget(cluster.namesrv), "username cannot be null."),
+                           (ClusterTarget(cluster.namesrv, SUPER[0], "wrong"), "check signature failed.")):
+        app = DashboardApp(target, refresh_s=3600, call_timeout_s=20)
+        async with app.run_test(size=SIZE) as pilot:
+            await first_refresh(pilot)
+            snap = app.snapshot
+            assert app.lost is None and snap is not None
+            a, b = snap.brokers
+            assert (a.name, a.error) == ("broker-a", None) and a.status  # broker-a's figures are shown
+            assert b.name == "broker-b" and b.error is not None
+            assert reason in b.error and "--ak/--sk" in b.error, b.error
+            assert [x.broker_name for x in snap.left_out] == ["broker-b"]
+            overview = text_of(app, "#status-problem")
+            assert "broker-b: refused" in overview and reason in overview, overview
+            assert snap.acl_error is not None and "broker-b: refused" in snap.acl_error  # the ACL screen's line
