@@ -68,6 +68,40 @@ class BrokerIdentity:
     broker_id: int = 0
 
 
+@dataclass(frozen=True)
+class BrokerExplanation:
+    """explainAcl's answer from one broker. Why per broker: each broker keeps its own users, ACLs and
+    ``authorizationEnabled`` (nothing replicates them), so one broker's answer is not the cluster's.
+    ``explanation`` is what the broker's policies decide; the broker applies it only when
+    ``authorization_enabled`` (None: its config could not be read, the policies are taken to apply).
+    ``error``: why this broker could not be asked (then ``explanation`` is None)."""
+
+    broker: BrokerIdentity
+    explanation: Explanation | None
+    authorization_enabled: bool | None = None
+    error: str | None = None
+
+    @property
+    def name(self) -> str:
+        """The broker as an operator knows it (its address when it did not say its name)."""
+        return self.broker.broker_name or self.broker.broker_addr
+
+    @property
+    def broker_allows(self) -> bool | None:
+        """What the broker does with such a request now (None: it could not be asked)."""
+        if self.explanation is None:
+            return None
+        return self.authorization_enabled is False or self.explanation.allowed
+
+    @property
+    def broker_reason(self) -> str:
+        if self.explanation is None:
+            return self.error or ""
+        if self.authorization_enabled is False:
+            return f"authorization is off on {self.name}: allowed"
+        return self.explanation.reason
+
+
 # ------------------------------------------------------------------------------------ the Admin
 
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
@@ -1608,9 +1642,37 @@ class Admin:
             raise UsageProblem(str(e)) from None
         addr = self._addr(broker_addr)
         subj = ctx.subject
-        user = self.client.get_user(addr, subj.name) if subj is not None else None
+        user = self._user_or_none(addr, subj.name) if subj is not None else None  # Java's broker: "not exist"
         acl = self.client.get_acl(addr, subj.key) if subj is not None and user is not None else None
         return evaluate(subj, user, acl, ctx.resource, ctx.actions, ctx.source_ip)
+
+    def explain_acl_each(self, subject: str, resource: str, actions: list[str], source_ip: str | None,
+                         brokers: list[BrokerIdentity] | None = None) -> list[BrokerExplanation]:
+        """``explain_acl`` on each broker (default every broker), with whether that broker checks
+        authorization at all. Asking the first broker only answered "user does not exist" for a user
+        another broker allows, and "Deny" from a broker with authorization off, which serves everyone.
+        A broker that cannot be asked (it refuses the credentials, say) keeps its error and the others
+        still answer; malformed input is refused (UsageProblem) before any broker is asked."""
+        out = []
+        for b in self.brokers() if brokers is None else brokers:
+            try:
+                x = self.explain_acl(subject, resource, actions, source_ip, b.broker_addr)
+            except UsageProblem:
+                raise
+            except AdminError as e:
+                out.append(BrokerExplanation(b, None, error=e.message))
+                continue
+            out.append(BrokerExplanation(b, x, self._authorization_enabled(b.broker_addr)))
+        return out
+
+    def _authorization_enabled(self, addr: str) -> bool | None:
+        """The broker's ``authorizationEnabled`` (absent: false, the broker's default); None when its
+        config cannot be read."""
+        try:
+            config = self.client.broker_config(addr)
+        except AdminError:
+            return None
+        return config.get("authorizationEnabled", "false").strip().lower() == "true"
 
     # -- store maintenance (a store directory target only) --------------------------------------------
     def _maintenance(self, what: str) -> StoreMaintenance:

@@ -14,6 +14,7 @@ from mqadmin.errors import AdminError, NotFoundError, UsageProblem
 
 if TYPE_CHECKING:
     from broker_core.auth.evaluator import Explanation
+    from mqadmin.admin import BrokerExplanation
 
 app = typer.Typer()
 
@@ -270,29 +271,66 @@ def explanation_to_dict(x: Explanation) -> dict[str, Any]:
     }
 
 
-@register(app, "explainAcl", "Explain whether a subject may perform actions on a resource, and why.")
+@register(app, "explainAcl", "Explain whether a subject may do actions on a resource, and why, on each broker.")
 def explain_acl(
     cmd: Cmd,
     subject: Annotated[str, typer.Option("-s", "--subject", help="subject, e.g. User:alice")],
     resource: Annotated[str, typer.Option("-r", "--resource", help="resource, e.g. Topic:T or Group:G")],
     actions: Annotated[str, typer.Option("-a", "--actions", help="comma list, e.g. Pub or Sub,Get")],
     source_ip: Annotated[str | None, typer.Option("-i", "--sourceIp", help="client IP")] = None,
+    cluster: Annotated[str | None, typer.Option("-c", "--clusterName",
+                                                help="cluster name (default: every broker)")] = None,
+    broker: Annotated[str | None, typer.Option("-b", "--brokerAddr",
+                                               help="broker address ip:port (default: every broker)")] = None,
 ) -> None:
+    """Each broker answers for itself (its own users, ACLs and authorizationEnabled). One broker: the
+    explanation as an object, as before; several: a list of them, each naming its broker. A broker that
+    cannot be asked is named on stderr (exit 1) after the others' answers."""
+    if cluster is not None and broker is not None:
+        raise UsageProblem("-c/--clusterName and -b/--brokerAddr are mutually exclusive")
+    admin = cmd.admin()
+    chosen = admin.check_target(cluster_name=cluster, broker_addr=broker) if cluster or broker else None
+    answers = admin.explain_acl_each(subject, resource, split_list(actions) or [], source_ip, chosen)
+    answered = [a for a in answers if a.explanation is not None]
+    failed = [a for a in answers if a.explanation is None]
+    many = len(answers) > 1
+    if answered:
+        data = [broker_explanation_to_dict(a) for a in answered]
+        cmd.emit(data if many else data[0],
+                 lambda: [_print_explanation(cmd, a, many, first=i == 0) for i, a in enumerate(answered)])
+    if failed:
+        raise AdminError("; ".join(f"cannot explain on {a.name} ({a.broker.broker_addr}): {a.error}"
+                                   for a in failed))
+
+
+def broker_explanation_to_dict(a: BrokerExplanation) -> dict[str, Any]:
+    """The policies' explanation (``decision``: what they decide) and what the broker does now
+    (``brokerDecision``: Allow when its authorization is off)."""
+    assert a.explanation is not None
+    return {"broker": a.name, "brokerAddr": a.broker.broker_addr,
+            "authorizationEnabled": a.authorization_enabled, "brokerDecision": "Allow" if a.broker_allows else "Deny", "brokerReason": a.broker_reason,
+            **explanation_to_dict(a.explanation)}
+
+
+def _print_explanation(cmd: Cmd, a: BrokerExplanation, many: bool, first: bool) -> None:
     from broker_core.auth.evaluator import describe_entry
 
-    x = cmd.admin().explain_acl(subject, resource, split_list(actions) or [], source_ip)
-    data = explanation_to_dict(x)
-
-    def render() -> None:
-        cmd.print(f"{'Decision:':<20} {data['decision']}")
-        cmd.print(f"{'Reason:':<20} {x.reason}")
-        if x.entry is not None:
-            cmd.print(f"{'Decided by:':<20} {x.policy_type.value if x.policy_type else ''} {describe_entry(x.entry)}")
-        for e in x.candidates[1:]:
-            cmd.print(f"{'Also matched:':<20} {describe_entry(e)}")
-        for e, why in x.near_misses:
-            cmd.print(f"{'Not applicable:':<20} {describe_entry(e)} ({why})")
-        if not x.allowed:
-            cmd.print(f"{'Broker would say:':<20} {x.failure_message()}")
-
-    cmd.emit(data, render)
+    x = a.explanation
+    assert x is not None
+    if many and not first:
+        cmd.print()
+    cmd.print(f"{'Broker:':<20} {a.name} ({a.broker.broker_addr})")
+    if a.authorization_enabled is False:  # the policies still shown: they decide once it is turned on
+        cmd.print(f"{'Authorization:':<20} {a.broker_reason}")
+        cmd.print("With authorization on, the policies would decide:")
+    cmd.print(f"{'Decision:':<20} {x.decision.value}")
+    cmd.print(f"{'Reason:':<20} {x.reason}")
+    if x.entry is not None:
+        cmd.print(f"{'Decided by:':<20} {x.policy_type.value if x.policy_type else ''} {describe_entry(x.entry)}")
+    for e in x.candidates[1:]:
+        cmd.print(f"{'Also matched:':<20} {describe_entry(e)}")
+    for e, why in x.near_misses:
+        cmd.print(f"{'Not applicable:':<20} {describe_entry(e)} ({why})")
+    if not x.allowed:
+        cmd.print(f"{'Broker would say:' if a.authorization_enabled is not False else 'It would say:':<20} "
+                  f"{x.failure_message()}")

@@ -1,9 +1,11 @@
 """The dashboard on a cluster whose brokers differ in ACL: broker-a with ACL off, broker-b with ACL 2.0
 on (tests/mqadmin/acl_cluster.py).
 
-One broker refusing the credentials failed every refresh ("Refresh failed: username cannot be
-null."), naming no broker, while broker-a was readable: now that broker is named with the reason and
-what to do, and the others are shown."""
+The ACL screen's Explain asked the first broker only: "Deny, user ops does not exist" for a user
+broker-b allows, naming no broker, and Deny from broker-a, which serves everyone. Now every broker
+answers, named. And one broker refusing the credentials failed every refresh ("Refresh failed:
+username cannot be null."), naming no broker, while broker-a was readable: now that broker is named
+with the reason and what to do, and the others are shown."""
 
 from __future__ import annotations
 
@@ -11,12 +13,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tui_helpers import first_refresh, run_async, text_of
+from textual.widgets import Input
+from tui_helpers import first_refresh, run_async, text_of, wait_until
 from tui_seed import SIZE
 
 from mqadmin.commands.dashboard import ClusterTarget
 from tests.mqadmin.acl_cluster import SUPER, AclCluster
 from tui.app import DashboardApp
+from tui.screens.acl import AclScreen
 
 
 @pytest.fixture(scope="module")
@@ -26,6 +30,32 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AclCluster]:
         yield c
     finally:
         c.close()
+
+
+async def _explain(pilot, subject: str, resource: str, actions: str) -> str:  # noqa: ANN001
+    await pilot.press("6")
+    await pilot.pause()
+    screen = pilot.app.screen
+    assert isinstance(screen, AclScreen)
+    for field, value in (("subject", subject), ("resource", resource), ("actions", actions)):
+        screen.query_one(f"#explain-{field}", Input).value = value
+    await pilot.click("#explain")
+    await wait_until(pilot, lambda: "Explaining" not in text_of(pilot.app, "#explanation")
+                     and text_of(pilot.app, "#explanation").strip() != "", "the explanation")
+    return text_of(pilot.app, "#explanation")
+
+
+@run_async
+async def test_explain_answers_for_every_broker_each_named(cluster: AclCluster):
+    app = DashboardApp(ClusterTarget(cluster.namesrv, *SUPER), refresh_s=3600, call_timeout_s=20)
+    async with app.run_test(size=SIZE) as pilot:
+        await first_refresh(pilot)
+        text = await _explain(pilot, "User:ops", "Topic:T2", "Sub")
+        assert f"broker-a ({cluster.addr_a})" in text and f"broker-b ({cluster.addr_b})" in text, text
+        assert "authorization is off on broker-a: allowed" in text, text
+        on_b = text[text.index("broker-b ("):]
+        assert "Decision: Allow" in on_b and "Decided by: Custom Topic:* [Sub,Get,List] Allow" in on_b, text
+        assert "does not exist" not in on_b, text
 
 
 @run_async
@@ -45,3 +75,8 @@ async def test_a_broker_refusing_the_credentials_is_named_and_the_others_shown(c
             overview = text_of(app, "#status-problem")
             assert "broker-b: refused" in overview and reason in overview, overview
             assert snap.acl_error is not None and "broker-b: refused" in snap.acl_error  # the ACL screen's line
+            # Explain still answers for broker-a, and names broker-b's refusal
+            text = await _explain(pilot, "User:ops", "Topic:T2", "Sub")
+            assert "authorization is off on broker-a: allowed" in text, text
+            assert f"broker-b ({cluster.addr_b})" in text and reason in text, text
+

@@ -1,5 +1,6 @@
 """Screen 6, ACL: users and policy entries (ACL 2.0), and an explain box: subject, resource, action
-and source IP in, the deciding entry and the reason out (what ``mqadmin explainAcl`` says).
+and source IP in, the deciding entry and the reason out (what ``mqadmin explainAcl`` says), from every
+broker under its name: each broker keeps its own users, ACLs and authorizationEnabled.
 
 When the users or ACLs cannot be read (a damaged users.json or acls.json) the screen says so in one
 line naming the file, and the other screens go on showing what they read."""
@@ -15,10 +16,11 @@ from textual.widget import Widget
 from textual.widgets import Button, Input, Label, Static
 
 from broker_core.auth.evaluator import Explanation, describe_entry
+from mqadmin.admin import BrokerExplanation
 from mqadmin.cli import split_list
 from tui.poller import Poller
 from tui.screens.base import DashboardScreen
-from tui.snapshot import History, Snapshot
+from tui.snapshot import History, Snapshot, with_credentials_hint
 from tui.widgets.filter_table import FilterTable, with_broker
 from tui.widgets.problem import ProblemLine
 
@@ -96,8 +98,11 @@ class AclScreen(DashboardScreen):
             out.update("Give a subject, a resource and at least one action.")
             return
         out.update("Explaining...")
-        self.run_worker(self.dashboard.poller.ask(
-            self, "explain", lambda a: a.explain_acl(subject, resource, actions, ip)), group="explain", exclusive=True)
+        # Each broker answers for itself, one call per broker (a hung one is named and left out): each
+        # keeps its own users, ACLs and authorizationEnabled, so the first broker's answer is not the cluster's.
+        self.run_worker(self.dashboard.poller.ask_each_broker(
+            self, "explain", lambda a: a.brokers(), lambda a: a.explain_acl_each(subject, resource, actions, ip)),
+            group="explain", exclusive=True)
 
     def on_poller_answer(self, event: Poller.Answer) -> None:
         if event.tag != "explain":
@@ -107,7 +112,8 @@ class AclScreen(DashboardScreen):
         if event.error is not None:
             out.update(Text(f"Cannot explain: {event.error}", style="bold red"))
             return
-        out.update(render_explanation(event.value))
+        answers, skipped = event.value
+        out.update(render_answers(answers, skipped))
 
 
 def acl_scope(snapshot: Snapshot) -> str:
@@ -129,7 +135,26 @@ def acl_scope(snapshot: Snapshot) -> str:
     return ". ".join(parts)
 
 
-def render_explanation(x: Explanation) -> Group:
+def render_answers(answers: list[BrokerExplanation], skipped: list[str]) -> Group:
+    """Every broker's answer under its name; a broker that could not be asked says why (a refusal of the
+    credentials with what to do), one left out as not answering is named as not asked."""
+    lines: list[Text | Group] = []
+    for a in answers:
+        lines.append(Text(f"{a.name} ({a.broker.broker_addr})", style="bold underline"))
+        if a.explanation is None:
+            lines.append(Text(f"Cannot explain: {with_credentials_hint(a.error or '')}", style="bold red"))
+        elif a.authorization_enabled is False:  # the policies still shown: they decide once it is turned on
+            lines.append(Text(a.broker_reason, style="bold green"))
+            lines.append(Text("With authorization on, the policies would decide:", style="italic"))
+            lines.append(render_explanation(a.explanation, would_say="It would say: "))
+        else:
+            lines.append(render_explanation(a.explanation))
+    lines += [Text(f"Not asked: {who} (not answering, left out until it answers)", style="bold yellow")
+              for who in skipped]
+    return Group(*lines)
+
+
+def render_explanation(x: Explanation, would_say: str = "Broker would say: ") -> Group:
     style = "bold green" if x.allowed else "bold red"
     lines = [Text.assemble(("Decision: ", "bold"), (x.decision.value, style)),
              Text.assemble(("Reason: ", "bold"), x.reason)]
@@ -141,5 +166,5 @@ def render_explanation(x: Explanation) -> Group:
     for e, why in x.near_misses:
         lines.append(Text.assemble(("Not applicable: ", "bold"), f"{describe_entry(e)} ({why})"))
     if not x.allowed:
-        lines.append(Text.assemble(("Broker would say: ", "bold"), x.failure_message()))
+        lines.append(Text.assemble((would_say, "bold"), x.failure_message()))
     return Group(*lines)
