@@ -884,16 +884,24 @@ class Admin:
         not pass as a change); black-listed keys go through so the broker refuses them as RocketMQ does."""
         from broker_core.broker.config_update import BLACK_LIST
 
-        def update(b: BrokerIdentity) -> str:
-            known = set(self.client.broker_config(b.broker_addr)) | set(BLACK_LIST)
+        brokers = targets or self.brokers()
+        # every target is read and checked before the first one is changed: a broker that does not answer
+        # (or lacks a key) found half way left the cluster's brokers disagreeing
+        for b in brokers:
+            try:
+                known = set(self.client.broker_config(b.broker_addr)) | set(BLACK_LIST)
+            except AdminError as e:
+                raise (e.refused_by(b.broker_addr) if len(brokers) > 1 else e).noting("nothing was changed") from None
             unknown = sorted(set(properties) - known)
             if unknown:
                 raise AdminError(f"unknown broker config key(s) for {b.broker_name}: {', '.join(unknown)} "
-                                 "(getBrokerConfig lists them)")
+                                 "(getBrokerConfig lists them); nothing was changed")
+
+        def update(b: BrokerIdentity) -> str:
             self.client.update_broker_config(b.broker_addr, dict(properties))
             return b.broker_addr
 
-        return change_each(targets or self.brokers(), update, _addr)
+        return change_each(brokers, update, _addr)
 
     def update_topic_perm(self, topic: str, perm: int, targets: list[BrokerIdentity]
                           ) -> list[tuple[BrokerIdentity, int, TopicInfo | None]]:
