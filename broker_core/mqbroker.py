@@ -112,6 +112,16 @@ def _event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
     return uvloop.new_event_loop
 
 
+def _follow_namesrv(broker: Broker, routes: NamesrvClusterRoutes | None) -> Callable[[list[str]], None]:
+    """What follows the broker to new name servers (updateBrokerConfig namesrvAddr): the store's note of
+    them and the gRPC endpoint's routes."""
+    def moved(addrs: list[str]) -> None:
+        broker.announce_namesrv(addrs)
+        if routes is not None:
+            routes.use_namesrv_addrs(addrs)
+    return moved
+
+
 async def _serve(broker: Broker | None, net: NetConfig, namesrv_sock: socket.socket | None,
                  broker_sock: socket.socket | None, namesrv_addrs: list[str], host: str,
                  grpc_port: int | None = None, kv_config_path: str | None = None) -> None:
@@ -122,6 +132,7 @@ async def _serve(broker: Broker | None, net: NetConfig, namesrv_sock: socket.soc
     namesrv: NameServer | None = None
     server: BrokerRemotingServer | None = None
     grpc_endpoint: GrpcEndpoint | None = None
+    routes: NamesrvClusterRoutes | None = None
     try:
         if broker is not None and broker_sock is not None and grpc_port is not None:
             # first: a gRPC port in use (a second broker on one host keeps grpcServerPort 8081) fails the
@@ -143,7 +154,7 @@ async def _serve(broker: Broker | None, net: NetConfig, namesrv_sock: socket.soc
             server = BrokerRemotingServer(broker, namesrv_addrs, register_period_ms=net.register_name_server_period,
                                           heartbeat_timeout_ms=net.broker_channel_expired_time,
                                           server_config=net.server_config(),
-                                          on_namesrv_change=broker.announce_namesrv)
+                                          on_namesrv_change=_follow_namesrv(broker, routes))
             await server.start(sock=broker_sock)
             cfg = broker.config
             print(f"The broker[{cfg.broker_name}, {cfg.broker_addr}] boot success. serializeType=JSON and name server "

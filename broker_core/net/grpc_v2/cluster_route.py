@@ -139,6 +139,13 @@ class NamesrvClusterRoutes:
         return cls(namesrv_addrs, config.broker_addr, lambda: config.grpc_server_port,
                    config.auth.inner_client_user())
 
+    def use_namesrv_addrs(self, namesrv_addrs: Sequence[str]) -> None:
+        """The broker moved to other name servers (updateBrokerConfig namesrvAddr): routes come from them
+        from now on. Why: the old ones drop this broker, so their routes would leave it (and every broker
+        registered only with the new ones) out of what gRPC clients are told. Cached routes age out."""
+        self.namesrv_addrs = list(namesrv_addrs)
+        self._preferred = 0
+
     # -- the interface -----------------------------------------------------------------------------
     async def topic_route(self, topic: str) -> ClusterTopicRoute | None:
         data = await self._route_data(topic)
@@ -238,10 +245,11 @@ class NamesrvClusterRoutes:
     async def _fetch_route(self, topic: str) -> TopicRouteData | None:
         """GET_ROUTEINFO_BY_TOPIC from the name server that answered last, then the others. None when no
         name server answers or the topic has no route (the caller answers from the local broker)."""
-        n = len(self.namesrv_addrs)
+        addrs = self.namesrv_addrs  # one list for the whole walk: use_namesrv_addrs may replace it meanwhile
+        n = len(addrs)
         for i in range(n):
             index = (self._preferred + i) % n
-            addr = self.namesrv_addrs[index]
+            addr = addrs[index]
             cmd = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC,
                                           GetRouteInfoRequestHeader(topic=topic).to_ext_fields())
             try:
