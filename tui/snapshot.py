@@ -147,6 +147,13 @@ class Snapshot:
     showing totals say."""
 
     @property
+    def refusing(self) -> frozenset[str]:
+        """Addresses of the brokers left out because they refused the credentials (not stuck: each refresh
+        asks them again), as opposed to not answering."""
+        return frozenset(b.identity.broker_addr for b in self.brokers
+                         if b.error is not None and b.error.startswith(REFUSED_PREFIX))
+
+    @property
     def identity(self) -> BrokerIdentity:
         """The first broker (the one ACL and message queries go to when none is named)."""
         return self.brokers[0].identity
@@ -175,6 +182,10 @@ class Snapshot:
     @property
     def total_lag(self) -> int:
         return sum(g.total_lag for g in self.groups)
+
+
+# how a broker left out for refusing the credentials is described (its BrokerView.error starts so)
+REFUSED_PREFIX = "refused: "
 
 
 class AdminCall(Protocol):
@@ -253,7 +264,7 @@ class _Brokers:
         or ones it does not know). Every call to it would be refused alike, and one refused topic read
         failed the whole refresh ("Refresh failed: username cannot be null.", no broker named) while the
         other brokers were readable. Not stuck: the next refresh asks it again (its users may change)."""
-        self.why[b.broker_addr] = f"refused: {with_credentials_hint(why)}"
+        self.why[b.broker_addr] = f"{REFUSED_PREFIX}{with_credentials_hint(why)}"
 
     def on(self, b: BrokerIdentity) -> AdminCall:
         """``ask`` as an ``AdminCall`` (for ``_part``)."""

@@ -75,6 +75,12 @@ async def test_a_broker_refusing_the_credentials_is_named_and_the_others_shown(c
             overview = text_of(app, "#status-problem")
             assert "broker-b: refused" in overview and reason in overview, overview
             assert snap.acl_error is not None and "broker-b: refused" in snap.acl_error  # the ACL screen's line
+            await pilot.press("2")  # Topics: its totals say why broker-b is not in them
+            await pilot.pause(0.3)
+            left_out = text_of(app, "#topics-left-out")
+            assert f"broker-b ({cluster.addr_b}): refuses the credentials" in left_out, left_out
+            assert "not answering" not in left_out, left_out
+            await pilot.press("1")
             # Explain still answers for broker-a, and names broker-b's refusal
             text = await _explain(pilot, "User:ops", "Topic:T2", "Sub")
             assert "authorization is off on broker-a: allowed" in text, text

@@ -44,7 +44,8 @@ class ConsumersScreen(DashboardScreen):
         self.query_one("#groups-problem", ProblemLine).show_problem("Cannot read consumer groups",
                                                                     snapshot.groups_error)
         self.query_one("#groups-left-out", LeftOutLine).show_left_out("Lag, queues, retry and DLQ depth",
-                                                                      snapshot.left_out, history.missing_brokers)
+                                                                      snapshot.left_out, history.missing_brokers,
+                                                                      snapshot.refusing)
         groups = sorted(snapshot.groups, key=lambda g: (-g.total_lag, g.group))
         rows = []
         for g in groups:

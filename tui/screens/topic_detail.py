@@ -44,7 +44,7 @@ class TopicScreen(DashboardScreen):
 
     def show(self, snapshot: Snapshot, history: History) -> None:
         self.query_one("#topic-left-out", LeftOutLine).show_left_out("Queues and offsets", snapshot.left_out,
-                                                                          history.missing_brokers)
+                                                                          history.missing_brokers, snapshot.refusing)
         t = snapshot.topic(self.topic)
         if t is None:
             self.query_one("#topic-title", Label).update(Text(f"Topic {self.topic}: no longer exists"))

@@ -29,7 +29,8 @@ class TopicsScreen(DashboardScreen):
 
     def show(self, snapshot: Snapshot, history: History) -> None:
         self.query_one("#topics-left-out", LeftOutLine).show_left_out("Queues, messages and put TPS",
-                                                                      snapshot.left_out, history.missing_brokers)
+                                                                      snapshot.left_out, history.missing_brokers,
+                                                                      snapshot.refusing)
         self.query_one("#topics", FilterTable).set_rows([
             (t.name, [t.name, t.info.queue_type, t.info.read_queue_nums, t.info.write_queue_nums,
                       fmt.perm(t.info.perm), t.messages,
