@@ -12,6 +12,7 @@ from pathlib import Path
 from broker_core.store.codec.index_format import index_file_size, is_index_file_name
 from broker_core.store.deleted_topics import read_deleted_topics
 from broker_core.store.mapped_file import MappedFileQueue, first_data_file_size
+from broker_core.store.message_store import infer_file_sizes
 from broker_core.store.store_config import StoreConfig, parse_delay_levels
 from broker_core.store.topic_config import BATCH_CQ, SIMPLE_CQ, TopicConfigTable
 
@@ -125,37 +126,6 @@ def commitlog_file_size_problem(commitlog_dir: Path, configured_size: int) -> st
     finally:
         queue.close()
     return None
-
-
-def _first_queue_file_size(base: Path) -> int:
-    """Length of the first non-empty data file of the first queue under ``base`` (0: none), as the store reads it."""
-    if not base.is_dir():
-        return 0
-    for topic_dir in sorted(base.iterdir()):
-        if not topic_dir.is_dir():
-            continue
-        for qdir in sorted(topic_dir.iterdir()):
-            size = first_data_file_size(qdir)
-            if size:
-                return size
-    return 0
-
-
-def infer_file_sizes(config: StoreConfig, root: Path) -> None:
-    """An existing store's commitlog, CQ and BCQ file sizes win over the config, as MessageStore opens it.
-
-    Why: without ``--config`` (or with a config of other sizes) a rebuild wrote queue files of the
-    default sizes over a store made with others, which the broker then could not open with its real config.
-    """
-    size = first_data_file_size(config.commit_log_dir)
-    if size:
-        config.mapped_file_size_commit_log = size
-    cq_size = _first_queue_file_size(root / "consumequeue")
-    if cq_size and cq_size % 20 == 0:
-        config.mapped_file_size_consume_queue = cq_size
-    bcq_size = _first_queue_file_size(root / "batchconsumequeue")
-    if bcq_size and bcq_size % 46 == 0:
-        config.mapper_file_size_batch_consume_queue = bcq_size
 
 
 def index_size_problem(index_dir: Path, hash_slot_num: int, index_num: int) -> str | None:

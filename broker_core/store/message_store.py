@@ -27,7 +27,7 @@ from .buffered_put import put_inner_batch_buffered
 from .checkpoint import StoreCheckpoint
 from .codec.batch import iter_batch_raw
 from .codec.cq_ext import MAX_ADDR, CqExtUnit
-from .codec.cq_unit import BCQ_MAX_BATCH_SIZE
+from .codec.cq_unit import BCQ_MAX_BATCH_SIZE, BCQ_STORE_UNIT_SIZE, CQ_STORE_UNIT_SIZE
 from .codec.hotpath import first_record_stored_after, tags_code
 from .codec.message import (
     RECORD_BLANK,
@@ -399,19 +399,9 @@ class MessageStore:
 
     # -- layout ------------------------------------------------------------------------------------
     def _infer_file_sizes(self) -> None:
-        """An existing store's file sizes win over the config (they are unambiguous)."""
-        for directory, attr in ((self.config.commit_log_dir, "mapped_file_size_commit_log"),):
-            size = first_data_file_size(directory)
-            if size:
-                setattr(self.config, attr, size)
-                self.commit_log.file_size = size
-                self.commit_log.file_queue.file_size = size
-        cq_size = _first_nested_file_size(self.root / CONSUME_QUEUE_DIR)
-        if cq_size and cq_size % 20 == 0:
-            self.config.mapped_file_size_consume_queue = cq_size
-        bcq_size = _first_nested_file_size(self.root / BATCH_CONSUME_QUEUE_DIR)
-        if bcq_size and bcq_size % 46 == 0:
-            self.config.mapper_file_size_batch_consume_queue = bcq_size
+        if infer_file_sizes(self.config, self.root):
+            self.commit_log.file_size = self.config.mapped_file_size_commit_log
+            self.commit_log.file_queue.file_size = self.config.mapped_file_size_commit_log
 
     def queue_type_of(self, topic: str) -> str:
         tc = self.topic_table.get(topic)
@@ -1556,7 +1546,25 @@ def _crashed_in_this_boot(abort: Path) -> bool:
     return len(lines) >= 2 and lines[1] == boot
 
 
+def infer_file_sizes(config: StoreConfig, root: Path) -> bool:
+    """An existing store's commitlog, CQ and BCQ file sizes win over ``config`` (they are unambiguous);
+    True when the commitlog's did. Every reader of a store takes them so (the store, the Spark rebuild):
+    a rebuild without the store's config wrote queue files of the default sizes the broker then could
+    not open."""
+    size = first_data_file_size(config.commit_log_dir)
+    if size:
+        config.mapped_file_size_commit_log = size
+    cq_size = _first_nested_file_size(root / CONSUME_QUEUE_DIR)
+    if cq_size and cq_size % CQ_STORE_UNIT_SIZE == 0:
+        config.mapped_file_size_consume_queue = cq_size
+    bcq_size = _first_nested_file_size(root / BATCH_CONSUME_QUEUE_DIR)
+    if bcq_size and bcq_size % BCQ_STORE_UNIT_SIZE == 0:
+        config.mapper_file_size_batch_consume_queue = bcq_size
+    return bool(size)
+
+
 def _first_nested_file_size(base: Path) -> int:
+    """Length of the first non-empty data file of the first queue under ``base`` (0: none)."""
     if not base.is_dir():
         return 0
     for topic_dir in sorted(base.iterdir()):
