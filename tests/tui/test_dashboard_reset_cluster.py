@@ -196,6 +196,43 @@ async def test_one_queue_is_reset_on_the_broker_chosen_in_the_form(uneven_cluste
         admin.close()
 
 
+@run_async
+async def test_a_broker_not_in_the_plan_is_not_changed(tmp_path: Path):
+    """The plan covered broker-a alone (the topic was on it only); broker-b got the topic before Apply.
+    The apply went out without a broker address and reset broker-b too, which the plan never showed."""
+    s = Servers(tmp_path)
+    try:
+        s.add_broker("broker-a")
+        s.add_broker("broker-b")
+        admin = open_remote_admin(s.namesrv_addr)
+        try:
+            a, b = sorted(admin.brokers(), key=lambda x: x.broker_name)
+            admin.update_topic(TopicInfo(TOPIC, 1, 1, 6), [a])
+            admin.send_message(TOPIC, b"a-0", broker_name="broker-a", queue_id=0)
+            admin.update_sub_group(SubscriptionGroupInfo(GROUP), [a, b])
+            admin.reset_offset_by_time(GROUP, TOPIC, 0, offset=None)
+            app = DashboardApp(ClusterTarget(s.namesrv_addr), refresh_s=0.5, call_timeout_s=20)
+            async with app.run_test(size=SIZE) as pilot:
+                screen = await _open_reset(pilot)
+                await _plan(pilot, screen)
+                assert screen.planned is not None, _status(screen)
+                assert [r[0] for r in table_rows(app, "#plan-table")] == ["broker-a"]
+                admin.update_topic(TopicInfo(TOPIC, 1, 1, 6), [b])  # after the plan
+                admin.send_message(TOPIC, b"b-0", broker_name="broker-b", queue_id=0)
+                admin.reset_offset_by_time(GROUP, TOPIC, 0, offset=None, broker_addr=b.broker_addr)
+                before = _offsets(admin)
+                assert before == {("broker-a", 0): 0, ("broker-b", 0): 0}, before
+                await _apply(pilot, screen)
+                await wait_until(pilot, lambda: screen.applied is not None or "failed" in _status(screen),
+                                 "the reset")
+                assert _status(screen).startswith("Applied: 1 queue(s)"), _status(screen)
+            assert _offsets(admin) == {("broker-a", 0): 1, ("broker-b", 0): 0}
+        finally:
+            admin.close()
+    finally:
+        s.close()
+
+
 # ------------------------------------------------------------------ a broker that stops answering
 
 

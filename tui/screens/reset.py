@@ -75,10 +75,13 @@ def apply_reset(admin: Admin, req: ResetRequest, brokers: list[str], progress: A
         raise AdminError(f"broker {', '.join(missing)} of the plan is not registered at {admin.target} now")
     targets = [known[name] for name in brokers]
     progress.brokers = len(targets)
-    many = len(targets) > 1
+    # each planned broker by its address whenever the target has several: without one the Admin resets the
+    # topic on every broker that has it, a broker left out of the plan (not answering then, or given the
+    # topic since) too. A target of one broker (a store has no address to name) resets that one.
+    by_address = len(known) > 1
 
     def addr(b: BrokerIdentity) -> str | None:
-        return b.broker_addr if many else None  # one broker: as planned (a store has no address to name)
+        return b.broker_addr if by_address else None
 
     for b in targets:
         progress.on = b
