@@ -22,6 +22,7 @@ from tui.screens.consumers import ConsumersScreen
 from tui.screens.help import HelpScreen
 from tui.screens.messages import MessagesScreen
 from tui.screens.overview import OverviewScreen
+from tui.screens.reset import APPLY_WORKERS
 from tui.screens.timers import TimersScreen
 from tui.screens.topics import TopicsScreen
 from tui.snapshot import History, Snapshot
@@ -102,6 +103,23 @@ class DashboardApp(App):
 
     def action_refresh_now(self) -> None:
         self.poller.refresh_now()
+
+    async def action_quit(self) -> None:
+        """Quit; while a reset is being applied, ask first. Why: a change once sent cannot be stopped (it
+        completes, or fails, as the process exits), and after quitting its outcome is shown nowhere: the
+        dashboard closed silently and the offsets moved afterwards."""
+        if not any(w.group == APPLY_WORKERS and w.is_running for w in self.workers):
+            self.exit()
+            return
+        from tui.screens.confirm import ConfirmScreen
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.exit()
+
+        self.push_screen(ConfirmScreen("A reset is still being applied. Quit anyway? It is not stopped: it goes "
+                                       "on until it ends, but its outcome will not be shown anywhere.",
+                                       yes_label="Yes, quit (y)"), answered)
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         """The command palette (ctrl+p): every dashboard action by name, then Textual's own."""

@@ -300,3 +300,35 @@ async def test_an_apply_still_running_when_the_dialog_closes_is_told_when_it_end
             assert "still being applied" in told[0], told
             assert told[-1].startswith("Applied: 2 queue(s) of group"), told
         assert set(_offsets(admin).values()) == {1}
+
+
+@run_async
+async def test_quitting_while_a_reset_is_applied_asks_first(tmp_path: Path):
+    """q during an apply closed the dashboard at once: the reset went on as the process exited, and its
+    outcome was shown nowhere. Now q asks first; n keeps the dashboard, which then tells the outcome."""
+    from tui.screens.confirm import ConfirmScreen as Confirm
+
+    with _two_broker_processes(tmp_path) as (a, b, admin):
+        app = DashboardApp(ClusterTarget(a.namesrv_addr), refresh_s=0.5, call_timeout_s=2.0)
+        async with app.run_test(size=SIZE) as pilot:
+            screen = await _open_reset(pilot)
+            await _plan(pilot, screen)
+            assert screen.planned is not None, _status(screen)
+            told = _told(app)
+            os.kill(b.proc.pid, signal.SIGSTOP)  # broker-a runs the name server
+            try:
+                await _apply(pilot, screen)
+                await pilot.press("escape")  # the dialog closes; the apply goes on
+                await wait_until(pilot, lambda: isinstance(app.screen, ConsumersScreen), "the dialog closed")
+                await pilot.press("q")
+                await wait_until(pilot, lambda: isinstance(app.screen, Confirm), "the question")
+                assert "A reset is still being applied. Quit anyway?" in widget_text(app.screen.query_one("#question"))
+                await pilot.press("n")
+                await wait_until(pilot, lambda: isinstance(app.screen, ConsumersScreen), "the dashboard again")
+                assert app.is_running
+            finally:
+                os.kill(b.proc.pid, signal.SIGCONT)
+            await wait_until(pilot, lambda: any(m.startswith("Applied: 2 queue(s)") for m in told), "the outcome")
+            await pilot.press("q")  # nothing being applied: quits at once
+            await wait_until(pilot, lambda: not app.is_running, "the app to quit")
+        assert set(_offsets(admin).values()) == {1}

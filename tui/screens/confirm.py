@@ -16,15 +16,16 @@ from textual.widgets import Button, Label
 class ConfirmScreen(ModalScreen[bool]):
     BINDINGS = [Binding("y", "answer(True)", "Yes"), Binding("n,escape", "answer(False)", "No")]
 
-    def __init__(self, question: str) -> None:
+    def __init__(self, question: str, yes_label: str = "Yes, apply (y)") -> None:
         super().__init__()
         self.question = question
+        self.yes_label = yes_label
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog", id="confirm-dialog"):
             yield Label(Text(self.question), id="question")
             with Horizontal(classes="buttons"):
-                yield Button("Yes, apply (y)", id="yes", variant="error")
+                yield Button(self.yes_label, id="yes", variant="error")
                 yield Button("No (n)", id="no", variant="primary")
 
     def on_button_pressed(self, event: Button.Pressed) -> None:

@@ -32,6 +32,9 @@ from tui.poller import Poller
 from tui.snapshot import who_is
 from tui.widgets.filter_table import FilterTable, with_broker
 
+# the app's workers applying a reset: they outlive the dialog that started them, and quitting asks first
+APPLY_WORKERS = "reset-apply"
+
 ALL_BROKERS = ""
 """The broker choice meaning every broker that has the topic (no broker is named "")."""
 
@@ -278,7 +281,7 @@ class ResetScreen(ModalScreen[ResetPlan | None]):
                 self.query_one("#apply", Button).disabled = True
                 self._status("Applying...")
                 # the app's worker, not the dialog's: closing the dialog must not drop the outcome
-                self.app.run_worker(self._apply(req, brokers), group="reset-apply")
+                self.app.run_worker(self._apply(req, brokers), group=APPLY_WORKERS)
 
         self.app.push_screen(ConfirmScreen(question), confirmed)
 
