@@ -390,8 +390,12 @@ class Admin:
                        ) -> list[tuple[BrokerIdentity, TopicInfo]]:
         """The brokers (of ``among``, default the topic's candidates) that have ``topic``, with its config there."""
         out = []
-        for b in among if among is not None else self._topic_candidates(topic):
-            info = self.client.get_topic_config(b.broker_addr, topic)
+        candidates = among if among is not None else self._topic_candidates(topic)
+        for b in candidates:
+            try:
+                info = self.client.get_topic_config(b.broker_addr, topic)
+            except AdminError as e:  # a broker's remark ("username cannot be null.") names no broker
+                raise e.refused_by(b.broker_addr) if len(candidates) > 1 else e from None
             if info is not None:
                 out.append((b, info))
         return out
@@ -1149,7 +1153,7 @@ class Admin:
         result. A broker in server-side mode (useServerSideResetOffset, the default) ignores isForce, so
         a "-f false" reset moves a group forward too, as with Java's mqadmin; one in client mode tells the
         live consumers, and with none online the offsets are committed here (Apache's fallback)."""
-        from mqadmin.reports import OffsetChange, ResetPlan
+        from mqadmin.reports import ResetPlan
 
         among = None if broker_addr is None else self.check_target(broker_addr=broker_addr)
         found = self._topic_brokers(topic, among)
@@ -1158,29 +1162,10 @@ class Admin:
         changes: list[OffsetChange] = []
         brokers: list[BrokerIdentity] = []
         for b, info in found:
-            addr = b.broker_addr
-            self._require_group(b, group)
-            if queue_id is not None:
-                if queue_id < 0 or queue_id >= max(info.read_queue_nums, info.write_queue_nums):
-                    raise AdminError(f"queueId[{queue_id}] is illegal, topic:[{topic}] has "
-                                     f"{info.read_queue_nums} read queues")
-                qids = [queue_id]
-            else:
-                qids = list(range(info.read_queue_nums))
-            for qid in qids:
-                hi = self.client.get_max_offset(addr, topic, qid)
-                if offset is not None:
-                    lo = self.client.get_min_offset(addr, topic, qid)
-                    if offset < lo or offset > hi:
-                        raise AdminError(f"Target offset {offset} not in consume queue range [{lo}-{hi}] "
-                                         f"(topic {topic}, queue {qid})")
-                    ts_off = offset
-                elif timestamp < 0:
-                    ts_off = hi
-                else:
-                    ts_off = self.client.search_offset(addr, topic, qid, timestamp)
-                old = self.client.query_consumer_offset(addr, group, topic, qid)
-                changes.append(OffsetChange(b.broker_name, qid, hi, old, ts_off, ts_off))
+            try:
+                changes.extend(self._plan_reset_on(b, info, group, topic, timestamp, queue_id, offset))
+            except AdminError as e:  # a broker's remark ("username cannot be null.") names no broker
+                raise e.refused_by(b.broker_addr) if len(found) > 1 else e from None
             brokers.append(b)
         plan = ResetPlan(group, topic, timestamp, force, changes, applied=False)
         if not dry_run:
@@ -1192,6 +1177,37 @@ class Admin:
             plan.changes = [c for part in done for c in part]
             plan.applied = True
         return plan
+
+    def _plan_reset_on(self, b: BrokerIdentity, info: TopicInfo, group: str, topic: str, timestamp: int,
+                       queue_id: int | None, offset: int | None) -> list[OffsetChange]:
+        """One broker's part of a reset plan: each queue's max, the group's offset and where it goes."""
+        from mqadmin.reports import OffsetChange
+
+        changes: list[OffsetChange] = []
+        addr = b.broker_addr
+        self._require_group(b, group)
+        if queue_id is not None:
+            if queue_id < 0 or queue_id >= max(info.read_queue_nums, info.write_queue_nums):
+                raise AdminError(f"queueId[{queue_id}] is illegal, topic:[{topic}] has "
+                                 f"{info.read_queue_nums} read queues")
+            qids = [queue_id]
+        else:
+            qids = list(range(info.read_queue_nums))
+        for qid in qids:
+            hi = self.client.get_max_offset(addr, topic, qid)
+            if offset is not None:
+                lo = self.client.get_min_offset(addr, topic, qid)
+                if offset < lo or offset > hi:
+                    raise AdminError(f"Target offset {offset} not in consume queue range [{lo}-{hi}] "
+                                     f"(topic {topic}, queue {qid})")
+                ts_off = offset
+            elif timestamp < 0:
+                ts_off = hi
+            else:
+                ts_off = self.client.search_offset(addr, topic, qid, timestamp)
+            old = self.client.query_consumer_offset(addr, group, topic, qid)
+            changes.append(OffsetChange(b.broker_name, qid, hi, old, ts_off, ts_off))
+        return changes
 
     def _reset_on_broker(self, b: BrokerIdentity, group: str, topic: str, timestamp: int, force: bool,
                          queue_id: int | None, offset: int | None, planned: list[OffsetChange]) -> list[OffsetChange]:

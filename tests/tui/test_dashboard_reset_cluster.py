@@ -150,6 +150,18 @@ async def test_a_reset_refused_by_the_second_broker_says_what_the_first_changed(
         admin.close()
 
 
+@run_async
+async def test_a_plan_refused_for_the_credentials_names_the_broker_and_what_to_do(acl_cluster: Servers):
+    """Without --ak/--sk the plan said "Plan failed: username cannot be null.": no broker, no hint."""
+    app = DashboardApp(ClusterTarget(acl_cluster.namesrv_addr), refresh_s=0.5, call_timeout_s=20)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await _open_reset(pilot)
+        await _plan(pilot, screen)
+        b = next(x for x in app.snapshot.brokers if x.name == "broker-b").identity
+        assert _status(screen) == (f"Plan failed: refused by {b.broker_addr}: username cannot be null. "
+                                   "(give --ak/--sk of a user this broker knows)"), _status(screen)
+
+
 # ------------------------------------------------------------------ one queue on the chosen broker
 
 

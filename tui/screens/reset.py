@@ -29,7 +29,7 @@ from mqadmin.reports import ResetPlan
 from mqadmin.timefmt import parse_timestamp
 from tui.errors import describe_error
 from tui.poller import Poller
-from tui.snapshot import who_is
+from tui.snapshot import who_is, with_credentials_hint
 from tui.widgets.filter_table import FilterTable, with_broker
 
 # the app's workers applying a reset: they outlive the dialog that started them, and quitting asks first
@@ -333,7 +333,7 @@ class ResetScreen(ModalScreen[ResetPlan | None]):
             if event.tag != f"plan:{self._plans}":
                 return  # an older plan's answer: a newer one is on its way
             if event.error is not None:
-                self._status(f"Plan failed: {event.error}")
+                self._status(f"Plan failed: {with_credentials_hint(event.error)}")
                 return
             plan: ResetPlan = event.value
             self.planned = self._pending
