@@ -98,9 +98,9 @@ def test_verify_beside_a_writer_does_not_count_units_written_after_the_scan(spar
     A writer holds the store and puts a few messages; their records are then zeroed in the commitlog
     (what the scan saw before the writer wrote them), while their units and index entries stay.
     """
+    from broker_core.store.codec.message import MessageInner
     from broker_core.store.message_store import MessageStore
     from broker_core.store.store_config import StoreConfig
-    from broker_core.store.codec.message import MessageInner
 
     store, cfg, manifest = golden_store("store-basic")
     old_end = manifest["commitLogMaxOffset"]
