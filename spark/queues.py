@@ -75,6 +75,10 @@ class QueueResult:
     refused: str = ""
     # verify: existing units pointing past the scanned log end (written after the scan), not compared
     after_scan: int = 0
+    # verify: the queue offset of the last existing unit compared, and where its record ends (-1: none);
+    # the driver takes the newest of the ends as the dispatched frontier (see not_yet_dispatched)
+    existing_last_offset: int = -1
+    existing_phy_end: int = -1
 
 
 def _expected_units(chunks: Iterable[tuple[int, bytes]]) -> Iterator[tuple]:
@@ -220,7 +224,9 @@ def process_queue(conf: QueueJobConf, topic: str, queue_id: int, chunks: Iterabl
     result = QueueResult(topic, queue_id, cq_type, units, max(min_off, 0), max_off, max_phy, files, mono,
                          refused=refused)
     if expected is not None:
-        result.mismatches, result.after_scan = verify_queue(conf, topic, queue_id, batch, expected)
+        result.mismatches, result.after_scan, last = verify_queue(conf, topic, queue_id, batch, expected)
+        if last is not None:
+            result.existing_last_offset, result.existing_phy_end = last[0], last[1] + last[2]
         qdir = Path(conf.store_root) / (BCQ_DIR if batch else CQ_DIR) / topic / str(queue_id)
         result.files = sum(1 for p in qdir.iterdir() if p.is_file()) if qdir.is_dir() else 0
     return result
@@ -256,16 +262,42 @@ def units_before(units: list[tuple], scan_end: int) -> tuple[list[tuple], int]:
 
 
 def verify_queue(conf: QueueJobConf, topic: str, queue_id: int, batch: bool, expected: list[tuple]
-                 ) -> tuple[list[Mismatch], int]:
-    """Mismatches of one existing queue, and the number of its units written after the scan (not compared)."""
+                 ) -> tuple[list[Mismatch], int, tuple | None]:
+    """Mismatches of one existing queue, the number of its units written after the scan (not compared),
+    and its last unit compared (None: none)."""
     where = f"{topic}/{queue_id}"
     try:
         actual = read_existing_units(Path(conf.store_root), topic, queue_id, batch,
                                      conf.bcq_file_size if batch else conf.cq_file_size)
     except (ValueError, OSError) as e:
-        return [Mismatch("unreadable-queue", where, -1, None, None, str(e))], 0
+        return [Mismatch("unreadable-queue", where, -1, None, None, str(e))], 0, None
     actual, after_scan = units_before(actual, conf.scan_end)
-    return diff_units(where, expected, actual), after_scan
+    return diff_units(where, expected, actual), after_scan, (actual[-1] if actual else None)
+
+
+def not_yet_dispatched(results: list[QueueResult]) -> tuple[int, int]:
+    """Take out of each queue's mismatches the units not written yet because dispatch had not reached their
+    records, as verifyStore counts them ("not yet dispatched"), and return (their number, the frontier).
+
+    Why: dispatch runs in commitlog order, so every record before the newest dispatched one (the
+    frontier: the end of the newest unit of any queue) has its unit. A record at or after it whose unit is
+    missing at its queue's tail was not dispatched yet (a kill -9 while dispatch lagged, or a broker
+    writing beside the verify); the broker dispatches it on start. Before the frontier it is damage.
+    """
+    frontier = max((q.existing_phy_end for q in results), default=-1)
+    if frontier < 0:
+        return 0, frontier
+    pending = 0
+    for q in results:
+        kept = []
+        for m in q.mismatches:
+            if (m.kind == "missing-unit" and m.expected is not None and m.offset > q.existing_last_offset
+                    and m.expected[1] >= frontier):
+                pending += 1
+            else:
+                kept.append(m)
+        q.mismatches = kept
+    return pending, frontier
 
 
 def diff_units(where: str, expected: list[tuple], actual: list[tuple]) -> list[Mismatch]:

@@ -123,3 +123,56 @@ def test_verify_beside_a_writer_does_not_count_units_written_after_the_scan(spar
     assert summary.mismatches == []
     assert summary.after_scan_units == 5 and summary.after_scan_index_entries >= 5
     assert any("written by the broker holding the store after the scan" in w for w in summary.warnings)
+
+
+def test_verify_counts_records_not_yet_dispatched_as_verify_store_does(spark, golden_store):
+    """kill -9 while dispatch lagged leaves the newest records without their units: verifyStore counts them
+    "not yet dispatched" (store OK; the broker dispatches them on start), while rebuildStore --verify
+    listed each as a missing unit and exited 1. A unit missing before the newest dispatched record is
+    still damage."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from broker_core.store.codec.message import MessageInner
+    from broker_core.store.message_store import MessageStore
+    from broker_core.store.store_config import StoreConfig
+
+    store, cfg, _manifest = golden_store("store-basic")
+    config = StoreConfig.load(cfg, root=store)
+    writer = MessageStore(store, config).open()
+    try:
+        offsets = []
+        for i in range(3):
+            msg = MessageInner(topic="GoldenTopicA", body=b"lagging-%d" % i, properties={"KEYS": f"lag{i}"},
+                               queue_id=0, born_host=("10.0.0.9", 5555), store_host=("127.0.0.1", 10911))
+            offsets.append(writer.put_message(msg).queue_offset)
+    finally:
+        writer.shutdown()
+    size = config.mapped_file_size_consume_queue
+
+    def zero_unit(queue_offset: int) -> None:  # what a dispatch that never ran left: no unit
+        pos = queue_offset * 20
+        path = store / "consumequeue" / "GoldenTopicA" / "0" / f"{pos - pos % size:020d}"
+        with open(path, "r+b") as f:
+            f.seek(pos % size)
+            f.write(bytes(20))
+
+    for q in offsets:
+        zero_unit(q)
+    (store / "abort").write_text("")  # the broker did not stop cleanly
+    mqadmin = str(Path(sys.executable).with_name("mqadmin"))
+    verify_store = subprocess.run([mqadmin, "verifyStore", "--store", str(store), "--config", str(cfg)],
+                                  capture_output=True, text=True)
+    assert verify_store.returncode == 0 and "store OK" in verify_store.stdout, verify_store.stdout
+    summary = run_rebuild(store, cfg, spark=spark, verify=True)
+    assert summary.mismatches == []
+    assert summary.not_dispatched_units == 3 and summary.not_dispatched_index_entries == 0
+    assert any("not yet dispatched" in w for w in summary.warnings), summary.warnings
+    zero_unit(offsets[0] - 2)  # a unit missing before dispatched ones: damage, reported by both
+    verify_store = subprocess.run([mqadmin, "verifyStore", "--store", str(store), "--config", str(cfg)],
+                                  capture_output=True, text=True)
+    assert verify_store.returncode == 1, verify_store.stdout
+    summary = run_rebuild(store, cfg, spark=spark, verify=True)
+    assert ("missing-unit", "GoldenTopicA/0", offsets[0] - 2) in [(m.kind, m.where, m.offset)
+                                                                   for m in summary.mismatches]
