@@ -33,7 +33,7 @@ from broker_core.net.grpc_v2.cluster_route import NamesrvClusterRoutes
 from broker_core.net.grpc_v2.server import GrpcEndpoint, GrpcServerConfig
 from broker_core.net.namesrv import NameServer, NamesrvConfig
 from broker_core.net.net_config import NetConfig, check_idle_seconds
-from broker_core.net.outbound import IllegalAddressError, parse_address, split_addresses
+from broker_core.net.outbound import IllegalAddressError, checked_addresses, split_addresses
 from broker_core.remoting.header_codec import encode_header
 from broker_core.store.config_file import ConfigFileError
 from broker_core.store.index_file import IndexFileError
@@ -95,12 +95,11 @@ def _check_namesrv_addrs(text: str | None, source: str) -> None:
     anything starts (a bad one was a ValueError traceback at the first registration)."""
     if not text or not text.strip():
         return
-    for addr in split_addresses(text):
-        try:
-            parse_address(addr)
-        except IllegalAddressError as e:
-            raise ConfigError(f"The Name Server Address[{text}] ({source}) illegal: {e}; set it as "
-                              '"127.0.0.1:9876;192.168.0.1:9876"') from None
+    try:
+        checked_addresses(text)
+    except IllegalAddressError as e:
+        raise ConfigError(f"The Name Server Address[{text}] ({source}) illegal: {e}; set it as "
+                          '"127.0.0.1:9876;192.168.0.1:9876"') from None
 
 
 def _event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:

@@ -40,7 +40,13 @@ from .handlers_auth import AuthHandlers
 from .handlers_client import ClientHandlers
 from .handlers_consume import ConsumeHandlers
 from .handlers_produce import ProduceHandlers
-from .outbound import IllegalAddressError, OutboundConnection, failure_reason, parse_address, split_addresses
+from .outbound import (
+    IllegalAddressError,
+    OutboundConnection,
+    checked_addresses,
+    failure_reason,
+    split_addresses,
+)
 from .remoting_server import Handler, RemotingServer, ServerConfig
 from .wire_convert import parse_properties_text
 
@@ -248,14 +254,12 @@ class BrokerRemotingServer:
 def namesrv_addr_refusal(text: str) -> str | None:
     """Why ``text`` is no namesrvAddr a broker can register with (None: it is one): a ``;``-separated
     list of ``host:port``, at least one, as Apache's BrokerStartup requires of -n and namesrvAddr."""
-    addrs = split_addresses(text)
+    try:
+        addrs = checked_addresses(text)
+    except IllegalAddressError as e:
+        return f"{e} (expected host:port[;host:port])"
     if not addrs:
         return "empty: the broker would register with no name server (expected host:port[;host:port])"
-    for addr in addrs:
-        try:
-            parse_address(addr)
-        except IllegalAddressError as e:
-            return f"{e} (expected host:port[;host:port])"
     return None
 
 

@@ -40,6 +40,15 @@ def split_addresses(text: str) -> list[str]:
     return [a.strip() for a in text.split(";") if a.strip()]
 
 
+def checked_addresses(text: str) -> list[str]:
+    """:func:`split_addresses`, every one checked by :func:`parse_address` (IllegalAddressError names the
+    first that is not ``host:port``): what a broker is started with and what updateBrokerConfig sets."""
+    addrs = split_addresses(text)
+    for addr in addrs:
+        parse_address(addr)
+    return addrs
+
+
 def failure_reason(e: BaseException, timeout_s: float) -> str:
     """What a warning or remark says after "failed: ": the str() of a TimeoutError (and of some other
     exceptions) is empty, which left the text ending in "failed: " with nothing to go on."""
