@@ -128,9 +128,6 @@ class Poller:
         tag: str
         value: Any = None
         error: str | None = None
-        pending: bool = False
-        """A write outlived the call timeout (``error`` says which broker it waits on): its outcome is not
-        known yet and comes in a later ``Answer`` with the same tag."""
 
     def __init__(self, owner: MessagePump, target: AdminTarget, refresh_s: float = 1.0,
                  call_timeout_s: float = 5.0, clock_ms: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
@@ -285,18 +282,10 @@ class Poller:
                 async with asyncio.timeout(pause):
                     await self._wake.wait()
 
-    async def ask(self, requester: MessagePump, tag: str, fn: Callable[[Admin], Any], writes: bool = False,
+    async def ask(self, requester: MessagePump, tag: str, fn: Callable[[Admin], Any],
                   on: BrokerIdentity | None = None) -> None:
-        """Run one Admin call for ``requester`` and post it the ``Answer``. A write opens its own writable
-        Admin for that call only (the watching session stays read-only) and is waited for to its end (see
-        ``write``): past the timeout an ``Answer`` with ``pending`` says so, and the outcome follows.
+        """Run one Admin read for ``requester`` and post it the ``Answer`` (changes go through ``write``).
         ``on``: the broker a read goes to alone (its timeout names it and leaves it out, see ``_ask_broker``)."""
-        if writes:
-            def slow(why: str) -> None:
-                requester.post_message(self.Answer(tag, error=why, pending=True))
-
-            await self._answer(requester, tag, lambda: self.write(fn, slow))
-            return
         await self._answer(requester, tag, lambda: self._ask_one(fn, on))
 
     async def write(self, fn: Callable[[Admin], T], slow: Callable[[str], None],
