@@ -124,6 +124,9 @@ def drop_sessions_when(server: Sshd, appears: Path, within: float = 30, listener
         sessions = _children(pid)
         if listener_too:
             os.kill(pid, signal.SIGKILL)
+            # Reaped means its listening socket is closed: a client reconnecting once the sessions
+            # die is refused, not queued on a socket about to vanish (reset by peer).
+            server.proc.wait(10)
         for child in sessions:  # stop them all first, so none finishes the copy while others die
             os.kill(child, signal.SIGSTOP)
         for child in sessions:
