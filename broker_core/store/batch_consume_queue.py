@@ -189,16 +189,32 @@ class BatchConsumeQueue(ConsumeQueueBase):
                 pos += _U
 
     def correct_min_offset(self, commit_log_min_offset: int) -> None:
-        """min = end of the last unit whose record was deleted from the commitlog."""
-        new_min = self.min_offset
+        """Raise the min offset past what retention deleted (spec §6; BatchConsumeQueue.correctMinOffset).
+
+        As SimpleCQ's min never lies before its first file, the min starts from the first file's first
+        msgBaseOffset: the offsets before it went with the files retention deleted, and it is what a
+        reopen reads (``_after_recover``). Raising it only past units still on disk left it where it was
+        when the cut fell between two files (the first unit left points at a kept record): pulls found
+        nothing below the first file and crawled on one offset at a time. Then it moves past the units
+        whose records lie below the commitlog min (the end of the last of them). It never goes down.
+        """
+        files = self.file_queue.files
+        if not files:
+            return
+        first = files[0]
+        if first.wrote_position >= _U:
+            new_min = max(self.min_offset, _I64.unpack_from(first.mv, BCQ_MSG_BASE_OFFSET_POS)[0])
+        else:
+            new_min = max(self.min_offset, self.max_offset)  # no unit at all: the queue is empty
         for unit in self.iter_all_units():
-            if unit.phy_offset < commit_log_min_offset:
-                new_min = max(new_min, unit.queue_offset + unit.batch_num)
-            else:
+            if unit.phy_offset >= commit_log_min_offset:
                 break
+            new_min = max(new_min, unit.queue_offset + unit.batch_num)
         self.min_offset = new_min
 
     def delete_expired_files(self, commit_log_min_offset: int) -> int:
+        """Delete leading files whose last unit points below the commitlog min (never the last file), then
+        correct the min offset: with those files gone it is at least the first file's first msgBaseOffset."""
         deleted = 0
         files = self.file_queue.files
         while len(files) > 1:
