@@ -8,8 +8,9 @@ spinning; the pull must return as soon as a message *that its filter accepts* ar
 message it would filter out must not wake it (the pull's own round every ``HOLD_CHECK_INTERVAL_S``
 answers those). The store's arrival listeners deliver every new
 consume-queue unit with its tags code and properties, which is exactly what the filter needs -- except
-for a BatchCQ inner batch: the pull judges each of its messages, whose properties are in the record's
-body, not in the record's own properties, so a wake-up for one asks the store with the pull's own read.
+for a BatchCQ inner batch: the pull judges each of its messages, whose TAGS and properties are in the
+record's body, not in the record's own tags code and properties, so a wake-up for one asks the store
+with the pull's own read.
 """
 
 from __future__ import annotations
@@ -106,13 +107,15 @@ class PullRequestHoldService:
                 continue
             f = w.message_filter
             if f is not None:
-                if not f.is_matched_by_consume_queue(tags_code):
-                    continue
                 if inner_num:
+                    # not by tags_code: it is the outer record's (none for a producer's batch), each inner
+                    # message is matched by its own TAGS, as the pull matches them
                     if not self._inner_batch_matches(topic, queue_id, max(w.offset, max_offset_after - inner_num),
                                                      max_offset_after, f):
                         continue
                 else:
+                    if not f.is_matched_by_consume_queue(tags_code):
+                        continue
                     if props is None:
                         props = decode_properties(properties_string) if properties_string else {}
                     if not f.is_matched_by_commit_log(props):

@@ -1187,10 +1187,14 @@ class MessageStore:
                     next_offset = unit_end
                     continue
                 # the ext unit goes along only where there is one (filters written before it take one argument)
-                if message_filter is not None and not (
-                        message_filter.is_matched_by_consume_queue(u.tags_code) if u.ext is None and
-                        u.tags_code > MAX_ADDR else message_filter.is_matched_by_consume_queue(
-                            None if u.tags_code <= MAX_ADDR else u.tags_code, u.ext)):
+                unit_matched = message_filter is None or (
+                    message_filter.is_matched_by_consume_queue(u.tags_code) if u.ext is None and
+                    u.tags_code > MAX_ADDR else message_filter.is_matched_by_consume_queue(
+                        None if u.tags_code <= MAX_ADDR else u.tags_code, u.ext))
+                # An inner batch's unit carries its outer record's tagsCode (0: the batches Java's producer
+                # and ours send have no TAGS), not its messages': a unit that may be one is read and its
+                # messages judged one by one. A plain unit refused by its tagsCode is skipped unread.
+                if not unit_matched and not (batch and (u.batch_num > 1 or u.tags_code == 0)):
                     next_offset = unit_end
                     continue
                 record = self._read_unit_record(cq, u)
@@ -1203,7 +1207,7 @@ class MessageStore:
                             continue
                         if len(messages) >= max_num:
                             break
-                        if message_filter is None or message_filter.is_matched_by_commit_log(m.properties):
+                        if message_filter is None or _inner_message_matches(message_filter, m):
                             messages.append(m)
                         else:
                             filtered += 1
@@ -1211,6 +1215,9 @@ class MessageStore:
                     if len(messages) >= max_num:
                         break
                     next_offset = max(next_offset, unit_end)
+                    continue
+                if not unit_matched:  # an untagged plain record, read only to learn it is no inner batch
+                    next_offset = unit_end
                     continue
                 if batch:
                     record.queue_offset = u.queue_offset
@@ -1490,6 +1497,13 @@ class MessageStore:
 
     def has_data(self, topic: str) -> bool:
         return any(cq.get_max_offset_in_queue() > 0 for (t, _), cq in list(self.consume_queues.items()) if t == topic)
+
+
+def _inner_message_matches(message_filter: MessageFilterLike, m: MessageExt) -> bool:
+    """Both filter steps for one message of an inner batch: the consume-queue step on the tagsCode its
+    own TAGS would have as a plain record (its unit's is the outer record's), then the exact step."""
+    return message_filter.is_matched_by_consume_queue(tags_code(m.tags)) and \
+        message_filter.is_matched_by_commit_log(m.properties)
 
 
 def unwrap_inner_batch(record: MessageExt, base_offset: int) -> list[MessageExt]:
