@@ -37,6 +37,12 @@ def planned_in_check(args: dict[str, Any], what: str) -> bool:
     return any(p == what or p.startswith(f"{what} on broker ") for p in args.get(PLANNED_IN_CHECK) or ())
 
 
+def planned_on(args: dict[str, Any], what: str, broker_name: str) -> bool:
+    """Whether an earlier step of this --check run would create ``what`` on the broker ``broker_name``:
+    a cluster's plan names it (``topic orders on broker b``), a store's or one broker's names none."""
+    return any(p in (what, f"{what} on broker {broker_name}") for p in args.get(PLANNED_IN_CHECK) or ())
+
+
 @dataclass(frozen=True)
 class Param:
     """One action argument: accepted Python types, required or default, allowed values."""

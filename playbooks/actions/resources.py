@@ -37,7 +37,7 @@ from playbooks.actions.base import (
     Plan,
     PlannedAction,
     at_least,
-    planned_in_check,
+    planned_on,
 )
 from playbooks.errors import StepError
 from playbooks.templating import MASK
@@ -233,48 +233,48 @@ class TopicPerm(PlannedAction):
     params = {"topic": Param(LIST_OR_STR, required=True, help="a name, a glob (orders-*) or a list"),
               "write": Param(BOOL), "read": Param(BOOL)}
 
-    def _topics(self, admin: Admin, args: dict[str, Any], brokers: list[BrokerIdentity]
-                ) -> tuple[list[str], list[str]]:
-        """(the topics named that exist, those that do not yet but an earlier step creates: --check)."""
+    def _topics(self, admin: Admin, args: dict[str, Any], brokers: list[BrokerIdentity]) -> list[str]:
+        """The topics named: those that exist and (--check) those an earlier step of this run creates,
+        a glob's too (``orders-*`` after ``topic.ensure orders-events``: the real run finds it)."""
         spec = args["topic"]
         patterns = [spec] if isinstance(spec, str) else [str(s) for s in spec]
         existing = admin.list_topics()
+        coming = _planned_topics(args)
         out: list[str] = []
-        coming: list[str] = []
         for p in patterns:
             if any(ch in p for ch in "*?["):
-                out.extend(t for t in existing if fnmatch.fnmatchcase(t, p) and not _is_system(t, brokers))
-            elif p in existing:
+                out.extend(t for t in [*existing, *coming] if fnmatch.fnmatchcase(t, p) and not _is_system(t, brokers))
+            elif p in existing or p in coming:
                 out.append(p)
-            elif planned_in_check(args, f"topic {p}"):
-                coming.append(p)
             else:
                 raise StepError(f"topic [{p}] does not exist")
-        return list(dict.fromkeys(out)), list(dict.fromkeys(coming))
+        return list(dict.fromkeys(out))
 
     def plan(self, admin: Admin, args: dict[str, Any]) -> Plan:
-        """Each broker that has a topic is planned from its own perm (a cluster's brokers need not agree)."""
+        """Each broker that has a topic is planned from its own perm (a cluster's brokers need not agree);
+        under --check, a broker an earlier step creates the topic on from read-write (topic.ensure's
+        default perm)."""
         if args.get("write") is None and args.get("read") is None:
             raise StepError("topic.perm needs write: and/or read: (true to add, false to wipe)")
         brokers = admin.brokers()
         changes = []
         perms: dict[str, int] = {}
         differ: list[BrokerIdentity] = []
-        topics, coming = self._topics(admin, args, brokers)
-        for topic in coming:  # --check: created (read-write, as topic.ensure's default) by an earlier step
-            perms[topic] = _perm_after(PERM_READ | PERM_WRITE, args)
-            if perms[topic] != PERM_READ | PERM_WRITE:
-                changes.append(Change(f"topic {topic}", "perm", None, _perm_text(perms[topic])))
-        for topic in topics:
+        for topic in self._topics(admin, args, brokers):
             for b in brokers:
                 cur = _topic_on(admin, topic, b)
-                if cur is None:
+                if cur is not None:
+                    old: int | None = cur.perm
+                elif planned_on(args, f"topic {topic}", b.broker_name):
+                    old = None  # --check: created (read-write) by an earlier step
+                else:
                     continue
-                new = _perm_after(cur.perm, args)
+                was = PERM_READ | PERM_WRITE if old is None else old
+                new = _perm_after(was, args)
                 perms.setdefault(topic, new)  # register: sees the first broker's
-                if new != cur.perm:
-                    changes.append(Change(_on(f"topic {topic}", b, brokers), "perm", _perm_text(cur.perm),
-                                          _perm_text(new)))
+                if new != was:
+                    changes.append(Change(_on(f"topic {topic}", b, brokers), "perm",
+                                          None if old is None else _perm_text(old), _perm_text(new)))
                     differ += [] if b in differ else [b]
         return Plan(changes, {"topics": perms}, brokers=differ)
 
@@ -299,6 +299,13 @@ def _perm_after(perm: int, args: dict[str, Any]) -> int:
         elif args.get(key) is False:
             perm &= ~bit
     return perm
+
+
+def _planned_topics(args: dict[str, Any]) -> list[str]:
+    """--check: the topics earlier steps of this run create on this target (``topic t [on broker b]``)."""
+    out = [p.removeprefix("topic ").split(" on broker ", 1)[0]
+           for p in args.get(PLANNED_IN_CHECK) or () if p.startswith("topic ")]
+    return list(dict.fromkeys(out))
 
 
 def _topic_on(admin: Admin, topic: str, broker: BrokerIdentity) -> TopicInfo | None:
@@ -487,12 +494,16 @@ class UserAbsent(PlannedAction):
     params = {"username": Param(STR, required=True)}
 
     def plan(self, admin: Admin, args: dict[str, Any]) -> Plan:
-        if _auth(admin.get_user, args["username"]) is None:
-            return Plan([])
-        return Plan([Change(f"user {args['username']}", "exists", True, False)])
+        """Every broker of the target: each keeps its own users, so one that still has the user (and
+        only that one) deletes it; "the first broker has none" is not "no broker has it"."""
+        name = args["username"]
+        brokers = admin.brokers()
+        have = [b for b in brokers if _auth(admin.get_user, name, b.broker_addr) is not None]
+        return Plan([Change(_on(f"user {name}", b, brokers), "exists", True, False) for b in have], brokers=have)
 
     def apply(self, admin: Admin, args: dict[str, Any], plan: Plan) -> None:
-        _auth(admin.delete_user, args["username"])
+        """AUTH_DELETE_USER on the brokers that have the user: another refuses it ("not exist")."""
+        change_each(plan.brokers, lambda b: _auth(admin.delete_user, args["username"], [b.broker_addr]), _broker_addr)
 
 
 # ------------------------------------------------------------------------------------------- ACLs
@@ -592,26 +603,55 @@ class AclAbsent(PlannedAction):
               "resources": Param(LIST_OR_STR, help="only these entries (default: the whole ACL)")}
 
     def plan(self, admin: Admin, args: dict[str, Any]) -> Plan:
+        """Every broker of the target against its own ACL: a broker that holds the ACL (or one of the
+        entries named) deletes it there, and only there (AUTH_DELETE_ACL on a broker without it is
+        refused: "The acl is not exist.")."""
         subject = _subject(args)
-        if _auth(admin.get_user, subject.split(":", 1)[1]) is None:
-            return Plan([])
-        acl = _auth(admin.get_acl, subject)
+        brokers = admin.brokers()
+        changes: list[Change] = []
+        differ = []
+        removed: list[str] = []
+        whole = args.get("resources") is None
+        for b in brokers:
+            present = self._present_on(admin, b, subject, args)
+            if present is None or (not whole and not present):
+                continue
+            if whole:
+                changes.append(Change(_on(f"acl {subject}", b, brokers), "exists", True, False))
+            else:
+                changes += [Change(_on(f"acl {subject} {key}", b, brokers), "entry", "present", None)
+                            for key in present]
+                removed += present
+            differ.append(b)
+        resources = None if whole else list(dict.fromkeys(removed))
+        return Plan(changes, {"subject": subject, "resources": resources}, brokers=differ)
+
+    @staticmethod
+    def _present_on(admin: Admin, b: BrokerIdentity, subject: str, args: dict[str, Any]) -> list[str] | None:
+        """The named entries ``b`` holds (all of its entries when none are named); None without an ACL."""
+        if _auth(admin.get_user, subject.split(":", 1)[1], b.broker_addr) is None:
+            return None
+        acl = _auth(admin.get_acl, subject, b.broker_addr)
         if acl is None:
-            return Plan([])
-        if args.get("resources") is None:
-            return Plan([Change(f"acl {subject}", "exists", True, False)], {"subject": subject, "resources": None})
+            return None
         policy = acl.policy(PolicyType.CUSTOM)
-        present = [r.key for r in _resources(args["resources"]) if policy is not None and policy.entry_for(r)]
-        return Plan([Change(f"acl {subject} {key}", "entry", "present", None) for key in present],
-                    {"subject": subject, "resources": present})
+        if args.get("resources") is None:
+            return [e.resource.key for p in acl.policies for e in p.entries]
+        return [r.key for r in _resources(args["resources"]) if policy is not None and policy.entry_for(r)]
 
     def apply(self, admin: Admin, args: dict[str, Any], plan: Plan) -> None:
+        """On each planned broker, what it holds itself: the whole ACL, or the named entries it has."""
         subject = plan.data["subject"]
-        if plan.data["resources"] is None:
-            _auth(admin.delete_acl, subject, None)
-            return
-        for key in plan.data["resources"]:
-            _auth(admin.delete_acl, subject, key)
+
+        def delete(b: BrokerIdentity) -> None:
+            addrs = [b.broker_addr]
+            if args.get("resources") is None:
+                _auth(admin.delete_acl, subject, None, addrs)
+                return
+            for key in self._present_on(admin, b, subject, args) or []:
+                _auth(admin.delete_acl, subject, key, addrs)
+
+        change_each(plan.brokers, delete, _broker_addr)
 
 
 # ------------------------------------------------------------------------------------------- broker config

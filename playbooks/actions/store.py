@@ -27,6 +27,7 @@ from playbooks.actions.base import (
     PlannedAction,
     at_least,
     planned_in_check,
+    planned_on,
     poll,
     seconds,
 )
@@ -70,7 +71,7 @@ class OffsetReset(PlannedAction):
         try:
             plan = self._reset(admin, args, dry_run=True)
         except NotFoundError:
-            created = [w for w in (f"topic {args['topic']}", f"group {args['group']}") if planned_in_check(args, w)]
+            created = self._created_earlier(admin, args)
             if not created:
                 raise
             # --check: an earlier step of this run creates the topic or group, so there is nothing to read
@@ -88,6 +89,31 @@ class OffsetReset(PlannedAction):
         rewind = sum(max(0, c.consumer_offset - c.reset_offset) for c in plan.changes if c.consumer_offset >= 0)
         skip = sum(max(0, c.reset_offset - max(c.consumer_offset, 0)) for c in plan.changes)
         return Plan(changes, {"plan": plan.to_dict(), "reconsume": rewind, "skip": skip, "queues": len(plan.changes)})
+
+    @staticmethod
+    def _created_earlier(admin: Admin, args: dict[str, Any]) -> list[str]:
+        """--check, when the dry run found no topic or group: which of them earlier steps of this run
+        create, if the real run then finds the topic and the group on every broker of the topic (the
+        reset needs both there). Empty when it would not: an earlier group.ensure does not excuse a
+        topic no step creates, the run fails "Topic ... does not exist" as --check then does."""
+        topic, group = args["topic"], args["group"]
+        t_what, g_what = f"topic {topic}", f"group {group}"
+        with_topic = []
+        for b in admin.brokers():
+            try:
+                admin.topic_info(topic, among=[b])
+            except NotFoundError:
+                if not planned_on(args, t_what, b.broker_name):
+                    continue
+            with_topic.append(b)
+        try:
+            have_group = {b.broker_name for b, _ in admin.consumer_configs(group)}
+        except NotFoundError:
+            have_group = set()
+        if not with_topic or any(b.broker_name not in have_group and not planned_on(args, g_what, b.broker_name)
+                                 for b in with_topic):
+            return []
+        return [w for w in (t_what, g_what) if planned_in_check(args, w)]
 
     def apply(self, admin: Admin, args: dict[str, Any], plan: Plan) -> None:
         self._reset(admin, args, dry_run=False)
