@@ -158,7 +158,7 @@ async def _serve(broker: Broker | None, net: NetConfig, namesrv_sock: socket.soc
             cfg = broker.config
             print(f"The broker[{cfg.broker_name}, {cfg.broker_addr}] boot success. serializeType=JSON and name server "
                   f"is {';'.join(namesrv_addrs)} (cluster {cfg.broker_cluster_name}, store {broker.root.resolve()}, "
-                  f"pid {os.getpid()})", flush=True)
+                  f"config {cfg.broker_config_path or 'none'}, pid {os.getpid()})", flush=True)
             if grpc_endpoint is not None:
                 print(f"The gRPC v2 endpoint boot success on {host}:{grpc_endpoint.port}"
                       f"{' (TLS)' if cfg.grpc_tls_cert_path else ''}", flush=True)
@@ -192,6 +192,8 @@ def main(argv: list[str] | None = None) -> int:
         with values_of(args.config):
             config = BrokerConfig.from_properties(props, root)
             net = NetConfig.from_properties(props)
+        if args.config:  # brokerConfigPath, as Apache's BrokerStartup: where updateBrokerConfig persists
+            config.started_with(args.config)
     except ConfigError as e:
         print(f"mqbroker: {e}", file=sys.stderr)
         return 1

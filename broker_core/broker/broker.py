@@ -717,17 +717,19 @@ class Broker:
     # -- broker config (updateBrokerConfig) ---------------------------------------------------------
     def update_broker_config(self, props: dict[str, str], auth: RequestContext | None = None,
                              persist_to: Path | None = None) -> list[str]:
-        """UPDATE_BROKER_CONFIG: set keys on the live config objects (broker, store and auth keys) and,
-        given ``persist_to`` (RocketMQ's brokerConfigPath: the file the broker was started with), write
-        them there. Black-listed keys are refused and unknown keys ignored, as RocketMQ's Configuration
-        does; a value that does not parse refuses the whole update. The broker's identity and ports
-        (START_ONLY_KEYS) only go to the file, for the next start. Returns the keys applied."""
+        """UPDATE_BROKER_CONFIG: set keys on the live config objects (broker, store and auth keys) and
+        write them to ``persist_to``, by default the broker's brokerConfigPath (the file ``mqbroker -c``
+        started it with), so a restart keeps them. Black-listed keys are refused and unknown keys
+        ignored, as RocketMQ's Configuration does; a value that does not parse refuses the whole update.
+        The broker's identity and ports (START_ONLY_KEYS) and the ACL keys only go to the file, for the
+        next start: without one they are refused. Returns the keys applied."""
         from .config_update import (
             AUTH_KEYS,
             START_ONLY_KEYS,
             apply_in_place,
             black_list,
             persist_changes,
+            start_only_refusal,
             updated_config,
         )
 
@@ -735,21 +737,18 @@ class Broker:
         self._require_writable()
         if black_list(self.config.properties.get("configBlackList", "")) & props.keys():
             raise NoPermissionError("Can not update config in black list.")
-        auth_keys = sorted(AUTH_KEYS & props.keys())
-        if auth_keys and persist_to is None:
-            # UPDATE_BROKER_CONFIG needs authentication only (as RocketMQ's): were the ACL switches and
-            # identities changeable here, any signed-in user could turn authentication off
-            raise NoPermissionError(f"{', '.join(auth_keys)} cannot be changed on a running broker: set it in the "
-                                    "broker's config file and restart the broker")
+        persist_to = persist_to if persist_to is not None else self.config.broker_config_path
+        if AUTH_KEYS & props.keys() and persist_to is not None:
+            # written for the next start: who may switch ACL off there is who may administer ACLs
+            # (UPDATE_BROKER_CONFIG itself needs authentication only, as RocketMQ's)
+            self._authorize(auth, "AUTH_UPDATE_ACL")
         with self._config_update_lock:
             known = self.config.to_properties()
             changes = {k: str(v) for k, v in props.items() if k in known}
+            refusal = start_only_refusal(known, changes) if persist_to is None else None
+            if refusal is not None:
+                raise NoPermissionError(refusal)
             new = updated_config(self.config, changes, self.root)
-            start_only = sorted(k for k in START_ONLY_KEYS & changes.keys() if changes[k].strip() != known[k])
-            if start_only and persist_to is None:
-                raise NoPermissionError(
-                    f"{', '.join(start_only)} cannot be changed on a running broker (the broker is bound and "
-                    "registered under it): set it in the broker's config file and restart the broker")
             if persist_to is not None and changes:
                 try:
                     persist_changes(persist_to, changes)

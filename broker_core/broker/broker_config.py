@@ -32,6 +32,7 @@ from broker_core.config_loader import (
 from broker_core.store.store_config import StoreConfig
 
 MASTER_ID = 0
+BROKER_CONFIG_PATH_KEY = "brokerConfigPath"
 MASTER_ROLES = ("ASYNC_MASTER", "SYNC_MASTER")
 SLAVE_ROLE = "SLAVE"
 MAX_PORT = 65535
@@ -103,6 +104,21 @@ class BrokerConfig:
     @property
     def store_host(self) -> tuple[str, int]:
         return (self.broker_ip1, self.listen_port)
+
+    @property
+    def broker_config_path(self) -> Path | None:
+        """brokerConfigPath: the config file the broker was started with (``mqbroker -c``), where
+        updateBrokerConfig persists what it changes so a restart keeps it (Apache's BrokerController
+        builds its Configuration on it); None for a broker started without one. getBrokerConfig lists
+        it only when there is one, and updateBrokerConfig never changes it (the black list)."""
+        text = self.properties.get(BROKER_CONFIG_PATH_KEY, "").strip()
+        return Path(text) if text else None
+
+    def started_with(self, config_file: str | Path) -> None:
+        """Note ``config_file`` as brokerConfigPath, resolved (a symlinked broker.conf is updated where
+        it lives, not replaced by a plain file). It replaces a brokerConfigPath the file names: the
+        changes must go where the next start reads them."""
+        self.properties[BROKER_CONFIG_PATH_KEY] = str(Path(config_file).resolve())
 
     @classmethod
     def from_properties(cls, props: dict[str, str], store_root: str | Path | None = None) -> BrokerConfig:

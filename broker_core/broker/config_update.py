@@ -30,11 +30,11 @@ from broker_core.config_loader import (
 from broker_core.store.config_file import atomic_write_bytes
 from broker_core.store.store_config import StoreConfig
 
-from .broker_config import BrokerConfig
+from .broker_config import BROKER_CONFIG_PATH_KEY, BrokerConfig
 from .errors import InvalidParameterError, NoPermissionError
 
 # Keys an update may never change (BrokerController's configBlackList default).
-BLACK_LIST = frozenset({"brokerConfigPath", "rocketmqHome", "configBlackList"})
+BLACK_LIST = frozenset({BROKER_CONFIG_PATH_KEY, "rocketmqHome", "configBlackList"})
 
 
 def black_list(config_black_list: str) -> frozenset[str]:
@@ -81,15 +81,38 @@ def updated_config(current: BrokerConfig, changes: Mapping[str, str], store_root
     return new
 
 
+def start_only_refusal(current: Mapping[str, str], changes: Mapping[str, str]) -> str | None:
+    """Why a broker with no config file (no brokerConfigPath: ``mqbroker`` without ``-c``) refuses
+    ``changes``, given its ``current`` properties: ACL keys and a new identity or port (START_ONLY_KEYS)
+    only take effect at a start, read from the file, and there is none to write them to. The same
+    value again is no change. None: nothing here needs the file."""
+    auth_keys = sorted(AUTH_KEYS & changes.keys())
+    if auth_keys:
+        # UPDATE_BROKER_CONFIG needs authentication only (as RocketMQ's): were the ACL switches and
+        # identities changeable live, any signed-in user could turn authentication off
+        return (f"{', '.join(auth_keys)} cannot be changed on a running broker: set it in the broker's config "
+                "file and restart the broker")
+    start_only = sorted(k for k in START_ONLY_KEYS & changes.keys() if str(changes[k]).strip() != current.get(k))
+    if start_only:
+        return (f"{', '.join(start_only)} cannot be changed on a running broker (the broker is bound and "
+                "registered under it): set it in the broker's config file and restart the broker")
+    return None
+
+
 def update_refusal(reported: Mapping[str, str], changes: Mapping[str, str]) -> str | None:
     """Why a broker whose getBrokerConfig answered ``reported`` would refuse UPDATE_BROKER_CONFIG of
-    ``changes`` (None: it would take them), judged with its own rules: the black list, a value that
-    does not parse, a key of the store's layout. Why: a dry run (a playbook's --check) must not
-    promise a change the broker refuses. Secrets come back masked, so they are left out unless changed."""
+    ``changes`` (None: it would take them), judged with its own rules: the black list, ACL keys and
+    identity/ports when it has no config file (no ``brokerConfigPath`` reported), a value that does
+    not parse, a key of the store's layout. Why: a dry run (a playbook's --check) must not promise a
+    change the broker refuses. Secrets come back masked, so they are left out unless changed."""
     from broker_core.auth.config import SECRET_KEYS
 
     if black_list(reported.get("configBlackList", "")) & changes.keys():
         return "Can not update config in black list."
+    if not reported.get(BROKER_CONFIG_PATH_KEY, "").strip():
+        refusal = start_only_refusal(reported, {k: v for k, v in changes.items() if k in reported})
+        if refusal is not None:
+            return refusal
     current = {k: v for k, v in reported.items() if k not in SECRET_KEYS}
     root = Path(reported.get("storePathRootDir") or ".")
     try:

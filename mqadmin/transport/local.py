@@ -96,6 +96,8 @@ class LocalBrokerClient:
             self.config = BrokerConfig.load(config_file, self.store_dir)
         except (ConfigError, ValueError) as e:
             raise AdminError(str(e)) from None
+        if config_file:  # getBrokerConfig names it (brokerConfigPath), as of a broker started with -c
+            self.config.started_with(config_file)
         self._broker: Broker | None = None
         self._made: Path | None = None
         """The directory this client created for a new store (``--create``), outermost first."""

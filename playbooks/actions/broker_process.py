@@ -5,13 +5,17 @@ state. These actions run on the host that holds the store (inside ``mqadmin play
 SSH target). "Running" means the store lock is held (Admin's brokerActive), so a broker started by
 hand, or a Java one, counts too. ``broker.stop`` finds the lock's owner through ``/proc/locks``,
 checks it is a broker, sends SIGTERM and waits until the lock is free (SIGKILL only with
-``force: true``); ``broker.start`` runs ``mqbroker --store`` detached and waits until it holds the
-lock, reporting the tail of its log if it exits instead.
+``force: true``); ``broker.start`` runs ``mqbroker --store`` (``-c`` the step's or the target's config)
+detached and waits until it holds the lock, reporting the tail of its log if it exits instead. It
+says which config it starts with, and refuses to start without one a broker whose last boot line in
+its log names one: it would come back with RocketMQ's defaults (DefaultCluster/broker-a, an embedded
+name server), out of its cluster.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -117,12 +121,20 @@ class BrokerStart:
         if broker_running(ctx):
             return Outcome("ok", message=f"a broker already holds {store}")
         change = Change(f"broker on {store}", "running", False, True)
-        if check:
-            return Outcome("changed", [change], f"would start mqbroker on {store}")
-        store.mkdir(parents=True, exist_ok=True)
         log_path = Path(args.get("log_file") or store / LOG_NAME)
-        cmd = [sys.executable, "-m", "broker_core.mqbroker", "--store", str(store)]
         config = args.get("config") or ctx.config_file
+        if not config:
+            previous = previous_config(log_path)
+            if previous is not None:
+                raise StepError(
+                    f"the broker on {store} last started with config {previous} ({log_path}); this target has no "
+                    f"config: (nor the step), and without it the broker would come back as DefaultCluster/broker-a "
+                    f"with an embedded name server, out of its cluster: give the target config: {previous}")
+        started_with = f"config {config}" if config else "no config file (RocketMQ's defaults)"
+        if check:
+            return Outcome("changed", [change], f"would start mqbroker on {store} with {started_with}")
+        store.mkdir(parents=True, exist_ok=True)
+        cmd = [sys.executable, "-m", "broker_core.mqbroker", "--store", str(store)]
         if config:
             cmd += ["-c", str(config)]
         with open(log_path, "ab") as log:
@@ -141,8 +153,26 @@ class BrokerStart:
                 proc.terminate()
             tail = _tail(log_path)
             return Outcome("failed", [change], f"{message}: {tail}", {"log_file": str(log_path)})
-        return Outcome("changed", [change], f"started mqbroker pid {proc.pid} on {store}",
-                       {"pid": proc.pid, "log_file": str(log_path)})
+        return Outcome("changed", [change], f"started mqbroker pid {proc.pid} on {store} with {started_with}",
+                       {"pid": proc.pid, "log_file": str(log_path), "config": str(config) if config else None})
+
+
+# mqbroker's boot line names its config file: "... (cluster C, store S, config /x/broker.conf, pid 1)"
+_BOOT_CONFIG = re.compile(r"The broker\[.*\] boot success\. .*, config (.+), pid \d+\)$")
+
+
+def previous_config(log_path: Path) -> str | None:
+    """The config file the last broker that logged to ``log_path`` started with (its last boot line);
+    None when it had none, or the log says nothing (a broker started by hand logs elsewhere)."""
+    last: str | None = None
+    try:
+        with open(log_path, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if "boot success" in line and (m := _BOOT_CONFIG.search(line.rstrip())):
+                    last = m.group(1)
+    except OSError:
+        return None
+    return None if last in (None, "none") else last
 
 
 def _tail(path: Path) -> str:

@@ -111,9 +111,12 @@ def test_drain_stops_when_consumers_lag(pb: Playbooks, sshd: Sshd, tmp_path: Pat
 
 def test_recover_after_crash(pb: Playbooks, sshd: Sshd, tmp_path: Path) -> None:
     store = seed_store(tmp_path / "store", consumed=10)
+    # a cluster broker: restarted without its config it came back as DefaultCluster/broker-a
+    conf = tmp_path / "broker.conf"
+    conf.write_text("brokerClusterName=OrdersCluster\nbrokerName=broker-r\nlistenPort=0\nnamesrvPort=0\n")
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    broker = subprocess.Popen([sys.executable, "-m", "broker_core.mqbroker", "--store", str(store)], env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    broker = subprocess.Popen([sys.executable, "-m", "broker_core.mqbroker", "--store", str(store), "-c", str(conf)],
+                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         deadline = time.monotonic() + 60
         # started = holds the lock AND has opened the store (abort is written after recovery, which
@@ -126,16 +129,19 @@ def test_recover_after_crash(pb: Playbooks, sshd: Sshd, tmp_path: Path) -> None:
         assert (store / "abort").exists()
         _corrupt_first_cq_unit(store, "orders-events")
 
-        r = pb.run(EXAMPLES / "recover-after-crash.yml", "-e", f"store={store}", "-e", "groups=orders-billing",
-                   "-e", "lag_timeout=30", *ssh_vars(sshd))
+        r = pb.run(EXAMPLES / "recover-after-crash.yml", "-e", f"store={store}", "-e", f"config={conf}",
+                   "-e", "groups=orders-billing", "-e", "lag_timeout=30", *ssh_vars(sshd))
         assert r.code == 0, r.stdout
         steps = r.doc["steps"]
         assert [(s["status"], s.get("ignored", False)) for s in steps] == [
             ("ok", False), ("failed", True), ("changed", False), ("ok", False), ("changed", False), ("ok", False)]
         assert "verifyStore found 1 mismatch(es)" in steps[1]["message"]
         assert steps[2]["message"] == "rebuilt cq,index,offsets with Spark (1 mismatch(es))"
+        assert steps[4]["message"].endswith(f"on {store} with config {conf}"), steps[4]["message"]
         pid = lock_owner(store)
         assert pid is not None and "mqbroker" in Path(f"/proc/{pid}/cmdline").read_text()
+        boot = [line for line in (store / "mqbroker.log").read_text().splitlines() if "The broker[" in line]
+        assert "The broker[broker-r, " in boot[-1] and "(cluster OrdersCluster, " in boot[-1], boot  # in its cluster
         with EmbeddedAdmin(store) as admin:
             assert admin.verify_store().ok
             assert sum(q.max_offset for q in admin.topic_status("orders-events")) == 20
