@@ -123,7 +123,7 @@ def _follow_namesrv(broker: Broker, routes: NamesrvClusterRoutes | None) -> Call
 
 async def _serve(broker: Broker | None, net: NetConfig, namesrv_sock: socket.socket | None,
                  broker_sock: socket.socket | None, namesrv_addrs: list[str], host: str,
-                 grpc_port: int | None = None, kv_config_path: str | None = None) -> None:
+                 grpc_port: int | None = None, namesrv_config: NamesrvConfig | None = None) -> None:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -143,10 +143,7 @@ async def _serve(broker: Broker | None, net: NetConfig, namesrv_sock: socket.soc
             await endpoint.start()
             grpc_endpoint = endpoint
         if namesrv_sock is not None:
-            namesrv = NameServer(NamesrvConfig(listen_host=host, scan_not_active_broker_interval=net.scan_not_active_broker_interval,
-                                               broker_channel_expired_time=net.broker_channel_expired_time,
-                                               kv_config_path=kv_config_path),
-                                 net.server_config())
+            namesrv = NameServer(namesrv_config, net.server_config())
             await namesrv.start(sock=namesrv_sock)
             print(f"The Name Server boot success. serializeType=JSON, address {host}:{namesrv.port}", flush=True)
         if broker is not None and broker_sock is not None:
@@ -192,6 +189,7 @@ def main(argv: list[str] | None = None) -> int:
         with values_of(args.config):
             config = BrokerConfig.from_properties(props, root)
             net = NetConfig.from_properties(props)
+            namesrv_config = NamesrvConfig.from_properties(props)
         if args.config:  # brokerConfigPath, as Apache's BrokerStartup: where updateBrokerConfig persists
             config.started_with(args.config)
     except ConfigError as e:
@@ -256,7 +254,13 @@ def main(argv: list[str] | None = None) -> int:
             grpc_port = config.grpc_server_port or None
         if grpc_port is None:  # off: GET_BROKER_CONFIG says so (other brokers leave us out of gRPC routes)
             config.grpc_server_port = 0
-    kv_path = str(Path(args.kvConfigPath or props.get("kvConfigPath") or root / "namesrv" / "kvConfig.json"))
+    namesrv_config.listen_host = host
+    namesrv_config.scan_not_active_broker_interval = net.scan_not_active_broker_interval
+    namesrv_config.broker_channel_expired_time = net.broker_channel_expired_time
+    namesrv_config.kv_config_path = str(Path(args.kvConfigPath or props.get("kvConfigPath")
+                                             or root / "namesrv" / "kvConfig.json"))
+    if args.config:  # where updateNamesrvConfig writes (Apache: configStorePath, ~/namesrv/namesrv.properties)
+        namesrv_config.config_store_path = str(Path(args.config).resolve())
     broker: Broker | None = None
     clean = True
     try:
@@ -290,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
             broker.config.namesrv_addr = ";".join(addrs)
             broker.announce_namesrv(addrs)
         with asyncio.Runner(loop_factory=_event_loop_factory()) as runner:
-            runner.run(_serve(broker, net, namesrv_sock, broker_sock, addrs, host, grpc_port, kv_path))
+            runner.run(_serve(broker, net, namesrv_sock, broker_sock, addrs, host, grpc_port, namesrv_config))
     except ConfigFileError as e:  # a damaged kvConfig.json (and .bak): one line naming the files
         print(f"mqbroker: name server: {e}", file=sys.stderr)
         return 1

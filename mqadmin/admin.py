@@ -1136,6 +1136,28 @@ class Admin:
                 out.append((addr, None, e.message))
         return out
 
+    def namesrv_configs(self) -> list[tuple[str, dict[str, str] | None, str | None]]:
+        """getNamesrvConfig: (namesrv, its settings, or None and the failure) for every name server given.
+        Unlike Apache (the first failure ends the command), the others are still asked and shown."""
+        return self._each_namesrv(self.client.get_namesrv_config)
+
+    def update_namesrv_config(self, key: str, value: str) -> list[tuple[str, None, str | None]]:
+        """updateNamesrvConfig ``key=value`` on every name server given: (namesrv, None, the failure or
+        None). As Apache's updateNameServerConfig, each name server gets it whatever the others answer."""
+        return self._each_namesrv(lambda addr: self.client.update_namesrv_config(addr, {key: value}))
+
+    def _each_namesrv(self, call: Callable[[str], T]) -> list[tuple[str, T | None, str | None]]:
+        addrs = self.client.namesrv_addrs()
+        if not addrs:
+            call("")  # a store directory: the transport's own refusal (it has no name server)
+        out: list[tuple[str, T | None, str | None]] = []
+        for addr in addrs:
+            try:
+                out.append((addr, call(addr), None))
+            except AdminError as e:
+                out.append((addr, None, e.message))
+        return out
+
     # -- offsets --------------------------------------------------------------------------------------
     def _require_group(self, broker: BrokerIdentity, group: str) -> None:
         """The group exists on ``broker``; else NotFoundError naming that broker (a group made on one

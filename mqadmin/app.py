@@ -38,7 +38,8 @@ FAMILY_COMMANDS: dict[str, tuple[str, ...]] = {
     "store": ("verifyStore", "rebuildStore"),
     "search": ("searchMessages", "exportMessages", "statsMessages"),
     "connection": ("consumerConnection", "producerConnection", "consumerStatus", "getConsumerStatus"),
-    "namesrv": ("updateKvConfig", "deleteKvConfig", "updateOrderConf", "wipeWritePerm", "addWritePerm"),
+    "namesrv": ("updateKvConfig", "deleteKvConfig", "updateOrderConf", "wipeWritePerm", "addWritePerm",
+                "getNamesrvConfig", "updateNamesrvConfig"),
     "maintenance": ("cleanExpiredCQ", "deleteExpiredCommitLog", "cleanUnusedTopic"),
     "dashboard": ("dashboard",),
 }

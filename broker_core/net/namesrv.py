@@ -13,8 +13,11 @@ import logging
 import socket
 import time
 import zlib
+from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
+from broker_core.broker.config_update import persist_changes
 from broker_core.broker.errors import config_written
 from broker_core.broker.kv_config import KVConfigManager
 from broker_core.broker.route_info import (
@@ -23,6 +26,7 @@ from broker_core.broker.route_info import (
     RouteInfoManager,
     TopicQueueConfig,
 )
+from broker_core.config_loader import ConfigError, apply_properties, format_property, parse_properties
 from broker_core.remoting import RemotingCommand, RequestCode, ResponseCode, fastjson
 from broker_core.remoting.bodies import KVTable, RegisterBrokerBody, TopicList
 from broker_core.remoting.codes import V4_9_4
@@ -44,6 +48,7 @@ from broker_core.remoting.headers import (
 )
 
 from .channel import Channel
+from .net_config import NetConfig
 from .remoting_server import Handler, RemotingServer, RequestError, ServerConfig
 
 log = logging.getLogger("rmqops.namesrv")
@@ -52,13 +57,29 @@ ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"
 FAQ = "\nSee https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details."
 
 
+# NamesrvConfig's configBlackList default, and the keys DefaultRequestProcessor always refuses besides
+DEFAULT_CONFIG_BLACK_LIST = "configBlackList;configStorePath;kvConfigPath"
+BLACK_LIST = frozenset({"configBlackList", "configStorePath", "kvConfigPath", "rocketmqHome"})
+# Keys UPDATE_NAMESRV_CONFIG changes in the running name server (each is read where it is used)
+RUNTIME_KEYS = frozenset({"scanNotActiveBrokerInterval", "enableAllTopicList", "deleteTopicWithBrokerRegistration"})
+# Keys read once at start: the bound socket, the connections' limits, and brokerChannelExpiredTime, which
+# in mqbroker's shared config file is also what its broker sends as heartbeatTimeoutMillis
+START_ONLY_KEYS = frozenset({"listenPort", "bindAddress", "serverChannelMaxIdleTimeSeconds", "frameMaxLength",
+                             "brokerChannelExpiredTime"})
+# NamesrvConfig keys mqbroker reads from its -c file besides NetConfig's
+FILE_KEYS = frozenset({"enableAllTopicList", "deleteTopicWithBrokerRegistration", "configBlackList"})
+
+
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
 @dataclass(slots=True)
 class NamesrvConfig:
-    """RocketMQ's NamesrvConfig names: how often to scan for silent brokers and when one is dead."""
+    """RocketMQ's NamesrvConfig names: how often to scan for silent brokers and when one is dead.
+
+    Only keys this name server acts on are here (Apache's rocketmqHome, orderMessageEnable, thread pool
+    sizes... are not: getNamesrvConfig must not report a setting that changes nothing)."""
 
     listen_port: int = 9876
     listen_host: str = "127.0.0.1"
@@ -69,6 +90,21 @@ class NamesrvConfig:
     enable_all_topic_list: bool = True
     delete_topic_with_broker_registration: bool = False  # see RouteInfoManager
     kv_config_path: str | None = None  # kvConfig.json (Java: ~/namesrv/kvConfig.json); None keeps it in memory
+    # the file updateNamesrvConfig writes (Java: ~/namesrv/namesrv.properties; here mqbroker's -c file);
+    # None: changes live in the running process only
+    config_store_path: str | None = None
+    config_black_list: str = DEFAULT_CONFIG_BLACK_LIST
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, str]) -> NamesrvConfig:
+        """The NamesrvConfig keys of a config file (FILE_KEYS; NetConfig holds the scan and expiry
+        intervals). A value that does not parse is ConfigError naming the key, as for every other key."""
+        return apply_properties(cls, {k: v for k, v in props.items() if k in FILE_KEYS})
+
+    def black_list(self) -> frozenset[str]:
+        """The keys UPDATE_NAMESRV_CONFIG refuses: the fixed ones and ``configBlackList`` (``a;b``), as
+        DefaultRequestProcessor.initConfigBlackList reads them."""
+        return BLACK_LIST | {k.strip() for k in self.config_black_list.split(";") if k.strip()}
 
 
 class NameServer:
@@ -128,7 +164,59 @@ class NameServer:
             RequestCode.GET_TOPICS_BY_CLUSTER: self.get_topics_by_cluster,
             RequestCode.WIPE_WRITE_PERM_OF_BROKER: self.wipe_write_perm_of_broker,
             RequestCode.ADD_WRITE_PERM_OF_BROKER: self.add_write_perm_of_broker,
+            RequestCode.UPDATE_NAMESRV_CONFIG: self.update_config,
+            RequestCode.GET_NAMESRV_CONFIG: self.get_config,
         }
+
+    def config_properties(self) -> dict[str, str]:
+        """What getNamesrvConfig shows: Apache's NamesrvConfig and NettyServerConfig keys this name server
+        acts on (plus brokerChannelExpiredTime and frameMaxLength, mqbroker's own), as in use now."""
+        c, server = self.config, self.server.config
+
+        def flag(v: bool) -> str:
+            return "true" if v else "false"
+        return {
+            "listenPort": str(self.port), "bindAddress": c.listen_host,
+            "serverChannelMaxIdleTimeSeconds": f"{server.idle_timeout:g}", "frameMaxLength": str(server.frame_max_length),
+            "scanNotActiveBrokerInterval": str(c.scan_not_active_broker_interval),
+            "brokerChannelExpiredTime": str(self.routes.broker_channel_expired_time_ms),
+            "enableAllTopicList": flag(c.enable_all_topic_list),
+            "deleteTopicWithBrokerRegistration": flag(self.routes.delete_topic_with_broker_registration),
+            "kvConfigPath": c.kv_config_path or "", "configStorePath": c.config_store_path or "",
+            "configBlackList": c.config_black_list,
+        }
+
+    def _checked_changes(self, changes: Mapping[str, str]) -> dict[str, object]:
+        """``changes`` as the values they set (field name -> value), or RequestError saying why the whole
+        update is refused. Why NetConfig/apply_properties: a value is held to exactly the range the
+        start-up holds the same key in the config file to."""
+        black = sorted(self.config.black_list() & changes.keys())
+        if black:  # Apache's remark, naming the keys
+            raise RequestError(ResponseCode.NO_PERMISSION, f"Can not update config in black list: {', '.join(black)}.")
+        unknown = sorted(changes.keys() - RUNTIME_KEYS - START_ONLY_KEYS)
+        if unknown:  # Apache skips them silently; a misspelt key then "succeeded" and changed nothing
+            raise RequestError(ResponseCode.INVALID_PARAMETER,
+                               f"unknown name server config key {', '.join(unknown)} (getNamesrvConfig lists the keys)")
+        current = self.config_properties()
+        start_only = sorted(k for k in START_ONLY_KEYS & changes.keys() if changes[k].strip() != current[k])
+        if start_only:  # the same value again (a round trip of getNamesrvConfig's output) is no change
+            raise RequestError(ResponseCode.NO_PERMISSION,
+                               f"{', '.join(start_only)} cannot be changed on a running name server (read once at "
+                               "start): set it in mqbroker's config file or on its command line and restart it")
+        runtime = {k: changes[k] for k in RUNTIME_KEYS & changes.keys()}
+        try:
+            net = NetConfig.from_properties(runtime)
+            own = apply_properties(NamesrvConfig, {k: v for k, v in runtime.items() if k in FILE_KEYS})
+        except ConfigError as e:
+            raise RequestError(ResponseCode.INVALID_PARAMETER, str(e)) from None
+        out: dict[str, object] = {}
+        if "scanNotActiveBrokerInterval" in runtime:
+            out["scan_not_active_broker_interval"] = net.scan_not_active_broker_interval
+        for key in ("enableAllTopicList", "deleteTopicWithBrokerRegistration"):
+            if key in runtime:
+                field = "enable_all_topic_list" if key == "enableAllTopicList" else "delete_topic_with_broker_registration"
+                out[field] = getattr(own, field)
+        return out
 
     # -- handlers --------------------------------------------------------------------------------
     async def register_broker(self, ch: Channel, req: RemotingCommand) -> RemotingCommand:
@@ -227,3 +315,35 @@ class NameServer:
         count = self.routes.operate_write_perm_of_broker(h.broker_name, wipe=False)
         log.info("add write perm of broker[%s], client: %s, %d", h.broker_name, ch.remote_addr, count)
         return req.response(ext_fields=AddWritePermOfBrokerResponseHeader(add_topic_count=count).to_ext_fields())
+
+    async def update_config(self, ch: Channel, req: RemotingCommand) -> RemotingCommand:
+        """UPDATE_NAMESRV_CONFIG: the body's ``key=value`` lines, all taken or none. Written to the config
+        file first (configStorePath, as Apache's Configuration.persist; here the -c file, its other lines
+        kept), so a write that fails changes nothing, then set on the running name server."""
+        try:
+            entries = parse_properties(req.body.decode("utf-8"), "the request body") if req.body else []
+        except (UnicodeDecodeError, ConfigError) as e:
+            raise RequestError(ResponseCode.SYSTEM_ERROR, f"string2Properties error: {e}") from None
+        changes = {e.key: e.value.strip() for e in entries}
+        if not changes:
+            return req.response()
+        values = self._checked_changes(changes)
+        kept = {k: v for k, v in changes.items() if k in RUNTIME_KEYS}  # never a start-only key given again:
+        if self.config.config_store_path and kept:  # in a shared -c file listenPort is the broker's
+            path = Path(self.config.config_store_path)
+            with config_written(f"name server config {', '.join(sorted(changes))} was not updated"):
+                try:
+                    persist_changes(path, kept)
+                except OSError as e:
+                    raise RequestError(ResponseCode.SYSTEM_ERROR, f"cannot write {path}: {e.strerror or e}; "
+                                       f"name server config {', '.join(sorted(changes))} was not updated") from None
+        for field, value in values.items():
+            setattr(self.config, field, value)
+        self.routes.delete_topic_with_broker_registration = self.config.delete_topic_with_broker_registration
+        log.info("updateConfig called by %s: %s", ch.remote_addr, changes)
+        return req.response()
+
+    async def get_config(self, ch: Channel, req: RemotingCommand) -> RemotingCommand:
+        """GET_NAMESRV_CONFIG: the settings as properties text, sorted by key (MixAll.properties2String)."""
+        text = "".join(f"{format_property(k, v)}\n" for k, v in sorted(self.config_properties().items()))
+        return req.response(body=text.encode("utf-8"))

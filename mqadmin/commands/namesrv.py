@@ -105,3 +105,52 @@ def add_write_perm(
     broker_name: Annotated[str, typer.Option("-b", "--brokerName", help="broker name")],
 ) -> None:
     _operate_write_perm(cmd, broker_name, wipe=False)
+
+
+def _fail_if_any(results: list[tuple[str, object, str | None]]) -> None:
+    """Exit 1, in one stderr line naming each name server that failed, after every one was tried."""
+    failed = [(addr, error) for addr, _, error in results if error is not None]
+    if failed:
+        raise AdminError("; ".join(f"name server {addr}: {error}" for addr, error in failed))
+
+
+@register(app, "getNamesrvConfig", "Get configs of name server.")
+def get_namesrv_config(cmd: Cmd) -> None:
+    """Apache's output: each name server's block under ``============<addr>============``, one
+    ``%-50s=  %s`` line per key; a name server that fails gets one line of its own (exit 1)."""
+    results = cmd.admin().namesrv_configs()
+
+    def render() -> None:
+        for addr, config, error in results:
+            if config is None:
+                cmd.printf("get name server config of [%s] failed: %s%n", addr, error)
+                continue
+            cmd.printf("============%s============%n", addr)
+            for key, value in config.items():
+                cmd.printf("%-50s=  %s%n", key, value)
+
+    cmd.emit([{"namesrvAddr": addr, "config": config, "error": error} for addr, config, error in results], render)
+    _fail_if_any(results)
+
+
+@register(app, "updateNamesrvConfig", "Update configs of name server.")
+def update_namesrv_config(
+    cmd: Cmd,
+    key: Annotated[str, typer.Option("-k", "--key", help="config key")],
+    value: Annotated[str, typer.Option("-v", "--value", help="config value")],
+) -> None:
+    """Sent to every name server of ``-n``, as Apache's; the ones that took it are named in Apache's
+    success line, each one that refused or could not be reached in a line of its own (exit 1)."""
+    k, v = key.strip(), value.strip()
+    results = cmd.admin().update_namesrv_config(k, v)
+    done = [addr for addr, _, error in results if error is None]
+
+    def render() -> None:
+        if done:
+            cmd.printf("update name server config success![%s]%n%s : %s%n", ", ".join(done), k, v)
+        for addr, _, error in results:
+            if error is not None:
+                cmd.printf("update name server config of [%s] failed: %s%n", addr, error)
+
+    cmd.emit([{"namesrvAddr": addr, "key": k, "value": v, "error": error} for addr, _, error in results], render)
+    _fail_if_any(results)

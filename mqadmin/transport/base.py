@@ -206,6 +206,14 @@ class BrokerClient(Protocol):
         the number of the broker's topics whose route perm changed."""
         ...
 
+    def get_namesrv_config(self, namesrv_addr: str) -> dict[str, str]:
+        """GET_NAMESRV_CONFIG (319) on one name server: its settings, key -> value."""
+        ...
+
+    def update_namesrv_config(self, namesrv_addr: str, properties: dict[str, str]) -> None:
+        """UPDATE_NAMESRV_CONFIG (318) on one name server; its refusal as an AdminError."""
+        ...
+
     # -- topics --------------------------------------------------------------------------------------
     def get_all_topic_config(self, broker_addr: str) -> list[TopicInfo]:
         """GET_ALL_TOPIC_CONFIG (21)."""

@@ -218,6 +218,12 @@ class LocalBrokerClient:
     def operate_write_perm_of_broker(self, namesrv_addr: str, broker_name: str, wipe: bool) -> int:
         raise self._no_namesrv("a broker's write permission in the routes")
 
+    def get_namesrv_config(self, namesrv_addr: str) -> dict[str, str]:
+        raise self._no_namesrv("the name server's config")
+
+    def update_namesrv_config(self, namesrv_addr: str, properties: dict[str, str]) -> None:
+        raise self._no_namesrv("the name server's config")
+
     # -- topics --------------------------------------------------------------------------------------
     def get_all_topic_config(self, broker_addr: str) -> list[TopicInfo]:
         b = self._broker_for(broker_addr)

@@ -26,6 +26,7 @@ from broker_core.client.instance import BrokerError, MQClientInstance
 from broker_core.client.message import Message, MessageCheckError, decode_records
 from broker_core.client.producer import Producer
 from broker_core.client.sync_bridge import LoopThread
+from broker_core.config_loader import ConfigError, format_property, parse_properties
 from broker_core.remoting import CommandHeader, RemotingCommand, RequestCode, ResponseCode, fastjson
 from broker_core.remoting.bodies import (
     BrokerStatsData,
@@ -351,10 +352,23 @@ class RemotingBrokerClient:
                                            AddWritePermOfBrokerRequestHeader(broker_name=broker_name)))
         return AddWritePermOfBrokerResponseHeader.from_ext_fields(resp.ext_fields).add_topic_count
 
-    def _call_namesrv(self, namesrv_addr: str, code: int, header: CommandHeader) -> RemotingCommand:
+    def get_namesrv_config(self, namesrv_addr: str) -> dict[str, str]:
+        resp = self._ok(self._call_namesrv(namesrv_addr, RequestCode.GET_NAMESRV_CONFIG, None))
+        try:
+            return {e.key: e.value for e in parse_properties(resp.body.decode("utf-8"), "the name server's answer")}
+        except (UnicodeDecodeError, ConfigError) as e:
+            raise AdminError(f"undecodable config from name server {namesrv_addr}: {e}") from None
+
+    def update_namesrv_config(self, namesrv_addr: str, properties: dict[str, str]) -> None:
+        body = "".join(f"{format_property(k, v)}\n" for k, v in properties.items()).encode("utf-8")
+        self._ok(self._call_namesrv(namesrv_addr, RequestCode.UPDATE_NAMESRV_CONFIG, None, body))
+
+    def _call_namesrv(self, namesrv_addr: str, code: int, header: CommandHeader | None,
+                      body: bytes = b"") -> RemotingCommand:
         """One request to one given name server (``_call(None, ...)`` asks whichever answers)."""
         try:
-            return self._loop.run(self._instance.invoke(namesrv_addr, code, header), timeout=self._timeout + 5.0)
+            return self._loop.run(self._instance.invoke(namesrv_addr, code, header, body),
+                                  timeout=self._timeout + 5.0)
         except RemotingConnectError as e:
             raise UnreachableError(f"cannot connect to name server {e.addr}: {e.reason}") from None
         except RemotingError as e:

@@ -527,4 +527,5 @@ def test_the_served_codes_are_the_documented_ones(broker_setup):
         14, 15, 29, 30, 31, 32, 208, 222, 300, 343,
         17, 215, 21, 351, 202, 200, 207, 201, 352, 28, 26, 25, 321, 306, 316, 329, 401, 315,
         *range(3001, 3011)}
-    assert set(servers.namesrv.server.handlers) == {100, 101, 102, 103, 104, 105, 106, 205, 206, 216, 219, 224, 327}
+    assert set(servers.namesrv.server.handlers) == {100, 101, 102, 103, 104, 105, 106, 205, 206, 216, 219, 224, 327,
+                                                    318, 319}
