@@ -30,6 +30,7 @@ class TransactionCounters:
     rollbacks: int = 0
     checks_sent: int = 0
     discarded: int = 0
+    deleted_topic: int = 0  # halves not delivered: their topic was deleted after they were stored
     unknown_answers: int = 0
     op_messages_written: int = 0
 

@@ -62,6 +62,7 @@ from broker_core.store.codec.sys_flag import (
     TRANSACTION_ROLLBACK_TYPE,
 )
 from broker_core.store.commit_log import PutMessageResult, PutMessageStatus
+from broker_core.store.deleted_topics import deleted_since_stored
 from broker_core.store.message_store import GetMessageResult, GetMessageStatus
 
 if TYPE_CHECKING:
@@ -173,6 +174,10 @@ class TransactionalMessageService:
         if error:
             return EndTransactionResult(EndTransactionStatus.SYSTEM_ERROR, error)
         real_topic = half.get_property(PROPERTY_REAL_TOPIC)
+        if commit_or_rollback == TRANSACTION_COMMIT_TYPE and self._drop_if_topic_deleted(half, "commit"):
+            return EndTransactionResult(EndTransactionStatus.SYSTEM_ERROR,
+                                        f"topic {real_topic} was deleted after the half message at commit log offset "
+                                        f"{commit_log_offset} was stored; the message is not delivered")
         previous = self._remember_decision(half, commit_or_rollback)
         if previous is not None:
             # A second answer for the same transaction (client end + check answer, or a retried
@@ -208,6 +213,21 @@ class TransactionalMessageService:
         else:
             self._forget_decision(half)
         return result
+
+    def _drop_if_topic_deleted(self, half: MessageExt, why: str) -> bool:
+        """True (the half is marked done, counted and logged) when its REAL_TOPIC was deleted after the
+        half was stored. A commit, or a check-back's renewed copy, would put it into a topic made again
+        under the name, whose queues must start empty (``deleted_topics``; RocketMQ has no such check)."""
+        real_topic = half.get_property(PROPERTY_REAL_TOPIC)
+        if not deleted_since_stored(self.store.dispatch_filter, real_topic, half.commit_log_offset):
+            return False
+        log.warning("half message %s at commit log offset %d not delivered (%s): its topic %s was deleted after "
+                    "it was stored", half.uniq_key, half.commit_log_offset, why, real_topic)
+        self.delete_prepare_message(half)
+        self.metrics.counters.deleted_topic += 1
+        if self.config.enable_transaction_metrics:
+            self.metrics.add_and_get(real_topic, -1, self.clock())
+        return True
 
     def _find_half(self, commit_log_offset: int) -> tuple[MessageExt | None, str]:
         if commit_log_offset < 0:
@@ -368,6 +388,9 @@ class TransactionalMessageService:
                 # discarded before the producer could answer it (a COMMIT then left it both delivered
                 # and discarded); RocketMQ's background reput usually hides the copy from that scan.
                 break
+            if self._drop_if_topic_deleted(msg, "check"):
+                new_offset = i = i + 1
+                continue
             if self._need_discard(msg, cfg.transaction_check_max) or self._need_skip(msg, start_time):
                 report.discarded.append(msg)
                 self.resolve_discard_msg(msg)

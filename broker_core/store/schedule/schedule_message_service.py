@@ -7,6 +7,8 @@ written at dispatch (spec §5.2), so nothing has to be read from the commitlog u
 Progress is an offset per level, kept in memory and persisted to ``config/delayOffset.json`` every
 ``flushDelayOffsetInterval`` and at shutdown: a crash re-delivers at most what was delivered since the
 last persist (at-least-once, as RocketMQ), a clean restart delivers every message exactly once.
+A message whose REAL_TOPIC was deleted after it was stored is passed over, not delivered
+(``deleted_topics``: a topic made again under the name starts empty; RocketMQ has no such check).
 
 ``tick()`` does one full pass at the injected clock's time (tests drive it with a fake clock);
 ``start()`` runs the same pass on a background thread every ``poll_interval_ms``.
@@ -31,6 +33,7 @@ from broker_core.store.codec.properties import (
     PROPERTY_TIMER_DELIVER_MS,
 )
 from broker_core.store.commit_log import PutMessageResult
+from broker_core.store.deleted_topics import deleted_since_stored
 from broker_core.store.dispatch import SCHEDULE_TOPIC
 from broker_core.store.schedule.delay_offset import DelayOffsetTable
 
@@ -126,6 +129,7 @@ class ScheduleMessageService:
         self.delivered: dict[int, int] = dict.fromkeys(range(1, len(self.delay_levels) + 1), 0)
         self.failed_puts = 0
         self.skipped = 0
+        self.deleted_topic_dropped = 0  # due messages whose REAL_TOPIC was deleted after they were stored
         self._reput_failures: dict[int, RoundFailures] = {}  # per level: a full disk fails every pass
         self._lock = threading.Lock()
         self._loaded = False
@@ -279,6 +283,13 @@ class ScheduleMessageService:
         if inner.topic == RMQ_SYS_TRANS_HALF_TOPIC:
             log.error("[BUG] delay message at commitlog offset %d targets %s; discarded", phy, inner.topic)
             self.skipped += 1
+            return _SKIPPED
+        if deleted_since_stored(self.store.dispatch_filter, inner.topic, phy):
+            # A topic made again under the name must not get it; the record stays in the commitlog and
+            # the level's offset moves past it (no retry).
+            log.warning("delay level %d offset %d: message %s at commitlog offset %d not delivered: its topic %s "
+                        "was deleted after it was stored", level, queue_offset, msg.uniq_key, phy, inner.topic)
+            self.deleted_topic_dropped += 1
             return _SKIPPED
         failures = self._reput_failures.get(level)
         if failures is None:

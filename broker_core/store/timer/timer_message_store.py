@@ -12,7 +12,8 @@ a thread for real use. What is kept from Java, because the files and the recover
 * a slot fires once the write pointer is past it; its chain is walked from ``lastPos`` through
   ``prevPos``, deletes are collected first, the rest are re-put oldest first to REAL_TOPIC/REAL_QID
   (properties kept, REAL_TOPIC/REAL_QID included, plus TIMER_ENQUEUE_MS/TIMER_DEQUEUE_MS) or, for
-  ROLL units, back into the timer topic with TIMER_ROLL_TIMES + 1;
+  ROLL units, back into the timer topic with TIMER_ROLL_TIMES + 1; a message whose REAL_TOPIC was
+  deleted after it was stored is neither (``deleted_topics``; RocketMQ has no such check);
 * the checkpoint and recovery follow Java (rescan from ``lastTimerLogFlushPos`` − one file,
   revise the queue offset from the last unit, bound the read pointer to one wheel lap).
 
@@ -62,6 +63,7 @@ from broker_core.store.codec.timer_format import (
     java_div,
 )
 from broker_core.store.commit_log import PutMessageResult
+from broker_core.store.deleted_topics import deleted_since_stored
 from broker_core.store.timer.convert import TIMER_TOPIC, build_delete_key
 from broker_core.store.timer.timer_checkpoint import TimerCheckpoint
 from broker_core.store.timer.timer_log import TimerLog
@@ -138,6 +140,7 @@ class TickResult:
     rolled: int = 0  # re-put into the timer topic with TIMER_ROLL_TIMES + 1
     cancelled: int = 0  # skipped because a delete unit of the same slot names them
     dropped: int = 0  # refused by the store without retry, or unreadable timer-topic records
+    deleted_topic: int = 0  # not delivered: REAL_TOPIC was deleted after the message was stored
     missing: int = 0  # the commitlog no longer has the record a unit points at
     slots: int = 0  # wheel slots that fired with content
     blocked: bool = False  # a retryable put failure stopped the dequeue; the next tick resumes
@@ -217,6 +220,7 @@ class TimerMessageStore:
         self._resume: tuple[int, int] | None = None  # (slot time, next normal unit index)
         self.enqueue_count = 0
         self.dequeue_count = 0
+        self.deleted_topic_dropped = 0  # since start: due messages whose topic was deleted after they were stored
         # Re-puts made since the last flush: the commitlog must hold them on disk before the
         # checkpoint's read time says their slots are done (see flush).
         self._reputs_since_flush = False
@@ -624,6 +628,16 @@ class TimerMessageStore:
         # decode the properties once: convert() copies the same dict
         if not roll and msg.properties.get(PROPERTY_TIMER_DEL_UNIQKEY) is not None:
             return "dropped"  # a delete marker is never delivered (Java doPut: PUT_NO_RETRY)
+        real_topic = msg.properties.get(PROPERTY_REAL_TOPIC)
+        if deleted_since_stored(self.message_store.dispatch_filter, real_topic, msg.commit_log_offset):
+            # Neither delivered nor rolled on: a topic made again under the name must not get it. The
+            # record stays in the commitlog; the slot moves on (no retry).
+            log.warning("timer message %s at commitlog offset %d not delivered: its topic %s was deleted after "
+                        "it was stored", msg.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
+                        msg.commit_log_offset, real_topic)
+            result.deleted_topic += 1
+            self.deleted_topic_dropped += 1
+            return "dropped"
         try:
             inner = self.convert(msg, enqueue_time, roll)
         except ValueError:
