@@ -682,11 +682,10 @@ class Broker:
         return self._maintain(lambda: self.store.delete_expired_files(force=True))
 
     def clean_unused_topics(self, auth: RequestContext | None = None) -> list[str]:
-        """CLEAN_UNUSED_TOPIC: queues of topics this broker has no config for go."""
+        """CLEAN_UNUSED_TOPIC: queues of topics this broker has no config for go (system topics stay)."""
         self._authorize(auth, "CLEAN_UNUSED_TOPIC")
         self._require_writable()
-        retain = {t.topic_name for t in self.topic_manager.list()}
-        return self._maintain(lambda: self.store.clean_unused_topics(retain))
+        return self._maintain(self.topic_manager.clean_unused)
 
     def set_message_request_mode(self, topic: str, group: str, mode: str, pop_share_queue_num: int = 0,
                                  auth: RequestContext | None = None) -> MessageRequestMode:
@@ -1435,7 +1434,9 @@ class Broker:
         In-process maintenance: the network never reaches it."""
         from broker_core.store.verify import verify_store
 
-        return verify_store(self.store, progress, deleted_topics=dict(self.topic_manager.deleted_topics))
+        report = verify_store(self.store, progress, deleted_topics=dict(self.topic_manager.deleted_topics))
+        report.unused_topics = self.topic_manager.unused()
+        return report
 
     def lost_found_records(self) -> list[LostRecord]:
         """Intact records crash recovery kept in the store's lost+found/ (mqadmin verifyStore --lostFound)."""

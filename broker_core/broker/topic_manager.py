@@ -117,25 +117,28 @@ class TopicManager:
         """False for a record of a deleted topic written before the deletion (the store's RecordFilter)."""
         return not deleted_before_cut(self.deleted_topics, topic, commit_log_offset)
 
-    def _tombstone(self, topic: str, cut: int) -> None:
-        """Remember, on disk before its queues go, that ``topic``'s records below ``cut`` are deleted
-        (recovery must not dispatch them into a queue of the same name made later)."""
-        before = self.deleted_topics.get(topic)
-        self.deleted_topics[topic] = cut
+    def _tombstone(self, topics: list[str], cut: int) -> None:
+        """Remember, on disk before their queues go, that the records of ``topics`` below ``cut`` are
+        deleted (recovery must not dispatch them into a queue of the same name made later)."""
+        before = {t: self.deleted_topics.get(t) for t in topics}
+        for t in topics:
+            self.deleted_topics[t] = cut
         try:
             self._persist_deleted()
         except ConfigWriteError as e:  # not on disk: the deletion does not happen
-            if before is None:
-                self.deleted_topics.pop(topic, None)
-            else:
-                self.deleted_topics[topic] = before
-            raise BrokerSystemError(f"{e}; topic {topic} was not deleted") from e
+            for t, old in before.items():
+                if old is None:
+                    self.deleted_topics.pop(t, None)
+                else:
+                    self.deleted_topics[t] = old
+            raise BrokerSystemError(f"{e}; topic {', '.join(topics)} was not deleted") from e
 
     def _persist_deleted(self) -> None:
         write_config_json(self._deleted_path, {"deletedTopicTable": dict(self.deleted_topics)})
 
     def init(self) -> None:
-        """System topics as RocketMQ's TopicConfigManager#init, then topics known only by their queues."""
+        """System topics as RocketMQ's TopicConfigManager#init; on a store without topics.json, also the
+        topics known only by their queues (see ``_infer_from_queues``)."""
         before = {n: t.to_json() for n, t in self.table.topics.items()}
         cfg = self.config
         self._system(RMQ_SYS_SELF_TEST_TOPIC, 1, 1)
@@ -158,7 +161,8 @@ class TopicManager:
         self._system(RMQ_SYS_TRANS_OP_HALF_TOPIC, 1, 1)
         if cfg.store.timer_wheel_enable:
             self._system(TIMER_TOPIC, 1, 1)
-        self._infer_from_queues()
+        if not self.table.on_disk:
+            self._infer_from_queues()
         after = {n: t.to_json() for n, t in self.table.topics.items()}
         if after != before and not self.read_only:
             self.table.data_version.next_version(self.clock())
@@ -171,7 +175,13 @@ class TopicManager:
             self.table.topics[name] = TopicConfig(name, read, write, perm)
 
     def _infer_from_queues(self) -> None:
-        """A store written without topics.json (e.g. a golden store): its queues define its topics."""
+        """A store written without topics.json (e.g. a golden store): its queues define its topics.
+
+        Only then: where topics.json exists it is the topic table, as RocketMQ's TopicConfigManager
+        loads it. A queue directory without a config there is an unused topic (an operator retired it
+        by removing its config, or a deletion's queues came back): adopting it brought the topic back
+        into topicList and topics.json, and cleanUnusedTopic, which removes exactly those queues,
+        found nothing to remove."""
         queues: dict[str, int] = {}
         for topic in self.store.topics():
             ids = self.store.queue_ids(topic)
@@ -299,7 +309,7 @@ class TopicManager:
             # The tombstone on disk is the deletion's commit point: when it cannot be written nothing
             # has changed; once it is, the queues go and the deletion stands, whatever comes next.
             try:
-                self.store.delete_topics([topic], on_cut=lambda cut: self._tombstone(topic, cut))
+                self.store.delete_topics([topic], on_cut=lambda cut: self._tombstone([topic], cut))
             except BaseException:
                 if old is not None:
                     self.table.topics[topic] = old
@@ -316,6 +326,21 @@ class TopicManager:
                 f"{unwritten}: until a later topic change writes that file, a restart lists the topic again, "
                 "with no messages")
         return True
+
+    def unused(self) -> list[str]:
+        """Topics with consume queues but no config, system topics aside: what ``clean_unused`` removes."""
+        with self._lock:
+            return self.store.unused_topics(set(self.table.topics), keep=self.is_system_topic)
+
+    def clean_unused(self) -> list[str]:
+        """CLEAN_UNUSED_TOPIC: the queues of topics with no config in topics.json go, as RocketMQ's
+        DefaultMessageStore#cleanUnusedTopic (system topics and LMQ queues stay). Each is tombstoned
+        as deleteTopic does: without it the next start re-dispatched its newest records and its
+        queue directory came back. Returns the topics whose queues were removed."""
+        self._check_writable()
+        with self._lock:  # a topic created meanwhile is retained, not cleaned
+            return self.store.clean_unused_topics(set(self.table.topics), keep=self.is_system_topic,
+                                                  on_cut=self._tombstone)
 
     def bump_data_version(self) -> None:
         """A new DataVersion without a topic change (what the routes advertise changed, e.g. the

@@ -1482,18 +1482,26 @@ class MessageStore:
                                  "the commitlog min offset %d", key[0], key[1], end, min_phy)
         return removed
 
-    def clean_unused_topics(self, retain: set[str]) -> list[str]:
+    def clean_unused_topics(self, retain: set[str], keep: Callable[[str], bool] | None = None,
+                            on_cut: Callable[[list[str], int], None] | None = None) -> list[str]:
         """CLEAN_UNUSED_TOPIC (cleanUnusedTopic): the queues of topics not in ``retain`` (the broker's
-        topic configs) go; SCHEDULE_TOPIC_XXXX and LMQ queues stay. Returns the topics removed."""
+        topic configs) go; SCHEDULE_TOPIC_XXXX, LMQ queues and the topics ``keep`` names (the broker's
+        system topics, as TopicValidator#isSystemTopic) stay. ``on_cut(topics, cut)`` is
+        ``delete_topics``' on_cut (the broker tombstones them). Returns the topics removed."""
         if self.read_only:
             raise PermissionError("store is open read-only")
-        with self._cq_guard:
-            unused = sorted({t for t, _ in self.consume_queues
-                             if t not in retain and t != SCHEDULE_TOPIC and not t.startswith("%LMQ%")})
+        unused = self.unused_topics(retain, keep)
         if unused:
-            self.delete_topics(unused)
+            self.delete_topics(unused, on_cut=None if on_cut is None else lambda cut: on_cut(unused, cut))
             log.info("cleanUnusedTopic: removed the queues of %s", ", ".join(unused))
         return unused
+
+    def unused_topics(self, retain: set[str], keep: Callable[[str], bool] | None = None) -> list[str]:
+        """The topics ``clean_unused_topics`` would remove (verifyStore names them)."""
+        with self._cq_guard:
+            return sorted({t for t, _ in self.consume_queues
+                           if t not in retain and t != SCHEDULE_TOPIC and not t.startswith("%LMQ%")
+                           and not (keep is not None and keep(t))})
 
     def has_data(self, topic: str) -> bool:
         return any(cq.get_max_offset_in_queue() > 0 for (t, _), cq in list(self.consume_queues.items()) if t == topic)

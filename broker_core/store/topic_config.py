@@ -125,9 +125,13 @@ class TopicConfigTable:
         self.topics: dict[str, TopicConfig] = {}
         self.data_version = DataVersion()
         self.lock = threading.RLock()
+        # Whether load() found topics.json (or its .bak): only a store without one has its topics
+        # inferred from its queues (a store written by something that keeps no topic configs).
+        self.on_disk = False
 
     def load(self) -> None:
         loaded = read_config_json(self.path, _decode_topics)
+        self.on_disk = loaded is not None
         if loaded is not None:
             self.data_version, self.topics = loaded
 

@@ -64,6 +64,9 @@ class VerifyReport:
     expired_units: int = 0
     undispatched_records: int = 0
     deleted_topic_records: int = 0  # records of topics deleted after they were written: never dispatched
+    # Topics with queues but no config in topics.json (the broker fills it in): not a mismatch, but
+    # invisible to every topic command; cleanUnusedTopic removes them.
+    unused_topics: list[str] = field(default_factory=list)
     issues: list[VerifyIssue] = field(default_factory=list)
     issues_truncated: int = 0
     follow_on_issues: int = 0

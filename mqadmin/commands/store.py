@@ -42,8 +42,10 @@ def verify_store(
             ("BCQ units", report.bcq_units), ("index files", report.index_files),
             ("index entries", report.index_entries), ("expired units", report.expired_units),
             ("not yet dispatched", report.undispatched_records),
-            ("deleted-topic records", report.deleted_topic_records), ("mismatches", report.mismatch_count),
-            ("time (s)", f"{report.elapsed_seconds:.3f}")])
+            ("deleted-topic records", report.deleted_topic_records),
+            *([("unused topics", f"{', '.join(report.unused_topics)} (queues without a topic config; "
+                                 "cleanUnusedTopic removes them)")] if report.unused_topics else []),
+            ("mismatches", report.mismatch_count), ("time (s)", f"{report.elapsed_seconds:.3f}")])
         if report.issues:
             cmd.print("")
             cmd.table(("#Kind", "#Where", "#Offset", "#Detail"),

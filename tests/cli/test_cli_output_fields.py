@@ -55,6 +55,8 @@ def test_a_compressed_body_is_shown_as_the_producer_sent_it(cli):
     from broker_core.store.message_store import MessageStore
 
     sent = b"compressed order body " * 300
+    # the topic's config first: a queue without one in topics.json is an unused topic, no topic at all
+    assert cli("updateTopic", "-c", "DefaultCluster", "-t", "Z", "-r", "1", "-w", "1").exit_code == 0
     store = MessageStore(cli.store).open()
     try:
         for body, key in ((zlib.compress(sent), "zk"), (b"not zlib at all", "bad")):
