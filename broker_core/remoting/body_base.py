@@ -65,6 +65,9 @@ class JsonBody:
         for name, key, hint in cls._spec():
             if key in obj and obj[key] is not None:
                 kwargs[name] = _from_json(obj[key], hint, f"{where}.{key}")
+        missing = [key for name, key, _ in cls._spec() if name not in kwargs and name in _required(cls)]
+        if missing:  # named by their wire names: the sender knows consumerGroup, not consumer_group
+            raise BodyError(f"{where}: missing field {', '.join(missing)}")
         try:
             return cls(**kwargs)
         except TypeError as e:
@@ -76,6 +79,12 @@ class JsonBody:
             return cls.from_jsonable(fastjson.loads(data))
         except fastjson.JsonDialectError as e:
             raise BodyError(f"{cls.__name__}: {e}") from None
+
+
+def _required(cls: type) -> frozenset[str]:
+    """The fields of a body class that have no default: a body without them cannot be built."""
+    return frozenset(f.name for f in dataclasses.fields(cls)  # type: ignore[arg-type]
+                     if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
 
 
 def _strip_optional(hint: object) -> object:

@@ -26,6 +26,7 @@ from broker_core.remoting.bodies import (
     ClusterInfo,
     ConsumeStats,
     HeartbeatData,
+    LockBatchRequestBody,
     MessageQueue,
     OffsetWrapper,
     QueueData,
@@ -247,6 +248,11 @@ def test_body_shape_errors_name_the_field():
     with pytest.raises(BodyError, match=r"TopicRouteData.queueDatas\[0\].perm: expected an integer"):
         TopicRouteData.from_json(b'{"queueDatas":[{"brokerName":"b","readQueueNums":1,"writeQueueNums":1,'
                                  b'"perm":1e999}]}')
+    # a required field that is missing (or null) is named as the sender spells it, not as Python does
+    with pytest.raises(BodyError, match=r"^LockBatchRequestBody: missing field consumerGroup$"):
+        LockBatchRequestBody.from_json(b'{"clientId":"c","mqSet":[{"topic":"T","brokerName":"b","queueId":1}]}')
+    with pytest.raises(BodyError, match=r"^LockBatchRequestBody: missing field clientId, consumerGroup$"):
+        LockBatchRequestBody.from_json(b'{"consumerGroup":null}')
 
 
 @pytest.mark.parametrize("header, fields", [
