@@ -38,7 +38,7 @@ from broker_core.store.message_request_mode import MODES, MessageRequestMode, Me
 from broker_core.store.message_store import GetMessageResult, GetMessageStatus, MessageStore
 from broker_core.store.retention import disk_usage_ratio
 from broker_core.store.subscription_group_config import SubscriptionGroupConfig, SubscriptionGroupTable
-from broker_core.store.topic_config import TopicConfig
+from broker_core.store.topic_config import DataVersion, TopicConfig
 
 from .broker_config import BrokerConfig
 from .consumer_offset_manager import ConsumerOffsetManager
@@ -1301,15 +1301,27 @@ class Broker:
         return msg
 
     # -- name server registration ------------------------------------------------------------------
-    def registration(self) -> BrokerRegistration:
-        """What REGISTER_BROKER carries for this broker: its identity and every topic's queues."""
+    def registration(self, topics: Iterable[str] | None = None) -> BrokerRegistration:
+        """What REGISTER_BROKER carries for this broker: its identity and every topic's queues, or with
+        ``topics`` only those of them it still has (Apache's registerIncrementBrokerData after a topic
+        change: a name server rewrites just these, so a wipeWritePerm of the others stays)."""
         from .route_info import BrokerRegistration, TopicQueueConfig
 
         c = self.config
-        topics = [TopicQueueConfig(tc.topic_name, tc.read_queue_nums, tc.write_queue_nums, tc.perm,
-                                   tc.topic_sys_flag, tc.order) for tc in self.topic_manager.list()]
+        if topics is None:
+            configs = self.topic_manager.list()
+        else:
+            configs = [tc for name in sorted(set(topics)) if (tc := self.topic_manager.get(name)) is not None]
+        queues = [TopicQueueConfig(tc.topic_name, tc.read_queue_nums, tc.write_queue_nums, tc.perm,
+                                   tc.topic_sys_flag, tc.order) for tc in configs]
         return BrokerRegistration(c.broker_cluster_name, c.broker_name, c.broker_addr, c.broker_id,
-                                  topics=topics, data_version=self.topic_manager.table.data_version.counter)
+                                  topics=queues, data_version=self.topic_manager.table.data_version.counter)
+
+    def topic_config_data_version(self) -> DataVersion:
+        """A copy of the topic table's DataVersion (counter, stateVersion, timestamp), as REGISTER_BROKER
+        sends it: Apache's name server compares all three to tell a changed topic table."""
+        v = self.topic_manager.table.data_version
+        return DataVersion(v.counter, v.state_version, v.timestamp)
 
     # -- stats -------------------------------------------------------------------------------------
     def topic_stats(self, topic: str, auth: RequestContext | None = None) -> list[QueueStats]:

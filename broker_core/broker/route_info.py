@@ -158,7 +158,8 @@ class RouteInfoManager:
             return RegisterBrokerResult(master, ha)
 
     def _update_queue_datas(self, reg: BrokerRegistration, changed: bool) -> None:
-        """A master's topics into the route: all of them when its topic table changed, else (Java's
+        """A master's topics into the route: all the registration carries when its topic table changed
+        (after a topic change a broker sends only the topics changed), else (Java's
         isTopicConfigChanged) those the route has no queue data of this broker for. Why: a topic whose
         route was lost (DELETE_TOPIC_IN_NAMESRV to the name server alone, a name server restarted
         while the broker kept its DataVersion) comes back with the next periodic registration."""
@@ -296,8 +297,12 @@ class RouteInfoManager:
     def operate_write_perm_of_broker(self, broker_name: str, wipe: bool) -> int:
         """WIPE_WRITE_PERM_OF_BROKER (205) / ADD_WRITE_PERM_OF_BROKER (327): every topic queue of
         ``broker_name`` loses the write bit, or becomes read+write; returns how many topics changed
-        (as Java counts: every topic the broker serves). Routes only: the broker's own configs stay,
-        and its next topic-table change re-registers them."""
+        (as Java counts: every topic the broker serves). Routes only: the broker's own configs stay.
+        A wipe lasts until ADD_WRITE_PERM, this name server restarts, or the broker registers anew
+        (after it expired, restarted or changed its brokerPermission: a first registration or a full
+        one with a new DataVersion rewrites every topic). A topic the broker creates or updates
+        meanwhile is registered alone (registerIncrementBrokerData), so that topic alone takes its
+        own perm again, as on Apache's name server."""
         with self._lock:
             count = 0
             for queues in self._topic_queues.values():

@@ -15,7 +15,7 @@ request's task); a code not listed is admin work.
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from typing import ParamSpec, TypeVar
 
 from broker_core.broker.broker import Broker
@@ -52,11 +52,15 @@ wait in their worker for the group commit, which batches every waiting send into
 
 class BrokerContext:
     def __init__(self, broker: Broker, workers: int | None = None,
-                 register: Callable[[], Awaitable[None]] | None = None) -> None:
-        """``workers``: one count for every lane (tests), else ``LANE_WORKERS``."""
+                 register: Callable[[Collection[str]], Awaitable[None]] | None = None,
+                 register_all: Callable[[bool], Awaitable[None]] | None = None) -> None:
+        """``workers``: one count for every lane (tests), else ``LANE_WORKERS``. ``register(topics)``
+        sends the topic changes (and ``topics``) to the name servers, ``register_all(new_version)`` the
+        whole topic table."""
         self.broker = broker
         self.pools = {lane: FairPool(workers or n, f"remoting-{lane}") for lane, n in LANE_WORKERS.items()}
         self._register = register
+        self._register_all = register_all
 
     async def run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """Run a (possibly blocking) Broker call on a worker thread of the current request's lane, taking
@@ -69,10 +73,22 @@ class BrokerContext:
         """``connection`` is lost: its calls still waiting for a worker that expect an answer end unrun."""
         return sum(pool.drop_waiting(connection) for pool in self.pools.values())
 
-    async def register_now(self) -> None:
-        """Push the topic table to every name server before answering (spec F.1 "Must also")."""
+    async def register_now(self, *topics: str) -> None:
+        """Push the topic changes not registered yet, and ``topics``, to every name server before
+        answering (spec F.1 "Must also"): a route of a topic just created is there when the caller is
+        answered. Only these topics (Apache's registerIncrementBrokerData), not the whole table: the
+        name servers rewrite every topic of a registration that carries a new DataVersion, and a
+        wipeWritePerm of the broker's other topics would be undone."""
         if self._register is not None:
-            await self._register()
+            await self._register(topics)
+
+    async def register_all_now(self, new_version: bool) -> None:
+        """Push the whole topic table to every name server before answering. ``new_version``: what the
+        routes advertise of every topic changed (brokerPermission), so the registration carries the
+        table's new DataVersion and the name servers rewrite every topic (Apache's
+        registerBrokerAll after updateBrokerConfig)."""
+        if self._register_all is not None:
+            await self._register_all(new_version)
 
     def close(self) -> None:
         for pool in self.pools.values():

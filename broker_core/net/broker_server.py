@@ -6,6 +6,12 @@ authentication of every request when it is on (spec D.2: AccessKey + Signature, 
 and remarks) — and keeps the name servers' route data fresh: REGISTER_BROKER at start, every
 ``register_period_ms`` (RocketMQ: 30 s) and right after a topic change, UNREGISTER_BROKER at stop.
 The name servers are the broker's live ``namesrvAddr``: updateBrokerConfig may move the broker to others.
+
+After a topic change the registration carries only the changed topics with the table's new
+DataVersion (Apache's registerIncrementBrokerData); the periodic one carries every topic with the
+same DataVersion. A name server rewrites every topic of a broker whose DataVersion changed, so a full
+registration after each change undid ``wipeWritePerm`` (a broker being drained took writes again as
+soon as any topic, even a consumer's %RETRY% topic, was created on it).
 """
 
 from __future__ import annotations
@@ -14,8 +20,9 @@ import asyncio
 import contextlib
 import logging
 import socket
+import threading
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from broker_core.auth.authentication import AuthenticationContext
 from broker_core.auth.signer import ACCESS_KEY
@@ -23,6 +30,7 @@ from broker_core.broker.broker import Broker
 from broker_core.broker.config_update import black_list
 from broker_core.broker.errors import InvalidParameterError
 from broker_core.broker.request_context import RequestContext
+from broker_core.broker.route_info import BrokerRegistration
 from broker_core.remoting import RemotingCommand, RequestCode, ResponseCode
 from broker_core.remoting.bodies import (
     DataVersion,
@@ -31,7 +39,8 @@ from broker_core.remoting.bodies import (
     TopicConfigSerializeWrapper,
 )
 from broker_core.remoting.headers import RegisterBrokerRequestHeader, UnRegisterBrokerRequestHeader
-from broker_core.store.topic_config import PERM_READ, PERM_WRITE
+from broker_core.store.topic_config import PERM_READ, PERM_WRITE, TopicConfig
+from broker_core.store.topic_config import DataVersion as TableDataVersion
 
 from .broker_context import BrokerContext, BrokerHandler
 from .channel import Channel
@@ -76,7 +85,7 @@ class BrokerRemotingServer:
         self.on_namesrv_change = on_namesrv_change
         self.register_period_ms = effective_register_period_ms(register_period_ms)
         self.heartbeat_timeout_ms = heartbeat_timeout_ms
-        self.ctx = BrokerContext(broker, workers, self.register_all)
+        self.ctx = BrokerContext(broker, workers, self.register_changes, self.register_all)
         # a client that hung up has its calls still waiting for a worker dropped, not answered to no one
         self.server = RemotingServer("broker", self._wrap_all(self._broker_handlers()), server_config,
                                      on_connection_lost=self.ctx.drop_waiting)
@@ -86,6 +95,15 @@ class BrokerRemotingServer:
         self._register_lock: asyncio.Lock | None = None
         self._pending_register: asyncio.Task[None] | None = None
         self._stopping = False
+        # topics changed since they were last registered, and the newest DataVersion seen with them
+        # (their listener runs on the thread that changed them)
+        self._changes_lock = threading.Lock()
+        self._changed_topics: set[str] = set()
+        self._changed_version: TableDataVersion | None = None
+        # the DataVersion the name servers were last sent with the changes it stands for; the
+        # periodic registration carries it (see _full_registration_version)
+        self._announced: TableDataVersion | None = None
+        self._unannounced_seen: int | None = None
 
     def _broker_handlers(self) -> dict[int, BrokerHandler]:
         table: dict[int, BrokerHandler] = {}
@@ -142,11 +160,11 @@ class BrokerRemotingServer:
         """Serve on ``sock`` (already bound, e.g. to learn a free port before the Broker opens) or host:port."""
         self._register_lock = asyncio.Lock()
         bound = await self.server.start(host, self.broker.config.listen_port if port is None else port, sock=sock)
-        await self.register_all()
+        await self.register_all(new_version=True)
         loop = asyncio.get_running_loop()
         if self.namesrv_addrs:
             self._register_task = loop.create_task(self._register_loop())
-            self.broker.add_topic_change_listener(lambda topic, tc: loop.call_soon_threadsafe(self._topics_changed))
+            self.broker.add_topic_change_listener(lambda topic, tc: self._topic_changed(loop, topic, tc))
         self._housekeeping = loop.create_task(self._housekeeping_loop())
         return bound
 
@@ -172,13 +190,26 @@ class BrokerRemotingServer:
                     info.channel.close()
 
     # -- name servers ----------------------------------------------------------------------------
-    def _topics_changed(self) -> None:
-        """A topic appeared or changed (an admin request, or the broker's own retry/DLQ topics):
-        register soon, once for a burst of changes, as Java's registerBrokerAll after a topic change."""
+    def _topic_changed(self, loop: asyncio.AbstractEventLoop, topic: str, tc: TopicConfig | None) -> None:
+        """The topic manager's listener, on the thread that made the change (after it is made): note
+        the topic and the table's DataVersion now, and have the event loop register it."""
         if self._stopping:
             return
+        version = self.broker.topic_config_data_version()
+        with self._changes_lock:
+            self._changed_topics.add(topic)
+            if self._changed_version is None or version.counter > self._changed_version.counter:
+                self._changed_version = version
+        with contextlib.suppress(RuntimeError):  # the loop is closed: this server is gone
+            loop.call_soon_threadsafe(self._topics_changed)
+
+    def _topics_changed(self) -> None:
+        """A topic appeared, changed or went (an admin request, a send that auto-created it, the
+        broker's own retry/DLQ topics): register the changes soon, once for a burst of them."""
+        if self._stopping or not self.namesrv_addrs:
+            return
         if self._pending_register is None or self._pending_register.done():
-            self._pending_register = asyncio.get_running_loop().create_task(self.register_all())
+            self._pending_register = asyncio.get_running_loop().create_task(self.register_changes())
 
     async def _register_loop(self) -> None:
         while not self._stopping:
@@ -190,9 +221,6 @@ class BrokerRemotingServer:
         if conn is None:
             conn = self._namesrv[addr] = OutboundConnection(addr)
         return conn
-
-    def _register_request(self) -> RemotingCommand:
-        return register_broker_request(self.broker, self.heartbeat_timeout_ms)
 
     async def _follow_namesrv_addr(self) -> None:
         """Take a namesrvAddr changed since the last round (updateBrokerConfig), as Apache's
@@ -221,16 +249,73 @@ class BrokerRemotingServer:
         if self.on_namesrv_change is not None:
             self.on_namesrv_change(list(addrs))
 
-    async def register_all(self) -> None:
-        """REGISTER_BROKER to every name server; a name server that is down is logged and retried next period."""
+    async def register_changes(self, topics: Iterable[str] = ()) -> None:
+        """REGISTER_BROKER of the topics changed since their last registration, and ``topics``, to every
+        name server (Apache's registerIncrementBrokerData): only those topics, with the DataVersion
+        seen when they changed. A name server rewrites the queue data of the topics a registration with
+        a new DataVersion carries, so carrying only these keeps a wipeWritePerm of the others; a deleted
+        topic is in none (DELETE_TOPIC_IN_NAMESRV takes its route), its registration still carries the
+        new DataVersion so the next periodic one, with the same, rewrites nothing."""
+        if self._register_lock is None:
+            return
+        async with self._register_lock:
+            await self._follow_namesrv_addr()
+            await self._send_changes(topics)
+
+    async def _send_changes(self, also: Iterable[str] = ()) -> None:
+        """The body of register_changes, under the register lock."""
+        with self._changes_lock:
+            topics, self._changed_topics = self._changed_topics | set(also), set()
+            version, self._changed_version = self._changed_version, None
+        if not topics or not self.namesrv_addrs:
+            return
+        if version is None:  # only topics unchanged: the version the name servers have
+            version = self._announced or self.broker.topic_config_data_version()
+        elif self._announced is None or version.counter > self._announced.counter:
+            self._announced = version
+        await self._send(self._registration_command(self.broker.registration(topics), version))
+
+    def _full_registration_version(self, new_version: bool) -> TableDataVersion:
+        """The DataVersion of a registration of every topic: the table's, unless a topic change is
+        still to be registered. Why: a change bumps the DataVersion before its listener runs (a topic
+        deletion removes its queue files in between); a full registration carrying that version then
+        made every name server rewrite every topic, undoing a wipeWritePerm as a full registration per
+        change did. It carries the version last announced instead, and the change's own registration
+        the new one. A version no change announces (none should) is sent at the second round."""
+        current = self.broker.topic_config_data_version()
+        announced = self._announced
+        if new_version or announced is None or current.counter == announced.counter:
+            self._announced, self._unannounced_seen = current, None
+            return current
+        with self._changes_lock:
+            pending = bool(self._changed_topics)
+        if pending or self._unannounced_seen != current.counter:
+            self._unannounced_seen = current.counter
+            return announced
+        self._announced, self._unannounced_seen = current, None
+        return current
+
+    async def register_all(self, new_version: bool = False) -> None:
+        """REGISTER_BROKER of every topic to every name server; a name server that is down is logged and
+        retried next period. The topic changes not registered yet go first, on their own. ``new_version``:
+        carry the table's DataVersion even if no change announced it (at start, and when what the routes
+        advertise of every topic changed: brokerPermission), so the name servers rewrite every topic."""
         if self._register_lock is None:
             return
         async with self._register_lock:
             await self._follow_namesrv_addr()
             if not self.namesrv_addrs:
                 return
-            req = self._register_request()
-            for addr in self.namesrv_addrs:
+            await self._send_changes()
+            version = self._full_registration_version(new_version)
+            await self._send(self._registration_command(self.broker.registration(), version))
+
+    def _registration_command(self, reg: BrokerRegistration, version: TableDataVersion) -> RemotingCommand:
+        return registration_command(self.broker, reg, version, self.heartbeat_timeout_ms)
+
+    async def _send(self, req: RemotingCommand) -> None:
+        """One REGISTER_BROKER to every name server, in turn; a failure is logged."""
+        for addr in self.namesrv_addrs:
                 try:
                     resp = await self._conn(addr).request(RemotingCommand(req.code, ext_fields=dict(req.ext_fields),
                                                                           body=req.body), timeout=REGISTER_TIMEOUT_S)
@@ -288,8 +373,16 @@ async def _cancel_until_done(task: asyncio.Task[None]) -> None:
 
 
 def register_broker_request(broker: Broker, heartbeat_timeout_ms: int | None) -> RemotingCommand:
-    """The REGISTER_BROKER request of ``broker`` now: its identity in the header, its topics in the body."""
-    reg = broker.registration()
+    """The REGISTER_BROKER request of ``broker`` now: its identity in the header, every topic in the body."""
+    return registration_command(broker, broker.registration(), broker.topic_config_data_version(),
+                                heartbeat_timeout_ms)
+
+
+def registration_command(broker: Broker, reg: BrokerRegistration, version: TableDataVersion,
+                         heartbeat_timeout_ms: int | None) -> RemotingCommand:
+    """REGISTER_BROKER of ``reg`` (every topic of ``broker``, or some) with the topic table's ``version``
+    as it is (its own timestamp: Apache's name server compares all of a DataVersion, so a timestamp of
+    now made every registration a changed topic table to it)."""
     # a broker that is not both readable and writable advertises its topics masked (wipeWritePerm);
     # otherwise each topic's own perm, the inherit bit included (BrokerController#registerBrokerAll)
     broker_perm = broker.config.broker_permission
@@ -299,8 +392,9 @@ def register_broker_request(broker: Broker, heartbeat_timeout_ms: int | None) ->
                                             write_queue_nums=t.write_queue_nums, perm=t.perm & mask,
                                             topic_sys_flag=t.topic_sys_flag, order=t.order) for t in reg.topics}
     body = RegisterBrokerBody(topic_config_serialize_wrapper=TopicConfigSerializeWrapper(
-        topic_config_table=topics, data_version=DataVersion(counter=reg.data_version,
-                                                            timestamp=broker.clock()))).to_json()
+        topic_config_table=topics, data_version=DataVersion(counter=version.counter,
+                                                            state_version=version.state_version,
+                                                            timestamp=version.timestamp))).to_json()
     header = RegisterBrokerRequestHeader(broker_name=reg.broker_name, broker_addr=reg.broker_addr,
                                          cluster_name=reg.cluster_name, ha_server_addr=reg.ha_server_addr,
                                          broker_id=reg.broker_id, heartbeat_timeout_millis=heartbeat_timeout_ms,

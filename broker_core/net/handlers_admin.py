@@ -115,7 +115,7 @@ class AdminHandlers:
         h = CreateTopicRequestHeader.from_ext_fields(req.ext_fields)
         await self.ctx.run(self.broker.create_or_update_topic, h.topic, h.read_queue_nums, h.write_queue_nums, h.perm,
                            h.order, h.attributes or None, h.topic_filter_type, h.topic_sys_flag or 0, auth=auth)
-        await self.ctx.register_now()
+        await self.ctx.register_now(h.topic)  # also a topic unchanged: its route is back if the name server lost it
         return req.response()
 
     async def delete_topic(self, ch: Channel, req: RemotingCommand, auth: RequestContext) -> RemotingCommand:
@@ -281,8 +281,9 @@ class AdminHandlers:
 
     async def update_broker_config(self, ch: Channel, req: RemotingCommand, auth: RequestContext) -> RemotingCommand:
         props = parse_properties_text(req.body) if req.body else {}
-        await self.ctx.run(self.broker.update_broker_config, props, auth=auth)
-        await self.ctx.register_now()  # e.g. brokerPermission changes what the routes advertise
+        changed = await self.ctx.run(self.broker.update_broker_config, props, auth=auth)
+        # brokerPermission changes what the routes advertise of every topic; a namesrvAddr is taken here
+        await self.ctx.register_all_now("brokerPermission" in changed)
         return req.response()
 
     async def query_consume_queue(self, ch: Channel, req: RemotingCommand, auth: RequestContext) -> RemotingCommand:

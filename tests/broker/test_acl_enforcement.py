@@ -202,6 +202,7 @@ EXEMPT = {
     "verify_store": "in-process store maintenance (mqadmin verifyStore on a store directory)",
     "lost_found_records": "in-process store maintenance (mqadmin verifyStore --lostFound on a store directory)",
     "registration": "name-server registration (broker to namesrv, not a client request)",
+    "topic_config_data_version": "name-server registration (broker to namesrv, not a client request)",
     "announce_namesrv": "mqbroker's start-up wiring (the name servers noted beside the store lock)",
     "message_request_mode": "in-process lookup of what setConsumeMode stored (QUERY_ASSIGNMENT is not served)",
     "retry_topic_of": "name helper", "dlq_topic_of": "name helper", "is_retry_topic": "name helper",

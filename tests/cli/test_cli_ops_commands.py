@@ -26,6 +26,16 @@ def _route_perm(n: str, topic: str) -> int:
 
 
 # ------------------------------------------------------------------------------ wipe/addWritePerm
+def test_a_topics_own_perm_is_routed_with_its_inherit_bit(broker: BrokerProcess) -> None:
+    """A readable and writable broker registers each topic's own perm (registerBrokerAll masks it only
+    when the broker is not both): topicRoute showed 6 for a perm-7 topic, TBW102 included."""
+    # first in this module: addWritePerm (below) routes every topic of the broker as 6, as Apache's
+    # operateWritePermOfBroker, until the broker registers its whole table anew
+    n = broker.namesrv_addr
+    mqadmin_ok("updateTopic", "-n", n, "-c", "DefaultCluster", "-t", "InheritT", "-p", "7")
+    assert _route_perm(n, "InheritT") == 7 and _route_perm(n, "TBW102") == 7
+
+
 def test_wipe_and_add_write_perm_over_n(broker: BrokerProcess) -> None:
     n, name = broker.namesrv_addr, broker.broker_name
     mqadmin_ok("updateTopic", "-n", n, "-c", "DefaultCluster", "-t", "WpT", "-r", "2", "-w", "2")
@@ -44,14 +54,6 @@ def test_wipe_and_add_write_perm_over_n(broker: BrokerProcess) -> None:
     assert _route_perm(n, "WpT") == 6
     doc = json.loads(mqadmin_ok("wipeWritePerm", "-n", n, "-b", "no-such-broker", "--output", "json"))
     assert doc == [{"brokerName": "no-such-broker", "namesrvAddr": n, "wipeTopicCount": 0, "error": None}]
-
-
-def test_a_topics_own_perm_is_routed_with_its_inherit_bit(broker: BrokerProcess) -> None:
-    """A readable and writable broker registers each topic's own perm (registerBrokerAll masks it only
-    when the broker is not both): topicRoute showed 6 for a perm-7 topic, TBW102 included."""
-    n = broker.namesrv_addr
-    mqadmin_ok("updateTopic", "-n", n, "-c", "DefaultCluster", "-t", "InheritT", "-p", "7")
-    assert _route_perm(n, "InheritT") == 7 and _route_perm(n, "TBW102") == 7
 
 
 def test_write_perm_with_one_name_server_down_prints_failed_and_exits_1(broker: BrokerProcess) -> None:
