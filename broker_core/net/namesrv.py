@@ -61,13 +61,16 @@ FAQ = "\nSee https://rocketmq.apache.org/docs/bestPractice/06FAQ for further det
 DEFAULT_CONFIG_BLACK_LIST = "configBlackList;configStorePath;kvConfigPath"
 BLACK_LIST = frozenset({"configBlackList", "configStorePath", "kvConfigPath", "rocketmqHome"})
 # Keys UPDATE_NAMESRV_CONFIG changes in the running name server (each is read where it is used)
-RUNTIME_KEYS = frozenset({"scanNotActiveBrokerInterval", "enableAllTopicList", "deleteTopicWithBrokerRegistration"})
+RUNTIME_KEYS = frozenset({"scanNotActiveBrokerInterval", "enableAllTopicList"})
 # Keys read once at start: the bound socket, the connections' limits, and brokerChannelExpiredTime, which
 # in mqbroker's shared config file is also what its broker sends as heartbeatTimeoutMillis
 START_ONLY_KEYS = frozenset({"listenPort", "bindAddress", "serverChannelMaxIdleTimeSeconds", "frameMaxLength",
                              "brokerChannelExpiredTime"})
-# NamesrvConfig keys mqbroker reads from its -c file besides NetConfig's
-FILE_KEYS = frozenset({"enableAllTopicList", "deleteTopicWithBrokerRegistration", "configBlackList"})
+# NamesrvConfig keys mqbroker reads from its -c file besides NetConfig's. Not deleteTopicWithBrokerRegistration:
+# our brokers register a topic change with only the changed topics (as Apache's registerIncrementBrokerData),
+# which that switch would take as "every other topic is gone" (Apache pairs it with the broker's
+# enableSingleTopicRegister, which we do not have); it stays off, as Apache's default
+FILE_KEYS = frozenset({"enableAllTopicList", "configBlackList"})
 
 
 def _now_ms() -> int:
@@ -88,7 +91,6 @@ class NamesrvConfig:
     # broker that sends one (its brokerChannelExpiredTime) expires by its own, as RocketMQ's name server
     broker_channel_expired_time: int = BROKER_CHANNEL_EXPIRED_TIME_MS
     enable_all_topic_list: bool = True
-    delete_topic_with_broker_registration: bool = False  # see RouteInfoManager
     kv_config_path: str | None = None  # kvConfig.json (Java: ~/namesrv/kvConfig.json); None keeps it in memory
     # the file updateNamesrvConfig writes (Java: ~/namesrv/namesrv.properties; here mqbroker's -c file);
     # None: changes live in the running process only
@@ -110,8 +112,7 @@ class NamesrvConfig:
 class NameServer:
     def __init__(self, config: NamesrvConfig | None = None, server_config: ServerConfig | None = None) -> None:
         self.config = config or NamesrvConfig()
-        self.routes = RouteInfoManager(_now_ms, self.config.broker_channel_expired_time,
-                                       self.config.delete_topic_with_broker_registration)
+        self.routes = RouteInfoManager(_now_ms, self.config.broker_channel_expired_time)
         self.server = RemotingServer("namesrv", self._handlers(), server_config)
         self._scan: asyncio.Task[None] | None = None
         self._watched: set[str] = set()
@@ -181,7 +182,6 @@ class NameServer:
             "scanNotActiveBrokerInterval": str(c.scan_not_active_broker_interval),
             "brokerChannelExpiredTime": str(self.routes.broker_channel_expired_time_ms),
             "enableAllTopicList": flag(c.enable_all_topic_list),
-            "deleteTopicWithBrokerRegistration": flag(self.routes.delete_topic_with_broker_registration),
             "kvConfigPath": c.kv_config_path or "", "configStorePath": c.config_store_path or "",
             "configBlackList": c.config_black_list,
         }
@@ -212,10 +212,8 @@ class NameServer:
         out: dict[str, object] = {}
         if "scanNotActiveBrokerInterval" in runtime:
             out["scan_not_active_broker_interval"] = net.scan_not_active_broker_interval
-        for key in ("enableAllTopicList", "deleteTopicWithBrokerRegistration"):
-            if key in runtime:
-                field = "enable_all_topic_list" if key == "enableAllTopicList" else "delete_topic_with_broker_registration"
-                out[field] = getattr(own, field)
+        if "enableAllTopicList" in runtime:
+            out["enable_all_topic_list"] = own.enable_all_topic_list
         return out
 
     # -- handlers --------------------------------------------------------------------------------
@@ -339,7 +337,6 @@ class NameServer:
                                        f"name server config {', '.join(sorted(changes))} was not updated") from None
         for field, value in values.items():
             setattr(self.config, field, value)
-        self.routes.delete_topic_with_broker_registration = self.config.delete_topic_with_broker_registration
         log.info("updateConfig called by %s: %s", ch.remote_addr, changes)
         return req.response()
 

@@ -63,7 +63,8 @@ def test_get_reports_what_the_name_server_uses_and_update_persists_to_its_file(t
     assert got["kvConfigPath"] == str(tmp_path / "s" / "namesrv" / "kvConfig.json")
     assert got["configBlackList"] == "configBlackList;configStorePath;kvConfigPath"
     # Apache keys this name server has no use for are not reported as if they applied
-    assert not {"rocketmqHome", "orderMessageEnable", "clusterTest", "serverWorkerThreads"} & got.keys()
+    assert not {"rocketmqHome", "orderMessageEnable", "clusterTest", "serverWorkerThreads",
+                "deleteTopicWithBrokerRegistration"} & got.keys()
 
     r = run_mqadmin("updateNamesrvConfig", "-n", addr, "-k", "scanNotActiveBrokerInterval", "-v", "3000")
     assert r.returncode == 0, r.stderr
@@ -91,6 +92,9 @@ def test_get_reports_what_the_name_server_uses_and_update_persists_to_its_file(t
     ("scanNotActiveBrokerInterval", "0", "scanNotActiveBrokerInterval=0: must be an integer in [1, "),
     ("enableAllTopicList", "maybe", "enableAllTopicList: expected true/false, got 'maybe'"),
     ("noSuchKey", "1", "unknown name server config key noSuchKey"),
+    # our brokers register a topic change with only that topic: with this switch on, the name server
+    # would drop every other route of the broker until its next full registration
+    ("deleteTopicWithBrokerRegistration", "true", "unknown name server config key deleteTopicWithBrokerRegistration"),
 ])
 def test_update_refusals_change_nothing(tmp_path: Path, procs: list[Mqbroker], key: str, value: str,
                                         why: str) -> None:
