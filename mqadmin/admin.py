@@ -55,6 +55,7 @@ if TYPE_CHECKING:  # start-up: the ACL model, its evaluator, the filter parser a
         QueueStatus,
         SendResult,
         SubscriptionGroupInfo,
+        TopicStatus,
     )
     from spark.rebuild import RebuildSummary
 
@@ -154,6 +155,13 @@ def merged_order_conf(current: str | None, entry: str) -> str:
 
 def _addr(b: BrokerIdentity) -> str:
     return b.broker_addr
+
+
+def _first_tps(value: str | None) -> float:
+    """The first (10 s) rate of a runtime-info TPS text such as ``"30.0 5.0 0.5"``, as clusterList
+    reads putTps; 0 when blank (a broker up for less than 10 s leaves every window empty: ``"  "``)."""
+    fields = (value or "").split()
+    return float(fields[0]) if fields else 0.0
 
 
 def _same(addr: str) -> str:
@@ -343,8 +351,7 @@ class Admin:
             rows.append({
                 "clusterName": me.cluster_name, "brokerName": me.broker_name, "brokerId": me.broker_id,
                 "brokerAddr": me.broker_addr, "version": info.get("brokerVersionDesc", ""),
-                "inTps": float((info.get("putTps") or "0").split()[0]),
-                "outTps": float((info.get("getTransferredTps") or "0").split()[0]),
+                "inTps": _first_tps(info.get("putTps")), "outTps": _first_tps(info.get("getTransferredTps")),
                 "sendThreadPoolQueueSize": num("sendThreadPoolQueueSize"),
                 "sendThreadPoolQueueHeadWaitTimeMills": num("sendThreadPoolQueueHeadWaitTimeMills"),
                 "pullThreadPoolQueueSize": num("pullThreadPoolQueueSize"),
@@ -441,19 +448,33 @@ class Admin:
         return self._require_topic(topic, among)[0][1]
 
     def topic_status(self, topic: str, among: list[BrokerIdentity] | None = None) -> list[QueueStatus]:
-        """GET_TOPIC_STATS_INFO of every broker that has the topic (the broker's error when none has);
-        ``among``: ask only those brokers (topicStatus -c: the cluster's, as Apache's), default the
-        topic's candidates."""
+        """The queues of :meth:`topic_stats` (every answering broker's)."""
+        return self.topic_stats(topic, among).queues
+
+    def topic_stats(self, topic: str, among: list[BrokerIdentity] | None = None) -> TopicStatus:
+        """GET_TOPIC_STATS_INFO of every broker that has the topic (the broker's error when none has):
+        their queues, and the topic's put TPS summed over them. ``among``: ask only those brokers
+        (topicStatus -c: the cluster's, as Apache's), default the topic's candidates.
+
+        Why summed: each broker counts only the puts it stored. Apache's broker fills topicPutTps the
+        same way, but its examineTopicStats merges only the offset tables, so its topicStatus prints 0.0
+        whatever the traffic."""
+        from mqadmin.transport.values import TopicStatus
+
         rows: list[QueueStatus] = []
+        put_tps = 0.0
         missing: NotFoundError | None = None
         for b in among if among is not None else self._topic_candidates(topic):
             try:
-                rows.extend(self.client.topic_stats(b.broker_addr, topic))
+                got = self.client.topic_stats(b.broker_addr, topic)
             except NotFoundError as e:
                 missing = e
+                continue
+            rows.extend(got.queues)
+            put_tps += got.put_tps
         if not rows and missing is not None:
             raise missing
-        return rows
+        return TopicStatus(rows, put_tps)
 
     def topic_route(self, topic: str) -> dict[str, Any]:
         route = self.client.topic_route(topic)
@@ -543,7 +564,7 @@ class Admin:
             except BrokerError as e:
                 return f"attributes: {e.message}"
             if current is not None and (new.get(QUEUE_TYPE.name) or "SimpleCQ") != current.queue_type \
-                    and any(q.max_offset > 0 for q in self.client.topic_stats(b.broker_addr, name)):
+                    and any(q.max_offset > 0 for q in self.client.topic_stats(b.broker_addr, name).queues):
                 return (f"attributes: attempt to update an unchangeable attribute. key: queue.type (topic {name} already has "
                         f"messages in a {current.queue_type} queue; delete the topic first to change its queue type)")
         return None
@@ -556,7 +577,7 @@ class Admin:
         queues = messages = 0
         groups: set[str] = set()
         for b, _ in found:
-            for q in self.client.topic_stats(b.broker_addr, topic):
+            for q in self.client.topic_stats(b.broker_addr, topic).queues:
                 if q.max_offset > 0:
                     queues += 1
                     messages += q.max_offset - q.min_offset

@@ -94,7 +94,7 @@ if TYPE_CHECKING:
     from .retry import RetryService, SendBackResult
     from .route_info import BrokerRegistration
     from .send import MessageSender, SendResult
-    from .stats import BrokerStats, GroupConsumeStats, QueueStats, StatsWindow
+    from .stats import BrokerStats, GroupConsumeStats, StatsWindow, TopicStats
     from .transaction import (
         CheckListener,
         CheckReport,
@@ -1324,9 +1324,10 @@ class Broker:
         return DataVersion(v.counter, v.state_version, v.timestamp)
 
     # -- stats -------------------------------------------------------------------------------------
-    def topic_stats(self, topic: str, auth: RequestContext | None = None) -> list[QueueStats]:
-        """GET_TOPIC_STATS_INFO: every queue of max(read, write) with offsets and last store time."""
-        from .stats import QueueStats
+    def topic_stats(self, topic: str, auth: RequestContext | None = None) -> TopicStats:
+        """GET_TOPIC_STATS_INFO: every queue of max(read, write) with offsets and last store time, and
+        the topic's put TPS over the last minute (AdminBrokerProcessor's tpsTopicPutNums)."""
+        from .stats import QueueStats, TopicStats
 
         self._authorize(auth, "GET_TOPIC_STATS_INFO", topic=topic)
         tc = self.topic_manager.get(topic)
@@ -1338,7 +1339,7 @@ class Broker:
             hi = self.store.get_max_offset_in_queue(topic, qid)
             last = self.store.get_message_store_timestamp(topic, qid, hi - 1) if hi > 0 else 0
             out.append(QueueStats(topic, qid, lo, hi, max(last, 0)))
-        return out
+        return TopicStats(out, self.stats.topic_put_tps(topic))
 
     def consume_stats(self, group: str, topic: str | None = None,
                       auth: RequestContext | None = None) -> GroupConsumeStats:
@@ -1386,6 +1387,8 @@ class Broker:
 
     def broker_runtime_info(self, auth: RequestContext | None = None) -> dict[str, str]:
         """GET_BROKER_RUNTIME_INFO: the keys mqadmin brokerStatus / clusterList read (all strings)."""
+        from .stats import store_tps_text
+
         self._authorize(auth, "GET_BROKER_RUNTIME_INFO")
         st = self.stats
         put_y, put_t, put_now = st.put_totals.snapshot()
@@ -1398,8 +1401,7 @@ class Broker:
             "msgPutTotalYesterdayMorning": str(put_y), "msgPutTotalTodayMorning": str(put_t),
             "msgPutTotalTodayNow": str(put_now), "msgGetTotalYesterdayMorning": str(get_y),
             "msgGetTotalTodayMorning": str(get_t), "msgGetTotalTodayNow": str(get_now),
-            "putTps": f"{st.put_tps.tps_last_second():.1f} {st.put_tps.tps_last_minute():.1f}",
-            "getTransferredTps": f"{st.get_tps.tps_last_second():.1f} {st.get_tps.tps_last_minute():.1f}",
+            "putTps": store_tps_text(st.put_tps), "getTransferredTps": store_tps_text(st.get_tps),
             "commitLogMinOffset": str(store.get_min_phy_offset()), "commitLogMaxOffset": str(store.get_max_phy_offset()),
             "dispatchBehindBytes": str(store.dispatch_behind_bytes()),
             "earliestMessageTimeStamp": str(max(earliest, 0)),

@@ -26,13 +26,19 @@ class StatsWindow:
 DAY_MINUTES = 24 * 60
 
 
+STORE_TPS_WINDOWS = (10, 60, 600)
+"""StoreStatsService's putTps / getTransferredTps windows, in seconds (clusterList shows the first)."""
+
+
 class TpsCounter:
-    """Counts per second; answers the rate over the last full second and the last full minute, and
-    (from per-minute buckets kept for a day) the minute/hour/day windows of VIEW_BROKER_STATS_DATA."""
+    """Counts per second; answers the rate over the last ``n`` full seconds (``n`` up to
+    ``window_seconds``), and (from per-minute buckets kept for a day) the minute/hour/day windows of
+    VIEW_BROKER_STATS_DATA."""
 
     def __init__(self, clock: Callable[[], int], window_seconds: int = 60) -> None:
         self.clock = clock
         self.window = window_seconds
+        self.born_sec = clock() // 1000
         self._buckets: deque[list[int]] = deque()  # [second, count, events]
         self._minutes: deque[list[int]] = deque()  # [minute, count, events]
         self._lock = threading.Lock()
@@ -78,13 +84,25 @@ class TpsCounter:
         with self._lock:
             return sum(c for s, c, _ in self._buckets if first_sec <= s <= last_sec)
 
-    def tps_last_second(self) -> float:
-        prev = self.clock() // 1000 - 1
-        return float(self._sum(prev, prev))
+    def tps_over(self, seconds: int) -> float | None:
+        """Per second over the last ``seconds`` full seconds; None while the counter is younger than
+        that, as StoreStatsService leaves a window blank until it holds ``seconds + 1`` samples (a rate
+        over a minute the broker was not up for would understate it)."""
+        now = self.clock() // 1000
+        if seconds > self.window or now - self.born_sec < seconds:
+            return None
+        return self._sum(now - seconds, now - 1) / seconds
 
     def tps_last_minute(self) -> float:
         now = self.clock() // 1000
-        return self._sum(now - self.window, now - 1) / self.window
+        return self._sum(now - 60, now - 1) / 60
+
+
+def store_tps_text(counter: TpsCounter) -> str:
+    """StoreStatsService#getPutTps's text: the 10 s, 60 s and 600 s rates joined by one space, each
+    as Java's Double.toString and blank while the broker is younger than its window ("30.0 5.0 0.5",
+    "30.0  " in the first minute). clusterList reads the first field, brokerStatus prints all three."""
+    return " ".join("" if tps is None else repr(tps) for tps in map(counter.tps_over, STORE_TPS_WINDOWS))
 
 
 class DayTotals:
@@ -128,8 +146,8 @@ class BrokerStats:
     def __init__(self, clock: Callable[[], int]) -> None:
         self.clock = clock
         self.start_ms = clock()
-        self.put_tps = TpsCounter(clock)
-        self.get_tps = TpsCounter(clock)
+        self.put_tps = TpsCounter(clock, window_seconds=STORE_TPS_WINDOWS[-1])
+        self.get_tps = TpsCounter(clock, window_seconds=STORE_TPS_WINDOWS[-1])
         self.put_totals = DayTotals(clock)
         self.get_totals = DayTotals(clock)
         self.topic_put: dict[str, TpsCounter] = {}
@@ -173,6 +191,7 @@ class BrokerStats:
         return counter.window_stats(1), counter.window_stats(60), counter.window_stats(DAY_MINUTES)
 
     def topic_put_tps(self, topic: str) -> float:
+        """BrokerStatsManager.tpsTopicPutNums: messages put to ``topic`` a second over the last minute."""
         c = self.topic_put.get(topic)
         return c.tps_last_minute() if c else 0.0
 
@@ -198,6 +217,15 @@ class QueueStats:
     min_offset: int
     max_offset: int
     last_update_timestamp: int
+
+
+@dataclass(frozen=True, slots=True)
+class TopicStats:
+    """GET_TOPIC_STATS_INFO's answer: the queues and the topic's put TPS, as RocketMQ's TopicStatsTable
+    carries both in one body (topicStatus prints the TPS under the queues)."""
+
+    rows: list[QueueStats]
+    put_tps: float
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from broker_core.broker.reset_offset import ResetOffsetPlanEntry
-from broker_core.broker.stats import GroupQueueStats, QueueStats
+from broker_core.broker.stats import GroupQueueStats, TopicStats
 from broker_core.remoting.bodies import (
     ConsumeStats,
     MessageQueue,
@@ -29,11 +29,11 @@ def topic_config_body(tc: TopicConfig) -> TopicConfigBody:
                            topic_sys_flag=tc.topic_sys_flag, order=tc.order, attributes=dict(tc.attributes))
 
 
-def topic_stats_table(broker_name: str, stats: Iterable[QueueStats]) -> TopicStatsTable:
-    return TopicStatsTable(offset_table={
+def topic_stats_table(broker_name: str, stats: TopicStats) -> TopicStatsTable:
+    return TopicStatsTable(topic_put_tps=stats.put_tps, offset_table={
         MessageQueue(topic=s.topic, broker_name=broker_name, queue_id=s.queue_id):
             TopicOffset(min_offset=s.min_offset, max_offset=s.max_offset, last_update_timestamp=s.last_update_timestamp)
-        for s in stats})
+        for s in stats.rows})
 
 
 def consume_stats(broker_name: str, stats: Iterable[GroupQueueStats], consume_tps: float = 0.0) -> ConsumeStats:

@@ -300,9 +300,13 @@ def _queue_text(scan: QueueScan) -> str:
     return f"MessageQueue [topic={scan.topic}, brokerName={scan.broker_name}, queueId={scan.queue_id}]"
 
 
-def _render_scan(cmd: Cmd, scan: QueueScan, charset: str, print_body: bool, print_messages: bool = True) -> None:
+def _render_scan(cmd: Cmd, scan: QueueScan, charset: str, print_body: bool, print_messages: bool = True,
+                 searched_range: bool = False) -> None:
+    """``searched_range``: the header names the range read (printMsg: Apache's PrintMessageSubCommand
+    replaces minOffset/maxOffset with searchOffset of -b/-e), else the queue's own offsets."""
     mq = _queue_text(scan)
-    cmd.print(f"minOffset={scan.min_offset}, maxOffset={scan.max_offset}, {mq}")
+    lo, hi = (scan.begin_offset, scan.end_offset) if searched_range else (scan.min_offset, scan.max_offset)
+    cmd.print(f"minOffset={lo}, maxOffset={hi}, {mq}")
     if print_messages:
         for r in scan.messages:
             cmd.print(_message_line(r, charset, print_body, scan.broker_name))
@@ -331,7 +335,7 @@ def print_msg(
         for scan in admin.iter_print_msg(topic, sub_expression, b, e, update):
             scans.append(scan)
             if not cmd.structured:
-                _render_scan(cmd, scan, charset, show_body)
+                _render_scan(cmd, scan, charset, show_body, searched_range=True)
     if cmd.structured:
         cmd.emit([r.to_dict() for s in scans for r in s.messages], lambda: None)
 

@@ -44,9 +44,9 @@ if TYPE_CHECKING:
         ConsumerConnection,
         ConsumeStatsView,
         QueueRead,
-        QueueStatus,
         SendResult,
         SubscriptionGroupInfo,
+        TopicStatus,
     )
     from spark.rebuild import RebuildSummary
 
@@ -64,6 +64,7 @@ __getattr__ = lazy_exports(__name__, dict.fromkeys((
     "SendResult",
     "SubscriptionEntry",
     "SubscriptionGroupInfo",
+    "TopicStatus",
 ), "mqadmin.transport.values"), globals())
 
 ProgressFn = Callable[[int, int], None]
@@ -232,8 +233,8 @@ class BrokerClient(Protocol):
         """DELETE_TOPIC_IN_BROKER (215): config, queues and offsets."""
         ...
 
-    def topic_stats(self, broker_addr: str, topic: str) -> list[QueueStatus]:
-        """GET_TOPIC_STATS_INFO (202)."""
+    def topic_stats(self, broker_addr: str, topic: str) -> TopicStatus:
+        """GET_TOPIC_STATS_INFO (202): the broker's queues of the topic and its put TPS there."""
         ...
 
     def query_consume_queue(self, broker_addr: str, topic: str, queue_id: int, index: int,

@@ -62,9 +62,9 @@ if TYPE_CHECKING:
         ConsumeQueueView,
         ConsumerConnection,
         QueueRead,
-        QueueStatus,
         SendResult,
         SubscriptionGroupInfo,
+        TopicStatus,
     )
     from spark.rebuild import RebuildSummary
 
@@ -245,13 +245,14 @@ class LocalBrokerClient:
         b = self._broker_for(broker_addr)
         self._call(broker_addr, b.delete_topic, topic)
 
-    def topic_stats(self, broker_addr: str, topic: str) -> list[QueueStatus]:
-        from mqadmin.transport.values import QueueStatus
+    def topic_stats(self, broker_addr: str, topic: str) -> TopicStatus:
+        from mqadmin.transport.values import QueueStatus, TopicStatus
 
         b = self._broker_for(broker_addr)
         name = self.config.broker_name
-        return [QueueStatus(name, q.queue_id, q.min_offset, q.max_offset, q.last_update_timestamp)
-                for q in self._call(broker_addr, b.topic_stats, topic)]
+        stats = self._call(broker_addr, b.topic_stats, topic)
+        return TopicStatus([QueueStatus(name, q.queue_id, q.min_offset, q.max_offset, q.last_update_timestamp)
+                            for q in stats.rows], stats.put_tps)
 
     def query_consume_queue(self, broker_addr: str, topic: str, queue_id: int, index: int,
                             count: int) -> ConsumeQueueView:

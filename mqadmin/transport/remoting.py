@@ -115,6 +115,7 @@ from mqadmin.transport.base import (
     SubscriptionEntry,
     SubscriptionGroupInfo,
     TopicInfo,
+    TopicStatus,
 )
 
 T = TypeVar("T")
@@ -407,11 +408,12 @@ class RemotingBrokerClient:
     def delete_topic_in_broker(self, broker_addr: str, topic: str) -> None:
         self._ok(self._call(broker_addr, RequestCode.DELETE_TOPIC_IN_BROKER, DeleteTopicRequestHeader(topic=topic)))
 
-    def topic_stats(self, broker_addr: str, topic: str) -> list[QueueStatus]:
+    def topic_stats(self, broker_addr: str, topic: str) -> TopicStatus:
         resp = self._ok(self._call(broker_addr, RequestCode.GET_TOPIC_STATS_INFO, TopicRequestHeader(topic=topic)))
         table = self._body(TopicStatsTable, resp)
-        return [QueueStatus(mq.broker_name, mq.queue_id, o.min_offset, o.max_offset, o.last_update_timestamp)
-                for mq, o in sorted(table.offset_table.items())]
+        return TopicStatus([QueueStatus(mq.broker_name, mq.queue_id, o.min_offset, o.max_offset,
+                                        o.last_update_timestamp) for mq, o in sorted(table.offset_table.items())],
+                           table.topic_put_tps)
 
     def query_consume_queue(self, broker_addr: str, topic: str, queue_id: int, index: int,
                             count: int) -> ConsumeQueueView:

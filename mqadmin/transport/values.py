@@ -32,6 +32,15 @@ class QueueStatus:
 
 
 @dataclass(frozen=True)
+class TopicStatus:
+    """One broker's GET_TOPIC_STATS_INFO answer (TopicStatsTable): its queues of the topic and the
+    topic's put TPS on that broker (messages a second over the last minute)."""
+
+    queues: list[QueueStatus]
+    put_tps: float = 0.0
+
+
+@dataclass(frozen=True)
 class SendResult:
     broker_name: str
     queue_id: int

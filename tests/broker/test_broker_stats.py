@@ -18,12 +18,13 @@ def test_tps_counter_with_fake_clock(clock):
         tps.add()
     clock.advance(1000)
     tps.add(10)
-    assert tps.tps_last_second() == 30.0
+    assert tps.tps_over(1) == 30.0
     clock.advance(1000)
-    assert tps.tps_last_second() == 10.0
+    assert tps.tps_over(1) == 10.0 and tps.tps_over(2) == 20.0
+    assert tps.tps_over(3) is None  # younger than the window (StoreStatsService leaves it blank)
     assert tps.tps_last_minute() == pytest.approx(40 / 60)
     clock.advance(61_000)
-    assert tps.tps_last_minute() == 0.0 and tps.tps_last_second() == 0.0
+    assert tps.tps_last_minute() == 0.0 and tps.tps_over(1) == 0.0
 
 
 def test_topic_and_consume_stats(make_broker, clock):
@@ -32,11 +33,13 @@ def test_topic_and_consume_stats(make_broker, clock):
     for i in range(5):
         clock.now = START_MS + i
         b.send_message("T", b"x", queue_id=0)
-    rows = b.topic_stats("T")
+    rows = b.topic_stats("T").rows
     assert [(r.queue_id, r.min_offset, r.max_offset) for r in rows] == [(0, 0, 5), (1, 0, 0), (2, 0, 0)]
     assert rows[0].last_update_timestamp == START_MS + 4 and rows[1].last_update_timestamp == 0
     with pytest.raises(TopicNotExistError):
         b.topic_stats("Missing")
+    clock.now = START_MS + 1000  # tpsTopicPutNums: puts a second over the last (full) minute
+    assert b.topic_stats("T").put_tps == pytest.approx(5 / 60)
     clock.now = START_MS + 500
     b.pull_message("g", "T", 0, 0, max_msgs=4)
     b.commit_offset("g", "T", 0, 2)
@@ -61,7 +64,10 @@ def test_broker_runtime_info_counts(make_broker, clock):
     clock.advance(1000)
     info = b.broker_runtime_info()
     assert info["msgPutTotalTodayNow"] == "3" and info["msgGetTotalTodayNow"] == "3"
-    assert info["putTps"].split()[0] == "3.0"
+    assert info["putTps"] == "  "  # up 1 s: no 10 s window yet (each blank, as StoreStatsService)
+    clock.advance(9000)
+    info = b.broker_runtime_info()
+    assert (info["putTps"], info["getTransferredTps"]) == ("0.3  ", "0.3  ")
     assert int(info["commitLogMaxOffset"]) == b.store.get_max_phy_offset() > 0
     assert info["dispatchBehindBytes"] == "0" and info["runtime"].startswith("[ 0 days")
     # Past local midnight the morning snapshot moves.

@@ -138,6 +138,14 @@ def test_same_output_over_n_as_on_store(plain: BrokerProcess, command: list[str]
     local = mqadmin(*command, "--store", str(plain.store))
     assert remote.returncode == local.returncode, (remote.stderr, local.stderr)
     configured = "127.0.0.1:10911"
+    if command[0] == "topicStatus" and remote.returncode == 0:
+        # the put TPS is the running broker's count of the last minute's sends; a store opened
+        # by mqadmin has just started counting (0.0): every other line must match
+        *remote_rows, remote_tps = remote.stdout.splitlines()
+        *local_rows, local_tps = local.stdout.splitlines()
+        assert local_tps == "Topic Put TPS: 0.0" and float(remote_tps.removeprefix("Topic Put TPS: ")) >= 0
+        assert [r.replace(configured, plain.broker_addr) for r in local_rows] == remote_rows
+        return
     assert local.stdout.replace(configured, plain.broker_addr) == remote.stdout
     assert local.stderr.replace(configured, plain.broker_addr) == remote.stderr
 
