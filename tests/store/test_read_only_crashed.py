@@ -36,6 +36,7 @@ STEP = 100  # ms between store timestamps: the checkpoint then points well into 
 def crashed_store(root: Path) -> None:
     store = MessageStore(root, small_config(), clock=FakeClock(step=STEP)).open()
     store.topic_table.put(TopicConfig("RoBatch", 1, 1, attributes={"queue.type": "BatchCQ"}), 0)
+    store.topic_table.put(TopicConfig("Ro", 1, 1), 0)  # with topics.json, a queue without a config is no topic
     store.topic_table.persist()
     for i in range(N):
         assert store.put_message(make_msg("Ro", 0, b"m%d" % i, key=f"k{i}")).ok
@@ -109,6 +110,8 @@ def test_read_only_reader_sees_queues_the_writer_never_dispatched_to(tmp_path: P
 
     store = MessageStore(tmp_path / "store", small_config(), clock=FakeClock(step=STEP)).open()
     store.topic_table.put(TopicConfig("LateBatch", 1, 1, attributes={"queue.type": "BatchCQ"}), 0)
+    for name, queues in (("Ro", 1), ("Late", 2)):  # with topics.json, a queue without a config is no topic
+        store.topic_table.put(TopicConfig(name, queues, queues), 0)
     store.topic_table.persist()
     for i in range(20):
         assert store.put_message(make_msg("Ro", 0, b"m%d" % i)).ok
