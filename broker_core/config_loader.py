@@ -293,10 +293,16 @@ def read_properties_file(path: str | Path) -> dict[str, str]:
             raise ConfigError(f"{path}: expected a mapping of config keys")
         for k, v in data_map.items():
             _check_yaml_scalar(path, k, v)
-        return {str(k): ("true" if v is True else "false" if v is False else java_trim(str(v)))
-                for k, v in data_map.items() if v is not None}
+        return {str(k): yaml_config_value(v) for k, v in data_map.items() if v is not None}
     text, _ = decode_config_bytes(data)
     return {p.key: java_trim(p.value) for p in parse_properties(text, str(path))}
+
+
+def yaml_config_value(value: object) -> str:
+    """The config value a YAML scalar stands for: booleans as ``true``/``false``, numbers and strings as
+    their text, trimmed as a properties value. Why one function: updateBrokerConfig writes a YAML line
+    only in a form this reads back as the value it was given."""
+    return "true" if value is True else "false" if value is False else java_trim(str(value))
 
 
 def _check_yaml_scalar(path: Path, key: object, value: object) -> None:

@@ -322,8 +322,11 @@ class Admin:
     def _addr(self, broker_addr: str | None) -> str:
         return broker_addr if broker_addr is not None else self.identity().broker_addr
 
-    def get_broker_config(self, broker_addr: str | None = None) -> dict[str, str]:
-        return self.client.broker_config(self._addr(broker_addr))
+    def get_broker_config(self, broker_addr: str | None = None, next_start: bool = False) -> dict[str, str]:
+        """GET_BROKER_CONFIG: the values the broker runs with. ``next_start``: its ACL keys, identity and
+        ports as updateBrokerConfig wrote them to its config file, which take effect at its next start
+        (a plan compares with those, or an update already written would be a change on every run)."""
+        return self.client.broker_config(self._addr(broker_addr), next_start)
 
     def broker_status(self, broker_addr: str | None = None) -> dict[str, str]:
         """GET_BROKER_RUNTIME_INFO of one broker (the first when none is named)."""

@@ -215,6 +215,9 @@ class Broker:
         # Configuration.update holds its write lock as long): two at once each rewrote the file from
         # what they had read, and the last one dropped the other's keys.
         self._config_update_lock = threading.Lock()
+        # The ACL keys, identity and ports updateBrokerConfig wrote to the config file for the next start,
+        # where they differ from the running ones (which the broker keeps until then): see next_start.
+        self._next_start: dict[str, str] = {}
         self._started = False
         self._closed = False
         if read_only:
@@ -755,6 +758,13 @@ class Broker:
                     raise BrokerSystemError(f"cannot write broker config {persist_to}: {e.strerror}") from None
             # ACL keys, the identity and the ports written to the file take effect at the next start
             apply_in_place(self.config, new, [k for k in changes if k not in AUTH_KEYS | START_ONLY_KEYS])
+            if persist_to is not None:
+                written = new.to_properties()
+                for key in (AUTH_KEYS | START_ONLY_KEYS) & changes.keys():
+                    if written.get(key) == known.get(key):
+                        self._next_start.pop(key, None)  # the running value again: nothing pending
+                    else:
+                        self._next_start[key] = written.get(key, changes[key])
             if self._built("transaction_service"):  # it reads transactionCheckMax/TimeOut/... from its own copy
                 self.transaction_service.config = self.config.transaction_config()
             if self._built("pop_service"):  # enableRetryTopicV2, popFromRetryProbability, reviveInterval, ...
@@ -1378,11 +1388,20 @@ class Broker:
             raise BrokerSystemError(f"The stats <{stats_name}> <{stats_key}> not exist")
         return data
 
-    def broker_config_properties(self, auth: RequestContext | None = None) -> dict[str, str]:
+    def broker_config_properties(self, auth: RequestContext | None = None, next_start: bool = False
+                                 ) -> dict[str, str]:
         """GET_BROKER_CONFIG: every setting, broker, store and auth keys alike (what updateBrokerConfig can
-        change), with credential values masked (the request needs authentication only)."""
+        change), with credential values masked (the request needs authentication only).
+
+        The values the broker runs with, which mqadmin -b, explainAcl, the dashboard and other brokers'
+        gRPC routes read (its name, its gRPC port, whether it enforces ACL). ``next_start``: the ACL keys,
+        identity and ports as updateBrokerConfig wrote them to the config file for the next start
+        instead, as Apache's getBrokerConfig reports every updated key at once; a playbook's plan
+        compares with these, so a key already written is no change on the next run."""
         self._authorize(auth, "GET_BROKER_CONFIG")
         props = self.config.to_properties()
+        if next_start:
+            props.update(self._next_start)
         return {k: "***" if k in SECRET_KEYS and v else v for k, v in props.items()}
 
     def broker_runtime_info(self, auth: RequestContext | None = None) -> dict[str, str]:

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from broker_core.auth.config import AUTH_CONFIG_KEYS
+from broker_core.common.java_text import java_trim
 from broker_core.config_loader import (
     ConfigError,
     decode_config_bytes,
@@ -26,6 +27,7 @@ from broker_core.config_loader import (
     read_properties_file,
     snake_to_camel,
     split_physical_lines,
+    yaml_config_value,
 )
 from broker_core.store.config_file import atomic_write_bytes
 from broker_core.store.store_config import StoreConfig
@@ -172,15 +174,17 @@ def apply_in_place(target: BrokerConfig, new: BrokerConfig, keys: Iterable[str])
 def persist_changes(path: Path, changes: Mapping[str, str]) -> None:
     """Write ``changes`` into the config file at ``path``: a properties file keeps its other lines and
     comments (every line that sets a changed key is rewritten where it stands, so a later duplicate no
-    longer overrides the new value; a new key is appended), in the encoding it was read with; YAML is
-    re-dumped."""
+    longer overrides the new value; a new key is appended), in the encoding it was read with. A YAML
+    file that is a flat mapping of ``key: value`` lines is kept the same way (see _flat_yaml_update);
+    other YAML (nested, multi-line values, several documents) is re-dumped, its comments lost."""
     values = {k: str(v) for k, v in changes.items()}
     if path.suffix in (".yaml", ".yml"):
         import yaml
 
         props = read_properties_file(path) if path.exists() else {}
         props.update(values)
-        data = yaml.safe_dump(props, sort_keys=True, allow_unicode=True).encode("utf-8")
+        kept = _flat_yaml_update(path.read_bytes() if path.exists() else b"", values, props)
+        data = kept if kept is not None else yaml.safe_dump(props, sort_keys=True, allow_unicode=True).encode("utf-8")
     else:
         text, encoding = decode_config_bytes(path.read_bytes()) if path.exists() else ("", "utf-8")
         try:
@@ -205,3 +209,79 @@ def persist_changes(path: Path, changes: Mapping[str, str]) -> None:
         out.extend(format_property(k, v, encoding) for k, v in values.items() if k not in present)
         data = ("\n".join(out) + "\n").encode(encoding)
     atomic_write_bytes(path, data)
+
+
+def _yaml_line(key: str, value: str) -> str:
+    """``key: value`` as one YAML line that reads back (yaml_config_value) as ``value``: plain when YAML
+    takes it as that string, number or boolean ("30", "false", "broker-a"), else quoted ("yes", which
+    YAML 1.1 reads as true; "010", an octal; "", which would be no value)."""
+    import yaml
+
+    plain = f"{key}: {value}"
+    try:
+        loaded = yaml.safe_load(plain)
+    except yaml.YAMLError:
+        loaded = None
+    if isinstance(loaded, dict) and list(loaded) == [key] and loaded[key] is not None \
+            and not isinstance(loaded[key], (list, dict)) and yaml_config_value(loaded[key]) == value:
+        return plain
+    return yaml.safe_dump({key: value}, allow_unicode=True, width=float("inf")).rstrip("\n")
+
+
+def _flat_yaml_update(data: bytes, values: Mapping[str, str], expected: Mapping[str, str]) -> bytes | None:
+    """The YAML file ``data`` with ``values`` set, every other line and comment kept: each line setting a
+    changed key is replaced where it stands (a comment after its value kept), a new key is appended.
+    Only for a flat mapping: every line blank, a comment, or ``key: value`` at column 0 that is a
+    mapping of one key on its own. None for any other YAML (the caller re-dumps it), and when the
+    result would not read back as ``expected`` (the file's settings with ``values``)."""
+    import re
+
+    import yaml
+
+    bom = data.startswith(b"\xef\xbb\xbf")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        return None
+    newline = "\r\n" if "\r\n" in text else "\n"
+    lines = text.splitlines()
+    key_line = re.compile(r"[^\s#'\"\[\]{}:,&*!|>%@`-][^\s:]*:(?:[ \t].*)?")
+    out: list[str] = []
+    present: set[str] = set()
+    for line in lines:
+        if not line.strip() or line.lstrip().startswith("#"):
+            out.append(line)
+            continue
+        if key_line.fullmatch(line) is None:
+            return None  # indented (a nested or multi-line value), a list, a directive, '---' ...
+        try:
+            one = yaml.safe_load(line)
+        except yaml.YAMLError:
+            return None
+        if not isinstance(one, dict) or len(one) != 1:
+            return None
+        key = str(next(iter(one)))
+        present.add(key)
+        if key not in values:
+            out.append(line)
+            continue
+        comment = ""
+        for m in re.finditer(r"[ \t]+#", line):  # the first cut that leaves the same value is the comment
+            try:
+                if yaml.safe_load(line[:m.start()]) == one:
+                    comment = line[m.start():]
+                    break
+            except yaml.YAMLError:
+                continue
+        out.append(_yaml_line(key, values[key]) + comment)
+    out.extend(_yaml_line(k, v) for k, v in values.items() if k not in present)
+    new_text = newline.join(out) + newline
+    try:
+        loaded = yaml.safe_load(new_text)
+    except yaml.YAMLError:
+        return None
+    if not isinstance(loaded, dict) or \
+            {str(k): yaml_config_value(v) for k, v in loaded.items() if v is not None} != \
+            {k: java_trim(v) for k, v in expected.items()}:
+        return None
+    return (b"\xef\xbb\xbf" if bom else b"") + new_text.encode("utf-8")

@@ -26,6 +26,7 @@ from broker_core.remoting.bodies import (
 from broker_core.remoting.body_base import BodyError
 from broker_core.remoting.codes import V3_0_7_SNAPSHOT
 from broker_core.remoting.headers import (
+    GET_BROKER_CONFIG_NEXT_START,
     CreateTopicRequestHeader,
     DeleteSubscriptionGroupRequestHeader,
     DeleteTopicRequestHeader,
@@ -275,7 +276,9 @@ class AdminHandlers:
         return req.response(body=KVTable(table=info).to_json())
 
     async def get_broker_config(self, ch: Channel, req: RemotingCommand, auth: RequestContext) -> RemotingCommand:
-        props = self.broker.broker_config_properties(auth)
+        # nextStart=true (our playbooks' plan): the keys written to the -c file for the next start
+        next_start = (req.ext_fields or {}).get(GET_BROKER_CONFIG_NEXT_START, "").strip().lower() == "true"
+        props = self.broker.broker_config_properties(auth, next_start=next_start)
         header = GetBrokerConfigResponseHeader(version=DataVersion().to_json().decode())
         return req.response(ext_fields=header.to_ext_fields(), body=properties_text(props))
 

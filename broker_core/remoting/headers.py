@@ -502,6 +502,12 @@ class GetBrokerConfigResponseHeader(CommandHeader):
     version: str
 
 
+# GET_BROKER_CONFIG has no request header in Apache's protocol; an rmqops broker reads this ext field:
+# "true" asks for the ACL keys, identity and ports as updateBrokerConfig wrote them to the -c file for
+# the next start, not the running ones (an Apache broker ignores it and answers those values anyway).
+GET_BROKER_CONFIG_NEXT_START = "nextStart"
+
+
 # -- ACL 2.0 (B.8) ---------------------------------------------------------------------------------
 @H
 class UserRequestHeader(CommandHeader):

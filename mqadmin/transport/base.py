@@ -387,8 +387,9 @@ class BrokerClient(Protocol):
         """GET_BROKER_RUNTIME_INFO (28): the KVTable mqadmin brokerStatus prints."""
         ...
 
-    def broker_config(self, broker_addr: str) -> dict[str, str]:
-        """GET_BROKER_CONFIG (26)."""
+    def broker_config(self, broker_addr: str, next_start: bool = False) -> dict[str, str]:
+        """GET_BROKER_CONFIG (26): the values the broker runs with; ``next_start``: its ACL keys, identity
+        and ports as written to its config file for the next start (what Apache's reports)."""
         ...
 
     def update_broker_config(self, broker_addr: str, properties: dict[str, str]) -> None:

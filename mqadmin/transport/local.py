@@ -474,11 +474,12 @@ class LocalBrokerClient:
         info["topicCount"] = str(len(self._call(broker_addr, b.list_topics)))
         return dict(sorted(info.items()))
 
-    def broker_config(self, broker_addr: str) -> dict[str, str]:
+    def broker_config(self, broker_addr: str, next_start: bool = False) -> dict[str, str]:
         """GET_BROKER_CONFIG as the broker answers it: the values it runs with (the filter bitmap length
-        follows its bloom filter), credentials masked, not the --config file's text."""
+        follows its bloom filter), credentials masked, not the --config file's text; ``next_start``: the
+        keys an update wrote to --config for the next start as written."""
         b = self._broker_for(broker_addr)
-        return self._call(broker_addr, b.broker_config_properties)
+        return self._call(broker_addr, b.broker_config_properties, next_start=next_start)
 
     def update_broker_config(self, broker_addr: str, properties: dict[str, str]) -> None:
         """Persisted to --config, the file this store's broker is started with (RocketMQ's brokerConfigPath)."""

@@ -56,6 +56,7 @@ from broker_core.remoting.bodies import (
 )
 from broker_core.remoting.body_base import BodyError
 from broker_core.remoting.headers import (
+    GET_BROKER_CONFIG_NEXT_START,
     AclRequestHeader,
     AddWritePermOfBrokerRequestHeader,
     AddWritePermOfBrokerResponseHeader,
@@ -696,8 +697,9 @@ class RemotingBrokerClient:
         resp = self._ok(self._call(broker_addr, RequestCode.GET_BROKER_RUNTIME_INFO))
         return dict(self._body(KVTable, resp).table)
 
-    def broker_config(self, broker_addr: str) -> dict[str, str]:
-        resp = self._ok(self._call(broker_addr, RequestCode.GET_BROKER_CONFIG))
+    def broker_config(self, broker_addr: str, next_start: bool = False) -> dict[str, str]:
+        ext = {GET_BROKER_CONFIG_NEXT_START: "true"} if next_start else None
+        resp = self._ok(self._call(broker_addr, RequestCode.GET_BROKER_CONFIG, ext=ext))
         out: dict[str, str] = {}
         for line in resp.body.decode("utf-8", errors="replace").splitlines():
             line = line.strip()

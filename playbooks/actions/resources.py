@@ -14,7 +14,7 @@ from typing import Any
 
 from broker_core.auth.errors import AuthError
 from broker_core.auth.model import Acl, PolicyType, Resource, normalize_actions
-from broker_core.broker.config_update import update_refusal
+from broker_core.broker.config_update import AUTH_KEYS, START_ONLY_KEYS, update_refusal
 from broker_core.broker.limits import MAX_RETRY_TIMES, MAX_TOPIC_QUEUE_NUMS
 from broker_core.broker.topic_validator import (
     DLQ_GROUP_TOPIC_PREFIX,
@@ -667,15 +667,20 @@ class BrokerConfigAction(PlannedAction):
         return "true" if value is True else "false" if value is False else str(value)
 
     def plan(self, admin: Admin, args: dict[str, Any]) -> Plan:
+        """Compared with each broker's config as its next start will read it: the ACL keys, identity and
+        ports an update writes only to the broker's -c file (the running broker keeps its own until a
+        restart), as written there, so a second run after the update has nothing to change."""
         changes = []
         seen: dict[str, dict[str, str | None]] = {}
         for b in admin.brokers():
-            current = admin.get_broker_config(b.broker_addr)
+            current = admin.get_broker_config(b.broker_addr, next_start=True)
             for key, value in args["config"].items():
                 if key not in current:
                     raise StepError(f"unknown broker config key {key!r} (getBrokerConfig lists the known keys)")
                 if current[key] != self._text(value):
-                    changes.append(Change(f"broker {b.broker_name} config", key, current[key], self._text(value)))
+                    later = " (takes effect at its next start)" if key in AUTH_KEYS | START_ONLY_KEYS else ""
+                    changes.append(Change(f"broker {b.broker_name} config{later}", key, current[key],
+                                          self._text(value)))
             refusal = update_refusal(current, {k: self._text(v) for k, v in args["config"].items()})
             if refusal is not None:  # --check must not promise what the broker refuses
                 raise StepError(f"broker {b.broker_name} would refuse this config: {refusal}")
