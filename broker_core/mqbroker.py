@@ -1,8 +1,9 @@
 """``mqbroker``: the main job — a name server and a broker serving the RocketMQ remoting protocol.
 
 By default one process runs both (name server on 9876, broker on listenPort 10911, 127.0.0.1);
-``--namesrv-only`` / ``--broker-only`` run one of them, and ``-n host:port[;host:port]`` makes the
-broker register with other name servers (no embedded one then). Port 0 picks a free port; the
+``--namesrv-only`` / ``--broker-only`` run one of them, and ``-n host:port[;host:port]`` (or, without
+-n, ``namesrvAddr`` in the ``-c`` file, as Apache's ``mqbroker -c``) makes the broker register with
+those name servers (no embedded one then). Port 0 picks a free port; the
 "boot success" lines name the real addresses. The broker takes the store lock (so ``mqadmin --store``
 state changes on that store are refused and name ``-n``), runs its background services and stops
 cleanly on SIGTERM/SIGINT: it unregisters, closes connections, flushes, checkpoints, saves offsets
@@ -46,7 +47,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("-c", "--configFile", dest="config", help="broker config (key=value or YAML, RocketMQ keys)")
     ap.add_argument("--store", default=None, help="store root (default: $RMQ_STORE, else storePathRootDir, else ./store)")
     ap.add_argument("-n", "--namesrvAddr", dest="namesrv", default=None,
-                    help="register with these name servers (host:port;host:port) instead of an embedded one")
+                    help="register with these name servers (host:port;host:port) instead of an embedded one; "
+                         "replaces the -c file's namesrvAddr, which does the same")
     only = ap.add_mutually_exclusive_group()
     only.add_argument("--namesrv-only", action="store_true", help="run only the name server")
     only.add_argument("--broker-only", action="store_true", help="run only the broker (needs -n or namesrvAddr)")
@@ -123,7 +125,10 @@ def _follow_namesrv(broker: Broker, routes: NamesrvClusterRoutes | None) -> Call
 
 async def _serve(broker: Broker | None, net: NetConfig, namesrv_sock: socket.socket | None,
                  broker_sock: socket.socket | None, namesrv_addrs: list[str], host: str,
-                 grpc_port: int | None = None, namesrv_config: NamesrvConfig | None = None) -> None:
+                 grpc_port: int | None = None, namesrv_config: NamesrvConfig | None = None,
+                 namesrv_source: str | None = None) -> None:
+    """Serve until SIGTERM/SIGINT. ``namesrv_source`` says where the broker's name servers came from
+    (-n, the -c file's namesrvAddr) when this process runs none of its own: the boot lines say so."""
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -159,6 +164,9 @@ async def _serve(broker: Broker | None, net: NetConfig, namesrv_sock: socket.soc
             if grpc_endpoint is not None:
                 print(f"The gRPC v2 endpoint boot success on {host}:{grpc_endpoint.port}"
                       f"{' (TLS)' if cfg.grpc_tls_cert_path else ''}", flush=True)
+            if namesrv_source is not None:
+                print(f"No embedded name server: the broker registers with {namesrv_source} "
+                      "(mqbroker runs its own only without -n and without namesrvAddr in its -c file)", flush=True)
         if namesrv_addrs:
             addr = shlex.quote(";".join(namesrv_addrs))
             cluster = broker.config.broker_cluster_name if broker else "DefaultCluster"
@@ -221,9 +229,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"mqbroker: {e}", file=sys.stderr)
         return 1
     config.broker_ip1 = host
-    external = args.namesrv or (config.namesrv_addr if args.broker_only else None)
-    run_namesrv = not args.broker_only and not (args.namesrv and not args.namesrv_only)
     run_broker = not args.namesrv_only
+    # the name servers the broker registers with: -n, else the -c file's namesrvAddr (Apache's
+    # ``mqbroker -c`` registers there); only with neither does this process run its own name server
+    external, namesrv_source = None, None
+    if run_broker and args.namesrv:
+        external, namesrv_source = args.namesrv, "the name servers -n names"
+    elif run_broker and split_addresses(config.namesrv_addr):
+        external, namesrv_source = config.namesrv_addr, f"namesrvAddr in {args.config}"
+    run_namesrv = args.namesrv_only or (not args.broker_only and not external)
     if run_broker and not run_namesrv and not external:
         print("mqbroker: --broker-only needs name server addresses (-n host:port or namesrvAddr)", file=sys.stderr)
         return 1
@@ -294,7 +308,8 @@ def main(argv: list[str] | None = None) -> int:
             broker.config.namesrv_addr = ";".join(addrs)
             broker.announce_namesrv(addrs)
         with asyncio.Runner(loop_factory=_event_loop_factory()) as runner:
-            runner.run(_serve(broker, net, namesrv_sock, broker_sock, addrs, host, grpc_port, namesrv_config))
+            runner.run(_serve(broker, net, namesrv_sock, broker_sock, addrs, host, grpc_port, namesrv_config,
+                              namesrv_source))
     except ConfigFileError as e:  # a damaged kvConfig.json (and .bak): one line naming the files
         print(f"mqbroker: name server: {e}", file=sys.stderr)
         return 1
