@@ -394,6 +394,12 @@ class _Validator:
                                     f"is in the name servers' routes), not {t!r}", line)
                 if "ssh" in spec and "store" not in spec and step.action.placement == "admin":
                     raise self.fail(f"{step.action.name} on ssh target {t!r} needs store: on that target", line)
+                if step.action.name == "broker.config" and "store" in spec and "namesrv" not in spec and \
+                        not (is_template(spec.get("config")) or str(spec.get("config") or "").strip()):
+                    # the run refuses it at its first change (broker.config's can_apply): say so before anything runs
+                    raise self.fail(f"broker.config on store target {t!r} needs config: on that target (the broker's "
+                                    "config file, where the change is persisted); to change a running broker use a "
+                                    "namesrv: target", line)
 
 
 def ssh_timeout_problem(value: float) -> str | None:

@@ -217,6 +217,10 @@ def _emit(doc: dict[str, Any], output: OutputFormat) -> None:
         what = s["message"]
         if s["changes"] and s["status"] == "changed":
             what = "; ".join(_change_text(c) for c in s["changes"][:6]) + (" …" if len(s["changes"]) > 6 else "")
+            if not s["message"].startswith(("changed: ", "would change: ")):
+                # the action's own words say more than its changes (broker.start: the pid and the config
+                # it started with); the "changed: <what>" summary would only repeat them
+                what += f" ({s['message']})"
         t.add_row(str(s["step"]), Text(s["name"]), Text(s["target"]),
                   Text(status, style=STATUS_STYLE.get(s["status"], "")), Text(what))
     console.print(t)

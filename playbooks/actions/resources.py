@@ -695,6 +695,13 @@ class BrokerConfigAction(PlannedAction):
                             "(config: on the playbook target), where the change is persisted; to change a "
                             "running broker use a namesrv: target")
 
+    def run(self, ctx: ActionContext, args: dict[str, Any], check: bool) -> Outcome:
+        """A store target without its config file is refused before the plan: the plan would refuse the
+        identity and ports as "on a running broker" (no broker runs on a store directory), and the run
+        would refuse any change there anyway."""
+        self.can_apply(ctx, args)
+        return super().run(ctx, args, check)
+
     def apply(self, admin: Admin, args: dict[str, Any], plan: Plan) -> None:
         admin.update_broker_config({k: self._text(v) for k, v in args["config"].items()})
 
