@@ -747,10 +747,10 @@ class Broker:
         with self._config_update_lock:
             known = self.config.to_properties()
             changes = {k: str(v) for k, v in props.items() if k in known}
+            new = updated_config(self.config, changes, self.root)  # first: a bad value is named as such
             refusal = start_only_refusal(known, changes) if persist_to is None else None
             if refusal is not None:
                 raise NoPermissionError(refusal)
-            new = updated_config(self.config, changes, self.root)
             if persist_to is not None and changes:
                 try:
                     persist_changes(persist_to, changes)

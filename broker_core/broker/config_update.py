@@ -111,20 +111,19 @@ def update_refusal(reported: Mapping[str, str], changes: Mapping[str, str]) -> s
 
     if black_list(reported.get("configBlackList", "")) & changes.keys():
         return "Can not update config in black list."
-    if not reported.get(BROKER_CONFIG_PATH_KEY, "").strip():
-        refusal = start_only_refusal(reported, {k: v for k, v in changes.items() if k in reported})
-        if refusal is not None:
-            return refusal
     current = {k: v for k, v in reported.items() if k not in SECRET_KEYS}
     root = Path(reported.get("storePathRootDir") or ".")
     try:
-        base = BrokerConfig.from_properties(current, root)
+        base: BrokerConfig | None = BrokerConfig.from_properties(current, root)
     except (ConfigError, ValueError):
-        return None  # what the broker reports does not load here (another broker's keys): it judges alone
-    try:
-        updated_config(base, changes, root)
-    except (InvalidParameterError, NoPermissionError) as e:
-        return e.message
+        base = None  # what the broker reports does not load here (another broker's keys): it judges alone
+    if base is not None:
+        try:  # before the start-only rule, as the broker: a bad value is named as such
+            updated_config(base, changes, root)
+        except (InvalidParameterError, NoPermissionError) as e:
+            return e.message
+    if not reported.get(BROKER_CONFIG_PATH_KEY, "").strip():
+        return start_only_refusal(reported, {k: v for k, v in changes.items() if k in reported})
     return None
 
 

@@ -192,6 +192,12 @@ def test_update_broker_config_refuses_a_blank_name(make_broker):
     with pytest.raises(InvalidParameterError, match="brokerClusterName must not be blank"):
         b.update_broker_config({"brokerClusterName": ""})
     assert b.config.broker_cluster_name == "DefaultCluster"
+    # a dry run (playbook --check) on a broker without a config file says the same, not "cannot be
+    # changed on a running broker"
+    from broker_core.broker.config_update import update_refusal
+
+    assert update_refusal(b.config.to_properties(), {"brokerClusterName": ""}) == \
+        "invalid broker config: brokerClusterName must not be blank"
 
 
 def test_topics_json_written_atomically_with_backup(make_broker, tmp_path):
