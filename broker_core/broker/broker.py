@@ -269,9 +269,15 @@ class Broker:
     def client_registry(self) -> ClientRegistry:
         from .client_registry import ClientRegistry
 
-        registry = ClientRegistry(self.clock)
-        registry.consumer_ids_changed_listeners.append(self._consumer_group_changed)
+        registry = ClientRegistry(self.clock, notify_enabled=self._notify_consumer_ids_changed_enable)
+        registry.consumer_group_removed_listeners.append(self._consumer_group_removed)
         return registry
+
+    def _notify_consumer_ids_changed_enable(self, group: str) -> bool:
+        """The group's notifyConsumerIdsChangedEnable, read at each change (an unknown group: True, as
+        ClientManageProcessor's default)."""
+        sgc = self.group_manager.get(group)
+        return sgc is None or sgc.notify_consumer_ids_changed_enable
 
     @cached_property
     def pull_hold_service(self) -> PullRequestHoldService:
@@ -1252,9 +1258,9 @@ class Broker:
         except (FilterSyntaxError, UnsupportedExpressionTypeError) as e:
             raise SubscriptionParseFailedError(str(e)) from e
 
-    def _consumer_group_changed(self, group: str, clients: list) -> None:
+    def _consumer_group_removed(self, group: str) -> None:
         """The group's last client left (ConsumerGroupEvent.UNREGISTER): its SQL92 filters die."""
-        if not clients and not self.read_only:
+        if not self.read_only:
             self.consumer_filter_manager.unregister(group)
 
     def add_topic_change_listener(self, listener: Callable[[str, TopicConfig | None], None]) -> None:

@@ -18,6 +18,8 @@ CHANNEL_EXPIRED_TIMEOUT_MS = 120_000  # RocketMQ's channelExpiredTimeout
 CONSUME_TYPE_PULL = "CONSUME_ACTIVELY"
 CONSUME_TYPE_PUSH = "CONSUME_PASSIVELY"
 CONSUME_TYPE_POP = "CONSUME_POP"
+MESSAGE_MODEL_BROADCASTING = "BROADCASTING"
+MESSAGE_MODEL_CLUSTERING = "CLUSTERING"
 
 Channel = Hashable
 """A connection handle chosen by the network layer (e.g. its connection object)."""
@@ -86,17 +88,27 @@ class HeartbeatResult:
 ConsumerIdsChangedListener = Callable[[str, list[ClientChannelInfo]], None]
 """``(group, clients)``: the network layer sends NOTIFY_CONSUMER_IDS_CHANGED to each client."""
 
+ConsumerGroupRemovedListener = Callable[[str], None]
+"""``(group)``: the group's last client left (ConsumerGroupEvent.UNREGISTER), told whatever the
+group's notify switch says (its SQL92 filters die with it)."""
+
+NotifyEnabled = Callable[[str], bool]
+"""The group's notifyConsumerIdsChangedEnable (SubscriptionGroupConfig), True for an unknown group."""
+
 
 class ClientRegistry:
     """ProducerManager + ConsumerManager in one thread-safe table, driven by an injected clock."""
 
-    def __init__(self, clock: Callable[[], int], channel_expired_timeout_ms: int = CHANNEL_EXPIRED_TIMEOUT_MS) -> None:
+    def __init__(self, clock: Callable[[], int], channel_expired_timeout_ms: int = CHANNEL_EXPIRED_TIMEOUT_MS,
+                 notify_enabled: NotifyEnabled | None = None) -> None:
         self.clock = clock
+        self.notify_enabled = notify_enabled
         self.channel_expired_timeout_ms = channel_expired_timeout_ms
         self._producers: dict[str, dict[Channel, ClientChannelInfo]] = {}
         self._consumers: dict[str, ConsumerGroupInfo] = {}
         self._lock = threading.RLock()
         self.consumer_ids_changed_listeners: list[ConsumerIdsChangedListener] = []
+        self.consumer_group_removed_listeners: list[ConsumerGroupRemovedListener] = []
 
     # -- heartbeats ---------------------------------------------------------------------------------
     def heartbeat(self, channel: Channel, client_id: str, *, language: str = "JAVA", version: int = 0,
@@ -136,7 +148,8 @@ class ClientRegistry:
                         changed.append(data.group_name)
                 if self._update_subscriptions(g, data.subscriptions) and data.group_name not in changed:
                     changed.append(data.group_name)
-        self._notify(changed)
+            to_tell = [name for name in changed if self._group_notifies(self._consumers[name])]
+        self._notify(to_tell)
         return HeartbeatResult(tuple(changed), new_channel)
 
     @staticmethod
@@ -167,22 +180,31 @@ class ClientRegistry:
                    consumer_group: str | None = None) -> None:
         """UNREGISTER_CLIENT: the client leaves the named groups (its connection stays open)."""
         changed: list[str] = []
+        removed: list[str] = []
         with self._lock:
             if producer_group:
                 self._remove_producer(producer_group, channel)
-            if consumer_group and self._remove_consumer(consumer_group, channel):
-                changed.append(consumer_group)
+            g = self._consumers.get(consumer_group) if consumer_group else None
+            if g is not None and self._remove_consumer(g.group_name, channel, removed) \
+                    and self._group_notifies(g):
+                changed.append(g.group_name)
+        self._group_removed(removed)
         self._notify(changed)
 
     def channel_closed(self, channel: Channel) -> None:
-        """The connection is gone: forget it in every group (ConsumerManager#doChannelCloseEvent)."""
+        """The connection is gone: forget it in every group (ConsumerManager#doChannelCloseEvent, which
+        tells the remaining clients unless the group is BROADCASTING, whatever the group's notify
+        switch says)."""
         changed: list[str] = []
+        removed: list[str] = []
         with self._lock:
             for group in list(self._producers):
                 self._remove_producer(group, channel)
             for group in list(self._consumers):
-                if self._remove_consumer(group, channel):
+                model = self._consumers[group].message_model
+                if self._remove_consumer(group, channel, removed) and model != MESSAGE_MODEL_BROADCASTING:
                     changed.append(group)
+        self._group_removed(removed)
         self._notify(changed)
 
     def scan_expired(self) -> list[ClientChannelInfo]:
@@ -203,13 +225,29 @@ class ClientRegistry:
         if table is not None and table.pop(channel, None) is not None and not table:
             del self._producers[group]
 
-    def _remove_consumer(self, group: str, channel: Channel) -> bool:
+    def _remove_consumer(self, group: str, channel: Channel, removed: list[str]) -> bool:
+        """Forget the client in the group; a group left without clients goes, and is added to ``removed``."""
         g = self._consumers.get(group)
         if g is None or g.channels.pop(channel, None) is None:
             return False
         if not g.channels:
             del self._consumers[group]
+            removed.append(group)
         return True
+
+    def _group_notifies(self, g: ConsumerGroupInfo) -> bool:
+        """ConsumerManager#registerConsumer/unregisterConsumer: the group's clients are told their
+        set changed only when its subscription group allows it (notifyConsumerIdsChangedEnable,
+        ``updateSubGroup -a false`` turns it off) and it is not BROADCASTING (each broadcasting
+        client reads every queue: no rebalance to trigger)."""
+        if g.message_model == MESSAGE_MODEL_BROADCASTING:
+            return False
+        return self.notify_enabled is None or self.notify_enabled(g.group_name)
+
+    def _group_removed(self, groups: list[str]) -> None:
+        for group in groups:
+            for listener in list(self.consumer_group_removed_listeners):
+                listener(group)
 
     def _notify(self, groups: list[str]) -> None:
         for group in groups:

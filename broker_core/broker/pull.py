@@ -16,9 +16,11 @@ from enum import StrEnum
 from broker_core.common.response_code import ResponseCode
 from broker_core.store.codec.message import MessageExt
 from broker_core.store.message_store import GetMessageResult, GetMessageStatus, MessageStore
+from broker_core.store.subscription_group_config import SubscriptionGroupConfig
+from broker_core.store.topic_config import TopicConfig
 
-from .broker_config import BrokerConfig
-from .client_registry import ConsumerGroupInfo
+from .broker_config import MASTER_ID, BrokerConfig
+from .client_registry import MESSAGE_MODEL_BROADCASTING, ConsumerGroupInfo
 from .consumer_offset_manager import ConsumerOffsetManager
 from .errors import (
     BrokerSystemError,
@@ -62,7 +64,7 @@ class PullResult:
     max_offset: int
     messages: list[MessageExt] = field(default_factory=list)
     detail: str | None = None  # store status name behind a non-FOUND result (e.g. OFFSET_OVERFLOW_BADLY)
-    suggest_which_broker_id: int = 0
+    suggest_which_broker_id: int = MASTER_ID
     response_code: int = ResponseCode.SUCCESS
     topic_sys_flag: int = 0
     group_sys_flag: int = 0
@@ -140,19 +142,7 @@ class PullService:
         ``registered_sub_version`` (a request without the SUBSCRIPTION flag, as Java push consumers send
         by default): filter with what the group's online consumers declared for the topic in their
         heartbeats, at least that version, instead of ``expression_type``/``subscription``."""
-        if not is_readable(self.config.broker_permission):
-            raise NoPermissionError(f"the broker[{self.config.broker_ip1}] pulling message is forbidden")
-        sgc = self.groups.find(group)
-        if not sgc.consume_enable:
-            raise NoPermissionError(f"subscription group no permission, {group}")
-        tc = self.topics.get(topic)
-        if tc is None:
-            raise TopicNotExistError(f"topic[{topic}] not exist, apply first please!")
-        if not is_readable(tc.perm):
-            raise NoPermissionError(f"the topic[{topic}] pulling message is forbidden")
-        if queue_id < 0 or queue_id >= tc.read_queue_nums:
-            raise InvalidParameterError(f"queueId[{queue_id}] is illegal, topic:[{topic}] "
-                                        f"topicConfig.readQueueNums:[{tc.read_queue_nums}]")
+        sgc, tc = self._check_access(group, topic, queue_id, registered_sub_version is not None)
         if max_msgs <= 0:
             raise InvalidParameterError(f"maxMsgNums must be positive, got {max_msgs}")
         if offset < 0:
@@ -173,13 +163,46 @@ class PullService:
         if commit_offset is not None and commit_offset >= 0 and not reset_pending:
             self.offsets.commit_offset(group, topic, queue_id, commit_offset)
 
-        result = self._pull_once(group, topic, queue_id, offset, max_msgs, message_filter, sgc.broker_id)
+        result = self._pull_once(group, topic, queue_id, offset, max_msgs, message_filter)
         if result.status is PullStatus.NO_NEW_MSG and suspend_timeout_ms > 0 and result.detail != OFFSET_RESET:
             result = yield from self._suspend(group, topic, queue_id, offset, max_msgs, message_filter,
-                                              sgc.broker_id, suspend_timeout_ms, result.max_offset)
+                                              suspend_timeout_ms, result.max_offset,
+                                              registered_sub_version is not None)
+            # what the wake-up checked: a flag changed while parked is the one answered with
+            sgc, tc = self.groups.find(group), self.topics.get(topic) or tc
         result.topic_sys_flag = tc.topic_sys_flag
         result.group_sys_flag = sgc.group_sys_flag
         return result
+
+    def _check_access(self, group: str, topic: str, queue_id: int,
+                      registered: bool) -> tuple[SubscriptionGroupConfig, TopicConfig]:
+        """PullMessageProcessor's permission checks, in its order, with the configs as they are now.
+
+        Run before the first read and again each time a parked pull wakes (Apache re-runs
+        processRequest on wake-up, executeRequestWhenWakeup): an admin's ``updateSubGroup -s false``,
+        a read-only topic or broker stops a pull already parked, which otherwise answered with the
+        next message seconds after the group was disabled. ``registered``: the pull uses the group's
+        heartbeat subscription (no SUBSCRIPTION flag), where a broadcasting group needs
+        consumeBroadcastEnable."""
+        if not is_readable(self.config.broker_permission):
+            raise NoPermissionError(f"the broker[{self.config.broker_ip1}] pulling message is forbidden")
+        sgc = self.groups.find(group)
+        if not sgc.consume_enable:
+            raise NoPermissionError(f"subscription group no permission, {group}")
+        tc = self.topics.get(topic)
+        if tc is None:
+            raise TopicNotExistError(f"topic[{topic}] not exist, apply first please!")
+        if not is_readable(tc.perm):
+            raise NoPermissionError(f"the topic[{topic}] pulling message is forbidden")
+        if queue_id < 0 or queue_id >= tc.read_queue_nums:
+            raise InvalidParameterError(f"queueId[{queue_id}] is illegal, topic:[{topic}] "
+                                        f"topicConfig.readQueueNums:[{tc.read_queue_nums}]")
+        if registered and not sgc.consume_broadcast_enable:
+            info = self.online_consumers(group) if self.online_consumers is not None else None
+            if info is not None and info.message_model == MESSAGE_MODEL_BROADCASTING:
+                # PullMessageProcessor (no SUBSCRIPTION flag): ForbiddenType.BROADCASTING_DISABLE_FORBIDDEN
+                raise NoPermissionError(f"the consumer group[{group}] can not consume by broadcast way")
+        return sgc, tc
 
     def _registered_subscription(self, group: str, topic: str, sub_version: int) -> tuple[str, str]:
         """PullMessageProcessor's checks of a pull without its own subscription: refused (the client
@@ -197,30 +220,37 @@ class PullService:
         return sub.expression_type or "TAG", sub.sub_string or "*"
 
     def _pull_once(self, group: str, topic: str, queue_id: int, offset: int, max_msgs: int,
-                   message_filter: MessageFilter, broker_id: int) -> PullResult:
+                   message_filter: MessageFilter) -> PullResult:
+        """One read. suggestWhichBrokerId stays MASTER_ID (0): Apache answers the group's brokerId /
+        whichBrokerWhenConsumeSlowly only with slaveReadEnable, and this broker has no slaves to read
+        from; a Java client told 1 (``updateSubGroup -i 1``) sent its next pulls to a slave id that no
+        route holds."""
         if self.config.use_server_side_reset_offset:
             reset = self.offsets.query_then_erase_reset_offset(group, topic, queue_id)
             if reset is not None:
                 return PullResult(PullStatus.OFFSET_ILLEGAL, reset, self.store.get_min_offset_in_queue(topic, queue_id),
                                   self.store.get_max_offset_in_queue(topic, queue_id), detail=OFFSET_RESET,
-                                  suggest_which_broker_id=broker_id, response_code=ResponseCode.PULL_OFFSET_MOVED)
+                                  response_code=ResponseCode.PULL_OFFSET_MOVED)
         got = self.store.get_messages(topic, queue_id, offset, max_msgs, message_filter)
         status, code, next_begin = map_get_result(got, offset)
         self.offsets.commit_pull_offset(group, topic, queue_id, next_begin)
         if status is PullStatus.FOUND and self._on_get is not None:
             self._on_get(group, topic, len(got.messages))
         return PullResult(status, next_begin, got.min_offset, got.max_offset, got.messages,
-                          None if status is PullStatus.FOUND else got.status.value, broker_id, code)
+                          None if status is PullStatus.FOUND else got.status.value, MASTER_ID, code)
 
     def _suspend(self, group: str, topic: str, queue_id: int, offset: int, max_msgs: int,
-                 message_filter: MessageFilter, broker_id: int, timeout_ms: int,
-                 seen_max: int) -> WaitSteps[PullResult]:
+                 message_filter: MessageFilter, timeout_ms: int, seen_max: int,
+                 registered: bool) -> WaitSteps[PullResult]:
         """Park until a matching message arrives or the time is up, then answer without suspending.
 
         Every ``HOLD_CHECK_INTERVAL_S`` a pull whose queue grew only by messages its filter refuses is
         answered too (NO_MATCHED_MSG, nextBeginOffset past them), as PullRequestHoldService's round
         does: parked until its timeout (15 s for Java clients), a consumer kept the lag of a queue it
-        filters out entirely for that long, and its group showed it in consumerProgress."""
+        filters out entirely for that long, and its group showed it in consumerProgress.
+
+        Every read after parking first runs the permission checks again (``_check_access``): they
+        raise, and the parked pull is answered as a new one would be."""
         if not self.config.long_polling_enable:
             timeout_ms = min(timeout_ms, self.config.short_polling_time_mills)
         deadline = time.monotonic() + timeout_ms / 1000
@@ -231,7 +261,8 @@ class PullService:
                 # A message may have arrived between the first read and hold(): look once more.
                 now_max = self.store.get_max_offset_in_queue(topic, queue_id)
                 if now_max > seen_max:
-                    result = self._pull_once(group, topic, queue_id, offset, max_msgs, message_filter, broker_id)
+                    self._check_access(group, topic, queue_id, registered)
+                    result = self._pull_once(group, topic, queue_id, offset, max_msgs, message_filter)
                     if result.status is not PullStatus.NO_MATCHED_MSG and result.status is not PullStatus.NO_NEW_MSG:
                         return result
                     seen_max = result.max_offset
@@ -248,4 +279,5 @@ class PullService:
                     break
         finally:
             self.hold.release(waiter)
-        return self._pull_once(group, topic, queue_id, offset, max_msgs, message_filter, broker_id)
+        self._check_access(group, topic, queue_id, registered)
+        return self._pull_once(group, topic, queue_id, offset, max_msgs, message_filter)

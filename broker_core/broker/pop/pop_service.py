@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
 from broker_core.broker.errors import (
     BrokerError,
@@ -271,6 +272,23 @@ class PopService:
             raise SubscriptionGroupNotExistError(f"subscription group [{group}] does not exist")
         return cfg
 
+    def _check_access(self, group: str, topic: str,
+                      queue_id: int | None) -> tuple[TopicConfig, SubscriptionGroupConfig]:
+        """PopMessageProcessor's topic and group checks, with the configs as they are now (before the
+        first read and after each wake-up of a parked pop)."""
+        tc = self.topics.get(topic)
+        if tc is None:
+            raise TopicNotExistError(f"topic[{topic}] not exist, apply first please!")
+        if not tc.perm & 4:
+            raise NoPermissionError(f"the topic[{topic}] peeking message is forbidden")
+        if queue_id is not None and queue_id >= tc.read_queue_nums:
+            raise InvalidParameterError(f"queueId[{queue_id}] is illegal, topic:[{topic}] "
+                                        f"topicConfig.readQueueNums:[{tc.read_queue_nums}]")
+        cfg = self._group_config(group)
+        if not cfg.consume_enable:
+            raise NoPermissionError(f"subscription group no permission, {group}")
+        return tc, cfg
+
     def pop_retry_topic(self, topic: str, group: str) -> str:
         return build_pop_retry_topic(topic, group, self.config.enable_retry_topic_v2)
 
@@ -340,26 +358,19 @@ class PopService:
             raise InvalidParameterError(f"invisibleTime must be positive, got {invisible_time_ms}")
         if queue_id is not None and queue_id < 0:
             queue_id = None
-        tc = self.topics.get(topic)
-        if tc is None:
-            raise TopicNotExistError(f"topic[{topic}] not exist, apply first please!")
-        if not tc.perm & 4:
-            raise NoPermissionError(f"the topic[{topic}] peeking message is forbidden")
-        if queue_id is not None and queue_id >= tc.read_queue_nums:
-            raise InvalidParameterError(f"queueId[{queue_id}] is illegal, topic:[{topic}] "
-                                        f"topicConfig.readQueueNums:[{tc.read_queue_nums}]")
-        cfg = self._group_config(group)
-        if not cfg.consume_enable:
-            raise NoPermissionError(f"subscription group no permission, {group}")
+        tc, cfg = self._check_access(group, topic, queue_id)
         try:
             message_filter = build_filter(expression_type, expression)
         except (FilterSyntaxError, UnsupportedExpressionTypeError) as e:
             raise SubscriptionParseFailedError(f"parse the consumer's subscription failed: {e}") from e
         message_filter = with_bitmap(message_filter, group, topic, self.consumer_filters)
-        is_order = bool(cfg.consume_message_orderly) if order is None else order
-        args = (group, tc, queue_id, max_msgs, invisible_time_ms, attempt_id, is_order, init_mode, message_filter, cfg)
 
-        result = self._pop_once(*args)
+        def args() -> tuple[Any, ...]:  # the configs as the last check read them
+            is_order = bool(cfg.consume_message_orderly) if order is None else order
+            return (group, tc, queue_id, max_msgs, invisible_time_ms, attempt_id, is_order, init_mode,
+                    message_filter, cfg)
+
+        result = self._pop_once(*args())
         if result.messages or poll_time_ms <= 0:
             return result
         waiter = self.long_polling.polling(topic, group, queue_id)
@@ -370,8 +381,12 @@ class PopService:
         slice_s = max(self.config.pop_long_polling_force_notify_interval, 10) / 1000
         try:
             while True:
-                # Look again after parking: a message may have arrived in between.
-                result = self._pop_once(*args)
+                # Look again after parking: a message may have arrived in between. As Apache re-runs
+                # processRequest on wake-up, the checks run again with the configs as they are now:
+                # a group disabled (updateSubGroup -s false) while the pop waited is refused, not
+                # served, and retryMaxTimes/consumeMessageOrderly changed meanwhile apply.
+                tc, cfg = self._check_access(group, topic, queue_id)
+                result = self._pop_once(*args())
                 if result.messages:
                     return result
                 left = deadline - time.monotonic()
