@@ -11,20 +11,14 @@ without -c has no file: it refuses the ACL keys and a new identity or port, and 
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
-import sys
-import threading
-import time
 from pathlib import Path
 
 from tests.net.net_util import run_mqadmin as mqadmin
 
-from .conftest import REPO, Playbooks
-
-_NAMESRV = re.compile(r"The Name Server boot success\. serializeType=JSON, address (\S+)")
-_BROKER = re.compile(r"The broker\[(\S+), (\S+)\] boot success")
+from .conftest import Playbooks
+from .test_cluster import Cluster
 
 CONF = """# the orders broker: keep these comments
 brokerClusterName=OrdersCluster
@@ -51,38 +45,12 @@ steps:
 """
 
 
-class Mqbroker:
-    """``mqbroker --store`` with its name server on free ports (``-c conf`` when given); stopped by PID."""
+class Mqbroker(Cluster):
+    """The examples' mqbroker (test_cluster.Cluster) with its broker config read and updated over -n."""
 
-    def __init__(self, store: Path, conf: Path | None = None) -> None:
-        cmd = [sys.executable, "-m", "broker_core.mqbroker", "--store", str(store), "--host", "127.0.0.1",
-               "--listenPort", "0", "--namesrvPort", "0"] + (["-c", str(conf)] if conf else [])
-        env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1")
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-        self.lines: list[str] = []
-        self.namesrv = self.addr = ""
-        ready = threading.Event()
-
-        def read() -> None:
-            assert self.proc.stdout is not None
-            for line in self.proc.stdout:
-                self.lines.append(line.rstrip())
-                if m := _NAMESRV.search(line):
-                    self.namesrv = m.group(1)
-                if m := _BROKER.search(line):
-                    self.addr = m.group(2)
-                if self.namesrv and self.addr:
-                    ready.set()
-            ready.set()
-
-        self._reader = threading.Thread(target=read, daemon=True)
-        self._reader.start()
-        if not ready.wait(60) or not (self.namesrv and self.addr):
-            self.stop()
-            raise RuntimeError("mqbroker did not start:\n" + "\n".join(self.lines))
-        deadline = time.monotonic() + 30  # registered with its name server right after it boots
-        while "broker-" not in mqadmin("clusterList", "-n", self.namesrv).stdout and time.monotonic() < deadline:
-            time.sleep(0.2)
+    @property
+    def addr(self) -> str:
+        return self.broker_addr
 
     def config(self) -> dict[str, str]:
         r = mqadmin("getBrokerConfig", "-n", self.namesrv, "-b", self.addr)
@@ -91,16 +59,6 @@ class Mqbroker:
 
     def update(self, key: str, value: str) -> subprocess.CompletedProcess[str]:
         return mqadmin("updateBrokerConfig", "-n", self.namesrv, "-b", self.addr, "-k", key, "-v", value)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        self._reader.join(5)
 
 
 def test_an_update_over_namesrv_is_written_to_the_config_file_and_kept_after_a_restart(

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.net.net_util import run_mqadmin
+
 from .conftest import EXAMPLES, REPO, Playbooks, seed_store, ssh_vars
 from .sshd import Sshd
 
@@ -32,11 +34,11 @@ _BROKER = re.compile(r"The broker\[(\S+), (\S+)\] boot success")
 
 
 class Cluster:
-    """``mqbroker --store`` with its name server, on free ports; stopped by PID."""
+    """``mqbroker --store`` with its name server, on free ports (``-c conf`` when given); stopped by PID."""
 
-    def __init__(self, store: Path) -> None:
-        cmd = [sys.executable, "-m", "broker_core.mqbroker", "--store", str(store), "--listenPort", "0",
-               "--namesrvPort", "0"]
+    def __init__(self, store: Path, conf: Path | None = None) -> None:
+        cmd = [sys.executable, "-m", "broker_core.mqbroker", "--store", str(store), "--host", "127.0.0.1",
+               "--listenPort", "0", "--namesrvPort", "0"] + (["-c", str(conf)] if conf else [])
         env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1")
         self.store = store
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
@@ -61,7 +63,9 @@ class Cluster:
         if not ready.wait(60) or not (self.namesrv and self.broker_addr):
             self.stop()
             raise RuntimeError("mqbroker did not start:\n" + "\n".join(self.lines))
-        time.sleep(0.5)  # the broker registers with the name server right after it boots
+        deadline = time.monotonic() + 30  # registered with its name server right after it boots
+        while self.broker_name not in run_mqadmin("clusterList", "-n", self.namesrv).stdout and time.monotonic() < deadline:
+            time.sleep(0.2)
 
     def stop(self) -> None:
         if self.proc.poll() is None:
