@@ -65,12 +65,13 @@ class JsonBody:
         for name, key, hint in cls._spec():
             if key in obj and obj[key] is not None:
                 kwargs[name] = _from_json(obj[key], hint, f"{where}.{key}")
-        missing = [key for name, key, _ in cls._spec() if name not in kwargs and name in _required(cls)]
-        if missing:  # named by their wire names: the sender knows consumerGroup, not consumer_group
-            raise BodyError(f"{where}: missing field {', '.join(missing)}")
         try:
             return cls(**kwargs)
         except TypeError as e:
+            required = _required(cls)  # only on failure: a decode that succeeds pays nothing for it
+            missing = [key for name, key, _ in cls._spec() if name not in kwargs and name in required]
+            if missing:  # named by their wire names: the sender knows consumerGroup, not consumer_group
+                raise BodyError(f"{where}: missing field {', '.join(missing)}") from None
             raise BodyError(f"{where}: {e}") from None
 
     @classmethod
