@@ -1,4 +1,4 @@
-"""rmqops' own RocketMQ remoting client: producer, pull consumer, push consumer (cluster + orderly).
+"""rmqops' own RocketMQ remoting client: producer, pull consumer, push consumer (cluster + orderly), simple (POP) consumer.
 
 Why it lives in broker_core: mqadmin's RemotingBrokerClient, the benchmarks and the tests all speak
 the remoting protocol through it, on top of the pure protocol package ``broker_core.remoting``.
@@ -9,5 +9,5 @@ Layout (one purpose per module):
 - ``process_queue`` / ``offset_store``: per-queue in-flight messages and the consumer offsets.
 - ``rebalance``: the cluster-mode assignment state machine (with queue locks for orderly mode).
 - ``connection`` / ``instance``: sockets, request/response by opaque, broker->client requests.
-- ``producer`` / ``pull_consumer`` / ``push_consumer``: the user-facing clients.
+- ``producer`` / ``pull_consumer`` / ``push_consumer`` / ``simple_consumer``: the user-facing clients.
 """
