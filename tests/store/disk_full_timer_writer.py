@@ -3,8 +3,9 @@
 Opens a Broker (with its timer wheel, 38 MB sparse by default, and timer log) on a small filesystem,
 then sends delayed and plain messages and runs the timer until the store has refused 20 puts, the
 disk being full to its last block (diskSpaceWarningLevelRatio 100). Prints ``delayed <n>``,
-``refused <n>``, ``timer-full <n>`` (ticks the timer refused for want of space) and ``closed``
-after a clean shutdown. A SIGBUS (a write into, or on tmpfs even a read of, a hole of a mapped
+``refused <n>``, ``timer-full <n>`` (ticks the timer refused for want of space), then sends one more
+delayed message due in two days on a disk filled to its last block, whose wheel slot lies on a page nothing has touched yet, and prints
+``far-delayed refused <why>`` (or ``far-delayed stored``), and ``closed`` after a clean shutdown. A SIGBUS (a write into, or on tmpfs even a read of, a hole of a mapped
 file with no block behind it) ends it with a signal instead.
 """
 
@@ -15,6 +16,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: small_fs
+
+from small_fs import fill  # noqa: E402
 
 from broker_core.broker.broker import Broker  # noqa: E402
 from broker_core.broker.broker_config import BrokerConfig  # noqa: E402
@@ -48,6 +52,13 @@ def main(root: str) -> None:
     print(f"delayed {delayed}")
     print(f"refused {refused}")
     print(f"timer-full {timer_full}")
+    fill(Path(root).parent / "filler")  # not one block left, not even for a small message
+    try:  # the send's congestion check reads that slot before the full disk refuses the put
+        broker.send_message("Later", b"far", {PROPERTY_TIMER_DELIVER_MS: str(int(time.time() * 1000)
+                                                                             + 2 * 86_400_000)})
+        print("far-delayed stored")
+    except BrokerError as refused_far:
+        print(f"far-delayed refused {refused_far}")
     broker.shutdown()
     print("closed")
 

@@ -136,7 +136,7 @@ class TimerWheel:
     def get_slot(self, time_ms: int) -> Slot:
         """The slot for ``time_ms``, or ``EMPTY_SLOT`` if the stored time is another lap (or never set)."""
         time_div, first, last, num, magic = SLOT_STRUCT.unpack_from(
-            self._mv, self.get_slot_index(time_ms) * SLOT_SIZE)
+            self._slot_bytes(self.get_slot_index(time_ms) * SLOT_SIZE))
         if time_div != java_div(time_ms, self.precision_ms):
             return EMPTY_SLOT
         return Slot(time_div * self.precision_ms, first, last, num, magic)
