@@ -141,8 +141,11 @@ async def _serve(broker: Broker | None, net: NetConfig, namesrv_sock: socket.soc
         if broker is not None and broker_sock is not None and grpc_port is not None:
             # first: a gRPC port in use (a second broker on one host keeps grpcServerPort 8081) fails the
             # start in one line before anything says "boot success"
-            # QueryRoute answers from the name servers' routes: every broker of the topic, not this one alone
-            routes = NamesrvClusterRoutes.for_broker(broker.config, namesrv_addrs) if namesrv_addrs else None
+            # QueryRoute answers from the name servers' routes: every broker of the topic, not this one alone.
+            # Made with no name server too (-n ';'): it then answers with this broker's queues, and one given
+            # later (updateBrokerConfig namesrvAddr) reaches it through _follow_namesrv; without it the
+            # endpoint kept that local view until a restart, though the broker registered in the cluster
+            routes = NamesrvClusterRoutes.for_broker(broker.config, namesrv_addrs)
             endpoint = GrpcEndpoint(broker, GrpcServerConfig.from_broker_config(broker.config, host, grpc_port),
                                     cluster_routes=routes)
             await endpoint.start()
@@ -158,13 +161,17 @@ async def _serve(broker: Broker | None, net: NetConfig, namesrv_sock: socket.soc
                                           on_namesrv_change=_follow_namesrv(broker, routes))
             await server.start(sock=broker_sock)
             cfg = broker.config
-            print(f"The broker[{cfg.broker_name}, {cfg.broker_addr}] boot success. serializeType=JSON and name server "
-                  f"is {';'.join(namesrv_addrs)} (cluster {cfg.broker_cluster_name}, store {broker.root.resolve()}, "
+            names = f"name server is {';'.join(namesrv_addrs)}" if namesrv_addrs else "no name server"
+            print(f"The broker[{cfg.broker_name}, {cfg.broker_addr}] boot success. serializeType=JSON and {names} "
+                  f"(cluster {cfg.broker_cluster_name}, store {broker.root.resolve()}, "
                   f"config {cfg.broker_config_path or 'none'}, pid {os.getpid()})", flush=True)
             if grpc_endpoint is not None:
                 print(f"The gRPC v2 endpoint boot success on {host}:{grpc_endpoint.port}"
                       f"{' (TLS)' if cfg.grpc_tls_cert_path else ''}", flush=True)
-            if namesrv_source is not None:
+            if namesrv_source is not None and not namesrv_addrs:  # -n ';': Apache's broker runs alone too
+                print("No name server: -n names none, so the broker registers nowhere until "
+                      "updateBrokerConfig -k namesrvAddr gives it some", flush=True)
+            elif namesrv_source is not None:
                 print(f"No embedded name server: the broker registers with {namesrv_source} "
                       "(mqbroker runs its own only without -n and without namesrvAddr in its -c file)", flush=True)
         if namesrv_addrs:

@@ -24,7 +24,7 @@ from broker_core.net.grpc_v2.cluster_route import BrokerQueues, NamesrvClusterRo
 from broker_core.net.grpc_v2.stubs import pb, service_pb2_grpc
 from broker_core.remoting import RemotingCommand, RequestCode, ResponseCode
 from broker_core.remoting.bodies import TopicRouteData
-from tests.net.net_util import Mqbroker, RawClient, mqadmin
+from tests.net.net_util import Mqbroker, RawClient, mqadmin, run_mqadmin
 from tests.remoting_broker import BrokerProcess, running_broker
 from tests.waiting import wait_for
 
@@ -311,3 +311,43 @@ def test_a_topic_only_on_broker_b_is_routed_through_broker_a(cluster: Cluster) -
     # no route at the name server (and none here): still TOPIC_NOT_FOUND
     missing = query_route(cluster, "broker-a", "NoSuchTopicAnywhere")
     assert missing.status.code == pb.Code.TOPIC_NOT_FOUND, missing.status
+
+
+@pytest.mark.parametrize("started_with", ["no name server (-n ';')", "its own name server (no -n)"])
+def test_a_broker_given_a_name_server_at_runtime_routes_grpc_clients_to_the_whole_cluster(
+        tmp_path: Path, started_with: str) -> None:
+    """broker-b starts apart from broker-a's name server, then ``updateBrokerConfig -k namesrvAddr`` points it
+    there: broker-b registers, and its gRPC endpoint (QueryRoute, and so an official client's sends) must
+    list broker-a too, as Apache's proxy takes routes from the name server the broker uses now. Started with
+    no name server at all, the endpoint had no name server routes to redirect, so until a restart its
+    clients saw broker-b's queues only. Setting namesrvAddr to empty is refused and changes nothing."""
+    topic = "JoinedLaterT"
+    period = ("--registerNameServerPeriod", "500")
+    with running_broker(tmp_path / "a", broker_name="broker-a", extra_args=period) as a, \
+            running_broker(tmp_path / "b", broker_name="broker-b", extra_args=period,
+                           namesrv=";" if started_with.startswith("no") else None) as b:
+        c = Cluster(a.namesrv_addr, {"broker-a": a, "broker-b": b}, tmp_path / "home")
+        c.home.mkdir()
+        if started_with.startswith("no"):
+            assert "and no name server (cluster DefaultCluster" in b.log_text()
+            wait_for(lambda: "No name server: -n names none, so the broker registers nowhere" in b.log_text(),
+                     "the boot lines to say broker-b has no name server")
+        mqadmin(c.namesrv, "updateTopic", "-b", b.broker_addr, "-t", topic, "-r", str(QUEUES), "-w", str(QUEUES))
+        assert sorted(by_broker(query_route(c, "broker-b", topic))) == ["broker-b"]  # alone, as it is
+
+        mqadmin(c.namesrv, "updateBrokerConfig", "-b", b.broker_addr, "-k", "namesrvAddr", "-v", c.namesrv)
+        create_topic(c, topic)  # on every master of the cluster: waits until the name server routes both
+        both = {name: endpoints(c.grpc_port(name)) for name in NAMES}
+        wait_for(lambda: {q.broker.name: q.broker.endpoints for q in query_route(c, "broker-b", topic).message_queues}
+                 == both, "broker-b's gRPC route to list broker-a at its own endpoint", 15, 0.2)
+        out = run_scenario(b.grpc_addr or "", c.home, "produce", topic=topic, count=16)
+        assert not out["errors"] and len(out["sent"]) == 16, out
+        counts = wait_for(lambda: (n := {name: stored(x, topic) for name, x in c.brokers.items()})
+                          and sum(n.values()) == 16 and n, "16 messages stored", 20, 0.1)
+        assert counts["broker-a"] > 0 and counts["broker-b"] > 0, counts
+
+        r = run_mqadmin("updateBrokerConfig", "-n", c.namesrv, "-b", b.broker_addr, "-k", "namesrvAddr", "-v", "")
+        assert r.returncode == 1 and r.stderr.startswith(
+            "mqadmin updateBrokerConfig: invalid broker config: namesrvAddr: empty"), r.stdout + r.stderr
+        time.sleep(1.5)  # two registration periods: broker-b still registered, its route unchanged
+        assert {q.broker.name: q.broker.endpoints for q in query_route(c, "broker-b", topic).message_queues} == both

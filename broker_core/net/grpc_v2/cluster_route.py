@@ -109,7 +109,9 @@ class _Cached(Generic[V]):
 class NamesrvClusterRoutes:
     """ClusterRoutes from the name servers this broker registers with, over outbound remoting connections.
 
-    Runs on the gRPC endpoint's event loop (its connections are made there, on first use)."""
+    Runs on the gRPC endpoint's event loop (its connections are made there, on first use). With no name
+    server (a broker started with ``-n ';'``) every route is None, i.e. this broker's queues, until
+    use_namesrv_addrs gives it some."""
 
     def __init__(self, namesrv_addrs: Sequence[str], broker_addr: str, own_grpc_port: Callable[[], int],
                  inner_credentials: Credentials | None = None, *, route_cache_s: float = ROUTE_CACHE_S,
@@ -140,9 +142,10 @@ class NamesrvClusterRoutes:
                    config.auth.inner_client_user())
 
     def use_namesrv_addrs(self, namesrv_addrs: Sequence[str]) -> None:
-        """The broker moved to other name servers (updateBrokerConfig namesrvAddr): routes come from them
-        from now on. Why: the old ones drop this broker, so their routes would leave it (and every broker
-        registered only with the new ones) out of what gRPC clients are told. Cached routes age out."""
+        """The broker moved to other name servers, or was given its first (updateBrokerConfig namesrvAddr):
+        routes come from them from now on. Why: the old ones drop this broker, so their routes would leave
+        it (and every broker registered only with the new ones) out of what gRPC clients are told; with
+        none, clients were told this broker's queues only. Cached routes age out."""
         self.namesrv_addrs = list(namesrv_addrs)
         self._preferred = 0
 
