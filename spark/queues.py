@@ -42,6 +42,9 @@ class QueueJobConf:
     # verify: where the commitlog scan ended; units pointing at or past it were written after the scan
     # (a broker writing beside the verify) and are not compared (-1: no limit)
     scan_end: int = -1
+    # verify: the commitlog's min offset (StoreInput.min_phy_offset); units pointing below it are of records
+    # retention deleted, expired as verifyStore counts them, and are not compared
+    min_phy_offset: int = 0
 
 
 @dataclass(slots=True)
@@ -75,6 +78,8 @@ class QueueResult:
     refused: str = ""
     # verify: existing units pointing past the scanned log end (written after the scan), not compared
     after_scan: int = 0
+    # verify: existing units pointing below the commitlog's min offset (their records expired), not compared
+    expired: int = 0
     # verify: the queue offset of the last existing unit compared, and where its record ends (-1: none);
     # the driver takes the newest of the ends as the dispatched frontier (see not_yet_dispatched)
     existing_last_offset: int = -1
@@ -224,7 +229,8 @@ def process_queue(conf: QueueJobConf, topic: str, queue_id: int, chunks: Iterabl
     result = QueueResult(topic, queue_id, cq_type, units, max(min_off, 0), max_off, max_phy, files, mono,
                          refused=refused)
     if expected is not None:
-        result.mismatches, result.after_scan, last = verify_queue(conf, topic, queue_id, batch, expected)
+        result.mismatches, result.expired, result.after_scan, last = verify_queue(conf, topic, queue_id, batch,
+                                                                                  expected)
         if last is not None:
             result.existing_last_offset, result.existing_phy_end = last[0], last[1] + last[2]
         qdir = Path(conf.store_root) / (BCQ_DIR if batch else CQ_DIR) / topic / str(queue_id)
@@ -249,30 +255,33 @@ def read_existing_units(store_root: Path, topic: str, queue_id: int, batch: bool
         q.close()
 
 
-def units_before(units: list[tuple], scan_end: int) -> tuple[list[tuple], int]:
-    """The units pointing before ``scan_end`` (all when -1), and how many point at or past it.
+def units_in_log(units: list[tuple], min_phy_offset: int, scan_end: int) -> tuple[list[tuple], int, int]:
+    """The units pointing into ``[min_phy_offset, scan_end)`` (no end when -1), how many point below it
+    (expired) and how many at or past its end (after the scan).
 
-    Why: beside a running broker the queues grow while the commitlog is scanned; a unit of a record
-    the scan did not reach is not an extra unit, as verifyStore does not count it as one either.
+    Why below: retention deletes whole commitlog files, then only the CQ/BCQ files whose every unit
+    points below the new min (Apache's deleteExpiredFile; the queue's min offset moves past the rest),
+    so a kept file still holds units of deleted records. verifyStore counts them as expired; they are
+    no extra units. Why the end: beside a running broker the queues grow while the commitlog is
+    scanned; a unit of a record the scan did not reach is not an extra unit either.
     """
-    if scan_end < 0:
-        return units, 0
-    kept = [u for u in units if u[1] < scan_end]
-    return kept, len(units) - len(kept)
+    kept = [u for u in units if u[1] >= min_phy_offset and (scan_end < 0 or u[1] < scan_end)]
+    expired = sum(1 for u in units if u[1] < min_phy_offset)
+    return kept, expired, len(units) - len(kept) - expired
 
 
 def verify_queue(conf: QueueJobConf, topic: str, queue_id: int, batch: bool, expected: list[tuple]
-                 ) -> tuple[list[Mismatch], int, tuple | None]:
-    """Mismatches of one existing queue, the number of its units written after the scan (not compared),
-    and its last unit compared (None: none)."""
+                 ) -> tuple[list[Mismatch], int, int, tuple | None]:
+    """Mismatches of one existing queue, the numbers of its units of expired records and of its units
+    written after the scan (neither compared), and its last unit compared (None: none)."""
     where = f"{topic}/{queue_id}"
     try:
         actual = read_existing_units(Path(conf.store_root), topic, queue_id, batch,
                                      conf.bcq_file_size if batch else conf.cq_file_size)
     except (ValueError, OSError) as e:
-        return [Mismatch("unreadable-queue", where, -1, None, None, str(e))], 0, None
-    actual, after_scan = units_before(actual, conf.scan_end)
-    return diff_units(where, expected, actual), after_scan, (actual[-1] if actual else None)
+        return [Mismatch("unreadable-queue", where, -1, None, None, str(e))], 0, 0, None
+    actual, expired, after_scan = units_in_log(actual, conf.min_phy_offset, conf.scan_end)
+    return diff_units(where, expected, actual), expired, after_scan, (actual[-1] if actual else None)
 
 
 def not_yet_dispatched(results: list[QueueResult]) -> tuple[int, int]:

@@ -66,7 +66,7 @@ from .queues import (
     not_yet_dispatched,
     process_queue,
     read_existing_units,
-    units_before,
+    units_in_log,
 )
 from .scan import (
     IDX_REC,
@@ -174,6 +174,9 @@ class RebuildSummary:
     # had not reached them; the broker dispatches them on start), as verifyStore's "not yet dispatched"
     not_dispatched_units: int = 0
     not_dispatched_index_entries: int = 0
+    # verify: units pointing below the commitlog's min offset (records retention deleted), not compared, as
+    # verifyStore's "expired units"; index entries below it are left out the same way
+    expired_units: int = 0
 
     @property
     def mismatch_count(self) -> int:
@@ -414,10 +417,13 @@ def _emit_expected_hashes(key_slices: Iterable[Slice]) -> Iterator[tuple[int, tu
     yield from _bucket_hash_pairs(pairs, 0)
 
 
-def _emit_actual_hashes(hash_slot_num: int, index_num: int, file_no: int, path: str
+def _emit_actual_hashes(hash_slot_num: int, index_num: int, file_no: int, path: str, min_phy_offset: int
                         ) -> Iterator[tuple[int, tuple[int, bytes]]]:
+    """The reachable entries of one index file, those of expired records (below the commitlog's min offset)
+    left out: retention deletes an index file only once all of it is below (Apache's deleteExpiredFile),
+    so the oldest file kept still holds entries of deleted records, which verifyStore skips too."""
     entries = reachable_entries(path, hash_slot_num, index_num, numbered=True)
-    yield from _bucket_hash_pairs(((h, phy, file_no, n) for h, phy, n in entries), 1)
+    yield from _bucket_hash_pairs(((h, phy, file_no, n) for h, phy, n in entries if phy >= min_phy_offset), 1)
 
 
 def _bucket_hash_pairs(pairs: Iterable[tuple[int, int, int, int]], side: int
@@ -510,7 +516,8 @@ def _key_names(req: DispatchRequest | None) -> list[str]:
 
 def _verify_leftover_queues(si: StoreInput, queue_results: list[QueueResult], queue_types: dict[str, str],
                             summary: RebuildSummary, scan_end: int) -> None:
-    """Queue directories the commitlog does not explain (or of the wrong CQ type): every unit is extra."""
+    """Queue directories the commitlog does not explain (or of the wrong CQ type): every unit is extra, but
+    those of expired records (a queue whose records all went with retention keeps its last file)."""
     cfg = si.config
     expected_keys = {(q.topic, q.queue_id) for q in queue_results}
     for topic, qid, kind in existing_queues(si.root):
@@ -525,7 +532,8 @@ def _verify_leftover_queues(si: StoreInput, queue_results: list[QueueResult], qu
         except (ValueError, OSError) as e:
             summary.mismatches.append(Mismatch("unreadable-queue", where, -1, None, None, str(e)))
             continue
-        units, after_scan = units_before(units, scan_end)
+        units, expired, after_scan = units_in_log(units, si.min_phy_offset, scan_end)
+        summary.expired_units += expired
         summary.after_scan_units += after_scan
         detail = (f"{kind} directory for a {want} topic" if (topic, qid) in expected_keys
                   else "queue has no records in the commitlog")
@@ -558,8 +566,9 @@ def _verify_index(sc, si: StoreInput, key_slices: list[Slice], slot_num: int, in
     summary.index_files = len(paths)
     expected = (sc.parallelize(key_slices, max(1, min(len(key_slices), sc.defaultParallelism * 2)))
                 .mapPartitions(_emit_expected_hashes))
+    min_phy = si.min_phy_offset
     actual = (sc.parallelize(list(enumerate(paths)), max(1, len(paths)))
-              .flatMap(lambda fp: _emit_actual_hashes(slot_num, index_num, fp[0], fp[1])))
+              .flatMap(lambda fp: _emit_actual_hashes(slot_num, index_num, fp[0], fp[1], min_phy)))
     diffs = (expected.union(actual).groupByKey(_VERIFY_BUCKETS)
              .flatMap(_diff_hash_bucket).collect())
     names = [Path(p).name for p in paths]
@@ -852,7 +861,7 @@ def _run_rebuild(store_dir: str | os.PathLike[str], config_file: str | os.PathLi
                                                                   else "stats")
             conf = QueueJobConf(mode, str(staging), str(si.root), cfg.consume_queue_file_size,
                                 cfg.batch_consume_queue_file_size, queue_types, time_granularity_ms,
-                                scan_end=scan_end)
+                                scan_end=scan_end, min_phy_offset=si.min_phy_offset)
             run_queues = bool(rows) and want_queues and bool(queue_slices)
             items: list[tuple] = []
             if build_index:
@@ -892,6 +901,7 @@ def _run_rebuild(store_dir: str | os.PathLike[str], config_file: str | os.PathLi
                 else:
                     summary.cq_files += q.files
             summary.after_scan_units = sum(q.after_scan for q in queue_results)
+            summary.expired_units = sum(q.expired for q in queue_results)
             if rows and mode == "verify":
                 _verify_leftover_queues(si, queue_results, queue_types, summary, scan_end)
 

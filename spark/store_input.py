@@ -62,6 +62,9 @@ class StoreInput:
     file_size_problem: str | None = None
     # Why the broker would refuse the index files for the configured geometry (verifyStore's words), else None.
     index_size_problem: str | None = None
+    # The commitlog's min offset as the store takes it (MessageStore.get_min_phy_offset): queue units and
+    # index entries below it are of records retention deleted (expired, as verifyStore counts them).
+    min_phy_offset: int = 0
 
     @property
     def commitlog_bytes(self) -> int:
@@ -109,23 +112,30 @@ def list_commitlog_files(commitlog_dir: Path, file_size: int, warnings: list[str
     return out
 
 
-def commitlog_file_size_problem(commitlog_dir: Path, configured_size: int) -> str | None:
-    """Why the broker would refuse to open the commitlog for its files' lengths, in its own words; None if not.
+def open_commitlog(commitlog_dir: Path, configured_size: int) -> tuple[str | None, int]:
+    """(Why the broker would refuse to open the commitlog for its files' lengths, in its own words, or None;
+    the commitlog's min offset as the store takes it).
 
     Why the broker's own check (MappedFileQueue.load, as the store and ``mqadmin verifyStore`` open it):
     the files of a log are all one size, the first file's length winning over the configuration. A last
     file cut short (even at a record boundary) is not a torn tail that recovery ends at: the store does
     not open at all, so a rebuild that went on (and clamped consumer offsets to what was left) would
     hide that.
+
+    Why the min offset from the same queue: it is ``MessageStore.get_min_phy_offset`` (the first file's
+    base once retention deleted the older ones), the line below which verifyStore counts a queue unit or
+    index entry as expired. ``--verify`` draws the same line, or it reports what retention left (units and
+    entries of deleted records in the CQ/index files that still hold newer ones) as mismatches.
     """
     queue = MappedFileQueue(commitlog_dir, first_data_file_size(commitlog_dir) or configured_size, read_only=True)
     try:
         queue.load()
     except ValueError as e:
-        return str(e)
+        return str(e), 0
+    else:
+        return None, queue.min_offset()
     finally:
         queue.close()
-    return None
 
 
 def index_size_problem(index_dir: Path, hash_slot_num: int, index_num: int) -> str | None:
@@ -160,7 +170,8 @@ def load_store_input(store_dir: str | Path, config_file: str | Path | None = Non
         table = TopicConfigTable(root / "config")
         table.load()
         queue_types = {name: tc.queue_type for name, tc in table.topics.items()}
+    size_problem, min_phy_offset = open_commitlog(config.commit_log_dir, config.mapped_file_size_commit_log)
     return StoreInput(root, config, files, queue_types, parse_delay_levels(config.message_delay_level), warnings,
-                      gaps, read_deleted_topics(root / "config"),
-                      commitlog_file_size_problem(config.commit_log_dir, config.mapped_file_size_commit_log),
-                      index_size_problem(root / "index", config.max_hash_slot_num, config.max_index_num))
+                      gaps, read_deleted_topics(root / "config"), size_problem,
+                      index_size_problem(root / "index", config.max_hash_slot_num, config.max_index_num),
+                      min_phy_offset=min_phy_offset)
