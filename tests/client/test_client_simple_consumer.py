@@ -199,6 +199,16 @@ def test_no_route_is_one_line_and_names_the_topic(broker: BrokerProcess, unique:
     assert unique + "Missing" in _one_line(e) and "no route" in str(e)
 
 
+async def _wait_route_names_both_brokers(inst: MQClientInstance, topic: str) -> None:
+    """The name server's route of ``topic`` lists broker-a and broker-b (each registered its copy)."""
+    for _ in range(100):
+        route = await inst.get_route(topic, refresh=True)
+        if route and {q.broker_name for q in route.subscribe_queues()} == {"broker-a", "broker-b"}:
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"the route of {topic} never named both brokers")
+
+
 def test_every_broker_of_the_topic_is_drained_and_a_dead_one_fails_in_one_line(tmp_path: Path, unique: str) -> None:
     with (running_broker(tmp_path / "a", FAST_CONF, extra_args=FAST_ARGS) as a,
           running_broker(tmp_path / "b", FAST_CONF, broker_name="broker-b", namesrv=a.namesrv_addr,
@@ -207,13 +217,7 @@ def test_every_broker_of_the_topic_is_drained_and_a_dead_one_fails_in_one_line(t
             inst = MQClientInstance(a.namesrv_addr)
             await create_topic(inst, a.broker_addr, unique, queues=2)
             await create_topic(inst, b.broker_addr, unique, queues=2)
-            for _ in range(100):
-                route = await inst.get_route(unique, refresh=True)
-                if route and {q.broker_name for q in route.subscribe_queues()} == {"broker-a", "broker-b"}:
-                    break
-                await asyncio.sleep(0.1)
-            else:
-                raise AssertionError("the route never named both brokers")
+            await _wait_route_names_both_brokers(inst, unique)
             for name in ("broker-a", "broker-b"):
                 for qid in (0, 1):
                     await _send(inst, unique, [f"{name}-{qid}-{i}" for i in range(3)],
@@ -296,13 +300,7 @@ def test_a_broker_refusing_the_group_neither_drops_what_another_popped_nor_gets_
             inst = MQClientInstance(a.namesrv_addr)
             await create_topic(inst, a.broker_addr, unique, queues=1)
             await create_topic(inst, b.broker_addr, unique, queues=1)
-            for _ in range(100):
-                route = await inst.get_route(unique, refresh=True)
-                if route and {q.broker_name for q in route.subscribe_queues()} == {"broker-a", "broker-b"}:
-                    break
-                await asyncio.sleep(0.1)
-            else:
-                raise AssertionError("the route never named both brokers")
+            await _wait_route_names_both_brokers(inst, unique)
             group, closed = unique + "G", unique + "Closed"
             await _create_group(inst, b.broker_addr, group, consumeEnable=False)
             for addr in (a.broker_addr, b.broker_addr):
