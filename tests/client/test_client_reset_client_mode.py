@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+import broker_core.client.push_consumer as push_consumer
 from broker_core.client.consumer_api import ConsumerApi
 from broker_core.client.instance import MQClientInstance
 from broker_core.client.push_consumer import ConsumeConcurrentlyStatus, PushConsumer
@@ -29,6 +30,14 @@ from tests.client.test_client_push import run, wait_until
 from tests.remoting_broker import BrokerProcess, running_broker
 
 QUEUES, N = 2, 10  # N messages per queue
+PERSIST_S = 0.5  # the consumer's offset persist period here (5 s by default): the tests wait for commits
+
+
+@pytest.fixture(autouse=True)
+def _persist_often(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the tests check is where the consumer commits after a reset, not how often it persists: a
+    short period lets them see each commit in a fraction of a second instead of waiting out 5 s."""
+    monkeypatch.setattr(push_consumer, "PERSIST_INTERVAL_S", PERSIST_S)
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +48,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
 
 
 async def _committed(api: ConsumerApi, mqs: list[MessageQueue], want: int, timeout: float = 15) -> bool:
-    """Wait until the broker holds ``want`` for every queue (the consumer persists every 5 s)."""
+    """Wait until the broker holds ``want`` for every queue (the consumer persists every ``PERSIST_S``)."""
     deadline = asyncio.get_running_loop().time() + timeout
     while [await api.query_consumer_offset(mq) for mq in mqs] != [want] * len(mqs):
         if asyncio.get_running_loop().time() > deadline:
