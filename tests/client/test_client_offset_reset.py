@@ -19,6 +19,9 @@ import asyncio
 import threading
 import time
 
+import pytest
+
+import broker_core.client.push_consumer as push_consumer
 from broker_core.client.consumer_api import ConsumerApi
 from broker_core.client.instance import MQClientInstance
 from broker_core.client.process_queue import ProcessQueue
@@ -33,6 +36,14 @@ from tests.client.test_client_push import run, wait_until
 from tests.remoting_broker import BrokerProcess
 
 FIRST = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
+PERSIST_S = 0.5  # the consumer's offset persist period here (5 s by default)
+
+
+@pytest.fixture(autouse=True)
+def _persist_often(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tests check which offset the consumer commits after a reset, not how often it persists: a short
+    period shows each commit within a second instead of after up to 5 s (and checks more of them)."""
+    monkeypatch.setattr(push_consumer, "PERSIST_INTERVAL_S", PERSIST_S)
 
 
 async def _mqadmin(*args: str) -> str:
@@ -75,7 +86,7 @@ def test_skip_accumulated_drops_the_buffered_backlog(broker: BrokerProcess, uniq
             committed.append(await api.query_consumer_offset(mq))
             return committed[-1] == n + 1
 
-        deadline = time.monotonic() + 8  # the consumer persists its offsets every 5 s
+        deadline = time.monotonic() + 8  # the consumer persists its offsets every PERSIST_S
         while not await committed_is_max() and time.monotonic() < deadline:
             await asyncio.sleep(0.2)
         await c.shutdown()
@@ -146,7 +157,7 @@ def test_backward_reset_of_an_orderly_consumer_reconsumes_from_the_reset_point(
         stopped = await wait_until(stop.is_set, 15)
         api = ConsumerApi(inst, group)
         committed: list[int | None] = []
-        deadline = time.monotonic() + 8  # the consumer persists its offsets every 5 s
+        deadline = time.monotonic() + 8  # the consumer persists its offsets every PERSIST_S
         while time.monotonic() < deadline:
             committed.append(await api.query_consumer_offset(mq))
             if committed[-1] == redo:
