@@ -134,7 +134,12 @@ class _Group:
 
 
 @pytest.fixture
-def live(broker: BrokerProcess, request: pytest.FixtureRequest) -> Iterator[_Group]:
+def live(broker: BrokerProcess, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[_Group]:
+    from broker_core.client import push_consumer
+
+    # the consumer commits its offsets every 0.5 s instead of Java's 5 s: the setup and the tests wait for
+    # those commits (committed_ends), and what they check is which offsets are committed, not how often
+    monkeypatch.setattr(push_consumer, "PERSIST_INTERVAL_S", 0.5)
     name = "".join(ch for ch in request.node.name if ch.isalnum())[-40:]
     g = _Group(broker.namesrv_addr, "T" + name, "G" + name)
     try:
