@@ -6,12 +6,16 @@ import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from tests.cli.test_cli_remote import mqadmin, mqadmin_ok
 from tests.remoting_broker import BrokerProcess, running_broker
 from tests.waiting import wait_remote_dispatched
+
+if TYPE_CHECKING:
+    from broker_core.client.producer import Producer
 
 
 @pytest.fixture(scope="module")
@@ -93,6 +97,22 @@ class LiveConsumer:
 
         self.consumer.register_concurrently(listener)
         self.loop.run(self.consumer.start(), timeout=30)
+        self._producer: Producer | None = None
+
+    def send(self, topic: str, bodies: list[str], keys: list[str] | None = None) -> None:
+        """Send ``bodies`` from a producer of this client (group StPG), started on first use: one process
+        for a batch of sends instead of an ``mqadmin sendMessage`` start per message."""
+        from broker_core.client.message import Message
+        from broker_core.client.producer import Producer
+
+        async def go() -> None:
+            if self._producer is None:
+                self._producer = Producer("StPG", self.instance)
+                await self._producer.start()
+            for i, body in enumerate(bodies):
+                await self._producer.send(Message(topic, body.encode(), keys=keys[i] if keys else None))
+
+        self.loop.run(go(), timeout=60)
 
     @classmethod
     def online(cls, namesrv: str, group: str, topic: str, queues: int) -> LiveConsumer:
@@ -118,6 +138,8 @@ class LiveConsumer:
     def close(self) -> None:
         async def stop() -> None:
             await self.consumer.shutdown()
+            if self._producer is not None:
+                await self._producer.shutdown()
             await self.instance.shutdown()
         try:
             self.loop.run(stop(), timeout=30)
@@ -131,8 +153,7 @@ def live(broker: BrokerProcess) -> Iterator[LiveConsumer]:
     c = LiveConsumer.online(n, "StG", "StT", 2)
     try:
         deadline = time.monotonic() + 30
-        for i in range(4):
-            mqadmin_ok("sendMessage", "-n", n, "-t", "StT", "-p", f"m{i}", "-k", f"k{i}")
+        c.send("StT", [f"m{i}" for i in range(4)], [f"k{i}" for i in range(4)])
         while len(c.got) < 4:
             assert time.monotonic() < deadline, f"consumed only {c.got}"
             time.sleep(0.2)
@@ -550,8 +571,7 @@ def test_consume_tps_is_the_broker_s_figure(broker: BrokerProcess, live: LiveCon
     # "Consume TPS: 0.00" was printed whatever the group consumed, and the summary's tps was a literal 0
     n = broker.namesrv_addr
     before = len(live.got)
-    for i in range(6):
-        mqadmin_ok("sendMessage", "-n", n, "-t", "StT", "-p", f"tps{i}")
+    live.send("StT", [f"tps{i}" for i in range(6)])
     deadline = time.monotonic() + 30
     while len(live.got) < before + 6:
         assert time.monotonic() < deadline, "the live consumer did not consume"
