@@ -17,7 +17,14 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from mqadmin.errors import AdminError, NotFoundError, UnreachableError, UsageProblem, WrongTargetError
+from mqadmin.errors import (
+    AdminError,
+    NotFoundError,
+    SilentBrokersError,
+    UnreachableError,
+    UsageProblem,
+    WrongTargetError,
+)
 from mqadmin.timefmt import now_ms
 from mqadmin.transport.base import BrokerClient, MessageRecord, ProgressFn, StoreMaintenance, TopicInfo
 
@@ -166,6 +173,26 @@ def _first_tps(value: str | None) -> float:
 
 def _same(addr: str) -> str:
     return addr
+
+
+def each_answer(brokers: Iterable[BrokerIdentity], ask: Callable[[BrokerIdentity], R],
+                unanswered: list[str] | None) -> list[R]:
+    """``ask`` of each broker, in order. Without ``unanswered`` the first failure is raised. With it, a
+    broker that fails (times out, refuses) is named there, "brokerName (brokerAddr): why", and the
+    others' answers are kept, as Apache's mqadmin goes on past a broker that fails (MQAdminImpl's
+    queryMessage, BrokerStatusSubCommand): one hung broker must not hide what the healthy ones hold.
+    The caller shows the answers, then raises ``SilentBrokersError(unanswered)``. When the only broker
+    asked fails, its failure is raised as it is: there is nothing else to show."""
+    asked = list(brokers)
+    out: list[R] = []
+    for b in asked:
+        try:
+            out.append(ask(b))
+        except AdminError as e:
+            if unanswered is None or len(asked) == 1:
+                raise
+            unanswered.append(SilentBrokersError.entry(b.broker_name, b.broker_addr, e.message))
+    return out
 
 
 class Admin:
@@ -718,8 +745,10 @@ class Admin:
         existed = any(change_each(
             chosen, lambda b: self.client.delete_subscription_group(b.broker_addr, group, remove_offset), _addr))
         warnings = self._delete_group_topics(group, chosen) if delete_retry_topics else []
-        if not existed:
-            raise NotFoundError(f"subscription group [{group}] does not exist in {self.target}")
+        if not existed:  # groups live on brokers: name the ones asked, not the name server
+            where = ", ".join(f"{b.broker_name} ({b.broker_addr})" for b in chosen)
+            raise NotFoundError(f"subscription group [{group}] does not exist on broker{'s' if len(chosen) > 1 else ''} "
+                                f"{where}")
         return warnings
 
     def _delete_group_topics(self, group: str, brokers: list[BrokerIdentity]) -> list[str]:
@@ -792,24 +821,37 @@ class Admin:
                     groups.append(group)
         return groups
 
-    def group_summaries(self) -> list[GroupSummary]:
-        """consumerProgress without -g: lag per group, and who is online (OFFLINE when nobody)."""
+    def group_summaries(self, unanswered: list[str] | None = None) -> list[GroupSummary]:
+        """consumerProgress without -g: lag per group, and who is online (OFFLINE when nobody).
+
+        ``unanswered``: see ``each_answer``; the groups are the name server's, their figures the
+        answering brokers'. Each broker is asked about every group before the next broker, so a hung
+        broker costs one timeout, not one per group, and adds nothing of a group it answered before
+        it stopped."""
         from broker_core.remoting.mqversion import version_desc
         from mqadmin.reports import GroupSummary
 
+        groups = self.retry_topic_groups()
+
+        def ask(b: BrokerIdentity) -> list[tuple[ConsumeStatsView, ConsumerConnection | None]]:
+            return [(self.client.consume_stats(b.broker_addr, g), self.client.consumer_connection(b.broker_addr, g))
+                    for g in groups]
+
+        answers = each_answer(self.brokers() if groups else [], ask, unanswered)
         out = []
-        for group in self.retry_topic_groups():
-            view = self._consume_stats(group)
-            diff = sum(max(0, s.broker_offset - max(s.consumer_offset, 0)) for s in view.rows)
+        for i, group in enumerate(groups):
+            diff, tps = 0, 0.0
             count, version, ctype, model = 0, "OFFLINE", "", ""
-            for b in self.brokers():
-                conn = self.client.consumer_connection(b.broker_addr, group)
+            for per_group in answers:
+                view, conn = per_group[i]
+                diff += sum(max(0, s.broker_offset - max(s.consumer_offset, 0)) for s in view.rows)
+                tps += view.consume_tps
                 if conn is not None and conn.connections:
                     count = max(count, len(conn.connections))
                     version = version_desc(min(c.version for c in conn.connections))  # V5_3_3, as Apache
                     ctype = _CONSUME_TYPES.get(conn.consume_type, conn.consume_type)
                     model = conn.message_model
-            out.append(GroupSummary(group, count, version, ctype, model, view.consume_tps, diff))
+            out.append(GroupSummary(group, count, version, ctype, model, tps, diff))
         return out
 
     # -- connections and settings of running brokers -------------------------------------------------
@@ -1342,19 +1384,22 @@ class Admin:
         return self.query_msg_by_unique_key(topic, text, 32)
 
     def query_msg_by_key(self, topic: str, key: str, max_num: int = 64, begin: int = 0,
-                         end: int = LONG_MAX) -> list[MessageRecord]:
-        """QUERY_MESSAGE by key on every broker with the topic: messages whose KEYS has the token ``key``."""
-        out: list[MessageRecord] = []
-        for b, _ in self._routed_brokers(topic):
-            out.extend(self.client.query_message(b.broker_addr, topic, key, max_num, begin, end))
-        return out
+                         end: int = LONG_MAX, unanswered: list[str] | None = None) -> list[MessageRecord]:
+        """QUERY_MESSAGE by key on every broker with the topic: messages whose KEYS has the token ``key``.
+        ``unanswered``: see ``each_answer`` (a key held on a healthy broker is found during another's outage)."""
+        brokers = [b for b, _ in self._routed_brokers(topic)]
+        found = each_answer(brokers, lambda b: self.client.query_message(b.broker_addr, topic, key, max_num, begin, end),
+                            unanswered)
+        return [r for records in found for r in records]
 
-    def query_msg_by_unique_key(self, topic: str, key: str, max_num: int = 32) -> list[MessageRecord]:
-        """QUERY_MESSAGE by unique key on every broker of the topic's route (a Sub account can run it)."""
-        out: list[MessageRecord] = []
-        for b, _ in self._routed_brokers(topic):
-            out.extend(self.client.query_message(b.broker_addr, topic, key, max_num, 0, LONG_MAX, unique_key=True))
-        return sorted(out, key=lambda r: r.store_timestamp)
+    def query_msg_by_unique_key(self, topic: str, key: str, max_num: int = 32,
+                                unanswered: list[str] | None = None) -> list[MessageRecord]:
+        """QUERY_MESSAGE by unique key on every broker of the topic's route (a Sub account can run it).
+        ``unanswered``: see ``each_answer``."""
+        brokers = [b for b, _ in self._routed_brokers(topic)]
+        found = each_answer(brokers, lambda b: self.client.query_message(b.broker_addr, topic, key, max_num, 0,
+                                                                          LONG_MAX, unique_key=True), unanswered)
+        return sorted((r for records in found for r in records), key=lambda r: r.store_timestamp)
 
     def query_msg_by_offset(self, topic: str, broker_name: str, queue_id: int, offset: int) -> MessageRecord:
         b = self.check_target(broker_name=broker_name)[0]

@@ -93,6 +93,21 @@ class UnreachableError(AdminError):
     command given a broker address (-b) says the broker cannot be reached rather than how it refused."""
 
 
+class SilentBrokersError(AdminError):
+    """Brokers of a command that asks several did not answer (timed out, refused): raised after what the
+    others answered is printed, so a script still sees the outage (exit 1) and the operator sees which
+    brokers the output lacks, in one line. ``silent``: each as "brokerName (brokerAddr): why"."""
+
+    def __init__(self, silent: list[str]) -> None:
+        super().__init__(f"{len(silent)} broker(s) did not answer: {'; '.join(silent)}")
+        self.silent = silent
+
+    @staticmethod
+    def entry(broker_name: str, broker_addr: str, why: str) -> str:
+        """One silent broker as the line names it."""
+        return f"{broker_name} ({broker_addr}): {why}"
+
+
 class WrongTargetError(NotFoundError):
     """``-c``/``-b`` name a cluster or broker that is not there: not found, exit 3."""
 

@@ -8,7 +8,7 @@ import typer
 from broker_core.broker.limits import JAVA_INT_MAX, JAVA_LONG_MAX, JAVA_LONG_MIN
 from mqadmin.cli import Cmd, complete_topic, front, register
 from mqadmin.commands.targets import BrokerAddrOpt, ClusterNameOpt, require_a_target, require_one_target
-from mqadmin.errors import AdminError, UsageProblem
+from mqadmin.errors import AdminError, SilentBrokersError, UsageProblem
 
 app = typer.Typer()
 BASE_FORMAT = "%-22s  %-22s  %-4s  %-22s %-16s  %16s  %30s  %-22s  %-11s  %-12s  %-8s  %-10s%n"
@@ -29,9 +29,9 @@ def cluster_list(
         rows = admin.cluster_list(cluster)  # -c: that cluster's brokers only
         _print_cluster(cmd, rows, more_stats, repeating=bool(interval and interval > 0))
         if not interval or interval <= 0:
-            silent = [f"{r['brokerName']} ({r['brokerAddr']}): {r['error']}" for r in rows if "error" in r]
+            silent = [SilentBrokersError.entry(r["brokerName"], r["brokerAddr"], r["error"]) for r in rows if "error" in r]
             if silent:  # the table is out; the exit code and one line say which brokers are missing from it
-                raise AdminError(f"{len(silent)} broker(s) did not answer: {'; '.join(silent)}")
+                raise SilentBrokersError(silent)
             return
         time.sleep(interval)
 
@@ -81,7 +81,7 @@ def broker_status(
         except AdminError as e:
             if cluster is None:
                 raise
-            silent.append(f"{b.broker_name} ({b.broker_addr}): {e.message}")
+            silent.append(SilentBrokersError.entry(b.broker_name, b.broker_addr, e.message))
 
     def render() -> None:
         for addr, status in statuses.items():
@@ -91,7 +91,7 @@ def broker_status(
 
     cmd.emit(statuses if cluster is not None else statuses[targets[0].broker_addr], render)
     if silent:  # the answers are out; the exit code and one line say which brokers are missing from them
-        raise AdminError(f"{len(silent)} broker(s) did not answer: {'; '.join(silent)}")
+        raise SilentBrokersError(silent)
 
 
 @register(app, "getBrokerConfig", "Print a broker's configuration.")

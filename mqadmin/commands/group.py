@@ -17,7 +17,7 @@ from broker_core.broker.limits import (
 )
 from mqadmin.cli import Cmd, complete_group, complete_topic, front, parse_bool, register, trimmed
 from mqadmin.commands.targets import BrokerAddrOpt, ClusterNameOpt, require_a_target, require_one_target
-from mqadmin.errors import AdminError, UsageProblem
+from mqadmin.errors import AdminError, SilentBrokersError, UsageProblem
 from mqadmin.timefmt import seconds_text
 
 if TYPE_CHECKING:  # start-up: mqadmin.admin loads when a command runs
@@ -223,7 +223,8 @@ def consumer_progress(
         admin.check_target(cluster_name=cluster)
     with_ip = parse_bool(show_client_ip, "-s/--showClientIP", False)
     if group is None:
-        rows = admin.group_summaries()
+        unanswered: list[str] = []  # brokers that did not answer: named after the others' figures
+        rows = admin.group_summaries(unanswered)
         def render_groups() -> None:
             cmd.printf("%-64s  %-6s  %-24s %-5s  %-14s  %-7s  %s%n", "#Group", "#Count", "#Version", "#Type",
                        "#Model", "#TPS", "#Diff Total")
@@ -232,6 +233,8 @@ def consumer_progress(
                            r.consume_type, r.message_model, int(r.consume_tps), r.diff_total)
 
         cmd.emit([r.to_dict() for r in rows], render_groups)
+        if unanswered:
+            raise SilentBrokersError(unanswered)
         return
     progress = admin.consumer_progress(group, topic, with_ip)
     rows, tps = progress.rows, progress.consume_tps

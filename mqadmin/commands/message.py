@@ -11,7 +11,7 @@ import typer
 
 from broker_core.broker.limits import JAVA_INT_MAX, JAVA_LONG_MAX
 from mqadmin.cli import Cmd, TopicOpt, complete_group, parse_bool, register, split_list, trimmed
-from mqadmin.errors import AdminError, NotFoundError, UsageProblem
+from mqadmin.errors import AdminError, NotFoundError, SilentBrokersError, UsageProblem
 from mqadmin.timefmt import human2, input_style, parse_millis, parse_timestamp
 
 if TYPE_CHECKING:  # start-up: mqadmin.admin loads when a command runs
@@ -214,15 +214,22 @@ def query_msg_by_key(
         admin.check_target(cluster_name=cluster)
     b = parse_millis(begin, "-b/--beginTimestamp")
     e = parse_millis(end, "-e/--endTimestamp")
-    records = admin.query_msg_by_key(topic, key, max_num, 0 if b is None else b, LONG_MAX if e is None else e)
+    # a broker of the route that does not answer is named after what the others hold (exit 1)
+    unanswered: list[str] = []
+    records = admin.query_msg_by_key(topic, key, max_num, 0 if b is None else b, LONG_MAX if e is None else e,
+                                     unanswered=unanswered)
     if not records:
-        raise NotFoundError("query message by key finished, but no message.")
+        raise SilentBrokersError(unanswered) if unanswered else NotFoundError(
+            "query message by key finished, but no message.")
+
     def render() -> None:
         cmd.printf("%-50s %4s %40s%n", "#Message ID", "#QID", "#Offset")
         for r in records:
             cmd.printf("%-50s %4d %40d%n", r.display_id, r.queue_id, r.queue_offset)
 
     cmd.emit([r.to_dict() for r in records], render)
+    if unanswered:
+        raise SilentBrokersError(unanswered)
 
 
 @register(app, "queryMsgByUniqueKey", "Query a message by its unique key (UNIQ_KEY / client msgId).")
@@ -243,9 +250,11 @@ def query_msg_by_unique_key(
         _push_to_client(cmd, topic.strip(), [msg_id.strip()], group.strip(), client_id.strip(),
                         "get consumer info failed or this {} client is not push consumer, not support direct push ")
         return
-    records = admin.query_msg_by_unique_key(topic, msg_id.strip())
+    unanswered: list[str] = []  # brokers of the route that did not answer: named after the message
+    records = admin.query_msg_by_unique_key(topic, msg_id.strip(), unanswered=unanswered)
     if not records:
-        raise NotFoundError(f"message not found: unique key {msg_id} in topic {topic}")
+        raise SilentBrokersError(unanswered) if unanswered else NotFoundError(
+            f"message not found: unique key {msg_id} in topic {topic}")
     shown = records if show_all else records[:1]
 
     def render() -> None:
@@ -254,6 +263,8 @@ def query_msg_by_unique_key(
             _print_tracks(cmd, r)
 
     cmd.emit([r.to_dict() for r in shown] if show_all else shown[0].to_dict(), render)
+    if unanswered:
+        raise SilentBrokersError(unanswered)
 
 
 @register(app, "queryMsgByOffset", "Query the message at a queue offset.")
