@@ -7,6 +7,11 @@ import time
 from broker_core.store.codec.properties import PROPERTY_TAGS
 from tests.waiting import wait_all_dispatched, wait_for
 
+# A consumer group's retry ladder of 1 s steps (customizedRetryPolicy, in ms; the official client reads
+# whole seconds, so 1 s is its shortest step): the retry tests are about how many attempts come and where
+# the message ends, not about the default ladder's 1 s, 5 s, 10 s, ... waits.
+ONE_SECOND_STEPS = {"type": "CUSTOMIZED", "customizedRetryPolicy": {"next": [1000, 1000, 1000]}}
+
 
 def test_normal_messages_keys_properties_and_queue_offsets(grpc_broker):
     grpc_broker.broker.create_or_update_topic("Orders", 4, 4)
@@ -47,9 +52,17 @@ def test_fifo_order_per_message_group_with_two_consumers(grpc_broker, tmp_path):
     sent = grpc_broker.client("produce", topic="Fifo", count=60, groups=groups)
     assert len(sent["sent"]) == 60, sent
     import concurrent.futures as cf
+    stop = tmp_path / "stop"
     with cf.ThreadPoolExecutor(2) as pool:
-        runs = [pool.submit(grpc_broker.client, "push_consume", topic="Fifo", group="FG", expect=60, timeout=15,
-                            linger=1.0) for _ in range(2)]
+        # each consumer gets its share only, so neither can count to 60: both stop once the group's
+        # offsets show all 60 consumed and acked (then linger 1 s, so a redelivery would still be seen)
+        runs = [pool.submit(grpc_broker.client, "push_consume", topic="Fifo", group="FG", timeout=15,
+                            linger=1.0, stop_file=str(stop)) for _ in range(2)]
+        try:
+            wait_for(lambda: sum(max(b.query_offset("FG", "Fifo", q), 0) for q in range(4)) >= 60,
+                     "all 60 FIFO messages acked by group FG", 15, 0.1)
+        finally:
+            stop.touch()
         results = [r.result() for r in runs]
     received = [m for r in results for m in r["received"]]
     assert sorted(int(m["body"].split("-")[1]) for m in received) == list(range(60))
@@ -87,7 +100,7 @@ def test_push_consumer_retries_then_dead_letter_queue(grpc_broker, tmp_path):
     import threading
     b = grpc_broker.broker
     b.create_or_update_topic("Flaky", 1, 1)
-    b.create_or_update_subscription_group("PG", retry_max_times=2)
+    b.create_or_update_subscription_group("PG", retry_max_times=2, group_retry_policy=ONE_SECOND_STEPS)
     grpc_broker.client("produce", topic="Flaky", count=2)
     stop = tmp_path / "stop"
     out: dict = {}
@@ -99,7 +112,7 @@ def test_push_consumer_retries_then_dead_letter_queue(grpc_broker, tmp_path):
     t = threading.Thread(target=consume)
     t.start()
     try:
-        # 3 deliveries (backoff 1 s, 5 s, 10 s), then the broker dead-letters it instead of a 4th.
+        # 3 deliveries (backoff 1 s each), then the broker dead-letters it instead of a 4th.
         wait_for(lambda: b.get_max_offset("%DLQ%PG", 0) >= 1, "m-0 in %DLQ%PG", 45)
     finally:
         stop.touch()
@@ -135,14 +148,15 @@ def test_body_over_the_broker_limit_is_refused(tmp_path):
         stop_grpc_broker(running)
 
 
-def test_grpc_clients_appear_in_the_client_registry(grpc_broker):
+def test_grpc_clients_appear_in_the_client_registry(grpc_broker, tmp_path):
     import threading
     b = grpc_broker.broker
     b.create_or_update_topic("Seen", 1, 1)
     seen: list = []
+    stop = tmp_path / "stop"
 
-    def consume() -> None:
-        grpc_broker.client("push_consume", topic="Seen", group="SeenG", expect=10**6, timeout=6, linger=0)
+    def consume() -> None:  # runs until seen (stop file), at most 6 s
+        grpc_broker.client("push_consume", topic="Seen", group="SeenG", timeout=6, linger=0, stop_file=str(stop))
 
     t = threading.Thread(target=consume)
     t.start()
@@ -154,6 +168,7 @@ def test_grpc_clients_appear_in_the_client_registry(grpc_broker):
                 seen.extend(info.channels.values())
             time.sleep(0.2)
     finally:
+        stop.touch()
         t.join(30)
     assert seen and seen[0].language == "PYTHON" and "@" in seen[0].client_id
     assert b.consumer_connection("SeenG") is None or not b.consumer_connection("SeenG").channels  # gone at shutdown
@@ -164,7 +179,8 @@ def test_fifo_failing_message_blocks_its_group_until_dead_lettered(grpc_broker, 
     import threading
     b = grpc_broker.broker
     b.create_or_update_topic("FifoFail", 1, 1, attributes={"+message.type": "FIFO"})
-    b.create_or_update_subscription_group("FFG", consume_message_orderly=True, retry_max_times=2)
+    b.create_or_update_subscription_group("FFG", consume_message_orderly=True, retry_max_times=2,
+                                          group_retry_policy=ONE_SECOND_STEPS)
     grpc_broker.client("produce", topic="FifoFail", count=3, groups=["only"])
     stop = tmp_path / "stop"
     out: dict = {}
