@@ -84,6 +84,9 @@ def simple_consume(endpoint: str, args: dict) -> dict:
                               await_duration=int(args.get("await", 5)))
     consumer.startup()
     got, errors = [], []
+    last_at = None
+    if args.get("start_at"):  # started ahead (client startup), the first receive waits for this epoch time
+        time.sleep(max(0.0, float(args["start_at"]) - time.time()))
     deadline = time.time() + float(args.get("timeout", 20))
     try:
         while len(got) < int(args["expect"]) and time.time() < deadline:
@@ -94,6 +97,7 @@ def simple_consume(endpoint: str, args: dict) -> dict:
                 time.sleep(0.5)
                 continue
             for m in batch:
+                last_at = time.time()
                 got.append(view(m))
                 if args.get("change_invisible") is not None:
                     consumer.change_invisible_duration(m, int(args["change_invisible"]))
@@ -101,7 +105,7 @@ def simple_consume(endpoint: str, args: dict) -> dict:
                     consumer.ack(m)
     finally:
         consumer.shutdown()
-    return {"received": got, "errors": errors}
+    return {"received": got, "errors": errors, "last_received_at": last_at}
 
 
 def push_consume(endpoint: str, args: dict) -> dict:
