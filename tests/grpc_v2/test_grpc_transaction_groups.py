@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from pathlib import Path
 
 from broker_core.client.instance import MQClientInstance
@@ -83,7 +82,7 @@ async def _pg1_returns(b: BrokerProcess) -> list[bytes]:
 def test_a_grpc_producer_of_the_topic_is_never_asked_about_another_groups_halves(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
-    conf = {"transactionTimeOut": "3000", "transactionCheckInterval": "2000"}
+    conf = {"transactionTimeOut": "1000", "transactionCheckInterval": "500"}
     with running_broker(tmp_path / "b", conf) as b:
         assert b.grpc_addr is not None
         asyncio.run(asyncio.wait_for(_leave_two_halves(b), 60))
@@ -95,13 +94,17 @@ def test_a_grpc_producer_of_the_topic_is_never_asked_about_another_groups_halves
                                           check="rollback", ready_file=str(ready), stop_file=str(stop),
                                           timeout=90, limit=120))
 
+        def unanswered() -> int:  # check-backs of a PG1 half that reached no producer (one line each)
+            return b.log_text().count(f"no live producer of group {GROUP} to check the transaction")
+
         t = threading.Thread(target=unrelated_app)
         t.start()
         try:
             wait_for(ready.exists, "the gRPC producer started", 30)
-            # the halves are due after 3 s and checked every 2 s: several rounds with only the gRPC producer
-            # online, then PG1 comes back beside it
-            time.sleep(9)
+            # the halves are due after 1 s and checked every 0.5 s: two rounds over both halves with only
+            # the gRPC producer online, then PG1 comes back beside it
+            before = unanswered()
+            wait_for(lambda: unanswered() >= before + 4, "two check rounds of PG1's halves", 30, 0.1)
             checked = asyncio.run(asyncio.wait_for(_pg1_returns(b), 60))
         finally:
             stop.touch()
