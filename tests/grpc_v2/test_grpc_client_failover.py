@@ -14,6 +14,7 @@ import grpc
 import pytest
 from google.protobuf.duration_pb2 import Duration
 
+from broker_core.net.grpc_v2 import server as grpc_server
 from broker_core.net.grpc_v2.stubs import pb, service_pb2_grpc
 from tests.waiting import wait_all_dispatched, wait_for
 
@@ -104,8 +105,11 @@ def short_expiry(tmp_path: Path) -> Iterator[RunningGrpcBroker]:
         stop_grpc_broker(running)
 
 
-def test_a_push_consumer_that_stops_heartbeating_gives_its_messages_back(short_expiry: RunningGrpcBroker) -> None:
-    """A killed client sends nothing: its session expires (at the 10 s scan) and what it held is released."""
+def test_a_push_consumer_that_stops_heartbeating_gives_its_messages_back(short_expiry: RunningGrpcBroker,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A killed client sends nothing: its session expires (at the next expiry scan, every 10 s; here every
+    housekeeping round, 1 s, as the expiry itself is 2 s here) and what it held is released."""
+    monkeypatch.setattr(grpc_server, "SESSION_SCAN_EVERY", 1)
     stub = _stub(short_expiry.port)
     _held_by_a_push_consumer(short_expiry, stub)
     got = _redelivered_to_another_consumer(stub, 25)
