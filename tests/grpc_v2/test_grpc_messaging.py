@@ -3,14 +3,34 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
 
 from broker_core.store.codec.properties import PROPERTY_TAGS
 from tests.waiting import wait_all_dispatched, wait_for
+
+from .conftest import RunningGrpcBroker, start_grpc_broker, stop_grpc_broker
 
 # A consumer group's retry ladder of 1 s steps (customizedRetryPolicy, in ms; the official client reads
 # whole seconds, so 1 s is its shortest step): the retry tests are about how many attempts come and where
 # the message ends, not about the default ladder's 1 s, 5 s, 10 s, ... waits.
 ONE_SECOND_STEPS = {"type": "CUSTOMIZED", "customizedRetryPolicy": {"next": [1000, 1000, 1000]}}
+
+
+@pytest.fixture
+def fast_revive(tmp_path: Path) -> Iterator[RunningGrpcBroker]:
+    """A broker whose pop revive runs every 0.2 s (reviveInterval, 1 s by default): a message whose
+    invisible time ran out is back in its retry queue sooner, so a retry test waits its backoff, not
+    the revive round after it."""
+    home = tmp_path / "home"
+    home.mkdir()
+    running = start_grpc_broker(tmp_path / "store", home, {"reviveInterval": "200"})
+    try:
+        yield running
+    finally:
+        stop_grpc_broker(running)
 
 
 def test_normal_messages_keys_properties_and_queue_offsets(grpc_broker):
@@ -96,8 +116,9 @@ def test_change_invisible_duration_and_redelivery_after_invisible_time(grpc_brok
     assert [(m["id"], m["attempt"]) for m in again] == [(first[0]["id"], 2)]
 
 
-def test_push_consumer_retries_then_dead_letter_queue(grpc_broker, tmp_path):
+def test_push_consumer_retries_then_dead_letter_queue(fast_revive, tmp_path):
     import threading
+    grpc_broker = fast_revive
     b = grpc_broker.broker
     b.create_or_update_topic("Flaky", 1, 1)
     b.create_or_update_subscription_group("PG", retry_max_times=2, group_retry_policy=ONE_SECOND_STEPS)
@@ -135,7 +156,6 @@ def test_tag_and_sql92_filters(grpc_broker):
 
 
 def test_body_over_the_broker_limit_is_refused(tmp_path):
-    from .conftest import start_grpc_broker, stop_grpc_broker
     home = tmp_path / "home"
     home.mkdir()
     running = start_grpc_broker(tmp_path / "store", home, {"maxMessageSize": "1024"})
