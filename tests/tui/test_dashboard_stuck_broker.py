@@ -11,7 +11,6 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 from textual.widgets import Input, Select
@@ -34,6 +33,7 @@ from tui.screens.messages import ANY_BROKER, MessagesScreen
 TIMEOUT_S = 2.0
 BOTH = "OnBoth"
 KEY = "order-7"
+LAGGING = "LagOnBoth"
 
 
 @dataclass
@@ -43,10 +43,14 @@ class Cluster:
     admin: Admin
 
 
-@contextmanager
-def two_brokers(tmp_path: Path) -> Iterator[Cluster]:
+@pytest.fixture(scope="module")
+def shared_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """broker-a and broker-b (two mqbroker processes, one name server) with topic OnBoth on both and one
-    message keyed order-7 on each."""
+    message keyed order-7 on each: started once for the module (two process starts cost seconds).
+
+    Each test only reads OnBoth, or writes topics and groups of its own; it stops broker-b only inside
+    ``stopped``, which resumes it, and ``cluster`` checks that it answers again before the next test."""
+    tmp_path = tmp_path_factory.mktemp("stuck")
     with running_broker(tmp_path / "a") as a, \
             running_broker(tmp_path / "b", broker_name="broker-b", namesrv=a.namesrv_addr) as b:
         admin = open_remote_admin(a.namesrv_addr)
@@ -57,6 +61,23 @@ def two_brokers(tmp_path: Path) -> Iterator[Cluster]:
             yield Cluster(a, b, admin)
         finally:
             admin.close()
+
+
+def _answering(c: Cluster) -> None:
+    """Both brokers running (broker-b not left stopped) and answering their runtime info."""
+    for p in (c.a, c.b):
+        assert p.proc.poll() is None, f"{p.broker_name} exited:\n{p.log_text()[-3000:]}"
+    os.kill(c.b.proc.pid, signal.SIGCONT)  # a test that failed inside ``stopped`` resumed it already
+    for p in (c.a, c.b):
+        assert c.admin.broker_status(p.broker_addr), f"{p.broker_name} ({p.broker_addr}) does not answer"
+
+
+@pytest.fixture
+def cluster(shared_cluster: Cluster) -> Iterator[Cluster]:
+    """The module's two brokers, both answering when the test starts and when it ends."""
+    _answering(shared_cluster)
+    yield shared_cluster
+    _answering(shared_cluster)
 
 
 @contextmanager
@@ -83,75 +104,72 @@ async def _messages_screen_once_stuck(pilot, app: DashboardApp, b: BrokerProcess
 
 
 @run_async
-async def test_a_key_query_answers_from_the_healthy_broker_and_names_the_stuck_one(tmp_path: Path):
-    with two_brokers(tmp_path) as c:
-        app = DashboardApp(ClusterTarget(c.a.namesrv_addr), refresh_s=0.3, call_timeout_s=TIMEOUT_S)
-        async with app.run_test(size=SIZE) as pilot:
-            await first_refresh(pilot)
-            with stopped(c.b):
-                screen = await _messages_screen_once_stuck(pilot, app, c.b)
-                screen.query_one("#mode", Select).value = "key"
-                screen.query_one("#topic", Input).value = BOTH
-                screen.query_one("#value", Input).value = KEY
+async def test_a_key_query_answers_from_the_healthy_broker_and_names_the_stuck_one(cluster: Cluster):
+    app = DashboardApp(ClusterTarget(cluster.a.namesrv_addr), refresh_s=0.3, call_timeout_s=TIMEOUT_S)
+    async with app.run_test(size=SIZE) as pilot:
+        await first_refresh(pilot)
+        with stopped(cluster.b):
+            screen = await _messages_screen_once_stuck(pilot, app, cluster.b)
+            screen.query_one("#mode", Select).value = "key"
+            screen.query_one("#topic", Input).value = BOTH
+            screen.query_one("#value", Input).value = KEY
+            await pilot.pause()
+            refreshes = app.poller.refreshes
+            screen.search()
+            await wait_until(pilot, lambda: "message(s)" in text_of(app, "#query-status")
+                             or "did not answer" in text_of(app, "#query-status"), "the key query")
+            status = text_of(app, "#query-status")
+            assert status.startswith(f"{BOTH} by key {KEY}: 1 message(s); not searched: "
+                                     f"broker-b ({cluster.b.broker_addr}) (not answering"), status
+            assert [r.body for r in screen.results] == [b"broker-a"]
+            await wait_until(pilot, lambda: app.poller.refreshes > refreshes + 1, "refreshes after the query")
+            assert app.lost is None and app.poller.failures == 0
+
+
+@run_async
+async def test_reading_the_stuck_broker_says_it_is_not_answering_not_that_it_does_not_exist(cluster: Cluster):
+    app = DashboardApp(ClusterTarget(cluster.a.namesrv_addr), refresh_s=0.3, call_timeout_s=TIMEOUT_S)
+    async with app.run_test(size=SIZE) as pilot:
+        await first_refresh(pilot)
+        with stopped(cluster.b):
+            screen = await _messages_screen_once_stuck(pilot, app, cluster.b)
+            await wait_until(pilot, lambda: screen.query_one("#broker", Select).display, "the broker choice")
+            screen.query_one("#broker", Select).value = "broker-b"
+            screen.query_one("#topic", Input).value = BOTH
+            screen.query_one("#queue", Input).value = "0"
+            for mode, value in (("browse", ""), ("offset", "0")):
+                screen.query_one("#mode", Select).value = mode
+                screen.query_one("#value", Input).value = value
                 await pilot.pause()
-                refreshes = app.poller.refreshes
                 screen.search()
-                await wait_until(pilot, lambda: "message(s)" in text_of(app, "#query-status")
-                                 or "did not answer" in text_of(app, "#query-status"), "the key query")
+                await wait_until(pilot, lambda: not text_of(app, "#query-status").endswith("..."), f"the {mode}")
                 status = text_of(app, "#query-status")
-                assert status.startswith(f"{BOTH} by key {KEY}: 1 message(s); not searched: "
-                                         f"broker-b ({c.b.broker_addr}) (not answering"), status
-                assert [r.body for r in screen.results] == [b"broker-a"]
-                await wait_until(pilot, lambda: app.poller.refreshes > refreshes + 1, "refreshes after the query")
-                assert app.lost is None and app.poller.failures == 0
+                assert "on broker-b" in status and status.endswith(
+                    f": broker broker-b ({cluster.b.broker_addr}) is not answering: left out until it answers"), status
 
 
 @run_async
-async def test_reading_the_stuck_broker_says_it_is_not_answering_not_that_it_does_not_exist(tmp_path: Path):
-    with two_brokers(tmp_path) as c:
-        app = DashboardApp(ClusterTarget(c.a.namesrv_addr), refresh_s=0.3, call_timeout_s=TIMEOUT_S)
-        async with app.run_test(size=SIZE) as pilot:
-            await first_refresh(pilot)
-            with stopped(c.b):
-                screen = await _messages_screen_once_stuck(pilot, app, c.b)
-                await wait_until(pilot, lambda: screen.query_one("#broker", Select).display, "the broker choice")
-                screen.query_one("#broker", Select).value = "broker-b"
-                screen.query_one("#topic", Input).value = BOTH
-                screen.query_one("#queue", Input).value = "0"
-                for mode, value in (("browse", ""), ("offset", "0")):
-                    screen.query_one("#mode", Select).value = mode
-                    screen.query_one("#value", Input).value = value
-                    await pilot.pause()
-                    screen.search()
-                    await wait_until(pilot, lambda: not text_of(app, "#query-status").endswith("..."), f"the {mode}")
-                    status = text_of(app, "#query-status")
-                    assert "on broker-b" in status and status.endswith(
-                        f": broker broker-b ({c.b.broker_addr}) is not answering: left out until it answers"), status
-
-
-@run_async
-async def test_topics_and_consumers_say_their_figures_exclude_the_stuck_broker(tmp_path: Path):
-    with two_brokers(tmp_path) as c:
-        app = DashboardApp(ClusterTarget(c.a.namesrv_addr), refresh_s=0.3, call_timeout_s=TIMEOUT_S)
-        note = (f"exclude broker-b ({c.b.broker_addr}): not answering, left out until it answers")
-        async with app.run_test(size=SIZE) as pilot:
-            await first_refresh(pilot)
-            await pilot.press("2")
-            await wait_until(pilot, lambda: by_first(app, "#topics").get(BOTH, [""] * 6)[5] == "2",
-                             "OnBoth's two messages")
-            assert not app.screen.query_one("#topics-left-out").has_class("-shown")
-            with stopped(c.b):
-                await _stuck(pilot, app, c.b)
-                await wait_until(pilot, lambda: by_first(app, "#topics").get(BOTH, [""] * 6)[5] == "1",
-                                 "OnBoth without broker-b's message")
-                assert text_of(app, "#topics-left-out") == f"Queues, messages and put TPS {note}"
-                await pilot.press("3")
-                await wait_until(pilot, lambda: isinstance(app.screen, ConsumersScreen), "the consumers screen")
-                await wait_until(pilot, lambda: text_of(app, "#groups-left-out") != "", "the consumers' note")
-                assert text_of(app, "#groups-left-out") == f"Lag, queues, retry and DLQ depth {note}"
-            await wait_until(pilot, lambda: app.poller.stuck.why(c.b.broker_addr) is None, "broker-b back")
-            await wait_until(pilot, lambda: not app.screen.query_one("#groups-left-out").has_class("-shown"),
-                             "the consumers' note gone")
+async def test_topics_and_consumers_say_their_figures_exclude_the_stuck_broker(cluster: Cluster):
+    app = DashboardApp(ClusterTarget(cluster.a.namesrv_addr), refresh_s=0.3, call_timeout_s=TIMEOUT_S)
+    note = (f"exclude broker-b ({cluster.b.broker_addr}): not answering, left out until it answers")
+    async with app.run_test(size=SIZE) as pilot:
+        await first_refresh(pilot)
+        await pilot.press("2")
+        await wait_until(pilot, lambda: by_first(app, "#topics").get(BOTH, [""] * 6)[5] == "2",
+                         "OnBoth's two messages")
+        assert not app.screen.query_one("#topics-left-out").has_class("-shown")
+        with stopped(cluster.b):
+            await _stuck(pilot, app, cluster.b)
+            await wait_until(pilot, lambda: by_first(app, "#topics").get(BOTH, [""] * 6)[5] == "1",
+                             "OnBoth without broker-b's message")
+            assert text_of(app, "#topics-left-out") == f"Queues, messages and put TPS {note}"
+            await pilot.press("3")
+            await wait_until(pilot, lambda: isinstance(app.screen, ConsumersScreen), "the consumers screen")
+            await wait_until(pilot, lambda: text_of(app, "#groups-left-out") != "", "the consumers' note")
+            assert text_of(app, "#groups-left-out") == f"Lag, queues, retry and DLQ depth {note}"
+        await wait_until(pilot, lambda: app.poller.stuck.why(cluster.b.broker_addr) is None, "broker-b back")
+        await wait_until(pilot, lambda: not app.screen.query_one("#groups-left-out").has_class("-shown"),
+                         "the consumers' note gone")
 
 
 class _SlowReadAdmin(QuietAdmin):
@@ -322,69 +340,71 @@ async def _messages_screen(pilot, app: DashboardApp) -> MessagesScreen:  # noqa:
 
 @run_async
 async def test_a_key_query_meeting_a_broker_hung_since_the_last_refresh_names_it_and_answers_from_the_other(
-        tmp_path: Path):
+        cluster: Cluster):
     """It timed out as a whole: "the broker (name server ...) did not answer", the healthy broker's message
     lost, and the next query waited out the same timeout (nothing marked the broker stuck)."""
-    with two_brokers(tmp_path) as c:
-        # no refresh after the first: only the query itself can meet the hung broker
-        app = DashboardApp(ClusterTarget(c.a.namesrv_addr), refresh_s=600, call_timeout_s=TIMEOUT_S)
-        async with app.run_test(size=SIZE) as pilot:
-            screen = await _messages_screen(pilot, app)
-            with stopped(c.b):
-                status = await _query(pilot, app, "key", KEY)
-                assert status.startswith(f"{BOTH} by key {KEY}: 1 message(s); not searched: "
-                                         f"broker-b ({c.b.broker_addr}) (not answering"), status
-                assert [r.body for r in screen.results] == [b"broker-a"]
-                why = app.poller.stuck.why(c.b.broker_addr)
-                assert why is not None and why.startswith(
-                    f"the broker broker-b ({c.b.broker_addr}) via name server {c.a.namesrv_addr} "
-                    f"did not answer within {TIMEOUT_S:g} s"), why
-                # the next query leaves it out at once
-                status = await _query(pilot, app, "uniq", "no-such-key")
-                assert status.startswith(f"{BOTH} by unique key no-such-key: 0 message(s); not searched: "
-                                         f"broker-b ({c.b.broker_addr})"), status
+    # no refresh after the first: only the query itself can meet the hung broker
+    app = DashboardApp(ClusterTarget(cluster.a.namesrv_addr), refresh_s=600, call_timeout_s=TIMEOUT_S)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await _messages_screen(pilot, app)
+        with stopped(cluster.b):
+            status = await _query(pilot, app, "key", KEY)
+            assert status.startswith(f"{BOTH} by key {KEY}: 1 message(s); not searched: "
+                                     f"broker-b ({cluster.b.broker_addr}) (not answering"), status
+            assert [r.body for r in screen.results] == [b"broker-a"]
+            why = app.poller.stuck.why(cluster.b.broker_addr)
+            assert why is not None and why.startswith(
+                f"the broker broker-b ({cluster.b.broker_addr}) via name server {cluster.a.namesrv_addr} "
+                f"did not answer within {TIMEOUT_S:g} s"), why
+            # the next query leaves it out at once
+            status = await _query(pilot, app, "uniq", "no-such-key")
+            assert status.startswith(f"{BOTH} by unique key no-such-key: 0 message(s); not searched: "
+                                     f"broker-b ({cluster.b.broker_addr})"), status
 
 
 @run_async
-async def test_a_browse_meeting_a_broker_hung_since_the_last_refresh_names_that_broker(tmp_path: Path):
-    with two_brokers(tmp_path) as c:
-        app = DashboardApp(ClusterTarget(c.a.namesrv_addr), refresh_s=600, call_timeout_s=TIMEOUT_S)
-        async with app.run_test(size=SIZE) as pilot:
-            await _messages_screen(pilot, app)
-            with stopped(c.b):
-                status = await _query(pilot, app, "browse", "", broker="broker-b")
-                assert status == (f"queue 0 of {BOTH} on broker-b from offset its start: the broker broker-b "
-                                  f"({c.b.broker_addr}) via name server {c.a.namesrv_addr} did not answer "
-                                  f"within {TIMEOUT_S:g} s"), status
-                assert app.poller.stuck.why(c.b.broker_addr) is not None
-                status = await _query(pilot, app, "browse", "", broker="broker-a")
-                assert status.startswith(f"queue 0 of {BOTH} on broker-a from offset its start: 1 message(s)"), status
+async def test_a_browse_meeting_a_broker_hung_since_the_last_refresh_names_that_broker(cluster: Cluster):
+    app = DashboardApp(ClusterTarget(cluster.a.namesrv_addr), refresh_s=600, call_timeout_s=TIMEOUT_S)
+    async with app.run_test(size=SIZE) as pilot:
+        await _messages_screen(pilot, app)
+        with stopped(cluster.b):
+            status = await _query(pilot, app, "browse", "", broker="broker-b")
+            assert status == (f"queue 0 of {BOTH} on broker-b from offset its start: the broker broker-b "
+                              f"({cluster.b.broker_addr}) via name server {cluster.a.namesrv_addr} did not answer "
+                              f"within {TIMEOUT_S:g} s"), status
+            assert app.poller.stuck.why(cluster.b.broker_addr) is not None
+            status = await _query(pilot, app, "browse", "", broker="broker-a")
+            assert status.startswith(f"queue 0 of {BOTH} on broker-a from offset its start: 1 message(s)"), status
 
 
 @run_async
-async def test_a_broker_left_out_takes_its_lag_with_it_without_a_time_to_drain(tmp_path: Path):
+async def test_a_broker_left_out_takes_its_lag_with_it_without_a_time_to_drain(cluster: Cluster):
     """The time to drain came from the group's total lag over whichever brokers answered: broker-b (21 of
     the 22 messages behind) left out, the total fell to 1 and read as consuming fast ("0s")."""
-    with two_brokers(tmp_path) as c:
-        a, b = sorted(c.admin.brokers(), key=lambda x: x.broker_name)
-        for i in range(20):
-            c.admin.send_message(BOTH, f"b-{i}".encode(), broker_name="broker-b", queue_id=0)
-        c.admin.update_sub_group(SubscriptionGroupInfo("G1"), [a, b])
-        c.admin.reset_offset_by_time("G1", BOTH, 0, offset=None)  # nothing consumed: all 22 behind
-        app = DashboardApp(ClusterTarget(c.a.namesrv_addr), refresh_s=0.3, call_timeout_s=TIMEOUT_S)
-        async with app.run_test(size=SIZE) as pilot:
-            await first_refresh(pilot)
-            await pilot.press("3")
-            await wait_until(pilot, lambda: isinstance(app.screen, ConsumersScreen)
-                             and by_first(app, "#groups").get("G1", [""] * 5)[1] == "22", "G1's lag of 22")
+    a, b = sorted(cluster.admin.brokers(), key=lambda x: x.broker_name)
+    # a topic of its own, like OnBoth (one message on each broker) plus 20 more on broker-b: the other
+    # tests count OnBoth's messages
+    cluster.admin.update_topic(TopicInfo(LAGGING, 1, 1, 6), [a, b])
+    for name in ("broker-a", "broker-b"):
+        cluster.admin.send_message(LAGGING, name.encode(), broker_name=name, queue_id=0)
+    for i in range(20):
+        cluster.admin.send_message(LAGGING, f"b-{i}".encode(), broker_name="broker-b", queue_id=0)
+    cluster.admin.update_sub_group(SubscriptionGroupInfo("G1"), [a, b])
+    cluster.admin.reset_offset_by_time("G1", LAGGING, 0, offset=None)  # nothing consumed: all 22 behind
+    app = DashboardApp(ClusterTarget(cluster.a.namesrv_addr), refresh_s=0.3, call_timeout_s=TIMEOUT_S)
+    async with app.run_test(size=SIZE) as pilot:
+        await first_refresh(pilot)
+        await pilot.press("3")
+        await wait_until(pilot, lambda: isinstance(app.screen, ConsumersScreen)
+                         and by_first(app, "#groups").get("G1", [""] * 5)[1] == "22", "G1's lag of 22")
+        refreshes = app.poller.refreshes
+        await wait_until(pilot, lambda: app.poller.refreshes >= refreshes + 3, "a few refreshes of G1")
+        assert by_first(app, "#groups")["G1"][4] == "-"
+        with stopped(cluster.b):
+            await _stuck(pilot, app, cluster.b)
+            await wait_until(pilot, lambda: by_first(app, "#groups")["G1"][1] == "1", "G1 without broker-b")
             refreshes = app.poller.refreshes
-            await wait_until(pilot, lambda: app.poller.refreshes >= refreshes + 3, "a few refreshes of G1")
-            assert by_first(app, "#groups")["G1"][4] == "-"
-            with stopped(c.b):
-                await _stuck(pilot, app, c.b)
-                await wait_until(pilot, lambda: by_first(app, "#groups")["G1"][1] == "1", "G1 without broker-b")
-                refreshes = app.poller.refreshes
-                while app.poller.refreshes < refreshes + 3:
-                    row = by_first(app, "#groups")["G1"]
-                    assert row[1:5] == ["1", row[2], "0.0", "-"], row
-                    await pilot.pause(0.05)
+            while app.poller.refreshes < refreshes + 3:
+                row = by_first(app, "#groups")["G1"]
+                assert row[1:5] == ["1", row[2], "0.0", "-"], row
+                await pilot.pause(0.05)
