@@ -9,10 +9,12 @@ chosen in the form (queue ids repeat across brokers: it was reset on every broke
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -27,7 +29,7 @@ from mqadmin.connect import open_remote_admin
 from mqadmin.transport.base import TopicInfo
 from mqadmin.transport.values import SubscriptionGroupInfo
 from tests.net.harness import Servers
-from tests.remoting_broker import running_broker
+from tests.remoting_broker import BrokerProcess, running_broker
 from tui.app import DashboardApp
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.consumers import ConsumersScreen
@@ -38,39 +40,39 @@ ROOT = {"username": "rocketmq", "password": "12345678"}
 OPS, OPS_SECRET = "ops", "ops-secret-1"
 
 
-def _seed(admin: Admin, queues: dict[str, int]) -> None:
-    """``TOPIC`` with ``queues[broker]`` queues on each broker, one message per queue, and ``GROUP``'s
+def _seed(admin: Admin, queues: dict[str, int], topic: str = TOPIC, group: str = GROUP) -> None:
+    """``topic`` with ``queues[broker]`` queues on each broker, one message per queue, and ``group``'s
     offsets at 0 on every queue (a reset to "now" moves each to 1)."""
     brokers = sorted(admin.brokers(), key=lambda x: x.broker_name)
     for b in brokers:
         n = queues[b.broker_name]
-        admin.update_topic(TopicInfo(TOPIC, n, n, 6), [b])
+        admin.update_topic(TopicInfo(topic, n, n, 6), [b])
         for q in range(n):
-            admin.send_message(TOPIC, f"{b.broker_name}-{q}".encode(), broker_name=b.broker_name, queue_id=q)
-    admin.update_sub_group(SubscriptionGroupInfo(GROUP), brokers)
-    admin.reset_offset_by_time(GROUP, TOPIC, 0, offset=None)
+            admin.send_message(topic, f"{b.broker_name}-{q}".encode(), broker_name=b.broker_name, queue_id=q)
+    admin.update_sub_group(SubscriptionGroupInfo(group), brokers)
+    admin.reset_offset_by_time(group, topic, 0, offset=None)
 
 
-def _offsets(admin: Admin) -> dict[tuple[str, int], int]:
-    """``GROUP``'s offset on each (broker, queue) of ``TOPIC``."""
+def _offsets(admin: Admin, topic: str = TOPIC, group: str = GROUP) -> dict[tuple[str, int], int]:
+    """``group``'s offset on each (broker, queue) of ``topic``."""
     return {(c.broker_name, c.queue_id): c.consumer_offset
-            for c in admin.reset_offset_by_time(GROUP, TOPIC, 0, dry_run=True).changes}
+            for c in admin.reset_offset_by_time(group, topic, 0, dry_run=True).changes}
 
 
 def _status(screen: ResetScreen) -> str:
     return widget_text(screen.query_one("#reset-status"))
 
 
-async def _open_reset(pilot) -> ResetScreen:  # noqa: ANN001
+async def _open_reset(pilot, group: str = GROUP) -> ResetScreen:  # noqa: ANN001
     app = pilot.app
     await first_refresh(pilot, 2)
     await pilot.press("3")
     await wait_until(pilot, lambda: isinstance(app.screen, ConsumersScreen) and bool(app.screen.query("#groups"))
-                     and GROUP in [r[0] for r in table_rows(app, "#groups")], "screen 3 listing the group")
+                     and group in [r[0] for r in table_rows(app, "#groups")], "screen 3 listing the group")
     rows = [r[0] for r in table_rows(app, "#groups")]
     table = app.screen.query_one("#groups")
     table.focus()
-    table.move_cursor(row=rows.index(GROUP))
+    table.move_cursor(row=rows.index(group))
     await pilot.press("r")
     await wait_until(pilot, lambda: isinstance(app.screen, ResetScreen) and bool(app.screen.query("#plan")),
                      "the reset dialog")
@@ -106,11 +108,12 @@ def _told(app) -> list[str]:  # noqa: ANN001
 # ------------------------------------------------------------------ refused by the second broker
 
 
-@pytest.fixture
-def acl_cluster(tmp_path: Path) -> Iterator[Servers]:
+@pytest.fixture(scope="module")
+def acl_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
     """broker-a (no ACL) and broker-b (ACL 2.0: user ops may Sub/Get/List topics and groups, not Update);
-    TOPIC with 2 queues on each, GROUP at 0 on every queue."""
-    s = Servers(tmp_path)
+    TOPIC with 2 queues on each, GROUP at 0 on every queue. Shared by the module's two tests: one only
+    plans (refused), the other's apply is refused by broker-b, so neither needs the other's offsets."""
+    s = Servers(tmp_path_factory.mktemp("acl"))
     try:
         s.add_broker("broker-a")
         s.add_broker("broker-b", props={"authenticationEnabled": "true", "authorizationEnabled": "true",
@@ -248,99 +251,129 @@ async def test_a_broker_not_in_the_plan_is_not_changed(tmp_path: Path):
 # ------------------------------------------------------------------ a broker that stops answering
 
 
-def _two_broker_processes(tmp_path: Path):  # noqa: ANN202
-    """broker-a and broker-b as mqbroker processes (SIGSTOP needs a process), TOPIC with 1 queue on each."""
-    from contextlib import contextmanager
-
-    @contextmanager
-    def cluster():  # noqa: ANN202
-        with running_broker(tmp_path / "a") as a, \
-                running_broker(tmp_path / "b", broker_name="broker-b", namesrv=a.namesrv_addr) as b:
-            admin = open_remote_admin(a.namesrv_addr)
-            try:
-                _seed(admin, {"broker-a": 1, "broker-b": 1})
-                yield a, b, admin
-            finally:
-                admin.close()
-
-    return cluster()
+@dataclass
+class Stopping:
+    """broker-a (it runs the name server) and broker-b, an Admin, and the topic and group of one test."""
+    a: BrokerProcess
+    b: BrokerProcess
+    admin: Admin
+    topic: str
+    group: str
 
 
-@run_async
-async def test_an_apply_that_outlives_the_timeout_says_unknown_then_its_real_outcome(tmp_path: Path):
-    with _two_broker_processes(tmp_path) as (a, b, admin):
-        app = DashboardApp(ClusterTarget(a.namesrv_addr), refresh_s=0.5, call_timeout_s=2.0)
-        async with app.run_test(size=SIZE) as pilot:
-            screen = await _open_reset(pilot)
-            await _plan(pilot, screen)
-            assert screen.planned is not None, _status(screen)
-            os.kill(b.proc.pid, signal.SIGSTOP)  # broker-a runs the name server
-            try:
-                await _apply(pilot, screen)
-                await wait_until(pilot, lambda: _status(screen) != "Applying...", "the timeout")
-            finally:
-                os.kill(b.proc.pid, signal.SIGCONT)
-            status = _status(screen)
-            assert "nothing changed" not in status, status
-            assert status.startswith("Outcome not known yet: the broker broker-b "
-                                     f"({b.broker_addr}) did not answer within 2 s"), status
-            assert "may still complete" in status, status
-            await wait_until(pilot, lambda: status != _status(screen), "the real outcome")
-            assert _status(screen).startswith("Applied: 2 queue(s)"), _status(screen)
-            assert screen.applied is not None
-        assert set(_offsets(admin).values()) == {1}
+@pytest.fixture(scope="module")
+def two_processes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[BrokerProcess, BrokerProcess]]:
+    """broker-a and broker-b as mqbroker processes (SIGSTOP needs a process), started once for the module:
+    each test seeds a topic and group of its own (``stopping``) and resumes broker-b before it ends."""
+    root = tmp_path_factory.mktemp("processes")
+    with running_broker(root / "a") as a, \
+            running_broker(root / "b", broker_name="broker-b", namesrv=a.namesrv_addr) as b:
+        yield a, b
 
 
-@run_async
-async def test_an_apply_still_running_when_the_dialog_closes_is_told_when_it_ends(tmp_path: Path):
-    with _two_broker_processes(tmp_path) as (a, b, admin):
-        app = DashboardApp(ClusterTarget(a.namesrv_addr), refresh_s=0.5, call_timeout_s=2.0)
-        async with app.run_test(size=SIZE) as pilot:
-            screen = await _open_reset(pilot)
-            await _plan(pilot, screen)
-            assert screen.planned is not None, _status(screen)
-            told = _told(app)
-            os.kill(b.proc.pid, signal.SIGSTOP)  # broker-a runs the name server
-            try:
-                await _apply(pilot, screen)
-                assert _status(screen) == "Applying..."
-                await pilot.press("escape")
-                await wait_until(pilot, lambda: isinstance(app.screen, ConsumersScreen), "the dialog closed")
-            finally:
-                os.kill(b.proc.pid, signal.SIGCONT)
-            await wait_until(pilot, lambda: any("reset" in m for m in told[1:]), "the outcome told")
-            assert "still being applied" in told[0], told
-            assert told[-1].startswith("Applied: 2 queue(s) of group"), told
-        assert set(_offsets(admin).values()) == {1}
+def _answering(admin: Admin, *brokers: BrokerProcess) -> None:
+    """Every broker running (not left stopped by a test) and answering its runtime info."""
+    for p in brokers:
+        assert p.proc.poll() is None, f"{p.broker_name} exited:\n{p.log_text()[-3000:]}"
+        os.kill(p.proc.pid, signal.SIGCONT)  # a no-op unless a failed test left it stopped
+        assert admin.broker_status(p.broker_addr), f"{p.broker_name} ({p.broker_addr}) does not answer"
+
+
+_seeded = itertools.count(1)
+
+
+@pytest.fixture
+def stopping(two_processes: tuple[BrokerProcess, BrokerProcess]) -> Iterator[Stopping]:
+    """The module's two processes with a topic of this test's own (1 queue on each broker) and its group
+    at 0 on both queues: what one test resets is in no other test's plan."""
+    a, b = two_processes
+    n = next(_seeded)
+    admin = open_remote_admin(a.namesrv_addr)
+    try:
+        _answering(admin, a, b)
+        c = Stopping(a, b, admin, f"{TOPIC}{n}", f"{GROUP}_{n}")
+        _seed(admin, {"broker-a": 1, "broker-b": 1}, c.topic, c.group)
+        yield c
+        _answering(admin, a, b)
+    finally:
+        admin.close()
 
 
 @run_async
-async def test_quitting_while_a_reset_is_applied_asks_first(tmp_path: Path):
+async def test_an_apply_that_outlives_the_timeout_says_unknown_then_its_real_outcome(stopping: Stopping):
+    a, b, admin = stopping.a, stopping.b, stopping.admin
+    app = DashboardApp(ClusterTarget(a.namesrv_addr), refresh_s=0.5, call_timeout_s=2.0)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await _open_reset(pilot, stopping.group)
+        await _plan(pilot, screen)
+        assert screen.planned is not None, _status(screen)
+        os.kill(b.proc.pid, signal.SIGSTOP)  # broker-a runs the name server
+        try:
+            await _apply(pilot, screen)
+            await wait_until(pilot, lambda: _status(screen) != "Applying...", "the timeout")
+        finally:
+            os.kill(b.proc.pid, signal.SIGCONT)
+        status = _status(screen)
+        assert "nothing changed" not in status, status
+        assert status.startswith("Outcome not known yet: the broker broker-b "
+                                 f"({b.broker_addr}) did not answer within 2 s"), status
+        assert "may still complete" in status, status
+        await wait_until(pilot, lambda: status != _status(screen), "the real outcome")
+        assert _status(screen).startswith("Applied: 2 queue(s)"), _status(screen)
+        assert screen.applied is not None
+    assert set(_offsets(admin, stopping.topic, stopping.group).values()) == {1}
+
+
+@run_async
+async def test_an_apply_still_running_when_the_dialog_closes_is_told_when_it_ends(stopping: Stopping):
+    a, b, admin = stopping.a, stopping.b, stopping.admin
+    app = DashboardApp(ClusterTarget(a.namesrv_addr), refresh_s=0.5, call_timeout_s=2.0)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await _open_reset(pilot, stopping.group)
+        await _plan(pilot, screen)
+        assert screen.planned is not None, _status(screen)
+        told = _told(app)
+        os.kill(b.proc.pid, signal.SIGSTOP)  # broker-a runs the name server
+        try:
+            await _apply(pilot, screen)
+            assert _status(screen) == "Applying..."
+            await pilot.press("escape")
+            await wait_until(pilot, lambda: isinstance(app.screen, ConsumersScreen), "the dialog closed")
+        finally:
+            os.kill(b.proc.pid, signal.SIGCONT)
+        await wait_until(pilot, lambda: any("reset" in m for m in told[1:]), "the outcome told")
+        assert "still being applied" in told[0], told
+        assert told[-1].startswith("Applied: 2 queue(s) of group"), told
+    assert set(_offsets(admin, stopping.topic, stopping.group).values()) == {1}
+
+
+@run_async
+async def test_quitting_while_a_reset_is_applied_asks_first(stopping: Stopping):
     """q during an apply closed the dashboard at once: the reset went on as the process exited, and its
     outcome was shown nowhere. Now q asks first; n keeps the dashboard, which then tells the outcome."""
     from tui.screens.confirm import ConfirmScreen as Confirm
 
-    with _two_broker_processes(tmp_path) as (a, b, admin):
-        app = DashboardApp(ClusterTarget(a.namesrv_addr), refresh_s=0.5, call_timeout_s=2.0)
-        async with app.run_test(size=SIZE) as pilot:
-            screen = await _open_reset(pilot)
-            await _plan(pilot, screen)
-            assert screen.planned is not None, _status(screen)
-            told = _told(app)
-            os.kill(b.proc.pid, signal.SIGSTOP)  # broker-a runs the name server
-            try:
-                await _apply(pilot, screen)
-                await pilot.press("escape")  # the dialog closes; the apply goes on
-                await wait_until(pilot, lambda: isinstance(app.screen, ConsumersScreen), "the dialog closed")
-                await pilot.press("q")
-                await wait_until(pilot, lambda: isinstance(app.screen, Confirm), "the question")
-                assert "A reset is still being applied. Quit anyway?" in widget_text(app.screen.query_one("#question"))
-                await pilot.press("n")
-                await wait_until(pilot, lambda: isinstance(app.screen, ConsumersScreen), "the dashboard again")
-                assert app.is_running
-            finally:
-                os.kill(b.proc.pid, signal.SIGCONT)
-            await wait_until(pilot, lambda: any(m.startswith("Applied: 2 queue(s)") for m in told), "the outcome")
-            await pilot.press("q")  # nothing being applied: quits at once
-            await wait_until(pilot, lambda: not app.is_running, "the app to quit")
-        assert set(_offsets(admin).values()) == {1}
+    a, b, admin = stopping.a, stopping.b, stopping.admin
+    app = DashboardApp(ClusterTarget(a.namesrv_addr), refresh_s=0.5, call_timeout_s=2.0)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await _open_reset(pilot, stopping.group)
+        await _plan(pilot, screen)
+        assert screen.planned is not None, _status(screen)
+        told = _told(app)
+        os.kill(b.proc.pid, signal.SIGSTOP)  # broker-a runs the name server
+        try:
+            await _apply(pilot, screen)
+            await pilot.press("escape")  # the dialog closes; the apply goes on
+            await wait_until(pilot, lambda: isinstance(app.screen, ConsumersScreen), "the dialog closed")
+            await pilot.press("q")
+            await wait_until(pilot, lambda: isinstance(app.screen, Confirm), "the question")
+            assert "A reset is still being applied. Quit anyway?" in widget_text(app.screen.query_one("#question"))
+            await pilot.press("n")
+            await wait_until(pilot, lambda: isinstance(app.screen, ConsumersScreen), "the dashboard again")
+            assert app.is_running
+        finally:
+            os.kill(b.proc.pid, signal.SIGCONT)
+        await wait_until(pilot, lambda: any(m.startswith("Applied: 2 queue(s)") for m in told), "the outcome")
+        await pilot.press("q")  # nothing being applied: quits at once
+        await wait_until(pilot, lambda: not app.is_running, "the app to quit")
+    assert set(_offsets(admin, stopping.topic, stopping.group).values()) == {1}
