@@ -28,6 +28,8 @@ from broker_core.store.codec.message import MessageExt
 from tests.client.conftest import consumer_ids, create_topic, free_port
 from tests.remoting_broker import BrokerProcess, running_broker
 
+ACKS_PER_PHASE = 200  # sends acknowledged before the first stop and after each restart (or 1.5 / 2.5 s)
+
 
 def test_clients_lose_nothing_across_broker_restarts(tmp_path: Path, name_server: str) -> None:
     port = free_port()
@@ -55,6 +57,13 @@ def test_clients_lose_nothing_across_broker_restarts(tmp_path: Path, name_server
             except Exception:  # the broker is down: never acknowledged, tried again with the next body
                 await asyncio.sleep(0.1)
 
+    async def acked_at_least(count: int, at_most_s: float) -> None:
+        """Let the producers run until ``count`` sends are acknowledged, or ``at_most_s`` at most (what a
+        fixed sleep waited): a few hundred acknowledged sends are what each phase needs, not the time."""
+        deadline = time.monotonic() + at_most_s
+        while len(acked) < count and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+
     async def restart(b: BrokerProcess, how: signal.Signals) -> BrokerProcess:
         os.kill(b.proc.pid, how)
         await asyncio.to_thread(b.proc.wait, 30)
@@ -63,7 +72,7 @@ def test_clients_lose_nothing_across_broker_restarts(tmp_path: Path, name_server
         await asyncio.sleep(0.5)
         again = await asyncio.to_thread(lambda: running.enter_context(
             running_broker(tmp_path, namesrv=name_server, extra_args=broker_args)))
-        await asyncio.sleep(2.5)
+        await acked_at_least(before + ACKS_PER_PHASE, 2.5)
         assert len(acked) > before, f"no send acknowledged after the restart with {how.name}"
         return again
 
@@ -81,7 +90,7 @@ def test_clients_lose_nothing_across_broker_restarts(tmp_path: Path, name_server
             producer = Producer("RollP", inst)
             await producer.start()
             senders = [asyncio.create_task(produce(producer, w)) for w in range(4)]
-            await asyncio.sleep(1.5)
+            await acked_at_least(ACKS_PER_PHASE, 1.5)
             current = await restart(b, signal.SIGTERM)
             current = await restart(current, signal.SIGKILL)
             stop.set()
