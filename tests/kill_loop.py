@@ -6,6 +6,8 @@ reads the lines it flushed (each line an acknowledgement), then reads every mess
 
 from __future__ import annotations
 
+import atexit
+import json
 import os
 import select
 import signal
@@ -21,16 +23,70 @@ from broker_core.store.message_store import GetMessageStatus, MessageStore
 TESTS = Path(__file__).resolve().parent
 
 
-def run_and_kill(script: Path, args: list[str], kill_after: float, start_timeout: float = 60.0) -> list[str]:
+# Run as ``python -c PREWARM script tests_dir``: the script's imports first (its module code under a name
+# that is not ``__main__``, with the paths its ``__main__`` block would add; a failure there only means
+# less is cached), then it waits for one JSON line of arguments on stdin and runs as the script would.
+PREWARM = """
+import json, os, runpy, sys
+script, tests_dir = sys.argv[1], sys.argv[2]
+path = list(sys.path)
+sys.path[:0] = [os.path.dirname(script), tests_dir, os.path.dirname(tests_dir)]
+try:
+    runpy.run_path(script, run_name="__prewarm__")
+except Exception:
+    pass
+sys.path[:] = [os.path.dirname(script), *path]
+line = sys.stdin.readline()
+if not line:
+    sys.exit(0)
+sys.argv = [script, *json.loads(line)]
+runpy.run_path(script, run_name="__main__")
+"""
+
+_spares: dict[Path, subprocess.Popen[str]] = {}
+
+
+def _spawn(script: Path) -> subprocess.Popen[str]:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS.parent), os.environ.get("PYTHONPATH", "")]))
+    return subprocess.Popen([sys.executable, "-c", PREWARM, str(script), str(TESTS)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
+@atexit.register
+def _drop_spares() -> None:
+    """A spare left by a loop that failed half-way: it would exit at its stdin's end anyway."""
+    while _spares:
+        proc = _spares.popitem()[1]
+        proc.kill()
+        proc.communicate()
+
+
+def start_writer(script: Path, args: list[str], prewarm_next: bool = False) -> subprocess.Popen[str]:
+    """``script args`` running (stdout and stderr piped), from a spare process whose imports are done
+    if the previous call left one; ``prewarm_next`` leaves one for the next call (see ``run_and_kill``)."""
+    proc = _spares.pop(script, None) or _spawn(script)
+    assert proc.stdin is not None
+    proc.stdin.write(json.dumps(args) + "\n")
+    proc.stdin.flush()  # (left open: ``communicate`` closes it)
+    if prewarm_next:
+        _spares[script] = _spawn(script)
+    return proc
+
+
+def run_and_kill(script: Path, args: list[str], kill_after: float, start_timeout: float = 60.0,
+                 prewarm_next: bool = False) -> list[str]:
     """Run ``script args``, SIGKILL it ``kill_after`` seconds after its first line (or when it has
     ended), and return the lines it wrote. A line starting with ``fail`` (a refused put) fails the test.
 
     Why from the first line, not from the start: the kill is meant to land in traffic; on a loaded
     machine the writer's start-up (imports, recovery) alone took longer than ``kill_after``, so every
-    cycle was killed before its first put and the loop tested nothing ("the writer hardly ran")."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS.parent), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.Popen([sys.executable, str(script), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=env)
+    cycle was killed before its first put and the loop tested nothing ("the writer hardly ran").
+
+    ``prewarm_next``: start the next cycle's process now, so that its interpreter start and imports
+    (a second or so on a loaded machine, every cycle) overlap this cycle's traffic instead of adding
+    to the loop; it opens the store only when its turn comes, so every kill still lands on one
+    writer at a time."""
+    proc = start_writer(script, args, prewarm_next)
     first = _first_line(proc, start_timeout)
     try:
         proc.wait(kill_after)

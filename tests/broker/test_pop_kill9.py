@@ -24,11 +24,13 @@ HERE = Path(__file__).resolve().parent
 CYCLES = 8
 
 
-def run_and_kill(root: Path, seed: int, kill_after: float) -> tuple[list[str], list[str], set[str]]:
+def run_and_kill(root: Path, seed: int, kill_after: float,
+                 prewarm_next: bool) -> tuple[list[str], list[str], set[str]]:
     """Bodies sent and bodies consumed (acked OK) before the kill, ``kill_after`` s after the start, and
     those whose ack the kill interrupted (acked or not: unknown)."""
     sent, consumed, acking = [], [], set()
-    for line in kill_loop.run_and_kill(HERE / "pop_kill_writer.py", [str(root), str(seed)], kill_after):
+    for line in kill_loop.run_and_kill(HERE / "pop_kill_writer.py", [str(root), str(seed)], kill_after,
+                                       prewarm_next=prewarm_next):
         parts = line.split()  # (a line cut by the kill is not an acknowledgement)
         if len(parts) == 2 and parts[0] == "sent":
             sent.append(parts[1])
@@ -49,7 +51,7 @@ def test_pop_kill9_loop_consumes_every_sent_message(tmp_path: Path) -> None:
     unknown: set[str] = set()  # acks a kill interrupted: the message may be consumed already
     t0 = time.monotonic()
     for cycle in range(CYCLES):
-        s, c, acking = run_and_kill(root, seed * 100 + cycle, rnd.uniform(0.6, 2.0))
+        s, c, acking = run_and_kill(root, seed * 100 + cycle, rnd.uniform(0.6, 2.0), cycle + 1 < CYCLES)
         sent += s
         consumed += c
         unknown |= acking

@@ -37,7 +37,8 @@ def test_traffic_kill9_loop_loses_and_misplaces_nothing(tmp_path: Path, write_bu
         retention = cycle < CYCLES - 1  # the last cycle's messages stay for the check
         lines = kill_loop.run_and_kill(HERE / "traffic_kill_writer.py",
                                        [str(root), str(seed * 100 + cycle), "1" if write_buffer else "0",
-                                        "1" if retention else "0"], rnd.uniform(0.8, 2.0))
+                                        "1" if retention else "0"], rnd.uniform(0.8, 2.0),
+                                       prewarm_next=retention)
         for line in lines:
             parts = line.split()
             if len(parts) == 6 and parts[0] == "ack":  # (a line cut by the kill is not an ack)

@@ -27,10 +27,12 @@ HERE = Path(__file__).resolve().parent
 CYCLES = 8
 
 
-def run_and_kill(root: Path, seed: int, kill_after: float) -> tuple[list[tuple[str, int]], set[str]]:
+def run_and_kill(root: Path, seed: int, kill_after: float,
+                 prewarm_next: bool) -> tuple[list[tuple[str, int]], set[str]]:
     """The transactions prepared (uniqKey, queueId) and ended before the kill, ``kill_after`` s after start."""
     prepared, ended = [], set()
-    for line in kill_loop.run_and_kill(HERE / "tx_kill_writer.py", [str(root), str(seed)], kill_after):
+    for line in kill_loop.run_and_kill(HERE / "tx_kill_writer.py", [str(root), str(seed)], kill_after,
+                                       prewarm_next=prewarm_next):
         parts = line.split()  # (a line cut by the kill is not an acknowledgement)
         if len(parts) == 3 and parts[0] == "prep":
             prepared.append((parts[1], int(parts[2])))
@@ -52,7 +54,7 @@ def test_transaction_kill9_loop_does_what_the_producer_decided(tmp_path: Path) -
     ended: set[str] = set()
     t0 = time.monotonic()
     for cycle in range(CYCLES):
-        p, e = run_and_kill(root, seed * 100 + cycle, rnd.uniform(0.6, 2.0))
+        p, e = run_and_kill(root, seed * 100 + cycle, rnd.uniform(0.6, 2.0), cycle + 1 < CYCLES)
         prepared += p
         ended |= e
     assert len(prepared) > 50, "the writer hardly ran"
