@@ -31,7 +31,11 @@ def mount_small_fs(kind: str, mnt: Path, size_mb: int) -> None:
         # -m 0: no blocks reserved for root, so the disk is full when df says so
         res = subprocess.run(["mkfs.ext4", "-q", "-F", "-m", "0", str(img)], capture_output=True, text=True)
         if res.returncode == 0:
-            res = subprocess.run(["mount", "-o", "loop", str(img), str(mnt)], capture_output=True, text=True)
+            # barrier=0: an fsync still writes to the image but does not also flush the host disk's cache for
+            # the image file (thrown away after the test, and no test cuts the power); with barriers, the
+            # SYNC_FLUSH writers that fill it spent most of their time there (9.7 s -> 4.5 s to fill 16 MiB)
+            res = subprocess.run(["mount", "-o", "loop,barrier=0", str(img), str(mnt)], capture_output=True,
+                                 text=True)
     if res.returncode != 0:
         pytest.skip(f"cannot mount a small {kind} here: {res.stderr.strip()}")
 
