@@ -331,26 +331,39 @@ def test_search_beside_a_running_broker(spark, tmp_path):
 # ------------------------------------------------------------------------------ the two front ends
 
 def test_mqadmin_and_spark_submit_entry_points(stores, plain):
+    """Both front ends in their own processes. Each starts its own JVM (most of its time, idle on the
+    other core), and both only read the stores: they run side by side."""
     env = dict(os.environ, PYTHONPATH=str(REPO))
     dirs = f"{stores['store-basic']},{stores['store-batchcq']}"
-    proc = subprocess.run([sys.executable, "-m", "mqadmin.app", "searchMessages", "--stores", dirs,
-                           "--where", "TAGS = 'TagC' OR TAGS = 'BTag1'", "--limit", "0", "--output", "json"],
-                          capture_output=True, text=True, env=env, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    data = json.loads(proc.stdout)
+    search = subprocess.Popen([sys.executable, "-m", "mqadmin.app", "searchMessages", "--stores", dirs,
+                               "--where", "TAGS = 'TagC' OR TAGS = 'BTag1'", "--limit", "0", "--output", "json"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    submit = Path(spark_home()) / "bin" / "spark-submit"
+    submit_env = dict(env, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
+                      SPARK_LOCAL_IP="127.0.0.1")
+    stats_proc = subprocess.Popen([str(submit), "--master", "local[2]", "--conf", "spark.ui.enabled=false",
+                                   str(REPO / "spark" / "stats_messages.py"), "--store", str(stores["store-batchcq"]),
+                                   "--by", "topic", "--master", "local[2]", "--output", "json"],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=submit_env,
+                                  cwd=str(REPO))
+    try:
+        search_out, search_err = search.communicate(timeout=300)
+        stats_out, stats_err = stats_proc.communicate(timeout=300)
+    finally:
+        for proc in (search, stats_proc):
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+
+    assert search.returncode == 0, search_err
+    data = json.loads(search_out)
     expected = select(plain["store-basic"] + plain["store-batchcq"], where="TAGS = 'TagC' OR TAGS = 'BTag1'")
     assert [(m["msgId"], m["queueOffset"], base64.b64decode(m["body"])) for m in data["messages"]] == [
         (m["msgId"], m["queueOffset"], m["body"]) for m in expected]
     assert data["summary"]["messages_matched"] == len(expected)
 
-    submit = Path(spark_home()) / "bin" / "spark-submit"
-    env.update(PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1")
-    proc = subprocess.run([str(submit), "--master", "local[2]", "--conf", "spark.ui.enabled=false",
-                           str(REPO / "spark" / "stats_messages.py"), "--store", str(stores["store-batchcq"]),
-                           "--by", "topic", "--master", "local[2]", "--output", "json"],
-                          capture_output=True, text=True, env=env, timeout=300, cwd=str(REPO))
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    stats = json.loads(proc.stdout[proc.stdout.index("{"):])
+    assert stats_proc.returncode == 0, stats_err[-3000:]
+    stats = json.loads(stats_out[stats_out.index("{"):])
     assert {b["topic"]: b["messages"] for b in stats["buckets"]} == {"GoldenBatchTopic": 95, "GoldenSimpleTopic": 7}
 
 
