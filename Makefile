@@ -24,8 +24,10 @@ run: $(BIN)/mqadmin
 tour: $(BIN)/mqadmin
 	$(BIN)/python -m broker_core.tour --store $(STORE)
 
+# Two workers, each taking whole test files (most tests wait on real servers, not the CPU); a plain
+# `pytest tests/...` still runs in one process.
 test: $(BIN)/mqadmin
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 # Bounded atheris runs of the decoders (record, properties, SQL92, remoting); FUZZ_RUNS per target.
 FUZZ_RUNS ?= 300000
