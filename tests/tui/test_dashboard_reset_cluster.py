@@ -9,11 +9,12 @@ chosen in the form (queue ids repeat across brokers: it was reset on every broke
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
 import signal
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -299,20 +300,30 @@ def stopping(two_processes: tuple[BrokerProcess, BrokerProcess]) -> Iterator[Sto
         admin.close()
 
 
+@contextlib.asynccontextmanager
+async def _applied_while_b_is_stopped(pilot, stopping: Stopping) -> AsyncIterator[tuple[ResetScreen, list[str]]]:  # noqa: ANN001
+    """The group's reset planned, broker-b stopped (SIGSTOP; broker-a runs the name server) and Apply
+    pressed: yields the dialog and what the app tells from just before the apply. broker-b is resumed
+    when the block ends, however it ends, so a failing test leaves no stopped broker behind."""
+    screen = await _open_reset(pilot, stopping.group)
+    await _plan(pilot, screen)
+    assert screen.planned is not None, _status(screen)
+    told = _told(pilot.app)
+    os.kill(stopping.b.proc.pid, signal.SIGSTOP)
+    try:
+        await _apply(pilot, screen)
+        yield screen, told
+    finally:
+        os.kill(stopping.b.proc.pid, signal.SIGCONT)
+
+
 @run_async
 async def test_an_apply_that_outlives_the_timeout_says_unknown_then_its_real_outcome(stopping: Stopping):
     a, b, admin = stopping.a, stopping.b, stopping.admin
     app = DashboardApp(ClusterTarget(a.namesrv_addr), refresh_s=0.5, call_timeout_s=2.0)
     async with app.run_test(size=SIZE) as pilot:
-        screen = await _open_reset(pilot, stopping.group)
-        await _plan(pilot, screen)
-        assert screen.planned is not None, _status(screen)
-        os.kill(b.proc.pid, signal.SIGSTOP)  # broker-a runs the name server
-        try:
-            await _apply(pilot, screen)
+        async with _applied_while_b_is_stopped(pilot, stopping) as (screen, _):
             await wait_until(pilot, lambda: _status(screen) != "Applying...", "the timeout")
-        finally:
-            os.kill(b.proc.pid, signal.SIGCONT)
         status = _status(screen)
         assert "nothing changed" not in status, status
         assert status.startswith("Outcome not known yet: the broker broker-b "
@@ -326,21 +337,13 @@ async def test_an_apply_that_outlives_the_timeout_says_unknown_then_its_real_out
 
 @run_async
 async def test_an_apply_still_running_when_the_dialog_closes_is_told_when_it_ends(stopping: Stopping):
-    a, b, admin = stopping.a, stopping.b, stopping.admin
+    a, admin = stopping.a, stopping.admin
     app = DashboardApp(ClusterTarget(a.namesrv_addr), refresh_s=0.5, call_timeout_s=2.0)
     async with app.run_test(size=SIZE) as pilot:
-        screen = await _open_reset(pilot, stopping.group)
-        await _plan(pilot, screen)
-        assert screen.planned is not None, _status(screen)
-        told = _told(app)
-        os.kill(b.proc.pid, signal.SIGSTOP)  # broker-a runs the name server
-        try:
-            await _apply(pilot, screen)
+        async with _applied_while_b_is_stopped(pilot, stopping) as (screen, told):
             assert _status(screen) == "Applying..."
             await pilot.press("escape")
             await wait_until(pilot, lambda: isinstance(app.screen, ConsumersScreen), "the dialog closed")
-        finally:
-            os.kill(b.proc.pid, signal.SIGCONT)
         await wait_until(pilot, lambda: any("reset" in m for m in told[1:]), "the outcome told")
         assert "still being applied" in told[0], told
         assert told[-1].startswith("Applied: 2 queue(s) of group"), told
@@ -351,28 +354,18 @@ async def test_an_apply_still_running_when_the_dialog_closes_is_told_when_it_end
 async def test_quitting_while_a_reset_is_applied_asks_first(stopping: Stopping):
     """q during an apply closed the dashboard at once: the reset went on as the process exited, and its
     outcome was shown nowhere. Now q asks first; n keeps the dashboard, which then tells the outcome."""
-    from tui.screens.confirm import ConfirmScreen as Confirm
-
-    a, b, admin = stopping.a, stopping.b, stopping.admin
+    a, admin = stopping.a, stopping.admin
     app = DashboardApp(ClusterTarget(a.namesrv_addr), refresh_s=0.5, call_timeout_s=2.0)
     async with app.run_test(size=SIZE) as pilot:
-        screen = await _open_reset(pilot, stopping.group)
-        await _plan(pilot, screen)
-        assert screen.planned is not None, _status(screen)
-        told = _told(app)
-        os.kill(b.proc.pid, signal.SIGSTOP)  # broker-a runs the name server
-        try:
-            await _apply(pilot, screen)
+        async with _applied_while_b_is_stopped(pilot, stopping) as (screen, told):
             await pilot.press("escape")  # the dialog closes; the apply goes on
             await wait_until(pilot, lambda: isinstance(app.screen, ConsumersScreen), "the dialog closed")
             await pilot.press("q")
-            await wait_until(pilot, lambda: isinstance(app.screen, Confirm), "the question")
+            await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the question")
             assert "A reset is still being applied. Quit anyway?" in widget_text(app.screen.query_one("#question"))
             await pilot.press("n")
             await wait_until(pilot, lambda: isinstance(app.screen, ConsumersScreen), "the dashboard again")
             assert app.is_running
-        finally:
-            os.kill(b.proc.pid, signal.SIGCONT)
         await wait_until(pilot, lambda: any(m.startswith("Applied: 2 queue(s)") for m in told), "the outcome")
         await pilot.press("q")  # nothing being applied: quits at once
         await wait_until(pilot, lambda: not app.is_running, "the app to quit")
