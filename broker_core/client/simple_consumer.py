@@ -41,7 +41,7 @@ from .config_check import ClientConfigError, check_int
 from .connection import RemotingConnection, RemotingError
 from .instance import BrokerError, ClientStateError, MQClientInstance
 from .message import decode_records, message_id
-from .subscription import InvalidSubscriptionError, build_subscription, matches
+from .subscription import build_subscription, matches
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +54,6 @@ _EXTRA_INFO_FIELDS = 8  # ckQueueOffset popTime invisibleTime reviveQid retryFla
 # POLLING_TIMEOUT / PULL_NOT_FOUND: nothing to hand out; POLLING_FULL: too many pops parked on the broker
 _NOTHING = (ResponseCode.POLLING_TIMEOUT, ResponseCode.PULL_NOT_FOUND, ResponseCode.POLLING_FULL)
 GROUP_CONFIG_TTL = 20.0  # seconds a broker's consumeMessageOrderly is kept (the proxy's group config cache)
-EXPRESSION_TYPES = ("TAG", "SQL92")  # Java's ExpressionType: anything else no broker filters by
 JAVA_LONG_MAX = 2**63 - 1
 
 
@@ -191,10 +190,6 @@ class SimpleConsumer:
         The expression goes with every POP_MESSAGE (the broker filters); a tag expression naming no tag is
         refused here, as Java's FilterAPI does, and so is a type other than TAG or SQL92 (Java's
         ExpressionType), which every broker would refuse at every receive."""
-        kind = expression_type or "TAG"
-        if kind not in EXPRESSION_TYPES:
-            raise InvalidSubscriptionError(f"expression type {expression_type!r} of {topic} is not supported: "
-                                           f"use {' or '.join(EXPRESSION_TYPES)}")
         self._subs[topic] = build_subscription(topic, expression, expression_type)
 
     def unsubscribe(self, topic: str) -> None:

@@ -22,6 +22,7 @@ from .instance import BrokerError, MQClientInstance
 from .route import select_addr
 
 SUB_ALL = "*"
+EXPRESSION_TYPES = ("TAG", "SQL92")  # Java's ExpressionType: anything else no broker filters by
 
 
 class InvalidSubscriptionError(ValueError):
@@ -39,7 +40,11 @@ def java_string_hash(s: str) -> int:
 
 def build_subscription(topic: str, expression: str | None, expression_type: str = "TAG") -> SubscriptionData:
     """FilterAPI.build: a TAG expression's tags and hash codes, or a SQL92 selector (``MessageSelector.bySql``)
-    kept as written; the broker evaluates SQL92 (and may skip by its dispatch-time bitmap)."""
+    kept as written; the broker evaluates SQL92 (and may skip by its dispatch-time bitmap). Any other type
+    is refused here, for every consumer: every broker would refuse it at every pull or receive."""
+    if expression_type and expression_type not in EXPRESSION_TYPES:
+        raise InvalidSubscriptionError(f"expression type {expression_type!r} of {topic} is not supported: "
+                                       f"use {' or '.join(EXPRESSION_TYPES)}")
     if expression_type and expression_type != "TAG":
         if not expression or not expression.strip():
             raise InvalidSubscriptionError(f"a {expression_type} subscription of {topic} needs an expression")

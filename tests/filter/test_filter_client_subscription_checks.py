@@ -34,6 +34,19 @@ def test_tag_expressions_with_a_tag_or_all_are_accepted(expression, tags):
     assert build_subscription("T", expression).tags_set == tags
 
 
+@pytest.mark.parametrize("expression_type", ["SQL", "sql92", "tag", "BITMAP"])
+def test_an_expression_type_other_than_tag_or_sql92_is_refused_by_every_consumer(expression_type):
+    """Java's ExpressionType has TAG and SQL92 only, and every broker refuses anything else at every pull:
+    the push and pull consumers took it and started, then only logged refused pulls."""
+    with pytest.raises(InvalidSubscriptionError, match="use TAG or SQL92"):
+        build_subscription("T", "a = 1", expression_type)
+    with pytest.raises(InvalidSubscriptionError, match="use TAG or SQL92"):
+        PushConsumer("G", MQClientInstance("127.0.0.1:1")).subscribe("T", "a = 1", expression_type)
+    pull = PullConsumer("G", MQClientInstance("127.0.0.1:1"))
+    with pytest.raises(InvalidSubscriptionError, match="use TAG or SQL92"):
+        pull.subscribe("T", "a = 1", expression_type)
+
+
 def test_an_empty_sql92_expression_is_refused_at_subscribe():
     with pytest.raises(InvalidSubscriptionError, match="needs an expression"):
         build_subscription("T", "  ", "SQL92")
