@@ -1362,9 +1362,15 @@ class Admin:
         return ResetPlan(dest_group, topic, 0, True, changes, applied=True)
 
     # -- messages -------------------------------------------------------------------------------------
-    def query_msg_by_id(self, topic: str, msg_id: str) -> list[MessageRecord]:
+    def query_msg_by_id(self, topic: str, msg_id: str, unanswered: list[str] | None = None) -> list[MessageRecord]:
         """An offset msgId is read at its commitlog offset (on the broker it names, else each broker);
-        anything else, or an id that does not match there, falls back to the unique key."""
+        anything else, or an id that does not match there, falls back to the unique key (Apache's
+        viewMessage does the same, also when the read fails).
+
+        ``unanswered``: see ``each_answer``. A broker that does not answer is named there and asked
+        nothing more for this id (not again by the unique-key fallback, and not again for a later id
+        that adds to the same list), so a message held on a healthy broker is found during another's
+        outage at the cost of one timeout. When the broker the id names answers, no other is asked."""
         from broker_core.store.codec.message_id import decode_offset_msg_id
 
         text = msg_id.strip()
@@ -1372,16 +1378,43 @@ class Admin:
             decoded = decode_offset_msg_id(text)
         except ValueError:
             decoded = None
+        silent: set[str] = set()  # addresses that did not answer, before and during this id
+
+        def known_silent(b: BrokerIdentity) -> bool:
+            return b.broker_addr in silent or (unanswered is not None and any(
+                e.startswith(SilentBrokersError.entry(b.broker_name, b.broker_addr, "")) for e in unanswered))
+
         if decoded is not None:
             brokers = self.brokers()
             host = f"{decoded.store_host[0]}:{decoded.store_host[1]}"
             named = [b for b in brokers if b.broker_addr == host]
-            for b in named or brokers:
-                r = self.client.view_message(b.broker_addr, decoded.commit_log_offset)
+            asked = [b for b in named or brokers if not known_silent(b)]
+            for b in asked:
+                try:
+                    r = self.client.view_message(b.broker_addr, decoded.commit_log_offset)
+                except AdminError as e:
+                    if unanswered is None or len(brokers) == 1:  # nothing else to show: its own failure
+                        raise
+                    unanswered.append(SilentBrokersError.entry(b.broker_name, b.broker_addr, e.message))
+                    silent.add(b.broker_addr)
+                    continue
                 if r is not None and r.commit_log_offset == decoded.commit_log_offset \
                         and r.msg_id.upper() == text.upper():
                     return [r]
-        return self.query_msg_by_unique_key(topic, text, 32)
+        if unanswered is None:
+            return self.query_msg_by_unique_key(topic, text, 32)
+        routed = [b for b, _ in self._routed_brokers(topic)]
+        found: list[MessageRecord] = []
+        for b in routed:
+            if known_silent(b):
+                continue
+            try:
+                found.extend(self.client.query_message(b.broker_addr, topic, text, 32, 0, LONG_MAX, unique_key=True))
+            except AdminError as e:
+                if len(routed) == 1 and not silent:  # the only broker asked: its own failure
+                    raise
+                unanswered.append(SilentBrokersError.entry(b.broker_name, b.broker_addr, e.message))
+        return sorted(found, key=lambda r: r.store_timestamp)
 
     def query_msg_by_key(self, topic: str, key: str, max_num: int = 64, begin: int = 0,
                          end: int = LONG_MAX, unanswered: list[str] | None = None) -> list[MessageRecord]:

@@ -135,8 +135,9 @@ def query_msg_by_id(
         return
     found: list[tuple[str, MessageRecord]] = []
     missing = []
+    unanswered: list[str] = []  # brokers that did not answer: named after the messages the others hold
     for msg_id in ids:
-        records = admin.query_msg_by_id(topic, msg_id)
+        records = admin.query_msg_by_id(topic, msg_id, unanswered=unanswered)
         if records:
             found.extend((msg_id, r) for r in records)
         else:
@@ -146,10 +147,12 @@ def query_msg_by_id(
         for _, r in found:
             _print_detail(cmd, r, True, r.msg_id, body_format)
             _print_tracks(cmd, r)
-        for msg_id in missing:
+        for msg_id in missing if not unanswered else []:  # with a silent broker, not found is not known
             cmd.print(f"\nMessage not found! ({msg_id})")
 
     cmd.emit([r.to_dict() for _, r in found], render)
+    if unanswered:  # what is missing may be on a silent broker: not "not found" (3), but which brokers (1)
+        raise SilentBrokersError(unanswered)
     if missing:
         raise NotFoundError(f"message not found: {', '.join(missing)}")
 
