@@ -251,3 +251,48 @@ def test_an_empty_tag_is_no_tag_and_a_blank_one_is_refused(running, stub):
     got, messages = receive(stub, "GTag", "VTag")
     assert got.code == pb.Code.OK and [m.body for m in messages] == [b"untagged"]
     assert not messages[0].system_properties.HasField("tag")
+
+
+def test_a_message_group_is_measured_in_utf8_bytes_below_64(running, stub):
+    """SendMessageActivity#validateMessageGroup refuses a group of maxMessageGroupSize (64) UTF-8 bytes or more,
+    and an empty group is no group (isNotEmpty first): the message is a plain one, not refused."""
+    b = running.broker
+    b.create_or_update_topic("VGroupLen", 1, 1, attributes={"+message.type": "FIFO"})
+    fifo = pb.MessageType.FIFO
+    assert send(stub, wire("VGroupLen", mtype=fifo, message_group="g" * 63)).code == pb.Code.OK
+    assert send(stub, wire("VGroupLen", mtype=fifo, message_group="é" * 31)).code == pb.Code.OK  # 62 bytes
+    for group in ("g" * 64, "é" * 32):  # 64 bytes: 64 and 32 characters
+        got = send(stub, wire("VGroupLen", mtype=fifo, message_group=group))
+        assert got.code == pb.Code.ILLEGAL_MESSAGE_GROUP and "64" in got.message, group
+    assert send(stub, wire("VGroupLen", mtype=fifo, message_group="  ")).code == pb.Code.ILLEGAL_MESSAGE_GROUP
+    assert queue_total(running, "VGroupLen") == 2
+    b.create_or_update_topic("VGroupEmpty", 1, 1, attributes={"+message.type": "NORMAL"})
+    assert send(stub, wire("VGroupEmpty", body=b"no-group", message_group="")).code == pb.Code.OK
+    got, messages = receive(stub, "GGroupEmpty", "VGroupEmpty")
+    assert got.code == pb.Code.OK and [m.body for m in messages] == [b"no-group"]
+    assert not messages[0].system_properties.HasField("message_group")
+    assert messages[0].system_properties.message_type == pb.MessageType.NORMAL
+
+
+def test_an_empty_message_key_is_kept_and_a_blank_one_is_refused(running, stub):
+    """SendMessageActivity#validateMessageKey checks only a non-empty key: "" goes into KEYS as sent (joined by
+    spaces, as Message#setKeys does) and the other keys stay findable; "  " is ILLEGAL_MESSAGE_KEY."""
+    from tests.waiting import wait_all_dispatched
+
+    b = running.broker
+    b.create_or_update_topic("VKeys", 1, 1, attributes={"+message.type": "NORMAL"})
+    assert send(stub, wire("VKeys", body=b"with-empty", keys=["", "vk1", "", "vk2"])).code == pb.Code.OK
+    assert send(stub, wire("VKeys", body=b"only-empty", keys=[""])).code == pb.Code.OK
+    for keys in (["  "], ["vk3", " \t"]):
+        got = send(stub, wire("VKeys", keys=keys))
+        assert got.code == pb.Code.ILLEGAL_MESSAGE_KEY and "whitespace" in got.message, keys
+    assert queue_total(running, "VKeys") == 2
+    wait_all_dispatched(b)
+    for key in ("vk1", "vk2"):
+        assert [m.body for m in b.query_message("VKeys", key)] == [b"with-empty"], key
+    # KEYS "" is stored as sent and reads back as no KEYS (a property with an empty value, as Java decodes it)
+    assert [b.message_at("VKeys", 0, offset).keys for offset in (0, 1)] == [" vk1  vk2", None]
+    got, messages = receive(stub, "GKeys", "VKeys", n=2)
+    assert got.code == pb.Code.OK
+    assert [(m.body, list(m.system_properties.keys)) for m in messages] == [
+        (b"with-empty", ["vk1", "vk2"]), (b"only-empty", [])]

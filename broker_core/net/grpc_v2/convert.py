@@ -46,6 +46,7 @@ SYSTEM_PROPERTY_KEYS = frozenset({
 # cap on the whole property string is hit later and only as a generic MESSAGE_ILLEGAL.
 USER_PROPERTY_MAX_NUM = 128
 MAX_USER_PROPERTY_SIZE = 16 * 1024
+MAX_MESSAGE_GROUP_SIZE = 64  # ProxyConfig.maxMessageGroupSize: a group must take fewer UTF-8 bytes
 
 
 class WireMessageError(ValueError):
@@ -127,9 +128,10 @@ def inbound(message: object, peer_ip: str, max_body_size: int, *, now_ms: int | 
         _check_text(sp.tag, pb.Code.ILLEGAL_MESSAGE_TAG, "tag")
         props[P.PROPERTY_TAGS] = sp.tag
     if sp.keys:
-        for key in sp.keys:
-            if not key.strip():
-                raise WireMessageError(pb.Code.ILLEGAL_MESSAGE_KEY, "message key is blank")
+        for key in sp.keys:  # validateMessageKey: an empty key is kept as sent (the index skips it)
+            if key and not key.strip():
+                raise WireMessageError(pb.Code.ILLEGAL_MESSAGE_KEY,
+                                       f"message key {key!r} cannot be the char sequence of whitespace")
             _check_text(key, pb.Code.ILLEGAL_MESSAGE_KEY, "message key")
         props[P.PROPERTY_KEYS] = P.KEY_SEPARATOR.join(sp.keys)
     size += len(sp.tag.encode()) + sum(len(k.encode()) for k in sp.keys)
@@ -138,11 +140,14 @@ def inbound(message: object, peer_ip: str, max_body_size: int, *, now_ms: int | 
                                f"user properties, tag and keys take {size} bytes, at most "
                                f"{MAX_USER_PROPERTY_SIZE} allowed")
     props[P.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = sp.message_id
-    group = None
-    if sp.HasField("message_group"):
-        group = sp.message_group
-        if not group.strip() or len(group) > 64:
-            raise WireMessageError(pb.Code.ILLEGAL_MESSAGE_GROUP, f"message group {group!r} is blank or too long")
+    group = sp.message_group or None  # validateMessageGroup: an empty group is no group, as upstream reads it
+    if group is not None:
+        if not group.strip():
+            raise WireMessageError(pb.Code.ILLEGAL_MESSAGE_GROUP, f"message group {group!r} is blank")
+        if len(group.encode()) >= MAX_MESSAGE_GROUP_SIZE:
+            raise WireMessageError(pb.Code.ILLEGAL_MESSAGE_GROUP,
+                                   f"message group takes {len(group.encode())} UTF-8 bytes, it must take fewer "
+                                   f"than {MAX_MESSAGE_GROUP_SIZE} (maxMessageGroupSize)")
         _check_text(group, pb.Code.ILLEGAL_MESSAGE_GROUP, "message group")
         props[P.PROPERTY_SHARDING_KEY] = group
     if sp.HasField("delivery_timestamp"):
