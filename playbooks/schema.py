@@ -11,7 +11,7 @@ from __future__ import annotations
 import difflib
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from fnmatch import fnmatchcase
@@ -467,6 +467,12 @@ def _line_of(node: Any, key: str, default: int = 0) -> int:
 
 
 def _show(value: Any) -> str:
+    """A wrong value as the playbook's author wrote it, named by its YAML kind: the loader's own classes
+    (LineList, LineMap) mean nothing to them."""
     if isinstance(value, str):
         return repr(value)
+    if isinstance(value, Mapping):
+        return f"mapping {dict(value)!r}"
+    if isinstance(value, list):
+        return f"list {list(value)!r}"
     return f"{type(value).__name__} {value!r}"
