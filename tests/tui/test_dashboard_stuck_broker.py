@@ -29,6 +29,7 @@ from tui.app import DashboardApp
 from tui.poller import Poller
 from tui.screens.consumers import ConsumersScreen
 from tui.screens.messages import ANY_BROKER, MessagesScreen
+from tui.screens.overview import OverviewScreen
 
 TIMEOUT_S = 2.0
 BOTH = "OnBoth"
@@ -167,6 +168,15 @@ async def test_topics_and_consumers_say_their_figures_exclude_the_stuck_broker(c
             await wait_until(pilot, lambda: isinstance(app.screen, ConsumersScreen), "the consumers screen")
             await wait_until(pilot, lambda: text_of(app, "#groups-left-out") != "", "the consumers' note")
             assert text_of(app, "#groups-left-out") == f"Lag, queues, retry and DLQ depth {note}"
+            await pilot.press("1")
+            await wait_until(pilot, lambda: isinstance(app.screen, OverviewScreen), "the overview")
+            rows = by_first(app, "#brokers")
+            # version, up time and disk used of a broker that did not answer are unknown: "0.0 %" read as
+            # an empty disk
+            assert rows["broker-b"][3:6] == ["-", "-", "-"], rows
+            assert rows["broker-a"][5].endswith(" %"), rows
+            await pilot.press("3")
+            await wait_until(pilot, lambda: isinstance(app.screen, ConsumersScreen), "the consumers screen again")
         await wait_until(pilot, lambda: app.poller.stuck.why(cluster.b.broker_addr) is None, "broker-b back")
         await wait_until(pilot, lambda: not app.screen.query_one("#groups-left-out").has_class("-shown"),
                          "the consumers' note gone")

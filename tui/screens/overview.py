@@ -104,7 +104,10 @@ def _lag(snapshot: Snapshot, gone: list[BrokerIdentity]) -> str:
 
 
 def _disk(ratio: str | None) -> str:
+    """"-" when the broker gave no figure (it did not answer): "0.0 %" read as an empty disk."""
+    if ratio is None or not ratio.strip():
+        return "-"
     try:
-        return f"{float(ratio or 0) * 100:.1f} %"
+        return f"{float(ratio) * 100:.1f} %"
     except ValueError:
         return "-"
