@@ -1540,7 +1540,14 @@ class Admin:
                         queue_id: int | None = None, offset: int | None = None,
                         begin_timestamp: int | None = None, end_timestamp: int | None = None,
                         max_num: int = 128) -> list[QueueScan]:
-        """A pull consumer's read (mqadmin consumeMessage): nothing is committed."""
+        """A pull consumer's read (mqadmin consumeMessage): nothing is committed.
+
+        ``offset`` (-o) starts the read no earlier than the queue's min offset and the begin time's offset,
+        as Apache's executeByCondition takes max(minOffset or searchOffset(begin), offset): an offset below
+        what retention kept reads from the oldest message kept, not OFFSET_ILLEGAL. A negative ``offset`` is
+        still refused, as a pull at it is (the dashboard's "browse a queue" from -5 says so)."""
+        if offset is not None and offset < 0:
+            raise AdminError(f"queueOffset must be >= 0, got {offset}")
         found = self._require_topic(topic)
         if broker_name is not None:
             chosen = {b.broker_name for b in self.check_target(broker_name=broker_name)}
@@ -1561,8 +1568,8 @@ class Admin:
                 if remaining <= 0:
                     break
                 lo, hi, begin, end = self._span(b.broker_addr, topic, qid, begin_timestamp, end_timestamp)
-                if offset is not None:
-                    begin = offset
+                if offset is not None:  # Apache's executeByCondition: -o only moves the start further on
+                    begin = max(begin, offset)
                 scans.append(self._consume_queue(b, topic, qid, (lo, hi, begin, end), remaining))
                 remaining -= len(scans[-1].messages)
         return scans
