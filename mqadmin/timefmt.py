@@ -12,19 +12,23 @@ from collections.abc import Callable
 from datetime import datetime
 
 from broker_core.broker.limits import JAVA_LONG_MAX, JAVA_LONG_MIN
+from broker_core.common.java_time import INPUT_PATTERN, DateOutOfRange, parse_input_date
 from mqadmin.errors import UsageProblem
-
-INPUT_PATTERN = "%Y-%m-%d#%H:%M:%S"
 
 
 def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def _java_long(value: str) -> int | None:
-    """Long.parseLong's syntax (optional sign, ASCII digits) within Java's long range; else None."""
+def _long_syntax(value: str) -> bool:
+    """Long.parseLong's syntax: one optional sign, then ASCII digits (``--5`` is not a number at all)."""
     digits = value[1:] if value[:1] in "+-" else value
-    if not digits or not digits.isascii() or not digits.isdigit():
+    return bool(digits) and digits.isascii() and digits.isdigit()
+
+
+def _java_long(value: str) -> int | None:
+    """Long.parseLong's syntax within Java's long range; else None."""
+    if not _long_syntax(value):
         return None
     number = int(value)
     return number if JAVA_LONG_MIN <= number <= JAVA_LONG_MAX else None
@@ -42,7 +46,7 @@ def parse_timestamp(text: str, clock: Callable[[], int] = now_ms, option: str = 
     number = _java_long(value)
     if number is not None and (number >= 0 or (allow_minus_one and number == -1)):
         return number
-    if number is None and value.lstrip("+-").isdigit():
+    if number is None and _long_syntax(value):
         raise UsageProblem(f"invalid {option} {text!r}: outside Java's long range")
     if number is None:
         dated = _date_form(value, text, option)
@@ -62,17 +66,12 @@ def _date_form(value: str, text: str, option: str) -> int | None:
     timestamp, which the offset reset reads as "the max offset" and would skip the whole backlog; and a
     date whose local time Python cannot convert (0001-01-01) used to end in an unexpected failure.
     Both are the operator's typo, refused here naming the option, as negative millis are."""
-    head, sep, millis = value.rpartition(":")
-    if not (sep and millis.isdigit() and len(millis) == 3):
-        return None
     try:
-        dt = datetime.strptime(head, INPUT_PATTERN)
-    except ValueError:
-        return None
-    try:
-        stamp = int(dt.timestamp() * 1000) + int(millis)
-    except (OverflowError, OSError, ValueError):
+        stamp = parse_input_date(value)
+    except DateOutOfRange:
         raise UsageProblem(f"invalid {option} {text!r}: the date is out of range") from None
+    if stamp is None:
+        return None
     if stamp < 0:
         raise UsageProblem(f"invalid {option} {text!r}: before 1970-01-01 00:00:00 UTC "
                            f"(a negative timestamp, {stamp})")

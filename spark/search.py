@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import shutil
 import time
 from collections.abc import Callable, Sequence
@@ -37,7 +38,8 @@ from typing import TYPE_CHECKING, TypeVar
 
 from broker_core.broker.filter.errors import FilterSyntaxError
 from broker_core.broker.filter.sql92 import compile_sql92
-from broker_core.common.java_numbers import JAVA_LONG_MAX, JAVA_LONG_MIN
+from broker_core.common.java_numbers import JAVA_LONG_MAX
+from broker_core.common.java_time import DateOutOfRange, local_wall_ms, parse_input_date
 from broker_core.config_loader import ConfigError
 from broker_core.store.store_config import StoreConfig
 from broker_core.store.store_dir import is_store_dir, not_a_store_reason
@@ -124,6 +126,8 @@ class StoreNotFoundError(SearchError):
 
 # ------------------------------------------------------------------------------------------ query
 
+_MILLIS_SYNTAX = re.compile(r"[+-]?[0-9]+")
+"""Long.parseLong's syntax with ASCII digits, as mqadmin's time options read millis."""
 _TIME_FORMATS = ("%Y-%m-%dT%H:%M:%S.%f", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M",
                  "%Y-%m-%d %H:%M:%S.%f", "%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%d")
 
@@ -131,36 +135,39 @@ _TIME_FORMATS = ("%Y-%m-%dT%H:%M:%S.%f", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M",
 def parse_time(text: str | None, option: str) -> int | None:
     """``--begin``/``--end``: epoch millis, ``now``, mqadmin's ``yyyy-MM-dd#HH:mm:ss:SSS`` or ISO local time.
 
-    Millis must fit Java's long (the scan packs them as one; a larger number failed inside a Spark task
-    with a worker traceback), and ``SSS`` is exactly three digits, as Java's pattern: Python's ``%f``
-    read ``:7`` as 700 ms, a window other than the operator's with no word said."""
+    Millis are Long.parseLong's syntax, not negative and within Java's long (the scan packs them as one;
+    a larger number failed inside a Spark task with a worker traceback; ``--5`` ended in "unexpected
+    failure"), as mqadmin's other time options take them. ``SSS`` is exactly three digits, as Java's
+    pattern: Python's ``%f`` read ``:7`` as 700 ms, a window other than the operator's with no word said.
+    A local time the daylight-saving change repeats or skips names the instant mqadmin's Java tools name
+    (``local_wall_ms``), in either form."""
     if text is None or not text.strip():
         return None
     value = text.strip()
     if value.lower() == "now":
         return int(time.time() * 1000)
-    if value.lstrip("-").isdigit():
-        if not JAVA_LONG_MIN <= int(value) <= JAVA_LONG_MAX:
+    if _MILLIS_SYNTAX.fullmatch(value) and int(value) >= 0:
+        if int(value) > JAVA_LONG_MAX:
             raise SearchUsageError(f"bad {option} {text!r}: epoch millis outside Java's long range")
         return int(value)
     from datetime import datetime
 
     if "#" in value:
-        head, _, millis = value.rpartition(":")
         try:
-            if not (len(millis) == 3 and millis.isascii() and millis.isdigit()):
-                raise ValueError(millis)
-            return int(datetime.strptime(head, "%Y-%m-%d#%H:%M:%S").timestamp() * 1000) + int(millis)
-        except (ValueError, OverflowError, OSError):
+            stamp = parse_input_date(value)
+        except DateOutOfRange:
+            stamp = None
+        if stamp is None:
             raise SearchUsageError(f"bad {option} {text!r}: expected yyyy-MM-dd#HH:mm:ss:SSS "
-                                   "(three digits of milliseconds)") from None
+                                   "(three digits of milliseconds)")
+        return stamp
     for fmt in _TIME_FORMATS:
         try:
-            return int(datetime.strptime(value, fmt).timestamp() * 1000)
+            return local_wall_ms(datetime.strptime(value, fmt))
         except (ValueError, OverflowError, OSError):
             continue
-    raise SearchUsageError(f"bad {option} {text!r}: expected epoch millis, now, yyyy-MM-dd#HH:mm:ss:SSS "
-                      "or yyyy-MM-ddTHH:MM[:SS] (local time)")
+    raise SearchUsageError(f"bad {option} {text!r}: expected epoch millis >= 0, now, yyyy-MM-dd#HH:mm:ss:SSS "
+                           "or yyyy-MM-ddTHH:MM[:SS] (local time)")
 
 
 def build_query(topic: str | None = None, begin_ms: int | None = None, end_ms: int | None = None,

@@ -76,6 +76,18 @@ def test_reset_offset_by_time_refuses_other_timestamps(golden_cli, value):
     assert cli("consumerProgress", "-g", "G1").exit_code == 3  # nothing was committed
 
 
+@pytest.mark.parametrize("value", ["--5", "+-5", "-+5", "++5"])
+@pytest.mark.parametrize("cmd", [("printMsg", "-t", "GoldenTopicA", "--beginTimestamp"),
+                                 ("printMsg", "-t", "GoldenTopicA", "--endTimestamp"),
+                                 ("resetOffsetByTime", "-g", "G1", "-t", "GoldenTopicA", "--timestamp")])
+def test_a_doubled_sign_is_a_malformed_timestamp_not_one_out_of_range(golden_cli, cmd, value):
+    """``--beginTimestamp=--5`` was refused as "outside Java's long range": it is no number at all."""
+    r = golden_cli("store-basic")(*cmd[:-1], f"{cmd[-1]}={value}")
+    assert r.exit_code == 2, (r.stdout, r.stderr)
+    assert len(r.stderr.strip().splitlines()) == 1 and "outside Java's long range" not in r.stderr, r.stderr
+    assert f"{value!r}: expected 'now', epoch milliseconds >= 0" in r.stderr, r.stderr
+
+
 @pytest.mark.parametrize("value,expect_max", [("-1", True), ("0", False), ("now", True),
                                               ("+0", False), ("2000-01-01#00:00:00:000", False)])
 def test_reset_offset_by_time_accepts_apache_forms(golden_cli, value, expect_max):

@@ -8,7 +8,7 @@ reset does; and -g/-t are trimmed as Apache's ``getOptionValue(..).trim()``.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -54,6 +54,42 @@ def test_epoch_start_in_local_time_east_of_utc_is_refused(shanghai: None) -> Non
     with pytest.raises(UsageProblem, match="-s/--timestamp"):
         parse_timestamp("1970-01-01#00:00:00:000", option="-s/--timestamp", allow_minus_one=True)
     assert parse_timestamp("1970-01-01#08:00:00:000", option="-s") == 0
+
+
+@pytest.fixture
+def zone(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str], None]]:
+    """``zone("America/New_York")``: the process's local time zone for one test (TZ and time.tzset)."""
+
+    def set_zone(name: str) -> None:
+        monkeypatch.setenv("TZ", name)
+        time.tzset()
+
+    yield set_zone
+    monkeypatch.undo()
+    time.tzset()
+
+
+# (zone, wall time, epoch millis): each answer is Java 17's SimpleDateFormat("yyyy-MM-dd#HH:mm:ss:SSS").parse
+JAVA_WALL_TIMES = [
+    ("America/New_York", "2023-11-05#01:30:00:000", 1699165800000),  # repeated hour: the second, 01:30 EST
+    ("America/New_York", "2023-11-05#00:59:59:999", 1699160399999),  # just before it: one reading
+    ("America/New_York", "2023-03-12#02:30:00:000", 1678606200000),  # skipped hour: 03:30 EDT
+    ("Australia/Lord_Howe", "2023-04-02#01:45:00:000", 1680362100000),  # a 30-minute shift, repeated
+    ("America/Sao_Paulo", "2019-02-16#23:30:00:000", 1550370600000),  # repeated, before midnight
+    ("America/Sao_Paulo", "2018-11-04#00:30:00:000", 1541302200000),  # skipped midnight
+    ("Europe/Moscow", "2014-10-26#01:30:00:000", 1414276200000),  # standard offset change, repeated
+]
+
+
+@pytest.mark.parametrize("name, wall, millis", JAVA_WALL_TIMES)
+def test_a_wall_time_in_a_repeated_or_skipped_hour_is_read_as_java_reads_it(cli, zone, name: str, wall: str,
+                                                                           millis: int) -> None:
+    """A time in the hour a daylight-saving change repeats was read as its first occurrence (01:30 EDT), an
+    hour earlier than Apache's mqadmin resets to: Java's lenient Calendar takes the later one (01:30 EST)."""
+    _backlog(cli)
+    zone(name)
+    plan = cli.json("resetOffsetByTime", "-g", "GFRESH", "-t", "TJ", "-s", wall, "--dry-run")
+    assert plan["timestamp"] == millis
 
 
 def test_force_false_moves_a_group_forward(cli) -> None:

@@ -9,6 +9,7 @@ plan and range scans; a Spark start costs seconds per test for nothing more.
 from __future__ import annotations
 
 import errno
+import json
 import os
 import time
 import zlib
@@ -153,6 +154,36 @@ def test_day_buckets_across_a_dst_change_start_at_local_midnight(zone):
     assert stats_key(("topic", "day"), "T", 0, late + 3_600_000) == ("T", midnight + 25 * 3_600_000)
 
 
+@pytest.mark.parametrize("option, value, expect", [
+    ("--begin", "2023-11-05#01:30:00:000", ["est"]), ("--end", "2023-11-05#01:30:00:000", ["spring", "edt"]),
+    ("--begin", "2023-11-05T01:30", ["est"]), ("--end", "2023-03-12#02:30:00:000", ["spring"])])
+def test_begin_and_end_in_a_repeated_or_skipped_hour_are_read_as_java_reads_them(zone, tmp_path, option, value,
+                                                                                 expect):
+    """New York: 01:30 on 2023-11-05 happens twice. --begin took the first (01:30 EDT, 05:30Z) where mqadmin's
+    Java tools take the second (01:30 EST, 06:30Z); a skipped time (02:30 in March) is 03:30 EDT in both."""
+    from typer.testing import CliRunner
+
+    from broker_core.broker.broker import Broker
+    from broker_core.broker.broker_config import BrokerConfig
+    from mqadmin.app import app
+
+    zone("America/New_York")
+    now = [0]
+    broker = Broker(tmp_path / "store", BrokerConfig(), clock=lambda: now[0], audit_log_path=None)
+    try:
+        broker.create_or_update_topic("Dst", 1, 1)
+        for body, at in [("spring", 1678606200000 - 1), ("edt", 1699162200000 + 60_000),
+                         ("est", 1699165800000 + 60_000)]:  # 03:29:59.999 EDT, 01:31 EDT, 01:31 EST
+            now[0] = at
+            broker.send_message("Dst", body.encode(), {"KEYS": body}, queue_id=0)
+    finally:
+        broker.shutdown()
+    r = CliRunner().invoke(app, ["searchMessages", "--store", str(tmp_path / "store"), "--master", IN_PROCESS,
+                                 option, value, "--output", "json"], env={"NAMESRV_ADDR": "", "RMQ_STORE": ""})
+    assert r.exit_code == 0, r.output
+    assert [m["keys"] for m in json.loads(r.stdout)["messages"]] == expect
+
+
 # ------------------------------------------------------------------------------ 3. unwritable --out
 
 @pytest.fixture
@@ -213,6 +244,12 @@ def test_a_failed_write_claims_a_full_disk_only_for_enospc(tmp_path):
     # SSS is three digits: ':7' was read as 700 ms (Python's %f), another window with no word said
     (["statsMessages", "--store", "{store}", "--begin", "2026-11-22#03:37:42:7"],
      "bad --begin '2026-11-22#03:37:42:7': expected yyyy-MM-dd#HH:mm:ss:SSS (three digits of milliseconds)"),
+    # "--5" ended as "unexpected failure: invalid literal for int()" (exit 1), and "-5" was taken, though
+    # every other time flag refuses negative millis
+    *[([cmd, "--store", "{store}", *extra, f"--{flag}={value}"],
+       f"bad --{flag} '{value}': expected epoch millis >= 0, now, yyyy-MM-dd#HH:mm:ss:SSS")
+      for cmd, extra in [("searchMessages", []), ("statsMessages", []), ("exportMessages", ["--out", "{out}"])]
+      for flag, value in [("begin", "--5"), ("end", "-5"), ("begin", "+-5")]],
 ])
 def test_usage_errors_exit_2_with_one_line(no_spark, monkeypatch, tmp_path, argv, line):
     from typer.testing import CliRunner
