@@ -9,6 +9,8 @@ to V5_9_9 (611) — and is computed; HIGHER_VERSION (612) is the last constant.
 
 from __future__ import annotations
 
+import re
+
 # MQVersion.Version constants V3_0_0_SNAPSHOT (ordinal 0) .. V3_9_9 (211), in enum order.
 # Generated (not typed) from apache/rocketmq common/src/main/java/org/apache/rocketmq/common/MQVersion.java
 # at commit 8fc57f1468d182eea11c01e089c0250d647dc5f3 (2025-09-19).
@@ -73,3 +75,26 @@ def version_desc(version: int) -> str:
     code = 400 + step // 2
     name = f"V{code // 100}_{code // 10 % 10}_{code % 10}"
     return name + ("_SNAPSHOT" if step % 2 == 0 else "")
+
+
+def version_ordinal(name: str) -> int | None:
+    """``Version.valueOf(name).ordinal()``, or None where Java throws (no constant of that exact name).
+
+    Why: the gRPC proxy (ClientActivity#parseClientVersion) reads a client's version header this way and
+    falls back to the current version for anything else, such as the "5.1.2" the official clients send.
+    """
+    if name == "HIGHER_VERSION":
+        return HIGHER_VERSION
+    if name in _V3_ORDINALS:
+        return _V3_ORDINALS[name]
+    m = _REGULAR.fullmatch(name)
+    if m is None:
+        return None
+    code = int(m[1]) * 100 + int(m[2]) * 10 + int(m[3])
+    if not 400 <= code <= 599:
+        return None
+    return _V4_0_0_SNAPSHOT + (code - 400) * 2 + (0 if m[4] else 1)
+
+
+_V3_ORDINALS: dict[str, int] = {n: i for i, n in enumerate(V3_NAMES)}
+_REGULAR = re.compile(r"V([45])_(\d)_(\d)(_SNAPSHOT)?")

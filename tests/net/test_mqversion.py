@@ -5,7 +5,7 @@ HIGHER_VERSION from the last constant on, and an out-of-bounds error for a negat
 import pytest
 
 from broker_core.remoting import codes
-from broker_core.remoting.mqversion import V3_NAMES, version_desc
+from broker_core.remoting.mqversion import V3_NAMES, version_desc, version_ordinal
 
 
 @pytest.mark.parametrize(("ordinal", "name"), [
@@ -47,3 +47,10 @@ def test_broker_version_constants_agree_with_the_names() -> None:
     for const in ("V3_0_7_SNAPSHOT", "V3_4_9", "V4_9_3", "V4_9_4", "V5_3_1", "V5_3_3"):
         assert version_desc(getattr(codes, const)) == const
     assert version_desc(codes.CURRENT_VERSION) == "V5_3_3"
+
+
+def test_version_ordinal_is_value_of_and_refuses_what_java_refuses() -> None:
+    """Version.valueOf(name).ordinal(): the inverse of version_desc, None where valueOf throws."""
+    assert all(version_ordinal(version_desc(i)) == i for i in range(613))
+    for name in ("5.1.2", "v5_0_0", "V5_10_0", "V6_0_0", "V3_0_0", "V4_0_0_SNAPSHOT ", ""):
+        assert version_ordinal(name) is None, name
