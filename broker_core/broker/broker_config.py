@@ -93,6 +93,14 @@ class BrokerConfig:
     grpc_server_port: int = 8081
     grpc_tls_cert_path: str = ""
     grpc_tls_key_path: str = ""
+    # The gRPC endpoint's time limits, the proxy's ProxyConfig keys and defaults: a ReceiveMessage long-polls
+    # within [min, max] LongPollingTimeoutMillis (max is also what a consumer's Settings carry), and asks an
+    # invisible duration within [minInvisibleTimeMillsForRecv, maxInvisibleTimeMills] (max <= 0: none, as
+    # upstream). Read at each request: updateBrokerConfig changes them live.
+    grpc_client_consumer_min_long_polling_timeout_millis: JavaLong = 5_000
+    grpc_client_consumer_max_long_polling_timeout_millis: JavaLong = 20_000
+    min_invisible_time_mills_for_recv: JavaLong = 10_000
+    max_invisible_time_mills: JavaLong = 12 * 3_600_000
     store: StoreConfig = field(default_factory=StoreConfig)
     auth: AuthConfig = field(default_factory=AuthConfig)
     properties: dict[str, str] = field(default_factory=dict)
@@ -143,6 +151,7 @@ class BrokerConfig:
             raise ConfigError(f"transactionTimeOut must not be negative, got {cfg.transaction_time_out}")
         if cfg.transaction_check_interval < 0:
             raise ConfigError(f"transactionCheckInterval must not be negative, got {cfg.transaction_check_interval}")
+        _check_grpc_limits(cfg)
         # Both name a topic of their own (TopicConfigManager#init) and are how routes and mqadmin -b/-c
         # find the broker: a blank one made a broker nobody could address.
         if not cfg.broker_name.strip():
@@ -234,6 +243,25 @@ def resolve_broker_ip(host: str, key: str = "brokerIP1") -> str:
     if not addrs:
         raise ConfigError(f"{given}: the host name has no IP address")
     return (v4 or addrs)[0]
+
+
+def _check_grpc_limits(cfg: BrokerConfig) -> None:
+    """The gRPC time limits, each against its partner: a minimum above its maximum made every receive
+    long-poll for the maximum (clamped twice) or refused every invisible duration; a negative polling
+    time is no wait at all. Apache checks none of them; ConfigError names the key."""
+    low, high = (cfg.grpc_client_consumer_min_long_polling_timeout_millis,
+                 cfg.grpc_client_consumer_max_long_polling_timeout_millis)
+    if low < 0:
+        raise ConfigError(f"grpcClientConsumerMinLongPollingTimeoutMillis must not be negative, got {low}")
+    if high < low:
+        raise ConfigError(f"grpcClientConsumerMaxLongPollingTimeoutMillis must be at least "
+                          f"grpcClientConsumerMinLongPollingTimeoutMillis ({low}), got {high}")
+    low, high = cfg.min_invisible_time_mills_for_recv, cfg.max_invisible_time_mills
+    if low < 0:
+        raise ConfigError(f"minInvisibleTimeMillsForRecv must not be negative, got {low}")
+    if 0 < high < low:
+        raise ConfigError(f"maxInvisibleTimeMills must be at least minInvisibleTimeMillsForRecv ({low}) "
+                          f"or 0 or less (no maximum), got {high}")
 
 
 def _check_role(cfg: BrokerConfig) -> None:

@@ -147,6 +147,23 @@ def test_config_refusals_are_one_line(tmp_path: Path) -> None:
         "broker.conf:1: malformed \\uxxxx escape: \\u12")
 
 
+def test_grpc_time_limits_out_of_range_are_one_line_naming_the_key(tmp_path: Path) -> None:
+    """The gRPC endpoint's long polling and invisible time limits (ProxyConfig's keys) are read from the
+    file: a minimum above its maximum, or a negative minimum, is refused at start rather than making
+    every receive wait the maximum or refusing every invisible duration."""
+    conf = tmp_path / "broker.conf"
+    assert _refused(tmp_path, *FREE_PORTS, conf="grpcClientConsumerMinLongPollingTimeoutMillis=-1\n") == (
+        f"mqbroker: config file {conf}: grpcClientConsumerMinLongPollingTimeoutMillis must not be negative, got -1")
+    assert _refused(tmp_path, *FREE_PORTS, conf="grpcClientConsumerMaxLongPollingTimeoutMillis=4000\n") == (
+        f"mqbroker: config file {conf}: grpcClientConsumerMaxLongPollingTimeoutMillis must be at least "
+        "grpcClientConsumerMinLongPollingTimeoutMillis (5000), got 4000")
+    assert _refused(tmp_path, *FREE_PORTS, conf="minInvisibleTimeMillsForRecv=50000\nmaxInvisibleTimeMills=40000\n"
+                    ) == (f"mqbroker: config file {conf}: maxInvisibleTimeMills must be at least "
+                          "minInvisibleTimeMillsForRecv (50000) or 0 or less (no maximum), got 40000")
+    assert _refused(tmp_path, *FREE_PORTS, conf="minInvisibleTimeMillsForRecv=soon\n") == (
+        f"mqbroker: config file {conf}: minInvisibleTimeMillsForRecv: expected an integer, got 'soon'")
+
+
 def test_latin1_config_and_host_name_start(tmp_path: Path) -> None:
     """A Latin-1 byte in a comment was a UnicodeDecodeError traceback; brokerIP1=localhost failed opening
     the store; a master's brokerId=1 registered it as a slave."""

@@ -56,10 +56,8 @@ log = logging.getLogger("rmqops.grpc")
 T = TypeVar("T")
 
 COMMIT, ROLLBACK, UNKNOWN = 8, 12, 0  # MessageSysFlag transaction types END_TRANSACTION takes
-MIN_POLLING_MS, MAX_POLLING_MS = 5_000, 20_000  # grpcClientConsumerMin/MaxLongPollingTimeoutMillis
 POLLING_RESERVE_MS = 500  # answer this long before the client's deadline
 DEFAULT_INVISIBLE_MS = 60_000  # proxy default invisible time for auto-renewed receives
-MIN_INVISIBLE_MS, MAX_INVISIBLE_MS = 10_000, 12 * 3_600_000
 RENEW_AHEAD_MS = 10_000  # renew an auto-renewed message this long before it would become visible
 RENEW_STEPS_MS = (60_000, 180_000, 300_000, 600_000, 1_800_000, 3_600_000)
 RENEW_MAX_TOTAL_MS = 3 * 3_600_000
@@ -86,6 +84,29 @@ _CODE_BY_RESPONSE = {
     ResponseCode.FLUSH_SLAVE_TIMEOUT: pb.Code.SLAVE_PERSISTENCE_TIMEOUT,
     ResponseCode.SLAVE_NOT_AVAILABLE: pb.Code.HA_NOT_AVAILABLE,
 }
+
+
+@dataclass(frozen=True, slots=True)
+class GrpcLimits:
+    """The endpoint's time limits, the proxy's ProxyConfig keys (defaults as Apache's): how long a
+    ReceiveMessage may long-poll (grpcClientConsumerMin/MaxLongPollingTimeoutMillis; the maximum is also
+    the long polling timeout a consumer's Settings carry) and which invisible durations a receive may
+    ask (minInvisibleTimeMillsForRecv, maxInvisibleTimeMills; a maximum of 0 or less is none, as upstream's
+    GrpcValidator). Why injected: the endpoint knows no config file; the process decides where the
+    values come from, and may hand out new ones as updateBrokerConfig changes them."""
+
+    min_polling_ms: int = 5_000
+    max_polling_ms: int = 20_000
+    min_invisible_ms: int = 10_000
+    max_invisible_ms: int = 12 * 3_600_000
+
+    def invisible_range(self) -> str:
+        """What a refusal names as the accepted durations."""
+        top = f"{self.max_invisible_ms} ms" if self.max_invisible_ms > 0 else "no maximum"
+        return f"[{self.min_invisible_ms} ms, {top}]"
+
+    def invisible_too_long(self, invisible_ms: int) -> bool:
+        return 0 < self.max_invisible_ms < invisible_ms
 
 
 def status(code: int, message: str = "OK") -> Any:
@@ -171,8 +192,12 @@ class MessagingService(MessagingServiceServicer):
     """The servicer grpc.aio calls; one per server, over one Broker."""
 
     def __init__(self, broker: Broker, executor: ThreadPoolExecutor, clock: Callable[[], int] | None = None,
-                 cluster_routes: ClusterRoutes | None = None, channel_expired_ms: int = CHANNEL_EXPIRED_MS) -> None:
+                 cluster_routes: ClusterRoutes | None = None, channel_expired_ms: int = CHANNEL_EXPIRED_MS,
+                 limits: Callable[[], GrpcLimits] | None = None) -> None:
+        """``limits``: asked at each use (a receive, a Settings reply), so a changed value applies to the
+        next request; None: Apache's defaults."""
         self.broker = broker
+        self.limits: Callable[[], GrpcLimits] = limits or GrpcLimits
         self.executor = executor
         # the name servers' view of each topic (every broker of the cluster); None: this broker alone
         self.cluster_routes = cluster_routes
@@ -456,7 +481,7 @@ class MessagingService(MessagingServiceServicer):
                                          for e in sub.subscriptions}
                 reply.subscription.receive_batch_size = 32
                 if not sub.HasField("long_polling_timeout"):
-                    reply.subscription.long_polling_timeout.FromMilliseconds(MAX_POLLING_MS)
+                    reply.subscription.long_polling_timeout.FromMilliseconds(self.limits().max_polling_ms)
                 reply.subscription.fifo = bool(cfg.consume_message_orderly)
                 reply.backoff_policy.CopyFrom(self._retry_policy(cfg))
             else:
@@ -670,17 +695,17 @@ class MessagingService(MessagingServiceServicer):
             return pb.EndTransactionResponse(status=status(e.code, e.message))
 
     # -- ReceiveMessage ----------------------------------------------------------------------------
-    def _polling_ms(self, request: Any, context: grpc.aio.ServicerContext) -> int:
+    def _polling_ms(self, request: Any, context: grpc.aio.ServicerContext, limits: GrpcLimits) -> int:
         remaining = context.time_remaining()
-        remaining_ms = int(remaining * 1000) if remaining is not None else MAX_POLLING_MS + 3_000
+        remaining_ms = int(remaining * 1000) if remaining is not None else limits.max_polling_ms + 3_000
         if request.HasField("long_polling_timeout"):
             polling = _millis(request.long_polling_timeout)
         else:
             polling = remaining_ms - 1_500  # half the client's 3 s request timeout
-        polling = min(max(polling, MIN_POLLING_MS), MAX_POLLING_MS)
+        polling = min(max(polling, limits.min_polling_ms), limits.max_polling_ms)
         if polling > remaining_ms - POLLING_RESERVE_MS:
             polling = remaining_ms - POLLING_RESERVE_MS
-            if polling < MIN_POLLING_MS - POLLING_RESERVE_MS:
+            if polling < limits.min_polling_ms - POLLING_RESERVE_MS:
                 raise RpcError(pb.Code.ILLEGAL_POLLING_TIME, f"the polling time {polling} ms is too short")
         return max(polling, 0)
 
@@ -691,17 +716,18 @@ class MessagingService(MessagingServiceServicer):
             group, topic = request.group.name, request.message_queue.topic.name
             await self._authorize(info, "ReceiveMessage", topic=topic, group=group)
             self._check_topic_and_group(topic, group)
+            limits = self.limits()
             if request.auto_renew:
                 invisible = DEFAULT_INVISIBLE_MS
             else:
                 # an absent duration reads as 0 (proto3), and 0 is below the minimum, as upstream's
                 # validateInvisibleTime answers: the official clients omit the field when asked for 0
                 invisible = _millis(request.invisible_duration)
-                if not MIN_INVISIBLE_MS <= invisible <= MAX_INVISIBLE_MS:
+                if invisible < limits.min_invisible_ms or limits.invisible_too_long(invisible):
                     given = f"{invisible} ms" if request.HasField("invisible_duration") else "absent (0 ms)"
                     raise RpcError(pb.Code.ILLEGAL_INVISIBLE_TIME,
-                                   f"invisible duration {given} is outside [10 s, 12 h]")
-            polling = self._polling_ms(request, context)
+                                   f"invisible duration {given} is outside {limits.invisible_range()}")
+            polling = self._polling_ms(request, context, limits)
             expression = request.filter_expression
             kind = "SQL92" if expression.type == pb.FilterType.SQL else "TAG"
             # an empty SQL92 expression is ILLEGAL_FILTER_EXPRESSION (the broker's parse error), not "*"
@@ -783,9 +809,10 @@ class MessagingService(MessagingServiceServicer):
             if invisible < 0:
                 raise RpcError(pb.Code.ILLEGAL_INVISIBLE_TIME,
                                f"invisible duration {invisible} ms is negative; it must be 0 or more")
-            if invisible > MAX_INVISIBLE_MS:
+            most = self.limits().max_invisible_ms
+            if 0 < most < invisible:
                 raise RpcError(pb.Code.ILLEGAL_INVISIBLE_TIME,
-                               f"invisible duration {invisible} ms exceeds the maximum of 12 h")
+                               f"invisible duration {invisible} ms exceeds the maximum of {most} ms")
             handle = self._live_handle(self._current_handle(request.receipt_handle))
             self._renewals.pop(request.receipt_handle, None)  # a nack ends auto-renewal
             try:
@@ -846,7 +873,7 @@ class MessagingService(MessagingServiceServicer):
             try:
                 result = await self.broker.pull_message_async(
                     group, topic, qid, request.offset, min(max(request.batch_size or 32, 1), 32), kind,
-                    text, suspend_timeout_ms=min(polling, MAX_POLLING_MS))
+                    text, suspend_timeout_ms=min(polling, self.limits().max_polling_ms))
             except BrokerError as e:
                 raise _rpc_error(e) from None
             next_offset = result.next_begin_offset
