@@ -33,6 +33,9 @@ from .conftest import run_scenario
 MD = (("x-mq-client-id", "route@1@0@abc"), ("x-mq-language", "PYTHON"), ("x-mq-client-version", "5.1.2"))
 QUEUES = 4
 NAMES = ("broker-a", "broker-b")
+# No test here is about the 5 s / 10 s defaults: an empty receive long-polls 1 s (with the clients'
+# await of 1 s) and a receive may hide a message for 1 s up, so the tests wait out less.
+SHORT_WAITS = {"grpcClientConsumerMinLongPollingTimeoutMillis": "1000", "minInvisibleTimeMillsForRecv": "1000"}
 
 
 @dataclass
@@ -57,7 +60,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         assert ns.namesrv_addr is not None
         with ExitStack() as stack:
             brokers = {name: stack.enter_context(running_broker(
-                root / name, broker_name=name, namesrv=ns.namesrv_addr,
+                root / name, SHORT_WAITS, broker_name=name, namesrv=ns.namesrv_addr,
                 extra_args=("--registerNameServerPeriod", "1000"))) for name in NAMES}
             yield Cluster(ns.namesrv_addr, brokers, home)
     finally:
@@ -149,7 +152,7 @@ def test_a_producer_on_broker_a_sends_to_both_brokers(cluster: Cluster) -> None:
 def test_a_simple_consumer_on_broker_a_receives_and_acks_broker_b_messages(cluster: Cluster) -> None:
     """One queue per broker: the official SimpleConsumer receives from the route's queues in turn (each
     receive pops the whole broker of its queue), so with 4 queues a broker it long-polled up to three
-    empty queues of one broker (5 s each, the minimum) before it tried the other."""
+    empty queues of one broker (5 s each, the default minimum) before it tried the other."""
     topic, group = "ClusterConsumeT", "ClusterConsumeG"
     create_topic(cluster, topic, queues=1)
     for name in cluster.brokers:  # one message stored on each broker (remoting, -b names the broker)
@@ -157,13 +160,15 @@ def test_a_simple_consumer_on_broker_a_receives_and_acks_broker_b_messages(clust
     wait_for(lambda: all(stored(b, topic, 1) == 1 for b in cluster.brokers.values()), "one message per broker",
              20, 0.1)
     out = run_scenario(cluster.brokers["broker-a"].grpc_addr or "", cluster.home, "simple_consume", topic=topic,
-                       group=group, expect=2, timeout=40, invisible=10)
+                       group=group, expect=2, timeout=40, invisible=3, **{"await": 1})
     assert sorted(m["body"] for m in out["received"]) == ["on-broker-a", "on-broker-b"], out
     assert not out["errors"], out["errors"]  # acks included: a failed ack raises in the scenario
-    # acked: the group's next receive, after the invisible time (10 s from the last receipt) has passed,
-    # gets nothing again; its client starts up meanwhile, and its 8 s make two receives: both brokers
+    # acked: the group's next receive, after the invisible time (3 s from the last receipt) has passed,
+    # gets nothing again; its client starts up meanwhile, and its 4 s make at least three 1 s receives:
+    # both brokers, and past the revive of a message that had not been acked
     again = run_scenario(cluster.brokers["broker-a"].grpc_addr or "", cluster.home, "simple_consume", topic=topic,
-                         group=group, expect=1, timeout=8, invisible=10, start_at=out["last_received_at"] + 10.5)
+                         group=group, expect=1, timeout=4, invisible=3, start_at=out["last_received_at"] + 3.5,
+                         **{"await": 1})
     assert again["received"] == [], again
 
 

@@ -33,6 +33,20 @@ def fast_revive(tmp_path: Path) -> Iterator[RunningGrpcBroker]:
         stop_grpc_broker(running)
 
 
+@pytest.fixture
+def short_polls(tmp_path: Path) -> Iterator[RunningGrpcBroker]:
+    """A broker whose empty receives long-poll 1 s, not the 5 s default minimum
+    (grpcClientConsumerMinLongPollingTimeoutMillis): with the client's await of 1 s, a consumer waiting
+    for a message to come back asks again every second instead of parking 5 s."""
+    home = tmp_path / "home"
+    home.mkdir()
+    running = start_grpc_broker(tmp_path / "store", home, {"grpcClientConsumerMinLongPollingTimeoutMillis": "1000"})
+    try:
+        yield running
+    finally:
+        stop_grpc_broker(running)
+
+
 def test_normal_messages_keys_properties_and_queue_offsets(grpc_broker):
     grpc_broker.broker.create_or_update_topic("Orders", 4, 4)
     sent = grpc_broker.client("produce", topic="Orders", count=8, tag="TagA", keys="order", props={"region": "eu"})
@@ -106,13 +120,15 @@ def test_transaction_commit_rollback_and_check_back(grpc_broker):
     assert rolled["id"] not in {m["id"] for m in got} and committed["id"] in {m["id"] for m in got}
 
 
-def test_change_invisible_duration_and_redelivery_after_invisible_time(grpc_broker):
+def test_change_invisible_duration_and_redelivery_after_invisible_time(short_polls):
+    grpc_broker = short_polls
     grpc_broker.broker.create_or_update_topic("Slow", 1, 1)
     grpc_broker.client("produce", topic="Slow", count=1)
     first = grpc_broker.client("simple_consume", topic="Slow", group="SG", expect=1, ack=False,
                                change_invisible=2)["received"]
     assert [m["attempt"] for m in first] == [1]
-    again = grpc_broker.client("simple_consume", topic="Slow", group="SG", expect=1, timeout=25)["received"]
+    again = grpc_broker.client("simple_consume", topic="Slow", group="SG", expect=1, timeout=25,
+                               **{"await": 1})["received"]
     assert [(m["id"], m["attempt"]) for m in again] == [(first[0]["id"], 2)]
 
 
