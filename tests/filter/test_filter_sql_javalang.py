@@ -38,6 +38,46 @@ def test_parse_java_int_and_long_ranges() -> None:
         parse_java_long("9223372036854775808")
 
 
+MATHEMATICAL_BOLD_ONE = "\U0001d7cf"  # 𝟏: a decimal digit outside the BMP, a surrogate pair in Java
+
+
+def test_integral_conversion_takes_bmp_digits_only() -> None:
+    # Integer.parseInt reads UTF-16 chars with Character.digit(char, 10): BMP digits (full-width,
+    # Arabic-Indic) count, a surrogate half does not, so a digit outside the BMP is a NumberFormatException.
+    assert parse_java_int("\uff11\uff12") == 12 and parse_java_long("-\u0663") == -3
+    for bad in (
+        MATHEMATICAL_BOLD_ONE,
+        "1" + MATHEMATICAL_BOLD_ONE,
+        "-" + MATHEMATICAL_BOLD_ONE,
+        "\U00016ac1",
+    ):
+        with pytest.raises(SqlEvaluationError):
+            parse_java_int(bad)
+        with pytest.raises(SqlEvaluationError):
+            parse_java_long(bad)
+
+
+@pytest.mark.parametrize(
+    "expr",
+    ["a = 1", "1 = a", "a < 9", "9 > a", "a BETWEEN 0 AND 9", "a = 1L", "a >= 1", "a <> 2"],
+)
+def test_property_with_a_digit_outside_the_bmp_is_not_a_number(expr: str) -> None:
+    """Apache's broker throws NumberFormatException for a='𝟏' and delivers nothing; so does this one."""
+    f = compile_sql92(expr)
+    assert not f.is_matched_by_commit_log({"a": MATHEMATICAL_BOLD_ONE})
+    assert f.is_matched_by_commit_log({"a": "\uff11"}) is True
+
+
+@pytest.mark.parametrize(
+    "text", ["\uff11", "\uff11.\uff15", MATHEMATICAL_BOLD_ONE + ".0", "\u0661.0", "\uff11e1"]
+)
+def test_double_conversion_takes_ascii_digits_only(text: str) -> None:
+    """FloatingDecimal reads ASCII digits only (checked against Double.valueOf on OpenJDK 17)."""
+    with pytest.raises(SqlEvaluationError):
+        parse_java_double(text)
+    assert not compile_sql92("a = 1.0").is_matched_by_commit_log({"a": text})
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [

@@ -42,8 +42,13 @@ class SqlEvaluationError(Exception):
 
 JavaValue = str | bool | int | float | None
 
-# Integer.parseInt accepts any Unicode decimal digit (Character.digit), so does Python's \d.
-_INTEGRAL = re.compile(r"[+-]?\d+")
+# Integer.parseInt takes any decimal digit Character.digit(char, 10) knows: a Unicode digit in the BMP
+# (full-width "１", Arabic-Indic "٣"; the BMP sets of OpenJDK 17 and Python 3.11 are the same 370 chars).
+# It reads UTF-16 chars, so a digit outside the BMP ("𝟏", U+1D7CF) is a surrogate pair, neither half a
+# digit: NumberFormatException. Python's \d and int() take those digits too, hence the explicit range.
+_INTEGRAL = re.compile(r"[+-]?[^\D\U00010000-\U0010FFFF]+")
+# FloatingDecimal.readJavaFormatString takes ASCII digits only: Double.valueOf("１") is a
+# NumberFormatException, hence [0-9] rather than \d.
 _DOUBLE = re.compile(
     r"""[+-]?(?:
         (?P<special>NaN|Infinity)
