@@ -69,6 +69,10 @@ def _held_by_a_push_consumer(running: RunningGrpcBroker, stub: Any) -> None:
     running.broker.create_or_update_topic("Jobs", 1, 1)
     running.broker.send_message("Jobs", b"job-1")
     wait_all_dispatched(running.broker)
+    settings = pb.Settings(client_type=pb.ClientType.PUSH_CONSUMER, subscription=pb.Subscription(
+        group=pb.Resource(name="Workers"), subscriptions=[pb.SubscriptionEntry(topic=pb.Resource(name="Jobs"))]))
+    answers = stub.Telemetry(iter([pb.TelemetryCommand(settings=settings)]), metadata=_md("crashed@1"), timeout=10)
+    assert next(answers).status.code == pb.Code.OK  # a heartbeat is recognized once Settings came
     beat = stub.Heartbeat(pb.HeartbeatRequest(group=pb.Resource(name="Workers"),
                                               client_type=pb.ClientType.PUSH_CONSUMER), metadata=_md("crashed@1"))
     assert beat.status.code == pb.Code.OK

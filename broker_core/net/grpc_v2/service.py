@@ -40,6 +40,8 @@ from broker_core.broker.topic_validator import (
     validate_topic,
 )
 from broker_core.common.response_code import ResponseCode
+from broker_core.remoting.codes import CURRENT_VERSION
+from broker_core.remoting.mqversion import version_ordinal
 from broker_core.store.codec import properties as P
 from broker_core.store.codec.batch import BatchItem
 from broker_core.store.codec.message import MessageExt
@@ -186,6 +188,32 @@ def _endpoints(address: GrpcAddress) -> Any:
 def _millis(d: Any) -> int:
     """Milliseconds of a protobuf Duration or Timestamp (both are seconds + nanos)."""
     return d.seconds * 1000 + d.nanos // 1_000_000
+
+
+CONSUMER_TYPES = frozenset((pb.ClientType.PUSH_CONSUMER, pb.ClientType.SIMPLE_CONSUMER))
+
+
+class TelemetryAbort(Exception):
+    """Settings upstream answers by ending the Telemetry stream (onError) with this gRPC status."""
+
+    def __init__(self, code: grpc.StatusCode, details: str) -> None:
+        super().__init__(details)
+        self.code, self.details = code, details
+
+
+def _client_type_name(client_type: int) -> str:
+    """The ClientType constant's name as Java prints it (UNRECOGNIZED for a number the enum lacks)."""
+    try:
+        return pb.ClientType.Name(client_type)
+    except ValueError:
+        return "UNRECOGNIZED"
+
+
+def _client_version(header: str) -> int:
+    """ClientActivity#parseClientVersion: the x-mq-client-version header as a Version constant's name
+    (upper-cased), else the current version; the official clients send "5.1.2", which names none."""
+    ordinal = version_ordinal(header.upper()) if header else None
+    return CURRENT_VERSION if ordinal is None else ordinal
 
 
 class MessagingService(MessagingServiceServicer):
@@ -396,21 +424,32 @@ class MessagingService(MessagingServiceServicer):
             return pb.QueryAssignmentResponse(status=status(e.code, e.message))
 
     async def Heartbeat(self, request: Any, context: grpc.aio.ServicerContext) -> Any:  # noqa: N802
+        """ClientActivity#heartbeat: the client is what its Settings said (authorization alone goes by the
+        request's type, as upstream's context builder); a client that sent none is not recognized, so a
+        bare heartbeat registers no consumer without subscriptions and creates no group."""
         try:
             info = self._info(context, "Heartbeat")
-            consumer = request.client_type in (pb.ClientType.PUSH_CONSUMER, pb.ClientType.SIMPLE_CONSUMER)
+            consumer = request.client_type in CONSUMER_TYPES
             group = request.group.name if request.HasField("group") else None
             await self._authorize(info, "Heartbeat", group=group, is_consumer=consumer)
-            if consumer:
+            session = self._session_with_settings(info)
+            if session.client_type in CONSUMER_TYPES:
                 self._check_group(group or "")
-            session = self.sessions.touch(info.client_id, info.language, info.version, info.peer_ip)
-            session.client_type = request.client_type or session.client_type
-            if group:
-                session.group = group
+                session.group = group or ""
+            elif session.client_type != pb.ClientType.PRODUCER:
+                raise RpcError(pb.Code.UNRECOGNIZED_CLIENT_TYPE, _client_type_name(session.client_type))
+            self.sessions.touch(info.client_id, info.language, info.version, info.peer_ip)
             await self._register(session)
             return pb.HeartbeatResponse(status=OK)
         except RpcError as e:
             return pb.HeartbeatResponse(status=status(e.code, e.message))
+
+    def _session_with_settings(self, info: CallInfo) -> ClientSession:
+        """The caller's session once its Settings were accepted (GrpcClientSettingsManager#getClientSettings)."""
+        session = self.sessions.get(info.client_id)
+        if session is None or not session.has_settings:
+            raise RpcError(pb.Code.UNRECOGNIZED_CLIENT_TYPE, "cannot find client settings for this client")
+        return session
 
     # -- Telemetry ---------------------------------------------------------------------------------
     async def Telemetry(self, request_iterator: AsyncIterator[Any],  # noqa: N802
@@ -427,12 +466,17 @@ class MessagingService(MessagingServiceServicer):
         channel = TelemetryChannel(asyncio.get_running_loop())
         session = self.sessions.touch(info.client_id, info.language, info.version, info.peer_ip)
         session.telemetry.append(channel)
+        failed: list[TelemetryAbort] = []
 
         async def read() -> None:
             try:
                 async for command in request_iterator:
                     if command.HasField("settings"):
                         channel.offer(await self._settings_reply(info, command.settings))
+            except TelemetryAbort as e:
+                if e.code == grpc.StatusCode.INTERNAL:  # as ClientActivity#processTelemetryException logs it
+                    log.warning("client %s: %s", info.client_id, e.details)
+                failed.append(e)
             except (asyncio.CancelledError, grpc.aio.AioRpcError):
                 pass
             finally:
@@ -445,6 +489,8 @@ class MessagingService(MessagingServiceServicer):
                 if command is None:
                     break
                 yield command
+            if failed:
+                await context.abort(failed[0].code, failed[0].details)
         finally:
             reader.cancel()
             channel.close()
@@ -452,6 +498,8 @@ class MessagingService(MessagingServiceServicer):
                 session.telemetry.remove(channel)
 
     async def _settings_reply(self, info: CallInfo, settings: Any) -> Any:
+        """ClientActivity#processAndWriteClientSettings: accepted Settings are kept as the client's identity
+        (Heartbeat and NotifyClientTermination go by them); TelemetryAbort where upstream ends the stream."""
         session = self.sessions.touch(info.client_id, info.language, info.version, info.peer_ip)
         reply = pb.Settings()
         reply.CopyFrom(settings)
@@ -474,6 +522,9 @@ class MessagingService(MessagingServiceServicer):
                 topics = [e.topic.name for e in sub.subscriptions]
                 await self._authorize(info, "Telemetry", group=group, subscription_topics=topics)
                 self._check_group(group)
+                if settings.client_type not in CONSUMER_TYPES:  # ClientActivity#buildConsumeType
+                    raise TelemetryAbort(grpc.StatusCode.INTERNAL, "process client telemetryCommand failed. "
+                                         f"Client type is not consumer, type: {_client_type_name(settings.client_type)}")
                 cfg = await self._call(self._group_config, group)
                 session.client_type = settings.client_type
                 session.group = group
@@ -485,9 +536,10 @@ class MessagingService(MessagingServiceServicer):
                 reply.subscription.fifo = bool(cfg.consume_message_orderly)
                 reply.backoff_policy.CopyFrom(self._retry_policy(cfg))
             else:
-                return pb.TelemetryCommand(status=status(pb.Code.UNRECOGNIZED_CLIENT_TYPE,
-                                                         "settings carry neither publishing nor subscription"))
+                raise TelemetryAbort(grpc.StatusCode.INVALID_ARGUMENT,
+                                     "there is no publishing or subscription data in settings")
             await self._register(session)
+            session.has_settings = True
         except RpcError as e:
             return pb.TelemetryCommand(status=status(e.code, e.message))
         reply.metric.CopyFrom(pb.Metric(on=False))
@@ -498,7 +550,7 @@ class MessagingService(MessagingServiceServicer):
         under their topics (the proxy's producer group for a topic is the topic), consumers as POP
         consumers of their group, so mqadmin's connection commands and the dashboard list them."""
         consumers: list[ConsumerData] = []
-        if session.group and session.client_type in (pb.ClientType.PUSH_CONSUMER, pb.ClientType.SIMPLE_CONSUMER):
+        if session.group and session.client_type in CONSUMER_TYPES:
             subs = tuple(SubscriptionData(t, expr, "SQL92") if kind == pb.FilterType.SQL else
                          SubscriptionData(t, expr or "*", "TAG")
                          for t, (kind, expr) in sorted(session.subscriptions.items()))
@@ -508,7 +560,8 @@ class MessagingService(MessagingServiceServicer):
         if not consumers and not producers:
             return
         await self._call(self.broker.heartbeat, GrpcChannel(session.client_id), session.client_id,
-                         language=session.language or "PYTHON", version=0, remote_addr=f"{session.address}:0",
+                         language=session.language or "PYTHON", version=_client_version(session.version),
+                         remote_addr=f"{session.address}:0",
                          producer_groups=producers, consumers=consumers)
 
     @staticmethod
@@ -944,14 +997,18 @@ class MessagingService(MessagingServiceServicer):
 
     # -- NotifyClientTermination -------------------------------------------------------------------
     async def NotifyClientTermination(self, request: Any, context: grpc.aio.ServicerContext) -> Any:  # noqa: N802
+        """ClientActivity#notifyClientTermination: by the client's Settings, which it removes."""
         try:
             info = self._info(context, "NotifyClientTermination")
             group = request.group.name if request.HasField("group") else None
             await self._authorize(info, "NotifyClientTermination", group=group)
-            if group:
-                self._check_group(group)
+            session = self._session_with_settings(info)
+            if session.client_type in CONSUMER_TYPES:
+                self._check_group(group or "")
             self.sessions.remove(info.client_id)
             self.broker.client_registry.channel_closed(GrpcChannel(info.client_id))
+            if session.client_type not in CONSUMER_TYPES and session.client_type != pb.ClientType.PRODUCER:
+                raise RpcError(pb.Code.UNRECOGNIZED_CLIENT_TYPE, _client_type_name(session.client_type))
             return pb.NotifyClientTerminationResponse(status=OK)
         except RpcError as e:
             return pb.NotifyClientTerminationResponse(status=status(e.code, e.message))

@@ -40,6 +40,9 @@ class ClientSession:
     subscriptions: dict[str, tuple[int, str]] = field(default_factory=dict)  # topic -> (filter type, expression)
     last_heartbeat_ms: int = 0
     telemetry: list[TelemetryChannel] = field(default_factory=list)
+    # Settings were accepted (GrpcClientSettingsManager holds them): until then Heartbeat and
+    # NotifyClientTermination do not recognize the client, whatever type their request names
+    has_settings: bool = False
 
 
 class TelemetryChannel:
