@@ -101,6 +101,9 @@ class BrokerConfig:
     grpc_client_consumer_max_long_polling_timeout_millis: JavaLong = 20_000
     min_invisible_time_mills_for_recv: JavaLong = 10_000
     max_invisible_time_mills: JavaLong = 12 * 3_600_000
+    # How far ahead a gRPC message's delivery time may be (ProxyConfig.maxDelayTimeMills, 1 day; 0 or less:
+    # only the timer's own timerMaxDelaySec), refused as ILLEGAL_DELIVERY_TIME
+    max_delay_time_mills: JavaLong = 24 * 3_600_000
     store: StoreConfig = field(default_factory=StoreConfig)
     auth: AuthConfig = field(default_factory=AuthConfig)
     properties: dict[str, str] = field(default_factory=dict)

@@ -296,3 +296,31 @@ def test_an_empty_message_key_is_kept_and_a_blank_one_is_refused(running, stub):
     assert got.code == pb.Code.OK
     assert [(m.body, list(m.system_properties.keys)) for m in messages] == [
         (b"with-empty", ["vk1", "vk2"]), (b"only-empty", [])]
+
+
+def test_a_delivery_time_is_capped_by_max_delay_time_mills_then_by_the_timer(running, stub, tmp_path):
+    """SendMessageActivity#validateDelayTime refuses a delivery time more than maxDelayTimeMills (1 day by
+    default; 0 or less: no such cap) ahead with ILLEGAL_DELIVERY_TIME; the broker's timerMaxDelaySec (3 days)
+    still caps what that lets through. Up to 3 days were taken."""
+    hour = 3600
+
+    def ahead(s: service_pb2_grpc.MessagingServiceStub, seconds: int) -> object:
+        return send(s, wire("VD", delivery_timestamp={"seconds": int(time.time()) + seconds}))
+
+    assert ahead(stub, 23 * hour).code == pb.Code.OK
+    got = ahead(stub, 25 * hour)
+    assert got.code == pb.Code.ILLEGAL_DELIVERY_TIME and "maxDelayTimeMills" in got.message
+    for limit, accepted, refused, key in (("0", 47 * hour, 73 * hour, "timerMaxDelaySec"),
+                                          (str(5 * 24 * hour * 1000), 71 * hour, 4 * 24 * hour, "timerMaxDelaySec"),
+                                          (str(2 * hour * 1000), hour, 3 * hour, "maxDelayTimeMills")):
+        root = tmp_path / f"limit-{limit}"
+        (root / "home").mkdir(parents=True)
+        other = start_grpc_broker(root / "store", root / "home", {"maxDelayTimeMills": limit})
+        try:
+            other.broker.create_or_update_topic("VD", 1, 1, attributes={"+message.type": "DELAY"})
+            s = service_pb2_grpc.MessagingServiceStub(grpc.insecure_channel(other.address))
+            assert ahead(s, accepted).code == pb.Code.OK, limit
+            got = ahead(s, refused)
+            assert got.code == pb.Code.ILLEGAL_DELIVERY_TIME and key in got.message, (limit, got)
+        finally:
+            stop_grpc_broker(other)

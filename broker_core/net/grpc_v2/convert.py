@@ -89,11 +89,13 @@ def _check_text(value: str, code: int, what: str) -> None:
 
 
 def inbound(message: object, peer_ip: str, max_body_size: int, *, now_ms: int | None = None,
-            max_delay_ms: int = 0) -> InboundMessage:
+            max_delay_ms: int = 0, timer_max_delay_ms: int = 0) -> InboundMessage:
     """Validate one wire message (upstream's checks, in its order) and map it to stored properties.
 
-    ``max_delay_ms`` (> 0, with ``now_ms``) caps how far ahead a delivery time may be: the broker's
-    timer refuses more with a generic MESSAGE_ILLEGAL, the client is owed ILLEGAL_DELIVERY_TIME."""
+    With ``now_ms``, two limits (each > 0 to apply) cap how far ahead a delivery time may be, both
+    answered ILLEGAL_DELIVERY_TIME: ``max_delay_ms``, the proxy's own (maxDelayTimeMills), and
+    ``timer_max_delay_ms``, the broker timer's (timerMaxDelaySec), which it refuses only with a generic
+    MESSAGE_ILLEGAL."""
     m = message  # pb.Message
     sp = m.system_properties  # type: ignore[attr-defined]
     topic = m.topic.name  # type: ignore[attr-defined]
@@ -152,10 +154,11 @@ def inbound(message: object, peer_ip: str, max_body_size: int, *, now_ms: int | 
         props[P.PROPERTY_SHARDING_KEY] = group
     if sp.HasField("delivery_timestamp"):
         deliver_ms = sp.delivery_timestamp.seconds * 1000 + sp.delivery_timestamp.nanos // 1_000_000
-        if max_delay_ms > 0 and now_ms is not None and deliver_ms - now_ms > max_delay_ms:
-            raise WireMessageError(pb.Code.ILLEGAL_DELIVERY_TIME,
-                                   f"delivery time is {deliver_ms - now_ms} ms ahead, at most {max_delay_ms} ms "
-                                   "(timerMaxDelaySec) allowed")
+        for limit, key in ((max_delay_ms, "maxDelayTimeMills"), (timer_max_delay_ms, "timerMaxDelaySec")):
+            if limit > 0 and now_ms is not None and deliver_ms - now_ms > limit:
+                raise WireMessageError(pb.Code.ILLEGAL_DELIVERY_TIME,
+                                       f"delivery time is {deliver_ms - now_ms} ms ahead, at most {limit} ms "
+                                       f"({key}) allowed")
         props[P.PROPERTY_TIMER_DELIVER_MS] = str(deliver_ms)
     if sp.message_type == pb.MessageType.TRANSACTION:
         props[P.PROPERTY_TRANSACTION_PREPARED] = "true"

@@ -65,7 +65,8 @@ def grpc_limits(config: BrokerConfig) -> GrpcLimits:
     return GrpcLimits(min_polling_ms=config.grpc_client_consumer_min_long_polling_timeout_millis,
                       max_polling_ms=config.grpc_client_consumer_max_long_polling_timeout_millis,
                       min_invisible_ms=config.min_invisible_time_mills_for_recv,
-                      max_invisible_ms=config.max_invisible_time_mills)
+                      max_invisible_ms=config.max_invisible_time_mills,
+                      max_delay_ms=config.max_delay_time_mills)
 
 
 class GrpcEndpoint:

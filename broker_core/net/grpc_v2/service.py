@@ -101,6 +101,7 @@ class GrpcLimits:
     max_polling_ms: int = 20_000
     min_invisible_ms: int = 10_000
     max_invisible_ms: int = 12 * 3_600_000
+    max_delay_ms: int = 24 * 3_600_000  # maxDelayTimeMills: how far ahead a delivery time may be (<= 0: none)
 
     def invisible_range(self) -> str:
         """What a refusal names as the accepted durations."""
@@ -652,7 +653,8 @@ class MessagingService(MessagingServiceServicer):
         try:
             self._check_topic(topic)
             m = inbound(message, info.peer_ip, self.max_body_size, now_ms=self.clock(),
-                        max_delay_ms=self.broker.config.store.timer_max_delay_sec * 1000)
+                        max_delay_ms=self.limits().max_delay_ms,
+                        timer_max_delay_ms=self.broker.config.store.timer_max_delay_sec * 1000)
             self._check_message_type(self._topic(topic), m.properties)
         except (RpcError, WireMessageError) as e:
             where = f"message {index + 1} of {count}: " if count > 1 else ""
