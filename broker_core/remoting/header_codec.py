@@ -4,6 +4,10 @@ Why both: Java clients and servers default to JSON, but any peer may be configur
 form and a server answers in the request's type. Decoding is strict about structure (a malformed
 header raises ``HeaderDecodeError``, the connection is closed) and lenient about content (unknown
 JSON fields ignored, duplicate binary keys keep the last value, as Java does).
+
+Text is read as Java reads it: a binary string goes through Netty's ``readCharSequence(len, UTF_8)``,
+which puts U+FFFD for bytes that are not UTF-8, while a JSON header that is not UTF-8 makes fastjson's
+``parseObject(byte[])`` return null and Java closes the connection.
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ from __future__ import annotations
 import json
 import struct
 
-from .codes import CURRENT_VERSION, LanguageCode, SerializeType
+from .codes import LanguageCode, SerializeType
 from .command import RemotingCommand
 
 
@@ -78,8 +82,9 @@ def decode_json(data: bytes) -> RemotingCommand:
     remark = obj.get("remark")
     if remark is not None and not isinstance(remark, str):
         remark = str(remark)
+    # no "version" is Java's field default 0 (an old client to every version check), not ours
     return RemotingCommand(code, _int_field(obj, "opaque", 0), _int_field(obj, "flag", 0), remark, ext_fields,
-                           b"", language, _int_field(obj, "version", CURRENT_VERSION), SerializeType.JSON)
+                           b"", language, _int_field(obj, "version", 0), SerializeType.JSON)
 
 
 def _ext_value(v: object) -> str:
@@ -121,36 +126,46 @@ def decode_rocketmq(data: bytes) -> RemotingCommand:
     pos = _FIXED.size
     if remark_len < 0 or pos + remark_len + 4 > n:
         raise HeaderDecodeError(f"ROCKETMQ header remarkLen {remark_len} at offset 13 overruns the header ({n} bytes)")
-    try:
-        remark = data[pos:pos + remark_len].decode("utf-8") if remark_len else None
-        pos += remark_len
-        (ext_len,) = _I32.unpack_from(data, pos)
+    remark = _java_str(data, pos, remark_len)
+    pos += remark_len
+    (ext_len,) = _I32.unpack_from(data, pos)
+    pos += 4
+    if ext_len < 0 or pos + ext_len != n:
+        raise HeaderDecodeError(f"ROCKETMQ header extLen {ext_len} at offset {pos - 4} does not match "
+                                f"the {n - pos} bytes left")
+    ext: dict[str, str] = {}
+    end = pos + ext_len
+    while pos < end:
+        if pos + 2 > end:
+            raise HeaderDecodeError(f"ROCKETMQ header ext entry at offset {pos} is cut off")
+        (klen,) = _I16.unpack_from(data, pos)
+        pos += 2
+        if klen < 0 or pos + klen + 4 > end:
+            raise HeaderDecodeError(f"ROCKETMQ header ext key length {klen} at offset {pos - 2} overruns")
+        key = _java_str(data, pos, klen)
+        pos += klen
+        (vlen,) = _I32.unpack_from(data, pos)
         pos += 4
-        if ext_len < 0 or pos + ext_len != n:
-            raise HeaderDecodeError(f"ROCKETMQ header extLen {ext_len} at offset {pos - 4} does not match "
-                                    f"the {n - pos} bytes left")
-        ext: dict[str, str] = {}
-        end = pos + ext_len
-        while pos < end:
-            if pos + 2 > end:
-                raise HeaderDecodeError(f"ROCKETMQ header ext entry at offset {pos} is cut off")
-            (klen,) = _I16.unpack_from(data, pos)
-            pos += 2
-            if klen < 0 or pos + klen + 4 > end:
-                raise HeaderDecodeError(f"ROCKETMQ header ext key length {klen} at offset {pos - 2} overruns")
-            key = data[pos:pos + klen].decode("utf-8")
-            pos += klen
-            (vlen,) = _I32.unpack_from(data, pos)
-            pos += 4
-            if vlen < 0 or pos + vlen > end:
-                raise HeaderDecodeError(f"ROCKETMQ header ext value length {vlen} at offset {pos - 4} overruns")
-            if klen:
-                ext[key] = data[pos:pos + vlen].decode("utf-8")  # duplicate keys: the last one wins (quirk)
-            pos += vlen
-    except UnicodeDecodeError as e:
-        raise HeaderDecodeError(f"ROCKETMQ header has invalid UTF-8 at byte {e.start}") from None
+        if vlen < 0 or pos + vlen > end:
+            raise HeaderDecodeError(f"ROCKETMQ header ext value length {vlen} at offset {pos - 4} overruns")
+        value = _java_str(data, pos, vlen)
+        pos += vlen
+        if key is None:  # Java keeps a null key, but no header field is ever looked up by it
+            continue
+        # duplicate keys: the last one wins (quirk), a null one too; a null value is an absent field,
+        # so a required one fails as in Java ("the custom field <x> is null")
+        if value is None:
+            ext.pop(key, None)
+        else:
+            ext[key] = value
     return RemotingCommand(code, opaque, flag, remark, ext, b"", _language_by_byte(lang), version,
                            SerializeType.ROCKETMQ)
+
+
+def _java_str(data: bytes, pos: int, length: int) -> str | None:
+    """RocketMQSerializable.readStr: a zero-length string is null; bytes that are not UTF-8 read as
+    U+FFFD (Netty decodes with REPLACE), they do not fail the header."""
+    return data[pos:pos + length].decode("utf-8", "replace") if length else None
 
 
 def encode_header(cmd: RemotingCommand) -> bytes:

@@ -155,6 +155,51 @@ def test_binary_header_duplicate_keys_last_wins_and_large_code_refused():
         encode_frame(RemotingCommand.request(RequestCode.POP_MESSAGE, serialize_type=SerializeType.ROCKETMQ))
 
 
+def _binary_frame(ext: list[tuple[bytes, bytes]], remark: bytes = b"", code: int = 105) -> bytes:
+    """A ROCKETMQ header built by hand, so entries our encoder would never write can be sent."""
+    entries = b"".join(struct.pack(">h", len(k)) + k + struct.pack(">i", len(v)) + v for k, v in ext)
+    header = (struct.pack(">hBhiii", code, 0, 479, 1, 0, len(remark)) + remark +
+              struct.pack(">i", len(entries)) + entries)
+    return struct.pack(">ii", 4 + len(header), (1 << 24) | len(header)) + header
+
+
+def test_binary_header_zero_length_string_is_null():
+    """Java's RocketMQSerializable.readStr returns null for a zero-length string, so an empty topic is
+    a missing one ("the custom field <topic> is null", SYSTEM_ERROR); we read it as "" and answered
+    TOPIC_NOT_EXIST for the topic ''. A null value also replaces an earlier one of the same key (the
+    map keeps the last put), and a null key is never looked up."""
+    [cmd] = FrameDecoder().feed(_binary_frame([(b"topic", b"")]))
+    assert cmd.ext_fields == {} and cmd.remark is None
+    with pytest.raises(HeaderError, match=r"^the custom field <topic> is null$"):
+        GetRouteInfoRequestHeader.from_ext_fields(cmd.ext_fields)
+    [cmd] = FrameDecoder().feed(_binary_frame([(b"topic", b"A"), (b"topic", b""), (b"", b"x"), (b"k", b"v")]))
+    assert cmd.ext_fields == {"k": "v"}
+
+
+def test_binary_header_invalid_utf8_is_replaced_not_a_closed_connection():
+    """Netty's readCharSequence(len, UTF_8) decodes with U+FFFD for bytes that are not UTF-8 and the
+    request goes on; we closed the connection ("ROCKETMQ header has invalid UTF-8 at byte 0")."""
+    [cmd] = FrameDecoder().feed(_binary_frame([(b"topic", b"T\xff\xfe"), (b"\xffk", b"v")], remark=b"r\xc3"))
+    assert cmd.ext_fields == {"topic": "T\ufffd\ufffd", "\ufffdk": "v"} and cmd.remark == "r\ufffd"
+
+
+@pytest.mark.parametrize("header", [b'{"code":105}', b'{"code":105,"version":null}'])
+def test_json_header_without_version_is_version_0(header):
+    """Java's RemotingCommand has ``int version = 0`` and fastjson leaves it when the field is absent
+    or null, so such a sender is older than V4_9_4 (routes in fastjson's own dialect, no GO_AWAY); we
+    took it for the current version (479)."""
+    [cmd] = FrameDecoder().feed(struct.pack(">ii", len(header) + 4, len(header)) + header)
+    assert cmd.version == 0
+
+
+def test_json_header_with_invalid_utf8_still_closes_the_connection():
+    """Unlike the binary form, Java refuses this one: fastjson's parseObject(byte[]) returns null for
+    bytes that are not UTF-8 (after trying them as gzip), headerDecode throws and NettyDecoder closes."""
+    header = b'{"code":105,"extFields":{"topic":"T\xff"}}'
+    with pytest.raises(FrameError, match="not valid UTF-8 JSON"):
+        FrameDecoder().feed(struct.pack(">ii", len(header) + 4, len(header)) + header)
+
+
 def test_json_header_tolerates_unknown_fields_and_numeric_ext_values():
     header = b'{"code":34,"opaque":5,"flag":2,"language":"NODE_JS","extFields":{"n":3,"b":true},"zzz":[1]}'
     cmd = decode_frame(struct.pack(">i", len(header)) + header)

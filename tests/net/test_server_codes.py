@@ -471,6 +471,37 @@ def test_binary_header_requests_get_binary_answers(broker_setup):
     assert raw.opaque == 4242 and raw.serialize_type == SerializeType.ROCKETMQ
 
 
+def _binary_route_request(topic: bytes, opaque: int) -> bytes:
+    entry = struct.pack(">h", 5) + b"topic" + struct.pack(">i", len(topic)) + topic
+    header = struct.pack(">hBhiii", RC.GET_ROUTEINFO_BY_TOPIC, 0, 479, opaque, 0, 0) + struct.pack(">i", len(entry)) + entry
+    return struct.pack(">ii", 4 + len(header), (1 << 24) | len(header)) + header
+
+
+def test_binary_header_empty_and_non_utf8_strings_are_answered_as_java_does(broker_setup):
+    """A zero-length binary string is null in Java (the required topic is missing: SYSTEM_ERROR), and
+    bytes that are not UTF-8 become U+FFFD; we answered TOPIC_NOT_EXIST for '' and closed the
+    connection on the second."""
+    _, _, ns, _ = broker_setup
+    ns.send_raw(_binary_route_request(b"", 71))
+    r = ns.recv()
+    assert (r.opaque, r.code, r.remark) == (71, ResponseCode.SYSTEM_ERROR, "the custom field <topic> is null")
+    ns.send_raw(_binary_route_request(b"T\xff", 72))
+    r = ns.recv()
+    assert (r.opaque, r.code) == (72, ResponseCode.TOPIC_NOT_EXIST)
+    assert r.remark.startswith("No topic route info in name server for the topic: T\ufffd\n")
+
+
+def test_json_header_without_version_gets_the_old_route_dialect(broker_setup):
+    """No ``version`` is Java's default 0, below V4_9_4: the route comes in fastjson's own form
+    (``{0:"addr"}``), as for a 4.9.3 client; we answered standard JSON as to the current version."""
+    _, _, ns, bc = broker_setup
+    assert create_topic(bc, "NoVer", 1).code == OK
+    header = json.dumps({"code": RC.GET_ROUTEINFO_BY_TOPIC, "opaque": 81, "extFields": {"topic": "NoVer"}}).encode()
+    ns.send_raw(struct.pack(">ii", 4 + len(header), len(header)) + header)
+    r = ns.recv()
+    assert (r.opaque, r.code) == (81, OK) and b'"brokerAddrs":{0:"' in r.body
+
+
 def test_broker_config_update_and_earliest_store_time(broker_setup):
     _, _, ns, bc = broker_setup
     create_topic(bc, "ET", 1)
