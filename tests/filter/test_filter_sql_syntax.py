@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from broker_core.broker.filter import FilterSyntaxError, Sql92Filter, build_filter, compile_sql92
+from broker_core.broker.filter.sql92.compiler import MAX_DEPTH, Evaluator, compile_tree
 from broker_core.broker.filter.sql92.javalang import JavaLong
-from broker_core.broker.filter.sql92.nodes import Constant, Negate
+from broker_core.broker.filter.sql92.nodes import Constant, Negate, Node
+from broker_core.broker.filter.sql92.parser import MAX_PARENTHESES, parse
 
 
 def tree(expr: str) -> str:
@@ -215,9 +219,91 @@ def test_equal_bounds_and_mixed_numeric_bounds_are_accepted() -> None:
     compile_sql92("a BETWEEN 2147483647 AND 2147483648")
 
 
+def left_nested_or(n: int) -> str:
+    """What query builders write: ``((a = '0') OR a = '1') OR a = '2' ...``: n terms, n - 1 '(' levels."""
+    expr = "a = '0'"
+    for i in range(1, n):
+        expr = f"({expr}) OR a = '{i}'"
+    return expr
+
+
+def at_stack_depth(frames: int, fn: Callable[[], object]) -> object:
+    """Call ``fn`` from ``frames`` Python frames deeper than the caller, as a deep call path in the broker would."""
+    return fn() if frames == 0 else at_stack_depth(frames - 1, fn)
+
+
+def outcome(expr: str, props: dict[str, str]) -> str:
+    try:
+        f = Sql92Filter(expr, *_parse_and_compile(expr))
+    except FilterSyntaxError as e:
+        return f"refused: {e.detail}"
+    return "match" if f.is_matched_by_commit_log(props) else "no match"
+
+
+def _parse_and_compile(expr: str) -> tuple[Node, Evaluator]:
+    tree = parse(expr)  # bypasses compile_sql92's cache, so every call really parses
+    return tree, compile_tree(tree, expr)
+
+
+def test_left_nested_or_chains_of_a_thousand_levels_are_accepted() -> None:
+    """Apache parses these (its JavaCC parser overflows a default JVM stack only past ~1000 levels)."""
+    f = compile_sql92(left_nested_or(MAX_PARENTHESES + 1))
+    assert f.is_matched_by_commit_log({"a": str(MAX_PARENTHESES)})
+    assert f.is_matched_by_commit_log({"a": "0"})
+    assert not f.is_matched_by_commit_log({"a": "x"})
+    assert str(f).count(" OR ") == MAX_PARENTHESES  # rendering a deep tree does not recurse either
+    assert compile_sql92("(" * 1000 + "a = 1" + ")" * 1000).is_matched_by_commit_log({"a": "1"})
+
+
+def test_parenthesis_nesting_limit_is_counted_not_a_recursion_error() -> None:
+    assert MAX_PARENTHESES >= 1000
+    deepest = "(" * MAX_PARENTHESES + "a = 1" + ")" * MAX_PARENTHESES
+    compile_sql92(deepest)
+    error = refuse("(" + deepest + ")")
+    assert f"more than {MAX_PARENTHESES}" in str(error) and error.position == MAX_PARENTHESES
+    assert f"more than {MAX_PARENTHESES}" in str(refuse(left_nested_or(MAX_PARENTHESES + 2)))
+
+
+@pytest.mark.parametrize(
+    ("expr", "props"),
+    [
+        (left_nested_or(100), {"a": "99"}),
+        (left_nested_or(1001), {"a": "1000"}),
+        ("(" * 1000 + "a = 1" + ")" * 1000, {"a": "1"}),
+        ("(" * (MAX_PARENTHESES + 1) + "a = 1" + ")" * (MAX_PARENTHESES + 1), {"a": "1"}),
+        ("NOT " * 100 + "(a = '1')", {"a": "1"}),
+        ("NOT " * 101 + "(a = '1')", {"a": "1"}),
+        ("NOT " * 3000 + "a", {"a": "1"}),
+        ("a = " + "+ " * 3000 + "1", {"a": "1"}),
+        ("a = " + "- " * 3000 + "1", {"a": "1"}),
+        ("NOT " + "- " * 3000 + "1", {"a": "1"}),
+    ],
+    ids=[
+        "or-chain-100",
+        "or-chain-1001",
+        "parens-1000",
+        "parens-over-limit",
+        "not-100",
+        "not-101",
+        "not-3000",
+        "plus-3000",
+        "minus-3000",
+        "not-minus-3000",
+    ],
+)
+def test_the_answer_does_not_depend_on_the_callers_stack_depth(expr: str, props: dict[str, str]) -> None:
+    shallow = outcome(expr, props)
+    assert at_stack_depth(500, lambda: outcome(expr, props)) == shallow
+    assert "RecursionError" not in shallow
+
+
 def test_deep_nesting_is_refused_not_crashed() -> None:
-    assert "nested" in str(refuse("(" * 400 + "a = 1" + ")" * 400))
-    assert "nested" in str(refuse("NOT " * 3000 + "a"))
+    assert compile_sql92("(" * 400 + "a = 1" + ")" * 400)  # only parentheses: nothing deep to evaluate
+    assert f"more than {MAX_DEPTH} levels" in str(refuse("NOT " * 3000 + "a"))
+    alternating = "a = '0'"
+    for i in range(1, 200):
+        alternating = f"({alternating}) {'AND' if i % 2 else 'OR'} a = '{i}'"
+    assert f"more than {MAX_DEPTH} levels" in str(refuse(alternating))
 
 
 def test_long_or_chains_compile_and_evaluate() -> None:

@@ -6,6 +6,14 @@ including which side is evaluated first and when evaluation stops early: that or
 a conversion error (which makes the whole message a non-match) happens at all. AND/OR chains are
 flattened into one loop, which gives the same answers as RocketMQ's left-nested pairs without a
 Python frame per term.
+
+What is left nests one closure per level, so the depth of the flattened tree is limited to
+:data:`MAX_DEPTH` (NOT chains, alternating AND/OR groups, operators over groups): that bounds the
+stack a match needs for every message, and is checked by counting, before compiling, so the answer
+never depends on the caller's stack. It is separate from the parser's ``MAX_PARENTHESES``, which
+bounds only how deep parentheses nest in the text: ``((a = '0') OR a = '1') OR ...`` nested a
+thousand deep is one OR loop here (depth 2), while ``((a AND b) OR c) AND d ...`` adds a level per
+group and is refused past 100.
 """
 
 from __future__ import annotations
@@ -39,6 +47,7 @@ Properties = Mapping[str, str]
 Evaluator = Callable[[Properties], JavaValue]
 
 MAX_DEPTH = 100
+"""Levels of closures a selector may nest, counted after AND/OR chains are flattened."""
 
 _ORDER_TESTS: dict[str, Callable[[int], bool]] = {
     ">": lambda c: c > 0,
@@ -55,13 +64,44 @@ _STRING_TESTS: dict[str, Callable[[str, str], bool]] = {
 
 def compile_tree(node: Node, source: str) -> Evaluator:
     """Compile ``node`` (parsed from ``source``); refuses trees too deep to evaluate safely."""
-    try:
-        evaluator, depth = _compile(node)
-    except RecursionError:
-        depth = MAX_DEPTH + 1
-    if depth > MAX_DEPTH:
+    if tree_depth(node) > MAX_DEPTH:
         raise FilterSyntaxError(f"expression is nested more than {MAX_DEPTH} levels deep", expression=source)
+    evaluator, depth = _compile(node)  # recurses at most MAX_DEPTH levels, checked just above
+    assert depth <= MAX_DEPTH
     return evaluator
+
+
+def _operands(node: Node) -> list[Node]:
+    """The nodes :func:`_compile` compiles directly below ``node``."""
+    if isinstance(node, And | Or):
+        return _chain(node, type(node))
+    if isinstance(node, Equal | Compare):
+        return [node.left, node.right]
+    if isinstance(node, Negate | Not | BooleanCast | InList | StringMatch):
+        return [node.operand]
+    return []
+
+
+def tree_depth(root: Node) -> int:
+    """The depth :func:`_compile` reports for ``root``, worked out with an explicit stack (post-order)."""
+    depth: dict[int, int] = {}
+    todo: list[tuple[Node, bool]] = [(root, False)]
+    while todo:
+        node, operands_done = todo.pop()
+        below = _operands(node)
+        if not operands_done:
+            todo.append((node, True))
+            todo.extend((n, False) for n in below)
+            continue
+        deepest = max((depth[id(n)] for n in below), default=0)
+        if isinstance(node, Equal) and isinstance(node.right, Constant) and node.right.value is None:
+            deepest = depth[id(node.left)]  # IS NULL: the NULL is not compiled
+        elif isinstance(node, StringMatch) and not node.search:
+            deepest = 0  # constant FALSE
+        elif isinstance(node, Negate) and isinstance(node.operand, Constant | Negate) and deepest == 1:
+            deepest = 0  # folded into a constant
+        depth[id(node)] = deepest + 1
+    return depth[id(root)]
 
 
 def _chain(node: Node, kind: type[And] | type[Or]) -> list[Node]:
@@ -95,6 +135,15 @@ def _compile(node: Node) -> tuple[Evaluator, int]:
         return _compile_in(node)
     if isinstance(node, StringMatch):
         return _compile_string_match(node)
+    if isinstance(node, Negate):
+        base, negations = node.operand, 1
+        while isinstance(base, Negate):
+            base, negations = base.operand, negations + 1
+        if isinstance(base, Constant):  # - - 5 folds to a constant however long the chain
+            folded = base.value
+            for _ in range(negations):
+                folded = negate(folded)
+            return (lambda p: folded), 1
     operand, depth = _compile(node.operand)
     if isinstance(node, Negate):
         if isinstance(node.operand, Constant | Negate) and depth == 1:

@@ -2,7 +2,8 @@
 
 Node classes follow RocketMQ's expression classes closely enough that its parse-time checks can be
 stated in their terms ("a constant", "a boolean expression", "a property"). ``str()`` gives a fully
-parenthesised rendering, handy in logs and error messages.
+parenthesised rendering, handy in logs and error messages; it walks the tree with an explicit stack,
+because a left-nested OR chain from a query builder is a thousand levels deep (see parser.py).
 """
 
 from __future__ import annotations
@@ -24,110 +25,130 @@ def _literal(value: JavaValue) -> str:
     return repr(value)
 
 
+class _Rendered:
+    """``str()`` for every node: the pieces of each node are expanded with a stack, not by recursion."""
+
+    __slots__ = ()
+
+    def _pieces(self) -> _Pieces:
+        raise NotImplementedError
+
+    def __str__(self) -> str:
+        out: list[str] = []
+        todo: list[str | _Rendered] = [self]
+        while todo:
+            item = todo.pop()
+            if isinstance(item, str):
+                out.append(item)
+            else:
+                todo.extend(reversed(item._pieces()))
+        return "".join(out)
+
+
 @dataclass(frozen=True, slots=True)
-class Property:
+class Property(_Rendered):
     """A message property, looked up by its exact (case-sensitive) name."""
 
     name: str
 
-    def __str__(self) -> str:
-        return self.name
+    def _pieces(self) -> _Pieces:
+        return (self.name,)
 
 
 @dataclass(frozen=True, slots=True)
-class Constant:
+class Constant(_Rendered):
     """A literal; TRUE, FALSE and NULL are also boolean expressions, as in RocketMQ."""
 
     value: JavaValue
 
-    def __str__(self) -> str:
-        return _literal(self.value)
+    def _pieces(self) -> _Pieces:
+        return (_literal(self.value),)
 
 
 @dataclass(frozen=True, slots=True)
-class Negate:
+class Negate(_Rendered):
     """Unary minus. Deliberately not a ``Constant`` even over a literal: RocketMQ's checks skip it."""
 
     operand: Node
 
-    def __str__(self) -> str:
-        return f"(-{self.operand})"
+    def _pieces(self) -> _Pieces:
+        return ("(-", self.operand, ")")
 
 
 @dataclass(frozen=True, slots=True)
-class Not:
+class Not(_Rendered):
     operand: Node
 
-    def __str__(self) -> str:
-        return f"(NOT {self.operand})"
+    def _pieces(self) -> _Pieces:
+        return ("(NOT ", self.operand, ")")
 
 
 @dataclass(frozen=True, slots=True)
-class BooleanCast:
+class BooleanCast(_Rendered):
     """A bare property used as a condition; true only for a Boolean value, so never for a String."""
 
     operand: Node
 
-    def __str__(self) -> str:
-        return str(self.operand)
+    def _pieces(self) -> _Pieces:
+        return (self.operand,)
 
 
 @dataclass(frozen=True, slots=True)
-class And:
+class And(_Rendered):
     left: Node
     right: Node
 
-    def __str__(self) -> str:
-        return f"({self.left} AND {self.right})"
+    def _pieces(self) -> _Pieces:
+        return ("(", self.left, " AND ", self.right, ")")
 
 
 @dataclass(frozen=True, slots=True)
-class Or:
+class Or(_Rendered):
     left: Node
     right: Node
 
-    def __str__(self) -> str:
-        return f"({self.left} OR {self.right})"
+    def _pieces(self) -> _Pieces:
+        return ("(", self.left, " OR ", self.right, ")")
 
 
 @dataclass(frozen=True, slots=True)
-class Equal:
+class Equal(_Rendered):
     """``=`` (``<>`` is ``NOT (=)``, ``IS NULL`` is ``= NULL`` without the parse-time NULL check)."""
 
     left: Node
     right: Node
 
-    def __str__(self) -> str:
+    def _pieces(self) -> _Pieces:
         if isinstance(self.right, Constant) and self.right.value is None:
-            return f"({self.left} IS NULL)"
-        return f"({self.left} = {self.right})"
+            return ("(", self.left, " IS NULL)")
+        return ("(", self.left, " = ", self.right, ")")
 
 
 @dataclass(frozen=True, slots=True)
-class Compare:
+class Compare(_Rendered):
     """``>``, ``>=``, ``<`` or ``<=``; BETWEEN is built from these."""
 
     op: str
     left: Node
     right: Node
 
-    def __str__(self) -> str:
-        return f"({self.left} {self.op} {self.right})"
+    def _pieces(self) -> _Pieces:
+        return ("(", self.left, f" {self.op} ", self.right, ")")
 
 
 @dataclass(frozen=True, slots=True)
-class InList:
+class InList(_Rendered):
     operand: Property
     values: frozenset[str]
     negated: bool
 
-    def __str__(self) -> str:
+    def _pieces(self) -> _Pieces:
         items = ", ".join(_literal(v) for v in sorted(self.values))
-        return f"({self.operand} {'NOT IN' if self.negated else 'IN'} ({items}))"
+        return (f"({self.operand} {'NOT IN' if self.negated else 'IN'} ({items}))",)
 
 
 @dataclass(frozen=True, slots=True)
-class StringMatch:
+class StringMatch(_Rendered):
     """CONTAINS / STARTSWITH / ENDSWITH and their NOT forms."""
 
     op: str
@@ -135,9 +156,11 @@ class StringMatch:
     search: str
     negated: bool
 
-    def __str__(self) -> str:
-        return f"({self.operand} {'NOT ' if self.negated else ''}{self.op} {_literal(self.search)})"
+    def _pieces(self) -> _Pieces:
+        return ("(", self.operand, f" {'NOT ' if self.negated else ''}{self.op} {_literal(self.search)})")
 
+
+_Pieces = tuple["str | Node", ...]
 
 Node = Property | Constant | Negate | Not | BooleanCast | And | Or | Equal | Compare | InList | StringMatch
 

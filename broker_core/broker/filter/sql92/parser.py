@@ -12,9 +12,23 @@ rejects trailing input, since ``a = 1 AN b = 2`` silently meaning ``a = 1`` is n
 The one trailing input accepted is a ``--`` comment that runs to the end of the expression without a
 line end (``a = 'x' -- only x``): RocketMQ's token rules read it as two minus signs, which its parser
 then ignores, so it accepts the expression; what the writer meant is a comment.
+
+Nesting does not use the Python stack. Each production is a generator that yields the sub-production
+it needs and is resumed with its result; :meth:`Parser._run` drives them from an explicit list, so a
+parenthesised sub-expression costs a few list entries instead of Python frames, and whether an
+expression parses never depends on how deep the caller's stack already is. Prefix ``+``, ``-`` and
+``NOT`` are read in a loop for the same reason. Parentheses may nest :data:`MAX_PARENTHESES` deep,
+a limit counted here: query builders write ``((a = '0') OR a = '1') OR a = '2' ...`` with one level
+per term, and Apache's JavaCC parser gets through about a thousand levels before its default JVM
+stack overflows. Parentheses cost nothing at evaluation time when they do not change the operator
+(an OR chain, however grouped, is one flat loop); the evaluation depth that remains, e.g. alternating
+AND/OR groups or NOT chains, is limited separately by the compiler's ``MAX_DEPTH``.
 """
 
 from __future__ import annotations
+
+from collections.abc import Generator
+from typing import TypeAlias
 
 from broker_core.broker.filter.errors import FilterSyntaxError
 from broker_core.broker.filter.sql92.javalang import (
@@ -49,6 +63,13 @@ _STRING_OPS = ("CONTAINS", "STARTSWITH", "ENDSWITH")
 _AFTER_NOT = ("BETWEEN", "IN", *_STRING_OPS)
 _OPERAND = ("a property", "a literal", "'('", "NOT", "'-'", "'+'")
 _CONTINUATION = ("AND", "OR", "a comparison operator", "end of expression")
+_PREFIX = ("+", "-", "NOT")
+
+MAX_PARENTHESES = 2000
+"""How deep parentheses may nest: twice what Apache's parser reaches on a default JVM stack."""
+
+# A production: yields the sub-productions it needs, is sent their results, returns its node.
+_Production: TypeAlias = Generator["_Production", Node, Node]
 
 
 class Parser:
@@ -58,6 +79,7 @@ class Parser:
         self._src = source
         self._lexer = Lexer(source)
         self._ahead: list[Token] = []
+        self._open_parentheses = 0
 
     # -- token plumbing -------------------------------------------------------------------------
 
@@ -92,7 +114,7 @@ class Parser:
         first = self._peek()
         if first.kind == EOF:
             raise self._error("empty SQL92 expression", first, _OPERAND)
-        node = self._as_boolean(self._or(), first, "the expression")
+        node = self._as_boolean(self._run(self._or()), first, "the expression")
         tok = self._peek()
         if tok.kind != EOF and not self._is_final_line_comment(tok):
             raise self._trailing(tok)
@@ -114,32 +136,49 @@ class Parser:
             return self._error("unbalanced ')'", tok, _CONTINUATION)
         return self._error(f"unexpected {describe(tok)} after a complete expression", tok, _CONTINUATION)
 
-    def _or(self) -> Node:
-        left = self._and()
+    @staticmethod
+    def _run(start: _Production) -> Node:
+        """Drives the productions: a yielded production runs next, its result resumes the one below it."""
+        stack = [start]
+        result: Node | None = None
+        while True:
+            try:
+                call = stack[-1].send(result)  # type: ignore[arg-type]  # None starts a production
+            except StopIteration as done:
+                stack.pop()
+                if not stack:
+                    return done.value  # type: ignore[no-any-return]
+                result = done.value
+            else:
+                stack.append(call)
+                result = None
+
+    def _or(self) -> _Production:
+        left = yield self._and()
         while self._peek().kind == "OR":
             op = self._advance()
-            right = self._and()
+            right = yield self._and()
             left = Or(self._as_boolean(left, op, "left of OR"), self._as_boolean(right, op, "right of OR"))
         return left
 
-    def _and(self) -> Node:
-        left = self._equality()
+    def _and(self) -> _Production:
+        left = yield self._equality()
         while self._peek().kind == "AND":
             op = self._advance()
-            right = self._equality()
+            right = yield self._equality()
             left = And(self._as_boolean(left, op, "left of AND"), self._as_boolean(right, op, "right of AND"))
         return left
 
-    def _equality(self) -> Node:
-        left = self._comparison()
+    def _equality(self) -> _Production:
+        left = yield self._comparison()
         while True:
             tok = self._peek()
             if tok.kind == "=":
                 self._advance()
-                left = self._equal(left, self._comparison(), tok)
+                left = self._equal(left, (yield self._comparison()), tok)
             elif tok.kind == "<>":
                 self._advance()
-                left = Not(self._equal(left, self._comparison(), tok))
+                left = Not(self._equal(left, (yield self._comparison()), tok))
             elif tok.kind == "IS":
                 self._advance()
                 if self._peek().kind == "NOT":
@@ -154,8 +193,8 @@ class Parser:
             else:
                 return left
 
-    def _comparison(self) -> Node:
-        left = self._unary()
+    def _comparison(self) -> _Production:
+        left = yield self._unary()
         while True:
             tok = self._peek()
             kind = tok.kind
@@ -167,32 +206,45 @@ class Parser:
                 return left
             op = self._advance()
             if kind in _ORDERING:
-                left = self._ordering(kind, left, self._unary(), op)
+                left = self._ordering(kind, left, (yield self._unary()), op)
             elif kind in _STRING_OPS:
                 search = self._expect(STRING, f"a string literal after {kind}").value
                 left = StringMatch(kind, left, search, negated)
             elif kind == "BETWEEN":
-                low = self._unary()
+                low = yield self._unary()
                 self._expect("AND", "AND between the BETWEEN bounds")
-                high = self._unary()
+                high = yield self._unary()
                 left = self._between(left, low, high, negated, op)
             else:
                 left = self._in(left, negated, op)
 
-    def _unary(self) -> Node:
+    def _unary(self) -> _Production:
+        """Prefix operators, then a primary: a parenthesised expression or a single token."""
+        prefixes: list[Token] = []
+        while self._peek().kind in _PREFIX:
+            tok = self._advance()
+            if tok.kind != "+":  # unary plus changes nothing, as in RocketMQ
+                prefixes.append(tok)
         tok = self._peek()
-        if tok.kind == "+":
+        if tok.kind == "(":
+            if self._open_parentheses == MAX_PARENTHESES:
+                raise self._error(f"parentheses are nested more than {MAX_PARENTHESES} levels deep", tok)
             self._advance()
-            return self._unary()
-        if tok.kind == "-":
-            self._advance()
-            return Negate(self._unary())
-        if tok.kind == "NOT":
-            self._advance()
-            return Not(self._as_boolean(self._unary(), tok, "operand of NOT"))
-        return self._primary()
+            self._open_parentheses += 1
+            node = yield self._or()
+            self._expect(")", "')'")
+            self._open_parentheses -= 1
+        else:
+            node = self._primary()
+        for tok in reversed(prefixes):  # the innermost operator applies first
+            if tok.kind == "-":
+                node = Negate(node)
+            else:
+                node = Not(self._as_boolean(node, tok, "operand of NOT"))
+        return node
 
     def _primary(self) -> Node:
+        """A property or literal ('(' is handled by :meth:`_unary`, which can resume after the group)."""
         tok = self._advance()
         kind = tok.kind
         if kind == ID:
@@ -207,10 +259,6 @@ class Parser:
             return Constant(kind == "TRUE")
         if kind == "NULL":
             return NULL
-        if kind == "(":
-            inner = self._or()
-            self._expect(")", "')'")
-            return inner
         raise self._unexpected(tok, _OPERAND)
 
     # -- literals -------------------------------------------------------------------------------
@@ -308,7 +356,4 @@ def _one_of(options: tuple[str, ...]) -> str:
 
 def parse(source: str) -> Node:
     """Parse a selector into its node tree; any refusal is a :class:`FilterSyntaxError`."""
-    try:
-        return Parser(source).parse()
-    except RecursionError:
-        raise FilterSyntaxError("expression is nested too deeply", expression=source) from None
+    return Parser(source).parse()
