@@ -3,7 +3,10 @@
 Why: after a crash or a manual copy, committed consumer offsets can point beyond a queue's max
 (consumers would stall or get OFFSET_ILLEGAL) or below its min (they would re-read deleted data).
 The rebuild knows every queue's true range from the commitlog, so it clamps each committed offset
-into ``[min, max]`` and reports each change. The by-time table lets ``resetOffsetByTime`` answer
+into ``[min, max]`` and reports each change. The delay levels' offsets (delayOffset.json) and the timer's queue offset
+(the timer checkpoint) are offsets into SCHEDULE_TOPIC_XXXX and rmq_sys_wheel_timer: checked the same
+way, or a delay level or the timer would wait for messages its queue will only get after that many
+new ones. The by-time table lets ``resetOffsetByTime`` answer
 from a small JSON file instead of binary-searching every consume queue.
 """
 
@@ -15,6 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from broker_core.store.config_file import read_config_json, write_config_json
+from broker_core.store.dispatch import SCHEDULE_TOPIC
+from broker_core.store.schedule.delay_offset import DELAY_OFFSET_FILE, DelayOffsetTable
+from broker_core.store.schedule.schedule_message_service import delay_level_to_queue_id
+from broker_core.store.timer.convert import TIMER_TOPIC
+from broker_core.store.timer.timer_checkpoint import TimerCheckpoint
 
 from .queues import QueueResult
 
@@ -32,9 +40,17 @@ class OffsetChange:
     min_offset: int
     max_offset: int
 
+    # the file holding it (consumerOffset.json, delayOffset.json, timercheck) and how it names it there
+    source: str = "consumerOffset.json"
+    name: str = ""
+
     @property
     def reason(self) -> str:
         return "above max" if self.old > self.max_offset else "below min"
+
+    @property
+    def where(self) -> str:
+        return f"{self.key} q{self.queue_id}" + (f" ({self.source} {self.name})" if self.name else "")
 
 
 def queue_ranges(results: list[QueueResult]) -> dict[tuple[str, int], tuple[int, int]]:
@@ -45,7 +61,7 @@ def repair_consumer_offsets(config_dir: Path, ranges: dict[tuple[str, int], tupl
                             write: bool) -> list[OffsetChange]:
     """Clamp every committed offset in consumerOffset.json into its queue's [min, max].
 
-    A queue with no records in the commitlog has range [0, 0]. With ``write`` the file is rewritten
+    A queue with no records in the commitlog and none kept (kept_queues) has range [0, 0]. With ``write`` the file is rewritten
     atomically in fastjson's dialect (keeping ``.bak``) only if something changed.
     """
     path = config_dir / "consumerOffset.json"
@@ -80,6 +96,57 @@ def repair_consumer_offsets(config_dir: Path, ranges: dict[tuple[str, int], tupl
             if k not in out:
                 out[k] = v
         write_config_json(path, out)
+    return changes
+
+
+def repair_delay_offsets(config_dir: Path, ranges: dict[tuple[str, int], tuple[int, int]],
+                         write: bool) -> list[OffsetChange]:
+    """Clamp each delay level's offset in delayOffset.json into its SCHEDULE_TOPIC_XXXX queue's [min, max].
+
+    The broker clamps too when it loads the file, but only for a queue it has; the rebuild's ranges are
+    the truth, and the change is reported. With ``write`` the file is rewritten (DelayOffsetTable: its
+    fastjson shape, atomically) only if something changed."""
+    table = DelayOffsetTable(config_dir)
+    table.load()
+    changes: list[OffsetChange] = []
+    for level, off in sorted(table.offset_table.items()):
+        qid = delay_level_to_queue_id(level)
+        lo, hi = ranges.get((SCHEDULE_TOPIC, qid), (0, 0))
+        new = min(max(off, lo), hi)
+        if new != off:
+            changes.append(OffsetChange(SCHEDULE_TOPIC, qid, off, new, lo, hi, DELAY_OFFSET_FILE, f"level {level}"))
+            table.update(level, new)
+    if write and changes:
+        table.persist(int(time.time() * 1000))
+    return changes
+
+
+TIMER_CHECKPOINT = "timercheck"
+
+
+def repair_timer_offsets(config_dir: Path, ranges: dict[tuple[str, int], tuple[int, int]],
+                         write: bool) -> list[OffsetChange]:
+    """Clamp the timer checkpoint's lastTimerQueueOffset and masterTimerQueueOffset into rmq_sys_wheel_timer
+    queue 0's [min, max]; a damaged or missing checkpoint is left alone (the timer recovers without it)."""
+    path = config_dir / TIMER_CHECKPOINT
+    if not path.is_file():
+        return []
+    cp = TimerCheckpoint(path, read_only=True)
+    if cp.problem is not None:
+        return []
+    lo, hi = ranges.get((TIMER_TOPIC, 0), (0, 0))
+    changes = [OffsetChange(TIMER_TOPIC, 0, off, min(max(off, lo), hi), lo, hi, TIMER_CHECKPOINT, field)
+               for field, off in (("lastTimerQueueOffset", cp.last_timer_queue_offset),
+                                  ("masterTimerQueueOffset", cp.master_timer_queue_offset))
+               if min(max(off, lo), hi) != off]
+    if write and changes:
+        cp = TimerCheckpoint(path)
+        try:
+            cp.last_timer_queue_offset = min(max(cp.last_timer_queue_offset, lo), hi)
+            cp.master_timer_queue_offset = min(max(cp.master_timer_queue_offset, lo), hi)
+            cp.update_data_version(cp.state_version)
+        finally:
+            cp.close()
     return changes
 
 

@@ -16,8 +16,11 @@ Pipeline (driver orchestrates, executors do the byte work):
    into a staging directory (or compares against the existing files: verify), an index task links
    and writes one index file beside them;
 5. verify: reachable index entries are compared with the keys the commitlog implies;
-6. offsets: per-queue min/max and by-time tables, consumerOffset.json clamped into [min, max];
-7. staged directories replace the live ones by rename, only while holding the store lock.
+6. queues with no record left in the commitlog keep their offsets (min = max = old max, see
+   ``kept_queues``), as Apache's retention keeps a queue's last file;
+7. offsets: per-queue min/max and by-time tables; consumerOffset.json, delayOffset.json and the
+   timer checkpoint's queue offsets clamped into [min, max];
+8. staged directories replace the live ones by rename, only while holding the store lock.
 """
 
 from __future__ import annotations
@@ -40,19 +43,24 @@ from broker_core.store.codec.message import RECORD_VALID, check_record
 from broker_core.store.deleted_topics import deleted_before_cut
 from broker_core.store.dispatch import DispatchRequest, build_dispatch_request
 from broker_core.store.lost_found import lost_found_dir
+from broker_core.store.schedule.delay_offset import DELAY_OFFSET_FILE
 from broker_core.store.store_lock import StoreLock, StoreLockedError, is_store_locked
 from broker_core.store.topic_config import BATCH_CQ
 
 from .exchange import Slice, decode_to_files, read_slices
 from .index_build import IndexFileResult, index_file_task, plan_index_files, reachable_entries
 from .interrupt import InterruptGuard
+from .kept_queues import kept_queues, write_kept_queue
 from .offsets import (
     OFFSET_TIME_TABLE,
     QUEUE_OFFSET_TABLE,
     RMQOPS_DIR,
+    TIMER_CHECKPOINT,
     OffsetChange,
     queue_ranges,
     repair_consumer_offsets,
+    repair_delay_offsets,
+    repair_timer_offsets,
     write_offset_tables,
 )
 from .progress import ProgressCallback, StatusPoller
@@ -156,6 +164,8 @@ class RebuildSummary:
     log_end_clean: bool = True
     log_end_reason: str = ""
     queues: int = 0
+    # queues with no record left in the commitlog whose offsets were kept (kept_queues): "topic/queueId max"
+    kept_queues: list[str] = field(default_factory=list)
     cq_files: int = 0
     bcq_files: int = 0
     index_files: int = 0
@@ -622,6 +632,26 @@ def _check_data_after_stop(si: StoreInput, metas: list[tuple], log_end: LogEnd, 
                                   f"written (--force rebuilds up to it as recovery would)")
 
 
+def _keep_expired_queues(si: StoreInput, staging: Path, mode: str, queue_types: dict[str, str],
+                         queue_results: list[QueueResult], summary: RebuildSummary) -> None:
+    """Add the queues the commitlog has no record of but whose offsets must survive (``kept_queues``) to the
+    results, written into the staging directory when the queues are rebuilt."""
+    cfg = si.config
+    kept = kept_queues(si.root, {(q.topic, q.queue_id) for q in queue_results}, queue_types, si.min_phy_offset,
+                       cfg.consume_queue_file_size, cfg.batch_consume_queue_file_size, si.deleted_topics)
+    for k in kept:
+        files = write_kept_queue(staging, k, cfg.consume_queue_file_size,
+                                 cfg.batch_consume_queue_file_size) if mode == "write" else 0
+        if k.cq_type == "BatchCQ":
+            summary.bcq_files += files
+        else:
+            summary.cq_files += files
+        queue_results.append(k.result(files))
+        summary.kept_queues.append(f"{k.topic}/{k.queue_id} at {k.max_offset} ({k.source})")
+    queue_results.sort(key=lambda q: (q.topic, q.queue_id))
+    summary.queues += len(kept)
+
+
 def _replace_files(si: StoreInput, staging: Path, part_list: list[str], want_index: bool,
                    queue_results: list[QueueResult], time_granularity_ms: int, summary: RebuildSummary) -> None:
     """Swap the staged directories in and write the offset files, or change nothing.
@@ -636,8 +666,7 @@ def _replace_files(si: StoreInput, staging: Path, part_list: list[str], want_ind
     files: list[Path] = []
     if "offsets" in part_list:
         files = [si.root / RMQOPS_DIR / QUEUE_OFFSET_TABLE, si.root / RMQOPS_DIR / OFFSET_TIME_TABLE]
-        if summary.offset_changes:
-            files.append(si.root / "config" / "consumerOffset.json")
+        files.extend(si.root / "config" / name for name in _changed_offset_files(summary))
     check_replaceable(list(targets.values()), files)
     trash = staging / "trash"
     swaps: list[_Swap] = []
@@ -652,9 +681,12 @@ def _replace_files(si: StoreInput, staging: Path, part_list: list[str], want_ind
                 swaps.append(swap)
         if "offsets" in part_list:
             written.extend(str(p) for p in write_offset_tables(si.root, queue_results, time_granularity_ms))
-            if summary.offset_changes:
-                repair_consumer_offsets(si.root / "config", queue_ranges(queue_results), write=True)
-                written.append(str(si.root / "config" / "consumerOffset.json"))
+            changed = _changed_offset_files(summary)
+            repair = {"consumerOffset.json": repair_consumer_offsets, DELAY_OFFSET_FILE: repair_delay_offsets,
+                      TIMER_CHECKPOINT: repair_timer_offsets}
+            for name in changed:
+                repair[name](si.root / "config", queue_ranges(queue_results), write=True)
+                written.append(str(si.root / "config" / name))
     except OSError as e:
         kept = [s.name for s in swaps]
         for swap in reversed(swaps):
@@ -666,6 +698,11 @@ def _replace_files(si: StoreInput, staging: Path, part_list: list[str], want_ind
         raise RebuildWriteError(_write_failure(si.root, e, [str(si.root / k) for k in kept] + written)) from None
     summary.written.extend(written)
     summary.written.extend(str(si.root / s.name) for s in swaps)
+
+
+def _changed_offset_files(summary: RebuildSummary) -> list[str]:
+    """The config files (consumerOffset.json, delayOffset.json, timercheck) holding an offset the rebuild clamps."""
+    return list(dict.fromkeys(c.source for c in summary.offset_changes))
 
 
 def _write_failure(root: Path, e: OSError, changed: list[str]) -> str:
@@ -927,11 +964,18 @@ def _run_rebuild(store_dir: str | os.PathLike[str], config_file: str | os.PathLi
             if exchange_dir is not None:
                 shutil.rmtree(exchange_dir, ignore_errors=True)
 
+            # -- queues whose records all went with retention keep their offsets --------------------
+            if rows and want_queues:
+                _keep_expired_queues(si, staging, mode, queue_types, queue_results, summary)
+
             # -- offsets -------------------------------------------------------------------------
             if "offsets" in part_list:
                 phase("offsets")
-                summary.offset_changes = repair_consumer_offsets(si.root / "config", queue_ranges(queue_results),
-                                                                 write=False)
+                ranges = queue_ranges(queue_results)
+                config_dir = si.root / "config"
+                summary.offset_changes = (repair_consumer_offsets(config_dir, ranges, write=False)
+                                          + repair_delay_offsets(config_dir, ranges, write=False)
+                                          + repair_timer_offsets(config_dir, ranges, write=False))
 
             # -- swap staged output into place ---------------------------------------------------
             if not verify:
@@ -986,11 +1030,13 @@ def render_summary(summary: RebuildSummary):
     if "cq" in summary.parts:
         t.add_row(f"CQ files {verb}", str(summary.cq_files))
         t.add_row(f"BCQ files {verb}", str(summary.bcq_files))
+    if summary.kept_queues:
+        t.add_row("queues kept (records expired)", str(len(summary.kept_queues)))
     if "index" in summary.parts:
         t.add_row(f"index files {verb}", str(summary.index_files))
         t.add_row("index entries", f"{summary.index_entries:,}")
     if "offsets" in summary.parts:
-        t.add_row("consumer offsets clamped" if not summary.verify else "consumer offsets out of range",
+        t.add_row("offsets clamped" if not summary.verify else "offsets out of range",
                   str(len(summary.offset_changes)))
     t.add_row("mismatches", str(summary.mismatch_count) if summary.verify else "-")
     t.add_row("time (s)", f"{summary.elapsed_seconds:.2f}")
@@ -1015,7 +1061,7 @@ def render_details(summary: RebuildSummary, limit: int = 50):
     if len(summary.mismatches) > limit:
         t.add_row("...", "", "", f"{len(summary.mismatches) - limit} more mismatches")
     for c in summary.offset_changes[:limit]:
-        t.add_row("offset-clamped" if not summary.verify else "offset-out-of-range", f"{c.key} q{c.queue_id}",
+        t.add_row("offset-clamped" if not summary.verify else "offset-out-of-range", c.where,
                   str(c.old), f"{c.reason}: [{c.min_offset}, {c.max_offset}] -> {c.new}")
     for w in summary.warnings:
         t.add_row("warning", "", "", w)

@@ -6,7 +6,7 @@ Run it with the venv's interpreter, e.g. ``PYSPARK_PYTHON=.venv/bin/python PYSPA
 .venv/lib/python3.11/site-packages/pyspark/bin/spark-submit spark/rebuild_store.py --store DIR``.
 ``--verify`` writes nothing in the store: its exchange files go under ``$RMQOPS_SPARK_EXCHANGE_DIR`` or the
 system temp directory (on a cluster of several machines: set it to a directory every executor sees).
-Exit status: 0 done, 1 verify found mismatches or consumer offsets out of range, or intact data follows
+Exit status: 0 done, 1 verify found mismatches or offsets out of range (consumer, delay level, timer), or intact data follows
 a corrupt record or a gap between commitlog files (refused without ``--force``), or a commitlog file is
 cut short (refused), or a file or directory of the store cannot be written or replaced (refused before
 anything changed), or the --config file is missing or bad, or Spark could not start (no master answers,
