@@ -1194,7 +1194,8 @@ class Broker:
             message_filter = build_filter(expression_type, expression)
         except (FilterSyntaxError, UnsupportedExpressionTypeError) as e:
             raise SubscriptionParseFailedError(f"parse the subscription failed: {e}") from e
-        return self.store.get_messages(topic, queue_id, max(offset, 0), max_num, message_filter)
+        return self.store.get_messages(topic, queue_id, max(offset, 0), max_num, message_filter,
+                                       transfer_limits=True)
 
     def message_at(self, topic: str, queue_id: int, offset: int, group: str = TOOLS_CONSUMER_GROUP,
                    auth: RequestContext | None = None) -> MessageExt:
@@ -1594,7 +1595,8 @@ class Broker:
             info.update({"timerDequeueBehindMs": str(b.dequeue_behind_ms),
                          "timerEnqueueBehindMs": str(b.enqueue_behind_ms),
                          "timerCurrReadTimeMs": str(b.curr_read_time_ms),
-                         "timerLogMaxOffset": str(b.timer_log_max_offset)})
+                         "timerLogMaxOffset": str(b.timer_log_max_offset),
+                         "timerDequeueGetMsgMiss": str(b.missing)})
         for st in self.schedule_service.stats():
             info[f"scheduleLevel_{st.level}"] = (f"{st.delay_ms},{st.offset},{st.max_offset},"
                                                  f"{st.next_due_ms if st.next_due_ms is not None else -1}")

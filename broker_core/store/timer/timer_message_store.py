@@ -142,6 +142,7 @@ class TickResult:
     dropped: int = 0  # refused by the store without retry, or unreadable timer-topic records
     deleted_topic: int = 0  # not delivered: REAL_TOPIC was deleted after the message was stored
     missing: int = 0  # the commitlog no longer has the record a unit points at
+    missing_first: tuple[int, int] | None = None  # (offsetPy, sizePy) of the first of them (the tick's WARN)
     slots: int = 0  # wheel slots that fired with content
     blocked: bool = False  # a retryable put failure stopped the dequeue; the next tick resumes
 
@@ -163,6 +164,9 @@ class TimerBacklog:
     queue_offset: int = 0
     timer_log_min_offset: int = 0
     timer_log_max_offset: int = 0
+    # timer messages never delivered since the start: their commitlog record was gone (retention deleted it)
+    # when the wheel read it; Java's dequeue_get_msg_miss
+    missing: int = 0
 
 
 class TimerMessageStore:
@@ -228,6 +232,7 @@ class TimerMessageStore:
         # (clock, enqueue_count, dequeue_count) after each tick; rates are taken over the last minute
         self._rate_samples: deque[tuple[int, int, int]] = deque([(self._last_flush_ms, 0, 0)])
         self._last_clean_ms = self._last_flush_ms
+        self.missing_total = 0  # see TimerBacklog.missing
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._closed = False
@@ -459,7 +464,7 @@ class TimerMessageStore:
                 for unit in units:
                     msg = self._read_message(unit.phy_offset, unit.size, read_body=False)
                     if msg is None:
-                        result.missing += 1
+                        self._missed(result, unit.phy_offset, unit.size)
                     elif not self._enqueue_one(unit.phy_offset, unit.size, msg, result):
                         result.blocked = True  # retry this offset on the next tick
                         return
@@ -485,7 +490,7 @@ class TimerMessageStore:
             # already due: straight to the real topic, marked as never enqueued
             full = self._read_message(offset_py, size_py)  # the enqueue read skipped the body
             if full is None:
-                result.missing += 1
+                self._missed(result, offset_py, size_py)
                 return True
             msg = full
             status = self._deliver(msg, LONG_MAX, roll=False, result=result)
@@ -551,7 +556,7 @@ class TimerMessageStore:
         for unit in deletes:
             msg = self._read_message(unit[5], unit[6], read_body=False)
             if msg is None:
-                result.missing += 1
+                self._missed(result, unit[5], unit[6])
                 continue
             key = msg.get_property(PROPERTY_TIMER_DEL_UNIQKEY)
             if key is not None:
@@ -566,7 +571,7 @@ class TimerMessageStore:
             unit = normals[index]
             msg = read_message(unit[5], unit[6])
             if msg is None:
-                result.missing += 1
+                self._missed(result, unit[5], unit[6])
                 continue
             if delete_keys:
                 uniq = msg.get_property(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
@@ -679,17 +684,38 @@ class TimerMessageStore:
             try:
                 self._turn_wheel(result, now)
             except OSError:
+                self._warn_missing(result)
                 # A full disk (a timer log file it cannot hold) fails every tick until there is room:
                 # the checkpoint must still follow what was wheeled before, or a kill meanwhile
                 # wheels (delivers) all of it again after the restart.
                 self._flush_if_due(now)
                 raise
+            self._warn_missing(result)
             self._record_rates(now)
             if now - self._last_clean_ms >= _CLEAN_TIMER_LOG_INTERVAL_MS:
                 self._last_clean_ms = now
                 self.timer_log.delete_expired_files(self.message_store.get_min_phy_offset())
             self._flush_if_due(now)
             return result
+
+    def _missed(self, result: TickResult, offset_py: int, size_py: int) -> None:
+        """A timer message whose commitlog record is gone (retention deleted it before it was due): it is
+        never delivered. Counted (Java's dequeue_get_msg_miss); the tick says so once (_warn_missing)."""
+        result.missing += 1
+        self.missing_total += 1
+        if result.missing_first is None:
+            result.missing_first = (offset_py, size_py)
+
+    @staticmethod
+    def _warn_missing(result: TickResult) -> None:
+        """One WARN per tick for the timer messages lost to retention, with the first one's position.
+
+        Why one: Java logs "Fail to read msg from commitLog offsetPy:{} sizePy:{}" per message, which for
+        a wheel full of expired records is thousands of lines; the count and the first say the same."""
+        if result.missing and result.missing_first is not None:
+            log.warning("Fail to read msg from commitLog: %d timer message(s) not delivered, their commitlog "
+                        "records are gone (retention deleted them); first at offsetPy:%d sizePy:%d",
+                        result.missing, *result.missing_first)
 
     def _flush_if_due(self, now: int) -> None:
         if now - self._last_flush_ms >= self.flush_interval_ms:
@@ -948,4 +974,5 @@ class TimerMessageStore:
                 dequeue_behind_ms=max(0, now - self.curr_read_time_ms), due=due, enqueue_rate=enq_rate,
                 dequeue_rate=deq_rate, curr_read_time_ms=self.curr_read_time_ms,
                 curr_write_time_ms=self.curr_write_time_ms, queue_offset=self.curr_queue_offset,
-                timer_log_min_offset=self.timer_log.min_offset, timer_log_max_offset=self.timer_log.max_offset)
+                timer_log_min_offset=self.timer_log.min_offset, timer_log_max_offset=self.timer_log.max_offset,
+                missing=self.missing_total)
