@@ -31,6 +31,16 @@ def _max_reconsume_times(req: RemotingCommand,
     return h.max_reconsume_times if req.version >= V3_4_9 else None
 
 
+def authorized_group(req: RemotingCommand, h: SendMessageRequestHeader) -> str | None:
+    """The group a send to a retry topic is authorized as (Group [Sub]), as DefaultAuthorizationContextBuilder
+    reads it: SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE take the producer group (field ``a``), SEND_MESSAGE the
+    ext field ``group``, which a V1 header does not have, so the retry topic's own group is checked. Taking
+    V1's producerGroup let a sender choose the group checked and write into another group's retry queue."""
+    if req.code == RequestCode.SEND_MESSAGE:
+        return req.ext_fields.get("group") or None
+    return h.producer_group
+
+
 def send_header(req: RemotingCommand) -> SendMessageRequestHeader:
     """V1 names or V2 one-letter names; Java picks V2 for SEND_MESSAGE_V2 and for smart batch sends."""
     if req.code == RequestCode.SEND_MESSAGE_V2 or ("b" in req.ext_fields and "topic" not in req.ext_fields):
@@ -57,7 +67,7 @@ class ProduceHandlers:
         props = decode_properties(h.properties) if h.properties else {}
         host, _, port = ch.remote_addr.rpartition(":")
         common = {"queue_id": h.queue_id if h.queue_id >= 0 else None, "born_host": (host, int(port or 0)),
-                  "born_timestamp": h.born_timestamp, "sys_flag": h.sys_flag, "producer_group": h.producer_group,
+                  "born_timestamp": h.born_timestamp, "sys_flag": h.sys_flag, "producer_group": authorized_group(req, h),
                   "default_topic": h.default_topic, "default_topic_queue_nums": h.default_topic_queue_nums,
                   "auth": auth}
         if req.code == RequestCode.SEND_BATCH_MESSAGE or h.batch:

@@ -149,3 +149,27 @@ def test_no_signed_in_user_can_switch_acl_off_over_the_network(acl):
     config = parse_properties_text(root.call(RC.GET_BROKER_CONFIG).body)
     assert (config["authenticationEnabled"], config["authorizationEnabled"]) == ("true", "true")
     assert nop.call(RC.UPDATE_BROKER_CONFIG, {}, b"maxReconsumeTimes=5\n").code == OK
+
+
+def test_a_v1_send_to_a_retry_topic_is_checked_against_the_retry_topics_group(acl):
+    """SEND_MESSAGE (V1) to %RETRY%g1 was checked as Group:<producerGroup> [Sub]: bob, who may consume only
+    his own group gb, put messages into g1's retry queue by naming gb as producerGroup, and g1's consumers
+    got them as retries. Apache takes the V1 group from the ext field ``group`` (a V1 header has none), else
+    the retry topic's group; SEND_MESSAGE_V2 takes field ``a`` (its producer group), as here."""
+    _, c, root = acl
+    user = {"username": "bob", "password": "pw-bob", "userType": "Normal"}
+    assert root.call(RC.AUTH_CREATE_USER, {"username": "bob"}, json.dumps(user).encode()).code == OK
+    acl_body = {"subject": "User:bob", "policies": [{"entries": [
+        {"resource": "Group:gb", "actions": ["Sub"], "decision": "Allow"}]}]}
+    assert root.call(RC.AUTH_CREATE_ACL, {"subject": "User:bob"}, json.dumps(acl_body).encode()).code == OK
+    bob = Signed(c, "bob", "pw-bob")
+    v1 = SendMessageRequestHeaderV2(a="gb", b="%RETRY%g1", c="TBW102", d=1, e=0, f=0, g=1, h=0,
+                                    j=1).to_v1().to_ext_fields()
+    r = bob.call(RC.SEND_MESSAGE, v1, b"not yours")
+    assert r.code == ResponseCode.NO_PERMISSION, (r.code, r.remark)
+    assert "Group:g1" in r.remark, r.remark
+    # his own group's retry topic, and a V1 header naming the group in ``group`` as Apache reads it
+    r = bob.call(RC.SEND_MESSAGE, {**v1, "topic": "%RETRY%gb"}, b"mine")
+    assert r.code == OK, (r.code, r.remark)
+    r = bob.call(RC.SEND_MESSAGE, {**v1, "group": "gb"}, b"named")
+    assert r.code == OK, (r.code, r.remark)
