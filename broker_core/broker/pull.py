@@ -231,7 +231,7 @@ class PullService:
                 return PullResult(PullStatus.OFFSET_ILLEGAL, reset, self.store.get_min_offset_in_queue(topic, queue_id),
                                   self.store.get_max_offset_in_queue(topic, queue_id), detail=OFFSET_RESET,
                                   response_code=ResponseCode.PULL_OFFSET_MOVED)
-        got = self.store.get_messages(topic, queue_id, offset, max_msgs, message_filter)
+        got = self.store.get_messages(topic, queue_id, offset, max_msgs, message_filter, transfer_limits=True)
         status, code, next_begin = map_get_result(got, offset)
         self.offsets.commit_pull_offset(group, topic, queue_id, next_begin)
         if status is PullStatus.FOUND and self._on_get is not None:

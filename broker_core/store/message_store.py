@@ -9,6 +9,7 @@ memory and writes nothing, so it is safe beside a running broker, even a Java on
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import threading
@@ -83,6 +84,8 @@ _LIVE_PAUSE_S = 0.002
 CONSUME_QUEUE_DIR = "consumequeue"
 CONSUME_QUEUE_EXT_DIR = "consumequeue_ext"  # StorePathConfigHelper.getStorePathConsumeQueueExt
 DISK_CHECK_INTERVAL_S = 0.5
+# DefaultMessageStore.MAX_PULL_MSG_SIZE: the most bytes one read hands out whatever the caller asks.
+MAX_PULL_MSG_SIZE = 128 * 1024 * 1024
 BATCH_CONSUME_QUEUE_DIR = "batchconsumequeue"
 
 
@@ -108,6 +111,8 @@ class GetMessageResult:
     # Messages read from the commitlog and then refused by the filter (Java's filterMessageCount): what
     # the consume-queue step (tags hash, SQL92 bitmap) could not rule out without reading them.
     filter_message_count: int = 0
+    # The stored size of the units handed out (Java's bufferTotalSize): what the batch limits count.
+    buffer_total_size: int = 0
 
 
 @dataclass(slots=True)
@@ -1151,9 +1156,21 @@ class MessageStore:
         return units
 
     def get_messages(self, topic: str, queue_id: int, offset: int, max_num: int,
-                     message_filter: MessageFilterLike | None = None, max_units_scan: int = 32 * 1024
+                     message_filter: MessageFilterLike | None = None, max_units_scan: int = 32 * 1024,
+                     transfer_limits: bool = False, max_total_bytes: int = MAX_PULL_MSG_SIZE
                      ) -> GetMessageResult:
-        """Read up to ``max_num`` messages from ``offset`` (GetMessageStatus as RocketMQ's)."""
+        """Read up to ``max_num`` messages from ``offset`` (GetMessageStatus as RocketMQ's).
+
+        ``transfer_limits``: the batch also ends as DefaultMessageStore's isTheBatchFull ends it
+        (``_batch_full``): before the unit that would take it past maxTransferBytesOnMessageInMemory/InDisk
+        or ``max_total_bytes`` (Java's maxTotalMsgSize), or once it holds
+        maxTransferCountOnMessageInMemory/InDisk messages; the first unit always goes out, however large.
+        ``next_begin_offset`` is then that unit's, so the next read starts there and nothing is skipped.
+        Every read that answers a client asks for them (pull, pop, Broker.read_queue: mqadmin and the
+        dashboard, gRPC): an answer must fit the 16 MiB frame every client reads (32 messages of 512 KiB
+        did not, and the consumer lost its connection at each pull), and one pull must not hold hundreds
+        of megabytes in the broker. The store's own bulk readers (revive log replay, transaction op
+        queue, tools scanning a queue in process) read by count, as before."""
         cq = self.consume_queues.get((topic, queue_id))
         if cq is None:
             return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
@@ -1174,7 +1191,11 @@ class MessageStore:
         filtered = 0
         cl_min = self.commit_log.min_offset()
         batch = isinstance(cq, BatchConsumeQueue)
-        while len(messages) < max_num and next_offset < max_off and scanned < max_units_scan:
+        buffer_total = 0
+        full = False
+        max_phy = self.commit_log.max_offset()
+        in_memory_span = total_physical_memory() * self.config.access_message_in_memory_max_ratio // 100
+        while not full and len(messages) < max_num and next_offset < max_off and scanned < max_units_scan:
             units = self.get_units(topic, queue_id, next_offset, min(64, max_units_scan - scanned))
             if not units:
                 break
@@ -1183,6 +1204,11 @@ class MessageStore:
                 unit_end = u.queue_offset + u.batch_num
                 if unit_end <= next_offset:
                     continue
+                if transfer_limits and messages and self._batch_full(u.size, len(messages), buffer_total, max_total_bytes,
+                                                 max_phy - u.phy_offset <= in_memory_span):
+                    full = True
+                    break
+                taken = len(messages)
                 if u.phy_offset < cl_min:
                     next_offset = unit_end
                     continue
@@ -1212,6 +1238,8 @@ class MessageStore:
                         else:
                             filtered += 1
                         next_offset = m.queue_offset + 1
+                    if len(messages) > taken:
+                        buffer_total += u.size
                     if len(messages) >= max_num:
                         break
                     next_offset = max(next_offset, unit_end)
@@ -1223,6 +1251,7 @@ class MessageStore:
                     record.queue_offset = u.queue_offset
                 if message_filter is None or message_filter.is_matched_by_commit_log(record.properties):
                     messages.append(record)
+                    buffer_total += u.size
                 else:
                     filtered += 1
                 next_offset = unit_end
@@ -1235,7 +1264,21 @@ class MessageStore:
         else:
             status = GetMessageStatus.OFFSET_FOUND_NULL
             next_offset = offset + 1 if offset + 1 <= max_off else offset
-        return GetMessageResult(status, next_offset, min_off, max_off, messages, filtered)
+        return GetMessageResult(status, next_offset, min_off, max_off, messages, filtered, buffer_total)
+
+    def _batch_full(self, size: int, message_total: int, buffer_total: int, max_total_bytes: int,
+                    in_memory: bool) -> bool:
+        """Whether a batch already holding ``message_total`` messages in ``buffer_total`` bytes ends before
+        a unit of ``size`` bytes (isTheBatchFull's byte and count rules; ``max_num`` is the caller's loop's).
+        A unit counts whole, an inner batch's too, as Java hands a BatchCQ unit out whole."""
+        c = self.config
+        if buffer_total + size > max_total_bytes:
+            return True
+        if in_memory:
+            return (buffer_total + size > c.max_transfer_bytes_on_message_in_memory
+                    or message_total >= c.max_transfer_count_on_message_in_memory)
+        return (buffer_total + size > c.max_transfer_bytes_on_message_in_disk
+                or message_total >= c.max_transfer_count_on_message_in_disk)
 
     def _read_unit_record(self, cq: ConsumeQueueBase, u: CqUnit) -> MessageExt | None:
         """The record a unit points at; None when retention has deleted it meanwhile (a consumer reading
@@ -1524,6 +1567,20 @@ def unwrap_inner_batch(record: MessageExt, base_offset: int) -> list[MessageExt]
                               record.store_host, record.reconsume_times, record.prepared_transaction_offset, body,
                               record.topic, props))
     return out
+
+
+# StoreUtil's fallback when the machine's memory cannot be read.
+_FALLBACK_PHYSICAL_MEMORY = 24 * 1024 ** 3
+
+
+@functools.cache
+def total_physical_memory() -> int:
+    """The machine's physical memory in bytes (StoreUtil.TOTAL_PHYSICAL_MEMORY_SIZE): with
+    accessMessageInMemoryMaxRatio it decides which units a read counts as in memory."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return _FALLBACK_PHYSICAL_MEMORY
 
 
 BOOT_ID_PATH = Path("/proc/sys/kernel/random/boot_id")

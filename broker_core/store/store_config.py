@@ -28,7 +28,9 @@ MINIMUM = {"mapped_file_size_commit_log": 64, "mapped_file_size_consume_queue": 
            "flush_interval_consume_queue": 1, "commit_interval_commit_log": 1, "clean_resource_interval": 1,
            "delete_file_batch_max": 1, "timer_precision_ms": 1, "file_reserved_time": 0,
            "flush_commit_log_least_pages": 0, "flush_consume_queue_least_pages": 0,
-           "batch_dispatch_request_thread_pool_nums": 1}
+           "batch_dispatch_request_thread_pool_nums": 1, "max_transfer_bytes_on_message_in_memory": 1,
+           "max_transfer_count_on_message_in_memory": 1, "max_transfer_bytes_on_message_in_disk": 1,
+           "max_transfer_count_on_message_in_disk": 1}
 
 
 @dataclass
@@ -69,6 +71,18 @@ class StoreConfig:
     clean_resource_interval: int = 10_000
     delete_file_batch_max: int = 10
     max_message_size: int = 1024 * 1024 * 4
+    # How much one read of a queue (a pull, a pop, mqadmin's reads) hands out, as DefaultMessageStore's
+    # isTheBatchFull: a batch ends before the unit that would take it past these bytes or once it holds
+    # this many messages, the first message always going out alone. "In memory": the unit lies within
+    # accessMessageInMemoryMaxRatio percent of the machine's memory of the commitlog's end (the page
+    # cache likely holds it); older units are read from disk and batched by the smaller disk limits.
+    # Without these a pull of 32 messages of 512 KiB made a 16.7 MB answer, past every client's 16 MiB
+    # frame limit, and the consumer's connection was closed at each pull: the queue was never read.
+    max_transfer_bytes_on_message_in_memory: int = 1024 * 256
+    max_transfer_count_on_message_in_memory: int = 32
+    max_transfer_bytes_on_message_in_disk: int = 1024 * 64
+    max_transfer_count_on_message_in_disk: int = 8
+    access_message_in_memory_max_ratio: int = 40
     check_crc_on_recover: bool = True
     auto_message_version_on_topic_len: bool = True
     # ConsumeQueueExt (consumequeue_ext/): tags hash, store time and the SQL92 filter bitmap per unit.
@@ -107,6 +121,9 @@ class StoreConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or not 1 <= value <= 100:
                 raise ConfigError(f"{snake_to_camel(name)}={value!r}: must be a percentage in [1, 100]")
+        ratio = self.access_message_in_memory_max_ratio  # 0: every unit counts as on disk
+        if not isinstance(ratio, int) or isinstance(ratio, bool) or not 0 <= ratio <= 100:
+            raise ConfigError(f"accessMessageInMemoryMaxRatio={ratio!r}: must be a percentage in [0, 100]")
         # Every integer key within its Java type's range (int or long, from the field's type), and the
         # keys above within their own lower bounds too: 10^22 reached struct.pack and time.sleep.
         for name, java in java_integer_fields(StoreConfig).items():

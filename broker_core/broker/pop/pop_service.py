@@ -172,6 +172,8 @@ class _PopContext:
     group_config: SubscriptionGroupConfig
     messages: list[MessageExt] = field(default_factory=list)
     rest_num: int = 0
+    # The stored bytes taken so far from all queues (GetMessageResult.buffer_total_size summed)
+    buffer_total: int = 0
     start_offset_info: list[str] = field(default_factory=list)
     msg_offset_info: list[str] = field(default_factory=list)
     order_count_info: list[str] = field(default_factory=list)
@@ -438,15 +440,23 @@ class PopService:
         offset = self._pop_offset(group, topic, queue_id, ctx.init_mode)
         if ctx.order and self.order_info.check_block(ctx.attempt_id, topic, group, queue_id, ctx.invisible_time):
             return  # the previous batch of this queue is still in flight
-        if ctx.room <= 0:
+        # One answer holds at most maxTransferBytesOnMessageInMemory bytes over all the queues it reads (and
+        # one message beyond, the first of a queue, as a read always hands one out): each queue's read is
+        # limited by the store, but 32 queues of 512 KiB messages still made a 16 MiB answer, past the
+        # frame limit of every client. Apache's PopMessageProcessor limits each queue's read only.
+        byte_room = self.store.config.max_transfer_bytes_on_message_in_memory - ctx.buffer_total
+        if ctx.room <= 0 or byte_room <= 0:
             ctx.rest_num += max(0, self.store.get_max_offset_in_queue(topic, queue_id) - offset)
             return
-        got = self.store.get_messages(topic, queue_id, offset, ctx.room, ctx.message_filter)
+        got = self.store.get_messages(topic, queue_id, offset, ctx.room, ctx.message_filter,
+                                      transfer_limits=True, max_total_bytes=byte_room)
         if got.status in _REREAD:
             # The stored offset is outside the queue (trimmed, or reset beyond the end): move it.
             offset = got.next_begin_offset
             self._commit(group, topic, queue_id, offset)
-            got = self.store.get_messages(topic, queue_id, offset, ctx.room, ctx.message_filter)
+            got = self.store.get_messages(topic, queue_id, offset, ctx.room, ctx.message_filter,
+                                          transfer_limits=True, max_total_bytes=byte_room)
+        ctx.buffer_total += got.buffer_total_size
         if got.messages:
             self._take(ctx, topic, queue_id, offset, is_retry, got.messages, got.next_begin_offset)
         elif got.status in _SKIP and got.next_begin_offset > offset:
