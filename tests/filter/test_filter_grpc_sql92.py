@@ -5,14 +5,12 @@ consult enablePropertyFilter, as Apache's proxy (FilterAPI.build, then POP) does
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
-import grpc
 import pytest
 from google.protobuf.duration_pb2 import Duration
 
 from broker_core.net.grpc_v2.stubs import pb, service_pb2_grpc
-from tests.grpc_v2.conftest import RunningGrpcBroker, start_grpc_broker, stop_grpc_broker
+from tests.grpc_v2.conftest import RunningGrpcBroker, grpc_broker_running, messaging_stub
 
 MD = (("x-mq-client-id", "filters@1@0@abc"), ("x-mq-language", "PYTHON"), ("x-mq-client-version", "5.1.2"))
 R = pb.Resource
@@ -20,22 +18,17 @@ R = pb.Resource
 
 @pytest.fixture(scope="module")
 def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningGrpcBroker]:
-    root: Path = tmp_path_factory.mktemp("grpc-sql92")
-    (root / "home").mkdir()
-    broker = start_grpc_broker(root / "store", root / "home", {"enablePropertyFilter": "false"})
-    b = broker.broker
-    b.create_or_update_topic("GS", 1, 1)
-    for i in range(4):
-        b.send_message("GS", b"m%d" % i, {"n": str(i), "TAGS": f"T{i % 2}"})
-    try:
+    with grpc_broker_running(tmp_path_factory.mktemp("grpc-sql92"), {"enablePropertyFilter": "false"}) as broker:
+        b = broker.broker
+        b.create_or_update_topic("GS", 1, 1)
+        for i in range(4):
+            b.send_message("GS", b"m%d" % i, {"n": str(i), "TAGS": f"T{i % 2}"})
         yield broker
-    finally:
-        stop_grpc_broker(broker)
 
 
 @pytest.fixture(scope="module")
 def stub(running: RunningGrpcBroker) -> service_pb2_grpc.MessagingServiceStub:
-    return service_pb2_grpc.MessagingServiceStub(grpc.insecure_channel(running.address))
+    return messaging_stub(running)
 
 
 def receive(stub, group: str, expression: str, kind: int) -> tuple[object, list[bytes]]:

@@ -12,14 +12,17 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import grpc
 import pytest
 
 from broker_core.broker.broker import Broker
 from broker_core.broker.broker_config import BrokerConfig
 from broker_core.net.grpc_v2.server import GrpcEndpoint, GrpcServerConfig
+from broker_core.net.grpc_v2.stubs import service_pb2_grpc
 
 SCENARIOS = Path(__file__).with_name("client_scenarios.py")
 
@@ -101,12 +104,25 @@ def stop_grpc_broker(running: RunningGrpcBroker) -> None:
     running.broker.shutdown()
 
 
-@pytest.fixture
-def grpc_broker(tmp_path: Path) -> Iterator[RunningGrpcBroker]:
-    home = tmp_path / "home"
-    home.mkdir()
-    running = start_grpc_broker(tmp_path / "store", home)
+@contextmanager
+def grpc_broker_running(root: Path, props: dict[str, str] | None = None) -> Iterator[RunningGrpcBroker]:
+    """A broker and its gRPC endpoint on ``root``/store (``root``/home for the official client's logs),
+    stopped however the block ends."""
+    home = root / "home"
+    home.mkdir(exist_ok=True)
+    running = start_grpc_broker(root / "store", home, props)
     try:
         yield running
     finally:
         stop_grpc_broker(running)
+
+
+def messaging_stub(running: RunningGrpcBroker) -> service_pb2_grpc.MessagingServiceStub:
+    """A raw MessagingService stub on the endpoint: requests the official clients would never send."""
+    return service_pb2_grpc.MessagingServiceStub(grpc.insecure_channel(running.address))
+
+
+@pytest.fixture
+def grpc_broker(tmp_path: Path) -> Iterator[RunningGrpcBroker]:
+    with grpc_broker_running(tmp_path) as running:
+        yield running

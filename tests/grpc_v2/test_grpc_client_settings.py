@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import grpc
@@ -18,26 +17,21 @@ from broker_core.net.grpc_v2.stubs import pb, service_pb2_grpc
 from broker_core.remoting.codes import CURRENT_VERSION
 from broker_core.remoting.mqversion import version_desc
 
-from .conftest import RunningGrpcBroker, start_grpc_broker, stop_grpc_broker
+from .conftest import RunningGrpcBroker, grpc_broker_running, messaging_stub
 
 R = pb.Resource
 
 
 @pytest.fixture(scope="module")
 def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningGrpcBroker]:
-    root: Path = tmp_path_factory.mktemp("grpc-settings")
-    (root / "home").mkdir()
-    broker = start_grpc_broker(root / "store", root / "home")
-    broker.broker.create_or_update_topic("SetT", 1, 1)
-    try:
+    with grpc_broker_running(tmp_path_factory.mktemp("grpc-settings")) as broker:
+        broker.broker.create_or_update_topic("SetT", 1, 1)
         yield broker
-    finally:
-        stop_grpc_broker(broker)
 
 
 @pytest.fixture(scope="module")
 def stub(running: RunningGrpcBroker) -> service_pb2_grpc.MessagingServiceStub:
-    return service_pb2_grpc.MessagingServiceStub(grpc.insecure_channel(running.address))
+    return messaging_stub(running)
 
 
 def md(client_id: str, version: str = "5.1.2") -> tuple[tuple[str, str], ...]:

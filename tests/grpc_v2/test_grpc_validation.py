@@ -8,16 +8,14 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
-import grpc
 import pytest
 from google.protobuf.duration_pb2 import Duration
 
 from broker_core.broker.topic_validator import RMQ_SYS_TRANS_HALF_TOPIC, dlq_topic
 from broker_core.net.grpc_v2.stubs import pb, service_pb2_grpc
 
-from .conftest import RunningGrpcBroker, start_grpc_broker, stop_grpc_broker
+from .conftest import RunningGrpcBroker, grpc_broker_running, messaging_stub
 
 MD = (("x-mq-client-id", "validation@1@0@abc"), ("x-mq-language", "PYTHON"), ("x-mq-client-version", "5.1.2"))
 R = pb.Resource
@@ -26,21 +24,15 @@ R = pb.Resource
 @pytest.fixture(scope="module")
 def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningGrpcBroker]:
     """One broker for the module (every test uses its own topics and groups): keeps the added time small."""
-    root: Path = tmp_path_factory.mktemp("grpc-validation")
-    (root / "home").mkdir()
-    broker = start_grpc_broker(root / "store", root / "home")
-    b = broker.broker
-    for name, kind in (("VN", "NORMAL"), ("VF", "FIFO"), ("VD", "DELAY"), ("VT", "TRANSACTION")):
-        b.create_or_update_topic(name, 1, 1, attributes={"+message.type": kind})
-    try:
+    with grpc_broker_running(tmp_path_factory.mktemp("grpc-validation")) as broker:
+        for name, kind in (("VN", "NORMAL"), ("VF", "FIFO"), ("VD", "DELAY"), ("VT", "TRANSACTION")):
+            broker.broker.create_or_update_topic(name, 1, 1, attributes={"+message.type": kind})
         yield broker
-    finally:
-        stop_grpc_broker(broker)
 
 
 @pytest.fixture(scope="module")
 def stub(running: RunningGrpcBroker) -> service_pb2_grpc.MessagingServiceStub:
-    return service_pb2_grpc.MessagingServiceStub(grpc.insecure_channel(running.address))
+    return messaging_stub(running)
 
 
 def wire(topic: str, body: bytes = b"x", mtype: int = pb.MessageType.NORMAL, **sp: object) -> object:
@@ -314,13 +306,10 @@ def test_a_delivery_time_is_capped_by_max_delay_time_mills_then_by_the_timer(run
                                           (str(5 * 24 * hour * 1000), 71 * hour, 4 * 24 * hour, "timerMaxDelaySec"),
                                           (str(2 * hour * 1000), hour, 3 * hour, "maxDelayTimeMills")):
         root = tmp_path / f"limit-{limit}"
-        (root / "home").mkdir(parents=True)
-        other = start_grpc_broker(root / "store", root / "home", {"maxDelayTimeMills": limit})
-        try:
+        root.mkdir()
+        with grpc_broker_running(root, {"maxDelayTimeMills": limit}) as other:
             other.broker.create_or_update_topic("VD", 1, 1, attributes={"+message.type": "DELAY"})
-            s = service_pb2_grpc.MessagingServiceStub(grpc.insecure_channel(other.address))
+            s = messaging_stub(other)
             assert ahead(s, accepted).code == pb.Code.OK, limit
             got = ahead(s, refused)
             assert got.code == pb.Code.ILLEGAL_DELIVERY_TIME and key in got.message, (limit, got)
-        finally:
-            stop_grpc_broker(other)
