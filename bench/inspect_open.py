@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _args import positive_float, positive_int  # noqa: E402
+from _args import positive_float, positive_int, work_dir  # noqa: E402
 
 from broker_core.store.codec.message import MessageInner  # noqa: E402
 from broker_core.store.message_store import MessageStore  # noqa: E402
@@ -77,7 +77,8 @@ def main() -> None:
     ap.add_argument("--small-gib", type=positive_float, default=1.0)
     ap.add_argument("--large-gib", type=positive_float, default=4.0)
     ap.add_argument("--reps", type=positive_int, default=5)
-    ap.add_argument("--dir", default=None, help="where to build the store (default: a temp dir)")
+    ap.add_argument("--dir", type=work_dir, default=None,
+                    help="where to build the store, in a temp dir under it; created if missing (default: the system's)")
     args = ap.parse_args()
     if args.large_gib <= args.small_gib:
         ap.error("--large-gib must be above --small-gib")

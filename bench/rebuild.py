@@ -49,7 +49,7 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from _args import fraction, nonnegative_float, nonnegative_int, positive_int  # noqa: E402
+from _args import fraction, nonnegative_float, nonnegative_int, positive_int, work_dir  # noqa: E402
 
 from broker_core.store.codec import hotpath  # noqa: E402
 from broker_core.store.codec.message import MessageInner  # noqa: E402
@@ -334,8 +334,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="max seconds to wait before each run for the machine to be quiet")
     ap.add_argument("--quiet-busy", type=fraction, default=0.10,
                     help="machine busy fraction counted as quiet (0..1)")
-    ap.add_argument("--dir", default=None,
-                    help="work directory, kept afterwards; a store generated there before with the same "
+    ap.add_argument("--dir", type=work_dir, default=None,
+                    help="work directory (created if missing), kept afterwards; a store generated there before with the same "
                          "--size-mb and --commitlog-file-mb is reused, any other is generated again")
     ap.add_argument("--ceiling", action="store_true",
                     help="also time two reputs over the two halves of the commitlog files in parallel each round")
@@ -344,7 +344,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.half_child:
         return _half_child(Path(args.half_child), args.commitlog_file_mb)
 
-    work = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="rmqops-bench-rebuild-"))
+    work = args.dir if args.dir else Path(tempfile.mkdtemp(prefix="rmqops-bench-rebuild-"))
     store = prepare_store_dir(work, args.size_mb, args.commitlog_file_mb)
     try:
         t = time.monotonic()

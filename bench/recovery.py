@@ -51,7 +51,7 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from _args import nonnegative_int, positive_int  # noqa: E402
+from _args import nonnegative_int, positive_int, work_dir  # noqa: E402
 
 from broker_core.store.codec.message import MessageInner  # noqa: E402
 from broker_core.store.message_store import MessageStore  # noqa: E402
@@ -203,7 +203,8 @@ def main() -> None:
                     help="mappedFileSizeCommitLog in MiB (default RocketMQ's 1024; smaller files reach a "
                          "multi-file store with fewer messages)")
     ap.add_argument("--sample", type=nonnegative_int, default=2000, help="random keys checked per open (plus the last 1000)")
-    ap.add_argument("--dir", default=None, help="work directory (kept); default: a temp dir, removed")
+    ap.add_argument("--dir", type=work_dir, default=None,
+                    help="work directory (created if missing, kept); default: a temp dir, removed")
     ap.add_argument("--write", type=Path, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--open", type=Path, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--clean", action="store_true", help=argparse.SUPPRESS)
@@ -218,8 +219,7 @@ def main() -> None:
 
     n = args.messages
     os.environ["RMQ_BENCH_COMMITLOG_MB"] = str(args.commitlog_file_mb)  # for the children
-    work = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="rmqops-bench-recovery-"))
-    work.mkdir(parents=True, exist_ok=True)
+    work = args.dir if args.dir else Path(tempfile.mkdtemp(prefix="rmqops-bench-recovery-"))
     load_before = [round(x, 2) for x in os.getloadavg()]
     try:
         master, clean_master = work / "crashed-master", work / "clean-master"

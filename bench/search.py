@@ -44,12 +44,12 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from _args import fraction, nonnegative_float, positive_int  # noqa: E402
+from _args import fraction, nonnegative_float, positive_int, work_dir  # noqa: E402
 
 from broker_core.store.codec.message import MessageInner  # noqa: E402
 from broker_core.store.commit_log import CommitLog  # noqa: E402
 from broker_core.store.store_config import ASYNC_FLUSH, StoreConfig  # noqa: E402
-from spark.search import IN_PROCESS, SEARCH_SPARK_CONF, build_query, run_search  # noqa: E402
+from spark.search import IN_PROCESS, SEARCH_SPARK_CONF, SearchUsageError, build_query, run_search  # noqa: E402
 from spark.session import get_spark  # noqa: E402
 
 TOPICS = 8
@@ -161,6 +161,18 @@ def tree_cpu_seconds() -> float:
     return total / CLK_TCK
 
 
+def sql92_where(text: str) -> str:
+    """A ``--where`` that ``build_query`` accepts (SQL92 that compiles), checked by argparse.
+
+    Why: it was first compiled after the store (2 GiB by default) was generated, and a bad one then
+    ended in a traceback; now it is a usage error (one line, exit 2) before any work."""
+    try:
+        build_query(where=text)
+    except SearchUsageError as e:
+        raise argparse.ArgumentTypeError("not valid " + str(e).removeprefix("bad --where ")) from None
+    return text
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size-mb", type=positive_int, default=2048, help="commitlog size to generate (MiB)")
@@ -169,17 +181,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--rounds", type=positive_int, default=3)
     ap.add_argument("--window-fraction", type=fraction, default=0.05)
-    ap.add_argument("--where", default="TAGS = 'Tag1' AND amount > 900")
+    ap.add_argument("--where", type=sql92_where, default="TAGS = 'Tag1' AND amount > 900",
+                    help="SQL92 filter of both searches (checked before the store is generated)")
     ap.add_argument("--quiet-wait", type=nonnegative_float, default=20.0,
                     help="max seconds to wait before each run for the machine to be quiet")
     ap.add_argument("--quiet-busy", type=fraction, default=0.25, help="busy fraction counted as quiet (0..1)")
-    ap.add_argument("--dir", default=None,
-                    help="work directory, kept afterwards (a store there is reused if made with the same "
+    ap.add_argument("--dir", type=work_dir, default=None,
+                    help="work directory (created if missing), kept afterwards (a store there is reused if made with the same "
                          "--size-mb and --commitlog-file-mb, else generated again); default: a temp dir")
     args = ap.parse_args(argv)
 
-    work = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="rmqops-bench-search-"))
-    work.mkdir(parents=True, exist_ok=True)
+    work = args.dir if args.dir else Path(tempfile.mkdtemp(prefix="rmqops-bench-search-"))
     store = work / "store"
     try:
         t = time.monotonic()

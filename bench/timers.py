@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from _args import positive_int  # noqa: E402
+from _args import positive_int, work_dir  # noqa: E402
 
 from broker_core.store.codec.message import MessageInner  # noqa: E402
 from broker_core.store.codec.properties import (  # noqa: E402
@@ -272,7 +272,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=4)
     ap.add_argument("--index", action=argparse.BooleanOptionalAction, default=True,
                     help="build the IndexFile on every put (RocketMQ default: on)")
-    ap.add_argument("--dir", type=Path, default=None, help="work directory (default: a temporary one)")
+    ap.add_argument("--dir", type=work_dir, default=None,
+                    help="runs in a fresh temp dir under this directory, created if missing (default: the system's)")
     ap.add_argument("--profile", choices=PHASES, default=None, help="cProfile one phase (to stderr)")
     ap.add_argument("--profile-lines", type=positive_int, default=30)
     args = ap.parse_args(argv)

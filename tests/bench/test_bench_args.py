@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -163,3 +166,107 @@ def test_rebuild_reuses_a_store_only_of_the_asked_shape(bench_path: None, tmp_pa
     (tmp_path / "bench-rebuild-shape.json").unlink()  # a store from before the marker: generated again
     rebuild.prepare_store_dir(tmp_path, 2, 1)
     assert not store.exists()
+
+
+# ----------------------------------------------------------- fairness, ratios, --where, --dir, SIGTERM
+
+def _last_json(proc: subprocess.CompletedProcess) -> dict:
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("messages", [1, 2, 3])
+def test_store_append_baseline_same_bytes_at_any_size(messages: int, tmp_path: Path) -> None:
+    """--messages 1 or 2 reported "baseline_same_bytes": false: the check compared records (0, 1, k-1),
+    three of them, and walked past the last record when fewer than three were written."""
+    proc = run_script("store_append.py", ["--messages", str(messages), "--reps", "1", "--only-put",
+                                          "--no-fallback", "--dir", str(tmp_path)])
+    assert _last_json(proc)["baseline_same_bytes"] is True
+
+
+def test_query_prints_its_ratios(tmp_path: Path) -> None:
+    """The whole process against the Python start floor of the same run and against issue 17's 0.5 s
+    target, named *_ratio as every benchmark's same-run comparisons are."""
+    proc = run_script("query.py", ["--messages", "1", "--body", "1", "--queries", "1", "--runs", "1",
+                                   "--dir", str(tmp_path)])
+    out = _last_json(proc)
+    assert out["process_p50_vs_target_ratio"] == pytest.approx(out["process_p50_s"] / 0.5, abs=0.01)
+    assert out["process_p50_vs_python_floor_ratio"] == pytest.approx(
+        out["process_p50_s"] / out["python_floor_s"], rel=0.05)
+
+
+def test_search_bad_where_is_a_usage_error_before_any_work(tmp_path: Path) -> None:
+    """A bad --where raised a traceback (exit 1) after the whole store (2 GiB by default) was generated."""
+    work = tmp_path / "w"
+    proc = run_script("search.py", ["--where", "TAGS = (", "--size-mb", "1", "--dir", str(work)])
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.startswith("usage:") and "argument --where:" in proc.stderr
+    assert not work.exists()
+
+
+DIR_SCRIPTS = ["store_append.py", "timers.py", "inspect_open.py", "query.py", "search.py", "recovery.py",
+               "rebuild.py"]
+
+
+@pytest.mark.parametrize("script", DIR_SCRIPTS)
+def test_dir_that_is_a_file_is_a_usage_error(script: str, tmp_path: Path) -> None:
+    """A file as --dir gave a traceback (FileExistsError, NotADirectoryError) in some benches."""
+    f = tmp_path / "f"
+    f.write_text("x")
+    proc = run_script(script, ["--dir", str(f)])
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.startswith("usage:") and "argument --dir:" in proc.stderr
+    assert f.read_text() == "x"
+
+
+# The smallest run of each bench that once failed on a --dir that did not exist yet (FileNotFoundError).
+MISSING_DIR_RUNS = [
+    ("store_append.py", ["--messages", "1", "--reps", "1", "--only-put", "--no-fallback"]),
+    ("timers.py", ["--messages", "1", "--seconds", "1"]),
+    ("inspect_open.py", ["--small-gib", "0.001", "--large-gib", "0.002", "--reps", "1"]),
+]
+
+
+@pytest.mark.parametrize(("script", "args"), MISSING_DIR_RUNS, ids=[s for s, _ in MISSING_DIR_RUNS])
+def test_missing_dir_is_created(script: str, args: list[str], tmp_path: Path) -> None:
+    work = tmp_path / "a" / "b"
+    proc = run_script(script, [*args, "--dir", str(work)])
+    _last_json(proc)
+    assert work.is_dir()
+
+
+def test_sigterm_runs_the_cleanup_as_ctrl_c_does(tmp_path: Path) -> None:
+    """Python's default SIGTERM skips ``finally``: a bench stopped by ``kill`` left its temp dir behind."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    proc = subprocess.Popen([sys.executable, str(BENCH / "timers.py"), "--messages", "200000"],
+                            cwd=REPO, env=dict(os.environ, TMPDIR=str(tmp)), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not list(tmp.glob("bench-timers-*")) and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        assert list(tmp.glob("bench-timers-*")), "the bench never made its work directory"
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert "Traceback" not in err
+    assert list(tmp.iterdir()) == []
+
+
+def test_work_dir_type(bench_path: None, tmp_path: Path) -> None:
+    from _args import work_dir
+
+    assert work_dir(str(tmp_path / "x" / "y")) == tmp_path / "x" / "y" and (tmp_path / "x" / "y").is_dir()
+    assert work_dir(str(tmp_path)) == tmp_path
+    (tmp_path / "f").write_text("")
+    for text in (str(tmp_path / "f"), str(tmp_path / "f" / "sub"), ""):
+        with pytest.raises(argparse.ArgumentTypeError):
+            work_dir(text)
