@@ -61,7 +61,7 @@ FAQ = "\nSee https://rocketmq.apache.org/docs/bestPractice/06FAQ for further det
 DEFAULT_CONFIG_BLACK_LIST = "configBlackList;configStorePath;kvConfigPath"
 BLACK_LIST = frozenset({"configBlackList", "configStorePath", "kvConfigPath", "rocketmqHome"})
 # Keys UPDATE_NAMESRV_CONFIG changes in the running name server (each is read where it is used)
-RUNTIME_KEYS = frozenset({"scanNotActiveBrokerInterval", "enableAllTopicList"})
+RUNTIME_KEYS = frozenset({"scanNotActiveBrokerInterval", "enableAllTopicList", "orderMessageEnable"})
 # Keys read once at start: the bound socket, the connections' limits, and brokerChannelExpiredTime, which
 # in mqbroker's shared config file is also what its broker sends as heartbeatTimeoutMillis
 START_ONLY_KEYS = frozenset({"listenPort", "bindAddress", "serverChannelMaxIdleTimeSeconds", "frameMaxLength",
@@ -70,7 +70,7 @@ START_ONLY_KEYS = frozenset({"listenPort", "bindAddress", "serverChannelMaxIdleT
 # our brokers register a topic change with only the changed topics (as Apache's registerIncrementBrokerData),
 # which that switch would take as "every other topic is gone" (Apache pairs it with the broker's
 # enableSingleTopicRegister, which we do not have); it stays off, as Apache's default
-FILE_KEYS = frozenset({"enableAllTopicList", "configBlackList"})
+FILE_KEYS = frozenset({"enableAllTopicList", "orderMessageEnable", "configBlackList"})
 
 
 def _now_ms() -> int:
@@ -81,7 +81,7 @@ def _now_ms() -> int:
 class NamesrvConfig:
     """RocketMQ's NamesrvConfig names: how often to scan for silent brokers and when one is dead.
 
-    Only keys this name server acts on are here (Apache's rocketmqHome, orderMessageEnable, thread pool
+    Only keys this name server acts on are here (Apache's rocketmqHome, clusterTest, thread pool
     sizes... are not: getNamesrvConfig must not report a setting that changes nothing)."""
 
     listen_port: int = 9876
@@ -91,6 +91,10 @@ class NamesrvConfig:
     # broker that sends one (its brokerChannelExpiredTime) expires by its own, as RocketMQ's name server
     broker_channel_expired_time: int = BROKER_CHANNEL_EXPIRED_TIME_MS
     enable_all_topic_list: bool = True
+    # a route carries the topic's ORDER_TOPIC_CONFIG as orderTopicConf only with this on (Apache's default
+    # off): clients take that value as the topic's queue list instead of the queues' perms, so with it a
+    # wipeWritePerm'd broker would keep getting the topic's messages
+    order_message_enable: bool = False
     kv_config_path: str | None = None  # kvConfig.json (Java: ~/namesrv/kvConfig.json); None keeps it in memory
     # the file updateNamesrvConfig writes (Java: ~/namesrv/namesrv.properties; here mqbroker's -c file);
     # None: changes live in the running process only
@@ -182,6 +186,7 @@ class NameServer:
             "scanNotActiveBrokerInterval": str(c.scan_not_active_broker_interval),
             "brokerChannelExpiredTime": str(self.routes.broker_channel_expired_time_ms),
             "enableAllTopicList": flag(c.enable_all_topic_list),
+            "orderMessageEnable": flag(c.order_message_enable),
             "kvConfigPath": c.kv_config_path or "", "configStorePath": c.config_store_path or "",
             "configBlackList": c.config_black_list,
         }
@@ -214,6 +219,8 @@ class NameServer:
             out["scan_not_active_broker_interval"] = net.scan_not_active_broker_interval
         if "enableAllTopicList" in runtime:
             out["enable_all_topic_list"] = own.enable_all_topic_list
+        if "orderMessageEnable" in runtime:
+            out["order_message_enable"] = own.order_message_enable
         return out
 
     # -- handlers --------------------------------------------------------------------------------
@@ -254,7 +261,9 @@ class NameServer:
                                 f"No topic route info in name server for the topic: {h.topic}{FAQ}")
         browser = req.version >= V4_9_4 or bool(h.accept_standard_json_only)
         obj = route.to_dict()
-        order_conf = self.kv.get(ORDER_TOPIC_CONFIG, h.topic)
+        # as Apache's ClientRequestProcessor: only with orderMessageEnable (read per request, so
+        # updateNamesrvConfig takes effect at once); the KV item itself is kept either way
+        order_conf = self.kv.get(ORDER_TOPIC_CONFIG, h.topic) if self.config.order_message_enable else None
         if order_conf:
             obj["orderTopicConf"] = order_conf
         return req.response(body=fastjson.dumps(obj, browser_compatible=browser))

@@ -50,7 +50,8 @@ def test_a_hung_broker_does_not_fail_commands_on_topics_it_does_not_serve(tmp_pa
 
 
 def test_topic_route_shows_the_order_topic_conf_clients_receive(tmp_path: Path) -> None:
-    with running_broker(tmp_path / "a") as a:
+    # the name server gives routes the orderConf only with orderMessageEnable (Apache's default off)
+    with running_broker(tmp_path / "a", {"orderMessageEnable": "true"}) as a:
         n = a.namesrv_addr
         assert mqadmin("updateTopic", "-n", n, "-b", a.broker_addr, "-t", "Ordered").returncode == 0
         kv = mqadmin("updateKvConfig", "-n", n, "-s", "ORDER_TOPIC_CONFIG", "-k", "Ordered", "-v", "broker-a:4")

@@ -6,19 +6,28 @@ probe of the cluster commands found wrong.
 - updateTopic -c that one broker would refuse changes no broker;
 - deleteSubGroup -r true of a group that does not exist is not found (exit 3), not success;
 - queryMsgByOffset of a queue the topic does not have is not found (exit 3);
-- a malformed -b is a usage error (exit 2), and a server given to the wrong option says so.
+- a malformed -b is a usage error (exit 2), and a server given to the wrong option says so;
+- a topic's orderConf reaches clients in its route only with the name server's orderMessageEnable (off by
+  default, as Apache's): else wipeWritePerm did not drain a topic with one, and a garbage one made the
+  topic unsendable.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import subprocess
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
 from net_util import run_mqadmin as mqadmin
 
+from broker_core.client.instance import MQClientInstance
+from broker_core.client.message import Message
+from broker_core.client.producer import Producer
 from tests.remoting_broker import BrokerProcess, running_broker
 from tests.waiting import wait_for
 
@@ -59,6 +68,17 @@ def order_conf(c: Cluster, topic: str) -> subprocess.CompletedProcess[str]:
     return c.run("updateOrderConf", "-t", topic, "-m", "get")
 
 
+@contextlib.contextmanager
+def order_message_enabled(c: Cluster) -> Iterator[None]:
+    """The name server's orderMessageEnable on for the block (off again after it, the module's cluster
+    is shared)."""
+    c.ok("updateNamesrvConfig", "-k", "orderMessageEnable", "-v", "true")
+    try:
+        yield
+    finally:
+        c.ok("updateNamesrvConfig", "-k", "orderMessageEnable", "-v", "false")
+
+
 # ------------------------------------------------------------------------------ 1. updateTopic -o true
 
 def test_update_topic_order_writes_the_order_conf_at_the_name_server(cluster: Cluster) -> None:
@@ -66,7 +86,9 @@ def test_update_topic_order_writes_the_order_conf_at_the_name_server(cluster: Cl
     assert "set cluster orderConf. isOrder=true, orderConf=[broker-a:2;broker-b:2]" in out
     got = order_conf(cluster, "TO")
     assert got.returncode == 0 and "orderConf=[broker-a:2;broker-b:2]" in got.stdout, got.stdout + got.stderr
-    route = json.loads(cluster.ok("topicRoute", "-t", "TO"))
+    # the route carries it only when the name server's orderMessageEnable is on (section 7)
+    with order_message_enabled(cluster):
+        route = json.loads(cluster.ok("topicRoute", "-t", "TO"))
     assert route["orderTopicConf"] == "broker-a:2;broker-b:2"
     # -b: this broker's entry is replaced, the other broker's kept (createOrUpdateOrderConf, not cluster)
     out = cluster.ok("updateTopic", "-b", cluster.b.broker_addr, "-t", "TO", "-o", "true", "-r", "8", "-w", "8")
@@ -142,3 +164,51 @@ def test_a_server_given_to_the_wrong_option_is_named(cluster: Cluster) -> None:
     as_broker = cluster.run("brokerStatus", "-b", cluster.n)
     assert as_broker.returncode == 1
     assert cluster.n in as_broker.stderr and "is that a name server's address?" in as_broker.stderr
+
+
+# ------------------------------------------------------------------------------ 7. orderTopicConf in routes
+
+def sends_by_broker(c: Cluster, topic: str, count: int = 12) -> Counter[str]:
+    """Where a producer (our client, which takes a route's orderTopicConf as its queue list, as Java's
+    topicRouteData2TopicPublishInfo) puts ``count`` messages: broker name, or the error's text."""
+    async def scenario() -> Counter[str]:
+        inst = MQClientInstance(c.n, instance_name=f"order-{topic}")
+        await inst.start()
+        producer = Producer(f"P{topic}", inst)
+        await producer.start()
+        got: Counter[str] = Counter()
+        try:
+            for _ in range(count):
+                try:
+                    got[(await producer.send(Message(topic, b"x"))).message_queue.broker_name] += 1
+                except Exception as e:  # noqa: BLE001 - the test counts what the user would see
+                    got[f"error: {e}"[:80]] += 1
+        finally:
+            await producer.shutdown()
+            await inst.shutdown()
+        return got
+    return asyncio.run(scenario())
+
+
+def test_order_conf_reaches_routes_only_with_order_message_enable(cluster: Cluster) -> None:
+    cluster.ok("updateTopic", "-c", CLUSTER, "-t", "TW", "-r", "4", "-w", "4")
+    cluster.ok("updateTopic", "-c", CLUSTER, "-t", "TG", "-r", "4", "-w", "4")
+    cluster.ok("updateOrderConf", "-t", "TW", "-m", "put", "-v", "broker-a:4;broker-b:4")
+    cluster.ok("updateOrderConf", "-t", "TG", "-m", "put", "-v", "garbage")
+    try:
+        assert "orderTopicConf" not in json.loads(cluster.ok("topicRoute", "-t", "TW"))
+        cluster.ok("wipeWritePerm", "-b", "broker-a")
+        try:
+            assert sends_by_broker(cluster, "TW") == {"broker-b": 12}  # broker-a drained
+        finally:
+            cluster.ok("addWritePerm", "-b", "broker-a")
+        garbage = sends_by_broker(cluster, "TG")  # a bad orderConf no longer leaves no queue to send to
+        assert sum(garbage.values()) == 12 and set(garbage) == {"broker-a", "broker-b"}, garbage
+        with order_message_enabled(cluster):  # Apache's orderMessageEnable=true: the client is given it
+            assert json.loads(cluster.ok("topicRoute", "-t", "TW"))["orderTopicConf"] == "broker-a:4;broker-b:4"
+            got = cluster.ok("getNamesrvConfig")
+            assert any(line.split() == ["orderMessageEnable", "=", "true"] for line in got.splitlines()), got
+        assert "orderTopicConf" not in json.loads(cluster.ok("topicRoute", "-t", "TW"))
+    finally:
+        for topic in ("TW", "TG"):
+            cluster.ok("updateOrderConf", "-t", topic, "-m", "delete")

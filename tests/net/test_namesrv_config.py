@@ -63,7 +63,8 @@ def test_get_reports_what_the_name_server_uses_and_update_persists_to_its_file(t
     assert got["kvConfigPath"] == str(tmp_path / "s" / "namesrv" / "kvConfig.json")
     assert got["configBlackList"] == "configBlackList;configStorePath;kvConfigPath"
     # Apache keys this name server has no use for are not reported as if they applied
-    assert not {"rocketmqHome", "orderMessageEnable", "clusterTest", "serverWorkerThreads",
+    assert got["orderMessageEnable"] == "false"  # Apache's default: routes carry no orderTopicConf
+    assert not {"rocketmqHome", "clusterTest", "serverWorkerThreads",
                 "deleteTopicWithBrokerRegistration"} & got.keys()
 
     r = run_mqadmin("updateNamesrvConfig", "-n", addr, "-k", "scanNotActiveBrokerInterval", "-v", "3000")
@@ -77,11 +78,14 @@ def test_get_reports_what_the_name_server_uses_and_update_persists_to_its_file(t
     assert r.returncode == 0, r.stderr
     r = run_mqadmin("topicList", "-n", addr)  # the running name server took it at once
     assert r.returncode == 1 and "disable" in r.stderr
+    r = run_mqadmin("updateNamesrvConfig", "-n", addr, "-k", "orderMessageEnable", "-v", "true")
+    assert r.returncode == 0, r.stderr
 
     ns.stop()
     again = start_namesrv(procs, tmp_path / "s", conf)  # a restart reads the file: the changes stay
     got = config_of(run_mqadmin("getNamesrvConfig", "-n", again.namesrv_addr or "").stdout, again.namesrv_addr or "")
     assert got["scanNotActiveBrokerInterval"] == "3000" and got["enableAllTopicList"] == "false"
+    assert got["orderMessageEnable"] == "true"
 
 
 @pytest.mark.parametrize(("key", "value", "why"), [
@@ -91,6 +95,7 @@ def test_get_reports_what_the_name_server_uses_and_update_persists_to_its_file(t
     ("brokerChannelExpiredTime", "5000", "brokerChannelExpiredTime cannot be changed on a running name server"),
     ("scanNotActiveBrokerInterval", "0", "scanNotActiveBrokerInterval=0: must be an integer in [1, "),
     ("enableAllTopicList", "maybe", "enableAllTopicList: expected true/false, got 'maybe'"),
+    ("orderMessageEnable", "sometimes", "orderMessageEnable: expected true/false, got 'sometimes'"),
     ("noSuchKey", "1", "unknown name server config key noSuchKey"),
     # our brokers register a topic change with only that topic: with this switch on, the name server
     # would drop every other route of the broker until its next full registration

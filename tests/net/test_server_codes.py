@@ -137,10 +137,13 @@ def test_namesrv_codes(broker_setup):
     assert {"NsT", "TBW102", "DefaultCluster", "broker-a"} <= set(topics)
     by_cluster = TopicList.from_json(ns.call(RC.GET_TOPICS_BY_CLUSTER, {"cluster": "DefaultCluster"}).body)
     assert "NsT" in by_cluster.topic_list
-    # KV config (ORDER_TOPIC_CONFIG), which also shows up as the route's orderTopicConf
+    # KV config (ORDER_TOPIC_CONFIG), which also shows up as the route's orderTopicConf when the name
+    # server's orderMessageEnable is on (Apache's ClientRequestProcessor; off by default)
     kv = {"namespace": "ORDER_TOPIC_CONFIG", "key": "NsT"}
     assert ns.call(RC.PUT_KV_CONFIG, kv | {"value": "broker-a:3"}).code == OK
     assert ns.call(RC.GET_KV_CONFIG, kv).ext_fields["value"] == "broker-a:3"
+    assert "orderTopicConf" not in json.loads(ns.call(RC.GET_ROUTEINFO_BY_TOPIC, {"topic": "NsT"}).body)
+    assert ns.call(RC.UPDATE_NAMESRV_CONFIG, {}, b"orderMessageEnable=true\n").code == OK
     assert json.loads(ns.call(RC.GET_ROUTEINFO_BY_TOPIC, {"topic": "NsT"}).body)["orderTopicConf"] == "broker-a:3"
     assert KVTable.from_json(ns.call(RC.GET_KVLIST_BY_NAMESPACE, {"namespace": "ORDER_TOPIC_CONFIG"}).body).table == \
         {"NsT": "broker-a:3"}
@@ -556,7 +559,7 @@ def test_the_served_codes_are_the_documented_ones(broker_setup):
         10, 310, 320, 11, 12, 33, 36, 37, 200050, 200051, 200151, 200053,
         34, 35, 46, 38, 203, 204, 41, 42, 307, 223, 309,
         14, 15, 29, 30, 31, 32, 208, 222, 300, 343,
-        17, 215, 21, 351, 202, 200, 207, 201, 352, 28, 26, 25, 321, 306, 316, 329, 401, 315,
+        17, 18, 215, 21, 351, 202, 200, 225, 207, 201, 352, 28, 26, 25, 317, 321, 306, 316, 329, 401, 315,
         *range(3001, 3011)}
     assert set(servers.namesrv.server.handlers) == {100, 101, 102, 103, 104, 105, 106, 205, 206, 216, 219, 224, 327,
                                                     318, 319}
