@@ -130,10 +130,13 @@ AUTHENTICATION_ONLY_REQUESTS = frozenset({
     # broker maintenance and statistics (mqadmin cleanExpiredCQ, deleteExpiredCommitLog, cleanUnusedTopic,
     # setConsumeMode, statsAll): their headers carry no resource to authorize against
     "CLEAN_EXPIRED_CONSUMEQUEUE", "DELETE_EXPIRED_COMMITLOG", "CLEAN_UNUSED_TOPIC", "SET_MESSAGE_REQUEST_MODE",
+    # mqadmin updateSubGroupList: a list of what UPDATE_AND_CREATE_SUBSCRIPTIONGROUP sends (Apache: no header)
+    "UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST",
 })
 # Broker-wide reads whose header RocketMQ annotates with the Cluster resource (no resource field):
-# producer connections (204) and broker statistics (315, mqadmin statsAll) are Cluster:<cluster> [Get].
-_CLUSTER_GET = frozenset({"GET_PRODUCER_CONNECTION_LIST", "VIEW_BROKER_STATS_DATA"})
+# producer connections (204), broker statistics (315, mqadmin statsAll) and every group's consume stats
+# (317, mqadmin brokerConsumeStats) are Cluster:<cluster> [Get].
+_CLUSTER_GET = frozenset({"GET_PRODUCER_CONNECTION_LIST", "VIEW_BROKER_STATS_DATA", "GET_BROKER_CONSUME_STATS"})
 
 _SEND = frozenset({"SEND_MESSAGE", "SEND_MESSAGE_V2", "SEND_BATCH_MESSAGE"})
 _TOPIC_GET = frozenset({
@@ -155,7 +158,8 @@ KNOWN_REQUESTS = (
     | frozenset({
         "PULL_MESSAGE", "QUERY_MESSAGE", "HEART_BEAT", "UNREGISTER_CLIENT", "GET_CONSUMER_LIST_BY_GROUP",
         "QUERY_CONSUMER_OFFSET", "UPDATE_CONSUMER_OFFSET", "LOCK_BATCH_MQ", "UNLOCK_BATCH_MQ",
-        "END_TRANSACTION", "CONSUMER_SEND_MSG_BACK", "UPDATE_AND_CREATE_TOPIC", "DELETE_TOPIC_IN_BROKER",
+        "END_TRANSACTION", "CONSUMER_SEND_MSG_BACK", "UPDATE_AND_CREATE_TOPIC", "UPDATE_AND_CREATE_TOPIC_LIST",
+        "DELETE_TOPIC_IN_BROKER",
         "DELETE_SUBSCRIPTIONGROUP", "GET_CONSUME_STATS", "INVOKE_BROKER_TO_RESET_OFFSET",
         "GET_CONSUMER_CONNECTION_LIST", "QUERY_CONSUME_QUEUE", "GET_SUBSCRIPTIONGROUP_CONFIG",
         "GET_CONSUMER_RUNNING_INFO", "INVOKE_BROKER_TO_GET_CONSUMER_STATUS", "CONSUME_MESSAGE_DIRECTLY",
@@ -188,7 +192,7 @@ def checks_for_request(
     """The (resource, actions) pairs a remoting request demands, by RocketMQ request name.
 
     ``group`` is the producer group for sends, the consumer group otherwise; ``topics`` lists extra
-    topics (LOCK/UNLOCK_BATCH_MQ, GET_CONSUME_STATS); ``subscriptions`` maps each consumer group of a
+    topics (LOCK/UNLOCK_BATCH_MQ, GET_CONSUME_STATS) or the topics of UPDATE_AND_CREATE_TOPIC_LIST; ``subscriptions`` maps each consumer group of a
     HEART_BEAT to its subscribed topics. An unknown request name raises ValueError, so a typo never
     silently skips authorization.
     """
@@ -252,6 +256,11 @@ def checks_for_request(
         return [(Resource.of_group(_need(group, "consumer group", name)), sub)]
     if name == "UPDATE_AND_CREATE_TOPIC":
         return [(_topic_or_group(_need(topic, "topic", name)), (Action.CREATE,))]
+    if name == "UPDATE_AND_CREATE_TOPIC_LIST":
+        # Create on every topic of the list, as UPDATE_AND_CREATE_TOPIC asks for one. Apache's header says
+        # action Create but names no resource, so its broker asks nothing and any signed user may create
+        # any topic through the list; the list asking less than the single request would be that hole.
+        return [(_topic_or_group(t), (Action.CREATE,)) for t in dict.fromkeys(topics)]
     if name == "DELETE_TOPIC_IN_BROKER":
         return [(_topic_or_group(_need(topic, "topic", name)), (Action.DELETE,))]
     if name == "DELETE_SUBSCRIPTIONGROUP":

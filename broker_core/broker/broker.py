@@ -94,7 +94,7 @@ if TYPE_CHECKING:
     from .retry import RetryService, SendBackResult
     from .route_info import BrokerRegistration
     from .send import MessageSender, SendResult
-    from .stats import BrokerStats, GroupConsumeStats, StatsWindow, TopicStats
+    from .stats import BrokerConsumeStats, BrokerStats, GroupConsumeStats, StatsWindow, TopicStats
     from .transaction import (
         CheckListener,
         CheckReport,
@@ -636,6 +636,15 @@ class Broker:
         return self.topic_manager.create_or_update(topic, read_queue_nums, write_queue_nums, perm, order, attributes,
                                                    topic_filter_type, topic_sys_flag)
 
+    def create_or_update_topic_list(self, configs: Sequence[TopicConfig],
+                                    auth: RequestContext | None = None) -> list[TopicConfig]:
+        """UPDATE_AND_CREATE_TOPIC_LIST (mqadmin updateTopicList): every config or none (see
+        TopicManager.create_or_update_list). Topic [Create] on each, as UPDATE_AND_CREATE_TOPIC asks
+        (Apache's broker asks nothing for the list: see authorization.checks_for_request)."""
+        self._authorize(auth, "UPDATE_AND_CREATE_TOPIC_LIST", topics=[c.topic_name for c in configs])
+        self._require_writable()
+        return self.topic_manager.create_or_update_list(configs)
+
     def delete_topic(self, topic: str, auth: RequestContext | None = None) -> bool:
         """Config, queues and offsets go; so do the POP retry topics of groups that consumed it."""
         self._authorize(auth, "DELETE_TOPIC_IN_BROKER", topic=topic)
@@ -699,13 +708,24 @@ class Broker:
     def set_message_request_mode(self, topic: str, group: str, mode: str, pop_share_queue_num: int = 0,
                                  auth: RequestContext | None = None) -> MessageRequestMode:
         """SET_MESSAGE_REQUEST_MODE (mqadmin setConsumeMode): PULL or POP for ``group`` on ``topic``,
-        kept in config/messageRequestMode.json. Retry topics are refused, as Java refuses them."""
+        kept in config/messageRequestMode.json. Retry topics are refused, as Java refuses them.
+
+        As Apache's QueryAssignmentProcessor, the topic must exist here and the group is
+        findSubscriptionGroupConfig's: made when autoCreateSubscriptionGroup is on, else (or when its
+        name is invalid) SUBSCRIPTION_GROUP_NOT_EXIST. Why: a typo'd topic or group was saved as given,
+        a mode no consumer would ever be assigned."""
         self._authorize(auth, "SET_MESSAGE_REQUEST_MODE")
         self._require_writable()
         if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
             raise BrokerSystemError("retry topic is not allowed to set mode")
         if mode not in MODES:
             raise BrokerSystemError(f"mode {mode!r} is not PULL or POP")
+        if self.topic_manager.get(topic) is None:
+            raise TopicNotExistError(f"topic[{topic}] not exist")
+        try:
+            self.group_manager.find(group)
+        except InvalidParameterError as e:  # Apache's findSubscriptionGroupConfig answers null for it
+            raise SubscriptionGroupNotExistError(f"subscription group [{group}] does not exist: {e}") from None
         entry = MessageRequestMode(topic, group, mode, pop_share_queue_num)
         with config_written(f"the consume mode of group {group} on topic {topic} did not change"):
             self.request_modes.put(entry)
@@ -790,6 +810,14 @@ class Broker:
         self._authorize(auth, "UPDATE_AND_CREATE_SUBSCRIPTIONGROUP")
         self._require_writable()
         return self.group_manager.create_or_update(group, **settings)
+
+    def create_or_update_subscription_group_list(self, configs: Sequence[SubscriptionGroupConfig],
+                                                 auth: RequestContext | None = None) -> list[SubscriptionGroupConfig]:
+        """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST (mqadmin updateSubGroupList): every config or none.
+        Authentication only, as UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (Apache has no header for either)."""
+        self._authorize(auth, "UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST")
+        self._require_writable()
+        return self.group_manager.create_or_update_list(configs)
 
     def delete_subscription_group(self, group: str, clean_offset: bool = False,
                                   auth: RequestContext | None = None) -> bool:
@@ -1384,6 +1412,47 @@ class Broker:
                                            inflight, bool(blocked), max(last, 0),
                                            self.offset_manager.last_commit_timestamp(group, t, qid)))
         return GroupConsumeStats(out, self.stats.group_get_tps(group, topic))
+
+    def broker_consume_stats(self, is_order: bool = False, auth: RequestContext | None = None) -> BrokerConsumeStats:
+        """GET_BROKER_CONSUME_STATS (mqadmin brokerConsumeStats): every subscription group's position on each
+        topic it holds offsets on, as Apache's fetchAllConsumeStatsInBroker reads it: a topic without a
+        config is left out, so is (``is_order``) a topic that is not orderly, and one the group's online
+        consumers do not subscribe to when they subscribe to anything; per write queue the max offset,
+        the committed offset (0 when none), and the store time of the last consumed message; per topic
+        the group's consume TPS. Cluster [Get]: it reads every group's progress.
+
+        The pull offset is the group's (at least its commit), where Apache leaves it 0, which made its
+        totalInflightDiff the negated sum of the commits."""
+        from .stats import BrokerConsumeStats, GroupConsumeStats, GroupQueueStats
+
+        self._authorize(auth, "GET_BROKER_CONSUME_STATS")
+        groups: list[tuple[str, list[GroupConsumeStats]]] = []
+        total_diff = total_inflight_diff = 0
+        for sgc in self.group_manager.list():
+            group = sgc.group_name
+            online = self.client_registry.consumer_group(group)
+            subscribed = online.subscriptions if online is not None else {}
+            per_topic = []
+            for t in sorted(self.offset_manager.which_topic_by_consumer(group)):
+                tc = self.topic_manager.get(t)
+                if tc is None or (is_order and not tc.order) or (subscribed and t not in subscribed):
+                    continue
+                rows = []
+                for qid in range(tc.write_queue_nums):
+                    broker_offset = max(self.store.get_max_offset_in_queue(t, qid), 0)
+                    consumer = max(self.offset_manager.query_offset(group, t, qid), 0)
+                    pulled = max(self.offset_manager.query_pull_offset(group, t, qid), consumer)
+                    last = self.store.get_message_store_timestamp(t, qid, consumer - 1) if consumer > 0 else 0
+                    inflight = self.inflight_provider(group, t, qid) if self.inflight_provider else 0
+                    blocked = self.fifo_blocked_provider(group, t, qid) if self.fifo_blocked_provider else False
+                    rows.append(GroupQueueStats(t, qid, broker_offset, consumer, pulled, broker_offset - consumer,
+                                                inflight, bool(blocked), max(last, 0),
+                                                self.offset_manager.last_commit_timestamp(group, t, qid)))
+                    total_diff += broker_offset - consumer
+                    total_inflight_diff += pulled - consumer
+                per_topic.append(GroupConsumeStats(rows, self.stats.group_get_tps(group, t)))
+            groups.append((group, per_topic))
+        return BrokerConsumeStats(groups, total_diff, total_inflight_diff)
 
     def view_broker_stats_data(self, stats_name: str, stats_key: str, auth: RequestContext | None = None
                                ) -> tuple[StatsWindow, StatsWindow, StatsWindow]:

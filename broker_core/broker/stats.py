@@ -251,3 +251,14 @@ class GroupConsumeStats:
 
     rows: list[GroupQueueStats]
     consume_tps: float
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerConsumeStats:
+    """GET_BROKER_CONSUME_STATS' answer (ConsumeStatsList): each subscription group with one
+    GroupConsumeStats per topic it consumes, and the lag (max - committed) and in-flight lag
+    (pulled - committed) summed over every queue of them."""
+
+    groups: list[tuple[str, list[GroupConsumeStats]]]
+    total_diff: int
+    total_inflight_diff: int

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import fields, replace
 from typing import Any
 
@@ -141,9 +141,55 @@ class SubscriptionGroupManager:
                 cfg = replace(current or SubscriptionGroupConfig(name), **settings)
             return self._put(cfg)
 
+    def create_or_update_list(self, configs: Sequence[SubscriptionGroupConfig]) -> list[SubscriptionGroupConfig]:
+        """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST: every whole config (as ``create_or_update`` takes one,
+        attributes signed changes), or none.
+
+        Why all or nothing: Apache's AdminBrokerProcessor checks every group name before it changes any;
+        here every check ``create_or_update`` makes (name, ranges, retry policy, attribute changes) is
+        made for every entry first, and subscriptionGroup.json takes them in one write, so a refused
+        entry or a failed write changes no group. A name given twice: the later entry, its attribute
+        changes applied over the earlier one's. Returns the configs as stored, in the list's order."""
+        if self.read_only:
+            raise ServiceNotAvailableError("the broker is open read-only; groups cannot change")
+        for group in configs:
+            bad = validate_group(group.group_name)
+            if bad:
+                raise InvalidParameterError(bad)
+        with self._lock:
+            planned: dict[str, SubscriptionGroupConfig] = {}
+            stored = []
+            for group in configs:
+                name = group.group_name
+                current = planned.get(name) or self.table.groups.get(name)
+                cfg = replace(group)
+                cfg.attributes = alter_group_attributes(current is None, current.attributes if current else {},
+                                                        cfg.attributes)
+                self._check_ranges(cfg)
+                planned[name] = cfg
+                stored.append(cfg)
+            if planned:
+                names = ", ".join(planned)
+                with config_written(f"none of the subscription groups {names} was created or updated"), \
+                        self.table.change():
+                    for name, cfg in planned.items():
+                        self.table.groups[name] = cfg
+                    self.table.data_version.next_version(self.clock())
+        return stored
+
     def _put(self, cfg: SubscriptionGroupConfig) -> SubscriptionGroupConfig:
         """Store ``cfg`` once its values are in the broker's ranges (nothing changes otherwise)."""
         name = cfg.group_name
+        self._check_ranges(cfg)
+        outcome = f"subscription group {name} was not {'updated' if name in self.table.groups else 'created'}"
+        with self._lock, config_written(outcome), self.table.change():
+            self.table.groups[name] = cfg
+            self.table.data_version.next_version(self.clock())
+        return cfg
+
+    @staticmethod
+    def _check_ranges(cfg: SubscriptionGroupConfig) -> None:
+        """InvalidParameterError naming the first value of ``cfg`` outside the broker's ranges."""
         if not 0 <= cfg.retry_queue_nums <= MAX_TOPIC_QUEUE_NUMS:
             raise InvalidParameterError(f"retryQueueNums must be 0..{MAX_TOPIC_QUEUE_NUMS}, got {cfg.retry_queue_nums}")
         if not -1 <= cfg.retry_max_times <= MAX_RETRY_TIMES:
@@ -158,11 +204,6 @@ class SubscriptionGroupManager:
         if policy_type not in RETRY_POLICY_TYPES:
             raise InvalidParameterError(
                 f"groupRetryPolicy.type must be CUSTOMIZED or EXPONENTIAL, got {cfg.group_retry_policy.get('type')!r}")
-        outcome = f"subscription group {name} was not {'updated' if name in self.table.groups else 'created'}"
-        with self._lock, config_written(outcome), self.table.change():
-            self.table.groups[name] = cfg
-            self.table.data_version.next_version(self.clock())
-        return cfg
 
     def delete(self, group: str) -> bool:
         if self.read_only:

@@ -9,7 +9,7 @@ a consume queue when the store recovers — the topic stays deleted after a rest
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -220,6 +220,61 @@ class TopicManager:
                          topic_sys_flag: int = 0, system: bool = False) -> TopicConfig:
         """UPDATE_AND_CREATE_TOPIC. ``system=True`` is for the broker's own topics (retry, DLQ, ...)."""
         self._check_writable()
+        request = self._checked_request(topic, read_queue_nums, write_queue_nums, perm, order, attributes,
+                                        topic_filter_type, topic_sys_flag, system)
+        with self._lock:
+            old = self.table.get(topic)
+            tc = self._next_config(old, *request)
+            if old is not None and old.to_json() == tc.to_json():
+                return old
+            with config_written(f"topic {topic} was not {'updated' if old else 'created'}"), self.table.change():
+                self._put(old, tc)
+        self._notify(topic, tc)
+        return tc
+
+    def create_or_update_list(self, configs: Sequence[TopicConfig]) -> list[TopicConfig]:
+        """UPDATE_AND_CREATE_TOPIC_LIST: every config, or none. ``attributes`` are signed changes
+        (``+k``: v, ``-k``: ""), as the list's TopicConfig JSON carries them in Apache.
+
+        Why all or nothing: Apache's AdminBrokerProcessor checks the whole list (name, system topic,
+        MIXED) before it writes any; here every check create_or_update makes (queue numbers, perm,
+        attributes, a queue.type change of a topic with messages) is made for every entry first, and
+        the changes go into topics.json as one write, so a refused entry or a failed write changes no
+        topic. A name given twice is planned in order, the later entry over the earlier one. Returns
+        the configs as stored, in the list's order."""
+        self._check_writable()
+        requests = [self._checked_request(c.topic_name, c.read_queue_nums, c.write_queue_nums, c.perm, c.order,
+                                          c.attributes, c.topic_filter_type, c.topic_sys_flag, False)
+                    for c in configs]
+        with self._lock:
+            planned: dict[str, TopicConfig] = {}
+            stored: list[TopicConfig] = []
+            for request in requests:
+                name = request[0]
+                old = planned.get(name) or self.table.get(name)
+                tc = self._next_config(old, *request)
+                if old is not None and old.to_json() == tc.to_json():
+                    tc = old
+                else:
+                    planned[name] = tc
+                stored.append(tc)
+            changed = [(self.table.get(n), tc) for n, tc in planned.items()]
+            if changed:
+                names = ", ".join(planned)
+                with config_written(f"none of the topics {names} was created or updated"), self.table.change():
+                    for old, tc in changed:
+                        self._put(old, tc)
+        for _, tc in changed:
+            self._notify(tc.topic_name, tc)
+        return stored
+
+    def _checked_request(self, topic: str, read_queue_nums: int | None, write_queue_nums: int | None, perm: int,
+                         order: bool, attributes: str | Mapping[str, str] | None, topic_filter_type: str,
+                         topic_sys_flag: int, system: bool
+                         ) -> tuple[str, int, int, int, bool, dict[str, str], str, int]:
+        """The request's checks that need no stored state (name, system topic, numbers, MIXED, the
+        attribute syntax), raising InvalidParameterError/BrokerSystemError with RocketMQ's remarks; the
+        request with defaults filled in and its attributes parsed into signed changes."""
         bad = validate_topic(topic)
         if bad:
             raise InvalidParameterError(bad)
@@ -234,26 +289,28 @@ class TopicManager:
         mods = parse_attribute_modifications(attributes)
         if not self.config.enable_mixed_message_type and mods.get("+message.type") == "MIXED":
             raise InvalidParameterError("MIXED message type is not supported.")
-        with self._lock:
-            old = self.table.get(topic)
-            has_data = old is not None and self.store.has_data(topic)
-            new_attrs = alter_attributes(old is None, old.attributes if old else {}, mods,
-                                         frozenset() if has_data else frozenset({QUEUE_TYPE.name}))
-            if old is not None and has_data and old.queue_type != (new_attrs.get(QUEUE_TYPE_KEY) or "SimpleCQ"):
-                raise _queue_type_unchangeable(topic, old.queue_type)
-            tc = TopicConfig(topic, read, write, perm, topic_filter_type, topic_sys_flag, bool(order), new_attrs)
-            if old is not None and old.to_json() == tc.to_json():
-                return old
-            with config_written(f"topic {topic} was not {'updated' if old else 'created'}"), self.table.change():
-                if old is not None and old.queue_type != tc.queue_type:
-                    # No data: drop the empty queues of the old type so the next dispatch builds the new
-                    # one (judged again with puts held: a message not yet dispatched is data too).
-                    if not self.store.drop_empty_queues(topic, then=lambda: self.table.put(tc, self.clock())):
-                        raise _queue_type_unchangeable(topic, old.queue_type)
-                else:
-                    self.table.put(tc, self.clock())
-        self._notify(topic, tc)
-        return tc
+        return topic, read, write, perm, bool(order), mods, topic_filter_type, topic_sys_flag
+
+    def _next_config(self, old: TopicConfig | None, topic: str, read: int, write: int, perm: int, order: bool,
+                     mods: dict[str, str], topic_filter_type: str, topic_sys_flag: int) -> TopicConfig:
+        """The topic's config after the request, judged against ``old`` (the attribute changes, and
+        queue.type, which only a topic without messages may change). Under ``_lock``; changes nothing."""
+        has_data = old is not None and self.store.has_data(topic)
+        new_attrs = alter_attributes(old is None, old.attributes if old else {}, mods,
+                                     frozenset() if has_data else frozenset({QUEUE_TYPE.name}))
+        if old is not None and has_data and old.queue_type != (new_attrs.get(QUEUE_TYPE_KEY) or "SimpleCQ"):
+            raise _queue_type_unchangeable(topic, old.queue_type)
+        return TopicConfig(topic, read, write, perm, topic_filter_type, topic_sys_flag, order, new_attrs)
+
+    def _put(self, old: TopicConfig | None, tc: TopicConfig) -> None:
+        """Store ``tc`` in the table (inside the caller's ``table.change()``)."""
+        if old is not None and old.queue_type != tc.queue_type:
+            # No data: drop the empty queues of the old type so the next dispatch builds the new
+            # one (judged again with puts held: a message not yet dispatched is data too).
+            if not self.store.drop_empty_queues(tc.topic_name, then=lambda: self.table.put(tc, self.clock())):
+                raise _queue_type_unchangeable(tc.topic_name, old.queue_type)
+        else:
+            self.table.put(tc, self.clock())
 
     def create_if_absent(self, tc: TopicConfig) -> TopicConfig:
         """For the broker's own topics (retry/DLQ/POP retry): no name policing beyond the charset."""

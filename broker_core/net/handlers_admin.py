@@ -13,12 +13,15 @@ from broker_core.remoting.bodies import (
     BrokerStatsData,
     BrokerStatsItem,
     ConsumeQueueData,
+    ConsumeStatsList,
+    CreateTopicListRequestBody,
     DataVersion,
     GroupList,
     KVTable,
     QueryConsumeQueueResponseBody,
     ResetOffsetBody,
     SetMessageRequestModeRequestBody,
+    SubscriptionGroupList,
     SubscriptionGroupWrapper,
     TopicConfigAndMappingSerializeWrapper,
     TopicList,
@@ -32,6 +35,7 @@ from broker_core.remoting.headers import (
     DeleteTopicRequestHeader,
     GetAllTopicConfigResponseHeader,
     GetBrokerConfigResponseHeader,
+    GetConsumeStatsInBrokerHeader,
     GetConsumeStatsRequestHeader,
     GetEarliestMsgStoretimeResponseHeader,
     GetSubscriptionGroupConfigRequestHeader,
@@ -47,6 +51,7 @@ from broker_core.remoting.headers import (
 from broker_core.remoting.mqversion import version_desc
 from broker_core.store.codec.wire_record import message_ext_to_record
 from broker_core.store.subscription_group_config import SubscriptionGroupConfig, SubscriptionGroupConfigError
+from broker_core.store.topic_config import TopicConfig
 
 from .broker_context import BrokerContext, BrokerHandler
 from .channel import Channel
@@ -86,15 +91,18 @@ class AdminHandlers:
     def table(self) -> dict[int, BrokerHandler]:
         return {
             RequestCode.UPDATE_AND_CREATE_TOPIC: self.update_and_create_topic,
+            RequestCode.UPDATE_AND_CREATE_TOPIC_LIST: self.update_and_create_topic_list,
             RequestCode.DELETE_TOPIC_IN_BROKER: self.delete_topic,
             RequestCode.GET_ALL_TOPIC_CONFIG: self.get_all_topic_config,
             RequestCode.GET_TOPIC_CONFIG: self.get_topic_config,
             RequestCode.GET_TOPIC_STATS_INFO: self.get_topic_stats_info,
             RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: self.update_and_create_subscription_group,
+            RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST: self.update_and_create_subscription_group_list,
             RequestCode.DELETE_SUBSCRIPTIONGROUP: self.delete_subscription_group,
             RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: self.get_all_subscription_group_config,
             RequestCode.GET_SUBSCRIPTIONGROUP_CONFIG: self.get_subscription_group_config,
             RequestCode.GET_CONSUME_STATS: self.get_consume_stats,
+            RequestCode.GET_BROKER_CONSUME_STATS: self.get_broker_consume_stats,
             RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: self.query_topic_consume_by_who,
             RequestCode.QUERY_TOPICS_BY_CONSUMER: self.query_topics_by_consumer,
             RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: self.invoke_broker_to_reset_offset,
@@ -117,6 +125,20 @@ class AdminHandlers:
         await self.ctx.run(self.broker.create_or_update_topic, h.topic, h.read_queue_nums, h.write_queue_nums, h.perm,
                            h.order, h.attributes or None, h.topic_filter_type, h.topic_sys_flag or 0, auth=auth)
         await self.ctx.register_now(h.topic)  # also a topic unchanged: its route is back if the name server lost it
+        return req.response()
+
+    async def update_and_create_topic_list(self, ch: Channel, req: RemotingCommand,
+                                           auth: RequestContext) -> RemotingCommand:
+        """Apache's mqadmin updateTopicList sends the whole file to each broker at once; every topic is
+        created or updated, or (one refused) none, and the changed routes reach the name servers before
+        the answer, as after UPDATE_AND_CREATE_TOPIC."""
+        if not req.body:
+            raise BodyError("CreateTopicListRequestBody: the request has no body")
+        body = CreateTopicListRequestBody.from_json(req.body)
+        configs = [TopicConfig(t.topic_name, t.read_queue_nums, t.write_queue_nums, t.perm, t.topic_filter_type,
+                               t.topic_sys_flag, t.order, dict(t.attributes)) for t in body.topic_config_list]
+        await self.ctx.run(self.broker.create_or_update_topic_list, configs, auth=auth)
+        await self.ctx.register_now(*dict.fromkeys(c.topic_name for c in configs))
         return req.response()
 
     async def delete_topic(self, ch: Channel, req: RemotingCommand, auth: RequestContext) -> RemotingCommand:
@@ -159,6 +181,26 @@ class AdminHandlers:
         await self.ctx.run(self.broker.create_or_update_subscription_group, cfg, auth=auth)
         return req.response()
 
+    async def update_and_create_subscription_group_list(self, ch: Channel, req: RemotingCommand,
+                                                        auth: RequestContext) -> RemotingCommand:
+        """Apache's mqadmin updateSubGroupList: every group of the list, each read as
+        UPDATE_AND_CREATE_SUBSCRIPTIONGROUP reads its body, created or updated, or (one refused) none."""
+        if not req.body:
+            raise BodyError("SubscriptionGroupList: the request has no body")
+        body = SubscriptionGroupList.from_json(req.body)
+        configs = []
+        for i, obj in enumerate(body.group_config_list):
+            where = f"SubscriptionGroupList.groupConfigList[{i}]"
+            name = obj.get("groupName")
+            if not isinstance(name, str):
+                raise BodyError(f"{where}: missing field groupName")
+            try:
+                configs.append(SubscriptionGroupConfig.from_json(name, obj))
+            except SubscriptionGroupConfigError as e:  # the store's error, as the wire's
+                raise BodyError(f"{where}.{e}") from None
+        await self.ctx.run(self.broker.create_or_update_subscription_group_list, configs, auth=auth)
+        return req.response()
+
     async def delete_subscription_group(self, ch: Channel, req: RemotingCommand,
                                         auth: RequestContext) -> RemotingCommand:
         """SUCCESS whether or not the group was there, as Java's broker answers; when nothing was deleted
@@ -198,6 +240,18 @@ class AdminHandlers:
             rows += stats.rows
             tps += stats.consume_tps
         return req.response(body=consume_stats(self.broker_name, rows, tps).to_json())
+
+    async def get_broker_consume_stats(self, ch: Channel, req: RemotingCommand,
+                                       auth: RequestContext) -> RemotingCommand:
+        """mqadmin brokerConsumeStats: every group's ConsumeStats of every topic in one answer."""
+        h = GetConsumeStatsInBrokerHeader.from_ext_fields(req.ext_fields)
+        stats = await self.ctx.run(self.broker.broker_consume_stats, h.is_order, auth=auth)
+        body = ConsumeStatsList(
+            consume_stats_list=[{group: [consume_stats(self.broker_name, s.rows, s.consume_tps) for s in per_topic]}
+                                for group, per_topic in stats.groups],
+            broker_addr=self.broker.config.broker_addr, total_diff=stats.total_diff,
+            total_inflight_diff=stats.total_inflight_diff)
+        return req.response(body=body.to_json())
 
     async def query_topic_consume_by_who(self, ch: Channel, req: RemotingCommand,
                                          auth: RequestContext) -> RemotingCommand:

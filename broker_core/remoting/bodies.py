@@ -227,6 +227,17 @@ class ConsumeStats(JsonBody):
 
 
 @B
+class ConsumeStatsList(JsonBody):
+    """GET_BROKER_CONSUME_STATS' body: one ``{group: [ConsumeStats of each topic]}`` map a subscription
+    group, the broker's address, and the lags summed over every queue."""
+
+    consume_stats_list: list[dict[str, list[ConsumeStats]]] = field(default_factory=list)
+    broker_addr: str | None = None
+    total_diff: int = 0
+    total_inflight_diff: int = 0
+
+
+@B
 class TopicOffset(JsonBody):
     min_offset: int = 0
     max_offset: int = 0
@@ -252,6 +263,22 @@ class TopicConfigAndMappingSerializeWrapper(JsonBody):
     data_version: DataVersion = field(default_factory=DataVersion)
     mapping_data_version: DataVersion = field(default_factory=DataVersion)
     topic_queue_mapping_detail_map: dict[str, str] = field(default_factory=dict)
+
+
+@B
+class CreateTopicListRequestBody(JsonBody):
+    """UPDATE_AND_CREATE_TOPIC_LIST's body (Apache: @CFNotNull, so the list is required); each
+    TopicConfig's attributes are signed changes (``{"+queue.type": "BatchCQ"}``)."""
+
+    topic_config_list: list[TopicConfigBody]
+
+
+@B
+class SubscriptionGroupList(JsonBody):
+    """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST's body (the list is required); group configs stay plain
+    objects, read as UPDATE_AND_CREATE_SUBSCRIPTIONGROUP reads its one (the store's JSON shape)."""
+
+    group_config_list: list[dict[str, object]]
 
 
 @B

@@ -323,6 +323,13 @@ class GetConsumeStatsRequestHeader(CommandHeader):
 
 
 @H
+class GetConsumeStatsInBrokerHeader(CommandHeader):
+    """GET_BROKER_CONSUME_STATS: ``isOrder`` (required, as Apache's @CFNotNull) keeps orderly topics only."""
+
+    is_order: bool
+
+
+@H
 class TopicRequestHeader(CommandHeader):
     """GET_TOPIC_STATS_INFO, QUERY_TOPIC_CONSUME_BY_WHO (topic only)."""
 

@@ -30,6 +30,8 @@ from broker_core.broker.queue_lock import MessageQueue
 from broker_core.broker.request_context import RequestContext
 from broker_core.store.codec.batch import BatchItem
 from broker_core.store.codec.sys_flag import TRANSACTION_COMMIT_TYPE
+from broker_core.store.subscription_group_config import SubscriptionGroupConfig
+from broker_core.store.topic_config import TopicConfig
 
 from .conftest import FakeClock, small_config
 
@@ -93,6 +95,11 @@ OPS: dict[str, tuple[Op, list[tuple[str, str]]]] = {
     "get_topic": (lambda b, a: b.get_topic(T, auth=a), [(f"Topic:{T}", "Get")]),
     "list_topics": (lambda b, a: b.list_topics(auth=a), []),
     "create_or_update_subscription_group": (lambda b, a: b.create_or_update_subscription_group(G2, auth=a), []),
+    "create_or_update_subscription_group_list": (
+        lambda b, a: b.create_or_update_subscription_group_list([SubscriptionGroupConfig(G2)], auth=a), []),
+    "create_or_update_topic_list": (
+        lambda b, a: b.create_or_update_topic_list([TopicConfig("AclNewA", 1, 1), TopicConfig("AclNewB", 1, 1)], auth=a),
+        [("Topic:AclNewA", "Create"), ("Topic:AclNewB", "Create")]),
     "delete_subscription_group": (
         lambda b, a: (b.create_or_update_subscription_group(G2), b.delete_subscription_group(G2, auth=a)),
         [(f"Group:{G2}", "Delete")]),
@@ -179,6 +186,7 @@ OPS: dict[str, tuple[Op, list[tuple[str, str]]]] = {
     "clean_unused_topics": (lambda b, a: b.clean_unused_topics(auth=a), []),
     "set_message_request_mode": (lambda b, a: b.set_message_request_mode(T, G, "POP", auth=a), []),
     "view_broker_stats_data": (lambda b, a: b.view_broker_stats_data("TOPIC_PUT_NUMS", T, auth=a), [(CLUSTER, "Get")]),
+    "broker_consume_stats": (lambda b, a: b.broker_consume_stats(auth=a), [(CLUSTER, "Get")]),
     "create_user": (lambda b, a: b.create_user(f"new{next(_names)}", "pw", auth=a), [(CLUSTER, "Update")]),
     "update_user": (lambda b, a: b.update_user(_user(b, "bob"), "pw2", auth=a), [(CLUSTER, "Update")]),
     "delete_user": (lambda b, a: b.delete_user(_user(b), auth=a), [(CLUSTER, "Update")]),

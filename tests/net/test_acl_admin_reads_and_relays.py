@@ -211,3 +211,38 @@ def test_mqadmin_producer_connection_as_a_user_without_permission(world):
                         "--ak", "ops", "--sk", "opspw"], capture_output=True, text=True, env=env, cwd=REPO,
                        timeout=120)
     assert r.returncode == 0 and VICTIM in r.stdout, r.stdout + r.stderr
+
+
+def test_batch_admin_codes_under_acl(world):
+    """GET_BROKER_CONSUME_STATS (317) reads every group's progress: Cluster [Get], as Apache's header says.
+    UPDATE_AND_CREATE_TOPIC_LIST (18) asks Topic [Create] of every entry, as UPDATE_AND_CREATE_TOPIC (17)
+    asks of its one (Apache's broker asks nothing for the list); refused, none is created.
+    UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST (225) needs a signature only, as 200 does."""
+    broker, _, _, (_, _, conn), _ = world
+    root, nob, ops = Signed(conn, *ROOT), Signed(conn, "nob", "nobpw"), Signed(conn, "ops", "opspw")
+    r = nob.call(RC.GET_BROKER_CONSUME_STATS, {"isOrder": "false"})
+    assert (r.code, r.remark) == (
+        NO_PERMISSION, "User:nob has no permission to access Cluster:DefaultCluster from 127.0.0.1, no matched policies.")
+    assert ("Subject = User:nob is Deny Action = Get from sourceIp = 127.0.0.1 on resource = Cluster:DefaultCluster "
+            "for request = 317.") in _audit(broker)
+    r = ops.call(RC.GET_BROKER_CONSUME_STATS, {"isOrder": "false"})
+    assert r.code == OK and b"consumeStatsList" in r.body
+
+    _user(root, "maker", "makerpw", [("Topic:Mine*", ["Create"])])
+    maker = Signed(conn, "maker", "makerpw")
+
+    def topics(*names: str) -> bytes:
+        return json.dumps({"topicConfigList": [{"topicName": n, "perm": 6} for n in names]}).encode()
+
+    r = maker.call(RC.UPDATE_AND_CREATE_TOPIC_LIST, {}, topics("Mine1", "Theirs"))
+    assert (r.code, r.remark) == (
+        NO_PERMISSION, "User:maker has no permission to access Topic:Theirs from 127.0.0.1, no matched policies.")
+    assert broker.get_topic("Mine1") is None and broker.get_topic("Theirs") is None
+    assert maker.call(RC.UPDATE_AND_CREATE_TOPIC_LIST, {}, topics("Mine1", "Mine2")).code == OK
+    assert broker.get_topic("Mine2") is not None
+
+    groups = json.dumps({"groupConfigList": [{"groupName": "NG1"}, {"groupName": "NG2"}]}).encode()
+    unsigned = conn.call(RC.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST, {}, groups)
+    assert unsigned.code != OK and broker.get_subscription_group("NG1") is None
+    assert nob.call(RC.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST, {}, groups).code == OK
+    assert broker.get_subscription_group("NG2") is not None
