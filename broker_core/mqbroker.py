@@ -226,7 +226,6 @@ def main(argv: list[str] | None = None) -> int:
         if args.idleTimeout is not None:
             check_idle_seconds("--idleTimeout", args.idleTimeout)
             net.server_channel_max_idle_time_seconds = args.idleTimeout
-        check_port("namesrvPort", net.namesrv_port)
         host = resolve_broker_ip(args.host, "--host") if args.host else config.broker_ip1
         if args.namesrv is not None:  # -n replaces the file's namesrvAddr, as in Apache's BrokerStartup
             _check_namesrv_addrs(args.namesrv, "-n")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from broker_core.broker.broker_config import check_port
 from broker_core.common.java_numbers import JAVA_INT_MAX
 from broker_core.config_loader import (
     ConfigError,
@@ -66,6 +67,8 @@ class NetConfig:
                 check_java_range(key, getattr(net, field), fields[field], lo=MINIMUM[field])
         if IDLE_KEY in props:
             check_idle_seconds(IDLE_KEY, net.server_channel_max_idle_time_seconds)
+        if "namesrvPort" in props:
+            check_port("namesrvPort", net.namesrv_port)
         return net
 
     def override(self, flag: str, field: str, value: int) -> None:

@@ -130,6 +130,8 @@ def test_ports_out_of_range_are_one_line_naming_the_key(tmp_path: Path) -> None:
         f"mqbroker: config file {conf}: grpcServerPort=70000: must be a port number in [0, 65535]"
     assert _refused(tmp_path, "--listenPort", "0", "--namesrvPort", "99999") == \
         "mqbroker: --namesrvPort 99999: must be a port number in [0, 65535]"
+    assert _refused(tmp_path, "--listenPort", "0", "--grpc-port", "0", conf="namesrvPort=-3\n") == \
+        f"mqbroker: config file {conf}: namesrvPort=-3: must be a port number in [0, 65535]"
     assert _refused(tmp_path, "--listenPort", "-1", "--namesrvPort", "0") == \
         "mqbroker: --listenPort -1: must be a port number in [0, 65535]"
     assert _refused(tmp_path, "--listenPort", "0", "--namesrvPort", "0", "--grpc-port", "70000") == \
