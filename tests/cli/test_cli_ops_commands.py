@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from tests.cli.conftest import Cli, write_conf
 from tests.cli.test_cli_remote import mqadmin, mqadmin_ok
 from tests.remoting_broker import BrokerProcess, running_broker
 from tests.waiting import wait_remote_dispatched
@@ -399,12 +400,42 @@ def test_set_consume_mode_on_a_store(cli) -> None:
     assert _request_modes(cli.store)["T"]["G"]["mode"] == "PULL"
 
 
+def test_set_consume_mode_refuses_a_topic_or_group_the_broker_has_not(cli) -> None:
+    """As Apache's QueryAssignmentProcessor: a topic the broker lacks is TOPIC_NOT_EXIST, and the group is
+    findSubscriptionGroupConfig's (made when autoCreateSubscriptionGroup is on and the name is valid,
+    else SUBSCRIPTION_GROUP_NOT_EXIST). They were saved to messageRequestMode.json as given."""
+    assert cli("updateTopic", "-c", "DefaultCluster", "-t", "T", "-r", "1", "-w", "1").exit_code == 0
+    nope = cli("setConsumeMode", "-c", "DefaultCluster", "-t", "NOPE", "-g", "G", "-m", "PULL")
+    assert nope.exit_code == 3 and "topic[NOPE] not exist" in nope.stderr, nope.stdout + nope.stderr
+    bad = cli("setConsumeMode", "-c", "DefaultCluster", "-t", "T", "-g", "bad group!", "-m", "POP")
+    assert bad.exit_code == 3 and "subscription group [bad group!] does not exist" in bad.stderr, bad.stdout + bad.stderr
+    assert not (cli.store / "config" / "messageRequestMode.json").exists() or _request_modes(cli.store) == {}
+    # autoCreateSubscriptionGroup on (the default): the group is made, as a consumer's first pull makes it
+    assert cli("setConsumeMode", "-c", "DefaultCluster", "-t", "T", "-g", "NewG", "-m", "POP").exit_code == 0
+    groups = json.loads((cli.store / "config" / "subscriptionGroup.json").read_text())["subscriptionGroupTable"]
+    assert "NewG" in groups
+    off_cli = Cli(cli.store, write_conf(cli.store.parent / "broker.conf", {"autoCreateSubscriptionGroup": "false"}))
+    off = off_cli("setConsumeMode", "-c", "DefaultCluster", "-t", "T", "-g", "NoGroup", "-m", "POP")
+    assert off.exit_code == 3 and "subscription group [NoGroup] does not exist" in off.stderr, off.stdout + off.stderr
+    assert set(_request_modes(cli.store)["T"]) == {"NewG"}
+
+
 def test_set_consume_mode_over_n_survives_a_restart(tmp_path: Path) -> None:
     with running_broker(tmp_path) as b:
-        out = mqadmin_ok("setConsumeMode", "-n", b.namesrv_addr, "-b", b.broker_addr, "-t", "MT", "-g", "MG", "-m", "POP")
+        n = b.namesrv_addr
+        nope = mqadmin("setConsumeMode", "-n", n, "-b", b.broker_addr, "-t", "MT", "-g", "MG", "-m", "POP")
+        assert nope.returncode == 3 and "topic[MT] not exist" in nope.stderr, nope.stdout + nope.stderr
+        mqadmin_ok("updateTopic", "-n", n, "-b", b.broker_addr, "-t", "MT")
+        bad = mqadmin("setConsumeMode", "-n", n, "-b", b.broker_addr, "-t", "MT", "-g", "bad group!", "-m", "POP")
+        assert bad.returncode == 3 and "subscription group [bad group!] does not exist" in bad.stderr, bad.stderr
+        out = mqadmin_ok("setConsumeMode", "-n", n, "-b", b.broker_addr, "-t", "MT", "-g", "MG", "-m", "POP")
         assert out == f"set consume mode to {b.broker_addr} success.\ntopic[MT] group[MG] consume mode[POP] " \
                       "popShareQueueNum[0]"
-    assert _request_modes(tmp_path / "store")["MT"]["MG"]["mode"] == "POP"
+        mqadmin_ok("updateBrokerConfig", "-n", n, "-b", b.broker_addr, "-k", "autoCreateSubscriptionGroup", "-v", "false")
+        off = mqadmin("setConsumeMode", "-n", n, "-b", b.broker_addr, "-t", "MT", "-g", "NoGroup", "-m", "PULL")
+        assert off.returncode == 3 and "subscription group [NoGroup] does not exist" in off.stderr, off.stderr
+    assert _request_modes(tmp_path / "store") == {"MT": {"MG": {"consumerGroup": "MG", "mode": "POP",
+                                                                "popShareQueueNum": 0, "topic": "MT"}}}
     from broker_core.broker.broker import Broker
     from broker_core.broker.broker_config import BrokerConfig
 
