@@ -1028,19 +1028,58 @@ class Admin:
         as a producer does: a Pub account can run it)."""
         return self._routed_brokers(topic)
 
-    def broker_consume_stats(self, broker_addr: str, diff_level: int = 0) -> list[GroupQueueLag]:
-        """brokerConsumeStats: every group's queues on one broker with a stored offset and lag >= diff_level."""
+    def broker_consume_stats(self, broker_addr: str, diff_level: int = 0, order_only: bool = False,
+                             timeout_millis: int | None = None) -> list[GroupQueueLag]:
+        """brokerConsumeStats: every group's queues on one broker with a stored offset and lag >= diff_level.
+
+        ``order_only`` (-o true): only topics whose config is ordered, as Apache's
+        fetchAllConsumeStatsInBroker with isOrder. ``timeout_millis`` (-t): Apache asks in one request
+        with that timeout; here it bounds the whole fetch (a request per group), each request given
+        what is left, so a broker that does not answer fails the command in that time. ``broker_addr``
+        is asked directly, with no request before (check_target's would wait its own timeout); a
+        malformed or (on a store directory) foreign address is refused by the transport, as there."""
+        import time
+
         from mqadmin.reports import GroupQueueLag
 
+        deadline = None if timeout_millis is None else time.monotonic() + timeout_millis / 1000
+
+        def left() -> float | None:
+            if deadline is None:
+                return None
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise self._consume_stats_timeout(broker_addr, timeout_millis)
+            return remaining
+
+        def asked(request: Callable[..., T], *args: str) -> T:
+            """One request to the broker, given what is left of -t as its timeout."""
+            try:
+                return request(broker_addr, *args, timeout=left())
+            except UnreachableError as e:
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise self._consume_stats_timeout(broker_addr, timeout_millis) from None
+                raise UnreachableError(f"broker {broker_addr} cannot be reached: {e.message}") from None
+
+        ordered: set[str] | None = None
+        if order_only:
+            ordered = {t.topic_name for t in asked(self.client.get_all_topic_config) if t.order}
         rows: list[GroupQueueLag] = []
-        for g in self.client.get_all_subscription_group(broker_addr):
-            for s in self.client.consume_stats(broker_addr, g.group_name).rows:
+        for g in asked(self.client.get_all_subscription_group):
+            for s in asked(self.client.consume_stats, g.group_name).rows:
+                if ordered is not None and s.topic not in ordered:
+                    continue
                 consumer = max(s.consumer_offset, 0)
                 if s.broker_offset - consumer < diff_level or s.last_timestamp <= 0:
                     continue  # Apache prints only queues with a last-consumed time
                 rows.append(GroupQueueLag(g.group_name, s.topic, s.broker_name, s.queue_id, s.broker_offset, consumer,
                                           s.last_timestamp))
         return sorted(rows, key=lambda r: (r.group, r.topic, r.broker_name, r.queue_id))
+
+    @staticmethod
+    def _consume_stats_timeout(broker_addr: str, timeout_millis: int | None) -> UnreachableError:
+        return UnreachableError(f"brokerConsumeStats: broker {broker_addr} did not answer within {timeout_millis} ms "
+                                "(-t/--timeoutMillis)")
 
     def user_metadata(self, targets: list[BrokerIdentity], special_topic: bool = False
                       ) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:

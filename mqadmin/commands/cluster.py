@@ -148,7 +148,7 @@ def broker_consume_stats(
     cmd: Cmd,
     broker: Annotated[str, typer.Option("-b", "--brokerAddr", help="Broker address")],
     timeout_millis: Annotated[int | None, typer.Option("-t", "--timeoutMillis", help="request timeout Millis",
-                                                       min=0, max=JAVA_LONG_MAX)] = None,
+                                                       min=1, max=JAVA_LONG_MAX)] = None,
     level: Annotated[int, typer.Option("-l", "--level", help="threshold of print diff",
                                        min=JAVA_LONG_MIN, max=JAVA_LONG_MAX)] = 0,
     order: Annotated[str | None, typer.Option("-o", "--order", help="order topic: true/false")] = None,
@@ -156,10 +156,9 @@ def broker_consume_stats(
     from mqadmin.cli import front, parse_bool
     from mqadmin.timefmt import seconds_text
 
-    parse_bool(order, "-o/--order", False)
-    admin = cmd.admin()
-    addr = admin.check_target(broker_addr=broker)[0].broker_addr
-    rows = admin.broker_consume_stats(addr, level)
+    order_only = parse_bool(order, "-o/--order", False)
+    # the broker is asked directly (no check_target request first), so -t bounds every wait on it
+    rows = cmd.admin().broker_consume_stats(broker.strip(), level, order_only, timeout_millis)
     total = sum(r.diff for r in rows)
 
     def render() -> None:

@@ -216,8 +216,9 @@ class BrokerClient(Protocol):
         ...
 
     # -- topics --------------------------------------------------------------------------------------
-    def get_all_topic_config(self, broker_addr: str) -> list[TopicInfo]:
-        """GET_ALL_TOPIC_CONFIG (21)."""
+    def get_all_topic_config(self, broker_addr: str, timeout: float | None = None) -> list[TopicInfo]:
+        """GET_ALL_TOPIC_CONFIG (21). ``timeout``: seconds to wait for the answer (None: the transport's
+        own); a store directory answers at once."""
         ...
 
     def get_topic_config(self, broker_addr: str, topic: str) -> TopicInfo | None:
@@ -247,8 +248,9 @@ class BrokerClient(Protocol):
         ...
 
     # -- subscription groups -------------------------------------------------------------------------
-    def get_all_subscription_group(self, broker_addr: str) -> list[SubscriptionGroupInfo]:
-        """GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201)."""
+    def get_all_subscription_group(self, broker_addr: str, timeout: float | None = None
+                                   ) -> list[SubscriptionGroupInfo]:
+        """GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201); ``timeout`` as get_all_topic_config's."""
         ...
 
     def get_subscription_group(self, broker_addr: str, group: str) -> SubscriptionGroupInfo | None:
@@ -267,10 +269,12 @@ class BrokerClient(Protocol):
         nothing (no such group, nor offsets to clean). A broker that does not say (Java's) gives True."""
         ...
 
-    def consume_stats(self, broker_addr: str, group: str, topic: str | None = None) -> ConsumeStatsView:
+    def consume_stats(self, broker_addr: str, group: str, topic: str | None = None,
+                      timeout: float | None = None) -> ConsumeStatsView:
         """GET_CONSUME_STATS (208): every read queue of ``topic`` (or of every topic the group
         committed on), no rows when the group has no offsets; and consumeTps, the group's pulls a second
-        over the last minute on that broker (0 on a store directory: no traffic reaches it)."""
+        over the last minute on that broker (0 on a store directory: no traffic reaches it).
+        ``timeout`` as get_all_topic_config's."""
         ...
 
     def consumer_connection(self, broker_addr: str, group: str) -> ConsumerConnection | None:

@@ -225,7 +225,7 @@ class LocalBrokerClient:
         raise self._no_namesrv("the name server's config")
 
     # -- topics --------------------------------------------------------------------------------------
-    def get_all_topic_config(self, broker_addr: str) -> list[TopicInfo]:
+    def get_all_topic_config(self, broker_addr: str, timeout: float | None = None) -> list[TopicInfo]:
         b = self._broker_for(broker_addr)
         return [_topic_info(tc) for tc in self._call(broker_addr, b.list_topics)]
 
@@ -267,7 +267,8 @@ class LocalBrokerClient:
         return sorted(self._call(broker_addr, b.which_group_by_topic, topic))
 
     # -- subscription groups -------------------------------------------------------------------------
-    def get_all_subscription_group(self, broker_addr: str) -> list[SubscriptionGroupInfo]:
+    def get_all_subscription_group(self, broker_addr: str, timeout: float | None = None
+                                   ) -> list[SubscriptionGroupInfo]:
         b = self._broker_for(broker_addr)
         return [_group_info(g) for g in self._call(broker_addr, b.list_subscription_groups)]
 
@@ -290,7 +291,8 @@ class LocalBrokerClient:
         existed = self._call(broker_addr, b.delete_subscription_group, group, clean_offset)
         return bool(existed) or had_offsets
 
-    def consume_stats(self, broker_addr: str, group: str, topic: str | None = None) -> list[ConsumeQueueStats]:
+    def consume_stats(self, broker_addr: str, group: str, topic: str | None = None,
+                      timeout: float | None = None) -> list[ConsumeQueueStats]:
         from mqadmin.transport.values import ConsumeQueueStats, ConsumeStatsView
 
         b = self._broker_for(broker_addr)

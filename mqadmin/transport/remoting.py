@@ -384,9 +384,9 @@ class RemotingBrokerClient:
         return TopicInfo(tc.topic_name, tc.read_queue_nums, tc.write_queue_nums, tc.perm, tc.topic_filter_type,
                          tc.topic_sys_flag, tc.order, dict(tc.attributes))
 
-    def get_all_topic_config(self, broker_addr: str) -> list[TopicInfo]:
+    def get_all_topic_config(self, broker_addr: str, timeout: float | None = None) -> list[TopicInfo]:
         body = self._body(TopicConfigAndMappingSerializeWrapper,
-                          self._ok(self._call(broker_addr, RequestCode.GET_ALL_TOPIC_CONFIG)))
+                          self._ok(self._call(broker_addr, RequestCode.GET_ALL_TOPIC_CONFIG, timeout=timeout)))
         return [self._topic_info(tc) for _, tc in sorted(body.topic_config_table.items())]
 
     def get_topic_config(self, broker_addr: str, topic: str) -> TopicInfo | None:
@@ -433,9 +433,10 @@ class RemotingBrokerClient:
         return sorted(self._body(GroupList, resp).group_list)
 
     # ----------------------------------------------------------------------------------- groups
-    def get_all_subscription_group(self, broker_addr: str) -> list[SubscriptionGroupInfo]:
-        body = self._body(SubscriptionGroupWrapper,
-                          self._ok(self._call(broker_addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)))
+    def get_all_subscription_group(self, broker_addr: str, timeout: float | None = None
+                                   ) -> list[SubscriptionGroupInfo]:
+        body = self._body(SubscriptionGroupWrapper, self._ok(self._call(
+            broker_addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, timeout=timeout)))
         return [SubscriptionGroupInfo.of_config(SubscriptionGroupConfig.from_json(name, dict(obj)))
                 for name, obj in sorted(body.subscription_group_table.items())]
 
@@ -461,9 +462,11 @@ class RemotingBrokerClient:
                                    DeleteSubscriptionGroupRequestHeader(group_name=group, clean_offset=clean_offset)))
         return (resp.ext_fields or {}).get(GROUP_DELETED_FIELD) != "false"
 
-    def consume_stats(self, broker_addr: str, group: str, topic: str | None = None) -> ConsumeStatsView:
+    def consume_stats(self, broker_addr: str, group: str, topic: str | None = None,
+                      timeout: float | None = None) -> ConsumeStatsView:
         resp = self._ok(self._call(broker_addr, RequestCode.GET_CONSUME_STATS,
-                                   GetConsumeStatsRequestHeader(consumer_group=group, topic=topic), timeout=15.0))
+                                   GetConsumeStatsRequestHeader(consumer_group=group, topic=topic),
+                                   timeout=timeout or 15.0))
         stats = self._body(ConsumeStats, resp)
         rows = []
         for mq, o in sorted(stats.offset_table.items()):

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -141,6 +143,40 @@ def test_export_and_broker_consume_stats_over_n(broker: BrokerProcess, tmp_path:
     data = json.loads((tmp_path / "metadata.json").read_text())
     assert "ExpT" in data["topicConfigTable"] and "ExpG" in data["subscriptionGroupTable"]
     assert "TBW102" not in data["topicConfigTable"]
+
+
+def test_broker_consume_stats_order_only_and_timeout_over_n(broker: BrokerProcess, tmp_path: Path) -> None:
+    """-o true lists only ordered topics (Apache's fetchAllConsumeStatsInBroker with isOrder) and
+    -t bounds the wait on a broker that does not answer; both were accepted and ignored."""
+    n, addr = broker.namesrv_addr, broker.broker_addr
+    for topic, order in (("StatPlainT", "false"), ("StatOrdT", "true")):
+        mqadmin_ok("updateTopic", "-n", n, "-b", addr, "-t", topic, "-r", "1", "-w", "1", "-o", order)
+        mqadmin_ok("sendMessage", "-n", n, "-t", topic, "-p", "x")
+    mqadmin_ok("updateSubGroup", "-n", n, "-b", addr, "-g", "StatG")
+    wait_remote_dispatched(n, addr)
+    for topic in ("StatPlainT", "StatOrdT"):
+        mqadmin_ok("resetOffsetByTime", "-n", n, "-g", "StatG", "-t", topic, "-s", "-1")
+
+    def topics(*args: str) -> set[str]:
+        rows = json.loads(mqadmin_ok("brokerConsumeStats", "-n", n, "-b", addr, "--output", "json", *args))["rows"]
+        return {r["topic"] for r in rows if r["group"] == "StatG"}
+
+    assert topics() == {"StatPlainT", "StatOrdT"}
+    assert topics("-o", "false") == {"StatPlainT", "StatOrdT"}
+    assert topics("-o", "true") == {"StatOrdT"}
+    assert topics("-t", "20000") == {"StatPlainT", "StatOrdT"}
+
+    with running_broker(tmp_path / "b", broker_name="broker-b", namesrv=n) as b:
+        os.kill(b.proc.pid, signal.SIGSTOP)
+        try:
+            started = time.monotonic()
+            r = mqadmin("brokerConsumeStats", "-n", n, "-b", b.broker_addr, "-t", "1500")
+            took = time.monotonic() - started
+        finally:
+            os.kill(b.proc.pid, signal.SIGCONT)
+    assert r.returncode == 1 and r.stdout == "", r.stdout + r.stderr
+    assert f"broker {b.broker_addr} did not answer within 1500 ms (-t/--timeoutMillis)" in r.stderr, r.stderr
+    assert took < 4.5  # not the 5 s default request timeout (mqadmin itself takes ~1-2 s to start)
 
 
 def test_send_msg_status_and_cluster_rt_over_n(broker: BrokerProcess) -> None:
