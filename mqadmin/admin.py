@@ -439,10 +439,33 @@ class Admin:
 
     def _require_topic(self, topic: str, among: list[BrokerIdentity] | None = None
                        ) -> list[tuple[BrokerIdentity, TopicInfo]]:
+        """The brokers of ``among`` (default the topic's candidates) with ``topic``; else NotFoundError.
+        When the brokers given (-b, -c, a broker name) lack a topic the name server routes elsewhere,
+        that is said, naming both: "not found in name server" sent the operator looking for a typo in
+        the topic (Apache: "broker not exit or broker is not master!")."""
         found = self._topic_brokers(topic, among)
         if not found:
+            elsewhere = self._routed_elsewhere(topic, among) if among else []
+            if among and elsewhere:
+                on = ", ".join(elsewhere)
+                given = ", ".join(f"{b.broker_name} ({b.broker_addr})" if b.broker_name else b.broker_addr
+                                  for b in among)
+                raise NotFoundError(f"topic [{topic}] is not on broker{'s' if len(among) > 1 else ''} {given}; "
+                                    f"the name server routes it to {on}")
             raise NotFoundError(f"topic [{topic}] not found in {self.target}")
         return found
+
+    def _routed_elsewhere(self, topic: str, among: list[BrokerIdentity]) -> list[str]:
+        """The broker names the topic's route lists besides ``among``'s; none on a store directory (one
+        broker) or when the name server cannot say (the not-found message is then the plain one)."""
+        if self.maintenance is not None:
+            return []
+        try:
+            route = self.client.topic_route(topic)
+        except AdminError:
+            return []
+        given = {b.broker_name for b in among}
+        return sorted({q.broker_name for q in route.queue_datas} - given) if route is not None else []
 
     def _routed_brokers(self, topic: str) -> list[tuple[BrokerIdentity, int]]:
         """(master, writeQueueNums) of each broker in the topic's route, as Apache's queryMessage and

@@ -212,3 +212,18 @@ def test_order_conf_reaches_routes_only_with_order_message_enable(cluster: Clust
     finally:
         for topic in ("TW", "TG"):
             cluster.ok("updateOrderConf", "-t", topic, "-m", "delete")
+
+
+# ------------------------------------------------------------------------------ 8. a topic not on the broker given
+
+def test_update_topic_perm_of_a_topic_on_another_broker_names_both(cluster: Cluster) -> None:
+    cluster.ok("updateTopic", "-b", cluster.a.broker_addr, "-t", "TA", "-r", "2", "-w", "2")
+    r = cluster.run("updateTopicPerm", "-t", "TA", "-b", cluster.b.broker_addr, "-p", "6")
+    assert r.returncode == 3 and r.stdout == "", r.stdout + r.stderr
+    line, = r.stderr.strip().splitlines()
+    assert f"topic [TA] is not on broker broker-b ({cluster.b.broker_addr}); the name server routes it to broker-a" \
+        in line, line
+    r = cluster.run("updateTopicPerm", "-t", "NoWhere", "-b", cluster.b.broker_addr, "-p", "6")
+    assert r.returncode == 3 and "topic [NoWhere] not found in name server" in r.stderr, r.stdout + r.stderr
+    out = cluster.ok("updateTopicPerm", "-t", "TA", "-b", cluster.a.broker_addr, "-p", "4")
+    assert "success" in out
