@@ -44,6 +44,8 @@ class TimerBacklogInfo:
     enqueue_behind_ms: int
     curr_read_time_ms: int
     timer_log_max_offset: int
+    # never delivered since the broker started: retention deleted their commitlog records before they were due
+    lost_to_retention: int = 0
 
 
 @dataclass(frozen=True)
@@ -147,7 +149,8 @@ def timer_backlog_from(info: dict[str, str]) -> TimerBacklogInfo | None:
         enqueue_tps=_float(info, "timerEnqueueTps"), dequeue_tps=_float(info, "timerDequeueTps"),
         dequeue_behind_ms=_int(info, "timerDequeueBehindMs"), enqueue_behind_messages=_int(info, "timerOffsetBehind"),
         enqueue_behind_ms=_int(info, "timerEnqueueBehindMs"), curr_read_time_ms=_int(info, "timerCurrReadTimeMs"),
-        timer_log_max_offset=_int(info, "timerLogMaxOffset"))
+        timer_log_max_offset=_int(info, "timerLogMaxOffset"),
+        lost_to_retention=_int(info, "timerDequeueGetMsgMiss"))
 
 
 def delay_levels_from(info: dict[str, str]) -> list[DelayLevelInfo]:

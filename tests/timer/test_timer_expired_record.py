@@ -15,6 +15,7 @@ import pytest
 
 from broker_core.broker.broker import Broker
 from broker_core.broker.broker_config import BrokerConfig
+from mqadmin.figures import timer_backlog_from
 
 SIZES = {"mappedFileSizeCommitLog": str(64 * 1024), "mappedFileSizeConsumeQueue": str(20 * 16),
          "maxHashSlotNum": "16", "maxIndexNum": "24"}
@@ -52,5 +53,8 @@ def test_timer_messages_lost_to_retention_are_warned_once_per_tick_and_counted(
         assert "5 timer message(s)" in warned[0] and "offsetPy:" in warned[0] and "sizePy:" in warned[0]
         assert b.timer_backlog().missing == 5
         assert b.broker_runtime_info()["timerDequeueGetMsgMiss"] == "5"
+        # what brokerStatus and the dashboard's Timers screen read
+        backlog = timer_backlog_from(b.broker_runtime_info())
+        assert backlog is not None and backlog.lost_to_retention == 5
     finally:
         b.shutdown()

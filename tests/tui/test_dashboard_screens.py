@@ -124,6 +124,7 @@ async def test_timers_screen_shows_pending_timer_messages_and_due_histogram(gold
         assert text_of(pilot.app, "#timer-title") == f"Timer wheel: {len(pending)} pending"
         figures = {k: v for k, v in table_rows(pilot.app, "#timer-figures")}
         assert figures["Pending timer messages"] == str(len(pending)) == "6"
+        assert figures["Lost to retention"] == "0"
         # Due in, from the screen's clock (5 s after the driver started): the manifest's delivery times.
         now = store.clock_ms
         expect = Counter()

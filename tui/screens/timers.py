@@ -77,6 +77,7 @@ class TimersScreen(DashboardScreen):
                     ("Not yet in the wheel", f"{fmt.count(timer.enqueue_behind_messages)} "
                                              f"({fmt.duration(timer.enqueue_behind_ms)} old)"),
                     ("Timer log size", fmt.size(timer.timer_log_max_offset)),
+                    ("Lost to retention", fmt.count(timer.lost_to_retention)),
                 )]
             figures.set_rows(rows)
             counts = {b: sum(t.due.get(b, 0) for _, t in wheels) for b in TIMER_DUE_BUCKETS}
