@@ -13,7 +13,7 @@ are ``mqadmin.errors`` exceptions.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -542,6 +542,12 @@ class Admin:
                               lambda b: self.client.update_and_create_topic(b.broker_addr, topic), _addr)
         return results[0]
 
+    def update_topic_list(self, topics: Sequence[TopicInfo], targets: list[BrokerIdentity]) -> None:
+        """updateTopicList: UPDATE_AND_CREATE_TOPIC_LIST of every topic on each target in turn, one
+        request a broker, as Apache's createAndUpdateTopicConfigList. Each broker applies the whole list
+        or (one entry refused) none of it; a failure names the brokers already changed."""
+        change_each(targets, lambda b: self.client.update_and_create_topic_list(b.broker_addr, topics), _addr)
+
     def order_conf_for(self, topic: str, write_queue_nums: int, targets: list[BrokerIdentity],
                        whole_cluster: bool) -> str:
         """The ORDER_TOPIC_CONFIG value updateTopic -o true writes, as Apache's createOrUpdateOrderConf:
@@ -569,9 +575,9 @@ class Admin:
         perm, filter type, system topic names (validateSystemTopicWhenUpdateTopic), MIXED
         (enableMixedMessageType) and the attribute changes against the topic as each target has it.
 
-        Why: updateTopicList sends one request per topic, so a bad entry found by the broker failed the
-        file after the entries before it were written; RocketMQ's UPDATE_AND_CREATE_TOPIC_LIST checks
-        the whole list before it writes any, and checking every entry here first does the same."""
+        Why: updateTopicList sends the list to one broker after another, and a broker that refuses an
+        entry of UPDATE_AND_CREATE_TOPIC_LIST writes none of it but says only its remark; checked here
+        first, a bad entry is named by its place in the file and no broker is changed."""
         from broker_core.broker.errors import BrokerError
         from broker_core.broker.topic_attributes import (
             QUEUE_TYPE,
@@ -748,6 +754,13 @@ class Admin:
         change_each(targets or self.brokers(),
                     lambda b: self.client.update_and_create_subscription_group(b.broker_addr, config), _addr)
         return config
+
+    def update_sub_group_list(self, configs: Sequence[SubscriptionGroupInfo], targets: list[BrokerIdentity]) -> None:
+        """updateSubGroupList: UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST of every config on each target in
+        turn, one request a broker, as Apache's createAndUpdateSubscriptionGroupConfigList; whole configs,
+        as update_sub_group sends its one. Each broker applies all or none."""
+        change_each(targets, lambda b: self.client.update_and_create_subscription_group_list(b.broker_addr, configs),
+                    _addr)
 
     def delete_sub_group(self, group: str, remove_offset: bool = False, delete_retry_topics: bool = False,
                          targets: list[BrokerIdentity] | None = None) -> list[str]:
@@ -1055,47 +1068,32 @@ class Admin:
                              timeout_millis: int | None = None) -> list[GroupQueueLag]:
         """brokerConsumeStats: every group's queues on one broker with a stored offset and lag >= diff_level.
 
-        ``order_only`` (-o true): only topics whose config is ordered, as Apache's
-        fetchAllConsumeStatsInBroker with isOrder. ``timeout_millis`` (-t): Apache asks in one request
-        with that timeout; here it bounds the whole fetch (a request per group), each request given
-        what is left, so a broker that does not answer fails the command in that time. ``broker_addr``
-        is asked directly, with no request before (check_target's would wait its own timeout); a
-        malformed or (on a store directory) foreign address is refused by the transport, as there."""
+        One GET_BROKER_CONSUME_STATS request, as Apache's fetchConsumeStatsInBroker: ``order_only``
+        (-o true) is its isOrder (only topics whose config is ordered) and ``timeout_millis`` (-t) its
+        timeout, so a broker that does not answer fails the command in that time. Why not a request
+        per group: that was GET_CONSUME_STATS a group, which an account with Apache's Cluster [Get]
+        alone may not send, and a wait that grew with the number of groups. ``broker_addr`` is asked
+        directly, with no request before (check_target's would wait its own timeout); a malformed or
+        (on a store directory) foreign address is refused by the transport, as there."""
         import time
 
         from mqadmin.reports import GroupQueueLag
 
-        deadline = None if timeout_millis is None else time.monotonic() + timeout_millis / 1000
-
-        def left() -> float | None:
-            if deadline is None:
-                return None
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise self._consume_stats_timeout(broker_addr, timeout_millis)
-            return remaining
-
-        def asked(request: Callable[..., T], *args: str) -> T:
-            """One request to the broker, given what is left of -t as its timeout."""
-            try:
-                return request(broker_addr, *args, timeout=left())
-            except UnreachableError as e:
-                if deadline is not None and time.monotonic() >= deadline:
-                    raise self._consume_stats_timeout(broker_addr, timeout_millis) from None
-                raise UnreachableError(f"broker {broker_addr} cannot be reached: {e.message}") from None
-
-        ordered: set[str] | None = None
-        if order_only:
-            ordered = {t.topic_name for t in asked(self.client.get_all_topic_config) if t.order}
+        started = time.monotonic()
+        try:
+            stats = self.client.broker_consume_stats(
+                broker_addr, order_only, None if timeout_millis is None else timeout_millis / 1000)
+        except UnreachableError as e:
+            if timeout_millis is not None and time.monotonic() - started >= timeout_millis / 1000:
+                raise self._consume_stats_timeout(broker_addr, timeout_millis) from None
+            raise UnreachableError(f"broker {broker_addr} cannot be reached: {e.message}") from None
         rows: list[GroupQueueLag] = []
-        for g in asked(self.client.get_all_subscription_group):
-            for s in asked(self.client.consume_stats, g.group_name).rows:
-                if ordered is not None and s.topic not in ordered:
-                    continue
+        for group, per_topic in stats.groups:
+            for s in (row for view in per_topic for row in view.rows):
                 consumer = max(s.consumer_offset, 0)
                 if s.broker_offset - consumer < diff_level or s.last_timestamp <= 0:
                     continue  # Apache prints only queues with a last-consumed time
-                rows.append(GroupQueueLag(g.group_name, s.topic, s.broker_name, s.queue_id, s.broker_offset, consumer,
+                rows.append(GroupQueueLag(group, s.topic, s.broker_name, s.queue_id, s.broker_offset, consumer,
                                           s.last_timestamp))
         return sorted(rows, key=lambda r: (r.group, r.topic, r.broker_name, r.queue_id))
 

@@ -64,15 +64,17 @@ def signed_attributes(obj: dict[str, object], where: str) -> dict[str, str]:
 
 
 def submit_config_list(cmd: Cmd, broker: str | None, cluster: str | None, configs: Sequence[C],
-                       update: Callable[[Admin, C, list[BrokerIdentity]], object], names: tuple[str, list[str]],
-                       what: str, labels: Sequence[str] = (),
+                       update: Callable[[Admin, Sequence[C], list[BrokerIdentity]], object],
+                       names: tuple[str, list[str]], what: str, labels: Sequence[str] = (),
                        check: Callable[[Admin, C, list[BrokerIdentity]], str | None] | None = None) -> None:
-    """Apply every config to the target brokers, then print mqadmin's line per broker.
+    """Send every config to the target brokers in one list request each, then print mqadmin's line per broker.
 
-    ``names`` is the output record's key and the configs' names; ``what`` is the word Java prints.
-    ``check`` says why the brokers would refuse a config (None: they would not); every config is
-    checked before the first is sent, so a bad entry (named by its ``labels`` entry) changes nothing,
-    as RocketMQ checks a whole list before it writes any of it.
+    ``update`` sends the whole list to every target (UPDATE_AND_CREATE_TOPIC_LIST /
+    UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST, as Apache's commands send the file: one request a broker,
+    which the broker applies all or none). ``names`` is the output record's key and the configs'
+    names; ``what`` is the word Java prints. ``check`` says why the brokers would refuse a config
+    (None: they would not); every config is checked before the list is sent, so a bad entry (named by
+    its ``labels`` entry, which the broker's refusal could not name) changes nothing on any broker.
     """
     admin = cmd.admin()
     targets = admin.check_target(cluster_name=cluster, broker_addr=broker)
@@ -81,16 +83,8 @@ def submit_config_list(cmd: Cmd, broker: str | None, cluster: str | None, config
             problem = check(admin, config, targets)
             if problem is not None:
                 raise AdminError(f"{label}: {problem} (nothing was changed)")
-    applied: list[str] = []
-    for i, config in enumerate(configs):
-        try:
-            update(admin, config, targets)
-        except AdminError as e:  # the brokers failed on one: say which entries are already in place
-            if applied:
-                e.message = f"{e.message} (entries before it were applied: {', '.join(applied)})"
-                e.args = (e.message,)
-            raise
-        applied.append(labels[i] if i < len(labels) else str(i))
+    if configs:  # an empty file changes nothing: no request, as before the list codes
+        update(admin, configs, targets)
     addrs = [b.broker_addr for b in targets]
     key, listed = names
     cmd.emit({"brokers": addrs, key: listed}, lambda: [cmd.print(

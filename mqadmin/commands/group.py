@@ -292,12 +292,14 @@ def update_sub_group_list(
     cluster: ClusterNameOpt = None,
 ) -> None:
     """Every field of each SubscriptionGroupConfig in the file is applied (as Java's body carries the
-    whole config), and every entry is checked before the first is sent: a bad one changes nothing."""
+    whole config), and every entry is checked before the list is sent (one request a broker): a bad one
+    changes nothing."""
     from mqadmin.commands.config_list import read_json_list, submit_config_list
 
     require_one_target(broker, cluster)
     wanted = [_group_from_file(where, obj) for where, obj in read_json_list(filename, "SubscriptionGroupConfig")]
-    submit_config_list(cmd, broker, cluster, wanted, lambda admin, g, targets: admin.update_sub_group(g, targets),
+    submit_config_list(cmd, broker, cluster, wanted,
+                       lambda admin, gs, targets: admin.update_sub_group_list(gs, targets),
                        ("groups", [g.group_name for g in wanted]),
                        "subscription group" if cluster is not None else "group")
 

@@ -302,7 +302,7 @@ def update_topic_list(
         wanted.append(TopicInfo(name, nums[0], nums[1], perm, field(obj, "topicFilterType", str, "SINGLE_TAG", where),
                                 sys_flag, bool(field(obj, "order", bool, False, where)), attrs))
         labels.append(f"{where} (topic {name})")
-    submit_config_list(cmd, broker, cluster, wanted, lambda admin, t, targets: admin.update_topic(t, targets),
+    submit_config_list(cmd, broker, cluster, wanted, lambda admin, ts, targets: admin.update_topic_list(ts, targets),
                        ("topics", [t.topic_name for t in wanted]), "topic", labels,
                        lambda admin, t, targets: admin.topic_update_problem(t, targets))
 

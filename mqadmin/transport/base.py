@@ -26,7 +26,7 @@ Contract every implementation keeps (the contract suite in tests/contract runs o
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from broker_core.remoting.bodies import ConsumeMessageDirectlyResult, ConsumerRunningInfo
     from broker_core.store.verify import LostRecord, VerifyReport
     from mqadmin.transport.values import (
+        BrokerConsumeStatsView,
         ClientConnection,
         ConsumeQueueView,
         ConsumerConnection,
@@ -53,6 +54,7 @@ if TYPE_CHECKING:
 # The queue, send, group and connection records live in ``mqadmin.transport.values`` and load on first
 # use of their name here (PEP 562): a key query needs only the two records below.
 __getattr__ = lazy_exports(__name__, dict.fromkeys((
+    "BrokerConsumeStatsView",
     "ClientConnection",
     "ConsumeQueueStats",
     "ConsumeQueueView",
@@ -216,9 +218,8 @@ class BrokerClient(Protocol):
         ...
 
     # -- topics --------------------------------------------------------------------------------------
-    def get_all_topic_config(self, broker_addr: str, timeout: float | None = None) -> list[TopicInfo]:
-        """GET_ALL_TOPIC_CONFIG (21). ``timeout``: seconds to wait for the answer (None: the transport's
-        own); a store directory answers at once."""
+    def get_all_topic_config(self, broker_addr: str) -> list[TopicInfo]:
+        """GET_ALL_TOPIC_CONFIG (21)."""
         ...
 
     def get_topic_config(self, broker_addr: str, topic: str) -> TopicInfo | None:
@@ -228,6 +229,12 @@ class BrokerClient(Protocol):
     def update_and_create_topic(self, broker_addr: str, topic: TopicInfo) -> TopicInfo:
         """UPDATE_AND_CREATE_TOPIC (17). ``topic.attributes`` holds mqadmin's signed changes
         (``{"+queue.type": "BatchCQ", "-k": ""}``); returns the topic as now stored."""
+        ...
+
+    def update_and_create_topic_list(self, broker_addr: str, topics: Sequence[TopicInfo]) -> None:
+        """UPDATE_AND_CREATE_TOPIC_LIST (18): every topic in one request, as Apache's updateTopicList sends
+        them; each ``attributes`` holds signed changes, as update_and_create_topic's. The broker checks
+        every entry before it writes any, so one refused entry changes nothing. Nothing is read back."""
         ...
 
     def delete_topic_in_broker(self, broker_addr: str, topic: str) -> None:
@@ -248,9 +255,8 @@ class BrokerClient(Protocol):
         ...
 
     # -- subscription groups -------------------------------------------------------------------------
-    def get_all_subscription_group(self, broker_addr: str, timeout: float | None = None
-                                   ) -> list[SubscriptionGroupInfo]:
-        """GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201); ``timeout`` as get_all_topic_config's."""
+    def get_all_subscription_group(self, broker_addr: str) -> list[SubscriptionGroupInfo]:
+        """GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201)."""
         ...
 
     def get_subscription_group(self, broker_addr: str, group: str) -> SubscriptionGroupInfo | None:
@@ -264,17 +270,30 @@ class BrokerClient(Protocol):
         need Group [Get] under ACL 2.0, which Apache's updateSubGroup does not."""
         ...
 
+    def update_and_create_subscription_group_list(self, broker_addr: str,
+                                                  configs: Sequence[SubscriptionGroupInfo]) -> None:
+        """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST (225): every config in one request, as Apache's
+        updateSubGroupList sends them, each taken as update_and_create_subscription_group takes its one;
+        one refused entry changes nothing."""
+        ...
+
     def delete_subscription_group(self, broker_addr: str, group: str, clean_offset: bool) -> bool:
         """DELETE_SUBSCRIPTIONGROUP (207), with ``cleanOffset``; False when the broker says it deleted
         nothing (no such group, nor offsets to clean). A broker that does not say (Java's) gives True."""
         ...
 
-    def consume_stats(self, broker_addr: str, group: str, topic: str | None = None,
-                      timeout: float | None = None) -> ConsumeStatsView:
+    def consume_stats(self, broker_addr: str, group: str, topic: str | None = None) -> ConsumeStatsView:
         """GET_CONSUME_STATS (208): every read queue of ``topic`` (or of every topic the group
         committed on), no rows when the group has no offsets; and consumeTps, the group's pulls a second
-        over the last minute on that broker (0 on a store directory: no traffic reaches it).
-        ``timeout`` as get_all_topic_config's."""
+        over the last minute on that broker (0 on a store directory: no traffic reaches it)."""
+        ...
+
+    def broker_consume_stats(self, broker_addr: str, is_order: bool,
+                             timeout: float | None = None) -> BrokerConsumeStatsView:
+        """GET_BROKER_CONSUME_STATS (317): every subscription group's consume stats on every topic it
+        holds offsets on, in one answer (``is_order``: orderly topics only), as Apache's brokerConsumeStats
+        asks. ``timeout``: seconds to wait for the answer (None: the transport's own); a store
+        directory answers at once."""
         ...
 
     def consumer_connection(self, broker_addr: str, group: str) -> ConsumerConnection | None:

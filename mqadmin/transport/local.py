@@ -12,7 +12,7 @@ exactly as the remoting transport maps response codes.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     from broker_core.store.subscription_group_config import SubscriptionGroupConfig
     from broker_core.store.verify import LostRecord, VerifyReport
     from mqadmin.transport.values import (
+        BrokerConsumeStatsView,
         ClientConnection,
         ConsumeQueueStats,
         ConsumeQueueView,
@@ -225,7 +226,7 @@ class LocalBrokerClient:
         raise self._no_namesrv("the name server's config")
 
     # -- topics --------------------------------------------------------------------------------------
-    def get_all_topic_config(self, broker_addr: str, timeout: float | None = None) -> list[TopicInfo]:
+    def get_all_topic_config(self, broker_addr: str) -> list[TopicInfo]:
         b = self._broker_for(broker_addr)
         return [_topic_info(tc) for tc in self._call(broker_addr, b.list_topics)]
 
@@ -240,6 +241,13 @@ class LocalBrokerClient:
                         topic.write_queue_nums, topic.perm, topic.order, dict(topic.attributes),
                         topic.topic_filter_type, topic.topic_sys_flag)
         return _topic_info(tc)
+
+    def update_and_create_topic_list(self, broker_addr: str, topics: Sequence[TopicInfo]) -> None:
+        """The Broker call UPDATE_AND_CREATE_TOPIC_LIST makes: every topic or none."""
+        b = self._broker_for(broker_addr)
+        configs = [TopicConfig(t.topic_name, t.read_queue_nums, t.write_queue_nums, t.perm, t.topic_filter_type,
+                               t.topic_sys_flag, t.order, dict(t.attributes)) for t in topics]
+        self._call(broker_addr, b.create_or_update_topic_list, configs)
 
     def delete_topic_in_broker(self, broker_addr: str, topic: str) -> None:
         b = self._broker_for(broker_addr)
@@ -267,8 +275,7 @@ class LocalBrokerClient:
         return sorted(self._call(broker_addr, b.which_group_by_topic, topic))
 
     # -- subscription groups -------------------------------------------------------------------------
-    def get_all_subscription_group(self, broker_addr: str, timeout: float | None = None
-                                   ) -> list[SubscriptionGroupInfo]:
+    def get_all_subscription_group(self, broker_addr: str) -> list[SubscriptionGroupInfo]:
         b = self._broker_for(broker_addr)
         return [_group_info(g) for g in self._call(broker_addr, b.list_subscription_groups)]
 
@@ -283,6 +290,12 @@ class LocalBrokerClient:
         b = self._broker_for(broker_addr)
         self._call(broker_addr, b.create_or_update_subscription_group, config.to_config())
 
+    def update_and_create_subscription_group_list(self, broker_addr: str,
+                                                  configs: Sequence[SubscriptionGroupInfo]) -> None:
+        """Whole configs, as over the wire (see update_and_create_subscription_group): every one or none."""
+        b = self._broker_for(broker_addr)
+        self._call(broker_addr, b.create_or_update_subscription_group_list, [c.to_config() for c in configs])
+
     def delete_subscription_group(self, broker_addr: str, group: str, clean_offset: bool) -> bool:
         """True when the group, or with ``clean_offset`` its offsets, were there to delete (the answer
         the remoting handler gives)."""
@@ -291,8 +304,7 @@ class LocalBrokerClient:
         existed = self._call(broker_addr, b.delete_subscription_group, group, clean_offset)
         return bool(existed) or had_offsets
 
-    def consume_stats(self, broker_addr: str, group: str, topic: str | None = None,
-                      timeout: float | None = None) -> list[ConsumeQueueStats]:
+    def consume_stats(self, broker_addr: str, group: str, topic: str | None = None) -> list[ConsumeQueueStats]:
         from mqadmin.transport.values import ConsumeQueueStats, ConsumeStatsView
 
         b = self._broker_for(broker_addr)
@@ -301,6 +313,21 @@ class LocalBrokerClient:
         return ConsumeStatsView([ConsumeQueueStats(s.topic, name, s.queue_id, s.broker_offset, s.consumer_offset,
                                                    s.pull_offset, s.inflight, s.last_timestamp, s.blocked)
                                  for s in stats.rows], stats.consume_tps)
+
+    def broker_consume_stats(self, broker_addr: str, is_order: bool,
+                             timeout: float | None = None) -> BrokerConsumeStatsView:
+        """Consumer offsets as the wire gives them: 0 for a queue never committed on."""
+        from mqadmin.transport.values import BrokerConsumeStatsView, ConsumeQueueStats, ConsumeStatsView
+
+        b = self._broker_for(broker_addr)
+        name = self.config.broker_name
+        stats = self._call(broker_addr, b.broker_consume_stats, is_order)
+        return BrokerConsumeStatsView(
+            [(group, [ConsumeStatsView([ConsumeQueueStats(s.topic, name, s.queue_id, s.broker_offset, s.consumer_offset,
+                                                          s.pull_offset, s.inflight, s.last_timestamp, s.blocked)
+                                        for s in per.rows], per.consume_tps) for per in per_topic])
+             for group, per_topic in stats.groups],
+            stats.total_diff, stats.total_inflight_diff)
 
     def consumer_connection(self, broker_addr: str, group: str) -> ConsumerConnection | None:
         from mqadmin.transport.values import ClientConnection, ConsumerConnection, SubscriptionEntry

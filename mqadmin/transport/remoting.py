@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Coroutine, Mapping
+from collections.abc import Coroutine, Mapping, Sequence
 from typing import Any, TypeVar
 
 from broker_core.auth.converter import acl_from_info, acl_to_info, user_from_info
@@ -34,6 +34,8 @@ from broker_core.remoting.bodies import (
     ConsumeMessageDirectlyResult,
     ConsumerRunningInfo,
     ConsumeStats,
+    ConsumeStatsList,
+    CreateTopicListRequestBody,
     GetConsumerStatusBody,
     GroupList,
     KVTable,
@@ -41,6 +43,7 @@ from broker_core.remoting.bodies import (
     QueryConsumeQueueResponseBody,
     ResetOffsetBody,
     SetMessageRequestModeRequestBody,
+    SubscriptionGroupList,
     SubscriptionGroupWrapper,
     TopicConfigAndMappingSerializeWrapper,
     TopicConfigBody,
@@ -70,6 +73,7 @@ from broker_core.remoting.headers import (
     GetConsumerConnectionListRequestHeader,
     GetConsumerRunningInfoRequestHeader,
     GetConsumerStatusRequestHeader,
+    GetConsumeStatsInBrokerHeader,
     GetConsumeStatsRequestHeader,
     GetKVConfigRequestHeader,
     GetKVConfigResponseHeader,
@@ -103,6 +107,7 @@ from broker_core.store.subscription_group_config import SubscriptionGroupConfig
 from mqadmin.errors import AdminError, NotFoundError, UnreachableError, UsageProblem, refusal
 from mqadmin.records import to_record
 from mqadmin.transport.base import (
+    BrokerConsumeStatsView,
     ClientConnection,
     ConsumeQueueStats,
     ConsumeQueueView,
@@ -384,9 +389,9 @@ class RemotingBrokerClient:
         return TopicInfo(tc.topic_name, tc.read_queue_nums, tc.write_queue_nums, tc.perm, tc.topic_filter_type,
                          tc.topic_sys_flag, tc.order, dict(tc.attributes))
 
-    def get_all_topic_config(self, broker_addr: str, timeout: float | None = None) -> list[TopicInfo]:
+    def get_all_topic_config(self, broker_addr: str) -> list[TopicInfo]:
         body = self._body(TopicConfigAndMappingSerializeWrapper,
-                          self._ok(self._call(broker_addr, RequestCode.GET_ALL_TOPIC_CONFIG, timeout=timeout)))
+                          self._ok(self._call(broker_addr, RequestCode.GET_ALL_TOPIC_CONFIG)))
         return [self._topic_info(tc) for _, tc in sorted(body.topic_config_table.items())]
 
     def get_topic_config(self, broker_addr: str, topic: str) -> TopicInfo | None:
@@ -405,6 +410,16 @@ class RemotingBrokerClient:
         if stored is None:
             raise AdminError(f"topic {topic.topic_name} was not found on {broker_addr} after creating it")
         return stored
+
+    def update_and_create_topic_list(self, broker_addr: str, topics: Sequence[TopicInfo]) -> None:
+        """The body's attributes are the signed changes themselves (``{"+queue.type": "BatchCQ"}``), as
+        Apache's updateTopicList sends the file's."""
+        body = CreateTopicListRequestBody(topic_config_list=[TopicConfigBody(
+            topic_name=t.topic_name, read_queue_nums=t.read_queue_nums, write_queue_nums=t.write_queue_nums,
+            perm=t.perm, topic_filter_type=t.topic_filter_type, topic_sys_flag=t.topic_sys_flag, order=t.order,
+            attributes={k if k.startswith(("+", "-")) else "+" + k: v for k, v in t.attributes.items()})
+            for t in topics])
+        self._ok(self._call(broker_addr, RequestCode.UPDATE_AND_CREATE_TOPIC_LIST, None, body.to_json()))
 
     def delete_topic_in_broker(self, broker_addr: str, topic: str) -> None:
         self._ok(self._call(broker_addr, RequestCode.DELETE_TOPIC_IN_BROKER, DeleteTopicRequestHeader(topic=topic)))
@@ -433,10 +448,9 @@ class RemotingBrokerClient:
         return sorted(self._body(GroupList, resp).group_list)
 
     # ----------------------------------------------------------------------------------- groups
-    def get_all_subscription_group(self, broker_addr: str, timeout: float | None = None
-                                   ) -> list[SubscriptionGroupInfo]:
-        body = self._body(SubscriptionGroupWrapper, self._ok(self._call(
-            broker_addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, timeout=timeout)))
+    def get_all_subscription_group(self, broker_addr: str) -> list[SubscriptionGroupInfo]:
+        body = self._body(SubscriptionGroupWrapper,
+                          self._ok(self._call(broker_addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)))
         return [SubscriptionGroupInfo.of_config(SubscriptionGroupConfig.from_json(name, dict(obj)))
                 for name, obj in sorted(body.subscription_group_table.items())]
 
@@ -455,6 +469,13 @@ class RemotingBrokerClient:
         obj = {k: v for k, v in config.to_config().to_json().items() if v is not None}
         self._ok(self._call(broker_addr, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, None, fastjson.dumps(obj)))
 
+    def update_and_create_subscription_group_list(self, broker_addr: str,
+                                                  configs: Sequence[SubscriptionGroupInfo]) -> None:
+        """Each entry is the body update_and_create_subscription_group sends for its one."""
+        body = SubscriptionGroupList(group_config_list=[
+            {k: v for k, v in c.to_config().to_json().items() if v is not None} for c in configs])
+        self._ok(self._call(broker_addr, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST, None, body.to_json()))
+
     def delete_subscription_group(self, broker_addr: str, group: str, clean_offset: bool) -> bool:
         from broker_core.net.handlers_admin import GROUP_DELETED_FIELD
 
@@ -462,11 +483,9 @@ class RemotingBrokerClient:
                                    DeleteSubscriptionGroupRequestHeader(group_name=group, clean_offset=clean_offset)))
         return (resp.ext_fields or {}).get(GROUP_DELETED_FIELD) != "false"
 
-    def consume_stats(self, broker_addr: str, group: str, topic: str | None = None,
-                      timeout: float | None = None) -> ConsumeStatsView:
+    def consume_stats(self, broker_addr: str, group: str, topic: str | None = None) -> ConsumeStatsView:
         resp = self._ok(self._call(broker_addr, RequestCode.GET_CONSUME_STATS,
-                                   GetConsumeStatsRequestHeader(consumer_group=group, topic=topic),
-                                   timeout=timeout or 15.0))
+                                   GetConsumeStatsRequestHeader(consumer_group=group, topic=topic), timeout=15.0))
         stats = self._body(ConsumeStats, resp)
         rows = []
         for mq, o in sorted(stats.offset_table.items()):
@@ -478,6 +497,24 @@ class RemotingBrokerClient:
             rows.append(ConsumeQueueStats(mq.topic, mq.broker_name, mq.queue_id, o.broker_offset, consumer,
                                           pull, max(pull - max(consumer, 0), 0), o.last_timestamp))
         return ConsumeStatsView(rows, stats.consume_tps)
+
+    def broker_consume_stats(self, broker_addr: str, is_order: bool,
+                             timeout: float | None = None) -> BrokerConsumeStatsView:
+        """One request, as Apache's fetchConsumeStatsInBroker (15 s unless ``timeout``, as
+        consume_stats). A consumer offset of 0 is kept as it comes: telling "never committed" apart
+        would cost a request a queue, which the one request is there to avoid."""
+        resp = self._ok(self._call(broker_addr, RequestCode.GET_BROKER_CONSUME_STATS,
+                                   GetConsumeStatsInBrokerHeader(is_order=is_order), timeout=timeout or 15.0))
+        body = self._body(ConsumeStatsList, resp)
+        groups = []
+        for entry in body.consume_stats_list:
+            for group, per_topic in entry.items():
+                groups.append((group, [ConsumeStatsView(
+                    [ConsumeQueueStats(mq.topic, mq.broker_name, mq.queue_id, o.broker_offset, o.consumer_offset,
+                                       o.pull_offset, max(o.pull_offset - max(o.consumer_offset, 0), 0),
+                                       o.last_timestamp) for mq, o in sorted(stats.offset_table.items())],
+                    stats.consume_tps) for stats in per_topic]))
+        return BrokerConsumeStatsView(groups, body.total_diff, body.total_inflight_diff)
 
     def consumer_connection(self, broker_addr: str, group: str) -> ConsumerConnection | None:
         resp = self._call(broker_addr, RequestCode.GET_CONSUMER_CONNECTION_LIST,

@@ -144,6 +144,17 @@ class ConsumeStatsView:
 
 
 @dataclass(frozen=True)
+class BrokerConsumeStatsView:
+    """GET_BROKER_CONSUME_STATS of one broker (Apache's ConsumeStatsList): each subscription group with
+    one ConsumeStatsView a topic, and the lags summed over every listed queue. A queue the group never
+    committed on has consumer offset 0, as the wire writes it (no request is made to tell it from -1)."""
+
+    groups: list[tuple[str, list[ConsumeStatsView]]]
+    total_diff: int = 0
+    total_inflight_diff: int = 0
+
+
+@dataclass(frozen=True)
 class CqEntry:
     """One consume queue unit: where its message is in the commitlog, and its tag hash."""
 
