@@ -3,6 +3,8 @@ a small filesystem to fill."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -37,3 +39,17 @@ def golden_copy(tmp_path: Path):
         return copy_golden_store(name, tmp_path / name)
 
     return make
+
+
+@pytest.fixture
+def zone(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str], None]]:
+    """``zone("America/New_York")``: the process's local time zone for one test (TZ and time.tzset), put
+    back after it: mqadmin's time options and Spark's local-time buckets read the zone as Java does."""
+
+    def set_zone(name: str) -> None:
+        monkeypatch.setenv("TZ", name)
+        time.tzset()
+
+    yield set_zone
+    monkeypatch.undo()
+    time.tzset()

@@ -8,7 +8,7 @@ reset does; and -g/-t are trimmed as Apache's ``getOptionValue(..).trim()``.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 
@@ -54,19 +54,6 @@ def test_epoch_start_in_local_time_east_of_utc_is_refused(shanghai: None) -> Non
     with pytest.raises(UsageProblem, match="-s/--timestamp"):
         parse_timestamp("1970-01-01#00:00:00:000", option="-s/--timestamp", allow_minus_one=True)
     assert parse_timestamp("1970-01-01#08:00:00:000", option="-s") == 0
-
-
-@pytest.fixture
-def zone(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str], None]]:
-    """``zone("America/New_York")``: the process's local time zone for one test (TZ and time.tzset)."""
-
-    def set_zone(name: str) -> None:
-        monkeypatch.setenv("TZ", name)
-        time.tzset()
-
-    yield set_zone
-    monkeypatch.undo()
-    time.tzset()
 
 
 # (zone, wall time, epoch millis): each answer is Java 17's SimpleDateFormat("yyyy-MM-dd#HH:mm:ss:SSS").parse

@@ -11,7 +11,7 @@ import pytest
 from broker_core.store.codec.properties import PROPERTY_TAGS
 from tests.waiting import wait_all_dispatched, wait_for
 
-from .conftest import RunningGrpcBroker, start_grpc_broker, stop_grpc_broker
+from .conftest import RunningGrpcBroker, grpc_broker_running
 
 # A consumer group's retry ladder of 1 s steps (customizedRetryPolicy, in ms; the official client reads
 # whole seconds, so 1 s is its shortest step): the retry tests are about how many attempts come and where
@@ -24,13 +24,8 @@ def fast_revive(tmp_path: Path) -> Iterator[RunningGrpcBroker]:
     """A broker whose pop revive runs every 0.2 s (reviveInterval, 1 s by default): a message whose
     invisible time ran out is back in its retry queue sooner, so a retry test waits its backoff, not
     the revive round after it."""
-    home = tmp_path / "home"
-    home.mkdir()
-    running = start_grpc_broker(tmp_path / "store", home, {"reviveInterval": "200"})
-    try:
+    with grpc_broker_running(tmp_path, {"reviveInterval": "200"}) as running:
         yield running
-    finally:
-        stop_grpc_broker(running)
 
 
 @pytest.fixture
@@ -38,13 +33,8 @@ def short_polls(tmp_path: Path) -> Iterator[RunningGrpcBroker]:
     """A broker whose empty receives long-poll 1 s, not the 5 s default minimum
     (grpcClientConsumerMinLongPollingTimeoutMillis): with the client's await of 1 s, a consumer waiting
     for a message to come back asks again every second instead of parking 5 s."""
-    home = tmp_path / "home"
-    home.mkdir()
-    running = start_grpc_broker(tmp_path / "store", home, {"grpcClientConsumerMinLongPollingTimeoutMillis": "1000"})
-    try:
+    with grpc_broker_running(tmp_path, {"grpcClientConsumerMinLongPollingTimeoutMillis": "1000"}) as running:
         yield running
-    finally:
-        stop_grpc_broker(running)
 
 
 def test_normal_messages_keys_properties_and_queue_offsets(grpc_broker):
@@ -172,16 +162,11 @@ def test_tag_and_sql92_filters(grpc_broker):
 
 
 def test_body_over_the_broker_limit_is_refused(tmp_path):
-    home = tmp_path / "home"
-    home.mkdir()
-    running = start_grpc_broker(tmp_path / "store", home, {"maxMessageSize": "1024"})
-    try:
+    with grpc_broker_running(tmp_path, {"maxMessageSize": "1024"}) as running:
         running.broker.create_or_update_topic("Small", 1, 1)
         out = running.client("produce", topic="Small", count=1, prefix="x" * 2000)
         assert out["sent"] == [] and "exceeds" in out["errors"][0]
         assert running.broker.get_max_offset("Small", 0) == 0
-    finally:
-        stop_grpc_broker(running)
 
 
 def test_grpc_clients_appear_in_the_client_registry(grpc_broker, tmp_path):

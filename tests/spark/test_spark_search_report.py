@@ -11,7 +11,6 @@ from __future__ import annotations
 import errno
 import json
 import os
-import time
 import zlib
 from pathlib import Path
 
@@ -105,17 +104,6 @@ def test_compiled_walk_and_twin_hand_compressed_records_back_for_the_needle(odd_
 
 
 # ------------------------------------------------------------------------------ 2. local-time buckets
-
-@pytest.fixture
-def zone(monkeypatch):
-    def set_zone(name: str) -> None:
-        monkeypatch.setenv("TZ", name)
-        time.tzset()
-
-    yield set_zone
-    monkeypatch.undo()
-    time.tzset()
-
 
 def _local_start(ts: int, dim: str, name: str) -> int:
     from datetime import datetime
