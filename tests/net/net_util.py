@@ -15,10 +15,18 @@ import threading
 import time
 from pathlib import Path
 
+from broker_core.client.message import decode_records
 from broker_core.remoting import FrameDecoder, RemotingCommand, encode_frame
+from broker_core.store.codec.message import MessageExt
 
 REPO = Path(__file__).resolve().parents[2]
 _opaque = itertools.count(1000)
+
+
+def records(body: bytes) -> list[MessageExt]:
+    """The records of a PULL/POP/VIEW/QUERY answer body as the broker stored them: not unwrapped, not
+    inflated (the client's decoder with both off)."""
+    return decode_records(body, decompress=False, unwrap=False)
 
 
 def run_mqadmin(*args: str) -> subprocess.CompletedProcess[str]:

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from net_util import RawClient, mqadmin, run_mqadmin
+from net_util import RawClient, mqadmin, records, run_mqadmin
 
 from broker_core.client.instance import MQClientInstance
 from broker_core.client.message import Message
@@ -25,7 +25,6 @@ from broker_core.client.producer import Producer
 from broker_core.remoting import RequestCode, ResponseCode
 from broker_core.remoting.bodies import MessageQueue
 from broker_core.remoting.frame import DEFAULT_FRAME_MAX_LENGTH
-from broker_core.store.codec.message import decode_record
 from tests.remoting_broker import BrokerProcess, running_broker
 from tests.waiting import wait_for
 
@@ -63,15 +62,6 @@ def send_big(b: BrokerProcess, topic: str, count: int, queues: int) -> None:
             await inst.shutdown()
 
     asyncio.run(run())
-
-
-def records(data: bytes) -> list:
-    out, pos = [], 0
-    while pos < len(data):
-        m = decode_record(data, pos)
-        out.append(m)
-        pos += m.store_size
-    return out
 
 
 def test_consume_message_reads_40_messages_of_512_kib_over_the_network(broker: BrokerProcess) -> None:

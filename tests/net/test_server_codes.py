@@ -7,7 +7,7 @@ import json
 import struct
 import time
 
-from net_util import RawClient
+from net_util import RawClient, records
 
 from broker_core.remoting import RemotingCommand, RequestCode, ResponseCode, SerializeType, fastjson
 from broker_core.remoting.bodies import (
@@ -30,20 +30,10 @@ from broker_core.remoting.bodies import (
 )
 from broker_core.remoting.headers import SendMessageRequestHeaderV2
 from broker_core.store.codec.batch import BatchItem, encode_batch
-from broker_core.store.codec.message import decode_record
 from broker_core.store.codec.properties import encode_properties
 
 RC = RequestCode
 OK = ResponseCode.SUCCESS
-
-
-def records(body: bytes):
-    out, pos = [], 0
-    while pos < len(body):
-        m = decode_record(body, pos)
-        out.append(m)
-        pos += m.store_size
-    return out
 
 
 def create_topic(bc: RawClient, topic: str, queues: int = 2, **extra: str):
