@@ -94,7 +94,14 @@ if TYPE_CHECKING:
     from .retry import RetryService, SendBackResult
     from .route_info import BrokerRegistration
     from .send import MessageSender, SendResult
-    from .stats import BrokerConsumeStats, BrokerStats, GroupConsumeStats, StatsWindow, TopicStats
+    from .stats import (
+        BrokerConsumeStats,
+        BrokerStats,
+        GroupConsumeStats,
+        GroupQueueStats,
+        StatsWindow,
+        TopicStats,
+    )
     from .transaction import (
         CheckListener,
         CheckReport,
@@ -1391,7 +1398,7 @@ class Broker:
         """GET_CONSUME_STATS: per read queue, broker vs consumer offset, lag, inflight, blocked; and the
         consume TPS, messages the group pulled a second over the last minute of ``topic`` or of every topic
         (BrokerStatsManager.tpsGroupGetNums summed, as RocketMQ's)."""
-        from .stats import GroupConsumeStats, GroupQueueStats
+        from .stats import GroupConsumeStats
 
         topics = [topic] if topic else sorted(self.offset_manager.which_topic_by_consumer(group))
         self._authorize(auth, "GET_CONSUME_STATS", group=group, topics=topics)
@@ -1400,18 +1407,24 @@ class Broker:
             tc = self.topic_manager.get(t)
             if tc is None:
                 continue
-            for qid in range(tc.read_queue_nums):
-                broker_offset = self.store.get_max_offset_in_queue(t, qid)
-                consumer = self.offset_manager.query_offset(group, t, qid)
-                pulled = self.offset_manager.query_pull_offset(group, t, qid)
-                base = max(consumer, 0)
-                last = self.store.get_message_store_timestamp(t, qid, base - 1) if base > 0 else 0
-                inflight = self.inflight_provider(group, t, qid) if self.inflight_provider else 0
-                blocked = self.fifo_blocked_provider(group, t, qid) if self.fifo_blocked_provider else False
-                out.append(GroupQueueStats(t, qid, broker_offset, consumer, max(pulled, consumer), max(0, broker_offset - base),
-                                           inflight, bool(blocked), max(last, 0),
-                                           self.offset_manager.last_commit_timestamp(group, t, qid)))
+            out += [self._queue_consume_stats(group, t, qid) for qid in range(tc.read_queue_nums)]
         return GroupConsumeStats(out, self.stats.group_get_tps(group, topic))
+
+    def _queue_consume_stats(self, group: str, topic: str, queue_id: int) -> GroupQueueStats:
+        """One queue's row of GET_CONSUME_STATS: the offsets as stored (-1: none), the lag from the commit
+        (or 0), the store time of the last consumed message, what is in flight or blocked."""
+        from .stats import GroupQueueStats
+
+        broker_offset = self.store.get_max_offset_in_queue(topic, queue_id)
+        consumer = self.offset_manager.query_offset(group, topic, queue_id)
+        pulled = self.offset_manager.query_pull_offset(group, topic, queue_id)
+        base = max(consumer, 0)
+        last = self.store.get_message_store_timestamp(topic, queue_id, base - 1) if base > 0 else 0
+        inflight = self.inflight_provider(group, topic, queue_id) if self.inflight_provider else 0
+        blocked = self.fifo_blocked_provider(group, topic, queue_id) if self.fifo_blocked_provider else False
+        return GroupQueueStats(topic, queue_id, broker_offset, consumer, max(pulled, consumer),
+                               max(0, broker_offset - base), inflight, bool(blocked), max(last, 0),
+                               self.offset_manager.last_commit_timestamp(group, topic, queue_id))
 
     def broker_consume_stats(self, is_order: bool = False, auth: RequestContext | None = None) -> BrokerConsumeStats:
         """GET_BROKER_CONSUME_STATS (mqadmin brokerConsumeStats): every subscription group's position on each
@@ -1423,7 +1436,7 @@ class Broker:
 
         The pull offset is the group's (at least its commit), where Apache leaves it 0, which made its
         totalInflightDiff the negated sum of the commits."""
-        from .stats import BrokerConsumeStats, GroupConsumeStats, GroupQueueStats
+        from .stats import BrokerConsumeStats, GroupConsumeStats
 
         self._authorize(auth, "GET_BROKER_CONSUME_STATS")
         groups: list[tuple[str, list[GroupConsumeStats]]] = []
@@ -1439,17 +1452,14 @@ class Broker:
                     continue
                 rows = []
                 for qid in range(tc.write_queue_nums):
-                    broker_offset = max(self.store.get_max_offset_in_queue(t, qid), 0)
-                    consumer = max(self.offset_manager.query_offset(group, t, qid), 0)
-                    pulled = max(self.offset_manager.query_pull_offset(group, t, qid), consumer)
-                    last = self.store.get_message_store_timestamp(t, qid, consumer - 1) if consumer > 0 else 0
-                    inflight = self.inflight_provider(group, t, qid) if self.inflight_provider else 0
-                    blocked = self.fifo_blocked_provider(group, t, qid) if self.fifo_blocked_provider else False
-                    rows.append(GroupQueueStats(t, qid, broker_offset, consumer, pulled, broker_offset - consumer,
-                                                inflight, bool(blocked), max(last, 0),
-                                                self.offset_manager.last_commit_timestamp(group, t, qid)))
-                    total_diff += broker_offset - consumer
-                    total_inflight_diff += pulled - consumer
+                    row = self._queue_consume_stats(group, t, qid)
+                    # Apache's wrapper: offsets never below 0, and the lag is not clamped
+                    broker_offset, consumer = max(row.broker_offset, 0), max(row.consumer_offset, 0)
+                    row = dataclasses.replace(row, broker_offset=broker_offset, consumer_offset=consumer,
+                                              pull_offset=max(row.pull_offset, 0), diff=broker_offset - consumer)
+                    rows.append(row)
+                    total_diff += row.diff
+                    total_inflight_diff += row.pull_offset - consumer
                 per_topic.append(GroupConsumeStats(rows, self.stats.group_get_tps(group, t)))
             groups.append((group, per_topic))
         return BrokerConsumeStats(groups, total_diff, total_inflight_diff)
