@@ -12,6 +12,7 @@ from collections.abc import Callable
 from datetime import datetime
 
 from broker_core.broker.limits import JAVA_LONG_MAX, JAVA_LONG_MIN
+from broker_core.common.java_numbers import ASCII_INTEGER_SYNTAX
 from broker_core.common.java_time import INPUT_PATTERN, DateOutOfRange, parse_input_date
 from mqadmin.errors import UsageProblem
 
@@ -20,15 +21,9 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def _long_syntax(value: str) -> bool:
-    """Long.parseLong's syntax: one optional sign, then ASCII digits (``--5`` is not a number at all)."""
-    digits = value[1:] if value[:1] in "+-" else value
-    return bool(digits) and digits.isascii() and digits.isdigit()
-
-
 def _java_long(value: str) -> int | None:
     """Long.parseLong's syntax within Java's long range; else None."""
-    if not _long_syntax(value):
+    if not ASCII_INTEGER_SYNTAX.fullmatch(value):
         return None
     number = int(value)
     return number if JAVA_LONG_MIN <= number <= JAVA_LONG_MAX else None
@@ -46,7 +41,7 @@ def parse_timestamp(text: str, clock: Callable[[], int] = now_ms, option: str = 
     number = _java_long(value)
     if number is not None and (number >= 0 or (allow_minus_one and number == -1)):
         return number
-    if number is None and _long_syntax(value):
+    if number is None and ASCII_INTEGER_SYNTAX.fullmatch(value):
         raise UsageProblem(f"invalid {option} {text!r}: outside Java's long range")
     if number is None:
         dated = _date_form(value, text, option)

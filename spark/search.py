@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import errno
 import os
-import re
 import shutil
 import time
 from collections.abc import Callable, Sequence
@@ -38,7 +37,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from broker_core.broker.filter.errors import FilterSyntaxError
 from broker_core.broker.filter.sql92 import compile_sql92
-from broker_core.common.java_numbers import JAVA_LONG_MAX
+from broker_core.common.java_numbers import ASCII_INTEGER_SYNTAX, JAVA_LONG_MAX
 from broker_core.common.java_time import DateOutOfRange, local_wall_ms, parse_input_date
 from broker_core.config_loader import ConfigError
 from broker_core.store.store_config import StoreConfig
@@ -126,8 +125,6 @@ class StoreNotFoundError(SearchError):
 
 # ------------------------------------------------------------------------------------------ query
 
-_MILLIS_SYNTAX = re.compile(r"[+-]?[0-9]+")
-"""Long.parseLong's syntax with ASCII digits, as mqadmin's time options read millis."""
 _TIME_FORMATS = ("%Y-%m-%dT%H:%M:%S.%f", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M",
                  "%Y-%m-%d %H:%M:%S.%f", "%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%d")
 
@@ -146,7 +143,7 @@ def parse_time(text: str | None, option: str) -> int | None:
     value = text.strip()
     if value.lower() == "now":
         return int(time.time() * 1000)
-    if _MILLIS_SYNTAX.fullmatch(value) and int(value) >= 0:
+    if ASCII_INTEGER_SYNTAX.fullmatch(value) and int(value) >= 0:
         if int(value) > JAVA_LONG_MAX:
             raise SearchUsageError(f"bad {option} {text!r}: epoch millis outside Java's long range")
         return int(value)

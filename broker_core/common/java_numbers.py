@@ -32,3 +32,7 @@ JAVA_LONG = JavaInteger("long", JAVA_LONG_MIN, JAVA_LONG_MAX)
 JAVA_INTEGER_SYNTAX = re.compile(r"[+-]?\d+")
 """Integer.parseInt's syntax: one optional ASCII sign, then decimal digits. Java's Character.digit takes
 any Unicode decimal digit (Nd), as ``\\d`` and ``int()`` do; no blanks, no "_", no "0x"."""
+
+ASCII_INTEGER_SYNTAX = re.compile(r"[+-]?[0-9]+")
+"""The same with ASCII digits only: what mqadmin's and the Spark jobs' time options take as epoch millis
+(``--5`` or a full-width digit is not a time anyone meant)."""
