@@ -23,7 +23,7 @@ from broker_core.broker.broker import Broker
 from broker_core.broker.broker_config import BrokerConfig
 
 from .cluster_route import ClusterRoutes
-from .service import GrpcLimits, MessagingService
+from .service import MessagingService
 from .sessions import CHANNEL_EXPIRED_MS, GrpcChannel
 from .stubs import add_messaging_service
 
@@ -59,16 +59,6 @@ class GrpcServerConfig:
                    tls_key=Path(config.grpc_tls_key_path) if config.grpc_tls_key_path else None)
 
 
-def grpc_limits(config: BrokerConfig) -> GrpcLimits:
-    """The endpoint's time limits from the broker's live configuration (updateBrokerConfig sets them
-    in place, so each request reads them again)."""
-    return GrpcLimits(min_polling_ms=config.grpc_client_consumer_min_long_polling_timeout_millis,
-                      max_polling_ms=config.grpc_client_consumer_max_long_polling_timeout_millis,
-                      min_invisible_ms=config.min_invisible_time_mills_for_recv,
-                      max_invisible_ms=config.max_invisible_time_mills,
-                      max_delay_ms=config.max_delay_time_mills)
-
-
 class GrpcEndpoint:
     """``await start()`` inside the process loop; ``port`` is the bound port afterwards."""
 
@@ -81,8 +71,7 @@ class GrpcEndpoint:
         self.executor = ThreadPoolExecutor(self.config.worker_threads, thread_name_prefix="grpc-broker")
         self.cluster_routes = cluster_routes
         self.service = MessagingService(broker, self.executor, cluster_routes=cluster_routes,
-                                        channel_expired_ms=self.config.channel_expired_ms,
-                                        limits=lambda: grpc_limits(broker.config))
+                                        channel_expired_ms=self.config.channel_expired_ms)
         self.port = 0
         self._server: grpc.aio.Server | None = None
         self._housekeeping: asyncio.Task[None] | None = None

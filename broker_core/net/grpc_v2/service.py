@@ -25,6 +25,7 @@ from google.protobuf.duration_pb2 import Duration
 from broker_core.auth.authentication import AuthenticationContext
 from broker_core.auth.config import grpc_request_code
 from broker_core.broker.broker import Broker
+from broker_core.broker.broker_config import BrokerConfig
 from broker_core.broker.client_registry import CONSUME_TYPE_POP, ConsumerData, SubscriptionData
 from broker_core.broker.errors import BodyTooLargeError, BrokerError, PropertiesTooLargeError
 from broker_core.broker.pop.pop_service import AckResult, AckStatus, PopStatus
@@ -94,14 +95,22 @@ class GrpcLimits:
     ReceiveMessage may long-poll (grpcClientConsumerMin/MaxLongPollingTimeoutMillis; the maximum is also
     the long polling timeout a consumer's Settings carry) and which invisible durations a receive may
     ask (minInvisibleTimeMillsForRecv, maxInvisibleTimeMills; a maximum of 0 or less is none, as upstream's
-    GrpcValidator). Why injected: the endpoint knows no config file; the process decides where the
-    values come from, and may hand out new ones as updateBrokerConfig changes them."""
+    GrpcValidator). Read from the broker's configuration at each use (``from_config``): updateBrokerConfig
+    changes it in place, and the next request goes by the new values."""
 
-    min_polling_ms: int = 5_000
-    max_polling_ms: int = 20_000
-    min_invisible_ms: int = 10_000
-    max_invisible_ms: int = 12 * 3_600_000
-    max_delay_ms: int = 24 * 3_600_000  # maxDelayTimeMills: how far ahead a delivery time may be (<= 0: none)
+    min_polling_ms: int
+    max_polling_ms: int
+    min_invisible_ms: int
+    max_invisible_ms: int
+    max_delay_ms: int  # maxDelayTimeMills: how far ahead a delivery time may be (<= 0: none)
+
+    @classmethod
+    def from_config(cls, config: BrokerConfig) -> GrpcLimits:
+        return cls(min_polling_ms=config.grpc_client_consumer_min_long_polling_timeout_millis,
+                   max_polling_ms=config.grpc_client_consumer_max_long_polling_timeout_millis,
+                   min_invisible_ms=config.min_invisible_time_mills_for_recv,
+                   max_invisible_ms=config.max_invisible_time_mills,
+                   max_delay_ms=config.max_delay_time_mills)
 
     def invisible_range(self) -> str:
         """What a refusal names as the accepted durations."""
@@ -221,12 +230,8 @@ class MessagingService(MessagingServiceServicer):
     """The servicer grpc.aio calls; one per server, over one Broker."""
 
     def __init__(self, broker: Broker, executor: ThreadPoolExecutor, clock: Callable[[], int] | None = None,
-                 cluster_routes: ClusterRoutes | None = None, channel_expired_ms: int = CHANNEL_EXPIRED_MS,
-                 limits: Callable[[], GrpcLimits] | None = None) -> None:
-        """``limits``: asked at each use (a receive, a Settings reply), so a changed value applies to the
-        next request; None: Apache's defaults."""
+                 cluster_routes: ClusterRoutes | None = None, channel_expired_ms: int = CHANNEL_EXPIRED_MS) -> None:
         self.broker = broker
-        self.limits: Callable[[], GrpcLimits] = limits or GrpcLimits
         self.executor = executor
         # the name servers' view of each topic (every broker of the cluster); None: this broker alone
         self.cluster_routes = cluster_routes
@@ -424,6 +429,10 @@ class MessagingService(MessagingServiceServicer):
         except RpcError as e:
             return pb.QueryAssignmentResponse(status=status(e.code, e.message))
 
+    def _limits(self) -> GrpcLimits:
+        """The time limits as the broker's configuration has them now (a receive, a Settings reply)."""
+        return GrpcLimits.from_config(self.broker.config)
+
     async def Heartbeat(self, request: Any, context: grpc.aio.ServicerContext) -> Any:  # noqa: N802
         """ClientActivity#heartbeat: the client is what its Settings said (authorization alone goes by the
         request's type, as upstream's context builder); a client that sent none is not recognized, so a
@@ -533,7 +542,7 @@ class MessagingService(MessagingServiceServicer):
                                          for e in sub.subscriptions}
                 reply.subscription.receive_batch_size = 32
                 if not sub.HasField("long_polling_timeout"):
-                    reply.subscription.long_polling_timeout.FromMilliseconds(self.limits().max_polling_ms)
+                    reply.subscription.long_polling_timeout.FromMilliseconds(self._limits().max_polling_ms)
                 reply.subscription.fifo = bool(cfg.consume_message_orderly)
                 reply.backoff_policy.CopyFrom(self._retry_policy(cfg))
             else:
@@ -653,7 +662,7 @@ class MessagingService(MessagingServiceServicer):
         try:
             self._check_topic(topic)
             m = inbound(message, info.peer_ip, self.max_body_size, now_ms=self.clock(),
-                        max_delay_ms=self.limits().max_delay_ms,
+                        max_delay_ms=self._limits().max_delay_ms,
                         timer_max_delay_ms=self.broker.config.store.timer_max_delay_sec * 1000)
             self._check_message_type(self._topic(topic), m.properties)
         except (RpcError, WireMessageError) as e:
@@ -771,7 +780,7 @@ class MessagingService(MessagingServiceServicer):
             group, topic = request.group.name, request.message_queue.topic.name
             await self._authorize(info, "ReceiveMessage", topic=topic, group=group)
             self._check_topic_and_group(topic, group)
-            limits = self.limits()
+            limits = self._limits()
             if request.auto_renew:
                 invisible = DEFAULT_INVISIBLE_MS
             else:
@@ -864,7 +873,7 @@ class MessagingService(MessagingServiceServicer):
             if invisible < 0:
                 raise RpcError(pb.Code.ILLEGAL_INVISIBLE_TIME,
                                f"invisible duration {invisible} ms is negative; it must be 0 or more")
-            most = self.limits().max_invisible_ms
+            most = self._limits().max_invisible_ms
             if 0 < most < invisible:
                 raise RpcError(pb.Code.ILLEGAL_INVISIBLE_TIME,
                                f"invisible duration {invisible} ms exceeds the maximum of {most} ms")
@@ -928,7 +937,7 @@ class MessagingService(MessagingServiceServicer):
             try:
                 result = await self.broker.pull_message_async(
                     group, topic, qid, request.offset, min(max(request.batch_size or 32, 1), 32), kind,
-                    text, suspend_timeout_ms=min(polling, self.limits().max_polling_ms))
+                    text, suspend_timeout_ms=min(polling, self._limits().max_polling_ms))
             except BrokerError as e:
                 raise _rpc_error(e) from None
             next_offset = result.next_begin_offset
