@@ -48,10 +48,9 @@ from broker_core.store.dispatch import SCHEDULE_TOPIC
 from broker_core.store.schedule.delay_offset import DelayOffsetTable
 from broker_core.store.schedule.schedule_message_service import delay_level_to_queue_id
 from broker_core.store.timer.convert import TIMER_TOPIC
-from broker_core.store.timer.timer_checkpoint import TimerCheckpoint
 from broker_core.store.topic_config import BATCH_CQ
 
-from .offsets import TIMER_CHECKPOINT
+from .offsets import TIMER_CHECKPOINT, read_timer_checkpoint
 from .queues import BCQ_DIR, CQ_DIR, QueueResult, existing_queues
 
 # (commitlog offset, size, tagsCode, store time, batch size) of a placeholder unit: below any min > 0
@@ -116,10 +115,9 @@ def committed_offsets(config_dir: Path) -> dict[tuple[str, int], tuple[int, str]
     delay.load()
     for level, off in delay.offset_table.items():
         put(SCHEDULE_TOPIC, delay_level_to_queue_id(level), off, "delayOffset.json")
-    if (config_dir / TIMER_CHECKPOINT).is_file():
-        cp = TimerCheckpoint(config_dir / TIMER_CHECKPOINT, read_only=True)
-        if cp.problem is None:
-            put(TIMER_TOPIC, 0, max(cp.last_timer_queue_offset, cp.master_timer_queue_offset), TIMER_CHECKPOINT)
+    cp = read_timer_checkpoint(config_dir)
+    if cp is not None:
+        put(TIMER_TOPIC, 0, max(cp.last_timer_queue_offset, cp.master_timer_queue_offset), TIMER_CHECKPOINT)
     return out
 
 

@@ -124,15 +124,22 @@ def repair_delay_offsets(config_dir: Path, ranges: dict[tuple[str, int], tuple[i
 TIMER_CHECKPOINT = "timercheck"
 
 
+def read_timer_checkpoint(config_dir: Path) -> TimerCheckpoint | None:
+    """The timer checkpoint, read-only; None when it is missing or damaged (the timer recovers without
+    it, so neither the rebuild's kept queues nor its clamping believe it then)."""
+    path = config_dir / TIMER_CHECKPOINT
+    if not path.is_file():
+        return None
+    cp = TimerCheckpoint(path, read_only=True)
+    return cp if cp.problem is None else None
+
+
 def repair_timer_offsets(config_dir: Path, ranges: dict[tuple[str, int], tuple[int, int]],
                          write: bool) -> list[OffsetChange]:
     """Clamp the timer checkpoint's lastTimerQueueOffset and masterTimerQueueOffset into rmq_sys_wheel_timer
     queue 0's [min, max]; a damaged or missing checkpoint is left alone (the timer recovers without it)."""
-    path = config_dir / TIMER_CHECKPOINT
-    if not path.is_file():
-        return []
-    cp = TimerCheckpoint(path, read_only=True)
-    if cp.problem is not None:
+    cp = read_timer_checkpoint(config_dir)
+    if cp is None:
         return []
     lo, hi = ranges.get((TIMER_TOPIC, 0), (0, 0))
     changes = [OffsetChange(TIMER_TOPIC, 0, off, min(max(off, lo), hi), lo, hi, TIMER_CHECKPOINT, field)
@@ -140,7 +147,7 @@ def repair_timer_offsets(config_dir: Path, ranges: dict[tuple[str, int], tuple[i
                                   ("masterTimerQueueOffset", cp.master_timer_queue_offset))
                if min(max(off, lo), hi) != off]
     if write and changes:
-        cp = TimerCheckpoint(path)
+        cp = TimerCheckpoint(config_dir / TIMER_CHECKPOINT)
         try:
             cp.last_timer_queue_offset = min(max(cp.last_timer_queue_offset, lo), hi)
             cp.master_timer_queue_offset = min(max(cp.master_timer_queue_offset, lo), hi)
