@@ -80,17 +80,24 @@ class DashboardApp(App):
         self.history.add(event.snapshot)
         was_lost = self.lost is not None
         self.lost = None
-        screen = self.screen
-        if isinstance(screen, DashboardScreen):
+        screen = self._shown_screen()
+        if screen is not None:
             if was_lost:
                 screen.sync_banner()
             screen.show(event.snapshot, self.history)
 
     def on_poller_connection_lost(self, event: Poller.ConnectionLost) -> None:
         self.lost = (event.reason, event.retry_in_s)
-        screen = self.screen
-        if isinstance(screen, DashboardScreen):
+        screen = self._shown_screen()
+        if screen is not None:
             screen.sync_banner()
+
+    def _shown_screen(self) -> DashboardScreen | None:
+        """The dashboard screen in view, once composed. Why: a screen's key switches to it at once but
+        composes it a moment later; a refresh in between found none of its widgets and crashed the
+        app. It shows the latest snapshot and banner itself when it comes into view (on_screen_resume)."""
+        screen = self.screen
+        return screen if isinstance(screen, DashboardScreen) and screen.is_mounted else None
 
     # -- actions -----------------------------------------------------------------------------------
     def action_show(self, mode: str) -> None:

@@ -250,3 +250,26 @@ async def _wait_for(pilot, condition, timeout_s: float = 20.0) -> None:  # noqa:
         if time.monotonic() > deadline:
             raise AssertionError("the screen did not show the answer in time")
         await pilot.pause(0.05)
+
+
+@run_async
+async def test_a_refresh_or_lost_connection_before_a_new_screen_is_composed_is_shown_once_it_is(golden_store):
+    """Pressing a screen's key switches to it at once, but it is composed a moment later: a refresh or a
+    lost connection arriving in between crashed the dashboard (NoMatches '#acl-problem' on AclScreen).
+    The screen shows the latest snapshot and banner itself when it comes into view."""
+    from tui.poller import Poller
+
+    store = golden_store("store-basic")
+    async with store.app().run_test(size=SIZE) as pilot:
+        app = pilot.app
+        await first_refresh(pilot)
+        for mode in ("acl", "timers"):
+            app.switch_mode(mode)
+            assert not app.screen.is_mounted
+            app.on_poller_refreshed(Poller.Refreshed(app.snapshot))
+            app.on_poller_connection_lost(Poller.ConnectionLost("broker gone", 1.0))
+            app.on_poller_refreshed(Poller.Refreshed(app.snapshot))
+            await pilot.pause()
+            assert app.crash is None and app.is_running
+        assert isinstance(app.screen, TimersScreen)
+        assert text_of(app, "#timer-title").startswith("Timer wheel:")
