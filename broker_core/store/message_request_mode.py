@@ -13,7 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from broker_core.common.java_numbers import JAVA_INT
+
 from .config_file import read_config_json, write_config_json
+from .fastjson_fields import FieldValueError, java_integer, shown
 
 FILE_NAME = "messageRequestMode.json"
 MODES = ("PULL", "POP")
@@ -33,16 +36,43 @@ class MessageRequestMode:
                 "topic": self.topic}
 
     @classmethod
-    def from_json(cls, obj: dict[str, Any]) -> MessageRequestMode:
-        mode = str(obj.get("mode") or "PULL")
+    def from_json(cls, obj: object) -> MessageRequestMode:
+        """One body as fastjson reads it; a value of the wrong type raises FieldValueError naming the field.
+        Why topic/consumerGroup must be strings: fastjson keeps a null, and ``str()`` made it the text
+        "None", written back as a topic of that name on the next change."""
+        if not isinstance(obj, dict):
+            raise FieldValueError(f"expected an object, got {shown(obj)}")
+        for key in ("topic", "consumerGroup"):
+            if not isinstance(obj.get(key), str):
+                raise FieldValueError(f"{key}: expected a string, got {shown(obj.get(key))}")
+        mode = obj.get("mode") or "PULL"
         if mode not in MODES:
-            raise ValueError(f"mode {mode!r} is not PULL or POP")
-        return cls(str(obj["topic"]), str(obj["consumerGroup"]), mode, int(obj.get("popShareQueueNum") or 0))
+            raise FieldValueError(f"mode: expected PULL or POP, got {shown(mode)}")
+        try:
+            share = java_integer(obj.get("popShareQueueNum"), JAVA_INT) or 0
+        except FieldValueError as e:
+            raise FieldValueError(f"popShareQueueNum: {e}") from None
+        return cls(obj["topic"], obj["consumerGroup"], mode, share)
+
+
+def _decode_entry(topic: str, group: str, obj: object) -> MessageRequestMode:
+    """One body of the file; a refused field names its topic and group too (as topics.json's names its topic)."""
+    try:
+        return MessageRequestMode.from_json(obj)
+    except FieldValueError as e:
+        raise FieldValueError(f"topic {topic!r}, group {group!r}: {e}") from None
 
 
 def _decode(value: Any) -> dict[str, dict[str, MessageRequestMode]]:
+    """messageRequestMode.json's object; raises (TypeError/ValueError) for any value of the wrong shape,
+    which read_config_json reports with the file's name (or answers from the .bak)."""
+    if not isinstance(value, dict):
+        raise TypeError(f"expected a JSON object, found {type(value).__name__}")
     table = value.get("messageRequestModeMap") or {}
-    return {str(t): {str(g): MessageRequestMode.from_json(b) for g, b in groups.items()} for t, groups in table.items()}
+    if not isinstance(table, dict) or not all(isinstance(groups, dict) for groups in table.values()):
+        raise TypeError("messageRequestModeMap must be an object of objects")
+    return {str(t): {str(g): _decode_entry(str(t), str(g), b) for g, b in groups.items()}
+            for t, groups in table.items()}
 
 
 class MessageRequestModeTable:

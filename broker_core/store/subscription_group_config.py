@@ -176,6 +176,21 @@ def _decode_group(name: str, obj: dict[str, Any]) -> SubscriptionGroupConfig:
         raise SubscriptionGroupConfigError(f"group {name!r}: {e}") from None
 
 
+def _decode_forbidden(group: str, perms: dict[str, Any]) -> dict[str, int]:
+    """One group's forbiddenTable entry (topic -> Integer perm bits) as fastjson reads it: a value of the
+    wrong type names the group and topic (``int()`` said only "invalid literal"); a null is no entry,
+    as Java's getForbidden reads a missing one."""
+    table: dict[str, int] = {}
+    for topic, raw in perms.items():
+        try:
+            perm = java_integer(raw, JAVA_INT)
+        except FieldValueError as e:
+            raise SubscriptionGroupConfigError(f"forbiddenTable: group {group!r}: topic {str(topic)!r}: {e}") from None
+        if perm is not None:
+            table[str(topic)] = perm
+    return table
+
+
 def _decode_groups(obj: object) -> tuple[DataVersion, dict[str, SubscriptionGroupConfig], dict[str, dict[str, int]]]:
     """subscriptionGroup.json's object; raises (TypeError/ValueError...) for any value of the wrong shape."""
     if not isinstance(obj, dict):
@@ -186,6 +201,5 @@ def _decode_groups(obj: object) -> tuple[DataVersion, dict[str, SubscriptionGrou
         if not isinstance(table, dict) or not all(isinstance(v, dict) or v is None for v in table.values()):
             raise TypeError(f"{field_name} must be an object of objects")
     groups = {str(name): _decode_group(str(name), g) for name, g in (obj.get("subscriptionGroupTable") or {}).items()}
-    forbidden = {str(g): {str(t): int(p) for t, p in (m or {}).items()}
-                 for g, m in (obj.get("forbiddenTable") or {}).items()}
+    forbidden = {str(g): _decode_forbidden(str(g), m or {}) for g, m in (obj.get("forbiddenTable") or {}).items()}
     return DataVersion.from_json(obj.get("dataVersion")), groups, forbidden

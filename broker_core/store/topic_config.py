@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -87,11 +88,19 @@ def _field(topic: str, key: str, raw: object, read: Callable[[object], T]) -> T:
         raise TopicConfigError(f"topic {topic!r}: {key}: {e}") from None
 
 
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
 @dataclass
 class DataVersion:
+    """A config table's version (topics.json, subscriptionGroup.json, delayOffset.json...). A new one
+    carries the time it was made, as Apache's DataVersion (``timestamp = System.currentTimeMillis()``):
+    a file written before any change (delayOffset.json at a first shutdown) said 0, 1970."""
+
     counter: int = 0
     state_version: int = 0
-    timestamp: int = 0
+    timestamp: int = field(default_factory=_now_ms)
 
     def next_version(self, now_ms: int) -> None:
         self.counter += 1
