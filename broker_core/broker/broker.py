@@ -40,7 +40,7 @@ from broker_core.store.retention import disk_usage_ratio
 from broker_core.store.subscription_group_config import SubscriptionGroupConfig, SubscriptionGroupTable
 from broker_core.store.topic_config import DataVersion, TopicConfig
 
-from .broker_config import BrokerConfig
+from .broker_config import SLAVE_ROLE, BrokerConfig
 from .consumer_offset_manager import ConsumerOffsetManager
 from .errors import (
     BrokerError,
@@ -627,6 +627,12 @@ class Broker:
         except AuthError as e:
             raise NoPermissionError(e.message, code=e.code) from e
 
+    @property
+    def is_slave(self) -> bool:
+        """brokerRole=SLAVE (read live: updateBrokerConfig may change it). A slave takes no message puts
+        (PutPipeline), ends no transactions and resets no offsets server-side, as Apache's."""
+        return self.config.store.broker_role == SLAVE_ROLE
+
     def _require_writable(self) -> None:
         if self.read_only:
             raise ServiceNotAvailableError("the broker is open read-only (inspection mode); nothing can change")
@@ -913,6 +919,11 @@ class Broker:
         half = self.store.look_message_by_offset(commit_log_offset) if commit_log_offset >= 0 else None
         real = half.get_property(PROPERTY_REAL_TOPIC) if half is not None else None
         self._authorize(auth, "END_TRANSACTION", topic=real or topic)
+        if self.is_slave:  # EndTransactionProcessor: a slave neither commits nor rolls back (no put, no op)
+            from .transaction.end_transaction import EndTransactionResult, EndTransactionStatus
+
+            return EndTransactionResult(EndTransactionStatus.SLAVE_NOT_AVAILABLE,
+                                        "Message store is slave mode, so end transaction is forbidden.")
         if topic and real and topic != real:
             raise InvalidParameterError(f"the transaction at commit log offset {commit_log_offset} belongs to "
                                         f"topic {real}, not {topic}")
@@ -1123,6 +1134,8 @@ class Broker:
         for topic in sorted({e.topic for e in plan}):
             self._authorize(auth, "INVOKE_BROKER_TO_RESET_OFFSET", topic=topic, group=group)
         self._require_writable()
+        if self.config.use_server_side_reset_offset and self.is_slave:  # AdminBrokerProcessor.resetOffsetInner
+            raise BrokerSystemError("Can not reset offset in slave broker")
         return self.reset_service.apply(group, plan, server_side=self.config.use_server_side_reset_offset)
 
     def reset_offset(self, group: str, topic: str, timestamp: str | int | None = None, *, offset: int | None = None,
@@ -1139,11 +1152,33 @@ class Broker:
                                  auth: RequestContext | None = None) -> list[ResetOffsetPlanEntry]:
         return self.reset_offset(group, topic, -1, auth=auth)
 
-    def clone_group_offset(self, src_group: str, dst_group: str, topic: str,
-                           auth: RequestContext | None = None) -> list[ResetOffsetPlanEntry]:
-        self._authorize(auth, "UPDATE_CONSUMER_OFFSET", topic=topic, group=dst_group)
+    def clone_group_offset(self, src_group: str, dst_group: str, topic: str | None,
+                           auth: RequestContext | None = None, offline: bool = True) -> list[ResetOffsetPlanEntry]:
+        """CLONE_GROUP_OFFSET: ``dst_group`` takes ``src_group``'s committed offsets of ``topic``, in the
+        offset manager (ConsumerOffsetManager.cloneOffset). A server-side reset of ``dst_group`` still
+        pending stays, and wins over them (query_offset answers it first, as Apache's queryOffset): the
+        caller reads back what the group holds.
+
+        No ``topic``: every topic ``src_group`` holds offsets of that still exists (Apache's handler
+        walks them too, skipping a topic without config). ``offline`` false (mqadmin's request): a
+        source group online that does not subscribe to a topic is not copied on it
+        (AdminBrokerProcessor.cloneGroupOffset)."""
+        self._authorize(auth, "CLONE_GROUP_OFFSET", topic=topic or None, group=dst_group)
         self._require_writable()
-        return self.reset_service.clone(src_group, dst_group, topic)
+        if topic:
+            topics = [topic]
+        else:
+            topics = sorted(t for t in self.offset_manager.which_topic_by_consumer(src_group)
+                            if self.topic_manager.get(t) is not None)
+        live = None if offline else self.client_registry.consumer_group(src_group)
+        plan: list[ResetOffsetPlanEntry] = []
+        for t in topics:
+            if live is not None and live.subscriptions and t not in live.subscriptions:
+                log.warning("cloneGroupOffset: topic %s is not in the subscription of online group %s; not cloned",
+                            t, src_group)
+                continue
+            plan.extend(self.reset_service.clone(src_group, dst_group, t))
+        return plan
 
     def which_group_by_topic(self, topic: str, auth: RequestContext | None = None) -> set[str]:
         """Groups holding offsets for ``topic`` (QUERY_TOPIC_CONSUME_BY_WHO, stored part)."""

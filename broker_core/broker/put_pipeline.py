@@ -18,6 +18,7 @@ from broker_core.store.codec.message import MessageInner
 from broker_core.store.commit_log import PutMessageResult, PutMessageStatus
 from broker_core.store.message_store import MessageStore
 
+from .broker_config import SLAVE_ROLE
 from .errors import BrokerError
 from .hooks import PutMessageHook, PutMessageHookError
 
@@ -40,8 +41,16 @@ class PutPipeline:
         return msg
 
     def _refused(self) -> PutMessageResult | None:
+        """A put this broker must not store at all. A slave (brokerRole=SLAVE, duplicationEnable off) takes
+        no writes, as Apache's HookUtils.checkBeforePutMessage: its commitlog belongs to its master, and
+        a message stored on it alone would never reach the master's consumers. The role is read at each
+        put, so an updateBrokerConfig of brokerRole counts from the next one."""
         if self.read_only:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="the broker is open read-only")
+        cfg = self.store.config
+        if cfg.broker_role == SLAVE_ROLE and not cfg.duplication_enable:
+            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE,
+                                    remark="message store is in slave mode, so putMessage is forbidden")
         return None
 
     def _hooked(self, msg: MessageInner) -> MessageInner | PutMessageResult:

@@ -7,7 +7,7 @@ from typing import Any
 from broker_core.broker.errors import MessageIllegalError
 from broker_core.broker.request_context import RequestContext
 from broker_core.broker.send import SendResult
-from broker_core.remoting import RemotingCommand, RequestCode
+from broker_core.remoting import RemotingCommand, RequestCode, ResponseCode
 from broker_core.remoting.codes import V3_4_9
 from broker_core.remoting.headers import (
     ConsumerSendMsgBackRequestHeader,
@@ -22,6 +22,10 @@ from broker_core.store.codec.properties import decode_properties
 
 from .broker_context import BrokerContext, BrokerHandler
 from .channel import Channel
+
+# What Apache's remoting server answers a request its processor rejects (NettyRemotingAbstract): a
+# slave's SendMessageProcessor.rejectRequest() is true, so sends and send-backs never reach its store.
+REJECT_REQUEST_REMARK = "[REJECTREQUEST]system busy, start flow control for a while"
 
 
 def _max_reconsume_times(req: RemotingCommand,
@@ -62,7 +66,18 @@ class ProduceHandlers:
             RequestCode.CONSUMER_SEND_MSG_BACK: self.consumer_send_msg_back,
         }
 
+    def _rejected(self, req: RemotingCommand) -> RemotingCommand | None:
+        """SYSTEM_BUSY on a slave for SEND_MESSAGE / V2 / BATCH and CONSUMER_SEND_MSG_BACK, as Apache's
+        SendMessageProcessor.rejectRequest (no slave acting master here): a producer must write to the
+        master; the put pipeline refuses any other path to a slave's store."""
+        if self.broker.is_slave:
+            return req.response(ResponseCode.SYSTEM_BUSY, REJECT_REQUEST_REMARK)
+        return None
+
     async def send_message(self, ch: Channel, req: RemotingCommand, auth: RequestContext) -> RemotingCommand:
+        rejected = self._rejected(req)
+        if rejected is not None:
+            return rejected
         h = send_header(req)
         props = decode_properties(h.properties) if h.properties else {}
         host, _, port = ch.remote_addr.rpartition(":")
@@ -106,6 +121,9 @@ class ProduceHandlers:
         return None if code is None else req.response(code, result.remark or None)
 
     async def consumer_send_msg_back(self, ch: Channel, req: RemotingCommand, auth: RequestContext) -> RemotingCommand:
+        rejected = self._rejected(req)
+        if rejected is not None:
+            return rejected
         h = ConsumerSendMsgBackRequestHeader.from_ext_fields(req.ext_fields)
         await self.ctx.run(self.broker.consumer_send_back, h.group, h.offset, h.delay_level,
                            origin_topic=h.origin_topic, max_reconsume_times=_max_reconsume_times(req, h),

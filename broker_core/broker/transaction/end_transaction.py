@@ -21,6 +21,7 @@ class EndTransactionStatus(StrEnum):
     MESSAGE_ILLEGAL = "MESSAGE_ILLEGAL"
     SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"
     ILLEGAL_OPERATION = "ILLEGAL_OPERATION"
+    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"  # a slave broker: EndTransactionProcessor refuses before reading
 
 
 # The RocketMQ response code EndTransactionProcessor answers with for each outcome.
@@ -30,6 +31,7 @@ _CODES = {
     EndTransactionStatus.MESSAGE_ILLEGAL: ResponseCode.MESSAGE_ILLEGAL,
     EndTransactionStatus.SERVICE_NOT_AVAILABLE: ResponseCode.SERVICE_NOT_AVAILABLE,
     EndTransactionStatus.ILLEGAL_OPERATION: ResponseCode.ILLEGAL_OPERATION,
+    EndTransactionStatus.SLAVE_NOT_AVAILABLE: ResponseCode.SLAVE_NOT_AVAILABLE,
 }
 
 
