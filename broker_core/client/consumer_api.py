@@ -189,7 +189,7 @@ class ConsumerApi:
     async def send_back(self, msg: MessageExt, broker_name: str, delay_level: int = 0,
                         max_reconsume_times: int = 16) -> None:
         """CONSUMER_SEND_MSG_BACK: the broker re-puts the message to %RETRY%group (or %DLQ%)."""
-        addr = self.instance.broker_addr(broker_name)
+        addr = self.instance.master_addr(broker_name)  # a write: the master only (findBrokerAddressInPublish)
         if addr is None:
             raise BrokerError(ResponseCode.SYSTEM_ERROR, f"The broker[{broker_name}] not exist")
         header = ConsumerSendMsgBackRequestHeader(offset=msg.commit_log_offset, group=self.group,

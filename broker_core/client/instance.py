@@ -13,7 +13,7 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from broker_core.remoting import CommandHeader, RemotingCommand, RequestCode, ResponseCode
@@ -352,19 +352,36 @@ class MQClientInstance:
             log.warning("heartbeat to %s failed: %s", addr, e)
 
     def broker_addr(self, broker_name: str) -> str | None:
-        """The master (else lowest-id) address of a broker seen in any route."""
+        """The master (else lowest-id) address of a broker seen in any route: where reads go
+        (Java's findBrokerAddressInSubscribe(name, MASTER_ID, false)). Never for a write."""
         addrs = self._broker_addrs.get(broker_name)
         if not addrs:
             return None
         return addrs.get(0) or addrs[min(addrs)]
 
+    def master_addr(self, broker_name: str) -> str | None:
+        """The master's address of a broker seen in any route, or None when it has no master now
+        (Java's findBrokerAddressInPublish): where sends, send-backs and END_TRANSACTION go. A slave
+        refuses every write, and a message it stored alone would never reach the master's consumers."""
+        return self._broker_addrs.get(broker_name, {}).get(0)
+
     async def find_broker_addr(self, mq: MessageQueue) -> str:
-        """Where ``mq``'s requests go: its broker's address, after one route refresh of the topic when
-        that broker is not known yet (a new broker, or a queue from a route not fetched here)."""
-        addr = self.broker_addr(mq.broker_name)
+        """Where ``mq``'s reads go (pull, offsets): its broker's master, else its lowest-id slave, after
+        one route refresh of the topic when that broker is not known yet (a new broker, or a queue from
+        a route not fetched here)."""
+        return await self._find_addr(mq, self.broker_addr)
+
+    async def find_broker_addr_in_publish(self, mq: MessageQueue) -> str:
+        """Where ``mq``'s writes go: its broker's master only, after one route refresh when none is
+        known; a broker group whose master is gone fails the send (``The broker[...] not exist``), as
+        Java's sendKernelImpl, instead of storing it on a slave."""
+        return await self._find_addr(mq, self.master_addr)
+
+    async def _find_addr(self, mq: MessageQueue, pick: Callable[[str], str | None]) -> str:
+        addr = pick(mq.broker_name)
         if addr is None:
             await self.get_route(mq.topic, refresh=True)
-            addr = self.broker_addr(mq.broker_name)
+            addr = pick(mq.broker_name)
         if addr is None:
             raise BrokerError(ResponseCode.SYSTEM_ERROR, f"The broker[{mq.broker_name}] not exist")
         return addr

@@ -310,7 +310,7 @@ class Producer:
         check_message(msg, props, self.max_message_size)
         queues = [mq] if mq else await self.publish_queues(msg.topic)
         target = mq or self._selector.select(queues)
-        addr = await self.instance.find_broker_addr(target)
+        addr = await self.instance.find_broker_addr_in_publish(target)
         cmd = self._request(target, msg.body, props, msg.flag, 0, False)
         conn = await self.instance.connection(addr)
         self._check_running()
@@ -464,7 +464,7 @@ class Producer:
             target = select_by_key(queues, sharding_key) if sharding_key is not None else \
                 self._selector.select(queues, last_broker)
         try:
-            addr = await self.instance.find_broker_addr(target)
+            addr = await self.instance.find_broker_addr_in_publish(target)
             conn = await self.instance.connection(addr)
             if not accepted:
                 self._check_running()
@@ -525,7 +525,7 @@ class TransactionProducer(Producer):
             except Exception:  # an exception leaves the outcome to the check-back, as in Java
                 log.exception("local transaction of %s failed", uniq)
                 state = LocalTransactionState.UNKNOW
-        addr = await self.instance.find_broker_addr(res.message_queue)
+        addr = await self.instance.find_broker_addr_in_publish(res.message_queue)
         offset = decode_offset_msg_id(res.offset_msg_id).commit_log_offset
         header = EndTransactionRequestHeader(
             producer_group=self.group, tran_state_table_offset=res.queue_offset, commit_log_offset=offset,

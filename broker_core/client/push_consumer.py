@@ -702,7 +702,7 @@ class PushConsumer:
             encode_properties,
         )
 
-        addr = self.instance.broker_addr(broker_name)
+        addr = self.instance.master_addr(broker_name)  # a write: the master only (findBrokerAddressInPublish)
         if addr is None:
             raise BrokerError(ResponseCode.SYSTEM_ERROR, f"The broker[{broker_name}] not exist")
         props = dict(m.properties)
