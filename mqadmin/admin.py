@@ -112,6 +112,7 @@ class BrokerExplanation:
 
 # ------------------------------------------------------------------------------------ the Admin
 
+MASTER_ID = 0  # MixAll.MASTER_ID: a broker group's master; any other brokerId is a slave
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"  # the name server's KV namespace of ordered topics' orderConf
 MAX_OFFSET_TIMESTAMP = -1  # skipAccumulatedMessage: "reset to the max offset"
@@ -274,17 +275,24 @@ class Admin:
         return self.brokers()[0]
 
     def check_target(self, cluster_name: str | None = None, broker_addr: str | None = None,
-                     broker_name: str | None = None) -> list[BrokerIdentity]:
+                     broker_name: str | None = None, members: bool = False) -> list[BrokerIdentity]:
         """mqadmin's -c / -b / brokerName options: the brokers they select, or one line saying why none.
-        A broker address alone over -n is the broker at that address, asked directly (see ``broker_at``)."""
+        A broker address alone over -n is the broker at that address, asked directly (see ``broker_at``).
+
+        -c over a name server is the cluster's masters only (Apache's fetchMasterAddrByClusterName): a
+        broker group whose master is gone is left out, not written through its slave, whose store and
+        config are its master's copy; a cluster with no master at all is one line naming its slaves.
+        ``members``: masters and slaves (fetchMasterAndSlaveAddrByClusterName, brokerStatus -c)."""
         if broker_addr is not None and cluster_name is None and broker_name is None and self.maintenance is None:
             return [self.broker_at(broker_addr.strip())]
-        known = self.brokers()
+        known = self.broker_members() if members else self.brokers()
         chosen = known
         if cluster_name is not None:
             chosen = [b for b in chosen if b.cluster_name == cluster_name.strip()]
             if not chosen:
                 raise WrongTargetError(self._missing("cluster", cluster_name.strip(), known))
+            if not members and self.maintenance is None:  # a store directory's one broker is the target
+                chosen = self._masters_of(cluster_name.strip(), chosen)
         if broker_addr is not None:
             chosen = [b for b in chosen if b.broker_addr == broker_addr.strip()]
             if not chosen:
@@ -294,6 +302,17 @@ class Admin:
             if not chosen:
                 raise self._not_there("broker", broker_name.strip(), known)
         return chosen
+
+    def _masters_of(self, cluster_name: str, chosen: list[BrokerIdentity]) -> list[BrokerIdentity]:
+        """``chosen`` (a cluster's groups, each by its master else lowest id) without the groups that
+        have no master; none left: one line naming the slaves, instead of writing to them."""
+        masters = [b for b in chosen if b.broker_id == MASTER_ID]
+        if not masters:
+            slaves = ", ".join(f"{b.broker_name} ({b.broker_addr}, brokerId {b.broker_id})" for b in chosen)
+            raise WrongTargetError(f"cluster {cluster_name!r} has no master broker registered at {self.target}, "
+                                   f"only slaves: {slaves}; a slave takes no writes (start its master, or "
+                                   "name a broker with -b)")
+        return masters
 
     def _not_there(self, what: str, value: str, known: list[BrokerIdentity]) -> AdminError:
         """Why no broker of ``known`` is ``value``. A broker ``left_out`` is registered but not answering:
@@ -1401,7 +1420,12 @@ class Admin:
         return self.reset_offset_by_time(group, topic, MAX_OFFSET_TIMESTAMP, force, dry_run=dry_run)
 
     def clone_group_offset(self, src_group: str, dest_group: str, topic: str) -> ResetPlan:
-        """CLONE_GROUP_OFFSET on every broker with the topic; the plan shows each copied queue."""
+        """CLONE_GROUP_OFFSET on every broker of the topic's route. Each queue the source holds an offset
+        of is reported with what the DESTINATION holds afterwards, read back from the broker: the broker
+        keeps a pending server-side reset of the destination (and answers it first, as Apache's
+        queryOffset), so "copied" is only true where the two agree (status "applied", else "notApplied";
+        the plan is applied only when every queue is). Reporting the source's offsets told the user the
+        clone had moved a group whose consumers would start at the reset offset."""
         from mqadmin.reports import OffsetChange, ResetPlan
 
         found = self._topic_brokers(topic)
@@ -1413,13 +1437,15 @@ class Admin:
             self._require_group(b, src_group)
             qids = range(max(info.read_queue_nums, info.write_queue_nums))
             before = {q: self.client.query_consumer_offset(addr, dest_group, topic, q) for q in qids}
+            source = {q: self.client.query_consumer_offset(addr, src_group, topic, q) for q in qids}
             self.client.clone_group_offset(addr, src_group, dest_group, topic)
             for q in qids:
-                new = self.client.query_consumer_offset(addr, src_group, topic, q)
-                if new >= 0:
-                    changes.append(OffsetChange(b.broker_name, q, self.client.get_max_offset(addr, topic, q),
-                                                before[q], new, new))
-        return ResetPlan(dest_group, topic, 0, True, changes, applied=True)
+                if source[q] < 0:
+                    continue
+                held = self.client.query_consumer_offset(addr, dest_group, topic, q)
+                changes.append(OffsetChange(b.broker_name, q, self.client.get_max_offset(addr, topic, q), before[q],
+                                            source[q], held, "applied" if held == source[q] else "notApplied"))
+        return ResetPlan(dest_group, topic, 0, True, changes, applied=all(c.status == "applied" for c in changes))
 
     # -- messages -------------------------------------------------------------------------------------
     def query_msg_by_id(self, topic: str, msg_id: str, unanswered: list[str] | None = None) -> list[MessageRecord]:

@@ -24,7 +24,7 @@ def cluster_list(
     admin = cmd.admin()
     if cluster is not None:
         cluster = cluster.strip()
-        admin.check_target(cluster_name=cluster)  # an unknown cluster is not found (Apache prints no rows)
+        admin.check_target(cluster_name=cluster, members=True)  # an unknown cluster is not found (Apache prints no rows)
     while True:
         rows = admin.cluster_list(cluster)  # -c: that cluster's brokers only
         _print_cluster(cmd, rows, more_stats, repeating=bool(interval and interval > 0))
@@ -69,8 +69,9 @@ def broker_status(
 ) -> None:
     require_a_target(broker, cluster)
     admin = cmd.admin()
-    targets = admin.check_target(cluster_name=cluster, broker_addr=broker)
-    # -c: every broker of the cluster, each line prefixed with its address (as Apache's); -b: the one.
+    # -c: every broker of the cluster, slaves too (fetchMasterAndSlaveAddrByClusterName), each line prefixed
+    # with its address (as Apache's); -b: the one.
+    targets = admin.check_target(cluster_name=cluster, broker_addr=broker, members=True)
     # A broker of -c that does not answer is named after the others are printed, as Apache's
     # BrokerStatusSubCommand goes on to the next broker; one silent broker used to hide them all.
     statuses: dict[str, dict[str, str]] = {}
