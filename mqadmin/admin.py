@@ -1420,7 +1420,12 @@ class Admin:
         return self.reset_offset_by_time(group, topic, MAX_OFFSET_TIMESTAMP, force, dry_run=dry_run)
 
     def clone_group_offset(self, src_group: str, dest_group: str, topic: str) -> ResetPlan:
-        """CLONE_GROUP_OFFSET on every broker with the topic; the plan shows each copied queue."""
+        """CLONE_GROUP_OFFSET on every broker of the topic's route. Each queue the source holds an offset
+        of is reported with what the DESTINATION holds afterwards, read back from the broker: the broker
+        keeps a pending server-side reset of the destination (and answers it first, as Apache's
+        queryOffset), so "copied" is only true where the two agree (status "applied", else "notApplied";
+        the plan is applied only when every queue is). Reporting the source's offsets told the user the
+        clone had moved a group whose consumers would start at the reset offset."""
         from mqadmin.reports import OffsetChange, ResetPlan
 
         found = self._topic_brokers(topic)
@@ -1432,13 +1437,15 @@ class Admin:
             self._require_group(b, src_group)
             qids = range(max(info.read_queue_nums, info.write_queue_nums))
             before = {q: self.client.query_consumer_offset(addr, dest_group, topic, q) for q in qids}
+            source = {q: self.client.query_consumer_offset(addr, src_group, topic, q) for q in qids}
             self.client.clone_group_offset(addr, src_group, dest_group, topic)
             for q in qids:
-                new = self.client.query_consumer_offset(addr, src_group, topic, q)
-                if new >= 0:
-                    changes.append(OffsetChange(b.broker_name, q, self.client.get_max_offset(addr, topic, q),
-                                                before[q], new, new))
-        return ResetPlan(dest_group, topic, 0, True, changes, applied=True)
+                if source[q] < 0:
+                    continue
+                held = self.client.query_consumer_offset(addr, dest_group, topic, q)
+                changes.append(OffsetChange(b.broker_name, q, self.client.get_max_offset(addr, topic, q), before[q],
+                                            source[q], held, "applied" if held == source[q] else "notApplied"))
+        return ResetPlan(dest_group, topic, 0, True, changes, applied=all(c.status == "applied" for c in changes))
 
     # -- messages -------------------------------------------------------------------------------------
     def query_msg_by_id(self, topic: str, msg_id: str, unanswered: list[str] | None = None) -> list[MessageRecord]:

@@ -145,7 +145,12 @@ class GroupSummary:
 
 @dataclass(frozen=True)
 class OffsetChange:
-    """One queue of a reset plan: where the group is and where it would go."""
+    """One queue of a reset plan: where the group is and where it would go.
+
+    cloneGroupOffset: ``timestamp_offset`` is the source group's offset, ``reset_offset`` what the
+    destination holds afterwards as the broker answers it (read back), and ``status`` says whether the
+    two agree ("applied") or not ("notApplied": e.g. a pending server-side reset of the destination,
+    which the broker answers first). Other plans carry no status."""
 
     broker_name: str
     queue_id: int
@@ -153,11 +158,16 @@ class OffsetChange:
     consumer_offset: int
     timestamp_offset: int
     reset_offset: int
+    status: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"brokerName": self.broker_name, "queueId": self.queue_id, "brokerOffset": self.broker_offset,
-                "consumerOffset": self.consumer_offset, "timestampOffset": self.timestamp_offset,
-                "resetOffset": self.reset_offset, "offset": self.reset_offset}
+        out: dict[str, Any] = {
+            "brokerName": self.broker_name, "queueId": self.queue_id, "brokerOffset": self.broker_offset,
+            "consumerOffset": self.consumer_offset, "timestampOffset": self.timestamp_offset,
+            "resetOffset": self.reset_offset, "offset": self.reset_offset}
+        if self.status is not None:
+            out["status"] = self.status
+        return out
 
 
 @dataclass

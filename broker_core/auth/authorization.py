@@ -160,7 +160,7 @@ KNOWN_REQUESTS = (
         "QUERY_CONSUMER_OFFSET", "UPDATE_CONSUMER_OFFSET", "LOCK_BATCH_MQ", "UNLOCK_BATCH_MQ",
         "END_TRANSACTION", "CONSUMER_SEND_MSG_BACK", "UPDATE_AND_CREATE_TOPIC", "UPDATE_AND_CREATE_TOPIC_LIST",
         "DELETE_TOPIC_IN_BROKER",
-        "DELETE_SUBSCRIPTIONGROUP", "GET_CONSUME_STATS", "INVOKE_BROKER_TO_RESET_OFFSET",
+        "DELETE_SUBSCRIPTIONGROUP", "GET_CONSUME_STATS", "INVOKE_BROKER_TO_RESET_OFFSET", "CLONE_GROUP_OFFSET",
         "GET_CONSUMER_CONNECTION_LIST", "QUERY_CONSUME_QUEUE", "GET_SUBSCRIPTIONGROUP_CONFIG",
         "GET_CONSUMER_RUNNING_INFO", "INVOKE_BROKER_TO_GET_CONSUMER_STATUS", "CONSUME_MESSAGE_DIRECTLY",
     })
@@ -273,6 +273,11 @@ def checks_for_request(
         g = _need(group, "group", name)
         t = _need(topic, "topic", name)
         return [(Resource.of_group(g), (Action.UPDATE,)), (_topic_or_group(t), (Action.UPDATE,))]
+    if name == "CLONE_GROUP_OFFSET":
+        # CloneGroupOffsetRequestHeader's annotations: Update on destGroup and on the topic when one is
+        # named (none: every topic of the source group); the source group is only read, so not asked
+        checks = [(Resource.of_group(_need(group, "destination group", name)), (Action.UPDATE,))]
+        return checks + ([(_topic_or_group(topic), (Action.UPDATE,))] if topic else [])
     if name == "GET_CONSUMER_CONNECTION_LIST":
         return [(Resource.of_group(_need(group, "consumer group", name)), get)]
     if name in _GROUP_TOPIC_SUB:

@@ -30,6 +30,7 @@ from broker_core.remoting.body_base import BodyError
 from broker_core.remoting.codes import V3_0_7_SNAPSHOT
 from broker_core.remoting.headers import (
     GET_BROKER_CONFIG_NEXT_START,
+    CloneGroupOffsetRequestHeader,
     CreateTopicRequestHeader,
     DeleteSubscriptionGroupRequestHeader,
     DeleteTopicRequestHeader,
@@ -106,6 +107,7 @@ class AdminHandlers:
             RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: self.query_topic_consume_by_who,
             RequestCode.QUERY_TOPICS_BY_CONSUMER: self.query_topics_by_consumer,
             RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: self.invoke_broker_to_reset_offset,
+            RequestCode.CLONE_GROUP_OFFSET: self.clone_group_offset,
             RequestCode.GET_BROKER_RUNTIME_INFO: self.get_broker_runtime_info,
             RequestCode.GET_BROKER_CONFIG: self.get_broker_config,
             RequestCode.UPDATE_BROKER_CONFIG: self.update_broker_config,
@@ -265,6 +267,15 @@ class AdminHandlers:
         topics = await self.ctx.run(self.broker.which_topic_by_consumer, h.group, auth=auth)
         return req.response(body=TopicList(topic_list=sorted(topics), broker_addr=self.broker.config.broker_addr)
                             .to_json())
+
+    async def clone_group_offset(self, ch: Channel, req: RemotingCommand, auth: RequestContext) -> RemotingCommand:
+        """AdminBrokerProcessor.cloneGroupOffset: the copy is made by the Broker's offset manager, so a
+        pending server-side reset of the destination is kept (and answered first) as in Apache, instead of
+        an UPDATE_CONSUMER_OFFSET per queue that the broker drops while the reset waits. SUCCESS, no body."""
+        h = CloneGroupOffsetRequestHeader.from_ext_fields(req.ext_fields)
+        await self.ctx.run(self.broker.clone_group_offset, h.src_group, h.dest_group, h.topic, auth=auth,
+                           offline=h.offline)
+        return req.response()
 
     async def invoke_broker_to_reset_offset(self, ch: Channel, req: RemotingCommand,
                                             auth: RequestContext) -> RemotingCommand:

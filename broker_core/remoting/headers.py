@@ -367,6 +367,17 @@ class QueryTopicsByConsumerRequestHeader(CommandHeader):
     group: str
 
 
+@H
+class CloneGroupOffsetRequestHeader(CommandHeader):
+    """CLONE_GROUP_OFFSET (314). No topic: every topic the source group holds offsets of. ``offline``
+    false: a source group online copies only the topics it subscribes to (AdminBrokerProcessor)."""
+
+    src_group: str
+    dest_group: str
+    topic: str | None = None
+    offline: bool = False
+
+
 # -- clients, retry, transactions (B.4/B.5/B.9) ----------------------------------------------------
 @H
 class UnregisterClientRequestHeader(CommandHeader):

@@ -106,5 +106,23 @@ def clone_group_offset(
     offline: Annotated[str | None, typer.Option("-o", "--offline", help="parsed, unused (as mqadmin)")] = None,
 ) -> None:
     plan = cmd.admin().clone_group_offset(src_group, dest_group, topic)
-    cmd.emit(plan.to_dict(), lambda: cmd.print(
-        f"clone group offset success. srcGroup[{src_group}], destGroup=[{dest_group}], topic[{topic}]"))
+    names = f"srcGroup[{src_group}], destGroup=[{dest_group}], topic[{topic}]"
+
+    def render() -> None:
+        if plan.applied:
+            cmd.print(f"clone group offset success. {names}")
+            return
+        cmd.print(f"clone group offset not applied to every queue. {names}")
+        cmd.printf("%-32s  %-10s  %-20s  %-20s  %-12s%n", "#brokerName", "#queueId", "#srcOffset", "#destOffset",
+                   "#status")
+        for c in plan.changes:
+            cmd.printf("%-32s  %-10d  %-20d  %-20d  %-12s%n", c.broker_name, c.queue_id, c.timestamp_offset,
+                       c.reset_offset, c.status)
+
+    cmd.emit(plan.to_dict(), render)
+    for c in plan.changes:  # on stderr in every output format: a script reading JSON sees it too
+        if c.status != "applied":
+            typer.echo(f"mqadmin {cmd.name}: warning: {c.broker_name} queue {c.queue_id}: group {dest_group} holds "
+                       f"offset {c.reset_offset}, not {src_group}'s {c.timestamp_offset} (the broker answers a "
+                       f"pending reset of {dest_group} first, e.g. resetOffsetByTime with no consumer online); its "
+                       f"consumers start at {c.reset_offset}", err=True)

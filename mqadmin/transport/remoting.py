@@ -63,6 +63,7 @@ from broker_core.remoting.headers import (
     AclRequestHeader,
     AddWritePermOfBrokerRequestHeader,
     AddWritePermOfBrokerResponseHeader,
+    CloneGroupOffsetRequestHeader,
     ConsumeMessageDirectlyResultRequestHeader,
     CreateTopicRequestHeader,
     DeleteAclRequestHeader,
@@ -612,8 +613,8 @@ class RemotingBrokerClient:
     def clone_group_offset(self, broker_addr: str, src_group: str, dest_group: str, topic: str) -> None:
         """CLONE_GROUP_OFFSET; a broker without it gets what Apache mqadmin itself sends: the source
         group's stored offsets (GET_CONSUME_STATS) copied with UPDATE_CONSUMER_OFFSET per queue."""
-        ext = {"srcGroup": src_group, "destGroup": dest_group, "topic": topic, "offline": "false"}
-        resp = self._call(broker_addr, RequestCode.CLONE_GROUP_OFFSET, None, ext=ext)
+        header = CloneGroupOffsetRequestHeader(src_group=src_group, dest_group=dest_group, topic=topic, offline=False)
+        resp = self._call(broker_addr, RequestCode.CLONE_GROUP_OFFSET, header)
         if resp.code != ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
             self._ok(resp)
             return

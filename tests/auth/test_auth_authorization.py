@@ -100,6 +100,11 @@ def test_request_mapping_table() -> None:
     assert checks_for_request("DELETE_SUBSCRIPTIONGROUP", group="G") == [(g, (Action.DELETE,))]
     assert checks_for_request("INVOKE_BROKER_TO_RESET_OFFSET", topic="T", group="G") == [
         (g, (Action.UPDATE,)), (t, (Action.UPDATE,))]
+    # CloneGroupOffsetRequestHeader: Update on destGroup, then on topic (a retry topic: its group); the
+    # source group is read, not annotated, and a blank topic (every topic of the source) names none
+    assert checks_for_request("CLONE_GROUP_OFFSET", topic="T", group="G") == [
+        (g, (Action.UPDATE,)), (t, (Action.UPDATE,))]
+    assert checks_for_request("CLONE_GROUP_OFFSET", group="G") == [(g, (Action.UPDATE,))]
     assert checks_for_request("AUTH_CREATE_USER", cluster_name="C1") == [(Resource.of_cluster("C1"), (Action.UPDATE,))]
     assert checks_for_request("AUTH_LIST_ACL", cluster_name="C1") == [(Resource.of_cluster("C1"), (Action.GET,))]
     assert checks_for_request("END_TRANSACTION") == []

@@ -125,7 +125,7 @@ OPS: dict[str, tuple[Op, list[tuple[str, str]]]] = {
     "skip_accumulated_message": (lambda b, a: b.skip_accumulated_message(G, T, auth=a),
                                  [(f"Group:{G}", "Update"), (f"Topic:{T}", "Update")]),
     "clone_group_offset": (lambda b, a: b.clone_group_offset(G, G2, T, auth=a),
-                           [(f"Topic:{T}", "Update"), (f"Group:{G2}", "Update")]),
+                           [(f"Group:{G2}", "Update"), (f"Topic:{T}", "Update")]),
     "which_group_by_topic": (lambda b, a: b.which_group_by_topic(T, auth=a), [(f"Topic:{T}", "Get")]),
     "which_topic_by_consumer": (lambda b, a: b.which_topic_by_consumer(G, auth=a), [(f"Group:{G}", "Get")]),
     "get_min_offset": (lambda b, a: b.get_min_offset(T, 0, auth=a), [(f"Topic:{T}", "Get")]),

@@ -168,6 +168,40 @@ def test_reset_plans_progress_and_clone(admin: Admin) -> None:
         admin.reset_offset_by_time("OG1", "OffsetTopic", 0, queue_id=0, offset=99)
 
 
+def test_clone_reports_what_the_destination_group_holds(admin: Admin, transport: Target) -> None:
+    """cloneGroupOffset read back the SOURCE group's offsets and called them applied. A destination with
+    a pending server-side reset (resetOffsetByTime, no consumer online) keeps it: the broker's offset
+    manager answers the reset first (Apache's queryOffset), so its consumers start there, not at the
+    source's offsets. The report says what the destination holds, per queue, on both transports."""
+    _topic(admin, "CloneTopic", 2)
+    _send(admin, "CloneTopic", 5, queue_id=0)
+    _send(admin, "CloneTopic", 2, queue_id=1)
+    for g in ("CLSRC", "CLDST", "CLFREE"):
+        admin.update_sub_group(SubscriptionGroupInfo(g))
+    admin.skip_accumulated_message("CLSRC", "CloneTopic")           # source at the ends: 5, 2
+    admin.reset_offset_by_time("CLDST", "CloneTopic", 0)            # pending reset to 0 (nobody online)
+
+    held = admin.clone_group_offset("CLSRC", "CLDST", "CloneTopic")
+    assert [(c.queue_id, c.timestamp_offset, c.reset_offset, c.status) for c in held.changes] == [
+        (0, 5, 0, "notApplied"), (1, 2, 0, "notApplied")]
+    assert not held.applied
+    assert held.to_dict()["queues"][0]["offset"] == 0
+    assert [r.consumer_offset for r in admin.consumer_progress("CLDST", "CloneTopic").rows] == [0, 0]
+
+    free = admin.clone_group_offset("CLSRC", "CLFREE", "CloneTopic")
+    assert [(c.queue_id, c.consumer_offset, c.reset_offset, c.status) for c in free.changes] == [
+        (0, -1, 5, "applied"), (1, -1, 2, "applied")]
+    assert free.applied
+    assert [r.consumer_offset for r in admin.consumer_progress("CLFREE", "CloneTopic").rows] == [5, 2]
+    if transport.name == "remoting":  # served by the broker itself (Apache's AdminBrokerProcessor), not emulated
+        from broker_core.remoting import RequestCode, ResponseCode
+
+        ext = {"srcGroup": "CLSRC", "destGroup": "CLFREE", "topic": "CloneTopic", "offline": "false"}
+        resp = admin.client._call(transport.broker_addr, RequestCode.CLONE_GROUP_OFFSET, None,  # type: ignore[attr-defined]
+                                  ext=ext)
+        assert (resp.code, resp.remark) == (ResponseCode.SUCCESS, None)
+
+
 # ---------------------------------------------------------------------------------------- messages
 
 def test_send_then_query_by_key_unique_key_id_and_offset(admin: Admin, transport: Target) -> None:

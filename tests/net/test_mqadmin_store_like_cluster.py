@@ -92,3 +92,38 @@ def test_consume_message_that_finds_nothing_says_so_as_apache(mq: Run, request: 
     # a read that finds the message still says so
     found = _ok(mq, "consumeMessage", "-t", topic)
     assert found.startswith("Consume ok\n") and "BODY: a" in found, found
+
+
+def test_clone_onto_a_group_with_a_pending_reset_says_what_the_group_holds(cluster: BrokerProcess) -> None:
+    """The probe's case over -n: the destination has a server-side reset pending (no consumer online).
+    cloneGroupOffset said "applied" with the SOURCE's offsets and printed "success", while the group
+    stayed at the reset offset. Now the broker serves CLONE_GROUP_OFFSET and the report reads back the
+    destination: status notApplied per queue, a warning line on stderr, no "success"."""
+    import json
+
+    def mq(*args: str) -> subprocess.CompletedProcess[str]:
+        return run_mqadmin(*args, "-n", cluster.namesrv_addr)
+
+    topic, src, dst = "ClonePending", "ClonePendSrc", "ClonePendDst"
+    _ok(mq, "updateTopic", "-c", "DefaultCluster", "-t", topic, "-r", "1", "-w", "1")
+    for g in (src, dst):
+        _ok(mq, "updateSubGroup", "-c", "DefaultCluster", "-g", g)
+    for i in range(3):
+        _ok(mq, "sendMessage", "-t", topic, "-p", f"m{i}")
+    _ok(mq, "resetOffsetByTime", "-g", src, "-t", topic, "-s", "now")
+    _ok(mq, "resetOffsetByTime", "-g", dst, "-t", topic, "-s", "0")
+
+    r = mq("cloneGroupOffset", "-s", src, "-d", dst, "-t", topic, "--output", "json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    report = json.loads(r.stdout)
+    assert report["applied"] is False
+    assert [(q["queueId"], q["timestampOffset"], q["offset"], q["status"]) for q in report["queues"]] == [
+        (0, 3, 0, "notApplied")]
+    assert r.stderr == (f"mqadmin cloneGroupOffset: warning: broker-a queue 0: group {dst} holds offset 0, not "
+                        f"{src}'s 3 (the broker answers a pending reset of {dst} first, e.g. resetOffsetByTime "
+                        "with no consumer online); its consumers start at 0\n"), r.stderr
+    text = mq("cloneGroupOffset", "-s", src, "-d", dst, "-t", topic)
+    assert text.returncode == 0 and "success" not in text.stdout, text.stdout
+    assert text.stdout.startswith(f"clone group offset not applied to every queue. srcGroup[{src}]"), text.stdout
+    progress = _ok(mq, "consumerProgress", "-g", dst)
+    assert progress.count(topic) == 1 and " 3 " in progress and " 0 " in progress
