@@ -129,7 +129,7 @@ def java_host(host: Host) -> str:
 
 def inflated(body: bytes, sys_flag: int, offset: int, failures: BodyFailures | None) -> bytes | None:
     """The body as the producer sent it (a compressed one decompressed); None, noted in ``failures`` at
-    commitlog ``offset``, for one that cannot be (LZ4/ZSTD, damaged)."""
+    commitlog ``offset``, for one that cannot be (damaged, or a compression type Apache has not)."""
     try:
         return decompressed_body(body, sys_flag)
     except BodyDecompressError as e:

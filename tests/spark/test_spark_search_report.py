@@ -14,7 +14,9 @@ import os
 import zlib
 from pathlib import Path
 
+import lz4.frame
 import pytest
+import zstandard
 from golden_helpers import copy_golden_store
 
 from broker_core.store.codec import hot_py
@@ -28,6 +30,7 @@ from spark.search_query import COLUMNS, MODE_ROWS, stats_key
 
 TEXT = b"compressed needle-compressed body " * 200  # > 4 KiB: what a Java producer compresses
 LZ4_FLAG = 0x1 | (1 << 8)  # COMPRESSED_FLAG with compression type 1 (LZ4) in SYSFLAG bits 8-10
+ZSTD_FLAG = 0x1 | (2 << 8)  # ... and type 2 (ZSTD)
 
 
 def _put_all(root: Path, bodies: list[tuple[bytes, int]]) -> None:
@@ -45,10 +48,12 @@ def _put_all(root: Path, bodies: list[tuple[bytes, int]]) -> None:
 
 @pytest.fixture(scope="module")
 def odd_store(tmp_path_factory) -> Path:
-    """A plain body, a ZLIB body (sysFlag 1), an LZ4 body and a ZLIB-flagged body that is garbage."""
+    """A plain body, a ZLIB body (sysFlag 1), an LZ4-flagged and a ZLIB-flagged body that are garbage,
+    then an LZ4 and a ZSTD body (frames, as Apache's Lz4Compressor and ZstdCompressor write them)."""
     root = tmp_path_factory.mktemp("odd") / "store"
     _put_all(root, [(b"plain needle-plain body", 0), (zlib.compress(TEXT), 1),
-                    (b"lz4 bytes needle-compressed", LZ4_FLAG), (b"not zlib needle-compressed", 1)])
+                    (b"lz4 bytes needle-compressed", LZ4_FLAG), (b"not zlib needle-compressed", 1),
+                    (lz4.frame.compress(TEXT), LZ4_FLAG), (zstandard.ZstdCompressor().compress(TEXT), ZSTD_FLAG)])
     return root
 
 
@@ -61,24 +66,25 @@ def _offsets(root: Path) -> list[int]:
 
 def test_body_contains_finds_a_compressed_body_and_shows_it_decompressed(odd_store):
     found = run_search([str(odd_store)], build_query(body_contains="needle-compressed"), limit=0, master=IN_PROCESS)
-    assert [m["keys"] for m in found.messages] == ["k1"]
-    m = found.messages[0]
-    assert m["body"] == TEXT and m["body_text"] == TEXT.decode() and m["body_compression"] == "ZLIB"
-    # LZ4 and a broken ZLIB body are not matched (their stored bytes hold the needle), but counted
+    assert [m["keys"] for m in found.messages] == ["k1", "k4", "k5"]
+    assert [m["body_compression"] for m in found.messages] == ["ZLIB", "LZ4", "ZSTD"]
+    for m in found.messages:
+        assert m["body"] == TEXT and m["body_text"] == TEXT.decode()
+    # broken LZ4 and ZLIB bodies are not matched (their stored bytes hold the needle), but counted
     first = _offsets(odd_store)[2]
     assert found.summary.bodies_not_decompressed == 2
     line = next(w for w in found.summary.warnings if "could not be decompressed" in w)
     assert line.startswith(f"2 compressed bodies could not be decompressed (first at "
-                           f"{odd_store.resolve()}/commitlog/00000000000000000000 offset {first}: LZ4 compressed")
+                           f"{odd_store.resolve()}/commitlog/00000000000000000000 offset {first}: LZ4 body does not decompress")
     stats = run_stats([str(odd_store)], build_query(body_contains="needle-compressed", stats_by="topic"),
                       master=IN_PROCESS)
-    assert [b["messages"] for b in stats.buckets] == [1] and stats.summary.bodies_not_decompressed == 2
+    assert [b["messages"] for b in stats.buckets] == [3] and stats.summary.bodies_not_decompressed == 2
 
 
 def test_search_and_export_rows_carry_the_decompressed_body(odd_store):
     shown = run_search([str(odd_store)], build_query(), limit=0, master=IN_PROCESS)
     got = [(m["body_compression"], m["body_text"] is not None) for m in shown.messages]
-    assert got == [(None, True), ("ZLIB", True), ("LZ4", False), ("ZLIB", False)]
+    assert got == [(None, True), ("ZLIB", True), ("LZ4", False), ("ZLIB", False), ("LZ4", True), ("ZSTD", True)]
     assert shown.messages[1]["body"] == TEXT and shown.messages[2]["body"] == b"lz4 bytes needle-compressed"
     assert shown.summary.bodies_not_decompressed == 2  # shown as stored, and said so
     # export tasks build their rows with scan_range(MODE_ROWS); the new column is the last one
@@ -97,7 +103,7 @@ def test_compiled_walk_and_twin_hand_compressed_records_back_for_the_needle(odd_
     for impl in (hot_py, _hotpath):
         pos, n, hits, deferred, stopped = impl.select_records(data, 0, len(data), len(data), True, None, None, None,
                                                               (), {}, None, b"needle-compressed")
-        assert (n, hits, deferred) == (4, [], offsets[1:]), impl
+        assert (n, hits, deferred) == (6, [], offsets[1:]), impl
         _pos, _n, hits, deferred, _s = impl.select_records(data, 0, len(data), len(data), True, None, None, None,
                                                            (), {}, None, None)
         assert (hits, deferred) == (offsets, []), impl  # no needle: nothing to decompress

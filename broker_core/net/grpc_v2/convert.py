@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from broker_core.store.codec import properties as P
+from broker_core.store.codec.compression import decompressed_body
 from broker_core.store.codec.message import MessageExt
 from broker_core.store.codec.sys_flag import COMPRESSED_FLAG
 
@@ -212,13 +213,22 @@ def _host(host: tuple[str, int]) -> str:
 
 
 def outbound(msg: MessageExt, receipt_handle: str | None = None, delivery_attempt: int | None = None,
-             invisible_ms: int | None = None) -> object:
-    """A stored record as the clients expect it delivered (spec §3.4: every 'server must set' field)."""
+             invisible_ms: int | None = None, *, body: bytes | None = None) -> object:
+    """A stored record as the clients expect it delivered (spec §3.4: every 'server must set' field).
+
+    The body goes out as the producer gave it, IDENTITY-encoded: a compressed record (ZLIB, LZ4 or
+    ZSTD, SYSFLAG bits 8-10) is decompressed here, as upstream's default (cluster-mode) proxy gets
+    popped messages through MessageDecoder with decompressBody on. Labelling the stored bytes GZIP
+    instead handed LZ4/ZSTD bytes to the client's gunzip, whose error failed the whole receive on every
+    redelivery. Raises BodyDecompressError for a body that does not decompress (the caller decides:
+    upstream's decoder drops such a message from the batch); ``body`` overrides the delivered bytes."""
     props = msg.properties
+    if body is None:
+        body = decompressed_body(msg.body, msg.sys_flag)
     sp = pb.SystemProperties(
         message_id=props.get(P.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or msg.msg_id,
-        body_digest=pb.Digest(type=pb.DigestType.MD5, checksum=hashlib.md5(msg.body).hexdigest().upper()),
-        body_encoding=pb.Encoding.GZIP if msg.sys_flag & COMPRESSED_FLAG else pb.Encoding.IDENTITY,
+        body_digest=pb.Digest(type=pb.DigestType.MD5, checksum=hashlib.md5(body).hexdigest().upper()),
+        body_encoding=pb.Encoding.IDENTITY,
         message_type=message_type_of(props),
         born_timestamp=_timestamp(int(props.get("BORN_TIMESTAMP") or msg.born_timestamp)),
         born_host=props.get("__BORNHOST") or msg.born_host[0],
@@ -247,4 +257,4 @@ def outbound(msg: MessageExt, receipt_handle: str | None = None, delivery_attemp
         sp.dead_letter_queue.message_id = props.get(P.PROPERTY_DLQ_ORIGIN_MESSAGE_ID, "")
     user = {k: v for k, v in props.items() if k not in SYSTEM_PROPERTY_KEYS}
     return pb.Message(topic=pb.Resource(name=msg.topic), user_properties=user, system_properties=sp,
-                      body=msg.body)
+                      body=body)

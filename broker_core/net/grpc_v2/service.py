@@ -45,6 +45,7 @@ from broker_core.remoting.codes import CURRENT_VERSION
 from broker_core.remoting.mqversion import version_ordinal
 from broker_core.store.codec import properties as P
 from broker_core.store.codec.batch import BatchItem
+from broker_core.store.codec.compression import BodyDecompressError
 from broker_core.store.codec.message import MessageExt
 from broker_core.store.codec.message_id import UniqKeyGenerator
 from broker_core.store.subscription_group_config import SubscriptionGroupConfig
@@ -144,6 +145,20 @@ class RpcError(Exception):
         super().__init__(message)
         self.code = code
         self.message = message
+
+
+def _delivered(m: MessageExt, group: str, receipt_handle: str | None = None,
+               invisible_ms: int | None = None) -> Any | None:
+    """``m`` as a consumer receives it, or None (logged, naming topic, queue and offset) when its
+    compressed body does not decompress. Upstream's proxy decodes popped and pulled messages with
+    MessageDecoder, which returns no message for such a record, so the consumer never gets it; handing
+    the bytes over instead failed the whole batch in the client on every redelivery."""
+    try:
+        return outbound(m, receipt_handle, invisible_ms=invisible_ms)
+    except BodyDecompressError as e:
+        log.warning("%s queue %d offset %d (commitlog offset %d) not delivered to %s: %s", m.topic, m.queue_id,
+                    m.queue_offset, m.commit_log_offset, group, e)
+        return None
 
 
 def _rpc_error(e: BrokerError) -> RpcError:
@@ -618,7 +633,13 @@ class MessagingService(MessagingServiceServicer):
             return False
         tx_id = half.get_property(P.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or half.msg_id
         self._transactions[tx_id] = (producer_group, half.queue_offset, half.commit_log_offset)
-        wire = outbound(half)
+        try:
+            wire = outbound(half)
+        except BodyDecompressError as e:
+            # the checker decides on the id and properties: the stored bytes, never labelled GZIP
+            log.warning("transaction check of %s offset %d: %s; its body goes out as stored",
+                        half.topic, half.commit_log_offset, e)
+            wire = outbound(half, body=bytes(half.body))
         wire.topic.name = half.get_property(P.PROPERTY_REAL_TOPIC) or producer_group
         command = pb.TelemetryCommand(recover_orphaned_transaction_command=pb.RecoverOrphanedTransactionCommand(
             message=wire, transaction_id=tx_id))
@@ -808,9 +829,12 @@ class MessagingService(MessagingServiceServicer):
             now = self.clock()
             for m in result.messages:
                 handle = m.get_property(P.PROPERTY_POP_CK) or ""
+                wire = _delivered(m, group, handle, invisible_ms=invisible)
+                if wire is None:  # stays invisible and is revived, as upstream's undecoded message
+                    continue
                 if request.auto_renew:
                     self._renewals[handle] = _Renewal(info.client_id, group, topic, handle, now + invisible, now)
-                messages.append(outbound(m, handle, invisible_ms=invisible))
+                messages.append(wire)
             first = OK if messages else status(pb.Code.MESSAGE_NOT_FOUND, "no new message")
         except RpcError as e:
             first = status(e.code, e.message)
@@ -941,7 +965,8 @@ class MessagingService(MessagingServiceServicer):
             except BrokerError as e:
                 raise _rpc_error(e) from None
             next_offset = result.next_begin_offset
-            items = [pb.PullMessageResponse(message=outbound(m)) for m in result.messages]
+            items = [pb.PullMessageResponse(message=wire) for m in result.messages
+                     if (wire := _delivered(m, group)) is not None]
             if items:
                 first = OK
             elif result.detail == OFFSET_RESET:  # the group's offset was reset: pull on from next_offset
