@@ -10,12 +10,15 @@ zstd frame), then read back:
   proxy pops through MessageDecoder with decompressBody on). Labelling LZ4 bytes GZIP made the client's
   gunzip fail the whole receive on every redelivery, so one such message blocked the group;
 - a body that does not decompress is not delivered (upstream's decoder returns no message for it) and
-  the broker logs its topic and offset, while the valid messages around it are delivered.
+  the broker logs its topic and offset, while the valid messages around it are delivered;
+- mqadmin's queryMsgById / queryMsgByUniqueKey print the body decompressed and SYSFLAG without
+  COMPRESSED_FLAG, as Apache's tools (deCompressBody clears it).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import time
 import uuid
 import zlib
@@ -27,11 +30,13 @@ import lz4.frame
 import pytest
 import zstandard
 from google.protobuf.duration_pb2 import Duration
+from typer.testing import CliRunner
 
 from broker_core.net.grpc_v2.stubs import pb, service_pb2_grpc
 from broker_core.remoting import RequestCode, ResponseCode
 from broker_core.remoting.headers import SendMessageRequestHeaderV2
 from broker_core.store.codec.properties import encode_properties
+from mqadmin.app import app
 from tests.net.net_util import RawClient
 from tests.remoting_broker import BrokerProcess, running_broker
 from tests.waiting import wait_for
@@ -135,3 +140,28 @@ def test_a_body_that_does_not_decompress_does_not_block_the_group(process: Broke
     line = next(ln for ln in process.log_text().splitlines() if "CompressedBad queue 0 offset 1" in ln)
     assert "LZ4 body does not decompress" in line and "not delivered" in line
 
+
+def _mqadmin(ns: str, *args: str) -> str:
+    r = CliRunner().invoke(app, [*args, "-n", ns], env={"NAMESRV_ADDR": "", "RMQ_STORE": ""})
+    assert r.exit_code == 0, (r.exit_code, r.stdout, r.stderr)
+    return r.stdout
+
+
+@pytest.mark.parametrize(("flag", "shown_flag"), [(ZLIB_LEGACY, 0), (ZLIB, 0x300), (LZ4, 0x100), (ZSTD, 0x200)])
+def test_mqadmin_queries_print_the_body_and_sysflag_decompressed(process: BrokerProcess, remoting: RawClient,
+                                                                 flag: int, shown_flag: int) -> None:
+    """Apache's MessageDecoder clears COMPRESSED_FLAG once it inflated the body (the type bits stay)."""
+    topic = f"CompressedQuery{flag:x}"
+    _topic(remoting, topic)
+    sent = _send(remoting, topic, COMPRESSED[flag], flag, "q")
+    _dispatched(remoting, topic, 1)
+    ns = process.namesrv_addr
+
+    by_id = _mqadmin(ns, "queryMsgById", "-t", topic, "-i", sent["msgId"], "-f", "UTF-8")
+    assert f"System Flag:         {shown_flag}\n" in by_id
+    assert f"Message Body:        {ORIGINAL.decode()}" in by_id
+    record = json.loads(_mqadmin(ns, "queryMsgByUniqueKey", "-t", topic, "-i", sent["UNIQ_KEY"],
+                                 "--output", "json"))
+    assert (record["sysFlag"], record["body"]) == (shown_flag, ORIGINAL.decode())
+    by_key = _mqadmin(ns, "queryMsgByUniqueKey", "-t", topic, "-i", sent["UNIQ_KEY"])
+    assert f"System Flag:         {shown_flag}\n" in by_key
