@@ -1,7 +1,9 @@
 """``mqbroker``: the main job — a name server and a broker serving the RocketMQ remoting protocol.
 
-By default one process runs both (name server on 9876, broker on listenPort 10911, 127.0.0.1);
-``--namesrv-only`` / ``--broker-only`` run one of them, and ``-n host:port[;host:port]`` (or, without
+By default one process runs both (name server on namesrvPort 9876, broker on listenPort 10911,
+127.0.0.1); ``--namesrv-only`` / ``--broker-only`` run one of them (a name server alone listens on
+the ``-c`` file's listenPort unless it names a namesrvPort, as Apache's ``mqnamesrv -c``), and
+``-n host:port[;host:port]`` (or, without
 -n, ``namesrvAddr`` in the ``-c`` file, as Apache's ``mqbroker -c``) makes the broker register with
 those name servers (no embedded one then). Port 0 picks a free port; the
 "boot success" lines name the real addresses. The broker takes the store lock (so ``mqadmin --store``
@@ -53,8 +55,11 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     only.add_argument("--namesrv-only", action="store_true", help="run only the name server")
     only.add_argument("--broker-only", action="store_true", help="run only the broker (needs -n or namesrvAddr)")
     ap.add_argument("--host", default=None, help="address to listen on and advertise (default brokerIP1, 127.0.0.1)")
-    ap.add_argument("--listenPort", type=int, default=None, help="broker port (default listenPort, 10911; 0 = free)")
-    ap.add_argument("--namesrvPort", type=int, default=None, help="name server port (default 9876; 0 = free)")
+    ap.add_argument("--listenPort", type=int, default=None,
+                    help="broker port (default listenPort, 10911; 0 = free); with --namesrv-only the name server's")
+    ap.add_argument("--namesrvPort", type=int, default=None,
+                    help="name server port (default namesrvPort, 9876, or with --namesrv-only the -c file's "
+                         "listenPort; 0 = free)")
     ap.add_argument("--registerNameServerPeriod", type=int, default=None, help="ms between registrations (30000; "
                     "taken within [100, 60000])")
     ap.add_argument("--brokerChannelExpiredTime", type=int, default=None,
@@ -90,6 +95,22 @@ def _bind(what: str, host: str, port: int) -> socket.socket:
         raise _ListenError(f"cannot listen for {what} on {host}:{port}: {e.strerror or e}") from None
     sock.setblocking(False)
     return sock
+
+
+def _namesrv_port(args: argparse.Namespace, props: dict[str, str], net: NetConfig, config: BrokerConfig) -> int:
+    """The name server's port. With a broker in the process, listenPort is the broker's and the name
+    server's is namesrvPort (--namesrvPort, else the file's, else 9876). A name server alone
+    (--namesrv-only) reads listenPort as its own, as Apache's ``mqnamesrv -c namesrv.properties`` does:
+    --namesrvPort, then --listenPort, then the file's namesrvPort (a file shared with ``mqbroker -c``
+    names the broker's listenPort beside it), then the file's listenPort, then 9876. Why: the file's
+    listenPort was ignored and the name server bound 9876 where nobody looked for it."""
+    if args.namesrvPort is not None or not args.namesrv_only:
+        return net.namesrv_port  # --namesrvPort is already in it
+    if args.listenPort is not None:
+        return int(args.listenPort)
+    if "namesrvPort" in props or "listenPort" not in props:
+        return net.namesrv_port
+    return config.listen_port
 
 
 def _check_namesrv_addrs(text: str | None, source: str) -> None:
@@ -235,6 +256,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"mqbroker: {e}", file=sys.stderr)
         return 1
     config.broker_ip1 = host
+    net.namesrv_port = _namesrv_port(args, props, net, config)
     run_broker = not args.namesrv_only
     # the name servers the broker registers with: -n, else the -c file's namesrvAddr (Apache's
     # ``mqbroker -c`` registers there); only with neither does this process run its own name server

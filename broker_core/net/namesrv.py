@@ -205,9 +205,13 @@ class NameServer:
         current = self.config_properties()
         start_only = sorted(k for k in START_ONLY_KEYS & changes.keys() if changes[k].strip() != current[k])
         if start_only:  # the same value again (a round trip of getNamesrvConfig's output) is no change
+            # in mqbroker's file listenPort is the name server's only with --namesrv-only (else the broker's)
+            where = (" (the name server's port there is namesrvPort, or listenPort for mqbroker --namesrv-only)"
+                     if "listenPort" in start_only else "")
             raise RequestError(ResponseCode.NO_PERMISSION,
                                f"{', '.join(start_only)} cannot be changed on a running name server (read once at "
-                               "start): set it in mqbroker's config file or on its command line and restart it")
+                               f"start): set it in mqbroker's config file{where} or on its command line and "
+                               "restart it")
         runtime = {k: changes[k] for k in RUNTIME_KEYS & changes.keys()}
         try:
             net = NetConfig.from_properties(runtime)

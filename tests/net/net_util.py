@@ -112,9 +112,11 @@ class Mqbroker:
     """``python -m broker_core.mqbroker`` on free ports; ``stop()`` always ends it by PID."""
 
     def __init__(self, store: Path, *args: str, config: Path | None = None, expect_namesrv: bool = True,
-                 expect_broker: bool = True) -> None:
-        cmd = [sys.executable, "-m", "broker_core.mqbroker", "--store", str(store), "--listenPort", "0",
-               "--namesrvPort", "0", *args]
+                 expect_broker: bool = True, free_ports: bool = True) -> None:
+        """``free_ports=False`` leaves out ``--listenPort 0 --namesrvPort 0``: the ports are the -c file's
+        (or ``args``')."""
+        ports = ["--listenPort", "0", "--namesrvPort", "0"] if free_ports else []
+        cmd = [sys.executable, "-m", "broker_core.mqbroker", "--store", str(store), *ports, *args]
         if config is not None:
             cmd += ["-c", str(config)]
         env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1")
