@@ -5,7 +5,8 @@ Why: one broker.conf (``key=value`` or YAML) configures everything — broker ke
 Keys no dataclass knows are kept in ``properties`` so later features can read them without a new
 loader: the pop keys (``PopConfig``: popCk*, reviveInterval, enableRetryTopicV2, ...) and the rest of
 the transaction keys (``TransactionConfig``) are read from there by ``pop_config()`` and
-``transaction_config()``, and checked when the file is loaded.
+``transaction_config()`` (only the one transaction key that is no Apache BrokerConfig key,
+``transactionCheckMaxTimeInMs``), and checked when the file is loaded.
 """
 
 from __future__ import annotations
@@ -74,6 +75,16 @@ class BrokerConfig:
     transaction_time_out: JavaLong = 6000
     transaction_check_max: int = 15
     transaction_check_interval: JavaLong = 30_000
+    # The op ("done") markers of ended transactions are batched per half queue and written once this many
+    # characters wait or this many ms have passed (Apache's TransactionalOpBatchService and
+    # TransactionalMessageServiceImpl read both on every round: an update takes effect live).
+    transaction_op_msg_max_size: int = 4096
+    transaction_op_batch_interval: int = 3000
+    # ms between saves of config/transactionMetrics (read at each round: live)
+    transaction_metric_flush_interval: JavaLong = 10_000
+    # the per-topic count of pending halves (config/transactionMetrics, the backlog's halfPending); read
+    # once at start, as Apache's BrokerMetricsManager reads it: an update is for the next start
+    enable_transaction_metrics: bool = True
     revive_queue_num: int = 8
     # SQL92 filter bitmap at dispatch (needs the store's enableConsumeQueueExt too): the bloom filter has
     # k = ceil(log_0.5(maxErrorRateOfBloomFilter/100)) hashes and m bits for expectConsumerNumUseFilter.
@@ -154,6 +165,10 @@ class BrokerConfig:
             raise ConfigError(f"transactionTimeOut must not be negative, got {cfg.transaction_time_out}")
         if cfg.transaction_check_interval < 0:
             raise ConfigError(f"transactionCheckInterval must not be negative, got {cfg.transaction_check_interval}")
+        if cfg.transaction_op_msg_max_size <= 0:  # no batch could ever be written whole
+            raise ConfigError(f"transactionOpMsgMaxSize must be positive, got {cfg.transaction_op_msg_max_size}")
+        if cfg.transaction_op_batch_interval < 0:
+            raise ConfigError(f"transactionOpBatchInterval must not be negative, got {cfg.transaction_op_batch_interval}")
         _check_grpc_limits(cfg)
         # Both name a topic of their own (TopicConfigManager#init) and are how routes and mqadmin -b/-c
         # find the broker: a blank one made a broker nobody could address.
@@ -179,17 +194,19 @@ class BrokerConfig:
             raise ConfigError(str(e)) from e
 
     def transaction_config(self) -> TransactionConfig:
-        """transactionTimeOut/CheckMax/CheckInterval/rejectTransactionMessage from here; the op-batch and
-        metrics keys from the file; halves older than fileReservedTime are discarded, as RocketMQ."""
+        """The transaction services' settings, from this config's fields; halves older than
+        fileReservedTime are discarded, as RocketMQ (transactionCheckMaxTimeInMs in the file overrides)."""
         base = TransactionConfig(transaction_timeout=self.transaction_time_out,
                                  transaction_check_max=self.transaction_check_max,
                                  transaction_check_interval=self.transaction_check_interval,
+                                 transaction_op_msg_max_size=self.transaction_op_msg_max_size,
+                                 transaction_op_batch_interval=self.transaction_op_batch_interval,
+                                 transaction_metric_flush_interval=self.transaction_metric_flush_interval,
                                  reject_transaction_message=self.reject_transaction_message,
+                                 enable_transaction_metrics=self.enable_transaction_metrics,
                                  transaction_check_max_time_in_ms=self.store.file_reserved_time * 3_600_000)
-        cfg = apply_properties(TransactionConfig, self.properties, base)
-        if cfg.transaction_op_msg_max_size <= 0 or cfg.transaction_op_batch_interval < 0:
-            raise ConfigError("transactionOpMsgMaxSize must be positive and transactionOpBatchInterval >= 0")
-        return cfg
+        extra = {k: v for k, v in self.properties.items() if k == "transactionCheckMaxTimeInMs"}
+        return apply_properties(TransactionConfig, extra, base)
 
     @classmethod
     def load(cls, config_file: str | Path | None = None, store_root: str | Path | None = None) -> BrokerConfig:

@@ -49,8 +49,12 @@ AUTH_KEYS = frozenset(k for k in AUTH_CONFIG_KEYS if k != "brokerClusterName")
 # server holds the broker under them, so a live listenPort made the broker advertise a port nothing
 # listened on (unreachable, mqadmin -n too) and a live brokerName registered a second broker. Written to
 # the config file, they take effect at the next start; without a file they are refused.
-START_ONLY_KEYS = frozenset({"brokerName", "brokerClusterName", "brokerId", "brokerIP1", "listenPort",
-                             "grpcServerPort"})
+IDENTITY_KEYS = frozenset({"brokerName", "brokerClusterName", "brokerId", "brokerIP1", "listenPort",
+                           "grpcServerPort"})
+# Besides, keys Apache reads once at start: enableTransactionMetrics (BrokerMetricsManager). Here it
+# decides whether the pending-half counts are kept at all; switched on live they would start from
+# nothing and overwrite config/transactionMetrics with that, so it waits for the next start as well.
+START_ONLY_KEYS = IDENTITY_KEYS | {"enableTransactionMetrics"}
 # The store's on-disk layout: where its files are, how large each kind of file is, the index geometry,
 # the consume queue extension and the timer wheel's slot width. Files already written keep what they
 # were made with (a queue file of another size is refused when the store opens), so these are read at
@@ -96,8 +100,10 @@ def start_only_refusal(current: Mapping[str, str], changes: Mapping[str, str]) -
                 "file and restart the broker")
     start_only = sorted(k for k in START_ONLY_KEYS & changes.keys() if str(changes[k]).strip() != current.get(k))
     if start_only:
-        return (f"{', '.join(start_only)} cannot be changed on a running broker (the broker is bound and "
-                "registered under it): set it in the broker's config file and restart the broker")
+        why = ("the broker is bound and registered under it" if IDENTITY_KEYS & set(start_only)
+               else "it is read once at start")
+        return (f"{', '.join(start_only)} cannot be changed on a running broker ({why}): set it in the broker's "
+                "config file and restart the broker")
     return None
 
 

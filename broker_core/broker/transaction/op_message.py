@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from broker_core.broker.transaction.transactional_message_util import (
@@ -62,24 +63,38 @@ class _QueueOpContext:
 
 
 class OpBatcher:
-    """Collects ``"<offset>,"`` items per half queue and decides when a batch is due."""
+    """Collects ``"<offset>,"`` items per half queue and decides when a batch is due.
 
-    def __init__(self, max_size: int = 4096, batch_interval: int = 3000) -> None:
-        self.max_size = max_size
-        self.batch_interval = batch_interval
+    ``limits`` gives ``(transactionOpMsgMaxSize, transactionOpBatchInterval)`` and is asked at every
+    decision, as Apache's TransactionalOpBatchService and TransactionalMessageServiceImpl read the
+    BrokerConfig on every round: an updateBrokerConfig of either reaches the markers already queued."""
+
+    def __init__(self, limits: Callable[[], tuple[int, int]] = lambda: (4096, 3000)) -> None:
+        self._limits = limits
         self._contexts: dict[int, _QueueOpContext] = {}
         self._lock = threading.Lock()
+
+    @property
+    def max_size(self) -> int:
+        """Characters of queued offsets that make a batch full (and bound one op body)."""
+        return self._limits()[0]
+
+    @property
+    def batch_interval(self) -> int:
+        """ms after a queue's last write when its queued offsets are written however few."""
+        return self._limits()[1]
 
     def add(self, queue_id: int, half_queue_offset: int, now_ms: int) -> bool:
         """Queue one offset; True when the queue now holds a full batch (write it soon)."""
         data = f"{half_queue_offset}{OFFSET_SEPARATOR}"
+        max_size = self.max_size
         with self._lock:
             ctx = self._contexts.get(queue_id)
             if ctx is None:
                 ctx = self._contexts[queue_id] = _QueueOpContext(now_ms)
             ctx.items.append(data)
             ctx.total_size += len(data)
-            return ctx.total_size > self.max_size
+            return ctx.total_size > max_size
 
     def pending(self) -> int:
         with self._lock:
@@ -92,15 +107,16 @@ class OpBatcher:
         rest stays queued for the next call.
         """
         out: list[tuple[int, bytes]] = []
+        max_size, batch_interval = self._limits()
         with self._lock:
             for queue_id, ctx in self._contexts.items():
                 if not ctx.items:
                     continue
-                if not force and ctx.total_size < self.max_size and now_ms - ctx.last_write_timestamp < self.batch_interval:
+                if not force and ctx.total_size < max_size and now_ms - ctx.last_write_timestamp < batch_interval:
                     continue
                 parts: list[str] = []
                 size = 0
-                while ctx.items and size < self.max_size:
+                while ctx.items and size < max_size:
                     item = ctx.items.popleft()
                     parts.append(item)
                     size += len(item)
@@ -119,6 +135,7 @@ class OpBatcher:
 
     def next_wakeup(self) -> int | None:
         """Earliest time a non-empty queue becomes due by interval, or None when nothing waits."""
+        interval = self.batch_interval
         with self._lock:
-            times = [c.last_write_timestamp + self.batch_interval for c in self._contexts.values() if c.items]
+            times = [c.last_write_timestamp + interval for c in self._contexts.values() if c.items]
         return min(times) if times else None

@@ -112,8 +112,9 @@ class TransactionalMessageService:
         self.metrics = TransactionMetrics(config_dir)
         self.store_host = store_host
         self.check_listener = check_listener
-        self.op_batcher = OpBatcher(self.config.transaction_op_msg_max_size,
-                                    self.config.transaction_op_batch_interval)
+        # the limits of the config held now: the Broker replaces ``config`` on updateBrokerConfig
+        self.op_batcher = OpBatcher(lambda: (self.config.transaction_op_msg_max_size,
+                                             self.config.transaction_op_batch_interval))
         self._uniq = UniqKeyGenerator(store_host[0], self.clock)
         self._ended: OrderedDict[str, int] = OrderedDict()
         self._ended_lock = threading.Lock()
