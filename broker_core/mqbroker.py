@@ -84,8 +84,14 @@ class _ListenError(Exception):
 
 def _bind(what: str, host: str, port: int) -> socket.socket:
     """A listening socket for ``what``. Why the address in the error: with a name server and a broker in
-    one process, "address in use" alone does not say which of 9876 or 10911 another process holds."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    one process, "address in use" alone does not say which of 9876 or 10911 another process holds.
+    The family is the host's (getaddrinfo): an IPv6 brokerIP1 or --host (``::1``), which the store stamps
+    as a STOREHOSTADDRESS_V6 host, is listened on as Apache's broker listens on it."""
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+    except (OSError, UnicodeError):
+        family = socket.AF_INET  # the bind below names what is wrong with the host
+    sock = socket.socket(family, socket.SOCK_STREAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))

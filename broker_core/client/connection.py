@@ -77,7 +77,9 @@ class RemotingConnection(asyncio.Protocol):
     async def open(cls, addr: str, on_request: RequestHandler | None = None,
                    credentials: SessionCredentials | None = None, timeout: float = 3.0,
                    language: LanguageCode = LanguageCode.PYTHON) -> RemotingConnection:
-        host, _, port = addr.rpartition(":")
+        host, _, port = addr.rpartition(":")  # at the last ":", as Apache's client: "::1:9876" is ::1
+        if len(host) > 2 and host[0] == "[" and host[-1] == "]":  # "[::1]:9876", which Java's resolver takes
+            host = host[1:-1]
         if not host or not port.isdigit() or not 0 < int(port) < 65536:
             raise RemotingConnectError(addr, "bad address (expected host:port, port 1-65535)")
         loop = asyncio.get_running_loop()

@@ -82,7 +82,10 @@ class GrpcEndpoint:
                                           ("grpc.max_send_message_length", -1),
                                           ("grpc.so_reuseport", 0)])
         add_messaging_service(self.service, server)
-        address = f"{self.config.host}:{self.config.port}"
+        # gRPC's target syntax brackets an IPv6 literal ("[::1]:8081"; "::1:8081" is a lookup failure)
+        host = self.config.host
+        address = f"[{host}]:{self.config.port}" if ":" in host and not host.startswith("[") else \
+            f"{host}:{self.config.port}"
         cert, key = self.config.tls_cert, self.config.tls_key
         creds: grpc.ServerCredentials | None = None
         if cert is not None or key is not None:
