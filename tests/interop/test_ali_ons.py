@@ -205,3 +205,42 @@ def test_a_body_ali_ons_compressed_reaches_python_consumers_as_sent(plain_broker
     assert len(stored) == 1 and stored[0].sys_flag & 1  # stored compressed...
     assert len(got) == 1 and got[0].body == b"a" * 10_000  # ...handed over as sent,
     assert not got[0].sys_flag & 1  # COMPRESSED_FLAG cleared once inflated, as Java's MessageDecoder
+
+
+def test_a_property_value_holding_x01_from_ali_ons_is_stored_as_sent(plain_broker: BrokerProcess) -> None:
+    """A user property value with 0x01 inside (ali-ons and Java's putUserProperty check no separator) was
+    refused MESSAGE_ILLEGAL "property pv 'a\\x01b' contains a property separator"; Apache's broker stores it,
+    and its decoder (string2messageProperties) splits the pair at the first 0x01, so pv reads back a\\x01b.
+    A pull and VIEW_MESSAGE_BY_ID (queryMsgById) show the value byte for byte."""
+    from broker_core.client.message import decode_records
+    from broker_core.client.pull_consumer import PullConsumer
+    from broker_core.remoting import RequestCode
+    from broker_core.remoting.bodies import MessageQueue
+    from broker_core.remoting.headers import ViewMessageRequestHeader
+
+    topic = _topic(plain_broker, queues=1)
+    out = scenario(plain_broker, "sendOnly", topic, props={"pv": "a\x01b", "lead": "\x01z"})
+    assert out["ok"] and out["status"] == "SEND_OK" and not out["codes"], out
+
+    async def pull() -> tuple[list, list]:
+        inst = MQClientInstance(plain_broker.namesrv_addr)
+        consumer = PullConsumer(topic + "_Py", inst)
+        await consumer.start()
+        try:
+            mq = MessageQueue(topic=topic, broker_name=plain_broker.broker_name, queue_id=0)
+            for _ in range(50):
+                got = (await consumer.pull(mq, "*", 0, 8)).messages
+                if got:
+                    view = await inst.invoke(plain_broker.broker_addr, RequestCode.VIEW_MESSAGE_BY_ID,
+                                             ViewMessageRequestHeader(offset=got[0].commit_log_offset))
+                    return got, decode_records(view.body)
+                await asyncio.sleep(0.1)
+            return [], []
+        finally:
+            await consumer.shutdown()
+            await inst.shutdown()
+
+    got, viewed = asyncio.run(pull())
+    assert len(got) == 1 and len(viewed) == 1
+    for msg in (got[0], viewed[0]):
+        assert msg.properties["pv"] == "a\x01b" and msg.properties["lead"] == "\x01z", msg.properties

@@ -55,6 +55,7 @@ BYTE_IDENTITY_TESTS = [
     "tests/store/test_put_inner_batch_fast.py",  # the one-call BatchCQ put against the general path
     "tests/store/test_write_buffer.py",  # buffered inner batches (flat put and dispatch) vs direct writes
     "tests/store/test_buffered_put.py",  # the flat write-buffer put and dispatch against the general path
+    "tests/store/test_property_value_separator.py",  # a 0x01 inside a property value, put and read back
 ]
 # Two halves of about equal run time on the pure-Python twin (measured: ~30 s each), run side by side.
 _SECOND_SHARD = {"tests/store/test_buffered_put.py", "tests/store/test_put_inner_batch_fast.py",

@@ -2,13 +2,18 @@
 
 Why a separate step: the append path assigns queue offsets under its lock and only then writes the
 header. A field that cannot be encoded (a born timestamp past int64, a port past int32, a lone
-surrogate, a property value holding the 0x01/0x02 separators) would fail *after* an offset was taken
-and leave the queue one off, or, worse, be stored and read back as other properties. Every check
-here runs before any offset is assigned and raises ``RecordError`` naming the field.
+surrogate, a property name holding a 0x01/0x02 separator or a value holding 0x02) would fail *after*
+an offset was taken and leave the queue one off, or, worse, be stored and read back as other
+properties. Every check here runs before any offset is assigned and raises ``RecordError`` naming
+the field.
+
+A 0x01 inside a property VALUE is stored, as Apache stores it: MessageDecoder.string2messageProperties
+splits each ``name 0x01 value`` pair at its first 0x01, so the rest of the pair, 0x01s included, is
+the value and reads back byte for byte (``decode_properties`` and every decoder here split there too).
 
 The separator check only protects what reaches the store as a dict (embedded sends, gRPC). A message
-that crossed the remoting wire arrives as an already encoded properties string, where a separator in
-a value has already become another property: producers must refuse it before encoding, and the
+that crossed the remoting wire arrives as an already encoded properties string, where a 0x02 in a
+value has already become another property: producers must refuse it before encoding, and the
 Python client and mqadmin sendMessage do, with ``check_properties``.
 """
 
@@ -35,10 +40,16 @@ def _check_int(name: str, value: object, lo: int, hi: int) -> None:
         raise RecordError(f"{name} {value!r} is not an integer in [{lo}, {hi}]")
 
 
-def _check_text(what: str, text: object) -> None:
+def _check_text(what: str, text: object, value: bool = False) -> None:
+    """``text`` is a str that encodes as UTF-8 and holds no separator. A property ``value`` may hold
+    0x01: the pair is split at its first 0x01 (the one after the name), so only 0x02, which ends the
+    pair, would change what is read back."""
     if not isinstance(text, str):
         raise RecordError(f"{what} must be a string, got {type(text).__name__}")
-    if NAME_VALUE_SEPARATOR in text or PROPERTY_SEPARATOR in text:
+    if value:
+        if PROPERTY_SEPARATOR in text:
+            raise RecordError(f"{what} {text!r} contains a property separator (\\x02)")
+    elif NAME_VALUE_SEPARATOR in text or PROPERTY_SEPARATOR in text:
         raise RecordError(f"{what} {text!r} contains a property separator (\\x01 or \\x02)")
     try:
         text.encode("utf-8")
@@ -93,7 +104,9 @@ def check_message(msg: MessageInner, properties_given: bool = False) -> None:
 
 def check_properties(properties: object) -> None:
     """Raise RecordError (naming the property) unless every name and value encodes faithfully: no
-    0x01/0x02 separator (TAGS, KEYS and user properties alike), valid Unicode, no empty name.
+    0x01/0x02 separator in a name, no 0x02 in a value (TAGS, KEYS and user properties alike), valid
+    Unicode, no empty name. A 0x01 in a value is taken: Apache's decoder splits a pair at its first
+    0x01, so ``pv 0x01 a 0x01 b`` reads back as pv = ``a 0x01 b`` (Java's putUserProperty checks none).
 
     Producers call this too (the Python client, mqadmin sendMessage over -n), before a message is
     encoded for the wire: a broker decoding ``KEYS\x01k1\x02KEYS\x01evil`` cannot tell it from what
@@ -105,7 +118,7 @@ def check_properties(properties: object) -> None:
         if not key:
             raise RecordError("a property name is empty")
         if value is not None:
-            _check_text(f"property {key}", value)
+            _check_text(f"property {key}", value, value=True)
 
 
 class PropertiesSizeError(RecordError):

@@ -225,7 +225,9 @@ async function sendOnly() {
   try {
     await producer.ready();
     // a body over 4 KiB (cfg.bodySize) is zlib-compressed by ali-ons, as by the Java client
-    const r = await producer.send(new Message(cfg.topic, 'X', cfg.bodySize ? 'a'.repeat(cfg.bodySize) : 'x'));
+    const msg = new Message(cfg.topic, 'X', cfg.bodySize ? 'a'.repeat(cfg.bodySize) : 'x');
+    for (const [k, v] of Object.entries(cfg.props || {})) msg.properties[k] = v; // user properties as given
+    const r = await producer.send(msg);
     await producer.close();
     return { ok: true, status: r.sendStatus, codes };
   } catch (err) {
