@@ -108,7 +108,9 @@ def test_queries_during_a_broker_outage_print_what_the_other_brokers_answered(tm
     # the named broker answered: nothing else was asked, so no 15 s wait on broker-b and no error
     assert on_a.returncode == 0 and on_a.stderr == "", on_a.stdout + on_a.stderr
     assert f"OffsetID:            {offset_ids['k1']}" in on_a.stdout and "KEYS=k1" in on_a.stdout, on_a.stdout
-    assert on_a_took < 10, on_a_took
+    # below broker-b's 15 s query timeout, which is what asking it would cost (the process start, beside
+    # five other mqadmin processes on a loaded machine, took 10.7 s once)
+    assert on_a_took < 14, on_a_took
     # the store host of k2's id does not answer: not "not found" (exit 3), but the silent broker named (exit 1)
     assert on_b.returncode == 1 and on_b_err.startswith(
         f"mqadmin queryMsgById: 1 broker(s) did not answer: broker-b ({b.broker_addr}): "), on_b_out + on_b_err
