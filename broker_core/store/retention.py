@@ -10,7 +10,8 @@ RocketMQ's CleanCommitLogService / CleanConsumeQueueService would remove them (s
   periodic ones (Java's manualDeleteFileSeveralTimes, 20), so a forced clean is not one batch only.
 * Above ``diskSpaceCleanForciblyRatio`` files are deleted even if not expired (Java's cleanImmediately),
   at any hour, whatever ``diskMaxUsedSpaceRatio`` says (an operator who raised it to 95 still gets
-  space back from 85 %, as Java's isSpaceToDelete gives).
+  space back from 85 %, as Java's isSpaceToDelete gives) -- unless ``cleanFileForciblyEnable`` is
+  false: then only expired files go, however full the disk (Java's cleanAtOnce needs both).
 * Files go oldest first, at most ``deleteFileBatchMax`` per run, and never the file being written or
   a file the dispatcher has not finished reading; deletion stops at the first file that is kept.
 * Afterwards consume queue files whose last unit points below the new commitlog min offset are
@@ -147,13 +148,17 @@ class RetentionService:
             report.trigger = "time"
         else:
             return report
-        report.clean_at_once = ratio > forcibly
+        # Java's cleanAtOnce: unexpired files too, only while cleanFileForciblyEnable (read at every run, so
+        # updateBrokerConfig changes it live); with it false an operator keeps every unexpired message
+        clean_immediately = ratio > forcibly
+        report.clean_at_once = cfg.clean_file_forcibly_enable and clean_immediately
         if report.trigger == "disk":
-            limit = ("diskSpaceCleanForciblyRatio", forcibly) if report.clean_at_once else \
+            limit = ("diskSpaceCleanForciblyRatio", forcibly) if clean_immediately else \
                 ("diskMaxUsedSpaceRatio", max_used)
             log.warning("disk usage %.1f%% of %s exceeds %s %d%%; deleting %s commitlog files",
                         ratio * 100, cl.file_queue.directory, limit[0], round(limit[1] * 100),
-                        "the oldest" if report.clean_at_once else "expired")
+                        "the oldest" if report.clean_at_once else
+                        "only the expired (cleanFileForciblyEnable=false)" if clean_immediately else "expired")
         min_before = self._queue_min_offsets()
         report.deleted_commit_log_files = self._delete_commit_log_files(now, report.clean_at_once)
         min_phy = cl.min_offset()

@@ -68,6 +68,10 @@ class StoreConfig:
     disk_max_used_space_ratio: int = 75
     disk_space_clean_forcibly_ratio: int = 85
     disk_space_warning_level_ratio: int = 90
+    # Past diskSpaceCleanForciblyRatio, delete commitlog files whether expired or not (Apache's cleanAtOnce
+    # = isCleanFileForciblyEnable() && cleanImmediately). false: only expired files ever go, however full
+    # the disk; the write guard at diskMaxUsedSpaceRatio still refuses new messages on a full disk.
+    clean_file_forcibly_enable: bool = True
     clean_resource_interval: int = 10_000
     delete_file_batch_max: int = 10
     max_message_size: int = 1024 * 1024 * 4

@@ -301,3 +301,34 @@ def test_over_the_forcible_ratio_files_go_whatever_disk_max_used_space_ratio_say
         assert rep.trigger == "disk" and rep.clean_at_once and len(rep.deleted_commit_log_files) == 2
     finally:
         store.shutdown()
+
+
+def test_clean_file_forcibly_disabled_deletes_only_expired_files_however_full(tmp_path: Path) -> None:
+    """cleanFileForciblyEnable=false: above diskSpaceCleanForciblyRatio only expired files go (Apache's
+    cleanAtOnce = isCleanFileForciblyEnable() && cleanImmediately); the unexpired ones were deleted."""
+    clock = FakeClock(local_ms(13), step=0)
+    store = filled_store(tmp_path, clock, clean_file_forcibly_enable=False)
+    try:
+        files = [mf.path.name for mf in store.commit_log.file_queue.files]
+        ages(store, [100] * 2 + [1] * 30, clock.now)
+        store.retention.disk_usage = lambda p: 0.97  # past forcibly (85 %) and the warning level (90 %)
+        for _ in range(5):
+            rep = store.delete_expired_files()
+            assert rep.trigger == "disk" and not rep.clean_at_once
+        assert [mf.path.name for mf in store.commit_log.file_queue.files] == files[2:]
+        store.config.clean_file_forcibly_enable = True  # updateBrokerConfig: read at every run
+        rep = store.delete_expired_files()
+        assert rep.clean_at_once and rep.deleted_commit_log_files[:3] == files[2:5]  # the unexpired go now
+    finally:
+        store.shutdown()
+
+
+def test_clean_file_forcibly_enable_is_a_listed_store_key(tmp_path: Path) -> None:
+    from broker_core.broker.broker_config import BrokerConfig
+
+    assert BrokerConfig().to_properties()["cleanFileForciblyEnable"] == "true"  # Apache's default
+    conf = tmp_path / "broker.conf"
+    conf.write_text("cleanFileForciblyEnable=false\n")
+    cfg = BrokerConfig.load(conf, tmp_path / "store")
+    assert cfg.store.clean_file_forcibly_enable is False
+    assert cfg.to_properties()["cleanFileForciblyEnable"] == "false"
