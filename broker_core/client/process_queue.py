@@ -34,6 +34,12 @@ class ProcessQueue:
     _max_offset: int = -1
     _consuming: dict[int, MessageExt] = field(default_factory=dict)  # orderly: taken, not committed
     consume_lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # held while a batch is consumed
+    # Java's msgSize: the body bytes of every message held, kept as messages come and go so that the
+    # flow control before each pull (pullThresholdSizeForQueue) does not sum the whole queue
+    _size: int = 0
+    # concurrent mode: when the listener call of each message held began (Java's CONSUME_START_TIME
+    # property), what consumeTimeout is measured from
+    _consume_start_ms: dict[int, int] = field(default_factory=dict)
 
     # ---------------------------------------------------------------- shared
     def put(self, msgs: Sequence[MessageExt]) -> None:
@@ -43,6 +49,7 @@ class ProcessQueue:
                 continue
             bisect.insort(self._offsets, off)
             self._msgs[off] = m
+            self._size += len(m.body)
             if off > self._max_offset:
                 self._max_offset = off
 
@@ -59,7 +66,8 @@ class ProcessQueue:
         return sorted([*self._offsets, *self._consuming])
 
     def cached_bytes(self) -> int:
-        return sum(len(m.body) for m in (*self._msgs.values(), *self._consuming.values()))
+        """The body bytes of every message held (Java's ProcessQueue.msgSize)."""
+        return self._size
 
     # ---------------------------------------------------------------- concurrent mode
     def remove(self, msgs: Sequence[MessageExt]) -> int:
@@ -68,7 +76,9 @@ class ProcessQueue:
         undo a reset — Java skips the commit of a dropped ProcessQueue)."""
         for m in msgs:
             off = m.queue_offset
-            if self._msgs.pop(off, None) is not None:
+            self._consume_start_ms.pop(off, None)
+            if (held := self._msgs.pop(off, None)) is not None:
+                self._size -= len(held.body)
                 i = bisect.bisect_left(self._offsets, off)
                 if i < len(self._offsets) and self._offsets[i] == off:
                     del self._offsets[i]
@@ -77,6 +87,25 @@ class ProcessQueue:
         if self._offsets:
             return self._offsets[0]
         return self._max_offset + 1 if self._max_offset >= 0 else -1
+
+    def consume_started(self, msgs: Sequence[MessageExt], now_ms: int | None = None) -> None:
+        """The listener call of ``msgs`` begins now (Java sets CONSUME_START_TIME on each message)."""
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        for m in msgs:
+            if m.queue_offset in self._msgs:
+                self._consume_start_ms[m.queue_offset] = now
+
+    def first_expired(self, timeout_ms: float, now_ms: int | None = None) -> MessageExt | None:
+        """The lowest message held when its listener call began over ``timeout_ms`` ago, else None: the
+        one pinning the committed offset (Java's cleanExpiredMsg looks at msgTreeMap's first entry only)."""
+        if not self._offsets:
+            return None
+        first = self._offsets[0]
+        started = self._consume_start_ms.get(first)
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        if started is None or now - started <= timeout_ms:
+            return None
+        return self._msgs[first]
 
     # ---------------------------------------------------------------- orderly mode
     def take(self, batch: int) -> list[MessageExt]:
@@ -92,6 +121,7 @@ class ProcessQueue:
     def commit(self) -> int:
         """The taken messages succeeded: the offset after the highest of them (-1 when none, or when the
         queue was dropped meanwhile: nothing of a dropped queue is committed)."""
+        self._size -= sum(len(m.body) for m in self._consuming.values())
         if not self._consuming or self.dropped:
             self._consuming.clear()
             return -1

@@ -6,7 +6,9 @@ to the broker (CONSUMER_SEND_MSG_BACK -> %RETRY%group, delayed) and the offset c
 group's retry topic is subscribed automatically. In orderly mode a queue is consumed only while this
 client holds its broker lock, one batch at a time in offset order, and a failure suspends the queue
 and retries the same messages. Rebalance runs every 20 s and at once on NOTIFY_CONSUMER_IDS_CHANGED;
-offsets persist every 5 s and at shutdown.
+offsets persist every 5 s and at shutdown. A queue caching too many messages or MiB is not pulled
+until its listener catches up (pullThreshold*), and a concurrent listener call that hangs past
+consume_timeout has its message sent back so the queue's offset moves on (consumeTimeout).
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ from broker_core.store.codec.message import MessageExt, RecordError
 from broker_core.store.codec.trace_data import ConsumeReturnType, TraceBean, TraceContext, TraceType
 
 from .allocate import AllocateStrategy, allocate_averagely
-from .config_check import check_int
+from .config_check import ClientConfigError, check_int
 from .connection import RemotingConnection, RemotingError
 from .consumer_api import ConsumerApi, PullStatus
 from .instance import BrokerError, ClientStateError, MQClientInstance
@@ -51,6 +53,7 @@ from .local_offset_store import LocalFileOffsetStore
 from .message import PROPERTY_RETRY_TOPIC, decode_records, new_uniq_key
 from .message import PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX as PROPERTY_UNIQ_KEY
 from .offset_store import OffsetStore, RemoteBrokerOffsetStore
+from .process_queue import ProcessQueue
 from .rebalance import RETRY_GROUP_TOPIC_PREFIX, ConsumeFromWhere, PullRequest, Rebalancer
 from .running_info import (
     PROP_CLIENT_VERSION,
@@ -75,7 +78,17 @@ LOCK_RENEW_INTERVAL_S = 20.0
 PERSIST_INTERVAL_S = 5.0
 PULL_SUSPEND_MS = 15_000
 PULL_DELAY_ON_ERROR_S = 3.0
+# Java's DefaultMQPushConsumer defaults: at most 1000 messages and 100 MiB cached a queue, no topic-wide
+# limit (-1); a queue over a limit is pulled again 50 ms later (PULL_TIME_DELAY_MILLS_WHEN_CACHE_FLOW_CONTROL)
 PULL_THRESHOLD_FOR_QUEUE = 1000
+PULL_THRESHOLD_SIZE_FOR_QUEUE_MIB = 100
+PULL_DELAY_WHEN_FLOW_CONTROL_S = 0.05
+# Java's consumeTimeout (minutes): a concurrently consumed message whose listener call began longer ago is
+# sent back (delay level 3) and leaves the queue, checked every consumeTimeout (ConsumeMessageConcurrentlyService)
+CONSUME_TIMEOUT_MIN = 15
+CONSUME_TIMEOUT_DELAY_LEVEL = 3
+CLEAN_EXPIRED_PER_QUEUE = 16  # messages a queue sends back a round at most (ProcessQueue.cleanExpiredMsg)
+MIB = 1024 * 1024
 SUSPEND_ORDERLY_S = 1.0
 DEFAULT_MAX_RECONSUME_TIMES = 16
 JAVA_INT_MAX = 2**31 - 1
@@ -113,7 +126,11 @@ class PushConsumer:
                  max_reconsume_times: int = -1, message_model: MessageModel = MessageModel.CLUSTERING,
                  offset_store_dir: str | None = None,
                  allocate_strategy: AllocateStrategy = allocate_averagely, enable_msg_trace: bool = False,
-                 custom_trace_topic: str | None = None) -> None:
+                 custom_trace_topic: str | None = None,
+                 pull_threshold_for_queue: int = PULL_THRESHOLD_FOR_QUEUE,
+                 pull_threshold_size_for_queue: int = PULL_THRESHOLD_SIZE_FOR_QUEUE_MIB,
+                 pull_threshold_for_topic: int = -1, pull_threshold_size_for_topic: int = -1,
+                 consume_timeout: float = CONSUME_TIMEOUT_MIN) -> None:
         self.group = group
         self.instance = instance
         self.api = ConsumerApi(instance, group)
@@ -132,6 +149,17 @@ class PushConsumer:
         # message leaving the queue breaks the order the user asked for
         self._max_reconsume_times = max_reconsume_times
         self.consume_concurrency = consume_concurrency
+        # flow control (Java's pullThreshold*): a queue caching more messages, or more MiB of bodies, than
+        # these is not pulled until its listener catches up; a topic-wide limit (not -1) is shared out
+        # among the queues this consumer holds, as Java's RebalancePushImpl.messageQueueChanged does
+        self.pull_threshold_for_queue = pull_threshold_for_queue
+        self.pull_threshold_size_for_queue = pull_threshold_size_for_queue
+        self.pull_threshold_for_topic = pull_threshold_for_topic
+        self.pull_threshold_size_for_topic = pull_threshold_size_for_topic
+        # minutes (a fraction is accepted): how long a concurrent listener call may hold a message before
+        # it is sent back and the queue's offset moves past it; also the period of that check
+        self.consume_timeout = consume_timeout
+        self._flow_control_times = 0
         self._check_config()
         self._sem = asyncio.Semaphore(consume_concurrency)
         # Java's consumeExecutor: blocking listeners run on the consumer's own consume_concurrency threads
@@ -151,6 +179,7 @@ class PushConsumer:
         self._rebalance_lock = asyncio.Lock()
         self._running = False
         self._starting = False
+        self._loop: asyncio.AbstractEventLoop | None = None  # the loop start() ran on
         # the teardown of a shutdown() under way, or one that did not complete (it failed or was itself
         # cancelled): the next shutdown() starts it again; None once a teardown has completed
         self._teardown: asyncio.Task[None] | None = None
@@ -171,12 +200,55 @@ class PushConsumer:
         check_int("max_reconsume_times", self._max_reconsume_times, -1, JAVA_INT_MAX, "maxReconsumeTimes")
         if self._consume_ts is not None:
             check_int("consume_timestamp_ms", self._consume_ts, 0, None, "consumeTimestamp")
+        check_int("pull_threshold_for_queue", self.pull_threshold_for_queue, 1, 65535, "pullThresholdForQueue")
+        check_int("pull_threshold_size_for_queue", self.pull_threshold_size_for_queue, 1, 1024,
+                  "pullThresholdSizeForQueue")
+        if self.pull_threshold_for_topic != -1:  # -1: no topic-wide limit
+            check_int("pull_threshold_for_topic", self.pull_threshold_for_topic, 1, 6553500, "pullThresholdForTopic")
+        if self.pull_threshold_size_for_topic != -1:
+            check_int("pull_threshold_size_for_topic", self.pull_threshold_size_for_topic, 1, 102400,
+                      "pullThresholdSizeForTopic")
+        timeout = self.consume_timeout
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+            # Java takes any long; 0 or less would send back every message as soon as its listener began
+            raise ClientConfigError(f"consume_timeout must be a number of minutes above 0 (Java's consumeTimeout), "
+                                    f"got {timeout!r}")
 
     def subscribe(self, topic: str, expression: str | None = "*", expression_type: str = "TAG") -> None:
         """``expression_type="SQL92"`` subscribes with a SQL92 selector (Java's ``MessageSelector.bySql``).
         A tag expression naming no tag (``||``) or an empty SQL92 one raises InvalidSubscriptionError now;
-        a SQL92 expression the brokers do not accept makes ``start()`` raise BrokerError."""
+        a SQL92 expression the brokers do not accept makes ``start()`` raise BrokerError.
+
+        On a running consumer the new expression applies from the next pull of each queue (a pull under
+        way with the old one is made again), and a heartbeat tells the brokers at once, as Java's
+        subscribe() does (sendHeartbeatToAllBrokerWithLock); a new topic is taken at the next rebalance."""
         self._subs[topic] = build_subscription(topic, expression, expression_type)
+        self._heartbeat_soon()
+
+    def unsubscribe(self, topic: str) -> None:
+        """Java's unsubscribe: the topic leaves the subscriptions; the next rebalance gives up its queues
+        (their offsets persisted) and a heartbeat tells the brokers at once."""
+        if self._subs.pop(topic, None) is not None:
+            self._heartbeat_soon()
+
+    def _heartbeat_soon(self) -> None:
+        """A heartbeat now, as a task of the consumer, when running: subscribe() is plain code, called on
+        the consumer's loop or from another thread (a blocking listener's)."""
+        loop = self._loop
+        if not self._running or loop is None or loop.is_closed():
+            return
+        try:
+            on_loop = asyncio.get_running_loop() is loop
+        except RuntimeError:
+            on_loop = False
+        if on_loop:
+            self._spawn(self._send_heartbeat())
+        else:
+            loop.call_soon_threadsafe(lambda: self._spawn(self._send_heartbeat()) if self._running else None)
+
+    async def _send_heartbeat(self) -> None:
+        with contextlib.suppress(RemotingError, BrokerError):
+            await self.instance.send_heartbeat_to_all()
 
     def register_concurrently(self, listener: ConcurrentListener) -> None:
         self._concurrent = listener
@@ -233,6 +305,7 @@ class PushConsumer:
                                                     thread_name_prefix=f"ConsumeMessageThread_{self.group}")
         self.instance.register_consumer(self.group, self)
         self._start_ms = int(time.time() * 1000)
+        self._loop = asyncio.get_running_loop()
         await self.instance.start()
         for topic in self._subs:
             with contextlib.suppress(RemotingError, BrokerError):
@@ -245,6 +318,8 @@ class PushConsumer:
         self._spawn(self._persist_loop())
         if self.orderly:
             self._spawn(self._lock_loop())
+        elif not self.broadcasting:
+            self._spawn(self._clean_expired_loop())
 
     async def shutdown(self) -> None:
         """Stop consuming, commit the consumed offsets, unregister; as Java's shutdown, idempotent once
@@ -404,7 +479,12 @@ class PushConsumer:
                  "consumerGroup": self.group, "messageModel": self.message_model.value,
                  "consumeFromWhere": self._consume_from.value, "pullBatchSize": str(self.pull_batch_size),
                  "consumeMessageBatchMaxSize": str(self.consume_batch_max_size),
-                 "maxReconsumeTimes": str(self.max_reconsume_times), "clientId": self.instance.client_id}
+                 "maxReconsumeTimes": str(self.max_reconsume_times), "clientId": self.instance.client_id,
+                 "pullThresholdForQueue": str(self.pull_threshold_for_queue),
+                 "pullThresholdSizeForQueue": str(self.pull_threshold_size_for_queue),
+                 "pullThresholdForTopic": str(self.pull_threshold_for_topic),
+                 "pullThresholdSizeForTopic": str(self.pull_threshold_size_for_topic),
+                 "consumeTimeout": str(self.consume_timeout)}
         queues = {}
         if self.rebalancer is not None:
             for mq, pq in list(self.rebalancer.process_queues.items()):
@@ -473,6 +553,38 @@ class PushConsumer:
             except (RemotingError, BrokerError, OSError) as e:
                 log.warning("persisting offsets of %s failed: %s", self.group, e)
 
+    async def _clean_expired_loop(self) -> None:
+        """Java's cleanExpireMsg, every consume_timeout minutes (the first after one period)."""
+        while self._running:
+            await asyncio.sleep(self.consume_timeout * 60)
+            if self.rebalancer is None:
+                continue
+            for mq, pq in list(self.rebalancer.process_queues.items()):
+                await self._clean_expired(mq, pq)
+
+    async def _clean_expired(self, mq: MessageQueue, pq: ProcessQueue) -> None:
+        """ProcessQueue.cleanExpiredMsg: the queue's lowest message, while its listener call began more
+        than consume_timeout ago, is sent back (delay level 3) and leaves the queue, so the committed offset
+        moves past a listener that hangs; the call itself runs on (its result is ignored for that message).
+        Concurrent clustering only: an orderly queue must not lose a message (Java skips it)."""
+        for _ in range(CLEAN_EXPIRED_PER_QUEUE):
+            if pq.dropped:
+                return
+            msg = pq.first_expired(self.consume_timeout * 60_000)
+            if msg is None:
+                return
+            try:
+                await self.api.send_back(msg, mq.broker_name, CONSUME_TIMEOUT_DELAY_LEVEL, self.max_reconsume_times)
+            except (RemotingError, BrokerError) as e:
+                log.warning("sending back the expired message %s of %s failed: %s", msg.msg_id, mq, e)
+                return
+            log.info("consumeTimeout: sent back %s of %s at offset %d, consuming since over %s min",
+                     msg.msg_id, mq, msg.queue_offset, self.consume_timeout)
+            if pq.first_expired(self.consume_timeout * 60_000) is msg:  # still the first (not consumed meanwhile)
+                offset = pq.remove([msg])
+                if offset >= 0 and not pq.dropped:
+                    self.offsets.update(mq, offset)
+
     async def _lock_loop(self) -> None:
         assert self.rebalancer is not None
         while self._running:
@@ -483,12 +595,44 @@ class PushConsumer:
                 log.warning("renewing queue locks of %s failed: %s", self.group, e)
 
     # ---------------------------------------------------------------- pulling
+    def _queue_thresholds(self) -> tuple[int, int]:
+        """The count and MiB a queue may cache: the per-queue settings, or a topic-wide limit (not -1)
+        shared out among the queues held (at least 1 each), as Java's messageQueueChanged sets them."""
+        count, size = self.pull_threshold_for_queue, self.pull_threshold_size_for_queue
+        held = len(self.rebalancer.process_queues) if self.rebalancer is not None else 0
+        if held:
+            if self.pull_threshold_for_topic != -1:
+                count = max(1, self.pull_threshold_for_topic // held)
+            if self.pull_threshold_size_for_topic != -1:
+                size = max(1, self.pull_threshold_size_for_topic // held)
+        return count, size
+
+    def _flow_controlled(self, pr: PullRequest) -> bool:
+        """Java's pullMessage checks: too many messages, or too many MiB, cached for the queue."""
+        pq = pr.process_queue
+        count, size_mib = self._queue_thresholds()
+        cached, cached_mib = pq.count, pq.cached_bytes() // MIB
+        if cached <= count and cached_mib <= size_mib:
+            return False
+        if self._flow_control_times % 1000 == 0:
+            log.warning("the cached messages of %s exceed the threshold (%d messages, %d MiB): count=%d, "
+                        "size=%d MiB; pulling later, flowControlTimes=%d", pr.mq, count, size_mib, cached,
+                        cached_mib, self._flow_control_times)
+        self._flow_control_times += 1
+        return True
+
     async def _pull_loop(self, pr: PullRequest) -> None:
-        sub = self._subs[pr.mq.topic]
         pq = pr.process_queue
         while self._running and not pq.dropped:
-            if pq.count > PULL_THRESHOLD_FOR_QUEUE:
-                await asyncio.sleep(0.05)
+            if self._flow_controlled(pr):
+                await asyncio.sleep(PULL_DELAY_WHEN_FLOW_CONTROL_S)
+                continue
+            # looked up at every pull, as Java's pullMessage: a subscribe() while running changes the
+            # expression the next pull (and the client-side tag check) uses
+            sub = self._subs.get(pr.mq.topic)
+            if sub is None:
+                # unsubscribed: the next rebalance drops the queue (Java: "find the consumer's subscription failed")
+                await asyncio.sleep(PULL_DELAY_ON_ERROR_S)
                 continue
             # broadcasting offsets are this consumer's own: never committed to the broker with a pull
             commit = 0 if self.broadcasting else (self.offsets.read_memory(pr.mq) or 0)
@@ -504,6 +648,11 @@ class PushConsumer:
                 continue
             if pq.dropped:
                 return
+            if self._subs.get(pr.mq.topic) is not sub:
+                # the subscription changed while the pull was under way (a long poll holds it up to 15 s):
+                # what it found or skipped was chosen by the old expression, so the same offset is pulled
+                # again with the new one; used, it would commit past the new expression's messages
+                continue
             pq.last_pull_ms = int(time.time() * 1000)
             self.stats.pulled(pr.mq.topic, (time.monotonic() - started) * 1000, len(result.messages)
                               if result.status == PullStatus.FOUND else 0)
@@ -607,6 +756,7 @@ class PushConsumer:
         async with self._sem:
             if pr.process_queue.dropped:
                 return
+            pr.process_queue.consume_started(batch)  # what consume_timeout is measured from
             status = await self._run_listener(
                 self._concurrent, pr, batch, ConsumeConcurrentlyStatus.CONSUME_SUCCESS,
                 ConsumeConcurrentlyStatus.RECONSUME_LATER, "listener of %s raised; the messages will be consumed again")
