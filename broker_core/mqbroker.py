@@ -192,6 +192,9 @@ async def _serve(broker: Broker | None, net: NetConfig, namesrv_sock: socket.soc
             print(f"The broker[{cfg.broker_name}, {cfg.broker_addr}] boot success. serializeType=JSON and {names} "
                   f"(cluster {cfg.broker_cluster_name}, store {broker.root.resolve()}, "
                   f"config {cfg.broker_config_path or 'none'}, pid {os.getpid()})", flush=True)
+            where = _commit_log_elsewhere(broker)
+            if where:
+                print(where, flush=True)
             if grpc_endpoint is not None:
                 print(f"The gRPC v2 endpoint boot success on {host}:{grpc_endpoint.port}"
                       f"{' (TLS)' if cfg.grpc_tls_cert_path else ''}", flush=True)
@@ -220,6 +223,18 @@ async def _serve(broker: Broker | None, net: NetConfig, namesrv_sock: socket.soc
             await server.stop()
         if namesrv is not None:
             await namesrv.stop()
+
+
+def _commit_log_elsewhere(broker: Broker) -> str | None:
+    """One line naming the commitlog directory when it is not ``commitlog`` under the store root (a
+    storePathCommitLog outside the file's storePathRootDir stays where the file says, --store or not), so
+    the operator sees which disk takes the messages; None when it is in the store."""
+    log_dir = broker.config.store.commit_log_dir
+    if log_dir.resolve() == (broker.root / "commitlog").resolve():
+        return None
+    source = broker.config.broker_config_path or "the config"
+    return f"The commitlog is in {log_dir.resolve()} (storePathCommitLog in {source}), outside the store " \
+           f"{broker.root.resolve()}"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -16,6 +16,7 @@ from ..config_loader import (
     snake_to_camel,
     values_of,
 )
+from .store_dir import MULTI_PATH_SPLITTER, commit_log_dir, expand_store_path, rebased_commit_log
 
 ASYNC_FLUSH = "ASYNC_FLUSH"
 SYNC_FLUSH = "SYNC_FLUSH"
@@ -118,6 +119,9 @@ class StoreConfig:
         Why: ``mappedFileSizeConsumeQueue=0`` used to surface as a ZeroDivisionError deep in a queue,
         and ``flushDiskType=WHATEVER`` silently meant ASYNC.
         """
+        if MULTI_PATH_SPLITTER in self.store_path_commit_log:  # Apache 5.x's MultiPathMappedFileQueue
+            raise ConfigError(f"storePathCommitLog={self.store_path_commit_log!r}: multi-path commitlogs "
+                              f"('{MULTI_PATH_SPLITTER}'-separated directories) are not supported; name one directory")
         if self.flush_disk_type not in (ASYNC_FLUSH, SYNC_FLUSH):
             raise ConfigError(f"flushDiskType={self.flush_disk_type!r}: expected {ASYNC_FLUSH} or {SYNC_FLUSH}")
         percentages = ("disk_max_used_space_ratio", "disk_space_clean_forcibly_ratio", "disk_space_warning_level_ratio")
@@ -150,11 +154,11 @@ class StoreConfig:
 
     @property
     def root(self) -> Path:
-        return Path(self.store_path_root_dir)
+        return expand_store_path(self.store_path_root_dir)
 
     @property
     def commit_log_dir(self) -> Path:
-        return Path(self.store_path_commit_log) if self.store_path_commit_log else self.root / "commitlog"
+        return commit_log_dir(self.store_path_commit_log, self.root)
 
     @property
     def consume_queue_file_size(self) -> int:
@@ -167,8 +171,13 @@ class StoreConfig:
 
     @classmethod
     def from_properties(cls, props: dict[str, str], root: str | Path | None = None) -> StoreConfig:
+        """The store's settings from RocketMQ keys; ``root`` (the store in force: --store, $RMQ_STORE, else
+        the file's storePathRootDir) replaces storePathRootDir, and a storePathCommitLog inside the file's
+        storePathRootDir moves with it (store_dir.rebased_commit_log)."""
         cfg = apply_properties(cls, props, minimum=MINIMUM)
         if root is not None:
+            cfg.store_path_commit_log = rebased_commit_log(cfg.store_path_commit_log, props.get("storePathRootDir"),
+                                                           root)
             cfg.store_path_root_dir = str(root)
         return cfg
 

@@ -38,6 +38,33 @@ def expand_store_path(path: str | Path) -> Path:
     except RuntimeError:
         return Path(path)
 
+MULTI_PATH_SPLITTER = ","
+"""What separates the directories of Apache 5.x's multi-path storePathCommitLog (MixAll.MULTI_PATH_SPLITTER)."""
+
+
+def commit_log_dir(store_path_commit_log: str, root: Path) -> Path:
+    """The commitlog directory: ``storePathCommitLog`` with ``~`` expanded as the root's is (it went to
+    ``<cwd>/~/store/commitlog``), else ``commitlog`` under the store ``root``."""
+    return expand_store_path(store_path_commit_log) if store_path_commit_log else root / "commitlog"
+
+
+def rebased_commit_log(store_path_commit_log: str, file_root: str | None, root: str | Path) -> str:
+    """``storePathCommitLog`` for the store at ``root`` when the config file says its own root is
+    ``file_root`` (``storePathRootDir``): a commitlog inside the file's root moves with the store, the
+    same place under ``root``; one outside it (another disk) stays where the file says.
+
+    Why: an Apache broker.conf names both (``storePathRootDir=A``, ``storePathCommitLog=A/commitlog``);
+    ``mqbroker --store B -c broker.conf`` moved everything to B but left the commitlog in A, silently,
+    and ``mqadmin --store B --config broker.conf`` then read another store's commitlog."""
+    if not store_path_commit_log or not file_root or MULTI_PATH_SPLITTER in store_path_commit_log:
+        return store_path_commit_log
+    log_dir = Path(os.path.abspath(expand_store_path(store_path_commit_log)))
+    own_root = Path(os.path.abspath(expand_store_path(file_root)))
+    if not log_dir.is_relative_to(own_root):
+        return store_path_commit_log
+    return str(expand_store_path(root) / log_dir.relative_to(own_root))
+
+
 STORE_MARKERS = ("checkpoint", "commitlog", "consumequeue", "batchconsumequeue", "config/topics.json")
 """Any one of these in the root marks a store (a Java broker writes checkpoint at its first start)."""
 
