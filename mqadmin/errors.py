@@ -108,12 +108,21 @@ class SilentBrokersError(AdminError):
         return f"{broker_name} ({broker_addr}): {why}"
 
 
+class NoPermissionError(AdminError):
+    """The broker refused what was asked with NO_PERMISSION (16): ACL does not let this user do it (e.g.
+    Get a topic its policies do not name). Exit 1 as any refusal; typed so a reader of many things (the
+    dashboard) can leave out the ones it may not read instead of failing on the first."""
+
+
 class WrongTargetError(NotFoundError):
     """``-c``/``-b`` name a cluster or broker that is not there: not found, exit 3."""
 
 
-def refusal(remark: str) -> AdminError:
+def refusal(remark: str, no_permission: bool = False) -> AdminError:
     """A broker's refusal by its remark: the ACL 2.0 handlers answer NO_PERMISSION for a user, subject
     or ACL that is not there ("The user is not exist", "The subject is not exist."), which is
-    not found (exit 3) like every other missing thing; anything else is a failure (exit 1)."""
-    return NotFoundError(remark) if "not exist" in remark else AdminError(remark)
+    not found (exit 3) like every other missing thing; anything else is a failure (exit 1), a
+    NoPermissionError when the answer's code was NO_PERMISSION (``no_permission``)."""
+    if "not exist" in remark:
+        return NotFoundError(remark)
+    return NoPermissionError(remark) if no_permission else AdminError(remark)

@@ -6,7 +6,10 @@ here from offsets over time. Deriving them from offsets works the same on a runn
 store directory opened read-only, where the broker's in-process counters are not visible.
 
 A refresh reads its core (brokers, topics) all or nothing: without them nothing can be shown, and
-their failure is what the poller reports as a lost broker. The other parts (a broker's runtime
+their failure is what the poller reports as a lost broker. One exception: a topic the broker refuses
+with NO_PERMISSION (a Normal ACL user may read only some of the topics the name server lists, the
+cluster-name topic among them) is left out and named (``Snapshot.topics_refused``), as a refused group
+is; one such topic used to fail every refresh. The other parts (a broker's runtime
 figures, consumer groups, users and ACLs) each live in their own files, so one damaged file (an
 acls.json cut short, say) must not blank every screen: such a part comes back empty with its error,
 which the screens that show it print, and the rest of the refresh is shown as usual. A timeout is
@@ -31,7 +34,7 @@ from typing import Protocol, TypeVar
 from broker_core.auth.authentication import CHECK_SIGNATURE_FAILED, DATETIME_NULL, USERNAME_NULL
 from broker_core.auth.model import Acl, User
 from mqadmin.admin import Admin, BrokerIdentity, TopicInfo
-from mqadmin.errors import AdminError, NotFoundError, UnreachableError
+from mqadmin.errors import AdminError, NoPermissionError, NotFoundError, UnreachableError
 from mqadmin.figures import (
     DelayLevelInfo,
     GroupLag,
@@ -145,6 +148,24 @@ class Snapshot:
     """Brokers left out of this refresh as not answering (stuck) or refusing the credentials (why: their
     ``BrokerView.error``): their queues, messages and lag are in no figure of it, which the screens
     showing totals say."""
+    topics_refused: list[str] = field(default_factory=list)
+    """Topics listed by the name server that no broker answering would let this user read (NO_PERMISSION):
+    not in ``topics``."""
+    topics_in_part: list[str] = field(default_factory=list)
+    """Topics in ``topics`` without the queues of a broker that refused them (NO_PERMISSION there)."""
+
+    @property
+    def topics_problem(self) -> str | None:
+        """One line on the topics left out for want of permission (None when there are none)."""
+        parts = []
+        if self.topics_refused:
+            total = len(self.topics) + len(self.topics_refused)
+            parts.append(f"{len(self.topics_refused)} of {total} topics not shown: no permission to read "
+                         f"{_some(self.topics_refused)}")
+        if self.topics_in_part:
+            parts.append(f"{len(self.topics_in_part)} shown without the queues of a broker that refuses them "
+                         f"(no permission): {_some(self.topics_in_part)}")
+        return "; ".join(parts) if parts else None
 
     @property
     def refusing(self) -> frozenset[str]:
@@ -318,10 +339,17 @@ async def collect_snapshot(call: AdminCall, taken_ms: int, stuck: StuckBrokers |
             continue
         statuses[b.broker_addr] = status
     brokers.check_some_answer()
-    topics = []
+    topics: list[TopicSnapshot] = []
+    topics_refused: list[str] = []
+    topics_in_part: list[str] = []
     for name in await call(lambda a: a.list_topics()):
-        if (topic := await _read_topic(brokers, name)) is not None:
+        topic, refused = await _read_topic(brokers, name)
+        if topic is not None:
             topics.append(topic)
+            if refused:
+                topics_in_part.append(name)
+        elif refused:
+            topics_refused.append(name)
     groups, groups_error = await _read_groups(brokers)
     read_acls: dict[str, AclView] = {}
     for b in brokers.answering():
@@ -339,15 +367,28 @@ async def collect_snapshot(call: AdminCall, taken_ms: int, stuck: StuckBrokers |
         "; ".join(f"{v.name}: {v.error}" for v in failed)
     return Snapshot(taken_ms, views, topics, groups, [u for v in acl_views for u in v.users],
                     [a for v in acl_views for a in v.acls], groups_error, acl_error, acl_views,
-                    [b for b in registered if b.broker_addr in brokers.why])
+                    [b for b in registered if b.broker_addr in brokers.why], topics_refused, topics_in_part)
 
 
-async def _read_topic(brokers: _Brokers, name: str) -> TopicSnapshot | None:
+def _some(names: list[str], shown: int = 5) -> str:
+    """The first ``shown`` names, and how many more: a user allowed two topics of 1,500 needs one line."""
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more
+
+
+async def _read_topic(brokers: _Brokers, name: str) -> tuple[TopicSnapshot | None, bool]:
     """``name``'s config (the first broker's that has it) and its queues on every broker answering, one
-    broker per call (see ``_Brokers``); None when no broker answering has it (deleted between the
-    listing and the read, or only on a stuck broker): not in this refresh."""
+    broker per call (see ``_Brokers``), and whether some broker refused it (NO_PERMISSION: this user may
+    not read it there). The topic is None when no broker answering has it (deleted between the listing
+    and the read, or only on a stuck broker) or lets it be read: not in this refresh.
+
+    Why a refusal is not the refresh's failure: the name server lists every topic to anyone (the
+    cluster-name topic too), and ACL lets a Normal user read only those its policies name; one refused
+    topic failed every refresh and blanked every screen. A refusal of the credentials themselves, a
+    timeout or a lost connection still fails it as before."""
     info: TopicInfo | None = None
     queues: list[QueueStatus] = []
+    refused = False
     for b in brokers.answering():
         def read(a: Admin, b: BrokerIdentity = b, first: bool = info is None
                  ) -> tuple[TopicInfo | None, list[QueueStatus]]:
@@ -356,9 +397,14 @@ async def _read_topic(brokers: _Brokers, name: str) -> TopicSnapshot | None:
             got_info, got = await brokers.ask(b, read)
         except (NotFoundError, _LeftOut):
             continue
+        except NoPermissionError as e:
+            if credentials_refused(e.message):  # the user itself (deleted, disabled): as before
+                raise
+            refused = True
+            continue
         info = info or got_info
         queues.extend(got)
-    return None if info is None else TopicSnapshot(info, queues)
+    return (None if info is None else TopicSnapshot(info, queues)), refused
 
 
 async def _read_acl(brokers: _Brokers, b: BrokerIdentity) -> AclView:

@@ -19,7 +19,8 @@ Contract every implementation keeps (the contract suite in tests/contract runs o
 * Failures are ``mqadmin.errors`` exceptions carrying the broker's remark as the message:
   ``NotFoundError`` for TOPIC_NOT_EXIST (17), SUBSCRIPTION_GROUP_NOT_EXIST (26), QUERY_NOT_FOUND (22)
   and NO_MESSAGE (208); ``StoreBusyError`` when a local store is held by a running broker;
-  ``AdminError`` for every other refusal (NO_PERMISSION, INVALID_PARAMETER, SYSTEM_ERROR ...).
+  ``NoPermissionError`` (an ``AdminError``) for NO_PERMISSION (16) when the remark does not say the
+  thing "is not exist"; ``AdminError`` for every other refusal (INVALID_PARAMETER, SYSTEM_ERROR ...).
 * ``broker_addr`` is a broker's ``ip:port`` as the name server lists it (ClusterInfo).
 """
 

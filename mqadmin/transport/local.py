@@ -80,7 +80,8 @@ def admin_error(e: BrokerError) -> AdminError:
     answer: the not-found codes exit 3, and so does any other refusal whose remark says the thing
     "is not exist" (RocketMQ answers e.g. queryCq's "0@T is not exist!" with SYSTEM_ERROR); the
     rest exit 1. Mapping by code alone made a store directory exit 1 where -n exits 3."""
-    return NotFoundError(e.message) if e.code in _NOT_FOUND else refusal(e.message)
+    return NotFoundError(e.message) if e.code in _NOT_FOUND else refusal(e.message,
+                                                                           e.code == ResponseCode.NO_PERMISSION)
 
 
 class LocalBrokerClient:

@@ -235,7 +235,7 @@ class RemotingBrokerClient:
     @staticmethod
     def _error(code: int, remark: str | None) -> AdminError:
         text = remark or f"request failed with code {code}"
-        return NotFoundError(text) if code in _NOT_FOUND_CODES else refusal(text)
+        return NotFoundError(text) if code in _NOT_FOUND_CODES else refusal(text, code == ResponseCode.NO_PERMISSION)
 
     def _call(self, addr: str | None, code: int, header: CommandHeader | None = None, body: bytes = b"",
               ext: dict[str, str] | None = None, timeout: float | None = None) -> RemotingCommand:

@@ -67,7 +67,9 @@ class OverviewScreen(DashboardScreen):
         self.query_one("#put-spark", Sparkline).data = put_tps or [0.0]
         self.query_one("#get-spark", Sparkline).data = get_tps or [0.0]
         figures: list[tuple[str, str]] = [
-            ("Topics / groups", f"{len(snapshot.topics)} / {len(snapshot.groups)}"),
+            ("Topics / groups", f"{len(snapshot.topics)}"
+                                f"{f' (+{n} not readable)' if (n := len(snapshot.topics_refused)) else ''}"
+                                f" / {len(snapshot.groups)}"),
             ("Consumer lag (all groups)", _lag(snapshot, history.missing_brokers)),
         ]
         many = len(snapshot.brokers) > 1
