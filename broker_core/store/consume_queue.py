@@ -173,9 +173,15 @@ class ConsumeQueueBase:
         the file from there (what a cut does) wrote megabytes of zeros per queue for 20 bytes. If the
         record did not survive (the commitlog was cut before it), the torn bytes describe nothing: they
         are kept in ``lost+found/`` and zeroed. Returns a line for the log, None when there was none.
+
+        A read-only open rewrites nothing, so it has nothing to say: beside a running broker the torn
+        unit is the one the broker was writing as the open read the queue (it is whole by now, and
+        the open reads it once the other queues show the writer went past it); on a crashed store its
+        message is read from the commitlog and the broker's next start rewrites it. "rewritten" told
+        the operator of ``mqadmin topicStatus --store`` that a recovery had repaired their live store.
         """
         logic, self.torn_unit_at = self.torn_unit_at, None
-        if logic is None:
+        if logic is None or self.read_only:
             return None
         if self.file_queue.max_offset() > logic:
             return f"{self.cq_type} {self.topic}/{self.queue_id}: torn unit at logical offset {logic} rewritten"
@@ -183,7 +189,7 @@ class ConsumeQueueBase:
         if mf is None:
             mf = next((f for f in self.file_queue.files if f.file_from_offset <= logic < f.file_from_offset
                        + self.file_size), None)
-        if mf is None or self.read_only:
+        if mf is None:
             return None
         pos = logic - mf.file_from_offset
         data = bytes(mf.mv[pos:pos + self.unit_size])

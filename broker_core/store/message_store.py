@@ -675,6 +675,17 @@ class MessageStore:
                     and m.topic == cq.topic and m.queue_id == cq.queue_id)
         return False
 
+    def beside_live_writer(self) -> bool:
+        """Read-only, and the store is held by a running broker right now (its lock taken; ``abort``
+        present, as a running broker keeps it).
+
+        Why: such an open reads files the broker keeps writing, each at its own moment, so a part
+        read later (the timer wheel, a checkpoint) may run ahead of one read earlier (the timer log,
+        a consume queue). That is the broker being ahead, not damage; on a store nobody holds the
+        same disagreement is damage and is reported.
+        """
+        return self.read_only and (self.root / "abort").exists() and is_store_locked(self.root)
+
     def _live_writer_appended_at(self, offset: int) -> bool:
         """Read-only beside a live writer: whether the bytes after the valid end are a record it was
         writing when recovery read there (they become a whole record within moments).

@@ -164,10 +164,10 @@ class TimerLog:
             self.close()
             raise
 
-    def _scan_file_end(self, f: _TimerLogFile) -> int:
-        """In-file end of the valid units (a blank marks the file full)."""
-        pos = 0
-        for size, _prev, magic, _cw, _dt in UNIT_SCAN_STRUCT.iter_unpack(f.mv[:self._unit_area]):
+    def _scan_file_end(self, f: _TimerLogFile, start: int = 0) -> int:
+        """In-file end of the valid units from ``start`` on (a blank marks the file full)."""
+        pos = start
+        for size, _prev, magic, _cw, _dt in UNIT_SCAN_STRUCT.iter_unpack(f.mv[start:self._unit_area]):
             if magic == BLANK_MAGIC_CODE:
                 return self.file_size
             if size != UNIT_SIZE or not is_magic_ok(magic):
@@ -179,6 +179,43 @@ class TimerLog:
             if magic == BLANK_MAGIC_CODE:
                 return self.file_size
         return pos
+
+    def follow_writer(self) -> bool:
+        """Read-only: take in the units a live writer appended since this log was scanned (and the
+        files it created since); True when the log grew.
+
+        Why: a read-only open beside a running broker scans the log once, then reads the timer wheel,
+        which the broker keeps moving on: its newer slots link to units after that scan. Read again
+        from where the scan stopped, they are there (the broker writes a unit before its slot).
+        """
+        if not self.read_only:
+            return False
+        if not self._files:
+            self._load()
+            if not self._files:
+                return False
+            last = self._files[-1]
+            last.wrote = self._scan_file_end(last)
+            return True
+        grew = False
+        while True:
+            last = self._files[-1]
+            if last.wrote < self.file_size:
+                end = self._scan_file_end(last, last.wrote)
+                if end > last.wrote:
+                    last.wrote = end
+                    grew = True
+                if end < self.file_size:
+                    return grew
+            nxt = self.directory / f"{last.from_offset + self.file_size:020d}"
+            try:
+                if nxt.stat().st_size != self.file_size:
+                    return grew
+                f = _TimerLogFile(nxt, last.from_offset + self.file_size, self.file_size, True, create=False)
+            except OSError:
+                return grew
+            self._files.append(f)
+            grew = True
 
     # ---- positions --------------------------------------------------------------------------
 

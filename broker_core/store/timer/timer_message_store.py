@@ -291,6 +291,11 @@ class TimerMessageStore:
             if self.curr_queue_offset < min_off:
                 log.warning("timer queue offset %d below the queue's min %d", self.curr_queue_offset, min_off)
                 self.curr_queue_offset = min_off
+            elif self.curr_queue_offset > max_off and self.read_only and cp.problem is None \
+                    and ms.beside_live_writer():
+                # The running broker wrote this checkpoint after the open read the queue (it wheeled
+                # messages the open's queue does not have yet): the queue's end is as far as it got.
+                self.curr_queue_offset = max_off
             elif self.curr_queue_offset > max_off:
                 log.warning("timer queue offset %d beyond the queue's max %d", self.curr_queue_offset, max_off)
                 # a damaged checkpoint's offset past the queue's end is garbage, not progress: wheeling from
@@ -589,7 +594,11 @@ class TimerMessageStore:
     def _slot_units(self, slot_time: int, last_pos: int) -> list[tuple[int, int, int, int, int, int, int, int, int]]:
         """A slot's units, newest first, as ``read_unit_fields`` tuples: its chain from ``last_pos``
         back through ``prevPos``. A damaged chain (a link outside the TimerLog or forward) ends the walk
-        there: what was read is still handled, as Java does."""
+        there: what was read is still handled, as Java does.
+
+        Read-only, a link past the log's end is first looked for in what a live writer appended since
+        the log was scanned (the wheel is read live); one still beyond it while a running broker holds
+        the store is a unit it is writing, not damage: the walk ends there quietly."""
         units = []
         read_unit = self.timer_log.read_unit_fields
         pos = last_pos
@@ -597,7 +606,11 @@ class TimerMessageStore:
             try:
                 unit = read_unit(pos)
             except IndexError:
-                log.warning("slot %d links to %d, outside the TimerLog", slot_time, pos)
+                if self.read_only and pos >= self.timer_log.max_offset and self.timer_log.follow_writer():
+                    continue
+                if not (self.read_only and pos >= self.timer_log.max_offset
+                        and self.message_store.beside_live_writer()):
+                    log.warning("slot %d links to %d, outside the TimerLog", slot_time, pos)
                 break
             units.append(unit)
             prev_pos = unit[1]
