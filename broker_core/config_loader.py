@@ -316,12 +316,12 @@ def _check_yaml_scalar(path: Path, key: object, value: object) -> None:
 
 def _coerce(key: str, raw: str, typ: Any, lo: int | None = None) -> Any:
     if typ is bool or typ == "bool":
+        # Java's Boolean.parseBoolean (MixAll.properties2Object) takes "true" in any case and makes every
+        # other value false ("yes", "1", "on" too): true/false in any case here, the rest refused by name
         low = raw.strip().lower()
-        if low in ("true", "1", "yes", "on"):
-            return True
-        if low in ("false", "0", "no", "off"):
-            return False
-        raise ConfigError(f"{key}: expected true/false, got {raw!r}")
+        if low in ("true", "false"):
+            return low == "true"
+        raise ConfigError(f"{key}: expected true or false, got {raw!r}")
     java = java_integer(typ)
     if java is not None:
         text = raw.strip()

@@ -181,7 +181,7 @@ def _split_codes(text: str) -> frozenset[str]:
 
 
 def _parse_bool(key: str, raw: str) -> bool:
-    lowered = raw.lower()
+    lowered = raw.strip().lower()
     if lowered in ("true", "false"):
         return lowered == "true"
     raise AuthConfigError(f"{key} must be true or false, got {raw!r}")
