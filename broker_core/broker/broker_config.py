@@ -27,6 +27,7 @@ from broker_core.config_loader import (
     apply_properties,
     camel_to_snake,
     read_properties_file,
+    snake_to_camel,
     to_properties,
     values_of,
 )
@@ -217,7 +218,10 @@ class BrokerConfig:
 
     def to_properties(self) -> dict[str, str]:
         """Every setting as RocketMQ ``key -> value`` strings (what getBrokerConfig prints)."""
-        out = dict(self.properties)
+        # the file's keys, but another spelling of a typed key (checkCrcOnRecover, which getBrokerConfig
+        # used to print, for checkCRCOnRecover): the typed key alone is listed, with the value in force
+        typed = _typed_keys(self)
+        out = {k: v for k, v in self.properties.items() if typed.get(camel_to_snake(k), k) == k}
         # the pop keys are BrokerConfig keys in RocketMQ: listed, so getBrokerConfig shows them and
         # updateBrokerConfig knows them (a key not listed is ignored by a live update)
         out.update(to_properties(self.pop_config()))
@@ -231,6 +235,16 @@ class BrokerConfig:
 
 _NESTED = frozenset({"store", "auth", "properties"})
 """BrokerConfig's fields that hold other settings, not values of a key."""
+
+
+def _typed_keys(cfg: BrokerConfig) -> dict[str, str]:
+    """The key getBrokerConfig lists for each field name of the broker's and the store's settings."""
+    out: dict[str, str] = {}
+    for obj in (cfg.store, cfg):
+        for f in dataclasses.fields(obj):
+            if f.name not in _NESTED:
+                out[f.name] = f.metadata.get("key") or snake_to_camel(f.name)
+    return out
 
 
 def check_port(key: str, port: int) -> None:

@@ -67,7 +67,7 @@ STORE_LAYOUT_KEYS = frozenset({
     "mappedFileSizeTimerLog", "mappedFileSizeConsumeQueueExt", "enableConsumeQueueExt",
     "bitMapLengthConsumeQueueExt", "maxHashSlotNum", "maxIndexNum", "timerPrecisionMs",
 })
-_STORE_FIELDS = {snake_to_camel(f.name): f.name for f in dataclasses.fields(StoreConfig)}
+_STORE_FIELDS = {f.metadata.get("key") or snake_to_camel(f.name): f.name for f in dataclasses.fields(StoreConfig)}
 
 
 def updated_config(current: BrokerConfig, changes: Mapping[str, str], store_root: Path) -> BrokerConfig:

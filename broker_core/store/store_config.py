@@ -88,7 +88,8 @@ class StoreConfig:
     max_transfer_bytes_on_message_in_disk: int = 1024 * 64
     max_transfer_count_on_message_in_disk: int = 8
     access_message_in_memory_max_ratio: int = 40
-    check_crc_on_recover: bool = True
+    # Apache's key spells CRC in capitals (camel_to_snake reads both spellings; only this one is listed)
+    check_crc_on_recover: bool = field(default=True, metadata={"key": "checkCRCOnRecover"})
     auto_message_version_on_topic_len: bool = True
     # ConsumeQueueExt (consumequeue_ext/): tags hash, store time and the SQL92 filter bitmap per unit.
     # bitMapLengthConsumeQueueExt is the bitmap's bit count; the broker sets it to its bloom filter's m.
@@ -108,7 +109,10 @@ class StoreConfig:
     timer_flush_interval_ms: int = 1000
     timer_congest_num_each_slot: int = 2**31 - 1
     broker_role: str = "ASYNC_MASTER"
+    # Only Apache's file layout: consume queues in files (storeType=default), one plain commitlog. RocksDB
+    # consume queues (defaultRocksDB) and the DLedger commitlog are refused, not silently replaced by it.
     store_type: str = "default"
+    enable_d_leger_commit_log: bool = False
 
     def __post_init__(self) -> None:
         self.validate()
@@ -122,6 +126,11 @@ class StoreConfig:
         if MULTI_PATH_SPLITTER in self.store_path_commit_log:  # Apache 5.x's MultiPathMappedFileQueue
             raise ConfigError(f"storePathCommitLog={self.store_path_commit_log!r}: multi-path commitlogs "
                               f"('{MULTI_PATH_SPLITTER}'-separated directories) are not supported; name one directory")
+        if self.store_type.strip().lower() != "default":
+            raise ConfigError(f"storeType={self.store_type} is not supported: this broker keeps consume queues in "
+                              "files (storeType=default)")
+        if self.enable_d_leger_commit_log:
+            raise ConfigError("enableDLegerCommitLog=true: DLedger commitlog is not supported")
         if self.flush_disk_type not in (ASYNC_FLUSH, SYNC_FLUSH):
             raise ConfigError(f"flushDiskType={self.flush_disk_type!r}: expected {ASYNC_FLUSH} or {SYNC_FLUSH}")
         percentages = ("disk_max_used_space_ratio", "disk_space_clean_forcibly_ratio", "disk_space_warning_level_ratio")
