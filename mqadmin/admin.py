@@ -515,6 +515,14 @@ class Admin:
             raise AdminError(f"topic [{topic}] is only on {names}, left out: not answering")
         return answering
 
+    def topic_configs(self, broker: BrokerIdentity) -> dict[str, TopicInfo]:
+        """Every topic's config on ``broker``, by name, in one GET_ALL_TOPIC_CONFIG (what Apache's
+        fetchAllTopicConfig asks). Why: the dashboard read a config per topic (GET_TOPIC_CONFIG), 1,500
+        requests a refresh at 1,500 topics. It authorizes no resource (authentication only, as Apache's
+        broker), so it lists topics this user may not read: whether one may be read is still up to the
+        read of its stats (:meth:`topic_status`)."""
+        return {t.topic_name: t for t in self.client.get_all_topic_config(broker.broker_addr)}
+
     def topic_info(self, topic: str, among: list[BrokerIdentity] | None = None) -> TopicInfo:
         """The topic's config on the first broker (of ``among``, default its candidates) that has it."""
         return self._require_topic(topic, among)[0][1]
@@ -748,10 +756,16 @@ class Admin:
         addr = next((bd.broker_addrs[min(bd.broker_addrs)] for bd in route.broker_datas if bd.broker_addrs), None)
         return cluster, addr
 
-    def topic_groups(self, topic: str) -> list[str]:
-        """Groups holding offsets on ``topic`` (QUERY_TOPIC_CONSUME_BY_WHO, stored part)."""
+    def subscription_groups(self, broker: BrokerIdentity) -> list[str]:
+        """The subscription groups ``broker`` has a config of, in one GET_ALL_SUBSCRIPTIONGROUP_CONFIG
+        (sorted); the groups holding offsets without one are :meth:`topic_groups`'."""
+        return sorted(g.group_name for g in self.client.get_all_subscription_group(broker.broker_addr))
+
+    def topic_groups(self, topic: str, among: list[BrokerIdentity] | None = None) -> list[str]:
+        """Groups holding offsets on ``topic`` (QUERY_TOPIC_CONSUME_BY_WHO, stored part); ``among``: of
+        those brokers only (the dashboard asks one broker per call), default the topic's candidates."""
         groups: set[str] = set()
-        for b in self._topic_candidates(topic):
+        for b in among if among is not None else self._topic_candidates(topic):
             groups.update(self.client.query_topic_consume_by_who(b.broker_addr, topic))
         return sorted(groups)
 
@@ -1954,22 +1968,63 @@ class Admin:
 
         return transaction_backlog_from(self.broker_status(broker_addr))
 
-    def group_lag(self, group: str, among: list[BrokerIdentity] | None = None) -> GroupLag:
+    def group_lag(self, group: str, among: list[BrokerIdentity] | None = None,
+                  dlq_queues: list[QueueStatus] | None = None) -> GroupLag:
         """GET_CONSUME_STATS of every broker (of ``among`` when given: the dashboard asks one broker per
         call, so a timeout names it) for ``group``: its retry topics' lag (%RETRY%group and pop's
-        %RETRY%group_topic / group+topic) and its %DLQ% size are counted apart from the topics it consumes."""
-        from mqadmin.figures import GroupLag, QueueLag
-
-        retry, dlq = f"%RETRY%{group}", f"%DLQ%{group}"
-        queues, retry_depth = [], 0
-        for s in self._consume_stats(group, among=among).rows:
-            if s.topic == retry or s.topic.startswith((f"{retry}_", f"{retry}+")):
-                retry_depth += max(0, s.broker_offset - max(s.consumer_offset, 0))
-                continue
-            queues.append(QueueLag(s.topic, s.broker_name, s.queue_id, s.broker_offset, s.consumer_offset,
-                                   s.inflight, s.blocked, s.last_timestamp))
+        %RETRY%group_topic / group+topic) and its %DLQ% size are counted apart from the topics it consumes.
+        ``dlq_queues``: the %DLQ% topic's queues on those brokers when the caller has read them already
+        ([] when they have no such topic): the dashboard reads every topic's stats in a refresh, and a
+        GET_TOPIC_STATS_INFO a group and broker again was 300 more requests at 300 groups."""
+        dlq = f"%DLQ%{group}"
+        rows = self._consume_stats(group, among=among).rows
         try:
-            dlq_depth = sum(max(0, q.max_offset - q.min_offset) for q in self.topic_status(dlq, among))
+            dlq_depth = sum(max(0, q.max_offset - q.min_offset)
+                            for q in (self.topic_status(dlq, among) if dlq_queues is None else dlq_queues))
         except NotFoundError:
             dlq_depth = 0
-        return GroupLag(group, queues, retry_depth, dlq_depth)
+        return _group_lag_of(group, rows, dlq_depth)
+
+    def broker_group_stats(self, broker: BrokerIdentity) -> dict[str, list[ConsumeQueueStats]]:
+        """Every subscription group's consume stats rows on ``broker`` from one GET_BROKER_CONSUME_STATS
+        (317), sorted as GET_CONSUME_STATS' (topic, queue). Why: a GET_CONSUME_STATS a group was 300
+        requests a refresh at 300 groups.
+
+        The answer is Apache's fetchAllConsumeStatsInBroker, not a GET_CONSUME_STATS a group: it lists
+        a topic's write queues (not its read queues), leaves out a topic the group's online consumers do
+        not subscribe to, and says 0 for a queue never committed on (:meth:`group_lags_from` asks those).
+        The caller compares the topics with what it knows and reads a group whose figures would differ
+        with :meth:`group_lag`. Cluster [Get] under ACL 2.0, which a Normal user lacks: NoPermissionError,
+        and the caller asks group by group."""
+        stats = self.client.broker_consume_stats(broker.broker_addr, False)
+        return {group: sorted((row for view in per_topic for row in view.rows),
+                              key=lambda r: (r.topic, r.broker_name, r.queue_id))
+                for group, per_topic in stats.groups}
+
+    def group_lags_from(self, broker: BrokerIdentity, stats: dict[str, list[ConsumeQueueStats]]
+                        ) -> dict[str, GroupLag]:
+        """Each group's lag on ``broker`` from its :meth:`broker_group_stats` rows, as :meth:`group_lag`
+        shows it but for the %DLQ% depth (0: the caller has it from the topics' stats). A consumer offset
+        of 0 is asked (QUERY_CONSUMER_OFFSET), as GET_CONSUME_STATS' reader asks it, so a queue never
+        committed on shows -1 as there."""
+        return {group: _group_lag_of(group, [
+                    dataclasses.replace(r, consumer_offset=self.client.query_consumer_offset(
+                        broker.broker_addr, group, r.topic, r.queue_id)) if r.consumer_offset == 0 else r
+                    for r in rows], 0)
+                for group, rows in stats.items()}
+
+
+def _group_lag_of(group: str, rows: Iterable[ConsumeQueueStats], dlq_depth: int) -> GroupLag:
+    """``group``'s consume stats rows as the dashboard shows them: its retry topics' lag (%RETRY%group and
+    pop's %RETRY%group_topic / group+topic) apart from the topics it consumes."""
+    from mqadmin.figures import GroupLag, QueueLag
+
+    retry = f"%RETRY%{group}"
+    queues, retry_depth = [], 0
+    for s in rows:
+        if s.topic == retry or s.topic.startswith((f"{retry}_", f"{retry}+")):
+            retry_depth += max(0, s.broker_offset - max(s.consumer_offset, 0))
+            continue
+        queues.append(QueueLag(s.topic, s.broker_name, s.queue_id, s.broker_offset, s.consumer_offset,
+                               s.inflight, s.blocked, s.last_timestamp))
+    return GroupLag(group, queues, retry_depth, dlq_depth)

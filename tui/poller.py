@@ -30,7 +30,7 @@ from textual.message_pump import MessagePump
 from mqadmin.admin import Admin, BrokerIdentity
 from mqadmin.errors import AdminError, UnreachableError
 from tui.errors import CallTimeout, describe_error
-from tui.snapshot import Snapshot, StuckBrokers, collect_snapshot, who_is
+from tui.snapshot import GroupSweep, Snapshot, StuckBrokers, collect_snapshot, who_is
 
 T = TypeVar("T")
 
@@ -139,6 +139,8 @@ class Poller:
         self._session: AdminSession | None = None
         self._ask_session: AdminSession | None = None
         self.stuck = StuckBrokers()
+        self.sweep = GroupSweep()
+        """Which groups hold offsets where, asked a slice of topics a refresh (see ``GroupSweep``)."""
         self._probes: dict[str, asyncio.Task[None]] = {}
         self._wake = asyncio.Event()
         self.failures = 0
@@ -251,7 +253,7 @@ class Poller:
 
     async def refresh_once(self) -> Snapshot:
         self._probe_stuck()
-        snap = await collect_snapshot(self.call, self.clock_ms(), self.stuck)
+        snap = await collect_snapshot(self.call, self.clock_ms(), self.stuck, self.sweep)
         self.many_brokers = snap.many_brokers
         if self.target.reopen_each_refresh and self._session is not None and not self._session.broken:
             await self._session.release()

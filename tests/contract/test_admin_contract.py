@@ -121,6 +121,24 @@ def test_subscription_group_lifecycle(admin: Admin) -> None:
         admin.delete_sub_group("ContractGroup")
 
 
+def test_broker_wide_reads_give_what_the_per_item_reads_give(admin: Admin) -> None:
+    """The dashboard's one-request-a-broker reads (GET_ALL_TOPIC_CONFIG, GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
+    GET_BROKER_CONSUME_STATS) against the reads of one topic or group each, on both transports."""
+    _topic(admin, "WideTopic", 2)
+    _send(admin, "WideTopic", 3, queue_id=0)
+    admin.update_sub_group(SubscriptionGroupInfo("WideGroup"))
+    b = admin.identity()
+    admin.client.commit_consumer_offset(b.broker_addr, "WideGroup", "WideTopic", 0, 1)
+    configs = admin.topic_configs(b)
+    assert configs["WideTopic"] == admin.topic_info("WideTopic")
+    assert "WideGroup" in admin.subscription_groups(b)
+    assert admin.topic_groups("WideTopic", [b]) == ["WideGroup"]
+    stats = admin.broker_group_stats(b)
+    lag = admin.group_lags_from(b, {"WideGroup": stats["WideGroup"]})["WideGroup"]
+    assert lag == admin.group_lag("WideGroup", [b])  # never committed on queue 1: -1 on both
+    assert [(q.queue_id, q.consumer_offset, q.diff) for q in lag.queues] == [(0, 1, 2), (1, -1, 0)]
+
+
 # ---------------------------------------------------------------------------------------- offsets
 
 def test_reset_plans_progress_and_clone(admin: Admin) -> None:

@@ -132,6 +132,13 @@ class QuietAdmin:
     def list_groups(self, among: list | None = None) -> list[str]:
         return []
 
+    def topic_configs(self, broker: object) -> dict:
+        """A broker that does not serve GET_ALL_TOPIC_CONFIG: the refresh asks per topic (topic_info,
+        list_groups), the calls these fakes are about."""
+        from mqadmin.errors import AdminError
+
+        raise AdminError("request code 21 not supported")
+
     def list_users(self, broker_addr: str) -> list:
         return []
 
