@@ -118,6 +118,10 @@ def push_consume(endpoint: str, args: dict) -> dict:
         def consume(self, message: Message) -> ConsumeResult:
             with lock:
                 got.append(view(message) | {"at": time.time()})
+                if args.get("log_file"):  # each delivery as it happens, for a test that acts meanwhile
+                    with open(args["log_file"], "a") as f:
+                        f.write(json.dumps(got[-1]) + "\n")
+            time.sleep(float(args.get("consume_s", 0)))  # a slow listener: the rest wait in the client's cache
             if message.body.decode() in fail_ids or args.get("fail_all"):
                 return ConsumeResult.FAILURE
             return ConsumeResult.SUCCESS

@@ -60,13 +60,13 @@ def run_scenario(address: str, home: Path, scenario: str, *, limit: float = 90, 
 
 
 def start_grpc_broker(store: Path, home: Path, props: dict[str, str] | None = None,
-                      channel_expired_ms: int | None = None) -> RunningGrpcBroker:
+                      channel_expired_ms: int | None = None, port: int = 0) -> RunningGrpcBroker:
     """``channel_expired_ms``: a shorter client expiry than the 120 s default (clients that stop sending
-    heartbeats)."""
+    heartbeats). ``port``: a fixed port (a broker restarted where its clients will reconnect), else a free one."""
     config = BrokerConfig.from_properties({"transactionTimeOut": "3000", "transactionCheckInterval": "1000",
                                            **(props or {})}, store)
     broker = Broker(store, config).start()
-    server_config = GrpcServerConfig.from_broker_config(config, port=0)
+    server_config = GrpcServerConfig.from_broker_config(config, port=port)
     if channel_expired_ms is not None:
         server_config = dataclasses.replace(server_config, channel_expired_ms=channel_expired_ms)
     endpoint = GrpcEndpoint(broker, server_config)

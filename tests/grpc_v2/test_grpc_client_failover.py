@@ -119,3 +119,23 @@ def test_a_push_consumer_that_stops_heartbeating_gives_its_messages_back(short_e
     got = _redelivered_to_another_consumer(stub, 25)
     assert [(m.body, m.system_properties.delivery_attempt) for m in got] == [(b"job-1", 2)]
     assert short_expiry.endpoint.service.sessions.get("crashed@1") is None
+
+
+def test_a_push_consumer_without_settings_keeps_its_messages_until_it_terminates(
+        grpc_broker: RunningGrpcBroker) -> None:
+    """After a broker restart the official client receives and heartbeats for up to 300 s before it
+    re-sends its Settings: what it holds stays with it (renewed) until it says it leaves."""
+    stub = _stub(grpc_broker.port)
+    grpc_broker.broker.create_or_update_topic("Jobs", 1, 1)
+    grpc_broker.broker.send_message("Jobs", b"job-1")
+    wait_all_dispatched(grpc_broker.broker)
+    assert [m.body for m in _receive(stub, "restarted@1", auto_renew=True)] == [b"job-1"]
+    beat = stub.Heartbeat(pb.HeartbeatRequest(group=pb.Resource(name="Workers"),
+                                              client_type=pb.ClientType.PUSH_CONSUMER), metadata=_md("restarted@1"))
+    assert beat.status.code == pb.Code.UNRECOGNIZED_CLIENT_TYPE  # as upstream: no Settings, not recognized
+    assert _redelivered_to_another_consumer(stub, 4) == []  # it was given back after ~1 s and delivered again
+    bye = stub.NotifyClientTermination(pb.NotifyClientTerminationRequest(group=pb.Resource(name="Workers")),
+                                       metadata=_md("restarted@1"))
+    assert bye.status.code == pb.Code.UNRECOGNIZED_CLIENT_TYPE
+    got = _redelivered_to_another_consumer(stub, 12)
+    assert [(m.body, m.system_properties.delivery_attempt) for m in got] == [(b"job-1", 2)]

@@ -457,6 +457,7 @@ class MessagingService(MessagingServiceServicer):
             consumer = request.client_type in CONSUMER_TYPES
             group = request.group.name if request.HasField("group") else None
             await self._authorize(info, "Heartbeat", group=group, is_consumer=consumer)
+            self._alive(info)
             session = self._session_with_settings(info)
             if session.client_type in CONSUMER_TYPES:
                 self._check_group(group or "")
@@ -468,6 +469,14 @@ class MessagingService(MessagingServiceServicer):
             return pb.HeartbeatResponse(status=OK)
         except RpcError as e:
             return pb.HeartbeatResponse(status=status(e.code, e.message))
+
+    def _alive(self, info: CallInfo) -> ClientSession:
+        """A heartbeat or a receive shows the client is alive, with or without Settings: after a broker
+        restart the official Python client re-sends its Settings only every 300 s (its telemetry stream is
+        rebuilt then), yet it heartbeats every 10 s and keeps receiving. Its session must live on, or
+        ``renew_due`` takes it for gone and gives its in-flight messages back to be delivered twice; it
+        ends as any other, by NotifyClientTermination or by expiring without heartbeats."""
+        return self.sessions.touch(info.client_id, info.language, info.version, info.peer_ip)
 
     def _session_with_settings(self, info: CallInfo) -> ClientSession:
         """The caller's session once its Settings were accepted (GrpcClientSettingsManager#getClientSettings)."""
@@ -803,6 +812,10 @@ class MessagingService(MessagingServiceServicer):
             self._check_topic_and_group(topic, group)
             limits = self._limits()
             if request.auto_renew:
+                # Served without Settings too (after a restart the client has sent none yet; upstream's proxy
+                # fails such a receive until they come, up to 300 s of no consumption): the renewals below
+                # are kept for as long as the client heartbeats or receives.
+                self._alive(info)
                 invisible = DEFAULT_INVISIBLE_MS
             else:
                 # an absent duration reads as 0 (proto3), and 0 is below the minimum, as upstream's
@@ -1038,6 +1051,11 @@ class MessagingService(MessagingServiceServicer):
             info = self._info(context, "NotifyClientTermination")
             group = request.group.name if request.HasField("group") else None
             await self._authorize(info, "NotifyClientTermination", group=group)
+            known = self.sessions.get(info.client_id)
+            if known is not None and not known.has_settings:
+                # a client that left before re-sending its Settings (a broker restart) gives back what it
+                # held now, not at its expiry; the answer stays upstream's UNRECOGNIZED_CLIENT_TYPE
+                self.sessions.remove(info.client_id)
             session = self._session_with_settings(info)
             if session.client_type in CONSUMER_TYPES:
                 self._check_group(group or "")
