@@ -368,7 +368,7 @@ class Broker:
         service = PopService(self.store, self.offset_manager, self.group_manager.find, self.put_message_internal,
                              cfg.broker_name, cfg.broker_cluster_name, self.clock, self.store.config_dir,
                              topics=self.topic_manager, config=cfg.pop_config(), store_host=cfg.store_host,
-                             consumer_filters=self.consumer_filter_manager)
+                             consumer_filters=self.consumer_filter_manager, on_get=self.stats.record_get)
         service.load()
         self.offset_reset_listeners.append(service.on_offset_reset)
         return service

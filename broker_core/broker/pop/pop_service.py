@@ -188,8 +188,13 @@ class PopService:
                  put_message: Callable[[MessageInner], PutMessageResult], broker_name: str, cluster_name: str,
                  clock: Callable[[], int], config_dir: Path, *, topics: TopicsLike | None = None,
                  config: PopConfig | None = None, store_host: tuple[str, int] = ("127.0.0.1", 10911),
-                 rng: random.Random | None = None, consumer_filters: ConsumerFilterManager | None = None) -> None:
+                 rng: random.Random | None = None, consumer_filters: ConsumerFilterManager | None = None,
+                 on_get: Callable[[str, str, int], None] | None = None) -> None:
         self.store = store
+        # (group, topic, n) for each queue read that found messages: the broker's get figures (statsAll
+        # OutTPS/OutMsg24Hour, consumerProgress Consume TPS), as PopMessageProcessor#popMsgFromQueue
+        # calls incGroupGetNums; the pull path counts its gets the same way
+        self.on_get = on_get
         # SQL92 pops of a group that registered the same expression use the dispatch-time bitmap
         self.consumer_filters = consumer_filters
         self.offsets = offsets
@@ -457,6 +462,10 @@ class PopService:
             got = self.store.get_messages(topic, queue_id, offset, ctx.room, ctx.message_filter,
                                           transfer_limits=True, max_total_bytes=byte_room)
         ctx.buffer_total += got.buffer_total_size
+        if got.messages and self.on_get is not None:
+            # as upstream: every message read, under the queue's topic (a retry topic's own), before some
+            # are dead-lettered instead of handed out
+            self.on_get(group, topic, len(got.messages))
         if got.messages:
             self._take(ctx, topic, queue_id, offset, is_retry, got.messages, got.next_begin_offset)
         elif got.status in _SKIP and got.next_begin_offset > offset:
