@@ -60,6 +60,7 @@ from .pop.pop_config import CONSUME_INIT_MODE_MAX, MAX_POP_MSG_NUMS
 from .subscription_group_manager import SubscriptionGroupManager
 from .topic_manager import TopicManager
 from .topic_validator import RETRY_GROUP_TOPIC_PREFIX, dlq_topic, is_retry_topic, retry_topic
+from .wait_steps import WaitSteps, drive_async
 
 # Start-up: a read-only Broker (mqadmin on a store directory) builds its services on first use, so a
 # query by key never imports pop, timers, transactions, ACL evaluation, stats or the client registry.
@@ -979,11 +980,23 @@ class Broker:
                                 init_mode: int = CONSUME_INIT_MODE_MAX,
                                 auth: RequestContext | None = None) -> PopResult:
         """POP_MESSAGE for an asyncio server: a parked pop awaits its waiter (no thread parked)."""
+        return await drive_async(self.pop_message_steps(group, topic, queue_id, max_msgs, invisible_time_ms,
+                                                        expression_type, expression, attempt_id=attempt_id,
+                                                        order=order, poll_time_ms=poll_time_ms,
+                                                        init_mode=init_mode, auth=auth))
+
+    def pop_message_steps(self, group: str, topic: str, queue_id: int | None = None,
+                          max_msgs: int = MAX_POP_MSG_NUMS, invisible_time_ms: int = 60_000,
+                          expression_type: str | None = "TAG", expression: str | None = "*", *,
+                          attempt_id: str | None = None, order: bool | None = None, poll_time_ms: int = 0,
+                          init_mode: int = CONSUME_INIT_MODE_MAX,
+                          auth: RequestContext | None = None) -> WaitSteps[PopResult]:
+        """POP_MESSAGE as wait steps (``wait_steps``), checked now: a server drives them with its reads on
+        worker threads (``drive_in_workers``) so a burst of woken pops does not hold its event loop."""
         self._authorize(auth, "POP_MESSAGE", topic=topic, group=group)
         self._require_writable()
-        return await self.pop_service.pop_async(group, topic, queue_id, max_msgs, invisible_time_ms,
-                                                expression_type, expression, attempt_id, order, poll_time_ms,
-                                                init_mode)
+        return self.pop_service.pop_steps(group, topic, queue_id, max_msgs, invisible_time_ms, expression_type,
+                                          expression, attempt_id, order, poll_time_ms, init_mode)
 
     def ack_message(self, group: str, topic: str, receipt_handle: str,
                     auth: RequestContext | None = None) -> AckResult:
@@ -1063,12 +1076,23 @@ class Broker:
                                  auth: RequestContext | None = None) -> PullResult:
         """PULL_MESSAGE for an asyncio server: a suspended pull awaits a waiter that dispatch wakes,
         so no thread is parked per request. Same checks and answers as ``pull_message``."""
+        return await drive_async(self.pull_message_steps(group, topic, queue_id, offset, max_msgs, expression_type,
+                                                         subscription, suspend_timeout_ms, commit_offset,
+                                                         registered_sub_version, auth=auth))
+
+    def pull_message_steps(self, group: str, topic: str, queue_id: int, offset: int, max_msgs: int = 32,
+                           expression_type: str | None = "TAG", subscription: str | None = "*",
+                           suspend_timeout_ms: int = 0, commit_offset: int | None = None,
+                           registered_sub_version: int | None = None,
+                           auth: RequestContext | None = None) -> WaitSteps[PullResult]:
+        """PULL_MESSAGE as wait steps (``wait_steps``), authorized now: a server drives them with each read
+        on a worker thread (``drive_in_workers``), so 500 pulls woken by one large message do not hold
+        its event loop (and the name server on it) for seconds."""
         self._authorize(auth, "PULL_MESSAGE", topic=topic, group=group)
         if self.read_only:
             commit_offset = None
-        return await self.puller.pull_message_async(group, topic, queue_id, offset, max_msgs, expression_type,
-                                                    subscription, suspend_timeout_ms, commit_offset,
-                                                    registered_sub_version)
+        return self.puller.pull_steps(group, topic, queue_id, offset, max_msgs, expression_type, subscription,
+                                      suspend_timeout_ms, commit_offset, registered_sub_version)
 
     def lock_batch_mq(self, group: str, client_id: str, queues: Iterable[QueueRef],
                       auth: RequestContext | None = None) -> set[MessageQueue]:

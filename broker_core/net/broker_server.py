@@ -87,8 +87,11 @@ class BrokerRemotingServer:
         self.heartbeat_timeout_ms = heartbeat_timeout_ms
         self.ctx = BrokerContext(broker, workers, self.register_changes, self.register_all)
         # a client that hung up has its calls still waiting for a worker dropped, not answered to no one
+        # and its parked long-polling pulls and pops are dropped at once (Apache answers them when woken,
+        # cheaply; here a woken pull's read and encode cost a worker for nobody)
         self.server = RemotingServer("broker", self._wrap_all(self._broker_handlers()), server_config,
-                                     on_connection_lost=self.ctx.drop_waiting)
+                                     on_connection_lost=self.ctx.drop_waiting,
+                                     cancel_on_loss=(RequestCode.PULL_MESSAGE, RequestCode.POP_MESSAGE))
         self._namesrv: dict[str, OutboundConnection] = {}
         self._register_task: asyncio.Task[None] | None = None
         self._housekeeping: asyncio.Task[None] | None = None

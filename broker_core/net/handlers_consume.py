@@ -3,7 +3,11 @@ queue locks and consumer offsets (spec B.2, B.3, B.4, B.6)."""
 
 from __future__ import annotations
 
+import functools
+from typing import TYPE_CHECKING
+
 from broker_core.broker.request_context import RequestContext
+from broker_core.broker.wait_steps import drive_in_workers
 from broker_core.remoting import RemotingCommand, RequestCode, ResponseCode
 from broker_core.remoting.bodies import (
     BatchAckMessageRequestBody,
@@ -29,8 +33,12 @@ from broker_core.remoting.headers import (
 from broker_core.store.codec.wire_record import records_body
 
 from .broker_context import BrokerContext, BrokerHandler
-from .channel import Channel
+from .channel import Channel, encoded
 from .remoting_server import RequestError
+
+if TYPE_CHECKING:
+    from broker_core.broker.pop import PopResult
+    from broker_core.broker.pull import PullResult
 
 # PullSysFlag (spec B.2.2)
 FLAG_COMMIT_OFFSET = 0x1
@@ -46,6 +54,28 @@ def receipt_handle(extra_info: str, offset: int) -> str:
         raise RequestError(ResponseCode.MESSAGE_ILLEGAL, f"extraInfo {extra_info!r} has {len(parts)} fields, "
                                                          f"expected {EXTRA_INFO_FIELDS}")
     return " ".join(parts[:EXTRA_INFO_FIELDS] + [str(offset)])
+
+
+def _pull_answer(req: RemotingCommand, result: PullResult) -> RemotingCommand:
+    """PULL_MESSAGE's response, frame encoded (on the worker that read it: a 4 MB body is copied twice)."""
+    header = PullMessageResponseHeader(suggest_which_broker_id=result.suggest_which_broker_id,
+                                       next_begin_offset=result.next_begin_offset, min_offset=result.min_offset,
+                                       max_offset=result.max_offset, topic_sys_flag=result.topic_sys_flag,
+                                       group_sys_flag=result.group_sys_flag)
+    body = records_body(result.messages) if result.response_code == ResponseCode.SUCCESS else b""
+    return encoded(req.response(result.response_code, result.remark, header.to_ext_fields(), body))
+
+
+def _pop_answer(req: RemotingCommand, result: PopResult) -> RemotingCommand:
+    """POP_MESSAGE's response, frame encoded (on the worker that popped the messages)."""
+    header = PopMessageResponseHeader(pop_time=result.pop_time, invisible_time=result.invisible_time,
+                                      revive_qid=result.revive_qid, rest_num=result.rest_num,
+                                      start_offset_info=result.start_offset_info or None,
+                                      msg_offset_info=result.msg_offset_info or None,
+                                      order_count_info=result.order_count_info or None)
+    code = result.response_code
+    body = records_body(result.messages) if code == ResponseCode.SUCCESS else b""
+    return encoded(req.response(code, result.status.name, header.to_ext_fields(), body))
 
 
 class ConsumeHandlers:
@@ -75,36 +105,23 @@ class ConsumeHandlers:
         commit = h.commit_offset if (h.sys_flag & FLAG_COMMIT_OFFSET and suspend) else None
         # Its own subscription (SUBSCRIPTION flag), else the one its group's heartbeats declared
         own = bool(h.sys_flag & FLAG_SUBSCRIPTION)
-        # a suspended pull awaits the Broker's waiter (dispatch wakes it): no thread is parked
-        result = await self.broker.pull_message_async(h.consumer_group, h.topic, h.queue_id, h.queue_offset,
-                                                      h.max_msg_nums, h.expression_type or "TAG",
-                                                      h.subscription if own else None,
-                                                      h.suspend_timeout_millis if suspend else 0, commit,
-                                                      registered_sub_version=None if own else h.sub_version,
-                                                      auth=auth)
-        header = PullMessageResponseHeader(suggest_which_broker_id=result.suggest_which_broker_id,
-                                           next_begin_offset=result.next_begin_offset, min_offset=result.min_offset,
-                                           max_offset=result.max_offset, topic_sys_flag=result.topic_sys_flag,
-                                           group_sys_flag=result.group_sys_flag)
-        body = records_body(result.messages) if result.response_code == ResponseCode.SUCCESS else b""
-        return req.response(result.response_code, result.remark, header.to_ext_fields(), body)
+        steps = self.broker.pull_message_steps(h.consumer_group, h.topic, h.queue_id, h.queue_offset, h.max_msg_nums,
+                                               h.expression_type or "TAG", h.subscription if own else None,
+                                               h.suspend_timeout_millis if suspend else 0, commit,
+                                               registered_sub_version=None if own else h.sub_version, auth=auth)
+        # a suspended pull awaits the Broker's waiter (dispatch wakes it): no thread is parked; each read
+        # and the answer's body and frame are made on a pull-lane worker, not on the event loop
+        return await drive_in_workers(steps, self.ctx.run, functools.partial(_pull_answer, req))
 
     async def pop_message(self, ch: Channel, req: RemotingCommand, auth: RequestContext) -> RemotingCommand:
         h = PopMessageRequestHeader.from_ext_fields(req.ext_fields)
         # PopMessageProcessor: a missing or empty exp pops every message (TAG "*"), whatever expType says
         exp_type, exp = (h.exp_type or "TAG", h.exp) if h.exp else ("TAG", "*")
-        result = await self.broker.pop_message_async(h.consumer_group, h.topic, h.queue_id if h.queue_id >= 0 else None,
-                                                     h.max_msg_nums, h.invisible_time, exp_type,
-                                                     exp, attempt_id=h.attempt_id, order=h.order,
-                                                     poll_time_ms=h.poll_time, init_mode=h.init_mode, auth=auth)
-        header = PopMessageResponseHeader(pop_time=result.pop_time, invisible_time=result.invisible_time,
-                                          revive_qid=result.revive_qid, rest_num=result.rest_num,
-                                          start_offset_info=result.start_offset_info or None,
-                                          msg_offset_info=result.msg_offset_info or None,
-                                          order_count_info=result.order_count_info or None)
-        code = result.response_code
-        body = records_body(result.messages) if code == ResponseCode.SUCCESS else b""
-        return req.response(code, result.status.name, header.to_ext_fields(), body)
+        steps = self.broker.pop_message_steps(h.consumer_group, h.topic, h.queue_id if h.queue_id >= 0 else None,
+                                              h.max_msg_nums, h.invisible_time, exp_type, exp,
+                                              attempt_id=h.attempt_id, order=h.order, poll_time_ms=h.poll_time,
+                                              init_mode=h.init_mode, auth=auth)
+        return await drive_in_workers(steps, self.ctx.run, functools.partial(_pop_answer, req))
 
     async def ack_message(self, ch: Channel, req: RemotingCommand, auth: RequestContext) -> RemotingCommand:
         h = AckMessageRequestHeader.from_ext_fields(req.ext_fields)

@@ -24,7 +24,7 @@ import asyncio
 import contextlib
 import logging
 import socket
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import cast
 
@@ -85,6 +85,8 @@ class _Connection(asyncio.Protocol):
         self._backlog = False  # the decoder may hold complete frames not dispatched yet
         self._write_paused = False  # the peer is not reading its answers: neither read nor dispatch
         self._drain_handle: asyncio.Handle | None = None
+        # requests of ``RemotingServer.cancel_on_loss`` codes still running: cancelled when the peer is gone
+        self.parked: set[asyncio.Task[None]] = set()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         loop = self.server.loop
@@ -200,6 +202,12 @@ class _Connection(asyncio.Protocol):
         if ch is not None:
             self.server.channels.discard(ch)
             ch.closed_by_transport()
+        if self.parked:
+            # a long-polling pull whose consumer is gone is dropped now, not woken later to read and encode
+            # a message for nobody (500 of them, each woken by one 4 MB message, held the loop ~15 s)
+            for task in list(self.parked):
+                task.cancel()
+            self.parked.clear()
         if self.server.on_connection_lost is not None:
             self.server.on_connection_lost(self)
 
@@ -207,8 +215,13 @@ class _Connection(asyncio.Protocol):
 class RemotingServer:
     def __init__(self, name: str, handlers: Mapping[int, Handler], config: ServerConfig | None = None,
                  pre_handler: PreHandler | None = None,
-                 on_connection_lost: Callable[[object], object] | None = None) -> None:
+                 on_connection_lost: Callable[[object], object] | None = None,
+                 cancel_on_loss: Collection[int] = ()) -> None:
         self.name = name
+        self.cancel_on_loss = frozenset(cancel_on_loss)
+        """Request codes whose running requests are cancelled when their connection is lost: the ones
+        that may stay parked for long (long-polling PULL_MESSAGE, POP_MESSAGE) and whose answer nobody
+        would read. Other requests run to their end (a send is stored even if its producer hung up)."""
         self.on_connection_lost = on_connection_lost
         """Told of each connection that is gone (the key its requests wait under: ``CURRENT_CONNECTION``)."""
         self.handlers = dict(handlers)
@@ -255,6 +268,9 @@ class RemotingServer:
         task = self.loop.create_task(self._handle(ch, cmd, conn))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        if cmd.code in self.cancel_on_loss and not cmd.is_oneway:
+            conn.parked.add(task)
+            task.add_done_callback(conn.parked.discard)
 
     async def _handle(self, ch: Channel, cmd: RemotingCommand, conn: _Connection) -> None:
         CURRENT_CONNECTION.set(conn)  # this task's own context: worker threads are shared by turns per connection

@@ -28,6 +28,7 @@ from broker_core.broker.client_registry import ConsumerData, SubscriptionData
 from broker_core.broker.errors import BrokerError, NoPermissionError
 from broker_core.broker.queue_lock import MessageQueue
 from broker_core.broker.request_context import RequestContext
+from broker_core.broker.wait_steps import drive_blocking
 from broker_core.store.codec.batch import BatchItem
 from broker_core.store.codec.sys_flag import TRANSACTION_COMMIT_TYPE
 from broker_core.store.subscription_group_config import SubscriptionGroupConfig
@@ -153,6 +154,11 @@ OPS: dict[str, tuple[Op, list[tuple[str, str]]]] = {
     "pull_message_async": (lambda b, a: asyncio.run(b.pull_message_async(G, T, 0, 0, auth=a)),
                            [(f"Topic:{T}", "Sub"), (f"Group:{G}", "Sub")]),
     "pop_message_async": (lambda b, a: asyncio.run(b.pop_message_async(G, T, invisible_time_ms=60_000, auth=a)),
+                          [(f"Group:{G}", "Sub"), (f"Topic:{T}", "Sub")]),
+    # checked when called, before a server drives the steps on its workers
+    "pull_message_steps": (lambda b, a: drive_blocking(b.pull_message_steps(G, T, 0, 0, auth=a)),
+                           [(f"Topic:{T}", "Sub"), (f"Group:{G}", "Sub")]),
+    "pop_message_steps": (lambda b, a: drive_blocking(b.pop_message_steps(G, T, invisible_time_ms=60_000, auth=a)),
                           [(f"Group:{G}", "Sub"), (f"Topic:{T}", "Sub")]),
     "query_message": (lambda b, a: b.query_message(T, "k", auth=a), [(f"Topic:{T}", "Get")]),
     "view_message_by_id": (lambda b, a: b.view_message_by_id(b.send_message(T, b"v", queue_id=0).msg_id, auth=a),
