@@ -41,6 +41,7 @@ from broker_core.remoting import (
 from broker_core.remoting.codes import V5_3_1
 from broker_core.remoting.errors import RequestDecodeError
 
+from . import fd_limit
 from .channel import Channel
 from .fair_pool import ANSWER_EXPECTED, CURRENT_CONNECTION, CURRENT_REQUEST_CODE
 
@@ -99,6 +100,9 @@ class _Connection(asyncio.Protocol):
             return
         srv.channels.add(ch)
         self._arm_idle()
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            fd_limit.WATCH.accepted(sock.fileno())  # a warning when open files near RLIMIT_NOFILE
 
     def _arm_idle(self) -> None:
         if self._idle is not None:
@@ -233,6 +237,7 @@ class RemotingServer:
         self.port = 0
         self.shutting_down = False
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._fd_check: asyncio.TimerHandle | None = None
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -248,10 +253,19 @@ class RemotingServer:
             self._server = await self._loop.create_server(lambda: _Connection(self), host, port, reuse_address=True,
                                                           backlog=1024)
         self.port = self._server.sockets[0].getsockname()[1]
+        self._fd_check = self._loop.call_later(fd_limit.CHECK_INTERVAL_S, self._check_fds)
         return self.port
+
+    def _check_fds(self) -> None:
+        """At RLIMIT_NOFILE no connection is made (the loop closes it unseen), so look now and then too."""
+        fd_limit.WATCH.check()
+        if not self.shutting_down:
+            self._fd_check = self.loop.call_later(fd_limit.CHECK_INTERVAL_S, self._check_fds)
 
     async def stop(self) -> None:
         self.shutting_down = True
+        if self._fd_check is not None:
+            self._fd_check.cancel()
         if self._server is not None:
             self._server.close()
         for ch in list(self.channels):
