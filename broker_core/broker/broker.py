@@ -1560,7 +1560,10 @@ class Broker:
         store = self.store
         earliest = store.get_earliest_message_time()
         info = {
-            "brokerVersionDesc": "V5_3_3", "brokerVersion": "479", "brokerActive": "true",
+            "brokerVersionDesc": "V5_3_3", "brokerVersion": "479",
+            # Apache's slave runs changeSpecialServiceStatus(brokerId == MASTER_ID): false, so clusterList
+            # #ACTIVATED and brokerStatus tell a slave from its master
+            "brokerActive": "false" if self.is_slave else "true",
             "runtime": st.runtime(), "bootTimestamp": str(st.start_ms),
             "msgPutTotalYesterdayMorning": str(put_y), "msgPutTotalTodayMorning": str(put_t),
             "msgPutTotalTodayNow": str(put_now), "msgGetTotalYesterdayMorning": str(get_y),

@@ -95,6 +95,10 @@ def broker_status(
         raise SilentBrokersError(silent)
 
 
+MASTER_ID = 0  # MixAll.MASTER_ID (mqadmin.admin's, not imported here: it loads lazily, for a fast --help)
+NO_MASTER = "NO_MASTER"  # CommandUtil.NO_MASTER_PLACEHOLDER: heads the slaves of a group with no master
+
+
 @register(app, "getBrokerConfig", "Print a broker's configuration.")
 def get_broker_config(
     cmd: Cmd,
@@ -103,14 +107,25 @@ def get_broker_config(
 ) -> None:
     require_a_target(broker, cluster)  # neither used to print nothing and exit 0, hiding the mistake
     admin = cmd.admin()
-    targets = admin.check_target(cluster_name=cluster, broker_addr=broker)
-    # -c: one block per master of the cluster (as Apache's); -b: the one broker
+    # -c: each group of the cluster, its master's block then one per slave (Apache's
+    # fetchMasterAndSlaveDistinguish; a group whose master is gone under NO_MASTER), so a slave's config,
+    # which may differ from its master's, is seen too; -b: the one broker
+    targets = admin.check_target(cluster_name=cluster, broker_addr=broker, members=cluster is not None)
+    masters = {b.broker_name: b.broker_addr for b in targets if b.broker_id == MASTER_ID}
     configs = {b.broker_addr: admin.get_broker_config(b.broker_addr) for b in targets}
+    headings = {b.broker_addr: f"============{b.broker_addr}============" if cluster is None
+                else f"============Master: {b.broker_addr}============" if b.broker_id == MASTER_ID
+                else f"============My Master: {masters.get(b.broker_name, NO_MASTER)}=====Slave: {b.broker_addr}"
+                     "============" for b in targets}
 
     def render() -> None:
-        for addr, props in configs.items():
-            cmd.print(f"============Master: {addr}============" if cluster is not None
-                      else f"============{addr}============")
+        shown_no_master = False
+        for b in targets:
+            if cluster is not None and b.broker_name not in masters and not shown_no_master:
+                cmd.print(f"============Master: {NO_MASTER}============")  # Apache's placeholder block
+                shown_no_master = True
+            props = configs[b.broker_addr]
+            cmd.print(headings[b.broker_addr])
             for k, v in props.items():
                 cmd.print(f"{k:<50}=  {v}")
             cmd.print("")
@@ -138,7 +153,10 @@ def update_broker_config(
             raise UsageProblem(f"{flag} must not contain a line break: the broker reads each line as a "
                                "key=value of its own")
     admin = cmd.admin()
-    targets = admin.check_target(cluster_name=cluster, broker_addr=broker)
+    # -c -a (any value, as Apache's hasOption('a')): masters and slaves (fetchMasterAndSlaveAddrByClusterName),
+    # else the cluster's masters only; -a used to be ignored, leaving the slaves' config unchanged
+    targets = admin.check_target(cluster_name=cluster, broker_addr=broker,
+                                 members=cluster is not None and update_all is not None)
     addrs = admin.update_broker_config({key.strip(): value.strip()}, targets)
     cmd.emit({"brokers": addrs, "key": key.strip(), "value": value.strip()},
              lambda: [cmd.printf("update broker config success, %s\n", a) for a in addrs])

@@ -278,6 +278,31 @@ def test_routes_are_cached_shared_and_absent_without_a_name_server() -> None:
     assert asyncio.run(burst(down)) == [None] * 20 and down.asked == 1
 
 
+def test_a_group_with_only_its_slave_registered_offers_no_queue_through_that_slave() -> None:
+    """A name server that keeps a master-less group's queue data (Apache's keeps a prime slave's): the
+    slave this client dialled is not offered as a writable broker (it takes no writes, every send failed
+    "message store is in slave mode"); the route has no queue of that group, QueryAssignment then finds
+    no readable one."""
+    from types import SimpleNamespace
+
+    from broker_core.net.grpc_v2.service import MessagingService
+    from broker_core.remoting.bodies import BrokerData, QueueData
+    from broker_core.store.topic_config import TopicConfig
+
+    data = TopicRouteData(broker_datas=[BrokerData(cluster="C", broker_name="a", broker_addrs={1: "127.0.0.1:2"})],
+                          queue_datas=[QueueData(broker_name="a", read_queue_nums=4, write_queue_nums=4, perm=6)])
+    ok = RemotingCommand.request(0, body=data.to_json())
+    ok.code = ResponseCode.SUCCESS
+    routes = _CountingRoutes(ok)
+    route = asyncio.run(routes.topic_route("T"))
+    assert route is not None and route.brokers == () and route.masterless == ("a",)
+    service = MessagingService.__new__(MessagingService)  # only what _route_brokers reads
+    service.broker = SimpleNamespace(is_slave=True, config=SimpleNamespace(broker_name="a"))  # type: ignore
+    service.cluster_routes = routes
+    slave_topic = TopicConfig("T", read_queue_nums=4, write_queue_nums=4, perm=6)
+    assert asyncio.run(service._route_brokers("T", slave_topic, endpoints(1))) == []
+
+
 def test_a_topic_only_on_broker_b_is_routed_through_broker_a(cluster: Cluster) -> None:
     """README: a client that dials one broker's endpoint reaches every broker of the topic. QueryRoute and
     QueryAssignment looked the topic up in the dialled broker's own table first, so a topic created on

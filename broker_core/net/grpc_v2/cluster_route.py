@@ -84,6 +84,9 @@ class ClusterTopicRoute:
 
     topic: str
     brokers: tuple[BrokerQueues, ...]
+    # broker groups holding the topic with no master registered (only slaves): left out of ``brokers``,
+    # since a slave takes no writes; named so an empty route can say why
+    masterless: tuple[str, ...] = ()
 
     @property
     def has_local(self) -> bool:
@@ -169,7 +172,8 @@ class NamesrvClusterRoutes:
             elif (endpoint := endpoints[addr]) is None:
                 continue  # no gRPC endpoint known for it: its clients could not reach it (logged once)
             brokers.append(BrokerQueues(q.broker_name, q.perm, q.read_queue_nums, q.write_queue_nums, endpoint))
-        return ClusterTopicRoute(topic, tuple(brokers))
+        masterless = sorted({q.broker_name for q in data.queue_datas if not masters.get(q.broker_name)})
+        return ClusterTopicRoute(topic, tuple(brokers), tuple(masterless))
 
     async def topic_attributes(self, topic: str) -> dict[str, str] | None:
         """The topic's attributes (``message.type``) as a broker of its route has them, for a topic this

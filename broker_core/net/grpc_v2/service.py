@@ -388,8 +388,15 @@ class MessagingService(MessagingServiceServicer):
         from its TopicConfig ``tc``, when the name server cannot be reached or has no route of the topic.
         This broker answers with the endpoints the client dialled (``dialled``); a route the name server
         gives without it (a topic created here moments ago, not yet registered) gets it added, since the
-        client reaches it and it has the topic. TOPIC_NOT_FOUND when neither knows the topic."""
-        local = None if tc is None else \
+        client reaches it and it has the topic. TOPIC_NOT_FOUND when neither knows the topic.
+
+        A slave is never listed: routes are of masters only (a slave takes no writes, so a client sent to
+        it failed every send with "message store is in slave mode"), as Apache's proxy routes to brokerId
+        0. A client that dials a slave is routed to its master; a group whose master is gone has no
+        queue in the route (our name server keeps no queue data of a group without master: a topic on
+        no other group is TOPIC_NOT_FOUND; an Apache one may keep a prime slave's: no queue is listed,
+        QueryAssignment finds no readable queue)."""
+        local = None if tc is None or self.broker.is_slave else \
             BrokerQueues(self.broker.config.broker_name, tc.perm, tc.read_queue_nums, tc.write_queue_nums, None)
         route = None
         if self.cluster_routes is not None:
@@ -399,12 +406,16 @@ class MessagingService(MessagingServiceServicer):
                 log.exception("cluster route of %s failed; answering with this broker's queues", topic)
         if route is None:
             if local is None:
-                raise RpcError(pb.Code.TOPIC_NOT_FOUND, f"topic {topic} not found")
+                raise RpcError(pb.Code.TOPIC_NOT_FOUND, f"topic {topic} not found" + (
+                    f" at the name server (this broker is a slave of {self.broker.config.broker_name}: it "
+                    "routes to masters only)" if self.broker.is_slave else ""))
             brokers = [local]
         elif local is None or route.has_local:
             brokers = list(route.brokers)
         else:
             brokers = sorted([*route.brokers, local], key=lambda b: b.broker_name)
+        if not brokers and route is not None and route.masterless:
+            return []  # only master-less groups hold it: no queue to write to or read from (see above)
         if not brokers:
             raise RpcError(pb.Code.INTERNAL_SERVER_ERROR, f"topic {topic} is routed only to brokers whose gRPC "
                                                           "endpoint is unknown or off")
