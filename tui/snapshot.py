@@ -321,6 +321,11 @@ SWEEP_TOPICS = 64
 """Topics a refresh asks each broker which groups hold offsets on (QUERY_TOPIC_CONSUME_BY_WHO), in turn."""
 
 
+REFUSED: list[str] = []
+"""A sweep answer: the broker would not say who consumes the topic (NO_PERMISSION); no group is taken
+from it, and no group's topics are known for sure while one stands (``GroupSweep.topics_of``)."""
+
+
 class GroupSweep:
     """Which groups hold offsets on each topic of each broker, asked a slice of topics a refresh.
 
@@ -369,14 +374,15 @@ class GroupSweep:
         for got in self._answers.get(addr, {}).values():
             if isinstance(got, str):
                 return set(), got
-            groups.update(got)
+            groups.update(got)  # REFUSED adds none
         return groups, None
 
     def topics_of(self, addr: str, group: str) -> frozenset[str] | None:
         """The topics ``group`` holds offsets on at ``addr`` as last answered; None until every topic of
         ``addr`` has been asked at least once (the set could still miss one)."""
         known = self._answers.get(addr)
-        if known is None or not self._topics.get(addr, frozenset()) <= known.keys():
+        if known is None or not self._topics.get(addr, frozenset()) <= known.keys() \
+                or any(got is REFUSED for got in known.values()):
             return None
         return frozenset(t for t, got in known.items() if not isinstance(got, str) and group in got)
 
@@ -546,7 +552,12 @@ async def _list_groups(brokers: _Brokers, b: BrokerIdentity, topics: dict[str, T
             sweep.answer(b.broker_addr, topic, [])
         except (CallTimeout, _LeftOut):
             raise
-        except Exception as e:  # noqa: BLE001 - as list_groups: a refusal means the groups cannot be listed
+        except NoPermissionError as e:
+            # A Normal ACL user may read only some topics: a refused one is skipped, as the topic reads
+            # skip it, so the groups it may read are still listed (one refusal hid every group). The
+            # credentials themselves refused: as any failure, the groups cannot be listed.
+            sweep.answer(b.broker_addr, topic, describe_error(e) if credentials_refused(e.message) else REFUSED)
+        except Exception as e:  # noqa: BLE001 - as list_groups: a failure means the groups cannot be listed
             sweep.answer(b.broker_addr, topic, describe_error(e))
     holding, why = sweep.groups(b.broker_addr)
     return (None, why) if why is not None else (sorted(set(configured) | holding), None)
@@ -625,6 +636,7 @@ async def _read_groups(brokers: _Brokers, configs: dict[str, dict[str, TopicInfo
         if lags is not None:
             in_broker[b.broker_addr] = lags
     refused: set[str] = set()  # groups some broker answering would not report
+    not_permitted: set[str] = set()  # of those, the ones refused to this user (NO_PERMISSION)
     shown_in_part = 0  # of those, the ones other brokers did report (shown with their queues only)
     error = None
     many = len(brokers.registered) > 1
@@ -646,12 +658,17 @@ async def _read_groups(brokers: _Brokers, configs: dict[str, dict[str, TopicInfo
                 raise
             except Exception as e:  # noqa: BLE001 - kept as the part's error; the other brokers' parts still count
                 refused.add(name)
+                if isinstance(e, NoPermissionError) and not credentials_refused(e.message):
+                    not_permitted.add(name)
                 why = describe_error(e)
                 error = error or (f"{name} on {b.broker_name}: {why}" if many else why)
         if parts:
             shown_in_part += name in refused
             groups.append(GroupLag(name, [q for p in parts for q in p.queues], sum(p.retry_depth for p in parts),
                                    sum(p.dlq_depth for p in parts)))
+    if error is not None and not shown_in_part and refused == not_permitted and len(refused) < len(names):
+        # as refused topics: a Normal ACL user may read only some groups; those it may not are named
+        return groups, f"{len(refused)} of {len(names)} groups not shown: no permission to read {_some(sorted(refused))}"
     if error is not None and (len(refused) < len(names) or shown_in_part):
         in_full = f" in full ({shown_in_part} shown with the other brokers' queues only)" if shown_in_part else ""
         error = f"{len(refused)} of {len(names)} groups cannot be read{in_full}: {error}"
