@@ -295,7 +295,15 @@ def read_properties_file(path: str | Path) -> dict[str, str]:
             _check_yaml_scalar(path, k, v)
         return {str(k): yaml_config_value(v) for k, v in data_map.items() if v is not None}
     text, _ = decode_config_bytes(data)
-    return {p.key: java_trim(p.value) for p in parse_properties(text, str(path))}
+    return {p.key: _trimmed(p.value) for p in parse_properties(text, str(path))}
+
+
+def _trimmed(value: str) -> str:
+    """A properties value trimmed, except "true "/"false\t": Boolean.parseBoolean gets those untrimmed
+    (Properties.load keeps trailing whitespace) and reads them false, so the boolean keys are handed
+    the whitespace to refuse (``boolean_refusal``); a String key trims it in ``_coerce``, as Apache."""
+    trimmed = java_trim(value)
+    return value if trimmed != value and trimmed.lower() in ("true", "false") else trimmed
 
 
 def yaml_config_value(value: object) -> str:
@@ -314,14 +322,26 @@ def _check_yaml_scalar(path: Path, key: object, value: object) -> None:
         raise ConfigError(f"{path}: {key}: expected a single value (string, number or true/false), got a {kind}")
 
 
+def boolean_refusal(key: str, raw: str) -> str:
+    """Why ``raw`` is no value for the boolean ``key``: the whitespace around a true/false is named as the
+    problem, since Java's Boolean.parseBoolean (after Properties.load, which keeps trailing whitespace)
+    reads "true " as false while the file looks right."""
+    if raw != raw.strip() and raw.strip().lower() in ("true", "false"):
+        return (f"{key}: {raw!r} has whitespace around {raw.strip()!r}; remove it (Apache's broker would "
+                f"read it as false)")
+    return f"{key}: expected true or false, got {raw!r}"
+
+
 def _coerce(key: str, raw: str, typ: Any, lo: int | None = None) -> Any:
     if typ is bool or typ == "bool":
         # Java's Boolean.parseBoolean (MixAll.properties2Object) takes "true" in any case and makes every
-        # other value false ("yes", "1", "on" too): true/false in any case here, the rest refused by name
-        low = raw.strip().lower()
+        # other value false ("yes", "1", "on" too): true/false in any case here, the rest refused by name.
+        # Properties.load keeps a value's trailing whitespace and parseBoolean("true ") is false, so
+        # "true " (a stray space or tab) is refused too, saying so: it looks true and Apache reads it false
+        low = raw.lower()
         if low in ("true", "false"):
             return low == "true"
-        raise ConfigError(f"{key}: expected true or false, got {raw!r}")
+        raise ConfigError(boolean_refusal(key, raw))
     java = java_integer(typ)
     if java is not None:
         text = raw.strip()
@@ -338,7 +358,7 @@ def _coerce(key: str, raw: str, typ: Any, lo: int | None = None) -> Any:
             return float(raw.strip())
         except ValueError as e:
             raise ConfigError(f"{key}: expected a number, got {raw!r}") from e
-    return raw
+    return java_trim(raw)  # MixAll.properties2Object trims a String value
 
 
 def apply_properties(cls: type[T], props: dict[str, str], base: T | None = None,

@@ -121,7 +121,7 @@ class AuthConfig:
             raw = str(props[key]).strip()
             default = f.default
             if isinstance(default, bool):
-                values[f.name] = _parse_bool(key, raw)
+                values[f.name] = _parse_bool(key, str(props[key]))  # untrimmed: "true " is refused
             elif isinstance(default, int):
                 values[f.name] = _parse_int(key, raw)
             elif isinstance(default, Strategy):
@@ -181,9 +181,14 @@ def _split_codes(text: str) -> frozenset[str]:
 
 
 def _parse_bool(key: str, raw: str) -> bool:
-    lowered = raw.strip().lower()
+    """true/false in any case, as Boolean.parseBoolean takes them; "true " (whitespace kept by
+    Properties.load) is refused naming the whitespace, which Apache would read as false."""
+    lowered = raw.lower()
     if lowered in ("true", "false"):
         return lowered == "true"
+    if raw != raw.strip() and raw.strip().lower() in ("true", "false"):
+        raise AuthConfigError(f"{key} must be true or false: {raw!r} has whitespace around {raw.strip()!r}; "
+                              f"remove it (Apache's broker would read it as false)")
     raise AuthConfigError(f"{key} must be true or false, got {raw!r}")
 
 

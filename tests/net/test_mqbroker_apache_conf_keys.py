@@ -70,13 +70,41 @@ def test_a_boolean_that_is_not_true_or_false_is_refused(tmp_path: Path, value: s
                                  "cleanFileForciblyEnable", "enableRetryTopicV2"])
 def test_every_boolean_key_takes_true_false_in_any_case_and_refuses_the_rest(tmp_path: Path, key: str) -> None:
     conf = tmp_path / "broker.conf"
-    for text, value in (("TRUE", "true"), ("False", "false"), (" true ", "true")):
+    for text, value in (("TRUE", "true"), ("False", "false"), (" true", "true")):  # leading: Properties.load drops it
         conf.write_text(f"{key}={text}\n")
         assert BrokerConfig.load(conf, tmp_path / "store").to_properties()[key] == value
     conf.write_text(f"{key}=1\n")
     with pytest.raises(ConfigError) as e:
         BrokerConfig.load(conf, tmp_path / "store")
     assert str(conf) in str(e.value) and key in str(e.value) and "true or false" in str(e.value)
+
+
+@pytest.mark.parametrize("key", ["autoCreateTopicEnable", "traceTopicEnable", "authenticationEnabled",
+                                 "authorizationEnabled"])
+@pytest.mark.parametrize("text", ["true ", "true\t", "false ", "TRUE  \t"])
+def test_a_boolean_with_trailing_whitespace_is_refused_naming_the_whitespace(tmp_path: Path, key: str,
+                                                                             text: str) -> None:
+    """``autoCreateTopicEnable=true `` was read as true here, while Apache's Properties.load keeps the space
+    and Boolean.parseBoolean("true ") is false: the same file meant different things. Refused, saying so."""
+    line = refused(tmp_path, f"{key}={text}\n")
+    assert key in line and repr(text) in line and "whitespace" in line and "false" in line, line
+
+
+def test_a_boolean_set_through_yaml_or_with_leading_whitespace_is_still_taken(tmp_path: Path) -> None:
+    """Properties.load drops the whitespace between '=' and the value, so ``key=  true`` is true in Apache too."""
+    conf = tmp_path / "broker.conf"
+    conf.write_text(BASE + "autoCreateTopicEnable=  \tfalse\ntraceTopicEnable = true\n")
+    listed = BrokerConfig.load(conf, tmp_path / "store").to_properties()
+    assert listed["autoCreateTopicEnable"] == "false" and listed["traceTopicEnable"] == "true"
+
+
+def test_numbers_and_strings_keep_their_trailing_whitespace_handling(tmp_path: Path) -> None:
+    """Only booleans changed: a number with a trailing space is still taken (kinder than Apache's
+    NumberFormatException), a string is still trimmed as MixAll.properties2Object trims it."""
+    conf = tmp_path / "broker.conf"
+    conf.write_text(BASE + "sendMessageThreadPoolNums=4 \nbrokerIP1=10.0.0.1 \n")
+    listed = BrokerConfig.load(conf, tmp_path / "store").to_properties()
+    assert listed["sendMessageThreadPoolNums"] == "4" and listed["brokerIP1"] == "10.0.0.1"
 
 
 def test_check_crc_on_recover_has_apaches_key_once(tmp_path: Path) -> None:
