@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from mqadmin.errors import (
     AdminError,
+    NoPermissionError,
     NotFoundError,
     SilentBrokersError,
     UnreachableError,
@@ -1438,8 +1439,12 @@ class Admin:
         of is reported with what the DESTINATION holds afterwards, read back from the broker: the broker
         keeps a pending server-side reset of the destination (and answers it first, as Apache's
         queryOffset), so "copied" is only true where the two agree (status "applied", else "notApplied";
-        the plan is applied only when every queue is). Reporting the source's offsets told the user the
-        clone had moved a group whose consumers would start at the reset offset."""
+        the plan is applied only when no queue is notApplied). Reporting the source's offsets told the user
+        the clone had moved a group whose consumers would start at the reset offset.
+
+        A user the broker refuses to read the destination's offsets to (ACL: Update on it without Get) still
+        clones, as Apache's tool, which needs only the source's consume stats and Update on the
+        destination: those queues are "notReadBack" (offsets -1), not a failed clone."""
         from mqadmin.reports import OffsetChange, ResetPlan
 
         found = self._topic_brokers(topic)
@@ -1450,16 +1455,29 @@ class Admin:
             addr = b.broker_addr
             self._require_group(b, src_group)
             qids = range(max(info.read_queue_nums, info.write_queue_nums))
-            before = {q: self.client.query_consumer_offset(addr, dest_group, topic, q) for q in qids}
+            before = self._dest_offsets(addr, dest_group, topic, qids)
             source = {q: self.client.query_consumer_offset(addr, src_group, topic, q) for q in qids}
             self.client.clone_group_offset(addr, src_group, dest_group, topic)
+            held_now = before and self._dest_offsets(addr, dest_group, topic, qids)
             for q in qids:
                 if source[q] < 0:
                     continue
-                held = self.client.query_consumer_offset(addr, dest_group, topic, q)
+                if not held_now:
+                    changes.append(OffsetChange(b.broker_name, q, self.client.get_max_offset(addr, topic, q), -1,
+                                                source[q], -1, "notReadBack"))
+                    continue
+                held = held_now[q]
                 changes.append(OffsetChange(b.broker_name, q, self.client.get_max_offset(addr, topic, q), before[q],
                                             source[q], held, "applied" if held == source[q] else "notApplied"))
-        return ResetPlan(dest_group, topic, 0, True, changes, applied=all(c.status == "applied" for c in changes))
+        return ResetPlan(dest_group, topic, 0, True, changes, applied=all(c.status != "notApplied" for c in changes))
+
+    def _dest_offsets(self, addr: str, group: str, topic: str, qids: range) -> dict[int, int]:
+        """``group``'s offsets of ``topic``'s queues at ``addr``, or {} when the broker will not let this user
+        read them (NO_PERMISSION: an ACL user with Update but not Get on the clone's destination)."""
+        try:
+            return {q: self.client.query_consumer_offset(addr, group, topic, q) for q in qids}
+        except NoPermissionError:
+            return {}
 
     # -- messages -------------------------------------------------------------------------------------
     def query_msg_by_id(self, topic: str, msg_id: str, unanswered: list[str] | None = None) -> list[MessageRecord]:

@@ -120,8 +120,14 @@ def clone_group_offset(
                        c.reset_offset, c.status)
 
     cmd.emit(plan.to_dict(), render)
+    unread = [c for c in plan.changes if c.status == "notReadBack"]
+    if unread:  # Update without Get on the destination: cloned, but not confirmed (one line, exit 0)
+        where = sorted({c.broker_name for c in unread})
+        typer.echo(f"mqadmin {cmd.name}: warning: cloned, but {dest_group}'s offsets could not be read back "
+                   f"(no permission to Get group {dest_group}) on {len(unread)} queue(s) of {', '.join(where)}; "
+                   f"not confirmed as applied", err=True)
     for c in plan.changes:  # on stderr in every output format: a script reading JSON sees it too
-        if c.status != "applied":
+        if c.status == "notApplied":
             typer.echo(f"mqadmin {cmd.name}: warning: {c.broker_name} queue {c.queue_id}: group {dest_group} holds "
                        f"offset {c.reset_offset}, not {src_group}'s {c.timestamp_offset} (the broker answers a "
                        f"pending reset of {dest_group} first, e.g. resetOffsetByTime with no consumer online); its "
