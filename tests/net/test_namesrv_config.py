@@ -94,8 +94,8 @@ def test_get_reports_what_the_name_server_uses_and_update_persists_to_its_file(t
     ("listenPort", "1", "listenPort cannot be changed on a running name server"),
     ("brokerChannelExpiredTime", "5000", "brokerChannelExpiredTime cannot be changed on a running name server"),
     ("scanNotActiveBrokerInterval", "0", "scanNotActiveBrokerInterval=0: must be an integer in [1, "),
-    ("enableAllTopicList", "maybe", "enableAllTopicList: expected true/false, got 'maybe'"),
-    ("orderMessageEnable", "sometimes", "orderMessageEnable: expected true/false, got 'sometimes'"),
+    ("enableAllTopicList", "maybe", "enableAllTopicList: expected true or false, got 'maybe'"),
+    ("orderMessageEnable", "sometimes", "orderMessageEnable: expected true or false, got 'sometimes'"),
     ("noSuchKey", "1", "unknown name server config key noSuchKey"),
     # our brokers register a topic change with only that topic: with this switch on, the name server
     # would drop every other route of the broker until its next full registration
